@@ -19,3 +19,27 @@ __all__ = [
     "register",
     "resolve_kernel",
 ]
+
+from ._gamma import kernel_gamma
+from ._graph import (  # importing _graph registers "knn" and "heat"
+    GRAPH_KERNELS,
+    LowRankKernel,
+    graph_kernel_matrix,
+    heat_kernel,
+    kernel_block,
+    kernel_diagonal,
+    knn_adjacency,
+    knn_kernel,
+)
+
+__all__ += [
+    "GRAPH_KERNELS",
+    "LowRankKernel",
+    "graph_kernel_matrix",
+    "heat_kernel",
+    "kernel_block",
+    "kernel_diagonal",
+    "kernel_gamma",
+    "knn_adjacency",
+    "knn_kernel",
+]
