@@ -1,1 +1,12 @@
-"""mbkkm"""
+"""mbkkm: mini-batch kernel k-means without the n x n kernel matrix.
+
+Implements "Mini-batch kernel k-means" (Jourdan & Schwartzman): truncated
+mini-batch kernel k-means, whose centers are sliding windows of batch points, and
+the baselines it is measured against, with a scikit-learn API.
+"""
+
+from .cluster import MiniBatchKernelKMeans
+
+__version__ = "0.1.0"
+
+__all__ = ["MiniBatchKernelKMeans", "__version__"]

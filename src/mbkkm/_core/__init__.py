@@ -1,0 +1,22 @@
+"""Pure math of mini-batch kernel k-means: no estimator code, no input checks.
+
+Functions here take ready arrays and resolved kernels (see STYLE.md, 1).
+"""
+
+from ._init import kernel_kmeans_plusplus, random_init
+from ._rates import LEARNING_RATES
+from ._sampling import draw_batch_plan, draw_init_indices
+from ._windows import WindowState, assign, init_state, minibatch_step, segment_inner
+
+__all__ = [
+    "LEARNING_RATES",
+    "WindowState",
+    "assign",
+    "draw_batch_plan",
+    "draw_init_indices",
+    "init_state",
+    "kernel_kmeans_plusplus",
+    "minibatch_step",
+    "random_init",
+    "segment_inner",
+]

@@ -1,0 +1,326 @@
+"""Truncated centers stored as sliding windows of support points.
+
+Center j is an explicit sparse combination of support points
+    C_j = sum_{s in W_j} a_s phi(s),
+stored as its window W_j: the blocks of points that the last batches assigned to
+it, oldest first, one coefficient per point, the cached Gram matrix
+G_j = K(W_j, W_j) and the squared norm c_j = <C_j, C_j> = a_j^T G_j a_j.
+
+All windows live in one array ``support`` (m rows), grouped by cluster
+(``starts[j]:starts[j+1]`` is W_j), so one kernel block K(batch, support) serves
+every cluster.
+
+One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
+
+1. K_BY = K(X_B, [S; X_B]), shape (b, m + b): the only kernel work.
+2. P[x, j] = <phi(x), C_j> = sum_{s in W_j} a_s K(x, s)   (segment sums, (b, k))
+   D[x, j] = K(x, x) - 2 P[x, j] + c_j,  labels = argmin_j D,  f_B = mean_x min_j D.
+3. alpha_j from the learning rate (0 when b_j = 0: the center is kept).
+4. a_s <- (1 - alpha_j) a_s on W_j, and the b_j new points join as one block with
+   coefficient alpha_j / b_j each (with batch weights w: alpha_j w_x / sum w over B_j).
+5. Truncation: keep the shortest suffix of blocks whose sizes sum to >= tau
+   (a block is kept iff the points in strictly newer blocks number < tau).
+6. Optionally renormalise: a_s <- a_s / sum_{W_j} a (a convex combination again).
+7. G_j for the new window from G_j (kept part), K_BY (cross terms, new block):
+   no new kernel evaluations; c_j = a^T G_j a recomputed (no drift).
+
+References
+----------
+B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class WindowState:
+    """Every center as a window of support points (see the module docstring).
+
+    Attributes
+    ----------
+    support : ndarray of shape (m, ...)
+        Support items (data rows, or point indices for index kernels), grouped by
+        cluster, oldest block first inside each cluster.
+    coef : ndarray of shape (m,), float64
+        Coefficient of each support point in its center.
+    block : ndarray of shape (m,), int64
+        Iteration at which the point joined (-1 for the initial center).
+    starts : ndarray of shape (k + 1,)
+        W_j is ``support[starts[j]:starts[j + 1]]``.
+    grams : list of k ndarrays of shape (w_j, w_j)
+        G_j = K(W_j, W_j).
+    norms : ndarray of shape (k,), float64
+        c_j = ||C_j||^2 = a_j^T G_j a_j.
+    counts : ndarray of shape (k,), float64
+        Running (weighted) number of batch points assigned to each cluster.
+    n_steps : int
+        Iterations performed so far.
+    """
+
+    support: np.ndarray
+    coef: np.ndarray
+    block: np.ndarray
+    starts: np.ndarray
+    grams: list
+    norms: np.ndarray
+    counts: np.ndarray
+    n_steps: int = 0
+    support_sq_norms: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def n_clusters(self):
+        return len(self.starts) - 1
+
+    @property
+    def labels(self):
+        """Cluster of each support point, shape (m,)."""
+        return np.repeat(np.arange(self.n_clusters), np.diff(self.starts))
+
+    def copy(self):
+        return WindowState(
+            self.support.copy(), self.coef.copy(), self.block.copy(), self.starts.copy(),
+            [g.copy() for g in self.grams], self.norms.copy(), self.counts.copy(),
+            self.n_steps,
+        )
+
+
+def init_state(centers, kernel):
+    """Windows of one point each (coefficient 1) from k initial center items."""
+    k = centers.shape[0]
+    diag = np.asarray(kernel.diag(centers))
+    return WindowState(
+        support=np.array(centers, copy=True),
+        coef=np.ones(k),
+        block=np.full(k, -1, dtype=np.int64),
+        starts=np.arange(k + 1),
+        grams=[diag[j:j + 1].reshape(1, 1).copy() for j in range(k)],
+        norms=diag.astype(np.float64),
+        counts=np.zeros(k),
+    )
+
+
+def segment_inner(K, coef, starts):
+    """P[:, j] = sum_{s in segment j} K[:, s] coef[s], shape (n_rows, k).
+
+    Segments are non-empty and contiguous. A product with the (m, k) block matrix
+    of coefficients: one GEMM when k is small, a segment reduction otherwise.
+    """
+    m = K.shape[1]
+    k = len(starts) - 1
+    dtype = K.dtype
+    if k <= 64:
+        A = np.zeros((m, k), dtype=dtype)
+        A[np.arange(m), np.repeat(np.arange(k), np.diff(starts))] = coef
+        return K @ A
+    prod = K * coef.astype(dtype, copy=False)[None, :]
+    return np.add.reduceat(prod, starts[:-1], axis=1)
+
+
+def sq_distances(K_XS, diag_X, state):
+    """Squared feature-space distances D[x, j] = K(x,x) - 2 <phi(x), C_j> + c_j, (n, k)."""
+    P = segment_inner(K_XS, state.coef, state.starts)
+    D = P
+    D *= -2
+    D += diag_X[:, None]
+    D += state.norms.astype(D.dtype)[None, :]
+    return D
+
+
+@dataclass
+class StepResult:
+    labels: np.ndarray  # (b,) assignment of the batch before the update
+    objective: float  # f_B(C_i): weighted mean of the minimum distances
+    objective_after: float | None  # f_B(C_{i+1}) on the same batch (when asked)
+    alpha: np.ndarray  # (k,) learning rates used
+
+
+def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
+                   objective_after=False, stamp=None):
+    """One truncated mini-batch iteration on the batch items ``Xb`` (in place on state).
+
+    Parameters
+    ----------
+    state : WindowState
+    Xb : ndarray of shape (b, ...)
+        Batch items (rows or indices).
+    kernel : Kernel-like
+        ``kernel(A, B)`` and ``kernel.diag(A)``.
+    rate : callable
+        ``rate(batch_counts, batch_total, running_counts) -> alpha`` (see _rates).
+    tau : int or None
+        Window length; None keeps every block (no truncation).
+    renormalize : bool
+        Divide the kept coefficients by their sum after truncation.
+    batch_weight : ndarray of shape (b,) or None
+        Weights of the batch points in the update (None: unit weights).
+    objective_after : bool
+        Also compute f_B(C_{i+1}) on the same batch (for early stopping).
+    stamp : int, optional
+        Block label of the new points (default: ``state.n_steps``).
+
+    Returns
+    -------
+    StepResult
+    """
+    b = Xb.shape[0]
+    k = state.n_clusters
+    m = state.support.shape[0]
+    starts = state.starts
+    stamp = state.n_steps if stamp is None else stamp
+
+    # 1. One kernel block against every support point and the batch itself.
+    Y = np.concatenate([state.support, Xb], axis=0)
+    K_BY = np.asarray(kernel(Xb, Y))  # (b, m + b)
+    K_BS = K_BY[:, :m]
+    K_BB = K_BY[:, m:]
+    diag_B = np.asarray(kernel.diag(Xb))  # (b,)
+
+    # 2. Assignment of the batch to the current centers.
+    D = sq_distances(K_BS, diag_B, state)  # (b, k)
+    labels = np.argmin(D, axis=1)
+    mind = np.maximum(D[np.arange(b), labels], 0)
+    if batch_weight is None:
+        w = None
+        objective = float(mind.mean(dtype=np.float64))
+        bcounts = np.bincount(labels, minlength=k).astype(np.float64)
+        btotal = float(b)
+    else:
+        w = np.asarray(batch_weight, dtype=np.float64)
+        btotal = float(w.sum())
+        objective = float(mind @ w / btotal)
+        bcounts = np.bincount(labels, weights=w, minlength=k)
+
+    # 3. Learning rates (0 where no point arrived).
+    alpha = rate(bcounts, btotal, state.counts)
+    alpha = np.where(bcounts > 0, alpha, 0.0)
+
+    # 4-7. New windows, cluster by cluster (k small loops of vector operations).
+    order = np.argsort(labels, kind="stable")  # batch positions grouped by cluster
+    bstarts = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=k))])
+    src_parts = []  # positions in Y of the new support, cluster by cluster
+    coef_parts = []
+    block_parts = []
+    new_starts = np.zeros(k + 1, dtype=np.intp)
+    grams = list(state.grams)
+    norms = state.norms.copy()
+    for j in range(k):
+        s0, s1 = starts[j], starts[j + 1]
+        new = order[bstarts[j]:bstarts[j + 1]]  # batch positions assigned to j
+        if new.size == 0 or alpha[j] == 0:
+            src_parts.append(np.arange(s0, s1))
+            coef_parts.append(state.coef[s0:s1])
+            block_parts.append(state.block[s0:s1])
+            new_starts[j + 1] = new_starts[j] + (s1 - s0)
+            continue
+        a_old = state.coef[s0:s1] * (1.0 - alpha[j])
+        if w is None:
+            a_new = np.full(new.size, alpha[j] / new.size)
+        else:
+            a_new = alpha[j] * w[new] / bcounts[j]
+        # 5. Truncation: old point kept iff the points in strictly newer blocks
+        # (the new block included) number < tau. Blocks are sorted ascending.
+        blk = state.block[s0:s1]
+        if tau is None:
+            keep_from = 0
+        else:
+            newer = new.size + (s1 - s0) - np.searchsorted(blk, blk, side="right")
+            kept = newer < tau
+            keep_from = int(np.argmax(kept)) if kept.any() else s1 - s0
+        if alpha[j] >= 1.0:
+            keep_from = s1 - s0  # old coefficients are exactly zero
+        a_old = a_old[keep_from:]
+        coef_j = np.concatenate([a_old, a_new])
+        if renormalize:
+            coef_j /= coef_j.sum()
+        # 7. Gram of the new window from cached blocks.
+        n_old = a_old.size
+        G_old = state.grams[j][keep_from:, keep_from:]
+        cross = K_BS[new][:, s0 + keep_from:s1]  # (b_j, n_old)
+        G = np.empty((n_old + new.size, n_old + new.size), dtype=K_BY.dtype)
+        G[:n_old, :n_old] = G_old
+        G[n_old:, :n_old] = cross
+        G[:n_old, n_old:] = cross.T
+        G[n_old:, n_old:] = K_BB[np.ix_(new, new)]
+        grams[j] = G
+        norms[j] = float(coef_j @ (G.astype(np.float64) @ coef_j))
+        src_parts.append(np.concatenate([np.arange(s0 + keep_from, s1), m + new]))
+        coef_parts.append(coef_j)
+        block_parts.append(np.concatenate([blk[keep_from:], np.full(new.size, stamp)]))
+        new_starts[j + 1] = new_starts[j] + coef_j.size
+
+    after = None
+    if objective_after:
+        # f_B(C_{i+1}) on the same batch, from K_BY: no new kernel work.
+        src = np.concatenate(src_parts)
+        coef = np.concatenate(coef_parts)
+        P = segment_inner(K_BY[:, src], coef, new_starts)
+        D2 = diag_B[:, None] - 2 * P + norms.astype(P.dtype)[None, :]
+        mind2 = np.maximum(D2.min(axis=1), 0)
+        after = float(mind2.mean(dtype=np.float64)) if w is None else float(mind2 @ w / btotal)
+
+    src = np.concatenate(src_parts)
+    state.support = Y[src]
+    state.coef = np.concatenate(coef_parts)
+    state.block = np.concatenate(block_parts).astype(np.int64, copy=False)
+    state.starts = new_starts
+    state.grams = grams
+    state.norms = norms
+    state.n_steps += 1
+    return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
+
+
+def assign(X_items, state, kernel, cross_kernel=None, diag=None, chunk_rows=4096,
+           sample_weight=None, return_distances=False):
+    """Labels (and minimum distances) of many points against the centers, in chunks.
+
+    Parameters
+    ----------
+    X_items : ndarray of shape (n, ...)
+    state : WindowState
+    kernel : Kernel-like
+    cross_kernel : callable, optional
+        ``cross_kernel(X_chunk, support) -> (len(chunk), m)``; default ``kernel``.
+    diag : callable, optional
+        ``diag(X_chunk) -> (len(chunk),)``; default ``kernel.diag``.
+    chunk_rows : int
+        Rows per chunk (from the memory budget).
+    return_distances : bool
+        Also return the full (n, k) distance matrix.
+
+    Returns
+    -------
+    labels : ndarray of shape (n,)
+    min_dist : ndarray of shape (n,)
+        Squared feature-space distance to the assigned center (>= 0).
+    distances : ndarray of shape (n, k), only when ``return_distances``.
+    """
+    cross_kernel = kernel if cross_kernel is None else cross_kernel
+    diag = kernel.diag if diag is None else diag
+    n = X_items.shape[0]
+    labels = np.empty(n, dtype=np.intp)
+    mind = None
+    dist = None
+    for start in range(0, n, chunk_rows):
+        Xc = np.asarray(X_items[start:start + chunk_rows])
+        Kc = np.asarray(cross_kernel(Xc, state.support))
+        D = sq_distances(Kc, np.asarray(diag(Xc)), state)
+        np.maximum(D, 0, out=D)
+        if mind is None:
+            mind = np.empty(n, dtype=D.dtype)
+            if return_distances:
+                dist = np.empty((n, state.n_clusters), dtype=D.dtype)
+        lab = np.argmin(D, axis=1)
+        labels[start:start + chunk_rows] = lab
+        mind[start:start + chunk_rows] = D[np.arange(len(lab)), lab]
+        if return_distances:
+            dist[start:start + chunk_rows] = D
+    if mind is None:
+        mind = np.empty(0)
+        dist = np.empty((0, state.n_clusters)) if return_distances else None
+    if return_distances:
+        return labels, mind, dist
+    return labels, mind

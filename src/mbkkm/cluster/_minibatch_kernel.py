@@ -1,0 +1,495 @@
+"""MiniBatchKernelKMeans: truncated mini-batch kernel k-means (the paper's Algorithm 2)."""
+
+from __future__ import annotations
+
+import time
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from .._core import (
+    LEARNING_RATES,
+    assign,
+    draw_batch_plan,
+    draw_init_indices,
+    init_state,
+    kernel_kmeans_plusplus,
+    minibatch_step,
+    random_init,
+)
+from ..kernels import resolve_kernel
+from ._common import (
+    COMMON_CONSTRAINTS,
+    KERNEL_CONSTRAINTS,
+    check_n_clusters_vs_samples,
+    check_sample_weight,
+    chunk_rows,
+)
+
+
+class MiniBatchKernelKMeans(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+):
+    """Truncated mini-batch kernel k-means, without the n x n kernel matrix.
+
+    Each center is an explicit combination of at most about ``tau + batch_size``
+    data points (a sliding *window* of the batch points recently assigned to it).
+    An iteration samples ``batch_size`` points uniformly with replacement, computes
+    one kernel block between the batch and the support points of all windows,
+    assigns the batch to the nearest centers in feature space, moves each center
+    towards the mean of its batch points with a learning rate, and truncates the
+    windows to the newest ``tau`` points. Nothing in an iteration depends on the
+    number of samples: an iteration costs O(b (m + b) d) kernel work, m being the
+    number of support points (about k (tau + b / k)).
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    kernel : str or callable, default="rbf"
+        Kernel name: "rbf" (alias "gaussian"), "laplacian", "polynomial" (alias
+        "poly"), "linear", "cosine", "sigmoid", "chi2"; or a callable
+        ``kernel(X, Y, **kernel_params)`` returning the (n_x, n_y) kernel block.
+    gamma : float, default=None
+        Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, with
+        scikit-learn's meaning (rbf: exp(-gamma ||x - y||^2); the paper's kappa is
+        1 / gamma). None: for rbf and laplacian the data-driven
+        1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
+        computed in O(n d); for polynomial and sigmoid 1 / n_features; for chi2 1.
+    degree : float, default=3
+        Degree of the polynomial kernel.
+    coef0 : float, default=1
+        Constant term of the polynomial and sigmoid kernels.
+    kernel_params : dict, default=None
+        Extra keyword arguments of a callable kernel.
+    batch_size : int, default=1024
+        Points per mini-batch (sampled with replacement); capped at n_samples.
+    tau : int, default=200
+        Window length: each center keeps the shortest run of its newest batch
+        blocks that holds at least ``tau`` points.
+    learning_rate : {"adaptive", "classic"}, default="adaptive"
+        "adaptive": the paper's rate alpha_j = sqrt(b_j / b) (Schwartzman 2023), with
+        b_j the batch points assigned to cluster j. "classic": scikit-learn's
+        MiniBatchKMeans rate alpha_j = b_j / N_j, N_j the running count of points
+        assigned to j.
+    renormalize : bool, default=True
+        After truncation, divide each center's coefficients by their sum so every
+        center stays a convex combination of data points. False reproduces the
+        paper's literal truncation (coefficient sums 1 - prod(1 - alpha)).
+    max_iter : int, default=200
+        Number of mini-batch **iterations** (batches), not epochs: scikit-learn's
+        MiniBatchKMeans counts passes over the data instead.
+    tol : float, default=None
+        Early stopping threshold epsilon of the paper: stop when the batch objective
+        improves by less than ``tol`` on the same batch,
+        f_B(C_i) - f_B(C_{i+1}) < tol. None runs ``max_iter`` iterations.
+    init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
+default="k-means++"
+        "k-means++": greedy kernel k-means++ in feature space on ``init_size``
+        points; "random": ``n_clusters`` distinct random points; an array: the
+        initial centers as points in input space.
+    n_init : int, default=1
+        Number of initialisations; the one with the lowest inertia on a random
+        validation subsample of ``init_size`` points is kept.
+    init_size : int, default=None
+        Points used by the initialisation; None: 3 * batch_size (at least
+        3 * n_clusters), capped at n_samples.
+    compute_labels : bool, default=True
+        Label all fitted points after the last iteration (``labels_``, ``inertia_``).
+        Costs one chunked pass of n kernel rows against the support points.
+    working_memory : float, default=None
+        Memory budget in MiB for the temporaries of the labelling pass (predict,
+        transform, score, labels_); None uses scikit-learn's ``working_memory``
+        configuration (1024 MiB by default).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation and of the batch sampling.
+    verbose : int, default=0
+        Print progress every ``max(1, max_iter // 10)`` iterations when > 0.
+
+    Attributes
+    ----------
+    support_vectors_ : ndarray of shape (n_support, n_features)
+        The support points of all centers, grouped by cluster.
+    dual_coef_ : ndarray of shape (n_support,)
+        Coefficient of each support point: center j is
+        sum_{s : support_labels_[s] = j} dual_coef_[s] phi(support_vectors_[s]).
+    support_labels_ : ndarray of shape (n_support,)
+        Cluster of each support point.
+    n_support_ : ndarray of shape (n_clusters,)
+        Number of support points of each center.
+    center_norms_ : ndarray of shape (n_clusters,)
+        Squared feature-space norms <C_j, C_j> of the centers.
+    labels_ : ndarray of shape (n_samples,)
+        Label of each fitted point (when ``compute_labels``).
+    inertia_ : float
+        Sum of the (weighted) squared feature-space distances of the fitted points
+        to their nearest center (when ``compute_labels``).
+    batch_objective_ : ndarray of shape (n_iter_,)
+        The batch objective f_B(C_i), the mean squared distance of the batch points
+        to their nearest center before each update.
+    n_iter_ : int
+        Number of iterations run.
+    n_steps_ : int
+        Number of iterations (batches) processed since the first fit or partial_fit.
+    kernel_ : mbkkm.kernels.Kernel
+        The kernel with every parameter resolved (for example the data-driven gamma).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string feature names.
+
+    See Also
+    --------
+    sklearn.cluster.MiniBatchKMeans : Mini-batch k-means in input space.
+
+    Notes
+    -----
+    A cluster that receives no batch point in an iteration keeps its center
+    unchanged (alpha_j = 0). The cached norms are recomputed from the cached window
+    Gram matrices at every iteration, so they do not drift.
+
+    References
+    ----------
+    B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024.
+    R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
+    ICLR 2023.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_circles
+    >>> from mbkkm import MiniBatchKernelKMeans
+    >>> X, y = make_circles(n_samples=2000, factor=0.3, noise=0.05, random_state=0)
+    >>> km = MiniBatchKernelKMeans(n_clusters=2, gamma=5.0, batch_size=256, tau=100,
+    ...                            max_iter=50, random_state=0).fit(X)
+    >>> km.labels_.shape
+    (2000,)
+    >>> from sklearn.metrics import adjusted_rand_score
+    >>> adjusted_rand_score(y, km.labels_) > 0.9
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **COMMON_CONSTRAINTS,
+        **KERNEL_CONSTRAINTS,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "tau": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [StrOptions(set(LEARNING_RATES))],
+        "renormalize": ["boolean"],
+        "init_size": [Interval(Integral, 1, None, closed="left"), None],
+        "compute_labels": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        kernel="rbf",
+        gamma=None,
+        degree=3,
+        coef0=1,
+        kernel_params=None,
+        batch_size=1024,
+        tau=200,
+        learning_rate="adaptive",
+        renormalize=True,
+        max_iter=200,
+        tol=None,
+        init="k-means++",
+        n_init=1,
+        init_size=None,
+        compute_labels=True,
+        working_memory=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_clusters = n_clusters
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.batch_size = batch_size
+        self.tau = tau
+        self.learning_rate = learning_rate
+        self.renormalize = renormalize
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.n_init = n_init
+        self.init_size = init_size
+        self.compute_labels = compute_labels
+        self.working_memory = working_memory
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ checks
+    def _validate_X(self, X, reset):
+        return validate_data(
+            self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
+            accept_sparse=False, ensure_min_samples=1,
+        )
+
+    def _check_params_vs_input(self, X, sample_weight):
+        n = X.shape[0]
+        check_n_clusters_vs_samples(self.n_clusters, n)
+        self._batch_size = min(self.batch_size, n)
+        init_size = self.init_size
+        if init_size is None:
+            init_size = 3 * self._batch_size
+            if init_size < self.n_clusters:
+                init_size = 3 * self.n_clusters
+        elif init_size < self.n_clusters:
+            raise ValueError(
+                f"init_size={init_size} should be >= n_clusters={self.n_clusters}"
+            )
+        self._init_size = min(init_size, n)
+        if isinstance(self.init, str):
+            self._init = self.init
+        else:
+            init = check_array(self.init, dtype=X.dtype, copy=True, input_name="init")
+            if init.shape != (self.n_clusters, X.shape[1]):
+                raise ValueError(
+                    f"init: the initial centers should have shape (n_clusters, n_features)"
+                    f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
+                )
+            self._init = init
+        self.kernel_ = resolve_kernel(
+            self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+            kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
+        )
+        if self.kernel_.is_callable:
+            # Check the callable once on a few rows, before any real work.
+            probe = X[: min(3, n)]
+            self.kernel_(probe, X[: min(2, n)])
+
+    # ---------------------------------------------------------------- init
+    def _initial_centers(self, X, sample_weight, rng, init_idx=None):
+        """k initial center points (rows of X or the init array)."""
+        if not isinstance(self._init, str):
+            return self._init
+        if init_idx is None:
+            init_idx = draw_init_indices(rng, X.shape[0], self._init_size)
+        Xi = X[init_idx]
+        wi = None if sample_weight is None else sample_weight[init_idx]
+        if self._init == "k-means++":
+            idx = kernel_kmeans_plusplus(Xi, self.kernel_, self.n_clusters, rng, wi)
+        else:
+            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
+        return Xi[idx]
+
+    def _best_init(self, X, sample_weight, rng):
+        n_init = self.n_init
+        if not isinstance(self._init, str) and n_init != 1:
+            import warnings
+
+            warnings.warn(
+                f"Explicit initial center position passed: performing only one init in "
+                f"{type(self).__name__} instead of n_init={n_init}.",
+                RuntimeWarning, stacklevel=3,
+            )
+            n_init = 1
+        if n_init == 1:
+            return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
+        val_idx = rng.randint(0, X.shape[0], self._init_size)
+        Xv = X[val_idx]
+        wv = None if sample_weight is None else sample_weight[val_idx]
+        best, best_inertia = None, np.inf
+        for _ in range(n_init):
+            state = init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
+            _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(X, state))
+            inertia = float(mind.sum() if wv is None else mind @ wv)
+            if self.verbose:
+                print(f"Init inertia on the validation subsample: {inertia:.6g}")
+            if inertia < best_inertia:
+                best, best_inertia = state, inertia
+        return best
+
+    def _chunk_rows(self, X, state=None):
+        state = self._state if state is None else state
+        m = state.support.shape[0]
+        return chunk_rows(self.working_memory, m + 3 * self.n_clusters + 2, X.dtype.itemsize)
+
+    # ----------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the clustering with ``max_iter`` mini-batch iterations.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (float32 data stays float32). A numpy memmap is read
+            batch by batch, never copied whole.
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Batches are drawn with probability proportional to the weights (unit
+            weights in the update); labels_ and inertia_ use the weights.
+
+        Returns
+        -------
+        self : MiniBatchKernelKMeans
+        """
+        X = self._validate_X(X, reset=True)
+        sample_weight = check_sample_weight(sample_weight, X)
+        self._check_params_vs_input(X, sample_weight)
+        rng = check_random_state(self.random_state)
+        self._random_state = rng
+        state = self._best_init(X, sample_weight, rng)
+        plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
+        rate = LEARNING_RATES[self.learning_rate]
+        objectives = []
+        every = max(1, self.max_iter // 10)
+        t0 = time.perf_counter()
+        n_iter = 0
+        for it in range(self.max_iter):
+            res = minibatch_step(
+                state, X[plan[it]], self.kernel_, rate, tau=self.tau,
+                renormalize=self.renormalize, objective_after=self.tol is not None,
+            )
+            objectives.append(res.objective)
+            n_iter = it + 1
+            if self.verbose and (it % every == 0 or it == self.max_iter - 1):
+                print(f"Iteration {it + 1}/{self.max_iter}: batch objective "
+                      f"{res.objective:.6g}, {state.support.shape[0]} support points, "
+                      f"{time.perf_counter() - t0:.2f}s")
+            if self.tol is not None and res.objective - res.objective_after < self.tol:
+                if self.verbose:
+                    print(f"Converged at iteration {it + 1}: improvement "
+                          f"{res.objective - res.objective_after:.3g} < tol={self.tol}")
+                break
+        self._store_state(state)
+        self.n_iter_ = n_iter
+        self.n_steps_ = n_iter
+        self.batch_objective_ = np.asarray(objectives)
+        if self.compute_labels:
+            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+        return self
+
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """One iteration with exactly the rows of X as the batch.
+
+        The first call initialises the centers (from ``init``; k-means++ and
+        "random" draw them from this batch, and the data-driven gamma comes from
+        this batch), then performs the iteration on the same rows, as
+        scikit-learn's ``MiniBatchKMeans.partial_fit`` does.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the rows in the update.
+
+        Returns
+        -------
+        self : MiniBatchKernelKMeans
+        """
+        first = not hasattr(self, "_state")
+        if first:
+            self._validate_params()
+        X = self._validate_X(X, reset=first)
+        sample_weight = check_sample_weight(sample_weight, X)
+        if first:
+            self._check_params_vs_input(X, sample_weight)
+            self._random_state = check_random_state(self.random_state)
+            state = init_state(
+                self._initial_centers(X, sample_weight, self._random_state,
+                                      init_idx=np.arange(X.shape[0])),
+                self.kernel_,
+            )
+            self.n_steps_ = 0
+            self.batch_objective_ = np.empty(0)
+        else:
+            state = self._state.copy()
+        res = minibatch_step(
+            state, X, self.kernel_, LEARNING_RATES[self.learning_rate], tau=self.tau,
+            renormalize=self.renormalize, batch_weight=sample_weight,
+        )
+        self._store_state(state)
+        self.n_steps_ += 1
+        self.n_iter_ = self.n_steps_
+        self.batch_objective_ = np.append(self.batch_objective_, res.objective)
+        if self.compute_labels:
+            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+        return self
+
+    def _store_state(self, state):
+        """Publish the state as fitted attributes (the only place they are set)."""
+        self._state = state
+        self.support_vectors_ = state.support
+        self.dual_coef_ = state.coef
+        self.support_labels_ = state.labels
+        self.n_support_ = np.diff(state.starts)
+        self.center_norms_ = state.norms
+        self._n_features_out = self.n_clusters
+
+    # -------------------------------------------------------------- predict
+    def _labels_inertia(self, X, sample_weight=None):
+        labels, mind = assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))
+        w = None if sample_weight is None else sample_weight
+        inertia = float(mind.sum(dtype=np.float64) if w is None else mind @ w)
+        return labels, inertia
+
+    def predict(self, X):
+        """Index of the nearest center in feature space for each row of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))[0]
+
+    def transform(self, X):
+        """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+            Non-negative (rounding below 0 is clipped).
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X),
+                      return_distances=True)[2]
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the (weighted) inertia of X on the fitted centers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        sample_weight = check_sample_weight(sample_weight, X)
+        return -self._labels_inertia(X, sample_weight)[1]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
