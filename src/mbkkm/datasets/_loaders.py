@@ -403,14 +403,23 @@ def _labels_to_codes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _fetch_from_openml(spec: DatasetSpec, cache_dir: Path) -> Path:
-    """Download ``spec`` from OpenML, convert it and write ``<cache_dir>/<name>.npz``."""
+    """Download ``spec`` from OpenML, convert it and write ``<cache_dir>/<name>.npz``.
+
+    scikit-learn keeps its own copy of the downloaded ARFF in ``<cache_dir>/openml``.
+    """
     from sklearn.datasets import fetch_openml
 
+    try:  # the faster parser needs pandas, which mbkkm does not require
+        import pandas  # noqa: F401
+
+        parser = "auto"
+    except ImportError:
+        parser = "liac-arff"
     bunch = fetch_openml(
         spec.openml_name,
         version=spec.openml_version,
         as_frame=False,
-        parser="auto",
+        parser=parser,
         data_home=str(cache_dir / "openml"),
     )
     X = bunch.data
