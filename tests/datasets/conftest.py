@@ -30,6 +30,11 @@ def _isolated(monkeypatch, tmp_path):
 @pytest.fixture
 def shared_datasets() -> Path:
     """The shared folder of the paper's datasets (skips when it is absent)."""
-    if not (SHARED_DATASETS / "pendigits.npz").is_file():
-        pytest.skip(f"shared dataset folder not found at {SHARED_DATASETS}")
+    names = ("pendigits", "letter", "mnist")
+    missing = [n for n in names if not (SHARED_DATASETS / f"{n}.npz").is_file()]
+    if missing:
+        pytest.skip(
+            f"shared dataset folder {SHARED_DATASETS} is absent or lacks "
+            f"{', '.join(m + '.npz' for m in missing)}"
+        )
     return SHARED_DATASETS
