@@ -1,0 +1,122 @@
+"""The paper's gamma = max_x sqrt(K(x, x)), including the PenDigits k-NN value of Table 1."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import pairwise_kernels
+
+from mbkkm.kernels import (
+    KERNELS,
+    _gamma,
+    heat_kernel,
+    kernel_gamma,
+    knn_adjacency,
+    knn_kernel,
+    resolve_kernel,
+)
+
+PAIRWISE = sorted(name for name, spec in KERNELS.items() if spec.func is not None)
+SHARED_DATASETS = Path(__file__).resolve().parents[2] / ".." / "shared" / "datasets"
+
+
+def _data(seed, n=50, d=4, nonnegative=False):
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    return np.abs(X) if nonnegative else X
+
+
+@pytest.mark.parametrize("name", PAIRWISE)
+def test_pairwise_gamma_is_max_sqrt_diagonal(name, monkeypatch):
+    spec = KERNELS[name]
+    X = _data(0, nonnegative=spec.nonnegative_data)
+    params = {"gamma": 0.2, "degree": 2, "coef0": 1.0}
+    params = {p: params[p] for p in spec.params}
+    ref = np.sqrt(np.max(np.diagonal(
+        pairwise_kernels(X, X, metric=spec.sklearn_name, **params))))
+    assert kernel_gamma(X, name, **params) == pytest.approx(ref, rel=1e-12)
+    monkeypatch.setattr(_gamma, "_CHUNK_ROWS", 7)  # several chunks, a short last one
+    assert kernel_gamma(X, name, **params) == pytest.approx(ref, rel=1e-12)
+    if spec.normalized:
+        assert kernel_gamma(X, name, **params) == 1.0
+
+
+def test_linear_gamma_is_largest_norm():
+    X = _data(1)
+    assert kernel_gamma(X, "linear") == pytest.approx(np.linalg.norm(X, axis=1).max())
+    assert kernel_gamma(X.astype(np.float32), "linear") == pytest.approx(
+        np.linalg.norm(X, axis=1).max(), rel=1e-6)
+
+
+def test_callable_and_resolved_kernel():
+    X = _data(2)
+
+    def lin(X, Y, scale=1.0):
+        return scale * X @ Y.T
+
+    expected = 3.0 * np.linalg.norm(X, axis=1).max()
+    assert kernel_gamma(X, lin, scale=9.0) == pytest.approx(expected)
+    resolved = resolve_kernel("polynomial", gamma=1.0, degree=2, coef0=0.0)
+    assert kernel_gamma(X, resolved) == pytest.approx(np.sum(X**2, axis=1).max())
+
+
+def test_precomputed():
+    X = _data(3)
+    K = X @ X.T
+    expected = np.linalg.norm(X, axis=1).max()
+    assert kernel_gamma(K, "precomputed") == pytest.approx(expected)
+    assert kernel_gamma(sp.csr_matrix(K), "precomputed") == pytest.approx(expected)
+    with pytest.raises(ValueError, match="square"):
+        kernel_gamma(X, "precomputed")
+    with pytest.raises(ValueError, match="takes no parameters"):
+        kernel_gamma(K, "precomputed", gamma=1.0)
+
+
+def test_knn_gamma_is_inverse_min_degree():
+    X = _data(4, n=80)
+    A = knn_adjacency(X, 6)
+    assert kernel_gamma(X, "knn", n_neighbors=6) == pytest.approx(1 / A.sum(1).min())
+    K = knn_kernel(X, 6)
+    assert kernel_gamma(K, "precomputed") == pytest.approx(1 / A.sum(1).min())
+
+
+@pytest.mark.parametrize("form", ["laplacian", "adjacency"])
+def test_heat_gamma(form):
+    X = _data(5, n=60)
+    K = heat_kernel(X, 5, 2.0, form=form)
+    expected = np.sqrt(np.diag(K).max())
+    assert kernel_gamma(X, "heat", n_neighbors=5, t=2.0, form=form) == pytest.approx(expected)
+    low = heat_kernel(X, 5, 2.0, form=form, n_components=30, random_state=0)
+    assert kernel_gamma(low, "precomputed") <= expected + 1e-12
+
+
+def test_negative_diagonal_is_refused():
+    X = _data(6)
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        kernel_gamma(X, "sigmoid", gamma=0.01, coef0=-5.0)
+    with pytest.raises(ValueError, match="not positive semi-definite"):
+        kernel_gamma(-np.eye(3), "precomputed")
+
+
+def test_unknown_parameter():
+    with pytest.raises(ValueError, match="'degree' is not a parameter of kernel 'rbf'"):
+        kernel_gamma(_data(7), "rbf", degree=3)
+    with pytest.raises(ValueError, match="'gamma' is not a parameter of kernel 'knn'"):
+        kernel_gamma(_data(7), "knn", n_neighbors=3, gamma=3)
+
+
+def _pendigits_standardised():
+    path = SHARED_DATASETS / "pendigits.npz"
+    if not path.is_file():
+        pytest.skip(f"PenDigits not found at {path} (the shared datasets folder beside the repo)")
+    with np.load(path, allow_pickle=False) as data:
+        X = data["X"].astype(np.float64)
+    return (X - X.mean(0)) / X.std(0)
+
+
+@pytest.mark.slow
+def test_pendigits_knn_gamma_matches_paper_table1():
+    # Paper, Appendix C, Table 1: PenDigits, k-NN kernel (1000 neighbours), gamma 0.00100.
+    X = _pendigits_standardised()
+    gamma = kernel_gamma(X, "knn", n_neighbors=1000)
+    assert float(f"{gamma:.3g}") == 0.00100
