@@ -36,7 +36,13 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
     """Validated, non-negative weights with a positive sum (or None for unit weights)."""
     if sample_weight is None:
         return None
-    sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
+    try:
+        sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
+    except ValueError as exc:
+        msg = str(exc)
+        if "sample_weight" not in msg:
+            msg = f"sample_weight: {msg}"
+        raise ValueError(msg) from exc
     if not np.all(np.isfinite(sw)):
         raise ValueError("sample_weight must be finite")
     if sw.sum() <= 0:

@@ -1,0 +1,28 @@
+"""Shared fixtures: the paper's datasets from ../shared/datasets (never copied here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATASETS = REPO.parent / "shared" / "datasets"
+
+
+def load_shared(name):
+    path = SHARED_DATASETS / f"{name}.npz"
+    if not path.exists():
+        pytest.skip(f"{path} not found: the paper's datasets live in ../shared/datasets")
+    with np.load(path, allow_pickle=False) as f:
+        return f["X"], f["y"]
+
+
+@pytest.fixture(scope="session")
+def pendigits():
+    """PenDigits standardised per feature, float32, and its labels."""
+    X, y = load_shared("pendigits")
+    X = X.astype(np.float64)
+    X = ((X - X.mean(0)) / X.std(0)).astype(np.float32)
+    return X, y
