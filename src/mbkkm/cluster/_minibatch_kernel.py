@@ -17,6 +17,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
     LEARNING_RATES,
     assign,
@@ -27,7 +28,9 @@ from .._core import (
     minibatch_step,
     random_init,
 )
-from ..kernels import resolve_kernel
+from .._core._untruncated import init_table, table_step, table_to_windows
+from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
+from ..kernels._index import IndexKernel, check_precomputed_matrix
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -60,6 +63,13 @@ class MiniBatchKernelKMeans(
         Kernel name: "rbf" (alias "gaussian"), "laplacian", "polynomial" (alias
         "poly"), "linear", "cosine", "sigmoid", "chi2"; or a callable
         ``kernel(X, Y, **kernel_params)`` returning the (n_x, n_y) kernel block.
+        "precomputed": X is the n x n kernel matrix (an array or a memmap; windows
+        then hold point indices) and predict takes K(X_new, X_fit).
+        The graph kernels "knn" (D^-1 A D^-1 on the symmetrised k-NN graph with
+        self-loops) and "heat" (exp(-t L)) are built on the fitted points from
+        ``kernel_params`` (``n_neighbors``, ``t``, ...; see
+        :func:`mbkkm.kernels.graph_kernel_matrix`); they are defined on those
+        points only, so predict/transform on new points raise an error.
     gamma : float, default=None
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, with
         scikit-learn's meaning (rbf: exp(-gamma ||x - y||^2); the paper's kappa is
@@ -71,12 +81,16 @@ class MiniBatchKernelKMeans(
     coef0 : float, default=1
         Constant term of the polynomial and sigmoid kernels.
     kernel_params : dict, default=None
-        Extra keyword arguments of a callable kernel.
+        Extra keyword arguments of a callable kernel, or the parameters of a graph
+        kernel.
     batch_size : int, default=1024
         Points per mini-batch (sampled with replacement); capped at n_samples.
-    tau : int, default=200
+    tau : int or None, default=200
         Window length: each center keeps the shortest run of its newest batch
-        blocks that holds at least ``tau`` points.
+        blocks that holds at least ``tau`` points. None: no truncation, the
+        paper's untruncated Algorithm 1, run with its dynamic program over all n
+        fitted points (O(n (b + k)) kernel work per iteration, O(n k) memory; no
+        ``partial_fit``).
     learning_rate : {"adaptive", "classic"}, default="adaptive"
         "adaptive": the paper's rate alpha_j = sqrt(b_j / b) (Schwartzman 2023), with
         b_j the batch points assigned to cluster j. "classic": scikit-learn's
@@ -181,8 +195,10 @@ default="k-means++"
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
+        "kernel": [StrOptions(set(KERNEL_CONSTRAINTS["kernel"][0].options) | {"precomputed"}),
+                   callable],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "tau": [Interval(Integral, 1, None, closed="left")],
+        "tau": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [StrOptions(set(LEARNING_RATES))],
         "renormalize": ["boolean"],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -239,6 +255,31 @@ default="k-means++"
             accept_sparse=False, ensure_min_samples=1,
         )
 
+    @property
+    def _index_kernel(self):
+        """Whether the kernel is a stored matrix whose items are point indices."""
+        return self.kernel == "precomputed" or self.kernel in GRAPH_KERNELS
+
+    def _resolve_kernel(self, X, sample_weight):
+        """The resolved kernel and the items the core works on (rows or indices)."""
+        if self.kernel == "precomputed":
+            check_precomputed_matrix(X)
+            return IndexKernel("precomputed", X, dtype=X.dtype), np.arange(X.shape[0])
+        if self.kernel in GRAPH_KERNELS:
+            matrix = graph_kernel_matrix(self.kernel, X, **(self.kernel_params or {}))
+            return (IndexKernel(self.kernel, matrix, self.kernel_params, dtype=X.dtype),
+                    np.arange(X.shape[0]))
+        # Dask: data-driven gamma from one pass of Dask reductions (mbkkm._dask).
+        resolve = X.resolve_kernel if _dask.is_dask_rows(X) else resolve_kernel
+        kernel = resolve(
+            self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+            kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
+        )
+        if kernel.is_callable:
+            # Check the callable once on a few rows, before any real work.
+            kernel(X[: min(3, X.shape[0])], X[: min(2, X.shape[0])])
+        return kernel, X
+
     def _check_params_vs_input(self, X, sample_weight):
         n = X.shape[0]
         check_n_clusters_vs_samples(self.n_clusters, n)
@@ -255,6 +296,15 @@ default="k-means++"
         self._init_size = min(init_size, n)
         if isinstance(self.init, str):
             self._init = self.init
+        elif self._index_kernel:
+            init = np.asarray(self.init)
+            if (init.shape != (self.n_clusters,) or not np.issubdtype(init.dtype, np.integer)
+                    or init.min() < 0 or init.max() >= n):
+                raise ValueError(
+                    f"init: with kernel={self.kernel!r} the initial centers are given as "
+                    f"{self.n_clusters} point indices in [0, {n}), got {self.init!r}"
+                )
+            self._init = init.astype(np.intp)
         else:
             init = check_array(self.init, dtype=X.dtype, copy=True, input_name="init")
             if init.shape != (self.n_clusters, X.shape[1]):
@@ -263,14 +313,8 @@ default="k-means++"
                     f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
                 )
             self._init = init
-        self.kernel_ = resolve_kernel(
-            self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
-            kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
-        )
-        if self.kernel_.is_callable:
-            # Check the callable once on a few rows, before any real work.
-            probe = X[: min(3, n)]
-            self.kernel_(probe, X[: min(2, n)])
+        self.kernel_, items = self._resolve_kernel(X, sample_weight)
+        return items
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
@@ -338,13 +382,19 @@ default="k-means++"
         -------
         self : MiniBatchKernelKMeans
         """
-        X = self._validate_X(X, reset=True)
+        # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
+        X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
+             else self._validate_X(X, reset=True))
         sample_weight = check_sample_weight(sample_weight, X)
-        self._check_params_vs_input(X, sample_weight)
+        items = self._check_params_vs_input(X, sample_weight)
         rng = check_random_state(self.random_state)
         self._random_state = rng
-        state = self._best_init(X, sample_weight, rng)
+        state = self._best_init(items, sample_weight, rng)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
+        if _dask.is_dask_rows(items):  # Dask: gather the rows of every batch in one pass
+            items.prefetch(plan)
+        if self.tau is None:
+            return self._fit_untruncated(items, sample_weight, state, plan)
         rate = LEARNING_RATES[self.learning_rate]
         objectives = []
         every = max(1, self.max_iter // 10)
@@ -352,7 +402,7 @@ default="k-means++"
         n_iter = 0
         for it in range(self.max_iter):
             res = minibatch_step(
-                state, X[plan[it]], self.kernel_, rate, tau=self.tau,
+                state, items[plan[it]], self.kernel_, rate, tau=self.tau,
                 renormalize=self.renormalize, objective_after=self.tol is not None,
             )
             objectives.append(res.objective)
@@ -371,7 +421,46 @@ default="k-means++"
         self.n_steps_ = n_iter
         self.batch_objective_ = np.asarray(objectives)
         if self.compute_labels:
-            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+            self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
+        return self
+
+    def _fit_untruncated(self, items, sample_weight, state, plan):
+        """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
+        kernel = self.kernel_
+        n = items.shape[0]
+        rows = chunk_rows(self.working_memory, self._batch_size + self.n_clusters,
+                          np.dtype(np.float64).itemsize)
+        table = init_table(items, state.support, kernel, chunk_rows=rows)
+        diag_all = np.empty(n, dtype=np.float64)
+        for start in range(0, n, rows):
+            diag_all[start:start + rows] = kernel.diag(items[start:start + rows])
+        rate = LEARNING_RATES[self.learning_rate]
+        objectives = []
+        n_iter = 0
+        for it in range(self.max_iter):
+            _, objective, _ = table_step(table, items, plan[it], diag_all, kernel, rate,
+                                         chunk_rows=rows)
+            objectives.append(objective)
+            n_iter = it + 1
+            if self.verbose and (it % max(1, self.max_iter // 10) == 0):
+                print(f"Iteration {it + 1}/{self.max_iter}: batch objective {objective:.6g}")
+            if self.tol is not None:
+                B = plan[it]
+                D = diag_all[B][:, None] - 2 * table.table[B] + table.norms[None, :]
+                after = float(np.maximum(D.min(axis=1), 0).mean())
+                if objective - after < self.tol:
+                    break
+        windows = table_to_windows(table, items, kernel)
+        self._store_state(windows)
+        self._table = table
+        self.n_iter_ = n_iter
+        self.n_steps_ = n_iter
+        self.batch_objective_ = np.asarray(objectives)
+        if self.compute_labels:
+            D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
+            self.labels_ = np.argmin(D, axis=1)
+            mind = np.maximum(D[np.arange(n), self.labels_], 0)
+            self.inertia_ = float(mind.sum() if sample_weight is None else mind @ sample_weight)
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
@@ -396,6 +485,16 @@ default="k-means++"
         first = not hasattr(self, "_state")
         if first:
             self._validate_params()
+        if self.tau is None:
+            raise ValueError(
+                "partial_fit needs an integer tau: tau=None keeps a table over a fixed "
+                "training set, which only fit has"
+            )
+        if self._index_kernel:
+            raise ValueError(
+                f"partial_fit is not available with kernel={self.kernel!r}: the kernel is "
+                "a matrix over a fixed set of points, and partial_fit sees new rows"
+            )
         X = self._validate_X(X, reset=first)
         sample_weight = check_sample_weight(sample_weight, X)
         if first:
@@ -434,10 +533,54 @@ default="k-means++"
 
     # -------------------------------------------------------------- predict
     def _labels_inertia(self, X, sample_weight=None):
+        if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
+            return X.labels_inertia(self, sample_weight)
         labels, mind = assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))
         w = None if sample_weight is None else sample_weight
         inertia = float(mind.sum(dtype=np.float64) if w is None else mind @ w)
         return labels, inertia
+
+    def _assign_new(self, X, return_distances=False, kernel_diag=None):
+        """Label new data (after the usual checks), in chunks."""
+        check_is_fitted(self)
+        if self.kernel in GRAPH_KERNELS:
+            raise ValueError(
+                f"kernel={self.kernel!r} is a graph kernel, defined on the fitted points only: "
+                "it has no value between new points and the fitted ones. Use labels_ (or "
+                "fit_predict) for the fitted points, or refit on all the points"
+            )
+        X = self._validate_X(X, reset=False)
+        rows = self._chunk_rows(X)
+        if self.kernel != "precomputed":
+            return assign(X, self._state, self.kernel_, chunk_rows=rows,
+                          return_distances=return_distances)
+
+        # X is K(X_new, X_fit); the support items are indices into X_fit.
+        def cross(K_rows, support):
+            return K_rows[:, support]
+
+        if kernel_diag is None:
+            if return_distances:
+                raise ValueError(
+                    "kernel='precomputed': distances need K(x, x) of the new points, which "
+                    "K(X_new, X_fit) does not hold; pass it as kernel_diag=, shape (n_new,)"
+                )
+            diag_values = np.zeros(X.shape[0], dtype=X.dtype)  # argmin does not need it
+        else:
+            diag_values = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype,
+                                      input_name="kernel_diag")
+            if diag_values.shape != (X.shape[0],):
+                raise ValueError(f"kernel_diag should have shape ({X.shape[0]},), got "
+                                 f"{diag_values.shape}")
+        positions = {"next": 0}
+
+        def diag(K_rows):
+            i = positions["next"]
+            positions["next"] = i + K_rows.shape[0]
+            return diag_values[i:i + K_rows.shape[0]]
+
+        return assign(X, self._state, self.kernel_, cross_kernel=cross, diag=diag,
+                      chunk_rows=rows, return_distances=return_distances)
 
     def predict(self, X):
         """Index of the nearest center in feature space for each row of X.
@@ -445,33 +588,50 @@ default="k-means++"
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
 
         Returns
         -------
         labels : ndarray of shape (n_samples,)
+            A Dask array (computed per chunk) when X is one.
         """
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        return assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))[0]
+        if _dask.is_dask_array(X):
+            return _dask.dask_predict(self, X)
+        return self._assign_new(X)[0]
 
-    def transform(self, X):
+    def transform(self, X, kernel_diag=None):
         """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
+            With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
+        kernel_diag : array-like of shape (n_samples,), default=None
+            Only with kernel="precomputed", where it is required: K(x, x) of the new
+            points.
 
         Returns
         -------
         distances : ndarray of shape (n_samples, n_clusters)
-            Non-negative (rounding below 0 is clipped).
+            Non-negative (rounding below 0 is clipped). A Dask array when X is one.
         """
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        return assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X),
+        if _dask.is_dask_array(X) and kernel_diag is None:
+            return _dask.dask_transform(self, X)
+        return self._assign_new(X, return_distances=True, kernel_diag=kernel_diag)[2]
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then the distances of the fitted points to the centers, (n, n_clusters).
+
+        Works for every kernel, graph and precomputed kernels included.
+        """
+        self.fit(X, sample_weight=sample_weight)
+        if not self._index_kernel:
+            return self.transform(X)
+        items = np.arange(self.kernel_.n_samples)
+        return assign(items, self._state, self.kernel_, chunk_rows=self._chunk_rows(X),
                       return_distances=True)[2]
 
-    def score(self, X, y=None, sample_weight=None):
+    def score(self, X, y=None, sample_weight=None, kernel_diag=None):
         """Opposite of the (weighted) inertia of X on the fitted centers.
 
         Parameters
@@ -479,15 +639,20 @@ default="k-means++"
         X : array-like of shape (n_samples, n_features)
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
+        kernel_diag : array-like of shape (n_samples,), default=None
+            K(x, x) of the new points; required with kernel="precomputed".
 
         Returns
         -------
         score : float
         """
-        check_is_fitted(self)
-        X = self._validate_X(X, reset=False)
-        sample_weight = check_sample_weight(sample_weight, X)
-        return -self._labels_inertia(X, sample_weight)[1]
+        if _dask.is_dask_array(X) and kernel_diag is None:
+            return _dask.dask_score(self, X, sample_weight)
+        _, mind = self._assign_new(X, kernel_diag=kernel_diag,
+                                   return_distances=self.kernel == "precomputed")[:2]
+        sample_weight = check_sample_weight(sample_weight, mind[:, None])
+        return -float(mind.sum(dtype=np.float64) if sample_weight is None
+                      else mind @ sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

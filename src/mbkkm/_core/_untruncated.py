@@ -1,0 +1,137 @@
+"""Untruncated mini-batch kernel k-means: the paper's Algorithm 1 and its dynamic program.
+
+Centers are combinations of every point ever assigned to them. Instead of windows
+that grow without bound, the dynamic program keeps, for all n fitted points,
+the table T[x, j] = <phi(x), C_j> and the center norms c_j = <C_j, C_j>.
+With W[y, j] = alpha_j / b_j for the batch points y in B_j (0 elsewhere, (b, k)):
+
+    C_j'       = (1 - alpha_j) C_j + sum_{y in B} W[y, j] phi(y)
+    T'[x, j]   = (1 - alpha_j) T[x, j] + (K(X, X_B) W)[x, j]                  (n, k)
+    c_j'       = (1 - alpha_j)^2 c_j + 2 (1 - alpha_j) sum_y W[y, j] T[y, j]
+                 + (W^T K(X_B, X_B) W)[j, j]
+
+so one iteration costs one kernel block K(X, X_B) (n x b) and O(n (b + k)) work,
+with O(n k) memory. The coefficients of the centers on the fitted points are kept
+too (A, (n, k), plus the initial centers' own coefficients), so new points can
+be labelled after fit.
+
+References
+----------
+B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 1.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._windows import WindowState
+
+
+@dataclass
+class TableState:
+    """State of the untruncated algorithm over a fixed training set of n items.
+
+    Attributes
+    ----------
+    table : ndarray of shape (n, k)
+        T[x, j] = <phi(x), C_j>.
+    norms : ndarray of shape (k,)
+        c_j = <C_j, C_j>.
+    coef : ndarray of shape (n, k)
+        A[x, j], coefficient of fitted point x in center j.
+    init_items : ndarray of shape (k, ...)
+        The initial centers (support items outside or inside the data).
+    init_coef : ndarray of shape (k,)
+        Remaining coefficient of the initial center j in center j.
+    counts : ndarray of shape (k,)
+        Running counts for the learning rate.
+    n_steps : int
+    """
+
+    table: np.ndarray
+    norms: np.ndarray
+    coef: np.ndarray
+    init_items: np.ndarray
+    init_coef: np.ndarray
+    counts: np.ndarray
+    n_steps: int = 0
+
+
+def init_table(items, centers, kernel, chunk_rows=4096):
+    """T[x, j] = K(x, c_j) for initial single-point centers c_j."""
+    n = items.shape[0]
+    k = centers.shape[0]
+    table = np.empty((n, k), dtype=np.float64)
+    for start in range(0, n, chunk_rows):
+        table[start:start + chunk_rows] = kernel(items[start:start + chunk_rows], centers)
+    norms = np.asarray(kernel.diag(centers), dtype=np.float64)
+    return TableState(
+        table=table, norms=norms.copy(), coef=np.zeros((n, k)),
+        init_items=np.array(centers, copy=True), init_coef=np.ones(k), counts=np.zeros(k),
+    )
+
+
+def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=4096):
+    """One untruncated iteration on the batch ``batch_idx`` (indices into ``items``).
+
+    Returns
+    -------
+    labels : ndarray of shape (b,)
+    objective : float
+        f_B(C_i), the mean squared distance of the batch to its nearest center.
+    alpha : ndarray of shape (k,)
+    """
+    T = state.table
+    n, k = T.shape
+    b = batch_idx.size
+    D = diag_all[batch_idx][:, None] - 2.0 * T[batch_idx] + state.norms[None, :]
+    labels = np.argmin(D, axis=1)
+    objective = float(np.maximum(D[np.arange(b), labels], 0).mean())
+    bcounts = np.bincount(labels, minlength=k).astype(np.float64)
+    alpha = rate(bcounts, float(b), state.counts)
+    alpha = np.where(bcounts > 0, alpha, 0.0)
+    W = np.zeros((b, k))
+    nz = bcounts[labels] > 0
+    W[np.arange(b)[nz], labels[nz]] = (alpha / np.maximum(bcounts, 1))[labels[nz]]
+    keep = 1.0 - alpha
+    XB = items[batch_idx]
+    # c' from the old table (before T is overwritten).
+    K_BB = np.asarray(kernel(XB, XB), dtype=np.float64)
+    s1 = np.einsum("ij,ij->j", W, T[batch_idx])
+    s2 = np.einsum("ij,ik,kj->j", W, K_BB, W)
+    state.norms = keep**2 * state.norms + 2.0 * keep * s1 + s2
+    # T' = (1 - alpha) T + K(X, X_B) W, in row chunks.
+    for start in range(0, n, chunk_rows):
+        K = np.asarray(kernel(items[start:start + chunk_rows], XB), dtype=np.float64)
+        Tc = T[start:start + chunk_rows]
+        Tc *= keep[None, :]
+        Tc += K @ W
+    state.coef *= keep[None, :]
+    np.add.at(state.coef, (batch_idx[nz], labels[nz]), W[np.arange(b)[nz], labels[nz]])
+    state.init_coef *= keep
+    state.n_steps += 1
+    return labels, objective, alpha
+
+
+def table_to_windows(state, items, kernel):
+    """Support-point view of the centers (for predict and the public attributes).
+
+    Point x is a support point of center j when A[x, j] != 0; the initial centers
+    are support points while their coefficient is non-zero. The returned state has
+    no Gram caches (``grams`` is None): it is for labelling only.
+    """
+    k = state.table.shape[1]
+    rows, cols = np.nonzero(state.coef)
+    init_j = np.flatnonzero(state.init_coef)
+    clusters = np.concatenate([init_j, cols])
+    order = np.argsort(clusters, kind="stable")
+    support = np.concatenate([state.init_items[init_j], items[rows]], axis=0)[order]
+    coef = np.concatenate([state.init_coef[init_j], state.coef[rows, cols]])[order]
+    block = np.concatenate([np.full(init_j.size, -1), np.zeros(rows.size, dtype=np.int64)])
+    starts = np.concatenate([[0], np.cumsum(np.bincount(clusters, minlength=k))])
+    return WindowState(
+        support=support, coef=coef, block=block[order], starts=starts, grams=None,
+        norms=state.norms.copy(), counts=state.counts.copy(), n_steps=state.n_steps,
+    )

@@ -1,0 +1,150 @@
+"""tau=None (the paper's Algorithm 1 with its dynamic program), precomputed and graph kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _oracles import blobs, implied_centers, plain_minibatch_kmeans
+from sklearn.metrics.pairwise import rbf_kernel
+
+from mbkkm import MiniBatchKernelKMeans
+from mbkkm._core import LEARNING_RATES
+
+
+@pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_untruncated_equals_truncated_with_huge_tau(learning_rate, seed):
+    X = blobs(n=300, seed=seed)
+    params = dict(gamma=0.05, batch_size=40, max_iter=15, learning_rate=learning_rate,
+                  random_state=seed)
+    dp = MiniBatchKernelKMeans(3, tau=None, **params).fit(X)
+    win = MiniBatchKernelKMeans(3, tau=10**9, **params).fit(X)
+    np.testing.assert_allclose(dp.batch_objective_, win.batch_objective_, rtol=1e-9)
+    np.testing.assert_array_equal(dp.labels_, win.labels_)
+    assert dp.inertia_ == pytest.approx(win.inertia_, rel=1e-9)
+    np.testing.assert_allclose(dp.center_norms_, win.center_norms_, rtol=1e-9)
+    Xn = blobs(n=40, seed=seed + 10)
+    np.testing.assert_allclose(dp.transform(Xn), win.transform(Xn), rtol=1e-8, atol=1e-10)
+    np.testing.assert_array_equal(dp.predict(Xn), win.predict(Xn))
+
+
+@pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
+def test_untruncated_linear_equals_plain_minibatch_kmeans(learning_rate):
+    X = blobs(n=300, seed=5)
+    init, b, iters, seed = X[[0, 1, 2]], 40, 12, 7
+    km = MiniBatchKernelKMeans(3, kernel="linear", tau=None, init=init, batch_size=b,
+                               max_iter=iters, learning_rate=learning_rate,
+                               random_state=seed).fit(X)
+    plan = np.random.RandomState(seed).randint(0, X.shape[0], size=(iters, b))
+    expected = plain_minibatch_kmeans(X, init, plan, learning_rate)
+    np.testing.assert_allclose(implied_centers(km), expected, rtol=1e-9, atol=1e-9)
+    d2 = ((X[:, None, :] - expected[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(km.labels_, d2.argmin(1))
+
+
+def test_untruncated_early_stopping_and_partial_fit_refused():
+    X = blobs(n=300, seed=6)
+    km = MiniBatchKernelKMeans(3, tau=None, batch_size=60, max_iter=100, tol=1e-2,
+                               random_state=0).fit(X)
+    assert km.n_iter_ < 100
+    with pytest.raises(ValueError, match="tau"):
+        MiniBatchKernelKMeans(3, tau=None).partial_fit(X)
+
+
+def test_precomputed_equals_rbf_path():
+    X = blobs(n=300, seed=8)
+    Xn = blobs(n=50, seed=9)
+    params = dict(batch_size=50, tau=40, max_iter=15, random_state=0)
+    ref = MiniBatchKernelKMeans(3, gamma=0.05, **params).fit(X)
+    K = rbf_kernel(X, gamma=0.05)
+    pre = MiniBatchKernelKMeans(3, kernel="precomputed", **params).fit(K)
+    np.testing.assert_array_equal(pre.labels_, ref.labels_)
+    assert pre.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
+    # windows hold point indices
+    assert pre.support_vectors_.ndim == 1
+    np.testing.assert_allclose(X[pre.support_vectors_], ref.support_vectors_)
+    K_new = rbf_kernel(Xn, X, gamma=0.05)
+    np.testing.assert_array_equal(pre.predict(K_new), ref.predict(Xn))
+    np.testing.assert_allclose(pre.transform(K_new, kernel_diag=np.ones(50)),
+                               ref.transform(Xn), rtol=1e-8, atol=1e-10)
+    with pytest.raises(ValueError, match="kernel_diag"):
+        pre.transform(K_new)
+    assert pre.score(K_new, kernel_diag=np.ones(50)) == pytest.approx(ref.score(Xn), rel=1e-8)
+    # untruncated on the precomputed matrix too
+    a = MiniBatchKernelKMeans(3, kernel="precomputed", tau=None, **{
+        k: v for k, v in params.items() if k != "tau"}).fit(K)
+    b = MiniBatchKernelKMeans(3, gamma=0.05, tau=None, **{
+        k: v for k, v in params.items() if k != "tau"}).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+def test_precomputed_memmap(tmp_path):
+    X = blobs(n=200, seed=10)
+    K = rbf_kernel(X, gamma=0.05).astype(np.float32)
+    path = tmp_path / "K.dat"
+    mm = np.memmap(path, dtype=np.float32, mode="w+", shape=K.shape)
+    mm[:] = K
+    mm.flush()
+    ro = np.memmap(path, dtype=np.float32, mode="r", shape=K.shape)
+    a = MiniBatchKernelKMeans(3, kernel="precomputed", batch_size=40, tau=30, max_iter=10,
+                              random_state=0).fit(ro)
+    b = MiniBatchKernelKMeans(3, kernel="precomputed", batch_size=40, tau=30, max_iter=10,
+                              random_state=0).fit(K)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+def test_precomputed_init_indices():
+    X = blobs(n=200, seed=11)
+    K = rbf_kernel(X, gamma=0.05)
+    a = MiniBatchKernelKMeans(3, kernel="precomputed", init=np.array([0, 5, 9]),
+                              batch_size=40, tau=30, max_iter=5, random_state=0).fit(K)
+    b = MiniBatchKernelKMeans(3, gamma=0.05, init=X[[0, 5, 9]], batch_size=40, tau=30,
+                              max_iter=5, random_state=0).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    with pytest.raises(ValueError, match="init"):
+        MiniBatchKernelKMeans(3, kernel="precomputed", init=X[:3]).fit(K)
+
+
+@pytest.mark.parametrize(
+    ("K", "match"),
+    [
+        (np.ones((5, 4)), "square"),
+        (np.array([[1.0, 0.2, 0.0], [0.9, 1.0, 0.1], [0.0, 0.1, 1.0]] * 1), "symmetric"),
+        (np.diag([1.0, -1.0, 1.0]), "negative diagonal"),
+    ],
+)
+def test_precomputed_bad_matrix(K, match):
+    with pytest.raises(ValueError, match=match):
+        MiniBatchKernelKMeans(2, kernel="precomputed", batch_size=2, max_iter=2).fit(K)
+
+
+def test_precomputed_partial_fit_refused():
+    K = rbf_kernel(blobs(n=20, seed=0))
+    with pytest.raises(ValueError, match="partial_fit"):
+        MiniBatchKernelKMeans(2, kernel="precomputed").partial_fit(K)
+
+
+@pytest.mark.parametrize("kernel", ["knn", "heat"])
+@pytest.mark.parametrize("tau", [30, None])
+def test_graph_kernels_fit_and_refuse_new_points(kernel, tau):
+    from sklearn.datasets import make_moons
+
+    X, _ = make_moons(400, noise=0.05, random_state=0)
+    params = {"n_neighbors": 10} if kernel == "knn" else {"n_neighbors": 10, "t": 5.0}
+    km = MiniBatchKernelKMeans(2, kernel=kernel, kernel_params=params, batch_size=64,
+                               tau=tau, max_iter=30, random_state=0).fit(X)
+    assert km.labels_.shape == (400,)
+    # oracle: the same run on the dense matrix of the same graph kernel
+    from mbkkm.kernels import graph_kernel_matrix, kernel_block
+
+    K = kernel_block(graph_kernel_matrix(kernel, X, **params), np.arange(400), np.arange(400))
+    ref = MiniBatchKernelKMeans(2, kernel="precomputed", batch_size=64, tau=tau, max_iter=30,
+                                random_state=0).fit(K)
+    np.testing.assert_array_equal(km.labels_, ref.labels_)
+    assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
+    D = km.fit_transform(X)
+    np.testing.assert_array_equal(D.argmin(1), km.labels_)
+    with pytest.raises(ValueError, match="graph kernel"):
+        km.predict(X)
+    with pytest.raises(ValueError, match="n_neighbors"):
+        MiniBatchKernelKMeans(2, kernel=kernel, kernel_params={}).fit(X)
