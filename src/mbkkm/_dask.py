@@ -1,0 +1,516 @@
+"""Fit and predict on Dask arrays: the batch rows travel once, the model travels once.
+
+Fit
+    The estimators draw every random index exactly as for an in-memory array (the
+    init subsample, then the whole batch plan of ``max_iter`` iterations, from
+    ``random_state``), and read rows through a :class:`DaskRows` instead of an
+    ndarray. ``DaskRows`` answers ``X[indices]`` from rows it has gathered; what it
+    does not hold it gathers in **one pass**: the sorted distinct indices are
+    grouped by chunk, one task per chunk takes its rows, and one ``compute``
+    brings them back. After the estimator hands it the batch plan
+    (:meth:`DaskRows.prefetch`), the rows of all iterations are gathered in one
+    such pass, or in groups of iterations when b x d x max_iter would exceed the
+    memory budget. The fit itself then runs locally on the gathered rows, so a
+    seed gives the same model on a numpy array and on a Dask array of the same
+    data (bit for bit when the kernel parameters do not depend on the data;
+    see :meth:`DaskRows.resolve_kernel` for the data-driven gamma).
+
+    The init subsample is gathered in its own (small) pass: k-means++ consumes
+    ``random_state`` between the init subsample and the batch plan, a number of
+    draws that depends on the data, so the plan is only known after the init.
+
+Labels, predict, transform, score
+    Computed per chunk with ``map_blocks`` (or one delayed task per chunk), the
+    fitted model shipped once: ``client.scatter(model, broadcast=True)`` when a
+    distributed Client is the default scheduler, else one ``dask.delayed`` object
+    that every task of the graph references by key.
+
+Dask is imported lazily: :func:`is_dask_array` looks at ``sys.modules`` first, so
+``import mbkkm`` never imports dask.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import uuid
+
+import numpy as np
+
+__all__ = [
+    "DaskRows",
+    "dask_predict",
+    "dask_rows",
+    "dask_score",
+    "dask_transform",
+    "gather_rows",
+    "is_dask_array",
+    "is_dask_rows",
+]
+
+
+def is_dask_array(X):
+    """Whether X is a Dask collection (array, DataFrame, ...), without importing dask."""
+    if "dask" not in sys.modules:
+        return False
+    from dask import is_dask_collection
+
+    return is_dask_collection(X)
+
+
+def is_dask_rows(X):
+    """Whether X is the :class:`DaskRows` that :func:`dask_rows` returns."""
+    return isinstance(X, DaskRows)
+
+
+# --------------------------------------------------------------------------- checks
+def check_dask_array(X, *, n_features=None, input_name="X"):
+    """A 2-D float32/float64 Dask array with known chunks and one chunk of columns.
+
+    The Dask counterpart of scikit-learn's ``check_array(dtype=[float64, float32])``:
+    float32 stays float32, other real dtypes become float64 (lazily).
+    """
+    import dask.array as da
+
+    if not isinstance(X, da.Array):
+        kind = type(X).__name__
+        hint = ""
+        if hasattr(X, "to_dask_array"):
+            hint = f"; convert it with {input_name}.to_dask_array(lengths=True)"
+        raise TypeError(f"{input_name}: a Dask {kind} is not supported, only a Dask "
+                        f"array is{hint}")
+    if X.ndim != 2:
+        raise ValueError(f"{input_name}: expected a 2-D Dask array of shape "
+                         f"(n_samples, n_features), got {X.ndim} dimension(s) "
+                         f"(shape {X.shape})")
+    if any(np.isnan(c) for axis in X.chunks for c in axis):
+        raise ValueError(f"{input_name}: the Dask array has unknown chunk sizes (shape "
+                         f"{X.shape}); call {input_name}.compute_chunk_sizes() first, or "
+                         "build it with known lengths (e.g. to_dask_array(lengths=True))")
+    kind = X.dtype.kind
+    if kind not in "biuf":
+        raise TypeError(f"{input_name}: a Dask array of dtype {X.dtype} is not supported; "
+                        "expected real numbers (float32 is kept, other real dtypes "
+                        "become float64)")
+    if X.shape[0] < 1:
+        raise ValueError(f"{input_name}: found array with 0 sample(s) (shape {X.shape}) "
+                         "while a minimum of 1 is required")
+    if X.shape[1] < 1:
+        raise ValueError(f"{input_name}: found array with 0 feature(s) (shape {X.shape}) "
+                         "while a minimum of 1 is required")
+    if n_features is not None and X.shape[1] != n_features:
+        raise ValueError(f"{input_name} has {X.shape[1]} features, but the estimator is "
+                         f"expecting {n_features} features as input")
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    if len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})
+    return X
+
+
+def _budget_bytes(working_memory):
+    if working_memory is None:
+        from sklearn import get_config
+
+        working_memory = get_config()["working_memory"]
+    return int(working_memory * 2**20)
+
+
+# --------------------------------------------------------------------------- gather
+def _take_rows(block, local_idx):
+    return np.asarray(block)[local_idx]
+
+
+def _gather_tasks(blocks, bounds, indices):
+    """One delayed task per chunk holding some of the sorted distinct ``indices``."""
+    import dask
+
+    block_of = np.searchsorted(bounds, indices, side="right") - 1
+    cut = np.flatnonzero(np.diff(block_of)) + 1
+    tasks = []
+    for part in np.split(np.arange(indices.size), cut):
+        if part.size == 0:
+            continue
+        i = int(block_of[part[0]])
+        local = (indices[part] - bounds[i]).astype(np.intp)
+        tasks.append(dask.delayed(_take_rows, pure=True)(blocks[i], local))
+    return tasks
+
+
+def gather_rows(X, indices):
+    """Rows ``X[indices]`` of a Dask array in one pass (one task per chunk involved).
+
+    Parameters
+    ----------
+    X : dask.array.Array of shape (n_samples, n_features)
+        With known chunk sizes and one chunk of columns.
+    indices : array-like of int
+        Any order, repeats allowed.
+
+    Returns
+    -------
+    rows : ndarray of shape (len(indices), n_features)
+    """
+    indices = np.asarray(indices, dtype=np.intp)
+    rows = DaskRows(X)
+    return rows[indices]
+
+
+class DaskRows:
+    """The rows of a Dask array, as the fit reads them: ``rows[indices]`` -> ndarray.
+
+    Holds the rows of the last gather (sorted distinct indices and their rows); a
+    request it cannot answer is gathered in one pass. After :meth:`prefetch`, a
+    request for a batch of the plan that is not held gathers the rows of the next
+    group of iterations instead.
+
+    Parameters
+    ----------
+    X : dask.array.Array
+        Checked by :func:`check_dask_array`.
+    working_memory : float or None
+        Budget in MiB of the gathered rows (None: scikit-learn's setting).
+
+    Attributes
+    ----------
+    n_passes : int
+        Number of gathers run (each one ``compute``).
+    n_rows_gathered : int
+        Distinct rows transferred, summed over the gathers.
+    """
+
+    def __init__(self, X, working_memory=None):
+        self.array = X
+        self.shape = tuple(int(s) for s in X.shape)
+        self.dtype = X.dtype
+        self.ndim = 2
+        self.budget = _budget_bytes(working_memory)
+        self._bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+        self._blocks = X.to_delayed(optimize_graph=True).ravel()
+        self._keys = np.empty(0, dtype=np.intp)
+        self._rows = np.empty((0, self.shape[1]), dtype=self.dtype)
+        self._plan = None
+        self._group = 1
+        self._next_it = 0
+        self.n_passes = 0
+        self.n_rows_gathered = 0
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __repr__(self):
+        return (f"DaskRows(shape={self.shape}, dtype={self.dtype}, chunks="
+                f"{len(self._blocks)}, held={self._keys.size})")
+
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError("DaskRows: refusing to load the whole Dask array into memory; "
+                        "index it with the rows you need")
+
+    # ------------------------------------------------------------------ reading
+    def _normalize(self, key):
+        n = self.shape[0]
+        if isinstance(key, slice):
+            return np.arange(*key.indices(n), dtype=np.intp)
+        if isinstance(key, tuple):
+            raise TypeError("DaskRows supports row indexing only")
+        idx = np.asarray(key)
+        if idx.dtype == bool:
+            return np.flatnonzero(idx)
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"DaskRows: row indices must be integers, got {idx.dtype}")
+        idx = idx.astype(np.intp, copy=False)
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"row index out of range for {n} rows")
+        return np.where(idx < 0, idx + n, idx)
+
+    def _lookup(self, idx):
+        pos = np.searchsorted(self._keys, idx)
+        if pos.size and (pos.max() >= self._keys.size or np.any(self._keys[pos] != idx)):
+            return None
+        return self._rows[pos]
+
+    def _load(self, distinct):
+        """Gather the rows of the sorted distinct indices, in one pass."""
+        import dask
+
+        parts = dask.compute(*_gather_tasks(self._blocks, self._bounds, distinct))
+        rows = (np.concatenate(parts) if parts
+                else np.empty((0, self.shape[1]), dtype=self.dtype))
+        if not np.all(np.isfinite(rows)):
+            raise ValueError("Input X contains NaN or infinity.")
+        self._keys, self._rows = distinct, np.ascontiguousarray(rows, dtype=self.dtype)
+        self.n_passes += 1
+        self.n_rows_gathered += distinct.size
+
+    def __getitem__(self, key):
+        idx = self._normalize(key)
+        scalar = idx.ndim == 0
+        idx = np.atleast_1d(idx)
+        rows = self._lookup(idx)
+        if rows is None and self._plan is not None:
+            it = self._find_batch(idx)
+            if it is not None:
+                self._load_group(it)
+                rows = self._lookup(idx)
+        if rows is None:
+            self._load(np.unique(idx))
+            rows = self._lookup(idx)
+        return rows[0] if scalar else rows
+
+    # ------------------------------------------------------------------ plan
+    def prefetch(self, plan):
+        """Gather the rows of the batch plan (shape (n_iter, b)) in one pass.
+
+        In groups of ``budget // (b * d * itemsize)`` iterations when the whole
+        plan would exceed the memory budget; later groups are gathered when the fit
+        asks for their first batch.
+        """
+        plan = np.asarray(plan)
+        per_iter = max(1, plan.shape[1] * self.shape[1] * self.dtype.itemsize)
+        self._plan = plan
+        self._group = max(1, min(plan.shape[0], self.budget // per_iter))
+        self._next_it = 0
+        if plan.shape[0]:
+            self._load_group(0)
+
+    def _find_batch(self, idx):
+        plan = self._plan
+        for it in range(self._next_it, plan.shape[0]):
+            if plan[it].shape == idx.shape and np.array_equal(plan[it], idx):
+                return it
+        return None
+
+    def _load_group(self, it):
+        stop = min(self._plan.shape[0], it + self._group)
+        self._load(np.unique(self._plan[it:stop]))
+        self._next_it = stop
+
+    def labels_inertia(self, estimator, sample_weight=None):
+        """labels_ (a persisted Dask array) and inertia_ (a float) in one pass.
+
+        Each chunk's task calls ``estimator._labels_inertia(block, w_block)`` on the
+        model shipped once.
+        """
+        return labels_inertia(self, estimator, sample_weight)
+
+    # ------------------------------------------------------------------ kernel
+    def resolve_kernel(self, kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
+                       X=None, sample_weight=None):
+        """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask.
+
+        The data-driven gamma (1 / mean squared pairwise distance, = 1 / (2 sum of
+        feature variances)) and the non-negativity check of chi2 come from one pass
+        of per-chunk reductions (weighted counts, means and centred sums of squares
+        in float64, merged with Chan's pairwise formula). The in-memory path sums
+        the same quantities in another order, so this gamma equals it to rounding
+        (relative ~1e-15), not bit for bit.
+        """
+        from .kernels._kernel import resolve_kernel
+        from .kernels._registry import KERNELS, canonical_name
+
+        spec = (KERNELS.get(canonical_name(kernel)) if isinstance(kernel, str) else None)
+        params = dict(kernel_params or {}) if isinstance(kernel_params, dict) else {}
+        need_gamma = (spec is not None and "gamma" in spec.params and gamma is None
+                      and params.get("gamma") is None and spec.default_gamma == "data")
+        need_min = spec is not None and spec.nonnegative_data
+        if need_gamma or need_min:
+            msd, low = self.moments(sample_weight)
+            if need_min and low < 0:
+                raise ValueError(f"kernel={canonical_name(kernel)!r} is only defined for "
+                                 "non-negative data, but X has negative values")
+            if need_gamma:
+                gamma = 1.0 / msd if msd > 0 else 1.0
+        # Zero rows with the right width: n_features-based defaults, no data pass.
+        proxy = np.empty((0, self.shape[1]), dtype=self.dtype)
+        return resolve_kernel(kernel, gamma=gamma, degree=degree, coef0=coef0,
+                              kernel_params=kernel_params, X=proxy)
+
+    def moments(self, sample_weight=None):
+        """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""
+        import dask
+
+        stats = []
+        for i, block in enumerate(self._blocks):
+            w = None
+            if sample_weight is not None:
+                w = np.asarray(sample_weight[self._bounds[i]:self._bounds[i + 1]],
+                               dtype=np.float64)
+            stats.append(dask.delayed(_block_moments, pure=True)(block, w))
+        stats = dask.compute(*stats)
+        self.n_passes += 1
+        total, mean, m2, low = stats[0]
+        for w_b, mean_b, m2_b, low_b in stats[1:]:
+            # Chan, Golub & LeVeque: merge (count, mean, M2) of two parts.
+            n_ab = total + w_b
+            if w_b == 0:
+                low = min(low, low_b)
+                continue
+            delta = mean_b - mean
+            mean = mean + delta * (w_b / n_ab)
+            m2 = m2 + m2_b + delta * delta * (total * w_b / n_ab)
+            total, low = n_ab, min(low, low_b)
+        if not (np.all(np.isfinite(m2)) and np.isfinite(low)):
+            raise ValueError("Input X contains NaN or infinity.")
+        return 2.0 * float(m2.sum()) / total, float(low)
+
+
+def _block_moments(block, w):
+    x = np.asarray(block, dtype=np.float64)
+    low = float(x.min()) if x.size else np.inf
+    if w is None:
+        total = float(x.shape[0])
+        mean = x.mean(0) if x.shape[0] else np.zeros(x.shape[1])
+        c = x - mean
+        m2 = np.einsum("ij,ij->j", c, c)
+    else:
+        total = float(w.sum())
+        mean = (w @ x) / total if total > 0 else np.zeros(x.shape[1])
+        c = x - mean
+        m2 = w @ (c * c)
+    return total, mean, m2, low
+
+
+# --------------------------------------------------------------------------- fit
+def dask_rows(estimator, X):
+    """Check a Dask X at the start of ``fit``; the :class:`DaskRows` the fit reads.
+
+    Sets ``n_features_in_`` (and removes ``feature_names_in_``) as
+    ``validate_data(reset=True)`` would.
+    """
+    if getattr(estimator, "_index_kernel", False):
+        raise ValueError(f"kernel={estimator.kernel!r} needs the whole kernel matrix and "
+                         "is not supported on a Dask array; pass a numpy array")
+    if "tau" in estimator.get_params() and estimator.get_params()["tau"] is None:
+        raise ValueError("tau=None (untruncated, a dynamic program over all n points) "
+                         "is not supported on a Dask array; pass a numpy array or set tau")
+    X = check_dask_array(X)
+    estimator.n_features_in_ = X.shape[1]
+    if hasattr(estimator, "feature_names_in_"):
+        del estimator.feature_names_in_
+    return DaskRows(X, getattr(estimator, "working_memory", None))
+
+
+# --------------------------------------------------------------------------- predict
+def _ship(obj):
+    """The model, placed once: scattered to every worker, or one delayed key."""
+    import dask
+
+    if "distributed" in sys.modules:
+        from distributed import default_client
+
+        try:
+            client = default_client()
+        except ValueError:
+            client = None
+        if client is not None:
+            return client.scatter(obj, broadcast=True, hash=False)
+    return dask.delayed(obj, name=f"mbkkm-model-{uuid.uuid4().hex}")
+
+
+def _model_copy(estimator):
+    """A shallow copy without the Dask attributes (labels_ of a Dask fit)."""
+    model = copy.copy(estimator)
+    for name, value in list(vars(model).items()):
+        if is_dask_array(value):
+            delattr(model, name)
+    return model
+
+
+def _check_predict_input(estimator, X):
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(estimator)
+    return check_dask_array(X, n_features=estimator.n_features_in_)
+
+
+def _probe(model, method, X):
+    """Output dtype and width of ``model.<method>`` from one zero row."""
+    out = getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype))
+    return np.asarray(out)
+
+
+def _block_call(block, model, method):
+    return getattr(model, method)(block)
+
+
+def dask_predict(estimator, X):
+    """``estimator.predict`` per chunk: a Dask array of shape (n_samples,)."""
+    X = _check_predict_input(estimator, X)
+    model = _model_copy(estimator)
+    dtype = _probe(model, "predict", X).dtype
+    return X.map_blocks(_block_call, _ship(model), "predict", drop_axis=1, dtype=dtype,
+                        meta=np.empty((0,), dtype=dtype))
+
+
+def dask_transform(estimator, X):
+    """``estimator.transform`` per chunk: a Dask array of shape (n_samples, n_out)."""
+    X = _check_predict_input(estimator, X)
+    model = _model_copy(estimator)
+    out = _probe(model, "transform", X)
+    return X.map_blocks(_block_call, _ship(model), "transform", dtype=out.dtype,
+                        chunks=(X.chunks[0], (out.shape[1],)),
+                        meta=np.empty((0, 0), dtype=out.dtype))
+
+
+def _block_score(block, w, model):
+    w = None if w is None else np.asarray(w).ravel()
+    return np.array([model.score(block, sample_weight=w)], dtype=np.float64)
+
+
+def dask_score(estimator, X, sample_weight=None):
+    """``estimator.score`` summed over the chunks (one pass): a float."""
+    import dask.array as da
+
+    X = _check_predict_input(estimator, X)
+    w = _weights_like(X, sample_weight)
+    model = _ship(_model_copy(estimator))
+    nblocks = len(X.chunks[0])
+    if w is None:
+        parts = X.map_blocks(_block_score, None, model, drop_axis=1,
+                             chunks=((1,) * nblocks,), dtype=np.float64)
+    else:
+        parts = da.map_blocks(_block_score, X, w[:, None], model, drop_axis=1,
+                              chunks=((1,) * nblocks,), dtype=np.float64)
+    return float(parts.sum().compute())
+
+
+def _weights_like(X, sample_weight):
+    """Sample weights as a Dask array chunked like the rows of X (or None)."""
+    if sample_weight is None:
+        return None
+    import dask.array as da
+
+    if is_dask_array(sample_weight):
+        sample_weight = np.asarray(sample_weight.compute())
+    from .cluster._common import check_sample_weight
+
+    sw = check_sample_weight(sample_weight, np.empty((X.shape[0], 0)))
+    return da.from_array(sw, chunks=(X.chunks[0],))
+
+
+def _block_labels_inertia(model, block, w):
+    labels, inertia = model._labels_inertia(np.ascontiguousarray(block), w)
+    return labels, float(inertia)
+
+
+def labels_inertia(rows, estimator, sample_weight=None):
+    """labels_ (a persisted Dask array) and inertia_ (a float) in one pass."""
+    import dask
+    import dask.array as da
+
+    model = _ship(_model_copy(estimator))
+    bounds = rows._bounds
+    parts, labels = [], []
+    for i, block in enumerate(rows._blocks):
+        w = None
+        if sample_weight is not None:
+            w = np.asarray(sample_weight[bounds[i]:bounds[i + 1]])
+        part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
+        parts.append(part[1])
+        labels.append(da.from_delayed(part[0], shape=(int(bounds[i + 1] - bounds[i]),),
+                                      dtype=np.intp))
+    labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
+    inertia = dask.delayed(sum, pure=True)(parts)
+    labels, inertia = dask.persist(labels, inertia)
+    return labels, float(inertia.compute())
+
