@@ -1,0 +1,530 @@
+"""MiniBatchKMeans: mini-batch k-means in input space, with explicit centers.
+
+The non-kernel baseline of the paper, with the same learning rates, batch
+sampling, initialisation and stopping rule as
+:class:`~mbkkm.cluster.MiniBatchKernelKMeans`: with the linear kernel and no
+truncation, both estimators compute the same centers from the same seed.
+
+One iteration on a batch B (b points x with update weights w_x, 1 by default):
+
+    labels: l(x) = argmin_j ||x - C_j||^2,  B_j = {x in B : l(x) = j},
+    b_j = sum_{x in B_j} w_x,  alpha_j = rate(b_j, b, N_j)  (0 when b_j = 0),
+    C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j),  cm(B_j) = sum_{x in B_j} w_x x / b_j.
+
+With ``learning_rate="classic"`` (alpha_j = b_j / N_j, N_j the running count
+including this batch) this is scikit-learn's rule
+C_j <- (C_j N_j^old + sum_{x in B_j} w_x x) / (N_j^old + b_j).
+
+References
+----------
+D. Sculley. "Web-scale k-means clustering." WWW 2010.
+R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
+ICLR 2023.
+B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from .._core import (
+    LEARNING_RATES,
+    draw_batch_plan,
+    draw_init_indices,
+    kernel_kmeans_plusplus,
+    random_init,
+)
+from ..kernels import resolve_kernel
+from ._common import (
+    COMMON_CONSTRAINTS,
+    check_n_clusters_vs_samples,
+    check_sample_weight,
+    chunk_rows,
+)
+
+# ----------------------------------------------------------------------------- core
+
+
+def sq_euclidean(X, centers, center_sq_norms):
+    """Squared distances ||x - c_j||^2 = ||x||^2 - 2 <x, c_j> + ||c_j||^2, (n, k), >= 0."""
+    D = X @ centers.T  # (n, k)
+    D *= -2
+    D += np.einsum("ij,ij->i", X, X)[:, None]
+    D += center_sq_norms[None, :]
+    np.maximum(D, 0, out=D)
+    return D
+
+
+@dataclass
+class StepResult:
+    labels: np.ndarray  # (b,) assignment of the batch before the update
+    objective: float  # f_B(C_i): weighted mean of the minimum distances
+    objective_after: float | None  # f_B(C_{i+1}) on the same batch (when asked)
+    alpha: np.ndarray  # (k,) learning rates used
+
+
+def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,
+                          objective_after=False):
+    """One mini-batch k-means iteration on ``Xb`` (``centers`` and ``counts`` in place).
+
+    Parameters
+    ----------
+    centers : ndarray of shape (k, d)
+        Current centers, updated in place.
+    counts : ndarray of shape (k,), float64
+        Running (weighted) counts N_j, updated in place by ``rate``.
+    Xb : ndarray of shape (b, d)
+        The batch.
+    rate : callable
+        ``rate(batch_counts, batch_total, running_counts) -> alpha``.
+    batch_weight : ndarray of shape (b,), optional
+        Weights of the batch points in the update (None: unit weights).
+    objective_after : bool
+        Also compute f_B(C_{i+1}) on the same batch.
+
+    Returns
+    -------
+    StepResult
+    """
+    k = centers.shape[0]
+    b = Xb.shape[0]
+    D = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
+    labels = np.argmin(D, axis=1)
+    mind = D[np.arange(b), labels]
+    if batch_weight is None:
+        w = np.ones(b)
+        btotal = float(b)
+    else:
+        w = np.asarray(batch_weight, dtype=np.float64)
+        btotal = float(w.sum())
+    objective = float(mind @ w / btotal)
+    bcounts = np.bincount(labels, weights=w, minlength=k)
+    alpha = rate(bcounts, btotal, counts)
+    alpha = np.where(bcounts > 0, alpha, 0.0)
+    # Weighted batch sums per cluster, (k, d): S_j = sum_{x in B_j} w_x x.
+    S = np.zeros((k, Xb.shape[1]))
+    np.add.at(S, labels, Xb * w[:, None])
+    moved = np.flatnonzero(alpha > 0)
+    # C_j <- (1 - alpha_j) C_j + alpha_j S_j / b_j
+    new = ((1.0 - alpha[moved])[:, None] * centers[moved]
+           + (alpha[moved] / bcounts[moved])[:, None] * S[moved])
+    centers[moved] = new.astype(centers.dtype, copy=False)
+    after = None
+    if objective_after:
+        D2 = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
+        after = float(D2.min(axis=1) @ w / btotal)
+    return StepResult(labels=labels, objective=objective, objective_after=after,
+                      alpha=alpha)
+
+
+# ------------------------------------------------------------------------- estimator
+
+
+class MiniBatchKMeans(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+):
+    """Mini-batch k-means in input space (explicit centers), the paper's baseline.
+
+    The same algorithm as :class:`~mbkkm.cluster.MiniBatchKernelKMeans` with the
+    linear kernel and no truncation, with centers stored as points: an iteration
+    samples ``batch_size`` points uniformly with replacement, assigns them to the
+    nearest center, and moves each center towards the mean of its batch points
+    with the learning rate, C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j).
+    Initialisation, batch sampling and random draws are those of
+    MiniBatchKernelKMeans(kernel="linear"), so both give the same result from
+    the same seed.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        Number of clusters.
+    batch_size : int, default=1024
+        Points per mini-batch (sampled with replacement); capped at n_samples.
+    learning_rate : {"adaptive", "classic"}, default="adaptive"
+        "adaptive": alpha_j = sqrt(b_j / b) (Schwartzman 2023), with b_j the batch
+        points assigned to cluster j. "classic": scikit-learn's rate
+        alpha_j = b_j / N_j, N_j the running count of points assigned to j.
+    max_iter : int, default=200
+        Number of mini-batch **iterations** (batches), as in
+        MiniBatchKernelKMeans, not epochs: scikit-learn's MiniBatchKMeans counts
+        passes over the data instead.
+    tol : float, default=None
+        Early stopping threshold epsilon: stop when the batch objective improves
+        by less than ``tol`` on the same batch, f_B(C_i) - f_B(C_{i+1}) < tol.
+        None runs ``max_iter`` iterations.
+    init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
+default="k-means++"
+        "k-means++": greedy k-means++ (the kernel k-means++ of the package with the
+        linear kernel) on ``init_size`` points; "random": ``n_clusters`` distinct
+        random points; an array: the initial centers.
+    n_init : int, default=1
+        Number of initialisations; the one with the lowest inertia on a random
+        validation subsample of ``init_size`` points is kept.
+    init_size : int, default=None
+        Points used by the initialisation; None: 3 * batch_size (at least
+        3 * n_clusters), capped at n_samples.
+    compute_labels : bool, default=True
+        Label all fitted points after the last iteration (``labels_``, ``inertia_``).
+    working_memory : float, default=None
+        Memory budget in MiB for the temporaries of the labelling pass; None uses
+        scikit-learn's ``working_memory`` configuration.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the initialisation and of the batch sampling.
+    verbose : int, default=0
+        Print progress every ``max(1, max_iter // 10)`` iterations when > 0.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        The centers.
+    labels_ : ndarray of shape (n_samples,)
+        Label of each fitted point (when ``compute_labels``).
+    inertia_ : float
+        Sum of the (weighted) squared distances of the fitted points to their
+        nearest center (when ``compute_labels``).
+    batch_objective_ : ndarray of shape (n_iter_,)
+        The batch objective f_B(C_i) before each update.
+    n_iter_ : int
+        Number of iterations run.
+    n_steps_ : int
+        Number of iterations since the first fit or partial_fit.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when X has string feature names.
+
+    See Also
+    --------
+    mbkkm.cluster.MiniBatchKernelKMeans : The kernel version.
+    sklearn.cluster.MiniBatchKMeans : scikit-learn's version (epochs, center
+        reassignment, early stopping on the smoothed objective).
+
+    Notes
+    -----
+    Unlike scikit-learn's MiniBatchKMeans there is no random reassignment of
+    small clusters. A cluster that receives no batch point keeps its center
+    (alpha_j = 0). With ``sample_weight``, batches are drawn with probability
+    proportional to the weights and the update uses unit weights (as
+    scikit-learn >= 1.6); ``partial_fit`` uses the weights in the update.
+
+    References
+    ----------
+    D. Sculley. "Web-scale k-means clustering." WWW 2010.
+    R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
+    ICLR 2023.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_blobs
+    >>> from mbkkm.cluster._minibatch_kmeans import MiniBatchKMeans
+    >>> X, y = make_blobs(n_samples=2000, centers=3, random_state=0)
+    >>> km = MiniBatchKMeans(n_clusters=3, batch_size=256, max_iter=50,
+    ...                      random_state=0).fit(X)
+    >>> km.cluster_centers_.shape
+    (3, 2)
+    >>> from sklearn.metrics import adjusted_rand_score
+    >>> adjusted_rand_score(y, km.labels_) > 0.9
+    True
+    """
+
+    _parameter_constraints: dict = {
+        **COMMON_CONSTRAINTS,
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [StrOptions(set(LEARNING_RATES))],
+        "init_size": [Interval(Integral, 1, None, closed="left"), None],
+        "compute_labels": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        batch_size=1024,
+        learning_rate="adaptive",
+        max_iter=200,
+        tol=None,
+        init="k-means++",
+        n_init=1,
+        init_size=None,
+        compute_labels=True,
+        working_memory=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_clusters = n_clusters
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.tol = tol
+        self.init = init
+        self.n_init = n_init
+        self.init_size = init_size
+        self.compute_labels = compute_labels
+        self.working_memory = working_memory
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ------------------------------------------------------------------ checks
+    def _validate_X(self, X, reset):
+        return validate_data(
+            self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
+            accept_sparse=False, ensure_min_samples=1,
+        )
+
+    def _check_params_vs_input(self, X):
+        n = X.shape[0]
+        check_n_clusters_vs_samples(self.n_clusters, n)
+        self._batch_size = min(self.batch_size, n)
+        init_size = self.init_size
+        if init_size is None:
+            init_size = 3 * self._batch_size
+            if init_size < self.n_clusters:
+                init_size = 3 * self.n_clusters
+        elif init_size < self.n_clusters:
+            raise ValueError(
+                f"init_size={init_size} should be >= n_clusters={self.n_clusters}"
+            )
+        self._init_size = min(init_size, n)
+        if isinstance(self.init, str):
+            self._init = self.init
+        else:
+            init = check_array(self.init, dtype=X.dtype, copy=True, input_name="init")
+            if init.shape != (self.n_clusters, X.shape[1]):
+                raise ValueError(
+                    f"init: the initial centers should have shape (n_clusters, n_features)"
+                    f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
+                )
+            self._init = init
+        # k-means++ is the package's kernel k-means++ with the linear kernel, so the
+        # random draws are those of MiniBatchKernelKMeans(kernel="linear").
+        self._linear = resolve_kernel("linear")
+
+    # ---------------------------------------------------------------- init
+    def _initial_centers(self, X, sample_weight, rng, init_idx=None):
+        """(k, d) initial centers: rows of X, or the init array (a copy)."""
+        if not isinstance(self._init, str):
+            return self._init.copy()
+        if init_idx is None:
+            init_idx = draw_init_indices(rng, X.shape[0], self._init_size)
+        Xi = X[init_idx]
+        wi = None if sample_weight is None else sample_weight[init_idx]
+        if self._init == "k-means++":
+            idx = kernel_kmeans_plusplus(Xi, self._linear, self.n_clusters, rng, wi)
+        else:
+            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
+        return Xi[idx]
+
+    def _best_init(self, X, sample_weight, rng):
+        n_init = self.n_init
+        if not isinstance(self._init, str) and n_init != 1:
+            warnings.warn(
+                f"Explicit initial center position passed: performing only one init in "
+                f"{type(self).__name__} instead of n_init={n_init}.",
+                RuntimeWarning, stacklevel=3,
+            )
+            n_init = 1
+        if n_init == 1:
+            return self._initial_centers(X, sample_weight, rng)
+        val_idx = rng.randint(0, X.shape[0], self._init_size)
+        Xv = X[val_idx]
+        wv = None if sample_weight is None else sample_weight[val_idx]
+        best, best_inertia = None, np.inf
+        for _ in range(n_init):
+            centers = self._initial_centers(X, sample_weight, rng)
+            _, inertia = self._labels_inertia(Xv, wv, centers)
+            if self.verbose:
+                print(f"Init inertia on the validation subsample: {inertia:.6g}")
+            if inertia < best_inertia:
+                best, best_inertia = centers, inertia
+        return best
+
+    # ----------------------------------------------------------------- fit
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the clustering with ``max_iter`` mini-batch iterations.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data (float32 data stays float32).
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Batches are drawn with probability proportional to the weights (unit
+            weights in the update); labels_ and inertia_ use the weights.
+
+        Returns
+        -------
+        self : MiniBatchKMeans
+        """
+        X = self._validate_X(X, reset=True)
+        sample_weight = check_sample_weight(sample_weight, X)
+        self._check_params_vs_input(X)
+        rng = check_random_state(self.random_state)
+        self._random_state = rng
+        centers = self._best_init(X, sample_weight, rng)
+        counts = np.zeros(self.n_clusters)
+        plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
+        rate = LEARNING_RATES[self.learning_rate]
+        objectives = []
+        every = max(1, self.max_iter // 10)
+        t0 = time.perf_counter()
+        n_iter = 0
+        for it in range(self.max_iter):
+            res = minibatch_kmeans_step(centers, counts, X[plan[it]], rate,
+                                        objective_after=self.tol is not None)
+            objectives.append(res.objective)
+            n_iter = it + 1
+            if self.verbose and (it % every == 0 or it == self.max_iter - 1):
+                print(f"Iteration {it + 1}/{self.max_iter}: batch objective "
+                      f"{res.objective:.6g}, {time.perf_counter() - t0:.2f}s")
+            if self.tol is not None and res.objective - res.objective_after < self.tol:
+                if self.verbose:
+                    print(f"Converged at iteration {it + 1}: improvement "
+                          f"{res.objective - res.objective_after:.3g} < tol={self.tol}")
+                break
+        self.cluster_centers_ = centers
+        self._counts = counts
+        self._n_features_out = self.n_clusters
+        self.n_iter_ = n_iter
+        self.n_steps_ = n_iter
+        self.batch_objective_ = np.asarray(objectives)
+        if self.compute_labels:
+            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+        return self
+
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """One iteration with exactly the rows of X as the batch.
+
+        The first call initialises the centers (from ``init``; k-means++ and
+        "random" draw them from this batch), then performs the iteration on the
+        same rows, as scikit-learn's ``MiniBatchKMeans.partial_fit`` does.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the rows in the update.
+
+        Returns
+        -------
+        self : MiniBatchKMeans
+        """
+        first = not hasattr(self, "cluster_centers_")
+        if first:
+            self._validate_params()
+        X = self._validate_X(X, reset=first)
+        sample_weight = check_sample_weight(sample_weight, X)
+        if first:
+            self._check_params_vs_input(X)
+            self._random_state = check_random_state(self.random_state)
+            centers = self._initial_centers(X, sample_weight, self._random_state,
+                                            init_idx=np.arange(X.shape[0]))
+            counts = np.zeros(self.n_clusters)
+            self.n_steps_ = 0
+            self.batch_objective_ = np.empty(0)
+        else:
+            centers = self.cluster_centers_.copy()
+            counts = self._counts.copy()
+        res = minibatch_kmeans_step(centers, counts, X, LEARNING_RATES[self.learning_rate],
+                                    batch_weight=sample_weight)
+        self.cluster_centers_ = centers
+        self._counts = counts
+        self._n_features_out = self.n_clusters
+        self.n_steps_ += 1
+        self.n_iter_ = self.n_steps_
+        self.batch_objective_ = np.append(self.batch_objective_, res.objective)
+        if self.compute_labels:
+            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+        return self
+
+    # -------------------------------------------------------------- predict
+    def _distances(self, X, centers=None):
+        """Squared distances to the centers, (n, k), in chunks of rows."""
+        centers = self.cluster_centers_ if centers is None else centers
+        k = centers.shape[0]
+        rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
+        norms = np.einsum("ij,ij->i", centers, centers)
+        out = np.empty((X.shape[0], k), dtype=np.result_type(X.dtype, centers.dtype))
+        for r0 in range(0, X.shape[0], rows):
+            out[r0:r0 + rows] = sq_euclidean(X[r0:r0 + rows], centers, norms)
+        return out
+
+    def _labels_inertia(self, X, sample_weight=None, centers=None):
+        D = self._distances(X, centers)
+        labels = np.argmin(D, axis=1)
+        mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
+        inertia = float(mind.sum() if sample_weight is None else mind @ sample_weight)
+        return labels, inertia
+
+    def predict(self, X):
+        """Index of the nearest center for each row of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return np.argmin(self._distances(X), axis=1)
+
+    def transform(self, X):
+        """Squared Euclidean distances ||x - C_j||^2 to every center.
+
+        Squared, to match the kernel estimators' ``transform`` (scikit-learn's
+        MiniBatchKMeans returns the distances themselves).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        return self._distances(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the (weighted) inertia of X on the fitted centers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        score : float
+        """
+        check_is_fitted(self)
+        X = self._validate_X(X, reset=False)
+        sample_weight = check_sample_weight(sample_weight, X)
+        return -self._labels_inertia(X, sample_weight)[1]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
