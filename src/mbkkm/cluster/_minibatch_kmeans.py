@@ -42,6 +42,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
     LEARNING_RATES,
     draw_batch_plan,
@@ -232,7 +233,7 @@ default="k-means++"
     --------
     >>> from sklearn.datasets import make_blobs
     >>> from mbkkm.cluster._minibatch_kmeans import MiniBatchKMeans
-    >>> X, y = make_blobs(n_samples=2000, centers=3, random_state=0)
+    >>> X, y = make_blobs(n_samples=2000, centers=3, cluster_std=0.6, random_state=0)
     >>> km = MiniBatchKMeans(n_clusters=3, batch_size=256, max_iter=50,
     ...                      random_state=0).fit(X)
     >>> km.cluster_centers_.shape
@@ -371,7 +372,9 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
-        X = self._validate_X(X, reset=True)
+        # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
+        X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
+             else self._validate_X(X, reset=True))
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
         rng = check_random_state(self.random_state)
@@ -379,6 +382,8 @@ default="k-means++"
         centers = self._best_init(X, sample_weight, rng)
         counts = np.zeros(self.n_clusters)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
+        if _dask.is_dask_rows(X):  # Dask: gather the rows of every batch in one pass
+            X.prefetch(plan)
         rate = LEARNING_RATES[self.learning_rate]
         objectives = []
         every = max(1, self.max_iter // 10)
@@ -466,6 +471,8 @@ default="k-means++"
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):
+        if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
+            return X.labels_inertia(self, sample_weight)
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
@@ -484,6 +491,8 @@ default="k-means++"
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
+        if _dask.is_dask_array(X):  # Dask: a Dask array, computed per chunk
+            return _dask.dask_predict(self, X)
         X = self._validate_X(X, reset=False)
         return np.argmin(self._distances(X), axis=1)
 
@@ -502,6 +511,8 @@ default="k-means++"
         distances : ndarray of shape (n_samples, n_clusters)
         """
         check_is_fitted(self)
+        if _dask.is_dask_array(X):  # Dask: a Dask array, computed per chunk
+            return _dask.dask_transform(self, X)
         X = self._validate_X(X, reset=False)
         return self._distances(X)
 
@@ -519,6 +530,8 @@ default="k-means++"
         score : float
         """
         check_is_fitted(self)
+        if _dask.is_dask_array(X):  # Dask: summed over the chunks, one pass
+            return _dask.dask_score(self, X, sample_weight)
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
         return -self._labels_inertia(X, sample_weight)[1]
