@@ -1,0 +1,270 @@
+"""Time of one mini-batch iteration against the GEMM it cannot avoid.
+
+For each dataset, a steady-state :class:`mbkkm._core.WindowState` (k windows
+warmed up by ``--warmup`` iterations, so every window has its steady length of
+about tau + b/k points; m = number of support points) is advanced by
+:func:`mbkkm._core.minibatch_step` on fresh batches, and each step is timed
+together with, on the same batch and the same support (interleaved, so that the
+noise of a shared machine hits all three alike):
+
+* ``gemm``: one float32 GEMM ``Xb @ Y.T`` of shapes (b x d) by (d x (m + b)),
+  ``Y = [support; Xb]``, into a preallocated output (the floor);
+* ``kernel``: the rbf kernel block ``kernel(Xb, Y)`` (GEMM, row norms and the
+  elementwise exp: everything the step must do to get its kernel values).
+
+Then the labelling pass (:func:`mbkkm._core.assign` over all n points, with the
+estimator's chunk size) is timed and its kernel GEMM rate (2 n m d flop) compared
+with the plain GEMM's rate.
+
+Targets (issues 2 and 5 of the design notes):
+
+* d = 784: iteration <= 2 x GEMM and <= 1.3 x (GEMM + kernel function);
+* d = 16:  iteration <= 2 x (GEMM + kernel function);
+* labelling GEMM rate >= 70 % of the plain GEMM's.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_iteration.py                  # both datasets
+    .venv/bin/python benchmarks/bench_iteration.py --dataset mnist --repeats 30
+    .venv/bin/python benchmarks/bench_iteration.py --profile        # + pyinstrument
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
+from mbkkm.cluster._common import chunk_rows
+from mbkkm.kernels import resolve_kernel
+
+SHARED = REPO.parent / "shared" / "datasets"
+
+# name -> (preprocessing, gamma)
+SETTINGS = {
+    "mnist": ("divide_255", 1.0 / (2 * 5.8301**2)),
+    "pendigits": ("standardize", 0.1),
+}
+
+TARGETS = {
+    # dataset: (max iteration / gemm, max iteration / (gemm + kernel function))
+    "mnist": (2.0, 1.3),
+    "pendigits": (None, 2.0),
+}
+LABEL_TARGET = 0.70
+
+
+def load(name):
+    """(X float32, source) via mbkkm.datasets, else straight from the shared npz."""
+    prep = SETTINGS[name][0]
+    try:
+        from mbkkm.datasets import load_dataset
+
+        X, _ = load_dataset(name, data_home=SHARED, preprocess=prep, dtype=np.float32,
+                            download=False)
+        return np.ascontiguousarray(X, dtype=np.float32), "mbkkm.datasets.load_dataset"
+    except Exception as exc:  # pragma: no cover - fallback
+        print(f"  (mbkkm.datasets failed: {exc}; reading the npz directly)")
+    X = np.load(SHARED / f"{name}.npz")["X"].astype(np.float64)
+    if prep == "divide_255":
+        X /= 255.0
+    else:
+        sd = X.std(axis=0)
+        sd[sd == 0] = 1
+        X = (X - X.mean(axis=0)) / sd
+    return np.ascontiguousarray(X, dtype=np.float32), "np.load"
+
+
+def machine_info():
+    lines = []
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    lines.append(f"CPU: {model}, {os.cpu_count()} logical cores")
+    lines.append(f"numpy {np.__version__}, python {platform.python_version()}")
+    try:
+        from threadpoolctl import threadpool_info
+
+        for info in threadpool_info():
+            if info.get("user_api") == "blas":
+                lines.append(f"BLAS: {info['internal_api']} {info.get('version')} "
+                             f"({info.get('architecture')}, {info['num_threads']} threads, "
+                             f"{Path(info['filepath']).name})")
+    except Exception:  # pragma: no cover
+        pass
+    return lines
+
+
+def _timeit(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label):
+    X, source = load(name)
+    n, d = X.shape
+    gamma = SETTINGS[name][1]
+    kernel = resolve_kernel("rbf", gamma=gamma)
+    rng = np.random.default_rng(seed)
+    rate = LEARNING_RATES["adaptive"]
+    state = init_state(X[rng.choice(n, k, replace=False)], kernel)
+
+    def step(Xb):
+        return minibatch_step(state, Xb, kernel, rate, tau=tau, renormalize=True)
+
+    for _ in range(warmup):
+        step(X[rng.integers(0, n, b)])
+    sizes = np.diff(state.starts)
+    print(f"\n== {name}: n={n}, d={d}, k={k}, b={b}, tau={tau}, gamma={gamma:.6g} "
+          f"(data from {source}, float32)")
+    print(f"   after {warmup} warm-up iterations: m = {state.support.shape[0]} support "
+          f"points, window lengths {sizes.min()}..{sizes.max()}")
+
+    t_step, t_gemm, t_kern, ms = [], [], [], []
+    for _ in range(repeats):
+        Xb = X[rng.integers(0, n, b)]
+        m = state.support.shape[0]
+        Y = np.concatenate([state.support, Xb], axis=0)
+        out = np.empty((b, m + b), dtype=np.float32)
+        np.matmul(Xb, Y.T, out=out)  # touch the buffer once
+        t_gemm.append(_timeit(lambda Xb=Xb, Y=Y, out=out: np.matmul(Xb, Y.T, out=out)))
+        t_kern.append(_timeit(lambda Xb=Xb, Y=Y: kernel(Xb, Y)))
+        ms.append(m)
+        t_step.append(_timeit(lambda Xb=Xb: step(Xb)))
+    med = statistics.median
+    m_med = int(med(ms))
+    gemm, kern, it = med(t_gemm), med(t_kern), med(t_step)
+    flops = 2.0 * b * (m_med + b) * d
+    res = {
+        "name": name, "n": n, "d": d, "m": m_med, "m_range": (min(ms), max(ms)),
+        "gemm": gemm, "kernel": kern, "iter": it,
+        "gemm_gflops": flops / gemm / 1e9,
+        "iter_over_gemm": it / gemm, "iter_over_kernel": it / kern,
+        "kernel_over_gemm": kern / gemm,
+        "t_step": t_step, "t_gemm": t_gemm, "t_kern": t_kern,
+    }
+    print(f"   medians over {repeats} iterations (m = {min(ms)}..{max(ms)}):")
+    print(f"     GEMM (b x d)(d x (m+b))     {gemm * 1e3:8.2f} ms  "
+          f"({res['gemm_gflops']:.1f} GFLOP/s)")
+    print(f"     GEMM + rbf kernel function  {kern * 1e3:8.2f} ms  "
+          f"({kern / gemm:.2f} x GEMM)")
+    print(f"     minibatch_step              {it * 1e3:8.2f} ms")
+    print(f"     ratios: iteration / GEMM = {it / gemm:.2f}, "
+          f"iteration / (GEMM + kernel) = {it / kern:.2f}")
+    t_g, t_k = TARGETS[name]
+    verdicts = []
+    if t_g is not None:
+        ok = it / gemm <= t_g
+        verdicts.append(ok)
+        print(f"     target iteration <= {t_g} x GEMM: {it / gemm:.2f} -> "
+              f"{'PASS' if ok else 'FAIL'}")
+    ok = it / kern <= t_k
+    verdicts.append(ok)
+    print(f"     target iteration <= {t_k} x (GEMM + kernel): {it / kern:.2f} -> "
+          f"{'PASS' if ok else 'FAIL'}")
+
+    if label:
+        rows = chunk_rows(None, m_med + 3 * k + 2, X.dtype.itemsize)
+        # The labelling reference: a plain GEMM of one labelling chunk's shape.
+        c = min(rows, n)
+        A = X[:c]
+        out = np.empty((c, state.support.shape[0]), dtype=np.float32)
+        np.matmul(A, state.support.T, out=out)
+        t_cg = med([_timeit(lambda: np.matmul(A, state.support.T, out=out))
+                    for _ in range(3)])
+        cg_rate = 2.0 * c * state.support.shape[0] * d / t_cg / 1e9
+        t_lab = []
+        for _ in range(max(1, min(3, repeats))):
+            t_lab.append(_timeit(lambda: assign(X, state, kernel, chunk_rows=rows)))
+        t_l = med(t_lab)
+        lab_rate = 2.0 * n * state.support.shape[0] * d / t_l / 1e9
+        res.update(label_time=t_l, label_gflops=lab_rate, label_chunk=rows,
+                   chunk_gemm_gflops=cg_rate,
+                   label_frac=lab_rate / res["gemm_gflops"],
+                   label_frac_chunk=lab_rate / cg_rate)
+        print(f"   labelling: assign over n={n} points against m={state.support.shape[0]}, "
+              f"chunks of {rows} rows: {t_l:.3f} s (median of {len(t_lab)})")
+        print(f"     kernel GEMM rate (2 n m d / time) {lab_rate:.1f} GFLOP/s; plain GEMM "
+              f"{res['gemm_gflops']:.1f} GFLOP/s (iteration shape), {cg_rate:.1f} GFLOP/s "
+              f"(one labelling chunk, {c} x {d} by {d} x {state.support.shape[0]})")
+        ok = res["label_frac"] >= LABEL_TARGET
+        verdicts.append(ok)
+        print(f"     target labelling >= {LABEL_TARGET:.0%} of GEMM rate: "
+              f"{res['label_frac']:.0%} of the iteration GEMM, "
+              f"{res['label_frac_chunk']:.0%} of the chunk GEMM -> "
+              f"{'PASS' if ok else 'FAIL'}")
+    res["pass"] = all(verdicts)
+
+    if profile:
+        try:
+            from pyinstrument import Profiler
+        except ImportError:
+            print("   (--profile needs pyinstrument: .venv/bin/pip install pyinstrument)")
+        else:
+            batches = [X[rng.integers(0, n, b)] for _ in range(repeats)]
+            prof = Profiler(interval=0.0005)
+            prof.start()
+            for Xb in batches:
+                step(Xb)
+            prof.stop()
+            print(f"   pyinstrument profile of {repeats} iterations:")
+            print(prof.output_text(unicode=False, color=False, show_all=False))
+    return res
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=[*SETTINGS, "all"], default="all")
+    parser.add_argument("--repeats", type=int, default=20,
+                        help="timed iterations per dataset (default: %(default)s)")
+    parser.add_argument("--warmup", type=int, default=30,
+                        help="iterations before timing (default: %(default)s)")
+    parser.add_argument("--batch-size", type=int, default=1024)
+    parser.add_argument("--tau", type=int, default=200)
+    parser.add_argument("--n-clusters", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-labels", action="store_true", help="skip the labelling pass")
+    parser.add_argument("--profile", action="store_true",
+                        help="profile the iterations with pyinstrument")
+    args = parser.parse_args(argv)
+    print("bench_iteration: " + " ".join(sys.argv[1:] if argv is None else argv))
+    print(time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    for line in machine_info():
+        print(line)
+    names = list(SETTINGS) if args.dataset == "all" else [args.dataset]
+    results = [
+        bench_dataset(name, b=args.batch_size, tau=args.tau, k=args.n_clusters,
+                      repeats=args.repeats, warmup=args.warmup, seed=args.seed,
+                      profile=args.profile, label=not args.no_labels)
+        for name in names
+    ]
+    print("\nSummary")
+    for r in results:
+        extra = (f", labelling {r['label_frac']:.0%} of GEMM rate"
+                 if "label_frac" in r else "")
+        print(f"  {r['name']:9s} d={r['d']:3d} m={r['m']:5d}: iteration "
+              f"{r['iter'] * 1e3:.2f} ms = {r['iter_over_gemm']:.2f} x GEMM = "
+              f"{r['iter_over_kernel']:.2f} x (GEMM + kernel){extra}: "
+              f"{'PASS' if r['pass'] else 'FAIL'}")
+    return 0 if all(r["pass"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
