@@ -1,0 +1,72 @@
+"""Experiments: declarative grids -> tidy result tables -> figures.
+
+* :mod:`~mbkkm.experiments._grid`: :class:`Grid`, the presets (:data:`PRESETS`:
+  ``gaussian``, ``knn``, ``heat`` — one per figure of the paper — and ``quick``),
+  TOML grid files (:func:`load_grid`) and :func:`expand` into :class:`RunSpec`.
+* :mod:`~mbkkm.experiments._algorithms`: the registry :data:`ALGORITHMS`.
+* :mod:`~mbkkm.experiments._runner`: :func:`run_grid` appends one row per run
+  to a CSV table (resumable, time and memory budgets); :func:`read_results`.
+* :mod:`~mbkkm.experiments._plots`: :func:`plot_results` draws the paper's
+  panels from saved tables only.
+
+Examples
+--------
+>>> from mbkkm.experiments import expand, get_preset
+>>> len(expand(get_preset("quick").with_options(datasets=["circles"], seeds=1)))
+15
+"""
+
+from ._algorithms import ALGORITHMS, AlgorithmSpec, algorithm_names, get_algorithm
+from ._grid import (
+    PRESETS,
+    Grid,
+    GridError,
+    RunSpec,
+    expand,
+    get_preset,
+    grid_from_dict,
+    load_grid,
+    resolve_grid,
+)
+from ._runner import (
+    COLUMNS,
+    RunSummary,
+    available_memory,
+    default_memory_budget,
+    environment,
+    kernel_matrix_bytes,
+    read_results,
+    run_grid,
+)
+
+__all__ = [
+    "ALGORITHMS",
+    "COLUMNS",
+    "PRESETS",
+    "AlgorithmSpec",
+    "Grid",
+    "GridError",
+    "RunSpec",
+    "RunSummary",
+    "algorithm_names",
+    "available_memory",
+    "default_memory_budget",
+    "environment",
+    "expand",
+    "get_algorithm",
+    "get_preset",
+    "grid_from_dict",
+    "kernel_matrix_bytes",
+    "load_grid",
+    "plot_results",
+    "read_results",
+    "resolve_grid",
+    "run_grid",
+]
+
+
+def plot_results(*args, **kwargs):
+    """Draw the figures from saved result tables (see :func:`._plots.plot_results`)."""
+    from ._plots import plot_results as _plot
+
+    return _plot(*args, **kwargs)

@@ -1,0 +1,284 @@
+"""The algorithms an experiment grid can run, as a registry.
+
+Each :class:`AlgorithmSpec` says which grid axes the algorithm depends on
+(kernel, batch size, tau), so grid expansion never repeats an algorithm over an
+axis it ignores, and holds the function that fits it. Estimators are imported
+lazily inside those functions: a grid that does not use an algorithm does not
+need its module.
+
+Graph kernels (``"knn"``, ``"heat"``) are transductive: their matrix exists on
+the training points only. The runner builds the matrix once per dataset and
+kernel; full-batch kernel k-means receives it as ``kernel="precomputed"`` and
+the mini-batch kernel algorithms see the data as point indices with a callable
+kernel that reads blocks of that matrix (:class:`IndexKernel`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Kernels whose matrix is defined on the training points only.
+GRAPH_KERNELS = ("knn", "heat")
+
+
+@dataclass
+class KernelSetup:
+    """A kernel resolved for one dataset.
+
+    Attributes
+    ----------
+    name : str
+        Kernel name (``"rbf"``, ``"knn"``, ``"heat"``, any pairwise name), or
+        ``"none"`` for algorithms that use no kernel.
+    params : dict
+        Its parameters (``gamma`` for rbf; ``n_neighbors`` and ``t`` for graph kernels).
+    matrix : ndarray, scipy.sparse matrix, LowRankKernel or None
+        The n x n kernel matrix when the runner built one (graph kernels,
+        full-batch), else None.
+    seconds : float
+        Wall time spent building ``matrix`` (0 when none was built).
+    """
+
+    name: str
+    params: dict
+    matrix: Any = None
+    seconds: float = 0.0
+
+    @property
+    def is_graph(self) -> bool:
+        return self.name in GRAPH_KERNELS
+
+
+@dataclass
+class FitOutput:
+    """What an algorithm's fit returns to the runner."""
+
+    labels: np.ndarray
+    inertia: float
+    n_iter: int
+
+
+class IndexKernel:
+    """A callable kernel over point indices reading blocks of a kernel matrix.
+
+    The data handed to the estimator is ``np.arange(n)[:, None]`` (float64);
+    ``kernel(A, B)`` returns ``K[A[:, 0], B[:, 0]]`` as a dense block. Lets the
+    mini-batch estimators use transductive graph kernels without a
+    ``"precomputed"`` mode.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse matrix, ndarray or LowRankKernel of shape (n, n)
+    """
+
+    def __init__(self, matrix):
+        import scipy.sparse as sp
+
+        self.matrix = matrix.tocsr() if sp.issparse(matrix) else matrix
+
+    def __call__(self, A, B):
+        from ..kernels import kernel_block
+
+        rows = np.asarray(A[:, 0], dtype=np.int64)
+        cols = np.asarray(B[:, 0], dtype=np.int64)
+        return kernel_block(self.matrix, rows, cols)
+
+
+def _index_data(n: int) -> np.ndarray:
+    return np.arange(n, dtype=np.float64)[:, None]
+
+
+def _mbkkm_kernel_args(X, kernel: KernelSetup):
+    """(data, estimator kernel keyword arguments) for MiniBatchKernelKMeans."""
+    if kernel.is_graph:
+        return _index_data(X.shape[0]), {"kernel": IndexKernel(kernel.matrix)}
+    args = {"kernel": kernel.name}
+    params = dict(kernel.params)
+    if "gamma" in params:
+        args["gamma"] = params.pop("gamma")
+    for key in ("degree", "coef0"):
+        if key in params:
+            args[key] = params.pop(key)
+    if params:
+        args["kernel_params"] = params
+    return X, args
+
+
+def _fit_minibatch_kernel(X, run, kernel, *, tau, learning_rate, renormalize):
+    from ..cluster import MiniBatchKernelKMeans
+
+    data, kargs = _mbkkm_kernel_args(X, kernel)
+    est = MiniBatchKernelKMeans(
+        n_clusters=run.n_clusters, batch_size=run.batch_size, tau=tau,
+        learning_rate=learning_rate, renormalize=renormalize, max_iter=run.max_iter,
+        tol=None, random_state=run.seed, **kargs,
+    ).fit(data)
+    return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
+
+
+def _fit_truncated(X, run, kernel):
+    return _fit_minibatch_kernel(X, run, kernel, tau=run.tau, learning_rate="adaptive",
+                                 renormalize=True)
+
+
+def _fit_truncated_literal(X, run, kernel):
+    return _fit_minibatch_kernel(X, run, kernel, tau=run.tau, learning_rate="adaptive",
+                                 renormalize=False)
+
+
+def _fit_untruncated(X, run, kernel):
+    return _fit_minibatch_kernel(X, run, kernel, tau=None, learning_rate="adaptive",
+                                 renormalize=True)
+
+
+def _fit_untruncated_classic(X, run, kernel):
+    return _fit_minibatch_kernel(X, run, kernel, tau=None, learning_rate="classic",
+                                 renormalize=True)
+
+
+def _fit_full_batch(X, run, kernel):
+    from ..cluster._kernel_kmeans import KernelKMeans
+
+    est = KernelKMeans(n_clusters=run.n_clusters, kernel="precomputed",
+                       max_iter=run.max_iter, tol=0.0, random_state=run.seed)
+    est.fit(kernel.matrix)
+    return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
+
+
+def _fit_minibatch(X, run, kernel, *, learning_rate):
+    from ..cluster._minibatch_kmeans import MiniBatchKMeans
+
+    est = MiniBatchKMeans(n_clusters=run.n_clusters, batch_size=run.batch_size,
+                          learning_rate=learning_rate, max_iter=run.max_iter, tol=None,
+                          random_state=run.seed).fit(X)
+    return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
+
+
+def _fit_minibatch_adaptive(X, run, kernel):
+    return _fit_minibatch(X, run, kernel, learning_rate="adaptive")
+
+
+def _fit_minibatch_classic(X, run, kernel):
+    return _fit_minibatch(X, run, kernel, learning_rate="classic")
+
+
+def _fit_nystroem(X, run, kernel):
+    from sklearn.cluster import MiniBatchKMeans
+    from sklearn.kernel_approximation import Nystroem
+
+    n_components = min(run.n_components, X.shape[0])
+    params = dict(kernel.params)
+    features = Nystroem(kernel=kernel.name, n_components=n_components,
+                        random_state=run.seed, **params).fit_transform(X)
+    # scikit-learn's max_iter counts epochs; run.max_iter counts batches.
+    n_batches = run.max_iter
+    epochs = max(1, int(np.ceil(n_batches * run.batch_size / X.shape[0])))
+    est = MiniBatchKMeans(n_clusters=run.n_clusters, batch_size=run.batch_size,
+                          max_iter=epochs, max_no_improvement=None, tol=0.0,
+                          n_init=1, random_state=run.seed).fit(features)
+    return FitOutput(est.labels_, float(est.inertia_), int(est.n_steps_))
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One algorithm of the experiments.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, used in grids and result tables.
+    label : str
+        Short label in figures (the paper's beta prefix marks the adaptive rate).
+    description : str
+        One line: what runs.
+    uses_kernel : bool
+        Whether it depends on the kernel axis (False: run once per dataset,
+        with ``kernel = "none"``).
+    uses_batch_size : bool
+        Whether it depends on the batch size axis.
+    uses_tau : bool
+        Whether it depends on the tau axis.
+    graph_kernels : bool
+        Whether it can run with the transductive graph kernels.
+    needs_kernel_matrix : bool
+        Whether it needs the n x n kernel matrix (the runner estimates its
+        memory and skips the run when it does not fit the memory budget).
+    objective_space : str
+        Where its own objective (``inertia / n``) is measured: ``"kernel"``
+        (kernel k-means objective in feature space), ``"input"`` (k-means in the
+        input space) or ``"nystroem"`` (k-means in the Nyström feature space).
+    fit : callable
+        ``fit(X, run, kernel) -> FitOutput``.
+    """
+
+    name: str
+    label: str
+    description: str
+    uses_kernel: bool
+    uses_batch_size: bool
+    uses_tau: bool
+    graph_kernels: bool
+    needs_kernel_matrix: bool
+    objective_space: str
+    fit: Callable[..., FitOutput]
+
+
+#: The algorithms, by name.
+ALGORITHMS: dict[str, AlgorithmSpec] = {
+    spec.name: spec
+    for spec in (
+        AlgorithmSpec("full-batch", "full-batch",
+                      "full-batch kernel k-means (Lloyd in feature space) on the n x n "
+                      "kernel matrix (mbkkm KernelKMeans, kernel='precomputed')",
+                      True, False, False, True, True, "kernel", _fit_full_batch),
+        AlgorithmSpec("truncated", "β-truncated",
+                      "truncated mini-batch kernel k-means, adaptive rate, renormalised "
+                      "windows (MiniBatchKernelKMeans)",
+                      True, True, True, True, False, "kernel", _fit_truncated),
+        AlgorithmSpec("truncated-literal", "β-truncated (literal)",
+                      "truncated mini-batch kernel k-means, adaptive rate, the paper's "
+                      "literal truncation (renormalize=False)",
+                      True, True, True, True, False, "kernel", _fit_truncated_literal),
+        AlgorithmSpec("untruncated", "β-untruncated",
+                      "untruncated mini-batch kernel k-means (tau=None), adaptive rate",
+                      True, True, False, True, False, "kernel", _fit_untruncated),
+        AlgorithmSpec("untruncated-classic", "untruncated (sklearn rate)",
+                      "untruncated mini-batch kernel k-means (tau=None), scikit-learn's rate",
+                      True, True, False, True, False, "kernel", _fit_untruncated_classic),
+        AlgorithmSpec("minibatch-adaptive", "β-mini-batch k-means",
+                      "non-kernel mini-batch k-means, adaptive rate (mbkkm MiniBatchKMeans)",
+                      False, True, False, False, False, "input", _fit_minibatch_adaptive),
+        AlgorithmSpec("minibatch-classic", "mini-batch k-means",
+                      "non-kernel mini-batch k-means, scikit-learn's rate (mbkkm "
+                      "MiniBatchKMeans)",
+                      False, True, False, False, False, "input", _fit_minibatch_classic),
+        AlgorithmSpec("nystroem", "Nyström + mini-batch k-means",
+                      "scikit-learn Nystroem features (n_components) + scikit-learn "
+                      "MiniBatchKMeans for about max_iter batches",
+                      True, True, False, False, False, "nystroem", _fit_nystroem),
+    )
+}
+
+
+def algorithm_names() -> list[str]:
+    """Names of the registered algorithms, in registry order."""
+    return list(ALGORITHMS)
+
+
+def get_algorithm(name: str) -> AlgorithmSpec:
+    """The :class:`AlgorithmSpec` named ``name``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not registered; the message lists the known names.
+    """
+    if not isinstance(name, str) or name not in ALGORITHMS:
+        raise ValueError(
+            f"Unknown algorithm {name!r}; known algorithms: {', '.join(ALGORITHMS)}."
+        )
+    return ALGORITHMS[name]

@@ -1,0 +1,430 @@
+"""Declarative experiment grids and their expansion into runs.
+
+A :class:`Grid` is datasets x kernels x algorithms x batch sizes x tau x seeds,
+plus the number of iterations (early stopping is always off, as in the paper's
+experiments). It comes from a preset (:data:`PRESETS`, one per figure of the
+paper, plus ``quick``) or a TOML file (:func:`load_grid`)::
+
+    name = "my-grid"
+    datasets = ["pendigits", "circles"]     # registry or synthetic names
+    kernels = ["rbf", "knn"]
+    algorithms = ["full-batch", "truncated", "minibatch-adaptive"]
+    batch_sizes = [256, 1024]
+    taus = [50, 200]
+    seeds = 3                                # or a list of seeds
+    max_iter = 200                           # iterations (batches)
+    # optional: gamma = 0.1, n_neighbors = 50, heat_t = 1.0, n_components = 1000,
+    #           synthetic_samples = 2000, n_clusters = 10
+
+:func:`expand` turns a grid into :class:`RunSpec` objects, each with a stable
+``run_id`` (a hash of its parameters) so that a re-run skips rows already in
+the result table. An algorithm is not repeated over an axis it does not
+depend on: tau only multiplies the truncated algorithms, the kernel axis does
+not multiply non-kernel mini-batch k-means (its rows have ``kernel = "none"``),
+and full-batch kernel k-means ignores the batch size.
+
+Kernel parameters come from the dataset registry (:data:`mbkkm.datasets.DATASETS`):
+the paper writes the Gaussian kernel exp(-||x - y||^2 / kappa) with a width
+sigma per dataset; we read kappa = 2 sigma^2, so ``gamma = 1 / (2 sigma^2)``
+(:attr:`~mbkkm.datasets.DatasetSpec.rbf_gamma`). The k-NN kernel uses
+``knn_neighbors`` (pendigits 1000, har 2000, mnist 2000, letter 1000) and the
+heat kernel ``heat_neighbors`` (500, 500, 200, 500) with diffusion time
+``heat_t`` (the paper does not state its t; default 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from ..datasets import DATASETS, SYNTHETIC
+from ._algorithms import ALGORITHMS, GRAPH_KERNELS, get_algorithm
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
+
+
+class GridError(ValueError):
+    """A grid (preset or file) is malformed or names unknown things."""
+
+
+def _kernel_choices() -> list[str]:
+    from ..kernels import kernel_names
+
+    return kernel_names()
+
+
+def _canonical_kernel(name: str) -> str:
+    from ..kernels import canonical_name
+
+    return canonical_name(name)
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run of an experiment: one row of the result table.
+
+    ``batch_size``, ``tau`` and ``n_components`` are None where the algorithm
+    does not use them; ``kernel`` is ``"none"`` for non-kernel algorithms.
+    ``kernel_params`` is a sorted tuple of (name, value) pairs.
+    """
+
+    grid: str
+    dataset: str
+    algorithm: str
+    kernel: str
+    kernel_params: tuple
+    batch_size: int | None
+    tau: int | None
+    max_iter: int
+    n_clusters: int | None
+    n_components: int | None
+    seed: int
+    synthetic_samples: int | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The parameters that define the run (everything except the grid name)."""
+        d = asdict(self)
+        d.pop("grid")
+        d["kernel_params"] = dict(self.kernel_params)
+        return d
+
+    @property
+    def run_id(self) -> str:
+        """16 hex digits of the SHA-1 of the parameters (stable across runs and grids)."""
+        blob = json.dumps(self.params(), sort_keys=True, default=str)
+        return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A declarative grid of runs (see the module docstring for the fields)."""
+
+    name: str
+    datasets: tuple[str, ...]
+    algorithms: tuple[str, ...]
+    kernels: tuple[str, ...] = ("rbf",)
+    batch_sizes: tuple[int, ...] = (1024,)
+    taus: tuple[int, ...] = (200,)
+    seeds: tuple[int, ...] = (0,)
+    max_iter: int = 200
+    n_clusters: int | None = None
+    gamma: float | None = None
+    n_neighbors: int | None = None
+    heat_t: float = 1.0
+    n_components: int = 1000
+    synthetic_samples: int = 2000
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def with_options(self, *, datasets=None, seeds=None, max_iter=None) -> Grid:
+        """A copy with some datasets, a number (or list) of seeds, or max_iter replaced."""
+        changes: dict[str, Any] = {}
+        if datasets is not None:
+            changes["datasets"] = _str_tuple(list(datasets), "datasets")
+        if seeds is not None:
+            changes["seeds"] = _seeds(seeds)
+        if max_iter is not None:
+            changes["max_iter"] = max_iter
+        return replace(self, **changes)
+
+    def kernel_params(self, dataset: str, kernel: str) -> dict[str, Any]:
+        """The kernel parameters of one dataset (registry values unless overridden)."""
+        spec = DATASETS.get(dataset)
+        if kernel == "rbf":
+            gamma = self.gamma if self.gamma is not None else (
+                spec.rbf_gamma if spec is not None else None)
+            return {} if gamma is None else {"gamma": float(gamma)}
+        if kernel in GRAPH_KERNELS:
+            if self.n_neighbors is not None:
+                k = self.n_neighbors
+            elif spec is not None:
+                k = spec.knn_neighbors if kernel == "knn" else spec.heat_neighbors
+            else:
+                k = 10
+            out: dict[str, Any] = {"n_neighbors": int(k)}
+            if kernel == "heat":
+                out["t"] = float(self.heat_t)
+            return out
+        return {} if self.gamma is None else {"gamma": float(self.gamma)}
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values (lists), as a TOML file would hold them."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+def _str_tuple(value, name) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise GridError(f"{name} must be a non-empty list of names, got {value!r}.")
+    for v in value:
+        if not isinstance(v, str):
+            raise GridError(f"{name} must hold strings, got {v!r} ({type(v).__name__}).")
+    return tuple(value)
+
+
+def _int_tuple(value, name, minimum=1) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not value:
+        raise GridError(f"{name} must be a non-empty list of integers, got {value!r}.")
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+            raise GridError(f"{name} must hold integers >= {minimum}, got {v!r}.")
+    return tuple(value)
+
+
+def _seeds(value) -> tuple[int, ...]:
+    """An int N means seeds 0..N-1; a list is taken as is."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise GridError(f"seeds must be a positive count or a list of seeds, got {value}.")
+        return tuple(range(value))
+    return _int_tuple(value, "seeds", minimum=0)
+
+
+def _check_int(value, name, minimum=1, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise GridError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+
+
+def _check_number(value, name, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise GridError(f"{name} must be a positive number, got {value!r}.")
+
+
+def _validate(grid: Grid) -> None:
+    if not isinstance(grid.name, str) or not grid.name:
+        raise GridError(f"name must be a non-empty string, got {grid.name!r}.")
+    for ds in _str_tuple(list(grid.datasets), "datasets"):
+        if ds not in DATASETS and ds not in SYNTHETIC:
+            raise GridError(
+                f"Unknown dataset {ds!r}; known datasets: {', '.join(DATASETS)} "
+                f"(the paper's) and {', '.join(SYNTHETIC)} (synthetic)."
+            )
+    for name in _str_tuple(list(grid.algorithms), "algorithms"):
+        if name not in ALGORITHMS:
+            raise GridError(
+                f"Unknown algorithm {name!r}; known algorithms: {', '.join(ALGORITHMS)}."
+            )
+    kernels = _str_tuple(list(grid.kernels), "kernels")
+    known = _kernel_choices()
+    for k in kernels:
+        if k not in known:
+            raise GridError(f"Unknown kernel {k!r}; known kernels: {', '.join(known)}.")
+    _int_tuple(list(grid.batch_sizes), "batch_sizes")
+    _int_tuple(list(grid.taus), "taus")
+    _int_tuple(list(grid.seeds), "seeds", minimum=0)
+    _check_int(grid.max_iter, "max_iter")
+    _check_int(grid.n_clusters, "n_clusters", allow_none=True)
+    _check_number(grid.gamma, "gamma", allow_none=True)
+    _check_int(grid.n_neighbors, "n_neighbors", allow_none=True)
+    _check_number(grid.heat_t, "heat_t")
+    _check_int(grid.n_components, "n_components")
+    _check_int(grid.synthetic_samples, "synthetic_samples", minimum=2)
+    if not isinstance(grid.description, str):
+        raise GridError(f"description must be a string, got {grid.description!r}.")
+
+
+_LIST_FIELDS = {"datasets", "algorithms", "kernels"}
+_INT_LIST_FIELDS = {"batch_sizes", "taus"}
+
+
+def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
+    """Build a :class:`Grid` from plain values (a parsed TOML table).
+
+    Raises
+    ------
+    GridError
+        On unknown keys, missing required keys, wrong types or unknown names.
+    """
+    if not isinstance(data, dict):
+        raise GridError(f"a grid must be a table of keys, got {type(data).__name__}.")
+    allowed = {f.name for f in fields(Grid)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise GridError(
+            f"unknown grid key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}."
+        )
+    for key in ("datasets", "algorithms"):
+        if key not in data:
+            raise GridError(f"the grid lacks the required key {key!r}.")
+    kwargs: dict[str, Any] = {"name": data.get("name", default_name)}
+    for key, value in data.items():
+        if key in _LIST_FIELDS:
+            kwargs[key] = _str_tuple(value, key)
+        elif key in _INT_LIST_FIELDS:
+            kwargs[key] = _int_tuple(value, key)
+        elif key == "seeds":
+            kwargs[key] = _seeds(value)
+        elif key != "name":
+            kwargs[key] = value
+    if "kernels" in kwargs:
+        known = _kernel_choices()
+        for k in kwargs["kernels"]:
+            if k not in known:
+                raise GridError(f"Unknown kernel {k!r}; known kernels: {', '.join(known)}.")
+        kwargs["kernels"] = tuple(dict.fromkeys(_canonical_kernel(k) for k in kwargs["kernels"]))
+    return Grid(**kwargs)
+
+
+def load_grid(path: str | os.PathLike) -> Grid:
+    """Read a grid from a TOML file (see the module docstring for its keys).
+
+    Raises
+    ------
+    GridError
+        If the file cannot be read, is not valid TOML, or the grid is malformed;
+        the message names the file.
+    """
+    path = Path(path)
+    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
+        raise GridError("reading grid files needs Python >= 3.11 or the package 'tomli'.")
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise GridError(f"cannot read grid file {path}: {exc.strerror or exc}.") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise GridError(f"grid file {path} is not valid TOML: {exc}.") from exc
+    try:
+        return grid_from_dict(data, default_name=path.stem)
+    except GridError as exc:
+        raise GridError(f"grid file {path}: {exc}") from exc
+
+
+_PAPER_DATASETS = ("pendigits", "har", "mnist", "letter")
+_PAPER_ALGORITHMS = ("full-batch", "truncated", "truncated-literal", "untruncated",
+                     "untruncated-classic", "minibatch-adaptive", "minibatch-classic")
+_PAPER_AXES = dict(batch_sizes=(256, 512, 1024, 2048), taus=(50, 100, 200, 300),
+                   seeds=tuple(range(10)), max_iter=200)
+
+#: The presets: one per figure of the paper (Gaussian, k-NN and heat kernel), and ``quick``.
+PRESETS: dict[str, Grid] = {
+    "gaussian": Grid(
+        name="gaussian", datasets=_PAPER_DATASETS, algorithms=_PAPER_ALGORITHMS,
+        kernels=("rbf",), **_PAPER_AXES,
+        description="The paper's Gaussian-kernel figures: gamma = 1/(2 sigma^2) per dataset.",
+    ),
+    "knn": Grid(
+        name="knn", datasets=_PAPER_DATASETS, algorithms=_PAPER_ALGORITHMS,
+        kernels=("knn",), **_PAPER_AXES,
+        description="The paper's k-NN-kernel figures (neighbours 1000/2000/2000/1000).",
+    ),
+    "heat": Grid(
+        name="heat", datasets=_PAPER_DATASETS, algorithms=_PAPER_ALGORITHMS,
+        kernels=("heat",), **_PAPER_AXES,
+        description="The paper's heat-kernel figures (neighbours 500/500/200/500, t = 1).",
+    ),
+    "quick": Grid(
+        name="quick", datasets=("blobs", "moons"), algorithms=tuple(ALGORITHMS),
+        kernels=("rbf",), batch_sizes=(64, 128), taus=(20, 50), seeds=(0, 1),
+        max_iter=20, n_components=100, synthetic_samples=600,
+        description="A small demo grid on synthetic data (seconds).",
+    ),
+}
+
+
+def get_preset(name: str) -> Grid:
+    """The preset grid named ``name``.
+
+    Raises
+    ------
+    GridError
+        If there is no such preset; the message lists them.
+    """
+    if not isinstance(name, str) or name not in PRESETS:
+        raise GridError(f"Unknown preset {name!r}; presets: {', '.join(PRESETS)}.")
+    return PRESETS[name]
+
+
+def resolve_grid(preset_or_path: str | os.PathLike) -> Grid:
+    """A preset name, or the path of a TOML grid file."""
+    s = str(preset_or_path)
+    if s in PRESETS:
+        return PRESETS[s]
+    if s.endswith(".toml") or os.sep in s or Path(s).exists():
+        return load_grid(s)
+    raise GridError(
+        f"{s!r} is neither a preset ({', '.join(PRESETS)}) nor an existing .toml grid file."
+    )
+
+
+def expand(grid: Grid) -> list[RunSpec]:
+    """The runs of a grid, grouped by dataset then kernel (so data and kernel
+    matrices are built once per group).
+
+    Each algorithm is crossed only with the axes it uses: ``tau`` only for the
+    truncated ones, batch sizes not for full-batch, kernels not for non-kernel
+    mini-batch k-means (emitted once per dataset, ``kernel="none"``), and the
+    graph kernels only for algorithms that can use them.
+
+    Returns
+    -------
+    runs : list of RunSpec
+    """
+    runs: list[RunSpec] = []
+    for ds in grid.datasets:
+        synth = grid.synthetic_samples if ds in SYNTHETIC else None
+        kernel_free_done = False
+        for kernel in dict.fromkeys(_canonical_kernel(k) for k in grid.kernels):
+            for name in grid.algorithms:
+                algo = get_algorithm(name)
+                if not algo.uses_kernel:
+                    if kernel_free_done:
+                        continue
+                    k, kparams = "none", ()
+                else:
+                    if kernel in GRAPH_KERNELS and not algo.graph_kernels:
+                        continue
+                    k = kernel
+                    kparams = tuple(sorted(grid.kernel_params(ds, kernel).items()))
+                batches = grid.batch_sizes if algo.uses_batch_size else (None,)
+                taus = grid.taus if algo.uses_tau else (None,)
+                for b in batches:
+                    for tau in taus:
+                        for seed in grid.seeds:
+                            runs.append(RunSpec(
+                                grid=grid.name, dataset=ds, algorithm=name, kernel=k,
+                                kernel_params=kparams, batch_size=b, tau=tau,
+                                max_iter=grid.max_iter, n_clusters=grid.n_clusters,
+                                n_components=grid.n_components if name == "nystroem" else None,
+                                seed=seed, synthetic_samples=synth,
+                            ))
+            kernel_free_done = kernel_free_done or any(
+                not get_algorithm(a).uses_kernel for a in grid.algorithms)
+    return runs
+
+
+__all__ = [
+    "PRESETS",
+    "Grid",
+    "GridError",
+    "RunSpec",
+    "expand",
+    "get_preset",
+    "grid_from_dict",
+    "load_grid",
+    "resolve_grid",
+]

@@ -1,0 +1,193 @@
+"""Figures drawn from saved result tables only (matplotlib, Agg backend).
+
+For each dataset and kernel of the table:
+
+* ``<dataset>-<kernel>-panels.{png,svg}``: the paper's panels — ARI, NMI and
+  time per algorithm and batch size (mean over seeds, error bars one standard
+  deviation); the truncated algorithms at one tau (default 200, else the
+  largest run); full-batch kernel k-means, which has no batch size, is its own
+  group; the time bar stacks the kernel-matrix time (black) under the fit time.
+  Non-kernel algorithms (kernel ``"none"``) appear in every kernel's panel.
+* ``<dataset>-<kernel>-tau.{png,svg}``: the effect of tau on the truncated
+  algorithms — ARI and objective against tau, one colour per batch size,
+  solid for renormalised windows, dashed for the paper's literal truncation,
+  with the untruncated run at the same batch size as a dotted line.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ._algorithms import ALGORITHMS
+
+FORMATS = ("png", "svg")
+
+
+def _agg():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _stats(df, col):
+    g = df.groupby("key")[col]
+    return g.mean(), g.std(ddof=0).fillna(0.0)
+
+
+def _save(fig, out: Path, stem: str, formats) -> list[Path]:
+    paths = []
+    for fmt in formats:
+        p = out / f"{stem}.{fmt}"
+        fig.savefig(p, dpi=120, bbox_inches="tight")
+        paths.append(p)
+    return paths
+
+
+def _panels(plt, df, dataset, kernel, tau, out, formats):
+    import pandas as pd
+
+    df = df.copy()
+    trunc = df["algorithm"].isin(["truncated", "truncated-literal"])
+    df = df[~trunc | (df["tau"] == tau)]
+    if df.empty:
+        return []
+    df["group"] = df["batch_size"].map(lambda b: "full" if pd.isna(b) else str(int(b)))
+    groups = sorted({g for g in df["group"] if g != "full"}, key=int)
+    if (df["group"] == "full").any():
+        groups.append("full")
+    algos = [a for a in ALGORITHMS if a in set(df["algorithm"])]
+    df["key"] = list(zip(df["algorithm"], df["group"]))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
+    width = 0.8 / max(1, len(algos))
+    colors = plt.get_cmap("tab10")
+    x = np.arange(len(groups))
+    for metric, ax in zip(("ari", "nmi", "time"), axes):
+        for i, algo in enumerate(algos):
+            xs, means, errs, kern = [], [], [], []
+            for j, grp in enumerate(groups):
+                sub = df[(df["algorithm"] == algo) & (df["group"] == grp)]
+                if sub.empty:
+                    continue
+                if metric == "time":
+                    vals = sub["fit_seconds"] + sub["kernel_seconds"].fillna(0.0)
+                    kern.append(float(sub["kernel_seconds"].fillna(0.0).mean()))
+                else:
+                    vals = sub[metric]
+                xs.append(x[j] + (i - (len(algos) - 1) / 2) * width)
+                means.append(float(vals.mean()))
+                errs.append(float(vals.std(ddof=0)) if len(vals) > 1 else 0.0)
+            if not xs:
+                continue
+            label = ALGORITHMS[algo].label if metric == "ari" else None
+            ax.bar(xs, means, width, yerr=errs, color=colors(i % 10), label=label,
+                   capsize=2, edgecolor="none")
+            if metric == "time" and any(k > 0 for k in kern):
+                ax.bar(xs, kern, width, color="black",
+                       label="kernel matrix" if i == 0 else None)
+        ax.set_xticks(x, [f"b={g}" if g != "full" else "full batch" for g in groups])
+        ax.set_title({"ari": "ARI", "nmi": "NMI", "time": "time (s)"}[metric])
+        if metric == "time":
+            ax.set_yscale("log")
+    handles, labels = [], []
+    for ax in axes:
+        h, lab = ax.get_legend_handles_labels()
+        handles += h
+        labels += lab
+    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)),
+               bbox_to_anchor=(0.5, -0.12), frameon=False)
+    fig.suptitle(f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over seeds)")
+    paths = _save(fig, out, f"{dataset}-{kernel}-panels", formats)
+    plt.close(fig)
+    return paths
+
+
+def _tau_figure(plt, df, dataset, kernel, out, formats):
+    sub = df[df["algorithm"].isin(["truncated", "truncated-literal"])]
+    if sub.empty or sub["tau"].nunique() < 1:
+        return []
+    unt = df[df["algorithm"] == "untruncated"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    colors = plt.get_cmap("viridis")
+    batches = sorted(sub["batch_size"].dropna().unique())
+    for metric, ax in zip(("ari", "objective"), axes):
+        for i, b in enumerate(batches):
+            c = colors(i / max(1, len(batches) - 1) * 0.9)
+            for algo, style in (("truncated", "-"), ("truncated-literal", "--")):
+                s = sub[(sub["algorithm"] == algo) & (sub["batch_size"] == b)]
+                if s.empty:
+                    continue
+                g = s.groupby("tau")[metric]
+                m, e = g.mean(), g.std(ddof=0).fillna(0.0)
+                ax.errorbar(m.index, m.values, yerr=e.values, linestyle=style, color=c,
+                            marker="o", capsize=2,
+                            label=f"b={int(b)} {'renormalised' if style == '-' else 'literal'}")
+            u = unt[unt["batch_size"] == b][metric]
+            if len(u):
+                ax.axhline(float(u.mean()), color=c, linestyle=":", linewidth=1)
+        ax.set_xlabel("tau")
+        ax.set_title("ARI" if metric == "ari" else "objective (inertia / n, feature space)")
+    axes[0].legend(fontsize=7, ncol=2)
+    fig.suptitle(f"{dataset}, {kernel} kernel: effect of tau (dotted: untruncated)")
+    paths = _save(fig, out, f"{dataset}-{kernel}-tau", formats)
+    plt.close(fig)
+    return paths
+
+
+def plot_results(results, out: str | os.PathLike, *, tau: int | None = None,
+                 formats=FORMATS) -> list[Path]:
+    """Draw the figures of saved result tables.
+
+    Parameters
+    ----------
+    results : path, list of paths, or pandas.DataFrame
+        CSV tables written by :func:`~mbkkm.experiments.run_grid` (or folders
+        holding them), or such a table already read.
+    out : path
+        Folder for the figures (created).
+    tau : int, optional
+        tau of the truncated algorithms in the panels; default 200 when run,
+        else the largest.
+    formats : sequence of {"png", "svg", "pdf"}, default=("png", "svg")
+
+    Returns
+    -------
+    paths : list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If the table holds no successful run.
+    """
+    import pandas as pd
+
+    from ._runner import read_results
+
+    df = results if isinstance(results, pd.DataFrame) else read_results(results)
+    df = df[df["status"] == "ok"].copy()
+    if df.empty:
+        raise ValueError("the result table holds no successful run (status 'ok') to plot.")
+    for col in ("batch_size", "tau", "kernel_seconds", "fit_seconds"):
+        df[col] = pd.to_numeric(df[col], errors="coerce")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plt = _agg()
+    paths: list[Path] = []
+    for dataset in dict.fromkeys(df["dataset"]):
+        dsub = df[df["dataset"] == dataset]
+        kernels = [k for k in dict.fromkeys(dsub["kernel"]) if k != "none"] or ["none"]
+        for kernel in kernels:
+            ksub = dsub[dsub["kernel"].isin([kernel, "none"])]
+            taus = sorted(ksub["tau"].dropna().unique())
+            t = tau if tau is not None else (200 if 200 in taus else (taus[-1] if taus else None))
+            t = None if t is None else int(t)
+            paths += _panels(plt, ksub, dataset, kernel, t, out, formats)
+            paths += _tau_figure(plt, dsub[dsub["kernel"] == kernel], dataset, kernel, out,
+                                 formats)
+    return paths
