@@ -5,8 +5,14 @@ mini-batch kernel k-means, whose centers are sliding windows of batch points, an
 the baselines it is measured against, with a scikit-learn API.
 """
 
-from .cluster import MiniBatchKernelKMeans
+from .cluster import KernelKMeans, KernelMemoryError, MiniBatchKernelKMeans, MiniBatchKMeans
 
 __version__ = "0.1.0"
 
-__all__ = ["MiniBatchKernelKMeans", "__version__"]
+__all__ = [
+    "KernelKMeans",
+    "KernelMemoryError",
+    "MiniBatchKMeans",
+    "MiniBatchKernelKMeans",
+    "__version__",
+]

@@ -1,5 +1,13 @@
-"""Estimators with a scikit-learn API."""
+"""Estimators with a scikit-learn API.
 
+- :class:`MiniBatchKernelKMeans`: truncated (and, with ``tau=None``, untruncated)
+  mini-batch kernel k-means.
+- :class:`KernelKMeans`: full-batch kernel k-means (Lloyd in feature space).
+- :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
+"""
+
+from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._minibatch_kernel import MiniBatchKernelKMeans
+from ._minibatch_kmeans import MiniBatchKMeans
 
-__all__ = ["MiniBatchKernelKMeans"]
+__all__ = ["KernelKMeans", "KernelMemoryError", "MiniBatchKMeans", "MiniBatchKernelKMeans"]
