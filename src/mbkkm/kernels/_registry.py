@@ -6,8 +6,8 @@ test parametrisation all come from :data:`KERNELS` (see STYLE.md, 3).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from . import _pairwise as pw
 
