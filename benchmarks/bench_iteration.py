@@ -272,6 +272,14 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
     print(f"     minibatch_step              {it * 1e3:8.2f} ms")
     print(f"     ratios: iteration / GEMM = {it / gemm:.2f}, "
           f"iteration / (GEMM + kernel) = {it / kern:.2f}")
+    pr_g = med([s / g for s, g in zip(t_step, t_gemm)])
+    pr_k = med([s / q for s, q in zip(t_step, t_kern)])
+    print(f"     (median of per-iteration ratios: {pr_g:.2f} and {pr_k:.2f}; ratios of the "
+          f"minima: {min(t_step) / min(t_gemm):.2f} and {min(t_step) / min(t_kern):.2f}; "
+          f"minima {min(t_gemm) * 1e3:.2f} / {min(t_kern) * 1e3:.2f} / "
+          f"{min(t_step) * 1e3:.2f} ms)")
+    res.update(iter_over_gemm_min=min(t_step) / min(t_gemm),
+               iter_over_kernel_min=min(t_step) / min(t_kern))
     t_g, t_k = TARGETS[name]
     verdicts = []
     if t_g is not None:
