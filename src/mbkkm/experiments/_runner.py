@@ -116,8 +116,11 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
-def kernel_matrix_bytes(n: int, kernel: str, params: dict) -> int:
+def kernel_matrix_bytes(n: int, kernel: str, params: dict, *, dense: bool = False) -> int:
     """Estimated peak bytes to build and hold the kernel matrix of n points.
+
+    ``dense=True`` (full-batch kernel k-means) adds the dense float64 copy,
+    8 n^2, that a sparse or low-rank graph kernel is expanded into.
 
     Pairwise kernels: the dense float64 matrix, 8 n^2. k-NN kernel: the
     symmetrised sparse graph, at most 2 n k entries of 12 bytes, twice over
@@ -125,6 +128,8 @@ def kernel_matrix_bytes(n: int, kernel: str, params: dict) -> int:
     arrays) when 8 n^2 fits its 1 GiB default, else the graph plus a rank-200
     factor.
     """
+    if kernel in GRAPH_KERNELS and dense:
+        return kernel_matrix_bytes(n, kernel, params) + 8 * n * n
     if kernel == "knn":
         return 24 * n * int(params.get("n_neighbors", 10))
     if kernel == "heat":
@@ -378,8 +383,9 @@ def run_grid(
             else:
                 X, y = data
                 matrix = needs_matrix(run)
-                est = kernel_matrix_bytes(X.shape[0], run.kernel, dict(run.kernel_params)) \
-                    if matrix else None
+                est = kernel_matrix_bytes(
+                    X.shape[0], run.kernel, dict(run.kernel_params),
+                    dense=get_algorithm(run.algorithm).needs_kernel_matrix) if matrix else None
                 if matrix and memory_budget is not None and est > memory_budget:
                     row.update(
                         n_samples=X.shape[0], n_features=X.shape[1],

@@ -1,0 +1,45 @@
+"""Figures from a small saved table."""
+
+from __future__ import annotations
+
+import pytest
+
+from mbkkm.experiments import Grid, plot_results, run_grid
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    out = tmp_path_factory.mktemp("res") / "r.csv"
+    g = Grid(name="p", datasets=("blobs",),
+             algorithms=("full-batch", "truncated", "truncated-literal", "untruncated",
+                         "minibatch-adaptive"),
+             batch_sizes=(32, 64), taus=(10, 20), seeds=(0, 1), max_iter=4,
+             synthetic_samples=120)
+    run_grid(g, out, progress=False)
+    return out
+
+
+@pytest.mark.slow
+def test_plot_png_svg(table, tmp_path):
+    import matplotlib.image as mpimg
+
+    paths = plot_results(table, tmp_path / "fig")
+    names = sorted(p.name for p in paths)
+    assert names == ["blobs-rbf-panels.png", "blobs-rbf-panels.svg",
+                     "blobs-rbf-tau.png", "blobs-rbf-tau.svg"]
+    for p in paths:
+        assert p.stat().st_size > 1000
+        if p.suffix == ".png":
+            img = mpimg.imread(p)
+            assert img.ndim == 3 and img.shape[0] > 100 and img.shape[1] > 100
+        else:
+            assert p.read_text().lstrip().startswith("<?xml")
+
+
+def test_plot_without_ok_rows(tmp_path):
+    import pandas as pd
+
+    df = pd.DataFrame({"run_id": ["a"], "dataset": ["x"], "algorithm": ["truncated"],
+                       "status": ["error"]})
+    with pytest.raises(ValueError, match="no successful run"):
+        plot_results(df, tmp_path)

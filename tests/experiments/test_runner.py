@@ -1,0 +1,148 @@
+"""The runner on tiny grids of synthetic data: rows, resume, budgets, skips."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mbkkm.experiments import COLUMNS, Grid, expand, kernel_matrix_bytes, read_results, run_grid
+from mbkkm.experiments._algorithms import IndexKernel
+
+ALGOS = ("full-batch", "truncated", "truncated-literal", "minibatch-adaptive",
+         "minibatch-classic")
+
+
+def tiny(**kw):
+    base = dict(name="tiny", datasets=("blobs",), algorithms=ALGOS, kernels=("rbf",),
+                batch_sizes=(32,), taus=(10, 20), seeds=(0, 1), max_iter=5,
+                synthetic_samples=150)
+    base.update(kw)
+    return Grid(**base)
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_rows_complete(tmp_path):
+    out = tmp_path / "r.csv"
+    s = run_grid(tiny(), out, progress=False)
+    assert s.ok == len(expand(tiny())) == 2 + 4 + 4 + 2 + 2
+    r = rows(out)
+    assert list(r[0]) == COLUMNS
+    for row in r:
+        assert row["status"] == "ok", row["message"]
+        assert 0.0 <= float(row["nmi"]) <= 1.0 and float(row["ari"]) <= 1.0
+        assert float(row["objective"]) >= 0 and float(row["fit_seconds"]) >= 0
+        assert row["numpy"] == np.__version__ and row["n_cores"] and row["timestamp"]
+        assert row["n_samples"] == "150" and row["n_clusters"] == "3"
+    by_algo = {row["algorithm"]: row for row in r}
+    assert float(by_algo["full-batch"]["kernel_seconds"]) > 0
+    assert by_algo["full-batch"]["objective_space"] == "kernel"
+    assert by_algo["minibatch-classic"]["objective_space"] == "input"
+    assert by_algo["minibatch-classic"]["kernel"] == "none"
+    assert by_algo["truncated-literal"]["renormalize"] == "False"
+    # gamma=None resolved once per dataset and recorded.
+    assert "gamma" in by_algo["truncated"]["kernel_params"]
+
+
+def test_resume_skips_done_rows(tmp_path):
+    out = tmp_path / "r.csv"
+    first = run_grid(tiny(seeds=(0,)), out, progress=False)
+    second = run_grid(tiny(), out, progress=False)
+    assert second.already_done == first.ok
+    assert second.ok == len(expand(tiny())) - first.ok
+    ids = [row["run_id"] for row in rows(out)]
+    assert len(ids) == len(set(ids)) == len(expand(tiny()))
+    third = run_grid(tiny(), out, progress=False)
+    assert third.ok == 0 and third.already_done == len(ids)
+
+
+def test_budget_stops_between_runs(tmp_path):
+    out = tmp_path / "r.csv"
+    s = run_grid(tiny(), out, budget_seconds=1e-9, progress=False)
+    assert s.stopped_by_budget
+    assert s.not_run == len(expand(tiny())) and s.ok == 0
+    assert rows(out) == []  # header only
+    with pytest.raises(ValueError, match="budget_seconds"):
+        run_grid(tiny(), out, budget_seconds=0, progress=False)
+
+
+def test_kernel_matrix_skipped_with_estimate(tmp_path):
+    out = tmp_path / "r.csv"
+    s = run_grid(tiny(algorithms=("full-batch", "truncated"), taus=(10,)), out,
+                 memory_budget=1000, progress=False)
+    r = {row["algorithm"]: row for row in rows(out)}
+    assert r["full-batch"]["status"] == "skipped"
+    assert int(r["full-batch"]["memory_estimate_bytes"]) == 8 * 150**2
+    msg = r["full-batch"]["message"]
+    assert "180.0 kB" in msg and "memory budget" in msg
+    assert r["truncated"]["status"] == "ok"
+    assert s.skipped == 2
+
+
+def test_mnist_full_batch_estimate():
+    assert kernel_matrix_bytes(70000, "rbf", {}) == 70000**2 * 8  # 39.2 GB
+
+
+def test_missing_dataset_recorded_as_skipped(tmp_path, monkeypatch):
+    monkeypatch.delenv("MBKKM_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "r.csv"
+    g = tiny(datasets=("har",), algorithms=("minibatch-classic",), batch_sizes=(32,))
+    s = run_grid(g, out, progress=False, download=False)
+    assert s.skipped == 2
+    assert all(r["status"] == "skipped" and "har" in r["message"] for r in rows(out))
+
+
+def test_errors_recorded_and_retried(tmp_path, monkeypatch):
+    from mbkkm.experiments import _algorithms
+
+    def broken(X, run, kernel):
+        raise RuntimeError("boom\nsecond line")
+
+    spec = _algorithms.ALGORITHMS["minibatch-classic"]
+    monkeypatch.setitem(_algorithms.ALGORITHMS, "minibatch-classic",
+                        type(spec)(**{**spec.__dict__, "fit": broken}))
+    out = tmp_path / "r.csv"
+    g = tiny(algorithms=("minibatch-classic",))
+    s = run_grid(g, out, progress=False)
+    assert s.error == 2 and s.errors == ["RuntimeError: boom second line"]
+    monkeypatch.setitem(_algorithms.ALGORITHMS, "minibatch-classic", spec)
+    s2 = run_grid(g, out, progress=False)
+    assert s2.ok == 2 and s2.already_done == 0
+    df = read_results(out)
+    assert (df["status"] == "ok").all() and len(df) == 2
+
+
+def test_graph_kernel_runs(tmp_path):
+    out = tmp_path / "r.csv"
+    g = tiny(kernels=("knn",), algorithms=("full-batch", "truncated"), taus=(10,),
+             n_neighbors=15, seeds=(0,))
+    run_grid(g, out, progress=False)
+    r = {row["algorithm"]: row for row in rows(out)}
+    for row in r.values():
+        assert row["status"] == "ok", row["message"]
+        assert float(row["kernel_seconds"]) > 0
+    assert float(r["truncated"]["ari"]) > 0.3
+
+
+def test_index_kernel_reads_blocks():
+    K = np.arange(16.0).reshape(4, 4)
+    k = IndexKernel(K)
+    A = np.array([[1.0], [3.0]])
+    B = np.array([[0.0], [2.0], [2.0]])
+    np.testing.assert_array_equal(k(A, B), K[np.ix_([1, 3], [0, 2, 2])])
+
+
+def test_existing_file_with_other_columns(tmp_path):
+    out = tmp_path / "r.csv"
+    pd.DataFrame({"run_id": ["x"], "status": ["ok"]}).to_csv(out, index=False)
+    with pytest.raises(ValueError, match="other columns"):
+        run_grid(tiny(), out, progress=False)
+    with pytest.raises(FileNotFoundError):
+        read_results(tmp_path / "none.csv")
