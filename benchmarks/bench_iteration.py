@@ -221,7 +221,7 @@ def print_phases(X, state, kernel, rate, tau, b, repeats, rng):
 
 
 def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
-                  phases=False):
+                  phases=False, label_rows=None):
     X, source = load(name)
     n, d = X.shape
     gamma = SETTINGS[name][1]
@@ -293,29 +293,37 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
           f"{'PASS' if ok else 'FAIL'}")
 
     if label:
-        rows = chunk_rows(None, m_med + 3 * k + 2, X.dtype.itemsize)
-        # The labelling reference: a plain GEMM of one labelling chunk's shape.
+        rows = label_rows or chunk_rows(None, m_med + 3 * k + 2, X.dtype.itemsize)
+        S = state.support
+        ms_l = S.shape[0]
+        # References, timed between the labelling runs (same machine load):
+        # the iteration-shaped GEMM and a GEMM of one labelling chunk's shape.
+        Xb = X[rng.integers(0, n, b)]
+        Y = np.concatenate([S, Xb], axis=0)
+        out_b = np.empty((b, Y.shape[0]), dtype=np.float32)
         c = min(rows, n)
         A = X[:c]
-        out = np.empty((c, state.support.shape[0]), dtype=np.float32)
-        np.matmul(A, state.support.T, out=out)
-        t_cg = med([_timeit(lambda: np.matmul(A, state.support.T, out=out))
-                    for _ in range(3)])
-        cg_rate = 2.0 * c * state.support.shape[0] * d / t_cg / 1e9
-        t_lab = []
+        out_c = np.empty((c, ms_l), dtype=np.float32)
+        np.matmul(A, S.T, out=out_c)
+        t_lab, r_b, r_c = [], [], []
         for _ in range(max(1, min(3, repeats))):
+            tb = min(_timeit(lambda: np.matmul(Xb, Y.T, out=out_b)) for _ in range(5))
+            tc = min(_timeit(lambda: np.matmul(A, S.T, out=out_c)) for _ in range(2))
             t_lab.append(_timeit(lambda: assign(X, state, kernel, chunk_rows=rows)))
+            r_b.append(2.0 * b * Y.shape[0] * d / tb / 1e9)
+            r_c.append(2.0 * c * ms_l * d / tc / 1e9)
         t_l = med(t_lab)
-        lab_rate = 2.0 * n * state.support.shape[0] * d / t_l / 1e9
+        lab_rate = 2.0 * n * ms_l * d / t_l / 1e9
+        ref_rate, cg_rate = med(r_b), med(r_c)
         res.update(label_time=t_l, label_gflops=lab_rate, label_chunk=rows,
-                   chunk_gemm_gflops=cg_rate,
-                   label_frac=lab_rate / res["gemm_gflops"],
+                   chunk_gemm_gflops=cg_rate, label_ref_gflops=ref_rate,
+                   label_frac=lab_rate / ref_rate,
                    label_frac_chunk=lab_rate / cg_rate)
-        print(f"   labelling: assign over n={n} points against m={state.support.shape[0]}, "
+        print(f"   labelling: assign over n={n} points against m={ms_l}, "
               f"chunks of {rows} rows: {t_l:.3f} s (median of {len(t_lab)})")
         print(f"     kernel GEMM rate (2 n m d / time) {lab_rate:.1f} GFLOP/s; plain GEMM "
-              f"{res['gemm_gflops']:.1f} GFLOP/s (iteration shape), {cg_rate:.1f} GFLOP/s "
-              f"(one labelling chunk, {c} x {d} by {d} x {state.support.shape[0]})")
+              f"{ref_rate:.1f} GFLOP/s (iteration shape), {cg_rate:.1f} GFLOP/s "
+              f"(one labelling chunk, {c} x {d} by {d} x {ms_l})")
         ok = res["label_frac"] >= LABEL_TARGET
         verdicts.append(ok)
         print(f"     target labelling >= {LABEL_TARGET:.0%} of GEMM rate: "
@@ -358,6 +366,9 @@ def main(argv=None):
     parser.add_argument("--no-labels", action="store_true", help="skip the labelling pass")
     parser.add_argument("--profile", action="store_true",
                         help="profile the iterations with pyinstrument")
+    parser.add_argument("--label-chunk-rows", type=int, default=None,
+                        help="rows per labelling chunk (default: the estimator's, from "
+                             "scikit-learn's working_memory)")
     parser.add_argument("--phases", action="store_true",
                         help="time each phase of an iteration (instrumented copy)")
     args = parser.parse_args(argv)
@@ -370,7 +381,7 @@ def main(argv=None):
         bench_dataset(name, b=args.batch_size, tau=args.tau, k=args.n_clusters,
                       repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                       profile=args.profile, label=not args.no_labels,
-                      phases=args.phases)
+                      phases=args.phases, label_rows=args.label_chunk_rows)
         for name in names
     ]
     print("\nSummary")
