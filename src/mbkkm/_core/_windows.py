@@ -24,6 +24,14 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 7. G_j for the new window from G_j (kept part), K_BY (cross terms, new block):
    no new kernel evaluations; c_j = a^T G_j a recomputed (no drift).
 
+Backends: every array operation that depends on the array library goes through
+the backend ``nx`` of the items (:mod:`mbkkm.backends`). On a device, the support
+rows, the batch, the kernel tile K_BY and the Gram caches G_j live there; the
+products over them (segment sums P, norms c_j, gathers) run there; P (b x k) and
+K(x, x) of the batch come back to the host once per iteration, and the small
+bookkeeping (argmin of the batch, rates, coefficients, block stamps, window
+starts, norms) is numpy on the host on every backend.
+
 References
 ----------
 B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
@@ -35,6 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backends import get_backend
+
 
 @dataclass
 class WindowState:
@@ -42,17 +52,18 @@ class WindowState:
 
     Attributes
     ----------
-    support : ndarray of shape (m, ...)
+    support : ndarray or tensor of shape (m, ...)
         Support items (data rows, or point indices for index kernels), grouped by
-        cluster, oldest block first inside each cluster.
+        cluster, oldest block first inside each cluster. Its backend (numpy, or
+        torch on a device) is the backend of the state.
     coef : ndarray of shape (m,), float64
         Coefficient of each support point in its center.
     block : ndarray of shape (m,), int64
         Iteration at which the point joined (-1 for the initial center).
     starts : ndarray of shape (k + 1,)
         W_j is ``support[starts[j]:starts[j + 1]]``.
-    grams : list of k ndarrays of shape (w_j, w_j)
-        G_j = K(W_j, W_j).
+    grams : list of k arrays of shape (w_j, w_j)
+        G_j = K(W_j, W_j), on the backend of ``support``.
     norms : ndarray of shape (k,), float64
         c_j = ||C_j||^2 = a_j^T G_j a_j.
     counts : ndarray of shape (k,), float64
@@ -85,25 +96,35 @@ class WindowState:
         """Cluster of each support point, shape (m,)."""
         return np.repeat(np.arange(self.n_clusters), np.diff(self.starts))
 
+    @property
+    def backend(self):
+        """The array backend of the support (see :mod:`mbkkm.backends`)."""
+        return get_backend(self.support)
+
     def copy(self):
+        nx = self.backend
         return WindowState(
-            self.support.copy(), self.coef.copy(), self.block.copy(), self.starts.copy(),
-            None if self.grams is None else [g.copy() for g in self.grams],
+            nx.copy(self.support), self.coef.copy(), self.block.copy(), self.starts.copy(),
+            None if self.grams is None else [nx.copy(g) for g in self.grams],
             self.norms.copy(), self.counts.copy(), self.n_steps,
         )
 
 
 def init_state(centers, kernel):
-    """Windows of one point each (coefficient 1) from k initial center items."""
+    """Windows of one point each (coefficient 1) from k initial center items.
+
+    The state lives on the backend of ``centers`` (numpy array or torch tensor).
+    """
+    nx = get_backend(centers)
     k = centers.shape[0]
-    diag = np.asarray(kernel.diag(centers))
+    diag = nx.kernel_diag(kernel, centers)
     return WindowState(
-        support=np.array(centers, copy=True),
+        support=nx.copy(centers) if not nx.is_host else np.array(centers, copy=True),
         coef=np.ones(k),
         block=np.full(k, -1, dtype=np.int64),
         starts=np.arange(k + 1),
-        grams=[diag[j:j + 1].reshape(1, 1).copy() for j in range(k)],
-        norms=diag.astype(np.float64),
+        grams=[nx.copy(diag[j:j + 1].reshape(1, 1)) for j in range(k)],
+        norms=nx.to_numpy(diag).astype(np.float64),
         counts=np.zeros(k),
     )
 
@@ -111,40 +132,34 @@ def init_state(centers, kernel):
 def segment_inner(K, coef, starts):
     """P[:, j] = sum_{s in segment j} K[:, s] coef[s], shape (n_rows, k).
 
-    Segments are contiguous. One matrix-vector product per segment: together they
-    read K exactly once (a skinny GEMM against the (m, k) block-diagonal
-    coefficient matrix is 30x slower in OpenBLAS, and a segment reduction of
-    K * coef makes two passes).
+    Segments are contiguous (host ``coef`` and ``starts``); K on any backend. See
+    ``NumpyBackend.segment_inner`` for why it is one matrix-vector product per
+    segment.
     """
-    k = len(starts) - 1
-    P = np.empty((K.shape[0], k), dtype=K.dtype)
-    c = coef.astype(K.dtype, copy=False)
-    for j in range(k):
-        s0, s1 = starts[j], starts[j + 1]
-        if s1 > s0:
-            np.matmul(K[:, s0:s1], c[s0:s1], out=P[:, j])
-        else:
-            P[:, j] = 0
-    return P
+    return get_backend(K).segment_inner(K, coef, starts)
 
 
-def _workspace(state, name, shape, dtype):
+def _workspace(state, name, shape, dtype, nx):
     """A reusable buffer of the state (no fresh pages, hence no page faults, per step)."""
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
-    if buf is None or buf.size < size or buf.dtype != dtype:
-        buf = np.empty(int(size * 1.25) + 1, dtype=dtype)
+    if buf is None or buf.shape[0] < size or buf.dtype != dtype:
+        buf = nx.empty(int(size * 1.25) + 1, dtype)
         state.workspace[name] = buf
     return buf[:size].reshape(shape)
 
 
-def sq_distances(K_XS, diag_X, state):
-    """Squared feature-space distances D[x, j] = K(x,x) - 2 <phi(x), C_j> + c_j, (n, k)."""
-    P = segment_inner(K_XS, state.coef, state.starts)
+def sq_distances(K_XS, diag_X, state, nx=None):
+    """Squared feature-space distances D[x, j] = K(x,x) - 2 <phi(x), C_j> + c_j, (n, k).
+
+    On the backend of ``K_XS`` (``diag_X`` on the same one).
+    """
+    nx = get_backend(K_XS) if nx is None else nx
+    P = nx.segment_inner(K_XS, state.coef, state.starts)
     D = P
     D *= -2
     D += diag_X[:, None]
-    D += state.norms.astype(D.dtype)[None, :]
+    D += nx.asarray(state.norms, dtype=D.dtype)[None, :]
     return D
 
 
@@ -184,27 +199,28 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     -------
     StepResult
     """
+    nx = get_backend(state.support, Xb)
     b = Xb.shape[0]
     k = state.n_clusters
     m = state.support.shape[0]
     starts = state.starts
     stamp = state.n_steps if stamp is None else stamp
 
-    # 1. One kernel block against every support point and the batch itself.
-    Y = _workspace(state, "Y", (m + b, *Xb.shape[1:]), Xb.dtype)
+    # 1. One kernel block against every support point and the batch itself (device).
+    Y = _workspace(state, "Y", (m + b, *Xb.shape[1:]), Xb.dtype, nx)
     Y[:m] = state.support
     Y[m:] = Xb
-    dtype = np.result_type(Xb.dtype, np.float32) if Xb.dtype.kind == "f" else None
-    if dtype is not None and not getattr(kernel, "is_callable", False):
-        K_BY = kernel(Xb, Y, out=_workspace(state, "K", (b, m + b), dtype))
-    else:
-        K_BY = np.asarray(kernel(Xb, Y))  # (b, m + b)
+    dtype = nx.tile_dtype(kernel, Xb)
+    out = None if dtype is None else _workspace(state, "K", (b, m + b), dtype, nx)
+    K_BY = nx.kernel_tile(kernel, Xb, Y, out=out)  # (b, m + b)
     K_BS = K_BY[:, :m]
     K_BB = K_BY[:, m:]
-    diag_B = np.asarray(kernel.diag(Xb))  # (b,)
+    diag_dev = nx.kernel_diag(kernel, Xb)  # (b,)
 
-    # 2. Assignment of the batch to the current centers.
-    D = sq_distances(K_BS, diag_B, state)  # (b, k)
+    # 2. Assignment of the batch to the current centers: D (b, k) and K(x, x) come to
+    # the host (tiny); everything below up to the gathers is host bookkeeping.
+    D = nx.to_numpy(sq_distances(K_BS, diag_dev, state, nx))  # (b, k)
+    diag_B = nx.to_numpy(diag_dev)
     labels = np.argmin(D, axis=1)
     mind = np.maximum(D[np.arange(b), labels], 0)
     if batch_weight is None:
@@ -224,6 +240,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
 
     # 4-7. New windows, cluster by cluster (k small loops of vector operations).
     order = np.argsort(labels, kind="stable")  # batch positions grouped by cluster
+    order_dev = nx.index(order)  # the same positions, for gathers on the device
     bstarts = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=k))])
     src_parts = []  # positions in Y of the new support, cluster by cluster
     coef_parts = []
@@ -231,6 +248,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     new_starts = np.zeros(k + 1, dtype=np.intp)
     grams = list(state.grams)
     norms = state.norms.copy()
+    changed = []  # clusters whose window changed: their norms are recomputed below
     for j in range(k):
         s0, s1 = starts[j], starts[j + 1]
         new = order[bstarts[j]:bstarts[j + 1]]  # batch positions assigned to j
@@ -260,35 +278,39 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
         coef_j = np.concatenate([a_old, a_new])
         if renormalize:
             coef_j /= coef_j.sum()
-        # 7. Gram of the new window from cached blocks.
+        # 7. Gram of the new window from cached blocks (on the device).
         n_old = a_old.size
+        new_dev = order_dev[bstarts[j]:bstarts[j + 1]]
         G_old = state.grams[j][keep_from:, keep_from:]
-        cross = K_BS[:, s0 + keep_from:s1][new]  # (b_j, n_old)
-        G = np.empty((n_old + new.size, n_old + new.size), dtype=K_BY.dtype)
+        cross = nx.take(K_BS[:, s0 + keep_from:s1], new_dev)  # (b_j, n_old)
+        G = nx.empty((n_old + new.size, n_old + new.size), K_BY.dtype)
         G[:n_old, :n_old] = G_old
         G[n_old:, :n_old] = cross
         G[:n_old, n_old:] = cross.T
-        G[n_old:, n_old:] = K_BB[np.ix_(new, new)]
+        G[n_old:, n_old:] = nx.take_block(K_BB, new_dev, new_dev)
         grams[j] = G
-        norms[j] = float(coef_j @ (G.astype(np.float64) @ coef_j))
+        changed.append(j)
         src_parts.append(np.concatenate([np.arange(s0 + keep_from, s1), m + new]))
         coef_parts.append(coef_j)
         block_parts.append(np.concatenate([blk[keep_from:], np.full(new.size, stamp)]))
         new_starts[j + 1] = new_starts[j] + coef_j.size
 
+    src = np.concatenate(src_parts)
+    coef = np.concatenate(coef_parts)
+    # c_j = a_j^T G_j a_j (float64), recomputed from G_j: no drift.
+    norms[changed] = nx.quad_forms(grams, coef, new_starts, changed)
+    src_dev = nx.index(src)
+
     after = None
     if objective_after:
         # f_B(C_{i+1}) on the same batch, from K_BY: no new kernel work.
-        src = np.concatenate(src_parts)
-        coef = np.concatenate(coef_parts)
-        P = segment_inner(K_BY[:, src], coef, new_starts)
+        P = nx.to_numpy(nx.segment_inner(nx.take(K_BY, src_dev, axis=1), coef, new_starts))
         D2 = diag_B[:, None] - 2 * P + norms.astype(P.dtype)[None, :]
         mind2 = np.maximum(D2.min(axis=1), 0)
         after = float(mind2.mean(dtype=np.float64)) if w is None else float(mind2 @ w / btotal)
 
-    src = np.concatenate(src_parts)
-    state.support = Y[src]
-    state.coef = np.concatenate(coef_parts)
+    state.support = nx.take(Y, src_dev)
+    state.coef = coef
     state.block = np.concatenate(block_parts).astype(np.int64, copy=False)
     state.starts = new_starts
     state.grams = grams
@@ -321,30 +343,41 @@ def assign(X_items, state, kernel, cross_kernel=None, diag=None, chunk_rows=4096
     min_dist : ndarray of shape (n,)
         Squared feature-space distance to the assigned center (>= 0).
     distances : ndarray of shape (n, k), only when ``return_distances``.
+
+    All three on the backend of ``X_items`` and ``state.support`` (which must agree):
+    on a device the whole pass runs there and nothing comes back to the host.
     """
-    cross_kernel = kernel if cross_kernel is None else cross_kernel
-    diag = kernel.diag if diag is None else diag
+    nx = get_backend(X_items, state.support)
     n = X_items.shape[0]
-    labels = np.empty(n, dtype=np.intp)
+    if cross_kernel is None:
+        def cross_kernel(Xc, S):
+            return nx.kernel_tile(kernel, Xc, S)
+    if diag is None:
+        def diag(Xc):
+            return nx.kernel_diag(kernel, Xc)
+    labels = nx.empty(n, np.intp if nx.is_host else np.int64)
     mind = None
     dist = None
     for start in range(0, n, chunk_rows):
-        Xc = np.asarray(X_items[start:start + chunk_rows])
-        Kc = np.asarray(cross_kernel(Xc, state.support))
-        D = sq_distances(Kc, np.asarray(diag(Xc)), state)
-        np.maximum(D, 0, out=D)
+        Xc = X_items[start:start + chunk_rows]
+        if nx.is_host:
+            Xc = np.asarray(Xc)
+        Kc = nx.asarray(cross_kernel(Xc, state.support)) if nx.is_host else \
+            cross_kernel(Xc, state.support)
+        D = sq_distances(Kc, diag(Xc), state, nx)
+        nx.clip_min_(D, 0)
         if mind is None:
-            mind = np.empty(n, dtype=D.dtype)
+            mind = nx.empty(n, D.dtype)
             if return_distances:
-                dist = np.empty((n, state.n_clusters), dtype=D.dtype)
-        lab = np.argmin(D, axis=1)
+                dist = nx.empty((n, state.n_clusters), D.dtype)
+        lab, mc = nx.argmin_min(D)
         labels[start:start + chunk_rows] = lab
-        mind[start:start + chunk_rows] = D[np.arange(len(lab)), lab]
+        mind[start:start + chunk_rows] = mc
         if return_distances:
             dist[start:start + chunk_rows] = D
     if mind is None:
-        mind = np.empty(0)
-        dist = np.empty((0, state.n_clusters)) if return_distances else None
+        mind = nx.empty(0, np.float64)
+        dist = nx.empty((0, state.n_clusters), np.float64) if return_distances else None
     if return_distances:
         return labels, mind, dist
     return labels, mind

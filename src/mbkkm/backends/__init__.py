@@ -1,0 +1,217 @@
+"""The one narrow door between the core and the array libraries (numpy, torch).
+
+The core (:mod:`mbkkm._core`) is written once; every array operation whose
+implementation depends on the library goes through a *backend* object ``nx``:
+
+========================  =====================================================
+``asarray / to_numpy``    host array -> backend array, and back (one copy)
+``index``                 host integer indices -> indices the backend gathers with
+``empty / copy``          buffers
+``kernel_tile``           K(X, Y) of a batch against support rows, into ``out``
+``tile_dtype``            dtype of a reusable ``out`` buffer (None: none)
+``kernel_diag``           K(x, x)
+``segment_inner``         P[:, j] = sum_{s in segment j} K[:, s] a_s (segment sums)
+``quad_forms``            c_j = a_j^T G_j a_j in float64
+``take / take_block``     gathers ``x[idx]``, ``A[rows][:, cols]``
+``index_add``             scatter-add that sums repeated indices
+``argmin_min``            row argmin and row minimum
+``clip_min_ / sum64``     in-place clip, float64 sum
+``random_indices``        uniform indices, drawn on the host from a RandomState
+========================  =====================================================
+
+The backend is inferred from the arrays (:func:`get_backend`: numpy arrays ->
+numpy, torch tensors -> torch on their device, a mix -> ValueError) or chosen by
+a device name (:func:`backend_for`). torch is imported only when a tensor or a
+torch device is seen: ``import mbkkm`` never imports it.
+
+Small bookkeeping (coefficients, block stamps, window starts, norms, labels of a
+batch) stays on the host as numpy arrays on every backend; only the support rows,
+the batch, the kernel tiles and the per-cluster Gram caches live on the device.
+
+References
+----------
+POT ``ot/backend.py`` (``get_backend``); ``opt_einsum/backends``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ._numpy import NumpyBackend
+
+__all__ = [
+    "DEVICES",
+    "NumpyBackend",
+    "backend_for",
+    "cuda_available",
+    "get_backend",
+    "is_tensor",
+    "resolve_device",
+    "torch_available",
+]
+
+_NUMPY = NumpyBackend()
+
+#: Accepted ``device`` values (besides a ``torch.device`` and ``"cuda:N"``).
+DEVICES = ("auto", "cpu", "cuda", "torch", "torch-cpu")
+
+
+def is_tensor(x):
+    """Whether x is a torch tensor (without importing torch when it is not loaded)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def torch_available():
+    """Whether torch can be imported (imports it)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def cuda_available():
+    """Whether torch is installed and sees a CUDA device."""
+    if not torch_available():
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _torch_backend(device):
+    from ._torch import TorchBackend
+
+    return TorchBackend(device)
+
+
+def get_backend(*arrays):
+    """The backend of the given arrays (None entries are ignored).
+
+    Numpy arrays (and anything that is not a tensor: lists, memmaps, scalars) give
+    the numpy backend; torch tensors give the torch backend on their device.
+
+    Raises
+    ------
+    ValueError
+        When numpy arrays and tensors are mixed, or tensors live on different devices.
+    """
+    devices = set()
+    n_host = 0
+    for a in arrays:
+        if a is None:
+            continue
+        if is_tensor(a):
+            devices.add(a.device)
+        else:
+            n_host += 1
+    if not devices:
+        return _NUMPY
+    if n_host:
+        raise ValueError(
+            "mixed array libraries: got torch tensors together with numpy arrays (or other "
+            "host arrays); pass all inputs as tensors on one device, or all as numpy arrays"
+        )
+    if len(devices) > 1:
+        raise ValueError(
+            f"tensors on different devices: {sorted(str(d) for d in devices)}; move them to "
+            "one device"
+        )
+    return _torch_backend(devices.pop())
+
+
+def resolve_device(device):
+    """Normalise a ``device`` parameter value.
+
+    Returns
+    -------
+    None, "cpu" or a ``torch.device``
+        None: follow the input; "cpu": the numpy backend; a torch device: the
+        torch backend there (``"torch"`` and ``"torch-cpu"`` mean torch on the CPU,
+        ``"auto"`` is ``"cuda"`` when torch sees a GPU, else ``"cpu"``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown name, or a CUDA device when torch or CUDA is missing.
+    """
+    if device is None or (isinstance(device, str) and device == "cpu"):
+        return device
+    if isinstance(device, str):
+        if device == "auto":
+            return _torch_device("cuda") if cuda_available() else "cpu"
+        if device in ("torch", "torch-cpu"):
+            return _torch_device("cpu")
+        if device == "cuda" or device.startswith("cuda:"):
+            if not cuda_available():
+                raise ValueError(
+                    f"device={device!r}: no CUDA device is available (torch "
+                    f"{'is not installed' if not torch_available() else 'sees no GPU'}); "
+                    "use device='auto' to fall back to the CPU"
+                )
+            return _torch_device(device)
+        raise ValueError(
+            f"device={device!r} is not a known device; expected None, one of "
+            f"{list(DEVICES)}, 'cuda:N' or a torch.device"
+        )
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(device, torch.device):
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r}: torch sees no CUDA device")
+        return device
+    raise TypeError(
+        f"device must be None, a string or a torch.device, got {type(device).__name__}"
+    )
+
+
+def _torch_device(name):
+    if not torch_available():
+        raise ValueError(
+            f"device={name!r} needs PyTorch, which is not installed (pip install "
+            "'mbkkm[torch]')"
+        )
+    import torch
+
+    dev = torch.device(name)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def backend_for(device):
+    """The backend of a resolved device (see :func:`resolve_device`): numpy for
+    None and "cpu", torch for a torch device."""
+    if device is None or (isinstance(device, str) and device == "cpu"):
+        return _NUMPY
+    if isinstance(device, str):
+        device = resolve_device(device)
+        if isinstance(device, str):
+            return _NUMPY
+    return _torch_backend(device)
+
+
+def same_device(a, b):
+    """Whether two torch devices are the same ("cuda" and "cuda:<current>" are)."""
+    return _canon(a) == _canon(b)
+
+
+def _canon(dev):
+    import torch
+
+    dev = torch.device(dev)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", torch.cuda.current_device())
+    return dev
+
+
+def numpy_backend():
+    """The (singleton) numpy backend."""
+    return _NUMPY
+
+
+def host(x):
+    """A host numpy copy of an array of any backend."""
+    return get_backend(x).to_numpy(x) if is_tensor(x) else np.asarray(x)
