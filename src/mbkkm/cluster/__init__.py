@@ -6,8 +6,15 @@
 - :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
 """
 
+from ._common import EmptyClusterWarning
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._minibatch_kernel import MiniBatchKernelKMeans
 from ._minibatch_kmeans import MiniBatchKMeans
 
-__all__ = ["KernelKMeans", "KernelMemoryError", "MiniBatchKMeans", "MiniBatchKernelKMeans"]
+__all__ = [
+    "EmptyClusterWarning",
+    "KernelKMeans",
+    "KernelMemoryError",
+    "MiniBatchKMeans",
+    "MiniBatchKernelKMeans",
+]

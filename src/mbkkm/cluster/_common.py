@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn import get_config
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _check_sample_weight
 
@@ -70,3 +73,88 @@ def chunk_rows(working_memory, row_floats, itemsize):
     budget = working_memory * 2**20
     rows = int(budget // max(1, 2 * row_floats * itemsize))
     return max(1, rows)
+
+
+class EmptyClusterWarning(ConvergenceWarning):
+    """Some clusters hold no point of the fitted data at the end of fit.
+
+    A subclass of :class:`sklearn.exceptions.ConvergenceWarning`, so
+    ``warnings.simplefilter("ignore", ConvergenceWarning)`` silences it too.
+    Typical causes: ``n_clusters`` larger than the number of distinct points,
+    or duplicate points.
+    """
+
+
+def warn_empty_clusters(labels, n_clusters, estimator):
+    """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
+    if not isinstance(labels, np.ndarray) or labels.size == 0:
+        return  # a Dask array: counting would compute it
+    n_empty = n_clusters - np.unique(labels).size
+    if n_empty > 0:
+        warnings.warn(
+            f"{type(estimator).__name__}: {n_empty} of the n_clusters={n_clusters} "
+            f"clusters hold no point of the fitted data at the end of fit (empty "
+            f"clusters); n_clusters may exceed the number of distinct points (duplicate "
+            f"points in X?)",
+            EmptyClusterWarning, stacklevel=3,
+        )
+
+
+def restore_on_error(method):
+    """Make a fitting method all-or-nothing: on any exception (KeyboardInterrupt
+    included) the estimator's attributes are restored to what they were before.
+
+    The estimators never modify a fitted attribute in place (partial_fit works
+    on copies), so a shallow copy of ``__dict__`` is a complete snapshot.
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        snapshot = dict(self.__dict__)
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
+
+    return wrapper
+
+
+_OVERFLOW_CHUNK = 65536
+
+
+def check_no_overflow(X, kernel=None, input_name="X"):
+    """Raise a ValueError when X is finite but too large for the kernel arithmetic.
+
+    The kernel blocks are computed in X's dtype from squared row norms and dot
+    products (||x - y||^2 = ||x||^2 - 2 <x, y> + ||y||^2), so finite data whose
+    squared norms overflow (|x| above about 1e154 in float64, 1e19 in float32)
+    would silently give NaN distances. With a resolved point ``kernel``, K(x, x)
+    must be finite too (for a positive semi-definite kernel that bounds every
+    |K(x, y)| <= sqrt(K(x, x) K(y, y))). Read in row chunks (a memmap is never
+    loaded whole). Dask inputs and non-arrays are skipped.
+    """
+    if not isinstance(X, np.ndarray) or X.dtype.kind != "f" or X.ndim != 2:
+        return
+    check_diag = kernel is not None and not getattr(kernel, "is_callable", True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, X.shape[0], _OVERFLOW_CHUNK):
+            chunk = X[start:start + _OVERFLOW_CHUNK]
+            sq = np.einsum("ij,ij->i", chunk, chunk)
+            if not np.all(np.isfinite(sq)):
+                big = float(np.max(np.abs(chunk)))
+                raise ValueError(
+                    f"{input_name} has values too large for {X.dtype} arithmetic: squared "
+                    f"row norms overflow (max |{input_name}| = {big:.3g}). Rescale "
+                    f"{input_name} (for example with sklearn.preprocessing.StandardScaler)"
+                    + (" or use float64" if X.dtype != np.float64 else "")
+                )
+            if check_diag:
+                diag = np.asarray(kernel.diag(chunk))
+                if not np.all(np.isfinite(diag)):
+                    raise ValueError(
+                        f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
+                        f"these values (K(x, x) is not finite). Rescale {input_name} or "
+                        "change the kernel parameters"
+                    )

@@ -67,8 +67,11 @@ from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
     check_n_clusters_vs_samples,
+    check_no_overflow,
     check_sample_weight,
     chunk_rows,
+    restore_on_error,
+    warn_empty_clusters,
 )
 
 _MIB = 2**20
@@ -430,7 +433,11 @@ class KernelKMeans(
     points raise a ValueError.
 
     Empty clusters are refilled with the points farthest from their centers,
-    as scikit-learn's KMeans does.
+    as scikit-learn's KMeans does; when some remain empty at the end (for
+    example ``n_clusters`` larger than the number of distinct points), an
+    :class:`~mbkkm.cluster.EmptyClusterWarning` (a ConvergenceWarning) gives
+    their number. ``fit`` is all-or-nothing: when it raises (KeyboardInterrupt
+    included) the estimator is left as it was before the call.
 
     References
     ----------
@@ -590,6 +597,7 @@ class KernelKMeans(
             self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
             kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
         )
+        check_no_overflow(X, self.kernel_)  # finite data whose kernel arithmetic overflows
         if self.kernel_.is_callable:
             self.kernel_(X[: min(3, n)], X[: min(2, n)])  # check the callable once
         diag = np.asarray(self.kernel_.diag(X), dtype=np.float64)
@@ -638,6 +646,7 @@ class KernelKMeans(
             out[r0:r0 + rows] = self.kernel_(X[r0:r0 + rows], C)
         return out
 
+    @restore_on_error
     def _fit(self, X, sample_weight):
         X, sample_weight, op, diag, index_kernel = self._prepare(X, sample_weight)
         n = X.shape[0]
@@ -665,6 +674,7 @@ class KernelKMeans(
         self.labels_ = labels
         self.inertia_ = inertia
         self.n_iter_ = n_iter
+        warn_empty_clusters(labels, self.n_clusters, self)
         return D
 
     def _store(self, X, center_labels, w, norms):
@@ -783,6 +793,8 @@ class KernelKMeans(
         check_is_fitted(self)
         self._check_inductive("predict")
         X = self._validate_X(X, reset=False)
+        if self._kind == "point":
+            check_no_overflow(X, self.kernel_)
         return np.argmin(self._distances(X), axis=1)
 
     def transform(self, X, diag=None):
@@ -804,6 +816,8 @@ class KernelKMeans(
         check_is_fitted(self)
         self._check_inductive("transform")
         X = self._validate_X(X, reset=False)
+        if self._kind == "point":
+            check_no_overflow(X, self.kernel_)
         diag = self._check_diag(diag, X.shape[0], "transform")
         D = self._distances(X, diag)
         np.maximum(D, 0.0, out=D)
@@ -827,6 +841,8 @@ class KernelKMeans(
         check_is_fitted(self)
         self._check_inductive("score")
         X = self._validate_X(X, reset=False)
+        if self._kind == "point":
+            check_no_overflow(X, self.kernel_)
         sample_weight = check_sample_weight(sample_weight, X)
         diag = self._check_diag(diag, X.shape[0], "score")
         mind = np.maximum(self._distances(X, diag).min(axis=1), 0.0)

@@ -29,14 +29,19 @@ from .._core import (
     random_init,
 )
 from .._core._untruncated import init_table, table_step, table_to_windows
+from ..backends import get_backend
 from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
 from ..kernels._index import IndexKernel, check_precomputed_matrix
+from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
     check_n_clusters_vs_samples,
+    check_no_overflow,
     check_sample_weight,
     chunk_rows,
+    restore_on_error,
+    warn_empty_clusters,
 )
 
 
@@ -129,11 +134,29 @@ default="k-means++"
         Seed of the initialisation and of the batch sampling.
     verbose : int, default=0
         Print progress every ``max(1, max_iter // 10)`` iterations when > 0.
+    device : {None, "cpu", "auto", "cuda", "torch", "torch-cpu"}, "cuda:N" or \
+torch.device, default=None
+        Where the iterations and the labelling run (:mod:`mbkkm.backends`). None
+        follows the input: numpy arrays run with numpy, torch tensors with torch on
+        the device they live on. "cpu": numpy. "cuda", "cuda:N" or a
+        ``torch.device``: PyTorch on that device (numpy input is copied there as
+        float32). "torch" / "torch-cpu": PyTorch on the CPU. "auto": "cuda" when
+        PyTorch sees a GPU, else "cpu". Results follow the input's library: tensors
+        in, tensors out on their device (``labels_``, ``predict``, ``transform``,
+        ``support_vectors_``); numpy in, numpy out. A tensor keeps its dtype
+        (float32 or float64). Mixing numpy arrays and tensors (X and
+        sample_weight, or fit and predict) raises a ValueError. On torch the
+        kernels rbf, linear, polynomial, sigmoid, cosine, laplacian and callables
+        (called with tensors) are available; chi2, "precomputed", the graph
+        kernels and ``tau=None`` need numpy. The sampling plan and the
+        initialisation are drawn on the host from ``random_state``, so numpy and
+        torch runs with one seed agree up to rounding. Needs ``mbkkm[torch]``.
 
     Attributes
     ----------
-    support_vectors_ : ndarray of shape (n_support, n_features)
-        The support points of all centers, grouped by cluster.
+    support_vectors_ : ndarray or tensor of shape (n_support, n_features)
+        The support points of all centers, grouped by cluster (a tensor on the
+        input's device for tensor input).
     dual_coef_ : ndarray of shape (n_support,)
         Coefficient of each support point: center j is
         sum_{s : support_labels_[s] = j} dual_coef_[s] phi(support_vectors_[s]).
@@ -170,7 +193,18 @@ default="k-means++"
     -----
     A cluster that receives no batch point in an iteration keeps its center
     unchanged (alpha_j = 0). The cached norms are recomputed from the cached window
-    Gram matrices at every iteration, so they do not drift.
+    Gram matrices at every iteration, so they do not drift. When a cluster holds no
+    point of ``labels_`` at the end of ``fit`` (for example ``n_clusters`` larger
+    than the number of distinct points), an
+    :class:`~mbkkm.cluster.EmptyClusterWarning` (a ConvergenceWarning) gives
+    their number.
+
+    ``fit`` and ``partial_fit`` are all-or-nothing: when they raise (a bad input,
+    a callable kernel that fails, a KeyboardInterrupt), the estimator is left as it
+    was before the call (still fitted with its previous attributes, or not fitted).
+    A fitted model pickles (and saves with ``skops.io``) with its windows, so
+    ``partial_fit`` can resume after reloading; a callable kernel must itself be
+    picklable (a module-level function, not a lambda).
 
     References
     ----------
@@ -203,6 +237,7 @@ default="k-means++"
         "renormalize": ["boolean"],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "compute_labels": ["boolean"],
+        "device": ["no_validation"],  # checked by mbkkm.backends.resolve_device
     }
 
     def __init__(
@@ -227,6 +262,7 @@ default="k-means++"
         working_memory=None,
         random_state=None,
         verbose=0,
+        device=None,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -247,13 +283,15 @@ default="k-means++"
         self.working_memory = working_memory
         self.random_state = random_state
         self.verbose = verbose
+        self.device = device
 
     # ------------------------------------------------------------------ checks
     def _validate_X(self, X, reset):
-        return validate_data(
+        # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
+        return _device.validate_X(self, X, reset, lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,
-        )
+        ))
 
     @property
     def _index_kernel(self):
@@ -275,9 +313,10 @@ default="k-means++"
             self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
             kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
         )
+        check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
         if kernel.is_callable:
             # Check the callable once on a few rows, before any real work.
-            kernel(X[: min(3, X.shape[0])], X[: min(2, X.shape[0])])
+            get_backend(X).kernel_tile(kernel, X[: min(3, X.shape[0])], X[: min(2, X.shape[0])])
         return kernel, X
 
     def _check_params_vs_input(self, X, sample_weight):
@@ -306,30 +345,36 @@ default="k-means++"
                 )
             self._init = init.astype(np.intp)
         else:
-            init = check_array(self.init, dtype=X.dtype, copy=True, input_name="init")
+            init = check_array(self.init, dtype=_device.host_dtype(X), copy=True,
+                               input_name="init")
             if init.shape != (self.n_clusters, X.shape[1]):
                 raise ValueError(
                     f"init: the initial centers should have shape (n_clusters, n_features)"
                     f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
                 )
             self._init = init
+        _device.check_backend(self, X)  # what the torch backend does not do
         self.kernel_, items = self._resolve_kernel(X, sample_weight)
         return items
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """k initial center points (rows of X or the init array)."""
+        nx = get_backend(X)
         if not isinstance(self._init, str):
-            return self._init
+            return nx.asarray(self._init, dtype=X.dtype)
         if init_idx is None:
             init_idx = draw_init_indices(rng, X.shape[0], self._init_size)
-        Xi = X[init_idx]
+        Xi = nx.take(X, nx.index(init_idx))
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
-            idx = kernel_kmeans_plusplus(Xi, self.kernel_, self.n_clusters, rng, wi)
+            # On the host, on a host copy of the (small) subsample: the same draws
+            # on every backend.
+            idx = kernel_kmeans_plusplus(nx.to_numpy(Xi), self.kernel_, self.n_clusters,
+                                         rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return Xi[idx]
+        return nx.take(Xi, nx.index(idx))
 
     def _best_init(self, X, sample_weight, rng):
         n_init = self.n_init
@@ -345,12 +390,14 @@ default="k-means++"
         if n_init == 1:
             return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
         val_idx = rng.randint(0, X.shape[0], self._init_size)
-        Xv = X[val_idx]
+        nx = get_backend(X)
+        Xv = nx.take(X, nx.index(val_idx))
         wv = None if sample_weight is None else sample_weight[val_idx]
         best, best_inertia = None, np.inf
         for _ in range(n_init):
             state = init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
             _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(X, state))
+            mind = nx.to_numpy(mind)
             inertia = float(mind.sum() if wv is None else mind @ wv)
             if self.verbose:
                 print(f"Init inertia on the validation subsample: {inertia:.6g}")
@@ -365,6 +412,7 @@ default="k-means++"
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
+    @restore_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -385,7 +433,8 @@ default="k-means++"
         # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
         X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
              else self._validate_X(X, reset=True))
-        sample_weight = check_sample_weight(sample_weight, X)
+        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
+                                            _device.host_shape(X))
         items = self._check_params_vs_input(X, sample_weight)
         rng = check_random_state(self.random_state)
         self._random_state = rng
@@ -396,13 +445,15 @@ default="k-means++"
         if self.tau is None:
             return self._fit_untruncated(items, sample_weight, state, plan)
         rate = LEARNING_RATES[self.learning_rate]
+        nx = get_backend(items)
+        plan_idx = nx.index(plan)  # the batch indices, moved to the device once
         objectives = []
         every = max(1, self.max_iter // 10)
         t0 = time.perf_counter()
         n_iter = 0
         for it in range(self.max_iter):
             res = minibatch_step(
-                state, items[plan[it]], self.kernel_, rate, tau=self.tau,
+                state, nx.take(items, plan_idx[it]), self.kernel_, rate, tau=self.tau,
                 renormalize=self.renormalize, objective_after=self.tol is not None,
             )
             objectives.append(res.objective)
@@ -422,6 +473,7 @@ default="k-means++"
         self.batch_objective_ = np.asarray(objectives)
         if self.compute_labels:
             self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
+            warn_empty_clusters(self.labels_, self.n_clusters, self)
         return self
 
     def _fit_untruncated(self, items, sample_weight, state, plan):
@@ -461,8 +513,10 @@ default="k-means++"
             self.labels_ = np.argmin(D, axis=1)
             mind = np.maximum(D[np.arange(n), self.labels_], 0)
             self.inertia_ = float(mind.sum() if sample_weight is None else mind @ sample_weight)
+            warn_empty_clusters(self.labels_, self.n_clusters, self)
         return self
 
+    @restore_on_error
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
@@ -496,7 +550,8 @@ default="k-means++"
                 "a matrix over a fixed set of points, and partial_fit sees new rows"
             )
         X = self._validate_X(X, reset=first)
-        sample_weight = check_sample_weight(sample_weight, X)
+        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
+                                            _device.host_shape(X))
         if first:
             self._check_params_vs_input(X, sample_weight)
             self._random_state = check_random_state(self.random_state)
@@ -524,7 +579,7 @@ default="k-means++"
     def _store_state(self, state):
         """Publish the state as fitted attributes (the only place they are set)."""
         self._state = state
-        self.support_vectors_ = state.support
+        self.support_vectors_ = _device.to_output(self, state.support)
         self.dual_coef_ = state.coef
         self.support_labels_ = state.labels
         self.n_support_ = np.diff(state.starts)
@@ -536,6 +591,7 @@ default="k-means++"
         if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
             return X.labels_inertia(self, sample_weight)
         labels, mind = assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))
+        labels, mind = _device.to_output(self, labels), get_backend(mind).to_numpy(mind)
         w = None if sample_weight is None else sample_weight
         inertia = float(mind.sum(dtype=np.float64) if w is None else mind @ w)
         return labels, inertia
@@ -552,8 +608,10 @@ default="k-means++"
         X = self._validate_X(X, reset=False)
         rows = self._chunk_rows(X)
         if self.kernel != "precomputed":
-            return assign(X, self._state, self.kernel_, chunk_rows=rows,
-                          return_distances=return_distances)
+            check_no_overflow(X, self.kernel_)
+            return tuple(_device.to_output(self, a) for a in assign(
+                X, self._state, self.kernel_, chunk_rows=rows,
+                return_distances=return_distances))
 
         # X is K(X_new, X_fit); the support items are indices into X_fit.
         def cross(K_rows, support):
@@ -650,7 +708,9 @@ default="k-means++"
             return _dask.dask_score(self, X, sample_weight)
         _, mind = self._assign_new(X, kernel_diag=kernel_diag,
                                    return_distances=self.kernel == "precomputed")[:2]
-        sample_weight = check_sample_weight(sample_weight, mind[:, None])
+        mind = get_backend(mind).to_numpy(mind)
+        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
+                                            mind[:, None])
         return -float(mind.sum(dtype=np.float64) if sample_weight is None
                       else mind @ sample_weight)
 

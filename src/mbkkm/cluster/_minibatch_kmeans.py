@@ -54,8 +54,11 @@ from ..kernels import resolve_kernel
 from ._common import (
     COMMON_CONSTRAINTS,
     check_n_clusters_vs_samples,
+    check_no_overflow,
     check_sample_weight,
     chunk_rows,
+    restore_on_error,
+    warn_empty_clusters,
 )
 
 # ----------------------------------------------------------------------------- core
@@ -219,7 +222,11 @@ default="k-means++"
     -----
     Unlike scikit-learn's MiniBatchKMeans there is no random reassignment of
     small clusters. A cluster that receives no batch point keeps its center
-    (alpha_j = 0). With ``sample_weight``, batches are drawn with probability
+    (alpha_j = 0). When a cluster holds no point of ``labels_`` at the end of
+    ``fit``, an :class:`~mbkkm.cluster.EmptyClusterWarning` (a
+    ConvergenceWarning) gives their number. ``fit`` and ``partial_fit`` are
+    all-or-nothing: when they raise (KeyboardInterrupt included) the estimator
+    is left as it was before the call. With ``sample_weight``, batches are drawn with probability
     proportional to the weights and the update uses unit weights (as
     scikit-learn >= 1.6); ``partial_fit`` uses the weights in the update.
 
@@ -282,10 +289,12 @@ default="k-means++"
 
     # ------------------------------------------------------------------ checks
     def _validate_X(self, X, reset):
-        return validate_data(
+        X = validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,
         )
+        check_no_overflow(X)  # finite data whose squared norms overflow
+        return X
 
     def _check_params_vs_input(self, X):
         n = X.shape[0]
@@ -356,6 +365,7 @@ default="k-means++"
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
+    @restore_on_error
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -410,8 +420,10 @@ default="k-means++"
         self.batch_objective_ = np.asarray(objectives)
         if self.compute_labels:
             self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+            warn_empty_clusters(self.labels_, self.n_clusters, self)
         return self
 
+    @restore_on_error
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
