@@ -21,7 +21,12 @@ def mean_squared_pairwise_distance(X, sample_weight=None):
 
     mean_{x,y} ||x - y||^2 = 2 mean_x ||x||^2 - 2 ||mean_x x||^2 = 2 sum_f Var(X[:, f]).
     Accumulated in float64 over row chunks, so a float32 memmap is never copied whole.
+    A torch tensor is reduced on its device (see :mod:`mbkkm.backends`).
     """
+    from ..backends import get_backend, is_tensor
+
+    if is_tensor(X):
+        return get_backend(X).mean_squared_pairwise_distance(X, sample_weight)
     n, d = X.shape
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total = 0.0 if w is None else float(w.sum())
@@ -162,7 +167,13 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
             f"kernel must be a string or a callable, got {type(kernel).__name__}"
         )
     name = canonical_name(kernel)
-    if name not in KERNELS or KERNELS[name].func is None:
+    if name in KERNELS and KERNELS[name].func is None:
+        raise ValueError(
+            f"kernel={kernel!r} is a graph (transductive) kernel: it is a matrix over the "
+            "fitted points, not a function of two points. Pass it to an estimator's kernel= "
+            "parameter, or build it with mbkkm.kernels.graph_kernel_matrix"
+        )
+    if name not in KERNELS:
         allowed = [n for n in kernel_names() if n in ALLOWED_HERE()]
         raise ValueError(f"kernel={kernel!r} is not a known kernel; expected one of "
                          f"{allowed} or a callable")
@@ -197,8 +208,10 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
         params["degree"] = d
     if "coef0" in spec.params:
         c = values["coef0"]
-        if isinstance(c, bool) or not isinstance(c, numbers.Real) or not np.isfinite(c):
-            raise TypeError(f"coef0 must be a finite real number, got {c!r}")
+        if isinstance(c, bool) or not isinstance(c, numbers.Real):
+            raise TypeError(f"coef0 must be a real number, got {type(c).__name__}")
+        if not np.isfinite(c):
+            raise ValueError(f"coef0 must be finite, got {c!r}")
         params["coef0"] = float(c)
     if spec.nonnegative_data and X is not None:
         check_nonnegative(X, name)

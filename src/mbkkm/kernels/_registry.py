@@ -31,7 +31,8 @@ class KernelSpec:
         distance) of the fitted data, ``"n_features"`` is 1 / n_features (as in
         scikit-learn), ``"one"`` is 1.0.
     normalized : bool
-        Whether K(x, x) = 1 for every x (then the paper's gamma is 1).
+        Whether K(x, x) = 1 for every x (then the paper's gamma is 1); for cosine this
+        holds for every non-zero x (a zero row has K(x, x) = 0, as in scikit-learn).
     nonnegative_data : bool
         Whether the kernel is only defined for non-negative data.
     formula : str
