@@ -1,0 +1,39 @@
+"""The threaded labelling pass equals the serial one and respects thread limits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
+from mbkkm._core._parallel import assign_parallel, blas_threads
+from mbkkm.kernels import resolve_kernel
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(20000, 8)).astype(np.float32)
+    kern = resolve_kernel("rbf", gamma=0.1)
+    state = init_state(X[:4].copy(), kern)
+    for _ in range(5):
+        minibatch_step(state, X[rng.randint(0, len(X), 256)], kern, LEARNING_RATES["adaptive"],
+                       tau=50, renormalize=True)
+    return X, state, kern
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_parallel_equals_serial(fitted, n_threads):
+    X, state, kern = fitted
+    lab, mind, dist = assign(X, state, kern, chunk_rows=3000, return_distances=True)
+    plab, pmind, pdist = assign_parallel(X, state, kern, chunk_rows=3000, n_threads=n_threads,
+                                         return_distances=True)
+    np.testing.assert_array_equal(plab, lab)
+    np.testing.assert_allclose(pmind, mind, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(pdist, dist, rtol=1e-5, atol=1e-6)
+
+
+def test_thread_count_follows_user_limit():
+    with threadpool_limits(1, user_api="blas"):
+        assert blas_threads() == 1
