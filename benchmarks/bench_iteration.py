@@ -27,7 +27,6 @@ Usage::
     .venv/bin/python benchmarks/bench_iteration.py                  # both datasets
     .venv/bin/python benchmarks/bench_iteration.py --dataset mnist --repeats 30
     .venv/bin/python benchmarks/bench_iteration.py --profile        # + pyinstrument
-    .venv/bin/python benchmarks/bench_iteration.py --phases         # + time per phase
 """
 
 from __future__ import annotations
@@ -118,110 +117,8 @@ def _timeit(fn):
     return time.perf_counter() - t0
 
 
-def _step_phases(state, Xb, kernel, rate, tau, T):
-    """An instrumented copy of ``minibatch_step`` (rbf, unit weights, renormalize)
-    that adds each phase's time to ``T``. It mirrors the core as of commit 02c2a4c
-    and is only for ``--phases``: the figures above time the real step."""
-    from mbkkm._core._windows import sq_distances
-    from mbkkm.kernels._pairwise import row_norms_sq
-
-    clock = time.perf_counter
-
-    def mark(name, t0):
-        T[name] = T.get(name, 0.0) + clock() - t0
-        return clock()
-
-    t0 = clock()
-    b, k, m, starts = Xb.shape[0], state.n_clusters, state.support.shape[0], state.starts
-    Y = np.concatenate([state.support, Xb], axis=0)
-    t0 = mark("1a concatenate Y = [S; Xb]", t0)
-    K = np.matmul(Xb, Y.T)
-    t0 = mark("1b kernel GEMM Xb @ Y.T", t0)
-    g = kernel.params["gamma"]
-    dt = K.dtype.type
-    xx, yy = row_norms_sq(Xb), row_norms_sq(Y)
-    K *= dt(2 * g)
-    K -= (dt(g) * xx)[:, None]
-    K -= (dt(g) * yy)[None, :]
-    np.minimum(K, 0, out=K)
-    t0 = mark("1c rbf: norms, scale, subtract, clip", t0)
-    np.exp(K, out=K)
-    t0 = mark("1d rbf: exp", t0)
-    K_BS, K_BB = K[:, :m], K[:, m:]
-    D = sq_distances(K_BS, np.asarray(kernel.diag(Xb)), state)
-    t0 = mark("2a sq_distances (segment GEMM)", t0)
-    labels = np.argmin(D, axis=1)
-    bc = np.bincount(labels, minlength=k).astype(np.float64)
-    alpha = np.where(bc > 0, rate(bc, float(b), state.counts), 0.0)
-    order = np.argsort(labels, kind="stable")
-    bstarts = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=k))])
-    t0 = mark("2b argmin, rates, sort", t0)
-    src_parts, coef_parts, block_parts = [], [], []
-    new_starts = np.zeros(k + 1, dtype=np.intp)
-    grams, norms = list(state.grams), state.norms.copy()
-    for j in range(k):
-        s0, s1 = starts[j], starts[j + 1]
-        new = order[bstarts[j]:bstarts[j + 1]]
-        if new.size == 0 or alpha[j] == 0:
-            src_parts.append(np.arange(s0, s1))
-            coef_parts.append(state.coef[s0:s1])
-            block_parts.append(state.block[s0:s1])
-            new_starts[j + 1] = new_starts[j] + (s1 - s0)
-            continue
-        blk = state.block[s0:s1]
-        newer = new.size + (s1 - s0) - np.searchsorted(blk, blk, side="right")
-        kept = newer < tau
-        keep_from = int(np.argmax(kept)) if kept.any() else s1 - s0
-        a_old = state.coef[s0:s1][keep_from:] * (1.0 - alpha[j])
-        coef_j = np.concatenate([a_old, np.full(new.size, alpha[j] / new.size)])
-        coef_j /= coef_j.sum()
-        n_old = a_old.size
-        t0 = mark("3a loop: coefficients, truncation", t0)
-        cross = K_BS[new][:, s0 + keep_from:s1]
-        t0 = mark("3b loop: cross = K_BS[new][:, window]", t0)
-        Gbb = K_BB[np.ix_(new, new)]
-        t0 = mark("3c loop: K_BB[ix_(new, new)]", t0)
-        G = np.empty((n_old + new.size,) * 2, dtype=K.dtype)
-        G[:n_old, :n_old] = state.grams[j][keep_from:, keep_from:]
-        G[n_old:, :n_old] = cross
-        G[:n_old, n_old:] = cross.T
-        G[n_old:, n_old:] = Gbb
-        t0 = mark("3d loop: assemble G_j", t0)
-        grams[j] = G
-        norms[j] = float(coef_j @ (G.astype(np.float64) @ coef_j))
-        t0 = mark("3e loop: norm a^T G a (float64)", t0)
-        src_parts.append(np.concatenate([np.arange(s0 + keep_from, s1), m + new]))
-        coef_parts.append(coef_j)
-        block_parts.append(np.concatenate([blk[keep_from:], np.full(new.size, state.n_steps)]))
-        new_starts[j + 1] = new_starts[j] + coef_j.size
-        t0 = mark("3a loop: coefficients, truncation", t0)
-    state.support = Y[np.concatenate(src_parts)]
-    t0 = mark("4 gather new support Y[src]", t0)
-    state.coef = np.concatenate(coef_parts)
-    state.block = np.concatenate(block_parts).astype(np.int64, copy=False)
-    state.starts, state.grams, state.norms = new_starts, grams, norms
-    state.n_steps += 1
-    mark("3a loop: coefficients, truncation", t0)
-
-
-def print_phases(X, state, kernel, rate, tau, b, repeats, rng):
-    """Median over ``repeats`` instrumented steps of the time of each phase."""
-    runs = []
-    for _ in range(repeats):
-        T = {}
-        _step_phases(state, X[rng.integers(0, X.shape[0], b)], kernel, rate, tau, T)
-        runs.append(T)
-    names = sorted({name for T in runs for name in T})
-    med = {name: statistics.median([T.get(name, 0.0) for T in runs]) for name in names}
-    total = sum(med.values())
-    print(f"   phases of an iteration (instrumented copy, median of {repeats}; "
-          f"sum {total * 1e3:.2f} ms):")
-    for name in names:
-        print(f"     {name:40s} {med[name] * 1e3:8.2f} ms  {med[name] / total:6.1%}")
-
-
 def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
-                  phases=False, label_rows=None):
+                  label_rows=None):
     X, source = load(name)
     n, d = X.shape
     gamma = SETTINGS[name][1]
@@ -319,6 +216,16 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
                    chunk_gemm_gflops=cg_rate, label_ref_gflops=ref_rate,
                    label_frac=lab_rate / ref_rate,
                    label_frac_chunk=lab_rate / cg_rate)
+        try:
+            from mbkkm._core._parallel import assign_parallel, blas_threads
+        except ImportError:
+            assign_parallel = None
+        if assign_parallel is not None:
+            t_par = med([_timeit(lambda: assign_parallel(X, state, kernel, chunk_rows=rows))
+                         for _ in range(max(1, min(3, repeats)))])
+            par_rate = 2.0 * n * ms_l * d / t_par / 1e9
+            res.update(label_par_time=t_par, label_par_gflops=par_rate,
+                       label_par_frac=par_rate / ref_rate)
         print(f"   labelling: assign over n={n} points against m={ms_l}, "
               f"chunks of {rows} rows: {t_l:.3f} s (median of {len(t_lab)})")
         print(f"     kernel GEMM rate (2 n m d / time) {lab_rate:.1f} GFLOP/s; plain GEMM "
@@ -330,10 +237,11 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
               f"{res['label_frac']:.0%} of the iteration GEMM, "
               f"{res['label_frac_chunk']:.0%} of the chunk GEMM -> "
               f"{'PASS' if ok else 'FAIL'}")
+        if assign_parallel is not None:
+            print(f"     threaded assign_parallel ({blas_threads()} threads, not yet used by "
+                  f"the estimator): {t_par:.3f} s, {par_rate:.1f} GFLOP/s = "
+                  f"{res['label_par_frac']:.0%} of the iteration GEMM rate")
     res["pass"] = all(verdicts)
-
-    if phases:
-        print_phases(X, state, kernel, rate, tau, b, repeats, rng)
 
     if profile:
         try:
@@ -369,8 +277,6 @@ def main(argv=None):
     parser.add_argument("--label-chunk-rows", type=int, default=None,
                         help="rows per labelling chunk (default: the estimator's, from "
                              "scikit-learn's working_memory)")
-    parser.add_argument("--phases", action="store_true",
-                        help="time each phase of an iteration (instrumented copy)")
     args = parser.parse_args(argv)
     print("bench_iteration: " + " ".join(sys.argv[1:] if argv is None else argv))
     print(time.strftime("%Y-%m-%d %H:%M:%S %Z"))
@@ -381,7 +287,7 @@ def main(argv=None):
         bench_dataset(name, b=args.batch_size, tau=args.tau, k=args.n_clusters,
                       repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                       profile=args.profile, label=not args.no_labels,
-                      phases=args.phases, label_rows=args.label_chunk_rows)
+                      label_rows=args.label_chunk_rows)
         for name in names
     ]
     print("\nSummary")
