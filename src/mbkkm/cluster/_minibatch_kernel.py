@@ -237,7 +237,7 @@ torch.device, default=None
         "renormalize": ["boolean"],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "compute_labels": ["boolean"],
-        "device": ["no_validation"],  # checked by mbkkm.backends.resolve_device
+        "device": "no_validation",  # checked by mbkkm.backends.resolve_device
     }
 
     def __init__(

@@ -1,0 +1,170 @@
+"""Device handling of the estimators: which backend runs, inputs in, results out.
+
+Rules (documented on ``MiniBatchKernelKMeans(device=...)``):
+
+* ``device=None`` (default) follows the input: numpy arrays run with numpy, torch
+  tensors on the device they live on.
+* ``"cpu"``: numpy. ``"cuda"``, ``"cuda:N"`` or a ``torch.device``: torch on that
+  device. ``"torch"`` / ``"torch-cpu"``: torch on the CPU. ``"auto"``: ``"cuda"``
+  when torch sees a GPU, else ``"cpu"``.
+* Results follow the input's library: tensors in -> tensors out on their device
+  (``labels_``, ``predict``, ``transform``, ``support_vectors_``); numpy in ->
+  numpy out, even when the work ran on a GPU.
+* dtype: a tensor keeps its dtype (float32 or float64; other dtypes become
+  float32); numpy input sent to a CUDA device becomes float32 (pass a float64
+  tensor to compute in float64 there); numpy input on the CPU keeps float32 or
+  float64, as before.
+* A tensor on another device than an explicit ``device``, numpy and tensors mixed
+  (X and sample_weight, or fit and predict) raise a ValueError.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
+from ..kernels import GRAPH_KERNELS, canonical_name
+
+
+def _device_name(dev):
+    return "numpy (cpu)" if dev in (None, "cpu") else str(dev)
+
+
+def validate_X(est, X, reset, validate_numpy):
+    """Checked X on the backend the estimator runs on (see the module docstring).
+
+    ``validate_numpy(X)`` is the estimator's numpy validation (``validate_data``).
+    On ``reset`` it resolves ``est.device`` into ``est._device`` and records
+    whether results go out as tensors (``est._tensor_io``).
+    """
+    if reset:
+        est._device = resolve_device(est.device)
+    dev = getattr(est, "_device", None)
+    tensor = is_tensor(X)
+    if not reset and hasattr(est, "_tensor_io") and tensor != est._tensor_io:
+        fitted = "torch tensors" if est._tensor_io else "numpy arrays"
+        got = "a torch tensor" if tensor else f"a {type(X).__module__}.{type(X).__name__}"
+        raise ValueError(
+            f"X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
+            f"not supported; pass X as {fitted}"
+        )
+    if tensor:
+        if dev == "cpu" or (dev is not None and not same_device(dev, X.device)):
+            raise ValueError(
+                f"X is a torch tensor on {X.device} but device={est.device!r} "
+                f"({_device_name(dev)}); move X there, or leave device=None to run where "
+                "X lives"
+            )
+        X = _validate_tensor(est, X, reset)
+    else:
+        X = validate_numpy(X)
+        if dev not in (None, "cpu"):
+            nx = backend_for(dev)
+            dtype = np.float32 if nx.device.type == "cuda" else X.dtype
+            X = nx.asarray(X, dtype=dtype)
+    if reset:
+        est._tensor_io = tensor
+    return X
+
+
+def _validate_tensor(est, X, reset):
+    import torch
+
+    X = X.detach()
+    if X.ndim != 2:
+        raise ValueError(f"Expected a 2D tensor for X, got shape {tuple(X.shape)}")
+    if X.is_complex():
+        raise TypeError(f"X: complex data is not supported, got dtype {X.dtype}")
+    if X.dtype not in (torch.float32, torch.float64):
+        X = X.to(torch.float32)
+    if X.shape[0] < 1:
+        raise ValueError(f"Found array with 0 sample(s) (shape={tuple(X.shape)}) while a "
+                         "minimum of 1 is required.")
+    if X.shape[1] < 1:
+        raise ValueError(f"Found array with 0 feature(s) (shape={tuple(X.shape)}) while a "
+                         "minimum of 1 is required.")
+    if not bool(torch.isfinite(X).all()):
+        raise ValueError("Input X contains NaN or infinity.")
+    X = X.contiguous()
+    if reset:
+        est.n_features_in_ = int(X.shape[1])
+        if hasattr(est, "feature_names_in_"):
+            del est.feature_names_in_
+    elif X.shape[1] != est.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
+            f"{est.n_features_in_} features as input."
+        )
+    return X
+
+
+def host_sample_weight(est, sample_weight):
+    """sample_weight as a host array (weights drive host sampling), or None.
+
+    A tensor is accepted only with tensor X, and a non-tensor only with non-tensor X.
+    """
+    if sample_weight is None:
+        return None
+    tensor_io = getattr(est, "_tensor_io", False)
+    if is_tensor(sample_weight) != tensor_io:
+        raise ValueError(
+            "sample_weight and X come from different array libraries ("
+            + ("X is a torch tensor, sample_weight is not" if tensor_io
+               else "sample_weight is a torch tensor, X is not")
+            + "); pass both as tensors or both as numpy arrays"
+        )
+    if is_tensor(sample_weight):
+        return get_backend(sample_weight).to_numpy(sample_weight)
+    return sample_weight
+
+
+def host_shape(X):
+    """A stand-in for X in host-side checks that only need its number of rows."""
+    return np.empty((X.shape[0], 0)) if is_tensor(X) else X
+
+
+def check_backend(est, X):
+    """Refuse what the torch backend does not do, before any work."""
+    nx = get_backend(X)
+    dev = resolve_device(est.device)
+    if nx.is_host and dev not in (None, "cpu") and not isinstance(X, np.ndarray):
+        raise ValueError(
+            f"device={est.device!r}: Dask input runs with numpy; use device=None or 'cpu'"
+        )
+    if nx.is_host:
+        return nx
+    if est.kernel == "precomputed" or est.kernel in GRAPH_KERNELS:
+        raise ValueError(
+            f"kernel={est.kernel!r} is available with numpy only (its kernel is a stored "
+            "matrix); pass numpy arrays with device=None or 'cpu'"
+        )
+    if getattr(est, "tau", 0) is None:
+        raise ValueError(
+            "tau=None (the untruncated dynamic program) is available with numpy only; "
+            "use an integer tau on the torch backend, or device=None / 'cpu' with numpy "
+            "arrays"
+        )
+    if isinstance(est.kernel, str):
+        from ..backends._torch import check_torch_kernel
+
+        class _Named:
+            name = canonical_name(est.kernel)
+
+        check_torch_kernel(_Named)
+    return nx
+
+
+def host_dtype(X):
+    """The numpy dtype matching X's dtype (X a numpy array or a tensor)."""
+    if is_tensor(X):
+        return np.float32 if str(X.dtype) == "torch.float32" else np.float64
+    return X.dtype
+
+
+def to_output(est, x):
+    """A result of the core in the library of the input: numpy, or a tensor there."""
+    if x is None:
+        return None
+    if getattr(est, "_tensor_io", False):
+        return x
+    return get_backend(x).to_numpy(x) if is_tensor(x) else x
