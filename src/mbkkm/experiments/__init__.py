@@ -62,6 +62,7 @@ __all__ = [
     "read_results",
     "resolve_grid",
     "run_grid",
+    "summarize",
 ]
 
 
@@ -70,3 +71,10 @@ def plot_results(*args, **kwargs):
     from ._plots import plot_results as _plot
 
     return _plot(*args, **kwargs)
+
+
+def summarize(*args, **kwargs):
+    """Mean and std over seeds of saved results (see :func:`._plots.summarize`)."""
+    from ._plots import summarize as _summarize
+
+    return _summarize(*args, **kwargs)

@@ -191,3 +191,39 @@ def plot_results(results, out: str | os.PathLike, *, tau: int | None = None,
             paths += _tau_figure(plt, dsub[dsub["kernel"] == kernel], dataset, kernel, out,
                                  formats)
     return paths
+
+
+def summarize(results):
+    """Mean and standard deviation over seeds of the successful runs.
+
+    Parameters
+    ----------
+    results : path, list of paths, or pandas.DataFrame
+        Result tables (see :func:`plot_results`).
+
+    Returns
+    -------
+    table : pandas.DataFrame
+        One row per dataset, kernel, algorithm, batch size and tau, with
+        ``n_seeds`` and the mean and std of ARI, NMI, objective, fit, kernel and
+        total seconds.
+    """
+    import pandas as pd
+
+    from ._runner import read_results
+
+    df = results if isinstance(results, pd.DataFrame) else read_results(results)
+    df = df[df["status"] == "ok"].copy()
+    keys = ["dataset", "kernel", "algorithm", "objective_space", "batch_size", "tau"]
+    for k in ("batch_size", "tau"):
+        df[k] = pd.to_numeric(df[k], errors="coerce").fillna(-1).astype(int)
+    df["total_seconds"] = df["fit_seconds"] + df["kernel_seconds"].fillna(0.0)
+    metrics = ["ari", "nmi", "objective", "fit_seconds", "kernel_seconds", "total_seconds"]
+    g = df.groupby(keys, sort=False)
+    out = g[metrics].agg(["mean", "std"])
+    out.columns = [f"{a}_{b}" for a, b in out.columns]
+    out.insert(0, "n_seeds", g.size())
+    out = out.reset_index()
+    for k in ("batch_size", "tau"):
+        out[k] = out[k].astype(object).where(out[k] >= 0, "")
+    return out
