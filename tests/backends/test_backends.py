@@ -1,0 +1,201 @@
+"""The backend door: every backend equals the numpy reference (STYLE.md 6 and 8)."""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from _backend_params import HAS_TORCH, needs_torch
+
+from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
+from mbkkm.backends import backend_for, get_backend, numpy_backend, resolve_device
+from mbkkm.kernels import KERNELS, resolve_kernel
+
+NAMED = sorted(name for name, spec in KERNELS.items() if spec.func is not None)
+TORCH_NAMES = {"rbf", "linear", "polynomial", "sigmoid", "cosine", "laplacian"}
+
+
+def _tol(dtype, nx):
+    if dtype == np.float32:
+        return {"rtol": 2e-4, "atol": 2e-5}
+    return {"rtol": 1e-10, "atol": 1e-10}
+
+
+def _data(seed, n, d, dtype, nonneg=False):
+    rng = np.random.RandomState(seed)
+    X = rng.rand(n, d) if nonneg else rng.randn(n, d) * 0.5
+    X[0] = 0  # a zero row (cosine's special case)
+    return X.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name", NAMED)
+def test_kernel_tile_and_diag_equal_numpy(nx, name, dtype):
+    X = _data(0, 40, 6, dtype, nonneg=name == "chi2")
+    Y = _data(1, 30, 6, dtype, nonneg=name == "chi2")
+    kernel = resolve_kernel(name, gamma=0.3 if name != "linear" else None, X=X)
+    ref = kernel(X, Y)
+    if nx.name == "torch" and name not in TORCH_NAMES:
+        with pytest.raises(ValueError, match="not available on the torch backend"):
+            nx.kernel_tile(kernel, nx.asarray(X), nx.asarray(Y))
+        return
+    Xd, Yd = nx.asarray(X), nx.asarray(Y)
+    K = nx.to_numpy(nx.kernel_tile(kernel, Xd, Yd))
+    assert K.dtype == dtype
+    np.testing.assert_allclose(K, ref, **_tol(dtype, nx))
+    out = nx.empty((40, 30), nx.tile_dtype(kernel, Xd))
+    K2 = nx.kernel_tile(kernel, Xd, Yd, out=out)
+    assert K2 is out
+    np.testing.assert_allclose(nx.to_numpy(out), ref, **_tol(dtype, nx))
+    np.testing.assert_allclose(nx.to_numpy(nx.kernel_diag(kernel, Xd)), kernel.diag(X),
+                               **_tol(dtype, nx))
+
+
+def test_callable_kernel(nx):
+    X = _data(0, 20, 4, np.float64)
+    kernel = resolve_kernel(lambda A, B: A @ B.T)
+    K = nx.to_numpy(nx.kernel_tile(kernel, nx.asarray(X), nx.asarray(X)))
+    np.testing.assert_allclose(K, X @ X.T, rtol=1e-12)
+    np.testing.assert_allclose(nx.to_numpy(nx.kernel_diag(kernel, nx.asarray(X))),
+                               (X * X).sum(1), rtol=1e-12)
+
+
+@needs_torch
+def test_torch_callable_kernel_must_return_a_tensor():
+    import torch
+
+    nx = backend_for("torch")
+    X = torch.ones(3, 2, dtype=torch.float64)
+    with pytest.raises(TypeError, match="must return a torch tensor"):
+        nx.kernel_tile(resolve_kernel(lambda A, B: np.ones((3, 3))), X, X)
+    with pytest.raises(ValueError, match="shape"):
+        nx.kernel_tile(resolve_kernel(lambda A, B: torch.ones(2, 2)), X, X)
+    with pytest.raises(ValueError, match="non-finite"):
+        nx.kernel_tile(resolve_kernel(lambda A, B: A @ B.T * float("nan")), X, X)
+
+
+def test_products_gathers_reductions(nx):
+    rng = np.random.RandomState(0)
+    K = rng.randn(7, 12)
+    coef = rng.rand(12)
+    starts = np.array([0, 3, 3, 12])  # an empty segment in the middle
+    P = nx.to_numpy(nx.segment_inner(nx.asarray(K), coef, starts))
+    ref = np.stack([K[:, s0:s1] @ coef[s0:s1] for s0, s1 in itertools.pairwise(starts)], 1)
+    np.testing.assert_allclose(P, ref, rtol=1e-12, atol=1e-14)
+
+    grams = [nx.asarray(rng.rand(s1 - s0, s1 - s0)) for s0, s1 in itertools.pairwise(starts)]
+    q = nx.quad_forms(grams, coef, starts, [0, 2])
+    for i, j in enumerate([0, 2]):
+        a = coef[starts[j]:starts[j + 1]]
+        assert q[i] == pytest.approx(a @ nx.to_numpy(grams[j]) @ a, rel=1e-12)
+
+    idx = np.array([4, 0, 4, 2])
+    np.testing.assert_array_equal(nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx))), K[idx])
+    np.testing.assert_array_equal(
+        nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx), axis=1)), K[:, idx])
+    np.testing.assert_array_equal(
+        nx.to_numpy(nx.take_block(nx.asarray(K), nx.index(idx), nx.index(idx))),
+        K[np.ix_(idx, idx)])
+
+    # Scatter-add sums repeated indices (what array_api_extra.at does not do).
+    target = nx.asarray(np.zeros(5))
+    nx.index_add(target, nx.index(np.array([1, 1, 3])), nx.asarray(np.array([1.0, 2.0, 4.0])))
+    np.testing.assert_array_equal(nx.to_numpy(target), [0, 3, 0, 4, 0])
+
+    D = nx.asarray(rng.randn(6, 3))
+    lab, mind = nx.argmin_min(D)
+    Dh = nx.to_numpy(D)
+    np.testing.assert_array_equal(nx.to_numpy(lab), Dh.argmin(1))
+    np.testing.assert_array_equal(nx.to_numpy(mind), Dh.min(1))
+    assert nx.sum64(nx.asarray(np.float32([1, 2, 3]))) == 6.0
+
+    X = rng.randn(50, 4) * 3 + 1
+    w = rng.rand(50)
+    from mbkkm.kernels import mean_squared_pairwise_distance
+
+    for sw in (None, w):
+        assert nx.mean_squared_pairwise_distance(nx.asarray(X), sw) == pytest.approx(
+            mean_squared_pairwise_distance(X, sw), rel=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("name", ["rbf", "polynomial", "laplacian"])
+def test_minibatch_step_and_assign_equal_numpy(nx, name, weighted):
+    X = _data(3, 600, 5, np.float64)
+    kernel = resolve_kernel(name, gamma=0.2, X=X)
+    rng = np.random.RandomState(1)
+    centers = X[rng.choice(600, 4, replace=False)]
+    ref, dev = init_state(centers, kernel), init_state(nx.asarray(centers), kernel)
+    assert get_backend(dev.support) == nx
+    rate = LEARNING_RATES["adaptive"]
+    for _ in range(8):
+        idx = rng.randint(0, 600, 64)
+        w = rng.rand(64) + 0.5 if weighted else None
+        r1 = minibatch_step(ref, X[idx], kernel, rate, tau=30, renormalize=True,
+                            batch_weight=w, objective_after=True)
+        r2 = minibatch_step(dev, nx.asarray(X[idx]), kernel, rate, tau=30, renormalize=True,
+                            batch_weight=w, objective_after=True)
+        np.testing.assert_array_equal(r1.labels, r2.labels)
+        assert r1.objective == pytest.approx(r2.objective, rel=1e-10)
+        assert r1.objective_after == pytest.approx(r2.objective_after, rel=1e-10)
+    np.testing.assert_array_equal(ref.starts, dev.starts)
+    np.testing.assert_allclose(ref.coef, dev.coef, rtol=1e-12)
+    np.testing.assert_allclose(ref.norms, dev.norms, rtol=1e-10)
+    np.testing.assert_allclose(nx.to_numpy(dev.support), ref.support)
+    for g1, g2 in zip(ref.grams, dev.grams):
+        np.testing.assert_allclose(nx.to_numpy(g2), g1, rtol=1e-10, atol=1e-12)
+    l1, m1, d1 = assign(X, ref, kernel, chunk_rows=128, return_distances=True)
+    l2, m2, d2 = assign(nx.asarray(X), dev, kernel, chunk_rows=128, return_distances=True)
+    assert get_backend(l2) == nx
+    np.testing.assert_array_equal(l1, nx.to_numpy(l2))
+    np.testing.assert_allclose(nx.to_numpy(m2), m1, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(nx.to_numpy(d2), d1, rtol=1e-9, atol=1e-12)
+    copy = dev.copy()
+    assert get_backend(copy.support) == nx and copy.support is not dev.support
+
+
+def test_get_backend_numpy_and_mixed():
+    assert get_backend(np.zeros(2), None, [1, 2]) is numpy_backend()
+    assert get_backend() is numpy_backend()
+    if HAS_TORCH:
+        import torch
+
+        assert get_backend(torch.zeros(2)).name == "torch"
+        with pytest.raises(ValueError, match="mixed array libraries"):
+            get_backend(torch.zeros(2), np.zeros(2))
+
+
+def test_resolve_device():
+    assert resolve_device(None) is None
+    assert resolve_device("cpu") == "cpu"
+    assert backend_for("cpu") is numpy_backend()
+    with pytest.raises(ValueError, match="not a known device"):
+        resolve_device("gpu")
+    with pytest.raises(TypeError, match="device must be"):
+        resolve_device(3)
+    auto = resolve_device("auto")
+    assert auto == "cpu" or auto.type == "cuda"
+    if HAS_TORCH:
+        import torch
+
+        assert resolve_device("torch") == torch.device("cpu")
+        assert resolve_device("torch-cpu") == torch.device("cpu")
+        if not torch.cuda.is_available():
+            with pytest.raises(ValueError, match="no CUDA device"):
+                resolve_device("cuda")
+
+
+def test_import_mbkkm_does_not_import_torch():
+    code = (
+        "import sys, numpy as np\n"
+        "import mbkkm, mbkkm.backends, mbkkm.cluster, mbkkm._core\n"
+        "from mbkkm import MiniBatchKernelKMeans\n"
+        "X = np.random.RandomState(0).randn(200, 3)\n"
+        "MiniBatchKernelKMeans(3, batch_size=50, max_iter=3, random_state=0).fit(X).predict(X)\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
