@@ -15,9 +15,65 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from ..kernels._kernel import Kernel
 from ._windows import assign
 
 _MIN_ROWS_PER_THREAD = 4096
+_BLOCK_BYTES = 512 * 1024  # one kernel tile, kept in L2 from GEMM to argmin
+
+
+def assign_fused(X, state, kernel, *, return_distances=False):
+    """:func:`assign` for NumPy data, with every step of a row tile done in cache.
+
+    For each tile of R rows (R x m values, about 512 KiB): the kernel tile (one
+    GEMM into a reused buffer, then its elementwise map), the inner products with
+    the centers (one GEMV per center's segment), the distances and their argmin.
+    The tile never leaves the cache, so the pass costs the GEMM plus the kernel
+    function, not five more memory passes over an (n, m) block. The support norms
+    |s|^2 are computed once.
+
+    Returns the same as :func:`assign`.
+    """
+    n = X.shape[0]
+    S = state.support
+    m = S.shape[0]
+    k = state.n_clusters
+    dtype = np.result_type(S.dtype, np.float32)
+    R = max(16, _BLOCK_BYTES // max(1, m * dtype.itemsize))
+    R = min(R, max(1, n))
+    buf = np.empty((R, m), dtype=dtype)
+    P = np.empty((R, k), dtype=dtype)
+    coef = state.coef.astype(dtype)
+    norms = state.norms.astype(dtype)
+    starts = state.starts
+    s_norms = np.einsum("ij,ij->i", S, S) if S.ndim == 2 else None
+    labels = np.empty(n, dtype=np.intp)
+    mind = np.empty(n, dtype=dtype)
+    dist = np.empty((n, k), dtype=dtype) if return_distances else None
+    for r0 in range(0, n, R):
+        r1 = min(n, r0 + R)
+        nr = r1 - r0
+        Xr = np.asarray(X[r0:r1])
+        K = kernel(Xr, S, out=buf[:nr], Y_norms_sq=s_norms)
+        D = P[:nr]
+        for j in range(k):
+            a, b = starts[j], starts[j + 1]
+            if b > a:
+                np.matmul(K[:, a:b], coef[a:b], out=D[:, j])
+            else:
+                D[:, j] = 0
+        D *= -2
+        D += np.asarray(kernel.diag(Xr), dtype=dtype)[:, None]
+        D += norms[None, :]
+        np.maximum(D, 0, out=D)
+        lab = np.argmin(D, axis=1)
+        labels[r0:r1] = lab
+        mind[r0:r1] = D[np.arange(nr), lab]
+        if return_distances:
+            dist[r0:r1] = D
+    if return_distances:
+        return labels, mind, dist
+    return labels, mind
 
 
 def blas_threads():
@@ -36,23 +92,33 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
     kernel : Kernel-like
     chunk_rows : int
         Rows per chunk for the whole pass (each thread gets ``chunk_rows // n_threads``,
-        so the memory budget is shared, not multiplied).
+        so the memory budget is shared, not multiplied). Pairwise kernels on NumPy
+        data use :func:`assign_fused`, whose tiles are far smaller than any budget.
     n_threads : int, optional
         Default: :func:`blas_threads`.
     return_distances : bool
     """
+    if not isinstance(state.support, np.ndarray):  # another backend: its own parallelism
+        return assign(X, state, kernel, chunk_rows=chunk_rows,
+                      return_distances=return_distances)
     n = X.shape[0]
     n_threads = blas_threads() if n_threads is None else n_threads
     n_threads = max(1, min(n_threads, n // _MIN_ROWS_PER_THREAD))
-    if n_threads == 1:
-        return assign(X, state, kernel, chunk_rows=chunk_rows,
+    fused = (isinstance(kernel, Kernel) and isinstance(state.support, np.ndarray)
+             and state.support.dtype.kind == "f")
+
+    def label(rows):
+        if fused:
+            return assign_fused(rows, state, kernel, return_distances=return_distances)
+        return assign(rows, state, kernel, chunk_rows=max(1, chunk_rows // n_threads),
                       return_distances=return_distances)
+
+    if n_threads == 1:
+        return label(X)
     bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
-    rows = max(1, chunk_rows // n_threads)
 
     def part(i):
-        return assign(X[bounds[i]:bounds[i + 1]], state, kernel, chunk_rows=rows,
-                      return_distances=return_distances)
+        return label(X[bounds[i]:bounds[i + 1]])
 
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
         results = list(pool.map(part, range(n_threads)))

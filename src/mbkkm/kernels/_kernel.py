@@ -85,9 +85,10 @@ class Kernel:
     def is_callable(self):
         return self._user_func is not None
 
-    def __call__(self, X, Y, out=None):
+    def __call__(self, X, Y, out=None, Y_norms_sq=None):
+        """The (len(X), len(Y)) block; ``Y_norms_sq`` may pass cached |y|^2 (rbf)."""
         if self._user_func is None:
-            return self._func(X, Y, out=out, **self.params)
+            return self._func(X, Y, out=out, Y_norms_sq=Y_norms_sq, **self.params)
         K = self._call_user(X, Y)
         if out is not None:
             out[...] = K
