@@ -38,7 +38,8 @@ Parameters and weights
     shape; P7 n_clusters=0; P8 batch_size=0;
     W1 sample weights with zeros (zero-weight points never enter a center);
     W2 all zeros; W3 negative; W4 NaN; W5 inf; W6 wrong length; W7 2-D;
-    W8 zeros at score time.
+    W8 zeros at score time; W9 an initialisation subsample made only of
+    zero-weight points (used to fail with a 0 / 0 in the seeding).
 
 Callable kernels (MiniBatchKernelKMeans, KernelKMeans)
     C1 raises; C2 returns NaN; C3 returns inf; C4 not symmetric (result still
@@ -429,6 +430,21 @@ def test_sample_weight_with_zeros(name):  # W1
 def test_bad_sample_weight(name, sw, match):
     with pytest.raises(ValueError, match=match):
         ESTIMATORS[name]().fit(_clean(), sample_weight=sw)
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+@pytest.mark.parametrize("n_positive", [1, 5])
+def test_init_subsample_of_zero_weight_points(name, n_positive):  # W9
+    # The init subsample (12 of 200 points) is almost surely all zero-weight:
+    # the seeding used to divide 0 / 0 there; now it draws among positive weights.
+    X = np.random.RandomState(0).randn(200, D)
+    w = np.zeros(200)
+    w[-n_positive:] = 1.0
+    kw = {"init_size": 12} if name == "KernelKMeans" else {"batch_size": 4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EmptyClusterWarning)
+        est = ESTIMATORS[name](**kw).fit(X, sample_weight=w)
+    _check_fitted(est, 200)
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))

@@ -53,7 +53,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .._core import draw_init_indices, kernel_kmeans_plusplus, random_init, segment_inner
+from .._core import kernel_kmeans_plusplus, random_init, segment_inner
 from ..kernels import (
     GRAPH_KERNELS,
     graph_kernel_matrix,
@@ -70,6 +70,7 @@ from ._common import (
     check_no_overflow,
     check_sample_weight,
     chunk_rows,
+    draw_init_subsample,
     restore_on_error,
     warn_empty_clusters,
 )
@@ -620,7 +621,8 @@ class KernelKMeans(
             if self.init_size is None:
                 sub = np.arange(n)
             else:
-                sub = draw_init_indices(rng, n, min(self.init_size, n))
+                sub = draw_init_subsample(rng, n, min(self.init_size, n), self.n_clusters,
+                                          sample_weight)
             wi = None if sample_weight is None else sample_weight[sub]
             if init == "k-means++":
                 if index_kernel is not None:

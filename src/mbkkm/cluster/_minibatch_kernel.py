@@ -22,12 +22,12 @@ from .._core import (
     LEARNING_RATES,
     assign,
     draw_batch_plan,
-    draw_init_indices,
     init_state,
     kernel_kmeans_plusplus,
     minibatch_step,
     random_init,
 )
+from .._core._parallel import assign_parallel
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
 from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
@@ -40,6 +40,7 @@ from ._common import (
     check_no_overflow,
     check_sample_weight,
     chunk_rows,
+    draw_init_subsample,
     restore_on_error,
     warn_empty_clusters,
 )
@@ -364,7 +365,8 @@ torch.device, default=None
         if not isinstance(self._init, str):
             return nx.asarray(self._init, dtype=X.dtype)
         if init_idx is None:
-            init_idx = draw_init_indices(rng, X.shape[0], self._init_size)
+            init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
+                                           self.n_clusters, sample_weight)
         Xi = nx.take(X, nx.index(init_idx))
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
@@ -590,7 +592,8 @@ torch.device, default=None
     def _labels_inertia(self, X, sample_weight=None):
         if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
             return X.labels_inertia(self, sample_weight)
-        labels, mind = assign(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))
+        labels, mind = assign_parallel(X, self._state, self.kernel_,
+                                       chunk_rows=self._chunk_rows(X))
         labels, mind = _device.to_output(self, labels), get_backend(mind).to_numpy(mind)
         w = None if sample_weight is None else sample_weight
         inertia = float(mind.sum(dtype=np.float64) if w is None else mind @ w)
@@ -609,7 +612,7 @@ torch.device, default=None
         rows = self._chunk_rows(X)
         if self.kernel != "precomputed":
             check_no_overflow(X, self.kernel_)
-            return tuple(_device.to_output(self, a) for a in assign(
+            return tuple(_device.to_output(self, a) for a in assign_parallel(
                 X, self._state, self.kernel_, chunk_rows=rows,
                 return_distances=return_distances))
 

@@ -46,7 +46,6 @@ from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_pre
 from .._core import (
     LEARNING_RATES,
     draw_batch_plan,
-    draw_init_indices,
     kernel_kmeans_plusplus,
     random_init,
 )
@@ -57,6 +56,7 @@ from ._common import (
     check_no_overflow,
     check_sample_weight,
     chunk_rows,
+    draw_init_subsample,
     restore_on_error,
     warn_empty_clusters,
 )
@@ -330,7 +330,8 @@ default="k-means++"
         if not isinstance(self._init, str):
             return self._init.copy()
         if init_idx is None:
-            init_idx = draw_init_indices(rng, X.shape[0], self._init_size)
+            init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
+                                           self.n_clusters, sample_weight)
         Xi = X[init_idx]
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
