@@ -148,3 +148,24 @@ def test_graph_kernels_fit_and_refuse_new_points(kernel, tau):
         km.predict(X)
     with pytest.raises(ValueError, match="n_neighbors"):
         MiniBatchKernelKMeans(2, kernel=kernel, kernel_params={}).fit(X)
+
+
+@pytest.mark.parametrize("form", ["sparse", "lowrank"])
+def test_precomputed_sparse_and_low_rank_matrices(form):
+    """A graph kernel built once can be passed as kernel='precomputed' in its own format."""
+    from sklearn.datasets import make_moons
+
+    from mbkkm.kernels import heat_kernel, kernel_block, knn_kernel
+
+    X, _ = make_moons(300, noise=0.05, random_state=0)
+    K = knn_kernel(X, 10) if form == "sparse" else heat_kernel(X, 10, t=3.0, n_components=20)
+    dense = kernel_block(K, np.arange(300), np.arange(300))
+    params = dict(kernel="precomputed", batch_size=64, tau=30, max_iter=20, random_state=0)
+    a = MiniBatchKernelKMeans(2, **params).fit(K)
+    b = MiniBatchKernelKMeans(2, **params).fit(dense)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-9)
+    with pytest.raises(ValueError, match="square"):
+        import scipy.sparse as sp
+
+        MiniBatchKernelKMeans(2, kernel="precomputed").fit(sp.csr_matrix(np.ones((4, 3))))

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from mbkkm.experiments import COLUMNS, Grid, expand, kernel_matrix_bytes, read_results, run_grid
-from mbkkm.experiments._algorithms import IndexKernel
 
 ALGOS = ("full-batch", "truncated", "truncated-literal", "minibatch-adaptive",
          "minibatch-classic")
@@ -129,14 +128,6 @@ def test_graph_kernel_runs(tmp_path):
         assert row["status"] == "ok", row["message"]
         assert float(row["kernel_seconds"]) > 0
     assert float(r["truncated"]["ari"]) > 0.3
-
-
-def test_index_kernel_reads_blocks():
-    K = np.arange(16.0).reshape(4, 4)
-    k = IndexKernel(K)
-    A = np.array([[1.0], [3.0]])
-    B = np.array([[0.0], [2.0], [2.0]])
-    np.testing.assert_array_equal(k(A, B), K[np.ix_([1, 3], [0, 2, 2])])
 
 
 def test_existing_file_with_other_columns(tmp_path):

@@ -9,8 +9,7 @@ need its module.
 Graph kernels (``"knn"``, ``"heat"``) are transductive: their matrix exists on
 the training points only. The runner builds the matrix once per dataset and
 kernel; full-batch kernel k-means receives it as ``kernel="precomputed"`` and
-the mini-batch kernel algorithms see the data as point indices with a callable
-kernel that reads blocks of that matrix (:class:`IndexKernel`).
+so do the mini-batch kernel algorithms, whose windows then hold point indices.
 """
 
 from __future__ import annotations
@@ -62,40 +61,11 @@ class FitOutput:
     n_iter: int
 
 
-class IndexKernel:
-    """A callable kernel over point indices reading blocks of a kernel matrix.
-
-    The data handed to the estimator is ``np.arange(n)[:, None]`` (float64);
-    ``kernel(A, B)`` returns ``K[A[:, 0], B[:, 0]]`` as a dense block. Lets the
-    mini-batch estimators use transductive graph kernels without a
-    ``"precomputed"`` mode.
-
-    Parameters
-    ----------
-    matrix : scipy.sparse matrix, ndarray or LowRankKernel of shape (n, n)
-    """
-
-    def __init__(self, matrix):
-        import scipy.sparse as sp
-
-        self.matrix = matrix.tocsr() if sp.issparse(matrix) else matrix
-
-    def __call__(self, A, B):
-        from ..kernels import kernel_block
-
-        rows = np.asarray(A[:, 0], dtype=np.int64)
-        cols = np.asarray(B[:, 0], dtype=np.int64)
-        return kernel_block(self.matrix, rows, cols)
-
-
-def _index_data(n: int) -> np.ndarray:
-    return np.arange(n, dtype=np.float64)[:, None]
-
-
 def _mbkkm_kernel_args(X, kernel: KernelSetup):
     """(data, estimator kernel keyword arguments) for MiniBatchKernelKMeans."""
     if kernel.is_graph:
-        return _index_data(X.shape[0]), {"kernel": IndexKernel(kernel.matrix)}
+        # The graph kernel's matrix, built once per dataset by the runner.
+        return kernel.matrix, {"kernel": "precomputed"}
     args = {"kernel": kernel.name}
     params = dict(kernel.params)
     if "gamma" in params:

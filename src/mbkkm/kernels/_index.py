@@ -66,7 +66,7 @@ def check_precomputed_matrix(K, *, atol=1e-6, rtol=1e-5):
     Symmetry is checked in row blocks (a memmap is never read whole at once),
     within ``atol + rtol * |K|``.
     """
-    if K.ndim != 2 or K.shape[0] != K.shape[1]:
+    if len(K.shape) != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(
             f"kernel='precomputed' needs X to be the square n x n kernel matrix, got shape "
             f"{K.shape}"
