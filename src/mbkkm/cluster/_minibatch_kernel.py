@@ -6,6 +6,7 @@ import time
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -30,7 +31,7 @@ from .._core import (
 from .._core._parallel import assign_parallel
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
-from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
+from ..kernels import GRAPH_KERNELS, LowRankKernel, graph_kernel_matrix, resolve_kernel
 from ..kernels._index import IndexKernel, check_precomputed_matrix
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._common import (
@@ -69,8 +70,9 @@ class MiniBatchKernelKMeans(
         Kernel name: "rbf" (alias "gaussian"), "laplacian", "polynomial" (alias
         "poly"), "linear", "cosine", "sigmoid", "chi2"; or a callable
         ``kernel(X, Y, **kernel_params)`` returning the (n_x, n_y) kernel block.
-        "precomputed": X is the n x n kernel matrix (an array or a memmap; windows
-        then hold point indices) and predict takes K(X_new, X_fit).
+        "precomputed": X is the n x n kernel matrix (an array, a memmap, a scipy
+        sparse matrix or a :class:`~mbkkm.kernels.LowRankKernel`; windows then hold
+        point indices) and predict takes K(X_new, X_fit).
         The graph kernels "knn" (D^-1 A D^-1 on the symmetrised k-NN graph with
         self-loops) and "heat" (exp(-t L)) are built on the fitted points from
         ``kernel_params`` (``n_neighbors``, ``t``, ...; see
@@ -288,11 +290,28 @@ torch.device, default=None
 
     # ------------------------------------------------------------------ checks
     def _validate_X(self, X, reset):
+        if reset and self.kernel == "precomputed" and (
+                sp.issparse(X) or isinstance(X, LowRankKernel)):
+            return self._validate_stored_kernel(X)
         # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
         return _device.validate_X(self, X, reset, lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,
         ))
+
+    def _validate_stored_kernel(self, K):
+        """A sparse or low-rank precomputed kernel matrix (a graph kernel built once)."""
+        if len(K.shape) != 2 or K.shape[0] != K.shape[1]:
+            raise ValueError(
+                f"kernel='precomputed' needs X to be the square n x n kernel matrix, got "
+                f"shape {K.shape}"
+            )
+        if sp.issparse(K):
+            K = K.tocsr()
+            if not np.all(np.isfinite(K.data)):
+                raise ValueError("kernel='precomputed': the kernel matrix has NaN or inf")
+        self.n_features_in_ = K.shape[1]
+        return K
 
     @property
     def _index_kernel(self):
@@ -303,7 +322,8 @@ torch.device, default=None
         """The resolved kernel and the items the core works on (rows or indices)."""
         if self.kernel == "precomputed":
             check_precomputed_matrix(X)
-            return IndexKernel("precomputed", X, dtype=X.dtype), np.arange(X.shape[0])
+            return (IndexKernel("precomputed", X, dtype=getattr(X, "dtype", np.float64)),
+                    np.arange(X.shape[0]))
         if self.kernel in GRAPH_KERNELS:
             matrix = graph_kernel_matrix(self.kernel, X, **(self.kernel_params or {}))
             return (IndexKernel(self.kernel, matrix, self.kernel_params, dtype=X.dtype),
