@@ -15,6 +15,10 @@ with O(n k) memory. The coefficients of the centers on the fitted points are kep
 too (A, (n, k), plus the initial centers' own coefficients), so new points can
 be labelled after fit.
 
+numpy only: the table is O(n k) over all fitted points and each step is dominated
+by host bookkeeping, so MiniBatchKernelKMeans refuses ``tau=None`` on the torch
+backend with a ValueError (use an integer tau there).
+
 References
 ----------
 B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 1.)

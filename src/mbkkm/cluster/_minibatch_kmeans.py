@@ -229,6 +229,9 @@ default="k-means++"
     is left as it was before the call. With ``sample_weight``, batches are drawn with probability
     proportional to the weights and the update uses unit weights (as
     scikit-learn >= 1.6); ``partial_fit`` uses the weights in the update.
+    It runs with numpy only (no ``device``; a CPU tensor is read as an array-like,
+    results are numpy): for PyTorch or a GPU use
+    ``MiniBatchKernelKMeans(kernel="linear", device=...)``.
 
     References
     ----------
