@@ -50,7 +50,9 @@ Callable kernels (MiniBatchKernelKMeans, KernelKMeans)
 
 Precomputed kernel matrices (MiniBatchKernelKMeans, KernelKMeans)
     K1 not square; K2 not symmetric; K3 negative diagonal; K4 NaN; K5 predict with
-    K(X_new, X_fit) of the wrong shape; K6 sparse matrix; K7 1-D.
+    K(X_new, X_fit) of the wrong shape; K6 sparse matrix (refused by KernelKMeans,
+    "dense data is required"; a valid sparse kernel for MiniBatchKernelKMeans);
+    K7 1-D.
 
 Kernel functions (mbkkm.kernels)
     R1 unknown kernel name; R2 kernel neither str nor callable; R3 gamma < 0;
@@ -552,12 +554,19 @@ def _gram(X):
     (lambda G: G + np.triu(np.ones_like(G), 1), ValueError, "symmetric"),  # K2
     (lambda G: G - 2 * np.eye(len(G)), ValueError, "diagonal"),  # K3
     (lambda G: np.where(np.eye(len(G)) > 0, np.nan, G), ValueError, "NaN"),  # K4
-    (lambda G: sp.csr_matrix(G), TypeError, "dense data is required"),  # K6
     (lambda G: G[0], ValueError, "2D array"),  # K7
 ])
 def test_bad_precomputed(name, make, exc, match):
     with pytest.raises(exc, match=match):
         KERNEL_ESTIMATORS[name](kernel="precomputed").fit(make(_gram(_clean())))
+
+
+def test_sparse_precomputed():  # K6
+    G = sp.csr_matrix(_gram(_clean()))
+    with pytest.raises(TypeError, match="dense data is required"):
+        _kkm(kernel="precomputed").fit(G)
+    # MiniBatchKernelKMeans takes a sparse kernel matrix (a k-NN kernel, say)
+    _check_fitted(_mbkkm(kernel="precomputed").fit(G), N)
 
 
 @pytest.mark.parametrize("name", list(KERNEL_ESTIMATORS))
