@@ -57,7 +57,8 @@ def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=No
         return D
 
     centers = np.empty(n_clusters, dtype=np.intp)
-    p = w / w.sum()
+    total = w.sum()
+    p = w / total if total > 0 else None  # all-zero weights: uniform first draw
     centers[0] = random_state.choice(n, p=p)
     closest = sq_dist_to(centers[:1])[0]
     pot = float(closest @ w)

@@ -36,11 +36,15 @@ class IndexKernel:
         self.name = name
         self.matrix = matrix
         self.params = dict(params or {})
-        self.dtype = np.dtype(dtype)
+        self._dtype_name = np.dtype(dtype).name  # a string: safe for skops files
         self._diag = np.asarray(kernel_diagonal(matrix), dtype=self.dtype)
 
     def __repr__(self):
         return f"IndexKernel({self.name!r}, n={self.matrix.shape[0]}, {self.params})"
+
+    @property
+    def dtype(self):
+        return np.dtype(self._dtype_name)
 
     @property
     def n_samples(self):
