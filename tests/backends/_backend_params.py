@@ -1,4 +1,11 @@
-"""Markers and parameters of the backend tests (imported by conftest and the tests)."""
+"""The backend fixture ``nx`` and the markers of the backend tests.
+
+``nx`` yields numpy always, torch on the CPU when importable and torch on CUDA
+when a GPU is seen (marked ``gpu``), skipping what is missing. Model: POT's ``nx``
+fixture. Test modules import it (``from _backend_params import nx_fixture``); it is not
+in a conftest.py because a second ``conftest`` module name clashes with the
+doctest collection of ``tests/conftest.py``.
+"""
 
 from __future__ import annotations
 
@@ -25,3 +32,11 @@ BACKEND_PARAMS = [
     pytest.param("torch-cpu", id="torch-cpu", marks=needs_torch),
     pytest.param("cuda", id="torch-cuda", marks=[pytest.mark.gpu, needs_cuda]),
 ]
+
+
+@pytest.fixture(params=BACKEND_PARAMS, name="nx")
+def nx_fixture(request):
+    """A backend of :mod:`mbkkm.backends` (numpy, torch-cpu, torch-cuda)."""
+    from mbkkm.backends import backend_for
+
+    return backend_for(request.param)

@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 import pytest
-from _backend_params import HAS_TORCH, needs_torch
+from _backend_params import HAS_TORCH, needs_torch, nx_fixture  # noqa: F401 (fixture nx)
 
 from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
 from mbkkm.backends import backend_for, get_backend, numpy_backend, resolve_device
