@@ -12,7 +12,9 @@ every cluster.
 
 One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 
-1. K_BY = K(X_B, [S; X_B]), shape (b, m + b): the only kernel work.
+1. K_BS = K(X_B, S), shape (b, m): the kernel work of the assignment (plus, in
+   step 7, the diagonal blocks K(B_j, B_j) of the batch's own block, about b^2 / k
+   values; the whole K(B, B) only when early stopping needs f_B(C_{i+1})).
 2. P[x, j] = <phi(x), C_j> = sum_{s in W_j} a_s K(x, s)   (segment sums, (b, k))
    D[x, j] = K(x, x) - 2 P[x, j] + c_j,  labels = argmin_j D,  f_B = mean_x min_j D.
 3. alpha_j from the learning rate (0 when b_j = 0: the center is kept).
@@ -21,12 +23,12 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 5. Truncation: keep the shortest suffix of blocks whose sizes sum to >= tau
    (a block is kept iff the points in strictly newer blocks number < tau).
 6. Optionally renormalise: a_s <- a_s / sum_{W_j} a (a convex combination again).
-7. G_j for the new window from G_j (kept part), K_BY (cross terms, new block):
-   no new kernel evaluations; c_j = a^T G_j a recomputed (no drift).
+7. G_j for the new window from G_j (kept part), K_BS (cross terms) and K(B_j, B_j)
+   (new block): c_j = a^T G_j a recomputed (no drift).
 
 Backends: every array operation that depends on the array library goes through
 the backend ``nx`` of the items (:mod:`mbkkm.backends`). On a device, the support
-rows, the batch, the kernel tile K_BY and the Gram caches G_j live there; the
+rows, the batch, the kernel tile K_BS and the Gram caches G_j live there; the
 products over them (segment sums P, norms c_j, gathers) run there; P (b x k) and
 K(x, x) of the batch come back to the host once per iteration, and the small
 bookkeeping (argmin of the batch, rates, coefficients, block stamps, window
@@ -206,15 +208,14 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     starts = state.starts
     stamp = state.n_steps if stamp is None else stamp
 
-    # 1. One kernel block against every support point and the batch itself (device).
-    Y = _workspace(state, "Y", (m + b, *Xb.shape[1:]), Xb.dtype, nx)
-    Y[:m] = state.support
-    Y[m:] = Xb
+    # 1. The kernel block between the batch and every support point (device). Of the
+    # batch's own block K(B, B) only the diagonal blocks K(B_j, B_j) are needed (the
+    # new Gram blocks, about b^2 / k values, computed per cluster below); all of it
+    # only when f_B(C_{i+1}) is asked for (early stopping).
     dtype = nx.tile_dtype(kernel, Xb)
-    out = None if dtype is None else _workspace(state, "K", (b, m + b), dtype, nx)
-    K_BY = nx.kernel_tile(kernel, Xb, Y, out=out)  # (b, m + b)
-    K_BS = K_BY[:, :m]
-    K_BB = K_BY[:, m:]
+    out = None if dtype is None else _workspace(state, "K", (b, m), dtype, nx)
+    K_BS = nx.kernel_tile(kernel, Xb, state.support, out=out)  # (b, m)
+    K_BB = nx.kernel_tile(kernel, Xb, Xb) if objective_after else None  # (b, b)
     diag_dev = nx.kernel_diag(kernel, Xb)  # (b,)
 
     # 2. Assignment of the batch to the current centers: D (b, k) and K(x, x) come to
@@ -242,74 +243,81 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     order = np.argsort(labels, kind="stable")  # batch positions grouped by cluster
     order_dev = nx.index(order)  # the same positions, for gathers on the device
     bstarts = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=k))])
-    src_parts = []  # positions in Y of the new support, cluster by cluster
+    src_parts = []  # positions in [support; batch] of the new support, cluster by cluster
+    support_parts = []  # the new support items themselves (device)
     coef_parts = []
     block_parts = []
     new_starts = np.zeros(k + 1, dtype=np.intp)
     grams = list(state.grams)
     norms = state.norms.copy()
     changed = []  # clusters whose window changed: their norms are recomputed below
-    for j in range(k):
-        s0, s1 = starts[j], starts[j + 1]
-        new = order[bstarts[j]:bstarts[j + 1]]  # batch positions assigned to j
-        if new.size == 0 or alpha[j] == 0:
-            src_parts.append(np.arange(s0, s1))
-            coef_parts.append(state.coef[s0:s1])
-            block_parts.append(state.block[s0:s1])
-            new_starts[j + 1] = new_starts[j] + (s1 - s0)
-            continue
-        a_old = state.coef[s0:s1] * (1.0 - alpha[j])
-        if w is None:
-            a_new = np.full(new.size, alpha[j] / new.size)
-        else:
-            a_new = alpha[j] * w[new] / bcounts[j]
-        # 5. Truncation: old point kept iff the points in strictly newer blocks
-        # (the new block included) number < tau. Blocks are sorted ascending.
-        blk = state.block[s0:s1]
-        if tau is None:
-            keep_from = 0
-        else:
-            newer = new.size + (s1 - s0) - np.searchsorted(blk, blk, side="right")
-            kept = newer < tau
-            keep_from = int(np.argmax(kept)) if kept.any() else s1 - s0
-        if alpha[j] >= 1.0:
-            keep_from = s1 - s0  # old coefficients are exactly zero
-        a_old = a_old[keep_from:]
-        coef_j = np.concatenate([a_old, a_new])
-        if renormalize:
-            coef_j /= coef_j.sum()
-        # 7. Gram of the new window from cached blocks (on the device).
-        n_old = a_old.size
-        new_dev = order_dev[bstarts[j]:bstarts[j + 1]]
-        G_old = state.grams[j][keep_from:, keep_from:]
-        cross = nx.take(K_BS[:, s0 + keep_from:s1], new_dev)  # (b_j, n_old)
-        G = nx.empty((n_old + new.size, n_old + new.size), K_BY.dtype)
-        G[:n_old, :n_old] = G_old
-        G[n_old:, :n_old] = cross
-        G[:n_old, n_old:] = cross.T
-        G[n_old:, n_old:] = nx.take_block(K_BB, new_dev, new_dev)
-        grams[j] = G
-        changed.append(j)
-        src_parts.append(np.concatenate([np.arange(s0 + keep_from, s1), m + new]))
-        coef_parts.append(coef_j)
-        block_parts.append(np.concatenate([blk[keep_from:], np.full(new.size, stamp)]))
-        new_starts[j + 1] = new_starts[j] + coef_j.size
+    with nx.small_ops():  # k small tiles and gathers: single-threaded BLAS
+        for j in range(k):
+            s0, s1 = starts[j], starts[j + 1]
+            new = order[bstarts[j]:bstarts[j + 1]]  # batch positions assigned to j
+            if new.size == 0 or alpha[j] == 0:
+                src_parts.append(np.arange(s0, s1))
+                support_parts.append(state.support[s0:s1])
+                coef_parts.append(state.coef[s0:s1])
+                block_parts.append(state.block[s0:s1])
+                new_starts[j + 1] = new_starts[j] + (s1 - s0)
+                continue
+            a_old = state.coef[s0:s1] * (1.0 - alpha[j])
+            if w is None:
+                a_new = np.full(new.size, alpha[j] / new.size)
+            else:
+                a_new = alpha[j] * w[new] / bcounts[j]
+            # 5. Truncation: old point kept iff the points in strictly newer blocks
+            # (the new block included) number < tau. Blocks are sorted ascending.
+            blk = state.block[s0:s1]
+            if tau is None:
+                keep_from = 0
+            else:
+                newer = new.size + (s1 - s0) - np.searchsorted(blk, blk, side="right")
+                kept = newer < tau
+                keep_from = int(np.argmax(kept)) if kept.any() else s1 - s0
+            if alpha[j] >= 1.0:
+                keep_from = s1 - s0  # old coefficients are exactly zero
+            a_old = a_old[keep_from:]
+            coef_j = np.concatenate([a_old, a_new])
+            if renormalize:
+                coef_j /= coef_j.sum()
+            # 7. Gram of the new window from cached blocks (on the device).
+            n_old = a_old.size
+            new_dev = order_dev[bstarts[j]:bstarts[j + 1]]
+            G_old = state.grams[j][keep_from:, keep_from:]
+            cross = nx.take(K_BS[:, s0 + keep_from:s1], new_dev)  # (b_j, n_old)
+            X_new = nx.take(Xb, new_dev)  # (b_j, ...)
+            G = nx.empty((n_old + new.size, n_old + new.size), K_BS.dtype)
+            G[:n_old, :n_old] = G_old
+            G[n_old:, :n_old] = cross
+            G[:n_old, n_old:] = cross.T
+            G[n_old:, n_old:] = (nx.kernel_tile(kernel, X_new, X_new) if K_BB is None
+                                 else nx.take_block(K_BB, new_dev, new_dev))
+            grams[j] = G
+            changed.append(j)
+            src_parts.append(np.concatenate([np.arange(s0 + keep_from, s1), m + new]))
+            support_parts.append(state.support[s0 + keep_from:s1])
+            support_parts.append(X_new)
+            coef_parts.append(coef_j)
+            block_parts.append(np.concatenate([blk[keep_from:], np.full(new.size, stamp)]))
+            new_starts[j + 1] = new_starts[j] + coef_j.size
 
-    src = np.concatenate(src_parts)
-    coef = np.concatenate(coef_parts)
-    # c_j = a_j^T G_j a_j (float64), recomputed from G_j: no drift.
-    norms[changed] = nx.quad_forms(grams, coef, new_starts, changed)
-    src_dev = nx.index(src)
+        coef = np.concatenate(coef_parts)
+        # c_j = a_j^T G_j a_j (float64), recomputed from G_j: no drift.
+        norms[changed] = nx.quad_forms(grams, coef, new_starts, changed)
 
     after = None
     if objective_after:
-        # f_B(C_{i+1}) on the same batch, from K_BY: no new kernel work.
+        # f_B(C_{i+1}) on the same batch, from K(B, [S; B]): no new kernel work.
+        src_dev = nx.index(np.concatenate(src_parts))
+        K_BY = nx.concatenate([K_BS, K_BB], axis=1)
         P = nx.to_numpy(nx.segment_inner(nx.take(K_BY, src_dev, axis=1), coef, new_starts))
         D2 = diag_B[:, None] - 2 * P + norms.astype(P.dtype)[None, :]
         mind2 = np.maximum(D2.min(axis=1), 0)
         after = float(mind2.mean(dtype=np.float64)) if w is None else float(mind2 @ w / btotal)
 
-    state.support = nx.take(Y, src_dev)
+    state.support = nx.concatenate(support_parts)  # one copy of the kept rows
     state.coef = coef
     state.block = np.concatenate(block_parts).astype(np.int64, copy=False)
     state.starts = new_starts

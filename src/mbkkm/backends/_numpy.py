@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+_BLAS_CONTROLLER = None
+
 
 class NumpyBackend:
     """Array operations of the core on numpy arrays (see :mod:`mbkkm.backends`)."""
@@ -51,6 +53,21 @@ class NumpyBackend:
 
     def copy(self, x):
         return x.copy()
+
+    def small_ops(self):
+        """Context for many tiny BLAS calls: single-threaded BLAS inside it.
+
+        Waking BLAS threads for a 100 x 100 product costs more than the product, and
+        when another process holds a core a multi-threaded call waits for a
+        scheduler tick (measured: 16 ms instead of 0.14 ms for (100 x 784)(784 x 100)).
+        The user's own thread limit is restored on exit.
+        """
+        global _BLAS_CONTROLLER
+        if _BLAS_CONTROLLER is None:
+            from threadpoolctl import ThreadpoolController
+
+            _BLAS_CONTROLLER = ThreadpoolController()
+        return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
     # ---------------------------------------------------------------- kernels
     def kernel_tile(self, kernel, X, Y, out=None):
@@ -98,6 +115,10 @@ class NumpyBackend:
         return out
 
     # ---------------------------------------------------------------- gathers
+    def concatenate(self, arrays, axis=0):
+        """Arrays joined along ``axis`` (a new array)."""
+        return np.concatenate(arrays, axis=axis)
+
     def take(self, x, idx, axis=0):
         """``x[idx]`` along ``axis`` (a copy); idx from :meth:`index`."""
         if axis == 0:

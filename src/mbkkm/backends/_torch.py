@@ -14,6 +14,8 @@ device.
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -181,6 +183,10 @@ class TorchBackend:
     def copy(self, x):
         return x.clone()
 
+    def small_ops(self):
+        """Context for many small operations (nothing to change on torch)."""
+        return contextlib.nullcontext()
+
     # ---------------------------------------------------------------- kernels
     def kernel_tile(self, kernel, X, Y, out=None):
         if getattr(kernel, "is_callable", False):
@@ -260,6 +266,9 @@ class TorchBackend:
         return torch.stack(vals).cpu().numpy()
 
     # ---------------------------------------------------------------- gathers
+    def concatenate(self, arrays, axis=0):
+        return torch.cat(list(arrays), dim=axis)
+
     def take(self, x, idx, axis=0):
         return torch.index_select(x, axis, idx)
 
