@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from numbers import Integral
 
 import numpy as np
@@ -37,7 +36,6 @@ from . import _device  # device=: numpy or torch backend, tensors in -> tensors 
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
-    check_n_clusters_vs_samples,
     check_no_overflow,
     check_sample_weight,
     chunk_rows,
@@ -45,10 +43,12 @@ from ._common import (
     restore_on_error,
     warn_empty_clusters,
 )
+from ._minibatch_base import MiniBatchMixin
 
 
 class MiniBatchKernelKMeans(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+    MiniBatchMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+    BaseEstimator,
 ):
     """Truncated mini-batch kernel k-means, without the n x n kernel matrix.
 
@@ -342,18 +342,7 @@ torch.device, default=None
 
     def _check_params_vs_input(self, X, sample_weight):
         n = X.shape[0]
-        check_n_clusters_vs_samples(self.n_clusters, n)
-        self._batch_size = min(self.batch_size, n)
-        init_size = self.init_size
-        if init_size is None:
-            init_size = 3 * self._batch_size
-            if init_size < self.n_clusters:
-                init_size = 3 * self.n_clusters
-        elif init_size < self.n_clusters:
-            raise ValueError(
-                f"init_size={init_size} should be >= n_clusters={self.n_clusters}"
-            )
-        self._init_size = min(init_size, n)
+        self._resolve_sizes(n)
         if isinstance(self.init, str):
             self._init = self.init
         elif self._index_kernel:
@@ -398,34 +387,17 @@ torch.device, default=None
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return nx.take(Xi, nx.index(idx))
 
-    def _best_init(self, X, sample_weight, rng):
-        n_init = self.n_init
-        if not isinstance(self._init, str) and n_init != 1:
-            import warnings
+    def _init_candidate(self, X, sample_weight, rng):
+        return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
 
-            warnings.warn(
-                f"Explicit initial center position passed: performing only one init in "
-                f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning, stacklevel=3,
-            )
-            n_init = 1
-        if n_init == 1:
-            return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
-        val_idx = rng.randint(0, X.shape[0], self._init_size)
+    def _take_rows(self, X, idx):
         nx = get_backend(X)
-        Xv = nx.take(X, nx.index(val_idx))
-        wv = None if sample_weight is None else sample_weight[val_idx]
-        best, best_inertia = None, np.inf
-        for _ in range(n_init):
-            state = init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
-            _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(X, state))
-            mind = nx.to_numpy(mind)
-            inertia = float(mind.sum() if wv is None else mind @ wv)
-            if self.verbose:
-                print(f"Init inertia on the validation subsample: {inertia:.6g}")
-            if inertia < best_inertia:
-                best, best_inertia = state, inertia
-        return best
+        return nx.take(X, nx.index(idx))
+
+    def _init_inertia(self, Xv, wv, state):
+        _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(Xv, state))
+        mind = get_backend(mind).to_numpy(mind)
+        return float(mind.sum() if wv is None else mind @ wv)
 
     def _chunk_rows(self, X, state=None):
         state = self._state if state is None else state
@@ -469,30 +441,20 @@ torch.device, default=None
         rate = LEARNING_RATES[self.learning_rate]
         nx = get_backend(items)
         plan_idx = nx.index(plan)  # the batch indices, moved to the device once
-        objectives = []
-        every = max(1, self.max_iter // 10)
-        t0 = time.perf_counter()
-        n_iter = 0
-        for it in range(self.max_iter):
+
+        def step(it):
             res = minibatch_step(
                 state, nx.take(items, plan_idx[it]), self.kernel_, rate, tau=self.tau,
                 renormalize=self.renormalize, objective_after=self.tol is not None,
             )
-            objectives.append(res.objective)
-            n_iter = it + 1
-            if self.verbose and (it % every == 0 or it == self.max_iter - 1):
-                print(f"Iteration {it + 1}/{self.max_iter}: batch objective "
-                      f"{res.objective:.6g}, {state.support.shape[0]} support points, "
-                      f"{time.perf_counter() - t0:.2f}s")
-            if self.tol is not None and res.objective - res.objective_after < self.tol:
-                if self.verbose:
-                    print(f"Converged at iteration {it + 1}: improvement "
-                          f"{res.objective - res.objective_after:.3g} < tol={self.tol}")
-                break
+            return res.objective, res.objective_after
+
+        objectives, n_iter = self._iterate(
+            step, lambda: f"{state.support.shape[0]} support points")
         self._store_state(state)
         self.n_iter_ = n_iter
         self.n_steps_ = n_iter
-        self.batch_objective_ = np.asarray(objectives)
+        self.batch_objective_ = objectives
         if self.compute_labels:
             self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
             warn_empty_clusters(self.labels_, self.n_clusters, self)
@@ -509,27 +471,24 @@ torch.device, default=None
         for start in range(0, n, rows):
             diag_all[start:start + rows] = kernel.diag(items[start:start + rows])
         rate = LEARNING_RATES[self.learning_rate]
-        objectives = []
-        n_iter = 0
-        for it in range(self.max_iter):
-            _, objective, _ = table_step(table, items, plan[it], diag_all, kernel, rate,
+
+        def step(it):
+            B = plan[it]
+            _, objective, _ = table_step(table, items, B, diag_all, kernel, rate,
                                          chunk_rows=rows)
-            objectives.append(objective)
-            n_iter = it + 1
-            if self.verbose and (it % max(1, self.max_iter // 10) == 0):
-                print(f"Iteration {it + 1}/{self.max_iter}: batch objective {objective:.6g}")
-            if self.tol is not None:
-                B = plan[it]
+            after = None
+            if self.tol is not None:  # f_B(C_{i+1}) from the updated table
                 D = diag_all[B][:, None] - 2 * table.table[B] + table.norms[None, :]
                 after = float(np.maximum(D.min(axis=1), 0).mean())
-                if objective - after < self.tol:
-                    break
+            return objective, after
+
+        objectives, n_iter = self._iterate(step)
         windows = table_to_windows(table, items, kernel)
         self._store_state(windows)
         self._table = table
         self.n_iter_ = n_iter
         self.n_steps_ = n_iter
-        self.batch_objective_ = np.asarray(objectives)
+        self.batch_objective_ = objectives
         if self.compute_labels:
             D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
             self.labels_ = np.argmin(D, axis=1)

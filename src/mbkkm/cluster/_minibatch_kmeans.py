@@ -25,8 +25,6 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024.
 
 from __future__ import annotations
 
-import time
-import warnings
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -52,7 +50,6 @@ from .._core import (
 from ..kernels import resolve_kernel
 from ._common import (
     COMMON_CONSTRAINTS,
-    check_n_clusters_vs_samples,
     check_no_overflow,
     check_sample_weight,
     chunk_rows,
@@ -60,6 +57,7 @@ from ._common import (
     restore_on_error,
     warn_empty_clusters,
 )
+from ._minibatch_base import MiniBatchMixin
 
 # ----------------------------------------------------------------------------- core
 
@@ -140,7 +138,8 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,
 
 
 class MiniBatchKMeans(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+    MiniBatchMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+    BaseEstimator,
 ):
     """Mini-batch k-means in input space (explicit centers), the paper's baseline.
 
@@ -300,19 +299,7 @@ default="k-means++"
         return X
 
     def _check_params_vs_input(self, X):
-        n = X.shape[0]
-        check_n_clusters_vs_samples(self.n_clusters, n)
-        self._batch_size = min(self.batch_size, n)
-        init_size = self.init_size
-        if init_size is None:
-            init_size = 3 * self._batch_size
-            if init_size < self.n_clusters:
-                init_size = 3 * self.n_clusters
-        elif init_size < self.n_clusters:
-            raise ValueError(
-                f"init_size={init_size} should be >= n_clusters={self.n_clusters}"
-            )
-        self._init_size = min(init_size, n)
+        self._resolve_sizes(X.shape[0])
         if isinstance(self.init, str):
             self._init = self.init
         else:
@@ -343,29 +330,8 @@ default="k-means++"
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return Xi[idx]
 
-    def _best_init(self, X, sample_weight, rng):
-        n_init = self.n_init
-        if not isinstance(self._init, str) and n_init != 1:
-            warnings.warn(
-                f"Explicit initial center position passed: performing only one init in "
-                f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning, stacklevel=3,
-            )
-            n_init = 1
-        if n_init == 1:
-            return self._initial_centers(X, sample_weight, rng)
-        val_idx = rng.randint(0, X.shape[0], self._init_size)
-        Xv = X[val_idx]
-        wv = None if sample_weight is None else sample_weight[val_idx]
-        best, best_inertia = None, np.inf
-        for _ in range(n_init):
-            centers = self._initial_centers(X, sample_weight, rng)
-            _, inertia = self._labels_inertia(Xv, wv, centers)
-            if self.verbose:
-                print(f"Init inertia on the validation subsample: {inertia:.6g}")
-            if inertia < best_inertia:
-                best, best_inertia = centers, inertia
-        return best
+    def _init_inertia(self, Xv, wv, centers):
+        return self._labels_inertia(Xv, wv, centers)[1]
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -399,29 +365,19 @@ default="k-means++"
         if _dask.is_dask_rows(X):  # Dask: gather the rows of every batch in one pass
             X.prefetch(plan)
         rate = LEARNING_RATES[self.learning_rate]
-        objectives = []
-        every = max(1, self.max_iter // 10)
-        t0 = time.perf_counter()
-        n_iter = 0
-        for it in range(self.max_iter):
+
+        def step(it):
             res = minibatch_kmeans_step(centers, counts, X[plan[it]], rate,
                                         objective_after=self.tol is not None)
-            objectives.append(res.objective)
-            n_iter = it + 1
-            if self.verbose and (it % every == 0 or it == self.max_iter - 1):
-                print(f"Iteration {it + 1}/{self.max_iter}: batch objective "
-                      f"{res.objective:.6g}, {time.perf_counter() - t0:.2f}s")
-            if self.tol is not None and res.objective - res.objective_after < self.tol:
-                if self.verbose:
-                    print(f"Converged at iteration {it + 1}: improvement "
-                          f"{res.objective - res.objective_after:.3g} < tol={self.tol}")
-                break
+            return res.objective, res.objective_after
+
+        objectives, n_iter = self._iterate(step)
         self.cluster_centers_ = centers
         self._counts = counts
         self._n_features_out = self.n_clusters
         self.n_iter_ = n_iter
         self.n_steps_ = n_iter
-        self.batch_objective_ = np.asarray(objectives)
+        self.batch_objective_ = objectives
         if self.compute_labels:
             self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
             warn_empty_clusters(self.labels_, self.n_clusters, self)
