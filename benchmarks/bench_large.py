@@ -16,11 +16,13 @@ Every measurement runs in a fresh subprocess (``--child ...``) so that peak RSS
 * ``profile``: pyinstrument profile of the labelling pass on the first
   ``--profile-rows`` rows under ``threadpool_limits(1)`` (serial path: the
   profiler samples the main thread only).
+* ``tile`` (not run by default): one-thread cost of each elementwise pass of the
+  rbf tile, and of a variant that folds them into the GEMM.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_large.py [--n 10000000] [--gamma 0.125]
-        [--parts inmem memmap profile] [--json out.json]
+        [--parts inmem memmap profile tile] [--json out.json]
 
 Record ``os.getloadavg()`` with each figure: the machine is shared.
 """
@@ -178,6 +180,76 @@ def child_profile(args):
     return res
 
 
+def _best(fn, repeats=7):
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts))
+
+
+def _tile_costs(kern, g, R, m, d, rng):
+    Y = rng.standard_normal((m, d), dtype=np.float32)
+    # rows near support points, so that the rounding of small distances shows
+    X = Y[rng.integers(0, m, R)] + 0.05 * rng.standard_normal((R, d), dtype=np.float32)
+    K = np.empty((R, m), np.float32)
+    yn = np.einsum("ij,ij->i", Y, Y)
+    xn = np.einsum("ij,ij->i", X, X)
+    r = {}
+    r["kernel (as now)"] = _best(lambda: kern(X, Y, out=K, Y_norms_sq=yn))
+    r["GEMM X @ Y.T"] = _best(lambda: np.matmul(X, Y.T, out=K))
+    r["K *= 2g"] = _best(lambda: np.multiply(K, 2 * g, out=K))
+    r["K -= g|y|^2"] = _best(lambda: np.subtract(K, g * yn[None, :], out=K))
+    r["K -= g|x|^2"] = _best(lambda: np.subtract(K, g * xn[:, None], out=K))
+    r["minimum(K, 0)"] = _best(lambda: np.minimum(K, 0, out=K))
+    K.fill(-1.0)
+    r["exp(K)"] = _best(lambda: np.exp(K, out=K))
+    Xa = np.empty((R, d + 2), np.float32)
+    Ya = np.empty((m, d + 2), np.float32)
+    Ya[:, :d], Ya[:, d], Ya[:, d + 1] = Y, -g * yn, 1.0
+
+    def fused():
+        Xa[:, :d] = X
+        Xa[:, :d] *= 2 * g
+        Xa[:, d] = 1.0
+        Xa[:, d + 1] = -g * np.einsum("ij,ij->i", X, X)
+        np.matmul(Xa, Ya.T, out=K)
+        np.minimum(K, 0, out=K)
+        np.exp(K, out=K)
+
+    r["fused (augmented GEMM, clip, exp)"] = _best(fused)
+    ref = kern(X, Y, Y_norms_sq=yn)
+    fused()
+    r["fused max abs diff"] = float(np.abs(K - ref).max())
+    r["fused max rel diff"] = float((np.abs(K - ref) / np.maximum(ref, 1e-30)).max())
+    return r
+
+
+def child_tile(args):
+    """Cost of each pass of the rbf kernel tile, one thread, and of a fused variant.
+
+    Shapes: the labelling tile of ``assign_fused`` (R x m, about 512 KiB) and the
+    step's block (b x m). The fused variant folds 2 gamma, -gamma |y|^2 and
+    -gamma |x|^2 into one GEMM with two extra columns (x' = [2 gamma x, 1,
+    -gamma |x|^2], y' = [y, -gamma |y|^2, 1]), leaving two elementwise passes
+    (clip, exp) instead of five.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from mbkkm.kernels import resolve_kernel
+
+    rng = np.random.default_rng(0)
+    g = np.float32(args.gamma)
+    kern = resolve_kernel("rbf", gamma=float(g))
+    res = {"part": "tile", "load_before": load(), "shapes": {}}
+    with threadpool_limits(1):
+        for label, (R, m) in {"labelling tile": (128, 1024), "step block": (1024, 3600)}.items():
+            res["shapes"][f"{label} {R} x {m}"] = _tile_costs(kern, g, R, m, 16, rng)
+    res["load_after"] = load()
+    return res
+
+
 def run_child(part, args, extra=()):
     cmd = [sys.executable, __file__, "--child", part, "--n", str(args.n),
            "--gamma", str(args.gamma), "--seed", str(args.seed),
@@ -239,6 +311,16 @@ def report(results):
             for key in ("status_after_fit", "status_end"):
                 print(f"{key}: " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in r[key].items()))
             print(f"ARI all points {r['ari_all']:.4f}")
+        elif part == "tile":
+            print(f"one thread; load {r['load_before']} -> {r['load_after']}")
+            for shape, rr in r["shapes"].items():
+                base = rr["kernel (as now)"]
+                print(f"{shape}:")
+                for key, v in rr.items():
+                    if "diff" in key:
+                        print(f"  {key}: {v:.3g}")
+                    else:
+                        print(f"  {key}: {v * 1e6:.0f} us ({v / base:.2f} of the kernel)")
         elif part == "profile":
             print(f"predict on {r['rows']} rows, 1 thread: {r['predict_1thread_s']:.2f} s "
                   f"(m = {r['n_support']}), load {r['load_before']} -> {r['load_after']}")
@@ -253,13 +335,14 @@ def main():
     p.add_argument("--label-repeats", type=int, default=2)
     p.add_argument("--profile-rows", type=int, default=2_000_000)
     p.add_argument("--parts", nargs="+", default=["inmem", "memmap", "profile"],
-                   choices=["inmem", "memmap", "profile"])
+                   choices=["inmem", "memmap", "profile", "tile"])
     p.add_argument("--json", help="write the raw results here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        fn = {"inmem": child_inmem, "memmap": child_memmap, "profile": child_profile}
+        fn = {"inmem": child_inmem, "memmap": child_memmap, "profile": child_profile,
+              "tile": child_tile}
         print(json.dumps(fn[args.child](args)))
         return
     results = []

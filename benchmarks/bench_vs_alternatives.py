@@ -155,11 +155,12 @@ def run_nystroem(X, y, k, gamma, seed, n_components):
     with Timer() as t:
         Z = Nystroem(kernel="rbf", gamma=gamma, n_components=n_components,
                      random_state=seed).fit_transform(X)
+        t_map = time.perf_counter() - t.t0
         km = SkMBKM(k, batch_size=B, max_iter=sk_epochs(X.shape[0]), max_no_improvement=None,
                     tol=0.0, n_init=1, random_state=seed).fit(Z)
     return {"wall": t.wall, "cpu": t.cpu, "load": [t.load0, t.load1],
             "ari": adjusted_rand_score(y, km.labels_), "n_steps": int(km.n_steps_),
-            "dtype": str(Z.dtype)}
+            "dtype": str(Z.dtype), "map": t_map}
 
 
 def run_sklearn_mbkm(X, y, k, seed):
@@ -290,7 +291,8 @@ def bench_dataset(name, args):
             w = stats([r["wall"] for r in rs])
             a = stats([r["ari"] for r in rs])
             print(f"Nystroem({nc}) + sklearn MiniBatchKMeans ({rs[0]['n_steps']} steps): "
-                  f"{w['median']:.2f} s (x{w['median'] / mb_wall['median']:.2f} of ours), ARI "
+                  f"{w['median']:.2f} s (x{w['median'] / mb_wall['median']:.2f} of ours; "
+                  f"feature map {np.median([r['map'] for r in rs]):.2f} s), ARI "
                   f"{a['mean']:.4f} +- {a['std']:.4f}, loads {[r['load'] for r in rs]}",
                   flush=True)
         out["nystroem"] = ny
@@ -326,6 +328,28 @@ def bench_dataset(name, args):
     return out
 
 
+def profile_fit(name, args):
+    from pyinstrument import Profiler
+    from threadpoolctl import threadpool_limits
+
+    X, _ = load_dataset(name, data_home=args.data_home)
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    gamma = 1.0 / (2.0 * SIGMA[name] ** 2)
+    km = MiniBatchKernelKMeans(K_CLUSTERS[name], gamma=gamma, batch_size=B, tau=TAU,
+                               max_iter=ITERS, random_state=0)
+    prof = Profiler(interval=0.0005)
+    with threadpool_limits(args.profile_threads):
+        l0 = load()
+        t, c = time.perf_counter(), time.process_time()
+        prof.start()
+        km.fit(X)
+        prof.stop()
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+    print(f"\n## profile {name}: fit + labels {wall:.2f} s wall, {cpu:.2f} s cpu, BLAS "
+          f"threads {args.profile_threads or 'default'}, load {l0} -> {load()}")
+    print(prof.output_text(unicode=False, color=False))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--datasets", nargs="+", default=["pendigits", "letter", "mnist"],
@@ -339,9 +363,17 @@ def main():
     p.add_argument("--skip-full", action="store_true",
                    help="estimate full batch instead of running it (all datasets)")
     p.add_argument("--mnist-nystroem", action="store_true")
+    p.add_argument("--profile", action="store_true",
+                   help="only profile one MiniBatchKernelKMeans fit (+ labels) per dataset "
+                        "with pyinstrument (--profile-threads 1: BLAS limited to one thread)")
+    p.add_argument("--profile-threads", type=int, default=None)
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args()
     print(f"load {os.getloadavg()}, cpus {os.cpu_count()}")
+    if args.profile:
+        for name in args.datasets:
+            profile_fit(name, args)
+        return
     results = [bench_dataset(name, args) for name in args.datasets]
     if args.json:
         with open(args.json, "w") as f:
