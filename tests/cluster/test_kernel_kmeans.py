@@ -322,14 +322,6 @@ def test_explicit_init_with_n_init_warns():
 
 
 # ----------------------------------------------------------------------- quality
-@pytest.mark.slow
-def test_pendigits_quality(pendigits):
-    X, y = pendigits
-    aris = [adjusted_rand_score(y, KernelKMeans(10, gamma=0.1, random_state=s).fit(X).labels_)
-            for s in range(3)]
-    assert np.mean(aris) >= 0.60, aris
-
-
 # ------------------------------------------------------------------- conformance
 @parametrize_with_checks(
     [KernelKMeans(3, max_iter=20, random_state=0)],
