@@ -169,3 +169,35 @@ def test_precomputed_sparse_and_low_rank_matrices(form):
         import scipy.sparse as sp
 
         MiniBatchKernelKMeans(2, kernel="precomputed").fit(sp.csr_matrix(np.ones((4, 3))))
+
+
+@pytest.mark.parametrize("estimator", ["minibatch", "full"])
+@pytest.mark.parametrize(
+    ("kernel", "params", "match"),
+    [
+        ("knn", {"n_neighbors": 0}, "n_neighbors"),
+        ("knn", {"n_neighbors": 500}, "n_neighbors"),
+        ("heat", {"n_neighbors": 5, "t": 0.0}, "t"),
+        ("heat", {"n_neighbors": 5, "t": -1.0}, "t"),
+        ("knn", {"n_neighbors": 5, "bogus": 1}, "bogus"),
+    ],
+)
+def test_graph_kernel_bad_parameters(estimator, kernel, params, match):
+    from mbkkm import KernelKMeans
+
+    X = blobs(n=100, seed=0)
+    est = (MiniBatchKernelKMeans(2, batch_size=20, max_iter=2) if estimator == "minibatch"
+           else KernelKMeans(2, max_iter=2))
+    with pytest.raises(ValueError, match=match):
+        est.set_params(kernel=kernel, kernel_params=params).fit(X)
+
+
+@pytest.mark.parametrize("budget", [0, -1.0])
+def test_memory_budgets_must_be_positive(budget):
+    from mbkkm import KernelKMeans
+
+    X = blobs(n=50, seed=0)
+    with pytest.raises(ValueError, match="max_kernel_memory"):
+        KernelKMeans(2, max_kernel_memory=budget).fit(X)
+    with pytest.raises(ValueError, match="working_memory"):
+        MiniBatchKernelKMeans(2, working_memory=budget).fit(X)
