@@ -111,7 +111,9 @@ class NumpyBackend:
         out = np.empty(len(which))
         for i, j in enumerate(which):
             a = coef[starts[j]:starts[j + 1]]
-            out[i] = float(a @ (grams[j].astype(np.float64) @ a))
+            G = grams[j]
+            # G a in G's dtype (no float64 copy of G), the last dot in float64.
+            out[i] = float(a @ (G @ a.astype(G.dtype, copy=False)).astype(np.float64))
         return out
 
     # ---------------------------------------------------------------- gathers

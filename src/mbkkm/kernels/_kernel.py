@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from . import _pairwise as _pw
 from ._registry import KERNELS, canonical_name, kernel_names
 
 _CHUNK_ROWS = 65536
@@ -85,10 +86,19 @@ class Kernel:
     def is_callable(self):
         return self._user_func is not None
 
-    def __call__(self, X, Y, out=None, Y_norms_sq=None):
-        """The (len(X), len(Y)) block; ``Y_norms_sq`` may pass cached |y|^2 (rbf)."""
+    def prepare(self, Y):
+        """What :meth:`__call__` can reuse across calls with the same ``Y`` (a dict).
+
+        For rbf, the support side of the GEMM (``Y_aug``); nothing for other kernels.
+        """
+        if self.name == "rbf" and Y.dtype.kind == "f":
+            return {"Y_aug": _pw.rbf_augment(Y, self.params["gamma"])}
+        return {}
+
+    def __call__(self, X, Y, out=None, **cache):
+        """The (len(X), len(Y)) block; ``cache`` from :meth:`prepare` for this ``Y``."""
         if self._user_func is None:
-            return self._func(X, Y, out=out, Y_norms_sq=Y_norms_sq, **self.params)
+            return self._func(X, Y, out=out, **cache, **self.params)
         K = self._call_user(X, Y)
         if out is not None:
             out[...] = K
