@@ -238,7 +238,7 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
               f"{res['label_frac_chunk']:.0%} of the chunk GEMM -> "
               f"{'PASS' if ok else 'FAIL'}")
         if assign_parallel is not None:
-            print(f"     threaded assign_parallel ({blas_threads()} threads, not yet used by "
+            print(f"     threaded assign_parallel ({blas_threads()} threads, as "
                   f"the estimator): {t_par:.3f} s, {par_rate:.1f} GFLOP/s = "
                   f"{res['label_par_frac']:.0%} of the iteration GEMM rate")
     res["pass"] = all(verdicts)
