@@ -63,6 +63,7 @@ from ..kernels import (
     resolve_kernel,
 )
 from ..kernels._graph import LowRankKernel
+from ..kernels._index import IndexKernel, check_precomputed_matrix
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -89,20 +90,6 @@ class KernelMemoryError(MemoryError, ValueError):
 
 # ----------------------------------------------------------------------------- core
 # Pure functions and small kernel operators: ready arrays in, no estimator, no checks.
-
-
-class _IndexKernel:
-    """A kernel matrix seen as a kernel on point indices: ``k(I, J) = K[I][:, J]``."""
-
-    def __init__(self, K, diag):
-        self.K = K
-        self._diag = diag
-
-    def __call__(self, rows, cols):
-        return kernel_block(self.K, rows, cols)
-
-    def diag(self, idx):
-        return self._diag[idx]
 
 
 class _MatrixOperator:
@@ -276,33 +263,6 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
 
 def _kernel_options():
     return set(kernel_names()) | {"precomputed"}
-
-
-def _check_precomputed(K, what="X"):
-    """Square, symmetric within rounding, non-negative diagonal (finite: validate_data)."""
-    n, m = K.shape
-    if n != m:
-        raise ValueError(
-            f"kernel='precomputed': {what} must be the square (n_samples, n_samples) "
-            f"kernel matrix, got shape {K.shape}"
-        )
-    diag = np.diagonal(K)
-    if np.any(diag < 0):
-        raise ValueError(
-            f"kernel='precomputed': {what} must have a non-negative diagonal "
-            f"K(x, x) >= 0; its minimum is {float(diag.min()):.3g}"
-        )
-    scale = float(np.max(np.abs(K), initial=0.0))
-    rtol = float(np.sqrt(np.finfo(K.dtype).eps))
-    step = max(1, 2**22 // max(n, 1))  # about 4M entries per block of rows
-    for r0 in range(0, n, step):
-        gap = np.max(np.abs(K[r0:r0 + step] - K[:, r0:r0 + step].T), initial=0.0)
-        if gap > rtol * scale:
-            raise ValueError(
-                f"kernel='precomputed': {what} must be a symmetric kernel matrix; "
-                f"|K - K^T| reaches {float(gap):.3g} (scale {scale:.3g})"
-            )
-    return diag.astype(np.float64)
 
 
 class KernelKMeans(
@@ -573,7 +533,7 @@ class KernelKMeans(
         X = self._validate_X(X, reset=True)
         n = X.shape[0]
         if kind == "precomputed":
-            diag = _check_precomputed(X)
+            diag = check_precomputed_matrix(X)
         sample_weight = check_sample_weight(sample_weight, X)
         check_n_clusters_vs_samples(self.n_clusters, n)
         if self.init_size is not None and self.init_size < self.n_clusters:
@@ -584,7 +544,8 @@ class KernelKMeans(
         if kind == "precomputed":
             self.kernel_ = "precomputed"
             op = _MatrixOperator(X)
-            return X, sample_weight, op, diag, _IndexKernel(X, diag)
+            return (X, sample_weight, op, diag,
+                    IndexKernel("precomputed", X, dtype=np.float64, diag=diag))
         if kind == "graph":
             params = dict(self.kernel_params or {})
             if self.kernel == "heat":
@@ -592,7 +553,8 @@ class KernelKMeans(
             K = graph_kernel_matrix(self.kernel, X, **params)
             self.kernel_ = self.kernel
             diag = np.asarray(kernel_diagonal(K), dtype=np.float64)
-            return X, sample_weight, _MatrixOperator(K), diag, _IndexKernel(K, diag)
+            return (X, sample_weight, _MatrixOperator(K), diag,
+                    IndexKernel(self.kernel, K, dtype=np.float64, diag=diag))
         block_rows = self._plan_memory(n, X.dtype.itemsize)  # before any kernel work
         self.kernel_ = resolve_kernel(
             self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
@@ -604,7 +566,8 @@ class KernelKMeans(
         diag = np.asarray(self.kernel_.diag(X), dtype=np.float64)
         if block_rows is None:
             K = self.kernel_(X, X)
-            return X, sample_weight, _MatrixOperator(K), diag, _IndexKernel(K, diag)
+            return (X, sample_weight, _MatrixOperator(K), diag,
+                    IndexKernel("stored", K, dtype=np.float64, diag=diag))
         return X, sample_weight, _BlockOperator(self.kernel_, X, block_rows), diag, None
 
     def _initial_inner(self, X, op, diag, index_kernel, rng, sample_weight):

@@ -321,8 +321,9 @@ torch.device, default=None
     def _resolve_kernel(self, X, sample_weight):
         """The resolved kernel and the items the core works on (rows or indices)."""
         if self.kernel == "precomputed":
-            check_precomputed_matrix(X)
-            return (IndexKernel("precomputed", X, dtype=getattr(X, "dtype", np.float64)),
+            diag = check_precomputed_matrix(X)
+            return (IndexKernel("precomputed", X, dtype=getattr(X, "dtype", np.float64),
+                                diag=diag),
                     np.arange(X.shape[0]))
         if self.kernel in GRAPH_KERNELS:
             matrix = graph_kernel_matrix(self.kernel, X, **(self.kernel_params or {}))

@@ -25,7 +25,6 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
@@ -48,6 +47,7 @@ from .._core import (
     kernel_kmeans_plusplus,
     random_init,
 )
+from .._core._windows import StepResult  # the same record as the kernel step
 from ..kernels import resolve_kernel
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -71,14 +71,6 @@ def sq_euclidean(X, centers, center_sq_norms):
     D += center_sq_norms[None, :]
     np.maximum(D, 0, out=D)
     return D
-
-
-@dataclass
-class StepResult:
-    labels: np.ndarray  # (b,) assignment of the batch before the update
-    objective: float  # f_B(C_i): weighted mean of the minimum distances
-    objective_after: float | None  # f_B(C_{i+1}) on the same batch (when asked)
-    alpha: np.ndarray  # (k,) learning rates used
 
 
 def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,

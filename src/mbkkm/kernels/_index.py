@@ -12,8 +12,6 @@ import scipy.sparse as sp
 
 from ._graph import LowRankKernel, kernel_block, kernel_diagonal
 
-_CHUNK = 2048
-
 
 class IndexKernel:
     """K(i, j) read from a stored n x n kernel matrix; items are indices in [0, n).
@@ -27,17 +25,20 @@ class IndexKernel:
         The parameters it was built with (for display).
     dtype : numpy dtype
         dtype of the blocks it returns.
+    diag : ndarray of shape (n,), optional
+        K(i, i) when already known.
     """
 
     is_callable = False
     normalized = False
 
-    def __init__(self, name, matrix, params=None, dtype=np.float64):
+    def __init__(self, name, matrix, params=None, dtype=np.float64, diag=None):
         self.name = name
         self.matrix = matrix
         self.params = dict(params or {})
         self._dtype_name = np.dtype(dtype).name  # a string: safe for skops files
-        self._diag = np.asarray(kernel_diagonal(matrix), dtype=self.dtype)
+        self._diag = np.asarray(kernel_diagonal(matrix) if diag is None else diag,
+                                dtype=self.dtype)
 
     def __repr__(self):
         return f"IndexKernel({self.name!r}, n={self.matrix.shape[0]}, {self.params})"
@@ -64,34 +65,46 @@ class IndexKernel:
         return self._diag
 
 
-def check_precomputed_matrix(K, *, atol=1e-6, rtol=1e-5):
-    """Check that a precomputed kernel matrix is square, symmetric and has K(x, x) >= 0.
+def check_precomputed_matrix(K, what="X"):
+    """Check a precomputed kernel matrix: square, K(x, x) >= 0, symmetric within rounding.
 
-    Symmetry is checked in row blocks (a memmap is never read whole at once),
-    within ``atol + rtol * |K|``.
+    Symmetry is checked in blocks of rows (a memmap is never read whole at once)
+    against sqrt(eps) of the dtype times the largest |K| entry; sparse and low-rank
+    matrices (symmetric by construction) are checked for shape and diagonal only.
+
+    Returns
+    -------
+    diag : ndarray of shape (n,), float64
+        K(x, x).
     """
     if len(K.shape) != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(
-            f"kernel='precomputed' needs X to be the square n x n kernel matrix, got shape "
-            f"{K.shape}"
+            f"kernel='precomputed' needs {what} to be the square (n_samples, n_samples) "
+            f"kernel matrix, got shape {K.shape}"
         )
     n = K.shape[0]
-    diag = np.diagonal(K) if isinstance(K, np.ndarray) else kernel_diagonal(K)
+    diag = np.asarray(np.diagonal(K) if isinstance(K, np.ndarray) else kernel_diagonal(K),
+                      dtype=np.float64)
     if np.any(diag < 0):
         i = int(np.flatnonzero(diag < 0)[0])
         raise ValueError(
-            f"kernel='precomputed': the kernel matrix has a negative diagonal entry "
+            f"kernel='precomputed': {what} has a negative diagonal entry "
             f"K[{i}, {i}] = {diag[i]:.3g}; a kernel has K(x, x) = ||phi(x)||^2 >= 0"
         )
-    if isinstance(K, (LowRankKernel,)) or sp.issparse(K):
-        return
-    for start in range(0, n, _CHUNK):
-        rows = np.asarray(K[start:start + _CHUNK], dtype=np.float64)
-        cols = np.asarray(K[:, start:start + _CHUNK], dtype=np.float64).T
-        if not np.allclose(rows, cols, atol=atol, rtol=rtol):
-            bad = np.argwhere(~np.isclose(rows, cols, atol=atol, rtol=rtol))[0]
-            i, j = start + int(bad[0]), int(bad[1])
+    if isinstance(K, LowRankKernel) or sp.issparse(K):
+        return diag
+    scale = float(np.max(np.abs(diag), initial=0.0))
+    rtol = float(np.sqrt(np.finfo(np.result_type(K.dtype, np.float32)).eps))
+    step = max(1, 2**22 // max(n, 1))  # about 4M entries per block of rows
+    for r0 in range(0, n, step):
+        rows = np.asarray(K[r0:r0 + step], dtype=np.float64)
+        scale = max(scale, float(np.max(np.abs(rows), initial=0.0)))
+        gap = np.abs(rows - np.asarray(K[:, r0:r0 + step], dtype=np.float64).T)
+        if np.max(gap, initial=0.0) > rtol * max(scale, np.finfo(np.float64).tiny):
+            i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+            i += r0
             raise ValueError(
-                f"kernel='precomputed': the kernel matrix is not symmetric "
+                f"kernel='precomputed': {what} is not a symmetric kernel matrix "
                 f"(K[{i}, {j}] = {K[i, j]:.6g} but K[{j}, {i}] = {K[j, i]:.6g})"
             )
+    return diag
