@@ -187,3 +187,12 @@ def test_gamma_shared_pendigits(runner):
         pytest.skip("shared pendigits.npz not found")
     r = runner.invoke(main, ["gamma", "pendigits", "--data-home", str(SHARED_DATASETS)])
     assert r.exit_code == 0 and "gamma = 1" in r.output
+
+
+@pytest.mark.parametrize(("tau", "code"), [("none", 0), ("50", 0), ("0", 2), ("x", 2)])
+def test_fit_tau_accepts_none(tmp_path, tau, code):
+    path = tmp_path / "x.npy"
+    np.save(path, np.random.RandomState(0).normal(size=(200, 3)))
+    result = CliRunner().invoke(main, ["fit", str(path), "-k", "2", "--batch-size", "32",
+                                       "--max-iter", "5", "--tau", tau, "-q"])
+    assert result.exit_code == code, result.output

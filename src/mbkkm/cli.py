@@ -191,6 +191,26 @@ class _Spinner:
 # ---------------------------------------------------------------------------
 
 
+class _TauType(click.ParamType):
+    """A positive integer, or 'none' (tau=None: no truncation)."""
+
+    name = "INTEGER|none"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+            return None
+        try:
+            tau = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a positive integer or 'none'", param, ctx)
+        if tau < 1:
+            self.fail(f"{tau} is not >= 1", param, ctx)
+        return tau
+
+
+_TAU = _TauType()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mbkkm")
 def main():
@@ -218,8 +238,9 @@ def _kernel_choice():
               help="Kernel coefficient (rbf: exp(-gamma ||x-y||^2)); default: data-driven.")
 @click.option("--batch-size", type=click.IntRange(1), default=1024, show_default=True,
               help="Points per mini-batch.")
-@click.option("--tau", type=click.IntRange(1), default=200, show_default=True,
-              help="Window length (points kept per center).")
+@click.option("--tau", type=_TAU, default="200", show_default=True,
+              help="Window length (points kept per center); 'none' for the untruncated "
+                   "algorithm (a table over all points).")
 @click.option("--max-iter", type=click.IntRange(1), default=200, show_default=True,
               help="Number of mini-batch iterations.")
 @click.option("--learning-rate", type=click.Choice(["adaptive", "classic"]),
