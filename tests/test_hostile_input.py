@@ -50,8 +50,8 @@ Callable kernels (MiniBatchKernelKMeans, KernelKMeans)
 
 Precomputed kernel matrices (MiniBatchKernelKMeans, KernelKMeans)
     K1 not square; K2 not symmetric; K3 negative diagonal; K4 NaN; K5 predict with
-    K(X_new, X_fit) of the wrong shape; K6 sparse matrix (refused by KernelKMeans,
-    "dense data is required"; a valid sparse kernel for MiniBatchKernelKMeans);
+    K(X_new, X_fit) of the wrong shape; K6 sparse matrix (accepted by both kernel estimators,
+    the same labels as the dense matrix);
     K7 1-D.
 
 Kernel functions (mbkkm.kernels)
@@ -562,11 +562,14 @@ def test_bad_precomputed(name, make, exc, match):
 
 
 def test_sparse_precomputed():  # K6
-    G = sp.csr_matrix(_gram(_clean()))
-    with pytest.raises(TypeError, match="dense data is required"):
-        _kkm(kernel="precomputed").fit(G)
-    # MiniBatchKernelKMeans takes a sparse kernel matrix (a k-NN kernel, say)
-    _check_fitted(_mbkkm(kernel="precomputed").fit(G), N)
+    # Both kernel estimators take a sparse kernel matrix (a k-NN kernel, say) and give
+    # what the same dense matrix gives.
+    dense = _gram(_clean())
+    G = sp.csr_matrix(dense)
+    for make in (_kkm, _mbkkm):
+        est = make(kernel="precomputed").fit(G)
+        _check_fitted(est, N)
+        np.testing.assert_array_equal(est.labels_, make(kernel="precomputed").fit(dense).labels_)
 
 
 @pytest.mark.parametrize("name", list(KERNEL_ESTIMATORS))

@@ -151,6 +151,23 @@ def test_graph_kernels_fit_and_refuse_new_points(kernel, tau):
 
 
 @pytest.mark.parametrize("form", ["sparse", "lowrank"])
+def test_full_batch_precomputed_sparse_and_low_rank_matrices(form):
+    from sklearn.datasets import make_moons
+
+    from mbkkm import KernelKMeans
+    from mbkkm.kernels import heat_kernel, kernel_block, knn_kernel
+
+    X, _ = make_moons(300, noise=0.05, random_state=0)
+    K = knn_kernel(X, 10) if form == "sparse" else heat_kernel(X, 10, t=3.0, n_components=20)
+    dense = kernel_block(K, np.arange(300), np.arange(300))
+    a = KernelKMeans(2, kernel="precomputed", random_state=0).fit(K)
+    b = KernelKMeans(2, kernel="precomputed", random_state=0).fit(dense)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-9)
+    np.testing.assert_array_equal(a.predict(dense[:20]), b.predict(dense[:20]))
+
+
+@pytest.mark.parametrize("form", ["sparse", "lowrank"])
 def test_precomputed_sparse_and_low_rank_matrices(form):
     """A graph kernel built once can be passed as kernel='precomputed' in its own format."""
     from sklearn.datasets import make_moons

@@ -63,7 +63,12 @@ from ..kernels import (
     resolve_kernel,
 )
 from ..kernels._graph import LowRankKernel
-from ..kernels._index import IndexKernel, check_precomputed_matrix
+from ..kernels._index import (
+    IndexKernel,
+    check_precomputed_matrix,
+    is_stored_kernel,
+    validate_stored_kernel,
+)
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -474,6 +479,10 @@ class KernelKMeans(
         return "point"
 
     def _validate_X(self, X, reset):
+        if reset and self.kernel == "precomputed" and is_stored_kernel(X):
+            X = validate_stored_kernel(X)  # a sparse or low-rank kernel matrix
+            self.n_features_in_ = X.shape[1]
+            return X
         return validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,

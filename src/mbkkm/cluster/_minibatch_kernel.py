@@ -5,7 +5,6 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -30,8 +29,13 @@ from .._core import (
 from .._core._parallel import assign_parallel
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
-from ..kernels import GRAPH_KERNELS, LowRankKernel, graph_kernel_matrix, resolve_kernel
-from ..kernels._index import IndexKernel, check_precomputed_matrix
+from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
+from ..kernels._index import (
+    IndexKernel,
+    check_precomputed_matrix,
+    is_stored_kernel,
+    validate_stored_kernel,
+)
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -290,28 +294,15 @@ torch.device, default=None
 
     # ------------------------------------------------------------------ checks
     def _validate_X(self, X, reset):
-        if reset and self.kernel == "precomputed" and (
-                sp.issparse(X) or isinstance(X, LowRankKernel)):
-            return self._validate_stored_kernel(X)
+        if reset and self.kernel == "precomputed" and is_stored_kernel(X):
+            X = validate_stored_kernel(X)
+            self.n_features_in_ = X.shape[1]
+            return X
         # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
         return _device.validate_X(self, X, reset, lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,
         ))
-
-    def _validate_stored_kernel(self, K):
-        """A sparse or low-rank precomputed kernel matrix (a graph kernel built once)."""
-        if len(K.shape) != 2 or K.shape[0] != K.shape[1]:
-            raise ValueError(
-                f"kernel='precomputed' needs X to be the square n x n kernel matrix, got "
-                f"shape {K.shape}"
-            )
-        if sp.issparse(K):
-            K = K.tocsr()
-            if not np.all(np.isfinite(K.data)):
-                raise ValueError("kernel='precomputed': the kernel matrix has NaN or inf")
-        self.n_features_in_ = K.shape[1]
-        return K
 
     @property
     def _index_kernel(self):

@@ -113,14 +113,7 @@ def _fit_untruncated_classic(X, run, kernel):
 def _fit_full_batch(X, run, kernel):
     from ..cluster._kernel_kmeans import KernelKMeans
 
-    K = kernel.matrix
-    if not isinstance(K, np.ndarray):
-        # Graph kernels come sparse or low-rank; kernel="precomputed" takes the dense
-        # matrix (the runner's memory estimate for full-batch counts 8 n^2 bytes).
-        from ..kernels import kernel_block
-
-        idx = np.arange(K.shape[0])
-        K = kernel_block(K, idx, idx)
+    K = kernel.matrix  # dense, or sparse / low-rank for the graph kernels
     est = KernelKMeans(n_clusters=run.n_clusters, kernel="precomputed",
                        max_iter=run.max_iter, tol=0.0, random_state=run.seed)
     est.fit(K)

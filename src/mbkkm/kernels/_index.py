@@ -65,6 +65,26 @@ class IndexKernel:
         return self._diag
 
 
+def is_stored_kernel(K):
+    """Whether K is a sparse or low-rank kernel matrix (not an array to validate)."""
+    return sp.issparse(K) or isinstance(K, LowRankKernel)
+
+
+def validate_stored_kernel(K):
+    """A sparse (as CSR) or low-rank precomputed kernel matrix, checked for shape and
+    finite values: what ``validate_data`` does for dense ones."""
+    if len(K.shape) != 2 or K.shape[0] != K.shape[1]:
+        raise ValueError(
+            f"kernel='precomputed' needs X to be the square n x n kernel matrix, got "
+            f"shape {K.shape}"
+        )
+    if sp.issparse(K):
+        K = K.tocsr()
+        if not np.all(np.isfinite(K.data)):
+            raise ValueError("kernel='precomputed': the kernel matrix has NaN or inf")
+    return K
+
+
 def check_precomputed_matrix(K, what="X"):
     """Check a precomputed kernel matrix: square, K(x, x) >= 0, symmetric within rounding.
 
