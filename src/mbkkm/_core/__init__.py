@@ -4,7 +4,7 @@ Functions here take ready arrays and resolved kernels (see STYLE.md, 1).
 """
 
 from ._init import kernel_kmeans_plusplus, random_init
-from ._rates import LEARNING_RATES
+from ._rates import LEARNING_RATES, batch_rates
 from ._sampling import draw_batch_plan, draw_init_indices
 from ._windows import WindowState, assign, init_state, minibatch_step, segment_inner
 
@@ -12,6 +12,7 @@ __all__ = [
     "LEARNING_RATES",
     "WindowState",
     "assign",
+    "batch_rates",
     "draw_batch_plan",
     "draw_init_indices",
     "init_state",

@@ -41,3 +41,43 @@ LEARNING_RATES = {
     "adaptive": adaptive_rate,
     "classic": classic_rate,
 }
+
+
+def batch_rates(labels, min_dist, n_clusters, rate, running_counts, batch_weight=None):
+    """What a batch's assignment gives every mini-batch step (kernel or not).
+
+    Parameters
+    ----------
+    labels : ndarray of shape (b,)
+        Nearest center of each batch point.
+    min_dist : ndarray of shape (b,)
+        Its squared distance to that center (>= 0).
+    n_clusters : int
+    rate : callable
+        A learning rate of :data:`LEARNING_RATES` (updates ``running_counts``).
+    running_counts : ndarray of shape (k,)
+    batch_weight : ndarray of shape (b,) or None
+        Weights of the batch points in the update (None: unit weights).
+
+    Returns
+    -------
+    objective : float
+        f_B(C_i), the (weighted) mean of ``min_dist``.
+    counts : ndarray of shape (k,)
+        b_j, the (weighted) number of batch points of each cluster.
+    total : float
+        b, their sum.
+    alpha : ndarray of shape (k,)
+        The learning rates, 0 where b_j = 0 (the center is kept).
+    """
+    if batch_weight is None:
+        objective = float(min_dist.mean(dtype=np.float64))
+        counts = np.bincount(labels, minlength=n_clusters).astype(np.float64)
+        total = float(labels.size)
+    else:
+        w = np.asarray(batch_weight, dtype=np.float64)
+        total = float(w.sum())
+        objective = float(min_dist @ w / total)
+        counts = np.bincount(labels, weights=w, minlength=n_clusters)
+    alpha = rate(counts, total, running_counts)
+    return objective, counts, total, np.where(counts > 0, alpha, 0.0)

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends import get_backend
+from ._rates import batch_rates
 
 
 @dataclass
@@ -224,20 +225,10 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     diag_B = nx.to_numpy(diag_dev)
     labels = np.argmin(D, axis=1)
     mind = np.maximum(D[np.arange(b), labels], 0)
-    if batch_weight is None:
-        w = None
-        objective = float(mind.mean(dtype=np.float64))
-        bcounts = np.bincount(labels, minlength=k).astype(np.float64)
-        btotal = float(b)
-    else:
-        w = np.asarray(batch_weight, dtype=np.float64)
-        btotal = float(w.sum())
-        objective = float(mind @ w / btotal)
-        bcounts = np.bincount(labels, weights=w, minlength=k)
-
-    # 3. Learning rates (0 where no point arrived).
-    alpha = rate(bcounts, btotal, state.counts)
-    alpha = np.where(bcounts > 0, alpha, 0.0)
+    # 3. Batch objective, counts and learning rates (0 where no point arrived).
+    objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, state.counts,
+                                                    batch_weight)
+    w = None if batch_weight is None else np.asarray(batch_weight, dtype=np.float64)
 
     # 4-7. New windows, cluster by cluster (k small loops of vector operations).
     order = np.argsort(labels, kind="stable")  # batch positions grouped by cluster

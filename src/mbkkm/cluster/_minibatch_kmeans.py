@@ -43,6 +43,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
     LEARNING_RATES,
+    batch_rates,
     draw_batch_plan,
     kernel_kmeans_plusplus,
     random_init,
@@ -101,16 +102,9 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,
     D = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
     labels = np.argmin(D, axis=1)
     mind = D[np.arange(b), labels]
-    if batch_weight is None:
-        w = np.ones(b)
-        btotal = float(b)
-    else:
-        w = np.asarray(batch_weight, dtype=np.float64)
-        btotal = float(w.sum())
-    objective = float(mind @ w / btotal)
-    bcounts = np.bincount(labels, weights=w, minlength=k)
-    alpha = rate(bcounts, btotal, counts)
-    alpha = np.where(bcounts > 0, alpha, 0.0)
+    objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, counts,
+                                                    batch_weight)
+    w = np.ones(b) if batch_weight is None else np.asarray(batch_weight, dtype=np.float64)
     # Weighted batch sums per cluster, (k, d): S_j = sum_{x in B_j} w_x x.
     # As a sparse one-hot product (np.add.at is 8x slower).
     onehot = sp.csr_matrix((w, (labels, np.arange(b))), shape=(k, b))
