@@ -139,9 +139,14 @@ def test_precomputed_equals_kernel_path():
     np.testing.assert_allclose(Dp, km.transform(X), atol=1e-10)
     Kn = rbf_kernel(Xn, X, gamma=gamma)
     np.testing.assert_array_equal(kp.predict(Kn), km.predict(Xn))
-    np.testing.assert_allclose(kp.transform(Kn, diag=np.ones(10)), km.transform(Xn),
+    np.testing.assert_allclose(kp.transform(Kn, kernel_diag=np.ones(10)), km.transform(Xn),
                                atol=1e-10)
-    np.testing.assert_allclose(kp.score(Kn, diag=np.ones(10)), km.score(Xn), rtol=1e-10)
+    np.testing.assert_allclose(kp.score(Kn, kernel_diag=np.ones(10)), km.score(Xn), rtol=1e-10)
+    # the old spelling still works, with a FutureWarning
+    with pytest.warns(FutureWarning, match="kernel_diag"):
+        np.testing.assert_allclose(kp.score(Kn, diag=np.ones(10)), km.score(Xn), rtol=1e-10)
+    with pytest.warns(FutureWarning, match="kernel_diag"):
+        np.testing.assert_allclose(kp.transform(Kn, diag=np.ones(10)), km.transform(Xn))
     with pytest.raises(ValueError, match="diag"):
         kp.transform(Kn)
     # Explicit init as training indices equals explicit init as points.
@@ -229,7 +234,7 @@ def test_knn_kernel_equals_precomputed_matrix():
     Dp = p.fit_transform(knn_kernel(X, 10).toarray())
     np.testing.assert_array_equal(g.labels_, p.labels_)
     np.testing.assert_allclose(Dg, Dp, atol=1e-12)
-    assert g.kernel_ == "knn"
+    assert g.kernel_.name == "knn"  # an index kernel, as in MiniBatchKernelKMeans
     assert not hasattr(g, "support_vectors_")
 
 

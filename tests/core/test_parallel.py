@@ -7,7 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
-from mbkkm._core._parallel import assign_fused, assign_parallel, blas_threads
+from mbkkm._core._parallel import assign_parallel, blas_threads, tile_rows
 from mbkkm.kernels import resolve_kernel
 
 
@@ -35,7 +35,9 @@ def test_parallel_equals_serial(fitted, n_threads):
 
 
 @pytest.mark.parametrize("kernel", ["rbf", "polynomial", "linear", "laplacian"])
-def test_fused_equals_plain_assign(kernel):
+def test_prepared_tiles_equal_plain_kernel(kernel):
+    """The NumPy tiles with the support side prepared once (rbf's augmented rows, a
+    reused buffer) equal the plain kernel block of each chunk."""
     rng = np.random.RandomState(1)
     X = rng.normal(size=(3000, 5))
     kern = resolve_kernel(kernel, gamma=0.1)
@@ -43,8 +45,10 @@ def test_fused_equals_plain_assign(kernel):
     for _ in range(4):
         minibatch_step(state, X[rng.randint(0, len(X), 128)], kern, LEARNING_RATES["classic"],
                        tau=40, renormalize=True)
-    lab, mind, dist = assign(X, state, kern, chunk_rows=700, return_distances=True)
-    flab, fmind, fdist = assign_fused(X, state, kern, return_distances=True)
+    lab, mind, dist = assign(X, state, kern, chunk_rows=700, return_distances=True,
+                             cross_kernel=lambda S, Xc: kern(S, Xc))
+    rows = tile_rows(state.support.shape[0], 8)
+    flab, fmind, fdist = assign(X, state, kern, chunk_rows=rows, return_distances=True)
     np.testing.assert_array_equal(flab, lab)
     np.testing.assert_allclose(fmind, mind, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(fdist, dist, rtol=1e-10, atol=1e-12)

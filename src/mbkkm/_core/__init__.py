@@ -6,10 +6,19 @@ Functions here take ready arrays and resolved kernels (see STYLE.md, 1).
 from ._init import kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
 from ._sampling import draw_batch_plan, draw_init_indices
-from ._windows import WindowState, assign, init_state, minibatch_step, segment_inner
+from ._windows import (
+    WindowPlan,
+    WindowState,
+    assign,
+    init_state,
+    labelling_state,
+    minibatch_step,
+    plan_windows,
+)
 
 __all__ = [
     "LEARNING_RATES",
+    "WindowPlan",
     "WindowState",
     "assign",
     "batch_rates",
@@ -17,7 +26,8 @@ __all__ = [
     "draw_init_indices",
     "init_state",
     "kernel_kmeans_plusplus",
+    "labelling_state",
     "minibatch_step",
+    "plan_windows",
     "random_init",
-    "segment_inner",
 ]

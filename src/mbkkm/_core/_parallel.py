@@ -1,10 +1,10 @@
-"""The labelling pass on every core the user allows.
+"""The labelling pass (:func:`mbkkm._core.assign`) on every core the user allows.
 
 NumPy's elementwise functions (the kernel's exp, the distances) run on one core,
 and a BLAS call on a thin chunk scales poorly; labelling n points is
 embarrassingly parallel, so the rows are split into as many contiguous parts as
-BLAS may use threads, each part labelled by :func:`assign` in its own thread
-with single-threaded BLAS (NumPy and BLAS release the GIL). The thread count is
+BLAS may use threads, each part labelled by :func:`assign` in its own thread, in
+cache-sized tiles, with single-threaded BLAS (NumPy and BLAS release the GIL). The thread count is
 read from threadpoolctl, so a user's ``threadpool_limits(1)`` gives one thread.
 """
 
@@ -15,67 +15,21 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from ..kernels._kernel import Kernel
 from ._windows import assign
 
 _MIN_ROWS_PER_THREAD = 4096
-_BLOCK_BYTES = 2 * 1024 * 1024  # one kernel tile: fewer Python calls per row, still in L2/L3
+_TILE_BYTES = 2 * 1024 * 1024  # one kernel tile: fewer Python calls per row, still in L2/L3
 
 
-def assign_fused(X, state, kernel, *, return_distances=False, max_rows=None):
-    """:func:`assign` for NumPy data, with every step of a row tile done in cache.
+def tile_rows(m, itemsize, max_rows=None):
+    """Rows of one labelling tile K(S, X_chunk) of about 2 MiB (m support points).
 
-    For each tile of R rows (R x m values, about 2 MiB): the kernel tile (one
-    GEMM into a reused buffer, then its elementwise map), the inner products with
-    the centers (one GEMV per center's segment), the distances and their argmin.
-    The tile never leaves the cache, so the pass costs the GEMM plus the kernel
-    function, not five more memory passes over an (n, m) block. What the kernel can
-    reuse for the support (:meth:`Kernel.prepare`) is computed once.
-
-    ``max_rows`` caps the tile (a memory budget smaller than one tile).
-
-    Returns the same as :func:`assign`.
+    The tile, its products and its distances then stay in cache, so the pass costs
+    the GEMM plus the kernel's elementwise map, not more memory passes.
+    ``max_rows`` caps it (a memory budget smaller than one tile).
     """
-    n = X.shape[0]
-    S = state.support
-    m = S.shape[0]
-    k = state.n_clusters
-    dtype = np.result_type(S.dtype, np.float32)
-    R = max(16, _BLOCK_BYTES // max(1, m * dtype.itemsize))
-    R = min(R, max(1, n), max_rows or R)
-    buf = np.empty((R, m), dtype=dtype)
-    P = np.empty((R, k), dtype=dtype)
-    coef = state.coef.astype(dtype)
-    norms = state.norms.astype(dtype)
-    starts = state.starts
-    cache = kernel.prepare(S)  # e.g. rbf's augmented support, built once per pass
-    labels = np.empty(n, dtype=np.intp)
-    mind = np.empty(n, dtype=dtype)
-    dist = np.empty((n, k), dtype=dtype) if return_distances else None
-    for r0 in range(0, n, R):
-        r1 = min(n, r0 + R)
-        nr = r1 - r0
-        Xr = np.asarray(X[r0:r1])
-        K = kernel(Xr, S, out=buf[:nr], **cache)
-        D = P[:nr]
-        for j in range(k):
-            a, b = starts[j], starts[j + 1]
-            if b > a:
-                np.matmul(K[:, a:b], coef[a:b], out=D[:, j])
-            else:
-                D[:, j] = 0
-        D *= -2
-        D += np.asarray(kernel.diag(Xr), dtype=dtype)[:, None]
-        D += norms[None, :]
-        np.maximum(D, 0, out=D)
-        lab = np.argmin(D, axis=1)
-        labels[r0:r1] = lab
-        mind[r0:r1] = D[np.arange(nr), lab]
-        if return_distances:
-            dist[r0:r1] = D
-    if return_distances:
-        return labels, mind, dist
-    return labels, mind
+    rows = max(16, _TILE_BYTES // max(1, m * itemsize))
+    return rows if max_rows is None else max(1, min(rows, max_rows))
 
 
 def blas_threads():
@@ -94,8 +48,8 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
     kernel : Kernel-like
     chunk_rows : int
         Rows per chunk for the whole pass (each thread gets ``chunk_rows // n_threads``,
-        so the memory budget is shared, not multiplied). Pairwise kernels on NumPy
-        data use :func:`assign_fused`, whose tiles are far smaller than any budget.
+        so the memory budget is shared, not multiplied). Named kernels on float data
+        use cache-sized tiles (:func:`tile_rows`), far smaller than any budget.
     n_threads : int, optional
         Default: :func:`blas_threads`.
     return_distances : bool
@@ -106,15 +60,12 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
     n = X.shape[0]
     n_threads = blas_threads() if n_threads is None else n_threads
     n_threads = max(1, min(n_threads, n // _MIN_ROWS_PER_THREAD))
-    fused = (isinstance(kernel, Kernel) and isinstance(state.support, np.ndarray)
-             and state.support.dtype.kind == "f")
+    rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
+    if getattr(kernel, "is_callable", True) is False and state.support.dtype.kind == "f":
+        rows = tile_rows(state.support.shape[0], state.support.dtype.itemsize, rows)
 
-    def label(rows):
-        if fused:
-            return assign_fused(rows, state, kernel, return_distances=return_distances,
-                                max_rows=max(1, chunk_rows // n_threads))
-        return assign(rows, state, kernel, chunk_rows=max(1, chunk_rows // n_threads),
-                      return_distances=return_distances)
+    def label(part):
+        return assign(part, state, kernel, chunk_rows=rows, return_distances=return_distances)
 
     if n_threads == 1:
         return label(X)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._windows import WindowState
+from ._windows import labelling_state
 
 
 @dataclass
@@ -124,18 +124,15 @@ def table_to_windows(state, items, kernel):
 
     Point x is a support point of center j when A[x, j] != 0; the initial centers
     are support points while their coefficient is non-zero. The returned state has
-    no Gram caches (``grams`` is None): it is for labelling only.
+    no Gram caches (``gram`` is None): it is for labelling only.
     """
     k = state.table.shape[1]
     rows, cols = np.nonzero(state.coef)
     init_j = np.flatnonzero(state.init_coef)
-    clusters = np.concatenate([init_j, cols])
-    order = np.argsort(clusters, kind="stable")
-    support = np.concatenate([state.init_items[init_j], items[rows]], axis=0)[order]
-    coef = np.concatenate([state.init_coef[init_j], state.coef[rows, cols]])[order]
-    block = np.concatenate([np.full(init_j.size, -1), np.zeros(rows.size, dtype=np.int64)])
-    starts = np.concatenate([[0], np.cumsum(np.bincount(clusters, minlength=k))])
-    return WindowState(
-        support=support, coef=coef, block=block[order], starts=starts, grams=None,
-        norms=state.norms.copy(), counts=state.counts.copy(), n_steps=state.n_steps,
-    )
+    support = np.concatenate([state.init_items[init_j], items[rows]], axis=0)
+    coef = np.concatenate([state.init_coef[init_j], state.coef[rows, cols]])
+    windows = labelling_state(support, coef, np.concatenate([init_j, cols]), k,
+                              state.norms.copy())
+    windows.counts = state.counts.copy()
+    windows.n_steps = state.n_steps
+    return windows

@@ -1,38 +1,55 @@
-"""Truncated centers stored as sliding windows of support points.
+"""Truncated centers stored as sliding windows of support points, all clusters at once.
 
 Center j is an explicit sparse combination of support points
     C_j = sum_{s in W_j} a_s phi(s),
-stored as its window W_j: the blocks of points that the last batches assigned to
-it, oldest first, one coefficient per point, the cached Gram matrix
-G_j = K(W_j, W_j) and the squared norm c_j = <C_j, C_j> = a_j^T G_j a_j.
+stored as its window W_j: the *blocks* of points that the last batches assigned to
+it, oldest first. A block q (the b_j points one batch gave cluster j, or an
+initial center) has one coefficient lambda_q and fixed weights u_s inside it
+(sum_{s in q} u_s = 1: 1 / b_j each, or w_s / sum w with batch weights), so
+a_s = lambda_q u_s. Every update of a window scales all its old coefficients by
+the same factor (1 - alpha_j, then the renormalisation), so only lambda changes.
 
-All windows live in one array ``support`` (m rows), grouped by cluster
-(``starts[j]:starts[j+1]`` is W_j), so one kernel block K(batch, support) serves
-every cluster.
+The norms c_j = <C_j, C_j> come from a per-cluster *block Gram* matrix
+
+    H_j[p, q] = sum_{s in p, t in q} u_s u_t K(s, t),   c_j = lambda_j^T H_j lambda_j,
+
+L_j x L_j for the L_j blocks of window j (a handful: tau / (b / k) + 1), stored
+padded as one (k, L, L) array in float64. Its new entries need no kernel work
+beyond the iteration's own block.
+
+Layout: all support points live in one array ``support`` (m rows) in *time*
+order of their blocks (the kept old blocks as they were, then the new blocks,
+one per growing cluster), each block contiguous. One kernel block K(S, B)
+serves every cluster, and the update is one gather of the kept rows plus one of
+the batch rows: nothing is done cluster by cluster.
 
 One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 
-1. K_BS = K(X_B, S), shape (b, m): the kernel work of the assignment (plus, in
-   step 7, the diagonal blocks K(B_j, B_j) of the batch's own block, about b^2 / k
-   values; the whole K(B, B) only when early stopping needs f_B(C_{i+1})).
-2. P[x, j] = <phi(x), C_j> = sum_{s in W_j} a_s K(x, s)   (segment sums, (b, k))
-   D[x, j] = K(x, x) - 2 P[x, j] + c_j,  labels = argmin_j D,  f_B = mean_x min_j D.
+1. K_SB = K(S, X_B) (m, b) and K_BB = K(X_B, X_B) (b, b): the iteration's only
+   kernel work, b (m + b) values (one GEMM of (b x d) by (d x (m + b)) for
+   dot-product kernels), plus K(x, x).
+2. Block sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b): one sparse-times-dense
+   product that reads K_SB once. Inner products with the centers
+   P[j, x] = <C_j, phi(x)> = sum_{q in W_j} lambda_q Q[q, x] (k, b), a second,
+   tiny sparse product. D[j, x] = K(x, x) - 2 P[j, x] + c_j; labels = argmin_j.
+   Labels and minimum distances come to the host: the iteration's one
+   device-to-host transfer.
 3. alpha_j from the learning rate (0 when b_j = 0: the center is kept).
-4. a_s <- (1 - alpha_j) a_s on W_j, and the b_j new points join as one block with
-   coefficient alpha_j / b_j each (with batch weights w: alpha_j w_x / sum w over B_j).
-5. Truncation: keep the shortest suffix of blocks whose sizes sum to >= tau
-   (a block is kept iff the points in strictly newer blocks number < tau).
-6. Optionally renormalise: a_s <- a_s / sum_{W_j} a (a convex combination again).
-7. G_j for the new window from G_j (kept part), K_BS (cross terms) and K(B_j, B_j)
-   (new block): c_j = a^T G_j a recomputed (no drift).
+4. Window planning (:func:`plan_windows`, host, vectorised over blocks):
+   lambda_q <- (1 - alpha_j) lambda_q on W_j; the new block B_j joins with
+   lambda = alpha_j; truncation keeps an old block iff the points in strictly
+   newer blocks (the new one included) number < tau; optional renormalisation
+   lambda <- lambda / sum_{W_j} lambda (a convex combination again).
+5. Block Gram: kept entries are a gather of H; the new block r of cluster j
+   gets H[p, r] = sum_{x in r} u_x Q[p, x] for its kept blocks p (Q already
+   computed) and H[r, r] = sum_{x in r} u_x (sum_{y in r} u_y K(y, x)), from
+   one sparse product with K_BB. c = lambda^T H lambda for every cluster in one
+   einsum, recomputed from H each iteration (no drift).
 
-Backends: every array operation that depends on the array library goes through
-the backend ``nx`` of the items (:mod:`mbkkm.backends`). On a device, the support
-rows, the batch, the kernel tile K_BS and the Gram caches G_j live there; the
-products over them (segment sums P, norms c_j, gathers) run there; P (b x k) and
-K(x, x) of the batch come back to the host once per iteration, and the small
-bookkeeping (argmin of the batch, rates, coefficients, block stamps, window
-starts, norms) is numpy on the host on every backend.
+The number of array-library calls does not depend on k. On a device (torch),
+the support, the tiles, Q, P, H and c live there; the host keeps the block
+bookkeeping (a few arrays of nb or m entries) and uploads each iteration's
+index and coefficient arrays in two packed copies.
 
 References
 ----------
@@ -48,27 +65,63 @@ import numpy as np
 from ..backends import get_backend
 from ._rates import batch_rates
 
+# ----------------------------------------------------------------- index helpers
+
+
+def concat_ranges(starts, lengths):
+    """The concatenation of ``arange(s, s + l)`` for each (s, l), vectorised."""
+    lengths = np.asarray(lengths, dtype=np.intp)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    offsets = np.cumsum(lengths) - lengths  # where each range begins in the output
+    return np.repeat(np.asarray(starts, dtype=np.intp) - offsets, lengths) + np.arange(total)
+
+
+def group_by(labels, n_groups):
+    """Positions grouped by label (stable) and the group pointers, (n,) and (n_groups + 1,)."""
+    order = np.argsort(labels, kind="stable")
+    ptr = np.zeros(n_groups + 1, dtype=np.intp)
+    np.cumsum(np.bincount(labels, minlength=n_groups), out=ptr[1:])
+    return order, ptr
+
+
+def block_slots(block_cluster, n_clusters):
+    """Rank of each block inside its cluster (oldest first), shape (nb,)."""
+    order, ptr = group_by(block_cluster, n_clusters)
+    slots = np.empty(block_cluster.size, dtype=np.intp)
+    slots[order] = np.arange(block_cluster.size) - ptr[block_cluster[order]]
+    return slots
+
+
+# -------------------------------------------------------------------------- state
+
 
 @dataclass
 class WindowState:
-    """Every center as a window of support points (see the module docstring).
+    """Every center as a window of blocks of support points (see the module docstring).
 
     Attributes
     ----------
     support : ndarray or tensor of shape (m, ...)
-        Support items (data rows, or point indices for index kernels), grouped by
-        cluster, oldest block first inside each cluster. Its backend (numpy, or
-        torch on a device) is the backend of the state.
-    coef : ndarray of shape (m,), float64
-        Coefficient of each support point in its center.
-    block : ndarray of shape (m,), int64
-        Iteration at which the point joined (-1 for the initial center).
-    starts : ndarray of shape (k + 1,)
-        W_j is ``support[starts[j]:starts[j + 1]]``.
-    grams : list of k arrays of shape (w_j, w_j)
-        G_j = K(W_j, W_j), on the backend of ``support``.
-    norms : ndarray of shape (k,), float64
-        c_j = ||C_j||^2 = a_j^T G_j a_j.
+        Support items (data rows, or point indices for index kernels), block by
+        block in time order. Its backend (numpy, or torch on a device) is the
+        backend of the state.
+    weight : ndarray of shape (m,), float64
+        u_s, the weight of each support point inside its block.
+    block_start : ndarray of shape (nb + 1,)
+        Block q is ``support[block_start[q]:block_start[q + 1]]``.
+    block_cluster : ndarray of shape (nb,)
+        The cluster of each block.
+    block_stamp : ndarray of shape (nb,), int64
+        Iteration at which the block joined (-1 for an initial center).
+    lam : ndarray of shape (nb,), float64
+        lambda_q, the coefficient of each block: a_s = lam[q] * weight[s].
+    gram : ndarray or tensor of shape (k, L, L), float64, or None
+        Block Gram matrices H_j, slot i = the i-th oldest block of cluster j,
+        zero-padded; on the backend of ``support``. None for a labelling-only state.
+    norms : ndarray or tensor of shape (k,), float64
+        c_j = ||C_j||^2, on the backend of ``support``.
     counts : ndarray of shape (k,), float64
         Running (weighted) number of batch points assigned to each cluster.
     n_steps : int
@@ -76,11 +129,13 @@ class WindowState:
     """
 
     support: np.ndarray
-    coef: np.ndarray
-    block: np.ndarray
-    starts: np.ndarray
-    grams: list
-    norms: np.ndarray
+    weight: np.ndarray
+    block_start: np.ndarray
+    block_cluster: np.ndarray
+    block_stamp: np.ndarray
+    lam: np.ndarray
+    gram: object
+    norms: object
     counts: np.ndarray
     n_steps: int = 0
     workspace: dict = field(default_factory=dict, repr=False, compare=False)
@@ -92,24 +147,42 @@ class WindowState:
 
     @property
     def n_clusters(self):
-        return len(self.starts) - 1
-
-    @property
-    def labels(self):
-        """Cluster of each support point, shape (m,)."""
-        return np.repeat(np.arange(self.n_clusters), np.diff(self.starts))
+        return self.counts.shape[0]
 
     @property
     def backend(self):
         """The array backend of the support (see :mod:`mbkkm.backends`)."""
         return get_backend(self.support)
 
+    @property
+    def block_size(self):
+        return np.diff(self.block_start)
+
+    @property
+    def labels(self):
+        """Cluster of each support point, shape (m,) (in the state's layout)."""
+        return np.repeat(self.block_cluster, self.block_size)
+
+    @property
+    def coef(self):
+        """a_s = lambda_q u_s, the coefficient of each support point, shape (m,)."""
+        return np.repeat(self.lam, self.block_size) * self.weight
+
+    def host_norms(self):
+        """c_j as a host float64 array."""
+        return np.asarray(self.backend.to_numpy(self.norms), dtype=np.float64)
+
+    def by_cluster(self):
+        """Support positions grouped by cluster (stable: oldest first), and the pointers."""
+        return group_by(self.labels, self.n_clusters)
+
     def copy(self):
         nx = self.backend
         return WindowState(
-            nx.copy(self.support), self.coef.copy(), self.block.copy(), self.starts.copy(),
-            None if self.grams is None else [nx.copy(g) for g in self.grams],
-            self.norms.copy(), self.counts.copy(), self.n_steps,
+            nx.copy(self.support), self.weight.copy(), self.block_start.copy(),
+            self.block_cluster.copy(), self.block_stamp.copy(), self.lam.copy(),
+            None if self.gram is None else nx.copy(self.gram), nx.copy(self.norms),
+            self.counts.copy(), self.n_steps,
         )
 
 
@@ -120,26 +193,140 @@ def init_state(centers, kernel):
     """
     nx = get_backend(centers)
     k = centers.shape[0]
-    diag = nx.kernel_diag(kernel, centers)
+    diag = nx.astype(nx.kernel_diag(kernel, centers), np.float64)  # (k,) K(c_j, c_j)
     return WindowState(
         support=nx.copy(centers) if not nx.is_host else np.array(centers, copy=True),
-        coef=np.ones(k),
-        block=np.full(k, -1, dtype=np.int64),
-        starts=np.arange(k + 1),
-        grams=[nx.copy(diag[j:j + 1].reshape(1, 1)) for j in range(k)],
-        norms=nx.to_numpy(diag).astype(np.float64),
+        weight=np.ones(k),
+        block_start=np.arange(k + 1),
+        block_cluster=np.arange(k),
+        block_stamp=np.full(k, -1, dtype=np.int64),
+        lam=np.ones(k),
+        gram=diag.reshape(k, 1, 1),  # H_j = [[K(c_j, c_j)]]
+        norms=nx.copy(diag),
         counts=np.zeros(k),
     )
 
 
-def segment_inner(K, coef, starts):
-    """P[:, j] = sum_{s in segment j} K[:, s] coef[s], shape (n_rows, k).
+def labelling_state(support, coef, cluster, n_clusters, norms):
+    """A state for labelling only (no Gram): one block per cluster.
 
-    Segments are contiguous (host ``coef`` and ``starts``); K on any backend. See
-    ``NumpyBackend.segment_inner`` for why it is one matrix-vector product per
-    segment.
+    Parameters
+    ----------
+    support : ndarray or tensor of shape (m, ...)
+    coef : ndarray of shape (m,)
+        a_s, the coefficient of each support point in its center.
+    cluster : ndarray of shape (m,)
+        The center of each support point.
+    n_clusters : int
+    norms : ndarray of shape (k,)
+        c_j (host or on the backend of ``support``).
     """
-    return get_backend(K).segment_inner(K, coef, starts)
+    nx = get_backend(support)
+    cluster = np.asarray(cluster, dtype=np.intp)
+    order, ptr = group_by(cluster, n_clusters)
+    lam = np.bincount(cluster, weights=coef, minlength=n_clusters).astype(np.float64)
+    lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
+    coef = np.asarray(coef, dtype=np.float64)[order]
+    sizes = np.diff(ptr)
+    return WindowState(
+        support=support if order.size == 0 or np.all(order == np.arange(order.size))
+        else nx.take(support, nx.index(order)),
+        weight=coef / np.repeat(lam, sizes),
+        block_start=ptr,
+        block_cluster=np.arange(n_clusters),
+        block_stamp=np.full(n_clusters, -1, dtype=np.int64),
+        lam=lam,
+        gram=None,
+        norms=nx.asarray(norms, dtype=np.float64),
+        counts=np.zeros(n_clusters),
+    )
+
+
+# ------------------------------------------------------------------ window planning
+
+
+@dataclass
+class WindowPlan:
+    """What one iteration does to the windows (see :func:`plan_windows`).
+
+    Attributes
+    ----------
+    keep : ndarray of shape (nb,), bool
+        Old blocks that stay.
+    lam_kept : ndarray of shape (keep.sum(),)
+        Their new coefficients, in layout order.
+    grows : ndarray of shape (k,), bool
+        Clusters that receive a new block.
+    lam_new : ndarray of shape (grows.sum(),)
+        The coefficients of the new blocks, in cluster order.
+    """
+
+    keep: np.ndarray
+    lam_kept: np.ndarray
+    grows: np.ndarray
+    lam_new: np.ndarray
+
+
+def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormalize):
+    """The windows after one iteration, for every cluster at once (host, O(nb + k)).
+
+    Parameters
+    ----------
+    block_cluster : ndarray of shape (nb,)
+        Cluster of each old block; within a cluster, blocks are oldest first.
+    block_size : ndarray of shape (nb,)
+        Points in each old block.
+    lam : ndarray of shape (nb,)
+        Old block coefficients.
+    new_size : ndarray of shape (k,)
+        b_j, batch points assigned to each cluster.
+    alpha : ndarray of shape (k,)
+        Learning rates; a cluster with alpha_j = 0 (or b_j = 0) is left unchanged.
+    tau : int or None
+        Window length (None: no truncation).
+    renormalize : bool
+
+    Returns
+    -------
+    WindowPlan
+
+    Notes
+    -----
+    For a cluster j with alpha_j > 0: lambda_q <- (1 - alpha_j) lambda_q for its
+    old blocks, a new block of b_j points with lambda = alpha_j, and an old block
+    stays iff b_j + (points in its strictly newer old blocks) < tau; with
+    alpha_j >= 1 the old coefficients are exactly zero and every old block goes.
+    The newer-points count of a block is the suffix sum of sizes in its cluster,
+    computed for all blocks with one cumulative sum over blocks grouped by cluster.
+    """
+    k = alpha.shape[0]
+    block_cluster = np.asarray(block_cluster, dtype=np.intp)
+    grows = (alpha > 0) & (new_size > 0)
+    g_b = grows[block_cluster]
+    a_b = alpha[block_cluster]
+    lam_scaled = np.where(g_b, lam * (1.0 - a_b), lam)
+    keep = ~(g_b & (a_b >= 1.0))
+    if tau is not None:
+        order = np.argsort(block_cluster, kind="stable")
+        csum = np.cumsum(np.asarray(block_size, dtype=np.int64)[order])  # inclusive
+        total = np.zeros(k + 1, dtype=np.int64)
+        total[1:] = np.cumsum(np.bincount(block_cluster, weights=block_size, minlength=k)
+                              .astype(np.int64))
+        newer = np.empty(block_cluster.size, dtype=np.int64)
+        newer[order] = total[1:][block_cluster[order]] - csum  # strictly newer old points
+        keep &= ~g_b | (newer + new_size[block_cluster] < tau)
+    lam_kept = lam_scaled[keep]
+    lam_new = alpha[grows].astype(np.float64)
+    if renormalize:
+        sums = np.bincount(block_cluster[keep], weights=lam_kept, minlength=k).astype(float)
+        sums[grows] += lam_new
+        scale = np.where(grows, 1.0 / np.where(grows, sums, 1.0), 1.0)
+        lam_kept = lam_kept * scale[block_cluster[keep]]
+        lam_new = lam_new * scale[grows]
+    return WindowPlan(keep=keep, lam_kept=lam_kept, grows=grows, lam_new=lam_new)
+
+
+# ---------------------------------------------------------------------- the step
 
 
 def _workspace(state, name, shape, dtype, nx):
@@ -152,18 +339,19 @@ def _workspace(state, name, shape, dtype, nx):
     return buf[:size].reshape(shape)
 
 
-def sq_distances(K_XS, diag_X, state, nx=None):
-    """Squared feature-space distances D[x, j] = K(x,x) - 2 <phi(x), C_j> + c_j, (n, k).
+def _tile(state, name, kernel, A, B, nx):
+    """K(A, B) into a reused buffer of the state (when the kernel writes in place)."""
+    dtype = nx.tile_dtype(kernel, B)
+    out = None if dtype is None else _workspace(state, name, (A.shape[0], B.shape[0]),
+                                                dtype, nx)
+    return nx.kernel_tile(kernel, A, B, out=out)
 
-    On the backend of ``K_XS`` (``diag_X`` on the same one).
-    """
-    nx = get_backend(K_XS) if nx is None else nx
-    P = nx.segment_inner(K_XS, state.coef, state.starts)
-    D = P
-    D *= -2
-    D += diag_X[:, None]
-    D += nx.asarray(state.norms, dtype=D.dtype)[None, :]
-    return D
+
+def center_products(Q, state, nx, lam=None):
+    """P[j, x] = sum_{q in W_j} lambda_q Q[q, x], shape (k, n): one sparse product."""
+    order, ptr = group_by(state.block_cluster, state.n_clusters)
+    lam = state.lam if lam is None else lam
+    return nx.csr_matmul(ptr, order, lam[order], Q)
 
 
 @dataclass
@@ -182,7 +370,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     ----------
     state : WindowState
     Xb : ndarray of shape (b, ...)
-        Batch items (rows or indices).
+        Batch items (rows or indices), on the backend of the state.
     kernel : Kernel-like
         ``kernel(A, B)`` and ``kernel.diag(A)``.
     rate : callable
@@ -194,7 +382,8 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     batch_weight : ndarray of shape (b,) or None
         Weights of the batch points in the update (None: unit weights).
     objective_after : bool
-        Also compute f_B(C_{i+1}) on the same batch (for early stopping).
+        Also compute f_B(C_{i+1}) on the same batch (for early stopping; one more
+        small device-to-host transfer).
     stamp : int, optional
         Block label of the new points (default: ``state.n_steps``).
 
@@ -205,134 +394,167 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     nx = get_backend(state.support, Xb)
     b = Xb.shape[0]
     k = state.n_clusters
-    m = state.support.shape[0]
-    starts = state.starts
     stamp = state.n_steps if stamp is None else stamp
+    sizes = state.block_size
 
-    # 1. The kernel block between the batch and every support point (device). Of the
-    # batch's own block K(B, B) only the diagonal blocks K(B_j, B_j) are needed (the
-    # new Gram blocks, about b^2 / k values, computed per cluster below); all of it
-    # only when f_B(C_{i+1}) is asked for (early stopping).
-    dtype = nx.tile_dtype(kernel, Xb)
-    out = None if dtype is None else _workspace(state, "K", (b, m), dtype, nx)
-    K_BS = nx.kernel_tile(kernel, Xb, state.support, out=out)  # (b, m)
-    K_BB = nx.kernel_tile(kernel, Xb, Xb) if objective_after else None  # (b, b)
-    diag_dev = nx.kernel_diag(kernel, Xb)  # (b,)
+    # 1. The iteration's kernel work: K(S, B) (m, b), K(B, B) (b, b), K(x, x) (b,).
+    K_SB = _tile(state, "K_SB", kernel, state.support, Xb, nx)
+    K_BB = _tile(state, "K_BB", kernel, Xb, Xb, nx)
+    diag = nx.kernel_diag(kernel, Xb)
 
-    # 2. Assignment of the batch to the current centers: D (b, k) and K(x, x) come to
-    # the host (tiny); everything below up to the gathers is host bookkeeping.
-    D = nx.to_numpy(sq_distances(K_BS, diag_dev, state, nx))  # (b, k)
-    diag_B = nx.to_numpy(diag_dev)
-    labels = np.argmin(D, axis=1)
-    mind = np.maximum(D[np.arange(b), labels], 0)
-    # 3. Batch objective, counts and learning rates (0 where no point arrived).
+    # 2. Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
+    Q = nx.csr_matmul(state.block_start, None, state.weight, K_SB)
+    P = center_products(Q, state, nx)
+    labels, mind = nx.argmin_columns_to_host(nx.distances_T(P, diag, state.norms))
+
+    # 3. Batch objective, counts and learning rates (host).
     objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, state.counts,
                                                     batch_weight)
-    w = None if batch_weight is None else np.asarray(batch_weight, dtype=np.float64)
+    new_size = np.bincount(labels, minlength=k)
 
-    # 4-7. New windows, cluster by cluster (k small loops of vector operations).
-    order = np.argsort(labels, kind="stable")  # batch positions grouped by cluster
-    order_dev = nx.index(order)  # the same positions, for gathers on the device
-    bstarts = np.concatenate([[0], np.cumsum(np.bincount(labels, minlength=k))])
-    src_parts = []  # positions in [support; batch] of the new support, cluster by cluster
-    support_parts = []  # the new support items themselves (device)
-    coef_parts = []
-    block_parts = []
-    new_starts = np.zeros(k + 1, dtype=np.intp)
-    grams = list(state.grams)
-    norms = state.norms.copy()
-    changed = []  # clusters whose window changed: their norms are recomputed below
-    with nx.small_ops():  # k small tiles and gathers: single-threaded BLAS
-        for j in range(k):
-            s0, s1 = starts[j], starts[j + 1]
-            new = order[bstarts[j]:bstarts[j + 1]]  # batch positions assigned to j
-            if new.size == 0 or alpha[j] == 0:
-                src_parts.append(np.arange(s0, s1))
-                support_parts.append(state.support[s0:s1])
-                coef_parts.append(state.coef[s0:s1])
-                block_parts.append(state.block[s0:s1])
-                new_starts[j + 1] = new_starts[j] + (s1 - s0)
-                continue
-            a_old = state.coef[s0:s1] * (1.0 - alpha[j])
-            if w is None:
-                a_new = np.full(new.size, alpha[j] / new.size)
-            else:
-                a_new = alpha[j] * w[new] / bcounts[j]
-            # 5. Truncation: old point kept iff the points in strictly newer blocks
-            # (the new block included) number < tau. Blocks are sorted ascending.
-            blk = state.block[s0:s1]
-            if tau is None:
-                keep_from = 0
-            else:
-                newer = new.size + (s1 - s0) - np.searchsorted(blk, blk, side="right")
-                kept = newer < tau
-                keep_from = int(np.argmax(kept)) if kept.any() else s1 - s0
-            if alpha[j] >= 1.0:
-                keep_from = s1 - s0  # old coefficients are exactly zero
-            a_old = a_old[keep_from:]
-            coef_j = np.concatenate([a_old, a_new])
-            if renormalize:
-                coef_j /= coef_j.sum()
-            # 7. Gram of the new window from cached blocks (on the device).
-            n_old = a_old.size
-            new_dev = order_dev[bstarts[j]:bstarts[j + 1]]
-            G_old = state.grams[j][keep_from:, keep_from:]
-            cross = nx.take(K_BS[:, s0 + keep_from:s1], new_dev)  # (b_j, n_old)
-            X_new = nx.take(Xb, new_dev)  # (b_j, ...)
-            G = nx.empty((n_old + new.size, n_old + new.size), K_BS.dtype)
-            G[:n_old, :n_old] = G_old
-            G[n_old:, :n_old] = cross
-            G[:n_old, n_old:] = cross.T
-            G[n_old:, n_old:] = (nx.kernel_tile(kernel, X_new, X_new) if K_BB is None
-                                 else nx.take_block(K_BB, new_dev, new_dev))
-            grams[j] = G
-            changed.append(j)
-            src_parts.append(np.concatenate([np.arange(s0 + keep_from, s1), m + new]))
-            support_parts.append(state.support[s0 + keep_from:s1])
-            support_parts.append(X_new)
-            coef_parts.append(coef_j)
-            block_parts.append(np.concatenate([blk[keep_from:], np.full(new.size, stamp)]))
-            new_starts[j + 1] = new_starts[j] + coef_j.size
+    # 4. Window planning (host, vectorised over blocks).
+    plan = plan_windows(state.block_cluster, sizes, state.lam, new_size, alpha, tau,
+                        renormalize)
+    keep, grows = plan.keep, plan.grows
+    order = np.argsort(labels, kind="stable")
+    new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
+    grow_ids = np.flatnonzero(grows)
+    n_grow = grow_ids.size
+    new_sizes = new_size[grows]
+    new_ptr = np.zeros(n_grow + 1, dtype=np.intp)
+    np.cumsum(new_sizes, out=new_ptr[1:])
+    if batch_weight is None:
+        u_new = 1.0 / new_size[labels[new_pos]]  # u_x = 1 / b_j
+    else:
+        u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
+    kept_ids = np.flatnonzero(keep)
+    kept_sizes = sizes[keep]
+    rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
+    m_kept = rows_kept.size
 
-        coef = np.concatenate(coef_parts)
-        # c_j = a_j^T G_j a_j (float64), recomputed from G_j: no drift.
-        norms[changed] = nx.quad_forms(grams, coef, new_starts, changed)
+    # New block layout: the kept old blocks (as they were), then one block per growing
+    # cluster (cluster order), each contiguous in the support.
+    new_cluster = np.concatenate([state.block_cluster[keep], grow_ids])
+    nb_new = new_cluster.size
+    old_slots = block_slots(state.block_cluster, k)
+    dropped = np.bincount(state.block_cluster[~keep], minlength=k)
+    n_kept = np.bincount(state.block_cluster[keep], minlength=k)  # kept blocks per cluster
+    new_slots = np.concatenate([old_slots[keep] - dropped[state.block_cluster[keep]],
+                                n_kept[grows]])
+    L_old = state.gram.shape[1]
+    L = max(1, int((n_kept + grows).max()))
+    lam_new_all = np.concatenate([plan.lam_kept, plan.lam_new])
+
+    # 5. Block Gram. (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j] for the
+    # kept slots i, i' < n_kept[j] (d_j = dropped blocks of j).
+    cl = np.repeat(np.arange(k), n_kept**2)
+    within = np.arange(cl.size) - np.repeat(np.cumsum(n_kept**2) - n_kept**2, n_kept**2)
+    i, i2 = within // np.maximum(n_kept[cl], 1), within % np.maximum(n_kept[cl], 1)
+    src_keep = (cl * L_old + i + dropped[cl]) * L_old + i2 + dropped[cl]
+    dst_keep = (cl * L + i) * L + i2
+    # (b) New block r of cluster j, partner block p of the same window (its kept
+    # blocks and r itself): H'[j, p, r] = sum_{x in r} u_x Q'[p, x], with Q' = Q for a
+    # kept block and QB = (sum_{y in r} u_y K(y, .)) for r: one (point, partner) pair
+    # per term, O(b L) in all.
+    pt_block = np.repeat(np.arange(n_grow), new_sizes)  # new block of each new point
+    pt_cluster = grow_ids[pt_block]
+    n_partners = n_kept[pt_cluster]  # kept partners of each new point
+    pair_pt = np.repeat(np.arange(new_pos.size), n_partners)
+    pair_i = np.arange(pair_pt.size) - np.repeat(np.cumsum(n_partners) - n_partners,
+                                                 n_partners)
+    # old block index of the kept partner of slot pair_i in that cluster:
+    korder, kptr = group_by(state.block_cluster[keep], k)
+    pair_q = kept_ids[korder[kptr[pt_cluster[pair_pt]] + pair_i]]
+    pair_c = pt_cluster[pair_pt]
+    pair_flat = pair_q * b + new_pos[pair_pt]  # into Q (nb, b)
+    pair_dst = (pair_c * L + pair_i) * L + n_kept[pair_c]
+    self_flat = pt_block * b + new_pos  # into QB (n_grow, b)
+    self_dst = (pt_cluster * L + n_kept[pt_cluster]) * L + n_kept[pt_cluster]
+    # mirror H'[j, r, p] = H'[j, p, r]
+    mir_c = np.repeat(grow_ids, n_kept[grows])
+    mir_i = np.arange(mir_c.size) - np.repeat(np.cumsum(n_kept[grows]) - n_kept[grows],
+                                              n_kept[grows])
+    mir_src = (mir_c * L + mir_i) * L + n_kept[mir_c]
+    mir_dst = (mir_c * L + n_kept[mir_c]) * L + mir_i
+    # Lambda' padded (k, L) for the norms
+    lam_pad = np.zeros(k * L)
+    lam_pad[new_cluster * L + new_slots] = lam_new_all
+
+    # Everything the device needs, in two uploads (int64 and float64).
+    (rows_kept_d, new_pos_d, new_ptr_d, src_keep_d, dst_keep_d, pair_flat_d, pair_dst_d,
+     self_flat_d, self_dst_d, mir_src_d, mir_dst_d) = nx.upload_indices(
+        rows_kept, new_pos, new_ptr, src_keep, dst_keep, pair_flat, pair_dst, self_flat,
+        self_dst, mir_src, mir_dst)
+    u_pair = u_new[pair_pt]
+    u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(u_new, u_pair, u_new, lam_pad)
+
+    QB = nx.csr_matmul(new_ptr_d, new_pos_d, u_new_d, K_BB)  # (n_grow, b)
+    gram = nx.zeros(k * L * L, np.float64)
+    nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
+    nx.index_add(gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d),
+                                             np.float64) * u_pair_d)
+    nx.index_add(gram, self_dst_d, nx.astype(nx.take(nx.reshape(QB, -1), self_flat_d),
+                                             np.float64) * u_self_d)
+    nx.put(gram, mir_dst_d, nx.take(gram, mir_src_d))
+    gram = nx.reshape(gram, (k, L, L))
+    lam_pad_d = nx.reshape(lam_pad_d, (k, L))
+    norms = nx.quad_forms_padded(gram, lam_pad_d)  # c_j = lambda^T H_j lambda, float64
 
     after = None
     if objective_after:
-        # f_B(C_{i+1}) on the same batch, from K(B, [S; B]): no new kernel work.
-        src_dev = nx.index(np.concatenate(src_parts))
-        K_BY = nx.concatenate([K_BS, K_BB], axis=1)
-        P = nx.to_numpy(nx.segment_inner(nx.take(K_BY, src_dev, axis=1), coef, new_starts))
-        D2 = diag_B[:, None] - 2 * P + norms.astype(P.dtype)[None, :]
-        mind2 = np.maximum(D2.min(axis=1), 0)
-        after = float(mind2.mean(dtype=np.float64)) if w is None else float(mind2 @ w / btotal)
+        # f_B(C_{i+1}) on the same batch from Q and QB: no new kernel work.
+        lam_old = np.zeros(state.lam.size)
+        lam_old[keep] = plan.lam_kept
+        P2 = center_products(Q, state, nx, lam=lam_old)
+        P2 = nx.add_rows(P2, nx.index(grow_ids),
+                         QB * nx.asarray(plan.lam_new, dtype=QB.dtype)[:, None])
+        _, mind2 = nx.argmin_columns_to_host(nx.distances_T(P2, diag, norms))
+        mind2 = np.asarray(mind2, dtype=np.float64)
+        after = (float(mind2.mean()) if batch_weight is None
+                 else float(mind2 @ np.asarray(batch_weight, dtype=np.float64) / btotal))
 
-    state.support = nx.concatenate(support_parts)  # one copy of the kept rows
-    state.coef = coef
-    state.block = np.concatenate(block_parts).astype(np.int64, copy=False)
-    state.starts = new_starts
-    state.grams = grams
+    # The new support: the kept rows, then the batch rows of the new blocks.
+    support = nx.empty((m_kept + new_pos.size, *Xb.shape[1:]), state.support.dtype)
+    nx.take_into(state.support, rows_kept_d, support[:m_kept])
+    nx.take_into(Xb, new_pos_d, support[m_kept:])
+
+    state.support = support
+    state.weight = np.concatenate([state.weight[rows_kept], u_new])
+    state.block_start = np.zeros(nb_new + 1, dtype=np.intp)
+    np.cumsum(np.concatenate([kept_sizes, new_sizes]), out=state.block_start[1:])
+    state.block_cluster = new_cluster
+    state.block_stamp = np.concatenate([state.block_stamp[keep],
+                                        np.full(n_grow, stamp, dtype=np.int64)])
+    state.lam = lam_new_all
+    state.gram = gram
     state.norms = norms
     state.n_steps += 1
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 
-def assign(X_items, state, kernel, cross_kernel=None, diag=None, chunk_rows=4096,
-           sample_weight=None, return_distances=False):
+# ------------------------------------------------------------------ labelling pass
+
+
+def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=None,
+           return_distances=False):
     """Labels (and minimum distances) of many points against the centers, in chunks.
+
+    Every kernel estimator and backend labels through this pass: for each chunk of
+    rows, one kernel tile T = K(S, X_chunk) (m, r), the inner products
+    P = A^T T (k, r) with A the (m, k) coefficient matrix as one sparse product,
+    D[j, x] = K(x, x) - 2 P[j, x] + c_j, and the argmin.
 
     Parameters
     ----------
-    X_items : ndarray of shape (n, ...)
+    X_items : ndarray or tensor of shape (n, ...)
     state : WindowState
     kernel : Kernel-like
-    cross_kernel : callable, optional
-        ``cross_kernel(X_chunk, support) -> (len(chunk), m)``; default ``kernel``.
-    diag : callable, optional
-        ``diag(X_chunk) -> (len(chunk),)``; default ``kernel.diag``.
     chunk_rows : int
         Rows per chunk (from the memory budget).
+    cross_kernel : callable, optional
+        ``cross_kernel(support, X_chunk) -> (m, len(chunk))``; default the kernel.
+    diag : callable, optional
+        ``diag(start, X_chunk) -> (len(chunk),)``; default ``kernel.diag``.
     return_distances : bool
         Also return the full (n, k) distance matrix.
 
@@ -343,40 +565,55 @@ def assign(X_items, state, kernel, cross_kernel=None, diag=None, chunk_rows=4096
         Squared feature-space distance to the assigned center (>= 0).
     distances : ndarray of shape (n, k), only when ``return_distances``.
 
-    All three on the backend of ``X_items`` and ``state.support`` (which must agree):
-    on a device the whole pass runs there and nothing comes back to the host.
+    All on the backend of ``X_items`` and ``state.support`` (which must agree): on a
+    device the whole pass runs there and nothing comes back to the host.
     """
     nx = get_backend(X_items, state.support)
     n = X_items.shape[0]
-    if cross_kernel is None:
-        def cross_kernel(Xc, S):
-            return nx.kernel_tile(kernel, Xc, S)
-    if diag is None:
-        def diag(Xc):
-            return nx.kernel_diag(kernel, Xc)
-    labels = nx.empty(n, np.intp if nx.is_host else np.int64)
-    mind = None
-    dist = None
+    k = state.n_clusters
+    S = state.support
+    # The (k, m) coefficient matrix, built and uploaded once per pass.
+    order, ptr = group_by(state.labels, k)
+    coef = state.coef[order]
+    ptr_d, order_d = nx.upload_indices(ptr, order)
+    (coef_d,) = nx.upload_floats(coef)
+    # NumPy with a named kernel: each tile goes into one reused buffer, with what the
+    # kernel can prepare for the support side computed once (rbf's augmented rows).
+    fused = (nx.is_host and cross_kernel is None and hasattr(kernel, "prepare")
+             and not kernel.is_callable and S.dtype.kind == "f")
+    cache = kernel.prepare(S) if fused else {}
+    labels = nx.empty(n, np.int64)
+    mind = dist = None
+    buf = None
     for start in range(0, n, chunk_rows):
         Xc = X_items[start:start + chunk_rows]
         if nx.is_host:
             Xc = np.asarray(Xc)
-        Kc = nx.asarray(cross_kernel(Xc, state.support)) if nx.is_host else \
-            cross_kernel(Xc, state.support)
-        D = sq_distances(Kc, diag(Xc), state, nx)
+        r = Xc.shape[0]
+        if cross_kernel is not None:
+            T = cross_kernel(S, Xc)
+        elif fused:
+            if buf is None:
+                buf = np.empty(S.shape[0] * min(chunk_rows, n), dtype=S.dtype)
+            T = kernel(S, Xc, out=buf[:S.shape[0] * r].reshape(S.shape[0], r), **cache)
+        else:
+            T = nx.kernel_tile(kernel, S, Xc)
+        dvals = nx.kernel_diag(kernel, Xc) if diag is None else diag(start, Xc)
+        P = nx.csr_matmul(ptr_d, order_d, coef_d, T)  # (k, r)
+        D = nx.distances_T(P, dvals, state.norms)  # (k, r)
         nx.clip_min_(D, 0)
+        lab, mc = nx.argmin_min(D, axis=0)
         if mind is None:
             mind = nx.empty(n, D.dtype)
             if return_distances:
-                dist = nx.empty((n, state.n_clusters), D.dtype)
-        lab, mc = nx.argmin_min(D)
-        labels[start:start + chunk_rows] = lab
-        mind[start:start + chunk_rows] = mc
+                dist = nx.empty((n, k), D.dtype)
+        labels[start:start + r] = lab
+        mind[start:start + r] = mc
         if return_distances:
-            dist[start:start + chunk_rows] = D
+            dist[start:start + r] = D.T
     if mind is None:
         mind = nx.empty(0, np.float64)
-        dist = nx.empty((0, state.n_clusters), np.float64) if return_distances else None
+        dist = nx.empty((0, k), np.float64) if return_distances else None
     if return_distances:
         return labels, mind, dist
     return labels, mind

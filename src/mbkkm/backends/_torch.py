@@ -15,6 +15,7 @@ device.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import numpy as np
 import torch
@@ -237,33 +238,65 @@ class TorchBackend:
         return K
 
     # --------------------------------------------------------------- products
-    def segment_inner(self, K, coef, starts):
-        """P[:, j] = sum_{s in segment j} K[:, s] coef[s], shape (n_rows, k).
+    def csr_matmul(self, indptr, indices, data, A):
+        """R = M A with M the CSR matrix (indptr, indices, data), shape (len(indptr) - 1, ...).
 
-        One matrix-vector product per segment into a row of P^T (k kernel
-        launches; each reads its columns of K once).
+        ``indices=None``: contiguous segments. One sparse-times-dense product
+        (cuSPARSE SpMM on a GPU): a fixed number of launches whatever the number of
+        rows of M. Host arrays are uploaded; device tensors are used as they are.
         """
-        k = len(starts) - 1
-        c = self.asarray(coef, dtype=K.dtype)
-        PT = torch.empty((k, K.shape[0]), dtype=K.dtype, device=K.device)
-        for j in range(k):
-            s0, s1 = int(starts[j]), int(starts[j + 1])
-            if s1 > s0:
-                torch.mv(K[:, s0:s1], c[s0:s1], out=PT[j])
-            else:
-                PT[j] = 0
-        return PT.T
+        n_rows = len(indptr) - 1
+        crow = self._index_tensor(indptr)
+        col = (torch.arange(A.shape[0], device=self.device) if indices is None
+               else self._index_tensor(indices))
+        vals = self.asarray(data, dtype=A.dtype)
+        if n_rows == 0 or col.shape[0] == 0:
+            return torch.zeros((n_rows, A.shape[1]), dtype=A.dtype, device=self.device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+            M = torch.sparse_csr_tensor(crow, col, vals, size=(n_rows, A.shape[0]))
+            return M @ A
 
-    def quad_forms(self, grams, coef, starts, which):
-        """c_j = a_j^T G_j a_j in float64, computed on the device, one copy back."""
-        if len(which) == 0:
-            return np.empty(0)
-        c = self.asarray(coef, dtype=torch.float64)
-        vals = []
-        for j in which:
-            a = c[int(starts[j]):int(starts[j + 1])]
-            vals.append(a @ (grams[j].to(torch.float64) @ a))
-        return torch.stack(vals).cpu().numpy()
+    def _index_tensor(self, idx):
+        if isinstance(idx, torch.Tensor):
+            return idx
+        return self.index(np.asarray(idx))
+
+    def distances_T(self, P, diag, norms):
+        """D[j, x] = K(x, x) - 2 P[j, x] + c_j, in place in P, shape (k, n)."""
+        P.mul_(-2)
+        P.add_(self.asarray(diag, dtype=P.dtype)[None, :])
+        P.add_(self.asarray(norms, dtype=P.dtype)[:, None])
+        return P
+
+    def quad_forms_padded(self, H, lam):
+        """c_j = lambda_j^T H_j lambda_j for (k, L, L) H and (k, L) lambda, float64 (k,)."""
+        return (torch.bmm(H, lam.unsqueeze(2)).squeeze(2) * lam).sum(1)
+
+    # ---------------------------------------------------------------- uploads
+    def upload_indices(self, *arrays):
+        """Host integer arrays -> int64 tensors on this device, in one copy."""
+        return self._upload(arrays, np.int64)
+
+    def upload_floats(self, *arrays):
+        """Host float arrays -> float64 tensors on this device, in one copy."""
+        return self._upload(arrays, np.float64)
+
+    def _upload(self, arrays, dtype):
+        flat = [np.asarray(a, dtype=dtype).ravel() for a in arrays]
+        packed = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype))
+        packed = packed.to(self.device)
+        out, pos = [], 0
+        for a in flat:
+            out.append(packed[pos:pos + a.size])
+            pos += a.size
+        return tuple(out)
+
+    def argmin_columns_to_host(self, D):
+        """Column argmin and minimum of D (k, n) as host arrays: one device-to-host copy."""
+        mind, lab = torch.min(D, dim=0)
+        both = self.to_numpy(torch.stack([mind.clamp_min_(0), lab.to(D.dtype)]))
+        return both[1].astype(np.intp), both[0]
 
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
@@ -275,16 +308,37 @@ class TorchBackend:
     def take_block(self, A, rows, cols):
         return A.index_select(0, rows).index_select(1, cols)
 
+    def take_into(self, x, idx, out):
+        torch.index_select(x, 0, idx, out=out)
+        return out
+
+    def put(self, target, idx, values):
+        target[idx] = values
+        return target
+
     def index_add(self, target, idx, values):
         target.index_add_(0, idx, values)
         return target
+
+    def add_rows(self, A, idx, rows):
+        A.index_add_(0, idx, rows)
+        return A
+
+    def zeros(self, shape, dtype):
+        return torch.zeros(shape, dtype=self._dtype(dtype), device=self.device)
+
+    def reshape(self, x, shape):
+        return x.reshape(shape)
+
+    def astype(self, x, dtype):
+        return x.to(self._dtype(dtype))
 
     # ------------------------------------------------------------- reductions
     def clip_min_(self, x, value):
         return x.clamp_min_(value)
 
-    def argmin_min(self, D):
-        mind, lab = torch.min(D, dim=1)
+    def argmin_min(self, D, axis=1):
+        mind, lab = torch.min(D, dim=axis)
         return lab, mind
 
     def sum64(self, x):

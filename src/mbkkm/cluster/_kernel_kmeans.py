@@ -42,20 +42,13 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn import get_config
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
-    TransformerMixin,
-    _fit_context,
-)
+from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, validate_data
 
-from .._core import kernel_kmeans_plusplus, random_init, segment_inner
+from .._core import kernel_kmeans_plusplus, labelling_state, random_init
 from ..kernels import (
-    GRAPH_KERNELS,
     graph_kernel_matrix,
     kernel_block,
     kernel_diagonal,
@@ -69,6 +62,7 @@ from ..kernels._index import (
     is_stored_kernel,
     validate_stored_kernel,
 )
+from ._base import BaseKernelKMeans
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -270,9 +264,7 @@ def _kernel_options():
     return set(kernel_names()) | {"precomputed"}
 
 
-class KernelKMeans(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
-):
+class KernelKMeans(BaseKernelKMeans):
     """Exact full-batch kernel k-means: Lloyd's algorithm in feature space.
 
     Every iteration assigns all points to the nearest center in the feature space
@@ -468,16 +460,6 @@ class KernelKMeans(
         self.verbose = verbose
 
     # ------------------------------------------------------------------ helpers
-    @property
-    def _kind(self):
-        """"point" (kernel on rows), "precomputed" or "graph"."""
-        if isinstance(self.kernel, str):
-            if self.kernel == "precomputed":
-                return "precomputed"
-            if self.kernel in GRAPH_KERNELS:
-                return "graph"
-        return "point"
-
     def _validate_X(self, X, reset):
         if reset and self.kernel == "precomputed" and is_stored_kernel(X):
             X = validate_stored_kernel(X)  # a sparse or low-rank kernel matrix
@@ -551,19 +533,17 @@ class KernelKMeans(
             )
         self._init = self._check_init(X, n)
         if kind == "precomputed":
-            self.kernel_ = "precomputed"
-            op = _MatrixOperator(X)
-            return (X, sample_weight, op, diag,
-                    IndexKernel("precomputed", X, dtype=np.float64, diag=diag))
+            self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
+            return X, sample_weight, _MatrixOperator(X), diag, self.kernel_
         if kind == "graph":
             params = dict(self.kernel_params or {})
             if self.kernel == "heat":
                 params.setdefault("max_dense_bytes", int(self.max_kernel_memory * _MIB))
             K = graph_kernel_matrix(self.kernel, X, **params)
-            self.kernel_ = self.kernel
             diag = np.asarray(kernel_diagonal(K), dtype=np.float64)
-            return (X, sample_weight, _MatrixOperator(K), diag,
-                    IndexKernel(self.kernel, K, dtype=np.float64, diag=diag))
+            self.kernel_ = IndexKernel(self.kernel, K, self.kernel_params, dtype=np.float64,
+                                       diag=diag)
+            return X, sample_weight, _MatrixOperator(K), diag, self.kernel_
         block_rows = self._plan_memory(n, X.dtype.itemsize)  # before any kernel work
         self.kernel_ = resolve_kernel(
             self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
@@ -652,21 +632,23 @@ class KernelKMeans(
         return D
 
     def _store(self, X, center_labels, w, norms):
-        """Fitted centers as support points with dual coefficients."""
+        """Fitted centers as windows (one block per cluster) and public attributes.
+
+        Center j is sum_{y in A_j} (w_y / W_j) phi(y): its support points are the
+        training points of positive weight assigned to it (indices for index kernels).
+        """
         k = self.n_clusters
         W = np.bincount(center_labels, weights=w, minlength=k)
         keep = np.flatnonzero(w > 0)
-        order = keep[np.argsort(center_labels[keep], kind="stable")]
-        self.support_ = order.astype(np.intp)
-        self.support_labels_ = center_labels[order]
-        self.dual_coef_ = w[order] / W[self.support_labels_]
-        self.n_support_ = np.bincount(self.support_labels_, minlength=k)
-        self._starts = np.concatenate([[0], np.cumsum(self.n_support_)])
-        if self._kind == "point":
-            self.support_vectors_ = X[order]
+        items = X[keep] if self._kind == "point" else keep.astype(np.intp)
+        coef = w[keep] / W[center_labels[keep]]
         # c_j = sum_y A[y, j] P[y, j] from the last M-step (see kernel_lloyd).
-        self.center_norms_ = np.asarray(norms, dtype=np.float64)
-        self._n_features_out = k
+        self._publish(labelling_state(items, coef, center_labels[keep], k,
+                                      np.asarray(norms, dtype=np.float64)))
+        # support_: the training indices of the support points, in the published order
+        self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
+        if self._kind != "point":
+            del self.support_vectors_  # the items are indices: they are support_
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -706,98 +688,28 @@ class KernelKMeans(
         return self._fit(X, sample_weight)
 
     # ------------------------------------------------------------- out of sample
-    def _check_inductive(self, method):
-        if self._kind == "graph":
-            raise ValueError(
-                f"{type(self).__name__}.{method}: kernel={self.kernel!r} is a graph "
-                "kernel, defined on the training points only (transductive): there is "
-                "no kernel value for new points. Use labels_ (fit_predict) or "
-                "fit_transform on the training data."
-            )
-
-    def _distances(self, X, diag=None):
-        """Squared distances (n_new, k) to the centers; diag: K(x, x) or None (-> 0)."""
-        n = X.shape[0]
-        k = self.n_clusters
-        m = self.support_.size
-        rows = chunk_rows(self.working_memory, m + 3 * k + 2, X.dtype.itemsize)
-        out = np.empty((n, k), dtype=np.float64)
-        for r0 in range(0, n, rows):
-            Xc = X[r0:r0 + rows]
-            if self._kind == "point":
-                Kc = self.kernel_(Xc, self.support_vectors_)
-                dc = self.kernel_.diag(Xc)
-            else:
-                Kc = Xc[:, self.support_]
-                dc = 0.0 if diag is None else diag[r0:r0 + rows]
-            P = segment_inner(np.asarray(Kc, dtype=np.float64), self.dual_coef_,
-                              self._starts) if m else np.zeros((Xc.shape[0], k))
-            D = P * -2.0
-            D += np.asarray(dc, dtype=np.float64).reshape(-1, 1)
-            D += self.center_norms_[None, :]
-            out[r0:r0 + rows] = D
-        return out
-
-    def _check_diag(self, diag, n, method):
-        if self._kind != "precomputed":
-            return None
-        if diag is None:
-            raise ValueError(
-                f"{type(self).__name__}.{method} with kernel='precomputed' needs "
-                "diag=K(x, x) of the new points (shape (n_new,)): the distances "
-                "depend on it (predict does not)"
-            )
-        diag = check_array(diag, ensure_2d=False, dtype=np.float64, input_name="diag")
-        if diag.shape != (n,):
-            raise ValueError(f"diag must have shape (n_new,) = ({n},), got {diag.shape}")
-        return diag
-
-    def predict(self, X):
-        """Index of the nearest center in feature space for each row of X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_new, n_features) or (n_new, n_fit)
-            New points; with ``kernel="precomputed"``, K(X_new, X_fit).
-
-        Returns
-        -------
-        labels : ndarray of shape (n_new,)
-        """
-        check_is_fitted(self)
-        self._check_inductive("predict")
-        X = self._validate_X(X, reset=False)
-        if self._kind == "point":
-            check_no_overflow(X, self.kernel_)
-        return np.argmin(self._distances(X), axis=1)
-
-    def transform(self, X, diag=None):
+    def transform(self, X, kernel_diag=None, diag="deprecated"):
         """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
 
         Parameters
         ----------
         X : array-like of shape (n_new, n_features) or (n_new, n_fit)
             New points; with ``kernel="precomputed"``, K(X_new, X_fit).
-        diag : array-like of shape (n_new,), default=None
+        kernel_diag : array-like of shape (n_new,), default=None
             K(x, x) of the new points; required with ``kernel="precomputed"``,
             ignored otherwise.
+        diag : array-like of shape (n_new,)
+            Deprecated spelling of ``kernel_diag`` (the keyword of every mbkkm
+            estimator); will be removed in 0.3.
 
         Returns
         -------
         distances : ndarray of shape (n_new, n_clusters)
             Non-negative (rounding below 0 is clipped).
         """
-        check_is_fitted(self)
-        self._check_inductive("transform")
-        X = self._validate_X(X, reset=False)
-        if self._kind == "point":
-            check_no_overflow(X, self.kernel_)
-        diag = self._check_diag(diag, X.shape[0], "transform")
-        D = self._distances(X, diag)
-        np.maximum(D, 0.0, out=D)
-        return D
+        return super().transform(X, kernel_diag=_deprecated_diag(diag, kernel_diag))
 
-    def score(self, X, y=None, sample_weight=None, diag=None):
+    def score(self, X, y=None, sample_weight=None, kernel_diag=None, diag="deprecated"):
         """Opposite of the (weighted) inertia of X on the fitted centers.
 
         Parameters
@@ -805,25 +717,24 @@ class KernelKMeans(
         X : array-like of shape (n_new, n_features) or (n_new, n_fit)
         y : Ignored
         sample_weight : array-like of shape (n_new,), default=None
-        diag : array-like of shape (n_new,), default=None
+        kernel_diag : array-like of shape (n_new,), default=None
             K(x, x) of the new points; required with ``kernel="precomputed"``.
+        diag : array-like of shape (n_new,)
+            Deprecated spelling of ``kernel_diag``; will be removed in 0.3.
 
         Returns
         -------
         score : float
         """
-        check_is_fitted(self)
-        self._check_inductive("score")
-        X = self._validate_X(X, reset=False)
-        if self._kind == "point":
-            check_no_overflow(X, self.kernel_)
-        sample_weight = check_sample_weight(sample_weight, X)
-        diag = self._check_diag(diag, X.shape[0], "score")
-        mind = np.maximum(self._distances(X, diag).min(axis=1), 0.0)
-        return -float(mind.sum() if sample_weight is None else mind @ sample_weight)
+        return super().score(X, sample_weight=sample_weight,
+                             kernel_diag=_deprecated_diag(diag, kernel_diag))
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
-        tags.input_tags.pairwise = self.kernel == "precomputed"
-        return tags
+
+def _deprecated_diag(diag, kernel_diag):
+    if isinstance(diag, str) and diag == "deprecated":
+        return kernel_diag
+    warnings.warn("diag= was renamed kernel_diag= (the keyword of every mbkkm estimator) in "
+                  "0.2 and will be removed in 0.3", FutureWarning, stacklevel=3)
+    if kernel_diag is not None:
+        raise ValueError("pass kernel_diag= only (diag= is its deprecated spelling)")
+    return diag

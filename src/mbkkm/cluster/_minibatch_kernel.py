@@ -5,16 +5,10 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
-    TransformerMixin,
-    _fit_context,
-)
+from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_array, validate_data
 
 from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
@@ -26,7 +20,6 @@ from .._core import (
     minibatch_step,
     random_init,
 )
-from .._core._parallel import assign_parallel
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
 from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
@@ -37,6 +30,7 @@ from ..kernels._index import (
     validate_stored_kernel,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
+from ._base import BaseKernelKMeans
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -50,10 +44,7 @@ from ._common import (
 from ._minibatch_base import MiniBatchMixin
 
 
-class MiniBatchKernelKMeans(
-    MiniBatchMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-    BaseEstimator,
-):
+class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
     """Truncated mini-batch kernel k-means, without the n x n kernel matrix.
 
     Each center is an explicit combination of at most about ``tau + batch_size``
@@ -304,11 +295,6 @@ torch.device, default=None
             accept_sparse=False, ensure_min_samples=1,
         ))
 
-    @property
-    def _index_kernel(self):
-        """Whether the kernel is a stored matrix whose items are point indices."""
-        return self.kernel == "precomputed" or self.kernel in GRAPH_KERNELS
-
     def _resolve_kernel(self, X, sample_weight):
         """The resolved kernel and the items the core works on (rows or indices)."""
         if self.kernel == "precomputed":
@@ -391,11 +377,6 @@ torch.device, default=None
         mind = get_backend(mind).to_numpy(mind)
         return float(mind.sum() if wv is None else mind @ wv)
 
-    def _chunk_rows(self, X, state=None):
-        state = self._state if state is None else state
-        m = state.support.shape[0]
-        return chunk_rows(self.working_memory, m + 3 * self.n_clusters + 2, X.dtype.itemsize)
-
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
     @restore_on_error
@@ -443,7 +424,7 @@ torch.device, default=None
 
         objectives, n_iter = self._iterate(
             step, lambda: f"{state.support.shape[0]} support points")
-        self._store_state(state)
+        self._publish(state)
         self.n_iter_ = n_iter
         self.n_steps_ = n_iter
         self.batch_objective_ = objectives
@@ -476,8 +457,7 @@ torch.device, default=None
 
         objectives, n_iter = self._iterate(step)
         windows = table_to_windows(table, items, kernel)
-        self._store_state(windows)
-        self._table = table
+        self._publish(windows)
         self.n_iter_ = n_iter
         self.n_steps_ = n_iter
         self.batch_objective_ = objectives
@@ -541,154 +521,10 @@ torch.device, default=None
             state, X, self.kernel_, LEARNING_RATES[self.learning_rate], tau=self.tau,
             renormalize=self.renormalize, batch_weight=sample_weight,
         )
-        self._store_state(state)
+        self._publish(state)
         self.n_steps_ += 1
         self.n_iter_ = self.n_steps_
         self.batch_objective_ = np.append(self.batch_objective_, res.objective)
         if self.compute_labels:
             self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
         return self
-
-    def _store_state(self, state):
-        """Publish the state as fitted attributes (the only place they are set)."""
-        self._state = state
-        self.support_vectors_ = _device.to_output(self, state.support)
-        self.dual_coef_ = state.coef
-        self.support_labels_ = state.labels
-        self.n_support_ = np.diff(state.starts)
-        self.center_norms_ = state.norms
-        self._n_features_out = self.n_clusters
-
-    # -------------------------------------------------------------- predict
-    def _labels_inertia(self, X, sample_weight=None):
-        if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
-            return X.labels_inertia(self, sample_weight)
-        labels, mind = assign_parallel(X, self._state, self.kernel_,
-                                       chunk_rows=self._chunk_rows(X))
-        labels, mind = _device.to_output(self, labels), get_backend(mind).to_numpy(mind)
-        w = None if sample_weight is None else sample_weight
-        inertia = float(mind.sum(dtype=np.float64) if w is None else mind @ w)
-        return labels, inertia
-
-    def _assign_new(self, X, return_distances=False, kernel_diag=None):
-        """Label new data (after the usual checks), in chunks."""
-        check_is_fitted(self)
-        if self.kernel in GRAPH_KERNELS:
-            raise ValueError(
-                f"kernel={self.kernel!r} is a graph kernel, defined on the fitted points only: "
-                "it has no value between new points and the fitted ones. Use labels_ (or "
-                "fit_predict) for the fitted points, or refit on all the points"
-            )
-        X = self._validate_X(X, reset=False)
-        rows = self._chunk_rows(X)
-        if self.kernel != "precomputed":
-            check_no_overflow(X, self.kernel_)
-            return tuple(_device.to_output(self, a) for a in assign_parallel(
-                X, self._state, self.kernel_, chunk_rows=rows,
-                return_distances=return_distances))
-
-        # X is K(X_new, X_fit); the support items are indices into X_fit.
-        def cross(K_rows, support):
-            return K_rows[:, support]
-
-        if kernel_diag is None:
-            if return_distances:
-                raise ValueError(
-                    "kernel='precomputed': distances need K(x, x) of the new points, which "
-                    "K(X_new, X_fit) does not hold; pass it as kernel_diag=, shape (n_new,)"
-                )
-            diag_values = np.zeros(X.shape[0], dtype=X.dtype)  # argmin does not need it
-        else:
-            diag_values = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype,
-                                      input_name="kernel_diag")
-            if diag_values.shape != (X.shape[0],):
-                raise ValueError(f"kernel_diag should have shape ({X.shape[0]},), got "
-                                 f"{diag_values.shape}")
-        positions = {"next": 0}
-
-        def diag(K_rows):
-            i = positions["next"]
-            positions["next"] = i + K_rows.shape[0]
-            return diag_values[i:i + K_rows.shape[0]]
-
-        return assign(X, self._state, self.kernel_, cross_kernel=cross, diag=diag,
-                      chunk_rows=rows, return_distances=return_distances)
-
-    def predict(self, X):
-        """Index of the nearest center in feature space for each row of X.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
-
-        Returns
-        -------
-        labels : ndarray of shape (n_samples,)
-            A Dask array (computed per chunk) when X is one.
-        """
-        if _dask.is_dask_array(X):
-            return _dask.dask_predict(self, X)
-        return self._assign_new(X)[0]
-
-    def transform(self, X, kernel_diag=None):
-        """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
-        kernel_diag : array-like of shape (n_samples,), default=None
-            Only with kernel="precomputed", where it is required: K(x, x) of the new
-            points.
-
-        Returns
-        -------
-        distances : ndarray of shape (n_samples, n_clusters)
-            Non-negative (rounding below 0 is clipped). A Dask array when X is one.
-        """
-        if _dask.is_dask_array(X) and kernel_diag is None:
-            return _dask.dask_transform(self, X)
-        return self._assign_new(X, return_distances=True, kernel_diag=kernel_diag)[2]
-
-    def fit_transform(self, X, y=None, sample_weight=None):
-        """Fit, then the distances of the fitted points to the centers, (n, n_clusters).
-
-        Works for every kernel, graph and precomputed kernels included.
-        """
-        self.fit(X, sample_weight=sample_weight)
-        if not self._index_kernel:
-            return self.transform(X)
-        items = np.arange(self.kernel_.n_samples)
-        return assign(items, self._state, self.kernel_, chunk_rows=self._chunk_rows(X),
-                      return_distances=True)[2]
-
-    def score(self, X, y=None, sample_weight=None, kernel_diag=None):
-        """Opposite of the (weighted) inertia of X on the fitted centers.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-        y : Ignored
-        sample_weight : array-like of shape (n_samples,), default=None
-        kernel_diag : array-like of shape (n_samples,), default=None
-            K(x, x) of the new points; required with kernel="precomputed".
-
-        Returns
-        -------
-        score : float
-        """
-        if _dask.is_dask_array(X) and kernel_diag is None:
-            return _dask.dask_score(self, X, sample_weight)
-        _, mind = self._assign_new(X, kernel_diag=kernel_diag,
-                                   return_distances=self.kernel == "precomputed")[:2]
-        mind = get_backend(mind).to_numpy(mind)
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
-                                            mind[:, None])
-        return -float(mind.sum(dtype=np.float64) if sample_weight is None
-                      else mind @ sample_weight)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
-        return tags

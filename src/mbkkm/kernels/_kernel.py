@@ -86,17 +86,18 @@ class Kernel:
     def is_callable(self):
         return self._user_func is not None
 
-    def prepare(self, Y):
-        """What :meth:`__call__` can reuse across calls with the same ``Y`` (a dict).
+    def prepare(self, X):
+        """What :meth:`__call__` can reuse across calls with the same left operand ``X``.
 
-        For rbf, the support side of the GEMM (``Y_aug``); nothing for other kernels.
+        A dict: for rbf, the left side of the GEMM (``X_aug``); nothing for other
+        kernels. The labelling pass computes K(S, X_chunk) tiles against one support S.
         """
-        if self.name == "rbf" and Y.dtype.kind == "f":
-            return {"Y_aug": _pw.rbf_augment(Y, self.params["gamma"])}
+        if self.name == "rbf" and X.dtype.kind == "f":
+            return {"X_aug": _pw.rbf_augment_left(X, self.params["gamma"])}
         return {}
 
     def __call__(self, X, Y, out=None, **cache):
-        """The (len(X), len(Y)) block; ``cache`` from :meth:`prepare` for this ``Y``."""
+        """The (len(X), len(Y)) block; ``cache`` from :meth:`prepare` for this ``X``."""
         if self._user_func is None:
             return self._func(X, Y, out=out, **cache, **self.params)
         K = self._call_user(X, Y)

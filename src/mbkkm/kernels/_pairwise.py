@@ -56,21 +56,30 @@ def rbf_augment(Y, gamma, Y_norms_sq=None):
     return Ya
 
 
-def rbf(X, Y, *, gamma, out=None, Y_norms_sq=None, Y_aug=None, **_):
+def rbf_augment_left(X, gamma):
+    """[2 gamma x, -gamma |x|^2, 1], shape (n, d + 2): the left side of :func:`rbf`'s GEMM.
+
+    Computed once per support set when the support is the left operand (the
+    labelling pass's K(S, X_chunk) tiles) and reused for every tile (``X_aug=``).
+    """
+    n, d = X.shape
+    dt = X.dtype.type
+    Xa = np.empty((n, d + 2), dtype=X.dtype)
+    np.multiply(X, dt(2.0 * gamma), out=Xa[:, :d])
+    Xa[:, d] = row_norms_sq(X) * dt(-gamma)
+    Xa[:, d + 1] = 1
+    return Xa
+
+
+def rbf(X, Y, *, gamma, out=None, Y_norms_sq=None, X_aug=None, Y_aug=None, **_):
     """K(x, y) = exp(-gamma ||x - y||^2).
 
     -gamma ||x - y||^2 = <[2 gamma x, -gamma |x|^2, 1], [y, 1, -gamma |y|^2]>: one GEMM
     on two extra columns yields the exponent, leaving two elementwise passes (clip
     at 0, so rounding never yields K > 1, and exp) instead of five; they run on row
-    chunks that stay in cache.
+    chunks that stay in cache. ``X_aug`` / ``Y_aug``: either side prepared once.
     """
-    n, d = X.shape
-    dt = np.result_type(X.dtype, Y.dtype).type
-    g = dt(gamma)
-    Xa = np.empty((n, d + 2), dtype=dt)
-    np.multiply(X, dt(2.0 * gamma), out=Xa[:, :d])
-    Xa[:, d] = row_norms_sq(X) * -g
-    Xa[:, d + 1] = 1
+    Xa = rbf_augment_left(X, gamma) if X_aug is None else X_aug
     Ya = rbf_augment(Y, gamma, Y_norms_sq) if Y_aug is None else Y_aug
     K = _gemm(Xa, Ya, out)
     for rows in _row_chunks(K):

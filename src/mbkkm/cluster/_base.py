@@ -1,0 +1,224 @@
+"""What every kernel estimator shares once fitted: labelling, distances and scores.
+
+A fitted kernel estimator holds its centers as windows of support points
+(``self._state``, a :class:`mbkkm._core.WindowState`): the mini-batch estimator's
+own windows, or for full-batch kernel k-means one block per cluster made of its
+points with coefficients w_y / W_j. ``predict``, ``transform``, ``score`` and
+``fit_transform`` are written here once, on one labelling pass
+(:func:`mbkkm._core.assign`), with the same keywords in every estimator.
+
+A subclass provides ``_validate_X(X, reset)``, ``fit`` and sets ``kernel_`` (a
+:class:`~mbkkm.kernels.Kernel` for kernels on points, an index kernel whose items
+are point indices for "precomputed" and the graph kernels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+)
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from .. import _dask
+from .._core import assign
+from .._core._parallel import assign_parallel
+from ..backends import get_backend
+from ..kernels import GRAPH_KERNELS
+from . import _device
+from ._common import check_no_overflow, check_sample_weight, chunk_rows
+
+
+class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+                       BaseEstimator):
+    """Base class of the kernel estimators (see the module docstring)."""
+
+    # ------------------------------------------------------------------ kinds
+    @property
+    def _kind(self):
+        """"point" (a kernel on rows), "precomputed" or "graph" (items are indices)."""
+        if isinstance(self.kernel, str):
+            if self.kernel == "precomputed":
+                return "precomputed"
+            if self.kernel in GRAPH_KERNELS:
+                return "graph"
+        return "point"
+
+    @property
+    def _index_kernel(self):
+        """Whether the kernel is a stored matrix whose items are point indices."""
+        return self._kind != "point"
+
+    def _chunk_rows(self, X, state=None):
+        """Rows per labelling chunk within ``working_memory``."""
+        state = self._state if state is None else state
+        m = state.support.shape[0]
+        itemsize = np.dtype(_device.host_dtype(X)).itemsize if hasattr(X, "dtype") else 8
+        return chunk_rows(self.working_memory, m + 3 * self.n_clusters + 2, itemsize)
+
+    # -------------------------------------------------------------- labelling
+    def _labels_inertia(self, X, sample_weight=None):
+        """Labels and (weighted) inertia of validated items X (fitted rows or indices)."""
+        if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
+            return X.labels_inertia(self, sample_weight)
+        labels, mind = assign_parallel(X, self._state, self.kernel_,
+                                       chunk_rows=self._chunk_rows(X))
+        labels, mind = _device.to_output(self, labels), get_backend(mind).to_numpy(mind)
+        inertia = float(mind.sum(dtype=np.float64) if sample_weight is None
+                        else mind @ sample_weight)
+        return labels, inertia
+
+    def _check_inductive(self, method):
+        if self._kind == "graph":
+            raise ValueError(
+                f"{type(self).__name__}.{method}: kernel={self.kernel!r} is a graph "
+                "kernel, defined on the fitted points only (transductive): it has no value "
+                "between new points and the fitted ones. Use labels_ (fit_predict) or "
+                "fit_transform on the fitted points, or refit on all the points"
+            )
+
+    def _check_kernel_diag(self, kernel_diag, X, method, needed):
+        """K(x, x) of new points for kernel="precomputed" (None where not needed)."""
+        if self._kind != "precomputed":
+            return None
+        if kernel_diag is None:
+            if needed:
+                raise ValueError(
+                    f"{type(self).__name__}.{method} with kernel='precomputed' needs "
+                    "kernel_diag=K(x, x) of the new points, shape (n_new,): the distances "
+                    "depend on it, and K(X_new, X_fit) does not hold it (predict does not "
+                    "need it)"
+                )
+            return np.zeros(X.shape[0], dtype=X.dtype)  # the argmin does not depend on it
+        diag = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype,
+                           input_name="kernel_diag")
+        if diag.shape != (X.shape[0],):
+            raise ValueError(f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), "
+                             f"got {diag.shape}")
+        return diag
+
+    def _assign_new(self, X, method, return_distances=False, kernel_diag=None):
+        """Labels, minimum distances (and distances) of new data after the usual checks."""
+        check_is_fitted(self)
+        self._check_inductive(method)
+        X = self._validate_X(X, reset=False)
+        rows = self._chunk_rows(X)
+        if self._kind == "point":
+            check_no_overflow(X, self.kernel_)
+            return tuple(_device.to_output(self, a) for a in assign_parallel(
+                X, self._state, self.kernel_, chunk_rows=rows,
+                return_distances=return_distances))
+        # kernel="precomputed": X is K(X_new, X_fit); the support items index X_fit.
+        diag = self._check_kernel_diag(kernel_diag, X, method, needed=return_distances)
+
+        def cross(support, K_rows):
+            return np.ascontiguousarray(K_rows[:, support].T)  # (m, r)
+
+        return assign(X, self._state, self.kernel_, cross_kernel=cross,
+                      diag=lambda start, K_rows: diag[start:start + K_rows.shape[0]],
+                      chunk_rows=rows, return_distances=return_distances)
+
+    # ------------------------------------------------------------- public API
+    def predict(self, X):
+        """Index of the nearest center in feature space for each row of X.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            A Dask array (computed per chunk) when X is one; a tensor for a model
+            fitted on tensors.
+        """
+        if _dask.is_dask_array(X):
+            return _dask.dask_predict(self, X)
+        return self._assign_new(X, "predict")[0]
+
+    def transform(self, X, kernel_diag=None):
+        """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
+        kernel_diag : array-like of shape (n_samples,), default=None
+            Only with kernel="precomputed", where it is required: K(x, x) of the new
+            points.
+
+        Returns
+        -------
+        distances : ndarray of shape (n_samples, n_clusters)
+            Non-negative (rounding below 0 is clipped). A Dask array when X is one.
+        """
+        if _dask.is_dask_array(X) and kernel_diag is None:
+            return _dask.dask_transform(self, X)
+        return self._assign_new(X, "transform", return_distances=True,
+                                kernel_diag=kernel_diag)[2]
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then the distances of the fitted points to the centers, (n, n_clusters).
+
+        Works for every kernel, graph and precomputed kernels included.
+        """
+        self.fit(X, sample_weight=sample_weight)
+        if not self._index_kernel:
+            return self.transform(X)
+        items = np.arange(self.kernel_.n_samples)
+        return assign(items, self._state, self.kernel_, chunk_rows=self._chunk_rows(items),
+                      return_distances=True)[2]
+
+    def score(self, X, y=None, sample_weight=None, kernel_diag=None):
+        """Opposite of the (weighted) inertia of X on the fitted centers.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+        kernel_diag : array-like of shape (n_samples,), default=None
+            K(x, x) of the new points; required with kernel="precomputed".
+
+        Returns
+        -------
+        score : float
+        """
+        if _dask.is_dask_array(X) and kernel_diag is None:
+            return _dask.dask_score(self, X, sample_weight)
+        mind = self._assign_new(X, "score", kernel_diag=kernel_diag,
+                                return_distances=self._kind == "precomputed")[1]
+        mind = get_backend(mind).to_numpy(mind)
+        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
+                                            mind[:, None])
+        return -float(mind.sum(dtype=np.float64) if sample_weight is None
+                      else mind @ sample_weight)
+
+    # ------------------------------------------------------- fitted attributes
+    def _publish(self, state):
+        """The fitted centers as public attributes, support grouped by cluster."""
+        self._state = state
+        order, ptr = state.by_cluster()
+        nx = state.backend
+        self.support_vectors_ = _device.to_output(self, nx.take(state.support,
+                                                                 nx.index(order)))
+        self.dual_coef_ = state.coef[order]
+        self.support_labels_ = state.labels[order]
+        self.n_support_ = np.diff(ptr)
+        self._n_features_out = self.n_clusters
+
+    @property
+    def center_norms_(self):
+        """Squared feature-space norms <C_j, C_j> of the centers, shape (n_clusters,)."""
+        check_is_fitted(self, "_state")
+        return self._state.host_norms()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        tags.input_tags.pairwise = self.kernel == "precomputed"
+        return tags

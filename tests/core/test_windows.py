@@ -1,0 +1,199 @@
+"""The whole-batch core against its plain per-cluster oracles.
+
+- :func:`plan_windows` (blocks kept, coefficients) == the rule applied cluster by
+  cluster, block by block;
+- :func:`minibatch_step` == a point-by-point reference step with every norm
+  recomputed from the kernel (labels, objectives, windows, coefficients, norms);
+- the cached block Gram matrices == recomputed from the support;
+- the number of array-library calls of an iteration does not depend on k, and an
+  iteration makes one device-to-host transfer (torch on CPU tensors, counted).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _reference import RefWindows, plain_plan, reference_step
+
+from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step, plan_windows
+from mbkkm._core._windows import block_slots, concat_ranges
+from mbkkm.kernels import resolve_kernel
+
+
+def test_concat_ranges_equals_loop():
+    rng = np.random.RandomState(0)
+    starts, lengths = rng.randint(0, 50, 20), rng.randint(0, 6, 20)
+    expected = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)])
+    np.testing.assert_array_equal(concat_ranges(starts, lengths), expected)
+    assert concat_ranges([], []).size == 0
+
+
+def test_block_slots_equals_loop():
+    cl = np.random.RandomState(1).randint(0, 5, 40)
+    expected = [np.count_nonzero(cl[:i] == c) for i, c in enumerate(cl)]
+    np.testing.assert_array_equal(block_slots(cl, 5), expected)
+
+
+@pytest.mark.parametrize("tau", [None, 1, 4, 15, 60])
+@pytest.mark.parametrize("renormalize", [True, False])
+@pytest.mark.parametrize("seed", range(4))
+def test_plan_windows_equals_plain_rule(tau, renormalize, seed):
+    rng = np.random.RandomState(seed)
+    k, nb = 6, 30
+    block_cluster = rng.randint(0, k, nb)
+    block_size = rng.randint(1, 9, nb)
+    lam = rng.uniform(0.05, 1, nb)
+    new_size = rng.randint(0, 12, k)
+    new_size[0] = 0  # a cluster without batch points
+    alpha = np.where(new_size > 0, rng.uniform(0.1, 0.9, k), 0.0)
+    alpha[1] = 1.0 if new_size[1] else 0.0  # classic rate's first update: old blocks go
+    alpha[2] = 0.0  # batch points but a zero rate (zero weights): unchanged
+    plan = plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormalize)
+    keep, lam_kept, grows, lam_new = plain_plan(block_cluster, block_size, lam, new_size,
+                                                alpha, tau, renormalize)
+    np.testing.assert_array_equal(plan.keep, keep)
+    np.testing.assert_array_equal(plan.grows, grows)
+    np.testing.assert_allclose(plan.lam_kept, lam_kept, rtol=1e-14)
+    np.testing.assert_allclose(plan.lam_new, lam_new, rtol=1e-14)
+
+
+def _grouped(state):
+    """Support, coefficients and stamps grouped by cluster (oldest first), as lists."""
+    order, ptr = state.by_cluster()
+    stamps = np.repeat(state.block_stamp, state.block_size)
+    S, a, st = state.support[order], state.coef[order], stamps[order]
+    return [(S[ptr[j]:ptr[j + 1]], a[ptr[j]:ptr[j + 1]], st[ptr[j]:ptr[j + 1]])
+            for j in range(state.n_clusters)]
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "linear", "polynomial"])
+@pytest.mark.parametrize("tau", [None, 3, 40])
+@pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
+@pytest.mark.parametrize("renormalize", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_step_equals_reference(kernel, tau, learning_rate, renormalize, weighted):
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(400, 4))
+    kern = resolve_kernel(kernel, gamma=0.3, degree=2, X=X)
+    k = 5
+    state, ref = init_state(X[:k].copy(), kern), RefWindows(X[:k].copy())
+    rate = LEARNING_RATES[learning_rate]
+    for _ in range(12):
+        idx = rng.randint(0, len(X), 48)
+        w = rng.uniform(0, 2, 48) if weighted else None
+        res = minibatch_step(state, X[idx], kern, rate, tau=tau, renormalize=renormalize,
+                             batch_weight=w, objective_after=True)
+        labels, objective, after = reference_step(ref, X[idx], kern, rate, tau=tau,
+                                                  renormalize=renormalize, batch_weight=w)
+        np.testing.assert_array_equal(res.labels, labels)
+        assert res.objective == pytest.approx(objective, rel=1e-9, abs=1e-12)
+        assert res.objective_after == pytest.approx(after, rel=1e-9, abs=1e-12)
+    for j, (S, a, stamps) in enumerate(_grouped(state)):
+        np.testing.assert_array_equal(S, ref.support[j])
+        np.testing.assert_array_equal(stamps, ref.block[j])
+        np.testing.assert_allclose(a, ref.coef[j], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(state.host_norms(), ref.norms(kern), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(state.counts, ref.counts)
+    labels, mind, D = assign(X, state, kern, chunk_rows=90, return_distances=True)
+    expected = ref.distances(X, kern)
+    np.testing.assert_allclose(D, np.maximum(expected, 0), rtol=1e-9, atol=1e-10)
+    np.testing.assert_array_equal(labels, expected.argmin(1))
+
+
+def block_gram(state, kernel):
+    """H_j[p, q] = sum_{s in p, t in q} u_s u_t K(s, t), recomputed, (k, L, L)."""
+    k, L = state.n_clusters, state.gram.shape[1]
+    slots = block_slots(state.block_cluster, k)
+    H = np.zeros((k, L, L))
+    bs = state.block_start
+    for p in range(state.block_cluster.size):
+        for q in range(state.block_cluster.size):
+            if state.block_cluster[p] != state.block_cluster[q]:
+                continue
+            Sp, Sq = state.support[bs[p]:bs[p + 1]], state.support[bs[q]:bs[q + 1]]
+            up, uq = state.weight[bs[p]:bs[p + 1]], state.weight[bs[q]:bs[q + 1]]
+            H[state.block_cluster[p], slots[p], slots[q]] = up @ kernel(Sp, Sq) @ uq
+    return H
+
+
+@pytest.mark.parametrize("tau", [2, 25, None])
+def test_block_gram_equals_recomputed(tau):
+    rng = np.random.RandomState(3)
+    X = rng.normal(size=(300, 3))
+    kern = resolve_kernel("rbf", gamma=0.5)
+    state = init_state(X[:4].copy(), kern)
+    for _ in range(15):
+        minibatch_step(state, X[rng.randint(0, 300, 40)], kern, LEARNING_RATES["adaptive"],
+                       tau=tau, renormalize=True)
+    np.testing.assert_allclose(state.gram, block_gram(state, kern), rtol=1e-12, atol=1e-14)
+    # and the norms are lambda^T H lambda of that Gram
+    assert state.gram.shape[1] == np.bincount(state.block_cluster).max()
+
+
+# ------------------------------------------------------------- GPU-shaped counts
+
+torch = pytest.importorskip("torch")
+
+
+class _OpCounter:
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                counter.ops.append(str(func))
+                return func(*args, **(kwargs or {}))
+
+        self.ops = []
+        self.mode = Mode()
+
+
+def _fitted_torch(k, seed=0):
+    from mbkkm import MiniBatchKernelKMeans
+
+    rng = np.random.RandomState(seed)
+    X = torch.from_numpy(rng.normal(size=(3000, 6)).astype(np.float32))
+    km = MiniBatchKernelKMeans(k, gamma=0.2, batch_size=256, tau=40, max_iter=5,
+                               compute_labels=False, random_state=seed).fit(X)
+    return km, X
+
+
+def test_iteration_op_count_does_not_depend_on_k(monkeypatch):
+    """One partial_fit iteration: the same torch calls at k = 5 and k = 50."""
+    counts = {}
+    for k in (5, 50):
+        km, X = _fitted_torch(k)
+        batch = X[:256]
+        counter = _OpCounter()
+        with counter.mode:
+            km.partial_fit(batch)
+        counts[k] = len(counter.ops)
+    assert counts[5] == counts[50], counts
+
+
+def test_one_device_to_host_transfer_per_iteration(monkeypatch):
+    from mbkkm.backends._torch import TorchBackend
+
+    transfers = []
+    original = TorchBackend.to_numpy
+
+    def counting(self, x):
+        transfers.append(tuple(getattr(x, "shape", ())))
+        return original(self, x)
+
+    monkeypatch.setattr(TorchBackend, "to_numpy", counting)
+    km, X = _fitted_torch(8)
+    state = km._state.copy()
+    kern = km.kernel_
+    rng = np.random.RandomState(0)
+    counter = _OpCounter()
+    transfers.clear()
+    with counter.mode:
+        for _ in range(6):
+            minibatch_step(state, X[torch.from_numpy(rng.randint(0, 3000, 256))], kern,
+                           LEARNING_RATES["adaptive"], tau=40, renormalize=True)
+    assert len(transfers) == 6, transfers
+    assert all(shape == (2, 256) for shape in transfers)
+    assert "aten._local_scalar_dense.default" not in counter.ops  # no .item() syncs
