@@ -56,6 +56,13 @@ def rbf_augment(Y, gamma, Y_norms_sq=None):
     return Ya
 
 
+def rbf_prepare(Y, *, gamma, **_):
+    """What :func:`rbf` reuses for every row tile against the same support ``Y``."""
+    if Y.dtype.kind != "f":
+        return {}
+    return {"Y_aug": rbf_augment(Y, gamma)}
+
+
 def rbf(X, Y, *, gamma, out=None, Y_norms_sq=None, Y_aug=None, **_):
     """K(x, y) = exp(-gamma ||x - y||^2).
 
