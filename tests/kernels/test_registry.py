@@ -219,3 +219,13 @@ def test_registry_does_not_import_torch():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+def test_device_docs_name_the_torch_kernels():
+    text = _param_doc(MiniBatchKernelKMeans.__doc__, "device")
+    available, _, refused = text.partition("are available")
+    for name in kernel_names(include_aliases=False, backend="torch"):
+        assert re.search(rf"\b{name}\b", available), f"torch kernel {name!r} not documented"
+    for name in kernel_names(include_aliases=False, transductive=False):
+        if name not in kernel_names(backend="torch"):
+            assert re.search(rf"\b{name}\b", refused), f"{name!r} not documented as numpy-only"
