@@ -37,6 +37,9 @@ import uuid
 
 import numpy as np
 
+from ._validation import check_sample_weight
+from .kernels import get_spec, resolve_kernel
+
 __all__ = [
     "DaskRows",
     "dask_predict",
@@ -305,10 +308,7 @@ class DaskRows:
         the same quantities in another order, so this gamma equals it to rounding
         (relative ~1e-15), not bit for bit.
         """
-        from .kernels._kernel import resolve_kernel
-        from .kernels._registry import KERNELS, canonical_name
-
-        spec = (KERNELS.get(canonical_name(kernel)) if isinstance(kernel, str) else None)
+        spec = get_spec(kernel)
         params = dict(kernel_params or {}) if isinstance(kernel_params, dict) else {}
         need_gamma = (spec is not None and "gamma" in spec.params and gamma is None
                       and params.get("gamma") is None and spec.default_gamma == "data")
@@ -316,7 +316,7 @@ class DaskRows:
         if need_gamma or need_min:
             msd, low = self.moments(sample_weight)
             if need_min and low < 0:
-                raise ValueError(f"kernel={canonical_name(kernel)!r} is only defined for "
+                raise ValueError(f"kernel={spec.name!r} is only defined for "
                                  "non-negative data, but X has negative values")
             if need_gamma:
                 gamma = 1.0 / msd if msd > 0 else 1.0
@@ -482,8 +482,6 @@ def _weights_like(X, sample_weight):
 
     if is_dask_array(sample_weight):
         sample_weight = np.asarray(sample_weight.compute())
-    from .cluster._common import check_sample_weight
-
     sw = check_sample_weight(sample_weight, np.empty((X.shape[0], 0)))
     return da.from_array(sw, chunks=(X.chunks[0],))
 

@@ -225,7 +225,7 @@ def main():
 def _kernel_choice():
     from .kernels import kernel_names
 
-    return click.Choice([k for k in kernel_names() if k not in ("knn", "heat")])
+    return click.Choice(kernel_names(transductive=False))
 
 
 @main.command()

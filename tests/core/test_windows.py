@@ -98,6 +98,7 @@ def test_step_equals_reference(kernel, tau, learning_rate, renormalize, weighted
     expected = ref.distances(X, kern)
     np.testing.assert_allclose(D, np.maximum(expected, 0), rtol=1e-9, atol=1e-10)
     np.testing.assert_array_equal(labels, expected.argmin(1))
+    np.testing.assert_allclose(mind, np.maximum(expected.min(1), 0), rtol=1e-9, atol=1e-10)
 
 
 def block_gram(state, kernel):

@@ -234,10 +234,14 @@ def test_graph_kernel_matrix_errors():
 
 
 def test_registered_as_graph_kernels():
+    assert list(GRAPH_KERNELS) == [n for n, s in KERNELS.items() if s.transductive]
+    assert sorted(GRAPH_KERNELS) == ["heat", "knn"]
     for name in GRAPH_KERNELS:
         spec = KERNELS[name]
+        assert spec.transductive and spec.builder is not None and not spec.tiles
         assert spec.func is None and spec.diag is None
-        assert "transductive" in spec.formula
+        assert spec.required_params == ("n_neighbors",)
+        assert spec.formula
 
 
 # --- parameter errors -------------------------------------------------------------------

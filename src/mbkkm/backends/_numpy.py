@@ -12,6 +12,8 @@ import scipy.sparse as sp
 
 _BLAS_CONTROLLER = None
 
+_MSD_CHUNK_ROWS = 65536
+
 
 class NumpyBackend:
     """Array operations of the core on numpy arrays (see :mod:`mbkkm.backends`)."""
@@ -72,10 +74,14 @@ class NumpyBackend:
 
     # ---------------------------------------------------------------- kernels
     def kernel_tile(self, kernel, X, Y, out=None):
-        """K(X, Y), shape (len(X), len(Y)), into ``out`` when given (X's dtype)."""
+        """K(X, Y), shape (len(X), len(Y)), into ``out`` when given (X's dtype).
+
+        The kernel picks its numpy implementation (``kernel.tile``, see
+        :class:`mbkkm.kernels.Kernel`); the backends never import the kernels.
+        """
         if out is not None and not getattr(kernel, "is_callable", False):
-            return kernel(X, Y, out=out)
-        return np.asarray(kernel(X, Y))
+            return kernel.tile(X, Y, out=out, backend=self)
+        return np.asarray(kernel.tile(X, Y, backend=self))
 
     def tile_dtype(self, kernel, X):
         """dtype of a reusable ``out`` buffer for :meth:`kernel_tile` (None: no buffer)."""
@@ -85,7 +91,7 @@ class NumpyBackend:
 
     def kernel_diag(self, kernel, X):
         """K(x, x) for each item of X, shape (n,)."""
-        return np.asarray(kernel.diag(X))
+        return np.asarray(kernel.diag(X, backend=self))
 
     # --------------------------------------------------------------- products
     def csr_matmul(self, indptr, indices, data, A):
@@ -192,9 +198,28 @@ class NumpyBackend:
         return np.einsum("ij,ij->i", X, X)
 
     def mean_squared_pairwise_distance(self, X, sample_weight=None):
-        from ..kernels import mean_squared_pairwise_distance
+        """mean_{x,y} ||x - y||^2 over the ordered pairs of rows of X (weighted), a float.
 
-        return mean_squared_pairwise_distance(X, sample_weight)
+        mean_{x,y} ||x - y||^2 = 2 mean_x ||x||^2 - 2 ||mean_x x||^2 = 2 sum_f Var(X[:, f]).
+        Two passes (mean, then centred squares) for accuracy on data far from 0,
+        accumulated in float64 over row chunks, so a float32 memmap is never copied
+        whole.
+        """
+        n, d = X.shape
+        w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        total = float(n) if w is None else float(w.sum())
+        step = _MSD_CHUNK_ROWS
+        s = np.zeros(d)
+        for start in range(0, n, step):
+            chunk = np.asarray(X[start:start + step], dtype=np.float64)
+            s += chunk.sum(0) if w is None else w[start:start + step] @ chunk
+        mean = s / total
+        ss = 0.0
+        for start in range(0, n, step):
+            chunk = np.asarray(X[start:start + step], dtype=np.float64) - mean
+            sq = np.einsum("ij,ij->i", chunk, chunk)
+            ss += sq.sum() if w is None else float(w[start:start + step] @ sq)
+        return 2.0 * ss / total
 
     def random_indices(self, random_state, n, size):
         """Uniform indices in [0, n) drawn on the host from ``random_state``."""

@@ -1,15 +1,11 @@
 """The PyTorch backend: the core's array operations on tensors of one device.
 
 Imported only when a tensor or a torch device is seen (``import mbkkm`` never
-imports torch). Kernel tiles are written in place: one GEMM into the output
-(``torch.addmm`` folds the row-norm term into it for rbf) and in-place
-elementwise maps (``exp_``, ``clamp_max_``, ``tanh_``, ``pow_``); on CPU a
-version with temporaries is 2-5x slower.
-
-Supported named kernels: rbf, linear, polynomial, sigmoid, cosine, laplacian.
-chi2 is refused (its sum of (x - y)^2 / (x + y) has no GEMM form); callables are
-called with tensors and must return a tensor of shape (n_x, n_y) on the same
-device.
+imports torch). Kernel tiles come from the kernel (``kernel.tile(X, Y, out=,
+backend=self)``), which takes them from the registry's torch entries
+(:mod:`mbkkm.kernels._torch_tiles`); a kernel without one (chi2) raises the
+registry's ValueError. Callables are called with tensors and must return a
+tensor of shape (n_x, n_y) on the same device.
 """
 
 from __future__ import annotations
@@ -26,107 +22,6 @@ _NP_TO_TORCH = {
     np.dtype(np.int64): torch.int64,
     np.dtype(np.int32): torch.int32,
 }
-
-
-# --- kernel tiles, in place in ``out`` (shape (n_x, n_y), X's dtype) ---------------
-
-
-def _mm(X, Y, out):
-    if out is None:
-        return X @ Y.T
-    return torch.mm(X, Y.T, out=out)
-
-
-def _row_norms_sq(X):
-    return torch.einsum("ij,ij->i", X, X)
-
-
-def _linear(X, Y, out, **_):
-    return _mm(X, Y, out)
-
-
-def _rbf(X, Y, out, *, gamma, **_):
-    # -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |y|^2 - gamma |x|^2: the |y|^2 term
-    # rides in the GEMM (addmm's input), the rest in place; clipped at 0 (K <= 1).
-    gyy = _row_norms_sq(Y).mul_(-gamma)[None, :]
-    if out is None:
-        out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
-    torch.addmm(gyy, X, Y.T, beta=1.0, alpha=2.0 * gamma, out=out)
-    out.sub_(_row_norms_sq(X).mul_(gamma)[:, None])
-    return out.clamp_max_(0).exp_()
-
-
-def _polynomial(X, Y, out, *, gamma, degree, coef0, **_):
-    K = _mm(X, Y, out).mul_(gamma).add_(coef0)
-    p = int(degree) if float(degree).is_integer() else float(degree)
-    return K.pow_(p)
-
-
-def _sigmoid(X, Y, out, *, gamma, coef0, **_):
-    return _mm(X, Y, out).mul_(gamma).add_(coef0).tanh_()
-
-
-def _unit_rows(X):
-    norms = torch.sqrt(_row_norms_sq(X))
-    norms[norms == 0] = 1
-    return X / norms[:, None]
-
-
-def _cosine(X, Y, out, **_):
-    return _mm(_unit_rows(X), _unit_rows(Y), out)
-
-
-def _laplacian(X, Y, out, *, gamma, **_):
-    D = torch.cdist(X, Y, p=1)  # (n_x, n_y) L1 distances
-    if out is None:
-        out = D
-    else:
-        out.copy_(D)
-    return out.mul_(-gamma).exp_()
-
-
-def _diag_ones(X, **_):
-    return torch.ones(X.shape[0], dtype=X.dtype, device=X.device)
-
-
-def _diag_linear(X, **_):
-    return _row_norms_sq(X)
-
-
-def _diag_polynomial(X, *, gamma, degree, coef0, **_):
-    p = int(degree) if float(degree).is_integer() else float(degree)
-    return _row_norms_sq(X).mul_(gamma).add_(coef0).pow_(p)
-
-
-def _diag_sigmoid(X, *, gamma, coef0, **_):
-    return _row_norms_sq(X).mul_(gamma).add_(coef0).tanh_()
-
-
-def _diag_cosine(X, **_):
-    return (_row_norms_sq(X) > 0).to(X.dtype)
-
-
-#: name -> (tile, diag) of the named kernels the torch backend implements.
-TORCH_KERNELS = {
-    "rbf": (_rbf, _diag_ones),
-    "linear": (_linear, _diag_linear),
-    "polynomial": (_polynomial, _diag_polynomial),
-    "sigmoid": (_sigmoid, _diag_sigmoid),
-    "cosine": (_cosine, _diag_cosine),
-    "laplacian": (_laplacian, _diag_ones),
-}
-
-
-def check_torch_kernel(kernel):
-    """Raise a clear error when the torch backend cannot evaluate ``kernel``."""
-    if getattr(kernel, "is_callable", False):
-        return
-    name = getattr(kernel, "name", None)
-    if name not in TORCH_KERNELS:
-        raise ValueError(
-            f"kernel={name!r} is not available on the torch backend; it supports "
-            f"{sorted(TORCH_KERNELS)} and callables. Use device=None or 'cpu' (numpy)"
-        )
 
 
 class TorchBackend:
@@ -190,10 +85,11 @@ class TorchBackend:
 
     # ---------------------------------------------------------------- kernels
     def kernel_tile(self, kernel, X, Y, out=None):
+        """K(X, Y) on this device, into ``out`` when given: the kernel picks its torch
+        tile (``kernel.tile``; a ValueError when it has none, e.g. chi2)."""
         if getattr(kernel, "is_callable", False):
-            return self._call_user(kernel, X, Y)
-        check_torch_kernel(kernel)
-        return TORCH_KERNELS[kernel.name][0](X, Y, out, **kernel.params)
+            return kernel.tile(X, Y, backend=self)
+        return kernel.tile(X, Y, out=out, backend=self)
 
     def tile_dtype(self, kernel, X):
         if getattr(kernel, "is_callable", False):
@@ -201,41 +97,12 @@ class TorchBackend:
         return self.float_dtype(X)
 
     def kernel_diag(self, kernel, X):
-        if getattr(kernel, "is_callable", False):
-            out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
-            for start in range(0, X.shape[0], 256):
-                chunk = X[start:start + 256]
-                out[start:start + 256] = torch.diagonal(self._call_user(kernel, chunk, chunk))
-            return out
-        check_torch_kernel(kernel)
-        return TORCH_KERNELS[kernel.name][1](X, **kernel.params)
+        """K(x, x) on this device (the kernel's torch diagonal)."""
+        return kernel.diag(X, backend=self)
 
     def _call_user(self, kernel, X, Y):
-        try:
-            K = kernel._user_func(X, Y, **kernel.params)
-        except Exception as exc:
-            raise RuntimeError(
-                f"the callable kernel raised {type(exc).__name__} on torch tensors: {exc}"
-            ) from exc
-        if not isinstance(K, torch.Tensor):
-            raise TypeError(
-                f"kernel: on the torch backend the callable must return a torch tensor, "
-                f"got {type(K).__name__}"
-            )
-        if K.device != X.device:
-            raise ValueError(f"kernel: the callable returned a tensor on {K.device}, "
-                             f"expected {X.device}")
-        if tuple(K.shape) != (X.shape[0], Y.shape[0]):
-            raise ValueError(
-                f"kernel: the callable must return an array of shape (n_x, n_y) = "
-                f"({X.shape[0]}, {Y.shape[0]}), got shape {tuple(K.shape)}"
-            )
-        if K.is_complex() or K.dtype == torch.bool:
-            raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
-        K = K.to(X.dtype)
-        if not bool(torch.isfinite(K).all()):
-            raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
-        return K
+        """A callable kernel's tile on tensors, checked (see ``kernel.tile``)."""
+        return kernel.tile(X, Y, backend=self)
 
     # --------------------------------------------------------------- products
     def csr_matmul(self, indptr, indices, data, A):
@@ -345,7 +212,7 @@ class TorchBackend:
         return float(x.sum(dtype=torch.float64))
 
     def row_norms_sq(self, X):
-        return _row_norms_sq(X)
+        return torch.einsum("ij,ij->i", X, X)
 
     def mean_squared_pairwise_distance(self, X, sample_weight=None):
         """mean_{x,y} ||x - y||^2 = 2 sum_f Var(X[:, f]), in float64 on the device."""

@@ -10,9 +10,9 @@ import numpy as np
 from sklearn import get_config
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _check_sample_weight
 
 from .._core import draw_init_indices
+from .._validation import check_sample_weight  # noqa: F401 (shared with mbkkm._dask)
 from ..kernels import kernel_names
 
 #: Parameter constraints shared by every kernel estimator (scikit-learn's format).
@@ -34,24 +34,6 @@ COMMON_CONSTRAINTS = {
     "verbose": ["verbose"],
     "working_memory": [Interval(Real, 0, None, closed="neither"), None],
 }
-
-
-def check_sample_weight(sample_weight, X, dtype=np.float64):
-    """Validated, non-negative weights with a positive sum (or None for unit weights)."""
-    if sample_weight is None:
-        return None
-    try:
-        sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
-    except ValueError as exc:
-        msg = str(exc)
-        if "sample_weight" not in msg:
-            msg = f"sample_weight: {msg}"
-        raise ValueError(msg) from exc
-    if not np.all(np.isfinite(sw)):
-        raise ValueError("sample_weight must be finite")
-    if sw.sum() <= 0:
-        raise ValueError("sample_weight must have a positive sum; got all zeros")
-    return sw
 
 
 def check_n_clusters_vs_samples(n_clusters, n_samples):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
-from ..kernels import GRAPH_KERNELS, canonical_name
+from ..kernels import GRAPH_KERNELS, check_torch_kernel
 
 
 def _device_name(dev):
@@ -144,13 +144,7 @@ def check_backend(est, X):
             "use an integer tau on the torch backend, or device=None / 'cpu' with numpy "
             "arrays"
         )
-    if isinstance(est.kernel, str):
-        from ..backends._torch import check_torch_kernel
-
-        class _Named:
-            name = canonical_name(est.kernel)
-
-        check_torch_kernel(_Named)
+    check_torch_kernel(est.kernel)  # the registry: a ValueError for chi2
     return nx
 
 

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-#: Kernels whose matrix is defined on the training points only.
-GRAPH_KERNELS = ("knn", "heat")
+from ..kernels import GRAPH_KERNELS  # kernels whose matrix is defined on the training points only
 
 
 @dataclass

@@ -1,19 +1,43 @@
-"""Kernels: the registry, pairwise kernel blocks and resolution of parameters.
+"""Kernels: the registry, pairwise kernel blocks, graph kernels and resolution of parameters.
 
-Named kernels (see :data:`KERNELS`): ``rbf`` (alias ``gaussian``), ``laplacian``,
-``polynomial`` (alias ``poly``), ``linear``, ``cosine``, ``sigmoid``, ``chi2``;
-any callable ``k(X, Y) -> (n_x, n_y)`` is accepted too.
+Every kernel is one :class:`KernelSpec` in :data:`KERNELS` (this list is
+generated from it):
+
+{kernel_list}
+
+Any callable ``k(X, Y) -> (n_x, n_y)`` is accepted too (on every backend), and the
+estimators take ``kernel="precomputed"``.
 """
 
-from ._kernel import Kernel, mean_squared_pairwise_distance, resolve_kernel
-from ._registry import ALIASES, KERNELS, KernelSpec, canonical_name, kernel_names, register
+from ._kernel import Kernel, graph_kernel_matrix, mean_squared_pairwise_distance, resolve_kernel
+from ._registry import (
+    ALIASES,
+    GRAPH_KERNELS,
+    KERNELS,
+    KernelSpec,
+    Tiles,
+    canonical_name,
+    check_backend_kernel,
+    check_torch_kernel,
+    describe_kernels,
+    get_spec,
+    kernel_names,
+    register,
+)
 
 __all__ = [
     "ALIASES",
+    "GRAPH_KERNELS",
     "KERNELS",
     "Kernel",
     "KernelSpec",
+    "Tiles",
     "canonical_name",
+    "check_backend_kernel",
+    "check_torch_kernel",
+    "describe_kernels",
+    "get_spec",
+    "graph_kernel_matrix",
     "kernel_names",
     "mean_squared_pairwise_distance",
     "register",
@@ -21,10 +45,8 @@ __all__ = [
 ]
 
 from ._gamma import kernel_gamma
-from ._graph import (  # importing _graph registers "knn" and "heat"
-    GRAPH_KERNELS,
+from ._graph import (
     LowRankKernel,
-    graph_kernel_matrix,
     heat_kernel,
     kernel_block,
     kernel_diagonal,
@@ -33,9 +55,7 @@ from ._graph import (  # importing _graph registers "knn" and "heat"
 )
 
 __all__ += [
-    "GRAPH_KERNELS",
     "LowRankKernel",
-    "graph_kernel_matrix",
     "heat_kernel",
     "kernel_block",
     "kernel_diagonal",
@@ -43,3 +63,6 @@ __all__ += [
     "knn_adjacency",
     "knn_kernel",
 ]
+
+if __doc__ is not None:  # None under python -OO
+    __doc__ = __doc__.format(kernel_list=describe_kernels())

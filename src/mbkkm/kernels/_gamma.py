@@ -18,9 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_array
 
-from ._graph import GRAPH_KERNELS, LowRankKernel, graph_kernel_matrix, kernel_diagonal
-from ._kernel import Kernel, resolve_kernel
-from ._registry import canonical_name
+from ._graph import LowRankKernel, kernel_diagonal
+from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
+from ._registry import get_spec
 
 __all__ = ["kernel_gamma"]
 
@@ -104,8 +104,9 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
         if not (isinstance(K, LowRankKernel) or sp.issparse(K)):
             K = check_array(K, dtype=[np.float64, np.float32], input_name="X")
         return _gamma_from_diagonal(kernel_diagonal(K), "kernel='precomputed'")
-    if isinstance(kernel, str) and canonical_name(kernel) in GRAPH_KERNELS:
-        K = graph_kernel_matrix(canonical_name(kernel), X, **kernel_params)
+    spec = get_spec(kernel)
+    if spec is not None and spec.transductive:
+        K = graph_kernel_matrix(spec.name, X, **kernel_params)
         return _gamma_from_diagonal(kernel_diagonal(K), f"kernel={kernel!r}")
 
     X = check_array(X, dtype=[np.float64, np.float32], input_name="X")

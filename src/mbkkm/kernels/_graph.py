@@ -29,7 +29,6 @@ References
 
 from __future__ import annotations
 
-import inspect
 import numbers
 
 import numpy as np
@@ -39,12 +38,8 @@ import scipy.sparse.linalg as spla
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state
 
-from ._registry import KernelSpec, register
-
 __all__ = [
-    "GRAPH_KERNELS",
     "LowRankKernel",
-    "graph_kernel_matrix",
     "heat_kernel",
     "kernel_block",
     "kernel_diagonal",
@@ -389,44 +384,6 @@ def heat_kernel(X, n_neighbors, t=1.0, *, form="laplacian", n_components=None,
 # --- uniform access for the estimators ------------------------------------------------
 
 
-_BUILDERS = {"knn": knn_kernel, "heat": heat_kernel}
-
-#: Names of the graph (transductive) kernels.
-GRAPH_KERNELS = tuple(_BUILDERS)
-
-
-def graph_kernel_matrix(name, X, **params):
-    """Build a graph kernel matrix by name.
-
-    Parameters
-    ----------
-    name : {"knn", "heat"}
-        The graph kernel.
-    X : array-like of shape (n_samples, n_features)
-        The data (the kernel is defined on these points only).
-    **params
-        Keyword arguments of :func:`knn_kernel` or :func:`heat_kernel`
-        (``n_neighbors`` is required).
-
-    Returns
-    -------
-    K : scipy.sparse.csr_matrix, ndarray or LowRankKernel, shape (n_samples, n_samples)
-        Read it with :func:`kernel_block` and :func:`kernel_diagonal`.
-    """
-    if not isinstance(name, str) or name not in _BUILDERS:
-        raise ValueError(f"kernel={name!r} is not a graph kernel; expected one of "
-                         f"{list(GRAPH_KERNELS)}")
-    builder = _BUILDERS[name]
-    allowed = list(inspect.signature(builder).parameters)[1:]
-    for key in params:
-        if key not in allowed:
-            raise ValueError(f"kernel_params: {key!r} is not a parameter of kernel "
-                             f"{name!r} (its parameters: {list(allowed)})")
-    if "n_neighbors" not in params:
-        raise ValueError(f"kernel={name!r} needs the parameter 'n_neighbors'")
-    return builder(X, **params)
-
-
 def _as_index(idx, n, what):
     if isinstance(idx, slice):
         return np.arange(n)[idx]
@@ -493,15 +450,3 @@ def kernel_diagonal(K):
     if sp.issparse(K):
         return np.asarray(K.diagonal())
     return np.diagonal(K).copy()
-
-
-register(KernelSpec(
-    "knn", None, None,
-    formula="D^-1 A D^-1, A the symmetrised k-NN adjacency with self-loops "
-            "(transductive: training points only)",
-))
-register(KernelSpec(
-    "heat", None, None,
-    formula="exp(-t (I - D^-1/2 A D^-1/2)) on the k-NN graph "
-            "(transductive: training points only)",
-))

@@ -58,11 +58,25 @@ class IndexKernel:
             return out
         return block
 
-    def diag(self, rows):
+    def tile(self, rows, cols, out=None, backend=None):
+        """The block K[rows][:, cols] (what ``nx.kernel_tile`` calls); numpy only."""
+        _check_numpy(backend, self.name)
+        return self(rows, cols, out=out)
+
+    def diag(self, rows, backend=None):
+        _check_numpy(backend, self.name)
         return self._diag[np.asarray(rows, dtype=np.intp)]
 
     def full_diagonal(self):
         return self._diag
+
+
+def _check_numpy(backend, name):
+    if backend is not None and backend.name != "numpy":
+        raise ValueError(
+            f"kernel={name!r} is available with numpy only (its kernel is a stored "
+            f"matrix), not on the {backend.name} backend"
+        )
 
 
 def is_stored_kernel(K):

@@ -3,6 +3,7 @@
 :func:`resolve_kernel` is the boundary: it checks the user's kernel arguments
 against the registry and the data, computes data-driven defaults, and returns a
 :class:`Kernel` that the core calls without further checks.
+:func:`graph_kernel_matrix` is the same boundary for the graph kernels.
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ import numbers
 
 import numpy as np
 
-from . import _pairwise as _pw
-from ._registry import KERNELS, canonical_name, kernel_names
+from ..backends import get_backend
+from ._registry import KERNELS, get_spec, kernel_names
 
 _CHUNK_ROWS = 65536
 
@@ -20,38 +21,23 @@ _CHUNK_ROWS = 65536
 def mean_squared_pairwise_distance(X, sample_weight=None):
     """Mean of ||x - y||^2 over all ordered pairs (x, y) of rows of X, in O(n d).
 
-    mean_{x,y} ||x - y||^2 = 2 mean_x ||x||^2 - 2 ||mean_x x||^2 = 2 sum_f Var(X[:, f]).
-    Accumulated in float64 over row chunks, so a float32 memmap is never copied whole.
-    A torch tensor is reduced on its device (see :mod:`mbkkm.backends`).
+    mean_{x,y} ||x - y||^2 = 2 mean_x ||x||^2 - 2 ||mean_x x||^2 = 2 sum_f Var(X[:, f]),
+    weighted by ``sample_weight`` when given. Computed by X's backend
+    (:meth:`mbkkm.backends.NumpyBackend.mean_squared_pairwise_distance`): in float64
+    over row chunks, so a float32 memmap is never copied whole, and a torch tensor is
+    reduced on its device.
     """
-    from ..backends import get_backend, is_tensor
-
-    if is_tensor(X):
-        return get_backend(X).mean_squared_pairwise_distance(X, sample_weight)
-    n, d = X.shape
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    total = 0.0 if w is None else float(w.sum())
-    if w is None:
-        total = float(n)
-    # Two-pass (mean, then centred squares) for accuracy on data far from 0.
-    s = np.zeros(d)
-    for start in range(0, n, _CHUNK_ROWS):
-        chunk = np.asarray(X[start:start + _CHUNK_ROWS], dtype=np.float64)
-        s += chunk.sum(0) if w is None else w[start:start + _CHUNK_ROWS] @ chunk
-    mean = s / total
-    ss = 0.0
-    for start in range(0, n, _CHUNK_ROWS):
-        chunk = np.asarray(X[start:start + _CHUNK_ROWS], dtype=np.float64) - mean
-        sq = np.einsum("ij,ij->i", chunk, chunk)
-        ss += sq.sum() if w is None else float(w[start:start + _CHUNK_ROWS] @ sq)
-    return 2.0 * ss / total
+    return get_backend(X).mean_squared_pairwise_distance(X, sample_weight)
 
 
 class Kernel:
     """A kernel with every parameter resolved.
 
-    ``kernel(X, Y, out=None)`` returns the ``(len(X), len(Y))`` block in X's
-    dtype; ``kernel.diag(X)`` returns K(x, x) for each row.
+    ``kernel(X, Y, out=None)`` returns the ``(len(X), len(Y))`` block of numpy
+    arrays in X's dtype; ``kernel.diag(X)`` returns K(x, x) for each row.
+    ``kernel.tile(X, Y, out=None, backend=nx)`` and ``kernel.diag(X, backend=nx)`` do
+    the same on the arrays of any backend of :mod:`mbkkm.backends`, with the
+    functions the registry lists for it (what ``nx.kernel_tile`` calls).
 
     Parameters
     ----------
@@ -70,8 +56,9 @@ class Kernel:
         self._user_func = func
         if func is None:
             spec = KERNELS[name]
-            self._func = spec.func
-            self._diag = spec.diag
+            impl = spec.implementation("numpy")
+            self._func = impl.tile
+            self._diag = impl.diag
             self.normalized = spec.normalized
         else:
             self._func = None
@@ -87,13 +74,16 @@ class Kernel:
         return self._user_func is not None
 
     def prepare(self, X):
-        """What :meth:`__call__` can reuse across calls with the same left operand ``X``.
+        """What :meth:`__call__` can reuse across calls with the same numpy left operand ``X``.
 
-        A dict: for rbf, the left side of the GEMM (``X_aug``); nothing for other
-        kernels. The labelling pass computes K(S, X_chunk) tiles against one support S.
+        A dict from the spec's numpy ``prepare`` (for rbf the left side of the GEMM,
+        ``X_aug``); nothing for other kernels. The labelling pass computes
+        K(S, X_chunk) tiles against one support S.
         """
-        if self.name == "rbf" and X.dtype.kind == "f":
-            return {"X_aug": _pw.rbf_augment_left(X, self.params["gamma"])}
+        if self._user_func is None:
+            prepare = KERNELS[self.name].implementation("numpy").prepare
+            if prepare is not None:
+                return prepare(X, **self.params)
         return {}
 
     def __call__(self, X, Y, out=None, **cache):
@@ -105,6 +95,35 @@ class Kernel:
             out[...] = K
             return out
         return K
+
+    def tile(self, X, Y, out=None, backend=None):
+        """K(X, Y), shape (len(X), len(Y)), on ``backend`` (None: numpy), into ``out``.
+
+        Raises
+        ------
+        ValueError
+            When the registry has no tile of this kernel for the backend (chi2 on
+            torch).
+        """
+        if backend is None or backend.name == "numpy":
+            return self(X, Y, out=out)
+        if self._user_func is None:
+            impl = KERNELS[self.name].implementation(backend.name)
+            return impl.tile(X, Y, out=out, **self.params)
+        K = self._impl_module(backend).call_user(self._user_func, self.params, X, Y)
+        if out is not None:
+            out[...] = K
+            return out
+        return K
+
+    def _impl_module(self, backend):
+        """The module of a backend's helpers for callables (torch: its tiles' module)."""
+        if backend.name != "torch":
+            raise ValueError(f"callable kernels are not supported on the {backend.name} "
+                             "backend")
+        from . import _torch_tiles  # imports torch: only when a torch backend asks
+
+        return _torch_tiles
 
     def _call_user(self, X, Y):
         try:
@@ -126,8 +145,12 @@ class Kernel:
             raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
         return K
 
-    def diag(self, X):
-        """K(x, x) for each row of X, shape (n,)."""
+    def diag(self, X, backend=None):
+        """K(x, x) for each row of X, shape (n,), on ``backend`` (None: numpy)."""
+        if backend is not None and backend.name != "numpy":
+            if self._user_func is None:
+                return KERNELS[self.name].implementation(backend.name).diag(X, **self.params)
+            return self._impl_module(backend).call_user_diag(self._user_func, self.params, X)
         if self._user_func is None:
             return self._diag(X, **self.params)
         out = np.empty(X.shape[0], dtype=X.dtype)
@@ -178,18 +201,13 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
         raise TypeError(
             f"kernel must be a string or a callable, got {type(kernel).__name__}"
         )
-    name = canonical_name(kernel)
-    if name in KERNELS and KERNELS[name].func is None:
-        raise ValueError(
-            f"kernel={kernel!r} is a graph (transductive) kernel: it is a matrix over the "
-            "fitted points, not a function of two points. Pass it to an estimator's kernel= "
-            "parameter, or build it with mbkkm.kernels.graph_kernel_matrix"
-        )
-    if name not in KERNELS:
-        allowed = [n for n in kernel_names() if n in ALLOWED_HERE()]
+    spec = get_spec(kernel)
+    if spec is None:
         raise ValueError(f"kernel={kernel!r} is not a known kernel; expected one of "
-                         f"{allowed} or a callable")
-    spec = KERNELS[name]
+                         f"{kernel_names(transductive=False)} or a callable")
+    if spec.transductive:
+        spec.implementation("numpy")  # raises the registry's "graph kernel" ValueError
+    name = spec.name
     values = {"gamma": gamma, "degree": degree, "coef0": coef0}
     for key, value in kernel_params.items():
         if key not in spec.params:
@@ -240,6 +258,35 @@ def check_nonnegative(X, name):
             )
 
 
-def ALLOWED_HERE():
-    """Names accepted by :func:`resolve_kernel` (pairwise kernels and aliases)."""
-    return [n for n in kernel_names() if KERNELS[canonical_name(n)].func is not None]
+def graph_kernel_matrix(name, X, **params):
+    """Build a graph kernel matrix by name.
+
+    Parameters
+    ----------
+    name : str
+        A graph kernel of the registry (see :data:`mbkkm.kernels.GRAPH_KERNELS`:
+        ``"knn"``, ``"heat"``).
+    X : array-like of shape (n_samples, n_features)
+        The data (the kernel is defined on these points only).
+    **params
+        Keyword arguments of its builder (:func:`~mbkkm.kernels.knn_kernel`,
+        :func:`~mbkkm.kernels.heat_kernel`; ``n_neighbors`` is required).
+
+    Returns
+    -------
+    K : scipy.sparse.csr_matrix, ndarray or LowRankKernel, shape (n_samples, n_samples)
+        Read it with :func:`~mbkkm.kernels.kernel_block` and
+        :func:`~mbkkm.kernels.kernel_diagonal`.
+    """
+    spec = get_spec(name)
+    if spec is None or not spec.transductive:
+        raise ValueError(f"kernel={name!r} is not a graph kernel; expected one of "
+                         f"{kernel_names(transductive=True)}")
+    for key in params:
+        if key not in spec.params:
+            raise ValueError(f"kernel_params: {key!r} is not a parameter of kernel "
+                             f"{spec.name!r} (its parameters: {list(spec.params)})")
+    for key in spec.required_params:
+        if key not in params:
+            raise ValueError(f"kernel={spec.name!r} needs the parameter {key!r}")
+    return spec.builder(X, **params)

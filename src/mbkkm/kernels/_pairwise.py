@@ -71,6 +71,13 @@ def rbf_augment_left(X, gamma):
     return Xa
 
 
+def rbf_prepare(X, *, gamma, **_):
+    """What :func:`rbf` reuses for every tile against the same left operand ``X``."""
+    if X.dtype.kind != "f":
+        return {}
+    return {"X_aug": rbf_augment_left(X, gamma)}
+
+
 def rbf(X, Y, *, gamma, out=None, Y_norms_sq=None, X_aug=None, Y_aug=None, **_):
     """K(x, y) = exp(-gamma ||x - y||^2).
 

@@ -1,0 +1,146 @@
+"""Kernel tiles and diagonals on torch tensors (the torch backend's implementations).
+
+Imported on first use by :meth:`mbkkm.kernels.KernelSpec.implementation` (through
+the registry's ``Tiles("._torch_tiles", ...)`` entries), so ``import mbkkm`` never
+imports torch. Tiles are written in place: one GEMM into the output
+(``torch.addmm`` folds the |y|^2 term into it for rbf) and in-place elementwise
+maps (``exp_``, ``clamp_max_``, ``tanh_``, ``pow_``); on CPU a version with
+temporaries is 2-5x slower.
+
+Every tile has the signature ``tile(X, Y, *, out=None, **params) -> (n_x, n_y)`` in
+X's dtype on X's device, every diagonal ``diag(X, **params) -> (n,)``, as the numpy
+ones of :mod:`mbkkm.kernels._pairwise` (which they must equal, tested in
+``tests/backends``). chi2 has none (its sum of (x - y)^2 / (x + y) has no GEMM form).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _mm(X, Y, out):
+    if out is None:
+        return X @ Y.T
+    return torch.mm(X, Y.T, out=out)
+
+
+def row_norms_sq(X):
+    """Squared Euclidean norm of each row, shape (n,), in X's dtype."""
+    return torch.einsum("ij,ij->i", X, X)
+
+
+def linear(X, Y, *, out=None, **_):
+    """K(x, y) = <x, y>."""
+    return _mm(X, Y, out)
+
+
+def rbf(X, Y, *, gamma, out=None, **_):
+    """K(x, y) = exp(-gamma ||x - y||^2)."""
+    # -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |y|^2 - gamma |x|^2: the |y|^2 term
+    # rides in the GEMM (addmm's input), the rest in place; clipped at 0 (K <= 1).
+    gyy = row_norms_sq(Y).mul_(-gamma)[None, :]
+    if out is None:
+        out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
+    torch.addmm(gyy, X, Y.T, beta=1.0, alpha=2.0 * gamma, out=out)
+    out.sub_(row_norms_sq(X).mul_(gamma)[:, None])
+    return out.clamp_max_(0).exp_()
+
+
+def _power(degree):
+    return int(degree) if float(degree).is_integer() else float(degree)
+
+
+def polynomial(X, Y, *, gamma, degree, coef0, out=None, **_):
+    """K(x, y) = (gamma <x, y> + coef0) ** degree."""
+    return _mm(X, Y, out).mul_(gamma).add_(coef0).pow_(_power(degree))
+
+
+def sigmoid(X, Y, *, gamma, coef0, out=None, **_):
+    """K(x, y) = tanh(gamma <x, y> + coef0)."""
+    return _mm(X, Y, out).mul_(gamma).add_(coef0).tanh_()
+
+
+def _unit_rows(X):
+    norms = torch.sqrt(row_norms_sq(X))
+    norms[norms == 0] = 1
+    return X / norms[:, None]
+
+
+def cosine(X, Y, *, out=None, **_):
+    """K(x, y) = <x, y> / (|x| |y|) (0 for a zero vector, as in scikit-learn)."""
+    return _mm(_unit_rows(X), _unit_rows(Y), out)
+
+
+def laplacian(X, Y, *, gamma, out=None, **_):
+    """K(x, y) = exp(-gamma ||x - y||_1)."""
+    D = torch.cdist(X, Y, p=1)  # (n_x, n_y) L1 distances
+    if out is None:
+        out = D
+    else:
+        out.copy_(D)
+    return out.mul_(-gamma).exp_()
+
+
+# --- diagonals K(x, x), shape (n,) -------------------------------------------------
+
+
+def diag_ones(X, **_):
+    return torch.ones(X.shape[0], dtype=X.dtype, device=X.device)
+
+
+def diag_linear(X, **_):
+    return row_norms_sq(X)
+
+
+def diag_polynomial(X, *, gamma, degree, coef0, **_):
+    return row_norms_sq(X).mul_(gamma).add_(coef0).pow_(_power(degree))
+
+
+def diag_sigmoid(X, *, gamma, coef0, **_):
+    return row_norms_sq(X).mul_(gamma).add_(coef0).tanh_()
+
+
+def diag_cosine(X, **_):
+    return (row_norms_sq(X) > 0).to(X.dtype)
+
+
+# --- callables ---------------------------------------------------------------------
+
+
+def call_user(func, params, X, Y):
+    """``func(X, Y, **params)`` on tensors, checked: a real tensor of shape
+    (len(X), len(Y)) on X's device with finite values, returned in X's dtype."""
+    try:
+        K = func(X, Y, **params)
+    except Exception as exc:
+        raise RuntimeError(
+            f"the callable kernel raised {type(exc).__name__} on torch tensors: {exc}"
+        ) from exc
+    if not isinstance(K, torch.Tensor):
+        raise TypeError(
+            f"kernel: on the torch backend the callable must return a torch tensor, "
+            f"got {type(K).__name__}"
+        )
+    if K.device != X.device:
+        raise ValueError(f"kernel: the callable returned a tensor on {K.device}, "
+                         f"expected {X.device}")
+    if tuple(K.shape) != (X.shape[0], Y.shape[0]):
+        raise ValueError(
+            f"kernel: the callable must return an array of shape (n_x, n_y) = "
+            f"({X.shape[0]}, {Y.shape[0]}), got shape {tuple(K.shape)}"
+        )
+    if K.is_complex() or K.dtype == torch.bool:
+        raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
+    K = K.to(X.dtype)
+    if not bool(torch.isfinite(K).all()):
+        raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
+    return K
+
+
+def call_user_diag(func, params, X, step=256):
+    """K(x, x) of a callable on tensors, from the diagonals of (step x step) tiles."""
+    out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+    for start in range(0, X.shape[0], step):
+        chunk = X[start:start + step]
+        out[start:start + step] = torch.diagonal(call_user(func, params, chunk, chunk))
+    return out
