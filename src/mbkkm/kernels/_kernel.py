@@ -10,7 +10,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
+from ..backends import _sparse
 from . import _pairwise as _pw
 from ._registry import KERNELS, canonical_name, kernel_names
 
@@ -22,12 +24,15 @@ def mean_squared_pairwise_distance(X, sample_weight=None):
 
     mean_{x,y} ||x - y||^2 = 2 mean_x ||x||^2 - 2 ||mean_x x||^2 = 2 sum_f Var(X[:, f]).
     Accumulated in float64 over row chunks, so a float32 memmap is never copied whole.
-    A torch tensor is reduced on its device (see :mod:`mbkkm.backends`).
+    A torch tensor is reduced on its device (see :mod:`mbkkm.backends`); a scipy
+    sparse X is never densified (see :func:`_msd_sparse`).
     """
     from ..backends import get_backend, is_tensor
 
     if is_tensor(X):
         return get_backend(X).mean_squared_pairwise_distance(X, sample_weight)
+    if sp.issparse(X):
+        return _msd_sparse(X, sample_weight)
     n, d = X.shape
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total = 0.0 if w is None else float(w.sum())
@@ -44,6 +49,42 @@ def mean_squared_pairwise_distance(X, sample_weight=None):
         chunk = np.asarray(X[start:start + _CHUNK_ROWS], dtype=np.float64) - mean
         sq = np.einsum("ij,ij->i", chunk, chunk)
         ss += sq.sum() if w is None else float(w[start:start + _CHUNK_ROWS] @ sq)
+    return 2.0 * ss / total
+
+
+def _msd_sparse(X, sample_weight=None):
+    """:func:`mean_squared_pairwise_distance` of a sparse X, without densifying it.
+
+    The same two passes (mean, then centred squares), the centred squares split
+    into stored and implicit zeros: with W = sum_x w_x, mu = sum_x w_x x / W and
+    W_f = sum of w_x over the rows x that store feature f,
+
+        sum_x w_x (x_f - mu_f)^2 = sum_{stored (x, f)} w_x (x_f - mu_f)^2 + (W - W_f) mu_f^2.
+
+    O(nnz + d) work in float64, over row chunks of the CSR.
+    """
+    X = _sparse.as_csr(X)
+    n, d = X.shape
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    total = float(n) if w is None else float(w.sum())
+    s = np.zeros(d)
+    for start in range(0, n, _CHUNK_ROWS):
+        chunk = X[start:start + _CHUNK_ROWS]
+        wc = np.ones(chunk.shape[0]) if w is None else w[start:start + _CHUNK_ROWS]
+        # w^T chunk as a (d,) vector: stored values times their row's weight.
+        we = np.repeat(wc, np.diff(chunk.indptr))
+        s += np.bincount(chunk.indices, weights=we * chunk.data, minlength=d)
+    mean = s / total
+    ss = 0.0
+    w_stored = np.zeros(d)
+    for start in range(0, n, _CHUNK_ROWS):
+        chunk = X[start:start + _CHUNK_ROWS]
+        wc = np.ones(chunk.shape[0]) if w is None else w[start:start + _CHUNK_ROWS]
+        we = np.repeat(wc, np.diff(chunk.indptr))
+        dc = chunk.data.astype(np.float64) - mean[chunk.indices]
+        ss += float(we @ (dc * dc))
+        w_stored += np.bincount(chunk.indices, weights=we, minlength=d)
+    ss += float((total - w_stored) @ (mean * mean))
     return 2.0 * ss / total
 
 
@@ -89,9 +130,12 @@ class Kernel:
     def prepare(self, Y):
         """What :meth:`__call__` can reuse across calls with the same ``Y`` (a dict).
 
-        For rbf, the support side of the GEMM (``Y_aug``); nothing for other kernels.
+        For rbf, the support side of the GEMM (``Y_aug``), or for a sparse ``Y`` its
+        squared row norms (``Y_norms_sq``); nothing for other kernels.
         """
         if self.name == "rbf" and Y.dtype.kind == "f":
+            if sp.issparse(Y):
+                return {"Y_norms_sq": _pw.row_norms_sq(Y)}
             return {"Y_aug": _pw.rbf_augment(Y, self.params["gamma"])}
         return {}
 
@@ -112,7 +156,7 @@ class Kernel:
             raise RuntimeError(
                 f"the callable kernel raised {type(exc).__name__}: {exc}"
             ) from exc
-        K = np.asarray(K)
+        K = K.toarray() if sp.issparse(K) else np.asarray(K)
         if K.shape != (X.shape[0], Y.shape[0]):
             raise ValueError(
                 f"kernel: the callable must return an array of shape (n_x, n_y) = "
@@ -161,8 +205,10 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
     kernel_params : dict or None
         Extra keyword arguments of a callable kernel; for a named kernel, an
         alternative way to give gamma, degree or coef0.
-    X : ndarray of shape (n_samples, n_features), optional
-        The data, for data-driven defaults and domain checks.
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features), optional
+        The data, for data-driven defaults and domain checks. Sparse data are
+        accepted by every named kernel whose spec has ``accepts_sparse`` (all but
+        chi2, which raises a ValueError).
     sample_weight : ndarray, optional
         Weights used by the data-driven gamma.
     """
@@ -189,6 +235,13 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
         raise ValueError(f"kernel={kernel!r} is not a known kernel; expected one of "
                          f"{allowed} or a callable")
     spec = KERNELS[name]
+    if X is not None and sp.issparse(X) and not spec.accepts_sparse:
+        raise ValueError(
+            f"kernel={kernel!r} does not support sparse X (scikit-learn's "
+            f"{spec.sklearn_name}_kernel needs dense arrays); densify X with X.toarray() "
+            "if it fits in memory, or choose one of the kernels that take sparse data: "
+            f"{sorted(n for n, s in KERNELS.items() if s.func is not None and s.accepts_sparse)}"
+        )
     values = {"gamma": gamma, "degree": degree, "coef0": coef0}
     for key, value in kernel_params.items():
         if key not in spec.params:
@@ -231,6 +284,14 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
 
 def check_nonnegative(X, name):
     """Raise when X has a negative entry (chunked, so a memmap is not read at once)."""
+    if sp.issparse(X):
+        X = _sparse.as_csr(X)
+        if np.min(X.data, initial=0) < 0:
+            raise ValueError(
+                f"kernel={name!r} is only defined for non-negative data, but X has "
+                "negative values"
+            )
+        return
     for start in range(0, X.shape[0], _CHUNK_ROWS):
         if np.min(X[start:start + _CHUNK_ROWS], initial=0) < 0:
             raise ValueError(

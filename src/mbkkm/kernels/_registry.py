@@ -35,6 +35,8 @@ class KernelSpec:
         holds for every non-zero x (a zero row has K(x, x) = 0, as in scikit-learn).
     nonnegative_data : bool
         Whether the kernel is only defined for non-negative data.
+    accepts_sparse : bool
+        Whether ``func`` and ``diag`` take scipy.sparse (CSR) rows.
     formula : str
         The formula, for docs and error messages.
     sklearn_name : str or None
@@ -48,6 +50,7 @@ class KernelSpec:
     default_gamma: str | None = None
     normalized: bool = False
     nonnegative_data: bool = False
+    accepts_sparse: bool = True
     formula: str = ""
     sklearn_name: str | None = None
     aliases: tuple[str, ...] = field(default=())
@@ -102,5 +105,6 @@ register(KernelSpec(
 ))
 register(KernelSpec(
     "chi2", pw.chi2, pw.diag_ones, ("gamma",), "one", normalized=True, nonnegative_data=True,
-    formula="exp(-gamma sum_i (x_i - y_i)^2 / (x_i + y_i))", sklearn_name="chi2",
+    accepts_sparse=False, formula="exp(-gamma sum_i (x_i - y_i)^2 / (x_i + y_i))",
+    sklearn_name="chi2",
 ))
