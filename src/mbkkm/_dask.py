@@ -67,11 +67,18 @@ def is_dask_rows(X):
 
 
 # --------------------------------------------------------------------------- checks
+def _is_scipy_sparse(x):
+    """Whether x is a scipy.sparse matrix (without importing scipy when it is not loaded)."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(x)
+
+
 def check_dask_array(X, *, n_features=None, input_name="X"):
     """A 2-D float32/float64 Dask array with known chunks and one chunk of columns.
 
     The Dask counterpart of scikit-learn's ``check_array(dtype=[float64, float32])``:
-    float32 stays float32, other real dtypes become float64 (lazily).
+    float32 stays float32, other real dtypes become float64 (lazily). Chunks that
+    are scipy.sparse matrices (``X._meta``) are refused with a ValueError.
     """
     import dask.array as da
 
@@ -82,6 +89,15 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
             hint = f"; convert it with {input_name}.to_dask_array(lengths=True)"
         raise TypeError(f"{input_name}: a Dask {kind} is not supported, only a Dask "
                         f"array is{hint}")
+    meta = getattr(X, "_meta", None)
+    if meta is not None and _is_scipy_sparse(meta):
+        raise ValueError(
+            f"{input_name}: a Dask array of scipy.sparse chunks ({type(meta).__name__}) is "
+            "not supported. Either compute it into one scipy.sparse CSR matrix "
+            f"({input_name}.compute(), then scipy.sparse.csr_matrix(...) if needed) and "
+            f"pass that, or densify its chunks ({input_name}.map_blocks(lambda b: "
+            "b.toarray(), dtype=...)) if the dense array fits the workers' memory"
+        )
     if X.ndim != 2:
         raise ValueError(f"{input_name}: expected a 2-D Dask array of shape "
                          f"(n_samples, n_features), got {X.ndim} dimension(s) "

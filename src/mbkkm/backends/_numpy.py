@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ._sparse import row_norms_sq, take_rows, vstack_rows
+
 _BLAS_CONTROLLER = None
 
 _MSD_CHUNK_ROWS = 65536
@@ -137,13 +139,15 @@ class NumpyBackend:
 
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
-        """Arrays joined along ``axis`` (a new array)."""
+        """Arrays joined along ``axis`` (a new array); sparse rows stay sparse (CSR)."""
+        if axis == 0 and any(sp.issparse(a) for a in arrays):
+            return vstack_rows(arrays)
         return np.concatenate(arrays, axis=axis)
 
     def take(self, x, idx, axis=0):
-        """``x[idx]`` along ``axis`` (a copy); idx from :meth:`index`."""
+        """``x[idx]`` along ``axis`` (a copy); idx from :meth:`index`. CSR rows stay CSR."""
         if axis == 0:
-            return x[idx]
+            return take_rows(x, idx) if sp.issparse(x) else x[idx]
         return x[:, idx]
 
     def take_block(self, A, rows, cols):
@@ -195,7 +199,7 @@ class NumpyBackend:
         return float(np.sum(x, dtype=np.float64))
 
     def row_norms_sq(self, X):
-        return np.einsum("ij,ij->i", X, X)
+        return row_norms_sq(X) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
 
     def mean_squared_pairwise_distance(self, X, sample_weight=None):
         """mean_{x,y} ||x - y||^2 over the ordered pairs of rows of X (weighted), a float.

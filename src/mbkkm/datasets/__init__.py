@@ -9,8 +9,9 @@ from OpenML into the cache folder when ``download=True``.
 :func:`list_datasets` and :func:`dataset_info` say which are available locally.
 
 Synthetic generators: :func:`make_circles`, :func:`make_moons`,
-:func:`make_blobs` and :func:`make_shells` (concentric shells in d dimensions,
-chunked, for up to tens of millions of points).
+:func:`make_blobs`, :func:`make_shells` (concentric shells in d dimensions,
+chunked, for up to tens of millions of points) and :func:`make_topic_corpus`
+(a sparse TF-IDF document-term matrix of documents on topics, chunked).
 """
 
 from ._loaders import (
@@ -29,7 +30,14 @@ from ._loaders import (
     write_dataset_file,
 )
 from ._registry import DATASETS, PREPROCESSING, DatasetSpec, dataset_names, get_spec
-from ._synthetic import SYNTHETIC, make_blobs, make_circles, make_moons, make_shells
+from ._synthetic import (
+    SYNTHETIC,
+    make_blobs,
+    make_circles,
+    make_moons,
+    make_shells,
+    make_topic_corpus,
+)
 
 __all__ = [
     "DATASETS",
@@ -52,6 +60,7 @@ __all__ = [
     "make_circles",
     "make_moons",
     "make_shells",
+    "make_topic_corpus",
     "preprocess_features",
     "read_dataset_file",
     "write_dataset_file",

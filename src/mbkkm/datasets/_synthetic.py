@@ -284,10 +284,237 @@ def make_shells(
     return X, y
 
 
-#: Synthetic generators by name (for demos and the command line).
+def _zipf(n, exponent=1.0):
+    """Zipf weights 1 / rank^exponent over n ranks, normalised to sum 1 (float64)."""
+    w = np.arange(1, n + 1, dtype=np.float64) ** -exponent
+    return w / w.sum()
+
+
+def _expected_distinct(p, lam):
+    """E[number of distinct terms] of a Poisson(lam)-length document with term law p.
+
+    With a Poisson number of tokens, the count of term t is Poisson(lam p_t) and
+    independent across terms, so E[distinct] = sum_t (1 - exp(-lam p_t)).
+    """
+    return float(np.sum(-np.expm1(-lam * p)))
+
+
+def _calibrate_length(p, target):
+    """The Poisson mean length lam with E[distinct terms] = target (bisection)."""
+    lo, hi = 0.0, max(1.0, float(target))
+    while _expected_distinct(p, hi) < target:
+        hi *= 2.0
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        if _expected_distinct(p, mid) < target:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _check_int(value: Any, name: str, minimum: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+    return int(value)
+
+
+def _check_fraction(value: Any, name: str, low_open: bool) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a float, got {type(value).__name__}.")
+    ok = (0 < value <= 1) if low_open else (0 <= value <= 1)
+    if not np.isfinite(value) or not ok:
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        raise ValueError(f"{name} must lie in {interval}, got {value}.")
+    return float(value)
+
+
+def make_topic_corpus(
+    n_samples: int = 200_000,
+    n_features: int = 50_000,
+    *,
+    n_topics: int = 20,
+    density: float = 0.001,
+    topic_weight: float = 0.5,
+    tfidf: bool = True,
+    random_state: Any = None,
+    dtype: Any = np.float32,
+    chunk_size: int = 8192,
+):
+    """A synthetic corpus of documents on topics, as a sparse document-term matrix.
+
+    A bag-of-words model of text (documents x terms, ``n_features`` terms):
+
+    - the *background* law over all terms is Zipf (weight 1 / rank) over a random
+      ranking of the vocabulary: a few terms occur in most documents, as stop
+      words do;
+    - topic ``k`` prefers its own ``n_features // n_topics`` terms (the
+      vocabulary is split at random), with a Zipf law over them;
+    - a document of topic ``k`` has a Poisson number of tokens; each token is
+      drawn from topic ``k``'s law with probability ``topic_weight``, else from
+      the background. Its row holds the counts of its distinct terms.
+
+    The Poisson mean length of each topic is chosen so that a document has
+    ``density * n_features`` distinct terms on average (exactly: with Poisson
+    lengths the count of term t is Poisson(lambda p_t), so
+    E[distinct] = sum_t (1 - exp(-lambda p_t)), solved for lambda). Topics are
+    balanced (sizes differ by at most one) and in random order.
+
+    With ``tfidf=True`` the counts become scikit-learn's default TF-IDF
+    (:class:`sklearn.feature_extraction.text.TfidfTransformer`: raw counts times
+    idf = ln((1 + n) / (1 + df)) + 1, then each row scaled to unit L2 norm; a
+    document with no tokens stays a zero row).
+
+    Documents are drawn ``chunk_size`` at a time straight into the output
+    arrays, which are allocated once for the total number of tokens (an upper
+    bound of the number of stored values, about 1.3 times it for the defaults)
+    and shrunk in place at the end: the peak memory is about that of the CSR
+    arrays plus one chunk. 200,000 x 50,000 at density 0.001: about 10 million
+    stored values, 80 MB in float32 with int32 indices.
+
+    Parameters
+    ----------
+    n_samples : int, default=200000
+        Number of documents (rows).
+    n_features : int, default=50000
+        Number of terms (columns), >= ``n_topics``.
+    n_topics : int, default=20
+        Number of topics (the labels ``y``).
+    density : float in (0, 1], default=0.001
+        Mean fraction of the terms that a document contains.
+    topic_weight : float in [0, 1], default=0.5
+        Probability that a token comes from the document's topic rather than from
+        the background (0: the topics are indistinguishable).
+    tfidf : bool, default=True
+        Return L2-normalised TF-IDF rows; else the raw term counts.
+    random_state : int, numpy Generator, RandomState or None, default=None
+        Seed for reproducible output. The output depends on ``random_state``
+        and ``chunk_size``.
+    dtype : {np.float32, np.float64}, default=np.float32
+        dtype of ``X``'s values.
+    chunk_size : int, default=8192
+        Documents generated at a time.
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix of shape (n_samples, n_features)
+        Sorted indices, no explicit zeros, int32 indices when they fit.
+    y : ndarray of shape (n_samples,)
+        The topic of each document (``int64``).
+
+    Examples
+    --------
+    >>> X, y = make_topic_corpus(1000, 2000, n_topics=5, density=0.01, random_state=0)
+    >>> X.shape, X.dtype, X.format, sorted(set(y.tolist()))
+    ((1000, 2000), dtype('float32'), 'csr', [0, 1, 2, 3, 4])
+    >>> bool(abs(X.nnz / (1000 * 2000) - 0.01) < 0.002)
+    True
+    """
+    import scipy.sparse as sp
+
+    n_samples = _check_n_samples(n_samples)
+    n_topics = _check_int(n_topics, "n_topics", 1)
+    n_features = _check_int(n_features, "n_features", 1)
+    if n_features < n_topics:
+        raise ValueError(
+            f"n_features must be >= n_topics (each topic needs its own terms), got "
+            f"n_features={n_features} < n_topics={n_topics}."
+        )
+    density = _check_fraction(density, "density", low_open=True)
+    topic_weight = _check_fraction(topic_weight, "topic_weight", low_open=False)
+    chunk_size = _check_int(chunk_size, "chunk_size", 1)
+    if not isinstance(tfidf, (bool, np.bool_)):
+        raise TypeError(f"tfidf must be a bool, got {type(tfidf).__name__}.")
+    dt = _check_float_dtype(dtype)
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"dtype must be np.float32 or np.float64, got {dt}.")
+    rng = _as_generator(random_state)
+
+    # The laws: background Zipf over a random ranking of all terms; topic k Zipf over
+    # its own block of a random partition of the vocabulary.
+    background = np.empty(n_features)
+    background[rng.permutation(n_features)] = _zipf(n_features)
+    bg_cdf = np.cumsum(background)
+    terms_of = np.array_split(rng.permutation(n_features), n_topics)
+    topic_laws = [_zipf(t.size) for t in terms_of]
+    topic_cdfs = [np.cumsum(law) for law in topic_laws]
+    target = density * n_features
+    lam = np.empty(n_topics)
+    for k in range(n_topics):
+        p = (1.0 - topic_weight) * background
+        p[terms_of[k]] += topic_weight * topic_laws[k]
+        lam[k] = _calibrate_length(p, min(target, n_features * (1 - 1e-9)))
+
+    y = np.arange(n_samples, dtype=np.int64) % n_topics
+    rng.shuffle(y)
+    lengths = rng.poisson(lam[y])  # tokens per document, (n,)
+    capacity = int(lengths.sum())  # >= the number of distinct (document, term) pairs
+    idx_dtype = np.int32 if max(capacity, n_features) < np.iinfo(np.int32).max else np.int64
+    data = np.empty(capacity, dtype=dt)
+    indices = np.empty(capacity, dtype=idx_dtype)
+    indptr = np.zeros(n_samples + 1, dtype=idx_dtype)
+    df = np.zeros(n_features, dtype=np.int64)
+    nnz = 0
+    for start in range(0, n_samples, chunk_size):
+        stop = min(start + chunk_size, n_samples)
+        yc, lc = y[start:stop], lengths[start:stop]
+        row = np.repeat(np.arange(stop - start), lc)  # document of each token
+        n_tok = row.size
+        from_topic = rng.random(n_tok) < topic_weight
+        u = rng.random(n_tok)
+        term = np.empty(n_tok, dtype=np.int64)
+        bg = ~from_topic
+        term[bg] = np.minimum(np.searchsorted(bg_cdf, u[bg], side="right"), n_features - 1)
+        tok_topic = yc[row]
+        for k in range(n_topics):
+            sel = from_topic & (tok_topic == k)
+            pos = np.searchsorted(topic_cdfs[k], u[sel], side="right")
+            term[sel] = terms_of[k][np.minimum(pos, terms_of[k].size - 1)]
+        # Counts per (document, term): sort the tokens by document then term.
+        key = row * n_features + term
+        key.sort()
+        uniq, counts = np.unique(key, return_counts=True)
+        r, t = np.divmod(uniq, n_features)
+        m = uniq.size
+        data[nnz:nnz + m] = counts
+        indices[nnz:nnz + m] = t
+        indptr[start + 1:stop + 1] = nnz + np.cumsum(np.bincount(r, minlength=stop - start))
+        df += np.bincount(t, minlength=n_features)
+        nnz += m
+    data.resize(nnz, refcheck=False)  # in place: no copy of the arrays
+    indices.resize(nnz, refcheck=False)
+    if tfidf:
+        idf = (np.log((1.0 + n_samples) / (1.0 + df)) + 1.0).astype(dt)
+        for start in range(0, nnz, 1 << 22):
+            sl = slice(start, start + (1 << 22))
+            data[sl] *= idf[indices[sl]]
+        # Each row scaled to unit L2 norm (norms in float64), in place, chunk by chunk.
+        rows_nnz = np.diff(indptr)
+        for r0 in range(0, n_samples, chunk_size):
+            r1 = min(r0 + chunk_size, n_samples)
+            a = indptr[r0]
+            vals = data[a:indptr[r1]]
+            starts = indptr[r0:r1] - a
+            nonempty = rows_nnz[r0:r1] > 0
+            sq = np.zeros(r1 - r0)
+            if vals.size:
+                sq[nonempty] = np.add.reduceat(vals.astype(np.float64) ** 2, starts[nonempty])
+            inv = np.zeros(r1 - r0)
+            inv[nonempty] = 1.0 / np.sqrt(sq[nonempty])
+            vals *= np.repeat(inv, rows_nnz[r0:r1]).astype(dt)
+    X = sp.csr_matrix((data, indices, indptr), shape=(n_samples, n_features), copy=False)
+    X.has_sorted_indices = True
+    return X, y
+
+
+#: Synthetic generators by name (for demos and the command line). Each is called
+#: as ``gen(n_samples=..., random_state=...)``; "topics" returns a sparse CSR X.
 SYNTHETIC: dict[str, Any] = {
     "circles": make_circles,
     "moons": make_moons,
     "blobs": make_blobs,
     "shells": make_shells,
+    "topics": make_topic_corpus,
 }

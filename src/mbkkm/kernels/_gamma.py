@@ -49,8 +49,9 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
     Parameters
     ----------
     X : array-like of shape (n_samples, n_features), or (n_samples, n_samples)
-        The data; for ``kernel="precomputed"`` the kernel matrix itself (ndarray,
-        scipy sparse matrix or :class:`~mbkkm.kernels.LowRankKernel`).
+        The data (dense, or scipy.sparse for the kernels that take sparse data);
+        for ``kernel="precomputed"`` the kernel matrix itself (ndarray, scipy
+        sparse matrix or :class:`~mbkkm.kernels.LowRankKernel`).
     kernel : str, callable or Kernel, default="rbf"
         A pairwise registry name (its diagonal is evaluated in row chunks, so a
         memmap is never read at once), a callable ``k(X, Y, **kernel_params)``,
@@ -109,7 +110,7 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
         K = graph_kernel_matrix(spec.name, X, **kernel_params)
         return _gamma_from_diagonal(kernel_diagonal(K), f"kernel={kernel!r}")
 
-    X = check_array(X, dtype=[np.float64, np.float32], input_name="X")
+    X = check_array(X, dtype=[np.float64, np.float32], accept_sparse="csr", input_name="X")
     if isinstance(kernel, Kernel):
         if kernel_params:
             raise ValueError("kernel_params must be empty when kernel is a resolved Kernel")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
-from ..backends import get_backend
+from ..backends import _sparse, get_backend
 from ._registry import KERNELS, get_spec, kernel_names
 
 _CHUNK_ROWS = 65536
@@ -25,9 +26,47 @@ def mean_squared_pairwise_distance(X, sample_weight=None):
     weighted by ``sample_weight`` when given. Computed by X's backend
     (:meth:`mbkkm.backends.NumpyBackend.mean_squared_pairwise_distance`): in float64
     over row chunks, so a float32 memmap is never copied whole, and a torch tensor is
-    reduced on its device.
+    reduced on its device; a scipy sparse X is never densified (:func:`_msd_sparse`).
     """
+    if sp.issparse(X):
+        return _msd_sparse(X, sample_weight)
     return get_backend(X).mean_squared_pairwise_distance(X, sample_weight)
+
+
+def _msd_sparse(X, sample_weight=None):
+    """:func:`mean_squared_pairwise_distance` of a sparse X, without densifying it.
+
+    The same two passes (mean, then centred squares), the centred squares split
+    into stored and implicit zeros: with W = sum_x w_x, mu = sum_x w_x x / W and
+    W_f = sum of w_x over the rows x that store feature f,
+
+        sum_x w_x (x_f - mu_f)^2 = sum_{stored (x, f)} w_x (x_f - mu_f)^2 + (W - W_f) mu_f^2.
+
+    O(nnz + d) work in float64, over row chunks of the CSR.
+    """
+    X = _sparse.as_csr(X)
+    n, d = X.shape
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    total = float(n) if w is None else float(w.sum())
+    s = np.zeros(d)
+    for start in range(0, n, _CHUNK_ROWS):
+        chunk = X[start:start + _CHUNK_ROWS]
+        wc = np.ones(chunk.shape[0]) if w is None else w[start:start + _CHUNK_ROWS]
+        # w^T chunk as a (d,) vector: stored values times their row's weight.
+        we = np.repeat(wc, np.diff(chunk.indptr))
+        s += np.bincount(chunk.indices, weights=we * chunk.data, minlength=d)
+    mean = s / total
+    ss = 0.0
+    w_stored = np.zeros(d)
+    for start in range(0, n, _CHUNK_ROWS):
+        chunk = X[start:start + _CHUNK_ROWS]
+        wc = np.ones(chunk.shape[0]) if w is None else w[start:start + _CHUNK_ROWS]
+        we = np.repeat(wc, np.diff(chunk.indptr))
+        dc = chunk.data.astype(np.float64) - mean[chunk.indices]
+        ss += float(we @ (dc * dc))
+        w_stored += np.bincount(chunk.indices, weights=we, minlength=d)
+    ss += float((total - w_stored) @ (mean * mean))
+    return 2.0 * ss / total
 
 
 class Kernel:
@@ -132,7 +171,7 @@ class Kernel:
             raise RuntimeError(
                 f"the callable kernel raised {type(exc).__name__}: {exc}"
             ) from exc
-        K = np.asarray(K)
+        K = K.toarray() if sp.issparse(K) else np.asarray(K)
         if K.shape != (X.shape[0], Y.shape[0]):
             raise ValueError(
                 f"kernel: the callable must return an array of shape (n_x, n_y) = "
@@ -185,8 +224,10 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
     kernel_params : dict or None
         Extra keyword arguments of a callable kernel; for a named kernel, an
         alternative way to give gamma, degree or coef0.
-    X : ndarray of shape (n_samples, n_features), optional
-        The data, for data-driven defaults and domain checks.
+    X : ndarray or scipy.sparse matrix of shape (n_samples, n_features), optional
+        The data, for data-driven defaults and domain checks. Sparse data are
+        accepted by every named kernel whose spec has ``accepts_sparse`` (all but
+        chi2, which raises a ValueError).
     sample_weight : ndarray, optional
         Weights used by the data-driven gamma.
     """
@@ -208,6 +249,13 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
     if spec.transductive:
         spec.implementation("numpy")  # raises the registry's "graph kernel" ValueError
     name = spec.name
+    if X is not None and sp.issparse(X) and not spec.accepts_sparse:
+        raise ValueError(
+            f"kernel={kernel!r} does not support sparse X (scikit-learn's "
+            f"{spec.sklearn_name}_kernel needs dense arrays); densify X with X.toarray() "
+            "if it fits in memory, or choose one of the kernels that take sparse data: "
+            f"{sorted(n for n, o in KERNELS.items() if not o.transductive and o.accepts_sparse)}"
+        )
     values = {"gamma": gamma, "degree": degree, "coef0": coef0}
     for key, value in kernel_params.items():
         if key not in spec.params:
@@ -250,6 +298,14 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
 
 def check_nonnegative(X, name):
     """Raise when X has a negative entry (chunked, so a memmap is not read at once)."""
+    if sp.issparse(X):
+        X = _sparse.as_csr(X)
+        if np.min(X.data, initial=0) < 0:
+            raise ValueError(
+                f"kernel={name!r} is only defined for non-negative data, but X has "
+                "negative values"
+            )
+        return
     for start in range(0, X.shape[0], _CHUNK_ROWS):
         if np.min(X[start:start + _CHUNK_ROWS], initial=0) < 0:
             raise ValueError(

@@ -8,16 +8,65 @@ iterations (no allocation in the hot loop).
 
 The plain references these must equal are :mod:`sklearn.metrics.pairwise`
 (tested in ``tests/kernels``).
+
+Sparse data
+-----------
+X and/or Y may also be scipy.sparse matrices (CSR; other formats are converted
+to CSR), for every kernel but chi2 (scikit-learn's ``chi2_kernel`` refuses sparse
+data, and so do we). The tile is always a dense ``(n_x, n_y)`` array of dtype
+``result_type(X.dtype, Y.dtype)``; the data are never densified. The dense paths
+are untouched: each function tests ``issparse`` once and branches.
+
+- Dot-product kernels: the product X Y^T is computed by scipy (sparse x sparse:
+  one sparse product then one dense copy of the tile; sparse x dense: CSR times a
+  dense matrix), then the same in-place elementwise map.
+- rbf: -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |x|^2 - gamma |y|^2, from the
+  same product and the row norms (the augmented GEMM needs dense rows).
+- cosine: the rows are scaled to unit norm (zero rows stay zero) before the product.
+- laplacian: scikit-learn's ``manhattan_distances``, which has a sparse path.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel, manhattan_distances
+
+from ..backends import _sparse
+
+
+def _tile_dtype(X, Y):
+    return np.result_type(X.dtype, Y.dtype, np.float32)
+
+
+def _sparse_product(X, Y, out):
+    """Dense ``X @ Y.T`` when X or Y is sparse, into ``out`` when given.
+
+    sparse x sparse: scipy's sparse product (the result's sparsity is that of the
+    tile, which for text is far from empty) written into the dense tile.
+    sparse x dense: CSR times the dense (d, n_y) matrix, row by row of X.
+    dense x sparse: the transpose of the previous case.
+    """
+    dt = _tile_dtype(X, Y)
+    xs, ys = sp.issparse(X), sp.issparse(Y)
+    X = _sparse.as_csr(X).astype(dt, copy=False) if xs else np.asarray(X, dtype=dt)
+    Y = _sparse.as_csr(Y).astype(dt, copy=False) if ys else np.asarray(Y, dtype=dt)
+    if xs and ys:
+        P = X @ Y.T  # sparse (n_x, n_y)
+        if out is None:
+            return P.toarray()
+        return P.toarray(out=out)
+    P = X @ Y.T if xs else (Y @ X.T).T  # dense (n_x, n_y), C or F order
+    if out is None:
+        return np.ascontiguousarray(P)
+    out[...] = P
+    return out
 
 
 def _gemm(X, Y, out):
     """``out[:] = X @ Y.T`` without a temporary (shape (n_x, n_y))."""
+    if sp.issparse(X) or sp.issparse(Y):
+        return _sparse_product(X, Y, out)
     if out is None:
         return X @ Y.T
     np.matmul(X, Y.T, out=out)
@@ -25,7 +74,9 @@ def _gemm(X, Y, out):
 
 
 def row_norms_sq(X):
-    """Squared Euclidean norm of each row, shape (n,), in X's dtype."""
+    """Squared Euclidean norm of each row, shape (n,), in X's dtype (X dense or sparse)."""
+    if sp.issparse(X):
+        return _sparse.row_norms_sq(X)
     return np.einsum("ij,ij->i", X, X)
 
 
@@ -72,13 +123,19 @@ def rbf_augment_left(X, gamma):
 
 
 def rbf_prepare(X, *, gamma, **_):
-    """What :func:`rbf` reuses for every tile against the same left operand ``X``."""
+    """What :func:`rbf` reuses for every tile against the same left operand ``X``.
+
+    Dense X: its augmented rows (``X_aug``); sparse X: its squared row norms.
+    """
     if X.dtype.kind != "f":
         return {}
+    if sp.issparse(X):
+        return {"X_norms_sq": row_norms_sq(X)}
     return {"X_aug": rbf_augment_left(X, gamma)}
 
 
-def rbf(X, Y, *, gamma, out=None, Y_norms_sq=None, X_aug=None, Y_aug=None, **_):
+def rbf(X, Y, *, gamma, out=None, X_norms_sq=None, Y_norms_sq=None, X_aug=None, Y_aug=None,
+        **_):
     """K(x, y) = exp(-gamma ||x - y||^2).
 
     -gamma ||x - y||^2 = <[2 gamma x, -gamma |x|^2, 1], [y, 1, -gamma |y|^2]>: one GEMM
@@ -86,11 +143,35 @@ def rbf(X, Y, *, gamma, out=None, Y_norms_sq=None, X_aug=None, Y_aug=None, **_):
     at 0, so rounding never yields K > 1, and exp) instead of five; they run on row
     chunks that stay in cache. ``X_aug`` / ``Y_aug``: either side prepared once.
     """
+    if sp.issparse(X) or sp.issparse(Y):
+        return _rbf_sparse(X, Y, gamma, out, X_norms_sq, Y_norms_sq)
     Xa = rbf_augment_left(X, gamma) if X_aug is None else X_aug
     Ya = rbf_augment(Y, gamma, Y_norms_sq) if Y_aug is None else Y_aug
     K = _gemm(Xa, Ya, out)
     for rows in _row_chunks(K):
         Kc = K[rows]
+        np.minimum(Kc, 0, out=Kc)
+        np.exp(Kc, out=Kc)
+    return K
+
+
+def _rbf_sparse(X, Y, gamma, out, X_norms_sq, Y_norms_sq):
+    """rbf when X or Y is sparse: exp(min(0, 2 gamma <x, y> - gamma |x|^2 - gamma |y|^2)).
+
+    ``X_norms_sq`` / ``Y_norms_sq``: squared row norms prepared once (or None).
+    """
+    K = _gemm(X, Y, out)  # <x, y>, dense (n_x, n_y)
+    dt = K.dtype.type
+    g = dt(gamma)
+    x_term = np.asarray(row_norms_sq(X) if X_norms_sq is None else X_norms_sq,
+                        dtype=K.dtype) * -g
+    y_term = np.asarray(row_norms_sq(Y) if Y_norms_sq is None else Y_norms_sq,
+                        dtype=K.dtype) * -g
+    for rows in _row_chunks(K):
+        Kc = K[rows]
+        Kc *= dt(2.0 * gamma)
+        Kc += x_term[rows, None]
+        Kc += y_term[None, :]
         np.minimum(Kc, 0, out=Kc)
         np.exp(Kc, out=Kc)
     return K
@@ -126,6 +207,12 @@ def sigmoid(X, Y, *, gamma, coef0, out=None, **_):
 def _unit_rows(X):
     norms = np.sqrt(row_norms_sq(X))
     norms[norms == 0] = 1
+    if sp.issparse(X):
+        X = _sparse.as_csr(X)
+        # Scale each stored value by its row's norm (a copy; zero rows stay zero).
+        scaled = X.copy()
+        scaled.data = X.data / np.repeat(norms, np.diff(X.indptr)).astype(X.dtype, copy=False)
+        return scaled
     return X / norms[:, None]
 
 
@@ -136,6 +223,8 @@ def cosine(X, Y, *, out=None, **_):
 
 def laplacian(X, Y, *, gamma, out=None, **_):
     """K(x, y) = exp(-gamma ||x - y||_1)."""
+    if sp.issparse(X) or sp.issparse(Y):
+        return _laplacian_sparse(X, Y, gamma, out)
     K = laplacian_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False)
     if out is not None:
         out[...] = K
@@ -143,8 +232,32 @@ def laplacian(X, Y, *, gamma, out=None, **_):
     return K
 
 
+def _laplacian_sparse(X, Y, gamma, out):
+    """laplacian when X or Y is sparse: scikit-learn's sparse L1 distances, then exp.
+
+    ``manhattan_distances`` turns a dense operand into CSR and merges the sorted
+    column indices of every pair of rows (O(n_x n_y (nnz_x + nnz_y)), in float64).
+    """
+    dt = _tile_dtype(X, Y)
+    Xc = _sparse.as_csr(X) if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
+    Yc = _sparse.as_csr(Y) if sp.issparse(Y) else sp.csr_matrix(np.asarray(Y))
+    D = manhattan_distances(Xc, Yc)  # float64 (n_x, n_y)
+    D *= -gamma
+    np.exp(D, out=D)
+    if out is None:
+        return D.astype(dt, copy=False)
+    out[...] = D
+    return out
+
+
 def chi2(X, Y, *, gamma, out=None, **_):
     """K(x, y) = exp(-gamma sum_i (x_i - y_i)^2 / (x_i + y_i)); non-negative data only."""
+    if sp.issparse(X) or sp.issparse(Y):
+        raise ValueError(
+            "kernel='chi2' does not support sparse data (scikit-learn's chi2_kernel needs "
+            "dense arrays); densify X with X.toarray() if it fits in memory, or choose "
+            "another kernel (for text: 'cosine' or 'rbf')"
+        )
     K = chi2_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False)
     if out is not None:
         out[...] = K

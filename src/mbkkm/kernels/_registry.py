@@ -134,6 +134,8 @@ class KernelSpec:
     tiles : mapping of str to Tiles
         Pairwise kernels: backend name (``"numpy"``, ``"torch"``) -> its functions.
         ``"numpy"`` is required; a backend missing here cannot run the kernel.
+    accepts_sparse : bool
+        Whether its tile and diagonal take scipy.sparse (CSR) rows.
     """
 
     name: str
@@ -143,6 +145,7 @@ class KernelSpec:
     sklearn_name: str | None = None
     aliases: tuple[str, ...] = ()
     normalized: bool = False
+    accepts_sparse: bool = True
     nonnegative_data: bool = False
     transductive: bool = False
     builder: Callable | None = None
@@ -395,7 +398,7 @@ register(KernelSpec(
 ))
 register(KernelSpec(
     # No torch tiles: sum_i (x_i - y_i)^2 / (x_i + y_i) has no GEMM form.
-    "chi2", ("gamma",), "one", normalized=True, nonnegative_data=True,
+    "chi2", ("gamma",), "one", normalized=True, nonnegative_data=True, accepts_sparse=False,
     formula="exp(-gamma sum_i (x_i - y_i)^2 / (x_i + y_i))", sklearn_name="chi2",
     tiles=_tiles("chi2", "diag_ones", torch=False),
 ))

@@ -1,0 +1,200 @@
+"""Rows of scipy.sparse data: the gathers and sizes the core needs for sparse items.
+
+The core holds its items (the data X, a batch, the support rows S) either as
+dense arrays or as scipy.sparse CSR matrices. The functions here take rows,
+stack rows and measure rows the same way for both, so the core calls one
+function whatever the input is:
+
+=====================  ======================================================
+``is_sparse``          whether X is a scipy.sparse matrix or array
+``as_csr``             CSR with sorted indices and no duplicates (CSC -> CSR)
+``take_rows``          ``X[idx]`` (repeats allowed), CSR stays CSR
+``vstack_rows``        rows of several matrices, one under the other
+``row_norms_sq``       ||x||^2 of each row, never densifying
+``nbytes``             memory held by X (data + indices + indptr for CSR)
+=====================  ======================================================
+
+A sparse result always has sorted column indices (scipy's canonical format), the
+dtype of its input and the container kind of its input (``csr_matrix`` or
+``csr_array``). Nothing here densifies a sparse input.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "as_csr",
+    "check_no_overflow_sparse",
+    "is_sparse",
+    "nbytes",
+    "row_norms_sq",
+    "take_rows",
+    "vstack_rows",
+]
+
+_CHUNK_ROWS = 65536
+
+
+def is_sparse(X):
+    """Whether X is a scipy.sparse matrix or array (any format)."""
+    return sp.issparse(X)
+
+
+def as_csr(X):
+    """X as CSR in canonical form (sorted indices, no duplicate entries).
+
+    CSC, COO and the other formats are converted once; a CSR input that is
+    already canonical is returned as is (no copy), one with unsorted indices or
+    duplicates is copied, never modified in place.
+
+    Parameters
+    ----------
+    X : scipy.sparse matrix or array of shape (n, d)
+
+    Returns
+    -------
+    csr : the same container kind (``csr_matrix`` or ``csr_array``)
+    """
+    if not sp.issparse(X):
+        raise TypeError(f"expected a scipy.sparse matrix, got {type(X).__name__}")
+    if X.format != "csr":
+        X = X.tocsr()  # a new object: canonicalising it in place is safe
+        X.sum_duplicates()
+        return X
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
+def _sorted(X):
+    if not X.has_sorted_indices:
+        X.sort_indices()
+    return X
+
+
+def take_rows(X, idx):
+    """``X[idx]``: the rows ``idx`` (repeats allowed), in that order, as a copy.
+
+    Parameters
+    ----------
+    X : ndarray or scipy.sparse matrix of shape (n, ...)
+    idx : array of int of shape (b,)
+
+    Returns
+    -------
+    rows : ndarray, or CSR with sorted indices, of shape (b, ...) and X's dtype
+    """
+    if not sp.issparse(X):
+        return X[idx]
+    if X.format != "csr":
+        X = as_csr(X)
+    return _sorted(X[np.asarray(idx, dtype=np.intp)])
+
+
+def vstack_rows(parts):
+    """The rows of ``parts`` one under the other (a new matrix).
+
+    Dense parts are joined with :func:`numpy.concatenate`; sparse parts (any
+    format) with :func:`scipy.sparse.vstack` into CSR. Mixing dense and sparse
+    parts is refused (it would densify or hide a bug).
+
+    Parameters
+    ----------
+    parts : sequence of ndarray, or of scipy.sparse matrices, with equal numbers of columns
+
+    Returns
+    -------
+    stacked : ndarray, or CSR with sorted indices, of shape (sum of rows, d)
+        For sparse parts the dtype is the common dtype of the parts; with no
+        rows at all, an empty (0, d) CSR of that dtype.
+    """
+    parts = list(parts)
+    if not parts:
+        raise ValueError("vstack_rows needs at least one part")
+    n_sparse = sum(sp.issparse(p) for p in parts)
+    if n_sparse == 0:
+        return np.concatenate(parts, axis=0)
+    if n_sparse != len(parts):
+        raise TypeError("vstack_rows: cannot stack dense and sparse rows together")
+    d = {p.shape[1] for p in parts}
+    if len(d) != 1:
+        raise ValueError(f"vstack_rows: the parts have different numbers of columns {sorted(d)}")
+    dtype = np.result_type(*[p.dtype for p in parts])
+    out = sp.vstack(parts, format="csr", dtype=dtype)
+    if out.format != "csr":  # scipy returns CSR for format="csr"; be explicit anyway
+        out = out.tocsr()
+    return _sorted(out)
+
+
+def row_norms_sq(X):
+    """||x||^2 for each row, shape (n,), in X's dtype; a sparse X is not densified.
+
+    For CSR the squares of the stored values are summed per row (duplicates are
+    summed first, so a non-canonical matrix gives the norms of the matrix it
+    represents); empty rows have norm 0.
+    """
+    if not sp.issparse(X):
+        return np.einsum("ij,ij->i", X, X)
+    X = as_csr(X)
+    n = X.shape[0]
+    data = X.data[:X.indptr[-1]]
+    sq = data * data
+    out = np.zeros(n, dtype=sq.dtype)
+    starts = X.indptr[:-1]
+    nonempty = X.indptr[1:] > starts
+    if sq.size:
+        # reduceat sums sq[starts[i]:starts[next nonempty]]; the empty rows in
+        # between own no entries, so that is exactly row i.
+        out[nonempty] = np.add.reduceat(sq, starts[nonempty])
+    return out
+
+
+def nbytes(X):
+    """Bytes that X holds: ``data + indices + indptr`` for CSR/CSC, ``X.nbytes`` otherwise.
+
+    For memory planning (how many rows fit a budget). For COO, ``data + row + col``.
+    """
+    if not sp.issparse(X):
+        return int(X.nbytes) if hasattr(X, "nbytes") else int(np.asarray(X).nbytes)
+    if X.format in ("csr", "csc", "bsr"):
+        return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
+    if X.format == "coo":
+        return int(X.data.nbytes + X.row.nbytes + X.col.nbytes)
+    return nbytes(X.tocsr())
+
+
+def check_no_overflow_sparse(X, kernel=None, input_name="X"):
+    """The sparse counterpart of ``cluster._common.check_no_overflow``.
+
+    Raises a ValueError when the stored values of X are finite but their squared
+    row norms overflow in X's dtype, or (with a resolved point ``kernel``) when
+    K(x, x) is not finite. Read in row chunks of the CSR; nothing is densified.
+    Finiteness of the values themselves is checked by ``validate_data``.
+    """
+    if not sp.issparse(X) or X.dtype.kind != "f":
+        return
+    X = as_csr(X)
+    check_diag = kernel is not None and not getattr(kernel, "is_callable", True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, X.shape[0], _CHUNK_ROWS):
+            chunk = X[start:start + _CHUNK_ROWS]
+            sq = row_norms_sq(chunk)
+            if not np.all(np.isfinite(sq)):
+                big = float(np.max(np.abs(chunk.data)))
+                raise ValueError(
+                    f"{input_name} has values too large for {X.dtype} arithmetic: squared "
+                    f"row norms overflow (max |{input_name}| = {big:.3g}). Rescale "
+                    f"{input_name} (for example with sklearn.preprocessing.MaxAbsScaler)"
+                    + (" or use float64" if X.dtype != np.float64 else "")
+                )
+            if check_diag:
+                diag = np.asarray(kernel.diag(chunk))
+                if not np.all(np.isfinite(diag)):
+                    raise ValueError(
+                        f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
+                        f"these values (K(x, x) is not finite). Rescale {input_name} or "
+                        "change the kernel parameters"
+                    )
