@@ -362,8 +362,36 @@ class StepResult:
     alpha: np.ndarray  # (k,) learning rates used
 
 
+def tile_columns(m, b, itemsize, max_tile_bytes):
+    """Batch columns per kernel chunk so that K(S, B_c) and K(B, B_c) fit the budget.
+
+    The iteration's kernel blocks are (m, b) and (b, b); when together they exceed
+    ``max_tile_bytes`` (None: no limit) they are computed in column chunks of the
+    batch: the same kernel work, in pieces, with the same results.
+    """
+    if max_tile_bytes is None:
+        return b
+    per_column = (m + b) * itemsize * 1.25  # the reused buffers grow by 25 %
+    return int(max(1, min(b, max_tile_bytes // max(1, per_column))))
+
+
+def _chunked_products(state, kernel, nx, A, Xb, indptr, indices, data, cols, name):
+    """M K(A, Xb) for the CSR matrix M = (indptr, indices, data), in column chunks of Xb."""
+    b = Xb.shape[0]
+    if cols >= b:  # one chunk: no copy
+        return nx.csr_matmul(indptr, indices, data, _tile(state, name, kernel, A, Xb, nx))
+    out = None
+    for c0 in range(0, b, cols):
+        part = nx.csr_matmul(indptr, indices, data,
+                             _tile(state, name, kernel, A, Xb[c0:c0 + cols], nx))
+        if out is None:
+            out = nx.empty((part.shape[0], b), part.dtype)
+        out[:, c0:c0 + cols] = part
+    return out
+
+
 def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
-                   objective_after=False, stamp=None):
+                   objective_after=False, stamp=None, max_tile_bytes=None):
     """One truncated mini-batch iteration on the batch items ``Xb`` (in place on state).
 
     Parameters
@@ -386,6 +414,9 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
         small device-to-host transfer).
     stamp : int, optional
         Block label of the new points (default: ``state.n_steps``).
+    max_tile_bytes : int, optional
+        Memory for the kernel blocks; above it they are computed in column chunks of
+        the batch (:func:`tile_columns`). None: in one piece.
 
     Returns
     -------
@@ -397,13 +428,16 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     stamp = state.n_steps if stamp is None else stamp
     sizes = state.block_size
 
-    # 1. The iteration's kernel work: K(S, B) (m, b), K(B, B) (b, b), K(x, x) (b,).
-    K_SB = _tile(state, "K_SB", kernel, state.support, Xb, nx)
-    K_BB = _tile(state, "K_BB", kernel, Xb, Xb, nx)
+    # 1-2. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block
+    # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
+    # (K(B, B) (b, b) comes in step 5, reduced the same way.)
+    dtype = nx.tile_dtype(kernel, Xb)
+    cols = tile_columns(state.support.shape[0], b,
+                        8 if dtype is None else np.dtype(str(dtype).replace("torch.", "")
+                                                         ).itemsize, max_tile_bytes)
     diag = nx.kernel_diag(kernel, Xb)
-
-    # 2. Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
-    Q = nx.csr_matmul(state.block_start, None, state.weight, K_SB)
+    Q = _chunked_products(state, kernel, nx, state.support, Xb, state.block_start, None,
+                          state.weight, cols, "K_SB")
     P = center_products(Q, state, nx)
     labels, mind = nx.argmin_columns_to_host(nx.distances_T(P, diag, state.norms))
 
@@ -488,7 +522,9 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     u_pair = u_new[pair_pt]
     u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(u_new, u_pair, u_new, lam_pad)
 
-    QB = nx.csr_matmul(new_ptr_d, new_pos_d, u_new_d, K_BB)  # (n_grow, b)
+    # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b), from K(B, B) (symmetric).
+    QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d, cols,
+                           "K_BB")
     gram = nx.zeros(k * L * L, np.float64)
     nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
     nx.index_add(gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d),
