@@ -69,6 +69,7 @@ from ..kernels._index import (
     is_stored_kernel,
     validate_stored_kernel,
 )
+from ._auto_gamma import resolve_auto_gamma
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -550,6 +551,10 @@ class KernelKMeans(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
             )
         self._init = self._check_init(X, n)
+        # gamma="auto": choose the width on a sample (refuses kernels without one).
+        gamma, self.gamma_selection_ = resolve_auto_gamma(
+            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state)
+        self.gamma_ = None  # the resolved width, set below for kernels that have one
         if kind == "precomputed":
             self.kernel_ = "precomputed"
             op = _MatrixOperator(X)
@@ -566,9 +571,10 @@ class KernelKMeans(
                     IndexKernel(self.kernel, K, dtype=np.float64, diag=diag))
         block_rows = self._plan_memory(n, X.dtype.itemsize)  # before any kernel work
         self.kernel_ = resolve_kernel(
-            self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
             kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
         )
+        self.gamma_ = self.kernel_.params.get("gamma")
         check_no_overflow(X, self.kernel_)  # finite data whose kernel arithmetic overflows
         if self.kernel_.is_callable:
             self.kernel_(X[: min(3, n)], X[: min(2, n)])  # check the callable once

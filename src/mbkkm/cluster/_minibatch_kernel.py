@@ -37,6 +37,7 @@ from ..kernels._index import (
     validate_stored_kernel,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
+from ._auto_gamma import resolve_auto_gamma
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -311,6 +312,10 @@ torch.device, default=None
 
     def _resolve_kernel(self, X, sample_weight):
         """The resolved kernel and the items the core works on (rows or indices)."""
+        # gamma="auto": choose the width on a sample (refuses kernels without one).
+        gamma, self.gamma_selection_ = resolve_auto_gamma(
+            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state)
+        self.gamma_ = None  # the resolved width, set below for kernels that have one
         if self.kernel == "precomputed":
             diag = check_precomputed_matrix(X)
             return (IndexKernel("precomputed", X, dtype=getattr(X, "dtype", np.float64),
@@ -323,9 +328,10 @@ torch.device, default=None
         # Dask: data-driven gamma from one pass of Dask reductions (mbkkm._dask).
         resolve = X.resolve_kernel if _dask.is_dask_rows(X) else resolve_kernel
         kernel = resolve(
-            self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
             kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
         )
+        self.gamma_ = kernel.params.get("gamma")
         check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
         if kernel.is_callable:
             # Check the callable once on a few rows, before any real work.
