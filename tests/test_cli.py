@@ -199,7 +199,7 @@ def test_kernel_scale_and_deprecated_gamma_spelling(runner):
     assert "deprecated" not in new.output and "use 'mbkkm kernel-scale'" in old.output
 
     def value(out):  # the result line without its timing
-        return [line for line in out.splitlines() if "gamma =" in line][0].rsplit(" (", 1)[0]
+        return next(ln for ln in out.splitlines() if ": gamma = " in ln).rsplit(" (", 1)[0]
 
     assert value(new.output) == value(old.output)
 
