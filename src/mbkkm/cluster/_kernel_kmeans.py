@@ -296,7 +296,8 @@ class KernelKMeans(
     gamma : float, default=None
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, as in
         :class:`~mbkkm.cluster.MiniBatchKernelKMeans` (None: data-driven for rbf
-        and laplacian, 1 / n_features for polynomial and sigmoid, 1 for chi2).
+        and laplacian, 1 / n_features for polynomial and sigmoid, 1 for chi2;
+        "auto": chosen without labels by :func:`mbkkm.cluster.select_gamma`).
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -369,6 +370,10 @@ class KernelKMeans(
     kernel_ : mbkkm.kernels.Kernel or str
         The resolved kernel; the string "precomputed", "knn" or "heat" for the
         matrix kernels.
+    gamma_ : float or None
+        The width the fit used; None for kernels without one.
+    gamma_selection_ : GammaSelection or None
+        With ``gamma="auto"``: the candidates, their scores and the choice.
     n_features_in_ : int
         Number of features seen during fit (n_samples for "precomputed").
     feature_names_in_ : ndarray of shape (n_features_in_,)

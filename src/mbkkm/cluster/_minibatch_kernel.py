@@ -89,6 +89,13 @@ class MiniBatchKernelKMeans(
         1 / gamma). None: for rbf and laplacian the data-driven
         1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
         computed in O(n d); for polynomial and sigmoid 1 / n_features; for chi2 1.
+        "auto" (rbf and laplacian only): chosen without labels by
+        :func:`mbkkm.cluster.select_gamma`: exact kernel k-means on a 1000-point
+        sample at widths 2**-3 .. 2**6 times the default, keeping the width whose
+        partition cuts the fewest edges of the sample's 10-nearest-neighbour graph
+        (normalised cut). It separates moons and unequal blobs where the default
+        does not; it cannot help where kernel k-means itself falls into a bad
+        local minimum (concentric rings); see ``docs/gamma.md``.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -188,6 +195,12 @@ torch.device, default=None
         Number of iterations (batches) processed since the first fit or partial_fit.
     kernel_ : mbkkm.kernels.Kernel
         The kernel with every parameter resolved (for example the data-driven gamma).
+    gamma_ : float or None
+        The width the fit used (rbf, laplacian, polynomial, sigmoid, chi2); None for
+        kernels without one.
+    gamma_selection_ : GammaSelection or None
+        With ``gamma="auto"``: the candidates, their scores and the choice
+        (``.table()``, ``.plot()``); None otherwise.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
