@@ -189,6 +189,35 @@ def test_gamma_shared_pendigits(runner):
     assert r.exit_code == 0 and "gamma = 1" in r.output
 
 
+def test_kernel_scale_and_deprecated_gamma_spelling(runner):
+    if not (SHARED_DATASETS / "pendigits.npz").exists():
+        pytest.skip("shared pendigits.npz not found")
+    args = ["pendigits", "--data-home", str(SHARED_DATASETS)]
+    new = runner.invoke(main, ["kernel-scale", *args])
+    old = runner.invoke(main, ["gamma", *args])
+    assert new.exit_code == old.exit_code == 0
+    assert "deprecated" not in new.output and "use 'mbkkm kernel-scale'" in old.output
+
+    def value(out):  # the result line without its timing
+        return next(ln for ln in out.splitlines() if ": gamma = " in ln).rsplit(" (", 1)[0]
+
+    assert value(new.output) == value(old.output)
+
+
+def test_fit_gamma_auto_prints_candidates_and_plots(runner, blobs, tmp_path):
+    path = tmp_path / "x.npy"
+    np.save(path, blobs)
+    png = tmp_path / "gamma.png"
+    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--gamma", "auto", "--max-iter", "5",
+                             "--gamma-plot", str(png)])
+    assert r.exit_code == 0, r.output
+    assert "gamma=auto (knn-normalized-cut" in r.output and "<- chosen" in r.output
+    assert png.stat().st_size > 0
+    for bad in ("-1", "scale", "nan"):
+        r = runner.invoke(main, ["fit", str(path), "-k", "2", "--gamma", bad])
+        assert r.exit_code == 2 and "--gamma" in r.output
+
+
 @pytest.mark.parametrize(("tau", "code"), [("none", 0), ("50", 0), ("0", 2), ("x", 2)])
 def test_fit_tau_accepts_none(tmp_path, tau, code):
     path = tmp_path / "x.npy"

@@ -6,7 +6,8 @@ Commands::
     mbkkm datasets                            the paper's datasets: known and local
     mbkkm experiment PRESET|FILE --out DIR    run an experiment grid (resumable)
     mbkkm plot RESULTS... --out DIR           figures from saved result tables
-    mbkkm gamma DATASET --kernel rbf|knn|heat the paper's gamma = max_x sqrt(K(x, x))
+    mbkkm kernel-scale DATASET --kernel rbf|knn|heat  the paper's gamma = max_x sqrt(K(x, x))
+                                              (``mbkkm gamma``: deprecated spelling)
 
 Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
@@ -211,6 +212,26 @@ class _TauType(click.ParamType):
 _TAU = _TauType()
 
 
+class _GammaType(click.ParamType):
+    """A positive number, or 'auto' (chosen by mbkkm.cluster.select_gamma)."""
+
+    name = "FLOAT|auto"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return None if value is None else "auto"
+        try:
+            gamma = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a positive number or 'auto'", param, ctx)
+        if not (np.isfinite(gamma) and gamma > 0):
+            self.fail(f"{value!r} is not a positive number", param, ctx)
+        return gamma
+
+
+_GAMMA = _GammaType()
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mbkkm")
 def main():
@@ -218,7 +239,8 @@ def main():
 
     Cluster your own data (fit), see the paper's datasets (datasets), run the
     paper's experiment grids (experiment), draw their figures (plot) and compute
-    the paper's gamma (gamma). Exit codes: 0 ok, 1 runtime failure, 2 usage error.
+    the paper's gamma = max_x sqrt(K(x, x)) (kernel-scale; not the kernel width).
+    Exit codes: 0 ok, 1 runtime failure, 2 usage error.
     """
 
 
@@ -234,8 +256,12 @@ def _kernel_choice():
               help="Number of clusters.")
 @click.option("--kernel", type=_kernel_choice(), default="rbf", show_default=True,
               help="Kernel (k-NN and heat kernels are transductive and not offered here).")
-@click.option("--gamma", type=click.FloatRange(0, min_open=True), default=None,
-              help="Kernel coefficient (rbf: exp(-gamma ||x-y||^2)); default: data-driven.")
+@click.option("--gamma", type=_GAMMA, default=None,
+              help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number, or 'auto' to "
+                   "choose it without labels (prints the candidates); default: "
+                   "1 / (2 sum of feature variances).")
+@click.option("--gamma-plot", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="With --gamma auto: save the criterion against gamma to this image.")
 @click.option("--batch-size", type=click.IntRange(1), default=1024, show_default=True,
               help="Points per mini-batch.")
 @click.option("--tau", type=_TAU, default="200", show_default=True,
@@ -254,8 +280,8 @@ def _kernel_choice():
 @click.option("--model-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Save the fitted model (skops format; load with mbkkm.cli.load_model).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary.")
-def fit(data, n_clusters, kernel, gamma, batch_size, tau, max_iter, learning_rate, seed,
-        header, key, labels_out, model_out, quiet):
+def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, learning_rate,
+        seed, header, key, labels_out, model_out, quiet):
     """Cluster DATA (CSV with or without header, .npy, or .npz with array X)
     with truncated mini-batch kernel k-means, and print a summary."""
     from .cluster import MiniBatchKernelKMeans
@@ -287,6 +313,15 @@ def fit(data, n_clusters, kernel, gamma, batch_size, tau, max_iter, learning_rat
                 Path(labels_out).write_text(text)
         except OSError as exc:
             raise click.ClickException(f"cannot write {labels_out}: {exc.strerror}") from None
+    if gamma_plot is not None and est.gamma_selection_ is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        ax = est.gamma_selection_.plot()
+        try:
+            ax.figure.savefig(gamma_plot, dpi=110, bbox_inches="tight")
+        except OSError as exc:
+            raise click.ClickException(f"cannot write {gamma_plot}: {exc.strerror}") from None
     if model_out is not None:
         import skops.io as sio
 
@@ -301,6 +336,8 @@ def fit(data, n_clusters, kernel, gamma, batch_size, tau, max_iter, learning_rat
         click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
                    f"{est.n_iter_} iterations, {learning_rate} rate, seed {seed}", err=err)
         click.echo(f"time: {seconds:.2f} s", err=err)
+        if est.gamma_selection_ is not None:
+            click.echo(est.gamma_selection_.table(), err=err)
         click.echo(f"inertia: {est.inertia_:.6g} (objective inertia / n = "
                    f"{est.inertia_ / n:.6g})", err=err)
         click.echo("cluster sizes: " + " ".join(map(str, sizes.tolist())), err=err)
@@ -416,20 +453,49 @@ def plot(results, out_dir, tau, formats):
         click.echo(str(p))
 
 
-@main.command()
-@click.argument("dataset")
-@click.option("--kernel", type=click.Choice(["rbf", "gaussian", "knn", "heat"]), default="rbf",
-              show_default=True, help="Kernel.")
-@click.option("--n-neighbors", type=click.IntRange(1), default=None,
-              help="Neighbours of the k-NN / heat graph (default: the paper's, per dataset).")
-@click.option("--t", "t", type=click.FloatRange(0, min_open=True), default=1.0,
-              show_default=True, help="Heat kernel diffusion time.")
-@click.option("--gamma", "rbf_gamma", type=click.FloatRange(0, min_open=True), default=None,
-              help="rbf coefficient (default: 1 / (2 sigma^2) with the paper's sigma).")
-@click.option("--data-home", type=click.Path(file_okay=False), default=None,
-              help="A folder searched first for the dataset.")
+def _kernel_scale_options(command):
+    """The arguments of ``kernel-scale`` (and of its deprecated spelling ``gamma``)."""
+    for option in reversed([
+        click.argument("dataset"),
+        click.option("--kernel", type=click.Choice(["rbf", "gaussian", "knn", "heat"]),
+                     default="rbf", show_default=True, help="Kernel."),
+        click.option("--n-neighbors", type=click.IntRange(1), default=None,
+                     help="Neighbours of the k-NN / heat graph (default: the paper's, per "
+                          "dataset)."),
+        click.option("--t", "t", type=click.FloatRange(0, min_open=True), default=1.0,
+                     show_default=True, help="Heat kernel diffusion time."),
+        click.option("--gamma", "rbf_gamma", type=click.FloatRange(0, min_open=True),
+                     default=None,
+                     help="rbf width (default: 1 / (2 sigma^2) with the paper's sigma)."),
+        click.option("--data-home", type=click.Path(file_okay=False), default=None,
+                     help="A folder searched first for the dataset."),
+    ]):
+        command = option(command)
+    return command
+
+
+@main.command("kernel-scale")
+@_kernel_scale_options
+def kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
+    """Print the paper's gamma = max_x sqrt(K(x, x)) of DATASET (Table 1).
+
+    This "gamma" is a property of kernel and data (the bound in the paper's
+    analysis), not the width of the rbf kernel (``fit --gamma``).
+    """
+    _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home)
+
+
+@main.command("gamma", deprecated=True)
+@_kernel_scale_options
 def gamma(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
-    """Print the paper's gamma = max_x sqrt(K(x, x)) of DATASET (Table 1)."""
+    """Deprecated spelling of ``kernel-scale`` (the paper's gamma, not the kernel width)."""
+    click.echo("Warning: 'mbkkm gamma' is deprecated and will be removed; use "
+               "'mbkkm kernel-scale' (the paper's gamma = max_x sqrt(K(x, x)), not the "
+               "kernel width).", err=True)
+    _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home)
+
+
+def _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
     from .datasets import get_spec, load_dataset
     from .kernels import kernel_gamma
 

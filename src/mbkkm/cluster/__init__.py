@@ -4,8 +4,10 @@
   mini-batch kernel k-means.
 - :class:`KernelKMeans`: full-batch kernel k-means (Lloyd in feature space).
 - :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
+- :func:`select_gamma`: the unsupervised rbf / laplacian width behind ``gamma="auto"``.
 """
 
+from ._auto_gamma import GammaSelection, select_gamma
 from ._common import EmptyClusterWarning
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._minibatch_kernel import MiniBatchKernelKMeans
@@ -13,8 +15,10 @@ from ._minibatch_kmeans import MiniBatchKMeans
 
 __all__ = [
     "EmptyClusterWarning",
+    "GammaSelection",
     "KernelKMeans",
     "KernelMemoryError",
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
+    "select_gamma",
 ]

@@ -62,6 +62,7 @@ from ..kernels._index import (
     is_stored_kernel,
     validate_stored_kernel,
 )
+from ._auto_gamma import resolve_auto_gamma
 from ._base import BaseKernelKMeans
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -287,7 +288,8 @@ class KernelKMeans(BaseKernelKMeans):
     gamma : float, default=None
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, as in
         :class:`~mbkkm.cluster.MiniBatchKernelKMeans` (None: data-driven for rbf
-        and laplacian, 1 / n_features for polynomial and sigmoid, 1 for chi2).
+        and laplacian, 1 / n_features for polynomial and sigmoid, 1 for chi2;
+        "auto": chosen without labels by :func:`mbkkm.cluster.select_gamma`).
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -360,6 +362,10 @@ class KernelKMeans(BaseKernelKMeans):
     kernel_ : mbkkm.kernels.Kernel or str
         The resolved kernel; the string "precomputed", "knn" or "heat" for the
         matrix kernels.
+    gamma_ : float or None
+        The width the fit used; None for kernels without one.
+    gamma_selection_ : GammaSelection or None
+        With ``gamma="auto"``: the candidates, their scores and the choice.
     n_features_in_ : int
         Number of features seen during fit (n_samples for "precomputed").
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -532,6 +538,10 @@ class KernelKMeans(BaseKernelKMeans):
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
             )
         self._init = self._check_init(X, n)
+        # gamma="auto": choose the width on a sample (refuses kernels without one).
+        gamma, self.gamma_selection_ = resolve_auto_gamma(
+            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state)
+        self.gamma_ = None  # the resolved width, set below for kernels that have one
         if kind == "precomputed":
             self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
             return X, sample_weight, _MatrixOperator(X), diag, self.kernel_
@@ -546,9 +556,10 @@ class KernelKMeans(BaseKernelKMeans):
             return X, sample_weight, _MatrixOperator(K), diag, self.kernel_
         block_rows = self._plan_memory(n, X.dtype.itemsize)  # before any kernel work
         self.kernel_ = resolve_kernel(
-            self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
             kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
         )
+        self.gamma_ = self.kernel_.params.get("gamma")
         check_no_overflow(X, self.kernel_)  # finite data whose kernel arithmetic overflows
         if self.kernel_.is_callable:
             self.kernel_(X[: min(3, n)], X[: min(2, n)])  # check the callable once

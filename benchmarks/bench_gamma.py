@@ -1,0 +1,214 @@
+"""gamma="auto" against the default width, plain k-means and a grid of widths.
+
+For each data set and seed: ARI and NMI of scikit-learn's KMeans, of
+MiniBatchKernelKMeans (rbf, b = 1024, tau = 200, 200 iterations) at the default
+width (gamma=None), with gamma="auto", and at multiples 2**-2 .. 2**4 of the
+default width (the grid; its best point, found with the labels, is the ceiling
+reported for reference only). Rows are appended to a tidy CSV as they finish
+(a re-run skips the rows already there); ``--report`` draws the table
+(``docs/results/gamma.md`` section) and the figure from the CSV only.
+
+    .venv/bin/python benchmarks/bench_gamma.py --out docs/results/gamma.csv
+    .venv/bin/python benchmarks/bench_gamma.py --out docs/results/gamma.csv --report
+
+Data: rings (make_circles(20000, factor=0.4, noise=0.05)), moons
+(make_moons(20000, noise=0.05)), blobs of unequal widths (make_blobs(20000,
+cluster_std=[1, 2.5, 0.5], random_state=170)), scikit-learn's iris, wine,
+breast-cancer and digits (standardised), PenDigits and Letter (standardised, as
+mbkkm.datasets does), MNIST (a 20,000-image sample, divided by 255), read from
+``--data-home`` (default ../shared/datasets).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+DATASETS = ["rings", "moons", "blobs", "iris", "wine", "breast_cancer", "digits",
+            "pendigits", "letter", "mnist"]
+GRID = [2.0 ** e for e in range(-2, 5)]
+FIELDS = ["dataset", "n", "d", "k", "seed", "method", "multiplier", "gamma", "ari", "nmi",
+          "seconds"]
+
+
+def load(name, data_home):
+    """(X float64, y, k) of one benchmark data set."""
+    from sklearn import datasets as skd
+    from sklearn.preprocessing import StandardScaler
+
+    if name == "rings":
+        X, y = skd.make_circles(20000, factor=0.4, noise=0.05, random_state=0)
+    elif name == "moons":
+        X, y = skd.make_moons(20000, noise=0.05, random_state=0)
+    elif name == "blobs":
+        X, y = skd.make_blobs(20000, centers=3, cluster_std=[1.0, 2.5, 0.5], random_state=170)
+    elif name in ("iris", "wine", "breast_cancer", "digits"):
+        X, y = getattr(skd, f"load_{name}")(return_X_y=True)
+        X = StandardScaler().fit_transform(X)
+    else:
+        from mbkkm.datasets import load_dataset
+
+        X, y = load_dataset(name, data_home=data_home, download=False)  # paper's preprocessing
+        if name == "mnist":
+            idx = np.random.default_rng(0).choice(X.shape[0], 20000, replace=False)
+            X, y = X[idx], y[idx]
+    return np.asarray(X, dtype=np.float64), np.asarray(y), int(np.unique(y).size)
+
+
+def run(args):
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    from mbkkm import MiniBatchKernelKMeans
+    from mbkkm.kernels import mean_squared_pairwise_distance
+
+    out = Path(args.out)
+    done = set()
+    if out.exists():
+        with out.open() as f:
+            done = {(r["dataset"], r["seed"], r["method"], r["multiplier"])
+                    for r in csv.DictReader(f)}
+    new = not out.exists()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+        for name in args.datasets:
+            X, y, k = load(name, args.data_home)
+            g0 = 1.0 / mean_squared_pairwise_distance(X)
+            for seed in range(args.seeds):
+                jobs = [("kmeans", "", None)] + [("grid", f"{m:g}", g0 * m) for m in GRID]
+                jobs.append(("auto", "", "auto"))
+                for method, mult, gamma in jobs:
+                    if (name, str(seed), method, mult) in done:
+                        continue
+                    start = time.perf_counter()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        if method == "kmeans":
+                            est = KMeans(k, n_init=1, random_state=seed).fit(X)
+                        else:
+                            est = MiniBatchKernelKMeans(
+                                k, gamma=gamma, batch_size=1024, tau=200, max_iter=200,
+                                random_state=seed).fit(X)
+                    seconds = time.perf_counter() - start
+                    row = dict(dataset=name, n=X.shape[0], d=X.shape[1], k=k, seed=seed,
+                               method=method, multiplier=mult,
+                               gamma="" if method == "kmeans" else f"{est.gamma_:.6g}",
+                               ari=f"{adjusted_rand_score(y, est.labels_):.4f}",
+                               nmi=f"{normalized_mutual_info_score(y, est.labels_):.4f}",
+                               seconds=f"{seconds:.3f}")
+                    if method == "auto":
+                        row["multiplier"] = ""
+                        row["gamma"] = f"{est.gamma_:.6g}"
+                    writer.writerow(row)
+                    f.flush()
+                    print(" ".join(f"{row[c]}" for c in FIELDS), flush=True)
+
+
+def summarise(path):
+    """Per data set: mean ARI / NMI of k-means, default, auto and the grid ceiling."""
+    import pandas as pd
+
+    df = pd.read_csv(path, keep_default_na=False)
+    rows = []
+    for name in [d for d in DATASETS if d in set(df.dataset)]:
+        part = df[df.dataset == name]
+        grid = part[part.method == "grid"]
+        means = grid.groupby("multiplier")[["ari", "nmi"]].mean()
+        best = means["ari"].idxmax()
+        auto = part[part.method == "auto"]
+        fit1 = grid[grid.multiplier.astype(str) == "1"]
+        rows.append({
+            "dataset": name,
+            "kmeans_ari": part[part.method == "kmeans"].ari.mean(),
+            "default_ari": fit1.ari.mean(),
+            "auto_ari": auto.ari.mean(),
+            "ceiling_ari": means.loc[best, "ari"],
+            "kmeans_nmi": part[part.method == "kmeans"].nmi.mean(),
+            "default_nmi": fit1.nmi.mean(),
+            "auto_nmi": auto.nmi.mean(),
+            "ceiling_nmi": means.loc[best, "nmi"],
+            "best_multiplier": best,
+            "auto_multiplier": float(np.median(auto.gamma.astype(float)
+                                               / (fit1.gamma.astype(float).mean()))),
+            "auto_time_ratio": auto.seconds.mean() / fit1.seconds.mean(),
+        })
+    return pd.DataFrame(rows)
+
+
+def report(args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    s = summarise(args.out)
+    s.to_csv(Path(args.out).with_name("gamma-summary.csv"), index=False, float_format="%.4f")
+    lines = ["| data | k-means | default | auto | ceiling (grid) | best x | auto x | "
+             "auto time / default fit |", "| --- " * 8 + "|"]
+    for r in s.itertuples():
+        lines.append(
+            f"| {r.dataset} | {r.kmeans_ari:.3f} / {r.kmeans_nmi:.3f} | "
+            f"{r.default_ari:.3f} / {r.default_nmi:.3f} | **{r.auto_ari:.3f}** / "
+            f"{r.auto_nmi:.3f} | {r.ceiling_ari:.3f} / {r.ceiling_nmi:.3f} | "
+            f"{r.best_multiplier} | {r.auto_multiplier:.3g} | {r.auto_time_ratio:.2f} |")
+    lines.append(f"| **mean** | {s.kmeans_ari.mean():.3f} / {s.kmeans_nmi.mean():.3f} | "
+                 f"{s.default_ari.mean():.3f} / {s.default_nmi.mean():.3f} | "
+                 f"**{s.auto_ari.mean():.3f}** / {s.auto_nmi.mean():.3f} | "
+                 f"{s.ceiling_ari.mean():.3f} / {s.ceiling_nmi.mean():.3f} | | | |")
+    print("\n".join(lines))
+    df = pd.read_csv(args.out, keep_default_na=False)
+    names = list(s.dataset)
+    fig, axes = plt.subplots(2, (len(names) + 1) // 2, figsize=(3.2 * ((len(names) + 1) // 2), 6),
+                             squeeze=False)
+    for ax, name in zip(axes.ravel(), names):
+        part = df[df.dataset == name]
+        grid = part[part.method == "grid"].copy()
+        grid["m"] = grid.multiplier.astype(float)
+        means = grid.groupby("m").ari.mean()
+        ax.semilogx(means.index, means.values, "o-", color="0.4", label="grid (mean ARI)")
+        g1 = grid[grid.m == 1].gamma.astype(float).mean()
+        auto = part[part.method == "auto"]
+        ax.semilogx(auto.gamma.astype(float) / g1, auto.ari, "*", ms=12, color="C3",
+                    label="auto (per seed)")
+        ax.axhline(part[part.method == "kmeans"].ari.mean(), color="C0", ls="--",
+                   label="k-means")
+        ax.set_title(name)
+        ax.set_xlabel("gamma / default")
+        ax.set_ylim(-0.05, 1.05)
+    axes.ravel()[0].set_ylabel("ARI")
+    axes.ravel()[0].legend(fontsize="x-small")
+    for ax in axes.ravel()[len(names):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig_path = Path(args.out).with_name("figures") / "gamma-auto.png"
+    fig_path.parent.mkdir(exist_ok=True)
+    fig.savefig(fig_path, dpi=110)
+    print(fig_path)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="docs/results/gamma.csv")
+    p.add_argument("--datasets", type=lambda s: s.split(","), default=DATASETS)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--data-home", default=os.environ.get("MBKKM_DATA", "../shared/datasets"))
+    p.add_argument("--report", action="store_true", help="table and figure from --out only")
+    args = p.parse_args()
+    if args.report:
+        report(args)
+    else:
+        run(args)
+
+
+if __name__ == "__main__":
+    main()

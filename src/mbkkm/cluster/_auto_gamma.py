@@ -1,0 +1,281 @@
+"""gamma="auto": an unsupervised choice of the rbf / laplacian kernel width.
+
+The criterion (see ``docs/gamma.md`` for the measurements behind it)
+---------------------------------------------------------------------
+For a grid of widths gamma_1 < ... < gamma_G (multiples of a base width of the
+data), cluster a small random sample S of the data with exact kernel k-means at
+each width, and score each partition with one yardstick that does not depend
+on the width: its **normalised cut on the k-nearest-neighbour graph of S**,
+
+    ncut(C_1..C_k) = sum_j cut(C_j) / vol(C_j),
+    cut(C_j) = #{kNN edges (x, y): x in C_j, y not in C_j},
+    vol(C_j) = #{kNN edges with an end point in C_j} (degree sum),
+
+on the symmetrised graph A = (G + G^T > 0) of the ``n_neighbors`` nearest
+neighbours (Euclidean for rbf, L1 for laplacian; no self loops). The width whose
+partition has the smallest cut (mean over ``n_seeds`` initialisations) wins.
+
+Why a cut, and why on a fixed graph: the width changes the geometry that kernel
+k-means sees, so a score computed *in* feature space (silhouette, variance
+ratio, kernel k-means objective) has a different scale at every width and is
+monotone in it (wider always looks more compact; measured). The kNN graph is
+the same for every candidate, so the scores are comparable. A low normalised
+cut means that few neighbourhoods are split between clusters and that no
+cluster is a handful of outliers (their few edges all leave the cluster, which
+costs about 1 each): exactly the failures of a width that is too wide (clusters
+cut through dense regions, as plain k-means does on moons) or too narrow
+(kernel k-means collapses into one big cluster and a few tiny ones). It is the
+objective of spectral clustering (Shi & Malik 2000), which kernel k-means
+approximates with the right width (Dhillon, Guan & Kulis 2004), used here only
+to *rank* the partitions kernel k-means actually finds.
+
+What it does not handle: it judges the partitions kernel k-means finds on the
+sample; where kernel k-means itself lands in a bad local minimum at every width
+(concentric rings, whose ring partition is found by only some seeds), no width
+helps. It assumes the clusters are regions of the k-NN graph (so it favours
+connected, density-separated clusters), and it costs 2 * G exact kernel k-means
+fits on ``n_samples`` points (about 1000, a few seconds).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import sparse
+from scipy.spatial.distance import cdist
+from sklearn.neighbors import NearestNeighbors
+from sklearn.utils import check_random_state
+
+#: Kernels whose width gamma="auto" chooses, with the metric of their exponent.
+AUTO_GAMMA_KERNELS = {"rbf": "sqeuclidean", "gaussian": "sqeuclidean", "laplacian": "cityblock"}
+
+#: Default grid: multiples of the base width (1 / mean pairwise squared distance
+#: for rbf, 1 / mean pairwise L1 distance for laplacian) from 1/8 to 64.
+DEFAULT_MULTIPLIERS = tuple(2.0 ** e for e in range(-3, 7))
+
+
+@dataclass(frozen=True)
+class GammaSelection:
+    """What ``gamma="auto"`` tried and why it chose its width.
+
+    Attributes
+    ----------
+    gamma : float
+        The chosen width.
+    candidates : ndarray of shape (n_candidates,)
+        The widths tried, increasing.
+    scores : ndarray of shape (n_candidates,)
+        The criterion of each candidate (lower is better).
+    criterion : str
+        Name of the criterion (``"knn-normalized-cut"``).
+    base_gamma : float
+        The base width the candidates are multiples of.
+    n_samples : int
+        Size of the sample the criterion was computed on.
+    seed_scores : ndarray of shape (n_candidates, n_seeds)
+        The criterion of each candidate for each initialisation.
+    """
+
+    gamma: float
+    candidates: np.ndarray
+    scores: np.ndarray
+    criterion: str
+    base_gamma: float
+    n_samples: int
+    seed_scores: np.ndarray = field(repr=False, default=None)
+
+    @property
+    def multipliers(self):
+        """candidates / base_gamma."""
+        return self.candidates / self.base_gamma
+
+    def table(self):
+        """A text table of the candidates and their scores, the choice marked."""
+        lines = [f"gamma=auto ({self.criterion}, lower is better; sample of "
+                 f"{self.n_samples} points, base width {self.base_gamma:.4g})",
+                 f"{'gamma':>12} {'x base':>8} {'score':>9}"]
+        for g, m, s in zip(self.candidates, self.multipliers, self.scores):
+            mark = "  <- chosen" if g == self.gamma else ""
+            lines.append(f"{g:12.5g} {m:8.3g} {s:9.4f}{mark}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """The criterion against gamma (log axis), the choice marked. Returns the Axes."""
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(5, 3.2))
+        ax.semilogx(self.candidates, self.scores, "o-", color="C0", label=self.criterion)
+        best = int(np.flatnonzero(self.candidates == self.gamma)[0])
+        ax.semilogx([self.gamma], [self.scores[best]], "o", ms=12, mfc="none",
+                    color="C3", label=f"chosen gamma = {self.gamma:.3g}")
+        ax.axvline(self.base_gamma, color="0.6", ls=":", label="base width")
+        ax.set_xlabel("gamma")
+        ax.set_ylabel("normalised k-NN cut (lower is better)")
+        ax.legend(fontsize="small")
+        return ax
+
+
+def _check_int(value, name, minimum):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _host_rows(X, idx):
+    """Rows idx of X as a host float64 array (numpy, memmap, tensor or DaskRows)."""
+    from ..backends import get_backend, is_tensor
+
+    if is_tensor(X):
+        nx = get_backend(X)
+        return np.asarray(nx.to_numpy(nx.take(X, nx.index(idx))), dtype=np.float64)
+    if hasattr(X, "compute") and hasattr(X, "chunks"):  # a dask.array
+        from .._dask import gather_rows
+
+        return np.asarray(gather_rows(X, idx), dtype=np.float64)
+    return np.asarray(X[idx], dtype=np.float64)
+
+
+def knn_normalized_cut(A, labels, n_clusters):
+    """sum_j cut(C_j) / vol(C_j) of a partition on a symmetric graph A (sparse).
+
+    vol(C_j) = sum of the degrees of C_j's points; cut(C_j) = vol(C_j) minus the
+    weight of the edges inside C_j. An empty cluster adds nothing.
+    """
+    n = labels.shape[0]
+    onehot = sparse.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, n_clusters))
+    deg = np.asarray(A.sum(axis=1)).ravel()
+    vol = onehot.T @ deg                                   # (k,)
+    inside = (onehot.T @ (A @ onehot)).diagonal()          # (k,)
+    ok = vol > 0
+    return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
+
+
+def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_state=None,
+                 n_samples=1000, multipliers=DEFAULT_MULTIPLIERS, n_neighbors=10,
+                 n_seeds=2, max_iter=100):
+    """Choose the width of an rbf or laplacian kernel without labels.
+
+    Clusters a random sample of X with exact kernel k-means at each candidate
+    width and keeps the width whose partition has the smallest normalised cut on
+    the sample's k-nearest-neighbour graph (see the module docstring and
+    ``docs/gamma.md``). Never sees labels; the same ``random_state`` gives the
+    same choice.
+
+    Parameters
+    ----------
+    X : array-like, memmap, torch tensor or dask array of shape (n, n_features)
+        The data; only ``n_samples`` rows are read (a host copy of them).
+    n_clusters : int
+        Number of clusters of the fit the width is for.
+    kernel : {"rbf", "gaussian", "laplacian"}, default="rbf"
+        The kernel; others raise a ValueError.
+    sample_weight : array-like of shape (n,), default=None
+        The sample is drawn with probability proportional to the weights.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the sample and the kernel k-means initialisations.
+    n_samples : int, default=1000
+        Size of the sample (capped at n).
+    multipliers : sequence of float, default=2**-3, ..., 2**6
+        The candidates are ``multipliers * base``, base = 1 / (mean pairwise
+        squared distance) of the sample for rbf (the ``gamma=None`` default),
+        1 / (mean pairwise L1 distance) for laplacian.
+    n_neighbors : int, default=10
+        Neighbours of the k-NN graph the partitions are scored on.
+    n_seeds : int, default=2
+        Kernel k-means initialisations per candidate (their scores are averaged).
+    max_iter : int, default=100
+        Lloyd iterations of each kernel k-means fit on the sample.
+
+    Returns
+    -------
+    selection : GammaSelection
+        ``selection.gamma`` is the chosen width; candidates and scores explain it.
+
+    References
+    ----------
+    J. Shi and J. Malik. "Normalized cuts and image segmentation." IEEE TPAMI, 2000.
+    I. Dhillon, Y. Guan and B. Kulis. "Kernel k-means, spectral clustering and
+    normalized cuts." KDD 2004.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> X, _ = make_moons(2000, noise=0.05, random_state=0)
+    >>> sel = select_gamma(X, 2, random_state=0)
+    >>> sel.gamma == sel.candidates[sel.scores.argmin()]
+    True
+    """
+    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
+        raise ValueError(
+            f"gamma='auto' chooses the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
+            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
+        )
+    n_clusters = _check_int(n_clusters, "n_clusters", 1)
+    n_samples = _check_int(n_samples, "n_samples", 2)
+    n_neighbors = _check_int(n_neighbors, "n_neighbors", 1)
+    n_seeds = _check_int(n_seeds, "n_seeds", 1)
+    mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
+    if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
+        raise ValueError(f"multipliers must be positive finite numbers, got {multipliers!r}")
+    n = int(X.shape[0])
+    if n < n_clusters:
+        raise ValueError(f"n_samples={n} should be >= n_clusters={n_clusters}")
+    rng = check_random_state(random_state)
+    m = min(n_samples, n)
+    if sample_weight is None:
+        p = None
+    else:
+        w = np.asarray(sample_weight, dtype=np.float64)
+        p = w / w.sum()
+        m = min(m, int(np.count_nonzero(w)))
+    idx = np.sort(rng.choice(n, size=m, replace=False, p=p)) if m < n else np.arange(n)
+    seeds = rng.randint(np.iinfo(np.int32).max, size=n_seeds)
+    Xs = _host_rows(X, idx)                                    # (m, d) on the host
+
+    metric = AUTO_GAMMA_KERNELS[kernel]
+    D = cdist(Xs, Xs, metric)                                  # (m, m) exponents / gamma
+    mean_d = D.sum() / max(m * (m - 1), 1)
+    base = 1.0 / mean_d if mean_d > 0 else 1.0
+    candidates = base * mult
+
+    # The yardstick: the symmetrised k-NN graph of the sample, the same for all widths.
+    nn = min(n_neighbors, m - 1)
+    if nn >= 1:
+        G = NearestNeighbors(n_neighbors=nn, metric="euclidean" if metric == "sqeuclidean"
+                             else "manhattan").fit(Xs).kneighbors_graph(mode="connectivity")
+        G.setdiag(0)  # duplicate rows may list a point as its own neighbour
+        G.eliminate_zeros()
+        A = ((G + G.T) > 0).astype(np.float64).tocsr()
+    else:
+        A = sparse.csr_matrix((m, m))
+
+    from ._kernel_kmeans import KernelKMeans
+
+    seed_scores = np.empty((mult.size, n_seeds))
+    for i, g in enumerate(candidates):
+        K = np.exp(-g * D)
+        for s, seed in enumerate(seeds):
+            labels = KernelKMeans(n_clusters, kernel="precomputed", max_iter=max_iter,
+                                  random_state=int(seed)).fit(K).labels_
+            seed_scores[i, s] = knn_normalized_cut(A, labels, n_clusters)
+    scores = seed_scores.mean(axis=1)
+    best = int(np.argmin(scores))  # ties: the widest kernel (smallest gamma)
+    return GammaSelection(gamma=float(candidates[best]), candidates=candidates,
+                          scores=scores, criterion="knn-normalized-cut",
+                          base_gamma=float(base), n_samples=m, seed_scores=seed_scores)
+
+
+def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state):
+    """The estimators' hook: ``(gamma to use, GammaSelection or None)``.
+
+    ``gamma="auto"`` runs :func:`select_gamma` (with ``kernel_params`` gamma not
+    given); anything else is returned unchanged with no selection.
+    """
+    if not (isinstance(gamma, str) and gamma == "auto"):
+        return gamma, None
+    selection = select_gamma(X, n_clusters, kernel=kernel, sample_weight=sample_weight,
+                             random_state=random_state)
+    return selection.gamma, selection
