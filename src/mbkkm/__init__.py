@@ -5,14 +5,25 @@ mini-batch kernel k-means, whose centers are sliding windows of batch points, an
 the baselines it is measured against, with a scikit-learn API.
 """
 
-from .cluster import KernelKMeans, KernelMemoryError, MiniBatchKernelKMeans, MiniBatchKMeans
+from .cluster import (
+    KernelKMeans,
+    KernelMemoryError,
+    MemoryPlan,
+    MemoryPlanError,
+    MiniBatchKernelKMeans,
+    MiniBatchKMeans,
+    measure_memory,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "KernelKMeans",
     "KernelMemoryError",
+    "MemoryPlan",
+    "MemoryPlanError",
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
     "__version__",
+    "measure_memory",
 ]

@@ -176,6 +176,25 @@ class WindowState:
         """Support positions grouped by cluster (stable: oldest first), and the pointers."""
         return group_by(self.labels, self.n_clusters)
 
+    def group_by_cluster(self):
+        """Reorder the support (and the blocks) by cluster, in place (stable).
+
+        Blocks stay contiguous and, within each cluster, oldest first, which is all
+        the iteration needs of the layout; the Gram slots do not change.
+        """
+        order, _ = self.by_cluster()  # (always a gather: the same calls whatever the order)
+        border = np.argsort(self.block_cluster, kind="stable")
+        sizes = self.block_size[border]
+        nx = self.backend
+        self.support = nx.take(self.support, nx.index(order))
+        self.weight = self.weight[order]
+        self.block_start = np.zeros(border.size + 1, dtype=np.intp)
+        np.cumsum(sizes, out=self.block_start[1:])
+        self.block_cluster = self.block_cluster[border]
+        self.block_stamp = self.block_stamp[border]
+        self.lam = self.lam[border]
+        return self
+
     def copy(self):
         nx = self.backend
         return WindowState(
@@ -334,6 +353,8 @@ def _workspace(state, name, shape, dtype, nx):
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
+        del buf
+        state.workspace.pop(name, None)  # freed before its successor is allocated
         buf = nx.empty(int(size * 1.25) + 1, dtype)
         state.workspace[name] = buf
     return buf[:size].reshape(shape)

@@ -214,14 +214,18 @@ class NumpyBackend:
         total = float(n) if w is None else float(w.sum())
         step = _MSD_CHUNK_ROWS
         s = np.zeros(d)
+        # One float64 chunk alive at a time (``del`` before the next is made).
         for start in range(0, n, step):
             chunk = np.asarray(X[start:start + step], dtype=np.float64)
             s += chunk.sum(0) if w is None else w[start:start + step] @ chunk
+            del chunk
         mean = s / total
         ss = 0.0
         for start in range(0, n, step):
-            chunk = np.asarray(X[start:start + step], dtype=np.float64) - mean
+            chunk = np.array(X[start:start + step], dtype=np.float64)
+            chunk -= mean
             sq = np.einsum("ij,ij->i", chunk, chunk)
+            del chunk
             ss += sq.sum() if w is None else float(w[start:start + step] @ sq)
         return 2.0 * ss / total
 

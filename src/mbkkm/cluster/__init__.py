@@ -4,12 +4,15 @@
   mini-batch kernel k-means.
 - :class:`KernelKMeans`: full-batch kernel k-means (Lloyd in feature space).
 - :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
+- :func:`measure_memory`: a fit's memory plan next to the peaks it really used.
 - :func:`select_gamma`: the unsupervised rbf / laplacian width behind ``gamma="auto"``.
 """
 
+from .._core._memory import MemoryPlan, MemoryPlanError
 from ._auto_gamma import GammaSelection, select_gamma
 from ._common import EmptyClusterWarning
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
+from ._memory import measure_memory
 from ._minibatch_kernel import MiniBatchKernelKMeans
 from ._minibatch_kmeans import MiniBatchKMeans
 
@@ -18,7 +21,10 @@ __all__ = [
     "GammaSelection",
     "KernelKMeans",
     "KernelMemoryError",
+    "MemoryPlan",
+    "MemoryPlanError",
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
+    "measure_memory",
     "select_gamma",
 ]

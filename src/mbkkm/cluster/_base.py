@@ -14,6 +14,8 @@ are point indices for "precomputed" and the graph kernels).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 from sklearn.base import (
     BaseEstimator,
@@ -25,11 +27,29 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from .. import _dask
 from .._core import assign
+from .._core._memory import out_of_memory_error
 from .._core._parallel import assign_parallel
 from ..backends import get_backend
 from ..kernels import GRAPH_KERNELS
 from . import _device
 from ._common import check_no_overflow, check_sample_weight, chunk_rows
+
+
+@contextmanager
+def memory_guard(plan):
+    """Re-raise an out-of-memory error met mid-fit with the memory plan's numbers.
+
+    numpy's MemoryError and torch's OutOfMemoryError become a
+    :class:`~mbkkm.MemoryPlanError` naming the planned peak (the fit methods are
+    all-or-nothing, so the estimator is left as it was).
+    """
+    try:
+        yield
+    except Exception as exc:
+        err = None if plan is None else out_of_memory_error(exc, plan)
+        if err is None:
+            raise
+        raise err from exc
 
 
 class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
@@ -200,15 +220,19 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
     # ------------------------------------------------------- fitted attributes
     def _publish(self, state):
-        """The fitted centers as public attributes, support grouped by cluster."""
+        """The fitted centers as public attributes, support grouped by cluster.
+
+        The state itself is put in cluster order (a valid layout: blocks stay
+        contiguous and oldest first within each cluster), so ``support_vectors_`` is
+        the state's own support, not a second copy of it.
+        """
+        state.workspace.clear()  # the iteration's reused buffers: not kept by the model
+        state.group_by_cluster()
         self._state = state
-        order, ptr = state.by_cluster()
-        nx = state.backend
-        self.support_vectors_ = _device.to_output(self, nx.take(state.support,
-                                                                 nx.index(order)))
-        self.dual_coef_ = state.coef[order]
-        self.support_labels_ = state.labels[order]
-        self.n_support_ = np.diff(ptr)
+        self.support_vectors_ = _device.to_output(self, state.support)
+        self.dual_coef_ = state.coef
+        self.support_labels_ = state.labels
+        self.n_support_ = np.bincount(state.labels, minlength=self.n_clusters)
         self._n_features_out = self.n_clusters
 
     @property

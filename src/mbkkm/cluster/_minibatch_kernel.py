@@ -5,6 +5,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
+from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -20,6 +21,14 @@ from .._core import (
     minibatch_step,
     random_init,
 )
+from .._core._memory import (
+    available_memory,
+    device_memory_info,
+    plan_minibatch,
+    plan_untruncated,
+    support_size,
+)
+from .._core._parallel import blas_threads, tile_rows
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
 from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
@@ -31,7 +40,7 @@ from ..kernels._index import (
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import resolve_auto_gamma
-from ._base import BaseKernelKMeans
+from ._base import BaseKernelKMeans, memory_guard
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -364,6 +373,65 @@ torch.device, default=None
         self.kernel_, items = self._resolve_kernel(X, sample_weight)
         return items
 
+    # -------------------------------------------------------------- memory
+    def _tile_budget(self, nx):
+        """Bytes for an iteration's kernel blocks (above it: column chunks).
+
+        ``working_memory`` when set; else scikit-learn's working_memory on the host,
+        and a quarter of the free memory on a device that reports it.
+        """
+        if self.working_memory is not None:
+            return int(self.working_memory * 2**20)
+        if not nx.is_host:
+            info = device_memory_info(nx.device)
+            if info is not None:
+                return int(info[0] // 4)
+        return int(get_config()["working_memory"] * 2**20)
+
+    def _plan_memory(self, items, n):
+        """The fit's memory plan (``memory_plan_``), checked against what is available.
+
+        Computed from the parameters and the data's shape, before any kernel work;
+        raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
+        """
+        nx = get_backend(items)
+        index = self._index_kernel
+        itemsize = np.dtype(self.kernel_.dtype if index else _device.host_dtype(items)).itemsize
+        d = 0 if index else int(items.shape[1])
+        row_bytes = 8 if index else d * itemsize
+        k, b = self.n_clusters, self._batch_size
+        if self.tau is None:
+            plan = plan_untruncated(
+                n=n, row_bytes=row_bytes, itemsize=itemsize, n_clusters=k, batch_size=b,
+                chunk_rows=chunk_rows(self.working_memory, b + k, 8),
+                compute_labels=self.compute_labels)
+        else:
+            m = support_size(k, b, self.tau, k + b * self.max_iter)
+            rows = chunk_rows(self.working_memory, m + 3 * k + 2, itemsize)
+            threads = max(1, min(blas_threads(), n // 4096)) if nx.is_host else 1
+            rows = max(1, rows // threads)
+            if nx.is_host and not index and not getattr(self.kernel_, "is_callable", True):
+                rows = tile_rows(m, itemsize, rows)
+            copied = (not nx.is_host and not getattr(self, "_tensor_io", False))
+            plan = plan_minibatch(
+                n=n, row_bytes=row_bytes, n_features=d, itemsize=itemsize, n_clusters=k,
+                batch_size=b, tau=self.tau, kernel_name=getattr(self.kernel_, "name", ""),
+                max_tile_bytes=self._tile_budget(nx), label_rows=rows, n_threads=threads,
+                compute_labels=self.compute_labels,
+                where="host" if nx.is_host else str(nx.device),
+                data_on_device=n * row_bytes if copied else 0, max_iter=self.max_iter,
+                init_size=self._init_size,
+                data_gamma=self.gamma in (None, "auto") and not index
+                and self.kernel_.name in ("rbf", "laplacian"))
+        available = available_memory(nx)
+        self.memory_plan_ = plan
+        if self.verbose:
+            print(plan.report())
+            if available is not None:
+                print(f"  available on {plan.where}: {available / 2**20:.1f} MiB")
+        plan.check(available, what=f"{type(self).__name__}.fit")
+        return plan
+
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """k initial center points (rows of X or the init array)."""
@@ -422,6 +490,11 @@ torch.device, default=None
         sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
                                             _device.host_shape(X))
         items = self._check_params_vs_input(X, sample_weight)
+        plan = self._plan_memory(items, X.shape[0])  # refuses, with numbers, what cannot fit
+        with memory_guard(plan):
+            return self._fit(items, X, sample_weight)
+
+    def _fit(self, items, X, sample_weight):
         rng = check_random_state(self.random_state)
         self._random_state = rng
         state = self._best_init(items, sample_weight, rng)
@@ -433,11 +506,13 @@ torch.device, default=None
         rate = LEARNING_RATES[self.learning_rate]
         nx = get_backend(items)
         plan_idx = nx.index(plan)  # the batch indices, moved to the device once
+        budget = self._tile_budget(nx)
 
         def step(it):
             res = minibatch_step(
                 state, nx.take(items, plan_idx[it]), self.kernel_, rate, tau=self.tau,
                 renormalize=self.renormalize, objective_after=self.tol is not None,
+                max_tile_bytes=budget,
             )
             return res.objective, res.objective_after
 
@@ -526,6 +601,7 @@ torch.device, default=None
                                             _device.host_shape(X))
         if first:
             self._check_params_vs_input(X, sample_weight)
+            self._plan_memory(X, X.shape[0])
             self._random_state = check_random_state(self.random_state)
             state = init_state(
                 self._initial_centers(X, sample_weight, self._random_state,
@@ -536,10 +612,12 @@ torch.device, default=None
             self.batch_objective_ = np.empty(0)
         else:
             state = self._state.copy()
-        res = minibatch_step(
-            state, X, self.kernel_, LEARNING_RATES[self.learning_rate], tau=self.tau,
-            renormalize=self.renormalize, batch_weight=sample_weight,
-        )
+        with memory_guard(self.memory_plan_):
+            res = minibatch_step(
+                state, X, self.kernel_, LEARNING_RATES[self.learning_rate], tau=self.tau,
+                renormalize=self.renormalize, batch_weight=sample_weight,
+                max_tile_bytes=self._tile_budget(get_backend(X)),
+            )
         self._publish(state)
         self.n_steps_ += 1
         self.n_iter_ = self.n_steps_

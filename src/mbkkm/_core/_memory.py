@@ -1,0 +1,351 @@
+"""Memory known before the work: what a fit will hold, on the host and on a device.
+
+:func:`plan_minibatch` computes, from the parameters and the data's shape alone,
+the bytes of every array one fit of :class:`~mbkkm.MiniBatchKernelKMeans` holds at
+its peaks (the windows, the iteration's kernel blocks and products, the
+labelling pass's tiles and outputs), and :meth:`MemoryPlan.check` compares them
+with what is available before any kernel work. The kernel blocks of an
+iteration are computed in column chunks of the batch when they exceed the
+``working_memory`` budget (:func:`mbkkm._core._windows.tile_columns`), so they are
+planned at their chunked size; what cannot be chunked (the windows, the block
+sums, the outputs) is refused with the numbers when it cannot fit.
+
+Sizes, with k clusters, batch b, window tau, d features of ``row_bytes`` bytes:
+
+* support points m ~ max(k tau + b / 2, b) (each window keeps its newest tau
+  points and about half a block more, or its newest block alone when that holds
+  more than tau points; at most k (tau - 1 + b));
+* the kernel blocks K(S, B_c), K(B, B_c): (m + b) c values for c batch columns
+  (c = b unless chunked), in buffers reused across iterations (25 % headroom);
+* block sums Q (nb, b), centre products P (k, b), new-block sums (k, b), with
+  nb ~ k (tau / (b / k) + 2) blocks;
+* the new support next to the old one while the windows are updated: 2 m rows;
+* labelling: one tile of m x r values per thread, the support prepared once per
+  thread (rbf: m (d + 2) values), the outputs (labels, distances).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_GIB = 2.0**30
+_MIB = 2.0**20
+#: Kernels whose numpy tiles build an augmented or normalised copy of both operands.
+_COPYING_KERNELS = ("rbf", "cosine")
+
+
+class MemoryPlanError(MemoryError, ValueError):
+    """A fit cannot fit the memory available; raised before any kernel work.
+
+    A subclass of both :class:`MemoryError` and :class:`ValueError`. The message names
+    the parameters to lower, the GiB needed and the GiB available.
+    """
+
+
+def gib(nbytes):
+    return f"{nbytes / _GIB:.3g} GiB"
+
+
+@dataclass
+class MemoryPlan:
+    """The bytes a fit holds at its peaks, term by term.
+
+    Attributes
+    ----------
+    where : str
+        "host" or the device (for example "cuda:0").
+    terms : dict of str to int
+        Named arrays and their bytes (see :func:`plan_minibatch`).
+    peaks : dict of str to int
+        Bytes held at each phase's peak: "fit" (the setup -- width, k-means++ -- and
+        the iterations) and "labelling" (the labels of the fitted points at the end of
+        fit, or predict on as many points).
+    checked : tuple of str
+        The phases the fit itself runs, compared with the memory available.
+    shapes : dict
+        The sizes the plan assumed (m, nb, chunk columns, tile rows, threads).
+    hints : dict of str to str
+        For each phase, the parameters that lower it.
+    measured : dict of str to int
+        Filled by :func:`mbkkm.measure_memory`: the peaks measured.
+    """
+
+    where: str
+    terms: dict = field(default_factory=dict)
+    peaks: dict = field(default_factory=dict)
+    checked: tuple = ("iteration", "labelling")
+    shapes: dict = field(default_factory=dict)
+    hints: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)
+
+    @property
+    def peak(self):
+        """The largest peak of the phases the fit runs, in bytes."""
+        return max((self.peaks[p] for p in self.checked if p in self.peaks), default=0)
+
+    def check(self, available, *, what="the fit"):
+        """Raise :class:`MemoryPlanError` when the peak exceeds ``available`` bytes.
+
+        ``available=None`` (unknown) checks nothing.
+        """
+        if available is None or self.peak <= available:
+            return
+        phase = max((p for p in self.checked if p in self.peaks), key=self.peaks.get)
+        big = sorted(self.terms.items(), key=lambda t: -t[1])[:3]
+        raise MemoryPlanError(
+            f"{what} needs about {gib(self.peak)} on {self.where} at its {phase} peak, "
+            f"but {gib(available)} is available there. Largest parts: "
+            + ", ".join(f"{name} {gib(b)}" for name, b in big)
+            + f". Lower {self.hints.get(phase, 'the batch size')}"
+            + (", or set working_memory lower (kernel blocks are then computed in "
+               "chunks)" if phase == "fit" else "")
+            + "."
+        )
+
+    def report(self):
+        """The plan as text: one line per term, the peaks, and what was measured."""
+        lines = [f"Memory plan on {self.where} ("
+                 + ", ".join(f"{k}={v}" for k, v in self.shapes.items()) + "):"]
+        width = max(len(n) for n in self.terms) if self.terms else 0
+        for name, b in self.terms.items():
+            lines.append(f"  {name:<{width}}  {b / _MIB:12.1f} MiB")
+        for phase, b in self.peaks.items():
+            got = self.measured.get(phase)
+            extra = (f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
+                     if got is not None and b else "")
+            lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB{extra}")
+        return "\n".join(lines)
+
+    __str__ = report
+
+
+def support_size(n_clusters, batch_size, tau, n_points=None):
+    """Expected number of support points in steady state (see the module docstring).
+
+    A window keeps its newest tau points and about half a block more, or, when one
+    batch brings a cluster more than tau points (b / k > tau), its newest block alone:
+    m ~ max(k tau + b / 2, b).
+    """
+    m = max(n_clusters * tau + batch_size // 2, batch_size)
+    m = min(m, n_clusters * (tau - 1 + batch_size))
+    if n_points is not None:
+        m = min(m, n_points)
+    return max(m, n_clusters)
+
+
+def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
+                   kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
+                   compute_labels=True, where="host", data_on_device=0, max_iter=None,
+                   init_size=None, data_gamma=False):
+    """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
+
+    Parameters
+    ----------
+    n : int
+        Points to fit (and to label).
+    row_bytes : int
+        Bytes of one item (d * itemsize for dense rows, 8 for point indices).
+    n_features : int
+        d (0 for point indices).
+    itemsize : int
+        Bytes of one kernel value (the data's float size).
+    n_clusters, batch_size, tau : int
+    kernel_name : str
+        The resolved kernel's name (its tiles' temporaries depend on it).
+    max_tile_bytes : int or None
+        Budget of the iteration's kernel blocks (column chunks above it).
+    label_rows : int or None
+        Rows per labelling tile per thread (None: the whole of n).
+    n_threads : int
+        Threads of the labelling pass.
+    compute_labels : bool
+        Whether the fit labels the n points at the end.
+    where : str
+        "host" or a device name.
+    data_on_device : int
+        Bytes of the data copied to the device by the fit (0 on the host, or for
+        data already there).
+    max_iter : int, optional
+        Caps the support by the points the iterations can bring; sizes the batch plan.
+    init_size : int, optional
+        Points of the k-means++ subsample (default 3 b).
+    data_gamma : bool
+        Whether the width is computed from the data (two float64 row chunks).
+
+    Returns
+    -------
+    MemoryPlan
+    """
+    k, b = n_clusters, batch_size
+    n_points = None if max_iter is None else k + b * max_iter
+    m = support_size(k, b, tau, n_points)
+    blocks_per_window = max(1.0, tau / max(1.0, b / k)) + 2
+    if max_iter is not None:  # a window holds at most one block per iteration, + the first
+        blocks_per_window = min(blocks_per_window, max_iter + 1.0)
+    nb = int(np.ceil(k * blocks_per_window))
+    per_column = (m + b) * itemsize * 1.25
+    cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
+    copies = kernel_name in _COPYING_KERNELS
+    d2 = n_features + 2
+    L = int(np.ceil(blocks_per_window)) + 1
+    t = {}
+    # setup: the data-driven width (float64 row chunks), k-means++ on its subsample
+    # (the rows, their host copy, and 2 + log k candidate kernel rows in float64), the
+    # batch plan.
+    n_init = min(n, 3 * b if init_size is None else init_size)
+    trials = 2 + int(np.log(k))
+    t["width from the data (row chunks)"] = (min(n, 65536) * n_features * 8
+                                             if data_gamma else 0)
+    t["k-means++ subsample and candidates"] = (2 * n_init * row_bytes
+                                               + 3 * trials * n_init * 8 + 4 * n_init * 8)
+    t["batch plan"] = (max_iter or 0) * b * 8
+    t["data copied to the device"] = int(data_on_device)
+    t["support (windows)"] = m * row_bytes
+    t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
+    t["block Gram"] = 2 * k * L * L * 8
+    t["batch rows"] = b * row_bytes
+    t["kernel blocks K(S, B_c), K(B, B_c)"] = int(per_column * cols)
+    t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
+    t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
+    t["pair indices"] = (L + 1) * b * 8 * 9
+    t["new support"] = m * row_bytes
+    state = (t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
+             + t["data copied to the device"] + t["batch plan"])
+    setup = (t["data copied to the device"] + t["batch plan"]
+             + max(t["width from the data (row chunks)"],
+                   t["k-means++ subsample and candidates"]))
+    iteration = (state + t["batch rows"] + t["kernel blocks K(S, B_c), K(B, B_c)"]
+                 + max(t["kernel operand copies"],
+                       t["block sums Q, P, QB"] + t["pair indices"] + t["new support"]))
+    rows = n if label_rows is None else max(1, min(label_rows, n))
+    threads = max(1, n_threads)
+    t["labelling tiles"] = threads * rows * (m + 3 * k) * itemsize
+    t["labelling support copies"] = threads * m * d2 * itemsize if copies else 0
+    t["labelling coefficients"] = threads * m * 8 * 3
+    t["labels and distances out"] = n * (8 + itemsize)
+    labelling = (state + t["labelling tiles"] + t["labelling support copies"]
+                 + t["labelling coefficients"] + t["labels and distances out"])
+    peaks = {"fit": int(max(setup, iteration)), "labelling": int(labelling)}
+    return MemoryPlan(
+        where=where, terms={k_: int(v) for k_, v in t.items() if v},
+        peaks=peaks, checked=("fit", "labelling") if compute_labels else ("fit",),
+        shapes={"m": m, "blocks": nb, "chunk_columns": cols, "tile_rows": rows,
+                "threads": threads},
+        hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
+    )
+
+
+# ------------------------------------------------------------------ availability
+
+
+def _read_int(path):
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return None if text in ("", "max") else int(text.split()[0])
+
+
+def available_host_memory():
+    """Bytes this process can still allocate on the host (None when unknown).
+
+    The smallest of the machine's available memory (``MemAvailable``), the cgroup
+    limit less what the cgroup uses (containers, ``systemd-run -p MemoryMax``) and
+    the address-space limit (``ulimit -v``) less what the process maps.
+    """
+    candidates = []
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    candidates.append(int(line.split()[1]) * 1024)
+                    break
+    except OSError:
+        pass
+    limit = _read_int("/sys/fs/cgroup/memory.max")
+    if limit is not None:
+        used = _read_int("/sys/fs/cgroup/memory.current") or 0
+        candidates.append(max(0, limit - used))
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1):
+            with open(f"/proc/{os.getpid()}/statm") as fh:
+                vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            candidates.append(max(0, soft - vm))
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(candidates) if candidates else None
+
+
+def device_memory_info(device):
+    """(free, total) bytes of a CUDA device, or None for a device without a report.
+
+    Tests replace this function to drive the device branch without a GPU.
+    """
+    import torch
+
+    if getattr(device, "type", None) != "cuda":
+        return None
+    return torch.cuda.mem_get_info(device)
+
+
+def available_memory(backend):
+    """Bytes available where ``backend`` computes (host RAM, or free device memory)."""
+    if backend.is_host:
+        return available_host_memory()
+    info = device_memory_info(backend.device)
+    if info is None:  # torch on the CPU: host memory
+        return available_host_memory()
+    return int(info[0])
+
+
+def plan_untruncated(*, n, row_bytes, itemsize, n_clusters, batch_size, chunk_rows,
+                     compute_labels=True):
+    """The memory plan of a ``tau=None`` fit: the dynamic program's (n, k) tables."""
+    k, b = n_clusters, batch_size
+    t = {
+        "table T and coefficients A (n, k)": 2 * n * k * 8,
+        "K(x, x) of the points": n * 8,
+        "kernel rows K(X_chunk, X_B)": min(chunk_rows, n) * b * 8 * 2,
+        "K(X_B, X_B) and batch weights": b * b * 8 + b * k * 8 * 2,
+        "batch rows": b * row_bytes,
+        "support view at the end": (n + k) * (row_bytes + 8 * 3),
+    }
+    peaks = {"fit": sum(v for name, v in t.items() if name != "support view at the end")}
+    t["distances of the points (n, k)"] = n * k * 8 * 2
+    peaks["labelling"] = (t["table T and coefficients A (n, k)"]
+                          + t["support view at the end"]
+                          + t["distances of the points (n, k)"])
+    return MemoryPlan(where="host", terms={k_: int(v) for k_, v in t.items()},
+                      peaks={p: int(v) for p, v in peaks.items()},
+                      checked=tuple(peaks) if compute_labels else ("fit",),
+                      shapes={"n": n, "k": k, "chunk_rows": chunk_rows},
+                      hints={"fit": "batch_size, or use an integer tau (windows)",
+                             "labelling": "n_clusters, or use an integer tau (windows)"})
+
+
+def out_of_memory_error(exc, plan, available=None):
+    """A :class:`MemoryPlanError` for an out-of-memory error met mid-fit, or None.
+
+    ``exc`` is recognised as numpy's ``MemoryError`` or torch's ``OutOfMemoryError``
+    (another process took the memory after the plan was checked, or a part the plan
+    does not model). The message adds the plan's numbers.
+    """
+    torch_oom = type(exc).__name__ == "OutOfMemoryError" or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+    if not (isinstance(exc, MemoryError) or torch_oom) or isinstance(exc, MemoryPlanError):
+        return None
+    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return MemoryPlanError(
+        f"out of memory on {plan.where} during the fit ({first}). The memory plan expected "
+        f"a peak of {gib(plan.peak)}"
+        + (f" with {gib(available)} available when the fit started" if available else "")
+        + "; another process may have taken memory since. The estimator is left as it "
+        f"was. Plan:\n{plan.report()}"
+    )

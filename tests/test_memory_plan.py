@@ -1,0 +1,155 @@
+"""Memory known before the work (issue 14): the plan against measured peaks, refusals
+with numbers before any kernel work, chunked kernel blocks, out-of-memory mid-fit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mbkkm._core._memory as memory
+from mbkkm import MemoryPlanError, MiniBatchKernelKMeans, measure_memory
+from mbkkm._core import LEARNING_RATES, init_state, minibatch_step
+from mbkkm._core._windows import tile_columns
+from mbkkm.kernels import resolve_kernel
+
+
+@pytest.fixture(scope="module")
+def data():
+    return np.random.RandomState(0).rand(20000, 64).astype(np.float32)
+
+
+@pytest.mark.parametrize("kernel, k, tau, b", [
+    ("rbf", 10, 200, 512),
+    ("linear", 10, 200, 512),
+    ("rbf", 50, 10, 512),  # many clusters, short windows
+    ("rbf", 4, 50, 2048),  # b / k > tau: windows of one block
+])
+def test_plan_within_25_percent_of_measured_peaks(data, kernel, k, tau, b):
+    km = MiniBatchKernelKMeans(k, kernel=kernel, batch_size=b, tau=tau, max_iter=15,
+                               random_state=0)
+    plan = measure_memory(km, data)
+    for phase in ("fit", "labelling"):
+        ratio = plan.measured[phase] / plan.peaks[phase]
+        assert 0.75 <= ratio <= 1.25, (phase, ratio, plan.report())
+    assert hasattr(km, "labels_") and km.get_params()["compute_labels"]
+    assert "measured" in plan.report()
+
+
+def test_model_keeps_no_iteration_buffers(data):
+    km = MiniBatchKernelKMeans(5, batch_size=256, tau=30, max_iter=5, random_state=0).fit(data)
+    assert km._state.workspace == {}
+    assert km.support_vectors_ is km._state.support  # one copy of the support
+
+
+def test_refused_before_any_kernel_work_with_numbers(monkeypatch, data):
+    monkeypatch.setattr(memory, "available_host_memory", lambda: 3 * 2**20)
+    calls = []
+    kernel = resolve_kernel("rbf", gamma=1.0)
+    monkeypatch.setattr(type(kernel), "__call__",
+                        lambda *a, **k: calls.append(1) or pytest.fail("kernel work"))
+    km = MiniBatchKernelKMeans(10, gamma=1.0, batch_size=4096, tau=500, random_state=0)
+    with pytest.raises(MemoryPlanError, match=r"GiB.*available.*batch_size or tau") as info:
+        km.fit(data)
+    assert isinstance(info.value, MemoryError) and isinstance(info.value, ValueError)
+    assert calls == []
+    assert not hasattr(km, "_state")  # nothing fitted
+
+
+def test_huge_batch_is_planned_in_chunks_or_refused(monkeypatch):
+    """The issue's 1,000,000 x 16 case with b = tau = 200,000: the kernel blocks would
+    be (m + b) x b values (terabytes); they are planned in column chunks, and what
+    cannot be chunked is compared with the memory available."""
+    plan = memory.plan_minibatch(
+        n=1_000_000, row_bytes=64, n_features=16, itemsize=4, n_clusters=10,
+        batch_size=200_000, tau=200_000, kernel_name="rbf", max_tile_bytes=2**30,
+        label_rows=1000, n_threads=2, max_iter=3)
+    assert plan.shapes["chunk_columns"] < 200_000
+    assert plan.terms["kernel blocks K(S, B_c), K(B, B_c)"] <= 2**30
+    with pytest.raises(MemoryPlanError, match="needs about"):
+        plan.check(50 * 2**20)
+    plan.check(16 * 2**30)  # fits a 16 GB machine once chunked
+
+
+def test_fake_device_report_drives_the_device_branch(monkeypatch):
+    torch = pytest.importorskip("torch")
+    X = torch.from_numpy(np.random.RandomState(1).rand(5000, 32).astype(np.float32))
+    monkeypatch.setattr(memory, "device_memory_info", lambda dev: (2 * 2**20, 80 * 2**30))
+    import mbkkm.cluster._minibatch_kernel as mk
+
+    monkeypatch.setattr(mk, "device_memory_info", lambda dev: (2 * 2**20, 80 * 2**30))
+    km = MiniBatchKernelKMeans(8, gamma=0.1, batch_size=1024, tau=100, max_iter=3,
+                               random_state=0)
+    with pytest.raises(MemoryPlanError, match=r"on cpu.*0.00195 GiB is available"):
+        km.fit(X)
+    # with a larger (fake) device the kernel blocks are chunked to a quarter of it
+    monkeypatch.setattr(memory, "device_memory_info", lambda dev: (32 * 2**20, 80 * 2**30))
+    monkeypatch.setattr(mk, "device_memory_info", lambda dev: (32 * 2**20, 80 * 2**30))
+    km.fit(X)
+    assert km.memory_plan_.where == "cpu"
+    assert km.memory_plan_.shapes["chunk_columns"] < 1024
+
+
+@pytest.mark.parametrize("cols_budget", [1, 50_000, 400_000])
+def test_chunked_kernel_blocks_equal_one_piece(cols_budget):
+    rng = np.random.RandomState(2)
+    X = rng.normal(size=(500, 6))
+    kern = resolve_kernel("rbf", gamma=0.4)
+    a, c = init_state(X[:5].copy(), kern), init_state(X[:5].copy(), kern)
+    for _ in range(6):
+        B = X[rng.randint(0, 500, 120)]
+        r1 = minibatch_step(a, B, kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
+                            objective_after=True)
+        r2 = minibatch_step(c, B, kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
+                            objective_after=True, max_tile_bytes=cols_budget)
+        np.testing.assert_array_equal(r1.labels, r2.labels)
+        assert r1.objective_after == pytest.approx(r2.objective_after, rel=1e-12)
+    np.testing.assert_allclose(a.host_norms(), c.host_norms(), rtol=1e-12)
+    np.testing.assert_array_equal(a.support, c.support)
+    assert tile_columns(a.support.shape[0], 120, 8, cols_budget) < 120 or cols_budget > 1000
+
+
+class _FakeOOM(RuntimeError):
+    pass
+
+
+_FakeOOM.__name__ = "OutOfMemoryError"  # as torch names it
+
+
+@pytest.mark.parametrize("error", [MemoryError("Unable to allocate 6.16 GiB"),
+                                   _FakeOOM("CUDA out of memory. Tried to allocate 989 GiB")])
+def test_out_of_memory_mid_fit_leaves_the_model_and_adds_the_plan(monkeypatch, data, error):
+    import mbkkm.cluster._minibatch_kernel as mk
+
+    km = MiniBatchKernelKMeans(4, gamma=1.0, batch_size=256, tau=30, max_iter=5,
+                               random_state=0).fit(data)
+    before = km.support_vectors_.copy(), km.labels_.copy()
+    real = mk.minibatch_step
+    calls = []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise error
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mk, "minibatch_step", failing)
+    with pytest.raises(MemoryPlanError, match="out of memory on host during the fit") as info:
+        km.set_params(max_iter=10).fit(data)
+    assert "Memory plan on host" in str(info.value)
+    assert info.value.__cause__ is error
+    np.testing.assert_array_equal(km.support_vectors_, before[0])  # all-or-nothing
+    np.testing.assert_array_equal(km.labels_, before[1])
+
+
+def test_verbose_prints_the_plan(capsys, data):
+    MiniBatchKernelKMeans(3, gamma=1.0, batch_size=128, tau=20, max_iter=2, verbose=1,
+                          random_state=0).fit(data[:2000])
+    out = capsys.readouterr().out
+    assert "Memory plan on host" in out and "peak of fit" in out and "available" in out
+
+
+def test_untruncated_plan_is_checked(monkeypatch, data):
+    monkeypatch.setattr(memory, "available_host_memory", lambda: 2**20)
+    with pytest.raises(MemoryPlanError, match="integer tau"):
+        MiniBatchKernelKMeans(50, gamma=1.0, tau=None, batch_size=256, max_iter=2,
+                              random_state=0).fit(data)
