@@ -153,3 +153,28 @@ def test_untruncated_plan_is_checked(monkeypatch, data):
     with pytest.raises(MemoryPlanError, match="integer tau"):
         MiniBatchKernelKMeans(50, gamma=1.0, tau=None, batch_size=256, max_iter=2,
                               random_state=0).fit(data)
+
+
+def test_explicit_minibatch_kmeans_plan(monkeypatch):
+    import tracemalloc
+
+    from mbkkm import MiniBatchKMeans
+
+    X = np.random.RandomState(0).rand(60000, 32).astype(np.float32)
+    km = MiniBatchKMeans(16, batch_size=1024, max_iter=10, compute_labels=False,
+                         random_state=0)
+    tracemalloc.start()
+    try:
+        km.fit(X)
+        fit = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        km._labels_inertia(X)
+        labelling = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    peaks = km.memory_plan_.peaks
+    assert 0.6 <= fit / peaks["fit"] <= 1.4
+    assert 0.6 <= labelling / peaks["labelling"] <= 1.4
+    monkeypatch.setattr(memory, "available_host_memory", lambda: 2**16)
+    with pytest.raises(MemoryPlanError, match=r"MiniBatchKMeans\.fit needs"):
+        MiniBatchKMeans(16, batch_size=1024, max_iter=10).fit(X)

@@ -349,3 +349,31 @@ def out_of_memory_error(exc, plan, available=None):
         + "; another process may have taken memory since. The estimator is left as it "
         f"was. Plan:\n{plan.report()}"
     )
+
+
+def plan_explicit(*, n, n_features, itemsize, n_clusters, batch_size, max_iter,
+                  chunk_rows, init_size=None, compute_labels=True):
+    """The memory plan of a non-kernel MiniBatchKMeans fit (explicit centers)."""
+    k, b, d, s = n_clusters, batch_size, n_features, itemsize
+    n_init = min(n, 3 * b if init_size is None else init_size)
+    trials = 2 + int(np.log(k))
+    rows = min(chunk_rows, n)
+    t = {
+        "centers and counts": k * d * s * 2 + k * 8,
+        "batch plan": max_iter * b * 8,
+        "k-means++ subsample and candidates": (2 * n_init * d * s + 3 * trials * n_init * 8
+                                               + 4 * n_init * 8),
+        "batch rows and their distances": b * d * s + 2 * b * k * s + 4 * b * 8,
+        "labelling chunk (distances, norms)": rows * (k + 1) * s,
+        "distances of the points (n, k)": n * k * s,
+        "labels and minima out": n * 16,
+    }
+    state = t["centers and counts"] + t["batch plan"]
+    peaks = {"fit": state + max(t["k-means++ subsample and candidates"],
+                                t["batch rows and their distances"]),
+             "labelling": state + t["labelling chunk (distances, norms)"]
+             + t["distances of the points (n, k)"] + t["labels and minima out"]}
+    return MemoryPlan(where="host", terms=t, peaks=peaks,
+                      checked=("fit", "labelling") if compute_labels else ("fit",),
+                      shapes={"n": n, "k": k, "chunk_rows": rows},
+                      hints={"fit": "batch_size", "labelling": "n_clusters"})

@@ -43,6 +43,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
     LEARNING_RATES,
+    _memory,
     batch_rates,
     draw_batch_plan,
     kernel_kmeans_plusplus,
@@ -345,6 +346,12 @@ default="k-means++"
              else self._validate_X(X, reset=True))
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
+        self.memory_plan_ = _memory.plan_explicit(
+            n=X.shape[0], n_features=X.shape[1], itemsize=X.dtype.itemsize,
+            n_clusters=self.n_clusters, batch_size=self._batch_size, max_iter=self.max_iter,
+            chunk_rows=chunk_rows(self.working_memory, self.n_clusters + 2, X.dtype.itemsize),
+            init_size=self._init_size, compute_labels=self.compute_labels)
+        self.memory_plan_.check(_memory.available_host_memory(), what=f"{type(self).__name__}.fit")
         rng = check_random_state(self.random_state)
         self._random_state = rng
         centers = self._best_init(X, sample_weight, rng)
