@@ -105,6 +105,10 @@ sphinx_gallery_conf = {
     "gallery_dirs": "auto_examples",
     "filename_pattern": "/(" + "|".join(_executed) + ")",
     "within_subsection_order": "gallery_order.GalleryOrder",
+    # "Examples using X" on the API pages (the minigallery directive of the templates)
+    "backreferences_dir": "api/generated/backreferences",
+    "doc_module": ("mbkkm",),
+    "reference_url": {"mbkkm": None},
     "download_all_examples": False,
     "remove_config_comments": True,
     "abort_on_example_error": True,

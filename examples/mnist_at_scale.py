@@ -69,10 +69,10 @@ for name, model in [
     ari = adjusted_rand_score(y, labels)
     nmi = normalized_mutual_info_score(y, labels)
     per_iter = 1e3 * fit / model.n_iter_
-    support = int(model.n_support_.sum()) if hasattr(model, "n_support_") else 10
-    rows.append((name, fit, per_iter, label, support, ari, nmi))
+    support = f"{model.n_support_.sum()} support points" if hasattr(model, "n_support_") else ""
+    rows.append((name, fit, per_iter, label, ari, nmi))
     print(f"{name:30s} fit {fit:5.1f} s ({per_iter:5.1f} ms/iteration), "
-          f"labels {label:5.1f} s, {support:5d} support points, ARI {ari:.3f}, NMI {nmi:.3f}")
+          f"labels {label:5.1f} s, ARI {ari:.3f}, NMI {nmi:.3f} {support}")
 
 # %%
 # The fit does 200 iterations whatever n is; each costs one kernel block of
@@ -81,7 +81,8 @@ for name, model in [
 # in chunks. On the development machine (2 cores, OpenBLAS, float32) the
 # truncated fit takes about 5 s (about 23 ms per iteration) and the labels a few
 # seconds more, against an estimated 390 s for full batch with its 19.6 GB
-# float32 kernel matrix (``benchmarks/RESULTS.md``).
+# float32 kernel matrix (``benchmarks/RESULTS.md``). Timings on a machine
+# shared with other jobs are several times longer.
 import matplotlib.pyplot as plt
 
 fig, ax = plt.subplots(figsize=(7, 3), layout="constrained")

@@ -358,7 +358,7 @@ class KernelKMeans(
         and the graph kernels).
     dual_coef_ : ndarray of shape (n_support,)
         Coefficient w_y / W_j of each support point: center j is
-        sum_{s : support_labels_[s] = j} dual_coef_[s] phi(x_{support_[s]}).
+        ``sum_{s : support_labels_[s] = j} dual_coef_[s] phi(x_{support_[s]})``.
     support_labels_ : ndarray of shape (n_support,)
         Cluster of each support point.
     n_support_ : ndarray of shape (n_clusters,)
@@ -370,7 +370,7 @@ class KernelKMeans(
         matrix kernels.
     n_features_in_ : int
         Number of features seen during fit (n_samples for "precomputed").
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features seen during fit, when X has string feature names.
 
     See Also
