@@ -38,7 +38,7 @@ demo: $(VENV)/.installed-core
 	$(PY) -m mbkkm.demo --out demo_output
 
 test: $(VENV)/.installed-dev
-	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks examples docs conftest.py
 	$(PY) -m pytest -q
 	$(MAKE) docs
 

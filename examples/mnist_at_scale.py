@@ -18,7 +18,6 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from mbkkm import MiniBatchKernelKMeans, MiniBatchKMeans

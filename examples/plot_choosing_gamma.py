@@ -50,7 +50,7 @@ for name, (X, y) in datasets.items():
 # k-means has several local optima on them; ``n_init`` helps). Beyond that range every
 # point is similar only to its close neighbours and the clusters break up.
 fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-for name, (gamma0, ari) in results.items():
+for name, (_, ari) in results.items():
     ax.plot(multipliers, ari.mean(1), "o-", label=f"{name} (mean of {len(seeds)} seeds)")
     ax.fill_between(multipliers, ari.min(1), ari.max(1), alpha=0.2)
 ax.set_xscale("log", base=2)
