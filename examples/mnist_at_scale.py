@@ -45,7 +45,7 @@ print(f"full-batch kernel matrix: {kernel_matrix_bytes(n, 'rbf', {}) / 1e9:.1f} 
 # The paper's width for MNIST: sigma = 5.8301, gamma = 1 / (2 sigma^2).
 sigma = DATASETS["mnist"].sigma
 gamma = 1.0 / (2.0 * sigma**2)
-print(f"n_threads = {os.cpu_count()}, gamma = {gamma:.4f}")
+print(f"{os.cpu_count()} cores, gamma = {gamma:.4f}")
 
 rows = []
 for name, model in [

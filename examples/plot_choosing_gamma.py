@@ -85,6 +85,6 @@ plt.show()
 # objective is measured in a different feature space for every width and tends
 # to 0 as :math:`\gamma \to 0`.
 #
-# .. Placeholder: gamma="auto" (unsupervised width selection) is described here
+# .. PLACEHOLDER gamma="auto": the unsupervised width selection is described here
 #    when it is merged: what it optimises, its cost, and its choice on these
 #    two data sets next to the curves above.
