@@ -8,7 +8,12 @@ PIP := $(PY) -m pip
 # never let pip resolve a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint venv clean
+# Sphinx: warnings are errors; the gallery runs the plot_* examples only unless
+# MBKKM_GALLERY=all (see examples/README.rst).
+SPHINXOPTS ?= -W --keep-going -j 1
+DOCS_OUT := docs/_build/html
+
+.PHONY: demo test lint venv clean docs docs-full dist
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,7 +25,11 @@ $(VENV)/.installed-core: pyproject.toml | $(VENV)/bin/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(VENV)/bin/python
 	$(PIP) install -q "$(TORCH_SPEC)" || echo "warning: $(TORCH_SPEC) not available; torch tests will be skipped"
-	$(PIP) install -q -e ".[cli,dev,dask]"
+	$(PIP) install -q -e ".[cli,dev,dask,docs]"
+	touch $@
+
+$(VENV)/.installed-docs: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install -q -e ".[docs]"
 	touch $@
 
 venv: $(VENV)/.installed-dev
@@ -29,12 +38,28 @@ demo: $(VENV)/.installed-core
 	$(PY) -m mbkkm.demo --out demo_output
 
 test: $(VENV)/.installed-dev
-	$(PY) -m ruff check src tests benchmarks
+	$(PY) -m ruff check src tests benchmarks examples docs conftest.py
 	$(PY) -m pytest -q
+	$(MAKE) docs
+
+# The documentation site, HTML into docs/_build/html.
+docs: $(VENV)/.installed-docs
+	$(PY) -m sphinx -b html $(SPHINXOPTS) docs $(DOCS_OUT)
+
+# The same with every gallery example executed (MNIST at scale needs
+# ../shared/datasets/mnist.npz; the GPU example runs only where CUDA is seen).
+docs-full: $(VENV)/.installed-docs
+	MBKKM_GALLERY=all $(PY) -m sphinx -b html $(SPHINXOPTS) docs $(DOCS_OUT)
+
+# An sdist and a wheel into dist/, checked by twine.
+dist: $(VENV)/.installed-dev
+	rm -rf dist
+	$(PY) -m build --outdir dist
+	$(PY) -m twine check --strict dist/*
 
 lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check src tests benchmarks
 	$(PY) -m ruff format --check src tests benchmarks || true
 
 clean:
-	rm -rf $(VENV) demo_output .pytest_cache .ruff_cache
+	rm -rf $(VENV) demo_output .pytest_cache .ruff_cache dist docs/_build docs/api/generated docs/auto_examples

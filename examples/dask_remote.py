@@ -1,4 +1,8 @@
-"""Fit MiniBatchKernelKMeans on a Dask array, locally or on a remote scheduler.
+"""
+Dask on a remote cluster
+========================
+
+Fit MiniBatchKernelKMeans on a Dask array, locally or on a remote scheduler::
 
     python examples/dask_remote.py                              # local 2-worker cluster
     python examples/dask_remote.py --scheduler tcp://host:8786  # an existing cluster

@@ -352,7 +352,7 @@ class KernelKMeans(BaseKernelKMeans):
         and the graph kernels).
     dual_coef_ : ndarray of shape (n_support,)
         Coefficient w_y / W_j of each support point: center j is
-        sum_{s : support_labels_[s] = j} dual_coef_[s] phi(x_{support_[s]}).
+        ``sum_{s : support_labels_[s] = j} dual_coef_[s] phi(x_{support_[s]})``.
     support_labels_ : ndarray of shape (n_support,)
         Cluster of each support point.
     n_support_ : ndarray of shape (n_clusters,)
@@ -368,7 +368,7 @@ class KernelKMeans(BaseKernelKMeans):
         With ``gamma="auto"``: the candidates, their scores and the choice.
     n_features_in_ : int
         Number of features seen during fit (n_samples for "precomputed").
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features seen during fit, when X has string feature names.
 
     See Also

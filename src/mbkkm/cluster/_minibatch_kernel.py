@@ -143,7 +143,7 @@ default="k-means++"
         Costs one chunked pass of n kernel rows against the support points.
     working_memory : float, default=None
         Memory budget in MiB for the temporaries of the labelling pass (predict,
-        transform, score, labels_); None uses scikit-learn's ``working_memory``
+        transform, score, ``labels_``); None uses scikit-learn's ``working_memory``
         configuration (1024 MiB by default).
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation and of the batch sampling.
@@ -174,7 +174,7 @@ torch.device, default=None
         input's device for tensor input).
     dual_coef_ : ndarray of shape (n_support,)
         Coefficient of each support point: center j is
-        sum_{s : support_labels_[s] = j} dual_coef_[s] phi(support_vectors_[s]).
+        ``sum_{s : support_labels_[s] = j} dual_coef_[s] phi(support_vectors_[s])``.
     support_labels_ : ndarray of shape (n_support,)
         Cluster of each support point.
     n_support_ : ndarray of shape (n_clusters,)
@@ -186,7 +186,7 @@ torch.device, default=None
     inertia_ : float
         Sum of the (weighted) squared feature-space distances of the fitted points
         to their nearest center (when ``compute_labels``).
-    batch_objective_ : ndarray of shape (n_iter_,)
+    batch_objective_ : ndarray of shape (``n_iter_``,)
         The batch objective f_B(C_i), the mean squared distance of the batch points
         to their nearest center before each update.
     n_iter_ : int
@@ -203,7 +203,7 @@ torch.device, default=None
         (``.table()``, ``.plot()``); None otherwise.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features seen during fit, when X has string feature names.
 
     See Also
@@ -478,7 +478,7 @@ torch.device, default=None
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
-            weights in the update); labels_ and inertia_ use the weights.
+            weights in the update); ``labels_`` and ``inertia_`` use the weights.
 
         Returns
         -------

@@ -189,7 +189,7 @@ default="k-means++"
     inertia_ : float
         Sum of the (weighted) squared distances of the fitted points to their
         nearest center (when ``compute_labels``).
-    batch_objective_ : ndarray of shape (n_iter_,)
+    batch_objective_ : ndarray of shape (``n_iter_``,)
         The batch objective f_B(C_i) before each update.
     n_iter_ : int
         Number of iterations run.
@@ -197,7 +197,7 @@ default="k-means++"
         Number of iterations since the first fit or partial_fit.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (``n_features_in_``,)
         Names of features seen during fit, when X has string feature names.
 
     See Also
@@ -335,7 +335,7 @@ default="k-means++"
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
-            weights in the update); labels_ and inertia_ use the weights.
+            weights in the update); ``labels_`` and ``inertia_`` use the weights.
 
         Returns
         -------

@@ -198,7 +198,7 @@ class LowRankKernel:
         The largest dropped weight w_{rank+1}: the spectral-norm error
         ||K - U diag(w) U^T||_2 when the dropped weights are all smaller (as for
         the heat kernel), and then also a bound on every entry's error
-        |K_ij - (U diag(w) U^T)_ij| <= error (the remainder is PSD with
+        ``|K_ij - (U diag(w) U^T)_ij| <= error`` (the remainder is PSD with
         diagonal entries <= error).
     description : str, default=""
         What K is, for ``repr``.
