@@ -255,10 +255,18 @@ class TorchBackend:
         return tuple(packed.tolist())
 
     def free_memory(self):
-        """Free bytes on this CUDA device (``torch.cuda.mem_get_info``); None on the CPU."""
+        """Bytes torch can still allocate on this CUDA device; None on the CPU.
+
+        What the driver reports free (``torch.cuda.mem_get_info``) plus what torch's
+        caching allocator holds without using it (reserved - allocated), which a
+        new tensor reuses: a kernel matrix freed by an earlier fit still counts.
+        """
         if self.device.type != "cuda":
             return None
-        return int(torch.cuda.mem_get_info(self.device)[0])
+        free = torch.cuda.mem_get_info(self.device)[0]
+        cached = (torch.cuda.memory_reserved(self.device)
+                  - torch.cuda.memory_allocated(self.device))
+        return int(free + max(0, cached))
 
     def random_indices(self, random_state, n, size):
         """Uniform indices drawn on the host (same draws as numpy), moved here."""
