@@ -44,6 +44,7 @@ from ._numpy import NumpyBackend
 __all__ = [
     "DEVICES",
     "NumpyBackend",
+    "available_devices",
     "backend_for",
     "cuda_available",
     "get_backend",
@@ -124,19 +125,23 @@ def get_backend(*arrays):
 
 
 def resolve_device(device):
-    """Normalise a ``device`` parameter value.
+    """Normalise a ``device`` parameter value, checked against this machine.
 
     Returns
     -------
     None, "cpu" or a ``torch.device``
         None: follow the input; "cpu": the numpy backend; a torch device: the
         torch backend there (``"torch"`` and ``"torch-cpu"`` mean torch on the CPU,
-        ``"auto"`` is ``"cuda"`` when torch sees a GPU, else ``"cpu"``).
+        ``"auto"`` is ``"cuda"`` when torch sees a GPU, else ``"cpu"``). A CUDA
+        device always carries its index (``"cuda"`` is the current device).
 
     Raises
     ------
     ValueError
-        For an unknown name, or a CUDA device when torch or CUDA is missing.
+        For an unknown name, a CUDA device when torch or CUDA is missing, a CUDA
+        index this machine does not have (``"cuda:7"`` with one GPU), or a device
+        type other than cpu and cuda (``"mps"``, ``torch.device("meta")``); the
+        message lists the devices that exist (:func:`available_devices`).
     """
     if device is None or (isinstance(device, str) and device == "cpu"):
         return device
@@ -146,25 +151,34 @@ def resolve_device(device):
         if device in ("torch", "torch-cpu"):
             return _torch_device("cpu")
         if device == "cuda" or device.startswith("cuda:"):
-            if not cuda_available():
-                raise ValueError(
-                    f"device={device!r}: no CUDA device is available (torch "
-                    f"{'is not installed' if not torch_available() else 'sees no GPU'}); "
-                    "use device='auto' to fall back to the CPU"
-                )
             return _torch_device(device)
         raise ValueError(
             f"device={device!r} is not a known device; expected None, one of "
-            f"{list(DEVICES)}, 'cuda:N' or a torch.device"
+            f"{list(DEVICES)}, 'cuda:N' or a torch.device (this machine has: "
+            f"{available_devices()})"
         )
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(device, torch.device):
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device={device!r}: torch sees no CUDA device")
-        return device
+        return _check_torch_device(device, device)
     raise TypeError(
         f"device must be None, a string or a torch.device, got {type(device).__name__}"
     )
+
+
+def available_devices():
+    """The devices this machine offers, for messages: "cpu, cuda:0 (NVIDIA H200)".
+
+    "cpu, no CUDA device" without a GPU; says so when torch is not installed.
+    """
+    if not torch_available():
+        return "cpu (numpy; PyTorch is not installed, so no CUDA device)"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu, no CUDA device"
+    names = [f"cuda:{i} ({torch.cuda.get_device_name(i)})"
+             for i in range(torch.cuda.device_count())]
+    return ", ".join(["cpu", *names])
 
 
 def _torch_device(name):
@@ -175,10 +189,42 @@ def _torch_device(name):
         )
     import torch
 
-    dev = torch.device(name)
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    return dev
+    try:
+        dev = torch.device(name)
+    except RuntimeError as exc:  # "cuda:x"
+        raise ValueError(
+            f"device={name!r} is not a valid device name ({exc}); this machine has: "
+            f"{available_devices()}"
+        ) from None
+    return _check_torch_device(dev, name)
+
+
+def _check_torch_device(dev, device):
+    """``dev`` (a torch.device) if this machine has it, with its CUDA index; else a
+    ValueError naming ``device`` (the user's value) and listing what exists."""
+    import torch
+
+    if dev.type == "cpu":
+        return dev
+    if dev.type != "cuda":
+        raise ValueError(
+            f"device={device!r}: device type {dev.type!r} is not supported (mbkkm runs "
+            f"on the CPU and on CUDA devices); this machine has: {available_devices()}"
+        )
+    if not torch.cuda.is_available():
+        raise ValueError(
+            f"device={device!r}: no CUDA device is available (torch sees no GPU; this "
+            f"machine has: {available_devices()}); use device='auto' to fall back to "
+            "the CPU"
+        )
+    index = torch.cuda.current_device() if dev.index is None else dev.index
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ValueError(
+            f"device={device!r}: there is no CUDA device {index} ({count} visible); this "
+            f"machine has: {available_devices()}"
+        )
+    return torch.device("cuda", index)
 
 
 def backend_for(device):

@@ -229,6 +229,30 @@ class NumpyBackend:
             ss += sq.sum() if w is None else float(w[start:start + step] @ sq)
         return 2.0 * ss / total
 
+    # ---------------------------------------------- full-batch Lloyd (KernelKMeans)
+    def one_hot(self, labels, values, n_columns):
+        """(n, n_columns) float64 matrix with ``values[i]`` at (i, labels[i]), 0 elsewhere."""
+        A = np.zeros((labels.shape[0], n_columns))
+        A[np.arange(labels.shape[0]), labels] = values
+        return A
+
+    def flatnonzero(self, mask):
+        """Positions of the true entries of a 1-D mask."""
+        return np.flatnonzero(mask)
+
+    def largest(self, score, n):
+        """Positions of the ``n`` largest entries of ``score``, largest first."""
+        top = np.argpartition(score, -n)[-n:]
+        return top[np.argsort(-score[top], kind="stable")]
+
+    def scalars_to_host(self, *values):
+        """0-d arrays of this backend -> Python floats (on a device: one copy for all)."""
+        return tuple(float(v) for v in values)
+
+    def free_memory(self):
+        """Free bytes on this backend's device (None: the host, not measured)."""
+        return None
+
     def random_indices(self, random_state, n, size):
         """Uniform indices in [0, n) drawn on the host from ``random_state``."""
         return random_state.randint(0, n, size=size).astype(np.intp, copy=False)

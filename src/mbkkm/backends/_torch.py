@@ -234,6 +234,40 @@ class TorchBackend:
             ss += float(sq.sum() if w is None else w[start:start + step] @ sq)
         return 2.0 * ss / total
 
+    # ---------------------------------------------- full-batch Lloyd (KernelKMeans)
+    def one_hot(self, labels, values, n_columns):
+        """(n, n_columns) float64 matrix with ``values[i]`` at (i, labels[i]), 0 elsewhere."""
+        A = torch.zeros((labels.shape[0], n_columns), dtype=torch.float64, device=self.device)
+        return A.scatter_(1, labels[:, None], values.to(torch.float64)[:, None])
+
+    def flatnonzero(self, mask):
+        """Positions of the true entries of a 1-D mask (synchronises with the device)."""
+        return torch.nonzero(mask).flatten()
+
+    def largest(self, score, n):
+        """Positions of the ``n`` largest entries of ``score``, largest first."""
+        return torch.topk(score, n, sorted=True).indices
+
+    def scalars_to_host(self, *values):
+        """0-d tensors (or numbers) -> Python floats, in one device-to-host copy."""
+        packed = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=self.device)
+                              for v in values])
+        return tuple(packed.tolist())
+
+    def free_memory(self):
+        """Bytes torch can still allocate on this CUDA device; None on the CPU.
+
+        What the driver reports free (``torch.cuda.mem_get_info``) plus what torch's
+        caching allocator holds without using it (reserved - allocated), which a
+        new tensor reuses: a kernel matrix freed by an earlier fit still counts.
+        """
+        if self.device.type != "cuda":
+            return None
+        free = torch.cuda.mem_get_info(self.device)[0]
+        cached = (torch.cuda.memory_reserved(self.device)
+                  - torch.cuda.memory_allocated(self.device))
+        return int(free + max(0, cached))
+
     def random_indices(self, random_state, n, size):
         """Uniform indices drawn on the host (same draws as numpy), moved here."""
         return self.index(random_state.randint(0, n, size=size))

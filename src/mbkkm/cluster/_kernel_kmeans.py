@@ -48,6 +48,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
 from .._core import kernel_kmeans_plusplus, labelling_state, random_init
+from ..backends import get_backend
 from ..kernels import (
     graph_kernel_matrix,
     kernel_block,
@@ -62,6 +63,7 @@ from ..kernels._index import (
     is_stored_kernel,
     validate_stored_kernel,
 )
+from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import resolve_auto_gamma
 from ._base import BaseKernelKMeans
 from ._common import (
@@ -78,6 +80,9 @@ from ._common import (
 
 _MIB = 2**20
 _GIB = 2**30
+#: Free device memory left aside when storing the kernel matrix on a GPU (allocator
+#: fragmentation, cuBLAS workspaces, the CUDA context's growth).
+_DEVICE_MARGIN = 512 * _MIB
 
 
 class KernelMemoryError(MemoryError, ValueError):
@@ -90,97 +95,109 @@ class KernelMemoryError(MemoryError, ValueError):
 
 # ----------------------------------------------------------------------------- core
 # Pure functions and small kernel operators: ready arrays in, no estimator, no checks.
+# Every array of one run lives on one backend (numpy, or torch on a device: see
+# mbkkm.backends); the loop brings a few scalars per iteration to the host.
 
 
 class _MatrixOperator:
-    """Products with a kernel matrix held in memory (dense, sparse or low-rank)."""
+    """Products with a kernel matrix held in memory: a dense array or tensor (on the
+    host or on a device), or on the host a sparse or low-rank matrix."""
 
     def __init__(self, K):
         self.K = K
         self.n = K.shape[0]
+        self.nx = get_backend(K)  # numpy for sparse and low-rank matrices
 
     def product(self, A):
-        """K @ A, shape (n, k), float64."""
+        """K @ A, shape (n, k), float64, on the backend of K (computed in K's dtype)."""
         if isinstance(self.K, LowRankKernel):
             # K = U diag(w) U^T: (n, r) (r, r) (r, n) (n, k), never n x n.
             return self.K.U @ (self.K.weights[:, None] * (self.K.U.T @ A))
-        A = A.astype(self.K.dtype, copy=False)
-        return np.asarray(self.K @ A, dtype=np.float64)
+        nx = self.nx
+        return nx.astype(self.K @ nx.astype(A, self.K.dtype), np.float64)
 
     def columns(self, idx):
-        """K[:, idx], shape (n, len(idx)), float64."""
+        """K[:, idx], shape (n, len(idx)), float64 (host index kernels)."""
         return np.asarray(kernel_block(self.K, np.arange(self.n), idx), dtype=np.float64)
 
 
 class _BlockOperator:
-    """Products with K(X, X) recomputed block of rows by block of rows (K never stored)."""
+    """Products with K(X, X) recomputed block of rows by block of rows (K never stored),
+    on the backend of X."""
 
     def __init__(self, kernel, X, block_rows):
         self.kernel = kernel
         self.X = X
         self.n = X.shape[0]
         self.block_rows = block_rows
+        self.nx = get_backend(X)
 
     def product(self, A):
-        n, br = self.n, self.block_rows
-        A = A.astype(self.X.dtype, copy=False)
-        out = np.empty((n, A.shape[1]), dtype=np.float64)
-        buf = np.empty((min(br, n), n), dtype=self.X.dtype)  # one block of kernel rows
+        n, br, nx = self.n, self.block_rows, self.nx
+        A = nx.astype(A, self.X.dtype)
+        out = nx.empty((n, A.shape[1]), np.float64)
+        buf = nx.empty((min(br, n), n), self.X.dtype)  # one block of kernel rows
         for r0 in range(0, n, br):
             r1 = min(r0 + br, n)
-            Kb = self.kernel(self.X[r0:r1], self.X, out=buf[: r1 - r0])  # (r1 - r0, n)
+            Kb = self.kernel.tile(self.X[r0:r1], self.X, out=buf[: r1 - r0],
+                                  backend=nx)  # (r1 - r0, n)
             out[r0:r1] = Kb @ A
         return out
 
 
 def _e_step(P, c, diag):
     """Squared distances D = diag - 2 P + c (clipped at 0), labels and row minima."""
+    nx = get_backend(P)
     D = P * -2.0
     D += diag[:, None]
     D += c[None, :]
-    np.maximum(D, 0.0, out=D)
-    labels = np.argmin(D, axis=1)
-    mind = D[np.arange(D.shape[0]), labels]
+    nx.clip_min_(D, 0.0)
+    labels, mind = nx.argmin_min(D, axis=1)
     return labels, mind, D
 
 
-def _relocate_empty(labels, mind, w, k):
+def _relocate_empty(labels, mind, w, k, W=None):
     """Move the points farthest from their centers into empty clusters (as scikit-learn).
 
     Only points of positive weight can fill a cluster; returns new labels (a copy when
-    something moved).
+    something moved). ``W``: the cluster weights of ``labels`` when already known.
+    All arrays on one backend; on a device nothing comes to the host but counts.
     """
-    W = np.bincount(labels, weights=w, minlength=k)
-    empty = np.flatnonzero(W <= 0)
-    if empty.size == 0:
-        return labels
-    score = np.where(w > 0, mind, -np.inf)
-    n_move = min(empty.size, int(np.count_nonzero(w > 0)))
+    nx = get_backend(labels)
+    if W is None:
+        W = nx.one_hot(labels, w, k).sum(0)
+    empty = nx.flatnonzero(W <= 0)
+    positive = w > 0
+    n_move = min(int(empty.shape[0]), int(positive.sum()))
     if n_move == 0:
         return labels
-    far = np.argpartition(score, -n_move)[-n_move:]
-    far = far[np.argsort(-score[far], kind="stable")]
-    labels = labels.copy()
+    score = nx.copy(mind)
+    score[~positive] = -np.inf
+    far = nx.largest(score, n_move)  # the n_move farthest points, farthest first
+    labels = nx.copy(labels)
     labels[far] = empty[:n_move]
     return labels
 
 
-def _coefficients(labels, w, k):
-    """Weighted one-hot matrix A[y, j] = w_y / W_j (y in A_j), shape (n, k), and W."""
-    n = labels.shape[0]
-    W = np.bincount(labels, weights=w, minlength=k)
-    A = np.zeros((n, k))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        A[np.arange(n), labels] = np.where(W[labels] > 0, w / W[labels], 0.0)
-    return A, W
+def _m_step(op, labels, w, k, M=None):
+    """Inner products P = K A (n, k) and squared norms c (k,) of the cluster means.
 
-
-def _m_step(op, labels, w, k):
-    """Inner products P = K A (n, k) and squared norms c (k,) of the cluster means."""
-    A, W = _coefficients(labels, w, k)
+    A[y, j] = w_y / W_j for y in A_j (the weighted one-hot matrix M scaled by
+    column); ``M = one_hot(labels, w)`` when already computed. A cluster of zero
+    weight has a zero column (its points, if any, all weigh 0) and c_j = inf.
+    """
+    nx = get_backend(labels)
+    if M is None:
+        M = nx.one_hot(labels, w, k)  # (n, k), M[y, label_y] = w_y
+    W = M.sum(0)  # (k,) cluster weights W_j
+    none = W <= 0
+    scale = nx.copy(W)
+    scale[none] = 1.0
+    A = M
+    A /= scale[None, :]
     P = op.product(A)
-    c = np.einsum("ij,ij->j", A, P)
-    c[W <= 0] = np.inf  # a cluster with no weight attracts no point
+    c = (A * P).sum(0)
+    c[none] = np.inf  # a cluster with no weight attracts no point
     return P, c
 
 
@@ -197,16 +214,21 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
     labels). The returned labels are always the nearest centers of the returned
     centers, which is scikit-learn's KMeans(algorithm="lloyd") convention.
 
+    Every array lives on one backend (numpy, or torch on a device); the products,
+    distances, argmins, relocations and objectives run there, and each iteration
+    brings three scalars to the host (objective, number of changed labels, number
+    of empty clusters) for the tests above.
+
     Parameters
     ----------
     op : object with ``product(A) -> K @ A``
-    diag : ndarray of shape (n,)
+    diag : ndarray or tensor of shape (n,), float64
         K(x, x).
-    P0 : ndarray of shape (n, k)
+    P0 : ndarray or tensor of shape (n, k), float64
         <phi(x), C_0j> for the initial centers.
-    c0 : ndarray of shape (k,)
+    c0 : ndarray or tensor of shape (k,), float64
         ||C_0j||^2.
-    w : ndarray of shape (n,)
+    w : ndarray or tensor of shape (n,), float64
         Sample weights (ones when unweighted).
     max_iter : int
     tol : float
@@ -227,22 +249,28 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
     c : ndarray of shape (k,)
         Squared norms of the returned centers (inf for an empty cluster).
     """
+    nx = get_backend(P0)
+    if nx.is_host:
+        diag, c0 = np.asarray(diag, dtype=np.float64), np.asarray(c0, dtype=np.float64)
     k = P0.shape[1]
-    diag = np.asarray(diag, dtype=np.float64)
-    P, c = P0, np.asarray(c0, dtype=np.float64)
+    P, c = P0, c0
     center_labels = None
     labels_old, obj_old = None, None
     t0 = time.perf_counter()
     n_iter = 0
     for it in range(max_iter):
         labels, mind, D = _e_step(P, c, diag)
-        obj = float(mind @ w)
+        M = nx.one_hot(labels, w, k)  # (n, k) weighted one-hot of the labels
+        W = M.sum(0)
+        changed = 0 if labels_old is None else (labels != labels_old).sum()
+        # The only device-to-host traffic of an iteration: three scalars, one copy.
+        obj, changed, n_empty = nx.scalars_to_host(mind @ w, changed, (W <= 0).sum())
         n_iter = it + 1
         if verbose:
             print(f"Iteration {it + 1}: objective {obj:.6g}, "
                   f"{time.perf_counter() - t0:.2f}s")
         if labels_old is not None:
-            if np.array_equal(labels, labels_old):
+            if changed == 0:
                 if verbose:
                     print(f"Converged at iteration {it + 1}: strict convergence.")
                 return center_labels, labels, mind, D, n_iter, c
@@ -251,8 +279,11 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
                     print(f"Converged at iteration {it + 1}: objective change "
                           f"{obj_old - obj:.3g} < tol * objective.")
                 return center_labels, labels, mind, D, n_iter, c
-        center_labels = _relocate_empty(labels, mind, w, k)
-        P, c = _m_step(op, center_labels, w, k)
+        center_labels = labels
+        if n_empty > 0:
+            center_labels = _relocate_empty(labels, mind, w, k, W)
+            M = None if center_labels is not labels else M
+        P, c = _m_step(op, center_labels, w, k, M)
         labels_old, obj_old = labels, obj
     labels, mind, D = _e_step(P, c, diag)
     return center_labels, labels, mind, D, n_iter, c
@@ -322,7 +353,10 @@ class KernelKMeans(BaseKernelKMeans):
     max_kernel_memory : float, default=2048
         Budget in MiB for the stored n x n kernel matrix (``n**2 * itemsize``
         bytes, itemsize 4 for float32 data and 8 for float64). Above it, kernel
-        rows are recomputed in blocks at every iteration. For the heat kernel it
+        rows are recomputed in blocks at every iteration. On a CUDA device the
+        matrix is stored there, and only when it also fits the device's free
+        memory (``torch.cuda.mem_get_info``) less a headroom for the run's
+        other arrays; else the blocks are recomputed on the device. For the heat kernel it
         is the dense-matrix budget of :func:`mbkkm.kernels.heat_kernel` (beyond
         it, a low-rank approximation), unless ``kernel_params`` sets
         ``max_dense_bytes``.
@@ -334,11 +368,32 @@ class KernelKMeans(BaseKernelKMeans):
         Seed of the initialisation.
     verbose : int, default=0
         Print the objective at every iteration when > 0.
+    device : {None, "cpu", "auto", "cuda", "torch", "torch-cpu"}, "cuda:N" or \
+torch.device, default=None
+        Where the kernel matrix (or its blocks) and the iterations live
+        (:mod:`mbkkm.backends`), with the same rules as
+        :class:`~mbkkm.cluster.MiniBatchKernelKMeans`: None follows the input
+        (numpy arrays run with numpy, torch tensors with torch on the device they
+        live on); "cpu": numpy; "cuda", "cuda:N" or a ``torch.device``: PyTorch on
+        that device (numpy input is copied there as float32); "torch" /
+        "torch-cpu": PyTorch on the CPU; "auto": "cuda" when PyTorch sees a GPU,
+        else "cpu". Results follow the input's library: tensors in, tensors out
+        on their device (``labels_``, ``predict``, ``transform``,
+        ``fit_transform``, ``support_vectors_``); numpy in, numpy out. A tensor
+        keeps its dtype (float32 or float64). Mixing numpy arrays and tensors (X
+        and sample_weight, or fit and predict) raises a ValueError. On torch the
+        kernels rbf, linear, polynomial, sigmoid, cosine, laplacian and callables
+        (called with tensors) are available; chi2, "precomputed" and the graph
+        kernels need numpy. The initialisation is drawn on the host from
+        ``random_state`` (k-means++ on a host copy of its points), so numpy and
+        torch runs with one seed agree up to rounding. Each iteration brings
+        three numbers to the host. Needs ``mbkkm[torch]``.
 
     Attributes
     ----------
-    labels_ : ndarray of shape (n_samples,)
-        Label of each training point (its nearest center).
+    labels_ : ndarray or tensor of shape (n_samples,)
+        Label of each training point (its nearest center); a tensor on the
+        input's device for tensor input.
     inertia_ : float
         Weighted sum of the squared feature-space distances of the training
         points to their centers.
@@ -347,9 +402,9 @@ class KernelKMeans(BaseKernelKMeans):
     support_ : ndarray of shape (n_support,)
         Indices of the training points that define the centers (every point of
         positive weight in a non-empty cluster), grouped by cluster.
-    support_vectors_ : ndarray of shape (n_support, n_features)
+    support_vectors_ : ndarray or tensor of shape (n_support, n_features)
         The rows ``X[support_]`` (point kernels only: not set for "precomputed"
-        and the graph kernels).
+        and the graph kernels); a tensor on the input's device for tensor input.
     dual_coef_ : ndarray of shape (n_support,)
         Coefficient w_y / W_j of each support point: center j is
         ``sum_{s : support_labels_[s] = j} dual_coef_[s] phi(x_{support_[s]})``.
@@ -428,6 +483,7 @@ class KernelKMeans(BaseKernelKMeans):
         "kernel": [StrOptions(_kernel_options()), callable],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "max_kernel_memory": [Interval(Real, 0, None, closed="neither")],
+        "device": "no_validation",  # checked by mbkkm.backends.resolve_device
     }
 
     def __init__(
@@ -448,6 +504,7 @@ class KernelKMeans(BaseKernelKMeans):
         working_memory=None,
         random_state=None,
         verbose=0,
+        device=None,
     ):
         self.n_clusters = n_clusters
         self.kernel = kernel
@@ -464,6 +521,7 @@ class KernelKMeans(BaseKernelKMeans):
         self.working_memory = working_memory
         self.random_state = random_state
         self.verbose = verbose
+        self.device = device
 
     # ------------------------------------------------------------------ helpers
     def _validate_X(self, X, reset):
@@ -471,10 +529,11 @@ class KernelKMeans(BaseKernelKMeans):
             X = validate_stored_kernel(X)  # a sparse or low-rank kernel matrix
             self.n_features_in_ = X.shape[1]
             return X
-        return validate_data(
+        # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
+        return _device.validate_X(self, X, reset, lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,
-        )
+        ))
 
     def _working_bytes(self):
         wm = self.working_memory
@@ -482,20 +541,34 @@ class KernelKMeans(BaseKernelKMeans):
             wm = get_config()["working_memory"]
         return wm * _MIB
 
-    def _plan_memory(self, n, itemsize):
-        """Stored matrix or rows per block; raise KernelMemoryError when neither fits."""
+    def _plan_memory(self, n, itemsize, nx):
+        """Stored matrix (None) or rows per block; KernelMemoryError when neither fits.
+
+        The stored matrix needs n^2 itemsize bytes within ``max_kernel_memory``, and
+        on a device also within its free memory less a headroom: the run's other
+        arrays (about 6 (n, k) float64 matrices), one block of kernel rows while the
+        matrix is built, and a fixed margin for the allocator and library workspaces.
+        """
         k = self.n_clusters
         dense = n * n * itemsize
-        if dense <= self.max_kernel_memory * _MIB:
+        budget = self.max_kernel_memory * _MIB
+        free = nx.free_memory()
+        if free is not None:
+            headroom = _DEVICE_MARGIN + 6 * n * (k + 1) * 8 + self._working_bytes()
+            budget = min(budget, free - headroom)
+        if dense <= budget:
             return None
         row = 2 * (n + 3 * k) * itemsize
         budget = self._working_bytes()
         if row > budget:
+            device = "" if free is None else (
+                f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
+                f"{headroom / _GIB:.3g} GiB)")
             raise KernelMemoryError(
                 f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
                 f"more than max_kernel_memory={self.max_kernel_memory} MiB "
-                f"({self.max_kernel_memory * _MIB / _GIB:.3g} GiB), and one block of "
-                f"kernel rows needs {row / _GIB:.3g} GiB, more than working_memory "
+                f"({self.max_kernel_memory * _MIB / _GIB:.3g} GiB){device}, and one block "
+                f"of kernel rows needs {row / _GIB:.3g} GiB, more than working_memory "
                 f"({budget / _GIB:.3g} GiB). Raise max_kernel_memory or working_memory, "
                 "or use MiniBatchKernelKMeans, which never builds the kernel matrix."
             )
@@ -505,7 +578,8 @@ class KernelKMeans(BaseKernelKMeans):
         if isinstance(self.init, str):
             return self.init
         if self._kind == "point":
-            init = check_array(self.init, dtype=X.dtype, copy=True, input_name="init")
+            init = check_array(self.init, dtype=_device.host_dtype(X), copy=True,
+                               input_name="init")
             if init.shape != (self.n_clusters, X.shape[1]):
                 raise ValueError(
                     f"init: the initial centers should have shape (n_clusters, "
@@ -525,13 +599,19 @@ class KernelKMeans(BaseKernelKMeans):
 
     # --------------------------------------------------------------------- fit
     def _prepare(self, X, sample_weight):
-        """Validate, plan memory, resolve the kernel; return the kernel operator."""
+        """Validate, plan memory, resolve the kernel; return the kernel operator.
+
+        Everything returned but the host ``sample_weight`` lives on the backend the
+        run uses (numpy, or torch on the device of ``self._device`` / of X).
+        """
         kind = self._kind
         X = self._validate_X(X, reset=True)
+        nx = _device.check_backend(self, X)  # precomputed, graph, chi2: numpy only
         n = X.shape[0]
         if kind == "precomputed":
             diag = check_precomputed_matrix(X)
-        sample_weight = check_sample_weight(sample_weight, X)
+        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
+                                            _device.host_shape(X))
         check_n_clusters_vs_samples(self.n_clusters, n)
         if self.init_size is not None and self.init_size < self.n_clusters:
             raise ValueError(
@@ -544,6 +624,7 @@ class KernelKMeans(BaseKernelKMeans):
         self.gamma_ = None  # the resolved width, set below for kernels that have one
         if kind == "precomputed":
             self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
+            self._kernel_storage = "precomputed"
             return X, sample_weight, _MatrixOperator(X), diag, self.kernel_
         if kind == "graph":
             params = dict(self.kernel_params or {})
@@ -553,31 +634,53 @@ class KernelKMeans(BaseKernelKMeans):
             diag = np.asarray(kernel_diagonal(K), dtype=np.float64)
             self.kernel_ = IndexKernel(self.kernel, K, self.kernel_params, dtype=np.float64,
                                        diag=diag)
+            self._kernel_storage = "graph"
             return X, sample_weight, _MatrixOperator(K), diag, self.kernel_
-        block_rows = self._plan_memory(n, X.dtype.itemsize)  # before any kernel work
+        itemsize = np.dtype(_device.host_dtype(X)).itemsize
+        block_rows = self._plan_memory(n, itemsize, nx)  # before any kernel work
         self.kernel_ = resolve_kernel(
             self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
             kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
         )
         self.gamma_ = self.kernel_.params.get("gamma")
         check_no_overflow(X, self.kernel_)  # finite data whose kernel arithmetic overflows
-        if self.kernel_.is_callable:
-            self.kernel_(X[: min(3, n)], X[: min(2, n)])  # check the callable once
-        diag = np.asarray(self.kernel_.diag(X), dtype=np.float64)
+        if self.kernel_.is_callable:  # check the callable once
+            self.kernel_.tile(X[: min(3, n)], X[: min(2, n)], backend=nx)
+        diag = nx.astype(nx.kernel_diag(self.kernel_, X), np.float64)
         if block_rows is None:
-            K = self.kernel_(X, X)
-            return (X, sample_weight, _MatrixOperator(K), diag,
-                    IndexKernel("stored", K, dtype=np.float64, diag=diag))
+            self._kernel_storage = "stored"
+            if nx.is_host:
+                K = self.kernel_(X, X)
+                return (X, sample_weight, _MatrixOperator(K), diag,
+                        IndexKernel("stored", K, dtype=np.float64, diag=diag))
+            return X, sample_weight, _MatrixOperator(self._device_matrix(X, nx)), diag, None
+        self._kernel_storage = f"blocks of {block_rows} rows"
         return X, sample_weight, _BlockOperator(self.kernel_, X, block_rows), diag, None
 
+    def _device_matrix(self, X, nx):
+        """K(X, X) on X's device, written block of rows by block of rows (the blocks'
+        temporaries within ``working_memory``; the rbf tile has none)."""
+        n = X.shape[0]
+        K = nx.empty((n, n), X.dtype)
+        rows = chunk_rows(self.working_memory, n, np.dtype(_device.host_dtype(X)).itemsize)
+        for r0 in range(0, n, rows):
+            self.kernel_.tile(X[r0:r0 + rows], X, out=K[r0:r0 + rows], backend=nx)
+        return K
+
     def _initial_inner(self, X, op, diag, index_kernel, rng, sample_weight):
-        """(P0, c0) of one initialisation: inner products with the initial centers."""
+        """(P0, c0) of one initialisation: inner products with the initial centers.
+
+        The centers are chosen on the host (k-means++ on a host copy of its points),
+        so every backend draws the same ones; P0 and c0 are on the backend of X.
+        """
+        nx = get_backend(diag)
         n = X.shape[0]
         init = self._init
         if isinstance(init, np.ndarray) and self._kind == "point":
             # Explicit centers in input space: K(X, init) in blocks of rows.
-            P0 = self._cross_point(X, init)
-            return P0, np.asarray(self.kernel_.diag(init), dtype=np.float64)
+            C = nx.asarray(init, dtype=X.dtype)
+            return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C),
+                                                      np.float64)
         if isinstance(init, np.ndarray):
             idx = init
         else:
@@ -588,34 +691,40 @@ class KernelKMeans(BaseKernelKMeans):
                                           sample_weight)
             wi = None if sample_weight is None else sample_weight[sub]
             if init == "k-means++":
+                diag_sub = nx.to_numpy(nx.take(diag, nx.index(sub)))
                 if index_kernel is not None:
                     local = kernel_kmeans_plusplus(sub, index_kernel, self.n_clusters, rng,
-                                                   wi, diag=diag[sub])
+                                                   wi, diag=diag_sub)
                 else:
-                    local = kernel_kmeans_plusplus(X[sub], self.kernel_, self.n_clusters,
-                                                   rng, wi, diag=diag[sub])
+                    X_sub = nx.to_numpy(nx.take(X, nx.index(sub)))
+                    local = kernel_kmeans_plusplus(X_sub, self.kernel_, self.n_clusters,
+                                                   rng, wi, diag=diag_sub)
             else:
                 local = random_init(sub.size, self.n_clusters, rng, wi)
             idx = sub[local]
         if index_kernel is not None:
             P0 = op.columns(idx)
         else:
-            P0 = self._cross_point(X, X[idx])
-        return P0, diag[idx].copy()
+            P0 = self._cross_point(X, nx.take(X, nx.index(idx)))
+        return P0, nx.take(diag, nx.index(idx))
 
     def _cross_point(self, X, C):
-        """K(X, C) for a point kernel, in chunks, float64 (n, len(C))."""
-        rows = chunk_rows(self.working_memory, C.shape[0] + 2, X.dtype.itemsize)
-        out = np.empty((X.shape[0], C.shape[0]), dtype=np.float64)
+        """K(X, C) for a point kernel, in chunks, float64 (n, len(C)), on X's backend."""
+        nx = get_backend(X)
+        itemsize = np.dtype(_device.host_dtype(X)).itemsize
+        rows = chunk_rows(self.working_memory, C.shape[0] + 2, itemsize)
+        out = nx.empty((X.shape[0], C.shape[0]), np.float64)
         for r0 in range(0, X.shape[0], rows):
-            out[r0:r0 + rows] = self.kernel_(X[r0:r0 + rows], C)
+            out[r0:r0 + rows] = self.kernel_.tile(X[r0:r0 + rows], C, backend=nx)
         return out
 
     @restore_on_error
     def _fit(self, X, sample_weight):
         X, sample_weight, op, diag, index_kernel = self._prepare(X, sample_weight)
+        nx = get_backend(diag)
         n = X.shape[0]
         w = np.ones(n) if sample_weight is None else sample_weight
+        w_run = nx.asarray(w, dtype=np.float64)  # on the run's backend
         rng = check_random_state(self.random_state)
         n_init = self.n_init
         if isinstance(self._init, np.ndarray) and n_init != 1:
@@ -628,30 +737,35 @@ class KernelKMeans(BaseKernelKMeans):
         best = None
         for _ in range(n_init):
             P0, c0 = self._initial_inner(X, op, diag, index_kernel, rng, sample_weight)
-            run = kernel_lloyd(op, diag, P0, c0, w, self.max_iter, self.tol, self.verbose)
-            inertia = float(run[2] @ w)
+            run = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol, self.verbose)
+            inertia = float(run[2] @ w_run)
             if self.verbose:
                 print(f"Run inertia: {inertia:.6g}")
             if best is None or inertia < best[0]:
                 best = (inertia, run)
         inertia, (center_labels, labels, _, D, n_iter, c) = best
-        self._store(X, center_labels, w, c)
-        self.labels_ = labels
+        self._store(X, nx.to_numpy(center_labels), w, nx.to_numpy(c))
+        self.labels_ = _device.to_output(self, labels)
         self.inertia_ = inertia
         self.n_iter_ = n_iter
-        warn_empty_clusters(labels, self.n_clusters, self)
-        return D
+        warn_empty_clusters(nx.to_numpy(labels), self.n_clusters, self)
+        return _device.to_output(self, D)
 
     def _store(self, X, center_labels, w, norms):
         """Fitted centers as windows (one block per cluster) and public attributes.
 
         Center j is sum_{y in A_j} (w_y / W_j) phi(y): its support points are the
         training points of positive weight assigned to it (indices for index kernels).
+        ``center_labels``, ``w`` and ``norms`` are host arrays; X on its backend.
         """
         k = self.n_clusters
         W = np.bincount(center_labels, weights=w, minlength=k)
         keep = np.flatnonzero(w > 0)
-        items = X[keep] if self._kind == "point" else keep.astype(np.intp)
+        if self._kind == "point":
+            nx = get_backend(X)
+            items = nx.take(X, nx.index(keep))
+        else:
+            items = keep.astype(np.intp)
         coef = w[keep] / W[center_labels[keep]]
         # c_j = sum_y A[y, j] P[y, j] from the last M-step (see kernel_lloyd).
         self._publish(labelling_state(items, coef, center_labels[keep], k,
