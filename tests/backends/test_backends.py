@@ -112,9 +112,6 @@ def test_products_gathers_reductions(nx):
     np.testing.assert_array_equal(nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx))), K[idx])
     np.testing.assert_array_equal(
         nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx), axis=1)), K[:, idx])
-    np.testing.assert_array_equal(
-        nx.to_numpy(nx.take_block(nx.asarray(K), nx.index(idx), nx.index(idx))),
-        K[np.ix_(idx, idx)])
 
     # Scatter-add sums repeated indices (what array_api_extra.at does not do).
     target = nx.asarray(np.zeros(5))
@@ -126,7 +123,6 @@ def test_products_gathers_reductions(nx):
     Dh = nx.to_numpy(D)
     np.testing.assert_array_equal(nx.to_numpy(lab), Dh.argmin(1))
     np.testing.assert_array_equal(nx.to_numpy(mind), Dh.min(1))
-    assert nx.sum64(nx.asarray(np.float32([1, 2, 3]))) == 6.0
 
     X = rng.randn(50, 4) * 3 + 1
     w = rng.rand(50)

@@ -420,8 +420,9 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     state : WindowState
     Xb : ndarray of shape (b, ...)
         Batch items (rows or indices), on the backend of the state.
-    kernel : Kernel-like
-        ``kernel(A, B)`` and ``kernel.diag(A)``.
+    kernel : Kernel or IndexKernel
+        Evaluated through the backend (``nx.kernel_tile``, ``nx.kernel_diag``), which
+        calls ``kernel.tile(A, B, out=, backend=)`` and ``kernel.diag(A, backend=)``.
     rate : callable
         ``rate(batch_counts, batch_total, running_counts) -> alpha`` (see _rates).
     tau : int or None
@@ -605,7 +606,9 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
     ----------
     X_items : ndarray or tensor of shape (n, ...)
     state : WindowState
-    kernel : Kernel-like
+    kernel : Kernel or IndexKernel
+        As in :func:`minibatch_step` (NumPy named kernels: ``kernel(S, X, out=,
+        **kernel.prepare(S))`` with the support side prepared once).
     chunk_rows : int
         Rows per chunk (from the memory budget).
     cross_kernel : callable, optional

@@ -3,30 +3,33 @@
 The core (:mod:`mbkkm._core`) is written once; every array operation whose
 implementation depends on the library goes through a *backend* object ``nx``:
 
-========================  =====================================================
-``asarray / to_numpy``    host array -> backend array, and back (one copy)
-``index``                 host integer indices -> indices the backend gathers with
-``empty / copy``          buffers
-``kernel_tile``           K(X, Y) of a batch against support rows, into ``out``
-``tile_dtype``            dtype of a reusable ``out`` buffer (None: none)
-``kernel_diag``           K(x, x)
-``segment_inner``         P[:, j] = sum_{s in segment j} K[:, s] a_s (segment sums)
-``quad_forms``            c_j = a_j^T G_j a_j in float64
-``take / take_block``     gathers ``x[idx]``, ``A[rows][:, cols]``
-``index_add``             scatter-add that sums repeated indices
-``argmin_min``            row argmin and row minimum
-``clip_min_ / sum64``     in-place clip, float64 sum
-``random_indices``        uniform indices, drawn on the host from a RandomState
-========================  =====================================================
+============================  =================================================
+``asarray / to_numpy``        host array -> backend array, and back (one copy)
+``index``                     host integer indices -> indices the backend gathers with
+``upload_indices / _floats``  several host arrays -> device arrays in one copy
+``empty / zeros / copy``      buffers
+``kernel_tile``               K(X, Y) (delegated to the kernel), into ``out``
+``tile_dtype``                dtype of a reusable ``out`` buffer (None: none)
+``kernel_diag``               K(x, x)
+``csr_matmul``                a CSR matrix times a dense one (segment sums: the
+                              block sums Q and centre products P of an iteration)
+``distances_T``               D = K(x, x) - 2 P + c, in place, (k, n)
+``quad_forms_padded``         c_j = lambda_j^T H_j lambda_j for padded (k, L, L) H
+``argmin_columns_to_host``    labels and minima of a batch: the one transfer
+``take / take_into / put``    gathers and scatters along the first axis
+``index_add / add_rows``      scatter-adds that sum repeated indices
+``argmin_min / clip_min_``    argmin and minimum along an axis, in-place clip
+============================  =================================================
 
 The backend is inferred from the arrays (:func:`get_backend`: numpy arrays ->
 numpy, torch tensors -> torch on their device, a mix -> ValueError) or chosen by
 a device name (:func:`backend_for`). torch is imported only when a tensor or a
 torch device is seen: ``import mbkkm`` never imports it.
 
-Small bookkeeping (coefficients, block stamps, window starts, norms, labels of a
-batch) stays on the host as numpy arrays on every backend; only the support rows,
-the batch, the kernel tiles and the per-cluster Gram caches live on the device.
+Small bookkeeping (block coefficients, stamps and starts, labels of a batch) stays
+on the host as numpy arrays on every backend; the support rows, the batch, the
+kernel tiles, the block sums, the block Gram matrices and the norms live on the
+device.
 
 References
 ----------
@@ -36,8 +39,6 @@ POT ``ot/backend.py`` (``get_backend``); ``opt_einsum/backends``.
 from __future__ import annotations
 
 import sys
-
-import numpy as np
 
 from ._numpy import NumpyBackend
 
@@ -256,8 +257,3 @@ def _canon(dev):
 def numpy_backend():
     """The (singleton) numpy backend."""
     return _NUMPY
-
-
-def host(x):
-    """A host numpy copy of an array of any backend."""
-    return get_backend(x).to_numpy(x) if is_tensor(x) else np.asarray(x)

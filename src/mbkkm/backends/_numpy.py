@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ._sparse import row_norms_sq, take_rows, vstack_rows
+from ._sparse import take_rows, vstack_rows
 
 _BLAS_CONTROLLER = None
 
@@ -34,9 +34,6 @@ class NumpyBackend:
         return hash("numpy")
 
     # ------------------------------------------------------------ conversions
-    def is_array(self, x):
-        return isinstance(x, np.ndarray)
-
     def asarray(self, a, dtype=None):
         """A host array -> an array of this backend (here: no copy when possible)."""
         return np.asarray(a, dtype=dtype)
@@ -58,21 +55,6 @@ class NumpyBackend:
 
     def copy(self, x):
         return x.copy()
-
-    def small_ops(self):
-        """Context for many tiny BLAS calls: single-threaded BLAS inside it.
-
-        Waking BLAS threads for a 100 x 100 product costs more than the product, and
-        when another process holds a core a multi-threaded call waits for a
-        scheduler tick (measured: 16 ms instead of 0.14 ms for (100 x 784)(784 x 100)).
-        The user's own thread limit is restored on exit.
-        """
-        global _BLAS_CONTROLLER
-        if _BLAS_CONTROLLER is None:
-            from threadpoolctl import ThreadpoolController
-
-            _BLAS_CONTROLLER = ThreadpoolController()
-        return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
     # ---------------------------------------------------------------- kernels
     def kernel_tile(self, kernel, X, Y, out=None):
@@ -150,10 +132,6 @@ class NumpyBackend:
             return take_rows(x, idx) if sp.issparse(x) else x[idx]
         return x[:, idx]
 
-    def take_block(self, A, rows, cols):
-        """``A[rows][:, cols]`` (a copy)."""
-        return A[np.ix_(rows, cols)]
-
     def take_into(self, x, idx, out):
         """``out[:] = x[idx]`` along axis 0 (one pass, no temporary)."""
         np.take(x, idx, axis=0, out=out)
@@ -193,13 +171,6 @@ class NumpyBackend:
         lab = np.argmin(D, axis=axis)
         other = np.arange(len(lab))
         return lab, (D[other, lab] if axis == 1 else D[lab, other])
-
-    def sum64(self, x):
-        """Sum in float64, as a Python float."""
-        return float(np.sum(x, dtype=np.float64))
-
-    def row_norms_sq(self, X):
-        return row_norms_sq(X) if sp.issparse(X) else np.einsum("ij,ij->i", X, X)
 
     def mean_squared_pairwise_distance(self, X, sample_weight=None):
         """mean_{x,y} ||x - y||^2 over the ordered pairs of rows of X (weighted), a float.
@@ -252,7 +223,3 @@ class NumpyBackend:
     def free_memory(self):
         """Free bytes on this backend's device (None: the host, not measured)."""
         return None
-
-    def random_indices(self, random_state, n, size):
-        """Uniform indices in [0, n) drawn on the host from ``random_state``."""
-        return random_state.randint(0, n, size=size).astype(np.intp, copy=False)

@@ -10,7 +10,6 @@ tensor of shape (n_x, n_y) on the same device.
 
 from __future__ import annotations
 
-import contextlib
 import warnings
 
 import numpy as np
@@ -43,9 +42,6 @@ class TorchBackend:
         return hash(("torch", str(self.device)))
 
     # ------------------------------------------------------------ conversions
-    def is_array(self, x):
-        return isinstance(x, torch.Tensor)
-
     def _dtype(self, dtype):
         if dtype is None or isinstance(dtype, torch.dtype):
             return dtype
@@ -78,10 +74,6 @@ class TorchBackend:
 
     def copy(self, x):
         return x.clone()
-
-    def small_ops(self):
-        """Context for many small operations (nothing to change on torch)."""
-        return contextlib.nullcontext()
 
     # ---------------------------------------------------------------- kernels
     def kernel_tile(self, kernel, X, Y, out=None):
@@ -172,9 +164,6 @@ class TorchBackend:
     def take(self, x, idx, axis=0):
         return torch.index_select(x, axis, idx)
 
-    def take_block(self, A, rows, cols):
-        return A.index_select(0, rows).index_select(1, cols)
-
     def take_into(self, x, idx, out):
         torch.index_select(x, 0, idx, out=out)
         return out
@@ -207,12 +196,6 @@ class TorchBackend:
     def argmin_min(self, D, axis=1):
         mind, lab = torch.min(D, dim=axis)
         return lab, mind
-
-    def sum64(self, x):
-        return float(x.sum(dtype=torch.float64))
-
-    def row_norms_sq(self, X):
-        return torch.einsum("ij,ij->i", X, X)
 
     def mean_squared_pairwise_distance(self, X, sample_weight=None):
         """mean_{x,y} ||x - y||^2 = 2 sum_f Var(X[:, f]), in float64 on the device."""
@@ -267,7 +250,3 @@ class TorchBackend:
         cached = (torch.cuda.memory_reserved(self.device)
                   - torch.cuda.memory_allocated(self.device))
         return int(free + max(0, cached))
-
-    def random_indices(self, random_state, n, size):
-        """Uniform indices drawn on the host (same draws as numpy), moved here."""
-        return self.index(random_state.randint(0, n, size=size))
