@@ -7,7 +7,6 @@ import scipy.sparse as sp
 from mbkkm.backends import numpy_backend
 from mbkkm.backends._sparse import (
     as_csr,
-    check_no_overflow_sparse,
     nbytes,
     row_norms_sq,
     take_rows,
@@ -130,13 +129,15 @@ def test_numpy_backend_gathers_sparse_rows():
     np.testing.assert_array_equal(nx.take(A, idx % 5, axis=1), A[:, idx % 5])
 
 
-def test_check_no_overflow_sparse():
+def test_check_no_overflow_on_sparse():
+    from mbkkm.cluster._common import check_no_overflow
+
     A = _dense(9, 10, 4, np.float32)
-    check_no_overflow_sparse(sp.csr_matrix(A))  # fine
+    check_no_overflow(sp.csr_matrix(A))  # fine
     A[5, 1] = 3e19  # finite, but its square overflows float32
     with pytest.raises(ValueError, match="too large for float32"):
-        check_no_overflow_sparse(sp.csr_matrix(A))
-    check_no_overflow_sparse(sp.csr_matrix(A.astype(np.float64)))  # fine in float64
+        check_no_overflow(sp.csr_matrix(A))
+    check_no_overflow(sp.csr_matrix(A.astype(np.float64)))  # fine in float64
 
     class Exploding:
         is_callable = False
@@ -148,4 +149,4 @@ def test_check_no_overflow_sparse():
             return "Kernel('polynomial')"
 
     with pytest.raises(ValueError, match="overflows"):
-        check_no_overflow_sparse(sp.csr_matrix(_dense(10, 3, 2)), Exploding())
+        check_no_overflow(sp.csr_matrix(_dense(10, 3, 2)), Exploding())

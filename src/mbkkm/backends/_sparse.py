@@ -26,7 +26,6 @@ import scipy.sparse as sp
 
 __all__ = [
     "as_csr",
-    "check_no_overflow_sparse",
     "is_sparse",
     "nbytes",
     "row_norms_sq",
@@ -164,37 +163,3 @@ def nbytes(X):
     if X.format == "coo":
         return int(X.data.nbytes + X.row.nbytes + X.col.nbytes)
     return nbytes(X.tocsr())
-
-
-def check_no_overflow_sparse(X, kernel=None, input_name="X"):
-    """The sparse counterpart of ``cluster._common.check_no_overflow``.
-
-    Raises a ValueError when the stored values of X are finite but their squared
-    row norms overflow in X's dtype, or (with a resolved point ``kernel``) when
-    K(x, x) is not finite. Read in row chunks of the CSR; nothing is densified.
-    Finiteness of the values themselves is checked by ``validate_data``.
-    """
-    if not sp.issparse(X) or X.dtype.kind != "f":
-        return
-    X = as_csr(X)
-    check_diag = kernel is not None and not getattr(kernel, "is_callable", True)
-    with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, X.shape[0], _CHUNK_ROWS):
-            chunk = X[start:start + _CHUNK_ROWS]
-            sq = row_norms_sq(chunk)
-            if not np.all(np.isfinite(sq)):
-                big = float(np.max(np.abs(chunk.data)))
-                raise ValueError(
-                    f"{input_name} has values too large for {X.dtype} arithmetic: squared "
-                    f"row norms overflow (max |{input_name}| = {big:.3g}). Rescale "
-                    f"{input_name} (for example with sklearn.preprocessing.MaxAbsScaler)"
-                    + (" or use float64" if X.dtype != np.float64 else "")
-                )
-            if check_diag:
-                diag = np.asarray(kernel.diag(chunk))
-                if not np.all(np.isfinite(diag)):
-                    raise ValueError(
-                        f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
-                        f"these values (K(x, x) is not finite). Rescale {input_name} or "
-                        "change the kernel parameters"
-                    )

@@ -7,12 +7,14 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import draw_init_indices
 from .._validation import check_sample_weight  # noqa: F401 (shared with mbkkm._dask)
+from ..backends import _sparse
 from ..kernels import kernel_names
 
 #: Parameter constraints shared by every kernel estimator (scikit-learn's format).
@@ -116,21 +118,29 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     would silently give NaN distances. With a resolved point ``kernel``, K(x, x)
     must be finite too (for a positive semi-definite kernel that bounds every
     |K(x, y)| <= sqrt(K(x, x) K(y, y))). Read in row chunks (a memmap is never
-    loaded whole). Dask inputs and non-arrays are skipped.
+    loaded whole, a scipy sparse X never densified). Dask inputs and non-arrays are
+    skipped.
     """
-    if not isinstance(X, np.ndarray) or X.dtype.kind != "f" or X.ndim != 2:
+    sparse = sp.issparse(X)
+    if sparse:
+        X = _sparse.as_csr(X)
+    elif not isinstance(X, np.ndarray) or X.ndim != 2:
+        return
+    if X.dtype.kind != "f":
         return
     check_diag = kernel is not None and not getattr(kernel, "is_callable", True)
     with np.errstate(over="ignore", invalid="ignore"):
         for start in range(0, X.shape[0], _OVERFLOW_CHUNK):
             chunk = X[start:start + _OVERFLOW_CHUNK]
-            sq = np.einsum("ij,ij->i", chunk, chunk)
+            sq = (_sparse.row_norms_sq(chunk) if sparse
+                  else np.einsum("ij,ij->i", chunk, chunk))
             if not np.all(np.isfinite(sq)):
-                big = float(np.max(np.abs(chunk)))
+                big = float(np.max(np.abs(chunk.data if sparse else chunk)))
+                scaler = "MaxAbsScaler" if sparse else "StandardScaler"
                 raise ValueError(
                     f"{input_name} has values too large for {X.dtype} arithmetic: squared "
                     f"row norms overflow (max |{input_name}| = {big:.3g}). Rescale "
-                    f"{input_name} (for example with sklearn.preprocessing.StandardScaler)"
+                    f"{input_name} (for example with sklearn.preprocessing.{scaler})"
                     + (" or use float64" if X.dtype != np.float64 else "")
                 )
             if check_diag:
