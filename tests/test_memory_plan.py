@@ -178,3 +178,22 @@ def test_explicit_minibatch_kmeans_plan(monkeypatch):
     monkeypatch.setattr(memory, "available_host_memory", lambda: 2**16)
     with pytest.raises(MemoryPlanError, match=r"MiniBatchKMeans\.fit needs"):
         MiniBatchKMeans(16, batch_size=1024, max_iter=10).fit(X)
+
+
+def test_kernel_kmeans_stores_its_matrix_only_where_the_host_has_room(monkeypatch):
+    from mbkkm import KernelKMeans
+
+    X = np.random.RandomState(3).rand(1500, 5)
+    km = KernelKMeans(3, gamma=1.0, max_kernel_memory=10**6, random_state=0).fit(X)
+    assert km._kernel_storage == "stored"
+    assert "kernel matrix (stored)" in km.memory_plan_.terms
+    # the same with (fake) 20 MiB of RAM left: n^2 float64 = 17 MiB + the rest would not
+    # leave room, so the kernel rows are recomputed in blocks, with the same result
+    monkeypatch.setattr(memory, "available_host_memory", lambda: 20 * 2**20)
+    small = KernelKMeans(3, gamma=1.0, max_kernel_memory=10**6, working_memory=8,
+                         random_state=0).fit(X)
+    assert small._kernel_storage.startswith("blocks")
+    np.testing.assert_array_equal(small.labels_, km.labels_)
+    monkeypatch.setattr(memory, "available_host_memory", lambda: 2**20)
+    with pytest.raises(MemoryPlanError, match=r"KernelKMeans\.fit needs"):
+        KernelKMeans(3, gamma=1.0, working_memory=8, random_state=0).fit(X)

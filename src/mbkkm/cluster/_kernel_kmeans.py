@@ -47,7 +47,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
-from .._core import kernel_kmeans_plusplus, labelling_state, random_init
+from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from ..backends import get_backend
 from ..kernels import (
     graph_kernel_matrix,
@@ -553,13 +553,25 @@ torch.device, default=None
         dense = n * n * itemsize
         budget = self.max_kernel_memory * _MIB
         free = nx.free_memory()
+        host = None if free is not None else _memory.available_host_memory()
+        others = 6 * n * (k + 1) * 8  # the run's (n, k) float64 matrices
         if free is not None:
-            headroom = _DEVICE_MARGIN + 6 * n * (k + 1) * 8 + self._working_bytes()
+            headroom = _DEVICE_MARGIN + others + self._working_bytes()
             budget = min(budget, free - headroom)
+        elif host is not None:  # the host: a stored matrix must fit the RAM left too
+            budget = min(budget, host - others - self._working_bytes())
+        where = "host" if nx.is_host else str(nx.device)
         if dense <= budget:
+            self._set_plan(where, {"kernel matrix (stored)": dense}, others,
+                           free if free is not None else host)
             return None
         row = 2 * (n + 3 * k) * itemsize
         budget = self._working_bytes()
+        if row <= budget:
+            rows = max(1, int(budget // row))
+            self._set_plan(where, {f"kernel rows ({rows} per block)": rows * row}, others,
+                           free if free is not None else host)
+            return rows
         if row > budget:
             device = "" if free is None else (
                 f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
@@ -572,7 +584,18 @@ torch.device, default=None
                 f"({budget / _GIB:.3g} GiB). Raise max_kernel_memory or working_memory, "
                 "or use MiniBatchKernelKMeans, which never builds the kernel matrix."
             )
-        return max(1, int(budget // row))
+
+    def _set_plan(self, where, kernel_terms, others, available):
+        """``memory_plan_`` of the fit, checked against ``available`` bytes."""
+        terms = {**kernel_terms, "(n, k) matrices: products, coefficients, distances":
+                 others}
+        plan = _memory.MemoryPlan(where=where, terms=terms,
+                                  peaks={"fit": sum(terms.values())}, checked=("fit",),
+                                  hints={"fit": "max_kernel_memory or working_memory"})
+        self.memory_plan_ = plan
+        if self.verbose:
+            print(plan.report())
+        plan.check(available, what=f"{type(self).__name__}.fit")
 
     def _check_init(self, X, n):
         if isinstance(self.init, str):
