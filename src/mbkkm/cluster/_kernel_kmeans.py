@@ -62,7 +62,7 @@ from ..kernels._index import (
     is_stored_kernel,
     validate_stored_kernel,
 )
-from ._auto_gamma import resolve_auto_gamma
+from ._auto_gamma import auto_start_inner, resolve_auto_gamma
 from ._base import BaseKernelKMeans
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -542,6 +542,7 @@ class KernelKMeans(BaseKernelKMeans):
         gamma, self.gamma_selection_ = resolve_auto_gamma(
             self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
+        self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
         if kind == "precomputed":
             self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
             return X, sample_weight, _MatrixOperator(X), diag, self.kernel_
@@ -574,6 +575,12 @@ class KernelKMeans(BaseKernelKMeans):
         """(P0, c0) of one initialisation: inner products with the initial centers."""
         n = X.shape[0]
         init = self._init
+        if self._auto_start:  # gamma="auto", named init: the first run starts from the
+            self._auto_start = False  # selection's sample partition (see gamma)
+            start = auto_start_inner(X, self.gamma_selection_, self.kernel_, self.n_clusters,
+                                     chunk_rows(self.working_memory, 1000, X.dtype.itemsize))
+            if start is not None:
+                return start
         if isinstance(init, np.ndarray) and self._kind == "point":
             # Explicit centers in input space: K(X, init) in blocks of rows.
             P0 = self._cross_point(X, init)

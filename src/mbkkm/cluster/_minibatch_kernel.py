@@ -30,7 +30,7 @@ from ..kernels._index import (
     validate_stored_kernel,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import resolve_auto_gamma
+from ._auto_gamma import auto_start_state, resolve_auto_gamma
 from ._base import BaseKernelKMeans
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -362,6 +362,10 @@ torch.device, default=None
             self._init = init
         _device.check_backend(self, X)  # what the torch backend does not do
         self.kernel_, items = self._resolve_kernel(X, sample_weight)
+        # gamma="auto" with a named init: the first start is the selection's partition.
+        self._auto_start = (auto_start_state(items, self.gamma_selection_, self.kernel_,
+                                             self.n_clusters)
+                            if isinstance(self._init, str) else None)
         return items
 
     # ---------------------------------------------------------------- init
@@ -385,6 +389,9 @@ torch.device, default=None
         return nx.take(Xi, nx.index(idx))
 
     def _init_candidate(self, X, sample_weight, rng):
+        if self._auto_start is not None:  # gamma="auto": used once, as the first candidate
+            start, self._auto_start = self._auto_start, None
+            return start
         return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
 
     def _take_rows(self, X, idx):
@@ -527,11 +534,14 @@ torch.device, default=None
         if first:
             self._check_params_vs_input(X, sample_weight)
             self._random_state = check_random_state(self.random_state)
-            state = init_state(
-                self._initial_centers(X, sample_weight, self._random_state,
-                                      init_idx=np.arange(X.shape[0])),
-                self.kernel_,
-            )
+            state = self._auto_start  # gamma="auto": the selection's partition
+            if state is None:
+                state = init_state(
+                    self._initial_centers(X, sample_weight, self._random_state,
+                                          init_idx=np.arange(X.shape[0])),
+                    self.kernel_,
+                )
+            self._auto_start = None
             self.n_steps_ = 0
             self.batch_objective_ = np.empty(0)
         else:
