@@ -12,8 +12,12 @@ on the width: its **normalised cut on the k-nearest-neighbour graph of S**,
     vol(C_j) = #{kNN edges with an end point in C_j} (degree sum),
 
 on the symmetrised graph A = (G + G^T > 0) of the ``n_neighbors`` nearest
-neighbours (Euclidean for rbf, L1 for laplacian; no self loops). The width whose
-partition has the smallest cut (mean over ``n_seeds`` initialisations) wins.
+neighbours (Euclidean for rbf, L1 for laplacian; no self loops). At each width
+the solution is the lowest-objective of ``n_seeds`` kernel k-means runs; its
+cut, smoothed over neighbouring widths (weights 1/4, 1/2, 1/4), is the width's
+score, and the lowest score wins. The estimators then start from the winning
+solution (its clusters' feature-space means), because on non-convex data the
+full fit from k-means++ can land in a bad local minimum even at a good width.
 
 Why a cut, and why on a fixed graph: the width changes the geometry that kernel
 k-means sees, so a score computed *in* feature space (silhouette, variance
@@ -30,11 +34,11 @@ approximates with the right width (Dhillon, Guan & Kulis 2004), used here only
 to *rank* the partitions kernel k-means actually finds.
 
 What it does not handle: it judges the partitions kernel k-means finds on the
-sample; where kernel k-means itself lands in a bad local minimum at every width
-(concentric rings, whose ring partition is found by only some seeds), no width
-helps. It assumes the clusters are regions of the k-NN graph (so it favours
-connected, density-separated clusters), and it costs 2 * G exact kernel k-means
-fits on ``n_samples`` points (about 1000, a few seconds).
+sample; where those are bad local minima at every width (moons: partitions
+through the thin arcs, whose cut is small too), the choice and the start can be
+wrong. It assumes the clusters are regions of the k-NN graph (so it favours
+connected, density-separated clusters), and it costs n_seeds * G exact kernel
+k-means fits on ``n_samples`` points (about 1000, a few seconds).
 """
 
 from __future__ import annotations

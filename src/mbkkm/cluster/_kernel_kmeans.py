@@ -289,7 +289,9 @@ class KernelKMeans(BaseKernelKMeans):
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, as in
         :class:`~mbkkm.cluster.MiniBatchKernelKMeans` (None: data-driven for rbf
         and laplacian, 1 / n_features for polynomial and sigmoid, 1 for chi2;
-        "auto": chosen without labels by :func:`mbkkm.cluster.select_gamma`).
+        "auto": chosen without labels by :func:`mbkkm.cluster.select_gamma`; with
+        a named ``init`` the first run then starts from the selection's sample
+        partition, see ``init``).
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -304,7 +306,11 @@ class KernelKMeans(BaseKernelKMeans):
         ``n_clusters`` distinct random points. An array: the initial centers,
         of shape (n_clusters, n_features) as points in input space for point
         kernels, or of shape (n_clusters,) as integer indices of training points
-        for "precomputed" and the graph kernels.
+        for "precomputed" and the graph kernels. With ``gamma="auto"`` and a
+        named init, the first run starts from the centers C_j = mean of phi over
+        the sample points of cluster j of the selection's partition (P0[x, j] =
+        mean of K(x, s) over them); the other ``n_init - 1`` runs use the named
+        init, and the lowest final inertia wins as usual. An array always wins.
     n_init : int, default=1
         Number of runs from different initialisations; the run with the lowest
         final inertia is kept (as scikit-learn's KMeans).

@@ -82,11 +82,13 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         computed in O(n d); for polynomial and sigmoid 1 / n_features; for chi2 1.
         "auto" (rbf and laplacian only): chosen without labels by
         :func:`mbkkm.cluster.select_gamma`: exact kernel k-means on a 1000-point
-        sample at widths 2**-3 .. 2**6 times the default, keeping the width whose
-        partition cuts the fewest edges of the sample's 10-nearest-neighbour graph
-        (normalised cut). It separates moons and unequal blobs where the default
-        does not; it cannot help where kernel k-means itself falls into a bad
-        local minimum (concentric rings); see ``docs/gamma.md``.
+        sample (4 runs per width, the lowest-objective one kept) at widths
+        2**-3 .. 2**5 times the default, keeping the width whose partition cuts
+        the fewest edges of the sample's 10-nearest-neighbour graph (normalised
+        cut, smoothed over neighbouring widths). With a named ``init`` the fit
+        then **starts from that partition**: initial center j is the mean in
+        feature space of the sample points in cluster j (see ``init``). See
+        ``docs/gamma.md`` and ``docs/results/gamma.md``.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -122,7 +124,11 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
 default="k-means++"
         "k-means++": greedy kernel k-means++ in feature space on ``init_size``
         points; "random": ``n_clusters`` distinct random points; an array: the
-        initial centers as points in input space.
+        initial centers as points in input space. With ``gamma="auto"`` and a
+        named init, the first initialisation is instead the selection's sample
+        partition (center j = mean of phi over its sample points, one window
+        block of weights 1 / |C_j|; deterministic per ``random_state``); the
+        others (``n_init > 1``) use the named init. An array always wins.
     n_init : int, default=1
         Number of initialisations; the one with the lowest inertia on a random
         validation subsample of ``init_size`` points is kept.
