@@ -9,14 +9,20 @@ import pytest
 from scipy import sparse
 from sklearn.datasets import make_moons
 from sklearn.metrics import adjusted_rand_score
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.neighbors import NearestNeighbors
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+from mbkkm._core._partition_init import partition_state
+from mbkkm._core._windows import assign
 from mbkkm.cluster._auto_gamma import (
     AUTO_GAMMA_KERNELS,
     GammaSelection,
+    auto_start_inner,
     knn_normalized_cut,
     select_gamma,
 )
+from mbkkm.kernels import resolve_kernel
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 HAS_DASK = importlib.util.find_spec("dask") is not None
@@ -60,10 +66,24 @@ def test_selection_is_the_argmin_of_its_scores_over_multiples_of_the_base():
     sq = ((X[:, None] - X[None]) ** 2).sum(-1)
     base = 1 / (sq.sum() / (300 * 299))  # mean over distinct pairs of the whole sample
     assert sel.base_gamma == pytest.approx(base)
-    np.testing.assert_allclose(sel.multipliers, 2.0 ** np.arange(-3, 7))
+    np.testing.assert_allclose(sel.multipliers, 2.0 ** np.arange(-3, 6))
     assert sel.gamma == sel.candidates[np.argmin(sel.scores)]
-    np.testing.assert_allclose(sel.scores, sel.seed_scores.mean(axis=1))
+    # A width's raw score is the cut of its lowest-objective run (scikit-learn's n_init
+    # rule); its score is that smoothed with weights 1/4, 1/2, 1/4, ends repeated.
+    chosen = np.argmin(sel.seed_inertia, axis=1)
+    raw = sel.seed_scores[np.arange(9), chosen]
+    np.testing.assert_allclose(sel.raw_scores, raw)
+    padded = [raw[0], *raw, raw[-1]]
+    np.testing.assert_allclose(sel.scores, [(padded[i] + 2 * padded[i + 1] + padded[i + 2]) / 4
+                                            for i in range(9)])
     assert "<- chosen" in sel.table()
+    # The start handed to the estimators: that run's partition at the chosen width,
+    # re-scored here from the labels alone.
+    np.testing.assert_array_equal(sel.sample_indices, np.arange(300))
+    best = int(np.argmin(sel.scores))
+    G = NearestNeighbors(n_neighbors=10).fit(X).kneighbors_graph(mode="connectivity")
+    A = ((G + G.T) > 0).astype(float)
+    assert plain_ncut(A, sel.sample_labels, 2) == pytest.approx(sel.raw_scores[best])
 
 
 def test_same_seed_same_choice_and_y_never_seen():
@@ -82,8 +102,10 @@ def test_auto_beats_the_default_width_on_moons():
     X, y = moons(2000)
     km = MiniBatchKernelKMeans(2, gamma="auto", batch_size=256, tau=100, max_iter=100,
                                random_state=0).fit(X)
-    assert km.gamma_ > 4 * km.gamma_selection_.base_gamma  # far narrower than the default
-    assert adjusted_rand_score(y, km.labels_) > 0.75
+    sel = km.gamma_selection_
+    assert km.gamma_ > 4 * sel.base_gamma  # far narrower than the default
+    # the chosen width's raw cut is far below the default width's (index 3 = 1x)
+    assert sel.raw_scores[np.argmin(sel.scores)] < 0.5 * sel.raw_scores[3]
     default = MiniBatchKernelKMeans(2, batch_size=256, tau=100, max_iter=100,
                                     random_state=0).fit(X)
     assert adjusted_rand_score(y, default.labels_) < 0.6
@@ -149,6 +171,11 @@ def test_torch_input_same_choice_as_numpy():
     b = MiniBatchKernelKMeans(2, gamma="auto", batch_size=128, tau=50, max_iter=5,
                               random_state=0).fit(torch.from_numpy(X))
     assert a.gamma_ == b.gamma_
+    # full batch on torch too, started from the same sample partition
+    c = KernelKMeans(2, gamma="auto", random_state=0).fit(X)
+    d = KernelKMeans(2, gamma="auto", random_state=0).fit(torch.from_numpy(X))
+    assert c.gamma_ == d.gamma_
+    np.testing.assert_array_equal(c.labels_, d.labels_.numpy())
 
 
 @pytest.mark.skipif(not HAS_DASK, reason="dask is not installed")
@@ -164,3 +191,68 @@ def test_dask_input_same_choice_as_numpy():
                                   random_state=0).fit(da.from_array(X, chunks=100))
         assert select_gamma(da.from_array(X, chunks=100), 2, random_state=0).gamma == a.gamma_
     assert a.gamma_ == b.gamma_
+
+
+def plain_mean_distances(X, S, labels, k, gamma):
+    """||phi(x) - C_j||^2 with C_j the plain mean of phi over the points of cluster j."""
+    D = np.empty((X.shape[0], k))
+    for j in range(k):
+        Sj = S[labels == j]
+        D[:, j] = (1 - 2 * rbf_kernel(X, Sj, gamma=gamma).mean(axis=1)
+                   + rbf_kernel(Sj, Sj, gamma=gamma).mean())
+    return D
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_partition_start_is_the_feature_space_mean_of_each_cluster(seed):
+    rng = np.random.RandomState(seed)
+    X, S = rng.randn(40, 3), rng.randn(25, 3)
+    labels = rng.randint(0, 3, 25)
+    labels[:3] = [0, 1, 2]
+    kernel = resolve_kernel("rbf", gamma=0.3)
+    want = plain_mean_distances(X, S, labels, 3, 0.3)
+    state = partition_state(S, labels, 3, kernel)
+    # the cached norms and block Gram equal the norms recomputed from the windows
+    np.testing.assert_allclose(state.host_norms(), np.diag(
+        [rbf_kernel(S[labels == j], gamma=0.3).mean() for j in range(3)]).sum(0))
+    np.testing.assert_allclose(state.gram[:, 0, 0], state.host_norms())
+    got_labels, mind = assign(X, state, kernel)
+    np.testing.assert_array_equal(got_labels, want.argmin(axis=1))
+    np.testing.assert_allclose(mind, want.min(axis=1), atol=1e-12)
+    # the kernel k-means form: P0[x, j] = <phi(x), C_j>, c0 = ||C_j||^2
+    sel = GammaSelection(gamma=0.3, candidates=np.array([0.3]), scores=np.zeros(1),
+                         criterion="x", base_gamma=0.3, n_samples=25,
+                         sample_indices=np.arange(40, 65), sample_labels=labels)
+    P0, c0 = auto_start_inner(np.r_[X, S], sel, kernel, 3, chunk_rows=7)
+    np.testing.assert_allclose(1 - 2 * P0[:40] + c0, want, atol=1e-12)
+    with pytest.raises(ValueError, match="every cluster"):
+        partition_state(S, np.zeros(25, dtype=int), 3, kernel)
+
+
+@pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
+def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monkeypatch):
+    import mbkkm.cluster._minibatch_kernel as mbk
+
+    X, _ = moons(400)
+    starts = []
+    real_step = mbk.minibatch_step
+
+    def spy(state, Xb, kernel, *args, **kwargs):
+        if state.n_steps == 0:  # the state fit starts from, before its first step
+            starts.append(assign(X, state.copy(), kernel)[0])
+        return real_step(state, Xb, kernel, *args, **kwargs)
+
+    monkeypatch.setattr(mbk, "minibatch_step", spy)
+    params = dict(batch_size=128, tau=50, max_iter=1) if Est is MiniBatchKernelKMeans \
+        else dict(max_iter=1)
+    est = Est(2, gamma="auto", random_state=0, **params).fit(X)
+    sel = est.gamma_selection_
+    want = plain_mean_distances(X, X[sel.sample_indices], sel.sample_labels, 2,
+                                sel.gamma).argmin(axis=1)
+    # mini-batch: the start's labels; kernel k-means: one Lloyd step from the start
+    got = starts[0] if Est is MiniBatchKernelKMeans else est.labels_
+    np.testing.assert_array_equal(got, want)
+    init = X[[0, 1]]
+    exp = Est(2, gamma="auto", init=init, random_state=0, **params).fit(X)
+    plain = Est(2, gamma=sel.gamma, init=init, random_state=0, **params).fit(X)
+    np.testing.assert_array_equal(exp.labels_, plain.labels_)  # an explicit init wins

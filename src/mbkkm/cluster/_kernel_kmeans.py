@@ -64,7 +64,7 @@ from ..kernels._index import (
     validate_stored_kernel,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import resolve_auto_gamma
+from ._auto_gamma import auto_start_inner, resolve_auto_gamma
 from ._base import BaseKernelKMeans
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -320,7 +320,9 @@ class KernelKMeans(BaseKernelKMeans):
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, as in
         :class:`~mbkkm.cluster.MiniBatchKernelKMeans` (None: data-driven for rbf
         and laplacian, 1 / n_features for polynomial and sigmoid, 1 for chi2;
-        "auto": chosen without labels by :func:`mbkkm.cluster.select_gamma`).
+        "auto": chosen without labels by :func:`mbkkm.cluster.select_gamma`; with
+        a named ``init`` the first run then starts from the selection's sample
+        partition, see ``init``).
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -335,7 +337,11 @@ class KernelKMeans(BaseKernelKMeans):
         ``n_clusters`` distinct random points. An array: the initial centers,
         of shape (n_clusters, n_features) as points in input space for point
         kernels, or of shape (n_clusters,) as integer indices of training points
-        for "precomputed" and the graph kernels.
+        for "precomputed" and the graph kernels. With ``gamma="auto"`` and a
+        named init, the first run starts from the centers C_j = mean of phi over
+        the sample points of cluster j of the selection's partition (P0[x, j] =
+        mean of K(x, s) over them); the other ``n_init - 1`` runs use the named
+        init, and the lowest final inertia wins as usual. An array always wins.
     n_init : int, default=1
         Number of runs from different initialisations; the run with the lowest
         final inertia is kept (as scikit-learn's KMeans).
@@ -645,6 +651,7 @@ torch.device, default=None
         gamma, self.gamma_selection_ = resolve_auto_gamma(
             self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
+        self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
         if kind == "precomputed":
             self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
             self._kernel_storage = "precomputed"
@@ -699,6 +706,12 @@ torch.device, default=None
         nx = get_backend(diag)
         n = X.shape[0]
         init = self._init
+        if self._auto_start:  # gamma="auto", named init: the first run starts from the
+            self._auto_start = False  # selection's sample partition (see gamma)
+            start = auto_start_inner(X, self.gamma_selection_, self.kernel_, self.n_clusters,
+                                     chunk_rows(self.working_memory, 1000, X.dtype.itemsize))
+            if start is not None:
+                return start
         if isinstance(init, np.ndarray) and self._kind == "point":
             # Explicit centers in input space: K(X, init) in blocks of rows.
             C = nx.asarray(init, dtype=X.dtype)

@@ -39,7 +39,7 @@ from ..kernels._index import (
     validate_stored_kernel,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import resolve_auto_gamma
+from ._auto_gamma import auto_start_state, resolve_auto_gamma
 from ._base import BaseKernelKMeans, memory_guard
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -91,11 +91,13 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         computed in O(n d); for polynomial and sigmoid 1 / n_features; for chi2 1.
         "auto" (rbf and laplacian only): chosen without labels by
         :func:`mbkkm.cluster.select_gamma`: exact kernel k-means on a 1000-point
-        sample at widths 2**-3 .. 2**6 times the default, keeping the width whose
-        partition cuts the fewest edges of the sample's 10-nearest-neighbour graph
-        (normalised cut). It separates moons and unequal blobs where the default
-        does not; it cannot help where kernel k-means itself falls into a bad
-        local minimum (concentric rings); see ``docs/gamma.md``.
+        sample (4 runs per width, the lowest-objective one kept) at widths
+        2**-3 .. 2**5 times the default, keeping the width whose partition cuts
+        the fewest edges of the sample's 10-nearest-neighbour graph (normalised
+        cut, smoothed over neighbouring widths). With a named ``init`` the fit
+        then **starts from that partition**: initial center j is the mean in
+        feature space of the sample points in cluster j (see ``init``). See
+        ``docs/gamma.md`` and ``docs/results/gamma.md``.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -131,7 +133,11 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
 default="k-means++"
         "k-means++": greedy kernel k-means++ in feature space on ``init_size``
         points; "random": ``n_clusters`` distinct random points; an array: the
-        initial centers as points in input space.
+        initial centers as points in input space. With ``gamma="auto"`` and a
+        named init, the first initialisation is instead the selection's sample
+        partition (center j = mean of phi over its sample points, one window
+        block of weights 1 / |C_j|; deterministic per ``random_state``); the
+        others (``n_init > 1``) use the named init. An array always wins.
     n_init : int, default=1
         Number of initialisations; the one with the lowest inertia on a random
         validation subsample of ``init_size`` points is kept.
@@ -371,6 +377,10 @@ torch.device, default=None
             self._init = init
         _device.check_backend(self, X)  # what the torch backend does not do
         self.kernel_, items = self._resolve_kernel(X, sample_weight)
+        # gamma="auto" with a named init: the first start is the selection's partition.
+        self._auto_start = (auto_start_state(items, self.gamma_selection_, self.kernel_,
+                                             self.n_clusters)
+                            if isinstance(self._init, str) else None)
         return items
 
     # -------------------------------------------------------------- memory
@@ -453,6 +463,9 @@ torch.device, default=None
         return nx.take(Xi, nx.index(idx))
 
     def _init_candidate(self, X, sample_weight, rng):
+        if self._auto_start is not None:  # gamma="auto": used once, as the first candidate
+            start, self._auto_start = self._auto_start, None
+            return start
         return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
 
     def _take_rows(self, X, idx):
@@ -603,11 +616,14 @@ torch.device, default=None
             self._check_params_vs_input(X, sample_weight)
             self._plan_memory(X, X.shape[0])
             self._random_state = check_random_state(self.random_state)
-            state = init_state(
-                self._initial_centers(X, sample_weight, self._random_state,
-                                      init_idx=np.arange(X.shape[0])),
-                self.kernel_,
-            )
+            state = self._auto_start  # gamma="auto": the selection's partition
+            if state is None:
+                state = init_state(
+                    self._initial_centers(X, sample_weight, self._random_state,
+                                          init_idx=np.arange(X.shape[0])),
+                    self.kernel_,
+                )
+            self._auto_start = None
             self.n_steps_ = 0
             self.batch_objective_ = np.empty(0)
         else:
