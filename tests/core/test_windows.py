@@ -198,25 +198,3 @@ def test_one_device_to_host_transfer_per_iteration(monkeypatch):
     assert len(transfers) == 6, transfers
     assert all(shape == (2, 256) for shape in transfers)
     assert "aten._local_scalar_dense.default" not in counter.ops  # no .item() syncs
-
-
-@pytest.mark.parametrize("k", [1, 4, 40])
-@pytest.mark.parametrize("weighted", [False, True])
-def test_banded_self_terms_equal_the_full_batch_block(k, weighted):
-    """Without early stopping H[r, r] comes from the diagonal band of K(B, B) only;
-    with it, from the whole block: the same windows and norms (and reference step)."""
-    rng = np.random.RandomState(k)
-    X = rng.normal(size=(700, 3))
-    kern = resolve_kernel("rbf", gamma=0.7)
-    band, full = init_state(X[:k].copy(), kern), init_state(X[:k].copy(), kern)
-    ref = RefWindows(X[:k].copy())
-    for _ in range(8):
-        idx = rng.randint(0, 700, 300)  # more than the 128 rows of one band tile
-        w = rng.uniform(0.1, 2, 300) if weighted else None
-        rate = LEARNING_RATES["adaptive"]
-        minibatch_step(band, X[idx], kern, rate, tau=50, renormalize=True, batch_weight=w)
-        minibatch_step(full, X[idx], kern, rate, tau=50, renormalize=True, batch_weight=w,
-                       objective_after=True)
-        reference_step(ref, X[idx], kern, rate, tau=50, renormalize=True, batch_weight=w)
-    np.testing.assert_allclose(band.gram, full.gram, rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(band.host_norms(), ref.norms(kern), rtol=1e-9, atol=1e-12)

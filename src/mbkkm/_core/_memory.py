@@ -139,7 +139,7 @@ def support_size(n_clusters, batch_size, tau, n_points=None):
 def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
                    kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
                    compute_labels=True, where="host", data_on_device=0, max_iter=None,
-                   init_size=None, data_gamma=False, early_stopping=False):
+                   init_size=None, data_gamma=False):
     """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
 
     Parameters
@@ -173,10 +173,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     init_size : int, optional
         Points of the k-means++ subsample (default 3 b).
     data_gamma : bool
-        Whether the width is computed from the data (a float64 row chunk).
-    early_stopping : bool
-        Whether the iteration also computes f_B(C_{i+1}) (``tol``): then the whole
-        K(B, B) block is needed, else only its diagonal band.
+        Whether the width is computed from the data (two float64 row chunks).
 
     Returns
     -------
@@ -191,7 +188,6 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     nb = int(np.ceil(k * blocks_per_window))
     per_column = (m + b) * itemsize * 1.25
     cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
-    band_cols = min(b, 128 + 2 * -(-b // k))  # the band of K(B, B): 128 rows per tile
     copies = kernel_name in _COPYING_KERNELS
     d2 = n_features + 2
     L = int(np.ceil(blocks_per_window)) + 1
@@ -211,11 +207,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
     t["block Gram"] = 2 * k * L * L * 8
     t["batch rows"] = b * row_bytes
-    if early_stopping:
-        t["kernel blocks"] = int(per_column * cols)
-    else:
-        t["kernel blocks"] = int(m * cols * itemsize * 1.25)
-        t["band of K(B, B)"] = int(128 * band_cols * (itemsize * 1.25 + 8 * 3))
+    t["kernel blocks K(S, B_c), K(B, B_c)"] = int(per_column * cols)
     t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
     t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
     t["pair indices"] = (L + 1) * b * 8 * 9
@@ -225,8 +217,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     setup = (t["data copied to the device"] + t["batch plan"]
              + max(t["width from the data (row chunks)"],
                    t["k-means++ subsample and candidates"]))
-    iteration = (state + t["batch rows"] + t["kernel blocks"]
-                 + t.get("band of K(B, B)", 0)
+    iteration = (state + t["batch rows"] + t["kernel blocks K(S, B_c), K(B, B_c)"]
                  + max(t["kernel operand copies"],
                        t["block sums Q, P, QB"] + t["pair indices"] + t["new support"]))
     rows = n if label_rows is None else max(1, min(label_rows, n))

@@ -375,33 +375,6 @@ def center_products(Q, state, nx, lam=None):
     return nx.csr_matmul(ptr, order, lam[order], Q)
 
 
-_BAND_ROWS = 128
-
-
-def _self_terms_banded(state, kernel, nx, Xs, pt_block, u_new, gram, self_dst_d, u_self_d):
-    """H'[r, r] += sum_{x, y in r} u_x u_y K(x, y) for every new block r (in place).
-
-    ``Xs`` holds the new points grouped by block (``pt_block`` nondecreasing). Row
-    chunks of ``_BAND_ROWS`` points go against the columns of the blocks they
-    touch: about b (_BAND_ROWS + 2 x block size) kernel values instead of the b^2
-    of K(B, B), in ceil(b / _BAND_ROWS) tiles whatever the number of clusters. Each
-    tile's same-block entries (a mask) are weighted and summed per row.
-    """
-    n_new = pt_block.size
-    if n_new == 0:
-        return
-    starts = np.searchsorted(pt_block, np.arange(pt_block[-1] + 2))  # block pointers
-    pb_d, = nx.upload_indices(pt_block)
-    u_d, = nx.upload_floats(u_new)
-    for i0 in range(0, n_new, _BAND_ROWS):
-        i1 = min(n_new, i0 + _BAND_ROWS)
-        lo, hi = int(starts[pt_block[i0]]), int(starts[pt_block[i1 - 1] + 1])
-        T = _tile(state, "K_band", kernel, Xs[i0:i1], Xs[lo:hi], nx)  # (rows, cols)
-        same = nx.astype(pb_d[i0:i1, None] == pb_d[None, lo:hi], np.float64)
-        rows = nx.astype(T, np.float64) * (same * u_d[None, lo:hi])
-        nx.index_add(gram, self_dst_d[i0:i1], rows.sum(1) * u_self_d[i0:i1])
-
-
 @dataclass
 class StepResult:
     labels: np.ndarray  # (b,) assignment of the batch before the update
@@ -571,21 +544,15 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     u_pair = u_new[pair_pt]
     u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(u_new, u_pair, u_new, lam_pad)
 
+    # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b), from K(B, B) (symmetric).
+    QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d, cols,
+                           "K_BB")
     gram = nx.zeros(k * L * L, np.float64)
     nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
     nx.index_add(gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d),
                                              np.float64) * u_pair_d)
-    if objective_after:
-        # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
-        # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
-        QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d,
-                               cols, "K_BB")
-        nx.index_add(gram, self_dst_d, nx.astype(nx.take(nx.reshape(QB, -1), self_flat_d),
-                                                 np.float64) * u_self_d)
-    else:
-        # H[r, r] needs only the same-block values of K(B, B): its diagonal band.
-        _self_terms_banded(state, kernel, nx, nx.take(Xb, new_pos_d), pt_block, u_new,
-                           gram, self_dst_d, u_self_d)
+    nx.index_add(gram, self_dst_d, nx.astype(nx.take(nx.reshape(QB, -1), self_flat_d),
+                                             np.float64) * u_self_d)
     nx.put(gram, mir_dst_d, nx.take(gram, mir_src_d))
     gram = nx.reshape(gram, (k, L, L))
     lam_pad_d = nx.reshape(lam_pad_d, (k, L))

@@ -432,8 +432,7 @@ torch.device, default=None
                 data_on_device=n * row_bytes if copied else 0, max_iter=self.max_iter,
                 init_size=self._init_size,
                 data_gamma=self.gamma in (None, "auto") and not index
-                and self.kernel_.name in ("rbf", "laplacian"),
-                early_stopping=self.tol is not None)
+                and self.kernel_.name in ("rbf", "laplacian"))
         available = available_memory(nx)
         self.memory_plan_ = plan
         if self.verbose:
