@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from ..backends._sparse import is_sparse, row_range
 from ._windows import assign
 
 _MIN_ROWS_PER_THREAD = 4096
@@ -54,7 +55,8 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
         Default: :func:`blas_threads`.
     return_distances : bool
     """
-    if not isinstance(state.support, np.ndarray):  # another backend: its own parallelism
+    if not (isinstance(state.support, np.ndarray) or is_sparse(state.support)):
+        # another backend (torch): its own parallelism
         return assign(X, state, kernel, chunk_rows=chunk_rows,
                       return_distances=return_distances)
     n = X.shape[0]
@@ -72,7 +74,7 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
     bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
 
     def part(i):
-        return label(X[bounds[i]:bounds[i + 1]])
+        return label(row_range(X, bounds[i], bounds[i + 1]))  # a view, also for CSR
 
     with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
         results = list(pool.map(part, range(n_threads)))

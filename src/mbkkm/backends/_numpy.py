@@ -159,6 +159,21 @@ class NumpyBackend:
         np.take(x, idx, axis=0, out=out)
         return out
 
+    def new_support(self, S, rows_kept, Xb, new_pos):
+        """The support after an iteration: ``S[rows_kept]`` then ``Xb[new_pos]``, one array.
+
+        Dense rows: one buffer filled by two gathers (no temporary). CSR rows (a
+        sparse support, sparse batch): the two row gathers stacked, still CSR, never
+        densified.
+        """
+        if sp.issparse(S) or sp.issparse(Xb):
+            return vstack_rows([take_rows(S, rows_kept), take_rows(Xb, new_pos)])
+        m_kept = rows_kept.shape[0]
+        support = np.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
+        np.take(S, rows_kept, axis=0, out=support[:m_kept])
+        np.take(Xb, new_pos, axis=0, out=support[m_kept:])
+        return support
+
     def put(self, target, idx, values):
         """``target[idx] = values`` (1-D, in place)."""
         target[idx] = values

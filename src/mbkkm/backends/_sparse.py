@@ -9,6 +9,7 @@ function whatever the input is:
 ``is_sparse``          whether X is a scipy.sparse matrix or array
 ``as_csr``             CSR with sorted indices and no duplicates (CSC -> CSR)
 ``take_rows``          ``X[idx]`` (repeats allowed), CSR stays CSR
+``row_range``          ``X[start:stop]`` without copying the stored values
 ``vstack_rows``        rows of several matrices, one under the other
 ``row_norms_sq``       ||x||^2 of each row, never densifying
 ``nbytes``             memory held by X (data + indices + indptr for CSR)
@@ -30,6 +31,7 @@ __all__ = [
     "is_sparse",
     "nbytes",
     "row_norms_sq",
+    "row_range",
     "take_rows",
     "vstack_rows",
 ]
@@ -92,6 +94,39 @@ def take_rows(X, idx):
     if X.format != "csr":
         X = as_csr(X)
     return _sorted(X[np.asarray(idx, dtype=np.intp)])
+
+
+def row_range(X, start, stop):
+    """``X[start:stop]``: a view for dense X, and for CSR a matrix sharing X's values.
+
+    scipy's ``X[start:stop]`` copies the stored values and indices of the rows; the
+    labelling pass reads every row of X once in such ranges (and splits X into
+    per-thread parts), so copies would add the size of X to the peak memory. Here
+    the result's ``data`` and ``indices`` are views into X's; only the
+    ``stop - start + 1`` row pointers are new. A CSR X is assumed canonical (as
+    :func:`as_csr` returns it): so is the result, and it is marked so.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n, ...)
+    start, stop : int
+        Clipped to [0, n] as Python slices are (no step).
+    """
+    if not sp.issparse(X):
+        return X[start:stop]
+    if X.format != "csr":
+        raise TypeError(f"row_range needs CSR rows, got format {X.format!r}")
+    start, stop, _ = slice(start, stop).indices(X.shape[0])
+    stop = max(start, stop)
+    lo, hi = int(X.indptr[start]), int(X.indptr[stop])
+    indptr = X.indptr[start:stop + 1] - X.indptr[start]
+    # Built empty, then given the views: the (data, indices, indptr) constructor
+    # "prunes" views of larger arrays, that is, copies them.
+    out = type(X)((stop - start, X.shape[1]), dtype=X.dtype)
+    out.indptr, out.indices, out.data = indptr, X.indices[lo:hi], X.data[lo:hi]
+    if X.has_canonical_format:
+        out.has_canonical_format = True  # a range of canonical rows is canonical
+    return out
 
 
 def vstack_rows(parts):

@@ -12,6 +12,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import draw_init_indices
+from ..backends._sparse import check_no_overflow_sparse, is_sparse
 from .._validation import check_sample_weight  # noqa: F401 (shared with mbkkm._dask)
 from ..kernels import kernel_names
 
@@ -116,8 +117,11 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     would silently give NaN distances. With a resolved point ``kernel``, K(x, x)
     must be finite too (for a positive semi-definite kernel that bounds every
     |K(x, y)| <= sqrt(K(x, x) K(y, y))). Read in row chunks (a memmap is never
-    loaded whole). Dask inputs and non-arrays are skipped.
+    loaded whole). Dask inputs and non-arrays are skipped; scipy sparse X is checked
+    on its stored values (:func:`mbkkm.backends._sparse.check_no_overflow_sparse`).
     """
+    if is_sparse(X):
+        return check_no_overflow_sparse(X, kernel, input_name)
     if not isinstance(X, np.ndarray) or X.dtype.kind != "f" or X.ndim != 2:
         return
     check_diag = kernel is not None and not getattr(kernel, "is_callable", True)

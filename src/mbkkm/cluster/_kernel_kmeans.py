@@ -48,6 +48,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, validate_data
 
 from .._core import kernel_kmeans_plusplus, labelling_state, random_init
+from ..backends._sparse import as_csr, is_sparse, take_rows
 from ..kernels import (
     graph_kernel_matrix,
     kernel_block,
@@ -465,10 +466,11 @@ class KernelKMeans(BaseKernelKMeans):
             X = validate_stored_kernel(X)  # a sparse or low-rank kernel matrix
             self.n_features_in_ = X.shape[1]
             return X
-        return validate_data(
+        X = validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse=False, ensure_min_samples=1,
+            accept_sparse="csr", ensure_min_samples=1,
         )
+        return as_csr(X) if is_sparse(X) else X  # CSC etc. converted once
 
     def _working_bytes(self):
         wm = self.working_memory
@@ -640,7 +642,7 @@ class KernelKMeans(BaseKernelKMeans):
         k = self.n_clusters
         W = np.bincount(center_labels, weights=w, minlength=k)
         keep = np.flatnonzero(w > 0)
-        items = X[keep] if self._kind == "point" else keep.astype(np.intp)
+        items = take_rows(X, keep) if self._kind == "point" else keep.astype(np.intp)
         coef = w[keep] / W[center_labels[keep]]
         # c_j = sum_y A[y, j] P[y, j] from the last M-step (see kernel_lloyd).
         self._publish(labelling_state(items, coef, center_labels[keep], k,

@@ -22,6 +22,7 @@ from .._core import (
 )
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
+from ..backends._sparse import is_sparse
 from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
 from ..kernels._index import (
     IndexKernel,
@@ -292,7 +293,7 @@ torch.device, default=None
         # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
         return _device.validate_X(self, X, reset, lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse=False, ensure_min_samples=1,
+            accept_sparse="csr", ensure_min_samples=1,
         ))
 
     def _resolve_kernel(self, X, sample_weight):
@@ -350,6 +351,8 @@ torch.device, default=None
         """k initial center points (rows of X or the init array)."""
         nx = get_backend(X)
         if not isinstance(self._init, str):
+            if is_sparse(X):  # CSR data: CSR support rows (the windows stack rows)
+                return type(X)(self._init.astype(X.dtype, copy=False))
             return nx.asarray(self._init, dtype=X.dtype)
         if init_idx is None:
             init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
@@ -359,8 +362,8 @@ torch.device, default=None
         if self._init == "k-means++":
             # On the host, on a host copy of the (small) subsample: the same draws
             # on every backend.
-            idx = kernel_kmeans_plusplus(nx.to_numpy(Xi), self.kernel_, self.n_clusters,
-                                         rng, wi)
+            idx = kernel_kmeans_plusplus(Xi if is_sparse(Xi) else nx.to_numpy(Xi),
+                                         self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return nx.take(Xi, nx.index(idx))
