@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from _oracles import blobs, implied_centers, plain_minibatch_kmeans
 from sklearn.cluster import kmeans_plusplus
 from sklearn.metrics import adjusted_rand_score

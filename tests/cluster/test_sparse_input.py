@@ -178,7 +178,7 @@ def test_chi2_sparse_refused_naming_the_kernel(name):
     with pytest.raises(ValueError, match=r"kernel='chi2' does not support sparse X"):
         ESTIMATORS[name](kernel="chi2").fit(X)
     est = ESTIMATORS[name](kernel="chi2").fit(X.toarray())  # dense: fine
-    with pytest.raises(ValueError, match="chi2.*sparse"):
+    with pytest.raises(ValueError, match=r"chi2.*sparse"):
         est.predict(X)
 
 

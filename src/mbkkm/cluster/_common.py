@@ -12,8 +12,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import draw_init_indices
-from ..backends._sparse import check_no_overflow_sparse, is_sparse
 from .._validation import check_sample_weight  # noqa: F401 (shared with mbkkm._dask)
+from ..backends._sparse import check_no_overflow_sparse, is_sparse
 from ..kernels import kernel_names
 
 #: Parameter constraints shared by every kernel estimator (scikit-learn's format).
