@@ -166,7 +166,7 @@ class NumpyBackend:
         sparse support, sparse batch): the two row gathers stacked, still CSR, never
         densified.
         """
-        if sp.issparse(S) or sp.issparse(Xb):
+        if not (isinstance(S, np.ndarray) and isinstance(Xb, np.ndarray)):
             return vstack_rows([take_rows(S, rows_kept), take_rows(Xb, new_pos)])
         m_kept = rows_kept.shape[0]
         support = np.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
