@@ -10,6 +10,7 @@ function whatever the input is:
 ``as_csr``             CSR with sorted indices and no duplicates (CSC -> CSR)
 ``take_rows``          ``X[idx]`` (repeats allowed), CSR stays CSR
 ``row_range``          ``X[start:stop]`` without copying the stored values
+``row_chunks``         row ranges of at most a given number of stored values
 ``vstack_rows``        rows of several matrices, one under the other
 ``row_norms_sq``       ||x||^2 of each row, never densifying
 ``nbytes``             memory held by X (data + indices + indptr for CSR)
@@ -30,13 +31,16 @@ __all__ = [
     "check_no_overflow_sparse",
     "is_sparse",
     "nbytes",
+    "row_chunks",
     "row_norms_sq",
     "row_range",
     "take_rows",
     "vstack_rows",
 ]
 
-_CHUNK_ROWS = 65536
+#: Stored values per chunk of the passes over all of X (overflow check, data-driven
+#: gamma): their float64 temporaries then hold a few MB, whatever X's size.
+CHUNK_NNZ = 2**19
 
 
 def is_sparse(X):
@@ -129,6 +133,23 @@ def row_range(X, start, stop):
     return out
 
 
+def row_chunks(X, max_nnz=CHUNK_NNZ):
+    """Consecutive row ranges ``(start, stop)`` covering the rows of a CSR X, each with
+    at most ``max_nnz`` stored values (or one row when a row alone holds more).
+
+    A pass over X in these ranges (with :func:`row_range`) needs temporaries of
+    O(max_nnz) values, where fixed row counts would need O(rows x longest rows).
+    """
+    n = X.shape[0]
+    start = 0
+    while start < n:
+        # the last row whose end pointer stays within max_nnz of this range's start
+        stop = int(np.searchsorted(X.indptr, X.indptr[start] + max_nnz, side="right")) - 1
+        stop = min(n, max(stop, start + 1))
+        yield start, stop
+        start = stop
+
+
 def vstack_rows(parts):
     """The rows of ``parts`` one under the other (a new matrix).
 
@@ -214,8 +235,8 @@ def check_no_overflow_sparse(X, kernel=None, input_name="X"):
     X = as_csr(X)
     check_diag = kernel is not None and not getattr(kernel, "is_callable", True)
     with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, X.shape[0], _CHUNK_ROWS):
-            chunk = X[start:start + _CHUNK_ROWS]
+        for start, stop in row_chunks(X):
+            chunk = row_range(X, start, stop)  # a view: nothing copied
             sq = row_norms_sq(chunk)
             if not np.all(np.isfinite(sq)):
                 big = float(np.max(np.abs(chunk.data)))

@@ -129,7 +129,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
 
         Returns
@@ -147,7 +147,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
         kernel_diag : array-like of shape (n_samples,), default=None
             Only with kernel="precomputed", where it is required: K(x, x) of the new
@@ -180,7 +180,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
         kernel_diag : array-like of shape (n_samples,), default=None

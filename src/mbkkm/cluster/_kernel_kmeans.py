@@ -658,8 +658,11 @@ class KernelKMeans(BaseKernelKMeans):
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or (n_samples, n_samples)
-            Training data; with ``kernel="precomputed"`` the kernel matrix.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or \
+(n_samples, n_samples)
+            Training data; with ``kernel="precomputed"`` the kernel matrix. Sparse
+            data (every named kernel but chi2, and callables) are converted to CSR
+            once and never densified; only the kernel blocks are dense.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each point in the cluster means and the inertia.

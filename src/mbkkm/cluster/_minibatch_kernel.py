@@ -58,6 +58,11 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
     number of samples: an iteration costs O(b (m + b) d) kernel work, m being the
     number of support points (about k (tau + b / k)).
 
+    Sparse X (scipy.sparse, converted to CSR once) is accepted with every named
+    kernel but chi2 and with callables (which then receive CSR rows): batches and
+    support points stay CSR (``support_vectors_`` too), only the kernel blocks are
+    dense. Sparse X runs with numpy (a torch ``device`` raises a ValueError).
+
     Parameters
     ----------
     n_clusters : int, default=8
@@ -153,9 +158,9 @@ torch.device, default=None
 
     Attributes
     ----------
-    support_vectors_ : ndarray or tensor of shape (n_support, n_features)
+    support_vectors_ : ndarray, CSR matrix or tensor of shape (n_support, n_features)
         The support points of all centers, grouped by cluster (a tensor on the
-        input's device for tensor input).
+        input's device for tensor input, CSR rows for sparse input).
     dual_coef_ : ndarray of shape (n_support,)
         Coefficient of each support point: center j is
         sum_{s : support_labels_[s] = j} dual_coef_[s] phi(support_vectors_[s]).
@@ -388,9 +393,10 @@ torch.device, default=None
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training data (float32 data stays float32). A numpy memmap is read
-            batch by batch, never copied whole.
+            batch by batch, never copied whole; sparse data are converted to CSR
+            once and never densified.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
@@ -483,7 +489,7 @@ torch.device, default=None
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weights of the rows in the update.
