@@ -272,3 +272,21 @@ def test_rows_never_densified(name, kernel):
     # O(d) vectors (the data-driven gamma's feature means, the transposed support's
     # row pointers) and O(n^2) kernel blocks, far below one dense batch (384 MB).
     assert peak < 48 * 2**20, f"peak {peak / 2**20:.0f} MiB"
+
+
+@pytest.mark.parametrize("first", ["sparse", "dense"])
+def test_partial_fit_mixing_sparse_and_dense_batches(first):
+    # The support keeps the kind of the data it was initialised from; rows of the
+    # other kind are converted as they join it. Same model as all-dense batches.
+    X, _ = _corpus()
+    Xd = X.toarray()
+    a, b = _mbkkm(kernel="rbf", gamma=0.5), _mbkkm(kernel="rbf", gamma=0.5)
+    for i, lo in enumerate(range(0, X.shape[0], 60)):
+        sparse_now = (i % 2 == 0) == (first == "sparse")
+        a.partial_fit(X[lo:lo + 60] if sparse_now else Xd[lo:lo + 60])
+        b.partial_fit(Xd[lo:lo + 60])
+    assert sp.issparse(a.support_vectors_) == (first == "sparse")
+    S = a.support_vectors_.toarray() if first == "sparse" else a.support_vectors_
+    np.testing.assert_array_equal(S, b.support_vectors_)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    np.testing.assert_allclose(a.transform(X), b.transform(Xd), rtol=1e-10)

@@ -162,17 +162,24 @@ class NumpyBackend:
     def new_support(self, S, rows_kept, Xb, new_pos):
         """The support after an iteration: ``S[rows_kept]`` then ``Xb[new_pos]``, one array.
 
-        Dense rows: one buffer filled by two gathers (no temporary). CSR rows (a
-        sparse support, sparse batch): the two row gathers stacked, still CSR, never
-        densified.
+        Dense rows: one buffer filled by two gathers (no temporary). CSR rows: the
+        two row gathers stacked, still CSR, never densified. The support keeps its
+        kind (that of the data it was initialised from): with ``partial_fit`` batches
+        of the other kind, the new rows are converted (sparse rows joining a dense
+        support are densified, dense rows joining a CSR support become CSR).
         """
-        if not (isinstance(S, np.ndarray) and isinstance(Xb, np.ndarray)):
-            return vstack_rows([take_rows(S, rows_kept), take_rows(Xb, new_pos)])
-        m_kept = rows_kept.shape[0]
-        support = np.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
-        np.take(S, rows_kept, axis=0, out=support[:m_kept])
-        np.take(Xb, new_pos, axis=0, out=support[m_kept:])
-        return support
+        if isinstance(S, np.ndarray) and isinstance(Xb, np.ndarray):
+            m_kept = rows_kept.shape[0]
+            support = np.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
+            np.take(S, rows_kept, axis=0, out=support[:m_kept])
+            np.take(Xb, new_pos, axis=0, out=support[m_kept:])
+            return support
+        new = take_rows(Xb, new_pos)
+        if not sp.issparse(S):  # dense support, sparse batch
+            return np.concatenate([S[rows_kept], new.toarray()]).astype(S.dtype, copy=False)
+        if not sp.issparse(new):  # CSR support, dense batch
+            new = type(S)(new)
+        return vstack_rows([take_rows(S, rows_kept), new]).astype(S.dtype, copy=False)
 
     def put(self, target, idx, values):
         """``target[idx] = values`` (1-D, in place)."""
