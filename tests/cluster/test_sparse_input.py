@@ -290,3 +290,12 @@ def test_partial_fit_mixing_sparse_and_dense_batches(first):
     np.testing.assert_array_equal(S, b.support_vectors_)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_allclose(a.transform(X), b.transform(Xd), rtol=1e-10)
+
+
+def test_sparse_torch_tensor_refused():
+    torch = pytest.importorskip("torch")
+    X, _ = _corpus()
+    coo = X.tocoo()
+    T = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, size=X.shape)
+    with pytest.raises(ValueError, match="sparse torch tensor"):
+        _mbkkm().fit(T)

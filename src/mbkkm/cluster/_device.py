@@ -42,7 +42,7 @@ def validate_X(est, X, reset, validate_numpy):
     """
     if reset:
         est._device = resolve_device(est.device)
-        if est.device == "auto" and is_sparse(X):
+        if isinstance(est.device, str) and est.device == "auto" and is_sparse(X):
             est._device = "cpu"  # "auto": the best backend for X; sparse X has numpy only
     dev = getattr(est, "_device", None)
     tensor = is_tensor(X)
@@ -85,6 +85,12 @@ def _validate_tensor(est, X, reset):
     import torch
 
     X = X.detach()
+    if X.layout != torch.strided:
+        raise ValueError(
+            f"X is a sparse torch tensor (layout {X.layout}): the torch backend has no "
+            "sparse path; pass a dense tensor, or a scipy.sparse matrix with device=None "
+            "or 'cpu'"
+        )
     if X.ndim != 2:
         raise ValueError(f"Expected a 2D tensor for X, got shape {tuple(X.shape)}")
     if X.is_complex():
