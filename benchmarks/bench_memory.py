@@ -35,32 +35,16 @@ import sys
 import time
 from pathlib import Path
 
+from _rss import reset_peak, status_kb  # benchmarks/ is on sys.path (the script's folder)
+
 REPO = Path(__file__).resolve().parents[1]
 MB = 1e6
 TARGET_MB = 500.0
 
 
-def _status_kb(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return None
-
-
-def _reset_peak():
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False when not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        return False
-    return _status_kb("VmHWM") is not None
-
-
 def child(args):
     sys.path.insert(0, str(REPO / "src"))
-    rss_start = _status_kb("VmRSS")
+    rss_start = status_kb("VmRSS")
     import numpy as np
     import sklearn  # noqa: F401
     from sklearn.metrics import adjusted_rand_score
@@ -68,14 +52,14 @@ def child(args):
     from mbkkm import MiniBatchKernelKMeans
     from mbkkm.datasets import make_shells
 
-    rss_imports = _status_kb("VmRSS")
+    rss_imports = status_kb("VmRSS")
     t0 = time.perf_counter()
     X, y = make_shells(args.n_samples, args.n_features, n_shells=args.n_shells,
                        random_state=args.seed, dtype=np.float32)
     t_data = time.perf_counter() - t0
-    rss_data = _status_kb("VmRSS")
-    hwm_data = _status_kb("VmHWM")
-    reset = _reset_peak()
+    rss_data = status_kb("VmRSS")
+    hwm_data = status_kb("VmHWM")
+    reset = reset_peak()
 
     km = MiniBatchKernelKMeans(
         n_clusters=args.n_clusters, gamma=args.gamma, batch_size=args.batch_size,
@@ -85,11 +69,11 @@ def child(args):
     t0 = time.perf_counter()
     km.fit(X)
     t_fit = time.perf_counter() - t0
-    hwm_fit = _status_kb("VmHWM")
+    hwm_fit = status_kb("VmHWM")
     t0 = time.perf_counter()
     labels, inertia = km._labels_inertia(X)  # what fit does when compute_labels=True
     t_labels = time.perf_counter() - t0
-    hwm_total = _status_kb("VmHWM")
+    hwm_total = status_kb("VmHWM")
     print(json.dumps({
         "n_samples": args.n_samples, "n_features": args.n_features,
         "data_mb": X.nbytes / MB, "n_support": int(km.support_vectors_.shape[0]),

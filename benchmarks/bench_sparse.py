@@ -3,7 +3,7 @@
 Data: ``mbkkm.datasets.make_topic_corpus`` (default 200,000 documents x 50,000
 terms, density 0.001, 20 topics, float32 L2-normalised TF-IDF rows, CSR).
 
-Part ``tiles`` (runs today): the kernel work of one iteration, K(batch, support)
+Part ``tiles`` (runs today): the kernel work of one iteration, K(support, batch)
 for b = 1024 batch rows and m = 3000 support rows drawn from the corpus, with
 the linear, cosine, rbf and laplacian kernels, on CSR rows and on the dense
 copies of the same rows (only those 4024 rows are densified: 800 MB in float32),
@@ -47,24 +47,7 @@ sys.path.insert(0, str(REPO / "src"))
 MB = 1e6
 
 import numpy as np
-
-
-def _status_kb(field):
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return None
-
-
-def _reset_peak():
-    """Reset VmHWM to the current RSS (Linux >= 4.0); False when not allowed."""
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-    except OSError:
-        return False
-    return _status_kb("VmHWM") is not None
+from _rss import reset_peak, status_kb
 
 
 def _best(f, repeats):
@@ -104,7 +87,7 @@ def tiles(args):
     print(f"gathers: take {b} rows {t_take * 1e3:.2f} ms; stack {m} support rows from 20 "
           f"parts {t_stack * 1e3:.2f} ms")
     Bd, Sd = B.toarray(), S.toarray()
-    print(f"tile K(batch, support), b = {b}, m = {m}, float32; dense copies of these rows "
+    print(f"tile K(support, batch), m = {m}, b = {b}, float32; dense copies of these rows "
           f"{(Bd.nbytes + Sd.nbytes) / MB:.0f} MB (laplacian: one run, dense only with "
           "--dense-laplacian)")
     print(f"{'kernel':<10} {'sparse ms':>10} {'dense ms':>10} {'dense/sparse':>13} "
@@ -123,14 +106,16 @@ def _tile_row(name, X, B, S, Bd, Sd, args):
     kernel = resolve_kernel(name, X=X) if name in ("rbf", "laplacian") else resolve_kernel(name)
     slow = name == "laplacian"  # O(b m (nnz_x + nnz_y)) merges; dense: O(b m d)
     reps = 1 if slow else args.repeats
-    out = np.empty((B.shape[0], S.shape[0]), dtype=np.float32)
+    # K(S, B) (m, b) with the support as the left operand, as the core computes it
+    # (the labelling pass prepares the left operand once: kernel.prepare(S)).
+    out = np.empty((S.shape[0], B.shape[0]), dtype=np.float32)
     cache_s = kernel.prepare(S)
-    t_s = _best(lambda: kernel(B, S, out=out, **cache_s), reps)
+    t_s = _best(lambda: kernel(S, B, out=out, **cache_s), reps)
     Ks = out.copy()
     t_d, diff = np.nan, np.nan
     if not slow or args.dense_laplacian:
         cache_d = kernel.prepare(Sd)
-        t_d = _best(lambda: kernel(Bd, Sd, out=out, **cache_d), max(1, reps // 2))
+        t_d = _best(lambda: kernel(Sd, Bd, out=out, **cache_d), max(1, reps // 2))
         diff = float(np.max(np.abs(Ks - out)))
     t_diag = _best(lambda: kernel.diag(B), args.repeats)
     print(f"{name:<10} {t_s * 1e3:>10.1f} {t_d * 1e3:>10.1f} {t_d / t_s:>13.1f} "
@@ -164,24 +149,24 @@ def sparse_supported():
 
 
 def child(args):
-    rss_start = _status_kb("VmRSS")
+    rss_start = status_kb("VmRSS")
     from sklearn.metrics import adjusted_rand_score
 
     from mbkkm.backends._sparse import nbytes
 
-    rss_imports = _status_kb("VmRSS")
+    rss_imports = status_kb("VmRSS")
     t0 = time.perf_counter()
     X, y = _corpus(args, args.child_docs)
     if args.child_dense:
         X = X.toarray()
     t_data = time.perf_counter() - t0
-    rss_data = _status_kb("VmRSS")
-    reset = _reset_peak()
+    rss_data = status_kb("VmRSS")
+    reset = reset_peak()
     km = _estimator(args, args.child_kernel)
     t0 = time.perf_counter()
     km.fit(X)
     t_fit = time.perf_counter() - t0
-    hwm = _status_kb("VmHWM")
+    hwm = status_kb("VmHWM")
     labels = km.labels_
     model = len(pickle.dumps(km, protocol=pickle.HIGHEST_PROTOCOL)) - labels.nbytes
     print(json.dumps({

@@ -328,15 +328,19 @@ def test_explicit_init_with_n_init_warns():
 
 # ----------------------------------------------------------------------- quality
 # ------------------------------------------------------------------- conformance
+_WEIGHTS_VS_REPEATS = (
+    "k-means++ draws its centers at random with probabilities from the "
+    "weights; weights and repeated rows give the same distribution of "
+    "initial centers, not the same draws (scikit-learn lists the same "
+    "failure for its KMeans)"
+)
+
+
 @parametrize_with_checks(
     [KernelKMeans(3, max_iter=20, random_state=0)],
     expected_failed_checks=lambda est: {
-        "check_sample_weight_equivalence_on_dense_data": (
-            "k-means++ draws its centers at random with probabilities from the "
-            "weights; weights and repeated rows give the same distribution of "
-            "initial centers, not the same draws (scikit-learn lists the same "
-            "failure for its KMeans)"
-        ),
+        "check_sample_weight_equivalence_on_dense_data": _WEIGHTS_VS_REPEATS,
+        "check_sample_weight_equivalence_on_sparse_data": _WEIGHTS_VS_REPEATS,
     },
 )
 def test_sklearn_compatible(estimator, check):

@@ -197,7 +197,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     # batch plan.
     n_init = min(n, 3 * b if init_size is None else init_size)
     trials = 2 + int(np.log(k))
-    t["width from the data (row chunks)"] = (min(n, 65536) * n_features * 8
+    t["width from the data (row chunks)"] = (min(n * n_features * 8, 64 * 2**20)
                                              if data_gamma else 0)
     t["k-means++ subsample and candidates"] = (2 * n_init * row_bytes
                                                + 3 * trials * n_init * 8 + 4 * n_init * 8)

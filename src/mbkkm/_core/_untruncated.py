@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends._sparse import is_sparse, vstack_rows
 from ._windows import labelling_state
 
 
@@ -73,7 +74,8 @@ def init_table(items, centers, kernel, chunk_rows=4096):
     norms = np.asarray(kernel.diag(centers), dtype=np.float64)
     return TableState(
         table=table, norms=norms.copy(), coef=np.zeros((n, k)),
-        init_items=np.array(centers, copy=True), init_coef=np.ones(k), counts=np.zeros(k),
+        init_items=centers.copy() if is_sparse(centers) else np.array(centers, copy=True),
+        init_coef=np.ones(k), counts=np.zeros(k),
     )
 
 
@@ -129,7 +131,7 @@ def table_to_windows(state, items, kernel):
     k = state.table.shape[1]
     rows, cols = np.nonzero(state.coef)
     init_j = np.flatnonzero(state.init_coef)
-    support = np.concatenate([state.init_items[init_j], items[rows]], axis=0)
+    support = vstack_rows([state.init_items[init_j], items[rows]])  # CSR rows stay CSR
     coef = np.concatenate([state.init_coef[init_j], state.coef[rows, cols]])
     windows = labelling_state(support, coef, np.concatenate([init_j, cols]), k,
                               state.norms.copy())

@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends import get_backend
+from ..backends._sparse import is_sparse, row_range
 from ._rates import batch_rates
 
 # ----------------------------------------------------------------- index helpers
@@ -208,13 +209,15 @@ class WindowState:
 def init_state(centers, kernel):
     """Windows of one point each (coefficient 1) from k initial center items.
 
-    The state lives on the backend of ``centers`` (numpy array or torch tensor).
+    The state lives on the backend of ``centers`` (numpy array, scipy CSR rows or
+    torch tensor).
     """
     nx = get_backend(centers)
     k = centers.shape[0]
     diag = nx.astype(nx.kernel_diag(kernel, centers), np.float64)  # (k,) K(c_j, c_j)
     return WindowState(
-        support=nx.copy(centers) if not nx.is_host else np.array(centers, copy=True),
+        support=(nx.copy(centers) if not nx.is_host or is_sparse(centers)
+                 else np.array(centers, copy=True)),
         weight=np.ones(k),
         block_start=np.arange(k + 1),
         block_cluster=np.arange(k),
@@ -486,7 +489,6 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     kept_ids = np.flatnonzero(keep)
     kept_sizes = sizes[keep]
     rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
-    m_kept = rows_kept.size
 
     # New block layout: the kept old blocks (as they were), then one block per growing
     # cluster (cluster order), each contiguous in the support.
@@ -571,12 +573,9 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
         after = (float(mind2.mean()) if batch_weight is None
                  else float(mind2 @ np.asarray(batch_weight, dtype=np.float64) / btotal))
 
-    # The new support: the kept rows, then the batch rows of the new blocks.
-    support = nx.empty((m_kept + new_pos.size, *Xb.shape[1:]), state.support.dtype)
-    nx.take_into(state.support, rows_kept_d, support[:m_kept])
-    nx.take_into(Xb, new_pos_d, support[m_kept:])
-
-    state.support = support
+    # The new support: the kept rows, then the batch rows of the new blocks (dense: one
+    # buffer and two gathers; CSR rows stay CSR).
+    state.support = nx.new_support(state.support, rows_kept_d, Xb, new_pos_d)
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     state.block_start = np.zeros(nb_new + 1, dtype=np.intp)
     np.cumsum(np.concatenate([kept_sizes, new_sizes]), out=state.block_start[1:])
@@ -626,7 +625,10 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
     distances : ndarray of shape (n, k), only when ``return_distances``.
 
     All on the backend of ``X_items`` and ``state.support`` (which must agree): on a
-    device the whole pass runs there and nothing comes back to the host.
+    device the whole pass runs there and nothing comes back to the host. Host items
+    and support may be scipy CSR rows (in any mix with dense rows): the chunks are
+    then views of X's rows (:func:`mbkkm.backends._sparse.row_range`), never copies
+    or dense arrays; only the tiles are dense.
     """
     nx = get_backend(X_items, state.support)
     n = X_items.shape[0]
@@ -646,9 +648,12 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
     mind = dist = None
     buf = None
     for start in range(0, n, chunk_rows):
-        Xc = X_items[start:start + chunk_rows]
-        if nx.is_host:
-            Xc = np.asarray(Xc)
+        if is_sparse(X_items):
+            Xc = row_range(X_items, start, start + chunk_rows)
+        else:
+            Xc = X_items[start:start + chunk_rows]
+            if nx.is_host:
+                Xc = np.asarray(Xc)
         r = Xc.shape[0]
         if cross_kernel is not None:
             T = cross_kernel(S, Xc)

@@ -14,7 +14,8 @@ from ._sparse import take_rows, vstack_rows
 
 _BLAS_CONTROLLER = None
 
-_MSD_CHUNK_ROWS = 65536
+#: float64 bytes of one row chunk of the data-driven width (whatever the width of X).
+_MSD_CHUNK_BYTES = 64 * 2**20
 
 
 class NumpyBackend:
@@ -137,6 +138,28 @@ class NumpyBackend:
         np.take(x, idx, axis=0, out=out)
         return out
 
+    def new_support(self, S, rows_kept, Xb, new_pos):
+        """The support after an iteration: ``S[rows_kept]`` then ``Xb[new_pos]``, one array.
+
+        Dense rows: one buffer filled by two gathers (no temporary). CSR rows: the
+        two row gathers stacked, still CSR, never densified. The support keeps its
+        kind (that of the data it was initialised from): with ``partial_fit`` batches
+        of the other kind, the new rows are converted (sparse rows joining a dense
+        support are densified, dense rows joining a CSR support become CSR).
+        """
+        if isinstance(S, np.ndarray) and isinstance(Xb, np.ndarray):
+            m_kept = rows_kept.shape[0]
+            support = np.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
+            np.take(S, rows_kept, axis=0, out=support[:m_kept])
+            np.take(Xb, new_pos, axis=0, out=support[m_kept:])
+            return support
+        new = take_rows(Xb, new_pos)
+        if not sp.issparse(S):  # dense support, sparse batch
+            return np.concatenate([S[rows_kept], new.toarray()]).astype(S.dtype, copy=False)
+        if not sp.issparse(new):  # CSR support, dense batch
+            new = type(S)(new)
+        return vstack_rows([take_rows(S, rows_kept), new]).astype(S.dtype, copy=False)
+
     def put(self, target, idx, values):
         """``target[idx] = values`` (1-D, in place)."""
         target[idx] = values
@@ -183,7 +206,7 @@ class NumpyBackend:
         n, d = X.shape
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         total = float(n) if w is None else float(w.sum())
-        step = _MSD_CHUNK_ROWS
+        step = max(1, _MSD_CHUNK_BYTES // (8 * max(1, d)))  # rows of one float64 chunk
         s = np.zeros(d)
         # One float64 chunk alive at a time (``del`` before the next is made).
         for start in range(0, n, step):

@@ -9,6 +9,8 @@ function whatever the input is:
 ``is_sparse``          whether X is a scipy.sparse matrix or array
 ``as_csr``             CSR with sorted indices and no duplicates (CSC -> CSR)
 ``take_rows``          ``X[idx]`` (repeats allowed), CSR stays CSR
+``row_range``          ``X[start:stop]`` without copying the stored values
+``row_chunks``         row ranges of at most a given number of stored values
 ``vstack_rows``        rows of several matrices, one under the other
 ``row_norms_sq``       ||x||^2 of each row, never densifying
 ``nbytes``             memory held by X (data + indices + indptr for CSR)
@@ -28,12 +30,16 @@ __all__ = [
     "as_csr",
     "is_sparse",
     "nbytes",
+    "row_chunks",
     "row_norms_sq",
+    "row_range",
     "take_rows",
     "vstack_rows",
 ]
 
-_CHUNK_ROWS = 65536
+#: Stored values per chunk of the passes over all of X (overflow check, data-driven
+#: gamma): their float64 temporaries then hold a few MB, whatever X's size.
+CHUNK_NNZ = 2**19
 
 
 def is_sparse(X):
@@ -91,6 +97,56 @@ def take_rows(X, idx):
     if X.format != "csr":
         X = as_csr(X)
     return _sorted(X[np.asarray(idx, dtype=np.intp)])
+
+
+def row_range(X, start, stop):
+    """``X[start:stop]``: a view for dense X, and for CSR a matrix sharing X's values.
+
+    scipy's ``X[start:stop]`` copies the stored values and indices of the rows; the
+    labelling pass reads every row of X once in such ranges (and splits X into
+    per-thread parts), so copies would add the size of X to the peak memory. Here
+    the result's ``data`` and ``indices`` are views into X's; only the
+    ``stop - start + 1`` row pointers are new. A CSR X is assumed canonical (as
+    :func:`as_csr` returns it): so is the result, and it is marked so.
+
+    Parameters
+    ----------
+    X : ndarray or CSR matrix of shape (n, ...)
+    start, stop : int
+        Clipped to [0, n] as Python slices are (no step).
+    """
+    if not sp.issparse(X):
+        return X[start:stop]
+    if X.format != "csr":
+        raise TypeError(f"row_range needs CSR rows, got format {X.format!r}")
+    start, stop, _ = slice(start, stop).indices(X.shape[0])
+    stop = max(start, stop)
+    lo, hi = int(X.indptr[start]), int(X.indptr[stop])
+    indptr = X.indptr[start:stop + 1] - X.indptr[start]
+    # Built empty, then given the views: the (data, indices, indptr) constructor
+    # "prunes" views of larger arrays, that is, copies them.
+    out = type(X)((stop - start, X.shape[1]), dtype=X.dtype)
+    out.indptr, out.indices, out.data = indptr, X.indices[lo:hi], X.data[lo:hi]
+    if X.has_canonical_format:
+        out.has_canonical_format = True  # a range of canonical rows is canonical
+    return out
+
+
+def row_chunks(X, max_nnz=CHUNK_NNZ):
+    """Consecutive row ranges ``(start, stop)`` covering the rows of a CSR X, each with
+    at most ``max_nnz`` stored values (or one row when a row alone holds more).
+
+    A pass over X in these ranges (with :func:`row_range`) needs temporaries of
+    O(max_nnz) values, where fixed row counts would need O(rows x longest rows).
+    """
+    n = X.shape[0]
+    start = 0
+    while start < n:
+        # the last row whose end pointer stays within max_nnz of this range's start
+        stop = int(np.searchsorted(X.indptr, X.indptr[start] + max_nnz, side="right")) - 1
+        stop = min(n, max(stop, start + 1))
+        yield start, stop
+        start = stop
 
 
 def vstack_rows(parts):

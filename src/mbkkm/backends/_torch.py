@@ -168,6 +168,14 @@ class TorchBackend:
         torch.index_select(x, 0, idx, out=out)
         return out
 
+    def new_support(self, S, rows_kept, Xb, new_pos):
+        """The support after an iteration: ``S[rows_kept]`` then ``Xb[new_pos]`` (see numpy)."""
+        m_kept = rows_kept.shape[0]
+        support = self.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
+        torch.index_select(S, 0, rows_kept, out=support[:m_kept])
+        torch.index_select(Xb, 0, new_pos, out=support[m_kept:])
+        return support
+
     def put(self, target, idx, values):
         target[idx] = values
         return target

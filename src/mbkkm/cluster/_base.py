@@ -30,7 +30,8 @@ from .._core import assign
 from .._core._memory import out_of_memory_error
 from .._core._parallel import assign_parallel
 from ..backends import get_backend
-from ..kernels import GRAPH_KERNELS
+from ..backends._sparse import is_sparse
+from ..kernels import GRAPH_KERNELS, get_spec
 from . import _device
 from ._common import check_no_overflow, check_sample_weight, chunk_rows
 
@@ -135,7 +136,8 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         diag = self._check_kernel_diag(kernel_diag, X, method, needed=return_distances)
 
         def cross(support, K_rows):
-            return np.ascontiguousarray(K_rows[:, support].T)  # (m, r)
+            T = K_rows[:, support].T  # (m, r); a sparse K(X_new, X_fit) gives a dense tile
+            return T.toarray() if is_sparse(T) else np.ascontiguousarray(T)
 
         return assign(X, self._state, self.kernel_, cross_kernel=cross,
                       diag=lambda start, K_rows: diag[start:start + K_rows.shape[0]],
@@ -147,7 +149,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
 
         Returns
@@ -165,7 +167,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             With kernel="precomputed": K(X_new, X_fit), shape (n_samples, n_fit).
         kernel_diag : array-like of shape (n_samples,), default=None
             Only with kernel="precomputed", where it is required: K(x, x) of the new
@@ -198,7 +200,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
         kernel_diag : array-like of shape (n_samples,), default=None
@@ -241,8 +243,18 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         check_is_fitted(self, "_state")
         return self._state.host_norms()
 
+    def _accepts_sparse(self):
+        """Whether fit takes scipy sparse X: the kernels defined on it, callables
+        (which receive CSR rows), and "precomputed" (a sparse kernel matrix)."""
+        if self._kind == "graph":
+            return False  # the k-NN graph builders take dense X
+        if self._kind == "precomputed" or callable(self.kernel):
+            return True
+        spec = get_spec(self.kernel)
+        return spec is not None and spec.accepts_sparse  # chi2: no
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = self._accepts_sparse()
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags

@@ -7,7 +7,6 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn import get_config
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -118,10 +117,11 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     would silently give NaN distances. With a resolved point ``kernel``, K(x, x)
     must be finite too (for a positive semi-definite kernel that bounds every
     |K(x, y)| <= sqrt(K(x, x) K(y, y))). Read in row chunks (a memmap is never
-    loaded whole, a scipy sparse X never densified). Dask inputs and non-arrays are
+    loaded whole, a scipy sparse X never densified: its rows are read in ranges of
+    bounded stored values that share X's arrays). Dask inputs and non-arrays are
     skipped.
     """
-    sparse = sp.issparse(X)
+    sparse = _sparse.is_sparse(X)
     if sparse:
         X = _sparse.as_csr(X)
     elif not isinstance(X, np.ndarray) or X.ndim != 2:
@@ -130,8 +130,10 @@ def check_no_overflow(X, kernel=None, input_name="X"):
         return
     check_diag = kernel is not None and not getattr(kernel, "is_callable", True)
     with np.errstate(over="ignore", invalid="ignore"):
-        for start in range(0, X.shape[0], _OVERFLOW_CHUNK):
-            chunk = X[start:start + _OVERFLOW_CHUNK]
+        ranges = (_sparse.row_chunks(X) if sparse else
+                  ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK)))
+        for start, stop in ranges:
+            chunk = _sparse.row_range(X, start, stop)  # a view (shares X's arrays)
             sq = (_sparse.row_norms_sq(chunk) if sparse
                   else np.einsum("ij,ij->i", chunk, chunk))
             if not np.all(np.isfinite(sq)):

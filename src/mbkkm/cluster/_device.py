@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
+from ..backends._sparse import as_csr, is_sparse
 from ..kernels import GRAPH_KERNELS, check_torch_kernel
 
 
@@ -35,10 +36,14 @@ def validate_X(est, X, reset, validate_numpy):
 
     ``validate_numpy(X)`` is the estimator's numpy validation (``validate_data``).
     On ``reset`` it resolves ``est.device`` into ``est._device`` and records
-    whether results go out as tensors (``est._tensor_io``).
+    whether results go out as tensors (``est._tensor_io``). A scipy sparse X that
+    the validation accepts comes out as canonical CSR (CSC and the other formats
+    converted once); sparse X runs with numpy only (a ValueError for a torch device).
     """
     if reset:
         est._device = resolve_device(est.device)
+        if isinstance(est.device, str) and est.device == "auto" and is_sparse(X):
+            est._device = "cpu"  # "auto": the best backend for X; sparse X has numpy only
     dev = getattr(est, "_device", None)
     tensor = is_tensor(X)
     if not reset and hasattr(est, "_tensor_io") and tensor != est._tensor_io:
@@ -57,7 +62,16 @@ def validate_X(est, X, reset, validate_numpy):
             )
         X = _validate_tensor(est, X, reset)
     else:
+        if is_sparse(X) and dev not in (None, "cpu"):
+            raise ValueError(
+                f"X is a scipy.sparse matrix, but device={est.device!r} "
+                f"({_device_name(dev)}) runs with PyTorch, which has no sparse path: use "
+                "device=None or 'cpu' for sparse X, or densify X (X.toarray()) if it fits "
+                "in memory"
+            )
         X = validate_numpy(X)
+        if is_sparse(X):
+            X = as_csr(X)  # sorted indices, no duplicates: what the kernels expect
         if dev not in (None, "cpu"):
             nx = backend_for(dev)
             dtype = np.float32 if nx.device.type == "cuda" else X.dtype
@@ -71,6 +85,12 @@ def _validate_tensor(est, X, reset):
     import torch
 
     X = X.detach()
+    if X.layout != torch.strided:
+        raise ValueError(
+            f"X is a sparse torch tensor (layout {X.layout}): the torch backend has no "
+            "sparse path; pass a dense tensor, or a scipy.sparse matrix with device=None "
+            "or 'cpu'"
+        )
     if X.ndim != 2:
         raise ValueError(f"Expected a 2D tensor for X, got shape {tuple(X.shape)}")
     if X.is_complex():

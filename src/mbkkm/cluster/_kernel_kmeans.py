@@ -535,10 +535,11 @@ torch.device, default=None
             X = validate_stored_kernel(X)  # a sparse or low-rank kernel matrix
             self.n_features_in_ = X.shape[1]
             return X
-        # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
+        # numpy (CSR too) -> validate_data; tensors checked with torch ops; moved to
+        # ``device``; a sparse X becomes canonical CSR once.
         return _device.validate_X(self, X, reset, lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse=False, ensure_min_samples=1,
+            accept_sparse="csr", ensure_min_samples=1,
         ))
 
     def _working_bytes(self):
@@ -817,8 +818,11 @@ torch.device, default=None
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or (n_samples, n_samples)
-            Training data; with ``kernel="precomputed"`` the kernel matrix.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or \
+(n_samples, n_samples)
+            Training data; with ``kernel="precomputed"`` the kernel matrix. Sparse
+            data (every named kernel but chi2, and callables) are converted to CSR
+            once and never densified; only the kernel blocks are dense.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each point in the cluster means and the inertia.

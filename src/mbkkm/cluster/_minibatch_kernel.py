@@ -31,6 +31,7 @@ from .._core._memory import (
 from .._core._parallel import blas_threads, tile_rows
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
+from ..backends._sparse import is_sparse
 from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
 from ..kernels._index import (
     IndexKernel,
@@ -66,6 +67,11 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
     windows to the newest ``tau`` points. Nothing in an iteration depends on the
     number of samples: an iteration costs O(b (m + b) d) kernel work, m being the
     number of support points (about k (tau + b / k)).
+
+    Sparse X (scipy.sparse, converted to CSR once) is accepted with every named
+    kernel but chi2 and with callables (which then receive CSR rows): batches and
+    support points stay CSR (``support_vectors_`` too), only the kernel blocks are
+    dense. Sparse X runs with numpy (a torch ``device`` raises a ValueError).
 
     Parameters
     ----------
@@ -175,9 +181,9 @@ torch.device, default=None
 
     Attributes
     ----------
-    support_vectors_ : ndarray or tensor of shape (n_support, n_features)
+    support_vectors_ : ndarray, CSR matrix or tensor of shape (n_support, n_features)
         The support points of all centers, grouped by cluster (a tensor on the
-        input's device for tensor input).
+        input's device for tensor input, CSR rows for sparse input).
     dual_coef_ : ndarray of shape (n_support,)
         Coefficient of each support point: center j is
         ``sum_{s : support_labels_[s] = j} dual_coef_[s] phi(support_vectors_[s])``.
@@ -321,7 +327,7 @@ torch.device, default=None
         # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
         return _device.validate_X(self, X, reset, lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse=False, ensure_min_samples=1,
+            accept_sparse="csr", ensure_min_samples=1,
         ))
 
     def _resolve_kernel(self, X, sample_weight):
@@ -447,6 +453,8 @@ torch.device, default=None
         """k initial center points (rows of X or the init array)."""
         nx = get_backend(X)
         if not isinstance(self._init, str):
+            if is_sparse(X):  # CSR data: CSR support rows (the windows stack rows)
+                return type(X)(self._init.astype(X.dtype, copy=False))
             return nx.asarray(self._init, dtype=X.dtype)
         if init_idx is None:
             init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
@@ -456,8 +464,8 @@ torch.device, default=None
         if self._init == "k-means++":
             # On the host, on a host copy of the (small) subsample: the same draws
             # on every backend.
-            idx = kernel_kmeans_plusplus(nx.to_numpy(Xi), self.kernel_, self.n_clusters,
-                                         rng, wi)
+            idx = kernel_kmeans_plusplus(Xi if is_sparse(Xi) else nx.to_numpy(Xi),
+                                         self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return nx.take(Xi, nx.index(idx))
@@ -485,9 +493,10 @@ torch.device, default=None
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Training data (float32 data stays float32). A numpy memmap is read
-            batch by batch, never copied whole.
+            batch by batch, never copied whole; sparse data are converted to CSR
+            once and never densified.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
@@ -587,7 +596,7 @@ torch.device, default=None
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weights of the rows in the update.

@@ -42,25 +42,27 @@ def _msd_sparse(X, sample_weight=None):
 
         sum_x w_x (x_f - mu_f)^2 = sum_{stored (x, f)} w_x (x_f - mu_f)^2 + (W - W_f) mu_f^2.
 
-    O(nnz + d) work in float64, over row chunks of the CSR.
+    O(nnz + d) work in float64, over row chunks of the CSR that hold a bounded
+    number of stored values (views, never copies: temporaries of a few MB).
     """
     X = _sparse.as_csr(X)
     n, d = X.shape
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total = float(n) if w is None else float(w.sum())
     s = np.zeros(d)
-    for start in range(0, n, _CHUNK_ROWS):
-        chunk = X[start:start + _CHUNK_ROWS]
-        wc = np.ones(chunk.shape[0]) if w is None else w[start:start + _CHUNK_ROWS]
+    chunks = list(_sparse.row_chunks(X))
+    for start, stop in chunks:
+        chunk = _sparse.row_range(X, start, stop)
+        wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
         # w^T chunk as a (d,) vector: stored values times their row's weight.
         we = np.repeat(wc, np.diff(chunk.indptr))
         s += np.bincount(chunk.indices, weights=we * chunk.data, minlength=d)
     mean = s / total
     ss = 0.0
     w_stored = np.zeros(d)
-    for start in range(0, n, _CHUNK_ROWS):
-        chunk = X[start:start + _CHUNK_ROWS]
-        wc = np.ones(chunk.shape[0]) if w is None else w[start:start + _CHUNK_ROWS]
+    for start, stop in chunks:
+        chunk = _sparse.row_range(X, start, stop)
+        wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
         we = np.repeat(wc, np.diff(chunk.indptr))
         dc = chunk.data.astype(np.float64) - mean[chunk.indices]
         ss += float(we @ (dc * dc))
