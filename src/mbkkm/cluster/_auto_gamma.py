@@ -15,10 +15,11 @@ on the symmetrised graph A = (G + G^T > 0) of the ``n_neighbors`` nearest
 neighbours (Euclidean for rbf, L1 for laplacian; no self loops). At each width
 the solution is the lowest-objective of ``n_seeds`` kernel k-means runs from
 k-means++ and one from the spectral partition of the sample's kernel matrix
-(Dhillon, Guan & Kulis' start for kernel k-means); its cut, smoothed over neighbouring widths (weights 1/4, 1/2, 1/4), is the width's
-score, and the lowest score wins. The estimators then start from the winning
-solution (its clusters' feature-space means), because on non-convex data the
-full fit from k-means++ can land in a bad local minimum even at a good width.
+(Dhillon, Guan & Kulis' start for kernel k-means); its cut, smoothed over
+neighbouring widths (weights 1/4, 1/2, 1/4), is the width's score, and the
+lowest score wins. The estimators then start from the winning solution (its
+clusters' feature-space means), because on non-convex data the full fit from
+k-means++ can land in a bad local minimum even at a good width.
 
 Why a cut, and why on a fixed graph: the width changes the geometry that kernel
 k-means sees, so a score computed *in* feature space (silhouette, variance
@@ -38,9 +39,10 @@ What it does not handle: it judges the partitions kernel k-means finds on the
 sample; where those are bad local minima at every width, the choice and the
 start can be wrong (moons: from k-means++ only, the runs at 16-32x cut through
 the thin arcs at a higher objective than the true split, with small cuts too;
-the spectral start finds the true split there). It assumes the clusters are regions of the k-NN graph (so it favours
-connected, density-separated clusters), and it costs (n_seeds + 1) * G exact kernel
-k-means fits and G partial eigendecompositions on ``n_samples`` points (about 1000, a few seconds).
+the spectral start finds the true split there). It assumes the clusters are
+regions of the k-NN graph (so it favours connected, density-separated
+clusters), and it costs (n_seeds + 1) * G exact kernel k-means fits and G
+partial eigendecompositions on ``n_samples`` points (about 1000, a few seconds).
 """
 
 from __future__ import annotations
@@ -241,7 +243,7 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     >>> from sklearn.datasets import make_moons
     >>> X, _ = make_moons(2000, noise=0.05, random_state=0)
     >>> sel = select_gamma(X, 2, random_state=0)
-    >>> sel.gamma == sel.candidates[sel.scores.argmin()]
+    >>> bool(sel.gamma == sel.candidates[sel.scores.argmin()])
     True
     """
     if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
