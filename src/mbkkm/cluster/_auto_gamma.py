@@ -13,11 +13,13 @@ on the width: its **normalised cut on the k-nearest-neighbour graph of S**,
 
 on the symmetrised graph A = (G + G^T > 0) of the ``n_neighbors`` nearest
 neighbours (Euclidean for rbf, L1 for laplacian; no self loops). At each width
-the solution is the lowest-objective of ``n_seeds`` kernel k-means runs; its
-cut, smoothed over neighbouring widths (weights 1/4, 1/2, 1/4), is the width's
-score, and the lowest score wins. The estimators then start from the winning
-solution (its clusters' feature-space means), because on non-convex data the
-full fit from k-means++ can land in a bad local minimum even at a good width.
+the solution is the lowest-objective of ``n_seeds`` kernel k-means runs from
+k-means++ and one from the spectral partition of the sample's kernel matrix
+(Dhillon, Guan & Kulis' start for kernel k-means); its cut, smoothed over
+neighbouring widths (weights 1/4, 1/2, 1/4), is the width's score, and the
+lowest score wins. The estimators then start from the winning solution (its
+clusters' feature-space means), because on non-convex data the full fit from
+k-means++ can land in a bad local minimum even at a good width.
 
 Why a cut, and why on a fixed graph: the width changes the geometry that kernel
 k-means sees, so a score computed *in* feature space (silhouette, variance
@@ -34,21 +36,24 @@ approximates with the right width (Dhillon, Guan & Kulis 2004), used here only
 to *rank* the partitions kernel k-means actually finds.
 
 What it does not handle: it judges the partitions kernel k-means finds on the
-sample; where those are bad local minima at every width (moons: partitions
-through the thin arcs, whose cut is small too), the choice and the start can be
-wrong. It assumes the clusters are regions of the k-NN graph (so it favours
-connected, density-separated clusters), and it costs n_seeds * G exact kernel
-k-means fits on ``n_samples`` points (about 1000, a few seconds).
+sample; where those are bad local minima at every width, the choice and the
+start can be wrong (moons: from k-means++ only, the runs at 16-32x cut through
+the thin arcs at a higher objective than the true split, with small cuts too;
+the spectral start finds the true split there). It assumes the clusters are
+regions of the k-NN graph (so it favours connected, density-separated
+clusters), and it costs (n_seeds + 1) * G exact kernel k-means fits and G
+partial eigendecompositions on ``n_samples`` points (about 1000, a few seconds).
 """
 
 from __future__ import annotations
 
+import itertools
 import numbers
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
+from scipy import linalg, sparse
 from scipy.spatial.distance import cdist
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
@@ -81,16 +86,19 @@ class GammaSelection:
         The base width the candidates are multiples of.
     n_samples : int
         Size of the sample the criterion was computed on.
-    seed_scores : ndarray of shape (n_candidates, n_seeds)
-        The normalised cut of the partition of each candidate and initialisation.
+    seed_scores : ndarray of shape (n_candidates, n_seeds + 1)
+        The normalised cut of the partition of each candidate and run: the
+        ``n_seeds`` k-means++ runs, then the run from the spectral partition
+        (:func:`spectral_partition`; the column is absent when k = 1 or k = n_samples).
     sample_indices : ndarray of shape (n_samples,)
         The rows of X in the sample, increasing.
     sample_labels : ndarray of shape (n_samples,)
         Kernel k-means' solution on the sample at the chosen width (of its
         ``n_seeds`` runs, the one with the lowest kernel k-means objective): the
         estimators start from it.
-    seed_inertia : ndarray of shape (n_candidates, n_seeds)
-        The kernel k-means objective of each run on the sample.
+    seed_inertia : ndarray of shape (n_candidates, n_seeds + 1)
+        The kernel k-means objective of each run on the sample (columns as
+        ``seed_scores``).
     raw_scores : ndarray of shape (n_candidates,)
         The cut of each candidate's solution (its lowest-objective run);
         ``scores`` is ``raw_scores`` smoothed over the grid (:func:`smooth_scores`).
@@ -210,8 +218,10 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     n_neighbors : int, default=10
         Neighbours of the k-NN graph the partitions are scored on.
     n_seeds : int, default=4
-        Kernel k-means initialisations per candidate; the run with the lowest
-        kernel k-means objective is the candidate's solution; the candidate's
+        Kernel k-means++ initialisations per candidate, plus one run from the
+        spectral partition of the candidate's kernel matrix
+        (:func:`spectral_partition`); the run with the lowest kernel k-means
+        objective is the candidate's solution; the candidate's
         score is the cut of its solution smoothed over the grid
         (:func:`smooth_scores`); the chosen width's solution is ``sample_labels``.
     max_iter : int, default=100
@@ -233,7 +243,7 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     >>> from sklearn.datasets import make_moons
     >>> X, _ = make_moons(2000, noise=0.05, random_state=0)
     >>> sel = select_gamma(X, 2, random_state=0)
-    >>> sel.gamma == sel.candidates[sel.scores.argmin()]
+    >>> bool(sel.gamma == sel.candidates[sel.scores.argmin()])
     True
     """
     if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
@@ -262,6 +272,7 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
         m = min(m, int(np.count_nonzero(w)))
     idx = np.sort(rng.choice(n, size=m, replace=False, p=p)) if m < n else np.arange(n)
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_seeds)
+    spectral_seed = int(rng.randint(np.iinfo(np.int32).max))  # drawn last: the rest unchanged
     Xs = _host_rows(X, idx)                                    # (m, d) on the host
 
     metric = AUTO_GAMMA_KERNELS[kernel]
@@ -283,21 +294,29 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
 
     from ._kernel_kmeans import KernelKMeans
 
-    # At each width: kernel k-means from n_seeds initialisations; its solution is the
-    # run with the lowest kernel k-means objective (scikit-learn's n_init rule), and
-    # the width's raw score is the cut of that solution.
-    seed_scores = np.empty((mult.size, n_seeds))
-    seed_inertia = np.empty((mult.size, n_seeds))
+    # At each width: kernel k-means from n_seeds k-means++ initialisations and, where
+    # 1 < k < m, one more run from the spectral partition of K (last column); the
+    # width's solution is the run with the lowest kernel k-means objective
+    # (scikit-learn's n_init rule; ties: the earlier run), and its raw score is the
+    # cut of that solution.
+    spectral = 1 < n_clusters < m
+    n_runs = n_seeds + spectral
+    seed_scores = np.empty((mult.size, n_runs))
+    seed_inertia = np.empty((mult.size, n_runs))
     width_labels = np.empty((mult.size, m), dtype=np.intp)
     for i, g in enumerate(candidates):
         K = np.exp(-g * D)
-        for s, seed in enumerate(seeds):
-            km = KernelKMeans(n_clusters, kernel="precomputed", max_iter=max_iter,
-                              random_state=int(seed)).fit(K)
-            seed_scores[i, s] = knn_normalized_cut(A, km.labels_, n_clusters)
-            seed_inertia[i, s] = km.inertia_
-            if s == 0 or km.inertia_ < seed_inertia[i, :s].min():
-                width_labels[i] = km.labels_
+        runs = ((km.labels_, km.inertia_) for km in (
+            KernelKMeans(n_clusters, kernel="precomputed", max_iter=max_iter,
+                         random_state=int(seed)).fit(K) for seed in seeds))
+        if spectral:
+            runs = itertools.chain(runs, [lloyd_from_partition(
+                K, spectral_partition(K, n_clusters, spectral_seed), n_clusters, max_iter)])
+        for s, (labels, inertia) in enumerate(runs):
+            seed_scores[i, s] = knn_normalized_cut(A, labels, n_clusters)
+            seed_inertia[i, s] = inertia
+            if s == 0 or inertia < seed_inertia[i, :s].min():
+                width_labels[i] = labels
     chosen_seed = np.argmin(seed_inertia, axis=1)                 # first minimum on ties
     raw = seed_scores[np.arange(mult.size), chosen_seed]
     scores = smooth_scores(raw)
@@ -309,6 +328,57 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
                           seed_inertia=seed_inertia, seconds=time.perf_counter() - start,
                           raw_scores=raw)
 
+
+
+def spectral_partition(K, n_clusters, random_state):
+    """The spectral start of kernel k-means on a kernel matrix K (Dhillon, Guan & Kulis 2004).
+
+    Rows of the top ``n_clusters`` eigenvectors of D^-1/2 K D^-1/2 (D = diag of
+    K's row sums), each scaled to unit length, clustered by k-means (4 seeds):
+    Ng, Jordan & Weiss' spectral clustering of K. Why it is a start for kernel
+    k-means: with H the (m, k) normalised cluster indicator, the kernel k-means
+    objective is trace(K) - trace(H^T K H); dropping the constraint that H be an
+    indicator leaves max trace(H^T K H) over orthonormal H, whose solution is the
+    top eigenvectors (Ky Fan), and the degree-normalised form is the relaxation of
+    the normalised cut (the weighted kernel k-means objective with weights D).
+    Rounding them gives a partition near the global optimum of the relaxation,
+    where k-means++ seeds start Lloyd in a local minimum (moons at 16-32x: the
+    arcs cut in two, a higher objective than the true split; docs/gamma.md).
+    """
+    m = K.shape[0]
+    deg = K.sum(axis=1)
+    inv = 1.0 / np.sqrt(np.maximum(deg, np.finfo(np.float64).tiny))
+    _, V = linalg.eigh(inv[:, None] * K * inv[None, :], subset_by_index=[m - n_clusters, m - 1])
+    norms = np.linalg.norm(V, axis=1, keepdims=True)
+    V = V / np.where(norms > 0, norms, 1.0)
+    from sklearn.cluster import KMeans
+
+    return KMeans(n_clusters, n_init=4, random_state=random_state).fit(V).labels_
+
+
+def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
+    """Kernel k-means (KernelKMeans' Lloyd) on a kernel matrix K from a partition.
+
+    The initial centers are the partition's cluster means in feature space:
+    P0[x, j] = mean over s in C_j of K(x, s), c0[j] = ||C_j||^2 = mean of K over
+    C_j x C_j. Returns ``(labels, objective)`` with objective = sum over points of
+    the squared distance to their center (KernelKMeans' ``inertia_``). An empty
+    cluster gets no point (c0 = inf) and is relocated by Lloyd as usual.
+    """
+    from ._kernel_kmeans import _MatrixOperator, kernel_lloyd
+
+    m = K.shape[0]
+    M = np.zeros((m, n_clusters))
+    M[np.arange(m), labels] = 1.0
+    size = M.sum(axis=0)
+    safe = np.where(size > 0, size, 1.0)
+    KM = K @ M
+    P0 = KM / safe
+    c0 = np.where(size > 0, np.einsum("ij,ij->j", M, KM) / safe ** 2, np.inf)
+    w = np.ones(m)
+    _, out, mind, _, _, _ = kernel_lloyd(_MatrixOperator(K), np.diag(K).copy(), P0, c0, w,
+                                         max_iter, tol)
+    return np.asarray(out, dtype=np.intp), float(mind @ w)
 
 
 def smooth_scores(scores):
