@@ -16,7 +16,7 @@ import pytest
 from _reference import RefWindows, plain_plan, reference_step
 
 from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step, plan_windows
-from mbkkm._core._windows import block_slots, concat_ranges
+from mbkkm._core._windows import block_slots, concat_ranges, rank_in_groups
 from mbkkm.kernels import resolve_kernel
 
 
@@ -26,6 +26,13 @@ def test_concat_ranges_equals_loop():
     expected = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)])
     np.testing.assert_array_equal(concat_ranges(starts, lengths), expected)
     assert concat_ranges([], []).size == 0
+
+
+def test_rank_in_groups_equals_loop():
+    counts = np.array([3, 0, 1, 4])
+    np.testing.assert_array_equal(rank_in_groups(counts),
+                                  [r for c in counts for r in range(c)])
+    assert rank_in_groups([]).size == 0
 
 
 def test_block_slots_equals_loop():

@@ -59,6 +59,7 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -77,6 +78,12 @@ def concat_ranges(starts, lengths):
         return np.zeros(0, dtype=np.intp)
     offsets = np.cumsum(lengths) - lengths  # where each range begins in the output
     return np.repeat(np.asarray(starts, dtype=np.intp) - offsets, lengths) + np.arange(total)
+
+
+def rank_in_groups(counts):
+    """0, 1, ..., c_0 - 1, 0, 1, ..., c_1 - 1, ...: each position's rank in its group."""
+    counts = np.asarray(counts, dtype=np.intp)
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
 def group_by(labels, n_groups):
@@ -351,6 +358,106 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
 # ---------------------------------------------------------------------- the step
 
 
+class GramUpdate(NamedTuple):
+    """Where each entry of the new block Gram comes from (see :func:`plan_gram_update`).
+
+    Flat indices into the old Gram (k, L_old, L_old), the block sums Q (nb, b), the
+    new blocks' sums QB (n_grow, b) and the new Gram (k, L, L).
+    """
+
+    new_cluster: np.ndarray  # (nb',) cluster of each block of the new layout
+    new_slots: np.ndarray  # (nb',) its slot in its cluster's window
+    L: int  # slots per window in the new Gram
+    src_keep: np.ndarray  # kept entries: old Gram -> new Gram
+    dst_keep: np.ndarray
+    pair_pt: np.ndarray  # (pairs,) new point of each (new point, kept partner) pair
+    pair_flat: np.ndarray  # into Q
+    pair_dst: np.ndarray  # into the new Gram: H'[j, p, r]
+    self_flat: np.ndarray  # into QB
+    self_dst: np.ndarray  # H'[j, r, r]
+    mir_src: np.ndarray  # H'[j, r, p] = H'[j, p, r]
+    mir_dst: np.ndarray
+
+
+def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
+    """The index arithmetic of one block Gram update, for all clusters at once (host).
+
+    Parameters
+    ----------
+    block_cluster : ndarray of shape (nb,)
+        Cluster of each old block (layout order, oldest first within a cluster).
+    keep : ndarray of shape (nb,), bool
+        Old blocks that stay (a suffix of each window: :func:`plan_windows`).
+    grows : ndarray of shape (k,), bool
+        Clusters that receive a new block.
+    new_sizes : ndarray of shape (grows.sum(),)
+        Points of each new block.
+    new_pos : ndarray of shape (new_sizes.sum(),)
+        Batch positions of the new points, grouped by new block.
+    b : int
+        Batch size (the row length of Q and QB).
+    L_old : int
+        Slots per window of the old Gram.
+
+    Returns
+    -------
+    GramUpdate
+
+    Notes
+    -----
+    The new layout is the kept old blocks as they were, then one block per growing
+    cluster. (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j] for the kept
+    slots i, i' < n_kept[j] (d_j: dropped blocks of j). (b) New block r of cluster j
+    and a partner block p of its window (its kept blocks, and r itself):
+    H'[j, p, r] = sum_{x in r} u_x Q'[p, x], with Q' = Q for a kept block and QB for
+    r: one (new point, partner) pair per term, O(b L) in all; then the mirror
+    H'[j, r, p]. Every index here is a vectorised expression over all clusters.
+    """
+    k = grows.shape[0]
+    block_cluster = np.asarray(block_cluster, dtype=np.intp)
+    grow_ids = np.flatnonzero(grows)
+    kept_ids = np.flatnonzero(keep)
+    new_cluster = np.concatenate([block_cluster[keep], grow_ids])
+    old_slots = block_slots(block_cluster, k)
+    dropped = np.bincount(block_cluster[~keep], minlength=k)
+    n_kept = np.bincount(block_cluster[keep], minlength=k)  # kept blocks per cluster
+    new_slots = np.concatenate([old_slots[keep] - dropped[block_cluster[keep]],
+                                n_kept[grows]])
+    L = max(1, int((n_kept + grows).max()))
+
+    # (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j] for the kept slots
+    # i, i' < n_kept[j] (d_j = dropped blocks of j).
+    cl = np.repeat(np.arange(k), n_kept**2)
+    within = rank_in_groups(n_kept**2)
+    i, i2 = within // np.maximum(n_kept[cl], 1), within % np.maximum(n_kept[cl], 1)
+    src_keep = (cl * L_old + i + dropped[cl]) * L_old + i2 + dropped[cl]
+    dst_keep = (cl * L + i) * L + i2
+    # (b) New block r of cluster j, partner block p of the same window (its kept
+    # blocks and r itself): H'[j, p, r] = sum_{x in r} u_x Q'[p, x], with Q' = Q for a
+    # kept block and QB = (sum_{y in r} u_y K(y, .)) for r: one (point, partner) pair
+    # per term, O(b L) in all.
+    pt_block = np.repeat(np.arange(grow_ids.size), new_sizes)  # new block of each new point
+    pt_cluster = grow_ids[pt_block]
+    n_partners = n_kept[pt_cluster]  # kept partners of each new point
+    pair_pt = np.repeat(np.arange(new_pos.size), n_partners)
+    pair_i = rank_in_groups(n_partners)  # slot of the partner in its window
+    # old block index of the kept partner of slot pair_i in that cluster:
+    korder, kptr = group_by(block_cluster[keep], k)
+    pair_q = kept_ids[korder[kptr[pt_cluster[pair_pt]] + pair_i]]
+    pair_c = pt_cluster[pair_pt]
+    pair_flat = pair_q * b + new_pos[pair_pt]  # into Q (nb, b)
+    pair_dst = (pair_c * L + pair_i) * L + n_kept[pair_c]
+    self_flat = pt_block * b + new_pos  # into QB (n_grow, b)
+    self_dst = (pt_cluster * L + n_kept[pt_cluster]) * L + n_kept[pt_cluster]
+    # mirror H'[j, r, p] = H'[j, p, r]
+    mir_c = np.repeat(grow_ids, n_kept[grows])
+    mir_i = rank_in_groups(n_kept[grows])
+    mir_src = (mir_c * L + mir_i) * L + n_kept[mir_c]
+    mir_dst = (mir_c * L + n_kept[mir_c]) * L + mir_i
+    return GramUpdate(new_cluster, new_slots, L, src_keep, dst_keep, pair_pt, pair_flat,
+                      pair_dst, self_flat, self_dst, mir_src, mir_dst)
+
+
 def _workspace(state, name, shape, dtype, nx):
     """A reusable buffer of the state (no fresh pages, hence no page faults, per step)."""
     size = int(np.prod(shape))
@@ -457,9 +564,8 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
     # (K(B, B) (b, b) comes in step 5, reduced the same way.)
     dtype = nx.tile_dtype(kernel, Xb)
-    cols = tile_columns(state.support.shape[0], b,
-                        8 if dtype is None else np.dtype(str(dtype).replace("torch.", "")
-                                                         ).itemsize, max_tile_bytes)
+    cols = tile_columns(state.support.shape[0], b, 8 if dtype is None else dtype.itemsize,
+                        max_tile_bytes)
     diag = nx.kernel_diag(kernel, Xb)
     Q = _chunked_products(state, kernel, nx, state.support, Xb, state.block_start, None,
                           state.weight, cols, "K_SB")
@@ -486,65 +592,26 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
         u_new = 1.0 / new_size[labels[new_pos]]  # u_x = 1 / b_j
     else:
         u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
-    kept_ids = np.flatnonzero(keep)
     kept_sizes = sizes[keep]
     rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
 
     # New block layout: the kept old blocks (as they were), then one block per growing
-    # cluster (cluster order), each contiguous in the support.
-    new_cluster = np.concatenate([state.block_cluster[keep], grow_ids])
-    nb_new = new_cluster.size
-    old_slots = block_slots(state.block_cluster, k)
-    dropped = np.bincount(state.block_cluster[~keep], minlength=k)
-    n_kept = np.bincount(state.block_cluster[keep], minlength=k)  # kept blocks per cluster
-    new_slots = np.concatenate([old_slots[keep] - dropped[state.block_cluster[keep]],
-                                n_kept[grows]])
-    L_old = state.gram.shape[1]
-    L = max(1, int((n_kept + grows).max()))
+    # cluster (cluster order), each contiguous in the support; where each entry of the
+    # new block Gram comes from.
+    g = plan_gram_update(state.block_cluster, keep, grows, new_sizes, new_pos, b,
+                         state.gram.shape[1])
+    new_cluster, L = g.new_cluster, g.L
     lam_new_all = np.concatenate([plan.lam_kept, plan.lam_new])
-
-    # 5. Block Gram. (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j] for the
-    # kept slots i, i' < n_kept[j] (d_j = dropped blocks of j).
-    cl = np.repeat(np.arange(k), n_kept**2)
-    within = np.arange(cl.size) - np.repeat(np.cumsum(n_kept**2) - n_kept**2, n_kept**2)
-    i, i2 = within // np.maximum(n_kept[cl], 1), within % np.maximum(n_kept[cl], 1)
-    src_keep = (cl * L_old + i + dropped[cl]) * L_old + i2 + dropped[cl]
-    dst_keep = (cl * L + i) * L + i2
-    # (b) New block r of cluster j, partner block p of the same window (its kept
-    # blocks and r itself): H'[j, p, r] = sum_{x in r} u_x Q'[p, x], with Q' = Q for a
-    # kept block and QB = (sum_{y in r} u_y K(y, .)) for r: one (point, partner) pair
-    # per term, O(b L) in all.
-    pt_block = np.repeat(np.arange(n_grow), new_sizes)  # new block of each new point
-    pt_cluster = grow_ids[pt_block]
-    n_partners = n_kept[pt_cluster]  # kept partners of each new point
-    pair_pt = np.repeat(np.arange(new_pos.size), n_partners)
-    pair_i = np.arange(pair_pt.size) - np.repeat(np.cumsum(n_partners) - n_partners,
-                                                 n_partners)
-    # old block index of the kept partner of slot pair_i in that cluster:
-    korder, kptr = group_by(state.block_cluster[keep], k)
-    pair_q = kept_ids[korder[kptr[pt_cluster[pair_pt]] + pair_i]]
-    pair_c = pt_cluster[pair_pt]
-    pair_flat = pair_q * b + new_pos[pair_pt]  # into Q (nb, b)
-    pair_dst = (pair_c * L + pair_i) * L + n_kept[pair_c]
-    self_flat = pt_block * b + new_pos  # into QB (n_grow, b)
-    self_dst = (pt_cluster * L + n_kept[pt_cluster]) * L + n_kept[pt_cluster]
-    # mirror H'[j, r, p] = H'[j, p, r]
-    mir_c = np.repeat(grow_ids, n_kept[grows])
-    mir_i = np.arange(mir_c.size) - np.repeat(np.cumsum(n_kept[grows]) - n_kept[grows],
-                                              n_kept[grows])
-    mir_src = (mir_c * L + mir_i) * L + n_kept[mir_c]
-    mir_dst = (mir_c * L + n_kept[mir_c]) * L + mir_i
-    # Lambda' padded (k, L) for the norms
-    lam_pad = np.zeros(k * L)
-    lam_pad[new_cluster * L + new_slots] = lam_new_all
+    lam_pad = np.zeros(k * L)  # Lambda' padded (k, L), for the norms
+    lam_pad[new_cluster * L + g.new_slots] = lam_new_all
 
     # Everything the device needs, in two uploads (int64 and float64).
     (rows_kept_d, new_pos_d, new_ptr_d, src_keep_d, dst_keep_d, pair_flat_d, pair_dst_d,
      self_flat_d, self_dst_d, mir_src_d, mir_dst_d) = nx.upload_indices(
-        rows_kept, new_pos, new_ptr, src_keep, dst_keep, pair_flat, pair_dst, self_flat,
-        self_dst, mir_src, mir_dst)
-    u_pair = u_new[pair_pt]
-    u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(u_new, u_pair, u_new, lam_pad)
+        rows_kept, new_pos, new_ptr, g.src_keep, g.dst_keep, g.pair_flat, g.pair_dst,
+        g.self_flat, g.self_dst, g.mir_src, g.mir_dst)
+    u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(u_new, u_new[g.pair_pt], u_new,
+                                                              lam_pad)
 
     # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b), from K(B, B) (symmetric).
     QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d, cols,
@@ -577,7 +644,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     # buffer and two gathers; CSR rows stay CSR).
     state.support = nx.new_support(state.support, rows_kept_d, Xb, new_pos_d)
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
-    state.block_start = np.zeros(nb_new + 1, dtype=np.intp)
+    state.block_start = np.zeros(new_cluster.size + 1, dtype=np.intp)
     np.cumsum(np.concatenate([kept_sizes, new_sizes]), out=state.block_start[1:])
     state.block_cluster = new_cluster
     state.block_stamp = np.concatenate([state.block_stamp[keep],
