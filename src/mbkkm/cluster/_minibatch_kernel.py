@@ -142,7 +142,7 @@ default="k-means++"
         initial centers as points in input space. With ``gamma="auto"`` and a
         named init, the first initialisation is instead the selection's sample
         partition (center j = mean of phi over its sample points, one window
-        block of weights 1 / |C_j|; deterministic per ``random_state``); the
+        block of weights ``1 / |C_j|``; deterministic per ``random_state``); the
         others (``n_init > 1``) use the named init. An array always wins.
     n_init : int, default=1
         Number of initialisations; the one with the lowest inertia on a random
