@@ -205,3 +205,26 @@ def test_one_device_to_host_transfer_per_iteration(monkeypatch):
     assert len(transfers) == 6, transfers
     assert all(shape == (2, 256) for shape in transfers)
     assert "aten._local_scalar_dense.default" not in counter.ops  # no .item() syncs
+
+
+@pytest.mark.parametrize("k", [1, 2, 7, 60])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_self_terms_from_half_batches_equal_the_whole_block(k, weighted):
+    """Without early stopping H[r, r] comes from K(half, half) of the two halves of the
+    label-sorted batch; with it, from the whole K(B, B): the same Gram and norms, and
+    both equal the reference step."""
+    rng = np.random.RandomState(k)
+    X = rng.normal(size=(700, 3))
+    kern = resolve_kernel("rbf", gamma=0.7)
+    halves, whole = init_state(X[:k].copy(), kern), init_state(X[:k].copy(), kern)
+    ref = RefWindows(X[:k].copy())
+    rate = LEARNING_RATES["classic"]
+    for _ in range(8):
+        idx = rng.randint(0, 700, 150)
+        w = rng.uniform(0.1, 2, 150) if weighted else None
+        minibatch_step(halves, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w)
+        minibatch_step(whole, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w,
+                       objective_after=True)
+        reference_step(ref, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w)
+    np.testing.assert_allclose(halves.gram, whole.gram, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(halves.host_norms(), ref.norms(kern), rtol=1e-9, atol=1e-12)

@@ -139,7 +139,7 @@ def support_size(n_clusters, batch_size, tau, n_points=None):
 def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
                    kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
                    compute_labels=True, where="host", data_on_device=0, max_iter=None,
-                   init_size=None, data_gamma=False):
+                   init_size=None, data_gamma=False, early_stopping=False):
     """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
 
     Parameters
@@ -207,7 +207,12 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
     t["block Gram"] = 2 * k * L * L * 8
     t["batch rows"] = b * row_bytes
-    t["kernel blocks K(S, B_c), K(B, B_c)"] = int(per_column * cols)
+    if early_stopping:  # K(S, B_c) and the whole K(B, B_c)
+        t["kernel blocks"] = int(per_column * cols)
+    else:  # K(S, B_c) and K(half, half_c) for each half of the batch
+        half = -(-b // 2)
+        t["kernel blocks"] = int((m * cols + half * min(cols, half)) * itemsize * 1.25)
+        t["half-batch rows"] = half * row_bytes
     t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
     t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
     t["pair indices"] = (L + 1) * b * 8 * 9
@@ -217,7 +222,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     setup = (t["data copied to the device"] + t["batch plan"]
              + max(t["width from the data (row chunks)"],
                    t["k-means++ subsample and candidates"]))
-    iteration = (state + t["batch rows"] + t["kernel blocks K(S, B_c), K(B, B_c)"]
+    iteration = (state + t["batch rows"] + t["kernel blocks"] + t.get("half-batch rows", 0)
                  + max(t["kernel operand copies"],
                        t["block sums Q, P, QB"] + t["pair indices"] + t["new support"]))
     rows = n if label_rows is None else max(1, min(label_rows, n))

@@ -485,6 +485,31 @@ def center_products(Q, state, nx, lam=None):
     return nx.csr_matmul(ptr, order, lam[order], Q)
 
 
+def _self_sums_in_halves(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
+    """v[x] = sum_{y in r(x)} u_y K(y, x) for every new point x, in new-point order.
+
+    H'[r, r] = sum_{x in r} u_x v[x] needs only the same-block values of K(B, B).
+    The new points (grouped by block) are split in two halves at the block boundary
+    nearest the middle and each half gets its own K(half, half): about half the
+    kernel values of K(B, B), in two GEMMs of thread-friendly size whatever k is.
+    """
+    n_new = int(new_ptr[-1])
+    h = int(new_ptr[np.argmin(np.abs(new_ptr - n_new / 2))])  # a block boundary
+    parts = []
+    for lo, hi in ((0, h), (h, n_new)):
+        if hi == lo:
+            continue
+        b0, b1 = np.searchsorted(new_ptr, [lo, hi])  # the blocks of this half
+        ptr = new_ptr[b0:b1 + 1] - lo
+        local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
+        Xh = nx.take(Xb, new_pos_d[lo:hi])
+        Qh = _chunked_products(state, kernel, nx, Xh, Xh, ptr, None, u_new[lo:hi], cols,
+                               "K_BB")  # (blocks of the half, hi - lo)
+        flat, = nx.upload_indices(local_block * (hi - lo) + np.arange(hi - lo))
+        parts.append(nx.take(nx.reshape(Qh, -1), flat))
+    return parts[0] if len(parts) == 1 else nx.concatenate(parts)
+
+
 @dataclass
 class StepResult:
     labels: np.ndarray  # (b,) assignment of the batch before the update
@@ -613,15 +638,20 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(u_new, u_new[g.pair_pt], u_new,
                                                               lam_pad)
 
-    # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b), from K(B, B) (symmetric).
-    QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d, cols,
-                           "K_BB")
+    if objective_after:
+        # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
+        # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
+        QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d,
+                               cols, "K_BB")
+        self_vals = nx.take(nx.reshape(QB, -1), self_flat_d)
+    else:  # only the same-block values of K(B, B) are needed: about half of it
+        self_vals = _self_sums_in_halves(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new,
+                                         cols)
     gram = nx.zeros(k * L * L, np.float64)
     nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
     nx.index_add(gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d),
                                              np.float64) * u_pair_d)
-    nx.index_add(gram, self_dst_d, nx.astype(nx.take(nx.reshape(QB, -1), self_flat_d),
-                                             np.float64) * u_self_d)
+    nx.index_add(gram, self_dst_d, nx.astype(self_vals, np.float64) * u_self_d)
     nx.put(gram, mir_dst_d, nx.take(gram, mir_src_d))
     gram = nx.reshape(gram, (k, L, L))
     lam_pad_d = nx.reshape(lam_pad_d, (k, L))

@@ -438,7 +438,8 @@ torch.device, default=None
                 data_on_device=n * row_bytes if copied else 0, max_iter=self.max_iter,
                 init_size=self._init_size,
                 data_gamma=self.gamma in (None, "auto") and not index
-                and self.kernel_.name in ("rbf", "laplacian"))
+                and self.kernel_.name in ("rbf", "laplacian"),
+                early_stopping=self.tol is not None)
         available = available_memory(nx)
         self.memory_plan_ = plan
         if self.verbose:
