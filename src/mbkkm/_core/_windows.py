@@ -25,9 +25,9 @@ the batch rows: nothing is done cluster by cluster.
 
 One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 
-1. K_SB = K(S, X_B) (m, b) and K_BB = K(X_B, X_B) (b, b): the iteration's only
-   kernel work, b (m + b) values (one GEMM of (b x d) by (d x (m + b)) for
-   dot-product kernels), plus K(x, x).
+1. K_SB = K(S, X_B) (m, b), and in step 5 the same-cluster part of
+   K_BB = K(X_B, X_B): the iteration's only kernel work, at most b (m + b) values
+   (one GEMM of (b x d) by (d x (m + b)) for dot-product kernels), plus K(x, x).
 2. Block sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b): one sparse-times-dense
    product that reads K_SB once. Inner products with the centers
    P[j, x] = <C_j, phi(x)> = sum_{q in W_j} lambda_q Q[q, x] (k, b), a second,
@@ -43,8 +43,10 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 5. Block Gram: kept entries are a gather of H; the new block r of cluster j
    gets H[p, r] = sum_{x in r} u_x Q[p, x] for its kept blocks p (Q already
    computed) and H[r, r] = sum_{x in r} u_x (sum_{y in r} u_y K(y, x)), from
-   one sparse product with K_BB. c = lambda^T H lambda for every cluster in one
-   einsum, recomputed from H each iteration (no drift).
+   K(half, half) of the two halves of the label-sorted batch (split at a block
+   boundary: b^2 / 2 values), or from the whole K_BB when early stopping needs
+   f_B(C_{i+1}). c = lambda^T H lambda for every cluster in one batched product,
+   recomputed from H each iteration (no drift).
 
 The number of array-library calls does not depend on k. On a device (torch),
 the support, the tiles, Q, P, H and c live there; the host keeps the block
