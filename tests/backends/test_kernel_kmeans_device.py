@@ -257,3 +257,24 @@ def test_hostile_inputs_raise(blobs):
     with pytest.raises(ValueError):
         on_tensor.fit(Xt * float("nan"))
     assert on_tensor.labels_ is labels
+
+
+@pytest.mark.parametrize("Est", ["KernelKMeans", "MiniBatchKernelKMeans"])
+def test_refit_on_a_stored_kernel_after_a_tensor_fit_gives_numpy_out(Est):
+    """A sparse precomputed kernel matrix is a host input: after an earlier fit on
+    tensors, the refitted model predicts on numpy and returns numpy."""
+    torch = pytest.importorskip("torch")
+    import scipy.sparse as sp
+
+    import mbkkm
+
+    X = np.random.RandomState(0).rand(60, 3)
+    est = getattr(mbkkm, Est)(2, random_state=0)
+    if Est == "MiniBatchKernelKMeans":
+        est.set_params(batch_size=20, tau=10, max_iter=3)
+    est.fit(torch.from_numpy(X))
+    K = sp.csr_matrix(X @ X.T)
+    est.set_params(kernel="precomputed").fit(K)
+    labels = est.predict((X[:5] @ X.T))
+    assert isinstance(labels, np.ndarray) and labels.shape == (5,)
+    assert isinstance(est.labels_, np.ndarray)

@@ -23,15 +23,16 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
 )
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import _dask
 from .._core import assign
 from .._core._memory import out_of_memory_error
 from .._core._parallel import assign_parallel
-from ..backends import get_backend
+from ..backends import get_backend, resolve_device
 from ..backends._sparse import is_sparse
 from ..kernels import GRAPH_KERNELS, get_spec
+from ..kernels._index import is_stored_kernel, validate_stored_kernel
 from . import _device
 from ._common import check_no_overflow, check_sample_weight, chunk_rows
 
@@ -56,6 +57,26 @@ def memory_guard(plan):
 class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
                        BaseEstimator):
     """Base class of the kernel estimators (see the module docstring)."""
+
+    # ------------------------------------------------------------------ checks
+    def _validate_X(self, X, reset):
+        """X checked on the backend the estimator runs on (:mod:`._device`).
+
+        A sparse or low-rank kernel matrix (``kernel="precomputed"``) is taken as it
+        is, on the host; numpy arrays and CSR go through ``validate_data`` (a sparse
+        X becomes canonical CSR once); tensors are checked with torch operations; all
+        are moved to ``device``.
+        """
+        if reset and self.kernel == "precomputed" and is_stored_kernel(X):
+            X = validate_stored_kernel(X)
+            self.n_features_in_ = X.shape[1]
+            # a host matrix: results go out as numpy, whatever an earlier fit saw
+            self._device, self._tensor_io = resolve_device(self.device), False
+            return X
+        return _device.validate_X(self, X, reset, lambda X: validate_data(
+            self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
+            accept_sparse="csr", ensure_min_samples=1,
+        ))
 
     # ------------------------------------------------------------------ kinds
     @property

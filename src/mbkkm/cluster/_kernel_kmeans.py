@@ -45,7 +45,7 @@ from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, validate_data
+from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from ..backends import get_backend
@@ -60,8 +60,6 @@ from ..kernels._graph import LowRankKernel
 from ..kernels._index import (
     IndexKernel,
     check_precomputed_matrix,
-    is_stored_kernel,
-    validate_stored_kernel,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner, resolve_auto_gamma
@@ -530,18 +528,6 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ helpers
-    def _validate_X(self, X, reset):
-        if reset and self.kernel == "precomputed" and is_stored_kernel(X):
-            X = validate_stored_kernel(X)  # a sparse or low-rank kernel matrix
-            self.n_features_in_ = X.shape[1]
-            return X
-        # numpy (CSR too) -> validate_data; tensors checked with torch ops; moved to
-        # ``device``; a sparse X becomes canonical CSR once.
-        return _device.validate_X(self, X, reset, lambda X: validate_data(
-            self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse="csr", ensure_min_samples=1,
-        ))
-
     def _working_bytes(self):
         wm = self.working_memory
         if wm is None:

@@ -9,7 +9,7 @@ from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, validate_data
+from sklearn.utils.validation import check_array
 
 from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
@@ -36,8 +36,6 @@ from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
 from ..kernels._index import (
     IndexKernel,
     check_precomputed_matrix,
-    is_stored_kernel,
-    validate_stored_kernel,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_state, resolve_auto_gamma
@@ -319,17 +317,6 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ checks
-    def _validate_X(self, X, reset):
-        if reset and self.kernel == "precomputed" and is_stored_kernel(X):
-            X = validate_stored_kernel(X)
-            self.n_features_in_ = X.shape[1]
-            return X
-        # numpy -> validate_data; tensors checked with torch ops; moved to ``device``.
-        return _device.validate_X(self, X, reset, lambda X: validate_data(
-            self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse="csr", ensure_min_samples=1,
-        ))
-
     def _resolve_kernel(self, X, sample_weight):
         """The resolved kernel and the items the core works on (rows or indices)."""
         # gamma="auto": choose the width on a sample (refuses kernels without one).
