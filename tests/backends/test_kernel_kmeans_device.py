@@ -275,6 +275,6 @@ def test_refit_on_a_stored_kernel_after_a_tensor_fit_gives_numpy_out(Est):
     est.fit(torch.from_numpy(X))
     K = sp.csr_matrix(X @ X.T)
     est.set_params(kernel="precomputed").fit(K)
-    labels = est.predict((X[:5] @ X.T))
+    labels = est.predict(X[:5] @ X.T)
     assert isinstance(labels, np.ndarray) and labels.shape == (5,)
     assert isinstance(est.labels_, np.ndarray)
