@@ -73,17 +73,16 @@ def test_huge_batch_is_planned_in_chunks_or_refused(monkeypatch):
 def test_fake_device_report_drives_the_device_branch(monkeypatch):
     torch = pytest.importorskip("torch")
     X = torch.from_numpy(np.random.RandomState(1).rand(5000, 32).astype(np.float32))
-    monkeypatch.setattr(memory, "device_memory_info", lambda dev: (2 * 2**20, 80 * 2**30))
-    import mbkkm.cluster._minibatch_kernel as mk
+    from mbkkm.backends._torch import TorchBackend
 
-    monkeypatch.setattr(mk, "device_memory_info", lambda dev: (2 * 2**20, 80 * 2**30))
+    # the device's report (driver free + torch's cached blocks), faked on CPU tensors
+    monkeypatch.setattr(TorchBackend, "free_memory", lambda self: 2 * 2**20)
     km = MiniBatchKernelKMeans(8, gamma=0.1, batch_size=1024, tau=100, max_iter=3,
                                random_state=0)
     with pytest.raises(MemoryPlanError, match=r"on cpu.*0.00195 GiB is available"):
         km.fit(X)
     # with a larger (fake) device the kernel blocks are chunked to a quarter of it
-    monkeypatch.setattr(memory, "device_memory_info", lambda dev: (32 * 2**20, 80 * 2**30))
-    monkeypatch.setattr(mk, "device_memory_info", lambda dev: (32 * 2**20, 80 * 2**30))
+    monkeypatch.setattr(TorchBackend, "free_memory", lambda self: 32 * 2**20)
     km.fit(X)
     assert km.memory_plan_.where == "cpu"
     assert km.memory_plan_.shapes["chunk_columns"] < 1024

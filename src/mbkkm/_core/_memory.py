@@ -288,26 +288,11 @@ def available_host_memory():
     return min(candidates) if candidates else None
 
 
-def device_memory_info(device):
-    """(free, total) bytes of a CUDA device, or None for a device without a report.
-
-    Tests replace this function to drive the device branch without a GPU.
-    """
-    import torch
-
-    if getattr(device, "type", None) != "cuda":
-        return None
-    return torch.cuda.mem_get_info(device)
-
-
 def available_memory(backend):
-    """Bytes available where ``backend`` computes (host RAM, or free device memory)."""
-    if backend.is_host:
-        return available_host_memory()
-    info = device_memory_info(backend.device)
-    if info is None:  # torch on the CPU: host memory
-        return available_host_memory()
-    return int(info[0])
+    """Bytes available where ``backend`` computes: the device's free memory
+    (``backend.free_memory()``), or the host's for the host and torch on the CPU."""
+    free = backend.free_memory()
+    return available_host_memory() if free is None else int(free)
 
 
 def plan_untruncated(*, n, row_bytes, itemsize, n_clusters, batch_size, chunk_rows,

@@ -23,7 +23,6 @@ from .._core import (
 )
 from .._core._memory import (
     available_memory,
-    device_memory_info,
     plan_minibatch,
     plan_untruncated,
     support_size,
@@ -385,10 +384,9 @@ torch.device, default=None
         """
         if self.working_memory is not None:
             return int(self.working_memory * 2**20)
-        if not nx.is_host:
-            info = device_memory_info(nx.device)
-            if info is not None:
-                return int(info[0] // 4)
+        free = nx.free_memory()  # None on the host and for torch on the CPU
+        if free is not None:
+            return int(free // 4)
         return int(get_config()["working_memory"] * 2**20)
 
     def _plan_memory(self, items, n):
