@@ -66,8 +66,8 @@ def main():
 
     from mbkkm import MiniBatchKernelKMeans
 
-    params = dict(n_clusters=args.k, batch_size=args.batch_size, tau=args.tau,
-                  max_iter=args.max_iter, random_state=args.seed)
+    params = dict(n_clusters=args.k, gamma="mean-distance", batch_size=args.batch_size,
+                  tau=args.tau, max_iter=args.max_iter, random_state=args.seed)
     rows = []
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
@@ -125,7 +125,7 @@ def main():
             f"{platform.python_version()}; LocalCluster 2 worker processes x 1 thread.  \n"
             f"Date: {datetime.date.today()}.  \nData: {args.k} concentric shells, generated "
             f"per chunk ({args.chunk:,} rows) on the workers, never in one process for the "
-            f"Dask run. MiniBatchKernelKMeans(k={args.k}, rbf, gamma=None, "
+            f"Dask run. MiniBatchKernelKMeans(k={args.k}, rbf, gamma='mean-distance', "
             f"b={args.batch_size}, tau={args.tau}, max_iter={args.max_iter}). Peak RSS: "
             "the largest worker for Dask, the whole process for numpy (which holds the "
             f"{args.n * args.d * 4 / 2**20:.0f} MiB array).\n\n{table}\n"

@@ -97,7 +97,7 @@ def main(argv=None):
     parser.add_argument("--n-clusters", type=int, default=None,
                         help="default: --n-shells")
     parser.add_argument("--gamma", type=float, default=None,
-                        help="rbf gamma (default: the estimator's data-driven one)")
+                        help="rbf gamma (default: the estimator's default, gamma=None)")
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--tau", type=int, default=200)
     parser.add_argument("--max-iter", type=int, default=200)

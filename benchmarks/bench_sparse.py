@@ -130,6 +130,8 @@ def _estimator(args, kernel):
     return MiniBatchKernelKMeans(
         n_clusters=args.n_topics, kernel=kernel, batch_size=args.batch_size, tau=args.tau,
         max_iter=args.max_iter, compute_labels=True, random_state=args.seed,
+        # rbf: the fixed width the recorded numbers were measured with (None = "auto")
+        **({"gamma": "mean-distance"} if kernel == "rbf" else {}),
     )
 
 

@@ -28,7 +28,8 @@ X = da.from_array(X_np, chunks=(25_000, 16))
 print(X)
 
 # %%
-# gamma=None: the data-driven width, computed by Dask reductions over the chunks.
+# gamma=None: the width is chosen as gamma="auto" does, on 1000 rows gathered
+# from the chunks (gamma="mean-distance" would use Dask reductions over all rows).
 params = dict(n_clusters=3, batch_size=1024, tau=100, max_iter=50, random_state=0)
 
 t0 = time.perf_counter()

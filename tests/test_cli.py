@@ -216,6 +216,14 @@ def test_fit_gamma_auto_prints_candidates_and_plots(runner, blobs, tmp_path):
     for bad in ("-1", "scale", "nan"):
         r = runner.invoke(main, ["fit", str(path), "-k", "2", "--gamma", bad])
         assert r.exit_code == 2 and "--gamma" in r.output
+    # the default chooses the width too; "mean-distance" is the fixed width (no table)
+    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--max-iter", "5"])
+    assert r.exit_code == 0 and "<- chosen" in r.output
+    png.unlink()
+    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--gamma", "Mean-Distance",
+                             "--max-iter", "5", "--gamma-plot", str(png)])
+    assert r.exit_code == 0 and "<- chosen" not in r.output
+    assert "--gamma-plot: nothing written" in r.output and not png.exists()
 
 
 @pytest.mark.parametrize(("tau", "code"), [("none", 0), ("50", 0), ("0", 2), ("x", 2)])

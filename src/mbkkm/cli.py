@@ -213,17 +213,20 @@ _TAU = _TauType()
 
 
 class _GammaType(click.ParamType):
-    """A positive number, or 'auto' (chosen by mbkkm.cluster.select_gamma)."""
+    """A positive number, 'auto' (mbkkm.cluster.select_gamma) or 'mean-distance'."""
 
-    name = "FLOAT|auto"
+    name = "FLOAT|auto|mean-distance"
 
     def convert(self, value, param, ctx):
-        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
-            return None if value is None else "auto"
+        if value is None:
+            return None
+        if isinstance(value, str) and value.strip().lower() in ("auto", "mean-distance"):
+            return value.strip().lower()
         try:
             gamma = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a positive number or 'auto'", param, ctx)
+            self.fail(f"{value!r} is not a positive number, 'auto' or 'mean-distance'",
+                      param, ctx)
         if not (np.isfinite(gamma) and gamma > 0):
             self.fail(f"{value!r} is not a positive number", param, ctx)
         return gamma
@@ -257,11 +260,14 @@ def _kernel_choice():
 @click.option("--kernel", type=_kernel_choice(), default="rbf", show_default=True,
               help="Kernel (k-NN and heat kernels are transductive and not offered here).")
 @click.option("--gamma", type=_GAMMA, default=None,
-              help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number, or 'auto' to "
-                   "choose it without labels (prints the candidates); default: "
-                   "1 / (2 sum of feature variances).")
+              help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
+                   "choose it without labels (prints the candidates); 'mean-distance' for "
+                   "1 / (2 sum of feature variances). Default: rbf and laplacian as "
+                   "'auto' when the 1000-point sample has >= 10 points per cluster "
+                   "(k <= 100), else 'mean-distance'; other kernels their own default.")
 @click.option("--gamma-plot", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="With --gamma auto: save the criterion against gamma to this image.")
+              help="When the width is chosen (--gamma auto or the default): save the "
+                   "criterion against gamma to this image.")
 @click.option("--batch-size", type=click.IntRange(1), default=1024, show_default=True,
               help="Points per mini-batch.")
 @click.option("--tau", type=_TAU, default="200", show_default=True,
@@ -313,6 +319,9 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
                 Path(labels_out).write_text(text)
         except OSError as exc:
             raise click.ClickException(f"cannot write {labels_out}: {exc.strerror}") from None
+    if gamma_plot is not None and est.gamma_selection_ is None:
+        click.echo(f"--gamma-plot: nothing written, the width was not chosen here "
+                   f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)", err=True)
     if gamma_plot is not None and est.gamma_selection_ is not None:
         import matplotlib
 

@@ -108,31 +108,62 @@ def test_auto_beats_the_default_width_on_moons():
     assert km.gamma_ > 4 * sel.base_gamma  # far narrower than the default
     # the chosen width's raw cut is far below the default width's (index 3 = 1x)
     assert sel.raw_scores[np.argmin(sel.scores)] < 0.5 * sel.raw_scores[3]
+    fixed = MiniBatchKernelKMeans(2, gamma="mean-distance", batch_size=256, tau=100,
+                                  max_iter=100, random_state=0).fit(X)
+    assert adjusted_rand_score(y, fixed.labels_) < 0.6
+    assert adjusted_rand_score(y, km.labels_) > 0.95
+    # gamma=None (the default) is "auto" here: 2 clusters, >= 10 sample points each.
     default = MiniBatchKernelKMeans(2, batch_size=256, tau=100, max_iter=100,
                                     random_state=0).fit(X)
-    assert adjusted_rand_score(y, default.labels_) < 0.6
+    assert default.gamma_ == km.gamma_
+    np.testing.assert_array_equal(default.labels_, km.labels_)
+
+
+@pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
+def test_default_gamma_selects_the_width_where_the_sample_allows(Est):
+    X, _ = moons(300)
+    kw = {"random_state": 0, "max_iter": 5}
+    auto = Est(3, gamma="auto", **kw).fit(X)
+    default = Est(3, **kw).fit(X)
+    assert default.gamma_selection_ is not None and default.gamma_ == auto.gamma_
+    np.testing.assert_array_equal(default.labels_, auto.labels_)
+    lap = Est(3, kernel="laplacian", **kw).fit(X)
+    assert lap.gamma_ == Est(3, kernel="laplacian", gamma="auto", **kw).fit(X).gamma_
+    # Fewer than 10 sample points per cluster (300 points, k = 31): the fixed width.
+    many = Est(31, **kw).fit(X)
+    fixed = Est(31, gamma="mean-distance", **kw).fit(X)
+    assert many.gamma_selection_ is None and fixed.gamma_selection_ is None
+    assert many.gamma_ == fixed.gamma_ == pytest.approx(
+        1 / (((X[:, None] - X[None]) ** 2).sum(-1).sum() / 300**2))
+    # gamma given in kernel_params: used, nothing chosen.
+    given = Est(3, kernel_params={"gamma": 0.7}, **kw).fit(X)
+    assert given.gamma_ == 0.7 and given.gamma_selection_ is None
+    # Kernels without a width keep their own defaults under gamma=None.
+    assert Est(3, kernel="polynomial", **kw).fit(X).gamma_ == pytest.approx(0.5)
+    assert Est(3, kernel="linear", **kw).fit(X).gamma_selection_ is None
 
 
 def test_kernel_kmeans_auto_and_gamma_attribute():
     X, _ = moons(300)
     km = KernelKMeans(2, gamma="auto", random_state=0).fit(X)
     assert km.gamma_ == km.kernel_.params["gamma"] == km.gamma_selection_.gamma
-    assert KernelKMeans(2, random_state=0).fit(X).gamma_selection_ is None
+    assert KernelKMeans(2, gamma="mean-distance", random_state=0).fit(X).gamma_selection_ is None
     assert KernelKMeans(2, kernel="linear", random_state=0).fit(X).gamma_ is None
     lap = KernelKMeans(2, kernel="laplacian", gamma="auto", random_state=0).fit(X)
     assert lap.gamma_ == lap.gamma_selection_.gamma
 
 
 @pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
+@pytest.mark.parametrize("gamma", ["auto", "mean-distance"])
 @pytest.mark.parametrize("kernel", ["linear", "polynomial", "cosine", "sigmoid", "chi2",
                                     "precomputed", "knn", np.dot])
-def test_refuses_kernels_without_a_width(Est, kernel):
+def test_refuses_kernels_without_a_width(Est, kernel, gamma):
     X = np.abs(moons(60)[0])
     if kernel == "precomputed":
         X = X @ X.T
     params = {"n_neighbors": 5} if kernel == "knn" else None
-    with pytest.raises(ValueError, match="gamma='auto' chooses the width"):
-        Est(2, kernel=kernel, gamma="auto", kernel_params=params).fit(X)
+    with pytest.raises(ValueError, match=f"gamma='{gamma}' sets the width"):
+        Est(2, kernel=kernel, gamma=gamma, kernel_params=params).fit(X)
     assert set(AUTO_GAMMA_KERNELS) == {"rbf", "gaussian", "laplacian"}
 
 
@@ -193,6 +224,46 @@ def test_dask_input_same_choice_as_numpy():
                                   random_state=0).fit(da.from_array(X, chunks=100))
         assert select_gamma(da.from_array(X, chunks=100), 2, random_state=0).gamma == a.gamma_
     assert a.gamma_ == b.gamma_
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "laplacian"])
+def test_sparse_input_same_choice_as_dense(kernel):
+    X, _ = moons(400)
+    X = np.c_[X, np.zeros((400, 3))]  # stored zeros: a sparse matrix with empty columns
+    Xs = sparse.csr_matrix(X)
+    a = select_gamma(X, 2, kernel=kernel, random_state=0)
+    b = select_gamma(Xs, 2, kernel=kernel, random_state=0)
+    assert b.gamma == pytest.approx(a.gamma, rel=1e-12)
+    np.testing.assert_allclose(b.scores, a.scores, atol=1e-12)
+    np.testing.assert_array_equal(b.sample_labels, a.sample_labels)
+    km = MiniBatchKernelKMeans(2, kernel=kernel, batch_size=128, tau=50, max_iter=5,
+                               random_state=0)
+    np.testing.assert_array_equal(km.fit(Xs).labels_, km.fit(X).labels_)
+
+
+def test_memory_plan_counts_the_selection_sample():
+    X, _ = moons(1500)
+    km = MiniBatchKernelKMeans(2, batch_size=128, tau=50, max_iter=3, random_state=0).fit(X)
+    m = km.gamma_selection_.n_samples
+    assert km.memory_plan_.terms["width selection (sample)"] == int(m * (2 * 8 + 4.5 * m * 8))
+    fixed = MiniBatchKernelKMeans(2, gamma="mean-distance", batch_size=128, tau=50,
+                                  max_iter=3, random_state=0).fit(X)
+    assert "width selection (sample)" not in fixed.memory_plan_.terms
+
+
+def test_values_too_large_are_refused_before_the_selection():
+    X = moons(100)[0] * 1e200
+    with pytest.raises(ValueError, match="too large"):
+        MiniBatchKernelKMeans(2, gamma="auto").fit(X)
+
+
+def test_default_counts_points_of_positive_weight():
+    X, _ = moons(300)
+    w = np.r_[np.ones(25), np.zeros(275)]  # 25 points of weight < 10 per cluster x 3
+    km = MiniBatchKernelKMeans(3, batch_size=64, tau=20, max_iter=3, random_state=0)
+    assert km.fit(X, sample_weight=w).gamma_selection_ is None
+    w30 = np.r_[np.ones(30), np.zeros(270)]
+    assert km.fit(X, sample_weight=w30).gamma_selection_.n_samples == 30
 
 
 def plain_mean_distances(X, S, labels, k, gamma):

@@ -212,9 +212,10 @@ def test_float32_stays_float32():
     assert adjusted_rand_score(km.labels_, km64.labels_) > 0.99
 
 
-def test_default_gamma_is_data_driven():
+def test_mean_distance_gamma_is_data_driven():
     X = blobs(n=200, seed=14)
-    km = MiniBatchKernelKMeans(3, batch_size=32, tau=20, max_iter=3, random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(3, gamma="mean-distance", batch_size=32, tau=20, max_iter=3,
+                               random_state=0).fit(X)
     sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     assert km.kernel_.params["gamma"] == pytest.approx(1 / sq.mean(), rel=1e-10)
 

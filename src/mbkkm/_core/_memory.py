@@ -139,7 +139,7 @@ def support_size(n_clusters, batch_size, tau, n_points=None):
 def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
                    kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
                    compute_labels=True, where="host", data_on_device=0, max_iter=None,
-                   init_size=None, data_gamma=False, early_stopping=False):
+                   init_size=None, data_gamma=False, width_sample=0, early_stopping=False):
     """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
 
     Parameters
@@ -174,6 +174,10 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
         Points of the k-means++ subsample (default 3 b).
     data_gamma : bool
         Whether the width is computed from the data (two float64 row chunks).
+    width_sample : int
+        Points of the sample the width is chosen on (``gamma="auto"``; 0: none):
+        its host copy and about 4.5 (sample x sample) float64 matrices (distances,
+        kernel, the normalised kernel and its eigendecomposition; measured 4.4).
 
     Returns
     -------
@@ -199,6 +203,8 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     trials = 2 + int(np.log(k))
     t["width from the data (row chunks)"] = (min(n * n_features * 8, 64 * 2**20)
                                              if data_gamma else 0)
+    t["width selection (sample)"] = (int(width_sample * (n_features * 8 + 4.5 * width_sample * 8))
+                                     if where == "host" else 0)
     t["k-means++ subsample and candidates"] = (2 * n_init * row_bytes
                                                + 3 * trials * n_init * 8 + 4 * n_init * 8)
     t["batch plan"] = (max_iter or 0) * b * 8
@@ -220,7 +226,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     state = (t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
              + t["data copied to the device"] + t["batch plan"])
     setup = (t["data copied to the device"] + t["batch plan"]
-             + max(t["width from the data (row chunks)"],
+             + max(t["width from the data (row chunks)"], t["width selection (sample)"],
                    t["k-means++ subsample and candidates"]))
     iteration = (state + t["batch rows"] + t["kernel blocks"] + t.get("half-batch rows", 0)
                  + max(t["kernel operand copies"],

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import linalg, sparse
 from scipy.spatial.distance import cdist
+from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 
@@ -66,6 +67,10 @@ AUTO_GAMMA_KERNELS = {"rbf": "sqeuclidean", "gaussian": "sqeuclidean", "laplacia
 #: kernel k-means on a 1000-point sample is in its collapse regime on every real
 #: set measured, and its low cuts on moons there came from bad partitions.)
 DEFAULT_MULTIPLIERS = tuple(2.0 ** e for e in range(-3, 6))
+
+#: ``gamma=None`` selects the width only with at least this many sample points per
+#: cluster (:func:`default_selects_width`).
+MIN_POINTS_PER_CLUSTER = 10
 
 
 @dataclass(frozen=True)
@@ -158,8 +163,14 @@ def _check_int(value, name, minimum):
 
 
 def _host_rows(X, idx):
-    """Rows idx of X as a host float64 array (numpy, memmap, tensor or DaskRows)."""
+    """Rows idx of X as a host float64 array (numpy, memmap, tensor or DaskRows).
+
+    Sparse X gives a float64 CSR matrix (the sample stays sparse).
+    """
     from ..backends import get_backend, is_tensor
+
+    if sparse.issparse(X):
+        return sparse.csr_matrix(X[idx], dtype=np.float64)
 
     if is_tensor(X):
         nx = get_backend(X)
@@ -276,7 +287,12 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     Xs = _host_rows(X, idx)                                    # (m, d) on the host
 
     metric = AUTO_GAMMA_KERNELS[kernel]
-    D = cdist(Xs, Xs, metric)                                  # (m, m) exponents / gamma
+    if sparse.issparse(Xs):  # scikit-learn's sparse distances (cdist needs dense rows)
+        D = (euclidean_distances(Xs, squared=True) if metric == "sqeuclidean"
+             else manhattan_distances(Xs))
+        np.fill_diagonal(D, 0.0)
+    else:
+        D = cdist(Xs, Xs, metric)                              # (m, m) exponents / gamma
     mean_d = D.sum() / max(m * (m - 1), 1)
     base = 1.0 / mean_d if mean_d > 0 else 1.0
     candidates = base * mult
@@ -395,14 +411,56 @@ def smooth_scores(scores):
     return 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
 
 
-def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state):
-    """The estimators' hook: ``(gamma to use, GammaSelection or None)``.
+def default_selects_width(kernel, kernel_params, n, n_clusters, n_samples=1000,
+                          sample_weight=None):
+    """Whether ``gamma=None`` chooses the width as ``gamma="auto"`` does.
 
-    ``gamma="auto"`` runs :func:`select_gamma` (with ``kernel_params`` gamma not
-    given); anything else is returned unchanged with no selection.
+    Yes for the rbf and laplacian kernels (named) when ``kernel_params`` gives no
+    gamma and the selection's sample holds at least
+    :data:`MIN_POINTS_PER_CLUSTER` points per cluster (``min(n, n_samples) >=
+    10 * n_clusters``: up to k = 100 with the 1000-point sample; with
+    ``sample_weight``, n counts the points of positive weight). Otherwise
+    ``gamma=None`` is the kernel's fixed default ("mean-distance" for rbf and
+    laplacian): with fewer points per cluster the sample's k-NN cut no longer
+    describes the clusters, and exact kernel k-means on it grows with k.
     """
-    if not (isinstance(gamma, str) and gamma == "auto"):
+    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
+        return False
+    if kernel_params and kernel_params.get("gamma") is not None:
+        return False
+    if sample_weight is not None:
+        n = int(np.count_nonzero(np.asarray(sample_weight)))
+    return min(int(n), n_samples) >= MIN_POINTS_PER_CLUSTER * int(n_clusters)
+
+
+def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state,
+                       kernel_params=None):
+    """The estimators' hook: ``(gamma to pass to the kernel, GammaSelection or None)``.
+
+    - ``"auto"``: :func:`select_gamma` (refuses kernels without a width);
+    - ``None``: the same selection where :func:`default_selects_width` says so,
+      else None (the kernel's fixed default);
+    - ``"mean-distance"``: None for rbf / laplacian (their fixed data-driven default,
+      1 / mean pairwise squared distance), a ValueError for other kernels;
+    - a number: returned unchanged.
+    """
+    if gamma is None:
+        if not default_selects_width(kernel, kernel_params, X.shape[0], n_clusters,
+                                     sample_weight=sample_weight):
+            return None, None
+        gamma = "auto"
+    if not isinstance(gamma, str):
         return gamma, None
+    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
+        raise ValueError(
+            f"gamma={gamma!r} sets the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
+            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
+        )
+    if gamma == "mean-distance":
+        return None, None
+    from ._common import check_no_overflow
+
+    check_no_overflow(X)  # finite data too large for distances: say so before the work
     selection = select_gamma(X, n_clusters, kernel=kernel, sample_weight=sample_weight,
                              random_state=random_state)
     return selection.gamma, selection

@@ -19,7 +19,8 @@ from ..kernels import kernel_names
 #: Parameter constraints shared by every kernel estimator (scikit-learn's format).
 KERNEL_CONSTRAINTS = {
     "kernel": [StrOptions(set(kernel_names())), callable],
-    "gamma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"}), None],
+    "gamma": [Interval(Real, 0, None, closed="neither"),
+              StrOptions({"auto", "mean-distance"}), None],
     "degree": [Interval(Real, 0, None, closed="left")],
     "coef0": [Interval(Real, None, None, closed="neither")],
     "kernel_params": [dict, None],

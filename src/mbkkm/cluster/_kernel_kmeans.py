@@ -314,13 +314,15 @@ class KernelKMeans(BaseKernelKMeans):
         and "heat" (built on the training points, see Notes); "precomputed" (X is
         the kernel matrix); or a callable ``kernel(X, Y, **kernel_params)``
         returning the (n_x, n_y) kernel block.
-    gamma : float, default=None
+    gamma : float, "auto", "mean-distance" or None, default=None
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, as in
-        :class:`~mbkkm.cluster.MiniBatchKernelKMeans` (None: data-driven for rbf
-        and laplacian, 1 / n_features for polynomial and sigmoid, 1 for chi2;
-        "auto": chosen without labels by :func:`mbkkm.cluster.select_gamma`; with
-        a named ``init`` the first run then starts from the selection's sample
-        partition, see ``init``).
+        :class:`~mbkkm.cluster.MiniBatchKernelKMeans`: "auto" chosen without labels
+        by :func:`mbkkm.cluster.select_gamma` (with a named ``init`` the first run
+        then starts from the selection's sample partition, see ``init``);
+        "mean-distance" the fixed 1 / (mean squared pairwise distance); None
+        (default) "auto" for rbf and laplacian when ``min(n, 1000) >= 10
+        n_clusters``, else "mean-distance", 1 / n_features for polynomial and
+        sigmoid, 1 for chi2.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -634,9 +636,11 @@ torch.device, default=None
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
             )
         self._init = self._check_init(X, n)
-        # gamma="auto": choose the width on a sample (refuses kernels without one).
+        # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
+        # choose the width on a sample (refuses kernels without one).
         gamma, self.gamma_selection_ = resolve_auto_gamma(
-            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state)
+            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state,
+            self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
         self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
         if kind == "precomputed":

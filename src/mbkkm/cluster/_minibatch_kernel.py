@@ -86,21 +86,29 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         ``kernel_params`` (``n_neighbors``, ``t``, ...; see
         :func:`mbkkm.kernels.graph_kernel_matrix`); they are defined on those
         points only, so predict/transform on new points raise an error.
-    gamma : float, default=None
+    gamma : float, "auto", "mean-distance" or None, default=None
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, with
         scikit-learn's meaning (rbf: exp(-gamma ||x - y||^2); the paper's kappa is
-        1 / gamma). None: for rbf and laplacian the data-driven
-        1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
-        computed in O(n d); for polynomial and sigmoid 1 / n_features; for chi2 1.
+        1 / gamma).
         "auto" (rbf and laplacian only): chosen without labels by
         :func:`mbkkm.cluster.select_gamma`: exact kernel k-means on a 1000-point
-        sample (4 runs per width, the lowest-objective one kept) at widths
-        2**-3 .. 2**5 times the default, keeping the width whose partition cuts
-        the fewest edges of the sample's 10-nearest-neighbour graph (normalised
-        cut, smoothed over neighbouring widths). With a named ``init`` the fit
-        then **starts from that partition**: initial center j is the mean in
-        feature space of the sample points in cluster j (see ``init``). See
-        ``docs/gamma.md`` and ``docs/results/gamma.md``.
+        sample (4 k-means++ runs and one spectral-start run per width, the
+        lowest-objective one kept) at widths 2**-3 .. 2**5 times the mean-distance
+        width, keeping the width whose partition cuts the fewest edges of the
+        sample's 10-nearest-neighbour graph (normalised cut, smoothed over
+        neighbouring widths). With a named ``init`` the fit then **starts from
+        that partition**: initial center j is the mean in feature space of the
+        sample points in cluster j (see ``init``). ``gamma_selection_`` shows the
+        candidates and their scores. See ``docs/gamma.md`` and
+        ``docs/results/gamma.md``.
+        "mean-distance" (rbf and laplacian only): the fixed data-driven
+        1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
+        computed in O(n d) (the default before version 0.2).
+        None (default): for rbf and laplacian, "auto" when the sample holds at
+        least 10 points per cluster (``min(n, 1000) >= 10 n_clusters``: k <= 100
+        from 1000 points on; positive-weight points with ``sample_weight``) and
+        ``kernel_params`` gives no gamma, else "mean-distance"; for polynomial and
+        sigmoid 1 / n_features; for chi2 1.
     degree : float, default=3
         Degree of the polynomial kernel.
     coef0 : float, default=1
@@ -318,9 +326,11 @@ torch.device, default=None
     # ------------------------------------------------------------------ checks
     def _resolve_kernel(self, X, sample_weight):
         """The resolved kernel and the items the core works on (rows or indices)."""
-        # gamma="auto": choose the width on a sample (refuses kernels without one).
+        # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
+        # choose the width on a sample (refuses kernels without one).
         gamma, self.gamma_selection_ = resolve_auto_gamma(
-            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state)
+            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state,
+            self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
         if self.kernel == "precomputed":
             diag = check_precomputed_matrix(X)
@@ -422,8 +432,11 @@ torch.device, default=None
                 where="host" if nx.is_host else str(nx.device),
                 data_on_device=n * row_bytes if copied else 0, max_iter=self.max_iter,
                 init_size=self._init_size,
-                data_gamma=self.gamma in (None, "auto") and not index
+                data_gamma=self.gamma_selection_ is None and not index
+                and self.gamma in (None, "mean-distance")
                 and self.kernel_.name in ("rbf", "laplacian"),
+                width_sample=(0 if self.gamma_selection_ is None
+                              else self.gamma_selection_.n_samples),
                 early_stopping=self.tol is not None)
         available = available_memory(nx)
         self.memory_plan_ = plan
