@@ -34,7 +34,7 @@ from ..backends._sparse import is_sparse
 from ..kernels import GRAPH_KERNELS, get_spec
 from ..kernels._index import is_stored_kernel, validate_stored_kernel
 from . import _device
-from ._common import check_no_overflow, check_sample_weight, chunk_rows
+from ._common import check_no_overflow, check_sample_weight, label_chunk_rows
 
 
 @contextmanager
@@ -99,7 +99,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         state = self._state if state is None else state
         m = state.support.shape[0]
         itemsize = np.dtype(_device.host_dtype(X)).itemsize if hasattr(X, "dtype") else 8
-        return chunk_rows(self.working_memory, m + 3 * self.n_clusters + 2, itemsize)
+        return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize)
 
     # -------------------------------------------------------------- labelling
     def _labels_inertia(self, X, sample_weight=None):

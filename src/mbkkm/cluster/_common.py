@@ -60,6 +60,14 @@ def chunk_rows(working_memory, row_floats, itemsize):
     return max(1, rows)
 
 
+def label_chunk_rows(working_memory, n_support, n_clusters, itemsize):
+    """Rows per chunk of the labelling pass: a kernel tile against ``n_support``
+    support points plus about 3 k + 2 values per row (block sums, distances,
+    minima) within ``working_memory`` (:func:`chunk_rows`). The memory plan and the
+    labelling pass both size their chunks here."""
+    return chunk_rows(working_memory, n_support + 3 * n_clusters + 2, itemsize)
+
+
 class EmptyClusterWarning(ConvergenceWarning):
     """Some clusters hold no point of the fitted data at the end of fit.
 

@@ -46,6 +46,7 @@ from ._common import (
     check_sample_weight,
     chunk_rows,
     draw_init_subsample,
+    label_chunk_rows,
     restore_on_error,
     warn_empty_clusters,
 )
@@ -418,7 +419,7 @@ torch.device, default=None
                 compute_labels=self.compute_labels)
         else:
             m = support_size(k, b, self.tau, k + b * self.max_iter)
-            rows = chunk_rows(self.working_memory, m + 3 * k + 2, itemsize)
+            rows = label_chunk_rows(self.working_memory, m, k, itemsize)
             threads = max(1, min(blas_threads(), n // 4096)) if nx.is_host else 1
             rows = max(1, rows // threads)
             if nx.is_host and not index and not getattr(self.kernel_, "is_callable", True):
