@@ -107,6 +107,23 @@ def test_rbf_sparse_with_prepared_support(dtype):
     _close(kernel(sp.csr_matrix(Xd), sp.csr_matrix(Yd), **cache), kernel(Xd, Yd), dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse_left", [False, True])
+def test_cosine_with_prepared_support(dtype, sparse_left):
+    """The support's unit rows prepared once == scikit-learn's cosine_similarity."""
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    Xd = _sparse_data(6, 8, 5, dtype=dtype)
+    Xd[2] = 0  # a zero row: 0 against everything, as in scikit-learn
+    Yd = _sparse_data(5, 7, 5, dtype=dtype)
+    X = sp.csr_matrix(Xd) if sparse_left else Xd
+    kernel = resolve_kernel("cosine")
+    cache = kernel.prepare(X)
+    assert sp.issparse(cache["X_unit"]) == sparse_left  # never densified
+    for Y in (Yd, sp.csr_matrix(Yd)):
+        _close(kernel(X, Y, **cache), cosine_similarity(Xd, Yd), dtype)
+
+
 def test_mixed_dtypes_give_the_common_dtype():
     Xd = _sparse_data(6, 5, 4, dtype=np.float32)
     Yd = _sparse_data(7, 3, 4, dtype=np.float64)

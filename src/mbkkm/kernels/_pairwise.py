@@ -229,9 +229,20 @@ def _unit_rows(X):
     return X / norms[:, None]
 
 
-def cosine(X, Y, *, out=None, **_):
-    """K(x, y) = <x, y> / (|x| |y|) (0 for a zero vector, as in scikit-learn)."""
-    return _gemm(_unit_rows(X), _unit_rows(Y), out)
+def cosine_prepare(X, **_):
+    """What :func:`cosine` reuses for every tile against the same left operand ``X``:
+    its rows scaled to unit length (``X_unit``; sparse X stays sparse)."""
+    if X.dtype.kind != "f":
+        return {}
+    return {"X_unit": _unit_rows(X)}
+
+
+def cosine(X, Y, *, out=None, X_unit=None, **_):
+    """K(x, y) = <x, y> / (|x| |y|) (0 for a zero vector, as in scikit-learn).
+
+    ``X_unit``: X's unit rows prepared once (:func:`cosine_prepare`).
+    """
+    return _gemm(_unit_rows(X) if X_unit is None else X_unit, _unit_rows(Y), out)
 
 
 def laplacian(X, Y, *, gamma, out=None, **_):

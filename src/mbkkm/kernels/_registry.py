@@ -389,7 +389,7 @@ register(KernelSpec(
 register(KernelSpec(
     "cosine", (), None, normalized=True,
     formula="<x, y> / (||x|| ||y||)", sklearn_name="cosine",
-    tiles=_tiles("cosine", "diag_cosine"),
+    tiles=_tiles("cosine", "diag_cosine", prepare="cosine_prepare"),
 ))
 register(KernelSpec(
     "sigmoid", ("gamma", "coef0"), "n_features",
