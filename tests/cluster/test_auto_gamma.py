@@ -21,7 +21,6 @@ from mbkkm.cluster._auto_gamma import (
     auto_start_inner,
     knn_normalized_cut,
     lloyd_from_partition,
-    partition_objective,
     select_gamma,
     spectral_partition,
 )
@@ -72,13 +71,13 @@ def test_selection_is_the_argmin_of_its_scores_over_multiples_of_the_base():
     np.testing.assert_allclose(sel.multipliers, 2.0 ** np.arange(-3, 6))
     assert sel.gamma == sel.candidates[np.argmin(sel.scores)]
     # A width's raw score is the cut of its lowest-objective kernel k-means run
-    # (scikit-learn's n_init rule; columns 0-4: four k-means++ runs and the run from
-    # the spectral partition) or of the spectral partition itself (column 5) when
-    # that is lower; its score is that smoothed with weights 1/4, 1/2, 1/4, ends
-    # repeated.
-    assert sel.seed_scores.shape == sel.seed_inertia.shape == (9, 6)
-    lloyd = np.argmin(sel.seed_inertia[:, :5], axis=1)
-    chosen = np.where(sel.seed_scores[:, 5] < sel.seed_scores[np.arange(9), lloyd], 5, lloyd)
+    # (scikit-learn's n_init rule; columns 0-3: k-means++ runs, 4: the run from the
+    # spectral partition), or of the spectral-start run when that is lower; its
+    # score is that smoothed with weights 1/4, 1/2, 1/4, ends repeated.
+    assert sel.seed_scores.shape == sel.seed_inertia.shape == (9, 5)
+    lowest = np.argmin(sel.seed_inertia, axis=1)
+    chosen = np.where(sel.seed_scores[:, 4] < sel.seed_scores[np.arange(9), lowest], 4,
+                      lowest)
     np.testing.assert_array_equal(sel.solution_runs, chosen)
     raw = sel.seed_scores[np.arange(9), chosen]
     np.testing.assert_allclose(sel.raw_scores, raw)
@@ -390,40 +389,24 @@ def test_spectral_run_finds_the_moons_that_kmeanspp_runs_miss(seed):
     # (higher objective than the true split); the spectral-start run finds the split.
     X, y = make_moons(4000, noise=0.05, random_state=0)
     sel = select_gamma(X, 2, random_state=seed)
-    assert sel.seed_inertia.shape == (9, 6)
+    assert sel.seed_inertia.shape == (9, 5)
     assert adjusted_rand_score(y[sel.sample_indices], sel.sample_labels) > 0.95
     best = int(np.argmin(sel.scores))
-    assert np.argmin(sel.seed_inertia[best, :5]) == 4  # the spectral run won there
+    assert sel.solution_runs[best] == 4  # the spectral run won there
     assert sel.multipliers[best] >= 8
 
 
 @pytest.mark.parametrize("seed", [5, 6])
-def test_spectral_partition_kept_where_lloyd_leaves_the_rings(seed):
-    # Rings (bench_gamma's data), seeds where kernel k-means' lowest-objective run on
-    # the sample is a split through both rings at the widths where the spectral
-    # partition is the rings (cut 0): the spectral partition is the width's solution.
+def test_spectral_start_run_kept_where_a_lower_objective_run_splits_the_rings(seed):
+    # Rings (bench_gamma's data), seeds where a k-means++ run through both rings has
+    # a lower kernel k-means objective than the spectral-start run, which keeps the
+    # rings (cut 0): the spectral-start run is the width's solution.
     from sklearn.datasets import make_circles
 
     X, y = make_circles(20000, factor=0.4, noise=0.05, random_state=0)
     sel = select_gamma(X, 2, random_state=seed)
     best = int(np.argmin(sel.scores))
-    assert sel.solution_runs[best] == 5
+    assert sel.solution_runs[best] == 4
     assert adjusted_rand_score(y[sel.sample_indices], sel.sample_labels) == 1.0
-    lloyd = int(np.argmin(sel.seed_inertia[best, :5]))  # kernel k-means' own answer
-    assert sel.seed_scores[best, 5] < sel.seed_scores[best, lloyd]
-    assert sel.seed_inertia[best, lloyd] < sel.seed_inertia[best, 5]  # a lower objective
-
-
-@pytest.mark.parametrize("seed", [0, 1])
-def test_partition_objective_equals_plain_sum(seed):
-    rng = np.random.RandomState(seed)
-    X = rng.randn(40, 3)
-    K = rbf_kernel(X, gamma=0.5)
-    labels = rng.randint(0, 4, 40)
-    labels[labels == 3] = 0  # an empty cluster adds nothing
-    want = 0.0
-    for j in range(4):
-        idx = np.flatnonzero(labels == j)
-        for a in idx:  # ||phi(a) - mean of phi over C_j||^2
-            want += K[a, a] - 2 * K[a, idx].mean() + K[np.ix_(idx, idx)].mean()
-    assert partition_objective(K, labels, 4) == pytest.approx(want)
+    lowest = int(np.argmin(sel.seed_inertia[best]))
+    assert sel.seed_scores[best, 4] < sel.seed_scores[best, lowest]

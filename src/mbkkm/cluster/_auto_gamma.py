@@ -15,10 +15,10 @@ on the symmetrised graph A = (G + G^T > 0) of the ``n_neighbors`` nearest
 neighbours (Euclidean for rbf, L1 for laplacian; no self loops). At each width
 the solution is the lowest-objective of ``n_seeds`` kernel k-means runs from
 k-means++ and one from the spectral partition of the sample's kernel matrix
-(Dhillon, Guan & Kulis' start for kernel k-means) -- or that spectral partition
-itself when it cuts fewer k-NN edges than kernel k-means' answer (on rings,
-Lloyd from the ring partition drifts to a lower-objective split through both
-rings at some widths; measured in docs/gamma.md, fourth round); its cut, smoothed over
+(Dhillon, Guan & Kulis' start for kernel k-means) -- or that spectral-start
+run when it cuts fewer k-NN edges (on rings a k-means++ run through both rings
+can have the lower objective at the widths where the spectral-start run keeps
+the rings; docs/gamma.md, fourth round); its cut, smoothed over
 neighbouring widths (weights 1/4, 1/2, 1/4), is the width's score, and the
 lowest score wins. The estimators then start from the winning solution (its
 clusters' feature-space means), because on non-convex data the full fit from
@@ -94,23 +94,22 @@ class GammaSelection:
         The base width the candidates are multiples of.
     n_samples : int
         Size of the sample the criterion was computed on.
-    seed_scores : ndarray of shape (n_candidates, n_seeds + 2)
+    seed_scores : ndarray of shape (n_candidates, n_seeds + 1)
         The normalised cut of the partition of each candidate and run: the
         ``n_seeds`` kernel k-means runs from k-means++, then the kernel k-means run
-        from the spectral partition (:func:`spectral_partition`), then the
-        spectral partition itself (the last two columns are absent when k = 1 or
-        k = n_samples).
+        from the spectral partition (:func:`spectral_partition`; the column is
+        absent when k = 1 or k = n_samples).
     sample_indices : ndarray of shape (n_samples,)
         The rows of X in the sample, increasing.
     sample_labels : ndarray of shape (n_samples,)
         The chosen width's solution on the sample (see ``raw_scores``): the
         estimators start from it.
-    seed_inertia : ndarray of shape (n_candidates, n_seeds + 2)
-        The kernel k-means objective of each partition on the sample (columns as
+    seed_inertia : ndarray of shape (n_candidates, n_seeds + 1)
+        The kernel k-means objective of each run on the sample (columns as
         ``seed_scores``).
     raw_scores : ndarray of shape (n_candidates,)
-        The cut of each candidate's solution: the lowest-objective kernel k-means
-        run, or the spectral partition when its cut is lower (``solution_runs``);
+        The cut of each candidate's solution: its lowest-objective run, or the run
+        from the spectral start when that one's cut is lower (``solution_runs``);
         ``scores`` is ``raw_scores`` smoothed over the grid (:func:`smooth_scores`).
     solution_runs : ndarray of shape (n_candidates,)
         The column of ``seed_scores`` that is each candidate's solution.
@@ -240,8 +239,8 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
         Kernel k-means++ initialisations per candidate, plus one run from the
         spectral partition of the candidate's kernel matrix
         (:func:`spectral_partition`); the run with the lowest kernel k-means
-        objective is the candidate's solution, unless the spectral partition
-        itself has a lower cut (then it is); the candidate's
+        objective is the candidate's solution, unless the spectral-start run
+        has a lower cut (then it is); the candidate's
         score is the cut of its solution smoothed over the grid
         (:func:`smooth_scores`); the chosen width's solution is ``sample_labels``.
     max_iter : int, default=100
@@ -325,7 +324,7 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     # (scikit-learn's n_init rule; ties: the earlier run), and its raw score is the
     # cut of that solution.
     spectral = 1 < n_clusters < m
-    n_runs = n_seeds + 2 * spectral
+    n_runs = n_seeds + spectral
     seed_scores = np.empty((mult.size, n_runs))
     seed_inertia = np.empty((mult.size, n_runs))
     chosen = np.empty(mult.size, dtype=np.intp)
@@ -336,17 +335,16 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
             KernelKMeans(n_clusters, kernel="precomputed", max_iter=max_iter,
                          random_state=int(seed)).fit(K) for seed in seeds))
         if spectral:
-            part = spectral_partition(K, n_clusters, spectral_seed)
-            runs = itertools.chain(runs, [lloyd_from_partition(K, part, n_clusters, max_iter),
-                                          (part, partition_objective(K, part, n_clusters))])
+            runs = itertools.chain(runs, [lloyd_from_partition(
+                K, spectral_partition(K, n_clusters, spectral_seed), n_clusters, max_iter)])
         run_labels = []
         for s, (labels, inertia) in enumerate(runs):
             seed_scores[i, s] = knn_normalized_cut(A, labels, n_clusters)
             seed_inertia[i, s] = inertia
             run_labels.append(labels)
-        # The width's solution: kernel k-means' answer (its lowest-objective run, first
-        # on ties) -- or the spectral partition itself when that cuts fewer k-NN edges.
-        chosen[i] = int(np.argmin(seed_inertia[i, :n_runs - spectral]))
+        # The width's solution: kernel k-means' lowest-objective run (first on ties),
+        # or the run from the spectral start when that one cuts fewer k-NN edges.
+        chosen[i] = int(np.argmin(seed_inertia[i]))
         if spectral and seed_scores[i, -1] < seed_scores[i, chosen[i]]:
             chosen[i] = n_runs - 1
         width_labels[i] = run_labels[chosen[i]]
@@ -386,19 +384,6 @@ def spectral_partition(K, n_clusters, random_state):
     from sklearn.cluster import KMeans
 
     return KMeans(n_clusters, n_init=4, random_state=random_state).fit(V).labels_
-
-
-def partition_objective(K, labels, n_clusters):
-    """Kernel k-means objective of a partition on a kernel matrix K.
-
-    sum over points of ||phi(x) - C_j||^2 with C_j the mean of phi over x's
-    cluster: trace(K) - sum_j (sum of K over C_j x C_j) / |C_j|.
-    """
-    M = np.zeros((K.shape[0], n_clusters))
-    M[np.arange(K.shape[0]), labels] = 1.0
-    size = M.sum(axis=0)
-    within = np.einsum("ij,ij->j", M, K @ M)
-    return float(np.trace(K) - np.sum(within[size > 0] / size[size > 0]))
 
 
 def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
