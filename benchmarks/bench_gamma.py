@@ -193,7 +193,7 @@ def report(args):
         ax.axhline(part[part.method == "kmeans"].ari.mean(), color="C0", ls="--",
                    label="k-means")
         ax.set_title(name)
-        ax.set_xlabel("gamma / default")
+        ax.set_xlabel("gamma / mean-distance width")
         ax.set_ylim(-0.05, 1.05)
     axes.ravel()[0].set_ylabel("ARI")
     axes.ravel()[0].legend(fontsize="x-small")
