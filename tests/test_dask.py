@@ -81,8 +81,10 @@ def test_data_driven_gamma_within_rounding(client):
     X = shells(seed=3)
     Xd = da.from_array(X, chunks=(400, 3))
     w = np.random.RandomState(0).uniform(0.5, 2.0, X.shape[0])
-    a = kernel_kmeans().fit(X, sample_weight=w)
-    b = kernel_kmeans().fit(Xd, sample_weight=w)
+    # gamma="mean-distance": the width from Dask reductions over the chunks
+    a = kernel_kmeans(gamma="mean-distance").fit(X, sample_weight=w)
+    b = kernel_kmeans(gamma="mean-distance").fit(Xd, sample_weight=w)
+    assert b.gamma_selection_ is None
     assert b.kernel_.params["gamma"] == pytest.approx(a.kernel_.params["gamma"], rel=1e-13)
     np.testing.assert_array_equal(a.labels_, b.labels_.compute())
     np.testing.assert_array_equal(a.support_vectors_, b.support_vectors_)

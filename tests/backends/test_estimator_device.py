@@ -69,8 +69,10 @@ def test_weights_n_init_partial_fit_callable_pickle(blobs64):
     torch = _torch()
     Xt = torch.from_numpy(blobs64)
     w = np.random.RandomState(0).rand(blobs64.shape[0]) + 0.5
-    ref = MiniBatchKernelKMeans(n_init=3, **PARAMS).fit(blobs64, sample_weight=w)
-    est = MiniBatchKernelKMeans(n_init=3, **PARAMS).fit(Xt, sample_weight=torch.from_numpy(w))
+    # the fixed width: the n_init draws themselves, not the width selection's start
+    fixed = dict(n_init=3, gamma="mean-distance")
+    ref = MiniBatchKernelKMeans(**fixed, **PARAMS).fit(blobs64, sample_weight=w)
+    est = MiniBatchKernelKMeans(**fixed, **PARAMS).fit(Xt, sample_weight=torch.from_numpy(w))
     np.testing.assert_array_equal(est.labels_.numpy(), ref.labels_)
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
     for _ in range(3):

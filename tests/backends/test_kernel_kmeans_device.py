@@ -80,6 +80,9 @@ def test_weights_n_init_and_init_options(blobs, device, path):
     Xd, wd = on(device, blobs), on(device, w)
     for kw in (dict(n_init=3), dict(init="random", n_init=2), dict(init_size=100),
                dict(init=blobs[[0, 75, 150, 225]])):
+        # the fixed width: gamma=None would start the first run from the width
+        # selection's partition instead of the init options tested here
+        kw["gamma"] = "mean-distance"
         ref = KernelKMeans(**{**PARAMS, **kw}, **mem).fit(blobs, sample_weight=w)
         est = KernelKMeans(**{**PARAMS, **kw}, **mem).fit(Xd, sample_weight=wd)
         assert_same_fit(est, ref, blobs, device)
@@ -98,9 +101,10 @@ def test_callable_kernel_fit_transform_and_empty_clusters(blobs, device):
     # ties may be broken differently: the partitions agree, not the cluster names.
     Xdup = np.repeat(blobs[:3], 20, axis=0)
     with pytest.warns(UserWarning, match="empty"):
-        ref = KernelKMeans(5, random_state=0, init="random").fit(Xdup)
+        ref = KernelKMeans(5, random_state=0, init="random", gamma="mean-distance").fit(Xdup)
     with pytest.warns(UserWarning, match="empty"):
-        est = KernelKMeans(5, random_state=0, init="random").fit(on(device, Xdup))
+        est = KernelKMeans(5, random_state=0, init="random",
+                           gamma="mean-distance").fit(on(device, Xdup))
     assert adjusted_rand_score(host(est.labels_), ref.labels_) == 1.0
     assert est.inertia_ == pytest.approx(ref.inertia_, abs=1e-10)
     D = KernelKMeans(**PARAMS).fit_transform(Xd)

@@ -237,7 +237,7 @@ def test_callable_kernel_equals_named():
 def test_n_init_keeps_best_validation_inertia():
     X = blobs(n=400, seed=16)
     km = MiniBatchKernelKMeans(3, batch_size=64, tau=30, max_iter=5, n_init=4,
-                               init="random", random_state=0).fit(X)
+                               init="random", gamma="mean-distance", random_state=0).fit(X)
     assert km.n_iter_ == 5
     with pytest.warns(RuntimeWarning, match="only one init"):
         MiniBatchKernelKMeans(3, init=X[:3], n_init=3, max_iter=2, batch_size=32).fit(X)

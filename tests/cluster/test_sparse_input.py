@@ -269,8 +269,9 @@ def test_rows_never_densified(name, kernel):
         tracemalloc.stop()
     assert sp.issparse(est.support_vectors_)
     assert D.shape == (n, 3) and np.all(np.isfinite(D))
-    # O(d) vectors (the data-driven gamma's feature means, the transposed support's
-    # row pointers) and O(n^2) kernel blocks, far below one dense batch (384 MB).
+    # O(d) vectors (the transposed support's row pointers), O(n^2) kernel blocks and
+    # for rbf the width selection's n x n matrices on its sparse sample: far below one
+    # dense batch (384 MB).
     assert peak < 48 * 2**20, f"peak {peak / 2**20:.0f} MiB"
 
 
