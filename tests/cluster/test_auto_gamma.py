@@ -19,6 +19,7 @@ from mbkkm.cluster._auto_gamma import (
     AUTO_GAMMA_KERNELS,
     GammaSelection,
     auto_start_inner,
+    kernel_kmeans_run,
     knn_normalized_cut,
     lloyd_from_partition,
     select_gamma,
@@ -370,6 +371,16 @@ def plain_lloyd_from(X, labels, k):
         if np.array_equal(new, labels):
             return labels, d.min(axis=1).sum()
         labels = new
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_kernel_kmeans_run_equals_the_estimator(seed):
+    X, _ = moons(300, seed=seed)
+    K = rbf_kernel(X, gamma=4.0)
+    labels, inertia = kernel_kmeans_run(K, 3, seed, max_iter=100)
+    km = KernelKMeans(3, kernel="precomputed", max_iter=100, random_state=seed).fit(K)
+    np.testing.assert_array_equal(labels, km.labels_)
+    assert inertia == km.inertia_
 
 
 @pytest.mark.parametrize("seed", [0, 1])
