@@ -221,7 +221,9 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
         ``k(X, Y, **kernel_params) -> (n_x, n_y)``.
     gamma, degree, coef0 : float or None
         Kernel parameters, with scikit-learn's meaning. ``gamma=None``: for rbf and
-        laplacian 1 / (mean squared pairwise distance of X), for polynomial and
+        laplacian 1 / (mean squared pairwise distance of X) (the estimators'
+        ``gamma="mean-distance"``; their ``gamma=None`` chooses the width on a
+        sample first, see :func:`mbkkm.cluster.select_gamma`), for polynomial and
         sigmoid 1 / n_features, for chi2 1.
     kernel_params : dict or None
         Extra keyword arguments of a callable kernel; for a named kernel, an
