@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from _reference import RefWindows, plain_plan, reference_step
 
-from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step, plan_windows
+from mbkkm._core import LEARNING_RATES, _windows, assign, init_state, minibatch_step, plan_windows
 from mbkkm._core._windows import block_slots, concat_ranges, rank_in_groups
 from mbkkm.kernels import resolve_kernel
 
@@ -209,10 +209,14 @@ def test_one_device_to_host_transfer_per_iteration(monkeypatch):
 
 @pytest.mark.parametrize("k", [1, 2, 7, 60])
 @pytest.mark.parametrize("weighted", [False, True])
-def test_self_terms_from_half_batches_equal_the_whole_block(k, weighted):
-    """Without early stopping H[r, r] comes from K(half, half) of the two halves of the
-    label-sorted batch; with it, from the whole K(B, B): the same Gram and norms, and
-    both equal the reference step."""
+@pytest.mark.parametrize("part_rows", [256, 40, 7])
+def test_self_terms_from_batch_parts_equal_the_whole_block(k, weighted, part_rows,
+                                                            monkeypatch):
+    """Without early stopping H[r, r] comes from K(part, part) of the parts of the
+    label-sorted batch (2 parts of 75 points with the default SELF_PART_ROWS, 4 and
+    21 here); with it, from the whole K(B, B): the same Gram and norms, and both
+    equal the reference step."""
+    monkeypatch.setattr(_windows, "SELF_PART_ROWS", part_rows)
     rng = np.random.RandomState(k)
     X = rng.normal(size=(700, 3))
     kern = resolve_kernel("rbf", gamma=0.7)

@@ -215,7 +215,8 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     t["batch rows"] = b * row_bytes
     if early_stopping:  # K(S, B_c) and the whole K(B, B_c)
         t["kernel blocks"] = int(per_column * cols)
-    else:  # K(S, B_c) and K(half, half_c) for each half of the batch
+    else:  # K(S, B_c) and K(part, part_c) for each part of the batch (at most about
+        # half of it: p = max(2, b / 256) parts split at block boundaries)
         half = -(-b // 2)
         t["kernel blocks"] = int((m * cols + half * min(cols, half)) * itemsize * 1.25)
         t["half-batch rows"] = half * row_bytes

@@ -43,9 +43,9 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 5. Block Gram: kept entries are a gather of H; the new block r of cluster j
    gets H[p, r] = sum_{x in r} u_x Q[p, x] for its kept blocks p (Q already
    computed) and H[r, r] = sum_{x in r} u_x (sum_{y in r} u_y K(y, x)), from
-   K(half, half) of the two halves of the label-sorted batch (split at a block
-   boundary: b^2 / 2 values), or from the whole K_BB when early stopping needs
-   f_B(C_{i+1}). c = lambda^T H lambda for every cluster in one batched product,
+   K(part, part) of p = max(2, b / 256) parts of the label-sorted batch (split
+   at block boundaries: about b^2 / p values), or from the whole K_BB when early
+   stopping needs f_B(C_{i+1}). c = lambda^T H lambda for every cluster in one batched product,
    recomputed from H each iteration (no drift).
 
 The number of array-library calls does not depend on k. On a device (torch),
@@ -61,6 +61,7 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -487,26 +488,34 @@ def center_products(Q, state, nx, lam=None):
     return nx.csr_matmul(ptr, order, lam[order], Q)
 
 
-def _self_sums_in_halves(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
+#: Rows per part of the label-sorted batch for the new blocks' own kernel values
+#: (:func:`_self_sums_in_parts`): b / 256 parts, at least 2.
+SELF_PART_ROWS = 256
+
+
+def _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
     """v[x] = sum_{y in r(x)} u_y K(y, x) for every new point x, in new-point order.
 
     H'[r, r] = sum_{x in r} u_x v[x] needs only the same-block values of K(B, B).
-    The new points (grouped by block) are split in two halves at the block boundary
-    nearest the middle and each half gets its own K(half, half): about half the
-    kernel values of K(B, B), in two GEMMs of thread-friendly size whatever k is.
+    The new points (grouped by block) are split into p = max(2, b / SELF_PART_ROWS)
+    parts at the block boundaries nearest to multiples of b / p, and each part gets
+    its own K(part, part): about b^2 / p kernel values instead of b^2, in p GEMMs
+    whose number depends on b only, not on k.
     """
     n_new = int(new_ptr[-1])
-    h = int(new_ptr[np.argmin(np.abs(new_ptr - n_new / 2))])  # a block boundary
+    p = max(2, round(n_new / SELF_PART_ROWS))
+    cuts = [0] + [int(new_ptr[np.argmin(np.abs(new_ptr - n_new * j / p))])
+                  for j in range(1, p)] + [n_new]  # block boundaries, non-decreasing
     parts = []
-    for lo, hi in ((0, h), (h, n_new)):
+    for lo, hi in pairwise(cuts):
         if hi == lo:
             continue
-        b0, b1 = np.searchsorted(new_ptr, [lo, hi])  # the blocks of this half
+        b0, b1 = np.searchsorted(new_ptr, [lo, hi])  # the blocks of this part
         ptr = new_ptr[b0:b1 + 1] - lo
         local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
         Xh = nx.take(Xb, new_pos_d[lo:hi])
         Qh = _chunked_products(state, kernel, nx, Xh, Xh, ptr, None, u_new[lo:hi], cols,
-                               "K_BB")  # (blocks of the half, hi - lo)
+                               "K_BB")  # (blocks of the part, hi - lo)
         flat, = nx.upload_indices(local_block * (hi - lo) + np.arange(hi - lo))
         parts.append(nx.take(nx.reshape(Qh, -1), flat))
     return parts[0] if len(parts) == 1 else nx.concatenate(parts)
@@ -647,7 +656,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
                                cols, "K_BB")
         self_vals = nx.take(nx.reshape(QB, -1), self_flat_d)
     else:  # only the same-block values of K(B, B) are needed: about half of it
-        self_vals = _self_sums_in_halves(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new,
+        self_vals = _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new,
                                          cols)
     gram = nx.zeros(k * L * L, np.float64)
     nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
