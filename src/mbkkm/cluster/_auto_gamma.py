@@ -390,17 +390,11 @@ def kernel_kmeans_run(K, n_clusters, random_state, max_iter, tol=1e-4):
     """
     from .._core import kernel_kmeans_plusplus
     from ..kernels._index import IndexKernel
-    from ._kernel_kmeans import _MatrixOperator, kernel_lloyd
 
-    m = K.shape[0]
     diag = np.diag(K).copy()
-    rng = check_random_state(random_state)
-    idx = kernel_kmeans_plusplus(np.arange(m), IndexKernel("precomputed", K, diag=diag),
-                                 n_clusters, rng, None, diag=diag)
-    w = np.ones(m)
-    _, labels, mind, _, _, _ = kernel_lloyd(_MatrixOperator(K), diag, K[:, idx], diag[idx], w,
-                                            max_iter, tol)
-    return np.asarray(labels, dtype=np.intp), float(mind @ w)
+    idx = kernel_kmeans_plusplus(np.arange(K.shape[0]), IndexKernel("precomputed", K, diag=diag),
+                                 n_clusters, check_random_state(random_state), None, diag=diag)
+    return _lloyd_on_matrix(K, diag, K[:, idx], diag[idx], max_iter, tol)
 
 
 def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
@@ -412,8 +406,6 @@ def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
     the squared distance to their center (KernelKMeans' ``inertia_``). An empty
     cluster gets no point (c0 = inf) and is relocated by Lloyd as usual.
     """
-    from ._kernel_kmeans import _MatrixOperator, kernel_lloyd
-
     m = K.shape[0]
     M = np.zeros((m, n_clusters))
     M[np.arange(m), labels] = 1.0
@@ -422,10 +414,18 @@ def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
     KM = K @ M
     P0 = KM / safe
     c0 = np.where(size > 0, np.einsum("ij,ij->j", M, KM) / safe ** 2, np.inf)
-    w = np.ones(m)
-    _, out, mind, _, _, _ = kernel_lloyd(_MatrixOperator(K), np.diag(K).copy(), P0, c0, w,
-                                         max_iter, tol)
-    return np.asarray(out, dtype=np.intp), float(mind @ w)
+    return _lloyd_on_matrix(K, np.diag(K).copy(), P0, c0, max_iter, tol)
+
+
+def _lloyd_on_matrix(K, diag, P0, c0, max_iter, tol):
+    """KernelKMeans' Lloyd (:func:`kernel_lloyd`) on a stored matrix K with unit
+    weights, from the inner products P0 and norms c0 of the initial centers:
+    ``(labels, objective)``, the objective summed as the estimator's ``inertia_``."""
+    from ._kernel_kmeans import _MatrixOperator, kernel_lloyd
+
+    w = np.ones(K.shape[0])
+    _, labels, mind, _, _, _ = kernel_lloyd(_MatrixOperator(K), diag, P0, c0, w, max_iter, tol)
+    return np.asarray(labels, dtype=np.intp), float(mind @ w)
 
 
 def smooth_scores(scores):
