@@ -45,8 +45,8 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
    computed) and H[r, r] = sum_{x in r} u_x (sum_{y in r} u_y K(y, x)), from
    K(part, part) of p = max(2, b / 256) parts of the label-sorted batch (split
    at block boundaries: about b^2 / p values), or from the whole K_BB when early
-   stopping needs f_B(C_{i+1}). c = lambda^T H lambda for every cluster in one batched product,
-   recomputed from H each iteration (no drift).
+   stopping needs f_B(C_{i+1}). c = lambda^T H lambda for every cluster in one
+   batched product, recomputed from H each iteration (no drift).
 
 The number of array-library calls does not depend on k. On a device (torch),
 the support, the tiles, Q, P, H and c live there; the host keeps the block
@@ -655,9 +655,9 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
         QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d,
                                cols, "K_BB")
         self_vals = nx.take(nx.reshape(QB, -1), self_flat_d)
-    else:  # only the same-block values of K(B, B) are needed: about half of it
+    else:  # only the same-block values of K(B, B) are needed: about 1 / p of it
         self_vals = _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new,
-                                         cols)
+                                        cols)
     gram = nx.zeros(k * L * L, np.float64)
     nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
     nx.index_add(gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d),

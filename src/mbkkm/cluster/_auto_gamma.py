@@ -63,6 +63,8 @@ from sklearn.metrics.pairwise import euclidean_distances, manhattan_distances
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 
+from ._common import check_no_overflow
+
 #: Kernels whose width gamma="auto" chooses, with the metric of their exponent.
 AUTO_GAMMA_KERNELS = {"rbf": "sqeuclidean", "gaussian": "sqeuclidean", "laplacian": "cityblock"}
 
@@ -294,6 +296,9 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_seeds)
     spectral_seed = int(rng.randint(np.iinfo(np.int32).max))  # drawn last: the rest unchanged
     Xs = _host_rows(X, idx)                                    # (m, d) on the host
+    # Finite rows too large for distances: the estimators' overflow message, on the
+    # sample this works on (the estimators check all of X once the width is known).
+    check_no_overflow(Xs)
 
     metric = AUTO_GAMMA_KERNELS[kernel]
     if sparse.issparse(Xs):  # scikit-learn's sparse distances (cdist needs dense rows)
@@ -489,9 +494,6 @@ def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state
         )
     if gamma == "mean-distance":
         return None, None
-    from ._common import check_no_overflow
-
-    check_no_overflow(X)  # finite data too large for distances: say so before the work
     selection = select_gamma(X, n_clusters, kernel=kernel, sample_weight=sample_weight,
                              random_state=random_state)
     return selection.gamma, selection

@@ -104,7 +104,7 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         ``docs/results/gamma.md``.
         "mean-distance" (rbf and laplacian only): the fixed data-driven
         1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
-        computed in O(n d) (the default before version 0.2).
+        computed in O(n d) (the default of version 0.1).
         None (default): for rbf and laplacian, "auto" when the sample holds at
         least 10 points per cluster (``min(n, 1000) >= 10 n_clusters``: k <= 100
         from 1000 points on; positive-weight points with ``sample_weight``) and
