@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _rss import reset_peak, status_bytes  # beside this script
 
 D = 16
 K = 8
@@ -57,21 +58,14 @@ MIB = 2**20
 
 # --------------------------------------------------------------- measurement
 def _status():
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM", "RssAnon"):
-                out[key] = int(rest.split()[0]) * 1024
-    return out
+    return status_bytes("VmRSS", "VmHWM", "RssAnon")
 
 
 class Meter:
     """Peak anonymous memory (sampled) and peak RSS growth from a baseline."""
 
     def __init__(self):
-        with open("/proc/self/clear_refs", "w") as f:  # VmHWM := VmRSS
-            f.write("5")
+        reset_peak()  # VmHWM := VmRSS
         s = _status()
         self.base_rss, self.base_anon = s["VmRSS"], s["RssAnon"]
         self.peak_anon = self.base_anon

@@ -293,7 +293,7 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
 
 def _row_blocks(X, k: int):
     """Consecutive row blocks of an array (views), sized for k distances per row."""
-    rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**18))
+    rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**16))
     for start in range(0, X.shape[0], rows):
         yield X[start:start + rows]
 
@@ -579,7 +579,7 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
         click.echo(f"data: {data} ({n} points x {d} features)", err=err)
         click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
                    f"{est.n_iter_} iterations, {learning_rate} rate, seed {seed}", err=err)
-        click.echo(f"time: {seconds:.2f} s (labelling {label_seconds:.2f} s)", err=err)
+        click.echo(f"time: fit {seconds:.2f} s, labelling {label_seconds:.2f} s", err=err)
         if est.gamma_selection_ is not None:
             click.echo(est.gamma_selection_.table(), err=err)
         click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
