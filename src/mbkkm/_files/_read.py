@@ -30,8 +30,9 @@ from typing import Any
 
 import numpy as np
 
-#: Bytes of text per parsed block (also the granularity of the progress).
-BLOCK_BYTES = 32 * 2**20
+#: Bytes of text per parsed block (also the granularity of the progress): the
+#: reader's memory beyond the array is a few times this.
+BLOCK_BYTES = 8 * 2**20
 #: Rows per block of binary inputs (.npy, .npz, Parquet, Arrow).
 BLOCK_ROWS = 2**18
 #: Longest first line (the header) read before refusing the file.
@@ -259,20 +260,22 @@ class Table:
         line_no = opts["data_line"]  # physical line number of the block's first line
         with open(self.path, "rb") as fh:
             fh.seek(opts["data_offset"])
-            rest = b""
+            rest = b""  # the end of the previous read: the start of a line
             while True:
                 chunk = fh.read(BLOCK_BYTES)
-                data = rest + chunk
                 if not chunk:
-                    if not data:
+                    if not rest:
                         break
-                    cut = len(data)
+                    block, rest = rest, b""
                 else:
-                    cut = data.rfind(b"\n") + 1
-                    if cut == 0:  # one line longer than a block: read on
-                        rest = data
+                    cut = chunk.rfind(b"\n") + 1
+                    if cut == 0:  # no line end in this read: read on
+                        rest += chunk
                         continue
-                block, rest = data[:cut], data[cut:]
+                    # whole lines, copied at most once
+                    block = (chunk if not rest and cut == len(chunk)
+                             else b"".join((rest, memoryview(chunk)[:cut])))
+                    rest = chunk[cut:]
                 lines = block.count(b"\n") + (not block.endswith(b"\n"))
                 X = _parse_text_block(block, line_no, self)
                 line_no += lines
