@@ -257,7 +257,7 @@ class Table:
         blocks may be views in Fortran order."""
         opts = self._opts
         rows = 0
-        line_no = opts["data_line"]  # physical line number of the block's first line
+        offset = opts["data_offset"]  # of the block's first byte in the file
         with open(self.path, "rb") as fh:
             fh.seek(opts["data_offset"])
             rest = b""  # the end of the previous read: the start of a line
@@ -276,9 +276,8 @@ class Table:
                     block = (chunk if not rest and cut == len(chunk)
                              else b"".join((rest, memoryview(chunk)[:cut])))
                     rest = chunk[cut:]
-                lines = block.count(b"\n") + (not block.endswith(b"\n"))
-                X = _parse_text_block(block, line_no, self)
-                line_no += lines
+                X = _parse_text_block(block, offset, self)
+                offset += len(block)
                 if progress is not None:
                     progress(len(block))
                 if X.shape[0]:
@@ -291,41 +290,67 @@ class Table:
                              if opts["file_names"] is not None else f"{self.path} is empty.")
 
 
-def _parse_text_block(block: bytes, first_line: int, table: Table) -> np.ndarray:
+def _line_at(table: Table, offset: int) -> int:
+    """The physical line number at byte ``offset`` (the start of a line) of a text
+    table; counted only when a message needs it."""
+    opts = table._opts
+    line, pos = opts["data_line"], opts["data_offset"]
+    with open(table.path, "rb") as fh:
+        fh.seek(pos)
+        while pos < offset:
+            piece = fh.read(min(BLOCK_BYTES, offset - pos))
+            if not piece:
+                break
+            line += piece.count(b"\n")
+            pos += len(piece)
+    return line
+
+
+def _parse_text_block(block: bytes, offset: int, table: Table) -> np.ndarray:
     """Rows of one block of whole lines: pandas' C parser, else the line-by-line
     reading that names the first bad cell (or accepts the block)."""
     import pandas as pd
 
     opts = table._opts
     width = table.n_file_columns
-    # With a subset of the columns the parser ignores surplus fields, so rows are
-    # then checked by counting delimiters (a whitespace-delimited file is parsed
-    # whole: its delimiters cannot be counted).
+    # Spaces around numbers need no option (the float parser skips them, and a
+    # field it refuses goes to the exact reading); skipinitialspace would cost a
+    # quarter of the parse. With a subset of the columns the parser ignores
+    # surplus fields, so rows are then checked by counting delimiters (a
+    # whitespace-delimited file is parsed whole: its delimiters cannot be counted).
     subset = table.columns != list(range(width)) and opts["sep"] != r"\s+"
     try:
         with np.errstate(over="ignore"):
             df = pd.read_csv(
                 io.BytesIO(block), sep=opts["sep"], header=None, names=range(width),
                 usecols=table.columns if subset else None, dtype=table.dtype, engine="c",
-                skip_blank_lines=True, skipinitialspace=opts["sep"] != r"\s+",
-                na_filter=False, comment=None,
+                skip_blank_lines=True, na_filter=False, comment=None,
             )
     except (ValueError, pd.errors.ParserError):
-        return _parse_lines(block, first_line, table)
+        return _parse_lines(block, offset, table)
     if subset and block.count(opts["sep"].encode()) != (width - 1) * len(df):
-        return _parse_lines(block, first_line, table)  # ragged rows, or quoted delimiters
+        return _parse_lines(block, offset, table)  # ragged rows, or quoted delimiters
     X = df.to_numpy(dtype=table.dtype)  # (rows, columns in file order), Fortran order
     if not subset and table.columns != list(range(width)):
         X = X[:, sorted(table.columns)]
     if table.columns != sorted(table.columns):
         X = X[:, np.argsort(np.argsort(table.columns))]
     if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
-        return _parse_lines(block, first_line, table)
+        return _parse_lines(block, offset, table)
     return X
 
 
-def _parse_lines(block: bytes, first_line: int, table: Table) -> np.ndarray:
-    """The slow, exact reading of a block: Python's csv and float, line by line."""
+def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
+    """The slow, exact reading of a block that starts at byte ``offset``: Python's
+    csv and float, line by line (the first bad cell raises, naming its line)."""
+    first_line = None
+
+    def line_of(k):  # physical line number of the block's k-th line
+        nonlocal first_line
+        if first_line is None:
+            first_line = _line_at(table, offset)
+        return first_line + k
+
     opts = table._opts
     path, names, width = table.path, opts["file_names"], table.n_file_columns
     rows, line_nos = [], []
@@ -333,10 +358,9 @@ def _parse_lines(block: bytes, first_line: int, table: Table) -> np.ndarray:
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
         if not line.strip():
             continue
-        line_no = first_line + k
         cells = _split(line, opts["delimiter"])
         if len(cells) != width:
-            raise ValueError(f"{path}, line {line_no}: {len(cells)} fields, expected {width} "
+            raise ValueError(f"{path}, line {line_of(k)}: {len(cells)} fields, expected {width} "
                              "(every row needs the same number of fields).")
         row = []
         for j in table.columns:
@@ -345,21 +369,21 @@ def _parse_lines(block: bytes, first_line: int, table: Table) -> np.ndarray:
                 v = float(c)
             except ValueError:
                 raise ValueError(
-                    f"{path}: column {_label(names, j)} is not numeric (line {line_no} holds "
+                    f"{path}: column {_label(names, j)} is not numeric (line {line_of(k)} holds "
                     f"{c!r}); remove or encode non-numeric columns, or leave them out."
                 ) from None
             if not math.isfinite(v):
                 raise ValueError(
-                    f"{path}: non-finite value (NaN or inf) at line {line_no}, column "
+                    f"{path}: non-finite value (NaN or inf) at line {line_of(k)}, column "
                     f"{_label(names, j)} ({c!r}).")
             row.append(v)
         rows.append(row)
-        line_nos.append(line_no)
+        line_nos.append(k)
     with np.errstate(over="ignore"):
         X = np.array(rows, dtype=np.float64).reshape(-1, table.n_columns).astype(table.dtype)
     if not np.isfinite(X).all():  # finite in float64, too large for float32 (1e39)
         i, j = np.argwhere(~np.isfinite(X))[0]
-        raise ValueError(f"{path}: line {line_nos[i]}, column {table.column_label(j)}: "
+        raise ValueError(f"{path}: line {line_of(line_nos[i])}, column {table.column_label(j)}: "
                          f"{rows[i][j]:g} is too large for {table.dtype}; read the data as "
                          "float64.")
     return X
