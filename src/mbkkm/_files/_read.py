@@ -162,6 +162,8 @@ class Table:
         Known before reading (binary kinds), else None.
     dtype : numpy.dtype
         The dtype of the arrays returned.
+    n_file_columns : int
+        Columns in the file, selected or not.
     """
 
     path: Path
