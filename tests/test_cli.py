@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.abc
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -445,3 +447,150 @@ def test_fit_dtype(runner, blobs, tmp_path):
         assert load_model(model).support_vectors_.dtype == dtype
     r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--dtype", "int8"])
     assert r.exit_code == 2
+
+
+# ---------------------------------------------- every data and output option's bad input
+@pytest.mark.parametrize(("opts", "match"), [
+    (["--dtype", "int8"], "'--dtype': 'int8' is not one of"),
+    (["--columns", ""], "--columns: no column named (an empty list)"),
+    (["--drop", " , "], "--drop: no column named (an empty list)"),
+    (["--columns", "0,0"], "--columns: column 0 (0-based) is selected more than once"),
+    (["--columns", "x"], "--columns: no column named 'x'; the file has no header"),
+    (["--columns", "-3"], "--columns: column index -3 is out of range: the table has 2 "
+                          "columns"),
+    (["--drop", "0,1"], "--drop: no column is left to read"),
+    (["--transform-out", "{tmp}/no/t.npy"], "--transform-out: the folder"),
+    (["--model-out", "{tmp}/no/m.skops"], "--model-out: the folder"),
+    (["--model-out", "-"], "--model-out: cannot write to standard output"),
+    (["--plot", "-"], "--plot: cannot write to standard output"),
+    (["--plot", "{tmp}/c"], "--plot: cannot draw 'a file without suffix'"),
+    (["--labels-out", "-", "--transform-out", "-"],
+     "--transform-out: standard output already takes the labels"),
+])
+def test_fit_bad_option_is_named_before_any_work(runner, blobs, tmp_path, opts, match):
+    p = tmp_path / "d.csv"
+    np.savetxt(p, blobs, delimiter=",")  # no header: columns by index only
+    opts = [o.format(tmp=tmp_path) for o in opts]
+    r = runner.invoke(main, ["fit", str(p), "-k", "2", "--gamma", "0.5", *opts])
+    assert r.exit_code == 2, r.output
+    assert match in r.output, r.output
+    assert "Traceback" not in r.output and "inertia" not in r.output
+
+
+@pytest.mark.parametrize(("opts", "match"), [
+    (["--dtype", "float16"], "'--dtype': 'float16' is not one of"),
+    (["--drop", "a,b"], "--drop: no column is left to read"),
+    (["--columns", "c"], "--columns: no column named 'c'; the columns are 'a', 'b'"),
+    (["--labels-out", "{tmp}/no/l.txt"], "--labels-out: the folder"),
+    (["--transform-out", "{tmp}/no/t.txt"], "--transform-out: the folder"),
+    (["--transform-out", "-"], "--transform-out: standard output already takes the labels"),
+])
+def test_predict_bad_option_is_named(runner, blobs, tmp_path, opts, match):
+    data = tmp_path / "d.csv"
+    np.savetxt(data, blobs, delimiter=",", header="a,b", comments="")
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    opts = [o.format(tmp=tmp_path) for o in opts]
+    r = runner.invoke(main, ["predict", str(model), str(data), *opts])
+    assert r.exit_code == 2, r.output
+    assert match in r.output and "Traceback" not in r.output, r.output
+
+
+def test_predict_refuses_a_file_that_is_not_a_model(runner, blobs, tmp_path):
+    import skops.io as sio
+
+    data = tmp_path / "d.npy"
+    np.save(data, blobs)
+    model = tmp_path / "list.skops"
+    sio.dump([1, 2, 3], model)
+    r = runner.invoke(main, ["predict", str(model), str(data)])
+    assert r.exit_code == 1 and "does not hold a fitted mbkkm clustering model" in r.output
+
+
+def test_distances_to_stdout(runner, blobs, tmp_path):
+    data = tmp_path / "d.npy"
+    np.save(data, blobs)
+    labels, model = tmp_path / "l.txt", tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, labels), "--transform-out", "-",
+                             "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    D = np.loadtxt(r.stdout.splitlines(), delimiter=",")  # the summary went to stderr
+    est = load_model(model)
+    np.testing.assert_allclose(D, est.transform(blobs), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(D.argmin(axis=1), np.loadtxt(labels, dtype=int))
+    assert "inertia" in r.stderr
+    r = runner.invoke(main, ["predict", str(model), str(data), "--labels-out",
+                             str(tmp_path / "l2.txt"), "--transform-out", "-", "-q"])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(np.loadtxt(r.stdout.splitlines(), delimiter=","), D)
+
+
+def test_fit_dtype_of_npy(runner, blobs, tmp_path):
+    """A float64 .npy stays float64 unless --dtype float32; a float32 one stays float32."""
+    for file_dtype, opts, want in (("float64", [], "float64"),
+                                   ("float64", ["--dtype", "float32"], "float32"),
+                                   ("float32", [], "float32"),
+                                   ("float32", ["--dtype", "float64"], "float64")):
+        p = tmp_path / f"{file_dtype}.npy"
+        np.save(p, blobs.astype(file_dtype))
+        model = tmp_path / "m.skops"
+        r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), *opts,
+                                 "--model-out", str(model)])
+        assert r.exit_code == 0, r.output
+        assert load_model(model).support_vectors_.dtype == want, (file_dtype, opts)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".feather"])
+def test_fit_arrow_input_with_columns(runner, blobs, tmp_path, suffix):
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    df = pd.DataFrame({"id": np.arange(80), "x": blobs[:, 0], "y": blobs[:, 1]})
+    p = tmp_path / f"d{suffix}"
+    (df.to_parquet if suffix == ".parquet" else df.to_feather)(p)
+    ref = tmp_path / "ref.npy"
+    np.save(ref, blobs.astype(np.float32))
+    r = runner.invoke(main, [*_fast_args(ref, tmp_path / "ref.txt"), "-q"])
+    assert r.exit_code == 0, r.output
+    for opts in (["--drop", "id"], ["--columns", "x,y"], ["--columns", "1,2"]):
+        r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "-q", *opts])
+        assert r.exit_code == 0, (opts, r.output)
+        np.testing.assert_array_equal(np.loadtxt(tmp_path / "l.txt"),
+                                      np.loadtxt(tmp_path / "ref.txt"))
+    r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--columns", "z"])
+    assert r.exit_code == 2 and "--columns: no column named 'z'; the columns are 'id', 'x', 'y'" \
+        in r.output
+
+
+class _HidePyarrow(importlib.abc.MetaPathFinder):
+    """``import pyarrow`` fails as where it is not installed."""
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] == "pyarrow":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+@pytest.fixture
+def no_pyarrow(monkeypatch):
+    for name in [m for m in sys.modules if m.split(".")[0] == "pyarrow"]:
+        monkeypatch.delitem(sys.modules, name)  # put back at the end
+    monkeypatch.setattr(sys, "meta_path", [_HidePyarrow(), *sys.meta_path])
+
+
+def test_parquet_without_pyarrow(runner, blobs, tmp_path, no_pyarrow):
+    """Parquet and Feather are optional (the parquet extra): without pyarrow an
+    output is refused before the fit, an input with the way to install it."""
+    p = tmp_path / "d.npy"
+    np.save(p, blobs)
+    for opt, suffix in (("--labels-out", ".parquet"), ("--transform-out", ".feather")):
+        r = runner.invoke(main, ["fit", str(p), "-k", "2", "--gamma", "0.5", opt,
+                                 str(tmp_path / f"o{suffix}")])
+        assert r.exit_code == 2 and f"{opt}: writing {suffix} needs pyarrow" in r.output
+        assert "inertia" not in r.output
+    for suffix in (".parquet", ".feather"):
+        q = tmp_path / f"d{suffix}"
+        q.write_bytes(b"PAR1")
+        r = runner.invoke(main, ["fit", str(q), "-k", "2"])
+        assert r.exit_code == 1, r.output
+        assert f"reading {suffix} files needs pyarrow: pip install 'mbkkm[parquet]'" in r.output

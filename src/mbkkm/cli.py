@@ -169,28 +169,51 @@ def _data_options(command):
     return command
 
 
-def _split_names(values) -> list[str] | None:
+def _split_names(values, option: str) -> list[str] | None:
+    """Comma-separated column names of a repeatable option; None when not given."""
+    if not values:
+        return None
     names = [v.strip() for value in values for v in value.split(",") if v.strip()]
-    return names or None
+    if not names:
+        raise click.UsageError(f"{option}: no column named (an empty list); give header "
+                               "names or 0-based indices, comma-separated.")
+    return names
 
 
 def _open_data(data, *, header, key, columns, drop, dtype):
     """open_table with the CLI's errors: a bad column choice is a usage error (2),
     unreadable data a runtime failure (1)."""
     try:
-        return open_table(data, header=header, key=key, columns=_split_names(columns),
-                          drop=_split_names(drop), dtype=dtype)
+        return open_table(data, header=header, key=key,
+                          columns=_split_names(columns, "--columns"),
+                          drop=_split_names(drop, "--drop"), dtype=dtype)
     except ColumnSelectionError as exc:
         raise click.UsageError(f"--{exc.option}: {exc.detail}") from None
     except (OSError, ValueError, ImportError) as exc:
         raise click.ClickException(_one_line(exc)) from None
 
 
+def _check_stdout(labels_out, transform_out) -> None:
+    if labels_out == "-" and transform_out == "-":
+        raise click.UsageError("--transform-out: standard output already takes the labels; "
+                               "write one of them to a file (--labels-out FILE).")
+
+
+def _target(path):
+    """Where an output goes: the path, or standard output for '-'."""
+    if path == "-":
+        sys.stdout.flush()  # the text written so far goes first
+        return sys.stdout.buffer
+    return path
+
+
 def _check_output(path, option: str, kinds=("labels",)) -> None:
     """Refuse, before any work, an output that cannot be written: a missing folder,
     an image format matplotlib does not write, Parquet without pyarrow."""
-    if path is None or path == "-":
+    if path is None or (path == "-" and option in ("--labels-out", "--transform-out")):
         return
+    if path == "-":
+        raise click.UsageError(f"{option}: cannot write to standard output; give a file name.")
     path = Path(path)
     if not path.parent.is_dir():
         raise click.UsageError(f"{option}: the folder {str(path.parent)!r} does not exist.")
@@ -257,16 +280,11 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
     with ExitStack() as stack:
         lw = tw = None
         if labels_out is not None:
-            if labels_out == "-":
-                sys.stdout.flush()  # the text written so far goes first
-                target = sys.stdout.buffer
-            else:
-                target = labels_out
-            lw = stack.enter_context(open_writer(target, names=None, dtype=np.int32,
-                                                 n_rows=n_rows))
+            lw = stack.enter_context(open_writer(_target(labels_out), names=None,
+                                                 dtype=np.int32, n_rows=n_rows))
         if transform_out is not None:
-            tw = stack.enter_context(open_writer(transform_out, names=names, dtype=np.float32,
-                                                 n_rows=n_rows))
+            tw = stack.enter_context(open_writer(_target(transform_out), names=names,
+                                                 dtype=np.float32, n_rows=n_rows))
         for block in blocks:
             try:
                 D = np.asarray(est.transform(block))  # (rows, k) squared distances
@@ -495,7 +513,7 @@ def _kernel_choice():
                    "the suffix; '-' for stdout.")
 @click.option("--transform-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the squared distances of every point to the k centers (float32; "
-                   "text, .npy, .parquet or .feather by the suffix).")
+                   "text, .npy, .parquet or .feather by the suffix; '-' for stdout).")
 @click.option("--model-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
                    "use with 'mbkkm predict').")
@@ -516,6 +534,7 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
     """
     from .cluster import MiniBatchKernelKMeans
 
+    _check_stdout(labels_out, transform_out)
     for path, option in ((labels_out, "--labels-out"), (transform_out, "--transform-out"),
                          (model_out, "--model-out")):
         _check_output(path, option)
@@ -534,7 +553,7 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
                                 batch_size=batch_size, tau=tau, max_iter=max_iter,
                                 learning_rate=learning_rate, random_state=seed,
                                 compute_labels=False)
-    err = labels_out == "-"
+    err = "-" in (labels_out, transform_out)  # the summary must not mix with the output
     if not quiet:
         for note in notes:
             click.echo(note, err=True)
@@ -605,7 +624,9 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
               help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
                    "by the suffix; '-' for stdout.")
 @click.option("--transform-out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the squared distances of every point to the k centers (float32).")
+              help="Write the squared distances of every point to the k centers (float32; "
+                   "text, .npy, .parquet or .feather by the suffix; '-' for stdout, "
+                   "with --labels-out FILE).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary or progress bar.")
 def predict(model, data, header, key, columns, drop, dtype, labels_out, transform_out, quiet):
     """Label DATA with a MODEL saved by 'mbkkm fit --model-out'.
@@ -614,6 +635,7 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
     memory map (.npy), so files larger than the memory are labelled as they are
     read; the outputs are written as the blocks are done, atomically.
     """
+    _check_stdout(labels_out, transform_out)
     for path, option in ((labels_out, "--labels-out"), (transform_out, "--transform-out")):
         _check_output(path, option)
     try:
@@ -639,7 +661,7 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
     except (OSError, ValueError, ImportError) as exc:
         raise click.ClickException(_one_line(exc)) from None
     if not quiet:
-        err = labels_out == "-"
+        err = "-" in (labels_out, transform_out)
         click.echo(f"labelled {found.n} points x {table.n_columns} features of {data} in "
                    f"{time.perf_counter() - start:.2f} s", err=err)
         click.echo(f"inertia: {found.inertia:.6g} (inertia / n = "
