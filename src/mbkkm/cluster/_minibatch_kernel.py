@@ -256,8 +256,8 @@ torch.device, default=None
     >>> from sklearn.datasets import make_circles
     >>> from mbkkm import MiniBatchKernelKMeans
     >>> X, y = make_circles(n_samples=2000, factor=0.3, noise=0.05, random_state=0)
-    >>> km = MiniBatchKernelKMeans(n_clusters=2, gamma=5.0, batch_size=256, tau=100,
-    ...                            max_iter=50, random_state=0).fit(X)
+    >>> km = MiniBatchKernelKMeans(n_clusters=2, batch_size=256, tau=100, max_iter=50,
+    ...                            random_state=0).fit(X)
     >>> km.labels_.shape
     (2000,)
     >>> from sklearn.metrics import adjusted_rand_score
