@@ -100,8 +100,8 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         neighbouring widths). With a named ``init`` the fit then **starts from
         that partition**: initial center j is the mean in feature space of the
         sample points in cluster j (see ``init``). ``gamma_selection_`` shows the
-        candidates and their scores. See ``docs/gamma.md`` and
-        ``docs/results/gamma.md``.
+        candidates and their scores. See :doc:`/gamma` and
+        :doc:`/results/gamma`.
         "mean-distance" (rbf and laplacian only): the fixed data-driven
         1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
         computed in O(n d) (the default of version 0.1).
