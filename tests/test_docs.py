@@ -177,3 +177,27 @@ def test_docstrings_link_the_docs_pages():
         if any(re.search(r"\bdocs/[\w/.-]+\.(?:md|rst)\b", d) for d in docs):
             paths.append(name)
     assert not paths, f"docstrings cite docs/... as a path: {paths}"
+
+
+# ------------------------------------------------------------------ versions
+def test_versions_agree():
+    # __version__ is the next release's development number (0.2.0.dev0); the
+    # changelog lists the changes since the last release under that release,
+    # marked unreleased, at the top, and nowhere else ("## Unreleased" sections
+    # added on other branches are folded into it).
+    import mbkkm
+
+    match = re.fullmatch(r"(\d+\.\d+\.\d+)(?:\.dev\d+)?", mbkkm.__version__)
+    assert match, mbkkm.__version__
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    sections = re.findall(r"^## (.*)$", text, flags=re.M)
+    unreleased = [s for s in sections if "unreleased" in s.lower()]
+    if mbkkm.__version__ != match[1]:  # a development version
+        assert sections[0] == f"[{match[1]}] - unreleased", sections
+        assert unreleased == sections[:1], unreleased
+    else:
+        assert sections[0].startswith(f"[{match[1]}] - 2"), sections[0]  # with its date
+        assert not unreleased
+    numbers = [tuple(map(int, re.match(r"\[(\d+)\.(\d+)\.(\d+)\]", s).groups()))
+               for s in sections]
+    assert numbers == sorted(numbers, reverse=True) and len(set(numbers)) == len(numbers)
