@@ -71,7 +71,7 @@ def test_unknown_kernel_suggests_the_nearest_name(name):
 def test_every_string_option_suggests(name):
     with pytest.raises(InvalidParameterError, match=r"init='kmeans\+\+' is not a known "
                        r"init\. Did you mean 'k-means\+\+'\? Expected one of: "
-                       r"k-means\+\+, random; or an array\."):
+                       r"k-means\+\+, random; or an array-like\."):
         ESTIMATORS[name](init="kmeans++").fit(_X())
 
 

@@ -66,7 +66,6 @@ def unknown_name_message(param, value, known, *, what=None, also=()):
             f"Expected one of: {options}.")
 
 
-_KINDS = {"array-like": "an array", "callable": "a callable", "None": "None"}
 
 
 def check_str_options(estimator):
@@ -93,11 +92,10 @@ def check_str_options(estimator):
                               for c in constraints):
             continue
         known = set().union(*(c.options for c in options))
-        also = [_KINDS.get(c if isinstance(c, str) else getattr(c, "__name__", ""), "")
-                for c in constraints if not isinstance(c, StrOptions)]
+        # the other kinds of value, in scikit-learn's words ("a callable", "None", ...)
+        also = [str(make_constraint(c)) for c in constraints if not isinstance(c, StrOptions)]
         raise InvalidParameterError(
-            f"{type(estimator).__name__}: "
-            + unknown_name_message(name, value, known, also=[a for a in also if a])
+            f"{type(estimator).__name__}: " + unknown_name_message(name, value, known, also=also)
         )
 
 
@@ -136,7 +134,7 @@ def _rewrite(msg, X, owner):
         return (f"X must be 2-D, shape (n_samples, n_features); got {what}. Reshape your data: "
                 "X.reshape(-1, 1) if it holds one feature, X.reshape(1, -1) if one sample.")
     if msg.startswith("Complex data not supported"):
-        dtype = getattr(X, "dtype", None) or np.asarray(X).dtype
+        dtype = X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype
         return (f"Complex data not supported: X has dtype {dtype}; pass real features "
                 "(e.g. the real and imaginary parts as separate columns).")
     if msg.startswith("Input X contains NaN"):
