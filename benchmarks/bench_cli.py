@@ -65,9 +65,9 @@ def _status():
 class Meter:
     """Peak anonymous memory (sampled) and peak RSS growth from a baseline.
 
-    ``sample=False``: no sampling thread (its wake-ups every 10 ms take the GIL
-    between the reader's blocks, which a single long C call never gives up), so
-    the time is clean; the anonymous peak is then not measured.
+    ``sample=False``: no sampling thread (its wake-ups every 10 ms take the GIL,
+    which costs a reader that returns to Python between blocks more than one long
+    C call), so the time is clean; the anonymous peak is then not measured.
     """
 
     def __init__(self, sample=True):
