@@ -9,7 +9,7 @@
 """
 
 from .._core._memory import MemoryPlan, MemoryPlanError
-from ._auto_gamma import GammaSelection, select_gamma
+from ._auto_gamma import GammaGridWarning, GammaSelection, select_gamma
 from ._common import EmptyClusterWarning
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._memory import measure_memory
@@ -18,6 +18,7 @@ from ._minibatch_kmeans import MiniBatchKMeans
 
 __all__ = [
     "EmptyClusterWarning",
+    "GammaGridWarning",
     "GammaSelection",
     "KernelKMeans",
     "KernelMemoryError",
