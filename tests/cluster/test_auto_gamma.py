@@ -148,6 +148,7 @@ def test_grid_extended_at_its_end_and_warned_when_still_there():
         warnings.simplefilter("error", GammaGridWarning)
         sel = select_gamma(X, 2, random_state=0)
     assert sel.multipliers[-1] > 32 and sel.at_edge is None
+    assert adjusted_rand_score(y[sel.sample_indices], sel.sample_labels) > 0.95
     best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
     assert 0 < best < sel.candidates.size - 1
     np.testing.assert_allclose(np.diff(np.log2(sel.multipliers)), 1.0)

@@ -291,13 +291,17 @@ def knn_normalized_cut(A, labels, n_clusters):
     """sum_j cut(C_j) / vol(C_j) of a partition on a symmetric graph A (sparse).
 
     vol(C_j) = sum of the degrees of C_j's points; cut(C_j) = vol(C_j) minus the
-    weight of the edges inside C_j. An empty cluster adds nothing.
+    weight of the edges inside C_j. An empty cluster adds nothing. Computed from
+    A's edge list (bincounts over the edges), not with sparse products: the
+    selection scores about 45 partitions on one graph.
     """
+    A = sparse.csr_matrix(A)
     n = labels.shape[0]
-    onehot = sparse.csr_matrix((np.ones(n), (np.arange(n), labels)), shape=(n, n_clusters))
-    deg = np.asarray(A.sum(axis=1)).ravel()
-    vol = onehot.T @ deg                                   # (k,)
-    inside = (onehot.T @ (A @ onehot)).diagonal()          # (k,)
+    rows = np.repeat(np.arange(n), np.diff(A.indptr))             # edge (rows[e], A.indices[e])
+    deg = np.bincount(rows, weights=A.data, minlength=n)
+    vol = np.bincount(labels, weights=deg, minlength=n_clusters)   # (k,)
+    same = labels[rows] == labels[A.indices]
+    inside = np.bincount(labels[rows[same]], weights=A.data[same], minlength=n_clusters)
     ok = vol > 0
     return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
 
