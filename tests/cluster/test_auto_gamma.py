@@ -68,14 +68,22 @@ def test_normalized_cut_equals_plain_oracle(seed):
     assert knn_normalized_cut(A, labels, 4) == pytest.approx(plain_ncut(A, labels, 4))
 
 
-def plain_choice(scores, reference, min_gain):
-    """The guarded choice written out: the lowest smoothed score (ties: nearest the
-    reference) replaces the reference only when it is <= (1 - min_gain) x its score."""
-    lowest = min(scores)
-    ties = [i for i, s in enumerate(scores) if abs(s - lowest) <= 1e-9 * abs(lowest)]
-    best = min(ties, key=lambda i: abs(i - reference))
+def plain_choice(scores, reference, min_gain, min_gain_wider=0.0):
+    """The guarded choice written out: a candidate before the reference (wider) passes
+    when its score is < the reference's and <= (1 - min_gain_wider) x it, one after it
+    (narrower) when <= (1 - min_gain) x it; the lowest passing score wins (ties: the
+    nearest the reference, then the wider), else the reference."""
     s_ref = scores[reference]
-    return best if scores[best] < s_ref and scores[best] <= (1 - min_gain) * s_ref else reference
+    passing = []
+    for i, s in enumerate(scores):
+        gain = min_gain_wider if i < reference else min_gain
+        if i != reference and s < s_ref and s <= (1 - gain) * s_ref:
+            passing.append(i)
+    if not passing:
+        return reference
+    lowest = min(scores[i] for i in passing)
+    ties = [i for i in passing if abs(scores[i] - lowest) <= 1e-9 * abs(lowest)]
+    return min(ties, key=lambda i: (abs(i - reference), i))
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -83,9 +91,16 @@ def test_choose_width_equals_plain_rule(seed):
     rng = np.random.RandomState(seed)
     for _ in range(200):
         scores = rng.choice([0.0, 0.1, 0.2, 0.25, 0.3], size=7)
-        ref, gain = int(rng.randint(7)), float(rng.choice([0.0, 0.2, 0.5]))
-        assert choose_width(scores, ref, gain) == plain_choice(list(scores), ref, gain)
+        ref = int(rng.randint(7))
+        gain, wider = (float(g) for g in rng.choice([0.0, 0.2, 0.5], size=2))
+        assert choose_width(scores, ref, gain, wider) == plain_choice(list(scores), ref, gain,
+                                                                      wider)
     assert choose_width([0.3, 0.1, 0.1, 0.2], None, 0.2) == 1  # no reference: widest lowest
+    # The default: a wider width with a lower score wins; a narrower one needs <= 0.8 x.
+    assert choose_width([0.95, 1.0, 0.85], 1, 0.2) == 0
+    assert choose_width([1.05, 1.0, 0.85], 1, 0.2) == 1
+    assert choose_width([0.95, 1.0, 0.75], 1, 0.2) == 2
+    assert choose_width([0.95, 1.0, 0.85], 1, 0.2, 0.2) == 1  # equal margins: as before
 
 
 def test_selection_scores_multiples_of_the_base_and_keeps_the_reference_unless_beaten():
@@ -113,7 +128,7 @@ def test_selection_scores_multiples_of_the_base_and_keeps_the_reference_unless_b
     padded = [raw[0], *raw, raw[-1]]
     np.testing.assert_allclose(sel.scores, [(padded[i] + 2 * padded[i + 1] + padded[i + 2]) / 4
                                             for i in range(G)])
-    best = plain_choice(list(sel.scores), sel.reference, 0.2)
+    best = plain_choice(list(sel.scores), sel.reference, 0.2, 0.0)
     if best == G - 1:  # a plateau of equal cuts at the end: its innermost width
         while best - 1 != sel.reference and raw[best - 1] == pytest.approx(raw[best]):
             best -= 1
@@ -128,14 +143,20 @@ def test_selection_scores_multiples_of_the_base_and_keeps_the_reference_unless_b
     assert plain_ncut(A, sel.sample_labels, 2) == pytest.approx(sel.raw_scores[best])
 
 
-def test_no_clearly_better_width_keeps_the_mean_distance_width():
+def test_no_clearly_better_width_keeps_the_mean_distance_width_or_a_wider_one():
     # One Gaussian cloud cut in 3: no width separates it much better than another.
     X = np.random.RandomState(0).randn(600, 4)
     sel = select_gamma(X, 3, random_state=0)
-    assert sel.multipliers[sel.reference] == 1.0
-    assert sel.gamma == sel.candidates[sel.reference] == sel.base_gamma
-    assert sel.scores.min() > sel.threshold  # no candidate reached 0.8 x its score
-    # Without the margin the lowest score wins.
+    ref = sel.reference
+    assert sel.multipliers[ref] == 1.0 and sel.candidates[ref] == sel.base_gamma
+    assert sel.scores[ref + 1:].min() > sel.threshold  # no narrower one reached 0.8 x
+    best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
+    assert best <= ref  # the reference, or a wider width with a lower score
+    assert best == ref or sel.scores[best] < sel.scores[ref] == sel.threshold_wider
+    # The same margin on both sides keeps the reference ...
+    both = select_gamma(X, 3, random_state=0, min_gain_wider=0.2)
+    assert both.gamma == both.base_gamma and both.scores.min() > both.threshold_wider
+    # ... and no margin at all gives the lowest score.
     plain = select_gamma(X, 3, random_state=0, min_gain=0.0)
     assert plain.gamma == plain.candidates[np.argmin(plain.scores)]
 
@@ -250,6 +271,8 @@ def test_bad_gamma_strings_and_arguments():
     for bad in (1.0, -0.1, "0.2", True):
         with pytest.raises(ValueError, match="min_gain"):
             select_gamma(X, 2, min_gain=bad)
+        with pytest.raises(ValueError, match="min_gain_wider"):
+            select_gamma(X, 2, min_gain_wider=bad)
     with pytest.raises(ValueError, match="extend"):
         select_gamma(X, 2, extend=-1)
 

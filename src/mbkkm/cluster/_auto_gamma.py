@@ -22,16 +22,24 @@ can have the lower objective at the widths where the spectral-start run keeps
 the rings); its cut, smoothed over neighbouring widths (weights 1/4, 1/2, 1/4),
 is the width's score.
 
-**The mean-distance width is kept unless another width is clearly better**: the
-lowest score wins only when it is at most ``1 - min_gain`` (0.8) times the
-mean-distance width's score. Where the data have no structure that one width
-separates much better than another (most real data sets measured), the
-normalised cut varies by 5-25 % between neighbouring widths and between kernel
-k-means' local optima at one width, and it prefers partitions into clusters of
-similar volume: on unbalanced classes (one of 80 %, several below 1 %) its
-minimum was a narrower width that splits the large class, worse than the
-default and than k-means. Rings, moons and blobs of unequal spread lower the cut
-by 30-100 % and pass the guard. When the winning width lies at an end of the
+**The mean-distance width is kept unless another width is better, and a
+narrower one clearly better**: a wider width (smaller gamma) replaces it when its
+score is lower (``min_gain_wider``, 0), a narrower one (larger gamma) only when
+its score is at most ``1 - min_gain`` (0.8) times the mean-distance width's. The
+lowest score among the widths that pass wins. Why the asymmetry: the two
+directions do not risk the same. A wider kernel moves kernel k-means towards
+plain k-means (exp(-gamma d) ~ 1 - gamma d as gamma -> 0, and kernel k-means on
+1 - gamma D is k-means on the points), a bounded, well-understood loss; a
+narrower one moves it towards its collapse into one large cluster and a few
+tiny ones. And the normalised cut prefers partitions into clusters of similar
+volume: on unbalanced classes (one of 80 %, several below 1 %) its minimum was a
+narrower width that splits the large class, worse than the default and than
+k-means, while the widths it scored lower on the wider side were as good as
+k-means or better (``docs/gamma.md``). Where the data have no structure that one
+width separates much better than another (most real data sets measured), the
+cut varies by 5-25 % between neighbouring widths and between kernel k-means'
+local optima at one width; rings, moons and blobs of unequal spread lower it by
+30-100 % at their narrower widths and pass the guard. When the winning width lies at an end of the
 grid, the grid is extended by up to ``extend`` steps on that side; a choice still
 at an end raises a :class:`GammaGridWarning`. The estimators then start from the
 winning solution (its clusters' feature-space means), because on non-convex
@@ -91,9 +99,13 @@ AUTO_GAMMA_KERNELS = {"rbf": "sqeuclidean", "gaussian": "sqeuclidean", "laplacia
 #: measured; the grid is extended when the choice lies at one of its ends.)
 DEFAULT_MULTIPLIERS = tuple(2.0 ** e for e in range(-3, 6))
 
-#: A width replaces the mean-distance one only when its score is at most
-#: ``1 - MIN_GAIN`` times the mean-distance width's score.
+#: A narrower width (larger gamma) replaces the mean-distance one only when its
+#: score is at most ``1 - MIN_GAIN`` times the mean-distance width's score.
 MIN_GAIN = 0.2
+
+#: A wider width (smaller gamma) replaces it when its score is at most
+#: ``1 - MIN_GAIN_WIDER`` times that score (and lower).
+MIN_GAIN_WIDER = 0.0
 
 #: Grid steps added beyond an end of the grid when the choice lies there.
 EXTEND = 2
@@ -174,11 +186,15 @@ class GammaSelection:
         Wall-clock time of the selection.
     reference : int or None
         Index in ``candidates`` of the mean-distance width (multiplier 1), which
-        is kept unless another candidate is clearly better; None when the grid
-        does not hold it (then the lowest score wins).
+        is kept unless another candidate is better (a narrower one: clearly
+        better); None when the grid does not hold it (then the lowest score wins).
     min_gain : float
-        The relative margin of that guard: another candidate wins only when its
-        score is at most ``(1 - min_gain) * scores[reference]``.
+        The relative margin of that guard for the narrower candidates (larger
+        gamma): one wins only when its score is at most
+        ``(1 - min_gain) * scores[reference]`` (:attr:`threshold`).
+    min_gain_wider : float
+        The same margin for the wider candidates (smaller gamma; 0: a lower score
+        suffices; :attr:`threshold_wider`).
     at_edge : {"narrowest", "widest"} or None
         Set when the chosen width is the narrowest or the widest candidate even
         after the grid was extended (a :class:`GammaGridWarning` said so).
@@ -199,6 +215,7 @@ class GammaSelection:
     solution_runs: np.ndarray = field(repr=False, default=None)
     reference: int | None = field(repr=False, default=None)
     min_gain: float = field(repr=False, default=MIN_GAIN)
+    min_gain_wider: float = field(repr=False, default=MIN_GAIN_WIDER)
     at_edge: str | None = field(repr=False, default=None)
 
     @property
@@ -208,11 +225,20 @@ class GammaSelection:
 
     @property
     def threshold(self):
-        """The score another candidate must reach to replace the reference width
-        (``(1 - min_gain) * scores[reference]``; None without a reference)."""
+        """The score a narrower candidate (larger gamma) must reach to replace the
+        reference width (``(1 - min_gain) * scores[reference]``; None without a
+        reference)."""
         if self.reference is None:
             return None
         return (1.0 - self.min_gain) * float(self.scores[self.reference])
+
+    @property
+    def threshold_wider(self):
+        """The same for a wider candidate (smaller gamma): ``(1 - min_gain_wider) *
+        scores[reference]``, and strictly below ``scores[reference]``."""
+        if self.reference is None:
+            return None
+        return (1.0 - self.min_gain_wider) * float(self.scores[self.reference])
 
     def table(self):
         """A text table of the candidates and their scores, the choice marked."""
@@ -228,12 +254,17 @@ class GammaSelection:
             lines.append(f"{g:12.5g} {m:8.3g} {s:9.4f}" + ("  " + ", ".join(marks) if marks
                                                              else ""))
         if self.reference is not None:
-            lines.append(f"another width replaces the mean-distance width only with a score "
-                         f"<= {1 - self.min_gain:g} x {self.scores[self.reference]:.4g} "
-                         f"= {self.threshold:.4g}")
+            s_ref = self.scores[self.reference]
+            lines.append(f"a wider width (smaller gamma) replaces the mean-distance width with "
+                         f"a score < {s_ref:.4g}" + (
+                             f" and <= {1 - self.min_gain_wider:g} x it = "
+                             f"{self.threshold_wider:.4g}" if self.min_gain_wider > 0 else ""))
+            lines.append(f"a narrower width (larger gamma) only with a score "
+                         f"<= {1 - self.min_gain:g} x {s_ref:.4g} = {self.threshold:.4g}")
         best = int(np.flatnonzero(self.candidates == self.gamma)[0])
         if (self.raw_scores is not None and best != self.reference
-                and self.scores[best] > self.scores.min()):
+                and best != choose_width(self.scores, self.reference, self.min_gain,
+                                         self.min_gain_wider)):
             lines.append("the lowest scores lie on a plateau of equal cuts at the end of the "
                          "grid: its innermost width is chosen")
         if self.at_edge is not None:
@@ -253,8 +284,11 @@ class GammaSelection:
                     color="C3", label=f"chosen gamma = {self.gamma:.3g}")
         ax.axvline(self.base_gamma, color="0.6", ls=":", label="mean-distance width")
         if self.reference is not None:
-            ax.axhline(self.threshold, color="0.6", ls="--", lw=0.8,
-                       label=f"{1 - self.min_gain:g} x its score")
+            lo, hi = self.candidates[0], self.candidates[-1]
+            ax.hlines(self.threshold_wider, lo, self.base_gamma, color="0.6", ls="-.", lw=0.8,
+                      label=f"{1 - self.min_gain_wider:g} x its score (wider widths)")
+            ax.hlines(self.threshold, self.base_gamma, hi, color="0.6", ls="--", lw=0.8,
+                      label=f"{1 - self.min_gain:g} x its score (narrower widths)")
         ax.set_xlabel("gamma")
         ax.set_ylabel("normalised k-NN cut (lower is better)")
         ax.legend(fontsize="small")
@@ -308,14 +342,15 @@ def knn_normalized_cut(A, labels, n_clusters):
 
 def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_state=None,
                  n_samples=None, multipliers=DEFAULT_MULTIPLIERS, n_neighbors=10,
-                 n_seeds=4, max_iter=100, min_gain=MIN_GAIN, extend=EXTEND):
+                 n_seeds=4, max_iter=100, min_gain=MIN_GAIN, min_gain_wider=MIN_GAIN_WIDER,
+                 extend=EXTEND):
     """Choose the width of an rbf or laplacian kernel without labels.
 
     Clusters a random sample of X with exact kernel k-means at each candidate
     width, scores each partition by its normalised cut on the sample's
-    k-nearest-neighbour graph, and keeps the mean-distance width unless another
-    width's score is clearly lower (see the module docstring and
-    ``docs/gamma.md``). Never sees labels; the same ``random_state`` gives the
+    k-nearest-neighbour graph, and keeps the mean-distance width unless a wider
+    width's score is lower or a narrower width's clearly lower (see the module
+    docstring and ``docs/gamma.md``). Never sees labels; the same ``random_state`` gives the
     same choice.
 
     Parameters
@@ -337,7 +372,8 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
         The candidates are ``multipliers * base``, base = 1 / (mean pairwise
         squared distance) of the sample for rbf (the mean-distance width),
         1 / (mean pairwise L1 distance) for laplacian. When they include 1, that
-        width is the reference the others must clearly beat (``min_gain``).
+        width is the reference the others must beat (``min_gain``,
+        ``min_gain_wider``).
     n_neighbors : int, default=10
         Neighbours of the k-NN graph the partitions are scored on.
     n_seeds : int, default=4
@@ -351,9 +387,13 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     max_iter : int, default=100
         Lloyd iterations of each kernel k-means fit on the sample.
     min_gain : float in [0, 1), default=0.2
-        The lowest score replaces the reference (mean-distance) width only when it
-        is at most ``1 - min_gain`` times the reference's score
-        (:func:`choose_width`); 0 keeps the plain lowest score.
+        A narrower candidate (larger gamma) replaces the reference (mean-distance)
+        width only when its score is at most ``1 - min_gain`` times the
+        reference's score (:func:`choose_width`).
+    min_gain_wider : float in [0, 1), default=0.0
+        The same margin for a wider candidate (smaller gamma): 0, a lower score
+        suffices (a wider kernel moves kernel k-means towards plain k-means).
+        ``min_gain=0, min_gain_wider=0`` keeps the plain lowest score.
     extend : int, default=2
         When the chosen width is the narrowest or the widest candidate, up to
         ``extend`` more candidates are tried beyond it, one grid step at a time;
@@ -395,9 +435,10 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     n_neighbors = _check_int(n_neighbors, "n_neighbors", 1)
     n_seeds = _check_int(n_seeds, "n_seeds", 1)
     extend = _check_int(extend, "extend", 0)
-    if (isinstance(min_gain, bool) or not isinstance(min_gain, numbers.Real)
-            or not 0 <= min_gain < 1):
-        raise ValueError(f"min_gain must be a number in [0, 1), got {min_gain!r}")
+    for name, gain in (("min_gain", min_gain), ("min_gain_wider", min_gain_wider)):
+        if (isinstance(gain, bool) or not isinstance(gain, numbers.Real)
+                or not 0 <= gain < 1):
+            raise ValueError(f"{name} must be a number in [0, 1), got {gain!r}")
     mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
     if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
         raise ValueError(f"multipliers must be positive finite numbers, got {multipliers!r}")
@@ -408,7 +449,8 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     start = time.perf_counter()
     with _selection_threads():
         selection = _select(X, n, n_clusters, kernel, sample_weight, random_state, n_samples,
-                            mult, n_neighbors, n_seeds, max_iter, min_gain, extend)
+                            mult, n_neighbors, n_seeds, max_iter, min_gain, min_gain_wider,
+                            extend)
     return dataclasses.replace(selection, seconds=time.perf_counter() - start)
 
 
@@ -426,7 +468,7 @@ def _selection_threads():
 
 
 def _select(X, n, n_clusters, kernel, sample_weight, random_state, n_samples, mult,
-            n_neighbors, n_seeds, max_iter, min_gain, extend):
+            n_neighbors, n_seeds, max_iter, min_gain, min_gain_wider, extend):
     """select_gamma's work on checked arguments (``seconds`` left to the caller)."""
     rng = check_random_state(random_state)
     m = min(n_samples, n)
@@ -483,7 +525,7 @@ def _select(X, n, n_clusters, kernel, sample_weight, random_state, n_samples, mu
         ref = int(ref[0]) if ref.size else None
         raw = np.array([solutions[mu][0] for mu in grid])
         scores = smooth_scores(raw)
-        best = choose_width(scores, ref, min_gain)
+        best = choose_width(scores, ref, min_gain, min_gain_wider)
         end = _grid_end(best, grid.size, ref)
         if end is None or added[end] >= extend:
             break
@@ -494,11 +536,13 @@ def _select(X, n, n_clusters, kernel, sample_weight, random_state, n_samples, mu
     at_edge = _grid_end(best, grid.size, ref)
     candidates = base * grid
     if at_edge is not None:
+        note = (" (wider still, kernel k-means approaches plain k-means)"
+                if at_edge == "widest" else "")
         warnings.warn(
             f"gamma='auto': the criterion is lowest at the {at_edge} width tried, "
             f"{candidates[best]:.4g} ({grid[best]:.4g} x the mean-distance width), after "
             f"extending the grid by {added[at_edge]} step(s); a better width may lie beyond "
-            f"it: pass gamma as a number, or explore with "
+            f"it{note}: pass gamma as a number, or explore with "
             f"mbkkm.cluster.select_gamma(multipliers=...)",
             GammaGridWarning, stacklevel=3,
         )
@@ -510,31 +554,41 @@ def _select(X, n, n_clusters, kernel, sample_weight, random_state, n_samples, mu
         sample_labels=runs[best][4], seed_inertia=np.array([r[2] for r in runs]),
         seconds=None, raw_scores=raw,
         solution_runs=np.array([r[3] for r in runs], dtype=np.intp), reference=ref,
-        min_gain=float(min_gain), at_edge=at_edge)
+        min_gain=float(min_gain), min_gain_wider=float(min_gain_wider), at_edge=at_edge)
 
 
-def choose_width(scores, reference, min_gain):
+def choose_width(scores, reference, min_gain, min_gain_wider=0.0):
     """Index of the chosen candidate from the smoothed scores (lower is better).
 
-    The lowest score wins (among equal lowest scores, the one nearest the
-    reference; without a reference, the widest), but it replaces the reference
-    candidate (the mean-distance width) only when it is lower than the
-    reference's score and at most ``(1 - min_gain)`` times it. Why a relative
-    margin: on data without a structure that one width separates much better,
-    the scores of neighbouring widths differ by 5-25 % (kernel k-means' local
-    optima and the sample), and the cut's preference for clusters of similar
-    volume picked widths worse than the default on unbalanced data; rings, moons
-    and blobs of unequal spread lower it by 30-100 % (``docs/gamma.md``).
+    Candidates are sorted by increasing gamma, so those before ``reference`` (the
+    mean-distance width) are wider and those after it narrower. A candidate
+    passes when its score is lower than the reference's and at most
+    ``(1 - min_gain_wider)`` (wider) or ``(1 - min_gain)`` (narrower) times it;
+    the lowest score among those that pass wins (ties: the one nearest the
+    reference, then the wider), else the reference. Without a reference the
+    lowest score wins (ties: the widest).
+
+    Why a margin on the narrower side: on data without a structure that one
+    width separates much better, the scores of neighbouring widths differ by
+    5-25 % (kernel k-means' local optima and the sample), and the cut's
+    preference for clusters of similar volume picked narrower widths, worse than
+    the default, on unbalanced data; rings, moons and blobs of unequal spread
+    lower it by 30-100 %. Why none by default on the wider side: a wider width
+    moves kernel k-means towards plain k-means, and where the cut preferred it
+    the fits were as good as k-means or better (``docs/gamma.md``).
     """
     scores = np.asarray(scores, dtype=np.float64)
-    low = np.flatnonzero(np.isclose(scores, scores.min(), rtol=1e-9, atol=0.0))
     if reference is None:
-        return int(low[0])
-    best = int(low[np.argmin(np.abs(low - reference))])
+        return int(np.flatnonzero(np.isclose(scores, scores.min(), rtol=1e-9, atol=0.0))[0])
     s_ref = scores[reference]
-    if scores[best] < s_ref and scores[best] <= (1.0 - min_gain) * s_ref:
-        return best
-    return int(reference)
+    index = np.arange(scores.size)
+    limit = np.where(index < reference, 1.0 - min_gain_wider, 1.0 - min_gain) * s_ref
+    ok = (scores < s_ref) & (scores <= limit)
+    ok[reference] = False
+    if not ok.any():
+        return int(reference)
+    low = np.flatnonzero(ok & np.isclose(scores, scores[ok].min(), rtol=1e-9, atol=0.0))
+    return int(low[np.argmin(np.abs(low - reference))])  # equal distance: the wider first
 
 
 def _grid_end(best, size, reference):
