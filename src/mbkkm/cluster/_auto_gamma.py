@@ -350,8 +350,8 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     width, scores each partition by its normalised cut on the sample's
     k-nearest-neighbour graph, and keeps the mean-distance width unless a wider
     width's score is lower or a narrower width's clearly lower (see the module
-    docstring and ``docs/gamma.md``). Never sees labels; the same ``random_state`` gives the
-    same choice.
+    docstring and :doc:`/gamma`). Never sees labels; the same ``random_state``
+    gives the same choice.
 
     Parameters
     ----------
