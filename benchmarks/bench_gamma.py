@@ -6,9 +6,10 @@ gamma="auto" (what gamma=None, the default, does here), and at multiples
 2**-2 .. 2**5 of the mean-distance width (the grid; 1x is gamma="mean-distance",
 the default of version 0.1; the grid's best point, found with the labels, is the
 ceiling reported for reference only). 10 seeds per data set, 3 for MNIST (its
-fits take about a minute each). Rows are appended to a tidy CSV as they finish
-(a re-run skips the rows already there); ``--report`` draws the table
-(``docs/results/gamma.md`` section) and the figure from the CSV only.
+fits take about a minute each; 5 for its unbalanced resampling). Rows are appended
+to a tidy CSV as they finish (a re-run skips the rows already there); ``--report``
+draws the table (``docs/results/gamma.md`` section) and the figure from the CSV
+only.
 
     .venv/bin/python benchmarks/bench_gamma.py --out docs/results/gamma.csv
     .venv/bin/python benchmarks/bench_gamma.py --out docs/results/gamma.csv --report
@@ -18,7 +19,13 @@ Data: rings (make_circles(20000, factor=0.4, noise=0.05)), moons
 cluster_std=[1, 2.5, 0.5], random_state=170)), scikit-learn's iris, wine,
 breast-cancer and digits (standardised), PenDigits and Letter (standardised, as
 mbkkm.datasets does), MNIST (a 20,000-image sample, divided by 255), read from
-``--data-home`` (default ../shared/datasets).
+``--data-home`` (default ../shared/datasets); and unbalanced sets: digits, Letter
+(10 classes of 80 % down to 0.2 %), PenDigits and MNIST (7 classes of 78, 15, 6,
+0.4, 0.1, 0.02 and 0.01 %: a held-out set's proportions) resampled without
+replacement (``unbalanced_indices``, seed 0), and blobs of unequal weights and
+spreads (2-d, 80 % .. 1 %; 9-d, the 7 proportions).
+
+    .venv/bin/python benchmarks/bench_gamma.py --cost    # the README example's cost
 """
 
 from __future__ import annotations
@@ -33,9 +40,21 @@ from pathlib import Path
 import numpy as np
 
 DATASETS = ["rings", "moons", "blobs", "iris", "wine", "breast_cancer", "digits",
-            "pendigits", "letter", "mnist"]
+            "pendigits", "letter", "mnist",
+            "blobs_unbal", "blobs_unbal9", "digits_unbal", "pendigits_unbal", "letter_unbal",
+            "mnist_unbal"]
+#: Synthetic sets (the others are real data, resampled or not).
+SYNTHETIC = {"rings", "moons", "blobs", "blobs_unbal", "blobs_unbal9"}
+#: Class proportions of the unbalanced sets: one class of about 80 %, several below 1 %.
+#: "c7": those of a 7-class held-out set where the normalised cut chose badly (78, 15,
+#: 6, 0.4, 0.1, 0.02, 0.01 %); "p10": ten classes, 80 % down to 0.2 %.
+PROPORTIONS = {"c7": (0.78, 0.15, 0.06, 0.004, 0.001, 0.0002, 0.0001),
+               "p10": (0.80, 0.10, 0.05, 0.02, 0.01, 0.008, 0.005, 0.003, 0.002, 0.002)}
+#: The unbalanced resamplings: base set and proportions.
+UNBALANCED = {"digits_unbal": ("digits", "p10"), "pendigits_unbal": ("pendigits", "c7"),
+              "letter_unbal": ("letter", "p10"), "mnist_unbal": ("mnist", "c7")}
 GRID = [2.0 ** e for e in range(-2, 6)]
-SEEDS = {"mnist": 3}  # seeds per data set where not 10
+SEEDS = {"mnist": 3, "mnist_unbal": 5}  # seeds per data set where not 10 (fits of a minute, 25 s)
 FIELDS = ["dataset", "n", "d", "k", "seed", "method", "multiplier", "gamma", "ari", "nmi",
           "seconds", "select_seconds"]
 
@@ -45,6 +64,23 @@ def load(name, data_home):
     from sklearn import datasets as skd
     from sklearn.preprocessing import StandardScaler
 
+    if name in UNBALANCED:
+        base, profile = UNBALANCED[name]
+        X, y = _raw(base, data_home)
+        idx = unbalanced_indices(y, PROPORTIONS[profile], np.random.default_rng(0))
+        X, y = X[idx], y[idx]
+        X = X / 255.0 if base == "mnist" else StandardScaler().fit_transform(X)
+        return np.asarray(X, dtype=np.float64), np.asarray(y), int(np.unique(y).size)
+    if name == "blobs_unbal":  # 2-d: five blobs of 80 % .. 1 %, spreads 0.3 .. 2
+        sizes = np.round(20000 * np.array([0.80, 0.12, 0.05, 0.02, 0.01])).astype(int)
+        X, y = skd.make_blobs(sizes, cluster_std=[2.0, 1.0, 0.5, 0.3, 1.5],
+                              center_box=(-12, 12), random_state=3)
+        return np.asarray(X, dtype=np.float64), np.asarray(y), 5
+    if name == "blobs_unbal9":  # 9-d: seven blobs in the "c7" proportions, spreads 0.5 .. 3
+        sizes = np.maximum(2, np.round(20000 * np.array(PROPORTIONS["c7"]))).astype(int)
+        X, y = skd.make_blobs(sizes, n_features=9, cluster_std=[3.0, 1.0, 2.0, 0.5, 1.0, 0.5, 1.0],
+                              center_box=(-8, 8), random_state=7)
+        return StandardScaler().fit_transform(X), np.asarray(y), 7
     if name == "rings":
         X, y = skd.make_circles(20000, factor=0.4, noise=0.05, random_state=0)
     elif name == "moons":
@@ -62,6 +98,34 @@ def load(name, data_home):
             idx = np.random.default_rng(0).choice(X.shape[0], 20000, replace=False)
             X, y = X[idx], y[idx]
     return np.asarray(X, dtype=np.float64), np.asarray(y), int(np.unique(y).size)
+
+
+def _raw(name, data_home):
+    """(X, y) of a base set as stored (scikit-learn's bundled or ``--data-home``'s)."""
+    from sklearn import datasets as skd
+
+    if name == "digits":
+        return skd.load_digits(return_X_y=True)
+    data = np.load(Path(data_home) / f"{name}.npz", allow_pickle=False)
+    return data["X"].astype(np.float64), data["y"]
+
+
+def unbalanced_indices(y, proportions, rng):
+    """Rows of a resampling of (., y) to the given class proportions.
+
+    The classes are taken in a random order; the first (the largest share) keeps all
+    its points, which fixes the size n = its count / its share; class i then gets
+    max(2, round(share_i * n)) of its points, drawn without replacement. Returns
+    sorted indices.
+    """
+    classes = rng.permutation(np.unique(y))[:len(proportions)]
+    n = int(np.sum(y == classes[0]) / proportions[0])
+    idx = []
+    for c, share in zip(classes, proportions):
+        rows = np.flatnonzero(y == c)
+        idx.append(rng.choice(rows, size=min(rows.size, max(2, round(share * n))),
+                              replace=False))
+    return np.sort(np.concatenate(idx))
 
 
 def run(args):
@@ -90,6 +154,7 @@ def run(args):
             for seed in range(n_seeds):
                 jobs = [("kmeans", "", None)] + [("grid", f"{m:g}", g0 * m) for m in args.grid]
                 jobs.append(("auto", "", "auto"))
+                jobs = [j for j in jobs if j[0] in args.methods]
                 for method, mult, gamma in jobs:
                     if (name, str(seed), method, mult) in done:
                         continue
@@ -139,6 +204,7 @@ def summarise(path):
             "kmeans_ari": part[part.method == "kmeans"].ari.mean(),
             "default_ari": fit1.ari.mean(),
             "auto_ari": auto.ari.mean(),
+            "auto_min_ari": auto.ari.min(),
             "ceiling_ari": means.loc[best, "ari"],
             "kmeans_nmi": part[part.method == "kmeans"].nmi.mean(),
             "default_nmi": fit1.nmi.mean(),
@@ -147,7 +213,10 @@ def summarise(path):
             "best_multiplier": best,
             "auto_multiplier": float(np.median(auto.gamma.astype(float)
                                                / (fit1.gamma.astype(float).mean()))),
-            "auto_time_ratio": auto.seconds.mean() / fit1.seconds.mean(),
+            # (selection + fit) / the fit alone, both from the auto rows: the cost of
+            # the selection relative to a fixed-width fit, timed in the same runs.
+            "auto_time_ratio": auto.seconds.mean() / (auto.seconds
+                                                      - auto.select_seconds.astype(float)).mean(),
         })
     return pd.DataFrame(rows)
 
@@ -162,7 +231,7 @@ def report(args):
     s = summarise(args.out)
     s.to_csv(Path(args.out).with_name("gamma-summary.csv"), index=False, float_format="%.4f")
     lines = ["| data | seeds | k-means | mean-distance (0.1 default) | auto (default) | "
-             "ceiling (grid) | best x | auto x | auto time / mean-distance fit |",
+             "ceiling (grid) | best x | auto x | auto time / its fit alone |",
              "| --- " * 9 + "|"]
     for r in s.itertuples():
         lines.append(
@@ -171,10 +240,17 @@ def report(args):
             f"**{r.auto_ari:.3f}** ± {r.auto_se:.3f} / {r.auto_nmi:.3f} | "
             f"{r.ceiling_ari:.3f} / {r.ceiling_nmi:.3f} | "
             f"{r.best_multiplier} | {r.auto_multiplier:.3g} | {r.auto_time_ratio:.2f} |")
-    lines.append(f"| **mean** | | {s.kmeans_ari.mean():.3f} / {s.kmeans_nmi.mean():.3f} | "
-                 f"{s.default_ari.mean():.3f} / {s.default_nmi.mean():.3f} | "
-                 f"**{s.auto_ari.mean():.3f}** / {s.auto_nmi.mean():.3f} | "
-                 f"{s.ceiling_ari.mean():.3f} / {s.ceiling_nmi.mean():.3f} | | | |")
+    groups = [("mean", np.ones(len(s), dtype=bool)),
+              ("mean, real sets", ~s.dataset.isin(SYNTHETIC).to_numpy()),
+              ("mean, unbalanced sets", s.dataset.str.endswith("_unbal").to_numpy()
+               | (s.dataset == "blobs_unbal9").to_numpy())]
+    for label, mask in groups:
+        g = s[mask]
+        lines.append(f"| **{label}** ({len(g)}) | | {g.kmeans_ari.mean():.3f} / "
+                     f"{g.kmeans_nmi.mean():.3f} | {g.default_ari.mean():.3f} / "
+                     f"{g.default_nmi.mean():.3f} | **{g.auto_ari.mean():.3f}** / "
+                     f"{g.auto_nmi.mean():.3f} | {g.ceiling_ari.mean():.3f} / "
+                     f"{g.ceiling_nmi.mean():.3f} | | | |")
     print("\n".join(lines))
     df = pd.read_csv(args.out, keep_default_na=False)
     names = list(s.dataset)
@@ -206,6 +282,39 @@ def report(args):
     print(fig_path)
 
 
+def cost(args):
+    """The README example (5,000 circles, b = 512, tau = 100, 100 iterations): fit with
+    gamma=None (the selection) and gamma="mean-distance", interleaved, best of
+    ``--rounds``; run it under /work/bin/quiet (one process on the machine)."""
+    import os as _os
+
+    from sklearn.datasets import make_circles
+    from sklearn.metrics import adjusted_rand_score
+
+    from mbkkm import MiniBatchKernelKMeans
+
+    X, y = make_circles(n_samples=5000, factor=0.3, noise=0.05, random_state=0)
+    params = dict(n_clusters=2, batch_size=512, tau=100, max_iter=100, random_state=0)
+    MiniBatchKernelKMeans(**params).fit(X)  # imports, caches
+    times = {"auto (gamma=None)": [], "mean-distance": []}
+    select = []
+    for _ in range(args.rounds):
+        for label, gamma in (("auto (gamma=None)", None), ("mean-distance", "mean-distance")):
+            start = time.perf_counter()
+            km = MiniBatchKernelKMeans(gamma=gamma, **params).fit(X)
+            times[label].append(time.perf_counter() - start)
+            if gamma is None:
+                select.append(km.gamma_selection_.seconds)
+                auto = km
+    print(f"load average before: {_os.getloadavg()}")
+    for label, t in times.items():
+        print(f"{label:18s} best {min(t):.3f} s  median {np.median(t):.3f} s  "
+              f"({' '.join(f'{v:.3f}' for v in t)})")
+    print(f"selection alone    best {min(select):.3f} s  median {np.median(select):.3f} s; "
+          f"auto ARI {adjusted_rand_score(y, auto.labels_):.3f}, chosen "
+          f"{auto.gamma_ / auto.gamma_selection_.base_gamma:.3g} x the mean-distance width")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="docs/results/gamma.csv")
@@ -214,10 +323,17 @@ def main():
                    help="seeds per data set (default 10, MNIST 3)")
     p.add_argument("--grid", type=lambda s: [float(v) for v in s.split(",")], default=GRID,
                    help="multiples of the default width (default 2**-2 .. 2**5)")
+    p.add_argument("--methods", type=lambda s: s.split(","), default=["kmeans", "grid", "auto"],
+                   help="which rows to run (default kmeans,grid,auto)")
     p.add_argument("--data-home", default=os.environ.get("MBKKM_DATA", "../shared/datasets"))
     p.add_argument("--report", action="store_true", help="table and figure from --out only")
+    p.add_argument("--cost", action="store_true",
+                   help="time the README example's fit with and without the selection")
+    p.add_argument("--rounds", type=int, default=7, help="--cost: interleaved rounds")
     args = p.parse_args()
-    if args.report:
+    if args.cost:
+        cost(args)
+    elif args.report:
         report(args)
     else:
         run(args)

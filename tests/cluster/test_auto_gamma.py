@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import warnings
 
 import numpy as np
 import pytest
@@ -15,16 +16,21 @@ from sklearn.neighbors import NearestNeighbors
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
 from mbkkm._core._partition_init import partition_state
 from mbkkm._core._windows import assign
+from mbkkm.cluster import GammaGridWarning
 from mbkkm.cluster._auto_gamma import (
     AUTO_GAMMA_KERNELS,
     GammaSelection,
     auto_start_inner,
-    kernel_kmeans_run,
+    choose_width,
+    default_sample_size,
+    kernel_kmeans_runs,
     knn_normalized_cut,
     lloyd_from_partition,
+    lloyd_runs,
     select_gamma,
     spectral_partition,
 )
+from mbkkm.cluster._kernel_kmeans import _MatrixOperator, kernel_lloyd
 from mbkkm.kernels import resolve_kernel
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -62,37 +68,116 @@ def test_normalized_cut_equals_plain_oracle(seed):
     assert knn_normalized_cut(A, labels, 4) == pytest.approx(plain_ncut(A, labels, 4))
 
 
-def test_selection_is_the_argmin_of_its_scores_over_multiples_of_the_base():
+def plain_choice(scores, reference, min_gain, min_gain_wider=0.0):
+    """The guarded choice written out: a candidate before the reference (wider) passes
+    when its score is < the reference's and <= (1 - min_gain_wider) x it, one after it
+    (narrower) when <= (1 - min_gain) x it; the lowest passing score wins (ties: the
+    nearest the reference, then the wider), else the reference."""
+    s_ref = scores[reference]
+    passing = []
+    for i, s in enumerate(scores):
+        gain = min_gain_wider if i < reference else min_gain
+        if i != reference and s < s_ref and s <= (1 - gain) * s_ref:
+            passing.append(i)
+    if not passing:
+        return reference
+    lowest = min(scores[i] for i in passing)
+    ties = [i for i in passing if abs(scores[i] - lowest) <= 1e-9 * abs(lowest)]
+    return min(ties, key=lambda i: (abs(i - reference), i))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_choose_width_equals_plain_rule(seed):
+    rng = np.random.RandomState(seed)
+    for _ in range(200):
+        scores = rng.choice([0.0, 0.1, 0.2, 0.25, 0.3], size=7)
+        ref = int(rng.randint(7))
+        gain, wider = (float(g) for g in rng.choice([0.0, 0.2, 0.5], size=2))
+        assert choose_width(scores, ref, gain, wider) == plain_choice(list(scores), ref, gain,
+                                                                      wider)
+    assert choose_width([0.3, 0.1, 0.1, 0.2], None, 0.2) == 1  # no reference: widest lowest
+    # The default: a wider width with a lower score wins; a narrower one needs <= 0.8 x.
+    assert choose_width([0.95, 1.0, 0.85], 1, 0.2) == 0
+    assert choose_width([1.05, 1.0, 0.85], 1, 0.2) == 1
+    assert choose_width([0.95, 1.0, 0.75], 1, 0.2) == 2
+    assert choose_width([0.95, 1.0, 0.85], 1, 0.2, 0.2) == 1  # equal margins: as before
+
+
+def test_selection_scores_multiples_of_the_base_and_keeps_the_reference_unless_beaten():
     X, _ = moons(300)
     sel = select_gamma(X, 2, random_state=0, n_samples=300)
     assert isinstance(sel, GammaSelection)
     sq = ((X[:, None] - X[None]) ** 2).sum(-1)
     base = 1 / (sq.sum() / (300 * 299))  # mean over distinct pairs of the whole sample
     assert sel.base_gamma == pytest.approx(base)
-    np.testing.assert_allclose(sel.multipliers, 2.0 ** np.arange(-3, 6))
-    assert sel.gamma == sel.candidates[np.argmin(sel.scores)]
+    G = sel.multipliers.size
+    assert G >= 9
+    np.testing.assert_allclose(sel.multipliers[:9], 2.0 ** np.arange(-3, 6))
+    assert sel.reference == 3 and sel.multipliers[sel.reference] == pytest.approx(1.0)
     # A width's raw score is the cut of its lowest-objective kernel k-means run
     # (scikit-learn's n_init rule; columns 0-3: k-means++ runs, 4: the run from the
     # spectral partition), or of the spectral-start run when that is lower; its
     # score is that smoothed with weights 1/4, 1/2, 1/4, ends repeated.
-    assert sel.seed_scores.shape == sel.seed_inertia.shape == (9, 5)
+    assert sel.seed_scores.shape == sel.seed_inertia.shape == (G, 5)
     lowest = np.argmin(sel.seed_inertia, axis=1)
-    chosen = np.where(sel.seed_scores[:, 4] < sel.seed_scores[np.arange(9), lowest], 4,
+    chosen = np.where(sel.seed_scores[:, 4] < sel.seed_scores[np.arange(G), lowest], 4,
                       lowest)
     np.testing.assert_array_equal(sel.solution_runs, chosen)
-    raw = sel.seed_scores[np.arange(9), chosen]
+    raw = sel.seed_scores[np.arange(G), chosen]
     np.testing.assert_allclose(sel.raw_scores, raw)
     padded = [raw[0], *raw, raw[-1]]
     np.testing.assert_allclose(sel.scores, [(padded[i] + 2 * padded[i + 1] + padded[i + 2]) / 4
-                                            for i in range(9)])
-    assert "<- chosen" in sel.table()
+                                            for i in range(G)])
+    best = plain_choice(list(sel.scores), sel.reference, 0.2, 0.0)
+    if best == G - 1:  # a plateau of equal cuts at the end: its innermost width
+        while best - 1 != sel.reference and raw[best - 1] == pytest.approx(raw[best]):
+            best -= 1
+    assert sel.gamma == sel.candidates[best]
+    assert sel.scores[best] <= sel.threshold == pytest.approx(0.8 * sel.scores[3])
+    assert "<- chosen" in sel.table() and "mean-distance width" in sel.table()
     # The start handed to the estimators: that run's partition at the chosen width,
     # re-scored here from the labels alone.
     np.testing.assert_array_equal(sel.sample_indices, np.arange(300))
-    best = int(np.argmin(sel.scores))
     G = NearestNeighbors(n_neighbors=10).fit(X).kneighbors_graph(mode="connectivity")
     A = ((G + G.T) > 0).astype(float)
     assert plain_ncut(A, sel.sample_labels, 2) == pytest.approx(sel.raw_scores[best])
+
+
+def test_no_clearly_better_width_keeps_the_mean_distance_width_or_a_wider_one():
+    # One Gaussian cloud cut in 3: no width separates it much better than another.
+    X = np.random.RandomState(0).randn(600, 4)
+    sel = select_gamma(X, 3, random_state=0)
+    ref = sel.reference
+    assert sel.multipliers[ref] == 1.0 and sel.candidates[ref] == sel.base_gamma
+    assert sel.scores[ref + 1:].min() > sel.threshold  # no narrower one reached 0.8 x
+    best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
+    assert best <= ref  # the reference, or a wider width with a lower score
+    assert best == ref or sel.scores[best] < sel.scores[ref] == sel.threshold_wider
+    # The same margin on both sides keeps the reference ...
+    both = select_gamma(X, 3, random_state=0, min_gain_wider=0.2)
+    assert both.gamma == both.base_gamma and both.scores.min() > both.threshold_wider
+    # ... and no margin at all gives the lowest score.
+    plain = select_gamma(X, 3, random_state=0, min_gain=0.0)
+    assert plain.gamma == plain.candidates[np.argmin(plain.scores)]
+
+
+def test_grid_extended_at_its_end_and_warned_when_still_there():
+    # 1000 moons points: the cut keeps falling to 32x, the end of the default grid;
+    # the grid grows beyond it until the choice is inside it.
+    X, y = make_moons(1000, noise=0.05, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GammaGridWarning)
+        sel = select_gamma(X, 2, random_state=0)
+    assert sel.multipliers[-1] > 32 and sel.at_edge is None
+    assert adjusted_rand_score(y[sel.sample_indices], sel.sample_labels) > 0.95
+    best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
+    assert 0 < best < sel.candidates.size - 1
+    np.testing.assert_allclose(np.diff(np.log2(sel.multipliers)), 1.0)
+    # No extension allowed: the narrowest width wins and a warning says so.
+    with pytest.warns(GammaGridWarning, match="narrowest width tried"):
+        edge = select_gamma(X, 2, random_state=0, multipliers=[1, 2, 4, 8, 16], extend=0)
+    assert edge.at_edge == "narrowest" and edge.gamma == edge.candidates[-1]
+    assert "beyond the grid" in edge.table()
 
 
 def test_same_seed_same_choice_and_y_never_seen():
@@ -113,8 +198,8 @@ def test_auto_beats_the_default_width_on_moons():
                                random_state=0).fit(X)
     sel = km.gamma_selection_
     assert km.gamma_ > 4 * sel.base_gamma  # far narrower than the default
-    # the chosen width's raw cut is far below the default width's (index 3 = 1x)
-    assert sel.raw_scores[np.argmin(sel.scores)] < 0.5 * sel.raw_scores[3]
+    # the chosen width's raw cut is far below the default width's
+    assert sel.raw_scores[np.argmin(sel.scores)] < 0.5 * sel.raw_scores[sel.reference]
     fixed = MiniBatchKernelKMeans(2, gamma="mean-distance", batch_size=256, tau=100,
                                   max_iter=100, random_state=0).fit(X)
     assert adjusted_rand_score(y, fixed.labels_) < 0.6
@@ -126,6 +211,7 @@ def test_auto_beats_the_default_width_on_moons():
     np.testing.assert_array_equal(default.labels_, km.labels_)
 
 
+@pytest.mark.filterwarnings("ignore::mbkkm.cluster.GammaGridWarning")  # 3 clusters on moons
 @pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
 def test_default_gamma_selects_the_width_where_the_sample_allows(Est):
     X, _ = moons(300)
@@ -182,6 +268,22 @@ def test_bad_gamma_strings_and_arguments():
         select_gamma(X, 2, n_samples=1)
     with pytest.raises(ValueError, match="multipliers"):
         select_gamma(X, 2, multipliers=[0.0, 1.0])
+    for bad in (1.0, -0.1, "0.2", True):
+        with pytest.raises(ValueError, match="min_gain"):
+            select_gamma(X, 2, min_gain=bad)
+        with pytest.raises(ValueError, match="min_gain_wider"):
+            select_gamma(X, 2, min_gain_wider=bad)
+    with pytest.raises(ValueError, match="extend"):
+        select_gamma(X, 2, extend=-1)
+
+
+def test_default_sample_size():
+    assert [default_sample_size(k) for k in (1, 2, 25, 26, 50, 100, 300)] == [
+        500, 500, 500, 520, 1000, 1000, 1000]
+    X, _ = moons(700)
+    assert select_gamma(X, 2, random_state=0).n_samples == 500
+    assert select_gamma(X, 30, random_state=0, multipliers=[1.0], n_seeds=1).n_samples == 600
+    assert select_gamma(X, 2, random_state=0, n_samples=10**6).n_samples == 700
 
 
 def test_sample_weight_draws_the_sample():
@@ -373,14 +475,35 @@ def plain_lloyd_from(X, labels, k):
         labels = new
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_kernel_kmeans_run_equals_the_estimator(seed):
-    X, _ = moons(300, seed=seed)
+def test_kernel_kmeans_runs_equal_the_estimator():
+    X, _ = moons(300, seed=1)
     K = rbf_kernel(X, gamma=4.0)
-    labels, inertia = kernel_kmeans_run(K, 3, seed, max_iter=100)
-    km = KernelKMeans(3, kernel="precomputed", max_iter=100, random_state=seed).fit(K)
-    np.testing.assert_array_equal(labels, km.labels_)
-    assert inertia == km.inertia_
+    labels, inertia = kernel_kmeans_runs(K, 3, [0, 1, 2, 7], max_iter=100)
+    for r, seed in enumerate([0, 1, 2, 7]):
+        km = KernelKMeans(3, kernel="precomputed", max_iter=100, random_state=seed).fit(K)
+        np.testing.assert_array_equal(labels[r], km.labels_)
+        assert inertia[r] == pytest.approx(km.inertia_, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_lloyd_runs_equal_one_kernel_lloyd_each(seed):
+    # Runs stopping at different iterations (max_iter 3 for some), one started with an
+    # empty cluster (relocated): each equals KernelKMeans' Lloyd from its own start.
+    rng = np.random.RandomState(seed)
+    X = np.r_[rng.randn(40, 2), rng.randn(40, 2) + 4]
+    K = rbf_kernel(X, gamma=0.5)
+    diag = np.diag(K).copy()
+    starts = [rng.choice(80, 4, replace=False) for _ in range(3)]
+    P0 = np.stack([K[:, c] for c in starts])
+    c0 = np.stack([diag[c] for c in starts])
+    c0[2, 3] = np.inf  # run 2's fourth center attracts no point at first
+    for max_iter, tol in [(100, 1e-4), (3, 0.0)]:
+        labels, objective = lloyd_runs(K, diag, P0, c0, max_iter, tol)
+        for r in range(3):
+            _, want, mind, _, _, _ = kernel_lloyd(_MatrixOperator(K), diag, P0[r], c0[r],
+                                                  np.ones(80), max_iter, tol)
+            np.testing.assert_array_equal(labels[r], want)
+            assert objective[r] == pytest.approx(mind.sum(), rel=1e-12)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -400,14 +523,14 @@ def test_spectral_run_finds_the_moons_that_kmeanspp_runs_miss(seed):
     # (higher objective than the true split); the spectral-start run finds the split.
     X, y = make_moons(4000, noise=0.05, random_state=0)
     sel = select_gamma(X, 2, random_state=seed)
-    assert sel.seed_inertia.shape == (9, 5)
+    assert sel.seed_inertia.shape[1] == 5
     assert adjusted_rand_score(y[sel.sample_indices], sel.sample_labels) > 0.95
-    best = int(np.argmin(sel.scores))
+    best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
     assert sel.solution_runs[best] == 4  # the spectral run won there
     assert sel.multipliers[best] >= 8
 
 
-@pytest.mark.parametrize("seed", [5, 6])
+@pytest.mark.parametrize("seed", [1, 4])
 def test_spectral_start_run_kept_where_a_lower_objective_run_splits_the_rings(seed):
     # Rings (bench_gamma's data), seeds where a k-means++ run through both rings has
     # a lower kernel k-means objective than the spectral-start run, which keeps the
@@ -416,7 +539,7 @@ def test_spectral_start_run_kept_where_a_lower_objective_run_splits_the_rings(se
 
     X, y = make_circles(20000, factor=0.4, noise=0.05, random_state=0)
     sel = select_gamma(X, 2, random_state=seed)
-    best = int(np.argmin(sel.scores))
+    best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
     assert sel.solution_runs[best] == 4
     assert adjusted_rand_score(y[sel.sample_indices], sel.sample_labels) == 1.0
     lowest = int(np.argmin(sel.seed_inertia[best]))

@@ -11,7 +11,7 @@
 """
 
 from .._core._memory import MemoryPlan, MemoryPlanError
-from ._auto_gamma import GammaSelection, select_gamma
+from ._auto_gamma import GammaGridWarning, GammaSelection, select_gamma
 from ._checks import expected_failed_checks
 from ._common import EmptyClusterWarning
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
@@ -21,6 +21,7 @@ from ._minibatch_kmeans import MiniBatchKMeans
 
 __all__ = [
     "EmptyClusterWarning",
+    "GammaGridWarning",
     "GammaSelection",
     "KernelKMeans",
     "KernelMemoryError",

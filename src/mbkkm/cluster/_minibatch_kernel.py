@@ -92,16 +92,18 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         scikit-learn's meaning (rbf: exp(-gamma ||x - y||^2); the paper's kappa is
         1 / gamma).
         "auto" (rbf and laplacian only): chosen without labels by
-        :func:`mbkkm.cluster.select_gamma`: exact kernel k-means on a 1000-point
-        sample (4 k-means++ runs and one spectral-start run per width, the
-        lowest-objective one kept) at widths 2**-3 .. 2**5 times the mean-distance
-        width, keeping the width whose partition cuts the fewest edges of the
-        sample's 10-nearest-neighbour graph (normalised cut, smoothed over
-        neighbouring widths). With a named ``init`` the fit then **starts from
-        that partition**: initial center j is the mean in feature space of the
-        sample points in cluster j (see ``init``). ``gamma_selection_`` shows the
-        candidates and their scores. See :doc:`/gamma` and
-        :doc:`/results/gamma`.
+        :func:`mbkkm.cluster.select_gamma`: exact kernel k-means on a sample (20
+        points per cluster, 500 to 1000; 4 k-means++ runs and one spectral-start
+        run per width, the lowest-objective one kept) at widths 2**-3 .. 2**5
+        times the mean-distance width (extended at an end when the choice lies
+        there), scoring each partition by the edges it cuts of the sample's
+        10-nearest-neighbour graph (normalised cut, smoothed over neighbouring
+        widths); the mean-distance width is kept unless a wider width's score is
+        lower or a narrower width's at most 0.8 times its score. With a named
+        ``init`` the fit then **starts from the chosen width's partition**:
+        initial center j is the mean in feature space of the sample points in
+        cluster j (see ``init``). ``gamma_selection_`` shows the candidates and
+        their scores. See :doc:`/gamma` and :doc:`/results/gamma`.
         "mean-distance" (rbf and laplacian only): the fixed data-driven
         1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
         computed in O(n d) (the default of version 0.1).
