@@ -558,7 +558,7 @@ def _chunked_products(state, kernel, nx, A, Xb, indptr, indices, data, cols, nam
 
 
 def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
-                   objective_after=False, stamp=None, max_tile_bytes=None):
+                   objective_after=False, max_tile_bytes=None):
     """One truncated mini-batch iteration on the batch items ``Xb`` (in place on state).
 
     Parameters
@@ -578,10 +578,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     batch_weight : ndarray of shape (b,) or None
         Weights of the batch points in the update (None: unit weights).
     objective_after : bool
-        Also compute f_B(C_{i+1}) on the same batch (for early stopping; one more
-        small device-to-host transfer).
-    stamp : int, optional
-        Block label of the new points (default: ``state.n_steps``).
+        Also compute f_B(C_{i+1}) on the same batch (for early stopping).
     max_tile_bytes : int, optional
         Memory for the kernel blocks; above it they are computed in column chunks of
         the batch (:func:`tile_columns`). None: in one piece.
@@ -589,11 +586,20 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     Returns
     -------
     StepResult
+
+    A state on torch runs the device-resident step instead
+    (:func:`mbkkm._core._pool.step_windows`: the same iteration in fixed shapes).
     """
     nx = get_backend(state.support, Xb)
+    if not nx.is_host:
+        from ._pool import step_windows
+
+        return step_windows(state, Xb, kernel, rate, tau=tau, renormalize=renormalize,
+                            batch_weight=batch_weight, objective_after=objective_after,
+                            max_tile_bytes=max_tile_bytes)
     b = Xb.shape[0]
     k = state.n_clusters
-    stamp = state.n_steps if stamp is None else stamp
+    stamp = state.n_steps
     sizes = state.block_size
 
     # 1-2. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block
