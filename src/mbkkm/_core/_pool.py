@@ -29,12 +29,13 @@ Layout (k clusters, L slots per window plus one spare column, M pool rows, batch
 =========  ======================  ====================================================
 
 A dropped block's slot and rows are marked free (lambda 0, ``newer`` inf, ``block``
-FREE) rather than compacted away, so K(pool, batch) is always (M + 1 + b, b). The
-capacities come from the parameters (:func:`capacities`); when an iteration would
-need more (more than M free rows for its new points, or no free slot in a growing
+FREE) rather than compacted away, so K(rows, batch) is always (M + 1 + b, b). The
+capacities come from the parameters
+(:func:`mbkkm._core._memory.pool_capacities`); when an iteration needs more (more
+free rows than M holds for its new points, or a free slot in a full growing
 window) it writes what does not fit to the spare row / spare column, which the
 host sees at its next read-back (:func:`overflowed`) and answers by growing the
-capacities and replaying the iterations since its last snapshot
+capacities and replaying the iterations since its last copy of the pool
 (:mod:`mbkkm._core._loop`): the result is the same as with enough room.
 
 One iteration (:func:`advance`), with the notation of :mod:`mbkkm._core._windows`:
@@ -78,6 +79,7 @@ import numpy as np
 import torch
 
 from ..kernels import KERNELS
+from ._memory import pool_capacities as capacities
 from ._windows import WindowState, block_slots, group_by
 
 _F64 = torch.float64
@@ -358,30 +360,10 @@ def tile_columns_for(layout, rows, max_tile_bytes):
     from ._windows import tile_columns
 
     itemsize = rows.element_size() if hasattr(rows, "element_size") else 8
-    return tile_columns(layout.n_rows, layout.b, itemsize, max_tile_bytes)
+    return tile_columns(layout.M + 1, layout.b, itemsize, max_tile_bytes)  # (M + 1 + b) rows
 
 
 # ------------------------------------------------------------------ capacities
-
-
-def capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
-    """(L, M): slots per window and pool rows that a run rarely outgrows.
-
-    A window holds about tau / (b / k) + 2 blocks (more for clusters that receive
-    few points per batch); it can hold tau at most (blocks of one point). The
-    support holds about k tau + b / 2 points and at most k (tau - 1) plus the sizes
-    of the oldest blocks (about b): M = k tau + 5 b / 4 + 16. ``blocks`` and
-    ``support`` are the current state's largest window (blocks) and support size.
-    A run that needs more grows them (:func:`grow`).
-    """
-    k, b = n_clusters, batch_size
-    if tau is None:
-        L = max(2 * blocks, 8)
-        M = support + 2 * b
-    else:
-        L = min(max(tau, 1), 2 * math.ceil(tau * k / b) + 4)
-        M = k * tau + b + b // 4 + 16
-    return max(L, blocks + 1), max(M, support + b)
 
 
 def grow(layout, *, rows, slots, tau):

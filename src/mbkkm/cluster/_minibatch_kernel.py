@@ -439,7 +439,7 @@ torch.device, default=None
                 and self.kernel_.name in ("rbf", "laplacian"),
                 width_sample=(0 if self.gamma_selection_ is None
                               else self.gamma_selection_.n_samples),
-                early_stopping=self.tol is not None)
+                early_stopping=self.tol is not None, device_resident=not nx.is_host)
         available = available_memory(nx)
         self.memory_plan_ = plan
         if self.verbose:
