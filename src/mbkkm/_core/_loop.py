@@ -213,6 +213,13 @@ class _DeviceLoop:
         self.blocks = 0
 
     # --------------------------------------------------------------- layout
+    def relayout(self, slots, rows):
+        """Move the pool to ``slots`` slots per window and ``rows`` pool rows (at least
+        what it holds), between two iterations."""
+        fs = self.fs
+        windows = self.P.unpack(fs.pool, fs.layout)
+        self._set_layout(self.P.Layout(fs.layout.k, slots, rows, fs.layout.b), windows)
+
     def _set_layout(self, layout, windows):
         P = self.P
         layout = P.Layout(layout.k, layout.L, layout.M, layout.b,
