@@ -82,7 +82,10 @@ from mbkkm import KernelKMeans, MiniBatchKernelKMeans, measure_memory
 from mbkkm._core import LEARNING_RATES, _loop, init_state
 from mbkkm.kernels import resolve_kernel
 
-DEFAULT_DATA = REPO.parent / "shared" / "datasets" / "mnist.npz"
+# ../shared/datasets beside the clone (or beside the folder of a git worktree)
+DEFAULT_DATA = next((p for p in (REPO.parent / "shared" / "datasets" / "mnist.npz",
+                                 REPO.parents[1] / "shared" / "datasets" / "mnist.npz")
+                     if p.exists()), REPO.parent / "shared" / "datasets" / "mnist.npz")
 GAMMA = 1.0 / (2 * 5.8301**2)
 
 #: name -> (limit, what the measured value is, "max": value <= limit / "min": >=)
