@@ -315,7 +315,7 @@ def _pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes, max_
     per_column = n_rows * itemsize * 1.25
     cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
     rows = n_rows * row_bytes
-    weights = n_rows * (k * itemsize + 8)
+    weights = n_rows * (k * 8 + 8)  # u_s in float64 on its cluster's column, the slot
     windows = k * L1 * 8 * 3 + k * L1 * L1 * 8 + k * 8 * 2
     return {
         "support pool (M + 1 + b rows)": rows,
@@ -327,10 +327,10 @@ def _pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes, max_
         "kernel block K(rows, X_B)": n_rows * cols * itemsize,
         # rbf and cosine square (or normalise) a copy of the rows for their norms
         "kernel operand temporaries": n_rows * n_features * itemsize if copies else 0,
-        # A (M, k), R and R * weights (M + 1 + b, k), D, V, one-hot (k, b), and the
-        # block Gram's two new versions
-        "iteration products": ((M + 2 * n_rows) * k * itemsize + k * b * (2 * itemsize + 1)
-                               + 2 * k * L1 * L1 * 8),
+        # A (M, k) in float64 and in the data's dtype, R and R * weights (M + 1 + b, k),
+        # D, V, one-hot (k, b), and the block Gram's two new versions
+        "iteration products": (M * k * (8 + itemsize) + n_rows * k * (itemsize + 8)
+                               + k * b * (2 * itemsize + 8 + 1) + 2 * k * L1 * L1 * 8),
         "_cols": cols, "_L": L, "_M": M,
     }
 

@@ -15,7 +15,7 @@ Layout (k clusters, L slots per window plus one spare column, M pool rows, batch
                                    [M + 1, M + 1 + b)
 ``block``  (M + 1 + b,) int64      slot j (L + 1) + p of each pool row; ``FREE`` = L
                                    (the spare column of cluster 0) for a free row
-``coef``   (M + 1 + b, k)          u_s in column j = cluster of s, 0 elsewhere (u_s:
+``coef``   (M + 1 + b, k) float64  u_s in column j = cluster of s, 0 elsewhere (u_s:
                                    the weight of s inside its block)
 ``lam``    (k, L + 1) float64      lambda of each slot (0: free)
 ``newer``  (k, L + 1) float64      points in strictly newer blocks of the window
@@ -60,9 +60,11 @@ One iteration (:func:`advance`), with the notation of :mod:`mbkkm._core._windows
    rows (ranks by cumulative sums, matched with ``searchsorted``) with one
    ``index_copy_`` each for ``rows``, ``block`` and ``coef``.
 
-The batch objective (its sum, and with early stopping f_B(C_{i+1}) and the
-stopping flag) goes to a device log the host reads at a cadence. Nothing in
-:func:`advance` reads a scalar, warns, imports or branches on a tensor's value.
+:func:`advance` returns the batch objective as a device sum (and with early
+stopping f_B(C_{i+1}), and the stopping flag in the pool); the fit loop writes
+them to a device log that the host reads at a cadence. Nothing in :func:`advance`
+reads a value back, warns, imports or branches on a tensor's value, so the
+sequence of calls is the same every iteration.
 
 References
 ----------
@@ -262,7 +264,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     dt = rows.dtype
     # 2. D[j, x] = c_j - 2 sum_s A[s, j] K[s, x] + K(x, x), A[s, j] = lambda_p(s) u_s in
     # the column of s's cluster: one GEMM; labels = argmin_j D.
-    A = coef[:M] * pool.lam.view(-1).to(dt)[pool.block[:M]][:, None]  # (M, k)
+    A = (coef[:M] * pool.lam.view(-1)[pool.block[:M]][:, None]).to(dt)  # (M, k)
     norms_dt = pool.norms.to(dt)
     if K is not None:
         D = torch.addmm(norms_dt, A.T, K[:M], alpha=-2)  # (k, b)
@@ -307,11 +309,12 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
     # blocks are free now), H'[j, r, r] = (V R_B)[j, j].
     if weight is None:
-        V = onehot * (grows / ns.clamp_min(1)).to(dt)
+        V64 = onehot * (grows / ns.clamp_min(1))
     else:
-        V = torch.where(onehot & grows, w64 / bc, c.zero).to(dt)
+        V64 = torch.where(onehot & grows, w64 / bc, c.zero)
+    V = V64.to(dt)
     if spec.objective_after:  # the coefficients after the update: kept rows, new blocks
-        A2 = coef[:M] * lam.view(-1).to(dt)[block[:M]][:, None]
+        A2 = (coef[:M] * lam.view(-1)[block[:M]][:, None]).to(dt)
         Vb = V * lam.gather(1, slot).to(dt)
     if K is not None:
         R = K @ V.T  # (M + 1 + b, k)
@@ -322,9 +325,9 @@ def advance(pool, Xb, spec, layout, c, weight=None):
             R = R + Kc @ V[:, c0:c1].T
             if spec.objective_after:
                 Q2.append(torch.addmm(A2.T @ Kc[:M], Vb, Kc[M + 1:]))
-    G = torch.zeros(k * L1, dtype=dt, device=rows.device).index_add_(
+    G = torch.zeros(k * L1, dtype=_F64, device=rows.device).index_add_(
         0, block[:M], (R[:M] * coef[:M]).sum(1)).view(k, L1)
-    g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G).to(_F64)
+    g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G)  # float64
     gram = torch.where(new[:, None, :], g[:, :, None],
                        torch.where(new[:, :, None], g[:, None, :], pool.gram))
     norms = torch.bmm(lam[:, None, :], torch.bmm(gram, lam[:, :, None])).view(k, 1)
@@ -349,7 +352,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
     rows.index_copy_(0, dest, Xb)
     block.index_copy_(0, dest, (c.slot_base + slot).view(-1)[labels])
-    coef.index_copy_(0, dest, V.T)
+    coef.index_copy_(0, dest, V64.T)
     it = pool.it + (pool.active if spec.objective_after else 1)
     new_pool = Pool(rows, block, coef, lam, newer, stamp, gram, norms, counts, it, active)
     return new_pool, StepOut(labels, objective, after, total, alpha)
@@ -438,7 +441,7 @@ def pack(state, layout, *, dtype=None):
     return Pool(
         rows=rows,
         block=torch.from_numpy(row_block).to(dev),
-        coef=torch.from_numpy(coef).to(device=dev, dtype=dtype),
+        coef=torch.from_numpy(coef).to(**f64),
         lam=torch.from_numpy(lam).to(**f64),
         newer=torch.from_numpy(nw).to(**f64),
         stamp=torch.from_numpy(stamp).to(dev),
@@ -459,7 +462,7 @@ def unpack(pool, layout):
     """
     k, L1, M = layout.k, layout.L + 1, layout.M
     row_block = pool.block[:M].cpu().numpy()
-    weight = pool.coef[:M].sum(1).to(_F64).cpu().numpy()  # one non-zero per row: u_s
+    weight = pool.coef[:M].sum(1).cpu().numpy()  # one non-zero per row: u_s
     lam = pool.lam.cpu().numpy()
     newer = pool.newer.cpu().numpy()
     stamp = pool.stamp.cpu().numpy()

@@ -32,8 +32,7 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
    product that reads K_SB once. Inner products with the centers
    P[j, x] = <C_j, phi(x)> = sum_{q in W_j} lambda_q Q[q, x] (k, b), a second,
    tiny sparse product. D[j, x] = K(x, x) - 2 P[j, x] + c_j; labels = argmin_j.
-   Labels and minimum distances come to the host: the iteration's one
-   device-to-host transfer.
+   Labels and minimum distances are host arrays from here on.
 3. alpha_j from the learning rate (0 when b_j = 0: the center is kept).
 4. Window planning (:func:`plan_windows`, host, vectorised over blocks):
    lambda_q <- (1 - alpha_j) lambda_q on W_j; the new block B_j joins with
@@ -48,10 +47,14 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
    stopping needs f_B(C_{i+1}). c = lambda^T H lambda for every cluster in one
    batched product, recomputed from H each iteration (no drift).
 
-The number of array-library calls does not depend on k. On a device (torch),
-the support, the tiles, Q, P, H and c live there; the host keeps the block
-bookkeeping (a few arrays of nb or m entries) and uploads each iteration's
-index and coefficient arrays in two packed copies.
+The number of array-library calls does not depend on k. This host-planned step
+is what the numpy backend runs (dense rows, scipy CSR rows, point indices of the
+index kernels, Dask rows): the windows' bookkeeping is planned in numpy on the host
+every iteration (measured faster on a CPU than the fixed-shape formulation, see
+benchmarks/RESULTS.md). On torch, :func:`minibatch_step` runs the device-resident
+iteration of :mod:`mbkkm._core._pool` instead: the same iteration in fixed shapes,
+nothing read back, and a fit's loop (:mod:`mbkkm._core._loop`) reads the device at
+a cadence.
 
 References
 ----------
