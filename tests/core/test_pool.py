@@ -16,7 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _reference import RefWindows, reference_step
-from test_windows import block_gram
+from test_windows import (
+    REFERENCE_CASES,
+    assert_windows_equal_reference,
+    block_gram,
+    stepped_state,
+)
 
 from mbkkm import MiniBatchKernelKMeans
 from mbkkm._core import LEARNING_RATES, _loop, init_state
@@ -46,20 +51,7 @@ def _run(kern, X, k, b, steps, *, tau, rate, renormalize, weighted, rng, layout=
     return pool, layout
 
 
-def _grouped(state):
-    order, ptr = state.by_cluster()
-    stamps = np.repeat(state.block_stamp, state.block_size)
-    S = np.asarray(state.support)[order]
-    a, st = state.coef[order], stamps[order]
-    return [(S[ptr[j]:ptr[j + 1]], a[ptr[j]:ptr[j + 1]], st[ptr[j]:ptr[j + 1]])
-            for j in range(state.n_clusters)]
-
-
-@pytest.mark.parametrize("kernel", ["rbf", "linear", "polynomial"])
-@pytest.mark.parametrize("tau", [None, 3, 40])
-@pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
-@pytest.mark.parametrize("renormalize", [True, False])
-@pytest.mark.parametrize("weighted", [False, True])
+@REFERENCE_CASES
 def test_advance_equals_reference(kernel, tau, learning_rate, renormalize, weighted):
     rng = np.random.RandomState(0)
     X = rng.normal(size=(400, 4))
@@ -82,27 +74,14 @@ def test_advance_equals_reference(kernel, tau, learning_rate, renormalize, weigh
                         weighted=weighted, rng=rng, layout=layout, check=check)
     assert P.overflowed(pool, layout) == (False, False)
     state = P.unpack(pool, layout)
-    for j, (S, a, stamps) in enumerate(_grouped(state)):
-        np.testing.assert_array_equal(S, ref.support[j])
-        np.testing.assert_array_equal(stamps, ref.block[j])
-        np.testing.assert_allclose(a, ref.coef[j], rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(state.host_norms(), ref.norms(kern), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(state.counts, ref.counts)
+    assert_windows_equal_reference(state, ref, kern)
     state.support, state.gram = state.support.numpy(), state.gram.numpy()
     np.testing.assert_allclose(state.gram, block_gram(state, kern), rtol=1e-12, atol=1e-14)
     assert state.gram.shape[1] == np.bincount(state.block_cluster).max()
 
 
 def test_pack_unpack_round_trip():
-    rng = np.random.RandomState(1)
-    X = rng.normal(size=(300, 3))
-    kern = resolve_kernel("rbf", gamma=0.5)
-    from mbkkm._core import minibatch_step
-
-    state = init_state(X[:4].copy(), kern)
-    for _ in range(6):
-        minibatch_step(state, X[rng.randint(0, 300, 40)], kern, LEARNING_RATES["adaptive"],
-                       tau=25, renormalize=True)
+    state, X, kern = stepped_state(1, 25, 6)
     dev = init_state(torch.from_numpy(X[:4].copy()), kern)
     for name in ("weight", "block_start", "block_cluster", "block_stamp", "lam", "counts",
                  "n_steps"):
