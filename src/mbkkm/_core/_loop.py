@@ -92,6 +92,12 @@ class FitState:
         f_B(C_{i+1}) on the same batch (with early stopping).
     converged : bool
         Early stopping met its rule at iteration ``n_iter``.
+    device : object
+        On a device, the running loop (its copies of the plan and of the log, a
+        captured CUDA graph): derived from the fields above and rebuilt from them.
+
+    The fields are complete whenever :func:`run_until` has returned (it ends on a
+    read-back); in between, the device is ahead of ``n_iter``.
     """
 
     windows: WindowState | None
@@ -318,6 +324,7 @@ class _DeviceLoop:
                 layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
                 fs.pool = snapshot
                 self._set_layout(layout, self.P.unpack(snapshot, fs.layout))
+                self.blocks = 0  # short blocks again: another overflow replays little
                 continue
             n = done - start
             fs.objectives.extend(logged[0][:n])
