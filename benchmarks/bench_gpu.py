@@ -18,6 +18,11 @@ the MNIST file, synthetic data of MNIST's shape are used)::
 
     .venv/bin/python benchmarks/bench_gpu.py --device cpu --quick --out /tmp/gpu.md
 
+The operations of one compiled iteration (one line: the kernels inductor generated
+for it, and the aten operators it still calls, e.g. the GEMMs)::
+
+    .venv/bin/python benchmarks/bench_gpu.py --device cpu --compiled-ops
+
 The compile check (CPU or GPU; prints exactly one line, exit status 0 when it holds)::
 
     .venv/bin/python benchmarks/bench_gpu.py --device cpu --compile-check
@@ -348,13 +353,10 @@ def minibatch(k, b, tau, iters, seed=0):
 # ------------------------------------------------------------------ compile check
 
 
-def compile_check(device, iterations=50):
-    """(graph_breaks, recompiles, equal_to_eager) for one iteration of a fit's loop
-    compiled with torch.compile(fullgraph=True, dynamic=False), over ``iterations``
-    consecutive iterations on torch tensors of ``device``."""
+def _compile_setup(device, iterations):
+    """A fit's device loop with room for ``iterations`` iterations (no growth): the loop,
+    its pool before the first iteration and the plan on the device."""
     import torch
-    import torch._dynamo
-    from torch._dynamo.utils import counters
 
     rng = np.random.RandomState(0)
     n, d, k, b, tau = 2000, 16, 5, 64, 20
@@ -366,9 +368,18 @@ def compile_check(device, iterations=50):
     loop = _loop.MiniBatchLoop(init_state(X[:k].clone(), kernel), X, plan, rng, cfg)
     dl = loop.state.device
     dl.relayout(slots=tau, rows=k * tau + 2 * b)  # room for the 50 iterations: no growth
-    plan_d = dl.plan
-    start = loop.state.pool.clone()
+    return dl, loop.state.pool.clone(), dl.plan
 
+
+def compile_check(device, iterations=50):
+    """(graph_breaks, recompiles, equal_to_eager) for one iteration of a fit's loop
+    compiled with torch.compile(fullgraph=True, dynamic=False), over ``iterations``
+    consecutive iterations on torch tensors of ``device``."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    dl, start, plan_d = _compile_setup(device, iterations)
     pool, eager = start.clone(), []
     for i in range(iterations):
         pool, out = dl.iteration(pool, plan_d[i])
@@ -389,6 +400,32 @@ def compile_check(device, iterations=50):
         equal = False
     recompiles = max(0, int(counters["stats"]["unique_graphs"]) - 1)
     return breaks, recompiles, equal
+
+
+def compiled_ops(device, iterations=10):
+    """What one compiled iteration runs: (kernels inductor generated for it, calls of
+    aten operators it keeps, per iteration, e.g. the GEMMs and ``searchsorted``).
+
+    The fused kernels are counted when the graph is compiled
+    (``torch._inductor.metrics.generated_kernel_count``); the aten calls by
+    ``torch.profiler`` over ``iterations`` calls of the compiled iteration."""
+    import torch
+    import torch._dynamo
+    import torch._inductor.metrics as metrics
+    from torch.profiler import ProfilerActivity, profile
+
+    dl, pool, plan_d = _compile_setup(device, iterations + 1)
+    torch._dynamo.reset()
+    metrics.reset()
+    compiled = torch.compile(dl.iteration, fullgraph=True, dynamic=False)
+    pool, _ = compiled(pool, plan_d[0])
+    kernels = int(metrics.generated_kernel_count)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(1, iterations + 1):
+            pool, _ = compiled(pool, plan_d[i])
+    top = [e.name for e in prof.events() if e.name.startswith("aten::")
+           and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))]
+    return kernels, len(top) / iterations, collections.Counter(top)
 
 
 # --------------------------------------------------------------------- sections
@@ -603,6 +640,9 @@ def main(argv=None):
                    help="which sections to run (default: %(default)s)")
     p.add_argument("--compile-check", action="store_true",
                    help="only the compile check: one line, exit status 0 when it holds")
+    p.add_argument("--compiled-ops", action="store_true",
+                   help="only the operations of one compiled iteration (fused kernels, "
+                        "aten calls): one line")
     p.add_argument("--out", type=Path, default=None,
                    help="markdown file the report is written to (rewritten after each "
                         "section)")
@@ -622,6 +662,13 @@ def main(argv=None):
         print(f"compile-check: graph_breaks={breaks} recompiles={recompiles} iterations=50 "
               f"equal_to_eager={equal}")
         return 0 if (breaks == 0 and recompiles == 0 and equal) else 1
+    if args.compiled_ops:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            kernels, calls, names = compiled_ops(torch.device(dev_name))
+        print(f"compiled-ops: generated_kernels={kernels} aten_calls={calls:g} per iteration "
+              f"({', '.join(f'{n} {c / 10:g}' for n, c in sorted(names.items()))})")
+        return 0
     dev = Device(dev_name)
     P = QUICK if args.quick else FULL
     judged = dev.cuda and not args.quick

@@ -75,3 +75,24 @@ def test_compile_check_prints_one_line_and_holds(capsys):
     assert m, out[0]
     assert m.groups() == ("0", "0", "True")
     assert rc == 0
+
+
+def test_host_overhead_counts_no_upload_in_the_loop():
+    """benchmarks/bench_host_overhead.py: a torch fit's loop uploads no host array and
+    reads the device back once per block of iterations (16 in steady state)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_host_overhead", SCRIPT.parent / "bench_host_overhead.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    import numpy as np
+    import torch
+
+    X = torch.from_numpy(np.random.RandomState(0).rand(500, 2).astype(np.float32))
+    params = dict(n_clusters=5, gamma=1.0, batch_size=32, tau=8)
+    for tol in (None, 1e-12):
+        per, uploads, reads = bench.counts_per_iteration(X, 63, 15,
+                                                         dict(tol=tol, **params))
+        # 15 -> 63 iterations: read-backs after 31 and 47, then at the end (63).
+        assert uploads == 0, per
+        assert per["aten.lift_fresh.default"] == 0, per
+        assert 0 < reads <= 3 / 48, per

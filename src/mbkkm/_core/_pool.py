@@ -215,6 +215,7 @@ class Constants(NamedTuple):
     inf: torch.Tensor  # 0-d float64
     free: torch.Tensor  # 0-d int64: the block of a free row
     tol: torch.Tensor  # 0-d float64
+    zero_slots: torch.Tensor  # (k (L + 1),) float64 zeros, never written
 
 
 def make_constants(layout, spec, device):
@@ -232,6 +233,7 @@ def make_constants(layout, spec, device):
         inf=torch.full((), math.inf, dtype=_F64, device=device),
         free=torch.full((), layout.free, dtype=torch.int64, device=device),
         tol=torch.full((), spec.tol, dtype=_F64, device=device),
+        zero_slots=torch.zeros(k * L1, dtype=_F64, device=device),
     )
 
 
@@ -325,8 +327,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
             R = R + Kc @ V[:, c0:c1].T
             if spec.objective_after:
                 Q2.append(torch.addmm(A2.T @ Kc[:M], Vb, Kc[M + 1:]))
-    G = torch.zeros(k * L1, dtype=_F64, device=rows.device).index_add_(
-        0, block[:M], (R[:M] * coef[:M]).sum(1)).view(k, L1)
+    G = c.zero_slots.index_add(0, block[:M], (R[:M] * coef[:M]).sum(1)).view(k, L1)
     g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G)  # float64
     gram = torch.where(new[:, None, :], g[:, :, None],
                        torch.where(new[:, :, None], g[:, None, :], pool.gram))
