@@ -658,16 +658,14 @@ def main(argv=None):
         print(f"--device {dev_name}: torch sees no CUDA device; use --device cpu --quick "
               "for a smoke run")
         return 2
-    if args.compile_check:
+    if args.compile_check or args.compiled_ops:  # one line each, compiler warnings muted
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            breaks, recompiles, equal = compile_check(torch.device(dev_name))
-        print(f"compile-check: graph_breaks={breaks} recompiles={recompiles} iterations=50 "
-              f"equal_to_eager={equal}")
-        return 0 if (breaks == 0 and recompiles == 0 and equal) else 1
-    if args.compiled_ops:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+            if args.compile_check:
+                breaks, recompiles, equal = compile_check(torch.device(dev_name))
+                print(f"compile-check: graph_breaks={breaks} recompiles={recompiles} "
+                      f"iterations=50 equal_to_eager={equal}")
+                return 0 if (breaks == 0 and recompiles == 0 and equal) else 1
             kernels, calls, names = compiled_ops(torch.device(dev_name))
         print(f"compiled-ops: generated_kernels={kernels} aten_calls={calls:g} per iteration "
               f"({', '.join(f'{n} {c / 10:g}' for n, c in sorted(names.items()))})")
