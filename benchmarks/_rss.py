@@ -12,6 +12,17 @@ def status_kb(field):
     return None
 
 
+def status_bytes(*fields):
+    """Several ``/proc/self/status`` fields at once, in bytes (one read of the file)."""
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key, _, rest = line.partition(":")
+            if key in fields:
+                out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
 def reset_peak():
     """Reset VmHWM to the current RSS (Linux >= 4.0); False when not allowed."""
     try:

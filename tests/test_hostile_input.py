@@ -78,7 +78,10 @@ Command line (click's CliRunner)
     L1 CSV with NaN; L2 non-numeric column; L3 empty file; L4 --n-clusters larger
     than the rows; L5 complex .npy; L6 3-D .npy; L7 --gamma -1; L8 --n-clusters 0;
     L9 missing file; L10 .npz without the key; L11 ragged CSV; L12 all rows
-    identical (runs, exit 0).
+    identical (runs, exit 0); L13 an empty cell; L14 inf; L15 a row with a
+    surplus field when a column is dropped; L16 a Parquet text column; L17 a
+    one-column file and a 20,000-column header (run, exit 0); L18 --columns
+    naming no column.
 """
 
 from __future__ import annotations
@@ -692,6 +695,17 @@ def _write(path, text):
     return path
 
 
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_NEEDS_PYARROW = pytest.mark.skipif(not _has_pyarrow(), reason="Parquet needs pyarrow")
+
+
 @pytest.mark.parametrize("make, args, code, match", [
     (lambda p: _write(p / "d.csv", "1,2\nnan,3\n4,5\n"), [], 1, "non-finite"),  # L1
     (lambda p: _write(p / "d.csv", "a,b\n1,x\n2,3\n"), [], 1, "not numeric"),  # L2
@@ -707,6 +721,16 @@ def _write(path, text):
     (lambda p: (np.savez(p / "z.npz", Y=np.ones((4, 2))), p / "z.npz")[1], [], 1,
      "no array 'X'"),  # L10
     (lambda p: _write(p / "d.csv", "1,2\n3\n"), [], 1, "fields"),  # L11
+    (lambda p: _write(p / "d.csv", "a,b\n1,2\n3,\n"), [], 1,
+     "column 'b' is not numeric (line 3 holds '')"),  # L13
+    (lambda p: _write(p / "d.csv", "1,2\ninf,3\n4,5\n"), [], 1, "non-finite"),  # L14
+    (lambda p: _write(p / "d.csv", "id,a,b\n1,2,3\n4,5,6,7\n"), ["--drop", "id"], 1,
+     "line 3: 4 fields, expected 3"),  # L15
+    pytest.param(lambda p: (pd.DataFrame({"a": [1.0, 2.0], "s": ["x", "y"]})
+                            .to_parquet(p / "d.parquet"), p / "d.parquet")[1], [], 1,
+                 "column 's' is not numeric", marks=_NEEDS_PYARROW),  # L16
+    (lambda p: _write(p / "d.csv", "a,b\n1,2\n3,4\n"), ["--columns", "c"], 2,
+     "--columns: no column named 'c'"),  # L18
 ])
 def test_cli_refuses(offline, make, args, code, match):
     path = make(offline)
@@ -725,3 +749,17 @@ def test_cli_identical_rows(offline):  # L12
                   "3", "--labels-out", offline / "l.txt"])
     assert r.exit_code == 0, r.output
     assert np.loadtxt(offline / "l.txt").shape == (20,)
+
+
+def test_cli_one_column_and_huge_header(offline):  # L17
+    one = _write(offline / "one.csv", "x\n" + "\n".join(map(str, [0, 1, 2, 10, 11, 12])) + "\n")
+    r = _cli(["fit", one, "-k", "2", "--gamma", "1.0", "--max-iter", "3", "--labels-out",
+              offline / "l.txt"])
+    assert r.exit_code == 0, r.output
+    assert set(np.loadtxt(offline / "l.txt")[:3]) != set(np.loadtxt(offline / "l.txt")[3:])
+    wide = offline / "wide.csv"
+    names = ",".join(f"feature_{j}" for j in range(20_000))
+    rows = np.random.default_rng(0).normal(size=(4, 20_000))
+    np.savetxt(wide, rows, fmt="%.4f", delimiter=",", header=names, comments="")
+    r = _cli(["fit", wide, "-k", "2", "--gamma", "1e-4", "--max-iter", "3", "-q"])
+    assert r.exit_code == 0, r.output

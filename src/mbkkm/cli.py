@@ -2,7 +2,9 @@
 
 Commands::
 
-    mbkkm fit DATA --n-clusters K [options]   cluster your own data (CSV, .npy, .npz)
+    mbkkm fit DATA --n-clusters K [options]   cluster your own data (CSV, .npy, .npz,
+                                              Parquet, Feather)
+    mbkkm predict MODEL DATA [options]        label new data with a saved model
     mbkkm datasets                            the paper's datasets: known and local
     mbkkm experiment PRESET|FILE --out DIR    run an experiment grid (resumable)
     mbkkm plot RESULTS... --out DIR           figures from saved result tables
@@ -17,17 +19,25 @@ dataset, algorithm or kernel; a missing file). Errors are printed as one line
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 import threading
 import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
 import numpy as np
 
 from . import __version__
+from ._files import (
+    ColumnSelectionError,
+    atomic_write,
+    open_table,
+    open_writer,
+    output_kind,
+    save_figure,
+)
 
 #: Prefix of the types a saved model may contain that mbkkm trusts when loading.
 TRUSTED_PREFIX = "mbkkm."
@@ -38,31 +48,33 @@ TRUSTED_PREFIX = "mbkkm."
 # ---------------------------------------------------------------------------
 
 
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
-
-
-def read_data(path: str | Path, *, header: bool | None = None, key: str = "X") -> np.ndarray:
-    """Read a numeric 2-d array from a CSV (or other delimited text), .npy or .npz file.
+def read_data(path: str | Path, *, header: bool | None = None, key: str = "X",
+              columns=None, drop=None, dtype=None) -> np.ndarray:
+    """Read a numeric 2-d array from delimited text, .npy, .npz, Parquet or Feather/Arrow.
 
     Parameters
     ----------
     path : path
-        ``.npy``: the array; ``.npz``: the array under ``key``; anything else:
-        delimited text (delimiter sniffed among ``,``, tab, ``;`` and space).
+        ``.npy``: the array, memory-mapped (read-only, never copied when its dtype
+        is kept and all columns are read); ``.npz``: the array under ``key``;
+        ``.parquet`` / ``.pq`` and ``.feather`` / ``.arrow`` / ``.ipc``: all
+        numeric columns (needs pyarrow); anything else: delimited text (delimiter
+        sniffed among ``,``, tab, ``;`` and space), parsed in blocks by pandas'
+        C parser straight into ``dtype``.
     header : bool, optional
-        Whether the first text line is a header; None: a header when some field
-        of the first line is not a number.
+        Whether the first non-blank text line is a header; None: a header when some
+        field of that line is not a number.
     key : str, default="X"
         The array of an ``.npz`` file.
+    columns, drop : sequence of (str or int), optional
+        Columns to read / to leave out, by header name or 0-based index.
+    dtype : {None, "float32", "float64"}, default=None
+        None: float32, except that a float32 or float64 ``.npy`` / ``.npz`` array
+        keeps its own.
 
     Returns
     -------
-    X : ndarray of shape (n_samples, n_features), float64
+    X : ndarray of shape (n_samples, n_features)
 
     Raises
     ------
@@ -70,75 +82,10 @@ def read_data(path: str | Path, *, header: bool | None = None, key: str = "X") -
         If the file cannot be read.
     ValueError
         If the content is not a numeric 2-d table; the message names the first
-        offending column and row.
+        offending column and line.
     """
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix in (".npy", ".npz"):
-        try:
-            loaded = np.load(path, allow_pickle=False)
-        except ValueError as exc:
-            raise ValueError(f"{path}: cannot read as a numpy file ({exc}).") from exc
-        if suffix == ".npz":
-            with loaded:
-                if key not in loaded.files:
-                    raise ValueError(f"{path} has no array {key!r} (arrays: "
-                                     f"{', '.join(loaded.files) or 'none'}).")
-                X = loaded[key]
-        else:
-            X = loaded
-        X = np.asarray(X)
-        if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
-            raise ValueError(f"{path}: the array has dtype {X.dtype}; expected real numbers.")
-        return _check_table(X.astype(np.float64, copy=False), path)
-
-    text = path.read_text()
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        raise ValueError(f"{path} is empty.")
-    try:
-        dialect = csv.Sniffer().sniff(lines[0], delimiters=",\t; ")
-        delim = dialect.delimiter
-    except csv.Error:
-        delim = ","
-    rows = list(csv.reader(io.StringIO("\n".join(lines)), delimiter=delim,
-                           skipinitialspace=True))
-    rows = [[c for c in r if c != ""] if delim == " " else r for r in rows]
-    if header is None:
-        header = not all(_is_number(c) for c in rows[0])
-    names = rows[0] if header else [f"column {j + 1}" for j in range(len(rows[0]))]
-    body = rows[1:] if header else rows
-    if not body:
-        raise ValueError(f"{path} has a header but no data rows.")
-    width = len(names)
-    X = np.empty((len(body), width), dtype=np.float64)
-    for i, r in enumerate(body):
-        line_no = i + (2 if header else 1)
-        if len(r) != width:
-            raise ValueError(f"{path}, line {line_no}: {len(r)} fields, expected {width}.")
-        for j, c in enumerate(r):
-            try:
-                X[i, j] = float(c)
-            except ValueError:
-                raise ValueError(
-                    f"{path}: column {names[j]!r} is not numeric (line {line_no} holds "
-                    f"{c!r}); remove or encode non-numeric columns."
-                ) from None
-    return _check_table(X, path)
-
-
-def _check_table(X: np.ndarray, path: Path) -> np.ndarray:
-    if X.ndim == 1:
-        X = X[:, None]
-    if X.ndim != 2:
-        raise ValueError(f"{path}: expected a 2-d table, got an array of shape {X.shape}.")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
-    if not np.all(np.isfinite(X)):
-        bad = np.argwhere(~np.isfinite(X))[0]
-        raise ValueError(f"{path}: non-finite value (NaN or inf) at row {bad[0] + 1}, "
-                         f"column {bad[1] + 1}.")
-    return X
+    return open_table(path, header=header, key=key, columns=columns, drop=drop,
+                      dtype=dtype).read()
 
 
 def load_model(path: str | Path):
@@ -185,6 +132,288 @@ class _Spinner:
             self._thread.join()
             sys.stderr.write("\r" + " " * (len(self.message) + 16) + "\r")
             sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------
+# Data in, labels and distances out, progress
+# ---------------------------------------------------------------------------
+
+#: Points drawn in a ``--plot`` (a random sample of the rows beyond it).
+PLOT_POINTS = 20_000
+#: Bytes of distances per labelling block (bounds the block's rows for large k).
+LABEL_BLOCK_BYTES = 64 * 2**20
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+def _data_options(command):
+    """The options that choose how DATA is read (``fit`` and ``predict``)."""
+    for option in reversed([
+        click.option("--header/--no-header", default=None,
+                     help="Whether a text file has a header line (default: detected)."),
+        click.option("--key", default="X", show_default=True,
+                     help="Array name in an .npz file."),
+        click.option("--columns", multiple=True, metavar="NAMES",
+                     help="Columns to use, by header name or 0-based index, comma-separated "
+                          "(e.g. --columns x,y,z or --columns 0,2). Default: all."),
+        click.option("--drop", multiple=True, metavar="NAMES",
+                     help="Columns to leave out (an id, a label), by header name or 0-based "
+                          "index, comma-separated."),
+        click.option("--dtype", type=click.Choice(["float32", "float64"]), default=None,
+                     help="Precision of the data in memory. Default: float32 (as the "
+                          "estimators prefer); a float64 .npy/.npz keeps float64."),
+    ]):
+        command = option(command)
+    return command
+
+
+def _split_names(values, option: str) -> list[str] | None:
+    """Comma-separated column names of a repeatable option; None when not given."""
+    if not values:
+        return None
+    names = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    if not names:
+        raise click.UsageError(f"{option}: no column named (an empty list); give header "
+                               "names or 0-based indices, comma-separated.")
+    return names
+
+
+def _open_data(data, *, header, key, columns, drop, dtype):
+    """open_table with the CLI's errors: a bad column choice is a usage error (2),
+    unreadable data a runtime failure (1)."""
+    try:
+        return open_table(data, header=header, key=key,
+                          columns=_split_names(columns, "--columns"),
+                          drop=_split_names(drop, "--drop"), dtype=dtype)
+    except ColumnSelectionError as exc:
+        raise click.UsageError(f"--{exc.option}: {exc.detail}") from None
+    except (OSError, ValueError, ImportError) as exc:
+        raise click.ClickException(_one_line(exc)) from None
+
+
+def _check_stdout(labels_out, transform_out) -> None:
+    if labels_out == "-" and transform_out == "-":
+        raise click.UsageError("--transform-out: standard output already takes the labels; "
+                               "write one of them to a file (--labels-out FILE).")
+
+
+def _target(path):
+    """Where an output goes: the path, or standard output for '-'."""
+    if path == "-":
+        sys.stdout.flush()  # the text written so far goes first
+        return sys.stdout.buffer
+    return path
+
+
+def _check_output(path, option: str, kinds=("labels",)) -> None:
+    """Refuse, before any work, an output that cannot be written: a missing folder,
+    an image format matplotlib does not write, Parquet without pyarrow."""
+    if path is None or (path == "-" and option in ("--labels-out", "--transform-out")):
+        return
+    if path == "-":
+        raise click.UsageError(f"{option}: cannot write to standard output; give a file name.")
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise click.UsageError(f"{option}: the folder {str(path.parent)!r} does not exist.")
+    if "image" in kinds:
+        from matplotlib.figure import Figure
+
+        formats = Figure().canvas.get_supported_filetypes()
+        fmt = path.suffix[1:].lower()
+        if fmt not in formats:
+            raise click.UsageError(f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
+                                   f"use one of {', '.join(sorted(formats))}.")
+    elif output_kind(path) in ("parquet", "arrow"):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise click.UsageError(f"{option}: writing {path.suffix} needs pyarrow (pip "
+                                   "install 'mbkkm[parquet]').") from None
+
+
+@contextmanager
+def _progress(total, unit: str, desc: str, enabled: bool):
+    """A tqdm bar on stderr (only on a terminal, after a second); yields its update."""
+    if not enabled:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, unit=unit, unit_scale=True, desc=desc, delay=1.0, leave=False,
+              file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
+        yield bar.update
+
+
+def _read_with_progress(table, quiet: bool):
+    total = table.size_bytes if table.kind == "text" else table.n_rows
+    with _progress(total, "B" if table.kind == "text" else "row",
+                   f"reading {table.path.name}", not quiet) as update:
+        try:
+            return table.read(progress=update)
+        except (OSError, ValueError, ImportError) as exc:
+            raise click.ClickException(_one_line(exc)) from None
+
+
+@dataclass
+class _Labelled:
+    """What one labelling pass found: cluster sizes, inertia, rows, sampled labels."""
+
+    sizes: np.ndarray
+    inertia: float = 0.0
+    n: int = 0
+    sample_labels: np.ndarray | None = None
+
+
+def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sample=None):
+    """One pass over blocks of rows: labels (argmin of ``transform``) and minimum
+    distances, written block by block to ``labels_out`` / ``transform_out``.
+
+    ``sample``: sorted row indices whose labels are kept (for the plot).
+    """
+    k = est.n_clusters
+    out = _Labelled(np.zeros(k, dtype=np.int64))
+    if sample is not None:
+        out.sample_labels = np.empty(sample.shape[0], dtype=np.int32)
+    names = [f"distance_{j}" for j in range(k)]
+    with ExitStack() as stack:
+        lw = tw = None
+        if labels_out is not None:
+            lw = stack.enter_context(open_writer(_target(labels_out), names=None,
+                                                 dtype=np.int32, n_rows=n_rows))
+        if transform_out is not None:
+            tw = stack.enter_context(open_writer(_target(transform_out), names=names,
+                                                 dtype=np.float32, n_rows=n_rows))
+        for block in blocks:
+            try:
+                D = np.asarray(est.transform(block))  # (rows, k) squared distances
+            except (ValueError, MemoryError, RuntimeError) as exc:
+                raise click.ClickException(f"labelling failed: {_one_line(exc)}") from None
+            if D.shape[1] != k:  # pragma: no cover - a model that breaks its own contract
+                raise click.ClickException(f"labelling failed: the model gives {D.shape[1]} "
+                                           f"distances per point for {k} clusters.")
+            labels = D.argmin(axis=1).astype(np.int32)
+            out.inertia += float(D[np.arange(D.shape[0]), labels].sum(dtype=np.float64))
+            out.sizes += np.bincount(labels, minlength=k)
+            if sample is not None:
+                lo, hi = np.searchsorted(sample, [out.n, out.n + D.shape[0]])
+                out.sample_labels[lo:hi] = labels[sample[lo:hi] - out.n]
+            out.n += D.shape[0]
+            if lw is not None:
+                lw.write(labels)
+            if tw is not None:
+                tw.write(D.astype(np.float32, copy=False))
+            if update is not None:
+                update(D.shape[0])
+    return out
+
+
+def _row_blocks(X, k: int):
+    """Consecutive row blocks of an array (views), sized for k distances per row."""
+    rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**16))
+    for start in range(0, X.shape[0], rows):
+        yield X[start:start + rows]
+
+
+def _new_figure(figsize=(6.4, 4.8)):
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
+
+    return Figure(figsize=figsize)
+
+
+def _save(fig, path) -> None:
+    try:
+        save_figure(fig, path, dpi=110, bbox_inches="tight")
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _legend_outside(ax) -> None:
+    """The legend to the right of the axes, where it cannot hide the data."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+              fontsize="small", frameon=False)
+
+
+def gamma_figure(selection):
+    """The width selection's criterion against gamma, its legend beside the axes.
+
+    Parameters
+    ----------
+    selection : GammaSelection
+        ``gamma_selection_`` of a fitted estimator.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    """
+    fig = _new_figure((5.0, 3.2))
+    _legend_outside(selection.plot(ax=fig.subplots()))
+    return fig
+
+
+def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed=0):
+    """A scatter plot of clustered points: the two columns when d = 2, the first
+    two principal components (of these points) when d > 2, value against cluster
+    when d = 1.
+
+    Parameters
+    ----------
+    X : ndarray of shape (m, d)
+        The points drawn (a sample of the data).
+    labels : ndarray of shape (m,)
+    n_clusters : int
+    names : list of str, optional
+        Column names (axis labels when d <= 2).
+    n_total : int, optional
+        Rows of the whole data (the title says how many are drawn).
+    seed : int, default=0
+        PCA's random state.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    """
+    m, d = X.shape
+    fig = _new_figure()
+    ax = fig.subplots()
+    if d == 1:
+        jitter = np.random.default_rng(seed).uniform(-0.3, 0.3, m)
+        xy = np.column_stack([X[:, 0], labels + jitter])
+        xlabel, ylabel = (names[0] if names else "column 0"), "cluster"
+    elif d == 2:
+        xy = np.asarray(X, dtype=np.float64)
+        xlabel, ylabel = names if names else ("column 0", "column 1")
+    else:
+        from sklearn.decomposition import PCA
+
+        pca = PCA(n_components=2, random_state=seed)
+        xy = pca.fit_transform(np.asarray(X, dtype=np.float64))
+        r = pca.explained_variance_ratio_
+        xlabel, ylabel = f"PC 1 ({r[0]:.0%} of the variance)", f"PC 2 ({r[1]:.0%})"
+    if n_clusters <= 20:
+        import matplotlib as mpl
+
+        cmap = mpl.colormaps["tab10" if n_clusters <= 10 else "tab20"]
+        for j in range(n_clusters):
+            sel = labels == j
+            ax.scatter(xy[sel, 0], xy[sel, 1], s=4, color=cmap(j), linewidths=0,
+                       rasterized=True, label=f"{j} ({int(sel.sum())})")
+        _legend_outside(ax)
+        ax.get_legend().set_title("cluster (points shown)", prop={"size": "small"})
+        for h in ax.get_legend().legend_handles:
+            h.set_sizes([20])
+    else:
+        sc = ax.scatter(xy[:, 0], xy[:, 1], s=4, c=labels, cmap="turbo", linewidths=0,
+                        rasterized=True, vmin=0, vmax=n_clusters - 1)
+        fig.colorbar(sc, ax=ax, label="cluster")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    n_total = m if n_total is None else n_total
+    shown = f", {m:,} drawn at random" if m < n_total else ""
+    how = "" if d <= 2 else "; PCA projection"
+    ax.set_title(f"{n_clusters} clusters of {n_total:,} points{shown}{how}", fontsize="medium")
+    return fig
 
 
 # ---------------------------------------------------------------------------
@@ -278,84 +507,169 @@ def _kernel_choice():
 @click.option("--learning-rate", type=click.Choice(["adaptive", "classic"]),
               default="adaptive", show_default=True, help="Learning rate.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
-@click.option("--header/--no-header", default=None,
-              help="Whether a CSV has a header line (default: detected).")
-@click.option("--key", default="X", show_default=True, help="Array name in an .npz file.")
+@_data_options
 @click.option("--labels-out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write one label per line to this file ('-' for stdout).")
+              help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
+                   "the suffix; '-' for stdout.")
+@click.option("--transform-out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the squared distances of every point to the k centers (float32; "
+                   "text, .npy, .parquet or .feather by the suffix; '-' for stdout).")
 @click.option("--model-out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Save the fitted model (skops format; load with mbkkm.cli.load_model).")
-@click.option("-q", "--quiet", is_flag=True, help="No summary.")
+              help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
+                   "use with 'mbkkm predict').")
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False, writable=True),
+              default=None,
+              help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
+                   "the two columns when there are two, else the first two principal "
+                   f"components; at most {PLOT_POINTS:,} points, drawn at random.")
+@click.option("-q", "--quiet", is_flag=True, help="No summary, notes or progress bars.")
 def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, learning_rate,
-        seed, header, key, labels_out, model_out, quiet):
-    """Cluster DATA (CSV with or without header, .npy, or .npz with array X)
-    with truncated mini-batch kernel k-means, and print a summary."""
+        seed, header, key, columns, drop, dtype, labels_out, transform_out, model_out,
+        plot_out, quiet):
+    """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
+
+    DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
+    .npz (array X), .parquet or .feather (needs pyarrow). Outputs are written
+    atomically: a previous file is replaced only once the new one is complete.
+    """
     from .cluster import MiniBatchKernelKMeans
 
-    try:
-        X = read_data(data, header=header, key=key)
-    except (OSError, ValueError) as exc:
-        raise click.ClickException(" ".join(str(exc).split())) from None
+    _check_stdout(labels_out, transform_out)
+    for path, option in ((labels_out, "--labels-out"), (transform_out, "--transform-out"),
+                         (model_out, "--model-out")):
+        _check_output(path, option)
+    for path, option in ((plot_out, "--plot"), (gamma_plot, "--gamma-plot")):
+        _check_output(path, option, kinds=("image",))
+    table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
+    X = _read_with_progress(table, quiet)
     n, d = X.shape
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
+    notes = []
+    if batch_size > n:
+        notes.append(f"note: --batch-size {batch_size} is larger than the {n} rows of {data}: "
+                     f"every batch is all {n} rows (batch_size is capped at n).")
     est = MiniBatchKernelKMeans(n_clusters=n_clusters, kernel=kernel, gamma=gamma,
                                 batch_size=batch_size, tau=tau, max_iter=max_iter,
-                                learning_rate=learning_rate, random_state=seed)
+                                learning_rate=learning_rate, random_state=seed,
+                                compute_labels=False)
+    err = "-" in (labels_out, transform_out)  # the summary must not mix with the output
+    if not quiet:
+        for note in notes:
+            click.echo(note, err=True)
     start = time.perf_counter()
     try:
         with _Spinner(f"fitting {n} x {d}, k={n_clusters}, {max_iter} iterations"):
             est.fit(X)
     except (ValueError, MemoryError, RuntimeError) as exc:
-        raise click.ClickException(f"fit failed: {' '.join(str(exc).split())}") from None
+        raise click.ClickException(f"fit failed: {_one_line(exc)}") from None
     seconds = time.perf_counter() - start
-    labels = est.labels_
-    if labels_out is not None:
-        text = "\n".join(map(str, labels.tolist())) + "\n"
-        try:
-            if labels_out == "-":
-                click.echo(text, nl=False)
-            else:
-                Path(labels_out).write_text(text)
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {labels_out}: {exc.strerror}") from None
+    sample = None
+    if plot_out is not None:
+        rng = np.random.default_rng(seed)
+        sample = (np.arange(n) if n <= PLOT_POINTS
+                  else np.sort(rng.choice(n, size=PLOT_POINTS, replace=False)))
+    start = time.perf_counter()
+    try:
+        with _progress(n, "row", "labelling", not quiet) as update:
+            found = _label_blocks(est, _row_blocks(X, n_clusters), labels_out=labels_out,
+                                  transform_out=transform_out, n_rows=n, update=update,
+                                  sample=sample)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
+    label_seconds = time.perf_counter() - start
     if gamma_plot is not None and est.gamma_selection_ is None:
         click.echo(f"--gamma-plot: nothing written, the width was not chosen here "
                    f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)", err=True)
     if gamma_plot is not None and est.gamma_selection_ is not None:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        ax = est.gamma_selection_.plot()
-        try:
-            ax.figure.savefig(gamma_plot, dpi=110, bbox_inches="tight")
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {gamma_plot}: {exc.strerror}") from None
+        _save(gamma_figure(est.gamma_selection_), gamma_plot)
+    if plot_out is not None:
+        _save(cluster_figure(np.asarray(X[sample]), found.sample_labels, n_clusters,
+                             names=table.names, n_total=n, seed=seed), plot_out)
     if model_out is not None:
         import skops.io as sio
 
         try:
-            sio.dump(est, model_out)
+            with atomic_write(model_out, "wb") as fh:
+                sio.dump(est, fh)
         except OSError as exc:
             raise click.ClickException(f"cannot write {model_out}: {exc.strerror}") from None
     if not quiet:
-        sizes = np.bincount(labels, minlength=n_clusters)
-        err = labels_out == "-"
         click.echo(f"data: {data} ({n} points x {d} features)", err=err)
         click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
                    f"{est.n_iter_} iterations, {learning_rate} rate, seed {seed}", err=err)
-        click.echo(f"time: {seconds:.2f} s", err=err)
+        click.echo(f"time: fit {seconds:.2f} s, labelling {label_seconds:.2f} s", err=err)
         if est.gamma_selection_ is not None:
             click.echo(est.gamma_selection_.table(), err=err)
-        click.echo(f"inertia: {est.inertia_:.6g} (objective inertia / n = "
-                   f"{est.inertia_ / n:.6g})", err=err)
-        click.echo("cluster sizes: " + " ".join(map(str, sizes.tolist())), err=err)
-        if labels_out not in (None, "-"):
-            click.echo(f"labels written to {labels_out}", err=err)
+        click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
+                   f"{found.inertia / n:.6g})", err=err)
+        click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
+        empty = int((found.sizes == 0).sum())
+        if empty:
+            click.echo(f"note: {empty} of the {n_clusters} clusters are empty", err=err)
+        for path, what in ((labels_out, "labels"), (transform_out, "distances"),
+                           (plot_out, "plot"), (model_out, "model")):
+            if path not in (None, "-"):
+                click.echo(f"{what} written to {path}", err=err)
         if labels_out is None:
             click.echo("(labels not written: pass --labels-out FILE)", err=err)
-        if model_out is not None:
-            click.echo(f"model written to {model_out}", err=err)
+
+
+@main.command()
+@click.argument("model", type=click.Path(exists=True, dir_okay=False))
+@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@_data_options
+@click.option("--labels-out", type=click.Path(dir_okay=False, writable=True), default="-",
+              show_default=True,
+              help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
+                   "by the suffix; '-' for stdout.")
+@click.option("--transform-out", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the squared distances of every point to the k centers (float32; "
+                   "text, .npy, .parquet or .feather by the suffix; '-' for stdout, "
+                   "with --labels-out FILE).")
+@click.option("-q", "--quiet", is_flag=True, help="No summary or progress bar.")
+def predict(model, data, header, key, columns, drop, dtype, labels_out, transform_out, quiet):
+    """Label DATA with a MODEL saved by 'mbkkm fit --model-out'.
+
+    DATA is read and labelled block by block (text, Parquet, Arrow) or through a
+    memory map (.npy), so files larger than the memory are labelled as they are
+    read; the outputs are written as the blocks are done, atomically.
+    """
+    _check_stdout(labels_out, transform_out)
+    for path, option in ((labels_out, "--labels-out"), (transform_out, "--transform-out")):
+        _check_output(path, option)
+    try:
+        est = load_model(model)
+    except Exception as exc:  # a foreign or broken file: zip, json or skops errors
+        raise click.ClickException(f"cannot load the model {model}: {type(exc).__name__}: "
+                                   f"{_one_line(exc)}") from None
+    if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
+        raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
+    table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
+    if table.n_columns != est.n_features_in_:
+        raise click.ClickException(
+            f"{data} has {table.n_columns} columns to use, the model expects "
+            f"{est.n_features_in_}; choose them with --columns / --drop as for the fit.")
+    total = table.size_bytes if table.kind == "text" else table.n_rows
+    start = time.perf_counter()
+    try:
+        with _progress(total, "B" if table.kind == "text" else "row",
+                       f"labelling {table.path.name}", not quiet) as update:
+            found = _label_blocks(est, table.blocks(progress=update), labels_out=labels_out,
+                                  transform_out=transform_out, n_rows=table.n_rows,
+                                  update=None)
+    except (OSError, ValueError, ImportError) as exc:
+        raise click.ClickException(_one_line(exc)) from None
+    if not quiet:
+        err = "-" in (labels_out, transform_out)
+        click.echo(f"labelled {found.n} points x {table.n_columns} features of {data} in "
+                   f"{time.perf_counter() - start:.2f} s", err=err)
+        click.echo(f"inertia: {found.inertia:.6g} (inertia / n = "
+                   f"{found.inertia / found.n:.6g})", err=err)
+        click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
+        for path, what in ((labels_out, "labels"), (transform_out, "distances")):
+            if path not in (None, "-"):
+                click.echo(f"{what} written to {path}", err=err)
 
 
 @main.command()

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._files import atomic_write, save_figure
+
 __all__ = ["DemoSet", "main", "make_sets", "run_demo"]
 
 
@@ -143,7 +145,7 @@ def format_table(rows):
 
 
 def write_csv(rows, path):
-    with open(path, "w", newline="") as fh:
+    with atomic_write(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["dataset", "method", "ari", "nmi", "seconds"])
         for r in rows:
@@ -178,7 +180,7 @@ def plot_clusters(rows, sets, path):
             ax.set_aspect("equal", adjustable="datalim")
     fig.suptitle("MiniBatchKernelKMeans (rbf) against k-means in input space", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
 
 

@@ -13,9 +13,11 @@ from mbkkm._core import LEARNING_RATES
 
 @pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
 @pytest.mark.parametrize("seed", [0, 1])
-def test_untruncated_equals_truncated_with_huge_tau(learning_rate, seed):
+@pytest.mark.parametrize("gamma", [0.05, "auto"])
+def test_untruncated_equals_truncated_with_huge_tau(learning_rate, seed, gamma):
+    # gamma="auto" starts from the selection's partition: windows of many points
     X = blobs(n=300, seed=seed)
-    params = dict(gamma=0.05, batch_size=40, max_iter=15, learning_rate=learning_rate,
+    params = dict(gamma=gamma, batch_size=40, max_iter=15, learning_rate=learning_rate,
                   random_state=seed)
     dp = MiniBatchKernelKMeans(3, tau=None, **params).fit(X)
     win = MiniBatchKernelKMeans(3, tau=10**9, **params).fit(X)

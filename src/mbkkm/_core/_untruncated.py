@@ -46,10 +46,14 @@ class TableState:
         c_j = <C_j, C_j>.
     coef : ndarray of shape (n, k)
         A[x, j], coefficient of fitted point x in center j.
-    init_items : ndarray of shape (k, ...)
-        The initial centers (support items outside or inside the data).
-    init_coef : ndarray of shape (k,)
-        Remaining coefficient of the initial center j in center j.
+    init_items : ndarray of shape (m0, ...)
+        The support points of the initial centers (items outside or inside the
+        data): one point per center for k-means++, a whole partition for the
+        start of ``gamma="auto"``.
+    init_coef : ndarray of shape (m0,)
+        Remaining coefficient of each initial support point in its center.
+    init_labels : ndarray of shape (m0,)
+        The center of each initial support point.
     counts : ndarray of shape (k,)
         Running counts for the learning rate.
     n_steps : int
@@ -60,22 +64,38 @@ class TableState:
     coef: np.ndarray
     init_items: np.ndarray
     init_coef: np.ndarray
+    init_labels: np.ndarray
     counts: np.ndarray
     n_steps: int = 0
 
 
-def init_table(items, centers, kernel, chunk_rows=4096):
-    """T[x, j] = K(x, c_j) for initial single-point centers c_j."""
-    n = items.shape[0]
-    k = centers.shape[0]
+def init_table(items, start, kernel, chunk_rows=4096):
+    """The table of a starting state: T[x, j] = <phi(x), C_j> = sum_s a_s K(x, s).
+
+    Parameters
+    ----------
+    items : ndarray or sparse matrix of shape (n, ...)
+        The fitted points.
+    start : WindowState
+        The initial centers as windows (host): single points (k-means++, random,
+        an init array) or a partition's means (``gamma="auto"``).
+    kernel : Kernel
+    chunk_rows : int
+        Rows of ``items`` per kernel block.
+    """
+    n, k = items.shape[0], start.n_clusters
+    support, coef, labels = start.support, start.coef, start.labels
+    A = np.zeros((labels.size, k))                      # (m0, k): a_s on its center's column
+    A[np.arange(labels.size), labels] = coef
     table = np.empty((n, k), dtype=np.float64)
-    for start in range(0, n, chunk_rows):
-        table[start:start + chunk_rows] = kernel(items[start:start + chunk_rows], centers)
-    norms = np.asarray(kernel.diag(centers), dtype=np.float64)
+    for r0 in range(0, n, chunk_rows):
+        table[r0:r0 + chunk_rows] = np.asarray(
+            kernel(items[r0:r0 + chunk_rows], support), dtype=np.float64) @ A
     return TableState(
-        table=table, norms=norms.copy(), coef=np.zeros((n, k)),
-        init_items=centers.copy() if is_sparse(centers) else np.array(centers, copy=True),
-        init_coef=np.ones(k), counts=np.zeros(k),
+        table=table, norms=start.host_norms().copy(), coef=np.zeros((n, k)),
+        init_items=support.copy() if is_sparse(support) else np.array(support, copy=True),
+        init_coef=np.array(coef, dtype=np.float64), init_labels=labels.copy(),
+        counts=np.zeros(k),
     )
 
 
@@ -117,7 +137,7 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
         Tc += K @ W
     state.coef *= keep[None, :]
     np.add.at(state.coef, (batch_idx[nz], labels[nz]), W[np.arange(b)[nz], labels[nz]])
-    state.init_coef *= keep
+    state.init_coef *= keep[state.init_labels]
     state.n_steps += 1
     return labels, objective, alpha
 
@@ -131,11 +151,11 @@ def table_to_windows(state, items, kernel):
     """
     k = state.table.shape[1]
     rows, cols = np.nonzero(state.coef)
-    init_j = np.flatnonzero(state.init_coef)
-    support = vstack_rows([state.init_items[init_j], items[rows]])  # CSR rows stay CSR
-    coef = np.concatenate([state.init_coef[init_j], state.coef[rows, cols]])
-    windows = labelling_state(support, coef, np.concatenate([init_j, cols]), k,
-                              state.norms.copy())
+    live = np.flatnonzero(state.init_coef)  # initial support points still in a center
+    support = vstack_rows([state.init_items[live], items[rows]])  # CSR rows stay CSR
+    coef = np.concatenate([state.init_coef[live], state.coef[rows, cols]])
+    cluster = np.concatenate([state.init_labels[live], cols])
+    windows = labelling_state(support, coef, cluster, k, state.norms.copy())
     windows.counts = state.counts.copy()
     windows.n_steps = state.n_steps
     return windows

@@ -548,7 +548,7 @@ torch.device, default=None
         n = items.shape[0]
         rows = chunk_rows(self.working_memory, self._batch_size + self.n_clusters,
                           np.dtype(np.float64).itemsize)
-        table = init_table(items, state.support, kernel, chunk_rows=rows)
+        table = init_table(items, state, kernel, chunk_rows=rows)
         diag_all = np.empty(n, dtype=np.float64)
         for start in range(0, n, rows):
             diag_all[start:start + rows] = kernel.diag(items[start:start + rows])

@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils import Bunch
 
+from .._files import atomic_write
 from ._registry import PREPROCESSING, DatasetSpec, dataset_names, get_spec
 
 #: Environment variable naming extra data folders (``os.pathsep``-separated).
@@ -379,14 +380,8 @@ def write_dataset_file(
     if split is not None:
         arrays["split"] = np.asarray(split).astype(np.int8)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, **arrays)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_write(path, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
     return path
 
 

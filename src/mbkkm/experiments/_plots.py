@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import save_figure
 from ._algorithms import ALGORITHMS
 
 FORMATS = ("png", "svg")
@@ -44,7 +45,7 @@ def _save(fig, out: Path, stem: str, formats) -> list[Path]:
     paths = []
     for fmt in formats:
         p = out / f"{stem}.{fmt}"
-        fig.savefig(p, dpi=120, bbox_inches="tight")
+        save_figure(fig, p, dpi=120, bbox_inches="tight")
         paths.append(p)
     return paths
 

@@ -1,0 +1,112 @@
+"""Atomic output files: the target is always the old file or the new one.
+
+Every file the library writes (models, labels, transforms, figures, dataset
+caches, the demo's outputs) goes through :func:`atomic_write`: the content is
+written to a temporary file in the target's folder, flushed and fsynced, then
+renamed onto the target with :func:`os.replace` (atomic on POSIX and Windows
+within one file system), and the folder is fsynced so the rename itself
+survives a power cut. A process killed at any moment leaves the previous
+target untouched (and, at worst, a hidden ``.<name>.<pid>.<random>.tmp`` file
+beside it, which can be deleted).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import IO, Any
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows: folders are not opened this way
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on a folder
+        pass
+    finally:
+        os.close(fd)
+
+
+def _is_special(path: Path) -> bool:
+    """A target that cannot be replaced by a rename: a device, a pipe, a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+@contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None,
+                 newline: str | None = None) -> Iterator[IO[Any]]:
+    """Open a temporary file that replaces ``path`` when the block ends without error.
+
+    Parameters
+    ----------
+    path : path
+        The target. A symbolic link is followed (the file it points to is
+        replaced); a device or a pipe (``/dev/stdout``) is written directly,
+        as a rename cannot replace it.
+    mode : {"wb", "w"}, default="wb"
+        Binary or text.
+    encoding, newline : str, optional
+        As for :func:`open`, in text mode (``encoding`` defaults to UTF-8).
+
+    Yields
+    ------
+    file : file object
+        Write the whole content to it. When the block raises, the temporary
+        file is removed and the target is left as it was.
+    """
+    if mode not in ("wb", "w"):
+        raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}.")
+    kw: dict[str, Any] = {}
+    if mode == "w":
+        kw = {"encoding": encoding or "utf-8", "newline": newline}
+    target = Path(os.path.realpath(path))
+    if _is_special(target):
+        with open(target, mode, **kw) as fh:
+            yield fh
+        return
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # O_EXCL: never write through a file that someone else created under this name;
+    # mode 0o666 less the umask, as open() would give the target.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                 0o666)
+    try:
+        with os.fdopen(fd, mode, **kw) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        if target.exists():
+            with suppress(OSError):  # keep the permissions of the file being replaced
+                shutil.copymode(target, tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(target.parent)
+
+
+def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:
+    """``fig.savefig(path, **kwargs)`` through :func:`atomic_write`.
+
+    The format is the one the suffix names (``.png``, ``.svg``, ``.pdf``, ...),
+    as :meth:`matplotlib.figure.Figure.savefig` chooses it from a file name;
+    ``kwargs`` may give ``format`` to override it.
+    """
+    path = Path(path)
+    kwargs.setdefault("format", path.suffix[1:].lower() or None)
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, **kwargs)
+    return path

@@ -1,0 +1,580 @@
+"""Numeric tables from files: delimited text, .npy, .npz, Parquet, Feather/Arrow.
+
+:func:`open_table` looks at a file (its kind from the suffix, the header, the
+columns) without reading its data, and returns a :class:`Table` that reads it
+whole (:meth:`Table.read`) or block by block (:meth:`Table.blocks`), straight
+into the requested dtype (float32 unless asked otherwise):
+
+* delimited text: blocks of about :data:`BLOCK_BYTES` cut at line ends, each
+  parsed by pandas' C parser into float32 and copied into one growing array, so
+  the peak is the array plus one block, never a float64 or object copy. A block
+  the parser refuses (or that holds a non-finite value) is read again line by
+  line with Python's ``csv`` and ``float``, which names the line and column of
+  the first bad cell, or accepts what Python accepts and the fast parser did
+  not;
+* ``.npy``: memory-mapped, dtype kept (float32 and float64); no copy unless a
+  column choice or a dtype conversion asks for one;
+* Parquet and Feather/Arrow (pyarrow): record batches copied into the array.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+#: Bytes of text per parsed block (also the granularity of the progress): the
+#: reader's memory beyond the array is a few times this.
+BLOCK_BYTES = 8 * 2**20
+#: Rows per block of binary inputs (.npy, .npz, Parquet, Arrow).
+BLOCK_ROWS = 2**18
+#: Longest first line (the header) read before refusing the file.
+MAX_FIRST_LINE = 64 * 2**20
+
+TEXT, NPY, NPZ, PARQUET, ARROW = "text", "npy", "npz", "parquet", "arrow"
+_KINDS = {".npy": NPY, ".npz": NPZ, ".parquet": PARQUET, ".pq": PARQUET,
+          ".feather": ARROW, ".arrow": ARROW, ".ipc": ARROW}
+_DELIMITERS = ",\t; "
+
+Progress = Callable[[int], None]
+
+
+class ColumnSelectionError(ValueError):
+    """``columns`` / ``drop`` name a column that is not there (or select none)."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(f"{option}: {message}")
+        self.option = option
+        self.detail = message
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _label(names: Sequence[str] | None, j: int) -> str:
+    """How messages name column j: its header name, else its 0-based index."""
+    return repr(names[j]) if names is not None else f"{j} (0-based)"
+
+
+def select_columns(names: Sequence[str] | None, n_columns: int, columns=None,
+                   drop=None) -> list[int]:
+    """Indices of the columns to read, in file order for ``drop``, in the given
+    order for ``columns``.
+
+    Parameters
+    ----------
+    names : sequence of str or None
+        Header names, None when the file has none.
+    n_columns : int
+    columns, drop : sequence of (str or int), optional
+        Header names or 0-based indices (negative from the end); a string of
+        digits that is not a header name is an index.
+
+    Raises
+    ------
+    ColumnSelectionError
+        Naming the option, the unknown column and the columns there are.
+    """
+
+    def resolve(option: str, items) -> list[int]:
+        out = []
+        for item in items:
+            key = item.strip() if isinstance(item, str) else item
+            if isinstance(key, str) and names is not None and key in names:
+                if list(names).count(key) > 1:
+                    raise ColumnSelectionError(
+                        option, f"the header holds {key!r} more than once; select it by "
+                        "index")
+                out.append(list(names).index(key))
+                continue
+            try:
+                j = int(key)
+            except (TypeError, ValueError):
+                where = (f"the columns are {_short(names)}" if names is not None
+                         else "the file has no header: select columns by 0-based index")
+                raise ColumnSelectionError(option, f"no column named {key!r}; {where}.") \
+                    from None
+            if not -n_columns <= j < n_columns:
+                raise ColumnSelectionError(
+                    option, f"column index {j} is out of range: the table has {n_columns} "
+                    f"column{'s' * (n_columns != 1)} (indices 0..{n_columns - 1}).")
+            out.append(j % n_columns)
+        return out
+
+    keep = list(range(n_columns))
+    if columns is not None:
+        keep = resolve("columns", columns)
+        dup = sorted({j for j in keep if keep.count(j) > 1})
+        if dup:
+            raise ColumnSelectionError(
+                "columns", f"column {_label(names, dup[0])} is selected more than once.")
+    if drop is not None:
+        gone = set(resolve("drop", drop))
+        keep = [j for j in keep if j not in gone]
+    if not keep:
+        raise ColumnSelectionError(
+            "drop" if drop is not None else "columns", "no column is left to read.")
+    return keep
+
+
+def _short(names: Sequence[str] | None, limit: int = 12) -> str:
+    names = list(names or [])
+    shown = ", ".join(map(repr, names[:limit]))
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _default_dtype(kind: str, file_dtype: np.dtype | None, dtype) -> np.dtype:
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        if dtype.kind != "f":
+            raise ValueError(f"dtype must be a floating-point type, got {dtype}.")
+        return dtype
+    if file_dtype is not None and file_dtype in (np.float32, np.float64):
+        return np.dtype(file_dtype)  # .npy/.npz: kept, so a memory map is used as it is
+    return np.dtype(np.float32)
+
+
+@dataclass
+class Table:
+    """A numeric table on disk, opened by :func:`open_table`.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    kind : {"text", "npy", "npz", "parquet", "arrow"}
+    names : list of str or None
+        Header names of the selected columns (None: the file has no header).
+    columns : list of int
+        0-based indices of the selected columns in the file.
+    n_rows : int or None
+        Known before reading (binary kinds), else None.
+    dtype : numpy.dtype
+        The dtype of the arrays returned.
+    n_file_columns : int
+        Columns in the file, selected or not.
+    """
+
+    path: Path
+    kind: str
+    names: list[str] | None
+    columns: list[int]
+    n_rows: int | None
+    dtype: np.dtype
+    n_file_columns: int
+    _opts: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.columns)
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes of the file (the unit of the text reader's progress)."""
+        return self.path.stat().st_size
+
+    def column_label(self, j: int) -> str:
+        """How messages name the j-th selected column."""
+        return (repr(self.names[j]) if self.names is not None
+                else f"{self.columns[j]} (0-based)")
+
+    # ------------------------------------------------------------------ reading
+    def read(self, progress: Progress | None = None) -> np.ndarray:
+        """The whole table, shape (n_rows, n_columns), in ``dtype``.
+
+        A ``.npy`` file of the right dtype, read whole, is returned memory-mapped
+        (read-only, never copied). ``progress(k)`` is called as the reading goes,
+        with bytes (text) or rows (other kinds) done since the last call.
+        """
+        if self.kind in (NPY, NPZ):
+            X = self._opts["array"]
+            if self.columns == list(range(self.n_file_columns)) and X.dtype == self.dtype:
+                _check_finite_rows(X, self, progress)
+                return X
+        n = self.n_rows
+        if n is not None:
+            X = np.empty((n, self.n_columns), dtype=self.dtype)
+            i = 0
+            for block in self.blocks(progress):
+                X[i:i + block.shape[0]] = block
+                i += block.shape[0]
+            return X
+        return self._read_text_growing(progress)
+
+    def blocks(self, progress: Progress | None = None) -> Iterator[np.ndarray]:
+        """The table as consecutive blocks of rows, each (rows, n_columns) in ``dtype``,
+        checked (numeric, finite) before it is yielded."""
+        if self.kind == TEXT:
+            for _, block in self._text_blocks(progress):
+                yield np.ascontiguousarray(block)
+        elif self.kind in (NPY, NPZ):
+            X = self._opts["array"]
+            full = self.columns == list(range(self.n_file_columns))
+            for start in range(0, X.shape[0], BLOCK_ROWS):
+                part = X[start:start + BLOCK_ROWS]
+                part = part if full else part[:, self.columns]
+                block = np.asarray(part, dtype=self.dtype)
+                _check_finite(block, self, start)
+                if progress is not None:
+                    progress(block.shape[0])
+                yield block
+        else:
+            yield from _arrow_blocks(self, progress)
+
+    def _read_text_growing(self, progress: Progress | None) -> np.ndarray:
+        # The number of rows is unknown: allocate for the rows the file's size
+        # suggests (from the first block's bytes per row), grow by resizing in
+        # place (realloc, no second copy) when needed, and trim at the end.
+        size = max(self.size_bytes - self._opts["data_offset"], 1)
+        X = None
+        n = 0
+        for nbytes, block in self._text_blocks(progress):
+            m = block.shape[0]
+            if X is None:
+                per_row = nbytes / max(m, 1)
+                guess = math.ceil(size / max(per_row, 1.0) * 1.02) + 16
+                X = np.empty((max(guess, m), self.n_columns), dtype=self.dtype)
+            if n + m > X.shape[0]:
+                X.resize((max(n + m, int(X.shape[0] * 1.25) + 16), self.n_columns),
+                         refcheck=False)
+            X[n:n + m] = block
+            n += m
+        if n != X.shape[0]:
+            X.resize((n, self.n_columns), refcheck=False)
+        return X
+
+    def _text_blocks(self, progress: Progress | None) -> Iterator[tuple[int, np.ndarray]]:
+        """(bytes, parsed block) for each block of whole lines of a text table; the
+        blocks may be views in Fortran order."""
+        opts = self._opts
+        rows = 0
+        offset = opts["data_offset"]  # of the block's first byte in the file
+        with open(self.path, "rb") as fh:
+            fh.seek(opts["data_offset"])
+            rest = b""  # the end of the previous read: the start of a line
+            while True:
+                chunk = fh.read(BLOCK_BYTES)
+                if not chunk:
+                    if not rest:
+                        break
+                    block, rest = rest, b""
+                else:
+                    cut = chunk.rfind(b"\n") + 1
+                    if cut == 0:  # no line end in this read: read on
+                        rest += chunk
+                        continue
+                    # whole lines, copied at most once
+                    block = (chunk if not rest and cut == len(chunk)
+                             else b"".join((rest, memoryview(chunk)[:cut])))
+                    rest = chunk[cut:]
+                X = _parse_text_block(block, offset, self)
+                offset += len(block)
+                if progress is not None:
+                    progress(len(block))
+                if X.shape[0]:
+                    rows += X.shape[0]
+                    yield len(block), X
+                if not chunk:
+                    break
+        if rows == 0:
+            raise ValueError(f"{self.path} has a header but no data rows."
+                             if opts["file_names"] is not None else f"{self.path} is empty.")
+
+
+def _line_at(table: Table, offset: int) -> int:
+    """The physical line number at byte ``offset`` (the start of a line) of a text
+    table; counted only when a message needs it."""
+    opts = table._opts
+    line, pos = opts["data_line"], opts["data_offset"]
+    with open(table.path, "rb") as fh:
+        fh.seek(pos)
+        while pos < offset:
+            piece = fh.read(min(BLOCK_BYTES, offset - pos))
+            if not piece:
+                break
+            line += piece.count(b"\n")
+            pos += len(piece)
+    return line
+
+
+def _parse_text_block(block: bytes, offset: int, table: Table) -> np.ndarray:
+    """Rows of one block of whole lines: pandas' C parser, else the line-by-line
+    reading that names the first bad cell (or accepts the block)."""
+    import pandas as pd
+
+    opts = table._opts
+    width = table.n_file_columns
+    # Spaces around numbers need no option (the float parser skips them, and a
+    # field it refuses goes to the exact reading); skipinitialspace would cost a
+    # quarter of the parse. With a subset of the columns the parser ignores
+    # surplus fields, so rows are then checked by counting delimiters (a
+    # whitespace-delimited file is parsed whole: its delimiters cannot be counted).
+    subset = table.columns != list(range(width)) and opts["sep"] != r"\s+"
+    try:
+        with np.errstate(over="ignore"):
+            df = pd.read_csv(
+                io.BytesIO(block), sep=opts["sep"], header=None, names=range(width),
+                usecols=table.columns if subset else None, dtype=table.dtype, engine="c",
+                skip_blank_lines=True, na_filter=False, comment=None,
+            )
+    except (ValueError, pd.errors.ParserError):
+        return _parse_lines(block, offset, table)
+    if subset and block.count(opts["sep"].encode()) != (width - 1) * len(df):
+        return _parse_lines(block, offset, table)  # ragged rows, or quoted delimiters
+    X = df.to_numpy(dtype=table.dtype)  # (rows, columns in file order), Fortran order
+    if not subset and table.columns != list(range(width)):
+        X = X[:, sorted(table.columns)]
+    if table.columns != sorted(table.columns):
+        X = X[:, np.argsort(np.argsort(table.columns))]
+    if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
+        return _parse_lines(block, offset, table)
+    return X
+
+
+def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
+    """The slow, exact reading of a block that starts at byte ``offset``: Python's
+    csv and float, line by line (the first bad cell raises, naming its line)."""
+    first_line = None
+
+    def line_of(k):  # physical line number of the block's k-th line
+        nonlocal first_line
+        if first_line is None:
+            first_line = _line_at(table, offset)
+        return first_line + k
+
+    opts = table._opts
+    path, names, width = table.path, opts["file_names"], table.n_file_columns
+    rows, line_nos = [], []
+    for k, raw in enumerate(block.split(b"\n")):
+        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        if not line.strip():
+            continue
+        cells = _split(line, opts["delimiter"])
+        if len(cells) != width:
+            raise ValueError(f"{path}, line {line_of(k)}: {len(cells)} fields, expected {width} "
+                             "(every row needs the same number of fields).")
+        row = []
+        for j in table.columns:
+            c = cells[j]
+            try:
+                v = float(c)
+            except ValueError:
+                raise ValueError(
+                    f"{path}: column {_label(names, j)} is not numeric (line {line_of(k)} holds "
+                    f"{c!r}); remove or encode non-numeric columns, or leave them out."
+                ) from None
+            if not math.isfinite(v):
+                raise ValueError(
+                    f"{path}: non-finite value (NaN or inf) at line {line_of(k)}, column "
+                    f"{_label(names, j)} ({c!r}).")
+            row.append(v)
+        rows.append(row)
+        line_nos.append(k)
+    with np.errstate(over="ignore"):
+        X = np.array(rows, dtype=np.float64).reshape(-1, table.n_columns).astype(table.dtype)
+    if not np.isfinite(X).all():  # finite in float64, too large for float32 (1e39)
+        i, j = np.argwhere(~np.isfinite(X))[0]
+        raise ValueError(f"{path}: line {line_of(line_nos[i])}, column {table.column_label(j)}: "
+                         f"{rows[i][j]:g} is too large for {table.dtype}; read the data as "
+                         "float64.")
+    return X
+
+
+def _split(line: str, delimiter: str) -> list[str]:
+    cells = next(csv.reader([line], delimiter=delimiter, skipinitialspace=True), [])
+    return [c for c in cells if c != ""] if delimiter == " " else cells
+
+
+def _check_finite(block: np.ndarray, table: Table, start: int) -> None:
+    if not np.isfinite(block).all():
+        i, j = np.argwhere(~np.isfinite(block))[0]
+        raise ValueError(f"{table.path}: non-finite value (NaN or inf) at row {start + i + 1}, "
+                         f"column {table.column_label(j)}.")
+
+
+def _check_finite_rows(X: np.ndarray, table: Table, progress: Progress | None) -> None:
+    """The finite check of a memory-mapped array, in blocks (nothing copied whole)."""
+    for start in range(0, X.shape[0], BLOCK_ROWS):
+        _check_finite(X[start:start + BLOCK_ROWS], table, start)
+        if progress is not None:
+            progress(min(BLOCK_ROWS, X.shape[0] - start))
+
+
+# --------------------------------------------------------------------- opening
+def open_table(path: str | os.PathLike, *, header: bool | None = None, key: str = "X",
+               columns=None, drop=None, dtype=None) -> Table:
+    """Look at a table file (kind, header, columns, rows when known) without reading it.
+
+    Parameters
+    ----------
+    path : path
+        ``.npy`` (memory-mapped), ``.npz`` (the array ``key``), ``.parquet`` /
+        ``.pq``, ``.feather`` / ``.arrow`` / ``.ipc``; anything else is delimited
+        text (the delimiter sniffed among ``,``, tab, ``;`` and space).
+    header : bool, optional
+        Text only: whether the first non-blank line is a header; None: a header
+        when some field of that line is not a number.
+    key : str, default="X"
+        The array of an ``.npz`` file.
+    columns, drop : sequence of (str or int), optional
+        The columns to read / to leave out, by header name or 0-based index.
+    dtype : floating dtype, optional
+        Of the arrays read. Default: float32, except that a float32 or float64
+        ``.npy`` / ``.npz`` array keeps its dtype.
+
+    Returns
+    -------
+    table : Table
+
+    Raises
+    ------
+    OSError
+        If the file cannot be read.
+    ValueError
+        If it is not a numeric 2-d table (the message names the file and, where it
+        can, the line and column); :class:`ColumnSelectionError` for ``columns`` /
+        ``drop``.
+    ImportError
+        For Parquet and Arrow files without pyarrow.
+    """
+    path = Path(path)
+    kind = _KINDS.get(path.suffix.lower(), TEXT)
+    if kind in (NPY, NPZ):
+        return _open_numpy(path, kind, key, columns, drop, dtype)
+    if kind in (PARQUET, ARROW):
+        return _open_arrow(path, kind, columns, drop, dtype)
+    return _open_text(path, header, columns, drop, dtype)
+
+
+def _open_text(path, header, columns, drop, dtype) -> Table:
+    offset, line_no = 0, 1
+    with open(path, "rb") as fh:
+        while True:  # the first non-blank line
+            raw = fh.readline(MAX_FIRST_LINE + 1)
+            if not raw:
+                raise ValueError(f"{path} is empty.")
+            if len(raw) > MAX_FIRST_LINE:
+                raise ValueError(f"{path}: the first line is longer than "
+                                 f"{MAX_FIRST_LINE // 2**20} MiB; not a delimited table.")
+            if raw.strip():
+                break
+            offset += len(raw)
+            line_no += 1
+    first = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+    try:
+        delimiter = csv.Sniffer().sniff(first, delimiters=_DELIMITERS).delimiter
+    except csv.Error:
+        delimiter = ","
+    cells = _split(first, delimiter)
+    if header is None:
+        header = not all(_is_number(c) for c in cells)
+    names = list(cells) if header else None
+    width = len(cells)
+    keep = select_columns(names, width, columns, drop)
+    data_offset = offset + len(raw) if header else offset
+    opts = {"delimiter": delimiter, "sep": r"\s+" if delimiter == " " else delimiter,
+            "data_offset": data_offset, "data_line": line_no + bool(header),
+            "file_names": names}
+    return Table(path, TEXT, None if names is None else [names[j] for j in keep], keep, None,
+                 _default_dtype(TEXT, None, dtype), width, opts)
+
+
+def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
+    try:
+        if kind == NPY:
+            X = np.load(path, mmap_mode="r", allow_pickle=False)
+        else:
+            with np.load(path, allow_pickle=False) as f:
+                if key not in f.files:
+                    raise ValueError(f"{path} has no array {key!r} (arrays: "
+                                     f"{', '.join(f.files) or 'none'}).")
+                X = f[key]
+    except ValueError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: cannot read as a numpy file ({exc}).") from exc
+    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
+        raise ValueError(f"{path}: the array has dtype {X.dtype}; expected real numbers.")
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise ValueError(f"{path}: expected a 2-d table, got an array of shape {X.shape}.")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
+    keep = select_columns(None, X.shape[1], columns, drop)
+    return Table(path, kind, None, keep, X.shape[0], _default_dtype(kind, X.dtype, dtype),
+                 X.shape[1], {"array": X})
+
+
+def _pyarrow(path):
+    try:
+        import pyarrow
+    except ImportError:
+        raise ImportError(f"reading {path.suffix} files needs pyarrow: pip install "
+                          "'mbkkm[parquet]' (or pyarrow).") from None
+    return pyarrow
+
+
+def _open_arrow(path, kind, columns, drop, dtype) -> Table:
+    pa = _pyarrow(path)
+    try:
+        if kind == PARQUET:
+            import pyarrow.parquet as pq
+
+            source = pq.ParquetFile(path)
+            schema, n = source.schema_arrow, source.metadata.num_rows
+        else:
+            source = pa.ipc.open_file(pa.memory_map(str(path), "r"))
+            schema = source.schema
+            n = sum(source.get_batch(i).num_rows for i in range(source.num_record_batches))
+    except pa.ArrowException as exc:
+        raise ValueError(f"{path}: cannot read as a {kind} file ({exc}).") from None
+    names = list(schema.names)
+    keep = select_columns(names, len(names), columns, drop)
+    for j in keep:
+        t = schema.field(j).type
+        if not (pa.types.is_integer(t) or pa.types.is_floating(t)
+                or pa.types.is_boolean(t) or pa.types.is_decimal(t)):
+            raise ValueError(f"{path}: column {names[j]!r} is not numeric (type {t}); "
+                             "remove or encode non-numeric columns, or leave them out.")
+    if n == 0:
+        raise ValueError(f"{path}: the table is empty (0 rows).")
+    return Table(path, kind, [names[j] for j in keep], keep, n,
+                 _default_dtype(kind, None, dtype), len(names), {"source": source})
+
+
+def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
+    source = table._opts["source"]
+    names = table.names
+    if table.kind == PARQUET:
+        batches = source.iter_batches(batch_size=BLOCK_ROWS, columns=names)
+    else:
+        batches = (source.get_batch(i).select(table.columns)
+                   for i in range(source.num_record_batches))
+    start = 0
+    for batch in batches:
+        m = batch.num_rows
+        block = np.empty((m, table.n_columns), dtype=table.dtype)
+        for j in range(table.n_columns):
+            col = batch.column(j)
+            if col.null_count:
+                i = int(np.flatnonzero(np.asarray(col.is_null()))[0])
+                raise ValueError(f"{table.path}: column {names[j]!r} has a missing value "
+                                 f"(null) at row {start + i + 1}.")
+            block[:, j] = col.to_numpy(zero_copy_only=False)
+        _check_finite(block, table, start)
+        if progress is not None:
+            progress(m)
+        start += m
+        yield block

@@ -1,0 +1,171 @@
+"""Arrays written block by block (labels, distances): text, .npy, Parquet, Arrow.
+
+:func:`open_writer` picks the format from the output's suffix; every file is
+written through :func:`~mbkkm._files.atomic_write`, so a kill or a full disk
+leaves the previous file in place. Blocks are written as they come: the output
+never has to be held whole.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from ._atomic import atomic_write
+
+_PARQUET = (".parquet", ".pq")
+_ARROW = (".feather", ".arrow", ".ipc")
+
+
+class _TextWriter:
+    """One row per line: a label, or the row's values separated by ``delimiter``."""
+
+    def __init__(self, fh: IO[bytes], names, dtype, n_rows, delimiter: str):
+        self.fh, self.delimiter = fh, delimiter
+
+    def write(self, block: np.ndarray) -> None:
+        if block.shape[0] == 0:
+            return
+        if block.ndim == 1 and block.dtype.kind in "iub":
+            text = "\n".join(map(str, block.tolist())) + "\n"
+            self.fh.write(text.encode())
+            return
+        import pandas as pd
+
+        # pandas' writer prints each float with the shortest repr of its dtype,
+        # so a float32 value reads back exactly.
+        pd.DataFrame(block.reshape(block.shape[0], -1)).to_csv(
+            self.fh, header=False, index=False, sep=self.delimiter, lineterminator="\n")
+
+    def close(self) -> None:
+        pass
+
+
+class _NpyWriter:
+    """A ``.npy`` file: the header, then each block's bytes. Where the number of
+    rows is not known in advance, the header is written for an upper bound and
+    rewritten in place at the end (both headers are padded to 128 bytes)."""
+
+    def __init__(self, fh: IO[bytes], names, dtype, n_rows, delimiter):
+        self.fh, self.dtype, self.n_rows = fh, np.dtype(dtype), n_rows
+        self.width = None if names is None else len(names)
+        self.rows = 0
+        self.start = fh.tell()
+        self._header(n_rows if n_rows is not None else 2**62)
+        self.header_bytes = fh.tell() - self.start
+
+    def _shape(self, n):
+        return (n,) if self.width is None else (n, self.width)
+
+    def _header(self, n: int) -> None:
+        np.lib.format.write_array_header_1_0(self.fh, {
+            "descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
+            "shape": self._shape(n)})
+
+    def write(self, block: np.ndarray) -> None:
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        self.fh.write(block.data)
+        self.rows += block.shape[0]
+
+    def close(self) -> None:
+        if self.n_rows is not None:
+            if self.rows != self.n_rows:
+                raise ValueError(f"{self.rows} rows were written, {self.n_rows} announced.")
+            return
+        end = self.fh.tell()
+        self.fh.seek(self.start)
+        self._header(self.rows)
+        if self.fh.tell() - self.start != self.header_bytes:  # pragma: no cover - 19 digits
+            raise RuntimeError("the .npy header changed length; cannot finish the file.")
+        self.fh.seek(end)
+
+
+class _ArrowWriter:
+    """Parquet (one row group per block) or an Arrow IPC (Feather v2) file."""
+
+    def __init__(self, fh: IO[bytes], names, dtype, n_rows, delimiter, *, parquet: bool):
+        import pyarrow as pa
+
+        self.pa = pa
+        self.names = names or ["label"]
+        self.schema = pa.schema([(n, pa.from_numpy_dtype(np.dtype(dtype))) for n in self.names])
+        if parquet:
+            import pyarrow.parquet as pq
+
+            self.writer = pq.ParquetWriter(fh, self.schema)
+        else:
+            self.writer = pa.ipc.new_file(fh, self.schema)
+
+    def write(self, block: np.ndarray) -> None:
+        cols = [block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])]
+        self.writer.write_batch(self.pa.record_batch(
+            [self.pa.array(np.ascontiguousarray(c)) for c in cols], schema=self.schema))
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def output_kind(path: str | os.PathLike) -> str:
+    """"npy", "parquet", "arrow" or "text", from the suffix."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npy":
+        return "npy"
+    if suffix in _PARQUET:
+        return "parquet"
+    if suffix in _ARROW:
+        return "arrow"
+    return "text"
+
+
+@contextmanager
+def open_writer(path, *, names: list[str] | None, dtype, n_rows: int | None = None):
+    """A writer of blocks of rows; ``writer.write(block)`` for each block in order.
+
+    Parameters
+    ----------
+    path : path or binary file object
+        By suffix: ``.npy``; ``.parquet`` / ``.pq``; ``.feather`` / ``.arrow`` /
+        ``.ipc`` (Arrow IPC); anything else is text, one row per line
+        (tab-separated for ``.tsv`` / ``.tab``, else comma-separated, no header).
+        A file object (standard output) receives text, not atomically.
+    names : list of str or None
+        Column names of 2-d blocks (Parquet/Arrow column names; the width of a
+        ``.npy``); None for 1-d blocks (labels), named ``label``.
+    dtype : numpy dtype
+        Of the values written (.npy, Parquet, Arrow).
+    n_rows : int, optional
+        The number of rows, when known (a ``.npy`` header is then written once).
+
+    Raises
+    ------
+    ImportError
+        Parquet or Arrow output without pyarrow.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        w = _TextWriter(path, names, dtype, n_rows, ",")
+        yield w
+        w.close()
+        return
+    kind = output_kind(path)
+    if kind in ("parquet", "arrow"):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ImportError(f"writing {Path(path).suffix} files needs pyarrow: pip install "
+                              "'mbkkm[parquet]' (or pyarrow).") from None
+    delimiter = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
+    with atomic_write(path, "wb") as fh:
+        kw: dict[str, Any] = {}
+        if kind == "npy":
+            cls = _NpyWriter
+        elif kind == "text":
+            cls = _TextWriter
+        else:
+            cls, kw = _ArrowWriter, {"parquet": kind == "parquet"}
+        w = cls(fh, names, dtype, n_rows, delimiter, **kw)
+        yield w
+        w.close()

@@ -1,0 +1,291 @@
+"""mbkkm._files: atomic outputs, tables read in blocks, outputs written in blocks.
+
+Oracles: numpy.loadtxt and pandas for the text reader (with blocks of a few bytes,
+so that every row crosses a block boundary somewhere), numpy.load and pyarrow for
+the writers.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mbkkm._files import (
+    ColumnSelectionError,
+    _read,
+    atomic_write,
+    open_table,
+    open_writer,
+    save_figure,
+    select_columns,
+)
+
+
+@pytest.fixture(params=[32 * 2**20, 64], ids=["one-block", "64-byte-blocks"])
+def block_bytes(request, monkeypatch):
+    monkeypatch.setattr(_read, "BLOCK_BYTES", request.param)
+    monkeypatch.setattr(_read, "BLOCK_ROWS", 7 if request.param == 64 else 2**18)
+    return request.param
+
+
+# ------------------------------------------------------------------ atomic write
+def test_atomic_write_replaces_whole_file(tmp_path):
+    p = tmp_path / "out.txt"
+    p.write_text("old")
+    os.chmod(p, 0o640)
+    with atomic_write(p, "w") as fh:
+        fh.write("new")
+        assert p.read_text() == "old"  # not touched until the block ends
+    assert p.read_text() == "new"
+    assert stat.S_IMODE(p.stat().st_mode) == 0o640  # permissions kept
+    assert os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_atomic_write_error_keeps_old_file(tmp_path):
+    p = tmp_path / "out.bin"
+    p.write_bytes(b"old")
+    with pytest.raises(RuntimeError, match="boom"), atomic_write(p) as fh:
+        fh.write(b"half")
+        raise RuntimeError("boom")
+    assert p.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.bin"]
+    with pytest.raises(KeyboardInterrupt), atomic_write(tmp_path / "new.bin") as fh:
+        raise KeyboardInterrupt
+    assert os.listdir(tmp_path) == ["out.bin"]
+
+
+def test_atomic_write_follows_links_and_writes_devices(tmp_path):
+    real = tmp_path / "real.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    with atomic_write(link, "w") as fh:
+        fh.write("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    with atomic_write(os.devnull, "w") as fh:  # cannot be renamed over: written directly
+        fh.write("x")
+    with pytest.raises(ValueError, match="mode"), atomic_write(real, "a"):
+        pass
+
+
+def test_save_figure_format_from_suffix(tmp_path):
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    fig.subplots().plot([0, 1], [1, 0])
+    assert save_figure(fig, tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    assert b"<svg" in save_figure(fig, tmp_path / "f.svg").read_bytes()[:400]
+    assert save_figure(fig, tmp_path / "f.pdf").read_bytes()[:4] == b"%PDF"
+
+
+# ------------------------------------------------------------------------ reading
+def _data(n=57, d=4, seed=0):
+    return np.random.default_rng(seed).normal(size=(n, d)) * 10.0
+
+
+@pytest.mark.parametrize("delimiter", [",", "\t", ";", " "])
+@pytest.mark.parametrize("header", [True, False])
+def test_text_equals_loadtxt(tmp_path, block_bytes, delimiter, header):
+    X = _data()
+    p = tmp_path / "d.csv"
+    names = delimiter.join(f"c{j}" for j in range(X.shape[1]))
+    np.savetxt(p, X, fmt="%.9g", delimiter=delimiter, header=names if header else "",
+               comments="")
+    want = np.loadtxt(p, delimiter=None if delimiter == " " else delimiter,
+                      skiprows=int(header))
+    t = open_table(p)
+    assert (t.names is not None) == header and t.n_rows is None
+    got = t.read()
+    assert got.dtype == np.float32 and got.flags.c_contiguous
+    np.testing.assert_array_equal(got, want.astype(np.float32))
+    np.testing.assert_array_equal(open_table(p, dtype="float64").read(), want)
+    np.testing.assert_array_equal(np.concatenate(list(t.blocks())), want.astype(np.float32))
+
+
+def test_blank_lines_crlf_and_spaces(tmp_path, block_bytes):
+    p = tmp_path / "d.csv"
+    p.write_bytes(b"\n\nx, y\r\n1, 2\r\n\r\n 3 ,4\r\n\n5,6")
+    t = open_table(p)
+    assert t.names == ["x", "y"]
+    np.testing.assert_array_equal(t.read(), [[1, 2], [3, 4], [5, 6]])
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("a,b\n1,2\n3\n", r"line 3: 1 fields, expected 2"),
+    ("a,b\n1,2\n3,4,5\n", r"line 3: 3 fields, expected 2"),
+    ("a,name\n1,x\n", r"column 'name' is not numeric \(line 2 holds 'x'\)"),
+    ("1,2\n3,\n", r"column 1 \(0-based\) is not numeric \(line 2 holds ''\)"),
+    ("1,2\nnan,3\n", r"non-finite value .* line 2, column 0"),
+    ("1,2\n3,-inf\n", r"non-finite value .* line 2, column 1"),
+    ("1,1e39\n", r"too large for float32"),
+    ("", r"is empty"),
+    ("\n \n", r"is empty"),
+    ("a,b\n\n", r"header but no data rows"),
+])
+def test_text_errors_name_line_and_column(tmp_path, block_bytes, text, match):
+    p = tmp_path / "d.csv"
+    p.write_text(text)
+    with pytest.raises(ValueError, match=match):
+        open_table(p).read()
+
+
+def test_error_line_numbers_across_blocks(tmp_path, block_bytes):
+    X = _data(200, 3)
+    lines = [",".join(f"{v:.6f}" for v in row) for row in X]
+    cells = lines[150].split(",")
+    lines[150] = ",".join([cells[0], "oops", cells[2]])
+    p = tmp_path / "d.csv"
+    p.write_text("a,b,c\n\n" + "\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"column 'b' is not numeric \(line 153 holds 'oops'\)"):
+        open_table(p).read()
+    # the same column left out: the file reads
+    got = open_table(p, drop=["b"]).read()
+    np.testing.assert_allclose(got, X[:, [0, 2]], rtol=1e-6, atol=1e-6)
+
+
+def test_python_float_syntax_still_accepted(tmp_path, block_bytes):
+    p = tmp_path / "d.csv"
+    p.write_text("1_000,2\n 3 , 4 \n")  # the C parser refuses these; Python's float does not
+    np.testing.assert_array_equal(open_table(p).read(), [[1000, 2], [3, 4]])
+
+
+def test_huge_header_and_one_column(tmp_path, block_bytes):
+    names = [f"feature_{j:05d}" for j in range(20_000)]
+    p = tmp_path / "wide.csv"
+    X = _data(3, len(names))
+    np.savetxt(p, X, fmt="%.9g", delimiter=",", header=",".join(names), comments="")
+    t = open_table(p, columns=["feature_19999", "feature_00000"])
+    np.testing.assert_array_equal(t.read(), X[:, [19999, 0]].astype(np.float32))
+    one = tmp_path / "one.csv"
+    one.write_text("x\n1\n2\n3\n")
+    assert open_table(one).read().shape == (3, 1)
+
+
+def test_first_line_too_long(tmp_path, monkeypatch):
+    monkeypatch.setattr(_read, "MAX_FIRST_LINE", 100)
+    p = tmp_path / "d.csv"
+    p.write_text("a" * 200 + "\n1\n")
+    with pytest.raises(ValueError, match="first line is longer"):
+        open_table(p)
+
+
+def test_select_columns():
+    names = ["id", "x", "y", "7"]
+    assert select_columns(names, 4, ["y", "x"]) == [2, 1]
+    assert select_columns(names, 4, ["0", 2, -1]) == [0, 2, 3]
+    assert select_columns(names, 4, ["7"]) == [3]  # a header name wins over an index
+    assert select_columns(names, 4, drop=["id"]) == [1, 2, 3]
+    assert select_columns(None, 3, ["2", "0"], drop=[2]) == [0]
+    for kw, match in [({"columns": ["z"]}, r"columns: no column named 'z'; the columns are "
+                                           r"'id', 'x'"),
+                      ({"columns": [4]}, r"columns: column index 4 is out of range: the table "
+                                         r"has 4 columns"),
+                      ({"columns": ["x", 1]}, r"column 'x' is selected more than once"),
+                      ({"drop": ["id", "x", "y", "7"]}, r"drop: no column is left"),
+                      ({"drop": ["nope"]}, r"drop: no column named 'nope'")]:
+        with pytest.raises(ColumnSelectionError, match=match):
+            select_columns(names, 4, **kw)
+    with pytest.raises(ColumnSelectionError, match="no header: select columns by 0-based"):
+        select_columns(None, 3, ["x"])
+    with pytest.raises(ColumnSelectionError, match="more than once; select it by index"):
+        select_columns(["a", "a"], 2, ["a"])
+
+
+def test_npy_is_memory_mapped_with_its_dtype(tmp_path):
+    for dtype in (np.float32, np.float64):
+        X = _data(50, 3).astype(dtype)
+        p = tmp_path / f"{np.dtype(dtype).name}.npy"
+        np.save(p, X)
+        got = open_table(p).read()
+        assert isinstance(got, np.memmap) and got.dtype == dtype
+        np.testing.assert_array_equal(got, X)
+    got = open_table(p, dtype="float32").read()  # asked: converted (a copy)
+    assert not isinstance(got, np.memmap) and got.dtype == np.float32
+    np.testing.assert_array_equal(open_table(p, columns=[2, 0]).read(), X[:, [2, 0]])
+    ints = tmp_path / "ints.npy"
+    np.save(ints, np.arange(12).reshape(6, 2))
+    assert open_table(ints).read().dtype == np.float32
+    vec = tmp_path / "vec.npy"
+    np.save(vec, np.arange(5.0))
+    assert open_table(vec).read().shape == (5, 1)
+    bad = tmp_path / "nan.npy"
+    np.save(bad, np.array([[1.0, 2.0], [3.0, np.nan]]))
+    with pytest.raises(ValueError, match=r"non-finite value .* row 2, column 1"):
+        open_table(bad).read()
+
+
+def test_npz(tmp_path):
+    X = _data(10, 2)
+    p = tmp_path / "d.npz"
+    np.savez(p, X=X, other=X[:, :1])
+    np.testing.assert_array_equal(open_table(p).read(), X)
+    np.testing.assert_array_equal(open_table(p, key="other").read(), X[:, :1])
+    with pytest.raises(ValueError, match="has no array 'Y'"):
+        open_table(p, key="Y")
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".feather"])
+def test_arrow_files(tmp_path, suffix, block_bytes):
+    pytest.importorskip("pyarrow")
+    X = _data(40, 3)
+    df = pd.DataFrame(X, columns=["a", "b", "c"])
+    df.insert(0, "name", [f"n{i}" for i in range(40)])
+    df["i"] = np.arange(40)
+    p = tmp_path / f"d{suffix}"
+    (df.to_parquet if suffix == ".parquet" else df.to_feather)(p)
+    with pytest.raises(ValueError, match=r"column 'name' is not numeric \(type (large_)?string\)"):
+        open_table(p)
+    t = open_table(p, drop=["name"])
+    assert t.names == ["a", "b", "c", "i"] and t.n_rows == 40
+    want = np.column_stack([X, np.arange(40)]).astype(np.float32)
+    np.testing.assert_array_equal(t.read(), want)
+    np.testing.assert_array_equal(open_table(p, columns=["c", "a"], dtype="float64").read(),
+                                  X[:, [2, 0]])
+    df.loc[17, "b"] = None
+    (df.to_parquet if suffix == ".parquet" else df.to_feather)(p)
+    with pytest.raises(ValueError, match=r"column 'b' has a missing value \(null\) at row 18"):
+        open_table(p, drop=["name"]).read()
+
+
+# ------------------------------------------------------------------------ writing
+@pytest.mark.parametrize("suffix", [".txt", ".csv", ".tsv", ".npy", ".parquet", ".feather"])
+@pytest.mark.parametrize("known", [True, False])
+def test_writers_round_trip(tmp_path, suffix, known):
+    if suffix in (".parquet", ".feather"):
+        pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 7, 1000).astype(np.int32)
+    D = rng.random((1000, 3)).astype(np.float32)
+    lp, dp = tmp_path / f"l{suffix}", tmp_path / f"d{suffix}"
+    n = 1000 if known else None
+    with open_writer(lp, names=None, dtype=np.int32, n_rows=n) as lw, \
+            open_writer(dp, names=["d0", "d1", "d2"], dtype=np.float32, n_rows=n) as dw:
+        for s in range(0, 1000, 300):
+            lw.write(labels[s:s + 300])
+            dw.write(D[s:s + 300])
+    if suffix == ".npy":
+        got_l, got_d = np.load(lp), np.load(dp)
+    elif suffix == ".parquet":
+        got_l, got_d = pd.read_parquet(lp)["label"], pd.read_parquet(dp).to_numpy()
+    elif suffix == ".feather":
+        got_l, got_d = pd.read_feather(lp)["label"], pd.read_feather(dp).to_numpy()
+    else:
+        sep = "\t" if suffix == ".tsv" else ","
+        got_l = np.loadtxt(lp, dtype=np.int32)
+        got_d = pd.read_csv(dp, sep=sep, header=None, dtype=np.float32).to_numpy()
+    np.testing.assert_array_equal(got_l, labels)
+    np.testing.assert_array_equal(got_d, D)  # float32 values read back exactly
+    assert sorted(os.listdir(tmp_path)) == sorted([lp.name, dp.name])
+
+
+def test_writer_error_keeps_the_old_file(tmp_path):
+    p = tmp_path / "l.npy"
+    np.save(p, np.arange(3))
+    with pytest.raises(ValueError, match="4 rows were written, 5 announced"), \
+            open_writer(p, names=None, dtype=np.int32, n_rows=5) as w:
+        w.write(np.arange(4, dtype=np.int32))
+    np.testing.assert_array_equal(np.load(p), np.arange(3))
+    assert os.listdir(tmp_path) == ["l.npy"]
