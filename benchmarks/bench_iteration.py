@@ -22,6 +22,13 @@ Targets (issue 11): iteration <= 1.3 x the limit at k = 10 on any data (MNIST,
 PenDigits, uniform random data), <= 1.5 x at k = 1000 with tau = 2 (m held near
 the k = 10 value); the labelling GEMM rate is reported against the plain GEMM's.
 
+``--device-formulation`` (issue 18) also times, in the same interleaved rounds, the
+device-resident iteration of :mod:`mbkkm._core._pool` on torch CPU tensors (one
+eager iteration of the fit loop, from a state warmed up on the same batches): the
+fixed-shape formulation the torch backend runs, measured on this CPU against the
+numpy host step, and against torch's own GEMM + exp of the same shapes (m rows and
+the padded M + 1 + b).
+
 Usage::
 
     .venv/bin/python benchmarks/bench_iteration.py                  # both datasets
@@ -29,6 +36,7 @@ Usage::
     .venv/bin/python benchmarks/bench_iteration.py --profile        # + pyinstrument
     .venv/bin/python benchmarks/bench_iteration.py --dataset uniform --no-labels
     .venv/bin/python benchmarks/bench_iteration.py --dataset mnist --n-clusters 1000 --tau 2
+    .venv/bin/python benchmarks/bench_iteration.py --device-formulation --no-labels
 """
 
 from __future__ import annotations
@@ -51,7 +59,10 @@ from mbkkm._core._parallel import assign_parallel, blas_threads
 from mbkkm.cluster._common import chunk_rows
 from mbkkm.kernels import resolve_kernel
 
-SHARED = REPO.parent / "shared" / "datasets"
+# ../shared/datasets beside the clone (or beside the folder of a git worktree)
+SHARED = next((p for p in (REPO.parent / "shared" / "datasets",
+                           REPO.parents[1] / "shared" / "datasets") if p.exists()),
+              REPO.parent / "shared" / "datasets")
 
 # name -> (preprocessing, gamma)
 SETTINGS = {
@@ -130,21 +141,65 @@ def _timeit(fn):
     return time.perf_counter() - t0
 
 
+class DeviceFormulation:
+    """The torch fit loop (mbkkm._core._loop) on CPU tensors, stepped one eager iteration
+    at a time on given batches (the same the numpy state sees)."""
+
+    def __init__(self, X, centers, kernel, batches, *, tau, rate):
+        import torch
+
+        from mbkkm._core import _loop
+
+        self.torch = torch
+        self.X = torch.from_numpy(X)
+        cfg = _loop.LoopConfig(kernel=kernel, rate=rate, tau=tau, renormalize=True)
+        state = init_state(torch.from_numpy(centers), kernel)
+        self.loop = _loop.MiniBatchLoop(state, self.X, batches, None, cfg)
+        self.i = 0
+
+    def step(self):
+        self.loop.state.device._eager(self.i)
+        self.i += 1
+
+    def warm(self, n):
+        """n iterations through the loop (read-backs, capacity growth), then steps."""
+        self.loop.run_until(n)
+        self.i = n
+
+    @property
+    def layout(self):
+        return self.loop.state.layout
+
+    def limit(self, Xb_idx, rows, gamma):
+        """torch float32 GEMM + exp of the batch against ``rows`` rows of the pool."""
+        torch = self.torch
+        Xb = self.X[torch.from_numpy(Xb_idx)]
+        Y = self.loop.state.pool.rows[:rows]
+        na, nb = (Xb * Xb).sum(1), (Y * Y).sum(1)
+        return torch.exp(-gamma * (na[:, None] + nb[None, :] - 2 * (Xb @ Y.T)))
+
+
 def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
-                  label_rows=None):
+                  label_rows=None, device_formulation=False):
     X, source = load(name)
     n, d = X.shape
     gamma = SETTINGS[name][1]
     kernel = resolve_kernel("rbf", gamma=gamma)
     rng = np.random.default_rng(seed)
     rate = LEARNING_RATES["adaptive"]
-    state = init_state(X[rng.choice(n, k, replace=False)], kernel)
+    centers = X[rng.choice(n, k, replace=False)]
+    state = init_state(centers, kernel)
+    batches = rng.integers(0, n, size=(warmup + repeats, b))
+    dev = (DeviceFormulation(X, centers, kernel, batches, tau=tau, rate=rate)
+           if device_formulation else None)
 
     def step(Xb):
         return minibatch_step(state, Xb, kernel, rate, tau=tau, renormalize=True)
 
-    for _ in range(warmup):
-        step(X[rng.integers(0, n, b)])
+    for i in range(warmup):
+        step(X[batches[i]])
+    if dev is not None:
+        dev.warm(warmup)
     sizes = np.bincount(state.labels, minlength=k)
     print(f"\n== {name}: n={n}, d={d}, k={k}, b={b}, tau={tau}, gamma={gamma:.6g} "
           f"(data from {source}, float32)")
@@ -152,9 +207,15 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
           f"points, window lengths {sizes.min()}..{sizes.max()}")
 
     t_step, t_gemm, t_kern, t_lim, ms = [], [], [], [], []
-    for _ in range(repeats):
-        Xb = X[rng.integers(0, n, b)]
+    t_dev, t_tlim, t_tpad = [], [], []
+    for r in range(repeats):
+        Xb = X[batches[warmup + r]]
         m = state.support.shape[0]
+        if dev is not None:
+            idx = batches[warmup + r]
+            t_tlim.append(_timeit(lambda idx=idx, m=m: dev.limit(idx, m + b, gamma)))
+            t_tpad.append(_timeit(lambda idx=idx: dev.limit(idx, dev.layout.n_rows, gamma)))
+            t_dev.append(_timeit(dev.step))
         Y = np.concatenate([state.support, Xb], axis=0)
         out = np.empty((b, m + b), dtype=np.float32)
         np.matmul(Xb, Y.T, out=out)  # touch the buffer once
@@ -243,6 +304,16 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
         print(f"     threaded assign_parallel ({blas_threads()} threads, as "
               f"the estimator): {t_par:.3f} s, {par_rate:.1f} GFLOP/s = "
               f"{res['label_par_frac']:.0%} of the iteration GEMM rate")
+    if dev is not None:
+        td, tl, tp = med(t_dev), med(t_tlim), med(t_tpad)
+        lay = dev.layout
+        res.update(device_iter=td, device_over_np=td / it, device_over_torch_limit=td / tl,
+                   device_over_padded_limit=td / tp)
+        print(f"   device formulation (torch CPU, eager, pool L={lay.L} slots, M={lay.M} rows, "
+              f"{len(lay.chunks)} chunk(s)):")
+        print(f"     iteration {td * 1e3:8.2f} ms = {td / it:.2f} x the numpy step; torch "
+              f"GEMM + exp {tl * 1e3:.2f} ms (m + b rows) / {tp * 1e3:.2f} ms (M + 1 + b "
+              f"rows): {td / tl:.2f} / {td / tp:.2f} x")
     res["pass"] = all(verdicts)
 
     if profile:
@@ -276,6 +347,8 @@ def main(argv=None):
     parser.add_argument("--no-labels", action="store_true", help="skip the labelling pass")
     parser.add_argument("--profile", action="store_true",
                         help="profile the iterations with pyinstrument")
+    parser.add_argument("--device-formulation", action="store_true",
+                        help="also time the device-resident iteration on torch CPU tensors")
     parser.add_argument("--label-chunk-rows", type=int, default=None,
                         help="rows per labelling chunk (default: the estimator's, from "
                              "scikit-learn's working_memory)")
@@ -289,13 +362,17 @@ def main(argv=None):
         bench_dataset(name, b=args.batch_size, tau=args.tau, k=args.n_clusters,
                       repeats=args.repeats, warmup=args.warmup, seed=args.seed,
                       profile=args.profile, label=not args.no_labels,
-                      label_rows=args.label_chunk_rows)
+                      label_rows=args.label_chunk_rows,
+                      device_formulation=args.device_formulation)
         for name in names
     ]
     print("\nSummary")
     for r in results:
         extra = (f", labelling {r['label_frac']:.0%} of GEMM rate"
                  if "label_frac" in r else "")
+        if "device_iter" in r:
+            extra += (f"; device formulation {r['device_iter'] * 1e3:.2f} ms = "
+                      f"{r['device_over_np']:.2f} x numpy")
         print(f"  {r['name']:9s} d={r['d']:3d} m={r['m']:5d}: iteration "
               f"{r['iter'] * 1e3:.2f} ms = {r['iter_over_limit']:.2f} x limit "
               f"(k = {r['k']}, target {target(r['k'])}) = {r['iter_over_gemm']:.2f} x GEMM"

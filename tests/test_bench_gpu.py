@@ -1,13 +1,15 @@
-"""benchmarks/bench_gpu.py runs end to end in its CPU smoke mode (--device cpu --quick).
+"""benchmarks/bench_gpu.py runs end to end in its CPU smoke mode (--device cpu --quick),
+and its compile check holds on the CPU (--device cpu --compile-check).
 
 The GPU numbers are measured by whoever has a GPU; this checks that every section
-(a)-(f) runs on torch CPU tensors, prints its ratio and writes the markdown report,
+(a)-(g) runs on torch CPU tensors, prints its ratio and writes the markdown report,
 so the script is ready when a GPU is.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -34,13 +36,17 @@ def test_smoke_mode_runs_every_section(tmp_path, capsys):
     text = out.read_text()
     assert rc == 0, text
     assert "synthetic" in text
-    for header in ("## (a)", "## (b)", "## (c)", "## (d)", "## (e)", "## (f)", "## Summary"):
+    for header in ("## (a)", "## (b)", "## (c)", "## (d)", "## (e)", "## (f)", "## (g)",
+                   "## Summary"):
         assert header in text
-    for key in "abcd":
+    for key in "abcde":
         assert f"**Target ({key})**" in text
     assert "Ratio k = 100 / k = 10" in text
     assert "Ratio full batch / mini-batch" in text
     assert "aten operators" in text
+    assert re.search(r"Dispatcher counts per iteration .*_local_scalar_dense 0, lift_fresh 0",
+                     text)
+    assert "padded" in text and "pool layout" in text
     assert "failed" not in text
     assert "not judged" in text
     assert "## Summary" in capsys.readouterr().out  # printed as well as written
@@ -53,3 +59,40 @@ def test_no_cuda_is_refused_with_a_hint(tmp_path, monkeypatch, capsys):
     bench = _load()
     assert bench.main(["--device", "cuda", "--out", str(tmp_path / "x.md")]) == 2
     assert "--device cpu --quick" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_compile_check_prints_one_line_and_holds(capsys):
+    """One iteration of a fit's loop compiles into one graph (fullgraph=True,
+    dynamic=False): no graph break, no recompile over 50 iterations, the labels of
+    every iteration equal to the eager loop's."""
+    bench = _load()
+    rc = bench.main(["--device", "cpu", "--compile-check"])
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1, out
+    m = re.fullmatch(r"compile-check: graph_breaks=(\d+) recompiles=(\d+) iterations=50 "
+                     r"equal_to_eager=(True|False)", out[0])
+    assert m, out[0]
+    assert m.groups() == ("0", "0", "True")
+    assert rc == 0
+
+
+def test_host_overhead_counts_no_upload_in_the_loop():
+    """benchmarks/bench_host_overhead.py: a torch fit's loop uploads no host array and
+    reads the device back once per block of iterations (16 in steady state)."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_host_overhead", SCRIPT.parent / "bench_host_overhead.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    import numpy as np
+    import torch
+
+    X = torch.from_numpy(np.random.RandomState(0).rand(500, 2).astype(np.float32))
+    params = dict(n_clusters=5, gamma=1.0, batch_size=32, tau=8)
+    for tol in (None, 1e-12):
+        per, uploads, reads = bench.counts_per_iteration(X, 63, 15,
+                                                         dict(tol=tol, **params))
+        # 15 -> 63 iterations: read-backs after 31 and 47, then at the end (63).
+        assert uploads == 0, per
+        assert per["aten.lift_fresh.default"] == 0, per
+        assert 0 < reads <= 3 / 48, per

@@ -117,7 +117,7 @@ _FakeOOM.__name__ = "OutOfMemoryError"  # as torch names it
 @pytest.mark.parametrize("error", [MemoryError("Unable to allocate 6.16 GiB"),
                                    _FakeOOM("CUDA out of memory. Tried to allocate 989 GiB")])
 def test_out_of_memory_mid_fit_leaves_the_model_and_adds_the_plan(monkeypatch, data, error):
-    import mbkkm.cluster._minibatch_kernel as mk
+    import mbkkm._core._loop as mk  # the fit loop's step
 
     km = MiniBatchKernelKMeans(4, gamma=1.0, batch_size=256, tau=30, max_iter=5,
                                random_state=0).fit(data)
@@ -196,3 +196,40 @@ def test_kernel_kmeans_stores_its_matrix_only_where_the_host_has_room(monkeypatc
     monkeypatch.setattr(memory, "available_host_memory", lambda: 2**20)
     with pytest.raises(MemoryPlanError, match=r"KernelKMeans\.fit needs"):
         KernelKMeans(3, gamma=1.0, working_memory=8, random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("budget_mib", [None, 2])
+def test_device_plan_counts_the_pool_it_holds(budget_mib):
+    """On torch the plan lists the fixed-capacity pool: its terms are the bytes of the
+    tensors a fit starts with (rows, their weights and slots, the windows' slots and
+    block Gram, the copy kept for replays) and of the kernel block K(rows, X_B)."""
+    torch = pytest.importorskip("torch")
+    from mbkkm._core import _loop
+    from mbkkm._core._memory import pool_capacities
+
+    X = torch.from_numpy(np.random.RandomState(5).rand(5000, 32).astype(np.float32))
+    km = MiniBatchKernelKMeans(8, gamma=0.1, batch_size=512, tau=100, max_iter=3,
+                               working_memory=budget_mib, random_state=0).fit(X)
+    plan = km.memory_plan_
+    kern = resolve_kernel("rbf", gamma=0.1)
+    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["adaptive"], tau=100,
+                           renormalize=True,
+                           max_tile_bytes=None if budget_mib is None else budget_mib * 2**20)
+    loop = _loop.MiniBatchLoop(init_state(X[:8].clone(), kern), X,
+                               np.zeros((3, 512), dtype=np.intp), None, cfg)
+    pool, layout = loop.state.pool, loop.state.layout
+    assert (layout.L, layout.M) == pool_capacities(8, 512, 100, support=8)
+    assert (plan.shapes["slots"], plan.shapes["pool_rows"]) == (layout.L, layout.M)
+    t = plan.terms
+    assert t["support pool (M + 1 + b rows)"] == pool.rows.nbytes
+    assert t["pool weights and slots of the rows"] == pool.coef.nbytes + pool.block.nbytes
+    windows = sum(x.nbytes for x in (pool.lam, pool.newer, pool.stamp, pool.gram,
+                                     pool.norms, pool.counts))
+    assert t["windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)"] == windows
+    assert t["copy of the pool (replay after an overflow)"] == pytest.approx(
+        sum(x.nbytes for x in pool), abs=32)
+    cols = layout.chunks[0][1]
+    assert plan.shapes["chunk_columns"] == cols
+    assert t["kernel block K(rows, X_B)"] == layout.n_rows * cols * 4
+    if budget_mib is not None:
+        assert cols < 512 and t["kernel block K(rows, X_B)"] <= budget_mib * 2**20

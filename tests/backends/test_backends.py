@@ -93,15 +93,19 @@ def test_products_gathers_reductions(nx):
     seg = nx.to_numpy(nx.csr_matmul(np.array([0, 2, 7]), None, data, nx.asarray(A)))
     np.testing.assert_allclose(seg, [data[:2] @ A[:2], data[2:] @ A[2:]], rtol=1e-12)
 
-    H = rng.rand(3, 4, 4)
-    lam = rng.rand(3, 4)
-    q = nx.to_numpy(nx.quad_forms_padded(nx.asarray(H), nx.asarray(lam)))
-    np.testing.assert_allclose(q, [lam[j] @ H[j] @ lam[j] for j in range(3)], rtol=1e-12)
-
-    D = rng.randn(4, 9)
-    lab, mind = nx.argmin_columns_to_host(nx.asarray(D))
-    np.testing.assert_array_equal(lab, D.argmin(0))
-    np.testing.assert_array_equal(mind, np.maximum(D.min(0), 0))
+    if nx.is_host:  # the host-planned step's own operations (torch runs _core._pool)
+        H = rng.rand(3, 4, 4)
+        lam = rng.rand(3, 4)
+        q = nx.quad_forms_padded(H, lam)
+        np.testing.assert_allclose(q, [lam[j] @ H[j] @ lam[j] for j in range(3)], rtol=1e-12)
+        D = rng.randn(4, 9)
+        lab, mind = nx.argmin_columns_to_host(D)
+        np.testing.assert_array_equal(lab, D.argmin(0))
+        np.testing.assert_array_equal(mind, np.maximum(D.min(0), 0))
+        # Scatter-add sums repeated indices (what array_api_extra.at does not do).
+        target = np.zeros(5)
+        nx.index_add(target, np.array([1, 1, 3]), np.array([1.0, 2.0, 4.0]))
+        np.testing.assert_array_equal(target, [0, 3, 0, 4, 0])
     i1, i2 = nx.upload_indices(np.array([3, 1]), np.array([[0, 2]]))
     f1, = nx.upload_floats(np.array([0.5, 1.5]))
     np.testing.assert_array_equal(nx.to_numpy(i1), [3, 1])
@@ -113,10 +117,6 @@ def test_products_gathers_reductions(nx):
     np.testing.assert_array_equal(
         nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx), axis=1)), K[:, idx])
 
-    # Scatter-add sums repeated indices (what array_api_extra.at does not do).
-    target = nx.asarray(np.zeros(5))
-    nx.index_add(target, nx.index(np.array([1, 1, 3])), nx.asarray(np.array([1.0, 2.0, 4.0])))
-    np.testing.assert_array_equal(nx.to_numpy(target), [0, 3, 0, 4, 0])
 
     D = nx.asarray(rng.randn(6, 3))
     lab, mind = nx.argmin_min(D)
@@ -156,6 +156,11 @@ def test_minibatch_step_and_assign_equal_numpy(nx, name, weighted):
         np.testing.assert_array_equal(r1.labels, r2.labels)
         assert r1.objective == pytest.approx(r2.objective, rel=1e-10)
         assert r1.objective_after == pytest.approx(r2.objective_after, rel=1e-10)
+        np.testing.assert_allclose(r1.alpha, r2.alpha, rtol=1e-12)
+    # The same windows; the layouts may order the blocks differently (numpy keeps time
+    # order, torch comes back grouped by cluster): compare both grouped by cluster.
+    ref.group_by_cluster()
+    dev.group_by_cluster()
     np.testing.assert_array_equal(ref.block_start, dev.block_start)
     np.testing.assert_array_equal(ref.block_cluster, dev.block_cluster)
     np.testing.assert_allclose(ref.coef, dev.coef, rtol=1e-12)

@@ -413,18 +413,18 @@ def test_partition_start_is_the_feature_space_mean_of_each_cluster(seed):
 
 @pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
 def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monkeypatch):
-    import mbkkm.cluster._minibatch_kernel as mbk
+    import mbkkm._core._loop as loop  # the fit loop's step (numpy input)
 
     X, _ = moons(400)
     starts = []
-    real_step = mbk.minibatch_step
+    real_step = loop.minibatch_step
 
     def spy(state, Xb, kernel, *args, **kwargs):
         if state.n_steps == 0:  # the state fit starts from, before its first step
             starts.append(assign(X, state.copy(), kernel)[0])
         return real_step(state, Xb, kernel, *args, **kwargs)
 
-    monkeypatch.setattr(mbk, "minibatch_step", spy)
+    monkeypatch.setattr(loop, "minibatch_step", spy)
     params = dict(batch_size=128, tau=50, max_iter=1) if Est is MiniBatchKernelKMeans \
         else dict(max_iter=1)
     est = Est(2, gamma="auto", random_state=0, **params).fit(X)

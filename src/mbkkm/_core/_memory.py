@@ -22,6 +22,15 @@ Sizes, with k clusters, batch b, window tau, d features of ``row_bytes`` bytes:
 * the new support next to the old one while the windows are updated: 2 m rows;
 * labelling: one tile of m x r values per thread, the support prepared once per
   thread (rbf: m (d + 2) values), the outputs (labels, distances).
+
+On torch (``device_resident``), the iterations run on the fixed-capacity pool of
+:mod:`mbkkm._core._pool` instead: M + 1 + b rows (:func:`pool_capacities`), their
+weights (M + 1 + b, k) and slots, the windows' (k, L + 1) slots and (k, L + 1, L + 1)
+block Gram, a copy of all of it (the fit loop replays a block of iterations from it
+after a capacity overflow), the batch plan and the objective log on the device, and
+per iteration the kernel block K(rows, X_B) ((M + 1 + b) x c values) with the
+products A (M, k), R (M + 1 + b, k) and the (k, b) distances. The capacities are the
+initial ones; a fit that outgrows them (rare, in its first iterations) holds more.
 """
 
 from __future__ import annotations
@@ -136,10 +145,33 @@ def support_size(n_clusters, batch_size, tau, n_points=None):
     return max(m, n_clusters)
 
 
+def pool_capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
+    """(L, M): slots per window and rows of the device pool that a fit rarely outgrows.
+
+    A window holds about tau / (b / k) + 2 blocks in steady state, and tau at most
+    (blocks of one point); in the first iterations a cluster that receives few points
+    per batch holds many more (measured on MNIST, k = 10, b = 1024, tau = 200: up to
+    32 blocks, 4 later): L = max(2 ceil(tau k / b) + 4, 32), at most tau. The
+    support holds about k tau + b / 2 points, at most k (tau - 1) plus
+    the sizes of the windows' oldest blocks (about b in all): M = k tau + 5 b / 4 + 16.
+    ``blocks`` and ``support``: the current windows' largest block count and support
+    size (the capacities hold them and one more batch). ``tau=None`` (no truncation):
+    twice the current blocks, the support and two batches.
+    """
+    k, b = n_clusters, batch_size
+    if tau is None:
+        L, M = max(2 * blocks, 8), support + 2 * b
+    else:
+        L = min(max(tau, 1), max(2 * -(-tau * k // b) + 4, 32))
+        M = k * tau + b + b // 4 + 16
+    return max(L, blocks + 1), max(M, support + b)
+
+
 def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
                    kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
                    compute_labels=True, where="host", data_on_device=0, max_iter=None,
-                   init_size=None, data_gamma=False, width_sample=0, early_stopping=False):
+                   init_size=None, data_gamma=False, width_sample=0, early_stopping=False,
+                   device_resident=False):
     """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
 
     Parameters
@@ -178,6 +210,10 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
         Points of the sample the width is chosen on (``gamma="auto"``; 0: none):
         its host copy and about 4.5 (sample x sample) float64 matrices (distances,
         kernel, the normalised kernel and its eigendecomposition; measured 4.4).
+    early_stopping : bool
+        Whether f_B(C_{i+1}) is computed (the host step then needs all of K(B, B)).
+    device_resident : bool
+        The iterations run on the device pool (torch, see the module docstring).
 
     Returns
     -------
@@ -209,29 +245,41 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
                                                + 3 * trials * n_init * 8 + 4 * n_init * 8)
     t["batch plan"] = (max_iter or 0) * b * 8
     t["data copied to the device"] = int(data_on_device)
-    t["support (windows)"] = m * row_bytes
-    t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
-    t["block Gram"] = 2 * k * L * L * 8
-    t["batch rows"] = b * row_bytes
-    if early_stopping:  # K(S, B_c) and the whole K(B, B_c)
-        t["kernel blocks"] = int(per_column * cols)
-    else:  # K(S, B_c) and K(part, part_c) for each part of the batch (at most about
-        # half of it: p = max(2, b / 256) parts split at block boundaries)
-        half = -(-b // 2)
-        t["kernel blocks"] = int((m * cols + half * min(cols, half)) * itemsize * 1.25)
-        t["half-batch rows"] = half * row_bytes
-    t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
-    t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
-    t["pair indices"] = (L + 1) * b * 8 * 9
-    t["new support"] = m * row_bytes
-    state = (t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
-             + t["data copied to the device"] + t["batch plan"])
+    if device_resident:
+        t.update(_pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes,
+                             max_iter or 0, copies, support=max(k, width_sample)))
+        state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
+            "batch plan"]
+        iteration = (state + t["batch rows"] + t["kernel block K(rows, X_B)"]
+                     + max(t["kernel operand temporaries"], t["iteration products"]))
+        cols = t.pop("_cols")
+        L, M = t.pop("_L"), t.pop("_M")
+    else:
+        t["support (windows)"] = m * row_bytes
+        t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
+        t["block Gram"] = 2 * k * L * L * 8
+        t["batch rows"] = b * row_bytes
+        if early_stopping:  # K(S, B_c) and the whole K(B, B_c)
+            t["kernel blocks"] = int(per_column * cols)
+        else:  # K(S, B_c) and K(part, part_c) for each part of the batch (at most about
+            # half of it: p = max(2, b / 256) parts split at block boundaries)
+            half = -(-b // 2)
+            t["kernel blocks"] = int((m * cols + half * min(cols, half)) * itemsize * 1.25)
+            t["half-batch rows"] = half * row_bytes
+        t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
+        t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
+        t["pair indices"] = (L + 1) * b * 8 * 9
+        t["new support"] = m * row_bytes
+        state = (t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
+                 + t["data copied to the device"] + t["batch plan"])
+        iteration = (state + t["batch rows"] + t["kernel blocks"]
+                     + t.get("half-batch rows", 0)
+                     + max(t["kernel operand copies"],
+                           t["block sums Q, P, QB"] + t["pair indices"] + t["new support"]))
+        M = m
     setup = (t["data copied to the device"] + t["batch plan"]
              + max(t["width from the data (row chunks)"], t["width selection (sample)"],
                    t["k-means++ subsample and candidates"]))
-    iteration = (state + t["batch rows"] + t["kernel blocks"] + t.get("half-batch rows", 0)
-                 + max(t["kernel operand copies"],
-                       t["block sums Q, P, QB"] + t["pair indices"] + t["new support"]))
     rows = n if label_rows is None else max(1, min(label_rows, n))
     threads = max(1, n_threads)
     t["labelling tiles"] = threads * rows * (m + 3 * k) * itemsize
@@ -245,12 +293,48 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
         where=where, terms={k_: int(v) for k_, v in t.items() if v},
         peaks=peaks, checked=("fit", "labelling") if compute_labels else ("fit",),
         shapes={"m": m, "blocks": nb, "chunk_columns": cols, "tile_rows": rows,
-                "threads": threads},
+                "threads": threads, **({"pool_rows": M, "slots": L} if device_resident
+                                       else {})},
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
 
 
 # ------------------------------------------------------------------ availability
+
+
+#: The device pool's persistent terms (see :func:`_pool_terms`).
+_POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the rows",
+               "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)",
+               "copy of the pool (replay after an overflow)", "batch plan and log on the device")
+
+
+def _pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes, max_iter, copies,
+                support):
+    """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
+    fit starts with (``support``: its initial support points)."""
+    L, M = pool_capacities(k, b, tau, support=support)
+    n_rows, L1 = M + 1 + b, L + 1
+    per_column = n_rows * itemsize * 1.25
+    cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
+    rows = n_rows * row_bytes
+    weights = n_rows * (k * 8 + 8)  # u_s in float64 on its cluster's column, the slot
+    windows = k * L1 * 8 * 3 + k * L1 * L1 * 8 + k * 8 * 2
+    return {
+        "support pool (M + 1 + b rows)": rows,
+        "pool weights and slots of the rows": weights,
+        "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)": windows,
+        "copy of the pool (replay after an overflow)": rows + weights + windows,
+        "batch plan and log on the device": max_iter * (b + 2) * 8,
+        "batch rows": b * row_bytes,
+        "kernel block K(rows, X_B)": n_rows * cols * itemsize,
+        # rbf and cosine square (or normalise) a copy of the rows for their norms
+        "kernel operand temporaries": n_rows * n_features * itemsize if copies else 0,
+        # A (M, k) in float64 and in the data's dtype, R and R * weights (M + 1 + b, k),
+        # D, V, one-hot (k, b), and the block Gram's two new versions
+        "iteration products": (M * k * (8 + itemsize) + n_rows * k * (itemsize + 8)
+                               + k * b * (2 * itemsize + 8 + 1) + 2 * k * L1 * L1 * 8),
+        "_cols": cols, "_L": L, "_M": M,
+    }
 
 
 def _read_int(path):

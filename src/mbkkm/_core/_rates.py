@@ -10,6 +10,12 @@ C_j <- (1 - alpha_j) C_j + alpha_j cm(B_j).
 
 Clusters with b_j = 0 get alpha_j = 0: their center is kept as it is.
 
+A rate is a pure function ``rate(batch_counts, batch_total, running_counts) -> alpha``
+of the batch counts b_j, their total b and the running counts N_j *after* this
+batch (the caller adds b_j to N_j first), written with arithmetic operators only,
+so the same function serves numpy arrays on the host and torch tensors on a device
+(:mod:`mbkkm._core._pool`).
+
 References
 ----------
 R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
@@ -23,18 +29,17 @@ import numpy as np
 
 
 def adaptive_rate(batch_counts, batch_total, running_counts):
-    """alpha_j = sqrt(b_j / b). ``running_counts`` is updated in place (kept for resumption)."""
-    running_counts += batch_counts
-    return np.sqrt(batch_counts / batch_total)
+    """alpha_j = sqrt(b_j / b) (the running counts are not used)."""
+    return (batch_counts / batch_total) ** 0.5
 
 
 def classic_rate(batch_counts, batch_total, running_counts):
-    """alpha_j = b_j / N_j, N_j += b_j first (in place)."""
-    running_counts += batch_counts
-    alpha = np.zeros_like(running_counts, dtype=np.float64)
-    nz = running_counts > 0
-    alpha[nz] = batch_counts[nz] / running_counts[nz]
-    return alpha
+    """alpha_j = b_j / N_j, N_j the running count including this batch (0 where N_j = 0).
+
+    N_j = 0 implies b_j = 0, so ``b_j / (N_j + [N_j = 0])`` is b_j / N_j where N_j > 0
+    and 0 elsewhere, written with operators only.
+    """
+    return batch_counts / (running_counts + (running_counts == 0))
 
 
 LEARNING_RATES = {
@@ -54,8 +59,9 @@ def batch_rates(labels, min_dist, n_clusters, rate, running_counts, batch_weight
         Its squared distance to that center (>= 0).
     n_clusters : int
     rate : callable
-        A learning rate of :data:`LEARNING_RATES` (updates ``running_counts``).
+        A learning rate of :data:`LEARNING_RATES`.
     running_counts : ndarray of shape (k,)
+        N_j, updated in place: the batch counts are added before ``rate`` is called.
     batch_weight : ndarray of shape (b,) or None
         Weights of the batch points in the update (None: unit weights).
 
@@ -79,5 +85,6 @@ def batch_rates(labels, min_dist, n_clusters, rate, running_counts, batch_weight
         total = float(w.sum())
         objective = float(min_dist @ w / total)
         counts = np.bincount(labels, weights=w, minlength=n_clusters)
+    running_counts += counts
     alpha = rate(counts, total, running_counts)
     return objective, counts, total, np.where(counts > 0, alpha, 0.0)

@@ -116,6 +116,7 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
     labels = np.argmin(D, axis=1)
     objective = float(np.maximum(D[np.arange(b), labels], 0).mean())
     bcounts = np.bincount(labels, minlength=k).astype(np.float64)
+    state.counts += bcounts
     alpha = rate(bcounts, float(b), state.counts)
     alpha = np.where(bcounts > 0, alpha, 0.0)
     W = np.zeros((b, k))

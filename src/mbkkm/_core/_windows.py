@@ -32,8 +32,7 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
    product that reads K_SB once. Inner products with the centers
    P[j, x] = <C_j, phi(x)> = sum_{q in W_j} lambda_q Q[q, x] (k, b), a second,
    tiny sparse product. D[j, x] = K(x, x) - 2 P[j, x] + c_j; labels = argmin_j.
-   Labels and minimum distances come to the host: the iteration's one
-   device-to-host transfer.
+   Labels and minimum distances are host arrays from here on.
 3. alpha_j from the learning rate (0 when b_j = 0: the center is kept).
 4. Window planning (:func:`plan_windows`, host, vectorised over blocks):
    lambda_q <- (1 - alpha_j) lambda_q on W_j; the new block B_j joins with
@@ -48,10 +47,14 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
    stopping needs f_B(C_{i+1}). c = lambda^T H lambda for every cluster in one
    batched product, recomputed from H each iteration (no drift).
 
-The number of array-library calls does not depend on k. On a device (torch),
-the support, the tiles, Q, P, H and c live there; the host keeps the block
-bookkeeping (a few arrays of nb or m entries) and uploads each iteration's
-index and coefficient arrays in two packed copies.
+The number of array-library calls does not depend on k. This host-planned step
+is what the numpy backend runs (dense rows, scipy CSR rows, point indices of the
+index kernels, Dask rows): the windows' bookkeeping is planned in numpy on the host
+every iteration (measured faster on a CPU than the fixed-shape formulation, see
+benchmarks/RESULTS.md). On torch, :func:`minibatch_step` runs the device-resident
+iteration of :mod:`mbkkm._core._pool` instead: the same iteration in fixed shapes,
+nothing read back, and a fit's loop (:mod:`mbkkm._core._loop`) reads the device at
+a cadence.
 
 References
 ----------
@@ -558,7 +561,7 @@ def _chunked_products(state, kernel, nx, A, Xb, indptr, indices, data, cols, nam
 
 
 def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
-                   objective_after=False, stamp=None, max_tile_bytes=None):
+                   objective_after=False, max_tile_bytes=None):
     """One truncated mini-batch iteration on the batch items ``Xb`` (in place on state).
 
     Parameters
@@ -578,10 +581,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     batch_weight : ndarray of shape (b,) or None
         Weights of the batch points in the update (None: unit weights).
     objective_after : bool
-        Also compute f_B(C_{i+1}) on the same batch (for early stopping; one more
-        small device-to-host transfer).
-    stamp : int, optional
-        Block label of the new points (default: ``state.n_steps``).
+        Also compute f_B(C_{i+1}) on the same batch (for early stopping).
     max_tile_bytes : int, optional
         Memory for the kernel blocks; above it they are computed in column chunks of
         the batch (:func:`tile_columns`). None: in one piece.
@@ -589,11 +589,20 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     Returns
     -------
     StepResult
+
+    A state on torch runs the device-resident step instead
+    (:func:`mbkkm._core._pool.step_windows`: the same iteration in fixed shapes).
     """
     nx = get_backend(state.support, Xb)
+    if not nx.is_host:
+        from ._pool import step_windows
+
+        return step_windows(state, Xb, kernel, rate, tau=tau, renormalize=renormalize,
+                            batch_weight=batch_weight, objective_after=objective_after,
+                            max_tile_bytes=max_tile_bytes)
     b = Xb.shape[0]
     k = state.n_clusters
-    stamp = state.n_steps if stamp is None else stamp
+    stamp = state.n_steps
     sizes = state.block_size
 
     # 1-2. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block

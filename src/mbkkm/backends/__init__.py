@@ -14,22 +14,25 @@ implementation depends on the library goes through a *backend* object ``nx``:
 ``csr_matmul``                a CSR matrix times a dense one (segment sums: the
                               block sums Q and centre products P of an iteration)
 ``distances_T``               D = K(x, x) - 2 P + c, in place, (k, n)
-``quad_forms_padded``         c_j = lambda_j^T H_j lambda_j for padded (k, L, L) H
-``argmin_columns_to_host``    labels and minima of a batch: the one transfer
-``take / take_into / put``    gathers and scatters along the first axis
-``index_add / add_rows``      scatter-adds that sum repeated indices
+``take``                      gathers along an axis
 ``argmin_min / clip_min_``    argmin and minimum along an axis, in-place clip
 ============================  =================================================
+
+The host-planned mini-batch step (numpy) also uses ``quad_forms_padded``,
+``argmin_columns_to_host``, ``new_support``, ``put``, ``index_add`` and ``add_rows``
+of the numpy backend. On torch the iteration is :mod:`mbkkm._core._pool`: the whole
+iteration in fixed shapes on the device, written in torch directly (it must be one
+capturable sequence of device calls, so it does not go through this door).
 
 The backend is inferred from the arrays (:func:`get_backend`: numpy arrays ->
 numpy, torch tensors -> torch on their device, a mix -> ValueError) or chosen by
 a device name (:func:`backend_for`). torch is imported only when a tensor or a
 torch device is seen: ``import mbkkm`` never imports it.
 
-Small bookkeeping (block coefficients, stamps and starts, labels of a batch) stays
-on the host as numpy arrays on every backend; the support rows, the batch, the
-kernel tiles, the block sums, the block Gram matrices and the norms live on the
-device.
+With numpy the small bookkeeping of the windows (block coefficients, stamps and
+starts, the labels of a batch) is planned on the host every iteration; with torch
+all of it lives on the device during a fit (:mod:`mbkkm._core._pool`), and the
+host reads it back every few iterations.
 
 References
 ----------

@@ -1,11 +1,13 @@
 """The PyTorch backend: the core's array operations on tensors of one device.
 
 Imported only when a tensor or a torch device is seen (``import mbkkm`` never
-imports torch). Kernel tiles come from the kernel (``kernel.tile(X, Y, out=,
-backend=self)``), which takes them from the registry's torch entries
-(:mod:`mbkkm.kernels._torch_tiles`); a kernel without one (chi2) raises the
-registry's ValueError. Callables are called with tensors and must return a
-tensor of shape (n_x, n_y) on the same device.
+imports torch). The mini-batch iteration on torch does not go through this door:
+it is :mod:`mbkkm._core._pool` (fixed shapes, written in torch directly); the door
+serves the labelling pass, full-batch kernel k-means and the setup. Kernel tiles
+come from the kernel (``kernel.tile(X, Y, out=, backend=self)``), which takes them
+from the registry's torch entries (:mod:`mbkkm.kernels._torch_tiles`); a kernel
+without one (chi2) raises the registry's ValueError. Callables are called with
+tensors and must return a tensor of shape (n_x, n_y) on the same device.
 """
 
 from __future__ import annotations
@@ -128,10 +130,6 @@ class TorchBackend:
         P.add_(self.asarray(norms, dtype=P.dtype)[:, None])
         return P
 
-    def quad_forms_padded(self, H, lam):
-        """c_j = lambda_j^T H_j lambda_j for (k, L, L) H and (k, L) lambda, float64 (k,)."""
-        return (torch.bmm(H, lam.unsqueeze(2)).squeeze(2) * lam).sum(1)
-
     # ---------------------------------------------------------------- uploads
     def upload_indices(self, *arrays):
         """Host integer arrays -> int64 tensors on this device, in one copy."""
@@ -151,42 +149,12 @@ class TorchBackend:
             pos += a.size
         return tuple(out)
 
-    def argmin_columns_to_host(self, D):
-        """Column argmin and minimum of D (k, n) as host arrays: one device-to-host copy."""
-        mind, lab = torch.min(D, dim=0)
-        both = self.to_numpy(torch.stack([mind.clamp_min_(0), lab.to(D.dtype)]))
-        return both[1].astype(np.intp), both[0]
-
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
         return torch.cat(list(arrays), dim=axis)
 
     def take(self, x, idx, axis=0):
         return torch.index_select(x, axis, idx)
-
-    def take_into(self, x, idx, out):
-        torch.index_select(x, 0, idx, out=out)
-        return out
-
-    def new_support(self, S, rows_kept, Xb, new_pos):
-        """The support after an iteration: ``S[rows_kept]`` then ``Xb[new_pos]`` (see numpy)."""
-        m_kept = rows_kept.shape[0]
-        support = self.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
-        torch.index_select(S, 0, rows_kept, out=support[:m_kept])
-        torch.index_select(Xb, 0, new_pos, out=support[m_kept:])
-        return support
-
-    def put(self, target, idx, values):
-        target[idx] = values
-        return target
-
-    def index_add(self, target, idx, values):
-        target.index_add_(0, idx, values)
-        return target
-
-    def add_rows(self, A, idx, rows):
-        A.index_add_(0, idx, rows)
-        return A
 
     def zeros(self, shape, dtype):
         return torch.zeros(shape, dtype=self._dtype(dtype), device=self.device)
@@ -221,7 +189,7 @@ class TorchBackend:
         mean = s / total
         for start in range(0, X.shape[0], step):
             chunk = X[start:start + step].to(torch.float64) - mean
-            sq = torch.einsum("ij,ij->i", chunk, chunk)
+            sq = (chunk * chunk).sum(1)
             ss += float(sq.sum() if w is None else w[start:start + step] @ sq)
         return 2.0 * ss / total
 

@@ -21,6 +21,7 @@ from .._core import (
     minibatch_step,
     random_init,
 )
+from .._core._loop import LoopConfig, MiniBatchLoop
 from .._core._memory import (
     available_memory,
     plan_minibatch,
@@ -50,7 +51,7 @@ from ._common import (
     restore_on_error,
     warn_empty_clusters,
 )
-from ._minibatch_base import MiniBatchMixin
+from ._minibatch_base import MiniBatchMixin, StepRun
 
 
 class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
@@ -440,7 +441,7 @@ torch.device, default=None
                 and self.kernel_.name in ("rbf", "laplacian"),
                 width_sample=(0 if self.gamma_selection_ is None
                               else self.gamma_selection_.n_samples),
-                early_stopping=self.tol is not None)
+                early_stopping=self.tol is not None, device_resident=not nx.is_host)
         available = available_memory(nx)
         self.memory_plan_ = plan
         if self.verbose:
@@ -527,22 +528,14 @@ torch.device, default=None
             items.prefetch(plan)
         if self.tau is None:
             return self._fit_untruncated(items, sample_weight, state, plan)
-        rate = LEARNING_RATES[self.learning_rate]
-        nx = get_backend(items)
-        plan_idx = nx.index(plan)  # the batch indices, moved to the device once
-        budget = self._tile_budget(nx)
-
-        def step(it):
-            res = minibatch_step(
-                state, nx.take(items, plan_idx[it]), self.kernel_, rate, tau=self.tau,
-                renormalize=self.renormalize, objective_after=self.tol is not None,
-                max_tile_bytes=budget,
-            )
-            return res.objective, res.objective_after
-
-        objectives, n_iter = self._iterate(
-            step, lambda: f"{state.support.shape[0]} support points")
-        self._publish(state)
+        cfg = LoopConfig(kernel=self.kernel_, rate=LEARNING_RATES[self.learning_rate],
+                         tau=self.tau, renormalize=self.renormalize, tol=self.tol,
+                         max_tile_bytes=self._tile_budget(get_backend(items)))
+        # Everything between two iterations (centers, counter, plan, random state) is
+        # loop.state; on torch the iterations run on the device, read back in blocks.
+        loop = MiniBatchLoop(state, items, plan, rng, cfg)
+        objectives, n_iter = self._iterate(loop)
+        self._publish(loop.finish())
         self.n_iter_ = n_iter
         self.n_steps_ = n_iter
         self.batch_objective_ = objectives
@@ -573,7 +566,7 @@ torch.device, default=None
                 after = float(np.maximum(D.min(axis=1), 0).mean())
             return objective, after
 
-        objectives, n_iter = self._iterate(step)
+        objectives, n_iter = self._iterate(StepRun(step, self.tol))
         windows = table_to_windows(table, items, kernel)
         self._publish(windows)
         self.n_iter_ = n_iter

@@ -61,7 +61,7 @@ from ._common import (
     restore_on_error,
     warn_empty_clusters,
 )
-from ._minibatch_base import MiniBatchMixin
+from ._minibatch_base import MiniBatchMixin, StepRun
 
 # ----------------------------------------------------------------------------- core
 
@@ -371,7 +371,7 @@ default="k-means++"
                                         objective_after=self.tol is not None)
             return res.objective, res.objective_after
 
-        objectives, n_iter = self._iterate(step)
+        objectives, n_iter = self._iterate(StepRun(step, self.tol))
         self.cluster_centers_ = centers
         self._counts = counts
         self._n_features_out = self.n_clusters

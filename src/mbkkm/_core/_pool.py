@@ -1,0 +1,551 @@
+"""The windows on a device in fixed shapes: one iteration, a fixed sequence of torch calls.
+
+The host-planned step (:func:`mbkkm._core._windows.minibatch_step`) compacts the
+support and plans the windows in numpy every iteration, so every tensor changes
+shape and the host waits for each batch's labels. Here the same iteration runs on
+device-resident state whose shapes never change, without reading anything back:
+a GPU runs many iterations without the host, and one iteration is capturable as
+one CUDA graph or one ``torch.compile(fullgraph=True)`` graph.
+
+Layout (k clusters, L slots per window plus one spare column, M pool rows, batch b):
+
+=========  ======================  ====================================================
+``rows``   (M + 1 + b, d)          support rows [0, M); row M: the spare row (new points
+                                   land there only when the pool is full); the batch
+                                   [M + 1, M + 1 + b)
+``block``  (M + 1 + b,) int64      slot j (L + 1) + p of each pool row; ``FREE`` = L
+                                   (the spare column of cluster 0) for a free row
+``coef``   (M + 1 + b, k) float64  u_s in column j = cluster of s, 0 elsewhere (u_s:
+                                   the weight of s inside its block)
+``lam``    (k, L + 1) float64      lambda of each slot (0: free)
+``newer``  (k, L + 1) float64      points in strictly newer blocks of the window
+                                   (inf: free slot)
+``stamp``  (k, L + 1) int64        iteration at which the slot's block joined
+``gram``   (k, L + 1, L + 1) f64   block Gram H_j (meaningful between occupied slots)
+``norms``  (k, 1) float64          c_j = lambda_j^T H_j lambda_j
+``counts`` (k, 1) float64          running counts N_j
+``it``     (1,) int64              iterations done (the stamp of the next blocks)
+``active`` (1,) bool               False once early stopping's rule is met
+=========  ======================  ====================================================
+
+A dropped block's slot and rows are marked free (lambda 0, ``newer`` inf, ``block``
+FREE) rather than compacted away, so K(rows, batch) is always (M + 1 + b, b). The
+capacities come from the parameters
+(:func:`mbkkm._core._memory.pool_capacities`); when an iteration needs more (more
+free rows than M holds for its new points, or a free slot in a full growing
+window) it writes what does not fit to the spare row / spare column, which the
+host sees at its next read-back (:func:`overflowed`) and answers by growing the
+capacities and replaying the iterations since its last copy of the pool
+(:mod:`mbkkm._core._loop`): the result is the same as with enough room.
+
+One iteration (:func:`advance`), with the notation of :mod:`mbkkm._core._windows`:
+
+1. The batch is written to the tail of ``rows``; one kernel block
+   K = K(rows, X_B) (M + 1 + b, b): K(S, B) and K(B, B) in one call.
+2. A[s, j] = lambda_{p(s)} u_s [j = cluster of s] (a gather and a product with
+   ``coef``); D = c - 2 A^T K + K(x, x) (k, b): one GEMM; labels = argmin_j D.
+3. Counts b_j from the one-hot labels, alpha_j from the rate (the same pure
+   functions as the host, :data:`mbkkm._core.LEARNING_RATES`).
+4. Windows, masked (k, L + 1) arithmetic: an old block stays iff
+   newer + b_j < tau (and alpha_j < 1); lambda <- (1 - alpha_j) lambda; the new
+   block takes the first free slot (an argmax over ``newer``, inf where free) with
+   lambda = alpha_j; renormalisation divides by the window's sum.
+5. Block Gram: with V[x, j] = u_x [x in the new block of j] (b, k),
+   R = K V (M + 1 + b, k) gives H'[j, p, r] = sum_{s in p} u_s R[s, j] for every
+   slot p at once (one product with ``coef`` and an ``index_add_`` by slot) and
+   H'[j, r, r] = (V^T R_B)[j, j]; the new row and column are placed with two
+   ``where``. c' = lambda'^T H' lambda' (two batched products), recomputed from H'
+   every iteration (no drift).
+6. Rows: dropped blocks' rows become free; the new points go to the first free
+   rows (ranks by cumulative sums, matched with ``searchsorted``) with one
+   ``index_copy_`` each for ``rows``, ``block`` and ``coef``.
+
+:func:`advance` returns the batch objective as a device sum (and with early
+stopping f_B(C_{i+1}), and the stopping flag in the pool); the fit loop writes
+them to a device log that the host reads at a cadence. Nothing in :func:`advance`
+reads a value back, warns, imports or branches on a tensor's value, so the
+sequence of calls is the same every iteration.
+
+References
+----------
+B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from ..kernels import KERNELS
+from ._memory import pool_capacities as capacities
+from ._windows import WindowState, block_slots, group_by
+
+_F64 = torch.float64
+
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The fixed shapes of a pool: k clusters, L slots per window, M pool rows, batch b.
+
+    ``cols``: batch columns per kernel chunk (b: K(rows, X_B) in one piece; fewer when
+    it exceeds the memory budget, see :func:`tile_columns_for`).
+    """
+
+    k: int
+    L: int
+    M: int
+    b: int
+    cols: int = 0
+
+    @property
+    def chunks(self):
+        """The batch column ranges of the kernel chunks, [(c0, c1), ...]."""
+        cols = self.cols if 0 < self.cols < self.b else self.b
+        return [(c0, min(self.b, c0 + cols)) for c0 in range(0, self.b, cols)]
+
+    @property
+    def free(self):
+        """The ``block`` value of a free row: the spare column of cluster 0."""
+        return self.L
+
+    @property
+    def n_rows(self):
+        return self.M + 1 + self.b
+
+
+class Pool(NamedTuple):
+    """Device-resident windows in fixed shapes (see the module docstring)."""
+
+    rows: torch.Tensor
+    block: torch.Tensor
+    coef: torch.Tensor
+    lam: torch.Tensor
+    newer: torch.Tensor
+    stamp: torch.Tensor
+    gram: torch.Tensor
+    norms: torch.Tensor
+    counts: torch.Tensor
+    it: torch.Tensor
+    active: torch.Tensor  # (1,) bool: False once early stopping's rule is met
+
+    def clone(self):
+        return Pool(*(t.clone() for t in self))
+
+    def copy_(self, other):
+        """Overwrite every tensor with ``other``'s (same shapes), in place."""
+        for mine, theirs in zip(self, other):
+            mine.copy_(theirs)
+        return self
+
+
+def _kernel_functions(kernel):
+    """(tile, diag, diag_is_one) of a kernel on torch, resolved once, outside the step.
+
+    ``tile(X, Y) -> (n_x, n_y)`` and ``diag(X) -> (n,)``; ``diag_is_one`` for kernels
+    with K(x, x) = 1 for every x (rbf, laplacian), whose diagonal is not computed.
+    A callable is called without the per-tile finiteness check (a device sync): a
+    non-finite value shows in the batch objectives the host reads back.
+    """
+    from ..kernels import _torch_tiles
+
+    if getattr(kernel, "is_callable", False):
+        func, params = kernel._user_func, kernel.params
+
+        def tile(X, Y):
+            return _torch_tiles.call_user(func, params, X, Y, check_finite=False)
+
+        def diag(X):
+            return _torch_tiles.call_user_diag(func, params, X, check_finite=False)
+
+        return tile, diag, False
+    impl = KERNELS[kernel.name].implementation("torch")
+    params = dict(kernel.params)
+
+    def tile(X, Y):
+        return impl.tile(X, Y, **params)
+
+    def diag(X):
+        return impl.diag(X, **params)
+
+    return tile, diag, impl.diag is _torch_tiles.diag_ones
+
+
+class StepSpec:
+    """What every iteration of a run does; the shapes come from the pool's layout.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    rate : callable
+        A pure rate of :data:`mbkkm._core.LEARNING_RATES`.
+    tau : int or None
+        Window length (None: no truncation).
+    renormalize : bool
+    objective_after : bool
+        Also compute f_B(C_{i+1}) on the same batch, and stop (on the device: later
+        iterations leave the state unchanged) at the first iteration with
+        f_B(C_i) - f_B(C_{i+1}) < ``tol``.
+    tol : float
+    """
+
+    def __init__(self, kernel, rate, *, tau, renormalize, objective_after=False, tol=0.0):
+        self.kernel = kernel
+        self.rate = rate
+        self.tau = tau
+        self.renormalize = bool(renormalize)
+        self.objective_after = bool(objective_after)
+        self.tol = float(tol)
+        self.tile, self.diag, self.diag_is_one = _kernel_functions(kernel)
+
+
+class Constants(NamedTuple):
+    """Index and value tensors an iteration uses, made once per layout."""
+
+    cluster_col: torch.Tensor  # (k, 1): j
+    slot_ids: torch.Tensor  # (1, L + 1): p
+    slot_base: torch.Tensor  # (k, 1): j (L + 1)
+    tail: torch.Tensor  # (b,): M + 1 + x, the batch rows
+    tau_row: torch.Tensor  # (1, L + 1): tau, and inf for the spare column
+    zero: torch.Tensor  # 0-d float64
+    inf: torch.Tensor  # 0-d float64
+    free: torch.Tensor  # 0-d int64: the block of a free row
+    tol: torch.Tensor  # 0-d float64
+    zero_slots: torch.Tensor  # (k (L + 1),) float64 zeros, never written
+
+
+def make_constants(layout, spec, device):
+    k, L1, M, b = layout.k, layout.L + 1, layout.M, layout.b
+    tau = math.inf if spec.tau is None else float(spec.tau)
+    tau_row = torch.full((1, L1), tau, dtype=_F64, device=device)
+    tau_row[0, -1] = math.inf  # a block in the spare column (an overflow) is never dropped
+    return Constants(
+        cluster_col=torch.arange(k, device=device)[:, None],
+        slot_ids=torch.arange(L1, device=device)[None, :],
+        slot_base=torch.arange(k, device=device)[:, None] * L1,
+        tail=torch.arange(M + 1, M + 1 + b, device=device),
+        tau_row=tau_row,
+        zero=torch.zeros((), dtype=_F64, device=device),
+        inf=torch.full((), math.inf, dtype=_F64, device=device),
+        free=torch.full((), layout.free, dtype=torch.int64, device=device),
+        tol=torch.full((), spec.tol, dtype=_F64, device=device),
+        zero_slots=torch.zeros(k * L1, dtype=_F64, device=device),
+    )
+
+
+class StepOut(NamedTuple):
+    """What an iteration returns besides the new pool (device tensors)."""
+
+    labels: torch.Tensor  # (b,) int64: the assignment before the update
+    objective: torch.Tensor  # (1,) float64: sum_x w_x min_j D[j, x] (f_B(C_i) times the total)
+    after: torch.Tensor | None  # (1,) float64: the same after the update (early stopping)
+    total: torch.Tensor | float  # b, or the sum of the batch weights
+    alpha: torch.Tensor  # (k, 1) float64: the learning rates
+
+
+def advance(pool, Xb, spec, layout, c, weight=None):
+    """One truncated mini-batch iteration on the batch rows ``Xb`` (b, d).
+
+    Returns the new :class:`Pool` (``rows`` and ``coef`` are updated in place, the
+    other tensors are new) and a :class:`StepOut`: a fixed sequence of torch calls,
+    nothing read back, no shape that depends on the data. Per-cluster quantities are
+    (k, 1) columns, so that they broadcast against the (k, L + 1) slots. With more
+    than one kernel chunk (``layout.chunks``), the chunks are computed twice: for the
+    distances, then (once the labels are known) for R = K V^T.
+    """
+    k, L1, M = layout.k, layout.L + 1, layout.M
+    rows, coef = pool.rows, pool.coef
+    chunks = layout.chunks
+    # 1. The kernel block K(rows, X_B) (M + 1 + b, b): K(S, B), and K(B, B) in its tail.
+    rows[M + 1:].copy_(Xb)
+    K = spec.tile(rows, Xb) if len(chunks) == 1 else None
+    dt = rows.dtype
+    # 2. D[j, x] = c_j - 2 sum_s A[s, j] K[s, x] + K(x, x), A[s, j] = lambda_p(s) u_s in
+    # the column of s's cluster: one GEMM; labels = argmin_j D.
+    A = (coef[:M] * pool.lam.view(-1)[pool.block[:M]][:, None]).to(dt)  # (M, k)
+    norms_dt = pool.norms.to(dt)
+    if K is not None:
+        D = torch.addmm(norms_dt, A.T, K[:M], alpha=-2)  # (k, b)
+    else:
+        D = torch.cat([torch.addmm(norms_dt, A.T, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
+                       for c0, c1 in chunks], 1)
+    mind, labels = D.min(0)
+    diag = None if spec.diag_is_one else spec.diag(Xb)
+    mind = (mind.add_(1) if diag is None else mind.add_(diag)).clamp_min_(0)
+    # 3. Counts and rates: b_j (weighted) and n_j (points, for the truncation), (k, 1).
+    onehot = c.cluster_col == labels  # (k, b)
+    ns = onehot.sum(1, keepdim=True, dtype=_F64)
+    if weight is None:
+        bc, total = ns, float(Xb.shape[0])
+        objective = mind.sum(0, keepdim=True, dtype=_F64)
+    else:
+        w64 = weight.to(_F64)
+        bc, total = onehot.to(_F64) @ w64[:, None], w64.sum()
+        objective = (mind.to(_F64) @ w64)[None]
+    if spec.objective_after:  # once stopped: no counts, no growth, the state stays
+        ns = ns * pool.active
+        bc = ns if weight is None else bc * pool.active
+    counts = pool.counts + bc
+    alpha = spec.rate(bc, total, counts)
+    grows = alpha > 0
+    # 4. Windows, (k, L + 1): an old block stays iff newer + n_j < tau and alpha_j < 1;
+    # lambda <- (1 - alpha_j) lambda; the new block takes the first free slot (newer = inf),
+    # the spare column when none is free (an overflow: a block there is never dropped).
+    tot = pool.newer + ns
+    keep = (tot < c.tau_row) & (alpha < 1)
+    lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
+    newer = torch.where(keep, tot, c.inf)
+    slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
+    new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
+    lam = torch.where(new, alpha, lam)
+    if spec.renormalize:  # lambda / (sum over the window), for the growing clusters
+        lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
+    newer = torch.where(new, c.zero, newer)
+    stamp = torch.where(new, pool.it, pool.stamp)
+    block = torch.where(keep.view(-1)[pool.block], pool.block, c.free)  # dropped rows: free
+    # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
+    # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
+    # blocks are free now), H'[j, r, r] = (V R_B)[j, j].
+    if weight is None:
+        V64 = onehot * (grows / ns.clamp_min(1))
+    else:
+        V64 = torch.where(onehot & grows, w64 / bc, c.zero)
+    V = V64.to(dt)
+    if spec.objective_after:  # the coefficients after the update: kept rows, new blocks
+        A2 = (coef[:M] * lam.view(-1)[block[:M]][:, None]).to(dt)
+        Vb = V * lam.gather(1, slot).to(dt)
+    if K is not None:
+        R = K @ V.T  # (M + 1 + b, k)
+    else:
+        R, Q2 = 0, []
+        for c0, c1 in chunks:
+            Kc = spec.tile(rows, Xb[c0:c1])
+            R = R + Kc @ V[:, c0:c1].T
+            if spec.objective_after:
+                Q2.append(torch.addmm(A2.T @ Kc[:M], Vb, Kc[M + 1:]))
+    G = c.zero_slots.index_add(0, block[:M], (R[:M] * coef[:M]).sum(1)).view(k, L1)
+    g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G)  # float64
+    gram = torch.where(new[:, None, :], g[:, :, None],
+                       torch.where(new[:, :, None], g[:, None, :], pool.gram))
+    norms = torch.bmm(lam[:, None, :], torch.bmm(gram, lam[:, :, None])).view(k, 1)
+    after = None
+    active = pool.active
+    if spec.objective_after:
+        # f_B(C_{i+1}) on the same batch: c' - 2 (A2^T K(S, B) + Vb K(B, B)).
+        if K is not None:
+            D2 = torch.addmm(torch.addmm(norms.to(dt), A2.T, K[:M], alpha=-2),
+                             Vb, K[M + 1:], alpha=-2)
+        else:
+            D2 = torch.cat(Q2, 1).mul_(-2).add_(norms.to(dt))
+        mind2 = D2.min(0).values
+        mind2 = (mind2.add_(1) if diag is None else mind2.add_(diag)).clamp_min_(0)
+        after = (mind2.sum(0, keepdim=True, dtype=_F64) if weight is None
+                 else (mind2.to(_F64) @ w64)[None])
+        active = active & (objective - after >= c.tol * total)
+    # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
+    # none is left: an overflow), the others back to their own batch row.
+    rank_rows = (block[:M] == c.free).cumsum(0)  # (M,)
+    isnew = grows.view(-1)[labels]
+    dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
+    rows.index_copy_(0, dest, Xb)
+    block.index_copy_(0, dest, (c.slot_base + slot).view(-1)[labels])
+    coef.index_copy_(0, dest, V64.T)
+    it = pool.it + (pool.active if spec.objective_after else 1)
+    new_pool = Pool(rows, block, coef, lam, newer, stamp, gram, norms, counts, it, active)
+    return new_pool, StepOut(labels, objective, after, total, alpha)
+
+
+def tile_columns_for(layout, rows, max_tile_bytes):
+    """Batch columns per kernel chunk so that K(rows, X_chunk) fits ``max_tile_bytes``."""
+    from ._windows import tile_columns
+
+    itemsize = rows.element_size() if hasattr(rows, "element_size") else 8
+    return tile_columns(layout.M + 1, layout.b, itemsize, max_tile_bytes)  # (M + 1 + b) rows
+
+
+# ------------------------------------------------------------------ capacities
+
+
+def grow(layout, *, rows, slots, tau):
+    """A larger layout after an overflow of the rows and/or the slots."""
+    L, M = layout.L, layout.M
+    if slots:
+        L = 2 * L if tau is None else min(max(2 * L, L + 1), max(tau, 1) + 1)
+    if rows:
+        M = M + max(layout.b, M // 2)
+    return Layout(layout.k, L, M, layout.b, layout.cols)
+
+
+def overflowed(pool, layout):
+    """(rows, slots) as host booleans: whether an iteration lacked pool rows or a slot.
+
+    Both marks are sticky: new points that found no free row were written to the
+    spare row M (whose ``coef`` row is 0 until then), a new block that found no free
+    slot went to the spare column (never dropped). One small device-to-host copy.
+    """
+    flags = torch.cat([(pool.coef[layout.M] != 0).any().view(1),
+                       torch.isfinite(pool.newer[:, layout.L]).any().view(1)])
+    rows, slots = flags.tolist()
+    return bool(rows), bool(slots)
+
+
+# ------------------------------------------------------------ to and from windows
+
+
+def pack(state, layout, *, dtype=None):
+    """A :class:`Pool` holding the windows of ``state`` (a :class:`WindowState` on torch).
+
+    Slots keep the windows' age order (slot i = the i-th oldest block of its window).
+    Requires ``layout.L`` >= the largest window's blocks and ``layout.M`` >= the support.
+    """
+    S = state.support
+    dev = S.device
+    dtype = S.dtype if dtype is None else dtype
+    k, L1, M = layout.k, layout.L + 1, layout.M
+    m = S.shape[0]
+    nb = state.block_cluster.size
+    bc = np.asarray(state.block_cluster, dtype=np.intp)
+    slots = block_slots(bc, k)
+    if nb and (slots.max() >= layout.L or m > M):
+        raise ValueError(f"pack: the windows need {slots.max() + 1} slots and {m} rows, the "
+                         f"layout has {layout.L} and {M}")
+    sizes = state.block_size
+    # newer[q] = points in the strictly newer blocks of q's window: per cluster, the
+    # suffix sums of the sizes in age order.
+    order, ptr = group_by(bc, k)
+    csum = np.cumsum(sizes[order])  # inclusive, over the blocks grouped by cluster
+    newer = np.empty(nb)
+    newer[order] = csum[ptr[1:][bc[order]] - 1] - csum
+    lam = np.zeros((k, L1))
+    lam[bc, slots] = state.lam
+    nw = np.full((k, L1), np.inf)
+    nw[bc, slots] = newer
+    stamp = np.full((k, L1), -1, dtype=np.int64)
+    stamp[bc, slots] = state.block_stamp
+    row_block = np.full(layout.n_rows, layout.free, dtype=np.int64)
+    row_block[:m] = np.repeat(bc * L1 + slots, sizes)
+    row_cluster = np.repeat(bc, sizes)
+    coef = np.zeros((layout.n_rows, k))
+    coef[np.arange(m), row_cluster] = state.weight
+    gram = np.zeros((k, L1, L1))
+    if state.gram is not None:
+        H = np.asarray(state.backend.to_numpy(state.gram), dtype=np.float64)
+        n = min(H.shape[1], L1)
+        gram[:, :n, :n] = H[:, :n, :n]
+    rows = torch.zeros((layout.n_rows, *S.shape[1:]), dtype=dtype, device=dev)
+    rows[:m] = S
+    f64 = dict(dtype=_F64, device=dev)
+    return Pool(
+        rows=rows,
+        block=torch.from_numpy(row_block).to(dev),
+        coef=torch.from_numpy(coef).to(**f64),
+        lam=torch.from_numpy(lam).to(**f64),
+        newer=torch.from_numpy(nw).to(**f64),
+        stamp=torch.from_numpy(stamp).to(dev),
+        gram=torch.from_numpy(gram).to(**f64),
+        norms=state.norms.to(**f64).reshape(k, 1).clone(),
+        counts=torch.from_numpy(np.asarray(state.counts, dtype=np.float64)).to(**f64)[:, None],
+        it=torch.full((1,), state.n_steps, dtype=torch.int64, device=dev),
+        active=torch.ones(1, dtype=torch.bool, device=dev),
+    )
+
+
+def unpack(pool, layout):
+    """The :class:`WindowState` of a pool: the occupied rows grouped by cluster, blocks
+    oldest first, points of a block in the order they joined; the block Gram in age order.
+
+    One device-to-host copy of the bookkeeping (rows' slots and weights, the slots'
+    coefficients, ages and stamps, the Gram) and one gather of the support rows.
+    """
+    k, L1, M = layout.k, layout.L + 1, layout.M
+    row_block = pool.block[:M].cpu().numpy()
+    weight = pool.coef[:M].sum(1).cpu().numpy()  # one non-zero per row: u_s
+    lam = pool.lam.cpu().numpy()
+    newer = pool.newer.cpu().numpy()
+    stamp = pool.stamp.cpu().numpy()
+    gram = pool.gram.cpu().numpy()
+    occupied = np.flatnonzero(row_block != layout.free)
+    bl = row_block[occupied]
+    cl, sl = bl // L1, bl % L1
+    # Age of a slot: its newer count (strictly larger for older blocks of a window).
+    order = np.lexsort((occupied, -newer[cl, sl], cl))
+    rows_sorted, cl, sl = occupied[order], cl[order], sl[order]
+    key = cl * L1 + sl
+    starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+    sizes = np.diff(np.r_[starts, key.size])
+    block_cluster, block_slot = cl[starts], sl[starts]
+    n_blocks = np.bincount(block_cluster, minlength=k)
+    Lp = max(1, int(n_blocks.max()) if n_blocks.size else 1)
+    rank = np.arange(block_cluster.size) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)
+    H = np.zeros((k, Lp, Lp))
+    perm = np.zeros((k, Lp), dtype=np.intp)
+    used = np.zeros((k, Lp), dtype=bool)
+    perm[block_cluster, rank] = block_slot
+    used[block_cluster, rank] = True
+    sub = np.take_along_axis(np.take_along_axis(gram, perm[:, :, None], 1), perm[:, None, :], 2)
+    H[:] = np.where(used[:, :, None] & used[:, None, :], sub, 0.0)
+    idx = torch.from_numpy(rows_sorted).to(pool.rows.device)
+    block_start = np.zeros(block_cluster.size + 1, dtype=np.intp)
+    np.cumsum(sizes, out=block_start[1:])
+    return WindowState(
+        support=pool.rows.index_select(0, idx),
+        weight=weight[rows_sorted],
+        block_start=block_start,
+        block_cluster=block_cluster.astype(np.intp),
+        block_stamp=stamp[block_cluster, block_slot].astype(np.int64),
+        lam=lam[block_cluster, block_slot].astype(np.float64),
+        gram=torch.from_numpy(H).to(pool.rows.device),
+        norms=pool.norms.view(k).clone(),
+        counts=pool.counts.view(k).cpu().numpy().astype(np.float64),
+        n_steps=int(pool.it.item()),
+    )
+
+
+def layout_for(state, batch_size, tau):
+    """A layout that holds ``state`` and rarely overflows with batches of ``batch_size``."""
+    k = state.n_clusters
+    bc = np.asarray(state.block_cluster, dtype=np.intp)
+    blocks = int(np.bincount(bc, minlength=k).max()) if bc.size else 1
+    L, M = capacities(k, batch_size, tau, blocks=blocks, support=int(state.support.shape[0]))
+    return Layout(k, L, M, batch_size)
+
+
+def step_windows(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
+                 objective_after=False, max_tile_bytes=None):
+    """One device iteration on a :class:`WindowState` (in place): pack, advance, unpack.
+
+    What :func:`mbkkm._core.minibatch_step` does for a state on torch (``partial_fit``).
+    The layout holds the state and one batch (no overflow is possible); the results
+    come back in one device-to-host copy.
+    """
+    from ._windows import StepResult
+
+    b = Xb.shape[0]
+    layout = layout_for(state, b, tau)
+    layout = Layout(layout.k, layout.L, layout.M, b,
+                    tile_columns_for(layout, Xb, max_tile_bytes))
+    spec = StepSpec(kernel, rate, tau=tau, renormalize=renormalize,
+                    objective_after=objective_after, tol=-math.inf)
+    consts = make_constants(layout, spec, Xb.device)
+    weight = None
+    if batch_weight is not None:
+        weight = torch.from_numpy(np.asarray(batch_weight, dtype=np.float64)).to(Xb.device)
+    pool, out = advance(pack(state, layout), Xb, spec, layout, consts, weight)
+    total = out.total if isinstance(out.total, torch.Tensor) else torch.full(
+        (1,), out.total, dtype=_F64, device=Xb.device)
+    after = out.after if out.after is not None else out.objective
+    host = torch.cat([out.objective, after, total.view(1), out.alpha.view(-1),
+                      out.labels.to(_F64)]).cpu().numpy()
+    k = layout.k
+    objective, after_sum, total = host[0], host[1], host[2]
+    new = unpack(pool, layout)
+    for name in ("support", "weight", "block_start", "block_cluster", "block_stamp", "lam",
+                 "gram", "norms", "counts", "n_steps"):
+        setattr(state, name, getattr(new, name))
+    return StepResult(labels=host[3 + k:].astype(np.intp), objective=float(objective / total),
+                      objective_after=float(after_sum / total) if objective_after else None,
+                      alpha=host[3:3 + k].copy())
