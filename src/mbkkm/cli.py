@@ -32,6 +32,9 @@ from . import __version__
 #: Prefix of the types a saved model may contain that mbkkm trusts when loading.
 TRUSTED_PREFIX = "mbkkm."
 
+#: Other types a saved model may contain (a k-NN kernel model holds its sparse matrix).
+TRUSTED_TYPES = ("scipy.sparse._csr.csr_matrix",)
+
 
 # ---------------------------------------------------------------------------
 # Reading user data
@@ -150,7 +153,8 @@ def load_model(path: str | Path):
     import skops.io as sio
 
     untrusted = sio.get_untrusted_types(file=path)
-    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX)]
+    foreign = [t for t in untrusted
+               if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
     if foreign:
         raise ValueError(f"{path} holds types mbkkm does not trust: {', '.join(foreign)}.")
     return sio.load(path, trusted=untrusted)
@@ -235,6 +239,23 @@ class _GammaType(click.ParamType):
 _GAMMA = _GammaType()
 
 
+class _TimeType(click.ParamType):
+    """The heat kernel's diffusion time: a positive number or 'auto'."""
+
+    name = "FLOAT|auto"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return "auto"
+        try:
+            t = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a positive number or 'auto'", param, ctx)
+        if not (np.isfinite(t) and t > 0):
+            self.fail(f"{value!r} is not a positive number", param, ctx)
+        return t
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mbkkm")
 def main():
@@ -247,18 +268,26 @@ def main():
     """
 
 
-def _kernel_choice():
+def _kernel_choice(graph=False):
     from .kernels import kernel_names
 
-    return click.Choice(kernel_names(transductive=False))
+    return click.Choice(kernel_names(transductive=None if graph else False))
 
 
 @main.command()
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @click.option("-k", "--n-clusters", type=click.IntRange(1), required=True,
               help="Number of clusters.")
-@click.option("--kernel", type=_kernel_choice(), default="rbf", show_default=True,
-              help="Kernel (k-NN and heat kernels are transductive and not offered here).")
+@click.option("--kernel", type=_kernel_choice(graph=True), default="rbf", show_default=True,
+              help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion "
+                   "time --t, neighbours --n-neighbors); 'knn': the paper's k-NN kernel "
+                   "(needs --n-neighbors).")
+@click.option("--n-neighbors", type=click.IntRange(1), default=None,
+              help="Graph kernels: neighbours per point, the point itself included "
+                   "(heat: 10 by default).")
+@click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
+              help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
+                   "(prints the candidates).")
 @click.option("--gamma", type=_GAMMA, default=None,
               help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
                    "choose it without labels (prints the candidates); 'mean-distance' for "
@@ -286,8 +315,8 @@ def _kernel_choice():
 @click.option("--model-out", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Save the fitted model (skops format; load with mbkkm.cli.load_model).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary.")
-def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, learning_rate,
-        seed, header, key, labels_out, model_out, quiet):
+def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_size, tau,
+        max_iter, learning_rate, seed, header, key, labels_out, model_out, quiet):
     """Cluster DATA (CSV with or without header, .npy, or .npz with array X)
     with truncated mini-batch kernel k-means, and print a summary."""
     from .cluster import MiniBatchKernelKMeans
@@ -299,9 +328,22 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
     n, d = X.shape
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
+    from .kernels import GRAPH_KERNELS
+
+    graph_params = None
+    if kernel in GRAPH_KERNELS:
+        if kernel == "knn" and n_neighbors is None:
+            raise click.UsageError("--kernel knn needs --n-neighbors.")
+        graph_params = {} if n_neighbors is None else {"n_neighbors": n_neighbors}
+        if kernel == "heat":
+            graph_params["t"] = heat_t
+    elif n_neighbors is not None or heat_t != "auto":
+        raise click.UsageError("--n-neighbors and --t are options of the graph kernels "
+                               "(--kernel heat or knn).")
     est = MiniBatchKernelKMeans(n_clusters=n_clusters, kernel=kernel, gamma=gamma,
-                                batch_size=batch_size, tau=tau, max_iter=max_iter,
-                                learning_rate=learning_rate, random_state=seed)
+                                kernel_params=graph_params, batch_size=batch_size, tau=tau,
+                                max_iter=max_iter, learning_rate=learning_rate,
+                                random_state=seed)
     start = time.perf_counter()
     try:
         with _Spinner(f"fitting {n} x {d}, k={n_clusters}, {max_iter} iterations"):
@@ -347,6 +389,8 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
         click.echo(f"time: {seconds:.2f} s", err=err)
         if est.gamma_selection_ is not None:
             click.echo(est.gamma_selection_.table(), err=err)
+        if getattr(est, "t_selection_", None) is not None and heat_t == "auto":
+            click.echo(est.t_selection_.table(), err=err)
         click.echo(f"inertia: {est.inertia_:.6g} (objective inertia / n = "
                    f"{est.inertia_ / n:.6g})", err=err)
         click.echo("cluster sizes: " + " ".join(map(str, sizes.tolist())), err=err)
