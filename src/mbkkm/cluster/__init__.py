@@ -6,11 +6,14 @@
 - :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
 - :func:`measure_memory`: a fit's memory plan next to the peaks it really used.
 - :func:`select_gamma`: the unsupervised rbf / laplacian width behind ``gamma="auto"``.
+- :func:`select_t`: the unsupervised diffusion time of the heat kernel behind
+  ``kernel="heat"`` (``t="auto"``).
 """
 
 from .._core._memory import MemoryPlan, MemoryPlanError
 from ._auto_gamma import GammaSelection, select_gamma
 from ._common import EmptyClusterWarning
+from ._graph_kernels import GraphSplitWarning, TSelection, select_t
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._memory import measure_memory
 from ._minibatch_kernel import MiniBatchKernelKMeans
@@ -19,6 +22,7 @@ from ._minibatch_kmeans import MiniBatchKMeans
 __all__ = [
     "EmptyClusterWarning",
     "GammaSelection",
+    "GraphSplitWarning",
     "KernelKMeans",
     "KernelMemoryError",
     "MemoryPlan",
@@ -26,5 +30,7 @@ __all__ = [
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
     "measure_memory",
+    "TSelection",
     "select_gamma",
+    "select_t",
 ]

@@ -347,7 +347,7 @@ def plan_graph(name, n, n_features, itemsize, params):
     adjacency (at most n (2 n_neighbors - 1) entries of 12 bytes, about four copies
     while it is symmetrised and normalised); for the heat kernel the eigensolver
     (ARPACK keeps max(2 p + 1, 20) Lanczos vectors of n floats for p pairs, or the
-    dense n x n decomposition up to 2000 points), the eigenvectors, and the features
+    dense n x n decomposition up to 500 points), the eigenvectors, and the features
     the selection of t clusters (n x rank).
     """
     k = int(params["n_neighbors"])
@@ -512,8 +512,18 @@ def graph_start_state(selection, kernel, n_clusters):
     labels = _sample_partition(selection, n_clusters)
     if labels is None:
         return None
-    return partition_state(selection.sample_indices.astype(np.intp), labels, n_clusters,
-                           kernel)
+    # At most START_POINTS of the sample (evenly spaced in it): the means hardly move,
+    # and the first iterations' kernel blocks stay small.
+    keep = np.unique(np.linspace(0, labels.size - 1, min(labels.size, START_POINTS))
+                     .astype(np.intp))
+    if np.bincount(labels[keep], minlength=n_clusters).min() == 0:
+        keep = np.arange(labels.size)
+    return partition_state(selection.sample_indices[keep].astype(np.intp), labels[keep],
+                           n_clusters, kernel)
+
+
+#: Sample points the mini-batch start from the selection of t keeps.
+START_POINTS = 2048
 
 
 def graph_start_inner(selection, kernel, n_clusters):

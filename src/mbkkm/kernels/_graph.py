@@ -452,9 +452,25 @@ class LowRankKernel:
         return (f"LowRankKernel({what}n_samples={self.shape[0]}, rank={self.rank}, "
                 f"error={self.error:.3g})")
 
+    @property
+    def features(self):
+        """F = U diag(sqrt w), shape (n_samples, rank): K = F F^T (computed once)."""
+        F = self.__dict__.get("_features")
+        if F is None:
+            F = self._features = self.U * np.sqrt(self.weights)
+        return F
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_features", None)  # recomputed from U and the weights
+        return state
+
     def block(self, rows, cols):
         """K[rows][:, cols], shape (len(rows), len(cols)), float64."""
-        return (self.U[rows] * self.weights) @ self.U[cols].T
+        if self.weights.size and self.weights.min() < 0:  # not PSD: no real features
+            return (self.U[rows] * self.weights) @ self.U[cols].T
+        F = self.features
+        return F[rows] @ F[cols].T
 
     def diagonal(self):
         """K(i, i) for every point, shape (n_samples,)."""

@@ -49,11 +49,12 @@ from sklearn.utils import check_random_state
 __all__ = ["GraphSpectrum", "choose_rank", "extend_eigenvectors", "heat_kernel", "heat_weights",
            "normalized_adjacency", "top_eigenpairs"]
 
-#: Graphs up to this many points are decomposed densely (all eigenpairs, exact).
-DENSE_MAX_SAMPLES = 2000
+#: Graphs up to this many points are decomposed densely (all eigenpairs, exact); above
+#: it ARPACK on the sparse matrix is faster for the ~100 pairs the heat kernel keeps.
+DENSE_MAX_SAMPLES = 500
 
 #: Default cap on the rank of the heat kernel, and default relative weight tolerance.
-DEFAULT_MAX_COMPONENTS = 100
+DEFAULT_MAX_COMPONENTS = 64
 DEFAULT_RANK_TOL = 1e-2
 
 HEAT_FORMS = ("laplacian", "adjacency")
@@ -108,7 +109,7 @@ def top_eigenpairs(N, n_pairs, *, which="LA", tol=0.0, random_state=None):
     """The ``n_pairs`` largest (``"LA"``) or smallest (``"SA"``) eigenpairs of N.
 
     Dense :func:`scipy.linalg.eigh` (exact, all pairs) for up to
-    :data:`DENSE_MAX_SAMPLES` points, else ARPACK's Lanczos
+    :data:`DENSE_MAX_SAMPLES` points (500), else ARPACK's Lanczos
     (:func:`scipy.sparse.linalg.eigsh`) on the sparse N: O(n * n_pairs) memory, never
     n x n.
 
@@ -250,7 +251,7 @@ DEFAULT_N_NEIGHBORS = 10
 DEFAULT_PCA_COMPONENTS = 50
 
 #: Default budget (bytes) of heat_kernel's dense exact result (8 n^2): n <= 2000.
-DEFAULT_MAX_DENSE_BYTES = 8 * DENSE_MAX_SAMPLES**2
+DEFAULT_MAX_DENSE_BYTES = 8 * 2000**2
 
 
 def check_t(t):
@@ -324,7 +325,7 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         fits ``max_dense_bytes``; else chosen: the smallest rank r whose first
         dropped weight is at most ``rank_tol`` times the largest, at most
         ``max_components``. An int r in ``[1, n_samples - 2]``: always that rank.
-    max_components : int, default=100
+    max_components : int, default=64
         Cap on the chosen rank (the eigensolver computes ``max_components + 1``
         pairs).
     rank_tol : float, default=0.01
@@ -342,7 +343,7 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         Parallel jobs of the neighbour search.
     tol : float, default=0.0
         Relative tolerance of :func:`scipy.sparse.linalg.eigsh` (0: machine
-        precision). Low-rank path on more than 2000 points only.
+        precision). Low-rank path on more than 500 points only.
     random_state : int, RandomState instance or None, default=None
         Seed of the randomised PCA and of the eigensolver's start vector.
 
