@@ -129,7 +129,7 @@ def part_mnist(args, write):
 
 
 def part_predict(args, write):
-    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+    from sklearn.metrics import adjusted_rand_score
 
     X, y = _mnist(args.data_home)
     half = np.arange(X.shape[0]) % 2 == 0

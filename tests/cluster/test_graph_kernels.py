@@ -152,7 +152,7 @@ def test_predict_held_out_half_matches_a_fit_on_all(name):
 
 
 def test_fixed_t_and_the_selection_of_one_candidate():
-    X, y = _moons()
+    X, _ = _moons()
     est = KernelKMeans(2, kernel="heat", kernel_params={"t": 50.0}, random_state=0).fit(X)
     assert est.t_ == 50.0
     assert est.t_selection_.candidates.tolist() == [50.0]

@@ -6,8 +6,7 @@ import pytest
 import scipy.linalg as sla
 import scipy.sparse as sp
 
-from mbkkm.kernels import KNNGraph, LowRankKernel, heat_kernel, knn_kernel
-from mbkkm.kernels import _spectral
+from mbkkm.kernels import KNNGraph, LowRankKernel, _spectral, heat_kernel, knn_kernel
 from mbkkm.kernels._graph import knn_kernel_rows
 from mbkkm.kernels._spectral import (
     GraphSpectrum,
@@ -95,7 +94,7 @@ def test_pca_projection_is_used():
 
 def test_attach_checks():
     graph = KNNGraph(4).fit(_data(4))
-    with pytest.raises(ValueError, match="3 features, but the graph was built on 3|features"):
+    with pytest.raises(ValueError, match="X has 5 features, but the graph was built on 3 features"):
         graph.attach(np.ones((2, 5)))
     with pytest.raises(ValueError, match="self-loops only"):
         KNNGraph(1).fit(_data(4)).attach(np.ones((1, 3)))
@@ -134,7 +133,7 @@ def test_normalized_adjacency_and_weights():
 def test_sparse_eigenpairs_equal_dense(which, monkeypatch):
     graph = KNNGraph(6).fit(_data(8, n=300))
     N = normalized_adjacency(graph.adjacency_)
-    dense_lam, dense_V = sla.eigh(N.toarray())
+    dense_lam = sla.eigvalsh(N.toarray())
     monkeypatch.setattr(_spectral, "DENSE_MAX_SAMPLES", 100)  # the sparse solver
     lam, V = top_eigenpairs(N, 12, which=which, random_state=0)
     ref = dense_lam[::-1][:12] if which == "LA" else dense_lam[:12]

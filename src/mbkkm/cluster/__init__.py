@@ -29,8 +29,8 @@ __all__ = [
     "MemoryPlanError",
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
-    "measure_memory",
     "TSelection",
+    "measure_memory",
     "select_gamma",
     "select_t",
 ]

@@ -225,9 +225,10 @@ def candidate_times(spectrum, n_clusters, max_components=DEFAULT_MAX_COMPONENTS)
 _ONE_TOL = 1e-9
 
 
-def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL, max_components=DEFAULT_MAX_COMPONENTS,
-             n_runs=DEFAULT_T_RUNS, sample_size=DEFAULT_T_SAMPLE, sample_weight=None,
-             random_state=None, max_iter=100):
+def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL,
+             max_components=DEFAULT_MAX_COMPONENTS, n_runs=DEFAULT_T_RUNS,
+             sample_size=DEFAULT_T_SAMPLE, sample_weight=None, random_state=None,
+             max_iter=100):
     """Choose the heat kernel's diffusion time t without labels.
 
     See the module docstring. Never sees labels; the same ``random_state`` gives the
