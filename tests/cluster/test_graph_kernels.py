@@ -190,12 +190,30 @@ def test_bad_heat_parameters_before_any_work(params, error, match, monkeypatch):
 
 def test_split_graph_warns():
     X = np.vstack([np.random.default_rng(s).normal(size=(60, 2)) + 100 * s for s in range(4)])
-    with pytest.warns(GraphSplitWarning, match="4 connected components"):
+    with pytest.warns(GraphSplitWarning, match="4 connected components.*Rebuilt with "
+                      "n_neighbors=40: 4 components"):
         KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 5},
+                     random_state=0).fit(X)
+    with pytest.warns(GraphSplitWarning, match="Kept as it is"):
+        KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 5, "connect": False},
                      random_state=0).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error", GraphSplitWarning)
         KernelKMeans(4, kernel="heat", kernel_params={"n_neighbors": 5}, random_state=0).fit(X)
+
+
+def test_small_far_group_is_joined_by_more_neighbours():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
+                   rng.normal(size=(12, 2)) + np.array([0.0, 40.0])])
+    with pytest.warns(GraphSplitWarning, match=r"sizes 151, 149, 12\).*Rebuilt with "
+                      "n_neighbors=20: connected"):
+        est = KernelKMeans(2, kernel="heat", random_state=0).fit(X)
+    params = est.kernel_.params
+    assert params["n_neighbors"] == 20 and params["n_neighbors_asked"] == 10
+    assert params["components"] == 1
+    # the two big groups are the clusters, the small group joins one of them
+    assert adjusted_rand_score(np.repeat([0, 1], 150), est.labels_[:300]) > 0.95
 
 
 def test_memory_plan_refuses_before_the_graph(monkeypatch):

@@ -11,9 +11,11 @@ from mbkkm.kernels._graph import knn_kernel_rows
 from mbkkm.kernels._spectral import (
     GraphSpectrum,
     choose_rank,
+    connect_graph,
     extend_eigenvectors,
     heat_weights,
     normalized_adjacency,
+    split_is_harmful,
     top_eigenpairs,
 )
 
@@ -215,3 +217,60 @@ def test_extension_of_fitted_points_is_close_to_their_values():
     # the top (smooth) eigenvectors: relative error a few percent at most
     err = np.linalg.norm(V - U, axis=0) / np.linalg.norm(U, axis=0)
     assert err.max() < 0.1, err
+
+
+# --- graphs in pieces -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sizes", "n_clusters", "harmful"),
+    [
+        ([100], 3, False),            # connected
+        ([50, 50], 2, False),         # the components are the clusters
+        ([60, 40], None, True),       # no n_clusters: any split
+        ([40, 30, 20, 10], 3, True),  # more components than clusters
+        ([90, 10], 2, True),          # 10 < 100 / (2 * 2): too small for a cluster
+        ([75, 25], 2, False),         # 25 = 100 / (2 * 2): kept
+    ],
+)
+def test_split_is_harmful(sizes, n_clusters, harmful):
+    assert split_is_harmful(np.array(sizes), n_clusters) is harmful
+
+
+def _plain_components(A):
+    """Component sizes, largest first, by repeated breadth-first search."""
+    A = sp.csr_array(A)
+    n, seen, sizes = A.shape[0], np.zeros(A.shape[0], bool), []
+    for s in range(n):
+        if seen[s]:
+            continue
+        seen[s], todo, size = True, [s], 0
+        while todo:
+            i = todo.pop()
+            size += 1
+            for j in A.indices[A.indptr[i]:A.indptr[i + 1]]:
+                if not seen[j]:
+                    seen[j] = True
+                    todo.append(j)
+        sizes.append(size)
+    return sorted(sizes, reverse=True)
+
+
+def test_connect_graph_doubles_neighbours_until_the_split_is_harmless():
+    # a big group, 12 points far away: 4-NN and 8-NN leave them apart, 16-NN joins them
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(12, 2)) + np.array([30.0, 0.0])])
+    graph, tried = connect_graph(KNNGraph(4).fit(X), n_clusters=2)
+    assert graph.n_neighbors == 16
+    assert [t.tolist() for t in tried] == [[150, 12], [150, 12], [162]]
+    # the same graph as one built with that many neighbours from the start
+    ref = KNNGraph(graph.n_neighbors).fit(X)
+    assert (graph.adjacency_ != ref.adjacency_).nnz == 0
+    np.testing.assert_array_equal(graph.degrees_, ref.degrees_)
+    assert _plain_components(graph.adjacency_) == tried[-1].tolist()
+    # the components are the clusters: kept; at most max_doublings rebuilds
+    X2 = np.vstack([rng.normal(size=(80, 2)), rng.normal(size=(80, 2)) + np.array([30.0, 0.0])])
+    kept, tried = connect_graph(KNNGraph(4).fit(X2), n_clusters=2)
+    assert kept.n_neighbors == 4 and [t.tolist() for t in tried] == [[80, 80]]
+    capped, tried = connect_graph(KNNGraph(4).fit(X2), max_doublings=2)
+    assert capped.n_neighbors == 16 and len(tried) == 3 and tried[-1].size == 2

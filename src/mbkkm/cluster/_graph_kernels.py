@@ -65,8 +65,10 @@ from ..kernels._spectral import (
     GraphSpectrum,
     check_heat_params,
     check_t,
+    connect_graph,
     extend_eigenvectors,
     n_pairs_needed,
+    split_is_harmful,
 )
 
 #: The weight at which the candidate of rank r leaves the r-th eigenvector (1 / 100).
@@ -78,12 +80,16 @@ DEFAULT_T_SAMPLE = 10000
 
 
 class GraphSplitWarning(UserWarning):
-    """The k-NN graph falls apart into more connected components than clusters.
+    """The k-NN graph falls apart into connected components that are not clusters.
 
-    Each component then carries its own eigenvalue 1 of D^-1/2 A D^-1/2, and the
-    heat kernel (at every t) separates the components before anything else: with
-    more components than clusters, kernel k-means puts whole components together.
-    More neighbours (``kernel_params={"n_neighbors": ...}``) join them.
+    Each component carries its own eigenvalue 1 of D^-1/2 A D^-1/2, and the graph
+    kernels (the heat kernel at every t) separate the components before anything
+    else: kernel k-means spends a cluster on each. That is harmful with more
+    components than clusters or with small components (fewer than n / (2
+    n_clusters) points). The heat kernel then rebuilds the graph with twice the
+    neighbours, up to three times (``kernel_params={"connect": False}`` keeps it);
+    the warning says what was done. More neighbours
+    (``kernel_params={"n_neighbors": ...}``) or ``kernel="rbf"`` are the remedies.
     """
 
 
@@ -337,6 +343,7 @@ def _graph_params(name, kernel_params, random_state):
         params.setdefault("max_components", DEFAULT_MAX_COMPONENTS)
         params.setdefault("rank_tol", DEFAULT_RANK_TOL)
         params.setdefault("tol", 0.0)
+        params.setdefault("connect", True)
     return spec.name, params
 
 
@@ -447,12 +454,16 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     graph = KNNGraph(params["n_neighbors"], metric=params.get("metric", "euclidean"),
                      pca_components=params.get("pca_components"), random_state=rng,
                      n_jobs=params.get("n_jobs")).fit(X)
-    _warn_components(graph, estimator)
     if name == "knn":
+        _warn_split(estimator, graph, [_component_sizes(graph)], params["n_neighbors"])
         K = knn_kernel_from_graph(graph)
         return (IndexKernel("knn", K, params, dtype=X.dtype,
                             extension=GraphExtension("knn", graph.for_new_points(), K)),
                 None, None)
+    tried = [_component_sizes(graph)]
+    if params["connect"]:
+        graph, tried = connect_graph(graph, estimator.n_clusters)
+    _warn_split(estimator, graph, tried, params["n_neighbors"])
     spectrum = GraphSpectrum(graph, n_pairs_needed(n, params["n_components"],
                                                    params["max_components"]),
                              form=params["form"], tol=params["tol"], random_state=rng)
@@ -466,23 +477,43 @@ def resolve_graph_kernel(estimator, X, sample_weight):
         t = selection.t
     K = spectrum.kernel(t, params["n_components"], params["rank_tol"],
                         params["max_components"])
-    resolved = dict(params, t=t, rank=K.rank, error=K.error,
-                    eigensolver_seconds=spectrum.seconds, **graph.seconds_)
+    resolved = dict(params, n_neighbors=graph.n_neighbors, t=t, rank=K.rank, error=K.error,
+                    components=int(tried[-1].size), eigensolver_seconds=spectrum.seconds,
+                    **graph.seconds_)
+    if graph.n_neighbors != params["n_neighbors"]:
+        resolved["n_neighbors_asked"] = params["n_neighbors"]
     return (IndexKernel("heat", K, resolved, dtype=X.dtype,
                         extension=GraphExtension("heat", graph.for_new_points(), K)),
             t, selection)
 
 
-def _warn_components(graph, estimator):
-    n_comp, _ = sp.csgraph.connected_components(graph.adjacency_, directed=False)
-    if n_comp > estimator.n_clusters:
-        warnings.warn(
-            f"{type(estimator).__name__}: the {graph.n_neighbors}-NN graph of the data "
-            f"falls apart into {n_comp} connected components, more than n_clusters="
-            f"{estimator.n_clusters}: the graph kernel cannot relate points of different "
-            "components, so whole components are grouped together. Pass more neighbours "
-            "(kernel_params={'n_neighbors': ...}), or use kernel='rbf'.",
-            GraphSplitWarning, stacklevel=4)
+def _component_sizes(graph):
+    _, labels = sp.csgraph.connected_components(graph.adjacency_, directed=False)
+    return np.sort(np.bincount(labels))[::-1]
+
+
+def _warn_split(estimator, graph, tried, asked):
+    """GraphSplitWarning when the graph of ``asked`` neighbours has a harmful split
+    (:func:`~mbkkm.kernels._spectral.split_is_harmful`), saying what was done: rebuilt
+    with more neighbours (``tried`` lists the component sizes of each graph built), or
+    kept."""
+    first, last = tried[0], tried[-1]
+    if not split_is_harmful(first, estimator.n_clusters):
+        return
+    sizes = ", ".join(map(str, first[:5])) + (", ..." if first.size > 5 else "")
+    if len(tried) > 1:
+        what = (f"Rebuilt with n_neighbors={graph.n_neighbors}: "
+                + ("connected." if last.size == 1 else
+                   f"{last.size} components (sizes "
+                   + ", ".join(map(str, last[:5])) + (", ...)." if last.size > 5 else ").")))
+    else:
+        what = "Kept as it is."
+    warnings.warn(
+        f"{type(estimator).__name__}: the {asked}-NN graph of the data falls apart into "
+        f"{first.size} connected components (sizes {sizes}); the kernel={estimator.kernel!r} "
+        "cannot relate points of different components, and kernel k-means spends a "
+        f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
+        "...}) or use kernel='rbf'.", GraphSplitWarning, stacklevel=4)
 
 
 def graph_assign(estimator, X, method, return_distances):

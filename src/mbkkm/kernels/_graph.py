@@ -144,7 +144,7 @@ class KNNGraph:
         """Build the graph of the rows of X (dense, float32 or float64)."""
         X = _check_data(X)
         n, d = X.shape
-        k = _check_n_neighbors(self.n_neighbors, n)
+        _check_n_neighbors(self.n_neighbors, n)
         p = _check_pca_components(self.pca_components)
         self.n_features_in_ = d
         self.seconds_ = {}
@@ -153,17 +153,28 @@ class KNNGraph:
         if p is not None and d > p and n > p:
             self.pca_ = PCA(p, svd_solver="randomized",
                             random_state=check_random_state(self.random_state)).fit(X)
-        Z = self._project(X)
+        self.points_ = self._project(X)
         self.seconds_["projection"] = time.perf_counter() - start
+        return self._link()
+
+    def with_n_neighbors(self, n_neighbors):
+        """The graph of the same (projected) points with another ``n_neighbors``."""
+        other = copy.copy(self)
+        other.n_neighbors = _check_n_neighbors(n_neighbors, self.n_samples)
+        other.seconds_ = {"projection": 0.0}
+        return other._link()
+
+    def _link(self):
+        """The neighbour search on ``points_`` and the symmetrised adjacency."""
+        Z = self.points_
+        n, k = Z.shape[0], self.n_neighbors
         start = time.perf_counter()
         if k == 1:
             self.index_ = None
-            self.points_ = Z
             self.radius_ = np.zeros(n)
             A = sp.identity(n, dtype=np.float64, format="csr")
         else:
             # kneighbors() with no query excludes each point by index (duplicates stay).
-            self.points_ = Z
             self.index_ = NearestNeighbors(n_neighbors=k - 1, metric=self.metric,
                                            n_jobs=self.n_jobs).fit(Z)
             dist, ind = self.index_.kneighbors()  # (n, k - 1), nearest first
@@ -173,7 +184,8 @@ class KNNGraph:
             A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
             A = A.tocsr()
             A.sort_indices()
-        self.seconds_["neighbors"] = time.perf_counter() - start
+        self.seconds_["neighbors"] = self.seconds_.get("neighbors", 0.0) + \
+            time.perf_counter() - start
         self.adjacency_ = A
         self.degrees_ = _degrees(A)
         return self

@@ -254,6 +254,64 @@ DEFAULT_PCA_COMPONENTS = 50
 DEFAULT_MAX_DENSE_BYTES = 8 * 2000**2
 
 
+#: How many times the heat kernel's graph may double its neighbours to connect.
+CONNECT_DOUBLINGS = 3
+
+
+def split_is_harmful(sizes, n_clusters=None):
+    """Whether a graph with connected components of these sizes needs more neighbours.
+
+    Every connected component carries its own eigenvalue 1 of N, which the heat
+    kernel keeps at every t: kernel k-means then spends a cluster on each component
+    before it cuts anything else. That is what one wants when the components are
+    the clusters (at most ``n_clusters`` components, none smaller than half an
+    average cluster, n / (2 n_clusters) points), and harmful otherwise (more
+    components than clusters, or small ones: duplicated points, outlying groups).
+    With ``n_clusters=None`` every split is harmful.
+
+    Parameters
+    ----------
+    sizes : ndarray of shape (n_components,)
+        The sizes of the connected components.
+    n_clusters : int or None
+    """
+    sizes = np.asarray(sizes)
+    if sizes.size <= 1:
+        return False
+    if n_clusters is None or sizes.size > n_clusters:
+        return True
+    return bool(2 * n_clusters * sizes.min() < sizes.sum())
+
+
+def connect_graph(graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS):
+    """The graph, rebuilt with twice the neighbours while its split is harmful.
+
+    ``n_neighbors`` is doubled (on the same projected points) while
+    :func:`split_is_harmful` says so for ``n_clusters`` (None: until the graph is
+    connected), at most ``max_doublings`` times (then the last graph is returned).
+
+    Returns
+    -------
+    graph : KNNGraph
+    components : list of ndarray
+        The sizes of the connected components of each graph tried, largest first.
+    """
+    from scipy.sparse.csgraph import connected_components
+
+    tried = []
+    for step in range(max_doublings + 1):
+        _, labels = connected_components(graph.adjacency_, directed=False)
+        tried.append(np.sort(np.bincount(labels))[::-1])
+        if not split_is_harmful(tried[-1], n_clusters) or step == max_doublings \
+                or graph.n_neighbors >= graph.n_samples:
+            return graph, tried
+        seconds = graph.seconds_
+        graph = graph.with_n_neighbors(min(2 * graph.n_neighbors, graph.n_samples))
+        graph.seconds_ = {"projection": seconds["projection"],
+                          "neighbors": seconds["neighbors"] + graph.seconds_["neighbors"]}
+    return graph, tried  # pragma: no cover (the loop returns)
+
+
 def check_t(t):
     """A diffusion time: a finite real number > 0 (as float)."""
     if isinstance(t, bool) or not isinstance(t, numbers.Real):
@@ -289,8 +347,8 @@ def n_pairs_needed(n_samples, n_components, max_components):
 def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
                 n_components=None, max_components=DEFAULT_MAX_COMPONENTS,
                 rank_tol=DEFAULT_RANK_TOL, pca_components=DEFAULT_PCA_COMPONENTS,
-                max_dense_bytes=DEFAULT_MAX_DENSE_BYTES, metric="euclidean", n_jobs=None,
-                tol=0.0, random_state=None):
+                connect=False, max_dense_bytes=DEFAULT_MAX_DENSE_BYTES, metric="euclidean",
+                n_jobs=None, tol=0.0, random_state=None):
     """Heat kernel on the k-NN graph of X.
 
     With A the symmetrised k-NN adjacency with self-loops (:func:`knn_adjacency`),
@@ -334,6 +392,12 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         The graph's neighbours are searched among the first ``pca_components``
         principal components of X when X has more features (:class:`KNNGraph`);
         None: exact neighbours in X.
+    connect : bool, default=False
+        True: when the k-NN graph is not connected, rebuild it with twice the
+        neighbours until it is, at most 3 times (:func:`connect_graph`): a graph in
+        pieces gives the heat kernel one eigenvalue 1 per piece, at every t. The
+        default keeps the graph of ``n_neighbors`` (the paper's definition); the
+        estimators default to True, for the splits that harm clustering only.
     max_dense_bytes : int, default=8 * 2000**2
         Budget for the dense exact result (8 n^2 bytes: n <= 2000 by default); the
         exact computation needs about three times that while it runs.
@@ -383,8 +447,11 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
     if isinstance(max_dense_bytes, bool) or not isinstance(max_dense_bytes, numbers.Real) \
             or not max_dense_bytes >= 0:
         raise ValueError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
+    rng = check_random_state(random_state)
     graph = KNNGraph(n_neighbors, metric=metric, pca_components=pca_components,
-                     random_state=random_state, n_jobs=n_jobs).fit(X)
+                     random_state=rng, n_jobs=n_jobs).fit(X)
+    if connect:
+        graph, _ = connect_graph(graph)
     if n_components is None and 8 * n * n <= max_dense_bytes:
         # Exact: N = V diag(lam) V^T, f(N) = V diag(f(lam)) V^T.
         N = normalized_adjacency(graph.adjacency_, graph.degrees_)
@@ -392,5 +459,5 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         V *= np.sqrt(heat_weights(lam, t, form))  # K = (V sqrt w)(V sqrt w)^T: symmetric
         return V @ V.T
     spectrum = GraphSpectrum(graph, n_pairs_needed(n, n_components, max_components),
-                             form=form, tol=tol, random_state=random_state)
+                             form=form, tol=tol, random_state=rng)
     return spectrum.kernel(t, n_components, rank_tol, max_components)
