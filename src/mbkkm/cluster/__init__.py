@@ -8,10 +8,13 @@
 - :func:`select_gamma`: the unsupervised rbf / laplacian width behind ``gamma="auto"``.
 - :func:`select_t`: the unsupervised diffusion time of the heat kernel behind
   ``kernel="heat"`` (``t="auto"``).
+- :func:`expected_failed_checks`: the scikit-learn checks each estimator fails by
+  design, with the reason (for ``check_estimator``).
 """
 
 from .._core._memory import MemoryPlan, MemoryPlanError
 from ._auto_gamma import GammaSelection, select_gamma
+from ._checks import expected_failed_checks
 from ._common import EmptyClusterWarning
 from ._graph_kernels import GraphSplitWarning, TSelection, select_t
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
@@ -30,6 +33,7 @@ __all__ = [
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
     "TSelection",
+    "expected_failed_checks",
     "measure_memory",
     "select_gamma",
     "select_t",

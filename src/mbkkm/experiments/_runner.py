@@ -5,10 +5,13 @@ the scores (ARI, NMI against the ground truth), the objective on all points,
 the fit and kernel times, the iterations, the library versions, the machine,
 a timestamp, a ``status`` (``ok``, ``skipped`` or ``error``) and a message.
 
-* Rows are flushed one by one, so an interrupted run loses at most the run in
-  progress; a re-run skips the run ids already in the file with status ``ok``
-  or ``skipped`` (``error`` rows are retried; the newest row of a run id wins
-  when the table is read with :func:`read_results`).
+* A kill at any moment loses at most the run in progress: each row is written
+  whole (one ``write`` of a complete line, fsynced within
+  :data:`FSYNC_SECONDS`); a row cut short by a kill is removed when the table
+  is opened again, and its run is run again. A re-run skips the run ids already
+  in the file with status ``ok`` or ``skipped`` (``error`` rows are retried; the
+  newest row of a run id wins when the table is read with :func:`read_results`).
+  One run at a time writes a table (an advisory lock; a second is refused).
 * ``budget_seconds`` stops cleanly between runs.
 * Runs that need an n x n kernel matrix (full-batch kernel k-means, graph
   kernels) are estimated before they start; when the estimate exceeds the
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import json
 import os
 import platform
@@ -205,53 +209,162 @@ class RunSummary:
     stopped_by_budget: bool = False
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
+    #: Bytes of an incomplete last row (left by a killed run) removed from the table.
+    removed_bytes: int = 0
 
     def __str__(self) -> str:
         s = (f"{self.total} runs: {self.already_done} already in {self.path}, {self.ok} ok, "
              f"{self.skipped} skipped, {self.error} errors, {self.not_run} not run "
              f"({self.seconds:.1f} s)")
+        if self.removed_bytes:
+            s += (f"; removed an incomplete last row ({self.removed_bytes} bytes) left by an "
+                  "interrupted run, and ran that run again")
         if self.stopped_by_budget:
             s += "; stopped by the time budget"
         return s
 
 
+def _complete_text(path: Path) -> str:
+    """The text of a result table up to its last newline: a last line without
+    one is a row whose writer was killed mid-write, and is not part of the table."""
+    data = path.read_bytes()
+    return data[: data.rfind(b"\n") + 1].decode("utf-8", errors="replace")
+
+
 def done_run_ids(path: str | os.PathLike) -> set[str]:
-    """Run ids with status ``ok`` or ``skipped`` in an existing result file."""
+    """Run ids with status ``ok`` or ``skipped`` in an existing result file.
+
+    An incomplete last line (a run killed while its row was written) does not
+    count: that run is run again.
+    """
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return set()
-    with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames is None or "run_id" not in reader.fieldnames:
-            raise ValueError(f"{path} is not a result table of mbkkm (no run_id column).")
-        return {r["run_id"] for r in reader if r.get("status") in ("ok", "skipped")}
+    reader = csv.DictReader(io.StringIO(_complete_text(path), newline=""))
+    if reader.fieldnames is None or "run_id" not in reader.fieldnames:
+        raise ValueError(f"{path} is not a result table of mbkkm (no run_id column).")
+    return {r["run_id"] for r in reader
+            if r.get("status") in ("ok", "skipped") and None not in r.values()}
+
+
+#: Seconds between two fsyncs of a result table (it is also fsynced when closed).
+FSYNC_SECONDS = 2.0
+
+
+
+def _line(cells) -> bytes:
+    """One CSV line (the csv module's quoting and its ``\\r\\n`` ending), encoded."""
+    buf = io.StringIO()
+    csv.writer(buf).writerow(cells)
+    return buf.getvalue().encode("utf-8")
+
+
+_HEADER = _line(COLUMNS)
+
+
+def _cell(value) -> str:
+    """A value as written in the table; one row is always one physical line, which
+    is what lets an interrupted write be found and removed."""
+    if value is None:
+        return ""
+    return str(value).replace("\r", " ").replace("\n", " ")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write ``data`` with as few ``write`` calls as the OS allows (one, for a row)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _lock(fd: int, path: Path) -> None:
+    """An exclusive advisory lock on the table for the writer's lifetime (released
+    by the OS when the process dies), so two runs never append to one table."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX: no lock
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise ValueError(f"{path} is being written by another running experiment; wait "
+                         "for it to finish or write to another folder.") from None
+    except OSError:  # pragma: no cover - file systems without locks
+        pass
 
 
 class _Writer:
-    def __init__(self, path: Path):
+    """Appends rows to a result table so that a kill at any byte loses at most the
+    row being written.
+
+    * On open, a last line without its newline (the process was killed while
+      writing it) is cut off; its run is not in :func:`done_run_ids` and is run
+      again. A header cut short is written again.
+    * Each row is one ``write`` of a whole line on an ``O_APPEND`` descriptor
+      (no user-space buffer to flush), fsynced at most ``fsync_seconds`` after
+      it was written and when the table is closed.
+    """
+
+    def __init__(self, path: Path, *, fsync_seconds: float = FSYNC_SECONDS):
         self.path = path
+        self.fsync_seconds = fsync_seconds
+        #: Bytes of an incomplete last row removed on open.
+        self.removed_bytes = 0
         path.parent.mkdir(parents=True, exist_ok=True)
-        new = not path.exists() or path.stat().st_size == 0
-        if not new:
-            with open(path, newline="") as f:
-                header = next(csv.reader(f), [])
-            if header != COLUMNS:
-                raise ValueError(
-                    f"{path} has other columns than this version of mbkkm writes; "
-                    "write to a new file."
-                )
-        self._f = open(path, "a", newline="")
-        self._w = csv.DictWriter(self._f, fieldnames=COLUMNS)
-        if new:
-            self._w.writeheader()
-            self._f.flush()
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
+        try:
+            _lock(self._fd, path)
+            self._repair()
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._synced = time.monotonic()
+
+    def _repair(self) -> None:
+        fd, path = self._fd, self.path
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, min(size, 2 * len(_HEADER) + 1), 0)
+        first = head.split(b"\n", 1)[0] + b"\n" if b"\n" in head else None
+        if first is None and not _HEADER.startswith(head):
+            raise ValueError(f"{path} is not a result table of mbkkm (no header line).")
+        if first is not None and next(csv.reader([first.decode(errors="replace")]),
+                                      []) != COLUMNS:
+            raise ValueError(f"{path} has other columns than this version of mbkkm "
+                             "writes; write to a new file.")
+        end = self._last_newline(size) + 1
+        if end < size:
+            os.ftruncate(fd, end)
+            self.removed_bytes = size - end
+        if end == 0:  # empty, or only part of the header was written
+            _write_all(fd, _HEADER)
+        if end < size or end == 0:
+            os.fsync(fd)
+
+    def _last_newline(self, size: int) -> int:
+        """Offset of the last newline of the file, -1 if none (read backwards)."""
+        pos = size
+        while pos > 0:
+            start = max(0, pos - 65536)
+            i = os.pread(self._fd, pos - start, start).rfind(b"\n")
+            if i >= 0:
+                return start + i
+            pos = start
+        return -1
 
     def write(self, row: dict) -> None:
-        self._w.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in COLUMNS})
-        self._f.flush()
+        _write_all(self._fd, _line([_cell(row.get(k)) for k in COLUMNS]))
+        now = time.monotonic()
+        if now - self._synced >= self.fsync_seconds:
+            os.fsync(self._fd)
+            self._synced = now
 
     def close(self) -> None:
-        self._f.close()
+        if self._fd >= 0:
+            try:
+                os.fsync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
 
 def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
@@ -353,11 +466,17 @@ def run_grid(
     if memory_budget == -1:
         memory_budget = default_memory_budget()
     summary = RunSummary(path=out, total=len(runs))
-    done = done_run_ids(out)
-    todo = [r for r in runs if r.run_id not in done]
-    summary.already_done = len(runs) - len(todo)
-    env = environment()
+    # Open (and repair) the table before reading which runs it holds.
     writer = _Writer(out)
+    try:
+        summary.removed_bytes = writer.removed_bytes
+        done = done_run_ids(out)
+        todo = [r for r in runs if r.run_id not in done]
+        summary.already_done = len(runs) - len(todo)
+        env = environment()
+    except BaseException:
+        writer.close()
+        raise
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -459,7 +578,7 @@ def read_results(paths) -> Any:
     frames = []
     for f in files:
         try:
-            df = pd.read_csv(f)
+            df = pd.read_csv(io.StringIO(_complete_text(f)))
         except Exception as exc:
             raise ValueError(f"cannot read result table {f}: {_one_line(exc)}") from exc
         missing = {"run_id", "dataset", "algorithm", "status"} - set(df.columns)

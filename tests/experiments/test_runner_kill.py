@@ -1,0 +1,180 @@
+"""Result tables survive SIGKILL at any moment (docs/reliability.md).
+
+A child process runs a small grid and is killed with SIGKILL after a random
+delay, again and again; half of the children write their rows a few bytes at a
+time, so that many kills land inside a row. After every kill the table must
+parse; the next child resumes it. At the end every run id is in the table
+exactly once, with status ``ok``, and the results equal those of the same grid
+run without interruption.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import multiprocessing
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from mbkkm.experiments import COLUMNS, Grid, expand, read_results, run_grid
+from mbkkm.experiments._runner import _Writer
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and fork")
+
+#: Columns that must equal those of an uninterrupted run (not times, not dates).
+SAME = ["run_id", "dataset", "n_samples", "n_features", "n_clusters", "algorithm", "kernel",
+        "kernel_params", "batch_size", "tau", "seed", "status", "ari", "nmi", "objective",
+        "n_iter"]
+
+
+def _grid(seeds):
+    return Grid(name="kill", datasets=("blobs",),
+                algorithms=("truncated", "minibatch-classic", "full-batch"),
+                kernels=("rbf",), batch_sizes=(32,), taus=(10, 20), seeds=tuple(range(seeds)),
+                max_iter=5, synthetic_samples=150)
+
+
+def _lines(path):
+    """(complete lines, trailing partial line) of a table."""
+    data = path.read_bytes() if path.exists() else b""
+    end = data.rfind(b"\n") + 1
+    return data[:end].decode(), data[end:]
+
+
+def _check_parses(path):
+    """Every complete line is a row of the right width, no run id twice."""
+    text, _ = _lines(path)
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    if rows:
+        assert rows[0] == COLUMNS
+    assert all(len(r) == len(COLUMNS) for r in rows[1:])
+    ids = [r[0] for r in rows[1:]]
+    assert len(ids) == len(set(ids))
+    if ids:
+        assert len(read_results(path)) == len(ids)
+    return len(ids)
+
+
+@pytest.mark.slow
+def test_grid_killed_at_random_moments(tmp_path):
+    runs = expand(_grid(seeds=30))  # 120 runs, about 12 ms each
+    ctx = multiprocessing.get_context("forkserver")
+    # Python < 3.13 preloads from the server's default sys.path only: mbkkm is
+    # importable there, the tests' folder is not.
+    ctx.set_forkserver_preload(["mbkkm.experiments._runner", "mbkkm.experiments._algorithms",
+                                "mbkkm.cluster", "sklearn.metrics"])
+    import _kill_child
+
+    out = tmp_path / "kill.csv"
+    rng = np.random.default_rng(0)
+    kills = cut_rows = 0
+    attempts = 0
+    while kills < 24:
+        attempts += 1
+        assert attempts < 200, "the children end before they can be killed"
+        slow = kills % 2 == 0
+        started = ctx.Event()
+        child = ctx.Process(target=_kill_child.run_grid, args=(runs, out, slow, started))
+        child.start()
+        assert started.wait(60)
+        child.join(rng.uniform(0.02, 0.15) if not slow else rng.uniform(0.1, 0.4))
+        if child.exitcode is None:
+            os.kill(child.pid, 9)  # SIGKILL
+            child.join()
+            assert child.exitcode == -9
+            kills += 1
+            cut_rows += bool(_lines(out)[1])
+        else:
+            assert child.exitcode == 0
+        done = _check_parses(out)
+        assert done < len(runs), "the grid finished before the kills were done"
+    assert cut_rows >= 4, f"only {cut_rows} of {kills} kills landed inside a row"
+
+    started = ctx.Event()
+    child = ctx.Process(target=_kill_child.run_grid, args=(runs, out, False, started))
+    child.start()
+    child.join(120)
+    assert child.exitcode == 0
+    assert _check_parses(out) == len(runs)
+    assert _lines(out)[1] == b""
+
+    ref = tmp_path / "ref.csv"
+    run_grid(runs, ref, progress=False)
+    got = read_results(out).set_index("run_id").sort_index()
+    want = read_results(ref).set_index("run_id").sort_index()
+    assert (got["status"] == "ok").all() and sorted(got.index) == sorted(r.run_id for r in runs)
+    cols = [c for c in SAME if c != "run_id"]
+    assert got[cols].astype(str).equals(want[cols].astype(str))
+
+
+def test_partial_last_row_is_removed_and_its_run_run_again(tmp_path):
+    """The issue's reproduction: header, a row, a row cut short, then a resume."""
+    runs = expand(_grid(seeds=1))
+    out = tmp_path / "r.csv"
+    run_grid(runs[:1], out, progress=False)
+    first = out.read_bytes()
+    # The second run's row, killed after its first 40 bytes.
+    run_grid(runs[1:2], tmp_path / "full.csv", progress=False)
+    second = (tmp_path / "full.csv").read_bytes().split(b"\n", 1)[1]
+    out.write_bytes(first + second[:40])
+    s = run_grid(runs[:3], out, progress=False)
+    assert s.already_done == 1 and s.ok == 2 and s.removed_bytes == 40
+    assert "removed an incomplete last row (40 bytes)" in str(s)
+    assert out.read_bytes().startswith(first)
+    rows = list(csv.DictReader(io.StringIO(out.read_text(), newline="")))
+    assert [r["run_id"] for r in rows] == [r.run_id for r in runs[:3]]
+    assert all(r["status"] == "ok" for r in rows)
+
+
+@pytest.mark.parametrize("cut", [0, 1, 10, "header"])
+def test_cut_header_is_written_again(tmp_path, cut):
+    out = tmp_path / "r.csv"
+    header = (",".join(COLUMNS) + "\r\n").encode()
+    out.write_bytes(header[: len(header) - 2 if cut == "header" else cut])
+    runs = expand(_grid(seeds=1))[:1]
+    run_grid(runs, out, progress=False)
+    assert out.read_bytes().startswith(header)
+    assert [r["run_id"] for r in csv.DictReader(open(out, newline=""))] == [runs[0].run_id]
+
+
+def test_reading_ignores_a_row_being_written(tmp_path):
+    from mbkkm.experiments._runner import done_run_ids
+
+    runs = expand(_grid(seeds=1))[:2]
+    out = tmp_path / "r.csv"
+    run_grid(runs, out, progress=False)
+    whole = out.read_bytes()
+    out.write_bytes(whole[:-5])  # the last row without its end
+    assert done_run_ids(out) == {runs[0].run_id}
+    assert list(read_results(out)["run_id"]) == [runs[0].run_id]
+
+
+def test_a_table_is_written_by_one_run_at_a_time(tmp_path):
+    out = tmp_path / "r.csv"
+    w = _Writer(out)
+    try:
+        with pytest.raises(ValueError, match="being written by another running experiment"):
+            run_grid(expand(_grid(seeds=1)), out, progress=False)
+    finally:
+        w.close()
+    assert run_grid(expand(_grid(seeds=1))[:1], out, progress=False).ok == 1
+
+
+def test_not_a_table_is_left_alone(tmp_path):
+    out = tmp_path / "notes.csv"
+    out.write_bytes(b"some text without a newline")
+    with pytest.raises(ValueError, match="not a result table"):
+        run_grid(expand(_grid(seeds=1)), out, progress=False)
+    assert out.read_bytes() == b"some text without a newline"
+
+
+def test_rows_are_one_line_each(tmp_path):
+    out = tmp_path / "r.csv"
+    w = _Writer(out)
+    w.write({"run_id": "a", "message": "two\nlines\r\nhere", "status": "error"})
+    w.close()
+    text = out.read_text()
+    assert text.count("\n") == 2 and "two lines  here" in text
