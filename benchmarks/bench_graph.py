@@ -25,6 +25,10 @@ tables from the CSV only):
     ARI / NMI, the number of connected components of the 10-NN graph and what the
     estimator did; the rbf kernel with ``gamma="auto"`` is read from
     ``docs/results/gamma.csv`` (same data, seeds and estimator settings).
+``spectral``
+    scikit-learn's SpectralClustering on the same data sets (10-NN graph,
+    ``affinity="nearest_neighbors"``), ``--seeds`` seeds (default 2): ARI / NMI and
+    seconds, the reference the heat kernel is measured against.
 ``large``
     10,000,000 x 16 (float32 uniform, a memmap): the memory plan's answer.
 
@@ -123,8 +127,8 @@ def _spawn(estimator, seed, data_home):
 
 
 def part_mnist(args, write):
-    for seed in range(args.seeds or 5):
-        for estimator in ("minibatch", "full"):
+    for seed in range(args.first_seed, args.first_seed + (args.seeds or 5)):
+        for estimator in args.estimators:
             write(_spawn(estimator, seed, args.data_home))
 
 
@@ -133,9 +137,10 @@ def part_predict(args, write):
 
     X, y = _mnist(args.data_home)
     half = np.arange(X.shape[0]) % 2 == 0
-    for kernel, params in (("heat", None), ("knn", {"n_neighbors": 10,
-                                                    "pca_components": 50})):
-        for estimator in ("minibatch", "full"):
+    kernels = {"heat": None, "knn": {"n_neighbors": 10, "pca_components": 50}}
+    for kernel in args.kernels:
+        params = kernels[kernel]
+        for estimator in args.estimators:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 on_all = _estimator(estimator, kernel, 0, 10, params).fit(X)
@@ -202,7 +207,8 @@ def part_sets(args, write):
         graph = KNNGraph(10, pca_components=50, random_state=0).fit(X)
         n_comp, comp = csgraph.connected_components(graph.adjacency_, directed=False)
         sizes = np.sort(np.bincount(comp))[::-1]
-        for seed in range(args.seeds or (3 if name == "mnist" else 10)):
+        for seed in range(args.first_seed,
+                          args.first_seed + (args.seeds or (3 if name == "mnist" else 10))):
             start = time.perf_counter()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -218,6 +224,25 @@ def part_sets(args, write):
                        note=json.dumps({"largest": sizes[:3].tolist(),
                                         "n_neighbors": est.kernel_.params["n_neighbors"],
                                         "warned": bool(split)})))
+
+
+def part_spectral(args, write):
+    from bench_gamma import load
+    from sklearn.cluster import SpectralClustering
+
+    for name in args.datasets:
+        X, y, k = load(name, args.data_home)
+        for seed in range(args.first_seed, args.first_seed + (args.seeds or 2)):
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "graph is not fully connected"
+                labels = SpectralClustering(k, affinity="nearest_neighbors", n_neighbors=10,
+                                            random_state=seed, n_jobs=1).fit_predict(X)
+            seconds = time.perf_counter() - start
+            ari, nmi = _scores(y, labels)
+            write(dict(part="spectral", dataset=name, n=X.shape[0], estimator="sklearn",
+                       kernel="spectral", seed=seed, what="SpectralClustering 10-NN",
+                       ari=ari, nmi=nmi, seconds=f"{seconds:.2f}"))
 
 
 def part_large(args, write):
@@ -242,7 +267,7 @@ def part_large(args, write):
 
 
 PARTS = {"mnist": part_mnist, "predict": part_predict, "grid": part_grid, "sets": part_sets,
-         "large": part_large}
+         "spectral": part_spectral, "large": part_large}
 
 
 # ---------------------------------------------------------------------------- report
@@ -292,9 +317,11 @@ def report(path):
     sets = [r for r in rows if r["part"] == "sets"]
     if sets:
         auto = _gamma_auto_rows()
-        out += ["| data | seeds | heat ARI | heat NMI | rbf auto ARI | rbf auto NMI | "
-                "components of the 10-NN graph (largest) | median t | warned |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        spectral = [r for r in rows if r["part"] == "spectral"]
+        out += ["| data | seeds | heat ARI | heat NMI | heat s | rbf auto ARI | rbf auto NMI "
+                "| SpectralClustering ARI / NMI / s (seeds) | components of the 10-NN graph "
+                "(largest) | n_neighbors used | median t | warned |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for name in dict.fromkeys(r["dataset"] for r in sets):
             sel = [r for r in sets if r["dataset"] == name]
             seeds = {r["seed"] for r in sel}
@@ -304,8 +331,17 @@ def report(path):
             ra = np.mean([float(r["ari"]) for r in ref]) if ref else float("nan")
             rm = np.mean([float(r["nmi"]) for r in ref]) if ref else float("nan")
             note = json.loads(sel[0]["note"])
-            out.append(f"| {name} | {len(sel)} | {a:.3f} | {m:.3f} | {ra:.3f} | {rm:.3f} | "
+            sc = [r for r in spectral if r["dataset"] == name]
+            sc_text = (f"{np.mean([float(r['ari']) for r in sc]):.3f} / "
+                       f"{np.mean([float(r['nmi']) for r in sc]):.3f} / "
+                       f"{np.mean([float(r['seconds']) for r in sc]):.1f} ({len(sc)})"
+                       if sc else "")
+            sec = np.mean([float(r["seconds"]) for r in sel])
+            used = sorted({json.loads(r["note"])["n_neighbors"] for r in sel})
+            out.append(f"| {name} | {len(sel)} | {a:.3f} | {m:.3f} | {sec:.1f} | {ra:.3f} | "
+                       f"{rm:.3f} | {sc_text} | "
                        f"{sel[0]['components']} ({', '.join(map(str, note['largest']))}) | "
+                       f"{', '.join(map(str, used))} | "
                        f"{np.median([float(r['t']) for r in sel]):.3g} | "
                        f"{'yes' if note['warned'] else 'no'} |")
         out.append("")
@@ -322,6 +358,9 @@ def main(argv=None):
     p.add_argument("--out", default=str(REPO / "docs" / "results" / "graph.csv"))
     p.add_argument("--report", action="store_true")
     p.add_argument("--seeds", type=int, default=None)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--estimators", default="minibatch,full")
+    p.add_argument("--kernels", default="heat,knn")
     p.add_argument("--datasets", default="rings,moons,blobs,iris,wine,breast_cancer,digits,"
                                          "pendigits,letter,mnist")
     p.add_argument("--data-home", default=str(DATA_HOME))
@@ -330,6 +369,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.datasets = args.datasets.split(",")
+    args.estimators = args.estimators.split(",")
+    args.kernels = args.kernels.split(",")
     if args.child:
         return _child(args)
     if args.report:
