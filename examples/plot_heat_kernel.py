@@ -10,11 +10,14 @@ k-means with it is clustering in diffusion-map space, which is what spectral
 clustering does, and it follows curved and elongated clusters that no width of
 the rbf kernel separates.
 
-``kernel="heat"`` needs nothing else: the graph has 10 neighbours per point, the
-kernel is kept as its top eigenpairs (the rank is chosen, with an error bound),
+``KernelKMeans(kernel="heat")`` needs nothing else: the graph has 10 neighbours
+per point, the kernel is kept as its top eigenpairs (the rank is chosen, with an error bound),
 and the diffusion time t is chosen without labels (``t="auto"``). Unlike
 scikit-learn's :class:`~sklearn.cluster.SpectralClustering`, the fitted model
 labels new points: they join the graph through their nearest fitted points.
+The heat kernel is kept as an (n, rank) matrix of features, so the full-batch
+:class:`~mbkkm.KernelKMeans` is the fast estimator for it (Lloyd on those
+features); :class:`~mbkkm.MiniBatchKernelKMeans` gives the same clusters, slower.
 
 Here the three side by side on rings, moons and scikit-learn's handwritten digits.
 """
@@ -29,14 +32,14 @@ from sklearn.datasets import load_digits
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from sklearn.preprocessing import StandardScaler
 
-from mbkkm import MiniBatchKernelKMeans
+from mbkkm import KernelKMeans, MiniBatchKernelKMeans
 from mbkkm.datasets import make_circles, make_moons
 
 
 def methods(k):
     return {
         "rbf (width chosen)": MiniBatchKernelKMeans(k, random_state=0),
-        "heat (t chosen)": MiniBatchKernelKMeans(k, kernel="heat", random_state=0),
+        "heat (t chosen)": KernelKMeans(k, kernel="heat", random_state=0),
         "SpectralClustering": SpectralClustering(k, affinity="nearest_neighbors",
                                                  n_neighbors=10, random_state=0),
     }
@@ -109,7 +112,7 @@ plt.show()
 # the kernel's eigenvectors). Compare with the labels the same method gives when
 # it sees all images.
 half = np.arange(len(X)) % 2 == 0
-on_half = MiniBatchKernelKMeans(10, kernel="heat", random_state=0).fit(X[half])
+on_half = KernelKMeans(10, kernel="heat", random_state=0).fit(X[half])
 predicted = on_half.predict(X[~half])
 print(f"fitted points predicted again: {np.mean(on_half.predict(X[half]) == on_half.labels_):.3f}"
       " agree with labels_")
