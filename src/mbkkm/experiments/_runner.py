@@ -129,7 +129,7 @@ def kernel_matrix_bytes(n: int, kernel: str, params: dict, *, dense: bool = Fals
     Pairwise kernels: the dense float64 matrix, 8 n^2. k-NN kernel: the
     symmetrised sparse graph, at most 2 n k entries of 12 bytes, twice over
     while it is symmetrised. Heat kernel: exact (three dense n x n float64
-    arrays) when 8 n^2 fits ``max_dense_bytes`` (default: n <= 2000), else the
+    arrays) when 8 n^2 fits ``max_dense_bytes`` (default 2**30: n <= 11,585), else the
     graph plus the eigensolver's vectors and the rank-``max_components`` factor.
     """
     if kernel in GRAPH_KERNELS and dense:

@@ -246,12 +246,13 @@ def extend_eigenvectors(graph, eigenvalues, eigenvectors, X):
 
 # --- the heat kernel -------------------------------------------------------------------
 
-#: Neighbours and projection of the heat kernel's graph when not given.
+#: Neighbours and projection of the heat kernel's graph when not given (the projection
+#: is the estimators' default; heat_kernel searches the raw features unless asked).
 DEFAULT_N_NEIGHBORS = 10
 DEFAULT_PCA_COMPONENTS = 50
 
-#: Default budget (bytes) of heat_kernel's dense exact result (8 n^2): n <= 2000.
-DEFAULT_MAX_DENSE_BYTES = 8 * 2000**2
+#: Default budget (bytes) of heat_kernel's dense exact result (8 n^2): n <= 11,585.
+DEFAULT_MAX_DENSE_BYTES = 2**30
 
 
 #: How many times the heat kernel's graph may double its neighbours to connect.
@@ -346,7 +347,7 @@ def n_pairs_needed(n_samples, n_components, max_components):
 
 def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
                 n_components=None, max_components=DEFAULT_MAX_COMPONENTS,
-                rank_tol=DEFAULT_RANK_TOL, pca_components=DEFAULT_PCA_COMPONENTS,
+                rank_tol=DEFAULT_RANK_TOL, pca_components=None,
                 connect=False, max_dense_bytes=DEFAULT_MAX_DENSE_BYTES, metric="euclidean",
                 n_jobs=None, tol=0.0, random_state=None):
     """Heat kernel on the k-NN graph of X.
@@ -388,19 +389,19 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         pairs).
     rank_tol : float, default=0.01
         Relative weight below which eigenpairs are dropped (chosen rank).
-    pca_components : int or None, default=50
+    pca_components : int or None, default=None
         The graph's neighbours are searched among the first ``pca_components``
-        principal components of X when X has more features (:class:`KNNGraph`);
-        None: exact neighbours in X.
+        principal components of X when X has more features (:class:`KNNGraph`;
+        the estimators use 50); None: exact neighbours in X (the paper's graph).
     connect : bool, default=False
         True: when the k-NN graph is not connected, rebuild it with twice the
         neighbours until it is, at most 3 times (:func:`connect_graph`): a graph in
         pieces gives the heat kernel one eigenvalue 1 per piece, at every t. The
         default keeps the graph of ``n_neighbors`` (the paper's definition); the
         estimators default to True, for the splits that harm clustering only.
-    max_dense_bytes : int, default=8 * 2000**2
-        Budget for the dense exact result (8 n^2 bytes: n <= 2000 by default); the
-        exact computation needs about three times that while it runs.
+    max_dense_bytes : int, default=2**30
+        Budget for the dense exact result (8 n^2 bytes: n <= 11,585 by default);
+        the exact computation needs about three times that while it runs.
     metric : str or callable, default="euclidean"
         Distance of the neighbour search.
     n_jobs : int or None, default=None
