@@ -440,9 +440,10 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     """
     name, params = _graph_params(estimator.kernel, estimator.kernel_params,
                                  estimator.random_state)
-    X = np.asarray(X)
+    from ..kernels._graph import _check_data, _check_n_neighbors
+
+    X = _check_data(X)  # dense only: "dense data is required" for sparse X
     n = X.shape[0]
-    from ..kernels._graph import _check_n_neighbors
 
     _check_n_neighbors(params["n_neighbors"], n)
     t = params.get("t")
