@@ -1,6 +1,6 @@
 """
 The heat kernel: spectral-clustering quality, with a predict
-===========================================================
+============================================================
 
 The Gaussian (rbf) kernel compares points by their distance in the input space.
 The **heat kernel** compares them through the k-nearest-neighbour graph of the
