@@ -220,6 +220,13 @@ torch.device, default=None
     gamma_selection_ : GammaSelection or None
         With ``gamma="auto"``: the candidates, their scores and the choice
         (``.table()``, ``.plot()``); None otherwise.
+    t_ : float or None
+        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
+        default); None for other kernels.
+    t_selection_ : TSelection or None
+        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
+        rank and error bound at each, their normalised-cut scores and the choice
+        (``.table()``, ``.plot()``); None otherwise.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
