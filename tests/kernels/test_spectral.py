@@ -59,6 +59,15 @@ def test_attach_equals_brute_force(n_neighbors):
     assert far.nnz == n_neighbors - 1
 
 
+def test_attach_in_several_chunks_equals_brute_force():
+    # more new points than one chunk (1024), spread from dense to sparse regions
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 2)) * np.r_[0.2, 3.0][rng.integers(0, 2, 200), None]
+    X_new = rng.normal(size=(2100, 2)) * 2.0
+    B = KNNGraph(4).fit(X).attach(X_new)
+    np.testing.assert_array_equal(B.toarray(), _plain_links(X, X_new, 4))
+
+
 def test_attach_of_fitted_points_gives_their_symmetrised_row():
     X = _data(2)
     graph = KNNGraph(6).fit(X)

@@ -258,15 +258,19 @@ class KNNGraph:
         # Fitted points beyond x's m nearest, with a radius reaching that far.
         by_radius = np.argsort(-self.radius_, kind="stable")
         reach = self.radius_[by_radius]
+        # New points in decreasing order of their m-th distance, so that a chunk's
+        # smallest one (which sets the candidates J) is close to all of its own.
+        order = np.argsort(-dist[:, -1], kind="stable")
         step = 1024
         for s in range(0, Z.shape[0], step):
-            far = dist[s:s + step, -1]                             # (chunk,)
+            idx = order[s:s + step]
+            far = dist[idx, -1]                                    # (chunk,)
             J = by_radius[: np.searchsorted(-reach, -far.min(), side="right")]
             if J.size == 0:
                 continue
-            D = pairwise_distances(Z[s:s + step], self.points_[J], metric=self.metric)
+            D = pairwise_distances(Z[idx], self.points_[J], metric=self.metric)
             r, c = np.nonzero((D <= reach_j[J]) & (D >= far[:, None]))
-            rows.append(r + s)
+            rows.append(idx[r])
             cols.append(J[c])
         rows, cols = np.concatenate(rows), np.concatenate(cols)
         B = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(X.shape[0], n))
