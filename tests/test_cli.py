@@ -591,3 +591,30 @@ def test_parquet_without_pyarrow(runner, blobs, tmp_path, no_pyarrow):
         r = runner.invoke(main, ["fit", str(q), "-k", "2"])
         assert r.exit_code == 1, r.output
         assert f"reading {suffix} files needs pyarrow: pip install 'mbkkm[parquet]'" in r.output
+
+
+def test_fit_heat_kernel(runner, tmp_path):
+    from sklearn.datasets import make_moons
+
+    X, y = make_moons(400, noise=0.05, random_state=0)
+    path = tmp_path / "moons.npy"
+    np.save(path, X)
+    out, model = tmp_path / "labels.txt", tmp_path / "model.skops"
+    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--kernel", "heat", "--max-iter", "20",
+                             "--labels-out", str(out), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    assert "t=auto (knn-normalized-cut" in r.output and "<- chosen" in r.output
+    labels = np.loadtxt(out, dtype=int)
+    from sklearn.metrics import adjusted_rand_score
+
+    assert adjusted_rand_score(y, labels) > 0.95
+    est = load_model(model)  # the graph travels with the model: predict works
+    np.testing.assert_array_equal(est.predict(X), labels)
+    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--kernel", "heat", "--t", "30",
+                             "--n-neighbors", "8", "--max-iter", "5", "-q"])
+    assert r.exit_code == 0, r.output
+    for args, message in ((["--kernel", "knn"], "--n-neighbors"),
+                          (["--t", "5"], "graph kernels"),
+                          (["--kernel", "heat", "--t", "-1"], "--t")):
+        r = runner.invoke(main, ["fit", str(path), "-k", "2", *args])
+        assert r.exit_code == 2 and message in r.output, r.output

@@ -42,6 +42,9 @@ from ._files import (
 #: Prefix of the types a saved model may contain that mbkkm trusts when loading.
 TRUSTED_PREFIX = "mbkkm."
 
+#: Other types a saved model may contain (a k-NN kernel model holds its sparse matrix).
+TRUSTED_TYPES = ("scipy.sparse._csr.csr_matrix",)
+
 
 # ---------------------------------------------------------------------------
 # Reading user data
@@ -97,7 +100,8 @@ def load_model(path: str | Path):
     import skops.io as sio
 
     untrusted = sio.get_untrusted_types(file=path)
-    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX)]
+    foreign = [t for t in untrusted
+               if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
     if foreign:
         raise ValueError(f"{path} holds types mbkkm does not trust: {', '.join(foreign)}.")
     return sio.load(path, trusted=untrusted)
@@ -309,6 +313,18 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
     return out
 
 
+class _Given:
+    """Distances already computed (the fitted points of a graph kernel), passed
+    through :func:`_label_blocks` block by block."""
+
+    def __init__(self, n_clusters):
+        self.n_clusters = n_clusters
+
+    @staticmethod
+    def transform(D):
+        return D
+
+
 def _row_blocks(X, k: int):
     """Consecutive row blocks of an array (views), sized for k distances per row."""
     rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**16))
@@ -464,6 +480,23 @@ class _GammaType(click.ParamType):
 _GAMMA = _GammaType()
 
 
+class _TimeType(click.ParamType):
+    """The heat kernel's diffusion time: a positive number or 'auto'."""
+
+    name = "FLOAT|auto"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
+            return "auto"
+        try:
+            t = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a positive number or 'auto'", param, ctx)
+        if not (np.isfinite(t) and t > 0):
+            self.fail(f"{value!r} is not a positive number", param, ctx)
+        return t
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mbkkm")
 def main():
@@ -476,18 +509,26 @@ def main():
     """
 
 
-def _kernel_choice():
+def _kernel_choice(graph=False):
     from .kernels import kernel_names
 
-    return click.Choice(kernel_names(transductive=False))
+    return click.Choice(kernel_names(transductive=None if graph else False))
 
 
 @main.command()
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @click.option("-k", "--n-clusters", type=click.IntRange(1), required=True,
               help="Number of clusters.")
-@click.option("--kernel", type=_kernel_choice(), default="rbf", show_default=True,
-              help="Kernel (k-NN and heat kernels are transductive and not offered here).")
+@click.option("--kernel", type=_kernel_choice(graph=True), default="rbf", show_default=True,
+              help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion "
+                   "time --t, neighbours --n-neighbors); 'knn': the paper's k-NN kernel "
+                   "(needs --n-neighbors).")
+@click.option("--n-neighbors", type=click.IntRange(1), default=None,
+              help="Graph kernels: neighbours per point, the point itself included "
+                   "(heat: 10 by default).")
+@click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
+              help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
+                   "(prints the candidates).")
 @click.option("--gamma", type=_GAMMA, default=None,
               help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
                    "choose it without labels (prints the candidates); 'mean-distance' for "
@@ -523,9 +564,9 @@ def _kernel_choice():
                    "the two columns when there are two, else the first two principal "
                    f"components; at most {PLOT_POINTS:,} points, drawn at random.")
 @click.option("-q", "--quiet", is_flag=True, help="No summary, notes or progress bars.")
-def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, learning_rate,
-        seed, header, key, columns, drop, dtype, labels_out, transform_out, model_out,
-        plot_out, quiet):
+def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_size, tau,
+        max_iter, learning_rate, seed, header, key, columns, drop, dtype, labels_out,
+        transform_out, model_out, plot_out, quiet):
     """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
 
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
@@ -540,6 +581,18 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
         _check_output(path, option)
     for path, option in ((plot_out, "--plot"), (gamma_plot, "--gamma-plot")):
         _check_output(path, option, kinds=("image",))
+    from .kernels import GRAPH_KERNELS
+
+    graph_params = None
+    if kernel in GRAPH_KERNELS:
+        if kernel == "knn" and n_neighbors is None:
+            raise click.UsageError("--kernel knn needs --n-neighbors.")
+        graph_params = {} if n_neighbors is None else {"n_neighbors": n_neighbors}
+        if kernel == "heat":
+            graph_params["t"] = heat_t
+    elif n_neighbors is not None or heat_t != "auto":
+        raise click.UsageError("--n-neighbors and --t are options of the graph kernels "
+                               "(--kernel heat or knn).")
     table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
     X = _read_with_progress(table, quiet)
     n, d = X.shape
@@ -550,9 +603,9 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
         notes.append(f"note: --batch-size {batch_size} is larger than the {n} rows of {data}: "
                      f"every batch is all {n} rows (batch_size is capped at n).")
     est = MiniBatchKernelKMeans(n_clusters=n_clusters, kernel=kernel, gamma=gamma,
-                                batch_size=batch_size, tau=tau, max_iter=max_iter,
-                                learning_rate=learning_rate, random_state=seed,
-                                compute_labels=False)
+                                kernel_params=graph_params, batch_size=batch_size, tau=tau,
+                                max_iter=max_iter, learning_rate=learning_rate,
+                                random_state=seed, compute_labels=graph_params is not None)
     err = "-" in (labels_out, transform_out)  # the summary must not mix with the output
     if not quiet:
         for note in notes:
@@ -560,7 +613,9 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
     start = time.perf_counter()
     try:
         with _Spinner(f"fitting {n} x {d}, k={n_clusters}, {max_iter} iterations"):
-            est.fit(X)
+            # graph kernels: new points join the fitted graph, so the fitted points
+            # are labelled from their own kernel rows (fit_transform), not as new ones
+            D_fit = est.fit_transform(X) if graph_params is not None else est.fit(X)
     except (ValueError, MemoryError, RuntimeError) as exc:
         raise click.ClickException(f"fit failed: {_one_line(exc)}") from None
     seconds = time.perf_counter() - start
@@ -572,7 +627,9 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
     start = time.perf_counter()
     try:
         with _progress(n, "row", "labelling", not quiet) as update:
-            found = _label_blocks(est, _row_blocks(X, n_clusters), labels_out=labels_out,
+            source, rows = ((_Given(n_clusters), D_fit) if graph_params is not None
+                            else (est, X))
+            found = _label_blocks(source, _row_blocks(rows, n_clusters), labels_out=labels_out,
                                   transform_out=transform_out, n_rows=n, update=update,
                                   sample=sample)
     except OSError as exc:
@@ -601,6 +658,8 @@ def fit(data, n_clusters, kernel, gamma, gamma_plot, batch_size, tau, max_iter, 
         click.echo(f"time: fit {seconds:.2f} s, labelling {label_seconds:.2f} s", err=err)
         if est.gamma_selection_ is not None:
             click.echo(est.gamma_selection_.table(), err=err)
+        if getattr(est, "t_selection_", None) is not None and heat_t == "auto":
+            click.echo(est.t_selection_.table(), err=err)
         click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
                    f"{found.inertia / n:.6g})", err=err)
         click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)

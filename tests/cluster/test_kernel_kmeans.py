@@ -240,22 +240,37 @@ def test_knn_kernel_equals_precomputed_matrix():
 
 
 @pytest.mark.parametrize("kernel", ["knn", "heat"])
-def test_graph_kernels_are_transductive(kernel):
+def test_graph_kernels_predict_through_the_graph(kernel):
     X = blobs(n=60, seed=13)
     km = KernelKMeans(3, kernel=kernel, kernel_params={"n_neighbors": 8}, random_state=0)
     labels = km.fit_predict(X)
     np.testing.assert_array_equal(labels, km.labels_)
-    for method in ("predict", "transform", "score"):
-        with pytest.raises(ValueError, match="transductive"):
-            getattr(km, method)(X)
+    # new points join the fitted graph: the fitted points are labelled as in the fit
+    np.testing.assert_array_equal(km.predict(X), km.labels_)
+    D = km.transform(X)
+    assert D.shape == (60, 3) and np.all(D >= 0)
+    np.testing.assert_array_equal(D.argmin(1), km.labels_)
+    assert km.score(X) == pytest.approx(-np.min(D, axis=1).sum())
+    del km.kernel_.extension  # a model without its graph cannot
+    with pytest.raises(ValueError, match="transductive"):
+        km.predict(X)
 
 
-def test_heat_kernel_low_rank_path():
+def test_heat_kernel_is_low_rank_with_its_parameters_recorded():
+    from mbkkm.kernels import LowRankKernel, heat_kernel
+
     X = blobs(n=80, seed=14)
-    # 80 * 80 * 8 bytes > 0.01 MiB: the heat kernel falls back to a low-rank matrix.
     km = KernelKMeans(3, kernel="heat", kernel_params={"n_neighbors": 8, "t": 2.0},
-                      max_kernel_memory=0.01, random_state=0).fit(X)
-    assert np.isfinite(km.inertia_)
+                      random_state=0).fit(X)
+    K = km.kernel_.matrix
+    assert isinstance(K, LowRankKernel)
+    params = km.kernel_.params
+    assert km.t_ == params["t"] == 2.0 and params["n_neighbors"] == 8
+    assert params["rank"] == K.rank and params["error"] == K.error
+    # the same matrix as heat_kernel's low-rank path with the same parameters
+    ref = heat_kernel(X, 8, 2.0, max_dense_bytes=0)
+    np.testing.assert_allclose(K.toarray(), ref.toarray(), atol=1e-12)
+    assert km.t_selection_.candidates.tolist() == [2.0]
 
 
 # ------------------------------------------------------------------------ errors

@@ -128,28 +128,31 @@ def test_precomputed_partial_fit_refused():
 
 @pytest.mark.parametrize("kernel", ["knn", "heat"])
 @pytest.mark.parametrize("tau", [30, None])
-def test_graph_kernels_fit_and_refuse_new_points(kernel, tau):
+def test_graph_kernels_fit_and_predict(kernel, tau):
     from sklearn.datasets import make_moons
+
+    from mbkkm.kernels import heat_kernel, kernel_block, knn_kernel
 
     X, _ = make_moons(400, noise=0.05, random_state=0)
     params = {"n_neighbors": 10} if kernel == "knn" else {"n_neighbors": 10, "t": 5.0}
+    init = np.array([7, 300])  # the same start for both (no start from the selection of t)
     km = MiniBatchKernelKMeans(2, kernel=kernel, kernel_params=params, batch_size=64,
-                               tau=tau, max_iter=30, random_state=0).fit(X)
+                               tau=tau, max_iter=30, init=init, random_state=0).fit(X)
     assert km.labels_.shape == (400,)
     # oracle: the same run on the dense matrix of the same graph kernel
-    from mbkkm.kernels import graph_kernel_matrix, kernel_block
-
-    K = kernel_block(graph_kernel_matrix(kernel, X, **params), np.arange(400), np.arange(400))
+    K = knn_kernel(X, 10) if kernel == "knn" else heat_kernel(X, 10, 5.0, max_dense_bytes=0)
+    K = kernel_block(K, np.arange(400), np.arange(400))
     ref = MiniBatchKernelKMeans(2, kernel="precomputed", batch_size=64, tau=tau, max_iter=30,
-                                random_state=0).fit(K)
+                                init=init, random_state=0).fit(K)
     np.testing.assert_array_equal(km.labels_, ref.labels_)
     assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
     D = km.fit_transform(X)
     np.testing.assert_array_equal(D.argmin(1), km.labels_)
-    with pytest.raises(ValueError, match="graph kernel"):
-        km.predict(X)
+    # new points join the fitted graph
+    X_new, _ = make_moons(100, noise=0.05, random_state=1)
+    assert km.predict(X_new).shape == (100,)
     with pytest.raises(ValueError, match="n_neighbors"):
-        MiniBatchKernelKMeans(2, kernel=kernel, kernel_params={}).fit(X)
+        MiniBatchKernelKMeans(2, kernel="knn", kernel_params={}).fit(X)
 
 
 @pytest.mark.parametrize("form", ["sparse", "lowrank"])

@@ -160,7 +160,8 @@ def test_memory_budget_switches_to_low_rank():
     X = _data(9, n=30)
     K = heat_kernel(X, 4, 1.0, max_dense_bytes=8 * 30 * 30 - 1, random_state=0)
     assert isinstance(K, LowRankKernel)
-    assert K.rank == 28  # min(200, n - 2)
+    # every weight exp(-(1 - lam)) >= e^-2 is above rank_tol: all 30 pairs, no error
+    assert K.rank == 30 and K.error == 0.0
     assert "heat" in repr(K)
     dense = heat_kernel(X, 4, 1.0, max_dense_bytes=8 * 30 * 30)
     assert isinstance(dense, np.ndarray)
@@ -230,7 +231,7 @@ def test_graph_kernel_matrix_errors():
     with pytest.raises(ValueError, match=r"'t' is not a parameter of kernel 'knn'"):
         graph_kernel_matrix("knn", X, n_neighbors=3, t=1.0)
     with pytest.raises(ValueError, match="needs the parameter 'n_neighbors'"):
-        graph_kernel_matrix("heat", X)
+        graph_kernel_matrix("knn", X)
 
 
 def test_registered_as_graph_kernels():
@@ -240,8 +241,10 @@ def test_registered_as_graph_kernels():
         spec = KERNELS[name]
         assert spec.transductive and spec.builder is not None and not spec.tiles
         assert spec.func is None and spec.diag is None
-        assert spec.required_params == ("n_neighbors",)
+        assert spec.params[0] == "n_neighbors"
         assert spec.formula
+    assert KERNELS["knn"].required_params == ("n_neighbors",)
+    assert KERNELS["heat"].required_params == ()  # 10 neighbours by default
 
 
 # --- parameter errors -------------------------------------------------------------------

@@ -6,6 +6,8 @@
 - :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
 - :func:`measure_memory`: a fit's memory plan next to the peaks it really used.
 - :func:`select_gamma`: the unsupervised rbf / laplacian width behind ``gamma="auto"``.
+- :func:`select_t`: the unsupervised diffusion time of the heat kernel behind
+  ``kernel="heat"`` (``t="auto"``).
 - :func:`expected_failed_checks`: the scikit-learn checks each estimator fails by
   design, with the reason (for ``check_estimator``).
 """
@@ -14,6 +16,7 @@ from .._core._memory import MemoryPlan, MemoryPlanError
 from ._auto_gamma import GammaGridWarning, GammaSelection, select_gamma
 from ._checks import expected_failed_checks
 from ._common import EmptyClusterWarning
+from ._graph_kernels import GraphSplitWarning, TSelection, select_t
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._memory import measure_memory
 from ._minibatch_kernel import MiniBatchKernelKMeans
@@ -23,13 +26,16 @@ __all__ = [
     "EmptyClusterWarning",
     "GammaGridWarning",
     "GammaSelection",
+    "GraphSplitWarning",
     "KernelKMeans",
     "KernelMemoryError",
     "MemoryPlan",
     "MemoryPlanError",
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
+    "TSelection",
     "expected_failed_checks",
     "measure_memory",
     "select_gamma",
+    "select_t",
 ]

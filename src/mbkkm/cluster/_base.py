@@ -119,7 +119,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return labels, inertia
 
     def _check_inductive(self, method):
-        if self._kind == "graph":
+        if self._kind == "graph" and getattr(self.kernel_, "extension", None) is None:
             raise ValueError(
                 f"{type(self).__name__}.{method}: kernel={self.kernel!r} is a graph "
                 "kernel, defined on the fitted points only (transductive): it has no value "
@@ -158,6 +158,10 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
             return tuple(_device.to_output(self, a) for a in assign_parallel(
                 X, self._state, self.kernel_, chunk_rows=rows,
                 return_distances=return_distances))
+        if self._kind == "graph":  # new points join the fitted graph (_graph_kernels)
+            from ._graph_kernels import graph_assign
+
+            return graph_assign(self, X, method, return_distances)
         # kernel="precomputed": X is K(X_new, X_fit); the support items index X_fit.
         diag = self._check_kernel_diag(kernel_diag, X, method, needed=return_distances)
 

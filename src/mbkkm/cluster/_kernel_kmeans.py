@@ -50,9 +50,7 @@ from sklearn.utils.validation import check_array
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from ..backends import get_backend
 from ..kernels import (
-    graph_kernel_matrix,
     kernel_block,
-    kernel_diagonal,
     kernel_names,
     resolve_kernel,
 )
@@ -75,6 +73,7 @@ from ._common import (
     restore_on_error,
     warn_empty_clusters,
 )
+from ._graph_kernels import graph_start_inner, resolve_graph_kernel
 
 _MIB = 2**20
 _GIB = 2**30
@@ -427,6 +426,13 @@ torch.device, default=None
         The width the fit used; None for kernels without one.
     gamma_selection_ : GammaSelection or None
         With ``gamma="auto"``: the candidates, their scores and the choice.
+    t_ : float or None
+        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
+        default); None for other kernels.
+    t_selection_ : TSelection or None
+        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
+        rank and error bound at each, their normalised-cut scores and the choice
+        (``.table()``, ``.plot()``); None otherwise.
     n_features_in_ : int
         Number of features seen during fit (n_samples for "precomputed").
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -642,20 +648,19 @@ torch.device, default=None
             self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state,
             self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
+        self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
         self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
         if kind == "precomputed":
             self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
             self._kernel_storage = "precomputed"
             return X, sample_weight, _MatrixOperator(X), diag, self.kernel_
-        if kind == "graph":
-            params = dict(self.kernel_params or {})
-            if self.kernel == "heat":
-                params.setdefault("max_dense_bytes", int(self.max_kernel_memory * _MIB))
-            K = graph_kernel_matrix(self.kernel, X, **params)
-            diag = np.asarray(kernel_diagonal(K), dtype=np.float64)
-            self.kernel_ = IndexKernel(self.kernel, K, self.kernel_params, dtype=np.float64,
-                                       diag=diag)
+        if kind == "graph":  # the graph, t and the rank (_graph_kernels)
+            self.kernel_, self.t_, self.t_selection_ = resolve_graph_kernel(
+                self, X, sample_weight)
+            self._auto_start = self.t_selection_ is not None and isinstance(self._init, str)
             self._kernel_storage = "graph"
+            K = self.kernel_.matrix
+            diag = np.asarray(self.kernel_.full_diagonal(), dtype=np.float64)
             return X, sample_weight, _MatrixOperator(K), diag, self.kernel_
         itemsize = np.dtype(_device.host_dtype(X)).itemsize
         block_rows = self._plan_memory(n, itemsize, nx)  # before any kernel work
@@ -697,6 +702,11 @@ torch.device, default=None
         nx = get_backend(diag)
         n = X.shape[0]
         init = self._init
+        if self._auto_start and self.t_selection_ is not None:  # heat: t's partition
+            self._auto_start = False
+            start = graph_start_inner(self.t_selection_, self.kernel_, self.n_clusters)
+            if start is not None:
+                return start
         if self._auto_start:  # gamma="auto", named init: the first run starts from the
             self._auto_start = False  # selection's sample partition (see gamma)
             start = auto_start_inner(X, self.gamma_selection_, self.kernel_, self.n_clusters,

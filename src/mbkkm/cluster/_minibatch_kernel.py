@@ -32,7 +32,7 @@ from .._core._parallel import blas_threads, tile_rows
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
 from ..backends._sparse import is_sparse
-from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
+from ..kernels import GRAPH_KERNELS, resolve_kernel
 from ..kernels._index import (
     IndexKernel,
     check_precomputed_matrix,
@@ -51,6 +51,7 @@ from ._common import (
     restore_on_error,
     warn_empty_clusters,
 )
+from ._graph_kernels import graph_start_state, resolve_graph_kernel
 from ._minibatch_base import MiniBatchMixin, StepRun
 
 
@@ -222,6 +223,13 @@ torch.device, default=None
     gamma_selection_ : GammaSelection or None
         With ``gamma="auto"``: the candidates, their scores and the choice
         (``.table()``, ``.plot()``); None otherwise.
+    t_ : float or None
+        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
+        default); None for other kernels.
+    t_selection_ : TSelection or None
+        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
+        rank and error bound at each, their normalised-cut scores and the choice
+        (``.table()``, ``.plot()``); None otherwise.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -336,15 +344,15 @@ torch.device, default=None
             self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state,
             self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
+        self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
         if self.kernel == "precomputed":
             diag = check_precomputed_matrix(X)
             return (IndexKernel("precomputed", X, dtype=getattr(X, "dtype", np.float64),
                                 diag=diag),
                     np.arange(X.shape[0]))
-        if self.kernel in GRAPH_KERNELS:
-            matrix = graph_kernel_matrix(self.kernel, X, **(self.kernel_params or {}))
-            return (IndexKernel(self.kernel, matrix, self.kernel_params, dtype=X.dtype),
-                    np.arange(X.shape[0]))
+        if self.kernel in GRAPH_KERNELS:  # the graph, t and the rank (_graph_kernels)
+            kernel, self.t_, self.t_selection_ = resolve_graph_kernel(self, X, sample_weight)
+            return kernel, np.arange(X.shape[0])
         # Dask: data-driven gamma from one pass of Dask reductions (mbkkm._dask).
         resolve = X.resolve_kernel if _dask.is_dask_rows(X) else resolve_kernel
         kernel = resolve(
@@ -387,6 +395,9 @@ torch.device, default=None
         self._auto_start = (auto_start_state(items, self.gamma_selection_, self.kernel_,
                                              self.n_clusters)
                             if isinstance(self._init, str) else None)
+        if self.t_selection_ is not None and isinstance(self._init, str):
+            self._auto_start = graph_start_state(self.t_selection_, self.kernel_,
+                                                 self.n_clusters)
         return items
 
     # -------------------------------------------------------------- memory

@@ -129,20 +129,27 @@ def kernel_matrix_bytes(n: int, kernel: str, params: dict, *, dense: bool = Fals
     Pairwise kernels: the dense float64 matrix, 8 n^2. k-NN kernel: the
     symmetrised sparse graph, at most 2 n k entries of 12 bytes, twice over
     while it is symmetrised. Heat kernel: exact (three dense n x n float64
-    arrays) when 8 n^2 fits its 1 GiB default, else the graph plus a rank-200
-    factor.
+    arrays) when 8 n^2 fits ``max_dense_bytes`` (default 2**30: n <= 11,585), else the
+    graph plus the eigensolver's vectors and the rank-``max_components`` factor.
     """
     if kernel in GRAPH_KERNELS and dense:
         return kernel_matrix_bytes(n, kernel, params) + 8 * n * n
     if kernel == "knn":
         return 24 * n * int(params.get("n_neighbors", 10))
     if kernel == "heat":
-        from ..kernels._graph import DEFAULT_MAX_DENSE_BYTES, DEFAULT_N_COMPONENTS
+        from ..kernels._spectral import (
+            DEFAULT_MAX_COMPONENTS,
+            DEFAULT_MAX_DENSE_BYTES,
+            DEFAULT_N_NEIGHBORS,
+        )
 
-        graph = 24 * n * int(params.get("n_neighbors", 10))
-        if 8 * n * n <= DEFAULT_MAX_DENSE_BYTES:
+        graph = 24 * n * int(params.get("n_neighbors", DEFAULT_N_NEIGHBORS))
+        if params.get("n_components") is None and \
+                8 * n * n <= params.get("max_dense_bytes", DEFAULT_MAX_DENSE_BYTES):
             return graph + 3 * 8 * n * n
-        return graph + 8 * n * (DEFAULT_N_COMPONENTS + 2)
+        pairs = (params.get("n_components") or params.get("max_components",
+                                                          DEFAULT_MAX_COMPONENTS)) + 1
+        return graph + 8 * n * 3 * (pairs + 1)
     return 8 * n * n
 
 

@@ -46,15 +46,17 @@ __all__ = [
 
 from ._gamma import kernel_gamma
 from ._graph import (
+    KNNGraph,
     LowRankKernel,
-    heat_kernel,
     kernel_block,
     kernel_diagonal,
     knn_adjacency,
     knn_kernel,
 )
+from ._spectral import heat_kernel
 
 __all__ += [
+    "KNNGraph",
     "LowRankKernel",
     "heat_kernel",
     "kernel_block",

@@ -1,10 +1,11 @@
 """Graph kernels on a k-nearest-neighbour graph (the paper's Appendix C).
 
-Both kernels are **transductive**: they are matrices indexed by the training
-points, defined through the graph built on those points. There is no formula
-K(x, y) for a new point y, so out-of-sample use (``predict`` on unseen data) is
-impossible; the estimators treat them like precomputed kernels whose items are
-point indices.
+Both kernels are matrices indexed by the training points, defined through the
+graph built on those points; the estimators treat them like precomputed kernels
+whose items are point indices. A new point has no value in the matrix itself: it
+gets one by joining the graph (:meth:`KNNGraph.attach`), which is how the
+estimators' ``predict`` extends them (:mod:`mbkkm.kernels._spectral` for the heat
+kernel, :func:`knn_kernel_rows` for the k-NN kernel).
 
 Graph convention (used by both kernels)
 ---------------------------------------
@@ -29,32 +30,27 @@ References
 
 from __future__ import annotations
 
+import copy
 import numbers
+import time
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
+from sklearn.decomposition import PCA
+from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state
 
 __all__ = [
+    "KNNGraph",
     "LowRankKernel",
-    "heat_kernel",
     "kernel_block",
     "kernel_diagonal",
     "knn_adjacency",
     "knn_kernel",
+    "knn_kernel_from_graph",
+    "knn_kernel_rows",
 ]
-
-#: Default memory budget (bytes) of the dense n x n heat kernel (float64).
-DEFAULT_MAX_DENSE_BYTES = 2**30
-
-#: Default rank of the low-rank heat kernel when the dense one does not fit.
-DEFAULT_N_COMPONENTS = 200
-
-_HEAT_FORMS = ("laplacian", "adjacency")
-
 
 # --- checks ---------------------------------------------------------------------------
 
@@ -77,18 +73,214 @@ def _check_n_neighbors(n_neighbors, n_samples):
     return int(n_neighbors)
 
 
-def _check_t(t):
-    if isinstance(t, bool) or not isinstance(t, numbers.Real):
-        raise TypeError(f"t must be a real number, got {type(t).__name__}")
-    if not (np.isfinite(t) and t > 0):
-        raise ValueError(f"t must be a finite number > 0, got {t!r}")
-    return float(t)
+#: Relative slack of the distance comparisons of KNNGraph.attach (distances computed by
+#: two routines differ in the last digits).
+_TIE_RTOL = 1e-6
 
 
 # --- the graph ------------------------------------------------------------------------
 
 
-def knn_adjacency(X, n_neighbors, *, metric="euclidean", n_jobs=None):
+def _check_pca_components(pca_components):
+    if pca_components is None:
+        return None
+    if isinstance(pca_components, bool) or not isinstance(pca_components, numbers.Integral):
+        raise TypeError("pca_components must be an integer or None, got "
+                        f"{type(pca_components).__name__}")
+    if pca_components < 1:
+        raise ValueError(f"pca_components must be >= 1 or None, got {pca_components}")
+    return int(pca_components)
+
+
+class KNNGraph:
+    """The symmetrised k-NN graph of the fitted points, and how a new point joins it.
+
+    Parameters
+    ----------
+    n_neighbors : int
+        Neighbours per point, counting the point itself (see the module docstring).
+    metric : str or callable, default="euclidean"
+        Distance of :class:`sklearn.neighbors.NearestNeighbors`.
+    pca_components : int or None, default=None
+        When X has more features than this, the neighbours are searched among the
+        rows of X projected on its first ``pca_components`` principal components
+        (:class:`sklearn.decomposition.PCA`, randomised solver), as graph methods
+        commonly do on images; None searches X itself (exact neighbours of X).
+    random_state : int, RandomState instance or None, default=None
+        Seed of the randomised PCA.
+    n_jobs : int or None, default=None
+        Parallel jobs of the neighbour search.
+
+    Attributes
+    ----------
+    adjacency_ : scipy.sparse.csr_matrix of shape (n_samples, n_samples)
+        A = max(A_dir, A_dir^T) with unit diagonal (see :func:`knn_adjacency`).
+    degrees_ : ndarray of shape (n_samples,)
+        d_i = sum_j A_ij (self-loop included).
+    points_ : ndarray of shape (n_samples, n_dims)
+        The fitted points as the search sees them (projected when ``pca_`` is set).
+    radius_ : ndarray of shape (n_samples,)
+        Distance from each fitted point to its ``n_neighbors - 1``-th nearest other
+        point (0 when ``n_neighbors=1``): a new point within it would be among that
+        point's neighbours.
+    pca_ : sklearn.decomposition.PCA or None
+        The projection used for the search (None: X itself).
+    seconds_ : dict of str to float
+        Wall-clock seconds of the projection and of the search.
+    """
+
+    def __init__(self, n_neighbors, *, metric="euclidean", pca_components=None,
+                 random_state=None, n_jobs=None):
+        self.n_neighbors = n_neighbors
+        self.metric = metric
+        self.pca_components = pca_components
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+
+    def _project(self, X):
+        return X if self.pca_ is None else self.pca_.transform(X)
+
+    def fit(self, X):
+        """Build the graph of the rows of X (dense, float32 or float64)."""
+        X = _check_data(X)
+        n, d = X.shape
+        _check_n_neighbors(self.n_neighbors, n)
+        p = _check_pca_components(self.pca_components)
+        self.n_features_in_ = d
+        self.seconds_ = {}
+        start = time.perf_counter()
+        self.pca_ = None
+        if p is not None and d > p and n > p:
+            self.pca_ = PCA(p, svd_solver="randomized",
+                            random_state=check_random_state(self.random_state)).fit(X)
+        self.points_ = self._project(X)
+        self.seconds_["projection"] = time.perf_counter() - start
+        return self._link()
+
+    def with_n_neighbors(self, n_neighbors):
+        """The graph of the same (projected) points with another ``n_neighbors``."""
+        other = copy.copy(self)
+        other.n_neighbors = _check_n_neighbors(n_neighbors, self.n_samples)
+        other.seconds_ = {"projection": 0.0}
+        return other._link()
+
+    def _link(self):
+        """The neighbour search on ``points_`` and the symmetrised adjacency."""
+        Z = self.points_
+        n, k = Z.shape[0], self.n_neighbors
+        start = time.perf_counter()
+        if k == 1:
+            self.index_ = None
+            self.radius_ = np.zeros(n)
+            A = sp.identity(n, dtype=np.float64, format="csr")
+        else:
+            # kneighbors() with no query excludes each point by index (duplicates stay).
+            self.index_ = NearestNeighbors(n_neighbors=k - 1, metric=self.metric,
+                                           n_jobs=self.n_jobs).fit(Z)
+            dist, ind = self.index_.kneighbors()  # (n, k - 1), nearest first
+            self.radius_ = dist[:, -1].astype(np.float64)
+            indptr = np.arange(0, n * (k - 1) + 1, k - 1)
+            A = sp.csr_matrix((np.ones(ind.size), ind.ravel(), indptr), shape=(n, n))
+            A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
+            A = A.tocsr()
+            A.sort_indices()
+        self.seconds_["neighbors"] = self.seconds_.get("neighbors", 0.0) + \
+            time.perf_counter() - start
+        self.adjacency_ = A
+        self.degrees_ = _degrees(A)
+        return self
+
+    @property
+    def n_samples(self):
+        return self.degrees_.shape[0]
+
+    def _index(self):
+        """The neighbour index of the fitted points (rebuilt after unpickling)."""
+        if getattr(self, "index_", None) is None:
+            self.index_ = NearestNeighbors(n_neighbors=self.n_neighbors - 1,
+                                           metric=self.metric, n_jobs=self.n_jobs
+                                           ).fit(self.points_)
+        return self.index_
+
+    def __getstate__(self):
+        # The search index (a KD-tree, ball tree or the points themselves) is rebuilt
+        # from points_ when first needed: smaller files, and no tree types to trust.
+        state = dict(self.__dict__)
+        state.pop("index_", None)
+        return state
+
+    def for_new_points(self):
+        """A copy that keeps only what :meth:`attach` reads (no adjacency matrix)."""
+        other = copy.copy(self)
+        other.adjacency_ = None
+        return other
+
+    def attach(self, X):
+        """How new points join the graph: their 0/1 links to the fitted points.
+
+        A new point x is linked, as the symmetrised graph would link it, to its
+        ``n_neighbors - 1`` nearest fitted points and to every fitted point j that
+        would count x among its own ``n_neighbors - 1`` nearest (distance to x at
+        most ``radius_[j]``). Exact: such a j is either among x's
+        ``2 (n_neighbors - 1)`` nearest fitted points or farther, and then its radius
+        is at least the distance to the last of those, which only a few fitted
+        points have; they are checked directly. A copy of a fitted point i is a new
+        point at distance 0 from i, so it is linked to i and to i's reverse
+        neighbours.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_new, n_features)
+
+        Returns
+        -------
+        B : scipy.sparse.csr_matrix of shape (n_new, n_samples)
+            float64 entries in {0, 1}; row x holds the links of x (its own
+            self-loop, A(x, x) = 1, is not stored).
+        """
+        X = check_array(X, dtype=[np.float64, np.float32], input_name="X")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but the graph was built on "
+                             f"{self.n_features_in_} features")
+        n, k = self.n_samples, self.n_neighbors
+        if k == 1:
+            raise ValueError("n_neighbors=1: the graph has self-loops only, so a new point "
+                             "has no link to the fitted points")
+        Z = self._project(X)
+        m = min(n, 2 * (k - 1))
+        dist, ind = self._index().kneighbors(Z, n_neighbors=m)     # (n_new, m)
+        # A tie with j's last neighbour counts as a link, through rounding too.
+        reach_j = self.radius_ * (1.0 + _TIE_RTOL)
+        keep = dist <= reach_j[ind]                                # j would take x
+        keep[:, : k - 1] = True                                    # x's own neighbours
+        rows = [np.nonzero(keep)[0]]
+        cols = [ind[keep]]
+        # Fitted points beyond x's m nearest, with a radius reaching that far.
+        by_radius = np.argsort(-self.radius_, kind="stable")
+        reach = self.radius_[by_radius]
+        # New points in decreasing order of their m-th distance, so that a chunk's
+        # smallest one (which sets the candidates J) is close to all of its own.
+        order = np.argsort(-dist[:, -1], kind="stable")
+        step = 1024
+        for s in range(0, Z.shape[0], step):
+            idx = order[s:s + step]
+            far = dist[idx, -1]                                    # (chunk,)
+            J = by_radius[: np.searchsorted(-reach, -far.min(), side="right")]
+            if J.size == 0:
+                continue
+            D = pairwise_distances(Z[idx], self.points_[J], metric=self.metric)
+            r, c = np.nonzero((D <= reach_j[J]) & (D >= far[:, None]))
+            rows.append(idx[r])
+            cols.append(J[c])
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
+        B = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(X.shape[0], n))
+        B.sum_duplicates()
+        B.data[:] = 1.0
+        return B
+
+
+def knn_adjacency(X, n_neighbors, *, metric="euclidean", pca_components=None,
+                  random_state=None, n_jobs=None):
     """Symmetrised 0/1 k-NN adjacency matrix with self-loops.
 
     Parameters
@@ -101,6 +293,12 @@ def knn_adjacency(X, n_neighbors, *, metric="euclidean", n_jobs=None):
         ``[1, n_samples]``; 1 gives the identity (self-loops only).
     metric : str or callable, default="euclidean"
         Distance of :class:`sklearn.neighbors.NearestNeighbors`.
+    pca_components : int or None, default=None
+        Search the neighbours among the first ``pca_components`` principal
+        components of X when it has more features (see :class:`KNNGraph`); None:
+        exact neighbours in X.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the randomised PCA.
     n_jobs : int or None, default=None
         Parallel jobs of the neighbour search.
 
@@ -111,27 +309,17 @@ def knn_adjacency(X, n_neighbors, *, metric="euclidean", n_jobs=None):
         where A_dir[i, j] = 1 when j is among the neighbours of i.
         Every row has at least ``n_neighbors`` ones.
     """
-    X = _check_data(X)
-    n = X.shape[0]
-    k = _check_n_neighbors(n_neighbors, n)
-    if k == 1:
-        return sp.identity(n, dtype=np.float64, format="csr")
-    # kneighbors() with no query excludes each point by index (duplicates stay).
-    nn = NearestNeighbors(n_neighbors=k - 1, metric=metric, n_jobs=n_jobs).fit(X)
-    ind = nn.kneighbors(return_distance=False)  # (n, k - 1)
-    indptr = np.arange(0, n * (k - 1) + 1, k - 1)
-    A = sp.csr_matrix((np.ones(ind.size), ind.ravel(), indptr), shape=(n, n))
-    A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
-    A.sort_indices()
-    return A.tocsr()
+    return KNNGraph(n_neighbors, metric=metric, pca_components=pca_components,
+                    random_state=random_state, n_jobs=n_jobs).fit(X).adjacency_
 
 
 def _degrees(A):
     return np.asarray(A.sum(axis=1)).ravel()
 
 
-def knn_kernel(X, n_neighbors, *, metric="euclidean", n_jobs=None):
-    """The k-NN kernel matrix K = D^-1 A D^-1 of the paper (transductive).
+def knn_kernel(X, n_neighbors, *, metric="euclidean", pca_components=None,
+               random_state=None, n_jobs=None):
+    """The k-NN kernel matrix K = D^-1 A D^-1 of the paper.
 
     K[i, j] = A[i, j] / (d_i d_j), with A the symmetrised k-NN adjacency with
     self-loops (:func:`knn_adjacency`) and d its degrees. K = D^-1 A D^-1 is
@@ -139,7 +327,8 @@ def knn_kernel(X, n_neighbors, *, metric="euclidean", n_jobs=None):
     not PSD, so this kernel need not be PSD either. K(x, x) = 1 / d_x^2, so the
     paper's gamma is 1 / min d.
 
-    Defined on the rows of X only: there is no value for a new point.
+    Defined on the rows of X; a new point gets its row by joining the graph
+    (:func:`knn_kernel_rows`).
 
     Parameters
     ----------
@@ -149,6 +338,12 @@ def knn_kernel(X, n_neighbors, *, metric="euclidean", n_jobs=None):
         Neighbours per point, counting the point itself, in ``[1, n_samples]``.
     metric : str or callable, default="euclidean"
         Distance of the neighbour search.
+    pca_components : int or None, default=None
+        Search the neighbours among the first ``pca_components`` principal
+        components of X when it has more features (:class:`KNNGraph`); None (the
+        paper's kernel): exact neighbours in X.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the randomised PCA.
     n_jobs : int or None, default=None
         Parallel jobs of the neighbour search.
 
@@ -173,16 +368,47 @@ def knn_kernel(X, n_neighbors, *, metric="euclidean", n_jobs=None):
            [0.167, 0.111, 0.167],
            [0.   , 0.167, 0.25 ]])
     """
-    A = knn_adjacency(X, n_neighbors, metric=metric, n_jobs=n_jobs)
-    inv = 1.0 / _degrees(A)
+    graph = KNNGraph(n_neighbors, metric=metric, pca_components=pca_components,
+                     random_state=random_state, n_jobs=n_jobs).fit(X)
+    return knn_kernel_from_graph(graph)
+
+
+def knn_kernel_from_graph(graph):
+    """D^-1 A D^-1 of a fitted :class:`KNNGraph`, sparse (n, n)."""
+    inv = 1.0 / graph.degrees_
     # D^-1 A D^-1 on the stored entries: K_ij = A_ij * inv_i * inv_j.
-    K = A.copy()
+    K = graph.adjacency_.copy()
     rows = np.repeat(np.arange(K.shape[0]), np.diff(K.indptr))
     K.data *= inv[rows] * inv[K.indices]
     return K
 
 
-# --- heat kernel ----------------------------------------------------------------------
+def knn_kernel_rows(graph, X):
+    """The k-NN kernel between new points and the fitted ones, and K(x, x).
+
+    A new point x joins the graph with the links b of :meth:`KNNGraph.attach` and
+    its self-loop, so its degree is d_x = 1 + sum_j b_j; the fitted degrees are kept.
+    Then K(x, j) = b_j / (d_x d_j) and K(x, x) = 1 / d_x^2, as in the training matrix.
+
+    Parameters
+    ----------
+    graph : KNNGraph
+        Fitted.
+    X : array-like of shape (n_new, n_features)
+
+    Returns
+    -------
+    K_rows : scipy.sparse.csr_matrix of shape (n_new, n_samples)
+    diag : ndarray of shape (n_new,)
+    """
+    B = graph.attach(X)
+    d_x = 1.0 + np.asarray(B.sum(axis=1)).ravel()
+    rows = np.repeat(np.arange(B.shape[0]), np.diff(B.indptr))
+    B.data = B.data / (d_x[rows] * graph.degrees_[B.indices])
+    return B, 1.0 / d_x**2
+
+
+# --- low-rank kernel matrices --------------------------------------------------------
 
 
 class LowRankKernel:
@@ -202,6 +428,9 @@ class LowRankKernel:
         diagonal entries <= error).
     description : str, default=""
         What K is, for ``repr``.
+    eigenvalues : ndarray of shape (rank,), default=None
+        For a graph kernel, the eigenvalues of D^-1/2 A D^-1/2 the weights come
+        from (the heat kernel: w = exp(-t (1 - eigenvalues))).
 
     Attributes
     ----------
@@ -211,7 +440,7 @@ class LowRankKernel:
         Number of kept components.
     """
 
-    def __init__(self, U, weights, error, description=""):
+    def __init__(self, U, weights, error, description="", eigenvalues=None):
         U = np.asarray(U, dtype=np.float64)
         weights = np.asarray(weights, dtype=np.float64)
         if U.ndim != 2 or weights.shape != (U.shape[1],):
@@ -223,6 +452,8 @@ class LowRankKernel:
         self.weights = weights
         self.error = float(error)
         self.description = description
+        self.eigenvalues = None if eigenvalues is None else np.asarray(eigenvalues,
+                                                                        dtype=np.float64)
 
     @property
     def shape(self):
@@ -237,9 +468,25 @@ class LowRankKernel:
         return (f"LowRankKernel({what}n_samples={self.shape[0]}, rank={self.rank}, "
                 f"error={self.error:.3g})")
 
+    @property
+    def features(self):
+        """F = U diag(sqrt w), shape (n_samples, rank): K = F F^T (computed once)."""
+        F = self.__dict__.get("_features")
+        if F is None:
+            F = self._features = self.U * np.sqrt(self.weights)
+        return F
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_features", None)  # recomputed from U and the weights
+        return state
+
     def block(self, rows, cols):
         """K[rows][:, cols], shape (len(rows), len(cols)), float64."""
-        return (self.U[rows] * self.weights) @ self.U[cols].T
+        if self.weights.size and self.weights.min() < 0:  # not PSD: no real features
+            return (self.U[rows] * self.weights) @ self.U[cols].T
+        F = self.features
+        return F[rows] @ F[cols].T
 
     def diagonal(self):
         """K(i, i) for every point, shape (n_samples,)."""
@@ -248,137 +495,6 @@ class LowRankKernel:
     def toarray(self):
         """The dense (n_samples, n_samples) approximation; only for small n."""
         return (self.U * self.weights) @ self.U.T
-
-
-def _normalized_adjacency(A):
-    """N = D^-1/2 A D^-1/2, sparse (n, n), eigenvalues in [-1, 1], top one 1."""
-    s = 1.0 / np.sqrt(_degrees(A))
-    N = A.copy()
-    rows = np.repeat(np.arange(N.shape[0]), np.diff(N.indptr))
-    N.data *= s[rows] * s[N.indices]
-    return N
-
-
-def _heat_weights(lam, t, form):
-    # eigenvalue lam of N  ->  eigen-weight of K:
-    #   laplacian: exp(-t L) = exp(-t (I - N))  ->  exp(-t (1 - lam))
-    #   adjacency: exp(-t N)                    ->  exp(-t lam)
-    return np.exp(-t * (1.0 - lam)) if form == "laplacian" else np.exp(-t * lam)
-
-
-def heat_kernel(X, n_neighbors, t=1.0, *, form="laplacian", n_components=None,
-                max_dense_bytes=DEFAULT_MAX_DENSE_BYTES, metric="euclidean", n_jobs=None,
-                tol=0.0, random_state=None):
-    """Heat kernel on the k-NN graph of X (transductive).
-
-    With A the symmetrised k-NN adjacency with self-loops (:func:`knn_adjacency`),
-    D its degrees, N = D^-1/2 A D^-1/2 and L = I - N the normalised Laplacian:
-
-    - ``form="laplacian"`` (default, Chung's heat kernel): K = exp(-t L);
-    - ``form="adjacency"`` (the formula printed in the paper's Appendix C):
-      K = exp(-t N).
-
-    They are related exactly by exp(-t L) = e^{-t} exp(t N), so
-    exp(-t N) = e^{-t} exp(t L): the printed form is the Laplacian form at time
-    -t, scaled by e^{-t}. Both are symmetric positive definite. The Laplacian
-    form weighs the smooth (cluster) eigenvectors of N most; the printed form
-    with t > 0 weighs the least smooth ones most.
-
-    Defined on the rows of X only: there is no value for a new point.
-
-    Parameters
-    ----------
-    X : array-like of shape (n_samples, n_features)
-        The data.
-    n_neighbors : int
-        Neighbours per point, counting the point itself, in ``[1, n_samples]``.
-    t : float, default=1.0
-        Diffusion time, > 0. The paper does not state the value it used.
-    form : {"laplacian", "adjacency"}, default="laplacian"
-        Which matrix is exponentiated (see above).
-    n_components : int or None, default=None
-        None: exact when the dense float64 n x n result fits ``max_dense_bytes``,
-        else a low-rank approximation of rank ``min(200, n_samples - 2)``. An
-        int r in ``[1, n_samples - 2]``: always the rank-r approximation.
-    max_dense_bytes : int, default=2**30
-        Budget for the dense result (8 n^2 bytes); the exact computation needs
-        about three times that while it runs.
-    metric : str or callable, default="euclidean"
-        Distance of the neighbour search.
-    n_jobs : int or None, default=None
-        Parallel jobs of the neighbour search.
-    tol : float, default=0.0
-        Relative tolerance of :func:`scipy.sparse.linalg.eigsh` (0: machine
-        precision). Low-rank path only.
-    random_state : int, RandomState instance or None, default=None
-        Start vector of ``eigsh``. Low-rank path only.
-
-    Returns
-    -------
-    K : ndarray of shape (n_samples, n_samples) or LowRankKernel
-        Exact path: the dense float64 matrix, from the full eigendecomposition
-        N = V diag(lam) V^T (:func:`scipy.linalg.eigh`), K = V diag(w) V^T with
-        w = exp(-t (1 - lam)) or exp(-t lam); exact up to rounding.
-        Low-rank path: :class:`LowRankKernel` with the r eigenpairs of N of
-        largest weight (largest lam for the Laplacian form, smallest for the
-        printed form, from :func:`scipy.sparse.linalg.eigsh`); its ``error`` is
-        the (r+1)-th weight, which equals the spectral-norm error and bounds
-        every entry's error. The kept part underestimates each K(x, x).
-
-    References
-    ----------
-    .. [1] B. Jourdan and G. Schwartzman, "Mini-batch kernel k-means",
-       Appendix C.
-    .. [2] F. R. K. Chung, "Spectral Graph Theory", AMS, 1997, chapter 10.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[0.0], [1.0], [3.0], [7.0]])
-    >>> K = heat_kernel(X, n_neighbors=2, t=1.0)
-    >>> K.shape, bool(np.allclose(K, K.T))
-    ((4, 4), True)
-    """
-    X = _check_data(X)
-    n = X.shape[0]
-    _check_n_neighbors(n_neighbors, n)
-    t = _check_t(t)
-    if form not in _HEAT_FORMS:
-        raise ValueError(f"form must be one of {list(_HEAT_FORMS)}, got {form!r}")
-    if n_components is not None:
-        if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral):
-            raise TypeError(
-                f"n_components must be an integer or None, got {type(n_components).__name__}"
-            )
-        if not 1 <= n_components <= n - 2:
-            raise ValueError(
-                f"n_components must be in [1, n_samples - 2] = [1, {n - 2}], "
-                f"got {n_components}"
-            )
-    if isinstance(max_dense_bytes, bool) or not isinstance(max_dense_bytes, numbers.Real) \
-            or not max_dense_bytes >= 0:
-        raise ValueError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
-
-    A = knn_adjacency(X, n_neighbors, metric=metric, n_jobs=n_jobs)
-    N = _normalized_adjacency(A)
-    if n_components is None and 8 * n * n <= max_dense_bytes:
-        # Exact: N = V diag(lam) V^T, f(N) = V diag(f(lam)) V^T.
-        lam, V = sla.eigh(N.toarray(), overwrite_a=True)
-        w = _heat_weights(lam, t, form)
-        V *= np.sqrt(w)  # V diag(sqrt w): K = (V sqrt w)(V sqrt w)^T, symmetric by construction
-        return V @ V.T
-    r = DEFAULT_N_COMPONENTS if n_components is None else int(n_components)
-    r = min(r, n - 2)
-    # The weight is increasing in lam (laplacian) or decreasing (adjacency), so the
-    # r + 1 largest weights come from the r + 1 largest / smallest eigenvalues of N.
-    which = "LA" if form == "laplacian" else "SA"
-    v0 = check_random_state(random_state).uniform(-1, 1, n)
-    lam, V = spla.eigsh(N, k=r + 1, which=which, tol=tol, v0=v0)
-    w = _heat_weights(lam, t, form)
-    order = np.argsort(w)[::-1]
-    lam, V, w = lam[order], V[:, order], w[order]
-    return LowRankKernel(V[:, :r], w[:r], error=w[r],
-                         description=f"heat, form={form!r}, t={t:g}")
 
 
 # --- uniform access for the estimators ------------------------------------------------

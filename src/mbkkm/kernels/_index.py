@@ -27,13 +27,19 @@ class IndexKernel:
         dtype of the blocks it returns.
     diag : ndarray of shape (n,), optional
         K(i, i) when already known.
+    extension : object, optional
+        For a graph kernel, how new points get their kernel values against the fitted
+        ones (``rows(X) -> (items, diag)`` and ``cross(support, items)``); None: the
+        kernel has no value at new points.
     """
 
     is_callable = False
     normalized = False
 
-    def __init__(self, name, matrix, params=None, dtype=np.float64, diag=None):
+    def __init__(self, name, matrix, params=None, dtype=np.float64, diag=None,
+                 extension=None):
         self.name = name
+        self.extension = extension
         self.matrix = matrix
         self.params = dict(params or {})
         self._dtype_name = np.dtype(dtype).name  # a string: safe for skops files

@@ -30,7 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ._graph import heat_kernel, knn_kernel
+from ._graph import knn_kernel
+from ._spectral import heat_kernel
 
 __all__ = [
     "ALIASES",

@@ -1,0 +1,399 @@
+"""The heat kernel at full scale: quality, time, memory, predict, and where graphs split.
+
+Parts (each appends tidy rows to ``--out``, a CSV; ``--report`` draws the markdown
+tables from the CSV only):
+
+``mnist``
+    All 70,000 MNIST images (X / 255, float32), ``kernel="heat"`` and nothing else
+    (n_clusters=10), 5 seeds, for MiniBatchKernelKMeans and KernelKMeans: fit (with
+    the labels of all points) in a fresh process each, wall-clock seconds, the
+    process's peak resident memory, ARI / NMI against the digits, the chosen t, rank
+    and error bound, and the phases (projection, neighbours, eigenpairs, t).
+``predict``
+    MNIST, seed 0: the training points predicted again (agreement with ``labels_``),
+    and a fit on the even-indexed half predicting the odd half, against the labels of
+    a fit on all 70,000 (ARI, NMI), for both estimators and the heat and k-NN
+    kernels.
+``grid``
+    MNIST, seed 0: the selection's candidates with their cut and, for reference
+    only, the ARI / NMI of each candidate's partition (labels are never used to
+    choose).
+``sets``
+    The data sets of ``bench_gamma.py`` (rings, moons, blobs, iris, wine,
+    breast-cancer, digits, PenDigits, Letter, a 20,000-image MNIST sample),
+    MiniBatchKernelKMeans with ``kernel="heat"`` (defaults), 10 seeds (MNIST 3):
+    ARI / NMI, the number of connected components of the 10-NN graph and what the
+    estimator did; the rbf kernel with ``gamma="auto"`` is read from
+    ``docs/results/gamma.csv`` (same data, seeds and estimator settings).
+``spectral``
+    scikit-learn's SpectralClustering on the same data sets (10-NN graph,
+    ``affinity="nearest_neighbors"``), ``--seeds`` seeds (default 2): ARI / NMI and
+    seconds, the reference the heat kernel is measured against.
+``large``
+    10,000,000 x 16 (float32 uniform, a memmap): the memory plan's answer.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_graph.py --part mnist --out docs/results/graph.csv
+    .venv/bin/python benchmarks/bench_graph.py --report --out docs/results/graph.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+DATA_HOME = REPO.parent / "shared" / "datasets"
+FIELDS = ["part", "dataset", "n", "estimator", "kernel", "seed", "what", "value", "ari", "nmi",
+          "seconds", "peak_mb", "t", "rank", "error", "components", "note"]
+
+
+def _mnist(data_home):
+    with np.load(Path(data_home) / "mnist.npz", allow_pickle=False) as f:
+        X, y = f["X"], f["y"]
+    return np.ascontiguousarray(X, dtype=np.float32) / np.float32(255), y
+
+
+def _scores(y, labels):
+    from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+    return (f"{adjusted_rand_score(y, labels):.4f}",
+            f"{normalized_mutual_info_score(y, labels):.4f}")
+
+
+def _estimator(name, kernel, seed, k, params=None):
+    from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+
+    cls = MiniBatchKernelKMeans if name == "minibatch" else KernelKMeans
+    return cls(k, kernel=kernel, kernel_params=params, random_state=seed)
+
+
+# --------------------------------------------------------------------------- one run
+
+
+def one_mnist_run(estimator, seed, data_home):
+    """One timed fit in this process (a fresh one): the row as a dict."""
+    from _rss import reset_peak, status_kb
+
+    X, y = _mnist(data_home)
+    reset_peak()
+    base = status_kb("VmRSS")
+    est = _estimator(estimator, "heat", seed, 10)
+    start = time.perf_counter()
+    est.fit(X)
+    labels = est.labels_
+    seconds = time.perf_counter() - start
+    peak = status_kb("VmHWM")
+    ari, nmi = _scores(y, labels)
+    p = est.kernel_.params
+    phases = {key: round(p[key], 2) for key in ("projection", "neighbors",
+                                                  "eigensolver_seconds")}
+    phases["t_selection"] = round(est.t_selection_.seconds, 2)
+    return dict(part="mnist", dataset="mnist", n=X.shape[0], estimator=estimator,
+                kernel="heat", seed=seed, what="fit+labels", ari=ari, nmi=nmi,
+                seconds=f"{seconds:.2f}", peak_mb=f"{peak / 1024:.0f}", t=f"{est.t_:.4g}",
+                rank=p["rank"], error=f"{p['error']:.3g}",
+                note=json.dumps({"rss_before_mb": round(base / 1024), **phases}))
+
+
+def _child(args):
+    row = one_mnist_run(args.estimator, args.seed, args.data_home)
+    print("ROW " + json.dumps(row), flush=True)
+
+
+def _spawn(estimator, seed, data_home):
+    cmd = [sys.executable, __file__, "--child", "--estimator", estimator, "--seed", str(seed),
+           "--data-home", str(data_home)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return json.loads(next(ln for ln in out.splitlines() if ln.startswith("ROW "))[4:])
+
+
+# ----------------------------------------------------------------------------- parts
+
+
+def part_mnist(args, write):
+    for seed in range(args.first_seed, args.first_seed + (args.seeds or 5)):
+        for estimator in args.estimators:
+            write(_spawn(estimator, seed, args.data_home))
+
+
+def part_predict(args, write):
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = _mnist(args.data_home)
+    half = np.arange(X.shape[0]) % 2 == 0
+    kernels = {"heat": None, "knn": {"n_neighbors": 10, "pca_components": 50}}
+    for kernel in args.kernels:
+        params = kernels[kernel]
+        for estimator in args.estimators:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                on_all = _estimator(estimator, kernel, 0, 10, params).fit(X)
+                start = time.perf_counter()
+                again = on_all.predict(X)
+                seconds = time.perf_counter() - start
+                agree = float(np.mean(again == on_all.labels_))
+                write(dict(part="predict", dataset="mnist", n=X.shape[0], estimator=estimator,
+                           kernel=kernel, seed=0, what="predict fitted points",
+                           value=f"{agree:.4f}", seconds=f"{seconds:.2f}",
+                           ari=_scores(y, on_all.labels_)[0],
+                           nmi=_scores(y, on_all.labels_)[1]))
+                on_half = _estimator(estimator, kernel, 0, 10, params).fit(X[half])
+                pred = on_half.predict(X[~half])
+                write(dict(part="predict", dataset="mnist", n=int(half.sum()),
+                           estimator=estimator, kernel=kernel, seed=0,
+                           what="held-out half vs fit on all",
+                           value=f"{adjusted_rand_score(on_all.labels_[~half], pred):.4f}",
+                           note="NMI " + _scores(on_all.labels_[~half], pred)[1],
+                           ari=_scores(y[~half], pred)[0], nmi=_scores(y[~half], pred)[1]))
+
+
+def part_grid(args, write):
+    """Each candidate's solution is the selection run at that t alone with the same
+    seed (the sample and the k-means seeds are drawn before the candidates, so the
+    runs are the same); the graph and eigenpairs are those of the estimator."""
+    from mbkkm.cluster._graph_kernels import select_t
+    from mbkkm.kernels import KNNGraph
+    from mbkkm.kernels._spectral import GraphSpectrum
+
+    X, y = _mnist(args.data_home)
+    rng = np.random.RandomState(0)  # as the estimator: one stream for PCA, solver, t
+    graph = KNNGraph(10, pca_components=50, random_state=rng).fit(X)
+    spectrum = GraphSpectrum(graph, 101, random_state=rng)
+    state = rng.get_state()
+    sel = select_t(spectrum, 10, random_state=rng)
+    for t in sel.candidates:
+        rng.set_state(state)
+        one = select_t(spectrum, 10, candidates=[t], random_state=rng)
+        ari, nmi = _scores(y, one.labels)
+        write(dict(part="grid", dataset="mnist", n=X.shape[0], estimator="selection",
+                   kernel="heat", seed=0, what="candidate", value=f"{one.raw_scores[0]:.4f}",
+                   ari=ari, nmi=nmi, t=f"{t:.4g}", rank=int(one.ranks[0]),
+                   error=f"{one.errors[0]:.3g}", note="chosen" if t == sel.t else ""))
+
+
+def _gamma_auto_rows():
+    path = REPO / "docs" / "results" / "gamma.csv"
+    with path.open() as f:
+        return [r for r in csv.DictReader(f) if r["method"] == "auto"]
+
+
+def part_sets(args, write):
+    import scipy.sparse.csgraph as csgraph
+    from bench_gamma import load
+
+    from mbkkm import MiniBatchKernelKMeans
+    from mbkkm.cluster._graph_kernels import GraphSplitWarning
+
+    for name in args.datasets:
+        X, y, k = load(name, args.data_home)
+        from mbkkm.kernels import KNNGraph
+
+        graph = KNNGraph(10, pca_components=50, random_state=0).fit(X)
+        n_comp, comp = csgraph.connected_components(graph.adjacency_, directed=False)
+        sizes = np.sort(np.bincount(comp))[::-1]
+        for seed in range(args.first_seed,
+                          args.first_seed + (args.seeds or (3 if name == "mnist" else 10))):
+            start = time.perf_counter()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                est = MiniBatchKernelKMeans(k, kernel="heat", random_state=seed).fit(X)
+            seconds = time.perf_counter() - start
+            split = [str(w.message) for w in caught if issubclass(w.category, GraphSplitWarning)]
+            ari, nmi = _scores(y, est.labels_)
+            write(dict(part="sets", dataset=name, n=X.shape[0], estimator="minibatch",
+                       kernel="heat", seed=seed, what="defaults", ari=ari, nmi=nmi,
+                       seconds=f"{seconds:.2f}", t=f"{est.t_:.4g}",
+                       rank=est.kernel_.params["rank"], error=f"{est.kernel_.params['error']:.3g}",
+                       components=n_comp,
+                       note=json.dumps({"largest": sizes[:3].tolist(),
+                                        "n_neighbors": est.kernel_.params["n_neighbors"],
+                                        "warned": bool(split)})))
+
+
+def part_spectral(args, write):
+    from bench_gamma import load
+    from sklearn.cluster import SpectralClustering
+
+    for name in args.datasets:
+        X, y, k = load(name, args.data_home)
+        for seed in range(args.first_seed, args.first_seed + (args.seeds or 2)):
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "graph is not fully connected"
+                labels = SpectralClustering(k, affinity="nearest_neighbors", n_neighbors=10,
+                                            random_state=seed, n_jobs=1).fit_predict(X)
+            seconds = time.perf_counter() - start
+            ari, nmi = _scores(y, labels)
+            write(dict(part="spectral", dataset=name, n=X.shape[0], estimator="sklearn",
+                       kernel="spectral", seed=seed, what="SpectralClustering 10-NN",
+                       ari=ari, nmi=nmi, seconds=f"{seconds:.2f}"))
+
+
+def part_large(args, write):
+    from mbkkm import MemoryPlanError, MiniBatchKernelKMeans
+
+    n, d = 10_000_000, 16
+    with tempfile.TemporaryDirectory() as tmp:
+        X = np.lib.format.open_memmap(os.path.join(tmp, "x.npy"), mode="w+",
+                                      dtype=np.float32, shape=(n, d))
+        rng = np.random.default_rng(0)
+        for s in range(0, n, 1_000_000):
+            X[s:s + 1_000_000] = rng.random((min(1_000_000, n - s), d), dtype=np.float32)
+        X.flush()
+        start = time.perf_counter()
+        try:
+            MiniBatchKernelKMeans(10, kernel="heat", random_state=0).fit(X)
+            what, note = "ran", ""
+        except MemoryPlanError as exc:
+            what, note = "refused", " ".join(str(exc).split())
+        write(dict(part="large", dataset="uniform", n=n, estimator="minibatch", kernel="heat",
+                   seed=0, what=what, seconds=f"{time.perf_counter() - start:.2f}", note=note))
+
+
+PARTS = {"mnist": part_mnist, "predict": part_predict, "grid": part_grid, "sets": part_sets,
+         "spectral": part_spectral, "large": part_large}
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def report(path):
+    rows = list(csv.DictReader(Path(path).open()))
+    out = []
+    mnist = [r for r in rows if r["part"] == "mnist"]
+    if mnist:
+        out += ["| estimator | seed | ARI | NMI | fit + labels s | peak RSS MB | t | rank "
+                "| error | phases s (PCA, k-NN, eigenpairs, t) |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in mnist:
+            ph = json.loads(r["note"])
+            out.append(f"| {r['estimator']} | {r['seed']} | {r['ari']} | {r['nmi']} | "
+                       f"{r['seconds']} | {r['peak_mb']} | {r['t']} | {r['rank']} | "
+                       f"{r['error']} | {ph['projection']}, {ph['neighbors']}, "
+                       f"{ph['eigensolver_seconds']}, {ph['t_selection']} |")
+        for est in ("minibatch", "full"):
+            sel = [r for r in mnist if r["estimator"] == est]
+            if sel:
+                a = np.array([float(r["ari"]) for r in sel])
+                m = np.array([float(r["nmi"]) for r in sel])
+                s = np.array([float(r["seconds"]) for r in sel])
+                p = np.array([float(r["peak_mb"]) for r in sel])
+                out.append(f"| **{est} mean** | {len(sel)} | **{a.mean():.3f}** | "
+                           f"**{m.mean():.3f}** (min {m.min():.3f}) | {s.mean():.1f} "
+                           f"(max {s.max():.1f}) | {p.max():.0f} (max) | | | | |")
+        out.append("")
+    pred = [r for r in rows if r["part"] == "predict"]
+    if pred:
+        out += ["| kernel | estimator | what | agreement / ARI | labels vs digits ARI / NMI |",
+                "| --- | --- | --- | --- | --- |"]
+        for r in pred:
+            out.append(f"| {r['kernel']} | {r['estimator']} | {r['what']} | {r['value']} "
+                       f"{r['note']} | {r['ari']} / {r['nmi']} |")
+        out.append("")
+    grid = [r for r in rows if r["part"] == "grid"]
+    if grid:
+        out += ["| t | rank | error bound | cut (criterion) | ARI | NMI | |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in grid:
+            out.append(f"| {r['t']} | {r['rank']} | {r['error']} | {r['value']} | {r['ari']} "
+                       f"| {r['nmi']} | {r['note']} |")
+        out.append("")
+    sets = [r for r in rows if r["part"] == "sets"]
+    if sets:
+        auto = _gamma_auto_rows()
+        spectral = [r for r in rows if r["part"] == "spectral"]
+        out += ["| data | seeds | heat ARI | heat NMI | heat s | rbf auto ARI | rbf auto NMI "
+                "| SpectralClustering ARI / NMI / s (seeds) | components of the 10-NN graph "
+                "(largest) | n_neighbors used | median t | warned |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for name in dict.fromkeys(r["dataset"] for r in sets):
+            sel = [r for r in sets if r["dataset"] == name]
+            seeds = {r["seed"] for r in sel}
+            ref = [r for r in auto if r["dataset"] == name and r["seed"] in seeds]
+            a = np.mean([float(r["ari"]) for r in sel])
+            m = np.mean([float(r["nmi"]) for r in sel])
+            ra = np.mean([float(r["ari"]) for r in ref]) if ref else float("nan")
+            rm = np.mean([float(r["nmi"]) for r in ref]) if ref else float("nan")
+            note = json.loads(sel[0]["note"])
+            sc = [r for r in spectral if r["dataset"] == name]
+            sc_text = (f"{np.mean([float(r['ari']) for r in sc]):.3f} / "
+                       f"{np.mean([float(r['nmi']) for r in sc]):.3f} / "
+                       f"{np.mean([float(r['seconds']) for r in sc]):.1f} ({len(sc)})"
+                       if sc else "")
+            sec = np.mean([float(r["seconds"]) for r in sel])
+            used = sorted({json.loads(r["note"])["n_neighbors"] for r in sel})
+            out.append(f"| {name} | {len(sel)} | {a:.3f} | {m:.3f} | {sec:.1f} | {ra:.3f} | "
+                       f"{rm:.3f} | {sc_text} | "
+                       f"{sel[0]['components']} ({', '.join(map(str, note['largest']))}) | "
+                       f"{', '.join(map(str, used))} | "
+                       f"{np.median([float(r['t']) for r in sel]):.3g} | "
+                       f"{'yes' if note['warned'] else 'no'} |")
+        out.append("")
+    for r in (r for r in rows if r["part"] == "large"):
+        out.append(f"10,000,000 x 16: {r['what']} in {r['seconds']} s: {r['note']}")
+    text = "\n".join(out)
+    print(text)
+    return text
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--part", choices=sorted(PARTS), action="append")
+    p.add_argument("--out", default=str(REPO / "docs" / "results" / "graph.csv"))
+    p.add_argument("--report", action="store_true")
+    p.add_argument("--seeds", type=int, default=None)
+    p.add_argument("--first-seed", type=int, default=0)
+    p.add_argument("--estimators", default="minibatch,full")
+    p.add_argument("--kernels", default="heat,knn")
+    p.add_argument("--datasets", default="rings,moons,blobs,iris,wine,breast_cancer,digits,"
+                                         "pendigits,letter,mnist")
+    p.add_argument("--data-home", default=str(DATA_HOME))
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--estimator", default="minibatch", help=argparse.SUPPRESS)
+    p.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.datasets = args.datasets.split(",")
+    args.estimators = args.estimators.split(",")
+    args.kernels = args.kernels.split(",")
+    if args.child:
+        return _child(args)
+    if args.report:
+        return report(args.out)
+    out = Path(args.out)
+    new = not out.exists()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, {time.strftime('%Y-%m-%d')}", flush=True)
+    with out.open("a", newline="") as f:
+        writer = csv.DictWriter(f, FIELDS)
+        if new:
+            writer.writeheader()
+
+        def write(row):
+            writer.writerow(row)
+            f.flush()
+            print(" ".join(f"{c}={row[c]}" for c in FIELDS if row.get(c) not in (None, "")),
+                  flush=True)
+
+        for part in args.part or []:
+            PARTS[part](args, write)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,597 @@
+"""Graph kernels in the estimators: the k-NN graph, the heat kernel's time t, new points.
+
+``kernel="heat"`` and ``kernel="knn"`` are resolved here, once per fit
+(:func:`resolve_graph_kernel`): the k-NN graph of the fitted points
+(:class:`~mbkkm.kernels.KNNGraph`), for the heat kernel the top eigenpairs of its
+normalised adjacency (:class:`~mbkkm.kernels._spectral.GraphSpectrum`), the
+diffusion time t (``t="auto"``: :func:`select_t`) and the rank, and an index
+kernel that knows how a new point joins the graph, so that ``predict``,
+``transform`` and ``score`` work on new data (:func:`graph_rows`).
+
+t="auto": the normalised cut of the k-NN graph, as for the rbf width
+--------------------------------------------------------------------
+The heat kernel K_t = U diag(w_t) U^T, w_t = exp(-t (1 - lam)), is the Gram matrix of
+the features F_t = U diag(sqrt w_t), so kernel k-means with it is k-means on the
+rows of F_t. Small t keeps many eigenvectors with similar weights (clusters blur
+into the graph's local noise), large t keeps only the first few (k-means then cuts
+through dense regions, and at the limit only the degree survives). For each
+candidate t, k-means (scikit-learn's, ``n_runs`` k-means++ starts) runs on the
+features of a random sample of the fitted points, every fitted point is labelled
+by its nearest center, and the partition is scored by its **normalised cut on the
+k-NN graph itself**,
+
+    ncut(C_1..C_k) = sum_j cut(C_j) / vol(C_j),   vol(C_j) = sum_{i in C_j} d_i,
+
+the same yardstick for every t (the graph does not depend on t), and the objective
+that spectral clustering relaxes (Shi & Malik 2000). A candidate's solution is the
+run with the lowest cut; its cut, smoothed over neighbouring candidates (weights
+1/4, 1/2, 1/4 on the log-spaced grid), is its score, and the lowest score wins. The
+eigenpairs are computed once for all candidates; each candidate costs ``n_runs``
+k-means runs on the sample and one labelling pass. The estimators then start from
+the winning partition (its clusters' means in feature space), as ``gamma="auto"``
+does for the rbf kernel.
+
+The candidates are spread over the spectrum rather than over a fixed scale: the
+candidate of rank r is the time at which the r-th eigenvector's weight falls to
+1 / 100, t_r = ln(100) / (1 - lam_r) (with the default ``rank_tol=0.01`` the heat
+kernel at t_r has rank r exactly), for ranks r = k, k sqrt 2, 2 k, ... up to
+``max_components`` (k = n_clusters). The smallest candidate is thus the shortest
+time the computed eigenpairs describe within the tolerance, and the largest keeps
+about k eigenvectors, the regime of spectral clustering.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from threadpoolctl import threadpool_limits
+
+from .._core._memory import MemoryPlan, available_host_memory
+from ..kernels import get_spec
+from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
+from ..kernels._index import IndexKernel
+from ..kernels._spectral import (
+    DEFAULT_MAX_COMPONENTS,
+    DEFAULT_N_NEIGHBORS,
+    DEFAULT_PCA_COMPONENTS,
+    DEFAULT_RANK_TOL,
+    DENSE_MAX_SAMPLES,
+    GraphSpectrum,
+    check_heat_params,
+    check_t,
+    connect_graph,
+    extend_eigenvectors,
+    n_pairs_needed,
+    split_is_harmful,
+)
+
+#: The weight at which the candidate of rank r leaves the r-th eigenvector (1 / 100).
+_CANDIDATE_WEIGHT = 0.01
+
+#: Relative tolerance of the estimators' sparse eigensolver (kernel_params "tol").
+EIGSH_TOL = 1e-4
+
+#: k-means runs per candidate, and the size of the sample they run on.
+DEFAULT_T_RUNS = 3
+DEFAULT_T_SAMPLE = 10000
+
+
+class GraphSplitWarning(UserWarning):
+    """The k-NN graph falls apart into connected components that are not clusters.
+
+    Each component carries its own eigenvalue 1 of D^-1/2 A D^-1/2, and the graph
+    kernels (the heat kernel at every t) separate the components before anything
+    else: kernel k-means spends a cluster on each. That is harmful with more
+    components than clusters or with small components (fewer than n / (2
+    n_clusters) points). The heat kernel then rebuilds the graph with twice the
+    neighbours, up to three times (``kernel_params={"connect": False}`` keeps it);
+    the warning says what was done. More neighbours
+    (``kernel_params={"n_neighbors": ...}``) or ``kernel="rbf"`` are the remedies.
+    """
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def normalized_cut(A, degrees, labels, n_clusters):
+    """sum_j cut(C_j) / vol(C_j) of a partition of the nodes of a symmetric graph A.
+
+    vol(C_j) = sum of the degrees in C_j, cut(C_j) = vol(C_j) - weight of the edges
+    with both ends in C_j (self-loops count as inside). Empty clusters add nothing.
+    """
+    A = A.tocsr()
+    rows = np.repeat(labels, np.diff(A.indptr))               # label of each edge's row
+    same = rows == labels[A.indices]
+    inside = np.bincount(rows[same], weights=A.data[same], minlength=n_clusters)
+    vol = np.bincount(labels, weights=degrees, minlength=n_clusters)
+    ok = vol > 0
+    return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
+
+
+def _nearest_center(F, C, chunk=65536):
+    """Labels and squared distances of the rows of F to the centers C, in chunks."""
+    labels = np.empty(F.shape[0], dtype=np.intp)
+    dist = np.empty(F.shape[0])
+    cc = np.einsum("ij,ij->i", C, C)
+    for s in range(0, F.shape[0], chunk):
+        Fc = F[s:s + chunk]
+        D = cc[None, :] - 2.0 * (Fc @ C.T)                     # ||f - c||^2 - ||f||^2
+        labels[s:s + chunk] = D.argmin(axis=1)
+        dist[s:s + chunk] = D[np.arange(Fc.shape[0]), labels[s:s + chunk]] \
+            + np.einsum("ij,ij->i", Fc, Fc)
+    return labels, np.maximum(dist, 0.0)
+
+
+@dataclass(frozen=True)
+class TSelection:
+    """What ``t="auto"`` tried and why it chose its diffusion time.
+
+    Attributes
+    ----------
+    t : float
+        The chosen diffusion time.
+    candidates : ndarray of shape (n_candidates,)
+        The times tried, increasing.
+    scores : ndarray of shape (n_candidates,)
+        The criterion of each candidate (lower is better): ``raw_scores`` smoothed.
+    raw_scores : ndarray of shape (n_candidates,)
+        The normalised k-NN cut of each candidate's solution (its lowest-cut run).
+    criterion : str
+        ``"knn-normalized-cut"``.
+    ranks : ndarray of shape (n_candidates,)
+        The heat kernel's rank at each candidate.
+    errors : ndarray of shape (n_candidates,)
+        The rank's error bound (first dropped weight) at each candidate.
+    run_scores : ndarray of shape (n_candidates, n_runs)
+        The cut of every k-means run.
+    run_inertia : ndarray of shape (n_candidates, n_runs)
+        The k-means objective of every run on all fitted points.
+    labels : ndarray of shape (n_samples,)
+        The chosen candidate's partition of the fitted points.
+    sample_indices : ndarray of shape (n_sample,)
+        The fitted points the k-means runs were fitted on, increasing.
+    n_samples : int
+        Size of that sample.
+    seconds : float
+        Wall-clock time of the selection (the eigenpairs excluded).
+    """
+
+    t: float
+    candidates: np.ndarray
+    scores: np.ndarray
+    raw_scores: np.ndarray
+    criterion: str
+    ranks: np.ndarray
+    errors: np.ndarray
+    run_scores: np.ndarray = field(repr=False, default=None)
+    run_inertia: np.ndarray = field(repr=False, default=None)
+    labels: np.ndarray = field(repr=False, default=None)
+    sample_indices: np.ndarray = field(repr=False, default=None)
+    n_samples: int = 0
+    seconds: float = field(repr=False, default=None)
+
+    def table(self):
+        """A text table of the candidates, their ranks and scores, the choice marked."""
+        lines = [f"t=auto ({self.criterion}, lower is better; k-means on {self.n_samples} "
+                 "points)", f"{'t':>10} {'rank':>5} {'error':>9} {'score':>8}"]
+        for t, r, e, s in zip(self.candidates, self.ranks, self.errors, self.scores):
+            mark = "  <- chosen" if t == self.t else ""
+            lines.append(f"{t:10.4g} {r:5d} {e:9.2g} {s:8.4f}{mark}")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """The criterion against t (log axis), the choice marked. Returns the Axes."""
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(5, 3.2))
+        ax.semilogx(self.candidates, self.scores, "o-", color="C0", label=self.criterion)
+        best = int(np.flatnonzero(self.candidates == self.t)[0])
+        ax.semilogx([self.t], [self.scores[best]], "o", ms=12, mfc="none", color="C3",
+                    label=f"chosen t = {self.t:.3g}")
+        ax.set_xlabel("diffusion time t")
+        ax.set_ylabel("normalised k-NN cut (lower is better)")
+        ax.legend(fontsize="small")
+        return ax
+
+
+def _smooth(scores):
+    """(s_{i-1} + 2 s_i + s_{i+1}) / 4 over the grid, the end values repeated."""
+    padded = np.concatenate([scores[:1], scores, scores[-1:]])
+    return 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
+
+
+def candidate_times(spectrum, n_clusters, max_components=DEFAULT_MAX_COMPONENTS):
+    """t="auto"'s candidates: ``(times, ranks)``, increasing times (decreasing ranks).
+
+    For ranks r = k, k sqrt 2, 2 k, ... and ``max_components`` (k = n_clusters, at
+    least 2), t_r = ln(100) / (1 - lam_r), lam_r the (r+1)-th largest eigenvalue of
+    N: the time at which the first dropped eigenpair's weight exp(-t (1 - lam_r))
+    is 1 / 100. Eigenvalues equal to 1 (one per connected component) have no such
+    time and are skipped.
+    """
+    lam = np.sort(spectrum.eigenvalues)[::-1]
+    cap = min(int(max_components), lam.size - 1)
+    k = min(max(int(n_clusters), 2), cap)
+    ranks = np.unique(np.r_[np.round(k * np.sqrt(2.0) ** np.arange(0, 40)), cap])
+    ranks = ranks[ranks <= cap].astype(np.intp)
+    gaps = 1.0 - lam[ranks]
+    keep = gaps > _ONE_TOL
+    if not np.any(keep):  # every computed eigenvalue is 1: t does not matter
+        return np.array([1.0]), ranks[-1:]
+    times = np.log(1.0 / _CANDIDATE_WEIGHT) / gaps[keep]
+    order = np.argsort(times)
+    return times[order], ranks[keep][order]
+
+
+#: Eigenvalues of N within this of 1 count as 1 (a connected component each).
+_ONE_TOL = 1e-9
+
+
+def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL,
+             max_components=DEFAULT_MAX_COMPONENTS, n_runs=DEFAULT_T_RUNS,
+             sample_size=DEFAULT_T_SAMPLE, sample_weight=None, random_state=None,
+             max_iter=100):
+    """Choose the heat kernel's diffusion time t without labels.
+
+    See the module docstring. Never sees labels; the same ``random_state`` gives the
+    same choice.
+
+    Parameters
+    ----------
+    spectrum : GraphSpectrum
+        Eigenpairs of the fitted graph (``form="laplacian"``).
+    n_clusters : int
+    candidates : sequence of float, optional
+        The times to try; default :func:`candidate_times`.
+    rank_tol, max_components : float, int
+        The rank rule of the heat kernel at each candidate.
+    n_runs : int, default=3
+        k-means++ starts per candidate.
+    sample_size : int, default=10000
+        Points the k-means runs are fitted on (all points are labelled and scored).
+    sample_weight : ndarray of shape (n_samples,), optional
+        Weights of the k-means runs and the sample's draw (proportional).
+    random_state : int, RandomState instance or None
+    max_iter : int, default=100
+        Lloyd iterations of each run.
+
+    Returns
+    -------
+    selection : TSelection
+    """
+    start = time.perf_counter()
+    rng = check_random_state(random_state)
+    n = spectrum.n_samples
+    A, degrees = spectrum.graph.adjacency_, spectrum.graph.degrees_
+    if candidates is None:
+        candidates, _ = candidate_times(spectrum, n_clusters, max_components)
+    candidates = np.sort(np.asarray([check_t(float(c)) for c in candidates]))
+    p = None
+    m = min(int(sample_size), n)
+    if sample_weight is not None:
+        p = sample_weight / sample_weight.sum()
+        m = min(m, int(np.count_nonzero(sample_weight)))
+    idx = np.sort(rng.choice(n, size=m, replace=False, p=p)) if m < n else np.arange(n)
+    w_sample = None if sample_weight is None else sample_weight[idx]
+    seeds = rng.randint(np.iinfo(np.int32).max, size=n_runs)
+    n_cand = candidates.size
+    run_scores = np.empty((n_cand, n_runs))
+    run_inertia = np.empty((n_cand, n_runs))
+    ranks = np.empty(n_cand, dtype=np.intp)
+    errors = np.empty(n_cand)
+    solutions = []
+    for i, t in enumerate(candidates):
+        ranks[i], errors[i] = spectrum.rank(t, rank_tol, max_components)
+        F = spectrum.features(t, ranks[i])                     # (n, r): K_t ~= F F^T
+        best = None
+        for s, seed in enumerate(seeds):
+            # One OpenMP thread: these are many short Lloyd runs on (m, r) features, and
+            # their per-iteration thread synchronisation dominates; with other work on
+            # the cores, one thread was 5x (10,000 x 64) to 40x (1,797 x 20) faster.
+            with warnings.catch_warnings(), threadpool_limits(1, user_api="openmp"):
+                warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate points
+                km = KMeans(n_clusters, n_init=1, max_iter=max_iter,
+                            random_state=int(seed)).fit(F[idx], sample_weight=w_sample)
+            labels, dist = _nearest_center(F, km.cluster_centers_)
+            run_scores[i, s] = normalized_cut(A, degrees, labels, n_clusters)
+            run_inertia[i, s] = float(dist.sum() if sample_weight is None
+                                      else dist @ sample_weight)
+            if best is None or run_scores[i, s] < run_scores[i, best[0]]:
+                best = (s, labels)
+        solutions.append(best[1])
+    raw = run_scores.min(axis=1)
+    scores = _smooth(raw)
+    chosen = int(np.argmin(scores))  # ties: the shortest time
+    return TSelection(t=float(candidates[chosen]), candidates=candidates, scores=scores,
+                      raw_scores=raw, criterion="knn-normalized-cut",
+                      ranks=ranks, errors=errors, run_scores=run_scores,
+                      run_inertia=run_inertia, labels=solutions[chosen], sample_indices=idx,
+                      n_samples=m,
+                      seconds=time.perf_counter() - start)
+
+
+# ------------------------------------------------------------------- the estimators' hook
+
+#: Parameters of the selection of t and of the heat kernel's rank the estimators take
+#: in ``kernel_params`` besides the builders' own.
+_ESTIMATOR_ONLY = {"heat": ("t",), "knn": ()}
+
+
+def _graph_params(name, kernel_params, random_state):
+    """The graph kernel's parameters, checked, with the estimator's defaults filled in."""
+    spec = get_spec(name)
+    params = dict(kernel_params or {})
+    for key in params:
+        if key not in spec.params:
+            raise ValueError(f"kernel_params: {key!r} is not a parameter of kernel "
+                             f"{spec.name!r} (its parameters: {list(spec.params)})")
+    if spec.name == "heat" and "max_dense_bytes" in params:
+        raise ValueError(
+            "kernel_params: 'max_dense_bytes' sets heat_kernel's dense output; the "
+            "estimators keep the heat kernel as eigenpairs (its rank is set by "
+            "'n_components', or chosen with 'rank_tol' up to 'max_components')")
+    if spec.name == "knn" and "n_neighbors" not in params:
+        raise ValueError("kernel='knn' needs the parameter 'n_neighbors' (in kernel_params)")
+    params.setdefault("random_state", random_state)
+    if spec.name == "heat":
+        params.setdefault("n_neighbors", DEFAULT_N_NEIGHBORS)
+        params.setdefault("pca_components", DEFAULT_PCA_COMPONENTS)
+        params.setdefault("t", "auto")
+        params.setdefault("form", "laplacian")
+        params.setdefault("n_components", None)
+        params.setdefault("max_components", DEFAULT_MAX_COMPONENTS)
+        params.setdefault("rank_tol", DEFAULT_RANK_TOL)
+        # ARPACK's relative tolerance: on the MNIST 10-NN graph, 1e-4 gave the top 61
+        # eigenvalues within 4e-11 of a 1e-6 solve, in 6.5 s (benchmarks/RESULTS.md).
+        params.setdefault("tol", EIGSH_TOL)
+        params.setdefault("connect", True)
+    return spec.name, params
+
+
+def plan_graph(name, n, n_features, itemsize, params):
+    """The memory plan of building a graph kernel on n points (bytes, before any work).
+
+    Terms: the projected copy of X and the randomised PCA's centred copy, the
+    neighbour search's (n, n_neighbors - 1) indices and distances, the sparse
+    adjacency (at most n (2 n_neighbors - 1) entries of 12 bytes, about four copies
+    while it is symmetrised and normalised); for the heat kernel the eigensolver
+    (ARPACK keeps max(2 p + 1, 20) Lanczos vectors of n floats for p pairs, or the
+    dense n x n decomposition up to 500 points), the eigenvectors, and the features
+    the selection of t clusters (n x rank).
+    """
+    k = int(params["n_neighbors"])
+    pca = params.get("pca_components")
+    p = n_features if pca is None or n_features <= pca or n <= pca else int(pca)
+    terms = {}
+    if p < n_features:
+        terms["PCA: centred copy of X and the projection (n, pca_components)"] = \
+            n * n_features * itemsize + n * p * itemsize
+    nnz = n * (2 * max(k - 1, 0) + 1)
+    terms["neighbour indices and distances (n, n_neighbors - 1)"] = 16 * n * max(k - 1, 0)
+    terms["sparse adjacency while symmetrised (4 copies)"] = 4 * 12 * nnz
+    if name == "heat":
+        pairs = n_pairs_needed(n, params["n_components"], params["max_components"])
+        if n <= DENSE_MAX_SAMPLES:
+            terms["dense eigendecomposition (3 n x n)"] = 3 * 8 * n * n
+        else:
+            terms["eigensolver: Lanczos vectors (n, max(2 p + 1, 20))"] = \
+                8 * n * min(n, max(2 * pairs + 1, 20))
+        terms["eigenvectors (n, p)"] = 8 * n * pairs
+        terms["features of the selection of t and the kernel (2 x (n, rank))"] = \
+            2 * 8 * n * pairs
+    plan = MemoryPlan(where="host", terms={a: int(b) for a, b in terms.items()},
+                      peaks={"graph": int(sum(terms.values()))}, checked=("graph",),
+                      shapes={"n": n, "n_neighbors": k, "dims": p},
+                      hints={"graph": "n_neighbors or max_components (kernel_params), use "
+                                      "fewer points, or use kernel='rbf' (the mini-batch "
+                                      "estimator never builds a graph or an n x n matrix)"})
+    return plan
+
+
+class GraphExtension:
+    """How a new point gets its kernel values against the fitted points.
+
+    For the heat kernel, its features f(x) = v(x) diag(sqrt w) from the Nystroem
+    extension of the kept eigenvectors (:meth:`GraphSpectrum.extend`): K(x, y) =
+    <f(x), f(y)>, K(x, x) = ||f(x)||^2. For the k-NN kernel, its row
+    K(x, j) = b_j / (d_x d_j) and K(x, x) = 1 / d_x^2 (:func:`knn_kernel_rows`).
+    """
+
+    def __init__(self, name, graph, matrix):
+        self.name = name
+        self.graph = graph
+        self.matrix = matrix
+
+    def rows(self, X):
+        """``(items, diag)``: what :meth:`cross` reads for each new point, and K(x, x)."""
+        if self.name == "knn":
+            return knn_kernel_rows(self.graph, X)
+        K = self.matrix  # LowRankKernel: U diag(w) U^T
+        F = extend_eigenvectors(self.graph, K.eigenvalues, K.U, X) * np.sqrt(K.weights)
+        return F, np.einsum("ij,ij->i", F, F)
+
+    def cross(self, support, rows):
+        """K(support, new points), shape (m, len(rows)), float64."""
+        support = np.asarray(support, dtype=np.intp)
+        if self.name == "knn":
+            T = rows[:, support].T
+            return T.toarray() if sp.issparse(T) else np.ascontiguousarray(T)
+        K = self.matrix
+        return (K.U[support] * np.sqrt(K.weights)) @ rows.T
+
+
+def resolve_graph_kernel(estimator, X, sample_weight):
+    """The estimators' graph-kernel hook: ``(IndexKernel, t_, t_selection_)``.
+
+    Builds the k-NN graph of X (after checking the memory plan), then for "knn" the
+    sparse D^-1 A D^-1 and for "heat" its eigenpairs, t (``t="auto"``:
+    :func:`select_t`; a number: the same runs at that t alone, whose best
+    partition the fit starts from) and the low-rank kernel. The index kernel's
+    ``params`` record every resolved parameter (``t``, ``rank``, ``error``, the
+    graph's), and its ``extension`` gives new points their kernel values.
+    """
+    name, params = _graph_params(estimator.kernel, estimator.kernel_params,
+                                 estimator.random_state)
+    from ..kernels._graph import _check_data, _check_n_neighbors
+
+    X = _check_data(X)  # dense only: "dense data is required" for sparse X
+    n = X.shape[0]
+
+    _check_n_neighbors(params["n_neighbors"], n)
+    t = params.get("t")
+    if name == "heat":
+        check_heat_params(params["form"], params["n_components"], params["max_components"],
+                          params["rank_tol"], n)
+        if not (isinstance(t, str) and t == "auto"):
+            check_t(t)
+        if params["form"] != "laplacian" and isinstance(t, str):
+            raise ValueError("t='auto' is defined for form='laplacian'; pass a number t "
+                             "with form='adjacency'")
+    plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
+    if estimator.verbose:
+        print(plan.report())
+    plan.check(available_host_memory(), what=f"{type(estimator).__name__}.fit "
+               f"(kernel={name!r}: the k-NN graph and its eigenpairs)")
+    rng = check_random_state(params["random_state"])
+    graph = KNNGraph(params["n_neighbors"], metric=params.get("metric", "euclidean"),
+                     pca_components=params.get("pca_components"), random_state=rng,
+                     n_jobs=params.get("n_jobs")).fit(X)
+    if name == "knn":
+        _warn_split(estimator, graph, [_component_sizes(graph)], params["n_neighbors"])
+        K = knn_kernel_from_graph(graph)
+        return (IndexKernel("knn", K, params, dtype=X.dtype,
+                            extension=GraphExtension("knn", graph.for_new_points(), K)),
+                None, None)
+    tried = [_component_sizes(graph)]
+    if params["connect"]:
+        graph, tried = connect_graph(graph, estimator.n_clusters)
+    _warn_split(estimator, graph, tried, params["n_neighbors"])
+    spectrum = GraphSpectrum(graph, n_pairs_needed(n, params["n_components"],
+                                                   params["max_components"]),
+                             form=params["form"], tol=params["tol"], random_state=rng)
+    selection = None
+    if params["form"] == "laplacian" and n > estimator.n_clusters:
+        selection = select_t(
+            spectrum, estimator.n_clusters,
+            candidates=None if isinstance(t, str) else [t],
+            rank_tol=params["rank_tol"], max_components=params["max_components"],
+            sample_weight=sample_weight, random_state=rng)
+        t = selection.t
+    K = spectrum.kernel(t, params["n_components"], params["rank_tol"],
+                        params["max_components"])
+    resolved = dict(params, n_neighbors=graph.n_neighbors, t=t, rank=K.rank, error=K.error,
+                    components=int(tried[-1].size), eigensolver_seconds=spectrum.seconds,
+                    **graph.seconds_)
+    if graph.n_neighbors != params["n_neighbors"]:
+        resolved["n_neighbors_asked"] = params["n_neighbors"]
+    return (IndexKernel("heat", K, resolved, dtype=X.dtype,
+                        extension=GraphExtension("heat", graph.for_new_points(), K)),
+            t, selection)
+
+
+def _component_sizes(graph):
+    _, labels = sp.csgraph.connected_components(graph.adjacency_, directed=False)
+    return np.sort(np.bincount(labels))[::-1]
+
+
+def _warn_split(estimator, graph, tried, asked):
+    """GraphSplitWarning when the graph of ``asked`` neighbours has a harmful split
+    (:func:`~mbkkm.kernels._spectral.split_is_harmful`), saying what was done: rebuilt
+    with more neighbours (``tried`` lists the component sizes of each graph built), or
+    kept."""
+    first, last = tried[0], tried[-1]
+    if not split_is_harmful(first, estimator.n_clusters):
+        return
+    sizes = ", ".join(map(str, first[:5])) + (", ..." if first.size > 5 else "")
+    if len(tried) > 1:
+        what = (f"Rebuilt with n_neighbors={graph.n_neighbors}: "
+                + ("connected." if last.size == 1 else
+                   f"{last.size} components (sizes "
+                   + ", ".join(map(str, last[:5])) + (", ...)." if last.size > 5 else ").")))
+    else:
+        what = "Kept as it is."
+    warnings.warn(
+        f"{type(estimator).__name__}: the {asked}-NN graph of the data falls apart into "
+        f"{first.size} connected components (sizes {sizes}); the kernel={estimator.kernel!r} "
+        "cannot relate points of different components, and kernel k-means spends a "
+        f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
+        "...}) or use kernel='rbf'.", GraphSplitWarning, stacklevel=4)
+
+
+def graph_assign(estimator, X, method, return_distances):
+    """Labels (and distances) of new points for a graph kernel (``predict``...)."""
+    from .._core import assign
+
+    ext = getattr(estimator.kernel_, "extension", None)
+    if ext is None:
+        raise ValueError(
+            f"{type(estimator).__name__}.{method}: this kernel={estimator.kernel!r} model "
+            "has no extension to new points (the graph was not kept); refit it")
+    items, diag = ext.rows(X)
+    rows = estimator._chunk_rows(items)
+    return assign(items, estimator._state, estimator.kernel_, cross_kernel=ext.cross,
+                  diag=lambda start, chunk: diag[start:start + chunk.shape[0]],
+                  chunk_rows=rows, return_distances=return_distances)
+
+
+def graph_start_state(selection, kernel, n_clusters):
+    """Mini-batch start from the selection of t: centers = its sample clusters' means.
+
+    Center j is the mean in feature space of the sample points the chosen
+    candidate's partition puts in cluster j (items are point indices). None when
+    that partition has an empty cluster.
+    """
+    from .._core._partition_init import partition_state
+
+    labels = _sample_partition(selection, n_clusters)
+    if labels is None:
+        return None
+    # At most START_POINTS of the sample (evenly spaced in it): the means hardly move,
+    # and the first iterations' kernel blocks stay small.
+    keep = np.unique(np.linspace(0, labels.size - 1, min(labels.size, START_POINTS))
+                     .astype(np.intp))
+    if np.bincount(labels[keep], minlength=n_clusters).min() == 0:
+        keep = np.arange(labels.size)
+    return partition_state(selection.sample_indices[keep].astype(np.intp), labels[keep],
+                           n_clusters, kernel)
+
+
+#: Sample points the mini-batch start from the selection of t keeps.
+START_POINTS = 2048
+
+
+def graph_start_inner(selection, kernel, n_clusters):
+    """Kernel k-means start from the selection of t: ``(P0, c0)`` of its clusters' means.
+
+    With K = U diag(w) U^T and the sample's (m, k) averaging matrix W
+    (1 / |C_j| on C_j): P0 = K[:, S] W = U (w * (U_S^T W)), c0_j = ||diag(sqrt w) U_S^T
+    W_j||^2; never an n x m block.
+    """
+    labels = _sample_partition(selection, n_clusters)
+    if labels is None:
+        return None
+    K = kernel.matrix
+    S = selection.sample_indices
+    W = np.zeros((S.size, n_clusters))
+    W[np.arange(S.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
+    G = K.U[S].T @ W                                           # (r, k)
+    P0 = K.U @ (K.weights[:, None] * G)                        # (n, k)
+    c0 = np.einsum("rk,rk,r->k", G, G, K.weights)
+    return P0, c0
+
+
+def _sample_partition(selection, n_clusters):
+    if selection is None or selection.sample_indices is None:
+        return None
+    labels = np.asarray(selection.labels[selection.sample_indices], dtype=np.intp)
+    if np.bincount(labels, minlength=n_clusters).min() == 0:
+        return None
+    return labels

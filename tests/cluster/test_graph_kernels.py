@@ -1,0 +1,260 @@
+"""Graph kernels in the estimators: t="auto", new points, the memory plan, warnings."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs, make_moons
+from sklearn.metrics import adjusted_rand_score
+
+from mbkkm import KernelKMeans, MemoryPlanError, MiniBatchKernelKMeans
+from mbkkm.cluster import _graph_kernels
+from mbkkm.cluster._graph_kernels import (
+    GraphSplitWarning,
+    TSelection,
+    candidate_times,
+    normalized_cut,
+    plan_graph,
+    select_t,
+)
+from mbkkm.kernels import KNNGraph, LowRankKernel
+from mbkkm.kernels._spectral import GraphSpectrum
+
+ESTIMATORS = {
+    "minibatch": lambda **kw: MiniBatchKernelKMeans(batch_size=256, tau=50, max_iter=40, **kw),
+    "full": lambda **kw: KernelKMeans(**kw),
+}
+
+
+def _moons(n=1200, seed=0):
+    return make_moons(n, noise=0.07, random_state=seed)
+
+
+def _blobs(n=900, seed=0):
+    return make_blobs(n, centers=[[0, 0], [6, 0], [0, 6]], cluster_std=1.0,
+                      random_state=seed)
+
+
+# --- the criterion ----------------------------------------------------------------------
+
+
+def _plain_ncut(A, labels, k):
+    A = A.toarray()
+    total = 0.0
+    for j in range(k):
+        inside = labels == j
+        vol = A[inside].sum()
+        if vol > 0:
+            total += A[inside][:, ~inside].sum() / vol
+    return total
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_normalized_cut_equals_plain_loop(seed):
+    X, _ = _blobs(200, seed)
+    graph = KNNGraph(6).fit(X)
+    labels = np.random.default_rng(seed).integers(0, 4, 200)
+    labels[labels == 3] = 2  # an empty cluster adds nothing
+    got = normalized_cut(graph.adjacency_, graph.degrees_, labels, 4)
+    assert got == pytest.approx(_plain_ncut(graph.adjacency_, labels, 4), rel=1e-12)
+
+
+def test_select_t_is_deterministic_and_picks_the_smoothed_minimum():
+    X, _ = _moons(800)
+    graph = KNNGraph(10).fit(X)
+    spectrum = GraphSpectrum(graph, 41)
+    a = select_t(spectrum, 2, random_state=3)
+    b = select_t(spectrum, 2, random_state=3)
+    assert isinstance(a, TSelection)
+    assert a.t == b.t
+    np.testing.assert_array_equal(a.scores, b.scores)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    raw = a.run_scores.min(axis=1)
+    np.testing.assert_array_equal(a.raw_scores, raw)
+    padded = np.r_[raw[0], raw, raw[-1]]
+    np.testing.assert_allclose(a.scores, (padded[:-2] + 2 * raw + padded[2:]) / 4)
+    assert a.t == a.candidates[np.argmin(a.scores)]
+    np.testing.assert_allclose(a.candidates, candidate_times(spectrum, 2, 64)[0])
+    # every candidate's rank follows the kernel's rank rule
+    for t, r, e in zip(a.candidates, a.ranks, a.errors):
+        assert (r, e) == spectrum.rank(t, 0.01, 64)
+    assert "<- chosen" in a.table() and a.table().count("\n") == a.candidates.size + 1
+
+
+def test_select_t_plot():
+    mpl = pytest.importorskip("matplotlib")
+    mpl.use("Agg")
+    X, _ = _moons(400)
+    sel = select_t(GraphSpectrum(KNNGraph(10).fit(X), 41), 2, random_state=0)
+    ax = sel.plot()
+    assert ax.get_xscale() == "log" and "t" in ax.get_xlabel()
+
+
+def test_candidate_times_follow_the_spectrum():
+    X, _ = _moons(500)
+    spectrum = GraphSpectrum(KNNGraph(10).fit(X), 41)
+    times, ranks = candidate_times(spectrum, 3, 40)
+    np.testing.assert_array_equal(ranks, [40, 34, 24, 17, 12, 8, 6, 4, 3][: ranks.size])
+    assert np.all(np.diff(times) > 0)
+    lam = spectrum.eigenvalues
+    # at t_r the heat kernel keeps exactly r eigenpairs (rank_tol = 0.01)
+    for t, r in zip(times, ranks):
+        np.testing.assert_allclose(np.exp(-t * (1 - lam[r])), 0.01)
+        assert spectrum.rank(t * (1 + 1e-9), 0.01, 40)[0] == r
+
+
+def test_candidate_times_of_a_split_graph():
+    # three far blobs: lam_1 = lam_2 = lam_3 = 1 have no time; the ranks beyond do
+    X = np.vstack([np.random.default_rng(s).normal(size=(80, 2)) + 100 * s for s in range(3)])
+    spectrum = GraphSpectrum(KNNGraph(6).fit(X), 20)
+    times, ranks = candidate_times(spectrum, 2, 19)
+    assert ranks.min() >= 3 and np.all(np.isfinite(times))
+
+
+# --- the estimators -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_heat_defaults_cluster_curved_data(name):
+    X, y = _moons()
+    est = ESTIMATORS[name](n_clusters=2, kernel="heat", random_state=0).fit(X)
+    assert adjusted_rand_score(y, est.labels_) > 0.95
+    assert isinstance(est.t_selection_, TSelection) and est.t_ == est.t_selection_.t
+    params = est.kernel_.params
+    assert params["t"] == est.t_ and params["n_neighbors"] == 10
+    assert params["rank"] == est.kernel_.matrix.rank
+    assert isinstance(est.kernel_.matrix, LowRankKernel)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+@pytest.mark.parametrize("kernel", ["heat", "knn"])
+def test_predict_fitted_points_gives_their_labels(name, kernel):
+    X, _ = _blobs()
+    params = {"n_neighbors": 10} if kernel == "knn" else None
+    est = ESTIMATORS[name](n_clusters=3, kernel=kernel, kernel_params=params,
+                           random_state=0).fit(X)
+    assert np.mean(est.predict(X) == est.labels_) >= 0.99
+    D = est.transform(X)
+    assert D.shape == (900, 3)
+    np.testing.assert_array_equal(D.argmin(axis=1), est.predict(X))
+    assert est.score(X) == pytest.approx(-D.min(axis=1).sum())
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_predict_held_out_half_matches_a_fit_on_all(name):
+    X, _ = _moons(2000, seed=1)
+    half = np.arange(2000) % 2 == 0
+    on_all = ESTIMATORS[name](n_clusters=2, kernel="heat", random_state=0).fit(X)
+    on_half = ESTIMATORS[name](n_clusters=2, kernel="heat", random_state=0).fit(X[half])
+    assert adjusted_rand_score(on_all.labels_[~half], on_half.predict(X[~half])) > 0.95
+
+
+def test_fixed_t_and_the_selection_of_one_candidate():
+    X, _ = _moons()
+    est = KernelKMeans(2, kernel="heat", kernel_params={"t": 50.0}, random_state=0).fit(X)
+    assert est.t_ == 50.0
+    assert est.t_selection_.candidates.tolist() == [50.0]
+    assert est.kernel_.params["t"] == 50.0
+
+
+def test_adjacency_form_needs_a_number_t():
+    X, _ = _moons(300)
+    with pytest.raises(ValueError, match="form='adjacency'"):
+        KernelKMeans(2, kernel="heat", kernel_params={"form": "adjacency"}).fit(X)
+    est = KernelKMeans(2, kernel="heat", kernel_params={"form": "adjacency", "t": 1.0},
+                       random_state=0).fit(X)
+    assert est.t_ == 1.0 and est.t_selection_ is None
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "match"),
+    [
+        ({"t": 0.0}, ValueError, "t must be a finite number > 0"),
+        ({"t": "soon"}, TypeError, "t must be a real number"),
+        ({"max_dense_bytes": 10}, ValueError, "max_dense_bytes"),
+        ({"n_components": 0}, ValueError, "n_components"),
+        ({"rank_tol": 1.5}, ValueError, "rank_tol"),
+        ({"max_components": 0}, ValueError, "max_components"),
+        ({"bogus": 1}, ValueError, "bogus"),
+    ],
+)
+def test_bad_heat_parameters_before_any_work(params, error, match, monkeypatch):
+    calls = []
+    monkeypatch.setattr(KNNGraph, "fit", lambda self, X: calls.append(1))
+    with pytest.raises(error, match=match):
+        KernelKMeans(2, kernel="heat", kernel_params=params).fit(_moons(100)[0])
+    assert calls == []
+
+
+def test_split_graph_warns():
+    X = np.vstack([np.random.default_rng(s).normal(size=(60, 2)) + 100 * s for s in range(4)])
+    with pytest.warns(GraphSplitWarning, match="4 connected components.*Rebuilt with "
+                      "n_neighbors=40: 4 components"):
+        KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 5},
+                     random_state=0).fit(X)
+    with pytest.warns(GraphSplitWarning, match="Kept as it is"):
+        KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 5, "connect": False},
+                     random_state=0).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphSplitWarning)
+        KernelKMeans(4, kernel="heat", kernel_params={"n_neighbors": 5}, random_state=0).fit(X)
+
+
+def test_small_far_group_is_joined_by_more_neighbours():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
+                   rng.normal(size=(12, 2)) + np.array([0.0, 40.0])])
+    with pytest.warns(GraphSplitWarning, match=r"sizes 151, 149, 12\).*Rebuilt with "
+                      "n_neighbors=20: connected"):
+        est = KernelKMeans(2, kernel="heat", random_state=0).fit(X)
+    params = est.kernel_.params
+    assert params["n_neighbors"] == 20 and params["n_neighbors_asked"] == 10
+    assert params["components"] == 1
+    # the two big groups are the clusters, the small group joins one of them
+    assert adjusted_rand_score(np.repeat([0, 1], 150), est.labels_[:300]) > 0.95
+
+
+def test_memory_plan_refuses_before_the_graph(monkeypatch):
+    calls = []
+    monkeypatch.setattr(KNNGraph, "fit", lambda self, X: calls.append(1))
+    monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: 10 * 2**20)
+    est = MiniBatchKernelKMeans(2, kernel="heat")
+    with pytest.raises(MemoryPlanError, match=r"kernel='heat'.*GiB.*kernel='rbf'"):
+        est.fit(_moons(3000)[0])
+    assert calls == [] and not hasattr(est, "kernel_")
+
+
+def test_memory_plan_of_ten_million_points():
+    plan = plan_graph("heat", 10_000_000, 16, 4,
+                      {"n_neighbors": 10, "pca_components": 50, "n_components": None,
+                       "max_components": 100})
+    # the Lanczos vectors alone: 10M x 201 float64
+    assert plan.terms["eigensolver: Lanczos vectors (n, max(2 p + 1, 20))"] == 8 * 10**7 * 203
+    assert plan.peak > 24 * 2**30
+
+
+def test_sample_weight_and_pickle():
+    X, y = _moons(600)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, 600)
+    est = KernelKMeans(2, kernel="heat", random_state=0).fit(X, sample_weight=w)
+    assert adjusted_rand_score(y, est.labels_) > 0.9
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict(X[:50]), est.predict(X[:50]))
+
+
+def test_knn_kernel_predict_uses_the_kernel_rows():
+    X, _ = _blobs(300)
+    est = KernelKMeans(3, kernel="knn", kernel_params={"n_neighbors": 30},
+                       random_state=0).fit(X)
+    X_new = X[:20] + 0.01
+    rows, diag = est.kernel_.extension.rows(X_new)
+    assert sp.issparse(rows) and rows.shape == (20, 300)
+    # the plain distances from the kernel rows and the centers' coefficients
+    P = np.zeros((20, 3))
+    coef = est.dual_coef_
+    for s, j, c in zip(est.support_, est.support_labels_, coef):
+        P[:, j] += c * rows[:, s].toarray().ravel()
+    D = diag[:, None] - 2 * P + est.center_norms_[None, :]
+    np.testing.assert_allclose(est.transform(X_new), np.maximum(D, 0), atol=1e-14)
