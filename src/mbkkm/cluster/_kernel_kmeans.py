@@ -49,6 +49,7 @@ from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from ..backends import get_backend
+from ..backends._threads import parallel_matmul, with_thread_policy
 from ..kernels import (
     graph_kernel_matrix,
     kernel_block,
@@ -112,6 +113,8 @@ class _MatrixOperator:
             # K = U diag(w) U^T: (n, r) (r, r) (r, n) (n, k), never n x n.
             return self.K.U @ (self.K.weights[:, None] * (self.K.U.T @ A))
         nx = self.nx
+        if type(self.K) in (np.ndarray, np.memmap):  # row parts on the policy's threads
+            return nx.astype(parallel_matmul(self.K, nx.astype(A, self.K.dtype)), np.float64)
         return nx.astype(self.K @ nx.astype(A, self.K.dtype), np.float64)
 
     def columns(self, idx):
@@ -139,7 +142,7 @@ class _BlockOperator:
             r1 = min(r0 + br, n)
             Kb = self.kernel.tile(self.X[r0:r1], self.X, out=buf[: r1 - r0],
                                   backend=nx)  # (r1 - r0, n)
-            out[r0:r1] = Kb @ A
+            out[r0:r1] = parallel_matmul(Kb, A) if nx.is_host else Kb @ A
         return out
 
 
@@ -746,6 +749,7 @@ torch.device, default=None
         return out
 
     @restore_on_error
+    @with_thread_policy
     def _fit(self, X, sample_weight):
         X, sample_weight, op, diag, index_kernel = self._prepare(X, sample_weight)
         nx = get_backend(diag)

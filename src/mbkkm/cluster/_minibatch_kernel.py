@@ -31,6 +31,7 @@ from .._core._parallel import blas_threads, tile_rows
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
 from ..backends._sparse import is_sparse
+from ..backends._threads import with_thread_policy
 from ..kernels import GRAPH_KERNELS, graph_kernel_matrix, resolve_kernel
 from ..kernels._index import (
     IndexKernel,
@@ -488,6 +489,7 @@ torch.device, default=None
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
     @restore_on_error
+    @with_thread_policy
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -586,6 +588,7 @@ torch.device, default=None
         return self
 
     @restore_on_error
+    @with_thread_policy
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
