@@ -32,6 +32,8 @@ defaults)::
     # the code before the policy, for "nothing slower than today":
     PYTHONPATH=/tmp/old/src /work/bin/quiet .venv/bin/python benchmarks/bench_threads.py
 
+``--tiles`` runs only the sweep behind the part threshold (``MIN_PART_WORK``):
+an rbf tile in two row parts against one thread, at sizes around it.
 ``--json FILE`` appends one JSON line per (case, load, threads) with every round.
 """
 
@@ -103,6 +105,41 @@ def setup(case, label_rows):
     raise ValueError(f"unknown case {case!r}; choose among {CASES}")
 
 
+def tile_sweep(repeat=20):
+    """The part threshold: an rbf tile K(S, X_b) (d = 16 and 784) computed in row parts
+    on two threads (the policy) against one thread, at sizes around
+    ``MIN_PART_WORK`` (work = m * b * (d + 16) multiply-adds)."""
+    from mbkkm.backends._threads import MIN_PART_WORK, thread_policy
+    from mbkkm.kernels import resolve_kernel
+
+    kern = resolve_kernel("rbf", gamma=0.1)
+    rng = np.random.default_rng(0)
+    print(f"tile sweep (MIN_PART_WORK = {MIN_PART_WORK:.0e}; best of {repeat})")
+    print(f"{'m x b x d':>18} {'work':>8} {'2 parts ms':>10} {'1 thread ms':>11} {'ratio':>6}")
+    out = []
+    for m, b, d in [(128, 128, 16), (256, 256, 16), (512, 512, 16), (1000, 1024, 16),
+                    (2300, 1024, 16), (64, 64, 784), (128, 128, 784), (256, 256, 784),
+                    (3000, 1024, 784)]:
+        S = rng.standard_normal((m, d), dtype=np.float32)
+        Xb = rng.standard_normal((b, d), dtype=np.float32)
+        work = m * b * (d + 16)
+        res = {}
+        for mode, limit in (("parts", None), ("one", 1)):
+            best = np.inf
+            for _ in range(repeat):
+                with threadpool_limits(limits=limit) if limit else thread_policy():
+                    with thread_policy():
+                        t0 = time.perf_counter()
+                        kern._tile_in_parts(S, Xb, None, {}, 2) if mode == "parts" \
+                            else kern(S, Xb)
+                        best = min(best, time.perf_counter() - t0)
+            res[mode] = best
+        print(f"{f'{m} x {b} x {d}':>18} {work:8.1e} {1e3 * res['parts']:10.3f} "
+              f"{1e3 * res['one']:11.3f} {res['parts'] / res['one']:6.2f}", flush=True)
+        out.append({"m": m, "b": b, "d": d, "work": work, **res})
+    return out
+
+
 def start_busy(n):
     """n pure-Python spin loops, one core each (stopped by :func:`stop_busy`)."""
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -130,10 +167,9 @@ def time_once(run, one_thread):
 
 
 def measure(run, rounds):
-    """{"default": [...], "one": [...]}: interleaved rounds after one warm-up each."""
+    """{"default": [...], "one": [...]}: interleaved rounds after one warm-up."""
     times = {"default": [], "one": []}
-    for mode in times:  # warm-up: first-call imports and allocations
-        time_once(run, mode == "one")
+    time_once(run, False)  # warm-up: first-call imports and allocations
     for _ in range(rounds):
         for mode in times:
             times[mode].append(time_once(run, mode == "one"))
@@ -149,7 +185,11 @@ def main(argv=None):
     parser.add_argument("--loads", default="quiet,busy")
     parser.add_argument("--label-rows", type=int, default=2_000_000)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--tiles", action="store_true",
+                        help="only the part-threshold sweep (quiet)")
     args = parser.parse_args(argv)
+    if args.tiles:
+        return tile_sweep()
     warnings.simplefilter("ignore")
     import mbkkm
 
