@@ -190,7 +190,7 @@ def _fit_all(X):
 def test_same_results_with_one_and_two_threads(two_threads):
     """Fits and labels are the same numbers on one and on two threads (the parts
     split rows only; every entry is computed by the same single-threaded call)."""
-    X = np.random.default_rng(3).standard_normal((20000, 16))
+    X = np.random.default_rng(3).standard_normal((20000, 64))
     mb2, kk2, mk2 = _fit_all(X)
     with threadpool_limits(limits=1):
         mb1, kk1, mk1 = _fit_all(X)
@@ -220,3 +220,11 @@ def test_dask_tasks_run_on_one_thread(two_threads):
     record.clear()
     km.predict(da.from_array(X, chunks=9000)).compute(scheduler="threads")
     assert not any(name.startswith("mbkkm") for name, _ in record)
+
+
+def test_one_thread_everywhere_limits_openmp_too(two_threads):
+    before = threadpool_info()
+    with _threads.one_thread_everywhere():
+        assert effective_n_threads() == 1
+        assert {p["num_threads"] for p in threadpool_info()} == {1}
+    assert [p["num_threads"] for p in threadpool_info()] == [p["num_threads"] for p in before]

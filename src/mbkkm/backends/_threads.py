@@ -44,10 +44,12 @@ from contextlib import contextmanager
 import numpy as np
 
 #: Work (multiply-adds, or elementwise operations) below which a part is not worth
-#: a thread: handing a part to a worker thread and waiting for it costs tens of
-#: microseconds, about 10**6 multiply-adds of one core (measured in
-#: ``benchmarks/bench_threads.py``; a part of 4 * 10**6 keeps that below 25 %).
-MIN_PART_WORK = 4_000_000
+#: a thread. Handing a part to a worker thread and waiting for it costs about
+#: 0.25 ms on the project's 2-core machine; an rbf tile in two parts against one
+#: thread (``benchmarks/bench_threads.py --tiles``): 2.1e6 multiply-adds in all
+#: 2.1x slower, 8.4e6 0.91x, 3.3e7 0.74x (d = 16); 1.3e7 1.14x, 5.2e7 0.87x
+#: (d = 784). Parts of at least 1e7 stay on the right side of both.
+MIN_PART_WORK = 10_000_000
 
 _lock = threading.RLock()
 _state = {"controller": None, "with_torch": False, "holders": 0, "limiter": None,
@@ -205,6 +207,16 @@ def _no_scope():
 def single_thread():
     """A phase on one thread (a Dask task: the scheduler's workers are the parallelism)."""
     return thread_policy(1)
+
+
+@contextmanager
+def one_thread_everywhere():
+    """One thread for mbkkm, BLAS **and OpenMP** (scikit-learn's own loops) for the
+    scope: for a sequence of small calls into scikit-learn (the width selection's
+    k-means and neighbour searches on a 1000-point sample), whose OpenMP threads
+    spin as BLAS's do."""
+    with single_thread(), _controller().limit(limits=1):
+        yield
 
 
 def with_thread_policy(method):

@@ -49,7 +49,7 @@ from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from ..backends import get_backend
-from ..backends._threads import parallel_matmul, with_thread_policy
+from ..backends._threads import one_thread_everywhere, parallel_matmul, with_thread_policy
 from ..kernels import (
     graph_kernel_matrix,
     kernel_block,
@@ -641,9 +641,10 @@ torch.device, default=None
         self._init = self._check_init(X, n)
         # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
         # choose the width on a sample (refuses kernels without one).
-        gamma, self.gamma_selection_ = resolve_auto_gamma(
-            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state,
-            self.kernel_params)
+        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
+            gamma, self.gamma_selection_ = resolve_auto_gamma(
+                self.gamma, self.kernel, X, self.n_clusters, sample_weight,
+                self.random_state, self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
         self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
         if kind == "precomputed":
