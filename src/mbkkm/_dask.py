@@ -25,6 +25,9 @@ Labels, predict, transform, score
     distributed Client is the default scheduler, else one ``dask.delayed`` object
     that every task of the graph references by key.
 
+Each task runs with one thread (BLAS and mbkkm's own), as Dask expects of a task:
+the scheduler's workers are the parallelism.
+
 Dask is imported lazily: :func:`is_dask_array` looks at ``sys.modules`` first, so
 ``import mbkkm`` never imports dask.
 """
@@ -38,6 +41,7 @@ import uuid
 import numpy as np
 
 from ._validation import check_sample_weight
+from .backends._threads import single_thread
 from .kernels import get_spec, resolve_kernel
 
 __all__ = [
@@ -446,7 +450,8 @@ def _probe(model, method, X):
 
 
 def _block_call(block, model, method):
-    return getattr(model, method)(block)
+    with single_thread():  # Dask's workers are the parallelism: one thread per task
+        return getattr(model, method)(block)
 
 
 def dask_predict(estimator, X):
@@ -470,7 +475,8 @@ def dask_transform(estimator, X):
 
 def _block_score(block, w, model):
     w = None if w is None else np.asarray(w).ravel()
-    return np.array([model.score(block, sample_weight=w)], dtype=np.float64)
+    with single_thread():
+        return np.array([model.score(block, sample_weight=w)], dtype=np.float64)
 
 
 def dask_score(estimator, X, sample_weight=None):
@@ -503,7 +509,8 @@ def _weights_like(X, sample_weight):
 
 
 def _block_labels_inertia(model, block, w):
-    labels, inertia = model._labels_inertia(np.ascontiguousarray(block), w)
+    with single_thread():
+        labels, inertia = model._labels_inertia(np.ascontiguousarray(block), w)
     return labels, float(inertia)
 
 

@@ -1,21 +1,20 @@
-"""The labelling pass (:func:`mbkkm._core.assign`) on every core the user allows.
+"""The labelling pass (:func:`mbkkm._core.assign`) on every thread the policy allows.
 
 NumPy's elementwise functions (the kernel's exp, the distances) run on one core,
 and a BLAS call on a thin chunk scales poorly; labelling n points is
 embarrassingly parallel, so the rows are split into as many contiguous parts as
-BLAS may use threads, each part labelled by :func:`assign` in its own thread, in
-cache-sized tiles, with single-threaded BLAS (NumPy and BLAS release the GIL). The thread count is
-read from threadpoolctl, so a user's ``threadpool_limits(1)`` gives one thread.
+the threading policy gives threads (:mod:`mbkkm.backends._threads`: a user's
+``threadpool_limits(1)`` or ``OMP_NUM_THREADS=1`` gives one), each part labelled
+by :func:`assign` in its own thread, in cache-sized tiles, with single-threaded
+BLAS (NumPy and BLAS release the GIL).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
-from threadpoolctl import threadpool_info, threadpool_limits
 
 from ..backends._sparse import is_sparse, row_range
+from ..backends._threads import effective_n_threads, parallel_parts
 from ._windows import assign
 
 _MIN_ROWS_PER_THREAD = 4096
@@ -43,9 +42,8 @@ def tile_rows(m, itemsize, max_rows=None, sparse=False):
 
 
 def blas_threads():
-    """The number of threads BLAS may use now (1 when unknown)."""
-    counts = [p.get("num_threads", 1) for p in threadpool_info() if p.get("user_api") == "blas"]
-    return max(1, min(counts)) if counts else 1
+    """The number of threads the labelling pass may use now (the policy's count)."""
+    return effective_n_threads()
 
 
 def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_distances=False):
@@ -76,16 +74,11 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
         rows = tile_rows(state.support.shape[0], state.support.dtype.itemsize, rows,
                          sparse=is_sparse(X) or is_sparse(state.support))
 
-    def label(part):
+    def label(r0, r1):
+        part = X if (r0, r1) == (0, n) else row_range(X, r0, r1)  # a view, also for CSR
         return assign(part, state, kernel, chunk_rows=rows, return_distances=return_distances)
 
-    if n_threads == 1:
-        return label(X)
-    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)
-
-    def part(i):
-        return label(row_range(X, bounds[i], bounds[i + 1]))  # a view, also for CSR
-
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(n_threads) as pool:
-        results = list(pool.map(part, range(n_threads)))
+    results = parallel_parts(label, n, n_threads)  # one BLAS thread in every part
+    if len(results) == 1:
+        return results[0]
     return tuple(np.concatenate([r[i] for r in results]) for i in range(len(results[0])))

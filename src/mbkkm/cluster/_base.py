@@ -32,6 +32,7 @@ from .._core._parallel import assign_parallel
 from .._validation import check_str_options, short_input_errors
 from ..backends import get_backend, resolve_device
 from ..backends._sparse import is_sparse
+from ..backends._threads import with_thread_policy
 from ..kernels import GRAPH_KERNELS, get_spec
 from ..kernels._index import is_stored_kernel, validate_stored_kernel
 from . import _device
@@ -107,6 +108,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize)
 
     # -------------------------------------------------------------- labelling
+    @with_thread_policy
     def _labels_inertia(self, X, sample_weight=None):
         """Labels and (weighted) inertia of validated items X (fitted rows or indices)."""
         if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
@@ -147,6 +149,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
                              f"got {diag.shape}")
         return diag
 
+    @with_thread_policy
     def _assign_new(self, X, method, return_distances=False, kernel_diag=None):
         """Labels, minimum distances (and distances) of new data after the usual checks."""
         check_is_fitted(self)

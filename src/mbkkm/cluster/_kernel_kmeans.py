@@ -49,6 +49,7 @@ from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from ..backends import get_backend
+from ..backends._threads import one_thread_everywhere, parallel_matmul, with_thread_policy
 from ..kernels import (
     kernel_block,
     kernel_names,
@@ -111,6 +112,8 @@ class _MatrixOperator:
             # K = U diag(w) U^T: (n, r) (r, r) (r, n) (n, k), never n x n.
             return self.K.U @ (self.K.weights[:, None] * (self.K.U.T @ A))
         nx = self.nx
+        if type(self.K) in (np.ndarray, np.memmap):  # row parts on the policy's threads
+            return nx.astype(parallel_matmul(self.K, nx.astype(A, self.K.dtype)), np.float64)
         return nx.astype(self.K @ nx.astype(A, self.K.dtype), np.float64)
 
     def columns(self, idx):
@@ -138,7 +141,7 @@ class _BlockOperator:
             r1 = min(r0 + br, n)
             Kb = self.kernel.tile(self.X[r0:r1], self.X, out=buf[: r1 - r0],
                                   backend=nx)  # (r1 - r0, n)
-            out[r0:r1] = Kb @ A
+            out[r0:r1] = parallel_matmul(Kb, A) if nx.is_host else Kb @ A
         return out
 
 
@@ -644,9 +647,10 @@ torch.device, default=None
         self._init = self._check_init(X, n)
         # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
         # choose the width on a sample (refuses kernels without one).
-        gamma, self.gamma_selection_ = resolve_auto_gamma(
-            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state,
-            self.kernel_params)
+        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
+            gamma, self.gamma_selection_ = resolve_auto_gamma(
+                self.gamma, self.kernel, X, self.n_clusters, sample_weight,
+                self.random_state, self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
         self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
         self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
@@ -756,6 +760,7 @@ torch.device, default=None
         return out
 
     @restore_on_error
+    @with_thread_policy
     def _fit(self, X, sample_weight):
         X, sample_weight, op, diag, index_kernel = self._prepare(X, sample_weight)
         nx = get_backend(diag)

@@ -32,6 +32,7 @@ from .._core._parallel import blas_threads, tile_rows
 from .._core._untruncated import init_table, table_step, table_to_windows
 from ..backends import get_backend
 from ..backends._sparse import is_sparse
+from ..backends._threads import one_thread_everywhere, with_thread_policy
 from ..kernels import GRAPH_KERNELS, resolve_kernel
 from ..kernels._index import (
     IndexKernel,
@@ -340,9 +341,10 @@ torch.device, default=None
         """The resolved kernel and the items the core works on (rows or indices)."""
         # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
         # choose the width on a sample (refuses kernels without one).
-        gamma, self.gamma_selection_ = resolve_auto_gamma(
-            self.gamma, self.kernel, X, self.n_clusters, sample_weight, self.random_state,
-            self.kernel_params)
+        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
+            gamma, self.gamma_selection_ = resolve_auto_gamma(
+                self.gamma, self.kernel, X, self.n_clusters, sample_weight,
+                self.random_state, self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
         self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
         if self.kernel == "precomputed":
@@ -502,6 +504,7 @@ torch.device, default=None
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
     @restore_on_error
+    @with_thread_policy
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -592,6 +595,7 @@ torch.device, default=None
         return self
 
     @restore_on_error
+    @with_thread_policy
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 

@@ -51,6 +51,7 @@ from .._core import (
 )
 from .._core._windows import StepResult  # the same record as the kernel step
 from .._validation import check_str_options, short_input_errors
+from ..backends._threads import parallel_parts, threads_for, with_thread_policy
 from ..kernels import resolve_kernel
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -330,6 +331,7 @@ default="k-means++"
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
     @restore_on_error
+    @with_thread_policy
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -384,6 +386,7 @@ default="k-means++"
         return self
 
     @restore_on_error
+    @with_thread_policy
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
@@ -431,15 +434,24 @@ default="k-means++"
         return self
 
     # -------------------------------------------------------------- predict
+    @with_thread_policy
     def _distances(self, X, centers=None):
         """Squared distances to the centers, (n, k), in chunks of rows."""
         centers = self.cluster_centers_ if centers is None else centers
         k = centers.shape[0]
         rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
         norms = np.einsum("ij,ij->i", centers, centers)
-        out = np.empty((X.shape[0], k), dtype=np.result_type(X.dtype, centers.dtype))
-        for r0 in range(0, X.shape[0], rows):
-            out[r0:r0 + rows] = sq_euclidean(X[r0:r0 + rows], centers, norms)
+        n = X.shape[0]
+        out = np.empty((n, k), dtype=np.result_type(X.dtype, centers.dtype))
+        n_threads = threads_for(n * k * (X.shape[1] + 4))  # row parts on the policy's threads
+        rows = max(1, rows // n_threads)  # the memory budget is shared, not multiplied
+
+        def part(p0, p1):
+            for r0 in range(p0, p1, rows):
+                r1 = min(r0 + rows, p1)
+                out[r0:r1] = sq_euclidean(X[r0:r1], centers, norms)
+
+        parallel_parts(part, n, n_threads)
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):

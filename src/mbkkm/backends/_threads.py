@@ -1,0 +1,300 @@
+"""One threading policy for every phase: small BLAS calls on one thread, our own
+threads over independent work, and no thread that waits for a busy core.
+
+Why. An mbkkm fit is a long sequence of small products (the iteration's kernel
+block, the Lloyd steps of the width selection, k-means++). A multi-threaded BLAS
+splits each of them across its pool and its threads spin while they wait for one
+another; when other programs hold the cores, every call waits for a thread that
+is not running, and a fit of 0.2 s took 3-17 s (``benchmarks/RESULTS.md``).
+scikit-learn's ``KMeans`` shows the way out, and this module follows it:
+
+* inside a *phase* (a fit, a labelling pass, predict, a Dask task) BLAS runs with
+  **one thread** (``threadpoolctl``, as ``threadpool_limits(1, "blas")`` in
+  scikit-learn's k-means loops);
+* the parallelism is **our own**: independent work (row parts of a large kernel
+  tile or of a product with a stored kernel matrix, the labelling chunks) is cut
+  into as many parts as there are threads, each part computed by one Python
+  thread (NumPy and BLAS release the GIL), and only where a part is large enough
+  to pay for the hand-over (:data:`MIN_PART_WORK`). A waiting Python thread
+  sleeps instead of spinning, so a busy core costs time, never a spin;
+* the number of threads is **scikit-learn's**: OpenMP's maximum (which
+  ``OMP_NUM_THREADS`` and ``threadpoolctl.threadpool_limits`` set), capped by the
+  BLAS limit in force and, unless ``OMP_NUM_THREADS`` asks for more, by the
+  physical cores the process may use (:func:`effective_n_threads`). A user who
+  writes ``with threadpool_limits(1):`` around a fit gets one thread everywhere;
+* torch's CPU backend gets the same number through a ``torch.set_num_threads``
+  scope (only when torch is already imported: this module never imports it);
+* a Dask task runs with one thread (:func:`single_thread`): the scheduler's own
+  workers are the parallelism there.
+
+Phases nest: the innermost one inherits the outer thread count, and the BLAS
+limit is taken once per process however many phases (threads of a user, Dask
+tasks) run at the same time, and released by the last one out.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+import numpy as np
+
+#: Work (multiply-adds, or elementwise operations) below which a part is not worth
+#: a thread. Handing a part to a worker thread and waiting for it costs about
+#: 0.25 ms on the project's 2-core machine; an rbf tile in two parts against one
+#: thread (``benchmarks/bench_threads.py --tiles``): 2.1e6 multiply-adds in all
+#: 2.1x slower, 8.4e6 0.91x, 3.3e7 0.74x (d = 16); 1.3e7 1.14x, 5.2e7 0.87x
+#: (d = 784). Parts of at least 1e7 stay on the right side of both.
+MIN_PART_WORK = 10_000_000
+
+_lock = threading.RLock()
+_state = {"controller": None, "with_torch": False, "holders": 0, "limiter": None,
+          "saved_blas": None, "pool": None, "pool_size": 0}
+_local = threading.local()  # .budget: the thread count of this thread's current phase
+
+
+# ----------------------------------------------------------------- thread counts
+@functools.lru_cache(maxsize=1)
+def _physical_cpus():
+    """Physical cores this process may use (affinity and cgroup quota included)."""
+    try:
+        from joblib import cpu_count  # scikit-learn's own choice (a dependency of it)
+
+        return max(1, int(cpu_count(only_physical_cores=True)))
+    except Exception:  # pragma: no cover - joblib comes with scikit-learn
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                   else os.cpu_count() or 1)
+
+
+def _omp_env():
+    """OMP_NUM_THREADS as an int (its first level), or None when unset or unreadable."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    try:
+        return max(1, int(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _controller():
+    """threadpoolctl's view of the loaded thread pools, built once (12 ms) and again
+    when torch has been imported since (its OpenMP runtime is then loaded)."""
+    with _lock:
+        torch_loaded = "torch" in sys.modules
+        if _state["controller"] is None or (torch_loaded and not _state["with_torch"]):
+            from threadpoolctl import ThreadpoolController
+
+            _state["controller"] = ThreadpoolController()
+            _state["with_torch"] = torch_loaded
+        return _state["controller"]
+
+
+def _pool_threads(user_api):
+    """The smallest thread count among the loaded pools of ``user_api`` (None: none)."""
+    counts = [lib.num_threads for lib in _controller().lib_controllers
+              if lib.user_api == user_api and lib.num_threads]
+    return min(counts) if counts else None
+
+
+def effective_n_threads():
+    """The number of threads mbkkm may use now (at least 1).
+
+    Inside a phase (:func:`thread_policy`), the phase's number. Otherwise
+    scikit-learn's rule (``sklearn.utils._openmp_helpers``): OpenMP's maximum
+    number of threads, which ``OMP_NUM_THREADS`` and ``threadpool_limits`` set,
+    capped by the physical cores unless ``OMP_NUM_THREADS`` is set; and, because
+    our parts call BLAS, capped by the BLAS limit in force (a user's
+    ``threadpool_limits(1, "blas")`` or ``OPENBLAS_NUM_THREADS=1`` gives one
+    thread).
+    """
+    budget = getattr(_local, "budget", None)
+    if budget is not None:
+        return budget
+    env = _omp_env()
+    omp = _pool_threads("openmp")
+    n = omp if omp is not None else (env if env is not None else _physical_cpus())
+    if env is None:
+        n = min(n, _physical_cpus())
+    with _lock:  # while a phase holds BLAS at one thread, the limit before it counts
+        blas = _state["saved_blas"] if _state["holders"] else _pool_threads("blas")
+    if blas is not None:
+        n = min(n, blas)
+    return max(1, int(n))
+
+
+def threads_for(work, n_threads=None):
+    """Threads worth using on ``work`` operations split in equal parts: at most
+    ``n_threads`` (default :func:`effective_n_threads`), each part at least
+    :data:`MIN_PART_WORK`."""
+    n = effective_n_threads() if n_threads is None else n_threads
+    return int(max(1, min(n, work // MIN_PART_WORK)))
+
+
+# ------------------------------------------------------------------------ phases
+def _hold_blas():
+    """Limit BLAS to one thread for the process (the first holder only)."""
+    with _lock:
+        if _state["holders"] == 0:
+            _state["saved_blas"] = _pool_threads("blas")
+            _state["limiter"] = _controller().limit(limits=1, user_api="blas")
+        _state["holders"] += 1
+
+
+def _release_blas():
+    with _lock:
+        _state["holders"] -= 1
+        if _state["holders"] == 0:
+            limiter, _state["limiter"] = _state["limiter"], None
+            _state["saved_blas"] = None
+            limiter.restore_original_limits()
+
+
+@contextmanager
+def _torch_threads(n):
+    """``torch.set_num_threads(n)`` for the scope, when torch is imported."""
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "get_num_threads"):
+        yield
+        return
+    old = torch.get_num_threads()
+    if old != n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        if old != n:
+            torch.set_num_threads(old)
+
+
+@contextmanager
+def thread_policy(n_threads=None):
+    """Run a phase under the policy; yields its number of threads.
+
+    BLAS runs with one thread inside (process-wide, restored by the last phase
+    out); our own parallel parts (:func:`parallel_parts`) use the yielded number;
+    torch, when imported, gets the same number (``torch.set_num_threads``).
+    Nested phases inherit the outer number.
+
+    Parameters
+    ----------
+    n_threads : int, optional
+        An upper bound (1: :func:`single_thread`); default
+        :func:`effective_n_threads`.
+    """
+    outer = getattr(_local, "budget", None)
+    n = effective_n_threads() if outer is None else outer
+    if n_threads is not None:
+        n = max(1, min(n, int(n_threads)))
+    _hold_blas()
+    _local.budget = n
+    try:
+        # torch's pool: set by the outermost phase only (a call costs a pool resize)
+        with _torch_threads(n) if outer is None else _no_scope():
+            yield n
+    finally:
+        _local.budget = outer
+        _release_blas()
+
+
+@contextmanager
+def _no_scope():
+    yield
+
+
+def single_thread():
+    """A phase on one thread (a Dask task: the scheduler's workers are the parallelism)."""
+    return thread_policy(1)
+
+
+@contextmanager
+def one_thread_everywhere():
+    """One thread for mbkkm, BLAS **and OpenMP** (scikit-learn's own loops) for the
+    scope: for a sequence of small calls into scikit-learn (the width selection's
+    k-means and neighbour searches on a 1000-point sample), whose OpenMP threads
+    spin as BLAS's do."""
+    with single_thread(), _controller().limit(limits=1):
+        yield
+
+
+def with_thread_policy(method):
+    """Decorator: the method runs as one phase (:func:`thread_policy`)."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with thread_policy():
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+# ------------------------------------------------------------- our own threads
+def _init_worker():
+    _local.budget = 1  # a part never splits again
+
+
+def _executor(n):
+    """A process-wide pool of at least ``n`` worker threads, created once (grown when
+    a larger phase asks): no thread start per call."""
+    with _lock:
+        if _state["pool_size"] < n:
+            old = _state["pool"]
+            _state["pool"] = ThreadPoolExecutor(n, thread_name_prefix="mbkkm",
+                                                initializer=_init_worker)
+            _state["pool_size"] = n
+            if old is not None:
+                old.shutdown(wait=False)
+        return _state["pool"]
+
+
+def part_bounds(n, n_parts):
+    """Boundaries of ``n_parts`` contiguous, near-equal parts of ``range(n)``."""
+    return np.linspace(0, n, n_parts + 1).astype(np.intp)
+
+
+def parallel_parts(func, n, n_threads):
+    """``[func(start, stop) for each part]`` over ``n_threads`` row parts of ``range(n)``.
+
+    Parts run in the pool's threads, under the BLAS limit of one thread (taken
+    here when no phase holds it); with one thread, ``func(0, n)`` runs in the
+    caller. The results come in part order.
+    """
+    n_threads = max(1, min(int(n_threads), n))
+    bounds = part_bounds(n, n_threads)
+    outer = getattr(_local, "budget", None)
+    _hold_blas()
+    _local.budget = 1  # the caller computes the first part, and a part never splits again
+    futures = []
+    try:
+        if n_threads > 1:
+            pool = _executor(n_threads)
+            futures = [pool.submit(func, int(bounds[i]), int(bounds[i + 1]))
+                       for i in range(1, n_threads)]
+        first = func(int(bounds[0]), int(bounds[1]))
+        return [first, *(f.result() for f in futures)]
+    finally:
+        for f in futures:  # on an error: no part left running outside the BLAS limit
+            f.cancel() or f.exception()
+        _local.budget = outer
+        _release_blas()
+
+
+def parallel_matmul(K, A, out=None):
+    """``K @ A`` for a large dense K (n, p) and a thin A (p, k), in row parts.
+
+    With one BLAS thread per part the product of a stored kernel matrix with the
+    Lloyd step's (n, k) matrix uses every thread the policy allows, and only where
+    each part has :data:`MIN_PART_WORK` multiply-adds.
+    """
+    n = K.shape[0]
+    if out is None:
+        out = np.empty((n, A.shape[1]), dtype=np.result_type(K.dtype, A.dtype))
+    n_threads = threads_for(n * K.shape[1] * A.shape[1])
+
+    def part(r0, r1):
+        np.matmul(K[r0:r1], A, out=out[r0:r1])
+
+    parallel_parts(part, n, n_threads)
+    return out

@@ -1,0 +1,230 @@
+"""The threading policy: one BLAS thread inside every phase, our own threads over
+independent parts, a user's limits respected, the same results on 1 and 2 threads."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+from mbkkm.backends import _threads
+from mbkkm.backends._threads import (
+    effective_n_threads,
+    parallel_matmul,
+    parallel_parts,
+    single_thread,
+    thread_policy,
+)
+from mbkkm.cluster import MiniBatchKMeans
+from mbkkm.kernels import resolve_kernel
+
+
+def blas_counts():
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The policy sees two threads whatever the machine (its other inputs are tested
+    below): the parallel paths run even on a one-core runner."""
+    monkeypatch.setattr(_threads, "_physical_cpus", lambda: 2)
+    with threadpool_limits(limits=2):
+        yield
+
+
+def test_phase_limits_blas_to_one_and_restores(two_threads):
+    before = blas_counts()
+    with thread_policy() as n:
+        assert n == 2
+        assert set(blas_counts()) == {1}
+        with thread_policy() as inner:  # nested: inherits the outer count
+            assert inner == 2
+            assert set(blas_counts()) == {1}
+        assert set(blas_counts()) == {1}
+    assert blas_counts() == before
+
+
+def test_user_limits_are_respected(two_threads):
+    with threadpool_limits(limits=1):
+        assert effective_n_threads() == 1
+        with thread_policy() as n:
+            assert n == 1
+    with threadpool_limits(limits=1, user_api="blas"):  # BLAS only: our parts call BLAS
+        assert effective_n_threads() == 1
+    with threadpool_limits(limits=1, user_api="openmp"):  # scikit-learn's OpenMP count
+        assert effective_n_threads() == 1
+    assert effective_n_threads() == 2
+    with single_thread() as n:
+        assert n == 1 and effective_n_threads() == 1
+
+
+def test_omp_num_threads_is_respected():
+    """OMP_NUM_THREADS=1 (read by the runtimes at start-up) gives one thread."""
+    code = ("from mbkkm.backends._threads import effective_n_threads as e; "
+            "import mbkkm; print(e())")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "1"
+
+
+def test_concurrent_phases_release_blas_once(two_threads):
+    """Phases in several threads (a user's threads, Dask tasks) share one BLAS limit,
+    released by the last one out; each has its own thread count."""
+    before = blas_counts()
+    inside, go = threading.Barrier(3), threading.Event()
+    seen = []
+
+    def phase():
+        with single_thread():
+            inside.wait()
+            go.wait()
+            seen.append(effective_n_threads())
+
+    workers = [threading.Thread(target=phase) for _ in range(2)]
+    for w in workers:
+        w.start()
+    inside.wait()
+    assert _threads._state["holders"] == 2
+    assert effective_n_threads() == 2  # the main thread's count: the limit before them
+    go.set()
+    for w in workers:
+        w.join()
+    assert seen == [1, 1]
+    assert _threads._state["holders"] == 0
+    assert blas_counts() == before
+
+
+def test_parallel_parts_runs_parts_in_threads(two_threads):
+    seen = []
+
+    def part(r0, r1):
+        seen.append((r0, r1, threading.current_thread().name, effective_n_threads(),
+                     set(blas_counts())))
+        return r1 - r0
+
+    assert parallel_parts(part, 10, 2) == [5, 5]
+    assert sorted(s[:2] for s in seen) == [(0, 5), (5, 10)]
+    assert {s[2].startswith("mbkkm") for s in seen} == {True, False}  # caller + a worker
+    assert all(s[3] == 1 and s[4] == {1} for s in seen)  # no nested split, one BLAS thread
+
+
+def test_parallel_parts_error_propagates(two_threads):
+    def part(r0, r1):
+        if r0 > 0:
+            raise RuntimeError("boom")
+        return 0
+
+    before = blas_counts()
+    with pytest.raises(RuntimeError, match="boom"):
+        parallel_parts(part, 10, 2)
+    assert blas_counts() == before
+
+
+def test_parallel_matmul_equals_matmul(two_threads):
+    rng = np.random.default_rng(0)
+    K = rng.random((3000, 2000))
+    A = rng.random((2000, 5))
+    assert _threads.threads_for(3000 * 2000 * 5) == 2
+    with threadpool_limits(limits=1):
+        ref = K @ A
+    np.testing.assert_array_equal(parallel_matmul(K, A), ref)
+
+
+@pytest.mark.parametrize("name", ["rbf", "linear", "polynomial", "sigmoid", "cosine"])
+def test_tile_in_parts_equals_one_piece(two_threads, name):
+    """A large tile computed in row parts on two threads equals the one-thread tile,
+    with and without the left side prepared (rbf's augmented rows)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((1500, 40)).astype(np.float32)
+    Y = rng.standard_normal((1200, 40)).astype(np.float32)
+    kern = resolve_kernel(name, gamma=0.01)
+    assert kern._tile_threads(X, Y) == 2
+    with threadpool_limits(limits=1):
+        assert kern._tile_threads(X, Y) == 1
+        ref = kern(X, Y)
+    np.testing.assert_array_equal(kern(X, Y), ref)
+    out = np.empty_like(ref)
+    np.testing.assert_array_equal(kern(X, Y, out=out, **kern.prepare(X)), ref)
+
+
+def _record_kernel(record):
+    def kernel(A, B, gamma=0.5):
+        record.add((threading.current_thread().name, tuple(blas_counts())))
+        d = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * A @ B.T
+        return np.exp(-gamma * np.maximum(d, 0))
+
+    return kernel
+
+
+def test_fit_and_predict_run_under_the_policy(two_threads):
+    """Every kernel call of a fit and of predict sees one BLAS thread; the labelling
+    uses our threads, and none under a user's threadpool_limits(1)."""
+    X = np.random.default_rng(2).standard_normal((9000, 3))
+    record = set()
+    km = MiniBatchKernelKMeans(3, kernel=_record_kernel(record), batch_size=64, tau=20,
+                               max_iter=3, random_state=0).fit(X)
+    assert {blas for _, blas in record} == {(1,) * len(blas_counts())}
+    assert any(name.startswith("mbkkm") for name, _ in record)  # the labelling parts
+    record.clear()
+    with threadpool_limits(limits=1):
+        km.predict(X)
+    assert {name for name, _ in record} == {threading.current_thread().name}
+    assert set(blas_counts()) == {2}  # restored after the calls
+
+
+def _fit_all(X):
+    mb = MiniBatchKernelKMeans(5, gamma=0.05, batch_size=512, tau=100, max_iter=5,
+                               random_state=0).fit(X)
+    kk = KernelKMeans(5, gamma=0.05, max_iter=5, random_state=0).fit(X[:3000])
+    mk = MiniBatchKMeans(5, batch_size=512, max_iter=5, random_state=0).fit(X)
+    return mb, kk, mk
+
+
+def test_same_results_with_one_and_two_threads(two_threads):
+    """Fits and labels are the same numbers on one and on two threads (the parts
+    split rows only; every entry is computed by the same single-threaded call)."""
+    X = np.random.default_rng(3).standard_normal((20000, 64))
+    mb2, kk2, mk2 = _fit_all(X)
+    with threadpool_limits(limits=1):
+        mb1, kk1, mk1 = _fit_all(X)
+        labels1 = mb2.predict(X)
+    np.testing.assert_array_equal(mb2.predict(X), labels1)
+    for a, b in [(mb1, mb2), (kk1, kk2), (mk1, mk2)]:
+        np.testing.assert_array_equal(a.labels_, b.labels_)
+        assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-12)
+    np.testing.assert_array_equal(mb1.dual_coef_, mb2.dual_coef_)
+    np.testing.assert_array_equal(mk1.cluster_centers_, mk2.cluster_centers_)
+
+
+def test_torch_threads_follow_the_policy(two_threads):
+    torch = pytest.importorskip("torch")
+    old = torch.get_num_threads()
+    with threadpool_limits(limits=1), thread_policy() as n:
+        assert n == 1 and torch.get_num_threads() == 1
+    assert torch.get_num_threads() == old
+
+
+def test_dask_tasks_run_on_one_thread(two_threads):
+    da = pytest.importorskip("dask.array")
+    X = np.random.default_rng(4).standard_normal((9000, 3))
+    record = set()
+    km = MiniBatchKernelKMeans(3, kernel=_record_kernel(record), batch_size=64, tau=20,
+                               max_iter=2, compute_labels=False, random_state=0).fit(X)
+    record.clear()
+    km.predict(da.from_array(X, chunks=9000)).compute(scheduler="threads")
+    assert not any(name.startswith("mbkkm") for name, _ in record)
+
+
+def test_one_thread_everywhere_limits_openmp_too(two_threads):
+    before = threadpool_info()
+    with _threads.one_thread_everywhere():
+        assert effective_n_threads() == 1
+        assert {p["num_threads"] for p in threadpool_info()} == {1}
+    assert [p["num_threads"] for p in threadpool_info()] == [p["num_threads"] for p in before]
