@@ -190,8 +190,14 @@ def needs_matrix(run: RunSpec) -> bool:
     return algo.needs_kernel_matrix or (algo.uses_kernel and run.kernel in GRAPH_KERNELS)
 
 
-def build_kernel(X: np.ndarray, kernel: str, params: dict, *, matrix: bool) -> KernelSetup:
-    """Resolve a kernel for a dataset; build its n x n matrix when ``matrix``."""
+def build_kernel(X: np.ndarray, kernel: str, params: dict, *, matrix: bool,
+                 cache_dir=None, cache_id: dict | None = None) -> KernelSetup:
+    """Resolve a kernel for a dataset; build its n x n matrix when ``matrix``.
+
+    With ``cache_dir``, the matrix is read from (or built into) that kernel cache
+    (:mod:`._kernel_cache`) under a key made of ``cache_id`` (dataset, synthetic
+    size, source) and the kernel with its resolved parameters.
+    """
     params = dict(params)
     if kernel not in GRAPH_KERNELS and kernel != "none":
         # Resolve data-driven defaults (e.g. gamma=None) once, so every algorithm
@@ -201,17 +207,27 @@ def build_kernel(X: np.ndarray, kernel: str, params: dict, *, matrix: bool) -> K
         params = resolve_kernel(kernel, gamma=params.pop("gamma", None), X=X).params
     if not matrix:
         return KernelSetup(kernel, params)
-    start, cpu_start = time.perf_counter(), time.process_time()
-    if kernel in GRAPH_KERNELS:
-        from ..kernels import graph_kernel_matrix
 
-        K = graph_kernel_matrix(kernel, X, **params)
+    def build():
+        start, cpu_start = time.perf_counter(), time.process_time()
+        if kernel in GRAPH_KERNELS:
+            from ..kernels import graph_kernel_matrix
+
+            K = graph_kernel_matrix(kernel, X, **params)
+        else:
+            from sklearn.metrics.pairwise import pairwise_kernels
+
+            K = pairwise_kernels(np.asarray(X, dtype=np.float64), metric=kernel, **params)
+        return K, time.perf_counter() - start, time.process_time() - cpu_start
+
+    if cache_dir is None:
+        K, seconds, cpu_seconds = build()
     else:
-        from sklearn.metrics.pairwise import pairwise_kernels
+        from ._kernel_cache import cache_key, cached_matrix
 
-        K = pairwise_kernels(np.asarray(X, dtype=np.float64), metric=kernel, **params)
-    return KernelSetup(kernel, dict(params), K, time.perf_counter() - start,
-                       time.process_time() - cpu_start)
+        key = cache_key(n_samples=X.shape[0], kernel=kernel, params=params, **(cache_id or {}))
+        K, seconds, cpu_seconds = cached_matrix(cache_dir, key, build)
+    return KernelSetup(kernel, dict(params), K, seconds, cpu_seconds)
 
 
 def load_data(run: RunSpec, *, data_home=None, download: bool = False):
@@ -469,8 +485,10 @@ class _Executor:
     last kernel (matrix) it built, so that a group of runs on the same dataset and
     kernel loads and builds them once."""
 
-    def __init__(self, env: dict, *, data_home, download: bool, memory_budget: int | None):
+    def __init__(self, env: dict, *, data_home, download: bool, memory_budget: int | None,
+                 kernel_cache=None):
         self.env = env
+        self.kernel_cache = kernel_cache
         self.data_home = data_home
         self.download = download
         self.memory_budget = memory_budget
@@ -519,8 +537,12 @@ class _Executor:
         if kkey != self._kernel_key:
             self._kernel_key, self._kernel, self._kernel_error = kkey, None, None
             try:
-                self._kernel = build_kernel(X, run.kernel, dict(run.kernel_params),
-                                            matrix=matrix)
+                self._kernel = build_kernel(
+                    X, run.kernel, dict(run.kernel_params), matrix=matrix,
+                    cache_dir=self.kernel_cache,
+                    cache_id={"dataset": run.dataset,
+                              "synthetic_samples": run.synthetic_samples,
+                              "source": self.env.get("commit") or self.env.get("mbkkm")})
             except (Exception, MemoryError) as exc:
                 self._kernel_error = _one_line(exc)
         if self._kernel_error is not None:
@@ -556,7 +578,7 @@ def _die_with_parent(parent: int) -> None:
 
 
 def _init_worker(env: dict, data_home, download: bool, memory_budget: int | None,
-                 blas_threads: int | None, parent: int) -> None:
+                 blas_threads: int | None, kernel_cache, parent: int) -> None:
     global _WORKER
     _die_with_parent(parent)
     if blas_threads is not None:
@@ -564,7 +586,7 @@ def _init_worker(env: dict, data_home, download: bool, memory_budget: int | None
 
         threadpool_limits(blas_threads)
     _WORKER = _Executor(env, data_home=data_home, download=download,
-                        memory_budget=memory_budget)
+                        memory_budget=memory_budget, kernel_cache=kernel_cache)
 
 
 def _worker_run(run: RunSpec) -> dict[str, Any]:
@@ -599,6 +621,7 @@ def run_grid(
     progress: bool = True,
     jobs: int = 1,
     blas_threads: int | None = None,
+    kernel_cache: str | os.PathLike | None = None,
 ) -> RunSummary:
     """Run every run of a grid not already in ``out``, appending one row per run.
 
@@ -629,6 +652,12 @@ def run_grid(
     blas_threads : int, optional
         BLAS threads per process (threadpoolctl). Default: 1 when ``jobs > 1``
         (``jobs`` processes share the cores), else unchanged.
+    kernel_cache : path, optional
+        A folder where the kernel matrices the runner builds (graph kernels,
+        full batch) are saved once and memory-mapped by every process and every
+        resume (:mod:`mbkkm.experiments._kernel_cache`): side-by-side workers
+        then share one copy, and a resumed grid does not build it again.
+        Default: each process builds and holds its own.
 
     Returns
     -------
@@ -684,7 +713,7 @@ def run_grid(
     try:
         if jobs == 1:
             executor = _Executor(env, data_home=data_home, download=download,
-                                 memory_budget=budget_each)
+                                 memory_budget=budget_each, kernel_cache=kernel_cache)
             limits = None
             if blas_threads is not None:
                 from threadpoolctl import threadpool_limits
@@ -704,7 +733,8 @@ def run_grid(
                     limits.restore_original_limits()
         else:
             _run_parallel(todo, jobs,
-                          (env, data_home, download, budget_each, blas_threads, os.getpid()),
+                          (env, data_home, download, budget_each, blas_threads, kernel_cache,
+                           os.getpid()),
                           record, over_budget, summary)
     finally:
         writer.close()
