@@ -1,0 +1,204 @@
+"""The numbers of docs/results/README.md, from the result tables only.
+
+Run from the repository root::
+
+    python docs/results/report.py [docs/results/tables]
+
+It prints one Markdown table per claim of the paper (and writes the summary,
+mean and standard deviation over seeds, to ``docs/results/summary.csv``). Times
+are CPU seconds of the run's process (``fit_cpu_seconds`` plus
+``kernel_cpu_seconds``): the tables were written on a shared 2-core machine,
+where the wall time also counts the waits for a core.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from mbkkm.experiments import read_results, summarize
+
+HERE = Path(__file__).resolve().parent
+DATASETS = ["pendigits", "letter", "mnist", "har"]
+KERNELS = {"rbf": "Gaussian", "knn": "k-NN", "heat": "heat"}
+MAIN_B, MAIN_TAU = 1024, 200
+
+
+def _fmt(x, digits=3):
+    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _pick(s, dataset, kernel, algorithm, b=None, tau=None):
+    """The summary row of one setting (kernel "none" for the non-kernel baselines)."""
+    m = (s["dataset"] == dataset) & (s["algorithm"] == algorithm)
+    m &= s["kernel"] == ("none" if algorithm.startswith("minibatch-") else kernel)
+    if b is not None:
+        m &= s["batch_size"] == b
+    if tau is not None:
+        m &= s["tau"] == tau
+    sub = s[m]
+    return None if sub.empty else sub.iloc[0]
+
+
+def _cell(r, what="ari"):
+    if r is None:
+        return "-"
+    sd = r.get(f"{what}_std")
+    return f"{r[f'{what}_mean']:.3f} ± {sd:.3f}" if sd == sd else f"{r[f'{what}_mean']:.3f}"
+
+
+def _pairs(s):
+    return [(d, k) for k in KERNELS for d in DATASETS
+            if ((s["dataset"] == d) & (s["kernel"] == k)).any()]
+
+
+def seeds(df):
+    ok = df[df["status"] == "ok"]
+    rows = []
+    for (d, k), g in ok.groupby(["dataset", "kernel"], sort=False):
+        if k == "none":
+            continue
+        per = g.groupby(["algorithm", "batch_size", "tau"], dropna=False).size()
+        skipped = df[(df["dataset"] == d) & (df["kernel"] == k) & (df["status"] == "skipped")]
+        rows.append([d, KERNELS.get(k, k), len(g), f"{per.min()}-{per.max()}" if per.min()
+                     != per.max() else str(per.min()), len(skipped),
+                     ", ".join(sorted(set(g["commit"].astype(str))))])
+    return _table(["dataset", "kernel", "runs ok", "seeds per setting", "skipped",
+                   "commit"], rows)
+
+
+def speedup(s):
+    rows = []
+    for d, k in _pairs(s):
+        full = _pick(s, d, k, "full-batch")
+        tr = _pick(s, d, k, "truncated", MAIN_B, MAIN_TAU)
+        if tr is None:
+            continue
+        best = s[(s["dataset"] == d) & (s["kernel"] == k) & (s["algorithm"] == "truncated")]
+        fast = best.loc[best["total_cpu_seconds_mean"].idxmin()]
+        tr_cell = f"{_cell(tr)} / {tr['objective_mean']:.3f} / {tr['total_cpu_seconds_mean']:.2f} s"
+        if full is None:
+            rows.append([d, KERNELS[k], "skipped", tr_cell, "-", "-"])
+            continue
+        full_cpu = full["total_cpu_seconds_mean"]
+        rows.append([
+            d, KERNELS[k],
+            f"{_cell(full)} / {full['objective_mean']:.3f} / {full_cpu:.2f} s", tr_cell,
+            f"{full['total_cpu_seconds_mean'] / tr['total_cpu_seconds_mean']:.1f}x "
+            f"(b={int(fast['batch_size'])}, tau={int(fast['tau'])}: "
+            f"{full['total_cpu_seconds_mean'] / fast['total_cpu_seconds_mean']:.0f}x, "
+            f"ARI {fast['ari_mean']:.3f})",
+            f"{tr['ari_mean'] - full['ari_mean']:+.3f}",
+        ])
+    return _table(["dataset", "kernel", "full batch: ARI / objective / CPU",
+                   f"truncated b={MAIN_B}, tau={MAIN_TAU}: ARI / objective / CPU",
+                   "speed-up (fastest truncated)", "ARI difference"], rows)
+
+
+def truncation(s):
+    rows = []
+    for d, k in _pairs(s):
+        unt = _pick(s, d, k, "untruncated", MAIN_B)
+        if unt is None:
+            continue
+        cells = [d, KERNELS[k], f"{unt['ari_mean']:.3f} ({unt['objective_mean']:.3f})"]
+        for tau in (50, 100, 200, 300):
+            r = _pick(s, d, k, "truncated", MAIN_B, tau)
+            cells.append("-" if r is None else f"{r['ari_mean']:.3f} ({r['objective_mean']:.3f})")
+        tr = _pick(s, d, k, "truncated", MAIN_B, MAIN_TAU)
+        cells.append(f"{unt['total_cpu_seconds_mean'] / tr['total_cpu_seconds_mean']:.0f}x")
+        # Over every b: the largest ARI gap between tau = 50 and untruncated.
+        gaps = []
+        for b in (256, 512, 1024, 2048):
+            u, t50 = _pick(s, d, k, "untruncated", b), _pick(s, d, k, "truncated", b, 50)
+            if u is not None and t50 is not None:
+                gaps.append(t50["ari_mean"] - u["ari_mean"])
+        cells.append(f"{min(gaps):+.3f} .. {max(gaps):+.3f}" if gaps else "-")
+        rows.append(cells)
+    return _table(["dataset", "kernel", "untruncated", "tau = 50", "100", "200", "300",
+                   "CPU untruncated / tau = 200", "ARI(tau=50) - ARI(untruncated), every b"],
+                  rows)
+
+
+def literal(s):
+    rows = []
+    for d, k in _pairs(s):
+        cells = [d, KERNELS[k]]
+        for tau in (50, 100, 200, 300):
+            r = _pick(s, d, k, "truncated", MAIN_B, tau)
+            lit = _pick(s, d, k, "truncated-literal", MAIN_B, tau)
+            cells.append("-" if r is None or lit is None else
+                         f"{r['ari_mean']:.3f} / {r['objective_mean']:.3f} vs "
+                         f"{lit['ari_mean']:.3f} / {lit['objective_mean']:.3f}")
+        rows.append(cells)
+    return _table(["dataset", "kernel", "tau = 50", "100", "200", "300"], rows)
+
+
+def _mean_over_b(s, d, k, algo, col="ari_mean"):
+    vals = [_pick(s, d, k, algo, b) for b in (256, 512, 1024, 2048)]
+    vals = [v[col] for v in vals if v is not None]
+    return (float(np.mean(vals)), len(vals)) if vals else (np.nan, 0)
+
+
+def _wins(s, d, k, a, c):
+    """Batch sizes where algorithm a has the higher mean ARI than c."""
+    n = 0
+    for b in (256, 512, 1024, 2048):
+        ra, rc = _pick(s, d, k, a, b), _pick(s, d, k, c, b)
+        n += ra is not None and rc is not None and ra["ari_mean"] > rc["ari_mean"]
+    return n
+
+
+def rates(s):
+    rows = []
+    for d, k in _pairs(s):
+        ua, nb = _mean_over_b(s, d, k, "untruncated")
+        uc, _ = _mean_over_b(s, d, k, "untruncated-classic")
+        oa, _ = _mean_over_b(s, d, k, "untruncated", "objective_mean")
+        oc, _ = _mean_over_b(s, d, k, "untruncated-classic", "objective_mean")
+        ma, _ = _mean_over_b(s, d, k, "minibatch-adaptive")
+        mc, _ = _mean_over_b(s, d, k, "minibatch-classic")
+        rows.append([d, KERNELS[k], nb, f"{_fmt(ua)} ({_fmt(oa)})", f"{_fmt(uc)} ({_fmt(oc)})",
+                     f"{_wins(s, d, k, 'untruncated', 'untruncated-classic')}/{nb}", _fmt(ma),
+                     _fmt(mc), f"{_wins(s, d, k, 'minibatch-adaptive', 'minibatch-classic')}/{nb}"])
+    return _table(["dataset", "kernel", "batch sizes", "untruncated, β rate",
+                   "untruncated, sklearn rate", "β ahead (b)", "mini-batch k-means, β",
+                   "mini-batch k-means, sklearn", "β ahead (b)"], rows)
+
+
+def kernel_vs_plain(s):
+    rows = []
+    for d, k in _pairs(s):
+        tr = _pick(s, d, k, "truncated", MAIN_B, MAIN_TAU)
+        ma = _pick(s, d, k, "minibatch-adaptive", MAIN_B)
+        mc = _pick(s, d, k, "minibatch-classic", MAIN_B)
+        ny = _pick(s, d, k, "nystroem", MAIN_B)
+        rows.append([d, KERNELS[k], _cell(tr), _cell(tr, "nmi"), _cell(ma), _cell(mc),
+                     "-" if ny is None else f"{_cell(ny)} ({ny['total_cpu_seconds_mean']:.2f} s)"])
+    return _table(["dataset", "kernel", f"truncated (b={MAIN_B}, tau={MAIN_TAU}) ARI",
+                   "its NMI", "mini-batch k-means β", "mini-batch k-means sklearn",
+                   "Nyström 1000 + MiniBatchKMeans (CPU)"], rows)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    folder = Path(argv[0]) if argv else HERE / "tables"
+    df = read_results(folder)
+    s = summarize(df)
+    s.to_csv(HERE / "summary.csv", index=False, float_format="%.6g")
+    for title, text in (("Seeds and runs", seeds(df)), ("Speed-up", speedup(s)),
+                        ("Truncation", truncation(s)), ("Literal truncation", literal(s)),
+                        ("Learning rates", rates(s)), ("Kernel vs non-kernel", kernel_vs_plain(s))):
+        print(f"### {title}\n\n{text}\n")
+
+
+if __name__ == "__main__":
+    main()
