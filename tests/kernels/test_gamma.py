@@ -147,6 +147,15 @@ def test_heat_diagonal_max_equals_the_dense_exponential(t):
     assert got.argmax == int(np.argmax(ref))
     assert got.value == pytest.approx(ref.max(), rel=1e-9)
     assert got.gamma == pytest.approx(np.sqrt(ref.max()), rel=1e-9)
+    import scipy.sparse.linalg as spla
+
+    from mbkkm.kernels._gamma import _heat_operator
+
+    lam, U = spla.eigsh(_heat_operator(A)[1], k=20, which="LA", v0=np.ones(300))
+    again = heat_diagonal_max(A, t, eigenpairs=(lam, U), dense_limit=0, random_state=0)
+    assert again.value == pytest.approx(ref.max(), rel=1e-9)
+    with pytest.raises(ValueError, match="eigenpairs"):
+        heat_diagonal_max(A, t, eigenpairs=(lam, U[:10]), dense_limit=0)
     dense = heat_diagonal_max(A, t)
     assert dense.exact_path and dense.value == pytest.approx(ref.max(), rel=1e-10)
     # max_exact reached before the certificate: reported as not certified.

@@ -171,7 +171,7 @@ def _heat_operator(A):
 
 
 def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=64,
-                      max_exact=4096, dense_limit=3000, random_state=None):
+                      max_exact=4096, dense_limit=3000, eigenpairs=None, random_state=None):
     """Largest diagonal entry of the heat kernel exp(-t L) of a graph, at any size.
 
     L = I - D^-1/2 A D^-1/2 is the normalised Laplacian of the graph A. The
@@ -211,6 +211,10 @@ def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=
         At most this many points computed exactly (then ``certified`` may be False).
     dense_limit : int, default=3000
         Up to this many points: the dense eigendecomposition, every entry exact.
+    eigenpairs : tuple (lam, U), optional
+        The top eigenpairs of D^-1/2 A D^-1/2 when already computed (they do not
+        depend on t: a search over t computes them once); ``n_components`` is then
+        ``len(lam)``.
     random_state : int, RandomState instance or None, default=None
         Start vector of ``eigsh`` and the probes.
 
@@ -239,7 +243,13 @@ def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=
         i = int(np.argmax(diag))
         return HeatDiagonalMax(float(np.sqrt(diag[i])), i, float(diag[i]), n, True, True)
     rng = check_random_state(random_state)
-    lam, U = spla.eigsh(N, k=n_components, which="LA", v0=rng.uniform(-1, 1, n))
+    if eigenpairs is None:
+        lam, U = spla.eigsh(N, k=n_components, which="LA", v0=rng.uniform(-1, 1, n))
+    else:
+        lam, U = (np.asarray(a, dtype=np.float64) for a in eigenpairs)
+        if U.shape[0] != n or lam.shape != (U.shape[1],):
+            raise ValueError(f"eigenpairs must be (lam (r,), U (n, r)) with n = {n}, got "
+                             f"shapes {lam.shape} and {U.shape}")
     w = np.exp(-t * (1.0 - lam))
     low = (U**2) @ w
     Z = rng.choice([-1.0, 1.0], size=(n, n_probes))
