@@ -69,3 +69,15 @@ def test_plot_an_older_table(table, tmp_path):
 
     old = read_results(table).drop(columns=["fit_cpu_seconds", "kernel_cpu_seconds"])
     assert len(plot_results(old, tmp_path / "fig", formats=("png",))) == 2
+
+
+def test_seed_note_counts_runs_per_setting(table):
+    from mbkkm.experiments import read_results
+    from mbkkm.experiments._plots import _seed_note
+
+    df = read_results(table)
+    df = df[df["algorithm"] == "truncated"]
+    by = ["algorithm", "batch_size", "tau"]
+    assert _seed_note(df, by) == "2 seeds"
+    # One seed missing at one setting (a grid cut short): the range is shown.
+    assert _seed_note(df.iloc[1:], by) == "1-2 seeds"

@@ -15,7 +15,8 @@ For each dataset and kernel of the table:
 * ``<dataset>-<kernel>-tau.{png,svg}``: the effect of tau on the truncated
   algorithms — ARI and objective against tau, one colour per batch size,
   solid for renormalised windows, dashed for the paper's literal truncation,
-  with the untruncated run at the same batch size as a dotted line.
+  with the untruncated run at the same batch size as a dotted line; the title
+  gives the number of seeds per point.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ def _time_columns(df) -> tuple[str, str, str]:
     return "fit_seconds", "kernel_seconds", "time (s)"
 
 
-def _seed_note(df) -> str:
-    counts = df.groupby("key").size()
+def _seed_note(df, by="key") -> str:
+    """'10 seeds', or '3-10 seeds' where the settings grouped by ``by`` differ."""
+    counts = df.groupby(by).size()
     lo, hi = int(counts.min()), int(counts.max())
     return f"{lo} seeds" if lo == hi else f"{lo}-{hi} seeds"
 
@@ -153,7 +155,9 @@ def _tau_figure(plt, df, dataset, kernel, out, formats):
         ax.set_xlabel("tau")
         ax.set_title("ARI" if metric == "ari" else "objective (inertia / n, feature space)")
     axes[0].legend(fontsize=7, ncol=2)
-    fig.suptitle(f"{dataset}, {kernel} kernel: effect of tau (dotted: untruncated)")
+    note = _seed_note(sub, ["algorithm", "batch_size", "tau"])
+    fig.suptitle(f"{dataset}, {kernel} kernel: effect of tau (mean ± std over {note}; "
+                 "dotted: untruncated)")
     paths = _save(fig, out, f"{dataset}-{kernel}-tau", formats)
     plt.close(fig)
     return paths
