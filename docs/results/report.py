@@ -2,7 +2,7 @@
 
 Run from the repository root::
 
-    python docs/results/report.py [docs/results/tables]
+    python docs/results/report.py [TABLE_OR_FOLDER ...]   # default: docs/results/tables
 
 It prints one Markdown table per claim of the paper (and writes the summary,
 mean and standard deviation over seeds, to ``docs/results/summary.csv``). Times
@@ -23,11 +23,16 @@ from mbkkm.experiments import read_results, summarize
 HERE = Path(__file__).resolve().parent
 DATASETS = ["pendigits", "letter", "mnist", "har"]
 KERNELS = {"rbf": "Gaussian", "knn": "k-NN", "heat": "heat"}
+#: The non-kernel mini-batch k-means baselines of every grid.
+NO_KERNEL = "none (mini-batch k-means)"
 MAIN_B, MAIN_TAU = 1024, 200
 
 
 def _fmt(x, digits=3):
-    return "-" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
+    """x with ``digits`` decimals, or 4 significant digits where ``digits`` is None."""
+    if x is None or (isinstance(x, float) and np.isnan(x)):
+        return "-"
+    return f"{x:.4g}" if digits is None else f"{x:.{digits}f}"
 
 
 def _table(header, rows):
@@ -55,6 +60,17 @@ def _cell(r, what="ari"):
     return f"{r[f'{what}_mean']:.3f} ± {sd:.3f}" if sd == sd else f"{r[f'{what}_mean']:.3f}"
 
 
+def _secs(r):
+    """CPU seconds of the run (fit + kernel), or wall seconds for a table without them."""
+    v = r.get("total_cpu_seconds_mean", np.nan)
+    return float(v) if v == v else float(r["total_seconds_mean"])
+
+
+def _tcell(r):
+    wall = r.get("total_cpu_seconds_mean", np.nan) != r.get("total_cpu_seconds_mean", np.nan)
+    return f"{_secs(r):.2f} s{' wall' if wall else ''}"
+
+
 def _pairs(s):
     return [(d, k) for k in KERNELS for d in DATASETS
             if ((s["dataset"] == d) & (s["kernel"] == k)).any()]
@@ -64,13 +80,11 @@ def seeds(df):
     ok = df[df["status"] == "ok"]
     rows = []
     for (d, k), g in ok.groupby(["dataset", "kernel"], sort=False):
-        if k == "none":
-            continue
         per = g.groupby(["algorithm", "batch_size", "tau"], dropna=False).size()
         skipped = df[(df["dataset"] == d) & (df["kernel"] == k) & (df["status"] == "skipped")]
-        rows.append([d, KERNELS.get(k, k), len(g), f"{per.min()}-{per.max()}" if per.min()
+        rows.append([d, KERNELS.get(k, NO_KERNEL), len(g), f"{per.min()}-{per.max()}" if per.min()
                      != per.max() else str(per.min()), len(skipped),
-                     ", ".join(sorted(set(g["commit"].astype(str))))])
+                     ", ".join(sorted(set(g["commit"].dropna().astype(str)))) or "-"])
     return _table(["dataset", "kernel", "runs ok", "seeds per setting", "skipped",
                    "commit"], rows)
 
@@ -83,18 +97,17 @@ def speedup(s):
         if tr is None:
             continue
         best = s[(s["dataset"] == d) & (s["kernel"] == k) & (s["algorithm"] == "truncated")]
-        fast = best.loc[best["total_cpu_seconds_mean"].idxmin()]
-        tr_cell = f"{_cell(tr)} / {tr['objective_mean']:.3f} / {tr['total_cpu_seconds_mean']:.2f} s"
+        fast = best.loc[best.apply(_secs, axis=1).idxmin()]
+        tr_cell = f"{_cell(tr)} / {tr['objective_mean']:.4g} / {_tcell(tr)}"
         if full is None:
             rows.append([d, KERNELS[k], "skipped", tr_cell, "-", "-"])
             continue
-        full_cpu = full["total_cpu_seconds_mean"]
         rows.append([
             d, KERNELS[k],
-            f"{_cell(full)} / {full['objective_mean']:.3f} / {full_cpu:.2f} s", tr_cell,
-            f"{full['total_cpu_seconds_mean'] / tr['total_cpu_seconds_mean']:.1f}x "
+            f"{_cell(full)} / {full['objective_mean']:.4g} / {_tcell(full)}", tr_cell,
+            f"{_secs(full) / _secs(tr):.1f}x "
             f"(b={int(fast['batch_size'])}, tau={int(fast['tau'])}: "
-            f"{full['total_cpu_seconds_mean'] / fast['total_cpu_seconds_mean']:.0f}x, "
+            f"{_secs(full) / _secs(fast):.0f}x, "
             f"ARI {fast['ari_mean']:.3f})",
             f"{tr['ari_mean'] - full['ari_mean']:+.3f}",
         ])
@@ -109,12 +122,12 @@ def truncation(s):
         unt = _pick(s, d, k, "untruncated", MAIN_B)
         if unt is None:
             continue
-        cells = [d, KERNELS[k], f"{unt['ari_mean']:.3f} ({unt['objective_mean']:.3f})"]
+        cells = [d, KERNELS[k], f"{unt['ari_mean']:.3f} ({unt['objective_mean']:.4g})"]
         for tau in (50, 100, 200, 300):
             r = _pick(s, d, k, "truncated", MAIN_B, tau)
-            cells.append("-" if r is None else f"{r['ari_mean']:.3f} ({r['objective_mean']:.3f})")
+            cells.append("-" if r is None else f"{r['ari_mean']:.3f} ({r['objective_mean']:.4g})")
         tr = _pick(s, d, k, "truncated", MAIN_B, MAIN_TAU)
-        cells.append(f"{unt['total_cpu_seconds_mean'] / tr['total_cpu_seconds_mean']:.0f}x")
+        cells.append("-" if tr is None else f"{_secs(unt) / _secs(tr):.0f}x")
         # Over every b: the largest ARI gap between tau = 50 and untruncated.
         gaps = []
         for b in (256, 512, 1024, 2048):
@@ -136,8 +149,8 @@ def literal(s):
             r = _pick(s, d, k, "truncated", MAIN_B, tau)
             lit = _pick(s, d, k, "truncated-literal", MAIN_B, tau)
             cells.append("-" if r is None or lit is None else
-                         f"{r['ari_mean']:.3f} / {r['objective_mean']:.3f} vs "
-                         f"{lit['ari_mean']:.3f} / {lit['objective_mean']:.3f}")
+                         f"{r['ari_mean']:.3f} / {r['objective_mean']:.4g} vs "
+                         f"{lit['ari_mean']:.3f} / {lit['objective_mean']:.4g}")
         rows.append(cells)
     return _table(["dataset", "kernel", "tau = 50", "100", "200", "300"], rows)
 
@@ -149,12 +162,14 @@ def _mean_over_b(s, d, k, algo, col="ari_mean"):
 
 
 def _wins(s, d, k, a, c):
-    """Batch sizes where algorithm a has the higher mean ARI than c."""
-    n = 0
+    """'w/n': of the n batch sizes where both ran, w where a has the higher mean ARI."""
+    w = n = 0
     for b in (256, 512, 1024, 2048):
         ra, rc = _pick(s, d, k, a, b), _pick(s, d, k, c, b)
-        n += ra is not None and rc is not None and ra["ari_mean"] > rc["ari_mean"]
-    return n
+        if ra is not None and rc is not None:
+            n += 1
+            w += ra["ari_mean"] > rc["ari_mean"]
+    return f"{w}/{n}"
 
 
 def rates(s):
@@ -166,9 +181,10 @@ def rates(s):
         oc, _ = _mean_over_b(s, d, k, "untruncated-classic", "objective_mean")
         ma, _ = _mean_over_b(s, d, k, "minibatch-adaptive")
         mc, _ = _mean_over_b(s, d, k, "minibatch-classic")
-        rows.append([d, KERNELS[k], nb, f"{_fmt(ua)} ({_fmt(oa)})", f"{_fmt(uc)} ({_fmt(oc)})",
-                     f"{_wins(s, d, k, 'untruncated', 'untruncated-classic')}/{nb}", _fmt(ma),
-                     _fmt(mc), f"{_wins(s, d, k, 'minibatch-adaptive', 'minibatch-classic')}/{nb}"])
+        rows.append([d, KERNELS[k], nb, f"{_fmt(ua)} ({_fmt(oa, None)})",
+                     f"{_fmt(uc)} ({_fmt(oc, None)})",
+                     _wins(s, d, k, "untruncated", "untruncated-classic"), _fmt(ma),
+                     _fmt(mc), _wins(s, d, k, "minibatch-adaptive", "minibatch-classic")])
     return _table(["dataset", "kernel", "batch sizes", "untruncated, β rate",
                    "untruncated, sklearn rate", "β ahead (b)", "mini-batch k-means, β",
                    "mini-batch k-means, sklearn", "β ahead (b)"], rows)
@@ -182,7 +198,7 @@ def kernel_vs_plain(s):
         mc = _pick(s, d, k, "minibatch-classic", MAIN_B)
         ny = _pick(s, d, k, "nystroem", MAIN_B)
         rows.append([d, KERNELS[k], _cell(tr), _cell(tr, "nmi"), _cell(ma), _cell(mc),
-                     "-" if ny is None else f"{_cell(ny)} ({ny['total_cpu_seconds_mean']:.2f} s)"])
+                     "-" if ny is None else f"{_cell(ny)} ({_tcell(ny)})"])
     return _table(["dataset", "kernel", f"truncated (b={MAIN_B}, tau={MAIN_TAU}) ARI",
                    "its NMI", "mini-batch k-means β", "mini-batch k-means sklearn",
                    "Nyström 1000 + MiniBatchKMeans (CPU)"], rows)
@@ -190,8 +206,7 @@ def kernel_vs_plain(s):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    folder = Path(argv[0]) if argv else HERE / "tables"
-    df = read_results(folder)
+    df = read_results([Path(a) for a in argv] if argv else HERE / "tables")
     s = summarize(df)
     s.to_csv(HERE / "summary.csv", index=False, float_format="%.6g")
     for title, text in (("Seeds and runs", seeds(df)), ("Speed-up", speedup(s)),
