@@ -51,9 +51,12 @@ docs: $(VENV)/.installed-docs
 docs-full: $(VENV)/.installed-docs
 	MBKKM_GALLERY=all $(PY) -m sphinx -b html $(SPHINXOPTS) docs $(DOCS_OUT)
 
-# An sdist and a wheel into dist/, checked by twine.
-dist: $(VENV)/.installed-dev
+# An sdist and a wheel into dist/, checked by twine. `build` makes them in an
+# isolated environment of its own with the build backend only (hatchling), so this
+# needs neither the project's dependencies nor the development set.
+dist: $(VENV)/bin/python
 	rm -rf dist
+	$(PIP) install -q "build>=1.2" "twine>=5.1"
 	$(PY) -m build --outdir dist
 	$(PY) -m twine check --strict dist/*
 

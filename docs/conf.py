@@ -4,7 +4,9 @@ The site is built from this folder: the reStructuredText pages here, the
 Markdown pages beside them (``dask.md``, ``reliability.md``, ``results/README.md``,
 read by myst-parser), the API reference generated from the docstrings
 (autosummary + numpydoc), the command line reference (sphinx-click) and the
-gallery of ``../examples`` (sphinx-gallery).
+gallery of ``../examples`` (sphinx-gallery). The site works offline: MathJax is
+served from the build (``_sphinxext/offline_assets.py``), and a page that loads a
+script or stylesheet from another host fails the build.
 
 Gallery execution: by default only ``examples/plot_*.py`` run (a few seconds
 each, what CI can afford); the other examples are shown with their code but not
@@ -34,7 +36,7 @@ version = ".".join(release.split(".")[:2])
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
-    "sphinx.ext.mathjax",
+    "offline_assets",  # MathJax served from the build (_sphinxext/offline_assets.py)
     "sphinx.ext.viewcode",
     "numpydoc",
     "myst_parser",
@@ -118,6 +120,8 @@ sphinx_gallery_conf = {
     "matplotlib_animations": False,
     "show_memory": False,
     "reset_modules": ("matplotlib",),
+    # no sg_execution_times page: it loads its table scripts from CDNs
+    "write_computation_times": False,
 }
 
 # Matplotlib without a display; the gallery scripts' own warnings are theirs.

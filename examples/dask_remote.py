@@ -63,10 +63,11 @@ def main():
     y = da.map_blocks(truth, chunks=(sizes,), dtype=np.int64)
 
     t0 = time.perf_counter()
-    km = MiniBatchKernelKMeans(n_clusters=k, gamma=2.0, batch_size=1024, tau=200,
+    km = MiniBatchKernelKMeans(n_clusters=k, batch_size=1024, tau=200,
                                max_iter=100, random_state=seed).fit(X)
     print(f"fit + labels on {X.shape} in {X.numblocks[0]} chunks: "
-          f"{time.perf_counter() - t0:.2f}s, inertia {km.inertia_:.6g}")
+          f"{time.perf_counter() - t0:.2f}s, inertia {km.inertia_:.6g}, "
+          f"width chosen gamma_ = {km.gamma_:.3g}")
     labels, y = da.compute(km.labels_, y)
     print(f"ARI against the shells: {adjusted_rand_score(y, labels):.3f}")
     new = km.predict(X[: 2 * args.chunk])     # lazy: a Dask array

@@ -42,21 +42,22 @@ n = len(X)
 print(f"full-batch kernel matrix: {kernel_matrix_bytes(n, 'rbf', {}) / 1e9:.1f} GB")
 
 # %%
-# The paper's width for MNIST: sigma = 5.8301, gamma = 1 / (2 sigma^2).
+# The width is chosen from the data (the default ``gamma=None``, on a 1000-image
+# sample); the paper's own width for MNIST, sigma = 5.8301, is
+# gamma = 1 / (2 sigma^2) = 0.0147.
 sigma = DATASETS["mnist"].sigma
-gamma = 1.0 / (2.0 * sigma**2)
-print(f"{os.cpu_count()} cores, gamma = {gamma:.4f}")
+print(f"{os.cpu_count()} cores; the paper's gamma = {1.0 / (2.0 * sigma**2):.4f}")
 
 rows = []
 for name, model in [
     ("MiniBatchKMeans (non-kernel)",
      MiniBatchKMeans(n_clusters=10, batch_size=1024, max_iter=200, random_state=0)),
     ("MiniBatchKernelKMeans tau=50",
-     MiniBatchKernelKMeans(n_clusters=10, gamma=gamma, batch_size=1024, tau=50,
-                           max_iter=200, random_state=0)),
+     MiniBatchKernelKMeans(n_clusters=10, batch_size=1024, tau=50, max_iter=200,
+                           random_state=0)),
     ("MiniBatchKernelKMeans tau=200",
-     MiniBatchKernelKMeans(n_clusters=10, gamma=gamma, batch_size=1024, tau=200,
-                           max_iter=200, random_state=0)),
+     MiniBatchKernelKMeans(n_clusters=10, batch_size=1024, tau=200, max_iter=200,
+                           random_state=0)),
 ]:
     model.set_params(compute_labels=False)
     t0 = time.perf_counter()
@@ -68,7 +69,8 @@ for name, model in [
     ari = adjusted_rand_score(y, labels)
     nmi = normalized_mutual_info_score(y, labels)
     per_iter = 1e3 * fit / model.n_iter_
-    support = f"{model.n_support_.sum()} support points" if hasattr(model, "n_support_") else ""
+    support = (f"{model.n_support_.sum()} support points, gamma_ = {model.gamma_:.4f}"
+               if hasattr(model, "n_support_") else "")
     rows.append((name, fit, per_iter, label, ari, nmi))
     print(f"{name:30s} fit {fit:5.1f} s ({per_iter:5.1f} ms/iteration), "
           f"labels {label:5.1f} s, ARI {ari:.3f}, NMI {nmi:.3f} {support}")
@@ -78,7 +80,8 @@ for name, model in [
 # 1024 x m values (m support points, a few thousand), i.e. one GEMM of
 # (1024 x 784) by (784 x m). Labelling is one pass of 70,000 x m kernel values,
 # in chunks. On the development machine (2 cores, OpenBLAS, float32) the
-# truncated fit takes about 5 s (about 23 ms per iteration) and the labels a few
+# truncated fit takes about 5 s (about 23 ms per iteration, plus about 2 s to
+# choose the width: ``docs/results/gamma.md``) and the labels a few
 # seconds more, against an estimated 390 s for full batch with its 19.6 GB
 # float32 kernel matrix (``benchmarks/RESULTS.md``). Timings on a machine
 # shared with other jobs are several times longer.

@@ -197,10 +197,10 @@ CASES = {
     "X5-zero-features": Case(lambda: np.empty((N, 0)), (ValueError, "0 feature")),
     "X6-one-sample": Case(lambda: _clean()[:1], (ValueError, "n_samples=1"), None),
     "X7-one-feature": Case(lambda: _clean()[:, :1], None, (ValueError, "features")),
-    "X8-1d": Case(lambda: _clean()[:, 0], (ValueError, "Expected 2D array")),
+    "X8-1d": Case(lambda: _clean()[:, 0], (ValueError, "X must be 2-D")),
     "X9-3d": Case(lambda: _clean()[:, :, None], (ValueError, "dim 3")),
     "X10-complex": Case(lambda: _clean() + 1j, (ValueError, "Complex data")),
-    "X11-strings": Case(lambda: np.full((N, D), "a"), (ValueError, "convert string")),
+    "X11-strings": Case(lambda: np.full((N, D), "a"), (ValueError, "column 0 is not numeric")),
     "X12-numeric-strings": Case(lambda: _clean().astype(str)),
     "X13-object": Case(lambda: _clean().astype(object)),
     "X14-object-none": Case(_object_none, (ValueError, "NaN")),
@@ -215,7 +215,7 @@ CASES = {
         {"a": np.arange(N), "b": _clean()[:, 1], "c": _clean()[:, 2].astype(np.float32)})),
     "X23-dataframe-str": Case(lambda: pd.DataFrame(
         {"a": ["x"] * N, "b": _clean()[:, 1], "c": _clean()[:, 2]}),
-        (ValueError, "convert string")),
+        (ValueError, "column 'a' is not numeric")),
     "X24-fortran": Case(lambda: np.asfortranarray(_clean())),
     "X25-strided": Case(lambda: np.random.RandomState(0).randn(2 * N, 2 * D)[::2, ::2]),
     "X26-readonly": Case(_readonly),
@@ -564,7 +564,7 @@ def _gram(X):
     (lambda G: G + np.triu(np.ones_like(G), 1), ValueError, "symmetric"),  # K2
     (lambda G: G - 2 * np.eye(len(G)), ValueError, "diagonal"),  # K3
     (lambda G: np.where(np.eye(len(G)) > 0, np.nan, G), ValueError, "NaN"),  # K4
-    (lambda G: G[0], ValueError, "2D array"),  # K7
+    (lambda G: G[0], ValueError, "must be 2-D"),  # K7
 ])
 def test_bad_precomputed(name, make, exc, match):
     with pytest.raises(exc, match=match):

@@ -82,9 +82,10 @@ def test_wheel_contents_and_metadata(dist):
 
 
 def test_changelog_has_this_version():
+    release = re.sub(r"\.dev\d+$", "", mbkkm.__version__)  # 0.2.0.dev0: the 0.2.0 section
     text = (REPO / "CHANGELOG.md").read_text()
-    assert re.search(rf"^## \[?{re.escape(mbkkm.__version__)}\]?", text, re.M), (
-        f"CHANGELOG.md has no section for {mbkkm.__version__}")
+    assert re.search(rf"^## \[?{re.escape(release)}\]?", text, re.M), (
+        f"CHANGELOG.md has no section for {release}")
 
 
 def test_wheel_installs_and_runs_the_readme(dist, tmp_path):
@@ -119,3 +120,17 @@ def test_wheel_installs_and_runs_the_readme(dist, tmp_path):
     script = env_dir / ("Scripts/mbkkm.exe" if os.name == "nt" else "bin/mbkkm")
     out = _run([str(script), "--version"], cwd=tmp_path, env=env)
     assert mbkkm.__version__ in out
+
+
+def test_make_dist_installs_only_the_build_tools():
+    # `make dist` builds in build's own isolated environment (hatchling only): it
+    # must not install the project or an extra (the dev set is torch, Dask, Sphinx).
+    make = shutil.which("make")
+    if make is None:
+        pytest.skip("no make")
+    plan = _run([make, "-n", "-B", "dist"], cwd=REPO)
+    installs = [line for line in plan.splitlines() if " install " in line]
+    assert installs and all(".[" not in line and "torch" not in line for line in installs), plan
+    assert re.search(r"-m build --outdir dist$", plan, re.M), plan
+    assert "--no-isolation" not in plan
+    assert re.search(r"-m twine check --strict dist/\*$", plan, re.M), plan

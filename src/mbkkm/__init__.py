@@ -15,7 +15,7 @@ from .cluster import (
     measure_memory,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"  # the next release's development number (CHANGELOG.md)
 
 __all__ = [
     "KernelKMeans",

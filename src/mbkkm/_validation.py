@@ -1,5 +1,5 @@
 """Input checks shared by the estimators (:mod:`mbkkm.cluster`) and the Dask data
-source (:mod:`mbkkm._dask`).
+source (:mod:`mbkkm._dask`), and the short messages of the usual input mistakes.
 
 The lowest layer beside :mod:`mbkkm.backends`: it imports nothing from mbkkm, so
 both can use it without importing each other.
@@ -7,10 +7,18 @@ both can use it without importing each other.
 
 from __future__ import annotations
 
+import difflib
+
 import numpy as np
+from sklearn.utils._param_validation import (
+    InvalidParameterError,
+    StrOptions,
+    make_constraint,
+)
 from sklearn.utils.validation import _check_sample_weight
 
-__all__ = ["check_sample_weight"]
+__all__ = ["check_sample_weight", "check_str_options", "short_input_errors",
+           "unknown_name_message"]
 
 
 def check_sample_weight(sample_weight, X, dtype=np.float64):
@@ -29,3 +37,179 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
     if sw.sum() <= 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros")
     return sw
+
+
+# ------------------------------------------------------------- names of options
+def unknown_name_message(param, value, known, *, what=None, also=()):
+    """``param='value' is not a known ...``: the known names sorted, the nearest first.
+
+    Parameters
+    ----------
+    param : str
+        The parameter's name (``"kernel"``).
+    value : str
+        The name given.
+    known : iterable of str
+        The names accepted.
+    what : str, default=None
+        What a name stands for (``"kernel"``); ``param`` when None.
+    also : sequence of str, default=()
+        Other accepted kinds of value, in words (``"a callable"``).
+    """
+    known = sorted(known)
+    near = difflib.get_close_matches(value, known, n=1, cutoff=0.6)
+    hint = f" Did you mean {near[0]!r}?" if near else ""
+    options = ", ".join(known)
+    if also:
+        options += "; or " + " or ".join(also)
+    return (f"{param}={value!r} is not a known {what or param}.{hint} "
+            f"Expected one of: {options}.")
+
+
+
+
+def check_str_options(estimator):
+    """Refuse an unknown string option of ``estimator`` with the nearest known name.
+
+    Runs before scikit-learn's own parameter validation, whose message lists the
+    options in set order with no suggestion. Only parameters whose constraints
+    include :class:`~sklearn.utils._param_validation.StrOptions` and that hold a
+    string none of their constraints accepts are reported; everything else is left
+    to scikit-learn.
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        A ValueError (and TypeError), as scikit-learn raises.
+    """
+    params = estimator.get_params(deep=False)
+    for name, constraints in estimator._parameter_constraints.items():
+        value = params.get(name)
+        if not isinstance(value, str) or not isinstance(constraints, list):
+            continue
+        options = [c for c in constraints if isinstance(c, StrOptions)]
+        if not options or any(make_constraint(c).is_satisfied_by(value)
+                              for c in constraints):
+            continue
+        known = set().union(*(c.options for c in options))
+        # the other kinds of value, in scikit-learn's words ("a callable", "None", ...)
+        also = [str(make_constraint(c)) for c in constraints if not isinstance(c, StrOptions)]
+        raise InvalidParameterError(
+            f"{type(estimator).__name__}: " + unknown_name_message(name, value, known, also=also)
+        )
+
+
+# ------------------------------------------------------------------ input data
+def short_input_errors(validate, X, owner):
+    """``validate(X)`` (scikit-learn's checks) with short messages for the usual
+    mistakes.
+
+    scikit-learn's messages print a whole 1-D or complex array, do not name the
+    column of a DataFrame that holds strings, and answer NaN with advice about
+    supervised estimators. These are rewritten (after the failure, so valid input
+    costs nothing more); every other error is raised as it was.
+
+    Parameters
+    ----------
+    validate : callable
+        ``validate(X)`` returns the checked X (``validate_data`` with its options).
+    X : array-like
+        The input as the user gave it.
+    owner : str
+        The estimator's name, for the messages.
+    """
+    try:
+        return validate(X)
+    except ValueError as exc:
+        msg = _rewrite(str(exc), X, owner)
+        if msg is None:
+            raise
+    raise ValueError(msg) from None  # the original prints the whole array
+
+
+def _rewrite(msg, X, owner):
+    if msg.startswith("Expected 2D array, got"):
+        shape = np.shape(X)
+        what = "a scalar" if shape == () else f"a {len(shape)}-D array of shape {shape}"
+        return (f"X must be 2-D, shape (n_samples, n_features); got {what}. Reshape your data: "
+                "X.reshape(-1, 1) if it holds one feature, X.reshape(1, -1) if one sample.")
+    if msg.startswith("Complex data not supported"):
+        dtype = X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype
+        return (f"Complex data not supported: X has dtype {dtype}; pass real features "
+                "(e.g. the real and imaginary parts as separate columns).")
+    if msg.startswith("Input X contains NaN"):
+        where = _nan_position(X)
+        return (f"Input X contains NaN{where}. {owner} does not accept missing values: "
+                "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or drop "
+                "those rows.")
+    if "could not convert" in msg or "convert your data to numeric" in msg.lower():
+        return _non_numeric(X)
+    return None
+
+
+def _columns(X):
+    """(name, column) pairs of a data frame, or of a 2-D array (names are indices)."""
+    if hasattr(X, "columns") and hasattr(X, "dtypes"):  # pandas, polars
+        return [(repr(name), X[name]) for name in X.columns]
+    A = np.asarray(X, dtype=object)
+    if A.ndim != 2:
+        return []
+    return [(str(j), A[:, j]) for j in range(A.shape[1])]
+
+
+def _non_numeric(X):
+    """Name the columns that hold values that are not numbers (or None if none found)."""
+    bad = []
+    for name, col in _columns(X):
+        try:
+            np.asarray(col, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            example = str(exc).rpartition(": ")[2]
+            bad.append((name, getattr(col, "dtype", None), example))
+    if not bad:
+        return None
+    name, dtype, example = bad[0]
+    dtype = f"dtype {dtype}, " if dtype is not None else ""
+    more = ""
+    if len(bad) > 1:
+        more = f" (and {len(bad) - 1} more: {', '.join(b[0] for b in bad[1:4])}"
+        more += ", ...)" if len(bad) > 4 else ")"
+    return (f"X: column {name} is not numeric ({dtype}e.g. {example}){more}. Encode it "
+            "(e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer) or drop it.")
+
+
+def _nan_position(X):
+    """`` (n values; the first in row i, column j)``, or ``""`` where X cannot say."""
+    if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a data frame: name the columns
+        counts = []
+        for name, col in _columns(X):
+            try:
+                n = int(np.isnan(np.asarray(col, dtype=np.float64)).sum())
+            except (TypeError, ValueError):
+                continue
+            if n:
+                counts.append((name, n))
+        if not counts:
+            return ""
+        total = sum(n for _, n in counts)
+        names = ", ".join(name for name, _ in counts[:3]) + (", ..." if len(counts) > 3 else "")
+        return f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names})"
+    if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can be NaN
+        coo = X.tocoo()
+        mask = np.isnan(coo.data)
+        rows, cols = coo.row[mask], coo.col[mask]
+    else:
+        try:
+            rows, cols = np.nonzero(np.isnan(np.asarray(X, dtype=np.float64)))
+        except (TypeError, ValueError):
+            return ""
+        if rows.ndim == 0 or np.ndim(X) != 2:
+            return ""
+    if rows.size == 0:
+        return ""
+    first = np.lexsort((cols, rows))[0]
+    return f" ({_values(rows.size)}; the first in row {rows[first]}, column {cols[first]})"
+
+
+def _values(n):
+    return f"{n} value{'s' * (n != 1)}"

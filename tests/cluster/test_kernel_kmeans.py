@@ -9,6 +9,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from mbkkm.cluster import expected_failed_checks
 from mbkkm.cluster._kernel_kmeans import (
     KernelKMeans,
     KernelMemoryError,
@@ -328,20 +329,9 @@ def test_explicit_init_with_n_init_warns():
 
 # ----------------------------------------------------------------------- quality
 # ------------------------------------------------------------------- conformance
-_WEIGHTS_VS_REPEATS = (
-    "k-means++ draws its centers at random with probabilities from the "
-    "weights; weights and repeated rows give the same distribution of "
-    "initial centers, not the same draws (scikit-learn lists the same "
-    "failure for its KMeans)"
-)
-
-
 @parametrize_with_checks(
     [KernelKMeans(3, max_iter=20, random_state=0)],
-    expected_failed_checks=lambda est: {
-        "check_sample_weight_equivalence_on_dense_data": _WEIGHTS_VS_REPEATS,
-        "check_sample_weight_equivalence_on_sparse_data": _WEIGHTS_VS_REPEATS,
-    },
+    expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)

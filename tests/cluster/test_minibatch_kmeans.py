@@ -10,6 +10,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mbkkm._core import LEARNING_RATES, draw_batch_plan
+from mbkkm.cluster import expected_failed_checks
 from mbkkm.cluster._minibatch_kernel import MiniBatchKernelKMeans
 from mbkkm.cluster._minibatch_kmeans import MiniBatchKMeans, minibatch_kmeans_step
 
@@ -206,13 +207,7 @@ def test_explicit_init_with_n_init_warns():
 # ------------------------------------------------------------------- conformance
 @parametrize_with_checks(
     [MiniBatchKMeans(3, batch_size=16, max_iter=5, random_state=0)],
-    expected_failed_checks=lambda est: {
-        "check_sample_weight_equivalence_on_dense_data": (
-            "batches are drawn at random with probability proportional to the weights; "
-            "weights and repeated rows give the same distribution of batches, not the "
-            "same batches (scikit-learn lists the same failure for its MiniBatchKMeans)"
-        ),
-    },
+    expected_failed_checks=expected_failed_checks,
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)

@@ -77,6 +77,18 @@ def test_registry_holds_the_papers_numbers():
     assert "not available offline" in DATASETS["har"].offline_note
 
 
+def test_mbkkm_datasets_says_nothing_of_the_projects_own_folders(tmp_path):
+    # The note a user reads for HAR: where to get it, not how this project's
+    # machines are laid out.
+    click_testing = pytest.importorskip("click.testing")
+    from mbkkm.cli import main
+
+    result = click_testing.CliRunner().invoke(main, ["datasets", "--data-home", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "note: HAR is not available offline: mbkkm ships no copy." in result.output
+    assert "shared" not in result.output
+
+
 def test_get_spec_is_case_insensitive_and_rejects_unknown_names():
     assert get_spec(" MNIST ") is DATASETS["mnist"]
     with pytest.raises(ValueError, match=r"Unknown dataset 'cifar'.*pendigits, har, mnist, letter"):

@@ -6,10 +6,13 @@
 - :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
 - :func:`measure_memory`: a fit's memory plan next to the peaks it really used.
 - :func:`select_gamma`: the unsupervised rbf / laplacian width behind ``gamma="auto"``.
+- :func:`expected_failed_checks`: the scikit-learn checks each estimator fails by
+  design, with the reason (for ``check_estimator``).
 """
 
 from .._core._memory import MemoryPlan, MemoryPlanError
 from ._auto_gamma import GammaSelection, select_gamma
+from ._checks import expected_failed_checks
 from ._common import EmptyClusterWarning
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._memory import measure_memory
@@ -25,6 +28,7 @@ __all__ = [
     "MemoryPlanError",
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
+    "expected_failed_checks",
     "measure_memory",
     "select_gamma",
 ]

@@ -214,9 +214,8 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
 
     Clusters a random sample of X with exact kernel k-means at each candidate
     width and keeps the width whose partition has the smallest normalised cut on
-    the sample's k-nearest-neighbour graph (see the module docstring and
-    ``docs/gamma.md``). Never sees labels; the same ``random_state`` gives the
-    same choice.
+    the sample's k-nearest-neighbour graph (see :doc:`/gamma`). Never sees
+    labels; the same ``random_state`` gives the same choice.
 
     Parameters
     ----------

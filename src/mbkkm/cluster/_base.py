@@ -29,6 +29,7 @@ from .. import _dask
 from .._core import assign
 from .._core._memory import out_of_memory_error
 from .._core._parallel import assign_parallel
+from .._validation import check_str_options, short_input_errors
 from ..backends import get_backend, resolve_device
 from ..backends._sparse import is_sparse
 from ..kernels import GRAPH_KERNELS, get_spec
@@ -59,6 +60,10 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
     """Base class of the kernel estimators (see the module docstring)."""
 
     # ------------------------------------------------------------------ checks
+    def _validate_params(self):
+        check_str_options(self)  # an unknown name: the sorted options, the nearest first
+        super()._validate_params()
+
     def _validate_X(self, X, reset):
         """X checked on the backend the estimator runs on (:mod:`._device`).
 
@@ -73,10 +78,10 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
             # a host matrix: results go out as numpy, whatever an earlier fit saw
             self._device, self._tensor_io = resolve_device(self.device), False
             return X
-        return _device.validate_X(self, X, reset, lambda X: validate_data(
-            self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse="csr", ensure_min_samples=1,
-        ))
+        return _device.validate_X(self, X, reset, lambda X: short_input_errors(
+            lambda X: validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
+                                    order="C", accept_sparse="csr", ensure_min_samples=1),
+            X, type(self).__name__))
 
     # ------------------------------------------------------------------ kinds
     @property

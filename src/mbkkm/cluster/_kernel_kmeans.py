@@ -474,9 +474,9 @@ torch.device, default=None
     --------
     >>> from sklearn.datasets import make_circles
     >>> from sklearn.metrics import adjusted_rand_score
-    >>> from mbkkm.cluster._kernel_kmeans import KernelKMeans
+    >>> from mbkkm import KernelKMeans
     >>> X, y = make_circles(n_samples=500, factor=0.3, noise=0.05, random_state=0)
-    >>> km = KernelKMeans(n_clusters=2, gamma=5.0, random_state=0).fit(X)
+    >>> km = KernelKMeans(n_clusters=2, random_state=0).fit(X)
     >>> adjusted_rand_score(y, km.labels_) > 0.9
     True
     >>> km.predict(X[:3]).shape

@@ -100,8 +100,8 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         neighbouring widths). With a named ``init`` the fit then **starts from
         that partition**: initial center j is the mean in feature space of the
         sample points in cluster j (see ``init``). ``gamma_selection_`` shows the
-        candidates and their scores. See ``docs/gamma.md`` and
-        ``docs/results/gamma.md``.
+        candidates and their scores. See :doc:`/gamma` and
+        :doc:`/results/gamma`.
         "mean-distance" (rbf and laplacian only): the fixed data-driven
         1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
         computed in O(n d) (the default of version 0.1).
@@ -256,8 +256,8 @@ torch.device, default=None
     >>> from sklearn.datasets import make_circles
     >>> from mbkkm import MiniBatchKernelKMeans
     >>> X, y = make_circles(n_samples=2000, factor=0.3, noise=0.05, random_state=0)
-    >>> km = MiniBatchKernelKMeans(n_clusters=2, gamma=5.0, batch_size=256, tau=100,
-    ...                            max_iter=50, random_state=0).fit(X)
+    >>> km = MiniBatchKernelKMeans(n_clusters=2, batch_size=256, tau=100, max_iter=50,
+    ...                            random_state=0).fit(X)
     >>> km.labels_.shape
     (2000,)
     >>> from sklearn.metrics import adjusted_rand_score

@@ -50,6 +50,7 @@ from .._core import (
     random_init,
 )
 from .._core._windows import StepResult  # the same record as the kernel step
+from .._validation import check_str_options, short_input_errors
 from ..kernels import resolve_kernel
 from ._common import (
     COMMON_CONSTRAINTS,
@@ -279,11 +280,15 @@ default="k-means++"
         self.verbose = verbose
 
     # ------------------------------------------------------------------ checks
+    def _validate_params(self):
+        check_str_options(self)  # an unknown name: the sorted options, the nearest first
+        super()._validate_params()
+
     def _validate_X(self, X, reset):
-        X = validate_data(
+        X = short_input_errors(lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,
-        )
+        ), X, type(self).__name__)
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
 

@@ -100,10 +100,9 @@ class DatasetSpec:
 
 
 _HAR_NOTE = (
-    "HAR is not available offline: no copy is shipped beside the project "
-    "(the shared dataset folder holds pendigits, letter and mnist only). "
-    "Load it once with network access (OpenML 'har', version 1) or place "
-    "a converted har.npz in a data folder."
+    "HAR is not available offline: mbkkm ships no copy. Load it once with network "
+    "access (OpenML 'har', version 1, kept in the cache) or place a converted "
+    "har.npz in a data folder."
 )
 
 #: The paper's datasets, by name (in the order of the paper's tables).

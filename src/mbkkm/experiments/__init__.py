@@ -28,6 +28,7 @@ from ._grid import (
     load_grid,
     resolve_grid,
 )
+from ._plots import plot_results, summarize  # matplotlib and pandas: imported when called
 from ._runner import (
     COLUMNS,
     RunSummary,
@@ -65,16 +66,3 @@ __all__ = [
     "summarize",
 ]
 
-
-def plot_results(*args, **kwargs):
-    """Draw the figures from saved result tables (see :func:`._plots.plot_results`)."""
-    from ._plots import plot_results as _plot
-
-    return _plot(*args, **kwargs)
-
-
-def summarize(*args, **kwargs):
-    """Mean and std over seeds of saved results (see :func:`._plots.summarize`)."""
-    from ._plots import summarize as _summarize
-
-    return _summarize(*args, **kwargs)

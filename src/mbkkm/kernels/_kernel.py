@@ -13,6 +13,7 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from .._validation import unknown_name_message
 from ..backends import _sparse, get_backend
 from ._registry import KERNELS, get_spec, kernel_names
 
@@ -248,8 +249,8 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
         )
     spec = get_spec(kernel)
     if spec is None:
-        raise ValueError(f"kernel={kernel!r} is not a known kernel; expected one of "
-                         f"{kernel_names(transductive=False)} or a callable")
+        raise ValueError(unknown_name_message("kernel", kernel, kernel_names(transductive=False),
+                                              also=["a callable"]))
     if spec.transductive:
         spec.implementation("numpy")  # raises the registry's "graph kernel" ValueError
     name = spec.name
