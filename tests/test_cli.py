@@ -139,7 +139,8 @@ def test_experiment_quick_and_plot(runner, tmp_path):
     r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "4 runs" in r.output and "4 ok" in r.output
-    r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--no-progress"])
+    r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--no-progress",
+                             "--jobs", "2"])
     assert r.exit_code == 0 and "4 already in" in r.output
     r = runner.invoke(main, ["experiment", "quick", "--out", str(out), "--dry-run",
                              "--datasets", "blobs", "--seeds", "1"])
@@ -164,6 +165,8 @@ def test_experiment_errors(runner, tmp_path):
     assert r.exit_code == 2 and "not valid TOML" in r.output
     r = runner.invoke(main, ["experiment", "quick", "--out", str(tmp_path), "--budget", "-1"])
     assert r.exit_code == 2
+    r = runner.invoke(main, ["experiment", "quick", "--out", str(tmp_path), "--jobs", "0"])
+    assert r.exit_code == 2 and "--jobs" in r.output
 
 
 def test_plot_errors(runner, tmp_path):

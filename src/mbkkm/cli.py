@@ -775,10 +775,15 @@ def datasets(data_home):
 @click.option("--data-home", type=click.Path(file_okay=False), default=None,
               help="A folder searched first for the datasets.")
 @click.option("--download", is_flag=True, help="Fetch missing datasets from OpenML.")
+@click.option("--jobs", type=click.IntRange(1), default=1, show_default=True,
+              help="Runs side by side in this many processes, each with one BLAS thread.")
+@click.option("--kernel-cache", type=click.Path(file_okay=False), default=None,
+              help="Folder where kernel matrices are built once and shared by all "
+                   "processes and resumes (memory-mapped).")
 @click.option("--dry-run", is_flag=True, help="List the runs without running them.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, memory_budget,
-               data_home, download, dry_run, no_progress):
+               data_home, download, jobs, kernel_cache, dry_run, no_progress):
     """Run GRID (a preset: gaussian, knn, heat, quick; or a TOML grid file) and
     append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
     from dataclasses import replace
@@ -807,7 +812,7 @@ def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, me
                            budget_seconds=budget,
                            memory_budget=-1 if memory_budget is None
                            else int(memory_budget * 1e9),
-                           progress=not no_progress)
+                           progress=not no_progress, jobs=jobs, kernel_cache=kernel_cache)
     except (OSError, ValueError) as exc:
         raise click.ClickException(" ".join(str(exc).split())) from None
     click.echo(str(summary))

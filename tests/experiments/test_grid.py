@@ -146,3 +146,26 @@ def test_malformed_grid_files(tmp_path, text, match):
 def test_missing_grid_file(tmp_path):
     with pytest.raises(GridError, match="cannot read grid file"):
         load_grid(tmp_path / "none.toml")
+
+
+def test_the_published_grids_load():
+    """Every grid of docs/results/grids parses, names its own table, and expands to the
+    paper's axes (the reproduction commands in docs/results/README.md rely on them)."""
+    from pathlib import Path
+
+    from mbkkm.experiments import expand, load_grid
+
+    folder = Path(__file__).resolve().parents[2] / "docs" / "results" / "grids"
+    files = sorted(folder.glob("*.toml"))
+    if not files:
+        pytest.skip("docs/results/grids is not beside the tests")
+    names = set()
+    for f in files:
+        g = load_grid(f)
+        runs = expand(g)
+        assert runs and g.max_iter == 200, f
+        assert set(g.taus) == {50, 100, 200, 300}, f
+        assert g.name == f.stem or f.stem.startswith(g.name + "-"), f
+        names.add(g.name)
+        assert "--out docs/results/tables" in f.read_text(), f
+    assert {"gaussian-pendigits", "knn-letter", "knn-mnist"} <= names

@@ -43,3 +43,41 @@ def test_plot_without_ok_rows(tmp_path):
                        "status": ["error"]})
     with pytest.raises(ValueError, match="no successful run"):
         plot_results(df, tmp_path)
+
+
+def test_times_are_cpu_seconds_where_recorded(table):
+    import pandas as pd
+
+    from mbkkm.experiments import read_results, summarize
+    from mbkkm.experiments._plots import _time_columns
+
+    df = read_results(table)
+    assert _time_columns(df) == ("fit_cpu_seconds", "kernel_cpu_seconds", "CPU time (s)")
+    old = df.drop(columns=["fit_cpu_seconds", "kernel_cpu_seconds"])  # an older table
+    assert _time_columns(old) == ("fit_seconds", "kernel_seconds", "time (s)")
+    assert _time_columns(pd.concat([df, old])) == ("fit_seconds", "kernel_seconds", "time (s)")
+    s = summarize(df)
+    assert {"fit_cpu_seconds_mean", "total_cpu_seconds_mean"} <= set(s.columns)
+    assert "fit_cpu_seconds_mean" not in summarize(old).columns
+    full = s[s["algorithm"] == "full-batch"].iloc[0]
+    assert full["total_cpu_seconds_mean"] >= full["kernel_cpu_seconds_mean"] > 0
+
+
+@pytest.mark.slow
+def test_plot_an_older_table(table, tmp_path):
+    from mbkkm.experiments import read_results
+
+    old = read_results(table).drop(columns=["fit_cpu_seconds", "kernel_cpu_seconds"])
+    assert len(plot_results(old, tmp_path / "fig", formats=("png",))) == 2
+
+
+def test_seed_note_counts_runs_per_setting(table):
+    from mbkkm.experiments import read_results
+    from mbkkm.experiments._plots import _seed_note
+
+    df = read_results(table)
+    df = df[df["algorithm"] == "truncated"]
+    by = ["algorithm", "batch_size", "tau"]
+    assert _seed_note(df, by) == "2 seeds"
+    # One seed missing at one setting (a grid cut short): the range is shown.
+    assert _seed_note(df.iloc[1:], by) == "1-2 seeds"

@@ -86,6 +86,11 @@ def test_kernel_matrix_skipped_with_estimate(tmp_path):
 
 def test_mnist_full_batch_estimate():
     assert kernel_matrix_bytes(70000, "rbf", {}) == 70000**2 * 8  # 39.2 GB
+    # A sparse graph kernel is multiplied as stored: full batch needs no n x n copy.
+    knn = kernel_matrix_bytes(70000, "knn", {"n_neighbors": 2000})
+    assert knn == 24 * 70000 * 2000
+    assert kernel_matrix_bytes(70000, "knn", {"n_neighbors": 2000}, dense=True,
+                               n_clusters=10) == knn + 16 * 70000 * 10
 
 
 def test_missing_dataset_recorded_as_skipped(tmp_path, monkeypatch):
@@ -137,3 +142,84 @@ def test_existing_file_with_other_columns(tmp_path):
         run_grid(tiny(), out, progress=False)
     with pytest.raises(FileNotFoundError):
         read_results(tmp_path / "none.csv")
+
+
+def test_jobs_give_the_rows_of_one_process(tmp_path):
+    g = tiny(datasets=("blobs", "moons"), kernels=("rbf", "knn"), n_neighbors=15,
+             algorithms=("full-batch", "truncated", "untruncated", "minibatch-classic"))
+    one = run_grid(g, tmp_path / "one.csv", progress=False)
+    two = run_grid(g, tmp_path / "two.csv", progress=False, jobs=2)
+    assert one.ok == two.ok == len(expand(g)) and two.error == 0
+    a = read_results(tmp_path / "one.csv").set_index("run_id").sort_index()
+    b = read_results(tmp_path / "two.csv").set_index("run_id").sort_index()
+    same = ["status", "ari", "nmi", "objective", "n_iter", "kernel_params"]
+    assert a.index.equals(b.index) and a[same].equals(b[same])
+    assert (a["jobs"] == 1).all() and (b["jobs"] == 2).all()
+    assert (b["blas_threads"] == 1).all()  # jobs > 1: one BLAS thread per process
+    for df in (a, b):
+        assert (df["fit_cpu_seconds"] > 0).all() and (df["load_average"] >= 0).all()
+        assert df["commit"].nunique() == 1
+    graph = b[(b["kernel"] == "knn") & (b["algorithm"] == "truncated")]
+    assert (graph["kernel_cpu_seconds"] > 0).all()
+    # Resuming with jobs skips what is done.
+    again = run_grid(g, tmp_path / "two.csv", progress=False, jobs=2)
+    assert again.ok == 0 and again.already_done == len(expand(g))
+
+
+def test_jobs_budget_and_checks(tmp_path):
+    s = run_grid(tiny(), tmp_path / "r.csv", budget_seconds=1e-9, jobs=2, progress=False)
+    assert s.stopped_by_budget and s.not_run == len(expand(tiny())) and s.ok == 0
+    for bad in (0, 1.5, True):
+        with pytest.raises(ValueError, match="jobs must be an integer >= 1"):
+            run_grid(tiny(), tmp_path / "r.csv", jobs=bad, progress=False)
+    with pytest.raises(ValueError, match="blas_threads"):
+        run_grid(tiny(), tmp_path / "r.csv", blas_threads=0, progress=False)
+
+
+def test_blas_threads_in_one_process(tmp_path):
+    run_grid(tiny(algorithms=("minibatch-classic",)), tmp_path / "r.csv", blas_threads=1,
+             progress=False)
+    assert (read_results(tmp_path / "r.csv")["blas_threads"] == 1).all()
+
+
+def test_source_commit():
+    from mbkkm.experiments._runner import source_commit
+
+    c = source_commit()
+    assert c == "" or len(c.split("+")[0]) == 12
+
+
+def test_har_runs_where_openml_is_reachable(tmp_path, monkeypatch):
+    """HAR is not shipped: with ``download=True`` the runner fetches it from OpenML
+    ('har', version 1), converts and caches it, then runs the grid on it. A small
+    stand-in for OpenML's answer (561 raw features, labels '1'..'6') exercises that
+    path offline."""
+    import sklearn.datasets
+    from sklearn.utils import Bunch
+
+    monkeypatch.delenv("MBKKM_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.array([str(c) for c in range(1, 7)], dtype=object), 20)
+    centres = rng.normal(size=(6, 561))
+    X = centres[labels.astype(int) - 1] + 0.1 * rng.normal(size=(120, 561))
+    calls = []
+
+    def fake_fetch_openml(name, *, version, **kwargs):
+        calls.append((name, version))
+        return Bunch(data=X, target=labels)
+
+    monkeypatch.setattr(sklearn.datasets, "fetch_openml", fake_fetch_openml)
+    g = tiny(datasets=("har",), algorithms=("truncated", "minibatch-classic"), taus=(10,),
+             seeds=(0,), kernels=("rbf", "knn"), n_neighbors=10)
+    offline = run_grid(g, tmp_path / "off.csv", progress=False)
+    assert offline.skipped == len(expand(g)) and not calls
+    s = run_grid(g, tmp_path / "har.csv", progress=False, download=True)
+    assert calls == [("har", 1)]  # fetched once, then read from the cache
+    assert s.ok == len(expand(g)), s.errors
+    df = read_results(tmp_path / "har.csv")
+    assert (df["n_samples"] == 120).all() and (df["n_features"] == 561).all()
+    assert (df["n_clusters"] == 6).all() and df["ari"].min() > 0.8
+    # The paper's sigma = 4.25 for HAR, raw features.
+    rbf = df[df["kernel"] == "rbf"]
+    assert rbf["kernel_params"].str.contains(str(1 / (2 * 4.25**2))[:8]).all()

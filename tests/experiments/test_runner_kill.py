@@ -180,3 +180,81 @@ def test_rows_are_one_line_each(tmp_path):
     w.close()
     text = out.read_text()
     assert text.count("\n") == 2 and "two lines  here" in text
+
+
+_PARALLEL_CHILD = """
+import sys
+from mbkkm.experiments import Grid, run_grid
+
+if __name__ == "__main__":
+    g = Grid(name="kill", datasets=("blobs",), algorithms=("truncated", "untruncated"),
+             kernels=("rbf",), batch_sizes=(32,), taus=(10, 20), seeds=tuple(range(6)),
+             max_iter=300, synthetic_samples=400)
+    run_grid(g, sys.argv[1], progress=False, jobs=2)
+"""
+
+
+def _descendants(pid):
+    """Process ids below ``pid`` (Linux /proc)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in os.listdir(f"/proc/{p}/task") if os.path.isdir(f"/proc/{p}/task") else []:
+            try:
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+            except OSError:
+                kids = []
+            out += kids
+            todo += kids
+    return out
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc")
+def test_parallel_grid_killed_leaves_no_worker_and_resumes(tmp_path):
+    import subprocess
+    import time
+
+    script = tmp_path / "child.py"
+    script.write_text(_PARALLEL_CHILD)
+    out = tmp_path / "kill.csv"
+    for _ in range(2):
+        child = subprocess.Popen([sys.executable, str(script), str(out)])
+        deadline = time.monotonic() + 60
+        workers = []
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(0.1)
+            workers = [p for p in _descendants(child.pid) if _alive(p)]
+        time.sleep(0.5)
+        workers = [p for p in _descendants(child.pid) if _alive(p)]
+        assert child.poll() is None and len(workers) >= 2
+        child.kill()
+        child.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(map(_alive, workers)):
+            time.sleep(0.05)
+        assert not any(map(_alive, workers)), "a worker outlived its killed grid"
+        _check_parses(out)
+    child = subprocess.run([sys.executable, str(script), str(out)], timeout=300)
+    assert child.returncode == 0
+    runs = expand(Grid(name="kill", datasets=("blobs",), algorithms=("truncated", "untruncated"),
+                       kernels=("rbf",), batch_sizes=(32,), taus=(10, 20),
+                       seeds=tuple(range(6)), max_iter=300, synthetic_samples=400))
+    assert _check_parses(out) == len(runs)
+    got = read_results(out).set_index("run_id").sort_index()
+    assert (got["status"] == "ok").all() and sorted(got.index) == sorted(r.run_id for r in runs)
+    some = runs[::7]
+    ref = tmp_path / "ref.csv"
+    run_grid(some, ref, progress=False)
+    want = read_results(ref).set_index("run_id").sort_index()
+    cols = [c for c in SAME if c != "run_id"]
+    assert got.loc[want.index, cols].astype(str).equals(want[cols].astype(str))

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.datasets import make_blobs
 from sklearn.metrics.pairwise import pairwise_kernels
 
 from mbkkm.kernels import (
@@ -120,3 +121,61 @@ def test_pendigits_knn_gamma_matches_paper_table1():
     X = _pendigits_standardised()
     gamma = kernel_gamma(X, "knn", n_neighbors=1000)
     assert float(f"{gamma:.3g}") == 0.00100
+
+
+def _dense_heat_diagonal(A, t):
+    import scipy.linalg as sla
+
+    d = np.asarray(A.sum(1)).ravel()
+    N = A.toarray() / np.sqrt(np.outer(d, d))
+    return np.diag(sla.expm(-t * (np.eye(len(d)) - N)))
+
+
+@pytest.mark.parametrize("t", [1.0, 7.0])
+def test_heat_diagonal_max_equals_the_dense_exponential(t):
+    from mbkkm.kernels import knn_adjacency
+    from mbkkm.kernels._gamma import heat_diagonal_max
+
+    X, _ = make_blobs(n_samples=300, centers=4, n_features=3, random_state=1)
+    A = knn_adjacency(X, 12)
+    ref = _dense_heat_diagonal(A, t)
+    # The probe-and-refine path (forced), and the dense path.
+    got = heat_diagonal_max(A, t, n_components=20, dense_limit=0, random_state=0)
+    assert not got.exact_path and got.certified
+    if t == 7.0:  # at the paper's diffusion times the probes leave few points to compute
+        assert got.n_exact < 150
+    assert got.argmax == int(np.argmax(ref))
+    assert got.value == pytest.approx(ref.max(), rel=1e-9)
+    assert got.gamma == pytest.approx(np.sqrt(ref.max()), rel=1e-9)
+    import scipy.sparse.linalg as spla
+
+    from mbkkm.kernels._gamma import _heat_operator
+
+    lam, U = spla.eigsh(_heat_operator(A)[1], k=20, which="LA", v0=np.ones(300))
+    again = heat_diagonal_max(A, t, eigenpairs=(lam, U), dense_limit=0, random_state=0)
+    assert again.value == pytest.approx(ref.max(), rel=1e-9)
+    with pytest.raises(ValueError, match="eigenpairs"):
+        heat_diagonal_max(A, t, eigenpairs=(lam, U[:10]), dense_limit=0)
+    dense = heat_diagonal_max(A, t)
+    assert dense.exact_path and dense.value == pytest.approx(ref.max(), rel=1e-10)
+    # max_exact reached before the certificate: reported as not certified.
+    few = heat_diagonal_max(A, t, n_components=2, n_probes=2, dense_limit=0, batch=1,
+                            max_exact=1, random_state=0)
+    assert few.n_exact == 1 and few.value <= ref.max() * (1 + 1e-9)
+
+
+def test_heat_diagonal_max_checks():
+    from mbkkm.kernels._gamma import heat_diagonal_max
+
+    A = sp.identity(5, format="csr")
+    for bad in (0, -1.0, True, "1"):
+        with pytest.raises(ValueError, match="t must be"):
+            heat_diagonal_max(A, bad)
+    with pytest.raises(ValueError, match="n_probes"):
+        heat_diagonal_max(A, 1.0, n_probes=1)
+    with pytest.raises(ValueError, match="degree 0"):
+        heat_diagonal_max(sp.csr_matrix((5, 5)), 1.0)
+    with pytest.raises(ValueError, match="square"):
+        heat_diagonal_max(sp.csr_matrix((5, 4)), 1.0)
+    # Self-loops only: K = exp(-t (I - I)) = I.
+    assert heat_diagonal_max(A, 2.0).gamma == pytest.approx(1.0)

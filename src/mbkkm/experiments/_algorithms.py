@@ -39,12 +39,15 @@ class KernelSetup:
         full-batch), else None.
     seconds : float
         Wall time spent building ``matrix`` (0 when none was built).
+    cpu_seconds : float
+        CPU time of the building process (all its threads) in that time.
     """
 
     name: str
     params: dict
     matrix: Any = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
 
     @property
     def is_graph(self) -> bool:

@@ -7,11 +7,16 @@ For each dataset and kernel of the table:
   deviation); the truncated algorithms at one tau (default 200, else the
   largest run); full-batch kernel k-means, which has no batch size, is its own
   group; the time bar stacks the kernel-matrix time (black) under the fit time.
+  Times are CPU seconds of the run's process where the table records them
+  (``fit_cpu_seconds``, ``kernel_cpu_seconds``: on a shared machine the wall
+  time also counts the waits for a core), else wall seconds. The title gives
+  the number of seeds behind each bar (a range where they differ).
   Non-kernel algorithms (kernel ``"none"``) appear in every kernel's panel.
 * ``<dataset>-<kernel>-tau.{png,svg}``: the effect of tau on the truncated
   algorithms — ARI and objective against tau, one colour per batch size,
   solid for renormalised windows, dashed for the paper's literal truncation,
-  with the untruncated run at the same batch size as a dotted line.
+  with the untruncated run at the same batch size as a dotted line; the title
+  gives the number of seeds per point.
 """
 
 from __future__ import annotations
@@ -41,6 +46,21 @@ def _stats(df, col):
     return g.mean(), g.std(ddof=0).fillna(0.0)
 
 
+def _time_columns(df) -> tuple[str, str, str]:
+    """(fit, kernel, label) time columns: CPU time where every row has it, else wall."""
+    if {"fit_cpu_seconds", "kernel_cpu_seconds"} <= set(df.columns) \
+            and df["fit_cpu_seconds"].notna().all():
+        return "fit_cpu_seconds", "kernel_cpu_seconds", "CPU time (s)"
+    return "fit_seconds", "kernel_seconds", "time (s)"
+
+
+def _seed_note(df, by="key") -> str:
+    """'10 seeds', or '3-10 seeds' where the settings grouped by ``by`` differ."""
+    counts = df.groupby(by).size()
+    lo, hi = int(counts.min()), int(counts.max())
+    return f"{lo} seeds" if lo == hi else f"{lo}-{hi} seeds"
+
+
 def _save(fig, out: Path, stem: str, formats) -> list[Path]:
     paths = []
     for fmt in formats:
@@ -64,6 +84,7 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
         groups.append("full")
     algos = [a for a in ALGORITHMS if a in set(df["algorithm"])]
     df["key"] = list(zip(df["algorithm"], df["group"]))
+    fit_col, kernel_col, time_label = _time_columns(df)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     width = 0.8 / max(1, len(algos))
     colors = plt.get_cmap("tab10")
@@ -76,8 +97,8 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                 if sub.empty:
                     continue
                 if metric == "time":
-                    vals = sub["fit_seconds"] + sub["kernel_seconds"].fillna(0.0)
-                    kern.append(float(sub["kernel_seconds"].fillna(0.0).mean()))
+                    vals = sub[fit_col] + sub[kernel_col].fillna(0.0)
+                    kern.append(float(sub[kernel_col].fillna(0.0).mean()))
                 else:
                     vals = sub[metric]
                 xs.append(x[j] + (i - (len(algos) - 1) / 2) * width)
@@ -92,7 +113,7 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                 ax.bar(xs, kern, width, color="black",
                        label="kernel matrix" if i == 0 else None)
         ax.set_xticks(x, [f"b={g}" if g != "full" else "full batch" for g in groups])
-        ax.set_title({"ari": "ARI", "nmi": "NMI", "time": "time (s)"}[metric])
+        ax.set_title({"ari": "ARI", "nmi": "NMI", "time": time_label}[metric])
         if metric == "time":
             ax.set_yscale("log")
     handles, labels = [], []
@@ -102,7 +123,8 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
         labels += lab
     fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)),
                bbox_to_anchor=(0.5, -0.12), frameon=False)
-    fig.suptitle(f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over seeds)")
+    fig.suptitle(f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over "
+                 f"{_seed_note(df)})")
     paths = _save(fig, out, f"{dataset}-{kernel}-panels", formats)
     plt.close(fig)
     return paths
@@ -134,7 +156,9 @@ def _tau_figure(plt, df, dataset, kernel, out, formats):
         ax.set_xlabel("tau")
         ax.set_title("ARI" if metric == "ari" else "objective (inertia / n, feature space)")
     axes[0].legend(fontsize=7, ncol=2)
-    fig.suptitle(f"{dataset}, {kernel} kernel: effect of tau (dotted: untruncated)")
+    note = _seed_note(sub, ["algorithm", "batch_size", "tau"])
+    fig.suptitle(f"{dataset}, {kernel} kernel: effect of tau (mean ± std over {note}; "
+                 "dotted: untruncated)")
     paths = _save(fig, out, f"{dataset}-{kernel}-tau", formats)
     plt.close(fig)
     return paths
@@ -174,7 +198,10 @@ def plot_results(results, out: str | os.PathLike, *, tau: int | None = None,
     df = df[df["status"] == "ok"].copy()
     if df.empty:
         raise ValueError("the result table holds no successful run (status 'ok') to plot.")
-    for col in ("batch_size", "tau", "kernel_seconds", "fit_seconds"):
+    for col in ("batch_size", "tau", "kernel_seconds", "fit_seconds", "fit_cpu_seconds",
+                "kernel_cpu_seconds"):
+        if col not in df.columns:  # tables written before CPU times were recorded
+            continue
         df[col] = pd.to_numeric(df[col], errors="coerce")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -207,7 +234,7 @@ def summarize(results):
     table : pandas.DataFrame
         One row per dataset, kernel, algorithm, batch size and tau, with
         ``n_seeds`` and the mean and std of ARI, NMI, objective, fit, kernel and
-        total seconds.
+        total seconds (wall, and CPU where the table records it).
     """
     import pandas as pd
 
@@ -220,6 +247,9 @@ def summarize(results):
         df[k] = pd.to_numeric(df[k], errors="coerce").fillna(-1).astype(int)
     df["total_seconds"] = df["fit_seconds"] + df["kernel_seconds"].fillna(0.0)
     metrics = ["ari", "nmi", "objective", "fit_seconds", "kernel_seconds", "total_seconds"]
+    if "fit_cpu_seconds" in df.columns:
+        df["total_cpu_seconds"] = df["fit_cpu_seconds"] + df["kernel_cpu_seconds"].fillna(0.0)
+        metrics += ["fit_cpu_seconds", "kernel_cpu_seconds", "total_cpu_seconds"]
     g = df.groupby(keys, sort=False)
     out = g[metrics].agg(["mean", "std"])
     out.columns = [f"{a}_{b}" for a, b in out.columns]

@@ -40,6 +40,7 @@ import io
 import json
 import os
 import platform
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -56,8 +57,9 @@ COLUMNS = [
     "run_id", "grid", "dataset", "n_samples", "n_features", "n_clusters", "algorithm",
     "kernel", "kernel_params", "batch_size", "tau", "learning_rate", "renormalize",
     "max_iter", "n_components", "seed", "status", "message", "ari", "nmi", "objective",
-    "objective_space", "fit_seconds", "kernel_seconds", "total_seconds", "n_iter",
-    "memory_estimate_bytes", "mbkkm", "numpy", "scipy", "sklearn", "python", "platform",
+    "objective_space", "fit_seconds", "kernel_seconds", "total_seconds", "fit_cpu_seconds",
+    "kernel_cpu_seconds", "n_iter", "memory_estimate_bytes", "load_average", "jobs",
+    "blas_threads", "mbkkm", "commit", "numpy", "scipy", "sklearn", "python", "platform",
     "cpu", "n_cores", "timestamp",
 ]
 
@@ -97,18 +99,51 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def source_commit() -> str:
+    """The git commit of the mbkkm source that runs, or ``""`` where unknown.
+
+    Read with ``git`` from the package's folder (an installed wheel has no
+    commit: ``""``). ``"+dirty"`` is appended when the package's own files
+    differ from that commit (changes elsewhere in the checkout, such as result
+    tables being written, do not count).
+    """
+    import subprocess
+
+    here = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return ""
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
+                                "--", "."], cwd=here, capture_output=True, text=True,
+                               timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
 def environment() -> dict[str, Any]:
-    """Library versions and machine description recorded on every row."""
+    """Library versions, source commit and machine description recorded on every row."""
     import scipy
     import sklearn
 
     from .. import __version__
 
     return {
-        "mbkkm": __version__, "numpy": np.__version__, "scipy": scipy.__version__,
-        "sklearn": sklearn.__version__, "python": platform.python_version(),
-        "platform": platform.platform(), "cpu": _cpu_model(), "n_cores": os.cpu_count(),
+        "mbkkm": __version__, "commit": source_commit(), "numpy": np.__version__,
+        "scipy": scipy.__version__, "sklearn": sklearn.__version__,
+        "python": platform.python_version(), "platform": platform.platform(),
+        "cpu": _cpu_model(), "n_cores": os.cpu_count(),
     }
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average now (None where unknown)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):  # pragma: no cover - not on POSIX
+        return None
 
 
 def format_bytes(n: float) -> str:
@@ -120,20 +155,23 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
-def kernel_matrix_bytes(n: int, kernel: str, params: dict, *, dense: bool = False) -> int:
+def kernel_matrix_bytes(n: int, kernel: str, params: dict, *, dense: bool = False,
+                        n_clusters: int = 10) -> int:
     """Estimated peak bytes to build and hold the kernel matrix of n points.
-
-    ``dense=True`` (full-batch kernel k-means) adds the dense float64 copy,
-    8 n^2, that a sparse or low-rank graph kernel is expanded into.
 
     Pairwise kernels: the dense float64 matrix, 8 n^2. k-NN kernel: the
     symmetrised sparse graph, at most 2 n k entries of 12 bytes, twice over
     while it is symmetrised. Heat kernel: exact (three dense n x n float64
     arrays) when 8 n^2 fits ``max_dense_bytes`` (default 2**30: n <= 11,585), else the
     graph plus the eigensolver's vectors and the rank-``max_components`` factor.
+
+    ``dense=True`` (full-batch kernel k-means) adds what Lloyd's iterations
+    hold beside the matrix: the (n, ``n_clusters``) product K A in float64
+    and its one-hot operand (a sparse or low-rank graph kernel is multiplied
+    as it is stored, never expanded to n x n).
     """
     if kernel in GRAPH_KERNELS and dense:
-        return kernel_matrix_bytes(n, kernel, params) + 8 * n * n
+        return kernel_matrix_bytes(n, kernel, params) + 2 * 8 * n * n_clusters
     if kernel == "knn":
         return 24 * n * int(params.get("n_neighbors", 10))
     if kernel == "heat":
@@ -159,8 +197,14 @@ def needs_matrix(run: RunSpec) -> bool:
     return algo.needs_kernel_matrix or (algo.uses_kernel and run.kernel in GRAPH_KERNELS)
 
 
-def build_kernel(X: np.ndarray, kernel: str, params: dict, *, matrix: bool) -> KernelSetup:
-    """Resolve a kernel for a dataset; build its n x n matrix when ``matrix``."""
+def build_kernel(X: np.ndarray, kernel: str, params: dict, *, matrix: bool,
+                 cache_dir=None, cache_id: dict | None = None) -> KernelSetup:
+    """Resolve a kernel for a dataset; build its n x n matrix when ``matrix``.
+
+    With ``cache_dir``, the matrix is read from (or built into) that kernel cache
+    (:mod:`._kernel_cache`) under a key made of ``cache_id`` (dataset, synthetic
+    size, source) and the kernel with its resolved parameters.
+    """
     params = dict(params)
     if kernel not in GRAPH_KERNELS and kernel != "none":
         # Resolve data-driven defaults (e.g. gamma=None) once, so every algorithm
@@ -170,16 +214,27 @@ def build_kernel(X: np.ndarray, kernel: str, params: dict, *, matrix: bool) -> K
         params = resolve_kernel(kernel, gamma=params.pop("gamma", None), X=X).params
     if not matrix:
         return KernelSetup(kernel, params)
-    start = time.perf_counter()
-    if kernel in GRAPH_KERNELS:
-        from ..kernels import graph_kernel_matrix
 
-        K = graph_kernel_matrix(kernel, X, **params)
+    def build():
+        start, cpu_start = time.perf_counter(), time.process_time()
+        if kernel in GRAPH_KERNELS:
+            from ..kernels import graph_kernel_matrix
+
+            K = graph_kernel_matrix(kernel, X, **params)
+        else:
+            from sklearn.metrics.pairwise import pairwise_kernels
+
+            K = pairwise_kernels(np.asarray(X, dtype=np.float64), metric=kernel, **params)
+        return K, time.perf_counter() - start, time.process_time() - cpu_start
+
+    if cache_dir is None:
+        K, seconds, cpu_seconds = build()
     else:
-        from sklearn.metrics.pairwise import pairwise_kernels
+        from ._kernel_cache import cache_key, cached_matrix
 
-        K = pairwise_kernels(np.asarray(X, dtype=np.float64), metric=kernel, **params)
-    return KernelSetup(kernel, dict(params), K, time.perf_counter() - start)
+        key = cache_key(n_samples=X.shape[0], kernel=kernel, params=params, **(cache_id or {}))
+        K, seconds, cpu_seconds = cached_matrix(cache_dir, key, build)
+    return KernelSetup(kernel, dict(params), K, seconds, cpu_seconds)
 
 
 def load_data(run: RunSpec, *, data_home=None, download: bool = False):
@@ -377,14 +432,19 @@ def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
         "renormalize": _RENORMALIZE.get(run.algorithm, ""),
         "max_iter": run.max_iter, "n_components": run.n_components, "seed": run.seed,
         "objective_space": get_algorithm(run.algorithm).objective_space,
-        "kernel_seconds": 0.0,
+        "kernel_seconds": 0.0, "kernel_cpu_seconds": 0.0,
         **env,
     }
 
 
 def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str, Any]:
     """Fit one run and return its row (status ``ok`` or ``error``; never raises
-    for errors of the algorithm itself)."""
+    for errors of the algorithm itself).
+
+    ``fit_seconds`` is wall time; ``fit_cpu_seconds`` the CPU time of this
+    process (all its threads) over the same interval, which a busy machine
+    inflates much less than the wall time.
+    """
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
     row = _base_row(run, env)
@@ -392,24 +452,27 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     row.update(n_samples=X.shape[0], n_features=X.shape[1], n_clusters=n_clusters)
     if kernel.matrix is not None:
         row["kernel_seconds"] = round(kernel.seconds, 6)
+        row["kernel_cpu_seconds"] = round(kernel.cpu_seconds, 6)
     effective = run if run.n_clusters else _with_clusters(run, n_clusters)
     algo = get_algorithm(run.algorithm)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     try:
         out: FitOutput = algo.fit(X, effective, kernel)
     except (Exception, MemoryError) as exc:
         row.update(status="skipped" if isinstance(exc, MemoryError) else "error",
-                   message=_one_line(exc))
+                   message=_one_line(exc), load_average=load_average())
         row["timestamp"] = _now()
         return row
     fit_seconds = time.perf_counter() - start
+    fit_cpu = time.process_time() - cpu_start
     labels = np.asarray(out.labels)
     row.update(
         status="ok", message="",
         ari=adjusted_rand_score(y, labels), nmi=normalized_mutual_info_score(y, labels),
         objective=out.inertia / X.shape[0], fit_seconds=round(fit_seconds, 6),
         total_seconds=round(fit_seconds + float(row["kernel_seconds"]), 6),
-        n_iter=out.n_iter, timestamp=_now(),
+        fit_cpu_seconds=round(fit_cpu, 6), n_iter=out.n_iter,
+        load_average=load_average(), timestamp=_now(),
     )
     return row
 
@@ -424,6 +487,136 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+class _Executor:
+    """Runs one run after another in one process, keeping the last dataset and the
+    last kernel (matrix) it built, so that a group of runs on the same dataset and
+    kernel loads and builds them once."""
+
+    def __init__(self, env: dict, *, data_home, download: bool, memory_budget: int | None,
+                 kernel_cache=None):
+        self.env = env
+        self.kernel_cache = kernel_cache
+        self.data_home = data_home
+        self.download = download
+        self.memory_budget = memory_budget
+        self._data_key: Any = None
+        self._data: Any = None
+        self._data_error: str | None = None
+        self._kernel_key: Any = None
+        self._kernel: KernelSetup | None = None
+        self._kernel_error: str | None = None
+
+    def _load(self, run: RunSpec) -> None:
+        key = (run.dataset, run.synthetic_samples)
+        if key == self._data_key:
+            return
+        self._data_key, self._data, self._data_error = key, None, None
+        self._kernel_key, self._kernel = None, None  # free the old matrix first
+        try:
+            self._data = load_data(run, data_home=self.data_home, download=self.download)
+        except (OSError, ValueError) as exc:
+            self._data_error = _one_line(exc)
+
+    def __call__(self, run: RunSpec) -> dict[str, Any]:
+        """The row of one run (never raises for the run's own errors)."""
+        self._load(run)
+        row = _base_row(run, self.env)
+        if self._data_error is not None:
+            row.update(status="skipped", message=f"dataset not available: {self._data_error}",
+                       load_average=load_average(), timestamp=_now())
+            return row
+        X, y = self._data
+        matrix = needs_matrix(run)
+        est = kernel_matrix_bytes(
+            X.shape[0], run.kernel, dict(run.kernel_params),
+            dense=get_algorithm(run.algorithm).needs_kernel_matrix,
+            n_clusters=run.n_clusters or len(np.unique(y))) if matrix else None
+        if matrix and self.memory_budget is not None and est > self.memory_budget:
+            row.update(
+                n_samples=X.shape[0], n_features=X.shape[1], status="skipped",
+                memory_estimate_bytes=est, load_average=load_average(), timestamp=_now(),
+                message=(f"the {X.shape[0]} x {X.shape[0]} {run.kernel} kernel matrix "
+                         f"needs about {format_bytes(est)}, over the memory budget "
+                         f"of {format_bytes(self.memory_budget)}"),
+            )
+            return row
+        kkey = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
+        if kkey != self._kernel_key:
+            self._kernel_key, self._kernel, self._kernel_error = kkey, None, None
+            try:
+                self._kernel = build_kernel(
+                    X, run.kernel, dict(run.kernel_params), matrix=matrix,
+                    cache_dir=self.kernel_cache,
+                    cache_id={"dataset": run.dataset,
+                              "synthetic_samples": run.synthetic_samples,
+                              "source": self.env.get("commit") or self.env.get("mbkkm")})
+            except (Exception, MemoryError) as exc:
+                self._kernel_error = _one_line(exc)
+        if self._kernel_error is not None:
+            row.update(status="error", load_average=load_average(), timestamp=_now(),
+                       message=f"building the kernel failed: {self._kernel_error}")
+        else:
+            row = execute_run(run, X, y, self._kernel, self.env)
+            row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True,
+                                              default=float)
+        row["memory_estimate_bytes"] = est
+        return row
+
+
+# --- worker processes (run_grid with jobs > 1) -----------------------------------------
+
+_WORKER: _Executor | None = None
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies, so that killing a
+    grid (even with SIGKILL) leaves no worker computing on (elsewhere: no-op).
+    A parent that died before the request was made is noticed here."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _init_worker(env: dict, data_home, download: bool, memory_budget: int | None,
+                 blas_threads: int | None, kernel_cache, parent: int) -> None:
+    global _WORKER
+    _die_with_parent(parent)
+    if blas_threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(blas_threads)
+    _WORKER = _Executor(env, data_home=data_home, download=download,
+                        memory_budget=memory_budget, kernel_cache=kernel_cache)
+
+
+def _worker_run(run: RunSpec) -> dict[str, Any]:
+    assert _WORKER is not None, "worker not initialised"
+    return _WORKER(run)
+
+
+def _pool(jobs: int, initargs: tuple):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    # spawn: each worker is a fresh child of this process (no inherited threads or
+    # locks, and the parent-death signal reaches it; a forkserver's children would
+    # keep the server, and so themselves, alive).
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_init_worker, initargs=initargs)
+
+
+def _check_positive_int(value, name) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+
+
 def run_grid(
     grid: Grid | Iterable[RunSpec],
     out: str | os.PathLike,
@@ -433,6 +626,9 @@ def run_grid(
     budget_seconds: float | None = None,
     memory_budget: int | None = -1,
     progress: bool = True,
+    jobs: int = 1,
+    blas_threads: int | None = None,
+    kernel_cache: str | os.PathLike | None = None,
 ) -> RunSummary:
     """Run every run of a grid not already in ``out``, appending one row per run.
 
@@ -448,12 +644,27 @@ def run_grid(
         Whether a missing dataset may be fetched from OpenML; when it is not
         found, its runs are recorded as ``skipped``.
     budget_seconds : float, optional
-        Stop between runs once this much wall time has passed.
+        Stop starting runs once this much wall time has passed (runs in
+        progress finish and are recorded).
     memory_budget : int or None, default=-1
-        Bytes a kernel matrix may take; -1: :func:`default_memory_budget`;
+        Bytes the kernel matrices may take, shared by the ``jobs`` processes
+        (each gets ``memory_budget / jobs``); -1: :func:`default_memory_budget`;
         None: no limit.
     progress : bool, default=True
         Show a tqdm progress bar (on stderr).
+    jobs : int, default=1
+        Runs side by side in this many worker processes (1: in this process).
+        Each worker keeps its last dataset and kernel matrix; this process
+        writes every row, as each run finishes. A worker dies with this process.
+    blas_threads : int, optional
+        BLAS threads per process (threadpoolctl). Default: 1 when ``jobs > 1``
+        (``jobs`` processes share the cores), else unchanged.
+    kernel_cache : path, optional
+        A folder where the kernel matrices the runner builds (graph kernels,
+        full batch) are saved once and memory-mapped by every process and every
+        resume (:mod:`mbkkm.experiments._kernel_cache`): side-by-side workers
+        then share one copy, and a resumed grid does not build it again.
+        Default: each process builds and holds its own.
 
     Returns
     -------
@@ -463,6 +674,11 @@ def run_grid(
     out = Path(out)
     if budget_seconds is not None and not budget_seconds > 0:
         raise ValueError(f"budget_seconds must be positive, got {budget_seconds!r}.")
+    _check_positive_int(jobs, "jobs")
+    if blas_threads is not None:
+        _check_positive_int(blas_threads, "blas_threads")
+    elif jobs > 1:
+        blas_threads = 1
     if memory_budget == -1:
         memory_budget = default_memory_budget()
     summary = RunSummary(path=out, total=len(runs))
@@ -473,7 +689,9 @@ def run_grid(
         done = done_run_ids(out)
         todo = [r for r in runs if r.run_id not in done]
         summary.already_done = len(runs) - len(todo)
+        jobs = max(1, min(jobs, len(todo)))
         env = environment()
+        env["jobs"] = jobs
     except BaseException:
         writer.close()
         raise
@@ -483,73 +701,136 @@ def run_grid(
 
         bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True)
     start = time.perf_counter()
-    data_key, data, data_error = None, None, None
-    kernel_key, kernel_setup, kernel_error = None, None, None
+
+    def over_budget() -> bool:
+        return budget_seconds is not None and time.perf_counter() - start >= budget_seconds
+
+    def record(row: dict) -> None:
+        writer.write(row)
+        status = row["status"]
+        setattr(summary, status, getattr(summary, status) + 1)
+        if status == "error" and row["message"] not in summary.errors:
+            summary.errors.append(row["message"])
+        if bar is not None:
+            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
+            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+            bar.update(1)
+
+    budget_each = memory_budget if memory_budget is None else memory_budget // jobs
     try:
-        for i, run in enumerate(todo):
-            if budget_seconds is not None and time.perf_counter() - start >= budget_seconds:
-                summary.stopped_by_budget = True
-                summary.not_run = len(todo) - i
-                break
-            if bar is not None:
-                bar.set_description(f"{run.dataset} {run.algorithm} {run.kernel}")
-                bar.set_postfix_str(f"b={run.batch_size} tau={run.tau} seed={run.seed}")
-            key = (run.dataset, run.synthetic_samples)
-            if key != data_key:
-                data_key, data, data_error = key, None, None
-                kernel_key, kernel_setup = None, None
-                try:
-                    data = load_data(run, data_home=data_home, download=download)
-                except (OSError, ValueError) as exc:
-                    data_error = _one_line(exc)
-            row = _base_row(run, env)
-            if data_error is not None:
-                row.update(status="skipped", message=f"dataset not available: {data_error}",
-                           timestamp=_now())
-            else:
-                X, y = data
-                matrix = needs_matrix(run)
-                est = kernel_matrix_bytes(
-                    X.shape[0], run.kernel, dict(run.kernel_params),
-                    dense=get_algorithm(run.algorithm).needs_kernel_matrix) if matrix else None
-                if matrix and memory_budget is not None and est > memory_budget:
-                    row.update(
-                        n_samples=X.shape[0], n_features=X.shape[1],
-                        status="skipped", memory_estimate_bytes=est, timestamp=_now(),
-                        message=(f"the {X.shape[0]} x {X.shape[0]} {run.kernel} kernel matrix "
-                                 f"needs about {format_bytes(est)}, over the memory budget "
-                                 f"of {format_bytes(memory_budget)}"),
-                    )
-                else:
-                    kkey = (run.kernel, run.kernel_params, matrix)
-                    if kkey != kernel_key:
-                        kernel_key, kernel_setup, kernel_error = kkey, None, None
-                        try:
-                            kernel_setup = build_kernel(X, run.kernel,
-                                                        dict(run.kernel_params), matrix=matrix)
-                        except (Exception, MemoryError) as exc:
-                            kernel_error = _one_line(exc)
-                    if kernel_error is not None:
-                        row.update(status="error", timestamp=_now(),
-                                   message=f"building the kernel failed: {kernel_error}")
-                    else:
-                        row = execute_run(run, X, y, kernel_setup, env)
-                        row["kernel_params"] = json.dumps(kernel_setup.params, sort_keys=True,
-                                                          default=float)
-                    row["memory_estimate_bytes"] = est
-            writer.write(row)
-            status = row["status"]
-            setattr(summary, status, getattr(summary, status) + 1)
-            if status == "error" and row["message"] not in summary.errors:
-                summary.errors.append(row["message"])
-            if bar is not None:
-                bar.update(1)
+        if jobs == 1:
+            executor = _Executor(env, data_home=data_home, download=download,
+                                 memory_budget=budget_each, kernel_cache=kernel_cache)
+            limits = None
+            if blas_threads is not None:
+                from threadpoolctl import threadpool_limits
+
+                limits = threadpool_limits(blas_threads)
+            try:
+                for i, run in enumerate(todo):
+                    if over_budget():
+                        summary.stopped_by_budget = True
+                        summary.not_run = len(todo) - i
+                        break
+                    row = executor(run)
+                    row["blas_threads"] = blas_threads_now()
+                    record(row)
+            finally:
+                if limits is not None:
+                    limits.restore_original_limits()
+        else:
+            _run_parallel(todo, jobs,
+                          (env, data_home, download, budget_each, blas_threads, kernel_cache,
+                           os.getpid()),
+                          record, over_budget, summary)
     finally:
         writer.close()
         if bar is not None:
             bar.close()
         summary.seconds = time.perf_counter() - start
     return summary
+
+
+def blas_threads_now() -> int:
+    """BLAS threads this process may use now (threadpoolctl; 1 when unknown)."""
+    from .._core._parallel import blas_threads
+
+    return blas_threads()
+
+
+def _run_with_threads(run: RunSpec) -> dict[str, Any]:
+    row = _worker_run(run)
+    row["blas_threads"] = blas_threads_now()
+    return row
+
+
+def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
+    """Runs in ``jobs`` worker processes, at most ``jobs`` at a time and in the
+    grid's order (so a worker mostly meets the dataset and kernel it holds);
+    rows recorded as they come.
+
+    A worker that dies (killed, out of memory) breaks the pool: the runs it held
+    are queued again once on a new pool; a run that meets a dying worker twice
+    is recorded as ``error`` (retried by the next resume). On an exception here
+    (Ctrl-C) the workers are stopped at once.
+    """
+    from concurrent.futures import FIRST_COMPLETED, wait
+    from concurrent.futures.process import BrokenProcessPool
+
+    queue = list(reversed(todo))
+    pool = _pool(jobs, initargs)
+    pending: dict[Any, RunSpec] = {}
+    deaths: dict[str, int] = {}
+    clean = False
+    try:
+        while queue or pending:
+            while queue and len(pending) < jobs and not over_budget():
+                run = queue.pop()
+                pending[pool.submit(_run_with_threads, run)] = run
+            if not pending:  # the budget stopped the grid
+                summary.stopped_by_budget = True
+                summary.not_run = len(queue)
+                break
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            broken = False
+            for fut in finished:
+                run = pending.pop(fut)
+                try:
+                    row = fut.result()
+                except BrokenProcessPool:
+                    broken = True
+                    deaths[run.run_id] = deaths.get(run.run_id, 0) + 1
+                    if deaths[run.run_id] == 1:
+                        queue.append(run)
+                        continue
+                    row = _base_row(run, initargs[0])
+                    row.update(status="error", load_average=load_average(), timestamp=_now(),
+                               message="the worker process running this run died twice "
+                                       "(killed, or out of memory)")
+                record(row)
+            if broken:
+                queue.extend(pending.values())
+                pending.clear()
+                _stop(pool)
+                pool = _pool(jobs, initargs)
+        clean = True
+    finally:
+        if clean:
+            pool.shutdown(wait=True)
+        else:
+            _stop(pool)
+
+
+def _stop(pool) -> None:
+    """Shut a process pool down without waiting for the runs in progress: its
+    worker processes are terminated."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        if p.is_alive():
+            p.terminate()
+    for p in processes:
+        p.join(timeout=10)
 
 
 def read_results(paths) -> Any:

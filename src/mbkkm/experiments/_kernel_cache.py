@@ -1,0 +1,139 @@
+"""A folder of kernel matrices built by the runner, shared by its processes.
+
+A graph kernel on MNIST (a 70,000-point k-NN graph) takes minutes and gigabytes
+to build. With a cache folder, the first process that needs a matrix builds it
+under an exclusive lock and saves it as ``.npy`` arrays; every other process,
+and every later resume of the grid, waits for the lock and maps the same files
+read-only (``numpy.load(mmap_mode="r")``), so side-by-side workers share one
+copy through the page cache instead of holding one each.
+
+A matrix is keyed by everything it depends on: the dataset (and its synthetic
+size), the number of points, the kernel and its resolved parameters, and the
+mbkkm source (commit, or version where there is no commit). The build's wall
+and CPU time are stored with it and reported on the rows that use it, as if
+each run had built its own (as without a cache).
+
+Layout: ``<folder>/<key>/`` holds ``meta.json`` and the arrays (dense: ``K.npy``;
+sparse CSR: ``data.npy``, ``indices.npy``, ``indptr.npy``; low-rank: ``U.npy``,
+``weights.npy``). ``meta.json`` is written last, through a temporary file and an
+atomic rename: an entry without it is incomplete (a build was killed) and is
+built again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..kernels._graph import LowRankKernel
+
+_META = "meta.json"
+
+
+def cache_key(*, dataset: str, synthetic_samples, n_samples: int, kernel: str, params: dict,
+              source: str) -> str:
+    """20 hex digits naming one matrix (see the module docstring for what it covers)."""
+    blob = json.dumps({"dataset": dataset, "synthetic_samples": synthetic_samples,
+                       "n_samples": int(n_samples), "kernel": kernel, "params": params,
+                       "source": source}, sort_keys=True, default=str)
+    return hashlib.sha1(blob.encode()).hexdigest()[:20]
+
+
+def _lock(path: Path):
+    """An exclusive advisory lock on ``path`` (blocking); the open file, or None."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX: no lock
+        return None
+    f = open(path, "a")
+    fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+    return f
+
+
+def _save(folder: Path, K, meta: dict) -> None:
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if isinstance(K, np.ndarray):
+        arrays, kind = {"K": K}, "dense"
+    elif sp.issparse(K):
+        K = K.tocsr()
+        arrays, kind = {"data": K.data, "indices": K.indices, "indptr": K.indptr}, "csr"
+    elif isinstance(K, LowRankKernel):
+        arrays, kind = {"U": K.U, "weights": K.weights}, "lowrank"
+        meta = {**meta, "error": K.error, "description": K.description}
+    else:
+        raise TypeError(f"cannot cache a kernel matrix of type {type(K).__name__}")
+    for name, arr in arrays.items():
+        with open(tmp / f"{name}.npy", "wb") as f:
+            np.save(f, np.ascontiguousarray(arr))
+            f.flush()
+            os.fsync(f.fileno())
+    meta = {**meta, "kind": kind, "shape": list(K.shape)}
+    with open(tmp / _META, "w") as f:
+        json.dump(meta, f, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    shutil.rmtree(folder, ignore_errors=True)
+    os.replace(tmp, folder)
+
+
+def _load(folder: Path) -> tuple[Any, dict]:
+    with open(folder / _META) as f:
+        meta = json.load(f)
+
+    def arr(name):
+        return np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+
+    kind, shape = meta["kind"], tuple(meta["shape"])
+    if kind == "dense":
+        K = arr("K")
+    elif kind == "csr":
+        K = sp.csr_matrix((arr("data"), arr("indices"), arr("indptr")), shape=shape, copy=False)
+    elif kind == "lowrank":
+        K = LowRankKernel(arr("U"), arr("weights"), meta["error"], meta.get("description", ""))
+    else:  # pragma: no cover - written by a newer version
+        raise ValueError(f"unknown cached kernel kind {kind!r} in {folder}")
+    return K, meta
+
+
+def cached_matrix(folder: str | os.PathLike, key: str, build) -> tuple[Any, float, float]:
+    """The matrix named ``key`` in ``folder``, built with ``build()`` when absent.
+
+    Parameters
+    ----------
+    folder : path
+        The cache folder (created).
+    key : str
+        From :func:`cache_key`.
+    build : callable
+        ``build() -> (K, seconds, cpu_seconds)``.
+
+    Returns
+    -------
+    K : ndarray, scipy.sparse.csr_matrix or LowRankKernel
+        Memory-mapped from the cache's files, read-only.
+    seconds, cpu_seconds : float
+        Wall and CPU time of the build that made it.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    entry = folder / key
+    lock = _lock(folder / f"{key}.lock")
+    try:
+        if not (entry / _META).exists():
+            K, seconds, cpu_seconds = build()
+            _save(entry, K, {"seconds": seconds, "cpu_seconds": cpu_seconds})
+            del K
+        K, meta = _load(entry)
+    finally:
+        if lock is not None:
+            lock.close()
+    return K, float(meta["seconds"]), float(meta["cpu_seconds"])
