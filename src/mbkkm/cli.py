@@ -605,7 +605,7 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
     est = MiniBatchKernelKMeans(n_clusters=n_clusters, kernel=kernel, gamma=gamma,
                                 kernel_params=graph_params, batch_size=batch_size, tau=tau,
                                 max_iter=max_iter, learning_rate=learning_rate,
-                                random_state=seed, compute_labels=graph_params is not None)
+                                random_state=seed, compute_labels=False)
     err = "-" in (labels_out, transform_out)  # the summary must not mix with the output
     if not quiet:
         for note in notes:
