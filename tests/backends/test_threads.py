@@ -65,14 +65,65 @@ def test_user_limits_are_respected(two_threads):
         assert n == 1 and effective_n_threads() == 1
 
 
+_OMP_CODE = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    from threadpoolctl import threadpool_info
+    from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+    from mbkkm.backends import _threads
+    _threads._physical_cpus = lambda: int(sys.argv[1])  # the machine, as the test wants it
+    names = set()
+    def kernel(A, B):
+        names.add(threading.current_thread().name)
+        assert {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"} == {1}
+        return A @ B.T
+    X = np.random.default_rng(0).standard_normal((9000, 3))
+    n = _threads.effective_n_threads()
+    km = MiniBatchKernelKMeans(3, kernel=kernel, batch_size=64, tau=20, max_iter=3,
+                               random_state=0).fit(X)
+    km.predict(X)
+    KernelKMeans(3, gamma=0.1, max_iter=3, random_state=0).fit(X[:3000])
+    print(n, any(name.startswith("mbkkm") for name in names))
+""")
+
+
+def _run_omp(value, cores):
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    if value is not None:
+        env["OMP_NUM_THREADS"] = value
+    out = subprocess.run([sys.executable, "-c", _OMP_CODE, str(cores)], env=env,
+                         capture_output=True, text=True, timeout=300, check=True)
+    n, parts = out.stdout.split()
+    return int(n), parts == "True"
+
+
+@pytest.mark.slow
 def test_omp_num_threads_is_respected():
-    """OMP_NUM_THREADS=1 (read by the runtimes at start-up) gives one thread."""
-    code = ("from mbkkm.backends._threads import effective_n_threads as e; "
-            "import mbkkm; print(e())")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, check=True)
-    assert out.stdout.strip() == "1"
+    """OMP_NUM_THREADS (read by the runtimes at start-up) sets the count, as in
+    scikit-learn: =1 gives one thread (a fit and predict never hand a part to a
+    worker thread), and it may ask for more threads than physical cores."""
+    assert _run_omp("1", cores=2) == (1, False)
+    assert _run_omp("2", cores=1) == (2, True)  # more than the physical cores: asked for
+    if (os.cpu_count() or 1) >= 2:  # OpenMP's default is the CPU count
+        assert _run_omp(None, cores=1)[0] == 1  # unset: the physical cores cap it
+
+
+def test_fit_keeps_a_user_limit(two_threads):
+    """Under a user's threadpool_limits a fit runs on one thread, and the user's
+    limits are still in force after it (not reset to the policy's or the default)."""
+    X = np.random.default_rng(5).standard_normal((9000, 3))
+    record = set()
+    with threadpool_limits(limits=1):
+        km = MiniBatchKernelKMeans(3, kernel=_record_kernel(record), batch_size=64,
+                                   tau=20, max_iter=3, random_state=0).fit(X)
+        KernelKMeans(3, gamma=0.1, max_iter=3, random_state=0).fit(X[:3000])
+        assert {p["num_threads"] for p in threadpool_info()} == {1}
+    assert {name for name, _ in record} == {threading.current_thread().name}
+    with threadpool_limits(limits=1, user_api="blas"):
+        km.predict(X)
+        assert set(blas_counts()) == {1}
+    assert set(blas_counts()) == {2}
 
 
 def test_concurrent_phases_release_blas_once(two_threads):
