@@ -155,9 +155,10 @@ def _release_blas():
 
 def torch_joins():
     """Give torch the current phase's thread count, once per phase, when torch is
-    imported: called where mbkkm starts using torch (:func:`mbkkm.backends.get_backend`
-    and the torch devices), so a phase that imports torch itself (``device="torch"``)
-    gets the scope too. Cheap and idempotent; outside a phase, or in one of our
+    imported: called where every torch computation of mbkkm starts (the torch
+    backend's constructor, behind :func:`mbkkm.backends.get_backend` and
+    :func:`mbkkm.backends.backend_for`), so a phase that imports torch itself
+    (``device="torch"`` on numpy data) gets the scope too. Cheap and idempotent; outside a phase, or in one of our
     worker threads, it does nothing."""
     phase = getattr(_local, "torch_phase", None)
     if phase is None or phase["old"] is not None:
