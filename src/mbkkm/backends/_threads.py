@@ -158,8 +158,8 @@ def torch_joins():
     imported: called where every torch computation of mbkkm starts (the torch
     backend's constructor, behind :func:`mbkkm.backends.get_backend` and
     :func:`mbkkm.backends.backend_for`), so a phase that imports torch itself
-    (``device="torch"`` on numpy data) gets the scope too. Cheap and idempotent; outside a phase, or in one of our
-    worker threads, it does nothing."""
+    (``device="torch"`` on numpy data) gets the scope too. Cheap and idempotent;
+    outside a phase, or in one of our worker threads, it does nothing."""
     phase = getattr(_local, "torch_phase", None)
     if phase is None or phase["old"] is not None:
         return
