@@ -110,7 +110,8 @@ def one_mnist_run(estimator, seed, data_home):
                                                   "eigensolver_seconds")}
     phases["t_selection"] = round(est.t_selection_.seconds, 2)
     return dict(part="mnist", dataset="mnist", n=X.shape[0], estimator=estimator,
-                kernel="heat", seed=seed, what="fit+labels", ari=ari, nmi=nmi,
+                kernel="heat, normalized" if p["normalize"] else "heat", seed=seed,
+                what="fit+labels", ari=ari, nmi=nmi,
                 seconds=f"{seconds:.2f}", peak_mb=f"{peak / 1024:.0f}", t=f"{est.t_:.4g}",
                 rank=p["rank"], error=f"{p['error']:.3g}",
                 note=json.dumps({"rss_before_mb": round(base / 1024), **phases}))
@@ -193,8 +194,9 @@ def part_consistency(args, write):
             warnings.simplefilter("ignore")
             est = _estimator("full", "heat", seed, 10).fit(X)
             on_all[seed] = est.labels_
+            kernel = "heat, normalized" if est.kernel_.params["normalize"] else "heat"
             write(dict(part="consistency", dataset="mnist", n=n, estimator="full",
-                       kernel="heat", seed=seed, what="fit on all vs digits",
+                       kernel=kernel, seed=seed, what="fit on all vs digits",
                        ari=_scores(y, est.labels_)[0], nmi=_scores(y, est.labels_)[1],
                        t=f"{est.t_:.4g}", rank=est.kernel_.params["rank"]))
             for side, mask in (("even", even), ("odd", ~even)):
@@ -206,35 +208,35 @@ def part_consistency(args, write):
                 lab[mask], lab[~mask] = half.labels_, pred
                 halves[seed, side] = lab
                 write(dict(part="consistency", dataset="mnist", n=int(mask.sum()),
-                           estimator="full", kernel="heat", seed=seed,
+                           estimator="full", kernel=kernel, seed=seed,
                            what=f"fit on {side} half vs digits (fitted half)",
                            ari=_scores(y[mask], half.labels_)[0],
                            nmi=_scores(y[mask], half.labels_)[1],
                            t=f"{half.t_:.4g}", rank=half.kernel_.params["rank"]))
                 write(dict(part="consistency", dataset="mnist", n=int((~mask).sum()),
-                           estimator="full", kernel="heat", seed=seed,
+                           estimator="full", kernel=kernel, seed=seed,
                            what=f"fit on {side} half: predictions vs digits",
                            ari=_scores(y[~mask], pred)[0], nmi=_scores(y[~mask], pred)[1],
                            seconds=f"{seconds:.2f}"))
                 for what, m in (("fitted half", mask), ("predicted half", ~mask)):
                     write(dict(part="consistency", dataset="mnist", n=int(m.sum()),
-                               estimator="full", kernel="heat", seed=seed,
+                               estimator="full", kernel=kernel, seed=seed,
                                what=f"fit on {side} half vs fit on all, {what}",
                                value=f"{adjusted_rand_score(on_all[seed][m], lab[m]):.4f}"))
         both = halves[seed, "even"], halves[seed, "odd"]
         for what, m in (("even points", even), ("odd points", ~even)):
             write(dict(part="consistency", dataset="mnist", n=int(m.sum()),
-                       estimator="full", kernel="heat", seed=seed,
+                       estimator="full", kernel=kernel, seed=seed,
                        what=f"even-half fit vs odd-half fit, {what}",
                        value=f"{adjusted_rand_score(both[0][m], both[1][m]):.4f}"))
     for i, a in enumerate(seeds):
         for b in seeds[i + 1:]:
             write(dict(part="consistency", dataset="mnist", n=n, estimator="full",
-                       kernel="heat", seed=f"{a}-{b}", what="fit on all vs fit on all",
+                       kernel=kernel, seed=f"{a}-{b}", what="fit on all vs fit on all",
                        value=f"{adjusted_rand_score(on_all[a], on_all[b]):.4f}",
                        note="NMI " + _scores(on_all[a], on_all[b])[1]))
             write(dict(part="consistency", dataset="mnist", n=n // 2, estimator="full",
-                       kernel="heat", seed=f"{a}-{b}",
+                       kernel=kernel, seed=f"{a}-{b}",
                        what="fit on all vs fit on all, odd points",
                        value=f"{adjusted_rand_score(on_all[a][~even], on_all[b][~even]):.4f}"))
 
@@ -357,25 +359,24 @@ def report(path):
     out = []
     mnist = [r for r in rows if r["part"] == "mnist"]
     if mnist:
-        out += ["| estimator | seed | ARI | NMI | fit + labels s | peak RSS MB | t | rank "
-                "| error | phases s (PCA, k-NN, eigenpairs, t) |",
+        out += ["| estimator, kernel | seed | ARI | NMI | fit + labels s | peak RSS MB | t "
+                "| rank | error | phases s (PCA, k-NN, eigenpairs, t) |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in mnist:
             ph = json.loads(r["note"])
-            out.append(f"| {r['estimator']} | {r['seed']} | {r['ari']} | {r['nmi']} | "
-                       f"{r['seconds']} | {r['peak_mb']} | {r['t']} | {r['rank']} | "
-                       f"{r['error']} | {ph['projection']}, {ph['neighbors']}, "
+            out.append(f"| {r['estimator']}, {r['kernel']} | {r['seed']} | {r['ari']} | "
+                       f"{r['nmi']} | {r['seconds']} | {r['peak_mb']} | {r['t']} | "
+                       f"{r['rank']} | {r['error']} | {ph['projection']}, {ph['neighbors']}, "
                        f"{ph['eigensolver_seconds']}, {ph['t_selection']} |")
-        for est in ("minibatch", "full"):
-            sel = [r for r in mnist if r["estimator"] == est]
-            if sel:
-                a = np.array([float(r["ari"]) for r in sel])
-                m = np.array([float(r["nmi"]) for r in sel])
-                s = np.array([float(r["seconds"]) for r in sel])
-                p = np.array([float(r["peak_mb"]) for r in sel])
-                out.append(f"| **{est} mean** | {len(sel)} | **{a.mean():.3f}** | "
-                           f"**{m.mean():.3f}** (min {m.min():.3f}) | {s.mean():.1f} "
-                           f"(max {s.max():.1f}) | {p.max():.0f} (max) | | | | |")
+        for est, kernel in dict.fromkeys((r["estimator"], r["kernel"]) for r in mnist):
+            sel = [r for r in mnist if (r["estimator"], r["kernel"]) == (est, kernel)]
+            a = np.array([float(r["ari"]) for r in sel])
+            m = np.array([float(r["nmi"]) for r in sel])
+            s = np.array([float(r["seconds"]) for r in sel])
+            p = np.array([float(r["peak_mb"]) for r in sel])
+            out.append(f"| **{est}, {kernel}: mean** | {len(sel)} | **{a.mean():.3f}** | "
+                       f"**{m.mean():.3f}** (min {m.min():.3f}) | {s.mean():.1f} "
+                       f"(max {s.max():.1f}) | {p.max():.0f} (max) | | | | |")
         out.append("")
     pred = [r for r in rows if r["part"] == "predict"]
     if pred:
@@ -387,12 +388,12 @@ def report(path):
         out.append("")
     cons = [r for r in rows if r["part"] == "consistency"]
     if cons:
-        out += ["| seed | what | n | ARI between the two labellings | vs digits ARI / NMI |",
-                "| --- | --- | --- | --- | --- |"]
+        out += ["| kernel | seed | what | n | ARI between the two labellings "
+                "| vs digits ARI / NMI |", "| --- | --- | --- | --- | --- | --- |"]
         for r in cons:
             truth = f"{r['ari']} / {r['nmi']}" if r["ari"] else ""
-            out.append(f"| {r['seed']} | {r['what']} | {r['n']} | {r['value']} {r['note']} | "
-                       f"{truth} |")
+            out.append(f"| {r['kernel']} | {r['seed']} | {r['what']} | {r['n']} | {r['value']} "
+                       f"{r['note']} | {truth} |")
         out.append("")
     grid = [r for r in rows if r["part"] == "grid"]
     if grid:
