@@ -442,8 +442,9 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         True: the normalised kernel K(x, y) / sqrt(K(x, x) K(y, y)) (unit diagonal;
         see the module :mod:`mbkkm.kernels._spectral`); on the low-rank path, of the
         rank-r kernel, and ``error`` is the bound of the kernel before normalising.
-        The default is the paper's kernel; the estimators default to True (it
-        measured better on MNIST, PenDigits and Letter: ``benchmarks/RESULTS.md``).
+        The default is the paper's kernel; the estimators default to True (better
+        ARI and NMI on PenDigits and Letter, the same ARI on MNIST:
+        ``docs/results/graph.md``).
     connect : bool, default=False
         True: when the k-NN graph is not connected, rebuild it with twice the
         neighbours until it is, at most 3 times (:func:`connect_graph`): a graph in
