@@ -444,7 +444,7 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         rank-r kernel, and ``error`` is the bound of the kernel before normalising.
         The default is the paper's kernel; the estimators default to True (better
         ARI and NMI on PenDigits and Letter, the same ARI on MNIST:
-        ``docs/results/graph.md``).
+        :doc:`/results/graph`).
     connect : bool, default=False
         True: when the k-NN graph is not connected, rebuild it with twice the
         neighbours until it is, at most 3 times (:func:`connect_graph`): a graph in
