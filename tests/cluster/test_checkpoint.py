@@ -177,6 +177,7 @@ def test_resumed_torch_fit_equals_uninterrupted(tol, kills, tmp_path, monkeypatc
     assert "pool" in saved and saved["n_iter"] == ref.n_iter_
 
 
+@pytest.mark.slow
 def test_resumed_torch_fit_after_the_pool_grew(tmp_path, monkeypatch):
     """Capacities too small from the start: the pool grows (a new layout) during the
     fit, and a checkpoint keeps the grown layout as it is."""
@@ -260,3 +261,17 @@ def test_bad_checkpoint_arguments(params, fit_kw, match, tmp_path, monkeypatch):
     with pytest.raises((TypeError, ValueError), match=match):
         est.fit(_data(n=100), **fit_kw)
     assert not (tmp_path / "CK").exists()
+
+
+def test_resumed_dask_fit_equals_uninterrupted(tmp_path, monkeypatch):
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(_data(n=800), chunks=(200, 4))
+
+    def make():
+        return MiniBatchKernelKMeans(n_clusters=4, batch_size=64, tau=40, max_iter=20,
+                                     gamma=0.1, random_state=4)
+
+    ref = make().fit(X)
+    got = _resume_through_kills(monkeypatch, make, X, kills=(3, 9), every=4,
+                                path=tmp_path / "fit.ckpt")
+    _assert_same_model(got, ref)
