@@ -125,6 +125,11 @@ class FitCheckpoint:
         self.resumed_from = int(saved["fit"]["n_iter"])
 
     @property
+    def resuming(self):
+        """Whether the file holds a state of this fit to resume from."""
+        return self.saved is not None
+
+    @property
     def gamma_selection(self):
         """The saved width selection (a GammaSelection), or None."""
         return None if self.saved is None else self.saved["gamma_selection"]

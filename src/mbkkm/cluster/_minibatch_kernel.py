@@ -400,7 +400,7 @@ torch.device, default=None
         _device.check_backend(self, X)  # what the torch backend does not do
         self.kernel_, items = self._resolve_kernel(X, sample_weight)
         # gamma="auto" with a named init: the first start is the selection's partition.
-        resuming = getattr(self, "_checkpoint", None) is not None and self._checkpoint.saved
+        resuming = getattr(getattr(self, "_checkpoint", None), "resuming", False)
         self._auto_start = (auto_start_state(items, self.gamma_selection_, self.kernel_,
                                              self.n_clusters)
                             if isinstance(self._init, str) and not resuming else None)
