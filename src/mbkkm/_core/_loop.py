@@ -6,7 +6,9 @@ with its layout), the iteration counter, the batch plan and the random generator
 it was drawn from (its state after the draw), and what the host has read back
 (the batch objectives, whether early stopping has stopped the run). The running
 counts N_j and the iteration stamp live inside the centers. Saving a FitState and
-the data is enough to resume a fit to the same model.
+the data is enough to resume a fit to the same model: :func:`snapshot` gives its
+host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
+:func:`restore` continues from them.
 
 :func:`run_until` advances a FitState:
 
