@@ -41,6 +41,7 @@ from ..kernels._index import (
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_state, resolve_auto_gamma
 from ._base import BaseKernelKMeans, memory_guard
+from ._checkpoint import check_checkpoint
 from ._common import (
     COMMON_CONSTRAINTS,
     KERNEL_CONSTRAINTS,
@@ -340,11 +341,16 @@ torch.device, default=None
     def _resolve_kernel(self, X, sample_weight):
         """The resolved kernel and the items the core works on (rows or indices)."""
         # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
-        # choose the width on a sample (refuses kernels without one).
-        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
-            gamma, self.gamma_selection_ = resolve_auto_gamma(
-                self.gamma, self.kernel, X, self.n_clusters, sample_weight,
-                self.random_state, self.kernel_params)
+        # choose the width on a sample (refuses kernels without one); a resumed
+        # checkpoint gives the width chosen before.
+        saved = getattr(self, "_checkpoint", None)
+        if saved is not None and saved.gamma_selection is not None:
+            gamma, self.gamma_selection_ = saved.gamma_selection.gamma, saved.gamma_selection
+        else:
+            with one_thread_everywhere():  # small calls: no thread pays (see _threads)
+                gamma, self.gamma_selection_ = resolve_auto_gamma(
+                    self.gamma, self.kernel, X, self.n_clusters, sample_weight,
+                    self.random_state, self.kernel_params)
         self.gamma_ = None  # the resolved width, set below for kernels that have one
         self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
         if self.kernel == "precomputed":
@@ -394,9 +400,10 @@ torch.device, default=None
         _device.check_backend(self, X)  # what the torch backend does not do
         self.kernel_, items = self._resolve_kernel(X, sample_weight)
         # gamma="auto" with a named init: the first start is the selection's partition.
+        resuming = getattr(getattr(self, "_checkpoint", None), "resuming", False)
         self._auto_start = (auto_start_state(items, self.gamma_selection_, self.kernel_,
                                              self.n_clusters)
-                            if isinstance(self._init, str) else None)
+                            if isinstance(self._init, str) and not resuming else None)
         if self.t_selection_ is not None and isinstance(self._init, str):
             self._auto_start = graph_start_state(self.t_selection_, self.kernel_,
                                                  self.n_clusters)
@@ -505,7 +512,7 @@ torch.device, default=None
     @_fit_context(prefer_skip_nested_validation=True)
     @restore_on_error
     @with_thread_policy
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
         Parameters
@@ -518,25 +525,53 @@ torch.device, default=None
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
             weights in the update); ``labels_`` and ``inertia_`` use the weights.
+        checkpoint : str or os.PathLike, default=None
+            Save the fit's state to this file (skops format, written atomically)
+            after the initialisation, every ``checkpoint_every`` iterations and at
+            the end, and resume from it when it exists: a fit killed part way and
+            run again with the same file, parameters and data continues from the
+            last save and ends with exactly the model of an uninterrupted fit (the
+            width selection and the initialisation are not run again). A file
+            written by another fit (other parameters or data) is refused with a
+            ValueError. The file is kept after the fit (it then holds the finished
+            fit, which a new fit with the same file returns without iterating):
+            delete it to fit again from scratch. Needs skops (``mbkkm[cli]``); not
+            available with ``tau=None`` or the graph kernels. See
+            :doc:`/reliability`.
+        checkpoint_every : int, default=None
+            Iterations between two saves (None: ``max(1, max_iter // 10)``). On a
+            torch device a save waits for the next read-back of the device (at most
+            16 iterations later).
 
         Returns
         -------
         self : MiniBatchKernelKMeans
         """
+        checkpoint = check_checkpoint(self, checkpoint, checkpoint_every)
         # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
         X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
              else self._validate_X(X, reset=True))
         sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
                                             _device.host_shape(X))
-        items = self._check_params_vs_input(X, sample_weight)
-        plan = self._plan_memory(items, X.shape[0])  # refuses, with numbers, what cannot fit
-        with memory_guard(plan):
-            return self._fit(items, X, sample_weight)
+        if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
+            checkpoint.open(self, X, sample_weight)
+        self._checkpoint = checkpoint
+        try:
+            items = self._check_params_vs_input(X, sample_weight)
+            plan = self._plan_memory(items, X.shape[0])  # refuses what cannot fit
+            with memory_guard(plan):
+                return self._fit(items, X, sample_weight)
+        finally:
+            del self._checkpoint
 
     def _fit(self, items, X, sample_weight):
         rng = check_random_state(self.random_state)
         self._random_state = rng
-        state = self._best_init(items, sample_weight, rng)
+        checkpoint = self._checkpoint
+        resuming = checkpoint is not None and checkpoint.start(rng)  # rng: after the init
+        state = None if resuming else self._best_init(items, sample_weight, rng)
+        if checkpoint is not None:
+            checkpoint.record_random_state(rng)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
         if _dask.is_dask_rows(items):  # Dask: gather the rows of every batch in one pass
             items.prefetch(plan)
@@ -547,7 +582,8 @@ torch.device, default=None
                          max_tile_bytes=self._tile_budget(get_backend(items)))
         # Everything between two iterations (centers, counter, plan, random state) is
         # loop.state; on torch the iterations run on the device, read back in blocks.
-        loop = MiniBatchLoop(state, items, plan, rng, cfg)
+        loop = (MiniBatchLoop(state, items, plan, rng, cfg) if checkpoint is None
+                else checkpoint.loop(self, state, items, plan, rng, cfg))
         objectives, n_iter = self._iterate(loop)
         self._publish(loop.finish())
         self.n_iter_ = n_iter
