@@ -15,7 +15,9 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from mbkkm import KernelKMeans
-from mbkkm.cluster._kernel_kmeans import KernelMemoryError, _relocate_empty, kernel_lloyd
+from mbkkm._core._lloyd import kernel_lloyd
+from mbkkm._core._lloyd import relocate_empty as _relocate_empty
+from mbkkm.cluster._kernel_kmeans import KernelMemoryError
 
 PARAMS = dict(n_clusters=4, random_state=0, tol=0, max_iter=50)
 STORED = dict(max_kernel_memory=2048)

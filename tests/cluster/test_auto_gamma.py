@@ -14,6 +14,8 @@ from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.neighbors import NearestNeighbors
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+from mbkkm._core._lloyd import MatrixOperator as _MatrixOperator
+from mbkkm._core._lloyd import kernel_lloyd
 from mbkkm._core._partition_init import partition_state
 from mbkkm._core._windows import assign
 from mbkkm.cluster import GammaGridWarning
@@ -30,7 +32,6 @@ from mbkkm.cluster._auto_gamma import (
     select_gamma,
     spectral_partition,
 )
-from mbkkm.cluster._kernel_kmeans import _MatrixOperator, kernel_lloyd
 from mbkkm.kernels import resolve_kernel
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -82,7 +82,7 @@ import torch
 
 from ..kernels import KERNELS
 from ._memory import pool_capacities as capacities
-from ._windows import WindowState, block_slots, group_by
+from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
 
 _F64 = torch.float64
 
@@ -361,8 +361,6 @@ def advance(pool, Xb, spec, layout, c, weight=None):
 
 def tile_columns_for(layout, rows, max_tile_bytes):
     """Batch columns per kernel chunk so that K(rows, X_chunk) fits ``max_tile_bytes``."""
-    from ._windows import tile_columns
-
     itemsize = rows.element_size() if hasattr(rows, "element_size") else 8
     return tile_columns(layout.M + 1, layout.b, itemsize, max_tile_bytes)  # (M + 1 + b) rows
 
@@ -522,8 +520,6 @@ def step_windows(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None
     The layout holds the state and one batch (no overflow is possible); the results
     come back in one device-to-host copy.
     """
-    from ._windows import StepResult
-
     b = Xb.shape[0]
     layout = layout_for(state, b, tau)
     layout = Layout(layout.k, layout.L, layout.M, b,

@@ -88,6 +88,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
+from .._core._lloyd import relocate_empty
 from ._common import check_no_overflow
 
 #: Kernels whose width gamma="auto" chooses, with the metric of their exponent.
@@ -724,7 +725,6 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
     E-step after ``max_iter`` M-steps. The runs still moving share one product
     K @ [A_1 .. A_R] per iteration: K (m x m) is read once for all of them.
     """
-    from ._kernel_kmeans import _relocate_empty
 
     R, m, k = P0.shape
     labels_out = np.empty((R, m), dtype=np.intp)
@@ -760,7 +760,7 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         for j in range(r):
             counts = np.bincount(center_labels[j], minlength=k).astype(np.float64)
             if counts.min() <= 0:
-                center_labels[j] = _relocate_empty(center_labels[j], mind[j], w, k, counts)
+                center_labels[j] = relocate_empty(center_labels[j], mind[j], w, k, counts)
         A = np.zeros((m, r, k))
         A[rows[:, None], np.arange(r)[None, :], center_labels.T] = 1.0
         size = A.sum(axis=0)                                   # (r, k)
