@@ -58,7 +58,7 @@ def test_the_cycle_finder_finds_a_hidden_cycle(tmp_path):
 
 @pytest.mark.parametrize(("module", "upward"), [
     ("backends/_numpy.py", "from ..kernels import KERNELS"),  # backends -> kernels
-    ("_dask.py", "from .cluster import _common"),  # the Dask source -> the estimators
+    ("_dask.py", "from .cluster import _params"),  # the Dask source -> the estimators
     # a cycle inside one package: the Lloyd core <-> the estimator that calls it
     ("_core/_lloyd.py", "from ..cluster._kernel_kmeans import KernelKMeans"),
     # a cycle between two estimator modules, below the layers' resolution

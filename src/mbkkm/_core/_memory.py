@@ -39,6 +39,7 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn import get_config
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -56,6 +57,28 @@ class MemoryPlanError(MemoryError, ValueError):
 
 def gib(nbytes):
     return f"{nbytes / _GIB:.3g} GiB"
+
+
+def chunk_rows(working_memory, row_floats, itemsize):
+    """Rows per chunk so that one chunk's temporaries fit ``working_memory`` MiB.
+
+    ``row_floats`` is the number of values one row needs in the chunk's temporaries
+    (kernel row against the support, distances, ...). ``working_memory=None`` uses
+    scikit-learn's global ``working_memory`` setting (default 1024 MiB).
+    """
+    if working_memory is None:
+        working_memory = get_config()["working_memory"]
+    budget = working_memory * 2**20
+    rows = int(budget // max(1, 2 * row_floats * itemsize))
+    return max(1, rows)
+
+
+def label_chunk_rows(working_memory, n_support, n_clusters, itemsize):
+    """Rows per chunk of the labelling pass: a kernel tile against ``n_support``
+    support points plus about 3 k + 2 values per row (block sums, distances,
+    minima) within ``working_memory`` (:func:`chunk_rows`). The memory plan and the
+    labelling pass both size their chunks here."""
+    return chunk_rows(working_memory, n_support + 3 * n_clusters + 2, itemsize)
 
 
 @dataclass

@@ -34,8 +34,8 @@ from .._core._width import (
 )
 from .._dask import gather_rows
 from ..backends import get_backend, is_tensor
-from ._common import check_no_overflow
 from ._gamma_selection import GammaGridWarning, GammaSelection
+from ._overflow import check_no_overflow
 
 
 def _check_int(value, name, minimum):

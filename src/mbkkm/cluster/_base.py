@@ -27,16 +27,16 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from .. import _dask
 from .._core import assign
-from .._core._memory import out_of_memory_error
+from .._core._memory import label_chunk_rows, out_of_memory_error
 from .._core._parallel import assign_parallel
-from .._validation import check_str_options, short_input_errors
+from .._validation import check_sample_weight, check_str_options, short_input_errors
 from ..backends import get_backend, resolve_device
 from ..backends._sparse import is_sparse
 from ..backends._threads import with_thread_policy
 from ..kernels import GRAPH_KERNELS, get_spec
 from ..kernels._index import is_stored_kernel, validate_stored_kernel
 from . import _device
-from ._common import check_no_overflow, check_sample_weight, label_chunk_rows
+from ._overflow import check_no_overflow
 
 
 @contextmanager

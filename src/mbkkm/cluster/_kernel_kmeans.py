@@ -22,6 +22,9 @@ from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from .._core._lloyd import BlockOperator, MatrixOperator, kernel_lloyd
+from .._core._memory import chunk_rows
+from .._core._sampling import draw_init_subsample
+from .._validation import check_sample_weight
 from ..backends import get_backend
 from ..backends._threads import one_thread_everywhere, with_thread_policy
 from ..kernels import kernel_names, resolve_kernel
@@ -32,18 +35,10 @@ from ..kernels._index import (
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner, resolve_auto_gamma
 from ._base import BaseKernelKMeans
-from ._common import (
-    COMMON_CONSTRAINTS,
-    KERNEL_CONSTRAINTS,
-    check_n_clusters_vs_samples,
-    check_no_overflow,
-    check_sample_weight,
-    chunk_rows,
-    draw_init_subsample,
-    restore_on_error,
-    warn_empty_clusters,
-)
+from ._fitting import restore_on_error, warn_empty_clusters
 from ._graph_kernels import graph_start_inner, resolve_graph_kernel
+from ._overflow import check_no_overflow
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples
 
 _MIB = 2**20
 _GIB = 2**30

@@ -24,12 +24,16 @@ from .._core import (
 from .._core._loop import LoopConfig, MiniBatchLoop
 from .._core._memory import (
     available_memory,
+    chunk_rows,
+    label_chunk_rows,
     plan_minibatch,
     plan_untruncated,
     support_size,
 )
 from .._core._parallel import blas_threads, tile_rows
+from .._core._sampling import draw_init_subsample
 from .._core._untruncated import init_table, table_step, table_to_windows
+from .._validation import check_sample_weight
 from ..backends import get_backend
 from ..backends._sparse import is_sparse
 from ..backends._threads import one_thread_everywhere, with_thread_policy
@@ -41,19 +45,11 @@ from ..kernels._index import (
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_state, resolve_auto_gamma
 from ._base import BaseKernelKMeans, memory_guard
-from ._common import (
-    COMMON_CONSTRAINTS,
-    KERNEL_CONSTRAINTS,
-    check_no_overflow,
-    check_sample_weight,
-    chunk_rows,
-    draw_init_subsample,
-    label_chunk_rows,
-    restore_on_error,
-    warn_empty_clusters,
-)
+from ._fitting import restore_on_error, warn_empty_clusters
 from ._graph_kernels import graph_start_state, resolve_graph_kernel
 from ._minibatch_base import MiniBatchMixin, StepRun
+from ._overflow import check_no_overflow
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS
 
 
 class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):

@@ -49,20 +49,16 @@ from .._core import (
     kernel_kmeans_plusplus,
     random_init,
 )
+from .._core._memory import chunk_rows
+from .._core._sampling import draw_init_subsample
 from .._core._windows import StepResult  # the same record as the kernel step
-from .._validation import check_str_options, short_input_errors
+from .._validation import check_sample_weight, check_str_options, short_input_errors
 from ..backends._threads import parallel_parts, threads_for, with_thread_policy
 from ..kernels import resolve_kernel
-from ._common import (
-    COMMON_CONSTRAINTS,
-    check_no_overflow,
-    check_sample_weight,
-    chunk_rows,
-    draw_init_subsample,
-    restore_on_error,
-    warn_empty_clusters,
-)
+from ._fitting import restore_on_error, warn_empty_clusters
 from ._minibatch_base import MiniBatchMixin, StepRun
+from ._overflow import check_no_overflow
+from ._params import COMMON_CONSTRAINTS
 
 # ----------------------------------------------------------------------------- core
 
