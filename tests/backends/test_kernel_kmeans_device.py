@@ -191,7 +191,8 @@ def test_one_host_transfer_per_iteration(blobs, monkeypatch):
     X = torch.from_numpy(blobs)
     est = KernelKMeans(**PARAMS)
     est.fit(X)  # builds the operator and the init
-    Xv, _, op, diag, _ = est._prepare(X, None)
+    problem, (op, diag, _) = est._prepare(X, None)
+    Xv = problem.rows.data
     rng = np.random.RandomState(0)
     P0, c0 = est._initial_inner(Xv, op, diag, None, rng, None)
     w = torch.ones(X.shape[0], dtype=torch.float64)

@@ -153,7 +153,7 @@ def _kernel_functions(kernel):
     """
     from ..kernels import _torch_tiles
 
-    if getattr(kernel, "is_callable", False):
+    if kernel.is_callable:
         func, params = kernel._user_func, kernel.params
 
         def tile(X, Y):

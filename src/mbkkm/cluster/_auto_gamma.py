@@ -15,7 +15,6 @@ import time
 import warnings
 
 import numpy as np
-from scipy import sparse
 
 from .._core._partition_init import partition_norms, partition_state
 from .._core._width import (
@@ -32,31 +31,16 @@ from .._core._width import (
     search_width,
     selection_threads,
 )
-from .._dask import gather_rows
-from ..backends import get_backend, is_tensor
+from ..backends import get_backend
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._overflow import check_no_overflow
+from ._rows import rows_of
 
 
 def _check_int(value, name, minimum):
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
-
-
-def _host_rows(X, idx):
-    """Rows idx of X as a host float64 array (numpy, memmap, tensor or DaskRows).
-
-    Sparse X gives a float64 CSR matrix (the sample stays sparse).
-    """
-    if sparse.issparse(X):
-        return sparse.csr_matrix(X[idx], dtype=np.float64)
-    if is_tensor(X):
-        nx = get_backend(X)
-        return np.asarray(nx.to_numpy(nx.take(X, nx.index(idx))), dtype=np.float64)
-    if hasattr(X, "compute") and hasattr(X, "chunks"):  # a dask.array
-        return np.asarray(gather_rows(X, idx), dtype=np.float64)
-    return np.asarray(X[idx], dtype=np.float64)
 
 
 def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_state=None,
@@ -167,7 +151,7 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
         raise ValueError(f"n_samples={n} should be >= n_clusters={n_clusters}")
     start = time.perf_counter()
     draw = draw_sample(random_state, n, n_samples, n_seeds, sample_weight)
-    Xs = _host_rows(X, draw.indices)                           # (m, d) on the host
+    Xs = rows_of(X).host_rows(draw.indices)                           # (m, d) on the host
     # Finite rows too large for distances: the estimators' overflow message, on the
     # sample this works on (the estimators check all of X once the width is known).
     check_no_overflow(Xs)

@@ -254,6 +254,13 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
                       else mind @ sample_weight)
 
     # ------------------------------------------------------- fitted attributes
+    def _set_problem(self, problem):
+        """The resolved kernel of a fit problem (:mod:`._problem`) as fitted attributes."""
+        self.kernel_ = problem.kernel
+        self.gamma_ = problem.gamma
+        self.gamma_selection_ = problem.gamma_selection
+        self.t_, self.t_selection_ = problem.t, problem.t_selection
+
     def _publish(self, state):
         """The fitted centers as public attributes, support grouped by cluster.
 

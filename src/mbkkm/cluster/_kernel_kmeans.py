@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import warnings
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 from sklearn import get_config
@@ -21,30 +22,36 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
-from .._core._lloyd import BlockOperator, MatrixOperator, kernel_lloyd
+from .._core._lloyd import BlockOperator, KernelOperator, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows
 from .._core._sampling import draw_init_subsample
-from .._validation import check_sample_weight
 from ..backends import get_backend
-from ..backends._threads import one_thread_everywhere, with_thread_policy
-from ..kernels import kernel_names, resolve_kernel
+from ..backends._threads import with_thread_policy
+from ..kernels import kernel_names
 from ..kernels._index import (
     IndexKernel,
-    check_precomputed_matrix,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import auto_start_inner, resolve_auto_gamma
+from ._auto_gamma import auto_start_inner
 from ._base import BaseKernelKMeans
 from ._fitting import restore_on_error, warn_empty_clusters
-from ._graph_kernels import graph_start_inner, resolve_graph_kernel
-from ._overflow import check_no_overflow
+from ._graph_kernels import graph_start_inner
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples
+from ._problem import prepare
 
 _MIB = 2**20
 _GIB = 2**30
 #: Free device memory left aside when storing the kernel matrix on a GPU (allocator
 #: fragmentation, cuBLAS workspaces, the CUDA context's growth).
 _DEVICE_MARGIN = 512 * _MIB
+
+
+class KernelRun(NamedTuple):
+    """What Lloyd's iterations of one fit work with."""
+
+    op: KernelOperator  # products with the kernel matrix
+    diag: object  # (n,) float64 K(x, x), on the run's backend
+    index_kernel: object  # the stored matrix as an index kernel (k-means++), or None
 
 
 class KernelMemoryError(MemoryError, ValueError):
@@ -367,16 +374,17 @@ torch.device, default=None
             print(plan.report())
         plan.check(available, what=f"{type(self).__name__}.fit")
 
-    def _check_init(self, X, n):
+    def _check_init(self, rows):
+        n = rows.n_samples
         if isinstance(self.init, str):
             return self.init
-        if self._kind == "point":
-            init = check_array(self.init, dtype=_device.host_dtype(X), copy=True,
+        if not rows.is_index:
+            init = check_array(self.init, dtype=_device.host_dtype(rows.data), copy=True,
                                input_name="init")
-            if init.shape != (self.n_clusters, X.shape[1]):
+            if init.shape != (self.n_clusters, rows.n_features):
                 raise ValueError(
                     f"init: the initial centers should have shape (n_clusters, "
-                    f"n_features) = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
+                    f"n_features) = ({self.n_clusters}, {rows.n_features}), got {init.shape}"
                 )
             return init
         init = np.asarray(self.init)
@@ -391,67 +399,54 @@ torch.device, default=None
         return init.astype(np.intp)
 
     # --------------------------------------------------------------------- fit
-    def _prepare(self, X, sample_weight):
-        """Validate, plan memory, resolve the kernel; return the kernel operator.
-
-        Everything returned but the host ``sample_weight`` lives on the backend the
-        run uses (numpy, or torch on the device of ``self._device`` / of X).
-        """
-        kind = self._kind
-        X = self._validate_X(X, reset=True)
-        nx = _device.check_backend(self, X)  # precomputed, graph, chi2: numpy only
-        n = X.shape[0]
-        if kind == "precomputed":
-            diag = check_precomputed_matrix(X)
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
-                                            _device.host_shape(X))
+    def _check_params_vs_input(self, rows):
+        """Sizes, ``init`` and the memory plan against the input (the hook of
+        :func:`._problem.prepare`, before any kernel work)."""
+        n = rows.n_samples
         check_n_clusters_vs_samples(self.n_clusters, n)
         if self.init_size is not None and self.init_size < self.n_clusters:
             raise ValueError(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
             )
-        self._init = self._check_init(X, n)
-        # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
-        # choose the width on a sample (refuses kernels without one).
-        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
-            gamma, self.gamma_selection_ = resolve_auto_gamma(
-                self.gamma, self.kernel, X, self.n_clusters, sample_weight,
-                self.random_state, self.kernel_params)
-        self.gamma_ = None  # the resolved width, set below for kernels that have one
-        self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
-        self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
-        if kind == "precomputed":
-            self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
-            self._kernel_storage = "precomputed"
-            return X, sample_weight, MatrixOperator(X), diag, self.kernel_
-        if kind == "graph":  # the graph, t and the rank (_graph_kernels)
-            self.kernel_, self.t_, self.t_selection_ = resolve_graph_kernel(
-                self, X, sample_weight)
-            self._auto_start = self.t_selection_ is not None and isinstance(self._init, str)
-            self._kernel_storage = "graph"
-            K = self.kernel_.matrix
-            diag = np.asarray(self.kernel_.full_diagonal(), dtype=np.float64)
-            return X, sample_weight, MatrixOperator(K), diag, self.kernel_
-        itemsize = np.dtype(_device.host_dtype(X)).itemsize
-        block_rows = self._plan_memory(n, itemsize, nx)  # before any kernel work
-        self.kernel_ = resolve_kernel(
-            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
-            kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
-        )
-        self.gamma_ = self.kernel_.params.get("gamma")
-        check_no_overflow(X, self.kernel_)  # finite data whose kernel arithmetic overflows
-        if self.kernel_.is_callable:  # check the callable once
-            self.kernel_.tile(X[: min(3, n)], X[: min(2, n)], backend=nx)
-        diag = nx.astype(nx.kernel_diag(self.kernel_, X), np.float64)
-        if block_rows is None:
+        self._init = self._check_init(rows)
+        # A kernel on points: the stored matrix (None) or rows per block; a matrix
+        # kernel is its own storage.
+        self._block_rows = None if rows.is_index else self._plan_memory(n, rows.itemsize,
+                                                                          rows.nx)
+
+    def _prepare(self, X, sample_weight):
+        """check -> prepare: the fit problem (its kernel published) and the kernel
+        operator of Lloyd's iterations."""
+        problem = prepare(self, X, sample_weight, accept_dask=False, index_dtype=np.float64)
+        self._set_problem(problem)
+        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
+        # starts from the selection's sample partition.
+        self._auto_start = isinstance(self._init, str) and (
+            self.gamma_selection_ is not None or self.t_selection_ is not None)
+        return problem, self._operator(problem)
+
+    def _operator(self, problem):
+        """The :class:`KernelRun` of a fit problem: stored matrix or blocks of rows.
+
+        Everything in it lives on the backend the run uses (numpy, or torch on the
+        device of ``self._device`` / of X).
+        """
+        rows, kernel, nx = problem.rows, problem.kernel, problem.nx
+        if rows.is_index:  # "precomputed", graph kernels: the matrix is the kernel's
+            self._kernel_storage = rows.kind
+            return KernelRun(MatrixOperator(kernel.matrix),
+                             np.asarray(kernel.full_diagonal(), dtype=np.float64), kernel)
+        X = rows.data
+        diag = nx.astype(nx.kernel_diag(kernel, X), np.float64)
+        if self._block_rows is None:
             self._kernel_storage = "stored"
             if nx.is_host:
-                K = self.kernel_(X, X)
-                return (X, sample_weight, MatrixOperator(K), diag,
-                        IndexKernel("stored", K, dtype=np.float64, diag=diag))
-            return X, sample_weight, MatrixOperator(self._device_matrix(X, nx)), diag, None
-        self._kernel_storage = f"blocks of {block_rows} rows"
-        return X, sample_weight, BlockOperator(self.kernel_, X, block_rows), diag, None
+                K = kernel(X, X)
+                return KernelRun(MatrixOperator(K), diag,
+                                 IndexKernel("stored", K, dtype=np.float64, diag=diag))
+            return KernelRun(MatrixOperator(self._device_matrix(X, nx)), diag, None)
+        self._kernel_storage = f"blocks of {self._block_rows} rows"
+        return KernelRun(BlockOperator(kernel, X, self._block_rows), diag, None)
 
     def _device_matrix(self, X, nx):
         """K(X, X) on X's device, written block of rows by block of rows (the blocks'
@@ -528,7 +523,9 @@ torch.device, default=None
     @restore_on_error
     @with_thread_policy
     def _fit(self, X, sample_weight):
-        X, sample_weight, op, diag, index_kernel = self._prepare(X, sample_weight)
+        problem, kernel_run = self._prepare(X, sample_weight)
+        X, sample_weight = problem.rows.data, problem.sample_weight
+        op, diag, index_kernel = kernel_run
         nx = get_backend(diag)
         n = X.shape[0]
         w = np.ones(n) if sample_weight is None else sample_weight

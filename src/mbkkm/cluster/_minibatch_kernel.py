@@ -11,7 +11,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array
 
-from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
     LEARNING_RATES,
     assign,
@@ -35,21 +34,16 @@ from .._core._sampling import draw_init_subsample
 from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
 from ..backends import get_backend
-from ..backends._sparse import is_sparse
-from ..backends._threads import one_thread_everywhere, with_thread_policy
-from ..kernels import GRAPH_KERNELS, resolve_kernel
-from ..kernels._index import (
-    IndexKernel,
-    check_precomputed_matrix,
-)
+from ..backends._threads import with_thread_policy
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import auto_start_state, resolve_auto_gamma
+from ._auto_gamma import auto_start_state
 from ._base import BaseKernelKMeans, memory_guard
 from ._fitting import restore_on_error, warn_empty_clusters
-from ._graph_kernels import graph_start_state, resolve_graph_kernel
+from ._graph_kernels import graph_start_state
 from ._minibatch_base import MiniBatchMixin, StepRun
-from ._overflow import check_no_overflow
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS
+from ._problem import prepare
+from ._rows import rows_of
 
 
 class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
@@ -333,43 +327,13 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ checks
-    def _resolve_kernel(self, X, sample_weight):
-        """The resolved kernel and the items the core works on (rows or indices)."""
-        # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
-        # choose the width on a sample (refuses kernels without one).
-        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
-            gamma, self.gamma_selection_ = resolve_auto_gamma(
-                self.gamma, self.kernel, X, self.n_clusters, sample_weight,
-                self.random_state, self.kernel_params)
-        self.gamma_ = None  # the resolved width, set below for kernels that have one
-        self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
-        if self.kernel == "precomputed":
-            diag = check_precomputed_matrix(X)
-            return (IndexKernel("precomputed", X, dtype=getattr(X, "dtype", np.float64),
-                                diag=diag),
-                    np.arange(X.shape[0]))
-        if self.kernel in GRAPH_KERNELS:  # the graph, t and the rank (_graph_kernels)
-            kernel, self.t_, self.t_selection_ = resolve_graph_kernel(self, X, sample_weight)
-            return kernel, np.arange(X.shape[0])
-        # Dask: data-driven gamma from one pass of Dask reductions (mbkkm._dask).
-        resolve = X.resolve_kernel if _dask.is_dask_rows(X) else resolve_kernel
-        kernel = resolve(
-            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
-            kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
-        )
-        self.gamma_ = kernel.params.get("gamma")
-        check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
-        if kernel.is_callable:
-            # Check the callable once on a few rows, before any real work.
-            get_backend(X).kernel_tile(kernel, X[: min(3, X.shape[0])], X[: min(2, X.shape[0])])
-        return kernel, X
-
-    def _check_params_vs_input(self, X, sample_weight):
-        n = X.shape[0]
+    def _check_params_vs_input(self, rows):
+        """Sizes and ``init`` against the input (:func:`._problem.prepare`'s hook)."""
+        n = rows.n_samples
         self._resolve_sizes(n)
         if isinstance(self.init, str):
             self._init = self.init
-        elif self._index_kernel:
+        elif rows.is_index:
             init = np.asarray(self.init)
             if (init.shape != (self.n_clusters,) or not np.issubdtype(init.dtype, np.integer)
                     or init.min() < 0 or init.max() >= n):
@@ -379,24 +343,27 @@ torch.device, default=None
                 )
             self._init = init.astype(np.intp)
         else:
-            init = check_array(self.init, dtype=_device.host_dtype(X), copy=True,
+            init = check_array(self.init, dtype=_device.host_dtype(rows.data), copy=True,
                                input_name="init")
-            if init.shape != (self.n_clusters, X.shape[1]):
+            if init.shape != (self.n_clusters, rows.n_features):
                 raise ValueError(
                     f"init: the initial centers should have shape (n_clusters, n_features)"
-                    f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
+                    f" = ({self.n_clusters}, {rows.n_features}), got {init.shape}"
                 )
             self._init = init
-        _device.check_backend(self, X)  # what the torch backend does not do
-        self.kernel_, items = self._resolve_kernel(X, sample_weight)
+
+    def _prepare(self, X, sample_weight, accept_dask=True):
+        """check -> prepare: the fit problem, its kernel published; the first start."""
+        problem = prepare(self, X, sample_weight, accept_dask=accept_dask)
+        self._set_problem(problem)
         # gamma="auto" with a named init: the first start is the selection's partition.
-        self._auto_start = (auto_start_state(items, self.gamma_selection_, self.kernel_,
-                                             self.n_clusters)
+        self._auto_start = (auto_start_state(problem.items, self.gamma_selection_,
+                                             self.kernel_, self.n_clusters)
                             if isinstance(self._init, str) else None)
         if self.t_selection_ is not None and isinstance(self._init, str):
             self._auto_start = graph_start_state(self.t_selection_, self.kernel_,
                                                  self.n_clusters)
-        return items
+        return problem
 
     # -------------------------------------------------------------- memory
     def _tile_budget(self, nx):
@@ -412,16 +379,15 @@ torch.device, default=None
             return int(free // 4)
         return int(get_config()["working_memory"] * 2**20)
 
-    def _plan_memory(self, items, n):
+    def _plan_memory(self, problem):
         """The fit's memory plan (``memory_plan_``), checked against what is available.
 
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
         """
-        nx = get_backend(items)
-        index = self._index_kernel
-        itemsize = np.dtype(self.kernel_.dtype if index else _device.host_dtype(items)).itemsize
-        d = 0 if index else int(items.shape[1])
+        nx, n, index = problem.nx, problem.n_samples, problem.rows.is_index
+        itemsize = problem.itemsize
+        d = problem.rows.n_features
         row_bytes = 8 if index else d * itemsize
         k, b = self.n_clusters, self._batch_size
         if self.tau is None:
@@ -434,7 +400,7 @@ torch.device, default=None
             rows = label_chunk_rows(self.working_memory, m, k, itemsize)
             threads = max(1, min(blas_threads(), n // 4096)) if nx.is_host else 1
             rows = max(1, rows // threads)
-            if nx.is_host and not index and not getattr(self.kernel_, "is_callable", True):
+            if nx.is_host and not index and not self.kernel_.is_callable:
                 rows = tile_rows(m, itemsize, rows)
             copied = (not nx.is_host and not getattr(self, "_tensor_io", False))
             plan = plan_minibatch(
@@ -463,24 +429,22 @@ torch.device, default=None
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """k initial center points (rows of X or the init array)."""
-        nx = get_backend(X)
+        rows = rows_of(X)
         if not isinstance(self._init, str):
-            if is_sparse(X):  # CSR data: CSR support rows (the windows stack rows)
-                return type(X)(self._init.astype(X.dtype, copy=False))
-            return nx.asarray(self._init, dtype=X.dtype)
+            return rows.centers(self._init)  # CSR data: CSR support rows
         if init_idx is None:
             init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
                                            self.n_clusters, sample_weight)
-        Xi = nx.take(X, nx.index(init_idx))
+        Xi = rows.take(init_idx)
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
             # On the host, on a host copy of the (small) subsample: the same draws
             # on every backend.
-            idx = kernel_kmeans_plusplus(Xi if is_sparse(Xi) else nx.to_numpy(Xi),
-                                         self.kernel_, self.n_clusters, rng, wi)
+            idx = kernel_kmeans_plusplus(rows.host_copy(Xi), self.kernel_, self.n_clusters,
+                                         rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return nx.take(Xi, nx.index(idx))
+        return rows_of(Xi).take(idx)
 
     def _init_candidate(self, X, sample_weight, rng):
         if self._auto_start is not None:  # gamma="auto": used once, as the first candidate
@@ -519,23 +483,17 @@ torch.device, default=None
         -------
         self : MiniBatchKernelKMeans
         """
-        # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
-        X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
-             else self._validate_X(X, reset=True))
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
-                                            _device.host_shape(X))
-        items = self._check_params_vs_input(X, sample_weight)
-        plan = self._plan_memory(items, X.shape[0])  # refuses, with numbers, what cannot fit
+        problem = self._prepare(X, sample_weight)
+        plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
         with memory_guard(plan):
-            return self._fit(items, X, sample_weight)
+            return self._fit(problem.items, problem.rows.data, problem.sample_weight)
 
     def _fit(self, items, X, sample_weight):
         rng = check_random_state(self.random_state)
         self._random_state = rng
         state = self._best_init(items, sample_weight, rng)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        if _dask.is_dask_rows(items):  # Dask: gather the rows of every batch in one pass
-            items.prefetch(plan)
+        rows_of(items).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         if self.tau is None:
             return self._fit_untruncated(items, sample_weight, state, plan)
         cfg = LoopConfig(kernel=self.kernel_, rate=LEARNING_RATES[self.learning_rate],
@@ -624,12 +582,10 @@ torch.device, default=None
                 f"partial_fit is not available with kernel={self.kernel!r}: the kernel is "
                 "a matrix over a fixed set of points, and partial_fit sees new rows"
             )
-        X = self._validate_X(X, reset=first)
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
-                                            _device.host_shape(X))
         if first:
-            self._check_params_vs_input(X, sample_weight)
-            self._plan_memory(X, X.shape[0])
+            problem = self._prepare(X, sample_weight, accept_dask=False)
+            X, sample_weight = problem.items, problem.sample_weight
+            self._plan_memory(problem)
             self._random_state = check_random_state(self.random_state)
             state = self._auto_start  # gamma="auto": the selection's partition
             if state is None:
@@ -642,6 +598,9 @@ torch.device, default=None
             self.n_steps_ = 0
             self.batch_objective_ = np.empty(0)
         else:
+            X = self._validate_X(X, reset=False)
+            sample_weight = check_sample_weight(
+                _device.host_sample_weight(self, sample_weight), _device.host_shape(X))
             state = self._state.copy()
         with memory_guard(self.memory_plan_):
             res = minibatch_step(

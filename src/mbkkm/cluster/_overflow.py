@@ -29,7 +29,7 @@ def check_no_overflow(X, kernel=None, input_name="X"):
         return
     if X.dtype.kind != "f":
         return
-    check_diag = kernel is not None and not getattr(kernel, "is_callable", True)
+    check_diag = kernel is not None and not kernel.is_callable
     with np.errstate(over="ignore", invalid="ignore"):
         ranges = (_sparse.row_chunks(X) if sparse else
                   ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK)))

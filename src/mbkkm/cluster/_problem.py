@@ -1,0 +1,129 @@
+"""The fit problem: one fit's inputs, checked and resolved once.
+
+Every kernel estimator's ``fit`` is *check -> prepare -> core -> publish*.
+:func:`prepare` builds a frozen :class:`FitProblem` from the user's X and
+``sample_weight``: the validated rows in the adapter of their kind
+(:mod:`._rows`), the backend they run on, the resolved kernel, the host weights,
+and how results go back to the user's array library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import _dask
+from .._validation import check_sample_weight
+from ..backends import get_backend, is_tensor
+from ..backends._threads import one_thread_everywhere
+from ..kernels._protocol import ResolvedKernel
+from . import _device
+from ._auto_gamma import resolve_auto_gamma
+from ._rows import Rows, fit_rows
+
+# -------------------------------------------------------------------------- problem
+
+
+@dataclass(frozen=True)
+class FitProblem:
+    """One fit's inputs, checked and resolved once (built by :func:`prepare`).
+
+    Attributes
+    ----------
+    rows : Rows
+        The validated input in its adapter (``rows.data``: on the run's backend).
+    items : ndarray, sparse matrix, tensor, DaskRows or ndarray of indices
+        What the core iterates on: the rows, or point indices for index kernels.
+    kernel : ResolvedKernel
+    sample_weight : ndarray of shape (n_samples,) or None
+        Host weights (they drive sampling on the host).
+    gamma_selection : GammaSelection or None
+        ``gamma="auto"``'s record (None when no width was chosen).
+    t, t_selection : float or None, TSelection or None
+        The heat kernel's time and its record.
+    tensor_io : bool
+        Whether results go back to the user as tensors.
+    """
+
+    rows: Rows
+    items: object
+    kernel: ResolvedKernel
+    sample_weight: np.ndarray | None
+    gamma_selection: object = None
+    t: float | None = None
+    t_selection: object = None
+    tensor_io: bool = False
+
+    @property
+    def nx(self):
+        return self.rows.nx
+
+    @property
+    def n_samples(self):
+        return self.rows.n_samples
+
+    @property
+    def itemsize(self):
+        """Bytes of one value the core computes with: the index kernel's dtype, else
+        the rows'."""
+        if self.rows.is_index:
+            return np.dtype(self.kernel.dtype).itemsize
+        return self.rows.itemsize
+
+    @property
+    def gamma(self):
+        """The width the kernel uses (None for kernels without one, index kernels)."""
+        return None if self.rows.is_index else self.kernel.params.get("gamma")
+
+    def output(self, x):
+        """A result of the core in the user's array library (tensors in, tensors out)."""
+        if x is None or self.tensor_io:
+            return x
+        return get_backend(x).to_numpy(x) if is_tensor(x) else x
+
+
+def validated_input(estimator, X, accept_dask):
+    """X checked at the start of ``fit`` (a Dask array: the rows the fit gathers)."""
+    if accept_dask and _dask.is_dask_array(X):
+        return _dask.dask_rows(estimator, X)
+    return estimator._validate_X(X, reset=True)
+
+
+def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
+    """Check the input, resolve the kernel: the :class:`FitProblem` of one fit.
+
+    In order: X validated, what the backend cannot do refused, X wrapped in the
+    adapter of its kind (:func:`._rows.fit_rows`), the host weights checked, the estimator's own
+    checks of its parameters against the input
+    (``estimator._check_params_vs_input(rows)``: sizes, ``init``, memory), then
+    ``gamma="auto"``'s selection and the kernel. Every check comes before any
+    kernel work.
+
+    Parameters
+    ----------
+    estimator : BaseKernelKMeans
+    X : array-like, sparse matrix, tensor or Dask array
+    sample_weight : array-like of shape (n_samples,) or None
+    accept_dask : bool, default=True
+        Whether a Dask array is read as Dask rows (else it is validated as an array).
+    index_dtype : numpy dtype, optional
+        dtype of the blocks of an index kernel (None: the matrix's own dtype).
+    """
+    X = validated_input(estimator, X, accept_dask)
+    _device.check_backend(estimator, X)  # what the torch backend does not do
+    rows = fit_rows(estimator, X, index_dtype)
+    w = check_sample_weight(_device.host_sample_weight(estimator, sample_weight),
+                            _device.host_shape(rows.data))
+    estimator._check_params_vs_input(rows)
+    # gamma="auto" (and None for rbf / laplacian, see default_selects_width): choose
+    # the width on a sample (refuses kernels without one).
+    with one_thread_everywhere():  # small calls: no thread pays (see _threads)
+        gamma, selection = resolve_auto_gamma(
+            estimator.gamma, estimator.kernel, rows.data, estimator.n_clusters, w,
+            estimator.random_state, estimator.kernel_params)
+    resolved = rows.resolve(estimator, gamma, w)
+    return FitProblem(rows=rows, items=resolved.items, kernel=resolved.kernel,
+                      sample_weight=w, gamma_selection=selection, t=resolved.t,
+                      t_selection=resolved.t_selection,
+                      tensor_io=getattr(estimator, "_tensor_io", False))

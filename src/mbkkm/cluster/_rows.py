@@ -1,0 +1,215 @@
+"""One adapter per kind of input: all the branching on the kind of X is here.
+
+A fit's validated X is wrapped once (:func:`fit_rows`) in the adapter of its kind;
+the estimators and :func:`._problem.prepare` then call its methods instead of
+testing the kind again:
+
+- :class:`Rows`: a numpy array or memmap; the core works on its rows;
+- :class:`SparseRows`: a scipy sparse matrix (canonical CSR, never densified);
+- :class:`TensorRows`: a torch tensor, on its device;
+- :class:`DaskFitRows`: a Dask array, its rows gathered batch plan by batch plan;
+- :class:`PrecomputedRows`: the (n, n) kernel matrix; the core works on point
+  indices 0..n-1;
+- :class:`GraphRows`: the points of a graph kernel ("knn", "heat"); point indices
+  too, the kernel matrix being built on the k-NN graph of the points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+
+from .. import _dask
+from ..backends import get_backend, is_tensor
+from ..kernels import GRAPH_KERNELS, resolve_kernel
+from ..kernels._index import IndexKernel, check_precomputed_matrix
+from ..kernels._protocol import ResolvedKernel
+from . import _device
+from ._graph_kernels import resolve_graph_kernel
+from ._overflow import check_no_overflow
+
+
+class Rows:
+    """Dense rows on the host: a numpy array or memmap (read in rows, never copied)."""
+
+    kind = "dense"
+    #: Whether the core's items are point indices (the kernel is a stored matrix).
+    is_index = False
+
+    def __init__(self, data):
+        self.data = data
+
+    @property
+    def nx(self):
+        """The backend the rows live on."""
+        return get_backend(self.data)
+
+    @property
+    def n_samples(self):
+        return int(self.data.shape[0])
+
+    @property
+    def n_features(self):
+        return int(self.data.shape[1])
+
+    @property
+    def itemsize(self):
+        """Bytes of one value of the rows (the host dtype of a tensor)."""
+        return np.dtype(_device.host_dtype(self.data)).itemsize
+
+    def host_rows(self, idx):
+        """Rows ``idx`` as a host float64 array (a CSR matrix for sparse rows)."""
+        return np.asarray(self.data[idx], dtype=np.float64)
+
+    def take(self, idx):
+        """Rows ``idx`` on the rows' backend, in their dtype."""
+        nx = self.nx
+        return nx.take(self.data, nx.index(idx))
+
+    def host_copy(self, rows):
+        """A host copy of some of the rows, for work done on the host (k-means++)."""
+        return self.nx.to_numpy(rows)
+
+    def centers(self, init):
+        """Initial centers given as points, in the form of the rows."""
+        return self.nx.asarray(init, dtype=self.data.dtype)
+
+    def resolve(self, estimator, gamma, sample_weight):
+        """The resolved kernel and the items the core works on (see the table above).
+
+        A kernel on points: scikit-learn's parameters resolved on the data, then the
+        checks that need the kernel (overflow of its arithmetic, a callable called
+        once on a few rows), before any real work.
+        """
+        kernel = self._resolve_kernel(
+            estimator.kernel, gamma=gamma, degree=estimator.degree, coef0=estimator.coef0,
+            kernel_params=estimator.kernel_params, X=self.data, sample_weight=sample_weight)
+        check_no_overflow(self.data, kernel)  # finite data whose kernel arithmetic overflows
+        if kernel.is_callable:
+            n = self.n_samples
+            self.nx.kernel_tile(kernel, self.data[: min(3, n)], self.data[: min(2, n)])
+        return Resolved(kernel, self.data)
+
+    _resolve_kernel = staticmethod(resolve_kernel)
+
+    def prefetch(self, plan):
+        """Get ready to read the batches of ``plan`` (only Dask rows need to)."""
+
+
+class SparseRows(Rows):
+    """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
+
+    kind = "sparse"
+
+    def host_rows(self, idx):
+        return sparse.csr_matrix(self.data[idx], dtype=np.float64)
+
+    def host_copy(self, rows):
+        return rows
+
+    def centers(self, init):
+        return type(self.data)(init.astype(self.data.dtype, copy=False))
+
+
+class TensorRows(Rows):
+    """A dense torch tensor on its device (the run's backend is torch there)."""
+
+    kind = "tensor"
+
+    def host_rows(self, idx):
+        return np.asarray(self.nx.to_numpy(self.take(idx)), dtype=np.float64)
+
+
+class DaskArrayRows(Rows):
+    """A Dask array as given by the user (read only where rows are asked for)."""
+
+    kind = "dask"
+
+    def host_rows(self, idx):
+        return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
+
+
+class DaskFitRows(Rows):
+    """A Dask array during ``fit``: :class:`mbkkm._dask.DaskRows` gathers the rows the
+    fit reads, the batches of the whole plan in few passes."""
+
+    kind = "dask"
+
+    def _resolve_kernel(self, *args, **kwargs):
+        # The data-driven gamma from one pass of Dask reductions.
+        return self.data.resolve_kernel(*args, **kwargs)
+
+    def prefetch(self, plan):
+        self.data.prefetch(plan)
+
+
+class PrecomputedRows(Rows):
+    """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
+
+    kind = "precomputed"
+    is_index = True
+
+    def __init__(self, data, index_dtype=None):
+        super().__init__(data)
+        self.diag = check_precomputed_matrix(data)  # square, K(x, x) >= 0, symmetric
+        self.index_dtype = index_dtype
+
+    @property
+    def n_features(self):
+        return 0
+
+    def resolve(self, estimator, gamma, sample_weight):
+        dtype = self.index_dtype or getattr(self.data, "dtype", np.float64)
+        kernel = IndexKernel("precomputed", self.data, dtype=dtype, diag=self.diag)
+        return Resolved(kernel, np.arange(self.n_samples))
+
+
+class GraphRows(PrecomputedRows):
+    """A graph kernel ("knn", "heat"): the k-NN graph of the rows is built and the
+    kernel matrix over them resolved; items are indices (transductive)."""
+
+    kind = "graph"
+
+    def __init__(self, data, index_dtype=None):
+        Rows.__init__(self, data)
+        self.index_dtype = index_dtype
+
+    def resolve(self, estimator, gamma, sample_weight):
+        kernel, t, t_selection = resolve_graph_kernel(estimator, self.data, sample_weight)
+        return Resolved(kernel, np.arange(self.n_samples), t, t_selection)
+
+
+def rows_of(X):
+    """The adapter of data X by its kind (no kernel involved): the one place that
+    tells the kinds of arrays apart."""
+    if isinstance(X, _dask.DaskRows):
+        return DaskFitRows(X)
+    if _dask.is_dask_array(X):
+        return DaskArrayRows(X)
+    if is_tensor(X):
+        return TensorRows(X)
+    if sparse.issparse(X):
+        return SparseRows(X)
+    return Rows(X)
+
+
+def fit_rows(estimator, X, index_dtype=None):
+    """The adapter of a fit's validated input: by the kernel's kind, then by X's."""
+    kernel = estimator.kernel
+    if isinstance(kernel, str) and kernel == "precomputed":
+        return PrecomputedRows(X, index_dtype)
+    if isinstance(kernel, str) and kernel in GRAPH_KERNELS:
+        return GraphRows(X, index_dtype)
+    return rows_of(X)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The kernel of one fit and what it works on (:meth:`Rows.resolve`)."""
+
+    kernel: ResolvedKernel
+    items: object
+    t: float | None = None
+    t_selection: object = None
