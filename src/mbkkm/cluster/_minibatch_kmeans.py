@@ -59,6 +59,7 @@ from ._fitting import restore_on_error, warn_empty_clusters
 from ._minibatch_base import MiniBatchMixin, StepRun
 from ._overflow import check_no_overflow
 from ._params import COMMON_CONSTRAINTS
+from ._rows import rows_of
 
 # ----------------------------------------------------------------------------- core
 
@@ -360,8 +361,7 @@ default="k-means++"
         centers = self._best_init(X, sample_weight, rng)
         counts = np.zeros(self.n_clusters)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        if _dask.is_dask_rows(X):  # Dask: gather the rows of every batch in one pass
-            X.prefetch(plan)
+        rows_of(X).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         rate = LEARNING_RATES[self.learning_rate]
 
         def step(it):
@@ -451,8 +451,9 @@ default="k-means++"
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):
-        if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
-            return X.labels_inertia(self, sample_weight)
+        return rows_of(X).labels_inertia(self, sample_weight, centers=centers)
+
+    def _labels_inertia_of(self, X, sample_weight=None, centers=None):
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
@@ -471,8 +472,9 @@ default="k-means++"
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # Dask: a Dask array, computed per chunk
-            return _dask.dask_predict(self, X)
+        return rows_of(X).predict(self)  # Dask: a Dask array, computed per chunk
+
+    def _predict(self, X):
         X = self._validate_X(X, reset=False)
         return np.argmin(self._distances(X), axis=1)
 
@@ -491,8 +493,9 @@ default="k-means++"
         distances : ndarray of shape (n_samples, n_clusters)
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # Dask: a Dask array, computed per chunk
-            return _dask.dask_transform(self, X)
+        return rows_of(X).transform(self)  # Dask: a Dask array, computed per chunk
+
+    def _transform(self, X):
         X = self._validate_X(X, reset=False)
         return self._distances(X)
 
@@ -510,8 +513,9 @@ default="k-means++"
         score : float
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # Dask: summed over the chunks, one pass
-            return _dask.dask_score(self, X, sample_weight)
+        return rows_of(X).score(self, sample_weight)  # Dask: summed over the chunks
+
+    def _score(self, X, sample_weight=None):
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
         return -self._labels_inertia(X, sample_weight)[1]

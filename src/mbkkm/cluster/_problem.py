@@ -20,7 +20,8 @@ from ..backends._threads import one_thread_everywhere
 from ..kernels._protocol import ResolvedKernel
 from . import _device
 from ._auto_gamma import resolve_auto_gamma
-from ._rows import Rows, fit_rows
+from ._kinds import kernel_kind
+from ._rows import Rows
 
 # -------------------------------------------------------------------------- problem
 
@@ -94,8 +95,8 @@ def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
     """Check the input, resolve the kernel: the :class:`FitProblem` of one fit.
 
     In order: X validated, what the backend cannot do refused, X wrapped in the
-    adapter of its kind (:func:`._rows.fit_rows`), the host weights checked, the estimator's own
-    checks of its parameters against the input
+    adapter of its kind (:meth:`._kinds.PointKernel.fit_rows`), the host weights
+    checked, the estimator's own checks of its parameters against the input
     (``estimator._check_params_vs_input(rows)``: sizes, ``init``, memory), then
     ``gamma="auto"``'s selection and the kernel. Every check comes before any
     kernel work.
@@ -112,7 +113,7 @@ def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
     """
     X = validated_input(estimator, X, accept_dask)
     _device.check_backend(estimator, X)  # what the torch backend does not do
-    rows = fit_rows(estimator, X, index_dtype)
+    rows = kernel_kind(estimator.kernel).fit_rows(X, index_dtype)
     w = check_sample_weight(_device.host_sample_weight(estimator, sample_weight),
                             _device.host_shape(rows.data))
     estimator._check_params_vs_input(rows)

@@ -1,6 +1,7 @@
 """One adapter per kind of input: all the branching on the kind of X is here.
 
-A fit's validated X is wrapped once (:func:`fit_rows`) in the adapter of its kind;
+A fit's validated X is wrapped once in the adapter of its kind (by the kernel's
+kind, :mod:`._kinds`, then by :func:`rows_of`);
 the estimators and :func:`._problem.prepare` then call its methods instead of
 testing the kind again:
 
@@ -23,7 +24,7 @@ from scipy import sparse
 
 from .. import _dask
 from ..backends import get_backend, is_tensor
-from ..kernels import GRAPH_KERNELS, resolve_kernel
+from ..kernels import resolve_kernel
 from ..kernels._index import IndexKernel, check_precomputed_matrix
 from ..kernels._protocol import ResolvedKernel
 from . import _device
@@ -97,6 +98,21 @@ class Rows:
     def prefetch(self, plan):
         """Get ready to read the batches of ``plan`` (only Dask rows need to)."""
 
+    # What a fitted estimator does with new data of this kind: in memory here (the
+    # estimator's own ``_predict``, ``_transform``, ``_score``, ``_labels_inertia_of``),
+    # chunk by chunk for Dask.
+    def predict(self, estimator):
+        return estimator._predict(self.data)
+
+    def transform(self, estimator, **kwargs):
+        return estimator._transform(self.data, **kwargs)
+
+    def score(self, estimator, sample_weight, **kwargs):
+        return estimator._score(self.data, sample_weight, **kwargs)
+
+    def labels_inertia(self, estimator, sample_weight, **kwargs):
+        return estimator._labels_inertia_of(self.data, sample_weight, **kwargs)
+
 
 class SparseRows(Rows):
     """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
@@ -130,6 +146,19 @@ class DaskArrayRows(Rows):
     def host_rows(self, idx):
         return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
 
+    def predict(self, estimator):
+        return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
+
+    def transform(self, estimator, kernel_diag=None):
+        if kernel_diag is not None:  # K(x, x) given as an array: in memory
+            return super().transform(estimator, kernel_diag=kernel_diag)
+        return _dask.dask_transform(estimator, self.data)
+
+    def score(self, estimator, sample_weight, kernel_diag=None):
+        if kernel_diag is not None:
+            return super().score(estimator, sample_weight, kernel_diag=kernel_diag)
+        return _dask.dask_score(estimator, self.data, sample_weight)  # one pass
+
 
 class DaskFitRows(Rows):
     """A Dask array during ``fit``: :class:`mbkkm._dask.DaskRows` gathers the rows the
@@ -143,6 +172,10 @@ class DaskFitRows(Rows):
 
     def prefetch(self, plan):
         self.data.prefetch(plan)
+
+    def labels_inertia(self, estimator, sample_weight, **kwargs):
+        # labels_ (a Dask array) and inertia_ in one pass over the chunks
+        return self.data.labels_inertia(estimator, sample_weight)
 
 
 class PrecomputedRows(Rows):
@@ -193,16 +226,6 @@ def rows_of(X):
     if sparse.issparse(X):
         return SparseRows(X)
     return Rows(X)
-
-
-def fit_rows(estimator, X, index_dtype=None):
-    """The adapter of a fit's validated input: by the kernel's kind, then by X's."""
-    kernel = estimator.kernel
-    if isinstance(kernel, str) and kernel == "precomputed":
-        return PrecomputedRows(X, index_dtype)
-    if isinstance(kernel, str) and kernel in GRAPH_KERNELS:
-        return GraphRows(X, index_dtype)
-    return rows_of(X)
 
 
 @dataclass(frozen=True)
