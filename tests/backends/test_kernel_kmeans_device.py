@@ -191,10 +191,10 @@ def test_one_host_transfer_per_iteration(blobs, monkeypatch):
     X = torch.from_numpy(blobs)
     est = KernelKMeans(**PARAMS)
     est.fit(X)  # builds the operator and the init
-    problem, (op, diag, _) = est._prepare(X, None)
-    Xv = problem.rows.data
+    problem, kernel_run = est._prepare(X, None)
+    op, diag, _ = kernel_run
     rng = np.random.RandomState(0)
-    P0, c0 = est._initial_inner(Xv, op, diag, None, rng, None)
+    P0, c0 = est._initial_inner(problem.rows, kernel_run, rng, None)
     w = torch.ones(X.shape[0], dtype=torch.float64)
     monkeypatch.setattr(TorchBackend, "scalars_to_host", count_scalars)
     monkeypatch.setattr(TorchBackend, "to_numpy", count_to_numpy)

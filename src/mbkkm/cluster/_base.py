@@ -32,7 +32,7 @@ from ..backends import get_backend, resolve_device
 from ..backends._threads import with_thread_policy
 from . import _device
 from ._kinds import kernel_kind
-from ._rows import rows_of
+from ._rows import rows_of, validate_X
 
 
 @contextmanager
@@ -76,7 +76,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
             # a host matrix: results go out as numpy, whatever an earlier fit saw
             self._device, self._tensor_io = resolve_device(self.device), False
             return X
-        return _device.validate_X(self, X, reset, lambda X: short_input_errors(
+        return validate_X(self, X, reset, lambda X: short_input_errors(
             lambda X: validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
                                     order="C", accept_sparse="csr", ensure_min_samples=1),
             X, type(self).__name__))

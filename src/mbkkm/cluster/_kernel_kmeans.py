@@ -19,7 +19,6 @@ from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from .._core._lloyd import BlockOperator, KernelOperator, MatrixOperator, kernel_lloyd
@@ -374,30 +373,6 @@ torch.device, default=None
             print(plan.report())
         plan.check(available, what=f"{type(self).__name__}.fit")
 
-    def _check_init(self, rows):
-        n = rows.n_samples
-        if isinstance(self.init, str):
-            return self.init
-        if not rows.is_index:
-            init = check_array(self.init, dtype=_device.host_dtype(rows.data), copy=True,
-                               input_name="init")
-            if init.shape != (self.n_clusters, rows.n_features):
-                raise ValueError(
-                    f"init: the initial centers should have shape (n_clusters, "
-                    f"n_features) = ({self.n_clusters}, {rows.n_features}), got {init.shape}"
-                )
-            return init
-        init = np.asarray(self.init)
-        if init.shape != (self.n_clusters,) or not np.issubdtype(init.dtype, np.integer):
-            raise ValueError(
-                f"init: with kernel={self.kernel!r} the initial centers are indices of "
-                f"training points, an integer array of shape (n_clusters,) = "
-                f"({self.n_clusters},); got dtype {init.dtype} and shape {init.shape}"
-            )
-        if init.min() < 0 or init.max() >= n:
-            raise ValueError(f"init: indices must be in [0, n_samples) = [0, {n})")
-        return init.astype(np.intp)
-
     # --------------------------------------------------------------------- fit
     def _check_params_vs_input(self, rows):
         """Sizes, ``init`` and the memory plan against the input (the hook of
@@ -408,7 +383,8 @@ torch.device, default=None
             raise ValueError(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
             )
-        self._init = self._check_init(rows)
+        self._init = self.init if isinstance(self.init, str) else rows.check_init(
+            self.init, self.n_clusters, self)
         # A kernel on points: the stored matrix (None) or rows per block; a matrix
         # kernel is its own storage.
         self._block_rows = None if rows.is_index else self._plan_memory(n, rows.itemsize,
@@ -458,12 +434,14 @@ torch.device, default=None
             self.kernel_.tile(X[r0:r0 + rows], X, out=K[r0:r0 + rows], backend=nx)
         return K
 
-    def _initial_inner(self, X, op, diag, index_kernel, rng, sample_weight):
+    def _initial_inner(self, rows, kernel_run, rng, sample_weight):
         """(P0, c0) of one initialisation: inner products with the initial centers.
 
         The centers are chosen on the host (k-means++ on a host copy of its points),
         so every backend draws the same ones; P0 and c0 are on the backend of X.
         """
+        X = rows.data
+        op, diag, index_kernel = kernel_run
         nx = get_backend(diag)
         n = X.shape[0]
         init = self._init
@@ -478,12 +456,11 @@ torch.device, default=None
                                      chunk_rows(self.working_memory, 1000, X.dtype.itemsize))
             if start is not None:
                 return start
-        if isinstance(init, np.ndarray) and self._kind == "point":
-            # Explicit centers in input space: K(X, init) in blocks of rows.
-            C = nx.asarray(init, dtype=X.dtype)
+        C = None if isinstance(init, str) else rows.init_points(init)
+        if C is not None:  # explicit centers in input space: K(X, init) in blocks of rows
             return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C),
                                                       np.float64)
-        if isinstance(init, np.ndarray):
+        if not isinstance(init, str):  # explicit centers as point indices
             idx = init
         else:
             if self.init_size is None:
@@ -525,14 +502,14 @@ torch.device, default=None
     def _fit(self, X, sample_weight):
         problem, kernel_run = self._prepare(X, sample_weight)
         X, sample_weight = problem.rows.data, problem.sample_weight
-        op, diag, index_kernel = kernel_run
+        op, diag, _ = kernel_run
         nx = get_backend(diag)
         n = X.shape[0]
         w = np.ones(n) if sample_weight is None else sample_weight
         w_run = nx.asarray(w, dtype=np.float64)  # on the run's backend
         rng = check_random_state(self.random_state)
         n_init = self.n_init
-        if isinstance(self._init, np.ndarray) and n_init != 1:
+        if not isinstance(self._init, str) and n_init != 1:
             warnings.warn(
                 f"Explicit initial center position passed: performing only one init in "
                 f"{type(self).__name__} instead of n_init={n_init}.",
@@ -541,7 +518,7 @@ torch.device, default=None
             n_init = 1
         best = None
         for _ in range(n_init):
-            P0, c0 = self._initial_inner(X, op, diag, index_kernel, rng, sample_weight)
+            P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
             run = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol, self.verbose)
             inertia = float(run.mind @ w_run)
             if self.verbose:
@@ -549,35 +526,31 @@ torch.device, default=None
             if best is None or inertia < best[0]:
                 best = (inertia, run)
         inertia, run = best
-        self._store(X, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
+        self._store(problem.rows, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
         self.labels_ = _device.to_output(self, run.labels)
         self.inertia_ = inertia
         self.n_iter_ = run.n_iter
         warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
         return _device.to_output(self, run.distances)
 
-    def _store(self, X, center_labels, w, norms):
+    def _store(self, rows, center_labels, w, norms):
         """Fitted centers as windows (one block per cluster) and public attributes.
 
         Center j is sum_{y in A_j} (w_y / W_j) phi(y): its support points are the
         training points of positive weight assigned to it (indices for index kernels).
-        ``center_labels``, ``w`` and ``norms`` are host arrays; X on its backend.
+        ``center_labels``, ``w`` and ``norms`` are host arrays; the rows on their backend.
         """
         k = self.n_clusters
         W = np.bincount(center_labels, weights=w, minlength=k)
         keep = np.flatnonzero(w > 0)
-        if self._kind == "point":
-            nx = get_backend(X)
-            items = nx.take(X, nx.index(keep))
-        else:
-            items = keep.astype(np.intp)
+        items = rows.support_items(keep)
         coef = w[keep] / W[center_labels[keep]]
         # c_j = sum_y A[y, j] P[y, j] from the last M-step (see kernel_lloyd).
         self._publish(labelling_state(items, coef, center_labels[keep], k,
                                       np.asarray(norms, dtype=np.float64)))
         # support_: the training indices of the support points, in the published order
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
-        if self._kind != "point":
+        if rows.is_index:
             del self.support_vectors_  # the items are indices: they are support_
 
     @_fit_context(prefer_skip_nested_validation=True)

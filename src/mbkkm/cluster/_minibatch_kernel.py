@@ -9,7 +9,6 @@ from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array
 
 from .._core import (
     LEARNING_RATES,
@@ -331,26 +330,8 @@ torch.device, default=None
         """Sizes and ``init`` against the input (:func:`._problem.prepare`'s hook)."""
         n = rows.n_samples
         self._resolve_sizes(n)
-        if isinstance(self.init, str):
-            self._init = self.init
-        elif rows.is_index:
-            init = np.asarray(self.init)
-            if (init.shape != (self.n_clusters,) or not np.issubdtype(init.dtype, np.integer)
-                    or init.min() < 0 or init.max() >= n):
-                raise ValueError(
-                    f"init: with kernel={self.kernel!r} the initial centers are given as "
-                    f"{self.n_clusters} point indices in [0, {n}), got {self.init!r}"
-                )
-            self._init = init.astype(np.intp)
-        else:
-            init = check_array(self.init, dtype=_device.host_dtype(rows.data), copy=True,
-                               input_name="init")
-            if init.shape != (self.n_clusters, rows.n_features):
-                raise ValueError(
-                    f"init: the initial centers should have shape (n_clusters, n_features)"
-                    f" = ({self.n_clusters}, {rows.n_features}), got {init.shape}"
-                )
-            self._init = init
+        self._init = self.init if isinstance(self.init, str) else rows.check_init(
+            self.init, self.n_clusters, self)
 
     def _prepare(self, X, sample_weight, accept_dask=True):
         """check -> prepare: the fit problem, its kernel published; the first start."""

@@ -15,7 +15,6 @@ import numpy as np
 
 from .. import _dask
 from .._validation import check_sample_weight
-from ..backends import get_backend, is_tensor
 from ..backends._threads import one_thread_everywhere
 from ..kernels._protocol import ResolvedKernel
 from . import _device
@@ -66,22 +65,13 @@ class FitProblem:
 
     @property
     def itemsize(self):
-        """Bytes of one value the core computes with: the index kernel's dtype, else
-        the rows'."""
-        if self.rows.is_index:
-            return np.dtype(self.kernel.dtype).itemsize
-        return self.rows.itemsize
+        """Bytes of one value the core computes with."""
+        return self.rows.compute_itemsize(self.kernel)
 
     @property
     def gamma(self):
         """The width the kernel uses (None for kernels without one, index kernels)."""
-        return None if self.rows.is_index else self.kernel.params.get("gamma")
-
-    def output(self, x):
-        """A result of the core in the user's array library (tensors in, tensors out)."""
-        if x is None or self.tensor_io:
-            return x
-        return get_backend(x).to_numpy(x) if is_tensor(x) else x
+        return self.rows.kernel_width(self.kernel)
 
 
 def validated_input(estimator, X, accept_dask):

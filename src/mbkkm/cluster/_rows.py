@@ -21,9 +21,11 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import sparse
+from sklearn.utils.validation import check_array
 
 from .. import _dask
-from ..backends import get_backend, is_tensor
+from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
+from ..backends._sparse import as_csr
 from ..kernels import resolve_kernel
 from ..kernels._index import IndexKernel, check_precomputed_matrix
 from ..kernels._protocol import ResolvedKernel
@@ -38,6 +40,53 @@ class Rows:
     kind = "dense"
     #: Whether the core's items are point indices (the kernel is a stored matrix).
     is_index = False
+    #: Whether the rows are a torch tensor (results then go back as tensors).
+    is_tensor = False
+
+    # -------------------------------------------------------------- validation
+    @staticmethod
+    def run_device(device):
+        """The device a fit on these rows runs on, for the estimator's ``device``."""
+        return resolve_device(device)
+
+    def validated(self, estimator, dev, reset, validate_numpy):
+        """The rows checked by ``validate_numpy`` (scikit-learn's ``validate_data``),
+        then moved to ``dev`` (None or "cpu": they stay on the host)."""
+        X = validate_numpy(self.data)
+        if dev not in (None, "cpu"):
+            nx = backend_for(dev)
+            dtype = np.float32 if nx.device.type == "cuda" else X.dtype
+            X = nx.asarray(X, dtype=dtype)
+        return X
+
+    def check_init(self, init, n_clusters, estimator):
+        """``init`` given as an array: the initial centers as points, checked."""
+        init = check_array(init, dtype=_device.host_dtype(self.data), copy=True,
+                           input_name="init")
+        if init.shape != (n_clusters, self.n_features):
+            raise ValueError(
+                f"init: the initial centers should have shape (n_clusters, n_features) = "
+                f"({n_clusters}, {self.n_features}), got {init.shape}"
+            )
+        return init
+
+    def init_points(self, init):
+        """Initial centers given as points, on the rows' backend (None for index rows:
+        their init holds point indices)."""
+        return self.nx.asarray(init, dtype=self.data.dtype)
+
+    def support_items(self, idx):
+        """The items of the support points ``idx`` of a fitted model."""
+        return self.take(idx)
+
+    def compute_itemsize(self, kernel):
+        """Bytes of one value the core computes with on these rows and ``kernel``."""
+        return self.itemsize
+
+    @staticmethod
+    def kernel_width(kernel):
+        """The width (``gamma``) ``kernel`` uses on these rows, or None."""
+        return kernel.params.get("gamma")
 
     def __init__(self, data):
         self.data = data
@@ -119,6 +168,23 @@ class SparseRows(Rows):
 
     kind = "sparse"
 
+    @staticmethod
+    def run_device(device):
+        if isinstance(device, str) and device == "auto":
+            return "cpu"  # "auto": the best backend for X; sparse X has numpy only
+        return resolve_device(device)
+
+    def validated(self, estimator, dev, reset, validate_numpy):
+        if dev not in (None, "cpu"):
+            raise ValueError(
+                f"X is a scipy.sparse matrix, but device={estimator.device!r} "
+                f"({_device.device_name(dev)}) runs with PyTorch, which has no sparse path: "
+                "use device=None or 'cpu' for sparse X, or densify X (X.toarray()) if it "
+                "fits in memory"
+            )
+        # sorted indices, no duplicates: what the kernels expect
+        return as_csr(validate_numpy(self.data))
+
     def host_rows(self, idx):
         return sparse.csr_matrix(self.data[idx], dtype=np.float64)
 
@@ -133,6 +199,17 @@ class TensorRows(Rows):
     """A dense torch tensor on its device (the run's backend is torch there)."""
 
     kind = "tensor"
+    is_tensor = True
+
+    def validated(self, estimator, dev, reset, validate_numpy):
+        X = self.data
+        if dev == "cpu" or (dev is not None and not same_device(dev, X.device)):
+            raise ValueError(
+                f"X is a torch tensor on {X.device} but device={estimator.device!r} "
+                f"({_device.device_name(dev)}); move X there, or leave device=None to run "
+                "where X lives"
+            )
+        return _device.validate_tensor(estimator, X, reset)
 
     def host_rows(self, idx):
         return np.asarray(self.nx.to_numpy(self.take(idx)), dtype=np.float64)
@@ -193,6 +270,32 @@ class PrecomputedRows(Rows):
     def n_features(self):
         return 0
 
+    def check_init(self, init, n_clusters, estimator):
+        """``init`` given as an array: the initial centers as point indices, checked."""
+        n = self.n_samples
+        init = np.asarray(init)
+        if (init.shape != (n_clusters,) or not np.issubdtype(init.dtype, np.integer)
+                or init.min() < 0 or init.max() >= n):
+            raise ValueError(
+                f"init: with kernel={estimator.kernel!r} the initial centers are given as "
+                f"{n_clusters} point indices in [0, {n}), an integer array of shape "
+                f"(n_clusters,); got dtype {init.dtype} and shape {init.shape}"
+            )
+        return init.astype(np.intp)
+
+    def init_points(self, init):
+        return None
+
+    def support_items(self, idx):
+        return np.asarray(idx, dtype=np.intp)
+
+    def compute_itemsize(self, kernel):
+        return np.dtype(kernel.dtype).itemsize  # the index kernel's blocks
+
+    @staticmethod
+    def kernel_width(kernel):
+        return None  # a stored matrix has no width
+
     def resolve(self, estimator, gamma, sample_weight):
         dtype = self.index_dtype or getattr(self.data, "dtype", np.float64)
         kernel = IndexKernel("precomputed", self.data, dtype=dtype, diag=self.diag)
@@ -236,3 +339,31 @@ class Resolved:
     items: object
     t: float | None = None
     t_selection: object = None
+
+
+def validate_X(est, X, reset, validate_numpy):
+    """Checked X on the backend the estimator runs on (see :mod:`._device`).
+
+    ``validate_numpy(X)`` is the estimator's numpy validation (``validate_data``).
+    On ``reset`` it resolves ``est.device`` into ``est._device`` and records
+    whether results go out as tensors (``est._tensor_io``). The adapter of X's kind
+    (:mod:`._rows`) does the kind's own checks: a scipy sparse X that the
+    validation accepts comes out as canonical CSR (CSC and the other formats
+    converted once) and runs with numpy only (a ValueError for a torch device); a
+    tensor is checked with torch operations where it lives.
+    """
+    rows = rows_of(X)
+    if reset:
+        est._device = rows.run_device(est.device)
+    if not reset and hasattr(est, "_tensor_io") and rows.is_tensor != est._tensor_io:
+        fitted = "torch tensors" if est._tensor_io else "numpy arrays"
+        got = ("a torch tensor" if rows.is_tensor
+               else f"a {type(X).__module__}.{type(X).__name__}")
+        raise ValueError(
+            f"X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
+            f"not supported; pass X as {fitted}"
+        )
+    X = rows.validated(est, getattr(est, "_device", None), reset, validate_numpy)
+    if reset:
+        est._tensor_io = rows.is_tensor
+    return X
