@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
+from ._state import tile_columns
+
 _GIB = 2.0**30
 _MIB = 2.0**20
 #: Kernels whose numpy tiles build an augmented or normalised copy of both operands.
@@ -249,8 +251,8 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     if max_iter is not None:  # a window holds at most one block per iteration, + the first
         blocks_per_window = min(blocks_per_window, max_iter + 1.0)
     nb = int(np.ceil(k * blocks_per_window))
-    per_column = (m + b) * itemsize * 1.25
-    cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
+    per_column = (m + b) * itemsize * 1.25  # K(S, B_c) and K(B, B_c), reused buffers
+    cols = tile_columns(m, b, itemsize, max_tile_bytes)  # the step's own chunking
     copies = kernel_name in _COPYING_KERNELS
     d2 = n_features + 2
     L = int(np.ceil(blocks_per_window)) + 1
@@ -269,7 +271,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     t["batch plan"] = (max_iter or 0) * b * 8
     t["data copied to the device"] = int(data_on_device)
     if device_resident:
-        t.update(_pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes,
+        t.update(_pool_terms(k, b, tau, (n_features, row_bytes, itemsize), max_tile_bytes,
                              max_iter or 0, copies, support=max(k, width_sample)))
         state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
             "batch plan"]
@@ -331,14 +333,14 @@ _POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the r
                "copy of the pool (replay after an overflow)", "batch plan and log on the device")
 
 
-def _pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes, max_iter, copies,
-                support):
+def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support):
     """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
-    fit starts with (``support``: its initial support points)."""
+    fit starts with (``support``: its initial support points); ``row`` is
+    ``(n_features, row_bytes, itemsize)``."""
+    n_features, row_bytes, itemsize = row
     L, M = pool_capacities(k, b, tau, support=support)
     n_rows, L1 = M + 1 + b, L + 1
-    per_column = n_rows * itemsize * 1.25
-    cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
+    cols = tile_columns(M + 1, b, itemsize, max_tile_bytes)  # as tile_columns_for
     rows = n_rows * row_bytes
     weights = n_rows * (k * 8 + 8)  # u_s in float64 on its cluster's column, the slot
     windows = k * L1 * 8 * 3 + k * L1 * L1 * 8 + k * 8 * 2

@@ -324,26 +324,66 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
         ptr = new_ptr[b0:b1 + 1] - lo
         local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
         Xh = nx.take(Xb, new_pos_d[lo:hi])
-        Qh = _chunked_products(state, kernel, nx, Xh, Xh, ptr, None, u_new[lo:hi], cols,
+        Qh = _chunked_products(state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols,
                                "K_BB")  # (blocks of the part, hi - lo)
         flat, = nx.upload_indices(local_block * (hi - lo) + np.arange(hi - lo))
         parts.append(nx.take(nx.reshape(Qh, -1), flat))
     return parts[0] if len(parts) == 1 else nx.concatenate(parts)
 
 
-def _chunked_products(state, kernel, nx, A, Xb, indptr, indices, data, cols, name):
+def _chunked_products(state, kernel, nx, A, Xb, M, cols, name):
     """M K(A, Xb) for the CSR matrix M = (indptr, indices, data), in column chunks of Xb."""
     b = Xb.shape[0]
     if cols >= b:  # one chunk: no copy
-        return nx.csr_matmul(indptr, indices, data, _tile(state, name, kernel, A, Xb, nx))
+        return nx.csr_matmul(*M, _tile(state, name, kernel, A, Xb, nx))
     out = None
     for c0 in range(0, b, cols):
-        part = nx.csr_matmul(indptr, indices, data,
-                             _tile(state, name, kernel, A, Xb[c0:c0 + cols], nx))
+        part = nx.csr_matmul(*M, _tile(state, name, kernel, A, Xb[c0:c0 + cols], nx))
         if out is None:
             out = nx.empty((part.shape[0], b), part.dtype)
         out[:, c0:c0 + cols] = part
     return out
+
+
+class _Layout(NamedTuple):
+    """The support after a step, planned on the host (see :func:`_new_layout`)."""
+
+    new_pos: np.ndarray  # (p,) batch positions of the new blocks' points, by cluster
+    grow_ids: np.ndarray  # clusters that get a new block
+    n_grow: int
+    new_sizes: np.ndarray  # (n_grow,) points of each new block
+    new_ptr: np.ndarray  # (n_grow + 1,) their starts in new_pos
+    u_new: np.ndarray  # (p,) weight of each new point in its block
+    kept_sizes: np.ndarray  # sizes of the kept old blocks
+    rows_kept: np.ndarray  # support rows of the kept old blocks
+    gram: GramUpdate  # where each entry of the new block Gram comes from
+    lam_all: np.ndarray  # block coefficients: the kept blocks', then the new blocks'
+    lam_pad: np.ndarray  # (k * L,) the same padded per cluster, for the norms
+
+
+def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
+    """The new block layout: the kept old blocks (as they were), then one block per
+    growing cluster (cluster order), each contiguous in the support."""
+    keep, grows = plan.keep, plan.grows
+    order = np.argsort(labels, kind="stable")
+    new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
+    grow_ids = np.flatnonzero(grows)
+    new_sizes = new_size[grows]
+    new_ptr = np.zeros(grow_ids.size + 1, dtype=np.intp)
+    np.cumsum(new_sizes, out=new_ptr[1:])
+    if batch_weight is None:
+        u_new = 1.0 / new_size[labels[new_pos]]  # u_x = 1 / b_j
+    else:
+        u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
+    kept_sizes = state.block_size[keep]
+    rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
+    g = plan_gram_update(state.block_cluster, keep, grows, new_sizes, new_pos,
+                         labels.shape[0], state.gram.shape[1])
+    lam_all = np.concatenate([plan.lam_kept, plan.lam_new])
+    lam_pad = np.zeros(state.n_clusters * g.L)  # Lambda' padded (k, L)
+    lam_pad[g.new_cluster * g.L + g.new_slots] = lam_all
+    return _Layout(new_pos, grow_ids, grow_ids.size, new_sizes, new_ptr, u_new, kept_sizes,
+                   rows_kept, g, lam_all, lam_pad)
 
 
 def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
@@ -398,8 +438,8 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     cols = tile_columns(state.support.shape[0], b, 8 if dtype is None else dtype.itemsize,
                         max_tile_bytes)
     diag = nx.kernel_diag(kernel, Xb)
-    Q = _chunked_products(state, kernel, nx, state.support, Xb, state.block_start, None,
-                          state.weight, cols, "K_SB")
+    Q = _chunked_products(state, kernel, nx, state.support, Xb,
+                          (state.block_start, None, state.weight), cols, "K_SB")
     P = center_products(Q, state, nx)
     labels, mind = nx.argmin_columns_to_host(nx.distances_T(P, diag, state.norms))
 
@@ -411,30 +451,12 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     # 4. Window planning (host, vectorised over blocks).
     plan = plan_windows(state.block_cluster, sizes, state.lam, new_size, alpha, tau,
                         renormalize)
-    keep, grows = plan.keep, plan.grows
-    order = np.argsort(labels, kind="stable")
-    new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
-    grow_ids = np.flatnonzero(grows)
-    n_grow = grow_ids.size
-    new_sizes = new_size[grows]
-    new_ptr = np.zeros(n_grow + 1, dtype=np.intp)
-    np.cumsum(new_sizes, out=new_ptr[1:])
-    if batch_weight is None:
-        u_new = 1.0 / new_size[labels[new_pos]]  # u_x = 1 / b_j
-    else:
-        u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
-    kept_sizes = sizes[keep]
-    rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
-
-    # New block layout: the kept old blocks (as they were), then one block per growing
-    # cluster (cluster order), each contiguous in the support; where each entry of the
-    # new block Gram comes from.
-    g = plan_gram_update(state.block_cluster, keep, grows, new_sizes, new_pos, b,
-                         state.gram.shape[1])
-    new_cluster, L = g.new_cluster, g.L
-    lam_new_all = np.concatenate([plan.lam_kept, plan.lam_new])
-    lam_pad = np.zeros(k * L)  # Lambda' padded (k, L), for the norms
-    lam_pad[new_cluster * L + g.new_slots] = lam_new_all
+    keep = plan.keep
+    lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
+    new_pos, grow_ids, n_grow, new_sizes, new_ptr = (lay.new_pos, lay.grow_ids, lay.n_grow,
+                                                     lay.new_sizes, lay.new_ptr)
+    u_new, kept_sizes, rows_kept, g = lay.u_new, lay.kept_sizes, lay.rows_kept, lay.gram
+    new_cluster, L, lam_new_all, lam_pad = g.new_cluster, g.L, lay.lam_all, lay.lam_pad
 
     # Everything the device needs, in two uploads (int64 and float64).
     (rows_kept_d, new_pos_d, new_ptr_d, src_keep_d, dst_keep_d, pair_flat_d, pair_dst_d,
@@ -447,7 +469,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     if objective_after:
         # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
         # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
-        QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d,
+        QB = _chunked_products(state, kernel, nx, Xb, Xb, (new_ptr_d, new_pos_d, u_new_d),
                                cols, "K_BB")
         self_vals = nx.take(nx.reshape(QB, -1), self_flat_d)
     else:  # only the same-block values of K(B, B) are needed: about 1 / p of it
