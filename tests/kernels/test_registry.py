@@ -1,5 +1,5 @@
 """The kernel registry: one KernelSpec per kernel, and everything that lists kernels
-derives from it (STYLE.md 3)."""
+derives from it."""
 
 from __future__ import annotations
 

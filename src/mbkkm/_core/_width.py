@@ -174,9 +174,9 @@ def default_sample_size(n_clusters):
     20 per cluster, at least 500 and at most 1000: 500 up to k = 25, 1000 from
     k = 50 on (10 per cluster at k = 100, the most ``gamma=None`` selects for). The
     cost of the selection grows as the sample's square (kernel k-means) to cube
-    (the eigendecompositions); 500 points keep it near 0.1 s for small k, and on
-    the benchmark the choices at 500 and 1000 points were the same but on a few
-    seeds (``docs/gamma.md``).
+    (the eigendecompositions), so 500 points keep it cheap for small k; on the
+    benchmark the choices at 500 and 1000 points were the same but on a few seeds
+    (``docs/gamma.md``).
     """
     return int(min(SAMPLE_MAX, max(SAMPLE_MIN, SAMPLE_PER_CLUSTER * int(n_clusters))))
 

@@ -1,8 +1,8 @@
 """The numpy backend: host arrays, the reference every other backend must equal.
 
-Every method here is the plain numpy operation the core used before there were
-backends (same calls, same buffers), so going through the door costs one Python
-attribute lookup per call and nothing else.
+Every method here is the plain numpy operation the core would call directly (same
+calls, same buffers), so going through the door costs one Python attribute lookup
+per call and nothing else.
 """
 
 from __future__ import annotations

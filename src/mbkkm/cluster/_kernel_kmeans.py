@@ -35,7 +35,7 @@ from ._auto_gamma import auto_start_inner
 from ._base import BaseKernelKMeans
 from ._fitting import restore_on_error, warn_empty_clusters
 from ._graph_kernels import graph_start_inner
-from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
 from ._problem import prepare
 
 _MIB = 2**20
@@ -68,6 +68,7 @@ def _kernel_options():
     return set(kernel_names()) | {"precomputed"}
 
 
+@shared_doc
 class KernelKMeans(BaseKernelKMeans):
     """Exact full-batch kernel k-means: Lloyd's algorithm in feature space.
 
@@ -194,20 +195,7 @@ torch.device, default=None
         Number of support points of each center.
     center_norms_ : ndarray of shape (n_clusters,)
         Squared feature-space norms <C_j, C_j> of the centers.
-    kernel_ : mbkkm.kernels.Kernel or str
-        The resolved kernel; the string "precomputed", "knn" or "heat" for the
-        matrix kernels.
-    gamma_ : float or None
-        The width the fit used; None for kernels without one.
-    gamma_selection_ : GammaSelection or None
-        With ``gamma="auto"``: the candidates, their scores and the choice.
-    t_ : float or None
-        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
-        default); None for other kernels.
-    t_selection_ : TSelection or None
-        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
-        rank and error bound at each, their normalised-cut scores and the choice
-        (``.table()``, ``.plot()``); None otherwise.
+    %(resolved_kernel_attributes)s
     n_features_in_ : int
         Number of features seen during fit (n_samples for "precomputed").
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -230,7 +218,7 @@ torch.device, default=None
     **Precomputed kernels.** ``fit`` takes the (n, n) training kernel matrix
     (square, symmetric up to rounding, non-negative diagonal). ``predict`` takes
     K(X_new, X_fit) of shape (n_new, n_fit). ``transform`` and ``score`` need
-    K(x, x) of the new points too: pass it as ``diag=``, else they raise.
+    K(x, x) of the new points too: pass it as ``kernel_diag=``, else they raise.
     ``fit_transform`` and ``fit_predict`` need nothing more.
 
     **Graph kernels** ("knn", "heat") are transductive: defined on the training

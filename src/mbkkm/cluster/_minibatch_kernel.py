@@ -40,11 +40,12 @@ from ._base import BaseKernelKMeans, memory_guard
 from ._fitting import restore_on_error, warn_empty_clusters
 from ._graph_kernels import graph_start_state
 from ._minibatch_base import MiniBatchMixin, StepRun
-from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._problem import prepare
 from ._rows import rows_of
 
 
+@shared_doc
 class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
     """Truncated mini-batch kernel k-means, without the n x n kernel matrix.
 
@@ -205,21 +206,7 @@ torch.device, default=None
         Number of iterations run.
     n_steps_ : int
         Number of iterations (batches) processed since the first fit or partial_fit.
-    kernel_ : mbkkm.kernels.Kernel
-        The kernel with every parameter resolved (for example the data-driven gamma).
-    gamma_ : float or None
-        The width the fit used (rbf, laplacian, polynomial, sigmoid, chi2); None for
-        kernels without one.
-    gamma_selection_ : GammaSelection or None
-        With ``gamma="auto"``: the candidates, their scores and the choice
-        (``.table()``, ``.plot()``); None otherwise.
-    t_ : float or None
-        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
-        default); None for other kernels.
-    t_selection_ : TSelection or None
-        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
-        rank and error bound at each, their normalised-cut scores and the choice
-        (``.table()``, ``.plot()``); None otherwise.
+    %(resolved_kernel_attributes)s
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)

@@ -40,7 +40,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
+from .. import _dask  # Dask input: the rows a fit gathers
 from .._core import (
     LEARNING_RATES,
     _memory,

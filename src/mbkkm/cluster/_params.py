@@ -37,3 +37,35 @@ def check_n_clusters_vs_samples(n_clusters, n_samples):
             f"n_samples={n_samples} should be >= n_clusters={n_clusters}: fewer samples "
             "than clusters"
         )
+
+
+#: The fitted attributes of the resolved kernel, the same in every kernel estimator's
+#: docstring (where ``%(resolved_kernel_attributes)s`` stands); see :func:`shared_doc`.
+RESOLVED_KERNEL_ATTRIBUTES = """\
+    kernel_ : mbkkm.kernels.Kernel or index kernel
+        The kernel with every parameter resolved (for example the data-driven
+        gamma). For "precomputed" and the graph kernels, an index kernel: the
+        stored kernel matrix, whose items are point indices (``kernel_.name`` is
+        "precomputed", "knn" or "heat"; ``kernel_.params`` the resolved parameters).
+    gamma_ : float or None
+        The width the fit used (rbf, laplacian, polynomial, sigmoid, chi2); None for
+        kernels without one.
+    gamma_selection_ : GammaSelection or None
+        With ``gamma="auto"``: the candidates, their scores and the choice
+        (``.table()``, ``.plot()``); None otherwise.
+    t_ : float or None
+        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
+        default); None for other kernels.
+    t_selection_ : TSelection or None
+        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
+        rank and error bound at each, their normalised-cut scores and the choice
+        (``.table()``, ``.plot()``); None otherwise.
+"""
+
+
+def shared_doc(cls):
+    """Class decorator: the shared attribute descriptions put into ``cls.__doc__``."""
+    if cls.__doc__ is not None:  # None under python -OO
+        cls.__doc__ = cls.__doc__.replace("    %(resolved_kernel_attributes)s\n",
+                                          RESOLVED_KERNEL_ATTRIBUTES)
+    return cls
