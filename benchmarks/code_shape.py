@@ -90,7 +90,7 @@ def kind_branches(folder=SRC / "cluster"):
         text = path.read_text()
         for node, test in _conditions(ast.parse(text)):
             if _is_kind_test(test):
-                found.append((path.relative_to(ROOT), node.lineno,
+                found.append((path.relative_to(folder.parent), node.lineno,
                               ast.get_source_segment(text, test)))
     return found
 
