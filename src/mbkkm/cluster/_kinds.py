@@ -56,6 +56,9 @@ class PointKernel:
     def check_inductive(self, estimator, method):
         """Refuse new points where the kernel has no value at them (graph kernels)."""
 
+    def check_new_rows(self, estimator, method):
+        """Refuse training on new rows where the kernel is a matrix over fixed points."""
+
     def assign_new(self, estimator, X, method, return_distances, kernel_diag):
         """Labels, minimum distances (and distances) of validated new rows X."""
         check_no_overflow(X, estimator.kernel_)
@@ -77,6 +80,12 @@ class PrecomputedKernel(PointKernel):
 
     def fit_rows(self, X, index_dtype=None):
         return PrecomputedRows(X, index_dtype)
+
+    def check_new_rows(self, estimator, method):
+        raise ValueError(
+            f"{method} is not available with kernel={estimator.kernel!r}: the kernel is "
+            f"a matrix over a fixed set of points, and {method} sees new rows"
+        )
 
     def stored_matrix(self, estimator, X):
         return validate_stored_kernel(X) if is_stored_kernel(X) else None

@@ -545,11 +545,7 @@ torch.device, default=None
                 "partial_fit needs an integer tau: tau=None keeps a table over a fixed "
                 "training set, which only fit has"
             )
-        if self._index_kernel:
-            raise ValueError(
-                f"partial_fit is not available with kernel={self.kernel!r}: the kernel is "
-                "a matrix over a fixed set of points, and partial_fit sees new rows"
-            )
+        self._kernel_kind.check_new_rows(self, "partial_fit")
         if first:
             problem = self._prepare(X, sample_weight, accept_dask=False)
             X, sample_weight = problem.items, problem.sample_weight

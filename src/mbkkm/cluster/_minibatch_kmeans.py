@@ -40,7 +40,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .. import _dask  # Dask input: the rows a fit gathers
 from .._core import (
     LEARNING_RATES,
     _memory,
@@ -346,8 +345,7 @@ default="k-means++"
         self : MiniBatchKMeans
         """
         # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
-        X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
-             else self._validate_X(X, reset=True))
+        X = rows_of(X).fit_input(self)
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
         self.memory_plan_ = _memory.plan_explicit(

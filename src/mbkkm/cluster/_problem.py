@@ -13,14 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _dask
 from .._validation import check_sample_weight
 from ..backends._threads import one_thread_everywhere
 from ..kernels._protocol import ResolvedKernel
 from . import _device
 from ._auto_gamma import resolve_auto_gamma
 from ._kinds import kernel_kind
-from ._rows import Rows
+from ._rows import Rows, rows_of
 
 # -------------------------------------------------------------------------- problem
 
@@ -74,13 +73,6 @@ class FitProblem:
         return self.rows.kernel_width(self.kernel)
 
 
-def validated_input(estimator, X, accept_dask):
-    """X checked at the start of ``fit`` (a Dask array: the rows the fit gathers)."""
-    if accept_dask and _dask.is_dask_array(X):
-        return _dask.dask_rows(estimator, X)
-    return estimator._validate_X(X, reset=True)
-
-
 def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
     """Check the input, resolve the kernel: the :class:`FitProblem` of one fit.
 
@@ -101,7 +93,7 @@ def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
     index_dtype : numpy dtype, optional
         dtype of the blocks of an index kernel (None: the matrix's own dtype).
     """
-    X = validated_input(estimator, X, accept_dask)
+    X = rows_of(X).fit_input(estimator, accept_dask)  # Dask: the rows the fit gathers
     _device.check_backend(estimator, X)  # what the torch backend does not do
     rows = kernel_kind(estimator.kernel).fit_rows(X, index_dtype)
     w = check_sample_weight(_device.host_sample_weight(estimator, sample_weight),

@@ -44,6 +44,10 @@ class Rows:
     is_tensor = False
 
     # -------------------------------------------------------------- validation
+    def fit_input(self, estimator, accept_dask=True):
+        """The input of ``fit``, checked (:func:`validate_X` through the estimator)."""
+        return estimator._validate_X(self.data, reset=True)
+
     @staticmethod
     def run_device(device):
         """The device a fit on these rows runs on, for the estimator's ``device``."""
@@ -222,6 +226,11 @@ class DaskArrayRows(Rows):
 
     def host_rows(self, idx):
         return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
+
+    def fit_input(self, estimator, accept_dask=True):
+        if not accept_dask:  # read as an array (computed) by the validation
+            return super().fit_input(estimator)
+        return _dask.dask_rows(estimator, self.data)  # the rows the fit gathers
 
     def predict(self, estimator):
         return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
