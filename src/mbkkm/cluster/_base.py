@@ -146,7 +146,8 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return rows_of(X).predict(self)
 
     def _predict(self, X):
-        return self._assign_new(X, "predict")[0]
+        labels, _ = self._assign_new(X, "predict")
+        return labels
 
     def transform(self, X, kernel_diag=None):
         """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
@@ -167,8 +168,9 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return rows_of(X).transform(self, kernel_diag=kernel_diag)
 
     def _transform(self, X, kernel_diag=None):
-        return self._assign_new(X, "transform", return_distances=True,
-                                kernel_diag=kernel_diag)[2]
+        _, _, distances = self._assign_new(X, "transform", return_distances=True,
+                                           kernel_diag=kernel_diag)
+        return distances
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then the distances of the fitted points to the centers, (n, n_clusters).
@@ -196,8 +198,8 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return rows_of(X).score(self, sample_weight, kernel_diag=kernel_diag)
 
     def _score(self, X, sample_weight=None, kernel_diag=None):
-        mind = self._assign_new(X, "score", kernel_diag=kernel_diag,
-                                return_distances=self._kernel_kind.needs_kernel_diag)[1]
+        _, mind, *_ = self._assign_new(X, "score", kernel_diag=kernel_diag,
+                                       return_distances=self._kernel_kind.needs_kernel_diag)
         mind = get_backend(mind).to_numpy(mind)
         sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
                                             mind[:, None])

@@ -504,16 +504,16 @@ torch.device, default=None
                 RuntimeWarning, stacklevel=3,
             )
             n_init = 1
-        best = None
+        inertia, run = np.inf, None
         for _ in range(n_init):
             P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
-            run = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol, self.verbose)
-            inertia = float(run.mind @ w_run)
+            candidate = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol,
+                                     self.verbose)
+            candidate_inertia = float(candidate.mind @ w_run)
             if self.verbose:
-                print(f"Run inertia: {inertia:.6g}")
-            if best is None or inertia < best[0]:
-                best = (inertia, run)
-        inertia, run = best
+                print(f"Run inertia: {candidate_inertia:.6g}")
+            if run is None or candidate_inertia < inertia:
+                inertia, run = candidate_inertia, candidate
         self._store(problem.rows, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
         self.labels_ = _device.to_output(self, run.labels)
         self.inertia_ = inertia

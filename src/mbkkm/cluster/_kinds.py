@@ -126,8 +126,10 @@ class PrecomputedKernel(PointKernel):
 
     def fitted_distances(self, estimator, X):
         items = np.arange(estimator.kernel_.n_samples)
-        return assign(items, estimator._state, estimator.kernel_,
-                      chunk_rows=estimator._chunk_rows(items), return_distances=True)[2]
+        _, _, distances = assign(items, estimator._state, estimator.kernel_,
+                                 chunk_rows=estimator._chunk_rows(items),
+                                 return_distances=True)
+        return distances
 
 
 class GraphKernel(PrecomputedKernel):

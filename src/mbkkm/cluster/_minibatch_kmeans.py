@@ -322,7 +322,8 @@ default="k-means++"
         return Xi[idx]
 
     def _init_inertia(self, Xv, wv, centers):
-        return self._labels_inertia(Xv, wv, centers)[1]
+        _, inertia = self._labels_inertia(Xv, wv, centers)
+        return inertia
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -516,7 +517,8 @@ default="k-means++"
     def _score(self, X, sample_weight=None):
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
-        return -self._labels_inertia(X, sample_weight)[1]
+        _, inertia = self._labels_inertia(X, sample_weight)
+        return -inertia
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
