@@ -104,9 +104,9 @@ TARGETS = {
 
 # Full-size settings and the --quick ones (CPU smoke test).
 FULL = dict(n=None, b=1024, tau=200, k=10, iters=200, warmup=40, repeats=50, fits=3,
-            big_b=16384, big_tau=4000, m_total=2000, prof_iters=16, full_max_iter=300)
+            big_b=16384, big_tau=4000, m_total=2000, prof_iters=16, full_max_iter=300, seeds=5)
 QUICK = dict(n=600, b=64, tau=20, k=10, iters=5, warmup=3, repeats=3, fits=1,
-             big_b=256, big_tau=50, m_total=200, prof_iters=2, full_max_iter=10)
+             big_b=256, big_tau=50, m_total=200, prof_iters=2, full_max_iter=10, seeds=2)
 
 
 # ----------------------------------------------------------------------- report
@@ -444,6 +444,7 @@ def section_a_f(rep, dev, Xd, P, judged):
     ss, t_it = results[dev.cuda]
     ys, xs, yshape = ss.yardsticks(P["repeats"])
     ratio = t_it / ys["gemm_exp"]
+    rep.gemm_exp = ys["gemm_exp"]  # (b) states its floor from it
     lay = ss.layout
     rows = []
     for graphs, (s, t) in results.items():
@@ -470,6 +471,7 @@ def section_a_f(rep, dev, Xd, P, judged):
     rep.add("", "## (f) Launches per iteration (torch.profiler)", "")
     table = []
     for graphs, (s, _) in results.items():
+        _loop.CUDA_GRAPHS = graphs  # module-wide: the last SteadyState made set it
         counts = profile_counts(s, P["prof_iters"])
         table += [[("graph" if graphs else "eager"), name, f"{v:.1f}"]
                   for name, v in counts.items()]
@@ -511,6 +513,10 @@ def section_b(rep, dev, X, Xd, y, P, judged, skip_numpy):
     if t_np is not None:
         rep.add(f"Speed-up torch ({dev.dev}) over numpy (CPU): {t_np / t_dev:.1f}x; ARI "
                 f"between the two labelings {adjusted_rand_score(ref.labels_, lab):.4f}.")
+    floor = getattr(rep, "gemm_exp", None)
+    if floor is not None:
+        rep.add(f"Floor of the iterations alone: {iters} x (GEMM + exp of (a)) = "
+                f"{iters * floor:.3f} s; at (a)'s limit (2 x) {2 * iters * floor:.3f} s.")
     verdict(rep, "b", t_dev, judged,
             note=("" if t_dev <= TARGETS["b"][0] else
                   f"; hard limit 0.2 s: {'met' if t_dev <= 0.2 else 'missed'}"))
@@ -538,13 +544,29 @@ def section_c(rep, dev, Xd, y, P, judged):
             best = (t, name)
     ss = SteadyState(dev, Xd, k=k, b=b, tau=tau, warmup=min(P["warmup"], 10), n_batches=3)
     ys, _, yshape = ss.yardsticks(3)
+    ys32 = None
+    if dev.cuda:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            ys32, _, _ = ss.yardsticks(3)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
     rep.table(["GEMM precision", "fit + labels (s)", "support points m at the end",
                "ARI vs digits", "kernel chunk columns"], rows)
     rep.add(f"One steady-state GEMM (b x d)(d x (M + 1 + b)) = {yshape[::-1]}: "
             f"{ys['gemm'] * 1e3:.2f} ms; GEMM floor {iters} x GEMM = {iters * ys['gemm']:.3f} "
             f"s (float32). TF32: torch.backends.cuda.matmul.allow_tf32 = True (the "
             "documented option).")
-    verdict(rep, "c", best[0], judged, note=f" ({best[1]})")
+    note = f" ({best[1]})"
+    if ys32 is not None:
+        floor = iters * ys32["gemm"]
+        rep.add(f"TF32: one GEMM {ys32['gemm'] * 1e3:.2f} ms, GEMM + exp "
+                f"{ys32['gemm_exp'] * 1e3:.2f} ms; floor {iters} x TF32 GEMM = {floor:.3f} s, "
+                f"{iters} x (GEMM + exp) = {iters * ys32['gemm_exp']:.3f} s.")
+        if floor > TARGETS["c"][0]:
+            note += (f"; the TF32 GEMM alone takes {floor:.2f} s over {iters} iterations: "
+                     "the limit is below the floor of these shapes")
+    verdict(rep, "c", best[0], judged, note=note)
     del ss
 
 
@@ -564,12 +586,15 @@ def section_d(rep, dev, Xd, P, judged):
     verdict(rep, "d", ratio, judged)
 
 
-def section_e(rep, dev, Xd, y, P, t_mb, ari_mb, inertia_mb, judged):
+def section_e(rep, dev, Xd, y, P, judged):
+    """Full batch against mini-batch: means over ``P["seeds"]`` seeds of each (one
+    seed's ARI varies by about 0.03 on MNIST, more than the 0.02 asked)."""
     rep.add("## (e) Full-batch KernelKMeans on the device against mini-batch", "")
     torch = dev.torch
     n = Xd.shape[0]
     need = n * n * 4
     max_iter = P["full_max_iter"]
+    seeds = range(P["seeds"])
     if dev.cuda:
         torch.cuda.empty_cache()
         free = torch.cuda.mem_get_info(dev.dev)[0]
@@ -580,30 +605,48 @@ def section_e(rep, dev, Xd, y, P, t_mb, ari_mb, inertia_mb, judged):
             rep.add(f"It will not be stored: blocks of rows recomputed every iteration; "
                     f"max_iter capped at {max_iter} to bound the run time.")
 
-    def full(iters):
+    def full(iters, seed):
         return KernelKMeans(P["k"], kernel="rbf", gamma=GAMMA, max_iter=iters,
-                            max_kernel_memory=10**7, random_state=0)
+                            max_kernel_memory=10**7, random_state=seed)
 
-    t1, one = dev.timed(lambda: full(1).fit(Xd))  # fixed costs: kernel matrix, k-means++
-    t_full, est = dev.timed(lambda: full(max_iter).fit(Xd))
-    ari = adjusted_rand_score(y, est.labels_.cpu().numpy())
-    per_iter = (t_full - t1) / max(1, est.n_iter_ - 1)
-    rep.table(["method", "fit + labels (s)", "iterations", "ARI vs digits", "inertia / n"], [
-        [f"full batch ({est._kernel_storage} kernel, tol=1e-4)", f"{t_full:.3f}",
-         est.n_iter_, f"{ari:.3f}", f"{est.inertia_ / n:.4f}"],
-        [f"mini-batch (b={P['b']}, tau={P['tau']}, (b))", f"{t_mb:.3f}", P["iters"],
-         f"{ari_mb:.3f}", f"{inertia_mb:.4f}"],
-    ])
-    rep.add(f"Full batch with max_iter=1 (kernel matrix + k-means++ + 1 iteration): "
-            f"{t1:.3f} s; about {per_iter * 1e3:.2f} ms per further Lloyd iteration.",
-            f"Ratio full batch / mini-batch: {t_full / t_mb:.1f}x; ARI {ari:.3f} against "
-            f"{ari_mb:.3f} (difference {abs(ari - ari_mb):.3f}).")
+    def runs(make):
+        out = []
+        for seed in seeds:
+            t, est = dev.timed(lambda seed=seed: make(seed).fit(Xd))
+            out.append((t, adjusted_rand_score(y, est.labels_.cpu().numpy()),
+                        est.inertia_ / n, est.n_iter_))
+            del est
+            if dev.cuda:
+                torch.cuda.empty_cache()
+        return np.array(out)
+
+    t1, _ = dev.timed(lambda: full(1, 0).fit(Xd))  # fixed costs: kernel matrix, k-means++
+    configs = {
+        "full batch (stored kernel, tol=1e-4)": runs(lambda s: full(max_iter, s)),
+        f"mini-batch (b={P['b']}, tau={P['tau']}, {P['iters']} iterations, as (b))":
+            runs(lambda s: minibatch(P["k"], P["b"], P["tau"], P["iters"], seed=s)),
+        f"mini-batch (b={2 * P['b']}, tau={3 * P['tau'] // 2}, {P['iters']} iterations)":
+            runs(lambda s: minibatch(P["k"], 2 * P["b"], 3 * P["tau"] // 2, P["iters"],
+                                     seed=s)),
+    }
+    rows = []
+    for name, r in configs.items():
+        rows.append([name, f"{r[:, 0].mean():.3f}", ", ".join(f"{a:.3f}" for a in r[:, 1]),
+                     f"{r[:, 1].mean():.3f}", f"{r[:, 2].mean():.4f}",
+                     f"{r[:, 3].mean():.0f}"])
+    rep.table(["method", "fit + labels (s, mean)", "ARI vs digits per seed", "mean ARI",
+               "inertia / n", "iterations"], rows)
+    (t_full, a_full), *mbs = [(r[:, 0].mean(), r[:, 1].mean()) for r in configs.values()]
+    rep.add(f"{len(seeds)} seeds (0..{len(seeds) - 1}) each. Full batch with max_iter=1 "
+            f"(kernel matrix + k-means++ + 1 iteration): {t1:.3f} s.")
+    for (name, _), (t_mb, a_mb) in zip(list(configs.items())[1:], mbs):
+        rep.add(f"{name}: full batch / mini-batch {t_full / t_mb:.1f}x, mean ARI "
+                f"{a_full:.3f} against {a_mb:.3f} (difference {a_full - a_mb:+.3f}).")
+    t_mb, a_mb = mbs[0]
     ratio = t_full / t_mb
-    verdict(rep, "e", ratio, judged, ok=ratio >= 10 and abs(ari - ari_mb) <= 0.02,
-            note=f", ARI difference {abs(ari - ari_mb):.3f} (<= 0.02 required)")
-    del est, one
-    if dev.cuda:
-        torch.cuda.empty_cache()
+    verdict(rep, "e", ratio, judged, ok=ratio >= 10 and abs(a_full - a_mb) <= 0.02,
+            note=f" ((b)'s settings), mean ARI difference {abs(a_full - a_mb):.3f} "
+                 "(<= 0.02 required)")
 
 
 def section_g(rep, dev, Xd, P):
@@ -684,7 +727,6 @@ def main(argv=None):
     t_copy, Xd = dev.timed(lambda: torch.from_numpy(X).to(dev.dev))
     rep.add(f"Copy of X to the device: {t_copy:.3f} s", "")
 
-    t_mb = ari_mb = inertia_mb = None
     sections = [
         ("af", lambda: section_a_f(rep, dev, Xd, P, judged)),
         ("b", lambda: section_b(rep, dev, X, Xd, y, P, judged, args.skip_numpy)),
@@ -697,9 +739,7 @@ def main(argv=None):
             continue
         t0 = time.perf_counter()
         try:
-            out = run()
-            if keys == "b":
-                t_mb, ari_mb, inertia_mb = out
+            run()
         except Exception as exc:  # report and go on with the other sections
             failed.append(keys)
             rep.add(f"**Section ({keys}) failed**: {type(exc).__name__}: {exc}", "",
@@ -713,12 +753,7 @@ def main(argv=None):
         t0 = time.perf_counter()
         try:
             if key == "e":
-                if t_mb is None:  # (b) skipped or failed: one mini-batch fit for (e)
-                    t_mb, est = dev.timed(lambda: minibatch(P["k"], P["b"], P["tau"],
-                                                            P["iters"]).fit(Xd))
-                    ari_mb = adjusted_rand_score(y, est.labels_.cpu().numpy())
-                    inertia_mb = est.inertia_ / len(y)
-                section_e(rep, dev, Xd, y, P, t_mb, ari_mb, inertia_mb, judged)
+                section_e(rep, dev, Xd, y, P, judged)
             else:
                 section_g(rep, dev, Xd, P)
         except Exception as exc:

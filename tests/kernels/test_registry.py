@@ -111,6 +111,19 @@ def test_prepare_hook():
     assert resolve_kernel("rbf", gamma=1.0).prepare(np.ones((2, 2), dtype=int)) == {}
 
 
+def test_prepare_right_gives_the_same_tiles_exactly():
+    rng = np.random.RandomState(0)
+    X, Y = rng.rand(300, 5).astype(np.float32), rng.rand(2000, 5).astype(np.float32)
+    for name in PAIRWISE:
+        kernel = resolve_kernel(name, X=Y)
+        cache = kernel.prepare_right(Y)
+        assert (cache != {}) == (name == "rbf")
+        np.testing.assert_array_equal(kernel(X, Y, **cache), kernel(X, Y))
+        # the threaded row parts (a large tile) reuse it too
+        np.testing.assert_array_equal(kernel(Y, Y, **cache), kernel(Y, Y))
+    assert resolve_kernel("rbf", gamma=1.0).prepare_right(np.ones((2, 2), dtype=int)) == {}
+
+
 def test_graph_kernel_parameters_come_from_the_builder():
     for name in GRAPH_KERNELS:
         spec = KERNELS[name]

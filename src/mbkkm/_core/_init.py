@@ -48,10 +48,14 @@ def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=No
     if n_local_trials is None:
         n_local_trials = 2 + int(np.log(n_clusters))
 
+    # X's side of every K(candidates, X), prepared once (rbf: the augmented GEMM
+    # operand, which otherwise costs more than the small GEMM itself).
+    prepared = kernel.prepare_right(X) if hasattr(kernel, "prepare_right") else {}
+
     def sq_dist_to(idx):
         # (len(idx), n): K(c, c) - 2 K(c, x) + K(x, x), clipped at 0 against rounding
         # and non-PSD callables.
-        Kc = np.asarray(kernel(X[idx], X), dtype=np.float64)
+        Kc = np.asarray(kernel(X[idx], X, **prepared), dtype=np.float64)
         D = diag[idx][:, None] - 2.0 * Kc + diag[None, :]
         np.maximum(D, 0.0, out=D)
         return D

@@ -569,6 +569,8 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
     fused = (nx.is_host and cross_kernel is None and hasattr(kernel, "prepare")
              and not kernel.is_callable and S.dtype.kind == "f")
     cache = kernel.prepare(S) if fused else {}
+    tile_dt = (nx.tile_dtype(kernel, S) if not nx.is_host and cross_kernel is None
+               and not is_sparse(X_items) else None)
     labels = nx.empty(n, np.int64)
     mind = dist = None
     buf = None
@@ -586,6 +588,12 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
             if buf is None:
                 buf = np.empty(S.shape[0] * min(chunk_rows, n), dtype=S.dtype)
             T = kernel(S, Xc, out=buf[:S.shape[0] * r].reshape(S.shape[0], r), **cache)
+        elif tile_dt is not None:  # a device: every tile into one buffer, so that a
+            # chunk's tile never coexists with the last one's (the allocator would not
+            # reuse it before the old one is released)
+            if buf is None:
+                buf = nx.empty(S.shape[0] * min(chunk_rows, n), tile_dt)
+            T = nx.kernel_tile(kernel, S, Xc, out=buf[:S.shape[0] * r].view(S.shape[0], r))
         else:
             T = nx.kernel_tile(kernel, S, Xc)
         dvals = nx.kernel_diag(kernel, Xc) if diag is None else diag(start, Xc)

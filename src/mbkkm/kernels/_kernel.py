@@ -137,6 +137,18 @@ class Kernel:
                 return prepare(X, **self.params)
         return {}
 
+    def prepare_right(self, Y):
+        """What :meth:`__call__` can reuse across calls with the same right operand ``Y``.
+
+        For rbf on dense float rows, the right side of the GEMM (``Y_aug``, exactly what
+        each call would compute); nothing otherwise. Kernel k-means++ computes
+        K(candidates, X) against one X at every step.
+        """
+        if (self._user_func is None and self.name == "rbf" and type(Y) is np.ndarray
+                and Y.ndim == 2 and Y.dtype.kind == "f"):
+            return {"Y_aug": rbf_augment(Y, self.params["gamma"])}
+        return {}
+
     def __call__(self, X, Y, out=None, **cache):
         """The (len(X), len(Y)) block; ``cache`` from :meth:`prepare` for this ``X``.
 
