@@ -58,6 +58,14 @@ class KernelOperator(Protocol):
         """K @ A, shape (n, k), float64, on the run's backend."""
 
 
+class KernelRun(NamedTuple):
+    """What Lloyd's iterations of one fit work with (built by the estimator)."""
+
+    op: KernelOperator  # products with the kernel matrix
+    diag: object  # (n,) float64 K(x, x), on the run's backend
+    index_kernel: object  # the stored matrix as an index kernel (k-means++), or None
+
+
 class LloydResult(NamedTuple):
     """One run of :func:`kernel_lloyd`."""
 

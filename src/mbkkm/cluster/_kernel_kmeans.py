@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import warnings
 from numbers import Integral, Real
-from typing import NamedTuple
 
 import numpy as np
 from sklearn import get_config
@@ -21,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
-from .._core._lloyd import BlockOperator, KernelOperator, MatrixOperator, kernel_lloyd
+from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows
 from .._core._sampling import draw_init_subsample
 from ..backends import get_backend
@@ -43,14 +42,6 @@ _GIB = 2**30
 #: Free device memory left aside when storing the kernel matrix on a GPU (allocator
 #: fragmentation, cuBLAS workspaces, the CUDA context's growth).
 _DEVICE_MARGIN = 512 * _MIB
-
-
-class KernelRun(NamedTuple):
-    """What Lloyd's iterations of one fit work with."""
-
-    op: KernelOperator  # products with the kernel matrix
-    diag: object  # (n,) float64 K(x, x), on the run's backend
-    index_kernel: object  # the stored matrix as an index kernel (k-means++), or None
 
 
 class KernelMemoryError(MemoryError, ValueError):
@@ -373,10 +364,9 @@ torch.device, default=None
             )
         self._init = self.init if isinstance(self.init, str) else rows.check_init(
             self.init, self.n_clusters, self)
-        # A kernel on points: the stored matrix (None) or rows per block; a matrix
-        # kernel is its own storage.
-        self._block_rows = None if rows.is_index else self._plan_memory(n, rows.itemsize,
-                                                                          rows.nx)
+        # A kernel on points: the stored matrix (None) or rows per block, planned
+        # before any kernel work; a matrix kernel is its own storage.
+        self._block_rows = self._kernel_kind.lloyd_storage(self, rows)
 
     def _prepare(self, X, sample_weight):
         """check -> prepare: the fit problem (its kernel published) and the kernel
@@ -390,27 +380,29 @@ torch.device, default=None
         return problem, self._operator(problem)
 
     def _operator(self, problem):
-        """The :class:`KernelRun` of a fit problem: stored matrix or blocks of rows.
+        """The :class:`~mbkkm._core._lloyd.KernelRun` of a fit problem: the matrix of
+        an index kernel (:mod:`._kinds`), or for a kernel on points the stored matrix
+        or blocks of rows (:meth:`_point_operator`)."""
+        return self._kernel_kind.lloyd_run(self, problem, self._block_rows)
+
+    def _point_operator(self, problem, block_rows):
+        """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
 
         Everything in it lives on the backend the run uses (numpy, or torch on the
         device of ``self._device`` / of X).
         """
         rows, kernel, nx = problem.rows, problem.kernel, problem.nx
-        if rows.is_index:  # "precomputed", graph kernels: the matrix is the kernel's
-            self._kernel_storage = rows.kind
-            return KernelRun(MatrixOperator(kernel.matrix),
-                             np.asarray(kernel.full_diagonal(), dtype=np.float64), kernel)
         X = rows.data
         diag = nx.astype(nx.kernel_diag(kernel, X), np.float64)
-        if self._block_rows is None:
+        if block_rows is None:
             self._kernel_storage = "stored"
             if nx.is_host:
                 K = kernel(X, X)
                 return KernelRun(MatrixOperator(K), diag,
                                  IndexKernel("stored", K, dtype=np.float64, diag=diag))
             return KernelRun(MatrixOperator(self._device_matrix(X, nx)), diag, None)
-        self._kernel_storage = f"blocks of {self._block_rows} rows"
-        return KernelRun(BlockOperator(kernel, X, self._block_rows), diag, None)
+        self._kernel_storage = f"blocks of {block_rows} rows"
+        return KernelRun(BlockOperator(kernel, X, block_rows), diag, None)
 
     def _device_matrix(self, X, nx):
         """K(X, X) on X's device, written block of rows by block of rows (the blocks'

@@ -19,6 +19,7 @@ import numpy as np
 from sklearn.utils.validation import check_array
 
 from .._core import assign
+from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._parallel import assign_parallel
 from ..backends._sparse import is_sparse
 from ..kernels import GRAPH_KERNELS, get_spec
@@ -69,6 +70,15 @@ class PointKernel:
     def fitted_distances(self, estimator, X):
         """Distances of the fitted points to the centers, (n, n_clusters)."""
         return estimator.transform(X)
+
+    def lloyd_storage(self, estimator, rows):
+        """KernelKMeans: rows per block of kernel rows, or None for the stored matrix
+        (the memory plan; :class:`~mbkkm.KernelMemoryError` when neither fits)."""
+        return estimator._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+
+    def lloyd_run(self, estimator, problem, block_rows):
+        """KernelKMeans: the :class:`~mbkkm._core._lloyd.KernelRun` of the fit."""
+        return estimator._point_operator(problem, block_rows)
 
 
 class PrecomputedKernel(PointKernel):
@@ -123,6 +133,15 @@ class PrecomputedKernel(PointKernel):
             raise ValueError(f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), "
                              f"got {diag.shape}")
         return diag
+
+    def lloyd_storage(self, estimator, rows):
+        return None  # the kernel's own matrix: no other storage to plan
+
+    def lloyd_run(self, estimator, problem, block_rows):
+        kernel = problem.kernel
+        estimator._kernel_storage = self.name
+        return KernelRun(MatrixOperator(kernel.matrix),
+                         np.asarray(kernel.full_diagonal(), dtype=np.float64), kernel)
 
     def fitted_distances(self, estimator, X):
         items = np.arange(estimator.kernel_.n_samples)
