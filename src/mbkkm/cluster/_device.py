@@ -126,8 +126,11 @@ def host_dtype(X):
 
 def to_output(est, x):
     """A result of the core in the library of the input: numpy, or a tensor there."""
-    if x is None:
-        return None
-    if getattr(est, "_tensor_io", False):
+    return convert_output(getattr(est, "_tensor_io", False), x)
+
+
+def convert_output(tensor_io, x):
+    """``x`` as a tensor where it is one and the input was (``tensor_io``), else numpy."""
+    if x is None or tensor_io:
         return x
     return get_backend(x).to_numpy(x) if is_tensor(x) else x

@@ -507,11 +507,11 @@ torch.device, default=None
             if run is None or candidate_inertia < inertia:
                 inertia, run = candidate_inertia, candidate
         self._store(problem.rows, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
-        self.labels_ = _device.to_output(self, run.labels)
+        self.labels_ = problem.output(run.labels)
         self.inertia_ = inertia
         self.n_iter_ = run.n_iter
         warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
-        return _device.to_output(self, run.distances)
+        return problem.output(run.distances)
 
     def _store(self, rows, center_labels, w, norms):
         """Fitted centers as windows (one block per cluster) and public attributes.

@@ -72,6 +72,10 @@ class FitProblem:
         """The width the kernel uses (None for kernels without one, index kernels)."""
         return self.rows.kernel_width(self.kernel)
 
+    def output(self, x):
+        """A result of the core in the user's array library (tensors in, tensors out)."""
+        return _device.convert_output(self.tensor_io, x)
+
 
 def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
     """Check the input, resolve the kernel: the :class:`FitProblem` of one fit.
