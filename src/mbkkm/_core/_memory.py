@@ -194,6 +194,31 @@ def pool_capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
     return max(L, blocks + 1), max(M, support + b)
 
 
+#: The device pool's term for a captured CUDA graph (see :func:`_cuda_graph_bytes`).
+_CUDA_GRAPH = "CUDA graph: its iteration's buffers, the pool copy of the capture"
+
+
+def _cuda_graph_bytes(t):
+    """The captured CUDA graph keeps its own copy of an iteration's buffers for as long
+    as it lives, and its capture one more copy of the pool (``t``: the pool's terms)."""
+    return (t["batch rows"] + t["kernel block K(rows, X_B)"]
+            + max(t["kernel operand temporaries"], t["iteration products"])
+            + t["copy of the pool (replay after an overflow)"])
+
+
+def _labelling_terms(n, m, k, itemsize, rows, threads, copied_width):
+    """The labelling pass' terms: per thread a tile of ``rows`` rows against the m
+    support points and the k centers' sums, the support rows copied by the kernel
+    (``copied_width`` values per row, 0 when it copies none), the coefficients; the
+    labels and distances of the n points."""
+    return {
+        "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
+        "labelling support copies": threads * m * copied_width * itemsize,
+        "labelling coefficients": threads * m * 8 * 3,
+        "labels and distances out": n * (8 + itemsize),
+    }
+
+
 def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
                    kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
                    compute_labels=True, where="host", data_on_device=0, max_iter=None,
@@ -280,13 +305,8 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
         iteration = (state + t["batch rows"] + t["kernel block K(rows, X_B)"]
                      + max(t["kernel operand temporaries"], t["iteration products"]))
         if where.startswith("cuda"):
-            # The captured CUDA graph keeps its own copy of an iteration's buffers for
-            # as long as it lives, and its capture one more copy of the pool.
-            t["CUDA graph: its iteration's buffers, the pool copy of the capture"] = (
-                t["batch rows"] + t["kernel block K(rows, X_B)"]
-                + max(t["kernel operand temporaries"], t["iteration products"])
-                + t["copy of the pool (replay after an overflow)"])
-            iteration += t["CUDA graph: its iteration's buffers, the pool copy of the capture"]
+            t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
+            iteration += t[_CUDA_GRAPH]
         cols = t.pop("_cols")
         L, M = t.pop("_L"), t.pop("_M")
     else:
@@ -317,12 +337,10 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
                    t["k-means++ subsample and candidates"]))
     rows = n if label_rows is None else max(1, min(label_rows, n))
     threads = max(1, n_threads)
-    t["labelling tiles"] = threads * rows * (m + 3 * k) * itemsize
-    t["labelling support copies"] = threads * m * d2 * itemsize if copies else 0
-    t["labelling coefficients"] = threads * m * 8 * 3
-    t["labels and distances out"] = n * (8 + itemsize)
-    labelling = (state + t["labelling tiles"] + t["labelling support copies"]
-                 + t["labelling coefficients"] + t["labels and distances out"])
+    labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads,
+                                       d2 if copies else 0)
+    t.update(labelling_terms)
+    labelling = state + sum(labelling_terms.values())
     peaks = {"fit": int(max(setup, iteration)), "labelling": int(labelling)}
     return MemoryPlan(
         where=where, terms={k_: int(v) for k_, v in t.items() if v},
