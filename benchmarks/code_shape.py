@@ -10,7 +10,8 @@
   against an array), ``is_tensor``, ``issparse`` / ``is_sparse``, ``is_dask*``, a
   comparison with the kinds' names ("precomputed", "graph", "point", "index",
   "dask", "sparse", "tensor", "dense"), or a read of an attribute or name that
-  holds a kind (``_kind``, ``is_index``, ``_index_kernel``, ``GRAPH_KERNELS``). One condition
+  holds a kind (``_kind``, ``is_index``, ``is_tensor``, ``_index_kernel``,
+  ``GRAPH_KERNELS``). One condition
   counts once, however many such tests it holds (the backend's ``is_host`` is a
   backend, not an input kind, and is not counted);
 - **the longest functions**: lines of code of each function or method, its
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "mbkkm"
 
 KIND_CALLS = {"isinstance", "is_tensor", "issparse", "is_sparse", "isspmatrix"}
-KIND_NAMES = {"_kind", "is_index", "_index_kernel", "GRAPH_KERNELS"}
+KIND_NAMES = {"_kind", "is_index", "is_tensor", "_index_kernel", "GRAPH_KERNELS"}
 KIND_STRINGS = {"precomputed", "graph", "point", "index", "dask", "sparse", "tensor", "dense"}
 
 

@@ -27,7 +27,7 @@ MANY_PARAMS = {
     "mbkkm._core._windows:minibatch_step": 9,
 }
 #: Conditions on the kind of input inside cluster/ (the adapters' own dispatch included).
-MAX_KIND_BRANCHES = 17
+MAX_KIND_BRANCHES = 19
 
 
 def test_no_function_grows_past_80_lines():
