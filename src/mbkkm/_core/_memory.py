@@ -61,6 +61,14 @@ def gib(nbytes):
     return f"{nbytes / _GIB:.3g} GiB"
 
 
+def working_memory_bytes(working_memory):
+    """``working_memory`` (MiB, None: scikit-learn's ``working_memory`` setting) in
+    bytes: the one conversion every budget of the estimators goes through."""
+    if working_memory is None:
+        working_memory = get_config()["working_memory"]
+    return working_memory * 2**20
+
+
 def chunk_rows(working_memory, row_floats, itemsize):
     """Rows per chunk so that one chunk's temporaries fit ``working_memory`` MiB.
 
@@ -68,9 +76,7 @@ def chunk_rows(working_memory, row_floats, itemsize):
     (kernel row against the support, distances, ...). ``working_memory=None`` uses
     scikit-learn's global ``working_memory`` setting (default 1024 MiB).
     """
-    if working_memory is None:
-        working_memory = get_config()["working_memory"]
-    budget = working_memory * 2**20
+    budget = working_memory_bytes(working_memory)
     rows = int(budget // max(1, 2 * row_floats * itemsize))
     return max(1, rows)
 

@@ -14,14 +14,13 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
-from .._core._memory import chunk_rows
+from .._core._memory import chunk_rows, working_memory_bytes
 from .._core._sampling import draw_init_subsample
 from ..backends import get_backend
 from ..backends._threads import with_thread_policy
@@ -291,10 +290,7 @@ torch.device, default=None
 
     # ------------------------------------------------------------------ helpers
     def _working_bytes(self):
-        wm = self.working_memory
-        if wm is None:
-            wm = get_config()["working_memory"]
-        return wm * _MIB
+        return working_memory_bytes(self.working_memory)
 
     def _plan_memory(self, n, itemsize, nx):
         """Stored matrix (None) or rows per block; KernelMemoryError when neither fits.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -27,6 +26,7 @@ from .._core._memory import (
     plan_minibatch,
     plan_untruncated,
     support_size,
+    working_memory_bytes,
 )
 from .._core._parallel import blas_threads, tile_rows
 from .._core._sampling import draw_init_subsample
@@ -340,12 +340,11 @@ torch.device, default=None
         ``working_memory`` when set; else scikit-learn's working_memory on the host,
         and a quarter of the free memory on a device that reports it.
         """
-        if self.working_memory is not None:
-            return int(self.working_memory * 2**20)
-        free = nx.free_memory()  # None on the host and for torch on the CPU
-        if free is not None:
-            return int(free // 4)
-        return int(get_config()["working_memory"] * 2**20)
+        if self.working_memory is None:
+            free = nx.free_memory()  # None on the host and for torch on the CPU
+            if free is not None:
+                return int(free // 4)
+        return int(working_memory_bytes(self.working_memory))
 
     def _plan_memory(self, problem):
         """The fit's memory plan (``memory_plan_``), checked against what is available.
