@@ -14,6 +14,10 @@ tables from the CSV only):
     and a fit on the even-indexed half predicting the odd half, against the labels of
     a fit on all 70,000 (ARI, NMI), for both estimators and the heat and k-NN
     kernels.
+``consistency``
+    MNIST, ``--seeds`` seeds (default 3), KernelKMeans: fits on all images, on the
+    even and on the odd half, each half predicting the other; the ARI between every
+    pair of labellings of the same points (see :func:`part_consistency`).
 ``grid``
     MNIST, seed 0: the selection's candidates with their cut and, for reference
     only, the ARI / NMI of each candidate's partition (labels are never used to
@@ -42,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import os
 import platform
@@ -105,7 +110,8 @@ def one_mnist_run(estimator, seed, data_home):
                                                   "eigensolver_seconds")}
     phases["t_selection"] = round(est.t_selection_.seconds, 2)
     return dict(part="mnist", dataset="mnist", n=X.shape[0], estimator=estimator,
-                kernel="heat", seed=seed, what="fit+labels", ari=ari, nmi=nmi,
+                kernel="heat, normalized" if p["normalize"] else "heat", seed=seed,
+                what="fit+labels", ari=ari, nmi=nmi,
                 seconds=f"{seconds:.2f}", peak_mb=f"{peak / 1024:.0f}", t=f"{est.t_:.4g}",
                 rank=p["rank"], error=f"{p['error']:.3g}",
                 note=json.dumps({"rss_before_mb": round(base / 1024), **phases}))
@@ -163,6 +169,78 @@ def part_predict(args, write):
                            ari=_scores(y[~half], pred)[0], nmi=_scores(y[~half], pred)[1]))
 
 
+def part_consistency(args, write):
+    """What the held-out agreement is made of (MNIST, KernelKMeans, defaults).
+
+    For each seed: a fit on all 70,000 images, a fit on the even-indexed half and
+    one on the odd-indexed half, each half-fit predicting the other half. Rows: the
+    ARI between two fits on all the data with different seeds (the floor any
+    "agrees with a fit on all" target meets); between the half-fit's own labels and
+    the fit on all on the same (fitted) half (the fits differ, no extension); between
+    the half-fit's predictions and the fit on all on the other half (fits differ and
+    the extension); and between the half-fit's predictions and the labels the
+    *other* half-fit gave the same points (two fits on disjoint halves, each point
+    labelled once by a fit and once by an extension).
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = _mnist(args.data_home)
+    n = X.shape[0]
+    even = np.arange(n) % 2 == 0
+    seeds = list(range(args.first_seed, args.first_seed + (args.seeds or 3)))
+    on_all, halves = {}, {}
+    for seed in seeds:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = _estimator("full", "heat", seed, 10).fit(X)
+            on_all[seed] = est.labels_
+            kernel = "heat, normalized" if est.kernel_.params["normalize"] else "heat"
+            write(dict(part="consistency", dataset="mnist", n=n, estimator="full",
+                       kernel=kernel, seed=seed, what="fit on all vs digits",
+                       ari=_scores(y, est.labels_)[0], nmi=_scores(y, est.labels_)[1],
+                       t=f"{est.t_:.4g}", rank=est.kernel_.params["rank"]))
+            for side, mask in (("even", even), ("odd", ~even)):
+                half = _estimator("full", "heat", seed, 10).fit(X[mask])
+                start = time.perf_counter()
+                pred = half.predict(X[~mask])
+                seconds = time.perf_counter() - start
+                lab = np.empty(n, dtype=np.intp)
+                lab[mask], lab[~mask] = half.labels_, pred
+                halves[seed, side] = lab
+                write(dict(part="consistency", dataset="mnist", n=int(mask.sum()),
+                           estimator="full", kernel=kernel, seed=seed,
+                           what=f"fit on {side} half vs digits (fitted half)",
+                           ari=_scores(y[mask], half.labels_)[0],
+                           nmi=_scores(y[mask], half.labels_)[1],
+                           t=f"{half.t_:.4g}", rank=half.kernel_.params["rank"]))
+                write(dict(part="consistency", dataset="mnist", n=int((~mask).sum()),
+                           estimator="full", kernel=kernel, seed=seed,
+                           what=f"fit on {side} half: predictions vs digits",
+                           ari=_scores(y[~mask], pred)[0], nmi=_scores(y[~mask], pred)[1],
+                           seconds=f"{seconds:.2f}"))
+                for what, m in (("fitted half", mask), ("predicted half", ~mask)):
+                    write(dict(part="consistency", dataset="mnist", n=int(m.sum()),
+                               estimator="full", kernel=kernel, seed=seed,
+                               what=f"fit on {side} half vs fit on all, {what}",
+                               value=f"{adjusted_rand_score(on_all[seed][m], lab[m]):.4f}"))
+        both = halves[seed, "even"], halves[seed, "odd"]
+        for what, m in (("even points", even), ("odd points", ~even)):
+            write(dict(part="consistency", dataset="mnist", n=int(m.sum()),
+                       estimator="full", kernel=kernel, seed=seed,
+                       what=f"even-half fit vs odd-half fit, {what}",
+                       value=f"{adjusted_rand_score(both[0][m], both[1][m]):.4f}"))
+    for i, a in enumerate(seeds):
+        for b in seeds[i + 1:]:
+            write(dict(part="consistency", dataset="mnist", n=n, estimator="full",
+                       kernel=kernel, seed=f"{a}-{b}", what="fit on all vs fit on all",
+                       value=f"{adjusted_rand_score(on_all[a], on_all[b]):.4f}",
+                       note="NMI " + _scores(on_all[a], on_all[b])[1]))
+            write(dict(part="consistency", dataset="mnist", n=n // 2, estimator="full",
+                       kernel=kernel, seed=f"{a}-{b}",
+                       what="fit on all vs fit on all, odd points",
+                       value=f"{adjusted_rand_score(on_all[a][~even], on_all[b][~even]):.4f}"))
+
+
 def part_grid(args, write):
     """Each candidate's solution is the selection run at that t alone with the same
     seed (the sample and the k-means seeds are drawn before the candidates, so the
@@ -197,7 +275,6 @@ def part_sets(args, write):
     import scipy.sparse.csgraph as csgraph
     from bench_gamma import load
 
-    from mbkkm import MiniBatchKernelKMeans
     from mbkkm.cluster._graph_kernels import GraphSplitWarning
 
     for name in args.datasets:
@@ -207,17 +284,21 @@ def part_sets(args, write):
         graph = KNNGraph(10, pca_components=50, random_state=0).fit(X)
         n_comp, comp = csgraph.connected_components(graph.adjacency_, directed=False)
         sizes = np.sort(np.bincount(comp))[::-1]
-        for seed in range(args.first_seed,
-                          args.first_seed + (args.seeds or (3 if name == "mnist" else 10))):
+        for seed, estimator in itertools.product(
+                range(args.first_seed,
+                      args.first_seed + (args.seeds or (3 if name == "mnist" else 10))),
+                args.estimators):
             start = time.perf_counter()
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                est = MiniBatchKernelKMeans(k, kernel="heat", random_state=seed).fit(X)
+                est = _estimator(estimator, "heat", seed, k, args.kernel_params).fit(X)
             seconds = time.perf_counter() - start
             split = [str(w.message) for w in caught if issubclass(w.category, GraphSplitWarning)]
             ari, nmi = _scores(y, est.labels_)
-            write(dict(part="sets", dataset=name, n=X.shape[0], estimator="minibatch",
-                       kernel="heat", seed=seed, what="defaults", ari=ari, nmi=nmi,
+            write(dict(part="sets", dataset=name, n=X.shape[0], estimator=estimator,
+                       kernel="heat", seed=seed,
+                       what=json.dumps(args.kernel_params) if args.kernel_params else "defaults",
+                       ari=ari, nmi=nmi,
                        seconds=f"{seconds:.2f}", t=f"{est.t_:.4g}",
                        rank=est.kernel_.params["rank"], error=f"{est.kernel_.params['error']:.3g}",
                        components=n_comp,
@@ -266,8 +347,8 @@ def part_large(args, write):
                    seed=0, what=what, seconds=f"{time.perf_counter() - start:.2f}", note=note))
 
 
-PARTS = {"mnist": part_mnist, "predict": part_predict, "grid": part_grid, "sets": part_sets,
-         "spectral": part_spectral, "large": part_large}
+PARTS = {"mnist": part_mnist, "predict": part_predict, "consistency": part_consistency,
+         "grid": part_grid, "sets": part_sets, "spectral": part_spectral, "large": part_large}
 
 
 # ---------------------------------------------------------------------------- report
@@ -278,25 +359,24 @@ def report(path):
     out = []
     mnist = [r for r in rows if r["part"] == "mnist"]
     if mnist:
-        out += ["| estimator | seed | ARI | NMI | fit + labels s | peak RSS MB | t | rank "
-                "| error | phases s (PCA, k-NN, eigenpairs, t) |",
+        out += ["| estimator, kernel | seed | ARI | NMI | fit + labels s | peak RSS MB | t "
+                "| rank | error | phases s (PCA, k-NN, eigenpairs, t) |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for r in mnist:
             ph = json.loads(r["note"])
-            out.append(f"| {r['estimator']} | {r['seed']} | {r['ari']} | {r['nmi']} | "
-                       f"{r['seconds']} | {r['peak_mb']} | {r['t']} | {r['rank']} | "
-                       f"{r['error']} | {ph['projection']}, {ph['neighbors']}, "
+            out.append(f"| {r['estimator']}, {r['kernel']} | {r['seed']} | {r['ari']} | "
+                       f"{r['nmi']} | {r['seconds']} | {r['peak_mb']} | {r['t']} | "
+                       f"{r['rank']} | {r['error']} | {ph['projection']}, {ph['neighbors']}, "
                        f"{ph['eigensolver_seconds']}, {ph['t_selection']} |")
-        for est in ("minibatch", "full"):
-            sel = [r for r in mnist if r["estimator"] == est]
-            if sel:
-                a = np.array([float(r["ari"]) for r in sel])
-                m = np.array([float(r["nmi"]) for r in sel])
-                s = np.array([float(r["seconds"]) for r in sel])
-                p = np.array([float(r["peak_mb"]) for r in sel])
-                out.append(f"| **{est} mean** | {len(sel)} | **{a.mean():.3f}** | "
-                           f"**{m.mean():.3f}** (min {m.min():.3f}) | {s.mean():.1f} "
-                           f"(max {s.max():.1f}) | {p.max():.0f} (max) | | | | |")
+        for est, kernel in dict.fromkeys((r["estimator"], r["kernel"]) for r in mnist):
+            sel = [r for r in mnist if (r["estimator"], r["kernel"]) == (est, kernel)]
+            a = np.array([float(r["ari"]) for r in sel])
+            m = np.array([float(r["nmi"]) for r in sel])
+            s = np.array([float(r["seconds"]) for r in sel])
+            p = np.array([float(r["peak_mb"]) for r in sel])
+            out.append(f"| **{est}, {kernel}: mean** | {len(sel)} | **{a.mean():.3f}** | "
+                       f"**{m.mean():.3f}** (min {m.min():.3f}) | {s.mean():.1f} "
+                       f"(max {s.max():.1f}) | {p.max():.0f} (max) | | | | |")
         out.append("")
     pred = [r for r in rows if r["part"] == "predict"]
     if pred:
@@ -305,6 +385,15 @@ def report(path):
         for r in pred:
             out.append(f"| {r['kernel']} | {r['estimator']} | {r['what']} | {r['value']} "
                        f"{r['note']} | {r['ari']} / {r['nmi']} |")
+        out.append("")
+    cons = [r for r in rows if r["part"] == "consistency"]
+    if cons:
+        out += ["| kernel | seed | what | n | ARI between the two labellings "
+                "| vs digits ARI / NMI |", "| --- | --- | --- | --- | --- | --- |"]
+        for r in cons:
+            truth = f"{r['ari']} / {r['nmi']}" if r["ari"] else ""
+            out.append(f"| {r['kernel']} | {r['seed']} | {r['what']} | {r['n']} | {r['value']} "
+                       f"{r['note']} | {truth} |")
         out.append("")
     grid = [r for r in rows if r["part"] == "grid"]
     if grid:
@@ -318,12 +407,15 @@ def report(path):
     if sets:
         auto = _gamma_auto_rows()
         spectral = [r for r in rows if r["part"] == "spectral"]
-        out += ["| data | seeds | heat ARI | heat NMI | heat s | rbf auto ARI | rbf auto NMI "
+        out += ["| data | estimator, kernel_params | seeds | heat ARI | heat NMI | heat s "
+                "| rbf auto ARI | rbf auto NMI "
                 "| SpectralClustering ARI / NMI / s (seeds) | components of the 10-NN graph "
                 "(largest) | n_neighbors used | median t | warned |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for name in dict.fromkeys(r["dataset"] for r in sets):
-            sel = [r for r in sets if r["dataset"] == name]
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for name, est, what in dict.fromkeys((r["dataset"], r["estimator"], r["what"])
+                                             for r in sets):
+            sel = [r for r in sets if (r["dataset"], r["estimator"], r["what"])
+                   == (name, est, what)]
             seeds = {r["seed"] for r in sel}
             ref = [r for r in auto if r["dataset"] == name and r["seed"] in seeds]
             a = np.mean([float(r["ari"]) for r in sel])
@@ -338,7 +430,8 @@ def report(path):
                        if sc else "")
             sec = np.mean([float(r["seconds"]) for r in sel])
             used = sorted({json.loads(r["note"])["n_neighbors"] for r in sel})
-            out.append(f"| {name} | {len(sel)} | {a:.3f} | {m:.3f} | {sec:.1f} | {ra:.3f} | "
+            out.append(f"| {name} | {est}, {what} | {len(sel)} | {a:.3f} | {m:.3f} | "
+                       f"{sec:.1f} | {ra:.3f} | "
                        f"{rm:.3f} | {sc_text} | "
                        f"{sel[0]['components']} ({', '.join(map(str, note['largest']))}) | "
                        f"{', '.join(map(str, used))} | "
@@ -363,6 +456,8 @@ def main(argv=None):
     p.add_argument("--kernels", default="heat,knn")
     p.add_argument("--datasets", default="rings,moons,blobs,iris,wine,breast_cancer,digits,"
                                          "pendigits,letter,mnist")
+    p.add_argument("--kernel-params", type=json.loads, default=None,
+                   help="kernel_params of the heat kernel in --part sets, as JSON")
     p.add_argument("--data-home", default=str(DATA_HOME))
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--estimator", default="minibatch", help=argparse.SUPPRESS)

@@ -621,3 +621,39 @@ def test_fit_heat_kernel(runner, tmp_path):
                           (["--kernel", "heat", "--t", "-1"], "--t")):
         r = runner.invoke(main, ["fit", str(path), "-k", "2", *args])
         assert r.exit_code == 2 and message in r.output, r.output
+
+
+def test_fit_checkpoint_errors_resume_note_and_refusal(runner, blobs, tmp_path):
+    p = tmp_path / "d.npy"
+    np.save(p, blobs)
+    ck = tmp_path / "fit.ckpt"
+    base = ["fit", str(p), "-k", "2", "--gamma", "0.5", "--batch-size", "16", "--tau", "10",
+            "--max-iter", "12"]
+    for extra, message in (
+        (["--checkpoint-every", "3"], "--checkpoint-every needs --checkpoint"),
+        (["--checkpoint", str(tmp_path / "no" / "ck")], "does not exist"),
+        (["--checkpoint", str(ck), "--tau", "none"], "integer --tau"),
+        (["--checkpoint", str(ck), "--kernel", "knn", "--n-neighbors", "5"], "graph kernel"),
+        (["--checkpoint", str(ck), "--checkpoint-every", "0"], "--checkpoint-every"),
+    ):
+        r = runner.invoke(main, base + extra)
+        assert r.exit_code == 2 and message in r.output, (extra, r.output)
+    # a saved fit of this command (12 iterations, finished) is resumed with a note ...
+    from mbkkm import MiniBatchKernelKMeans
+
+    X = np.load(p)
+    MiniBatchKernelKMeans(n_clusters=2, gamma=0.5, batch_size=16, tau=10, max_iter=12,
+                          random_state=0).fit(X, checkpoint=ck)
+    out = tmp_path / "labels.txt"
+    r = runner.invoke(main, [*base, "--checkpoint", str(ck), "--labels-out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert f"resuming the fit saved in {ck} at iteration 12 of 12" in r.output
+    assert out.exists() and not ck.exists()  # removed once the outputs are written
+    # ... one of another command is refused, and left as it was
+    MiniBatchKernelKMeans(n_clusters=2, gamma=0.5, batch_size=16, tau=10, max_iter=12,
+                          random_state=1).fit(X, checkpoint=ck)
+    saved = ck.read_bytes()
+    r = runner.invoke(main, [*base, "--checkpoint", str(ck), "--labels-out", str(out)])
+    assert r.exit_code == 1
+    assert "written by another fit (params.random_state 1 there, 0 here)" in r.output
+    assert ck.read_bytes() == saved

@@ -88,3 +88,73 @@ def test_outputs_survive_sigkill(tmp_path):
                 assert np.array_equal(got, ref[1][2]) or np.array_equal(got, ref[2][2])
     assert during_write >= 4, f"only {during_write} kills landed while an output was written"
     assert outcomes["old"] >= 1, outcomes
+
+
+def _fit_checkpointed(data, labels, model, checkpoint):
+    return ["fit", str(data), "-k", "8", "--gamma", "0.05", "--batch-size", "256", "--tau",
+            "100", "--max-iter", "200", "--seed", "3", "--labels-out", str(labels),
+            "--model-out", str(model), "--checkpoint", str(checkpoint),
+            "--checkpoint-every", "5", "-q"]
+
+
+def _inode(path):
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return None
+
+
+@pytest.mark.slow
+def test_checkpointed_fit_survives_sigkill(tmp_path):
+    """``mbkkm fit --checkpoint`` killed with SIGKILL at random iterations 5 times and
+    run again each time ends with the labels and the model of an uninterrupted run."""
+    from mbkkm.cluster._checkpoint import read_checkpoint
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(20_000, 16)) + rng.integers(0, 8, (20_000, 1)) * 2.0
+    data = tmp_path / "data.npy"
+    np.save(data, X.astype(np.float32))
+    labels, model, ck = tmp_path / "labels.txt", tmp_path / "model.skops", tmp_path / "fit.ckpt"
+    runner = CliRunner()
+    args = _fit_checkpointed(data, labels, model, ck)
+    r = runner.invoke(main, [a for a in args[:-5]] + ["-q"])  # no checkpoint
+    assert r.exit_code == 0, r.output
+    ref_labels, ref_model = labels.read_bytes(), load_model(model)
+    labels.unlink()
+    model.unlink()
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["mbkkm.cli", "mbkkm.cluster", "skops.io"])
+    import _cli_child
+
+    resumed_at = []
+    for _ in range(5):
+        started = ctx.Event()
+        child = ctx.Process(target=_cli_child.run_cli, args=(args, started))
+        child.start()
+        assert started.wait(60)
+        # after a random number of saves, a random moment before the next ones
+        saves, last = int(rng.integers(1, 6)), _inode(ck)
+        deadline = time.monotonic() + 120
+        while saves and child.exitcode is None and time.monotonic() < deadline:
+            if _inode(ck) != last:
+                last = _inode(ck)
+                saves -= 1
+            time.sleep(0.0005)
+        time.sleep(rng.uniform(0.0, 0.05))
+        assert child.exitcode is None, "the fit ended before it could be killed"
+        os.kill(child.pid, 9)  # SIGKILL
+        child.join()
+        assert not labels.exists() and not model.exists()
+        resumed_at.append(int(read_checkpoint(ck)["fit"]["n_iter"]))
+    assert resumed_at == sorted(resumed_at) and resumed_at[-1] < 200, resumed_at
+    assert len(set(resumed_at)) >= 4, resumed_at
+    r = runner.invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert labels.read_bytes() == ref_labels
+    got = load_model(model)
+    for name in ("support_vectors_", "dual_coef_", "support_labels_", "center_norms_",
+                 "batch_objective_"):
+        assert np.array_equal(getattr(got, name), getattr(ref_model, name)), name
+    assert got.n_iter_ == ref_model.n_iter_ == 200
+    assert not ck.exists()  # removed once the outputs are written

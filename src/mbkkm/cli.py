@@ -211,6 +211,40 @@ def _target(path):
     return path
 
 
+def _check_checkpoint(checkpoint, every, kernel, tau, graph_kernels) -> None:
+    """Refuse, before reading the data, a checkpoint the fit cannot save."""
+    if checkpoint is None:
+        if every is not None:
+            raise click.UsageError("--checkpoint-every needs --checkpoint FILE.")
+        return
+    if checkpoint == "-":
+        raise click.UsageError("--checkpoint: cannot be standard output; give a file name.")
+    if not Path(checkpoint).parent.is_dir():
+        raise click.UsageError(f"--checkpoint: the folder {str(Path(checkpoint).parent)!r} "
+                               "does not exist.")
+    if kernel in graph_kernels:
+        raise click.UsageError(f"--checkpoint is not available with --kernel {kernel} (a graph "
+                               "kernel's graph and eigenpairs are not checkpointed).")
+    if tau is None:
+        raise click.UsageError("--checkpoint needs an integer --tau (the untruncated "
+                               "algorithm is not checkpointed).")
+
+
+def _note_resume(checkpoint, max_iter) -> None:
+    """Say on stderr where a fit resumes (nothing when the file is absent or unreadable:
+    the fit itself refuses a file it cannot resume, with the reason)."""
+    from .cluster._checkpoint import read_checkpoint
+
+    if not Path(checkpoint).exists():
+        return
+    try:
+        done = int(read_checkpoint(checkpoint)["fit"]["n_iter"])
+    except (ValueError, OSError, KeyError):
+        return
+    click.echo(f"note: resuming the fit saved in {checkpoint} at iteration {done} of "
+               f"{max_iter}", err=True)
+
+
 def _check_output(path, option: str, kinds=("labels",)) -> None:
     """Refuse, before any work, an output that cannot be written: a missing folder,
     an image format matplotlib does not write, Parquet without pyarrow."""
@@ -563,15 +597,24 @@ def _kernel_choice(graph=False):
               help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
                    "the two columns when there are two, else the first two principal "
                    f"components; at most {PLOT_POINTS:,} points, drawn at random.")
+@click.option("--checkpoint", "checkpoint", type=click.Path(dir_okay=False, writable=True),
+              default=None,
+              help="Save the fit's state to this file every --checkpoint-every iterations; "
+                   "the same command run again resumes from it (a file of another "
+                   "command is refused). Removed once the outputs are written.")
+@click.option("--checkpoint-every", type=click.IntRange(1), default=None, metavar="N",
+              help="Iterations between two checkpoints (default: max-iter / 10).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary, notes or progress bars.")
 def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_size, tau,
         max_iter, learning_rate, seed, header, key, columns, drop, dtype, labels_out,
-        transform_out, model_out, plot_out, quiet):
+        transform_out, model_out, plot_out, checkpoint, checkpoint_every, quiet):
     """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
 
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
     .npz (array X), .parquet or .feather (needs pyarrow). Outputs are written
     atomically: a previous file is replaced only once the new one is complete.
+    With --checkpoint, a fit killed part way resumes where it was saved when the
+    same command runs again, and ends with the model of an uninterrupted run.
     """
     from .cluster import MiniBatchKernelKMeans
 
@@ -583,6 +626,7 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
         _check_output(path, option, kinds=("image",))
     from .kernels import GRAPH_KERNELS
 
+    _check_checkpoint(checkpoint, checkpoint_every, kernel, tau, GRAPH_KERNELS)
     graph_params = None
     if kernel in GRAPH_KERNELS:
         if kernel == "knn" and n_neighbors is None:
@@ -610,13 +654,16 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
     if not quiet:
         for note in notes:
             click.echo(note, err=True)
+    if checkpoint is not None and not quiet:
+        _note_resume(checkpoint, max_iter)
     start = time.perf_counter()
     try:
         with _Spinner(f"fitting {n} x {d}, k={n_clusters}, {max_iter} iterations"):
             # graph kernels: new points join the fitted graph, so the fitted points
             # are labelled from their own kernel rows (fit_transform), not as new ones
-            D_fit = est.fit_transform(X) if graph_params is not None else est.fit(X)
-    except (ValueError, MemoryError, RuntimeError) as exc:
+            D_fit = (est.fit_transform(X) if graph_params is not None
+                     else est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every))
+    except (ValueError, MemoryError, RuntimeError, OSError) as exc:
         raise click.ClickException(f"fit failed: {_one_line(exc)}") from None
     seconds = time.perf_counter() - start
     sample = None
@@ -651,6 +698,8 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
                 sio.dump(est, fh)
         except OSError as exc:
             raise click.ClickException(f"cannot write {model_out}: {exc.strerror}") from None
+    if checkpoint is not None:  # every output is written: the fit is not needed again
+        Path(checkpoint).unlink(missing_ok=True)
     if not quiet:
         click.echo(f"data: {data} ({n} points x {d} features)", err=err)
         click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "

@@ -20,7 +20,7 @@ from mbkkm.cluster._graph_kernels import (
     select_t,
 )
 from mbkkm.kernels import KNNGraph, LowRankKernel
-from mbkkm.kernels._spectral import GraphSpectrum
+from mbkkm.kernels._spectral import GraphSpectrum, extend_eigenvectors
 
 ESTIMATORS = {
     "minibatch": lambda **kw: MiniBatchKernelKMeans(batch_size=256, tau=50, max_iter=40, **kw),
@@ -258,3 +258,54 @@ def test_knn_kernel_predict_uses_the_kernel_rows():
         P[:, j] += c * rows[:, s].toarray().ravel()
     D = diag[:, None] - 2 * P + est.center_norms_[None, :]
     np.testing.assert_allclose(est.transform(X_new), np.maximum(D, 0), atol=1e-14)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_heat_predict_uses_the_extended_features(normalize):
+    """transform(X_new) from the plain Nystroem features (unit length when normalised)
+    and the centers' coefficients."""
+    X, _ = _blobs(400)
+    est = KernelKMeans(3, kernel="heat", kernel_params={"normalize": normalize},
+                       random_state=0).fit(X)
+    K = est.kernel_.matrix
+    assert est.kernel_.params["normalize"] is normalize
+    assert (K.row_scale is not None) is normalize
+    X_new = X[:25] + 0.05
+    graph = est.kernel_.extension.graph
+    F_new = extend_eigenvectors(graph, K.eigenvalues, K.eigenvectors, X_new) \
+        * np.sqrt(K.weights)
+    if normalize:
+        F_new = F_new / np.linalg.norm(F_new, axis=1, keepdims=True)
+    P = np.zeros((25, 3))
+    for s, j, c in zip(est.support_, est.support_labels_, est.dual_coef_):
+        f_s = np.sqrt(K.weights) * K.U[s]
+        P[:, j] += c * (F_new @ f_s)
+    diag = np.einsum("ij,ij->i", F_new, F_new)
+    D = diag[:, None] - 2 * P + est.center_norms_[None, :]
+    np.testing.assert_allclose(est.transform(X_new), np.maximum(D, 0), atol=1e-10)
+    if normalize:
+        np.testing.assert_allclose(est.kernel_.full_diagonal(), 1.0, atol=1e-12)
+
+
+def test_heat_normalize_must_be_a_bool():
+    with pytest.raises(TypeError, match="normalize must be True or False"):
+        KernelKMeans(2, kernel="heat", kernel_params={"normalize": "yes"}).fit(_moons(100)[0])
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_heat_predict_through_centers_equals_the_kernel_tiles(name):
+    """The low-rank pass (centers in feature space) equals the generic labelling pass
+    over the support's kernel tiles."""
+    from mbkkm._core import assign
+
+    X, _ = _blobs(500)
+    est = ESTIMATORS[name](n_clusters=3, kernel="heat", random_state=0).fit(X)
+    X_new = X[::3] + 0.1
+    ext = est.kernel_.extension
+    items, diag = ext.rows(X_new)
+    labels, mind, D = assign(items, est._state, est.kernel_, cross_kernel=ext.cross,
+                             diag=lambda start, chunk: diag[start:start + chunk.shape[0]],
+                             chunk_rows=37, return_distances=True)
+    np.testing.assert_allclose(est.transform(X_new), D, atol=1e-12)
+    np.testing.assert_array_equal(est.predict(X_new), labels)
+    assert est.score(X_new) == pytest.approx(-mind.sum(), rel=1e-12)

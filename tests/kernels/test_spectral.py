@@ -17,6 +17,7 @@ from mbkkm.kernels._spectral import (
     normalized_adjacency,
     split_is_harmful,
     top_eigenpairs,
+    unit_rows,
 )
 
 
@@ -190,6 +191,52 @@ def test_spectrum_features_and_exact_rank():
     F = spectrum.features(2.0, 50)
     N = normalized_adjacency(graph.adjacency_).toarray()
     np.testing.assert_allclose(F @ F.T, sla.expm(-2.0 * (np.eye(50) - N)), atol=1e-10)
+
+
+def _plain_normalized(K):
+    """K(x, y) / sqrt(K(x, x) K(y, y)), entry by entry."""
+    out = np.empty_like(K)
+    for i in range(K.shape[0]):
+        for j in range(K.shape[1]):
+            out[i, j] = K[i, j] / np.sqrt(K[i, i] * K[j, j])
+    return out
+
+
+def test_unit_rows_equal_plain_division():
+    F = _data(30, n=7, d=4)
+    F[3] = 0.0
+    unit, scale = unit_rows(F)
+    for i in range(7):
+        norm = np.linalg.norm(F[i])
+        expect = F[i] / norm if norm > 0 else F[i]
+        np.testing.assert_allclose(unit[i], expect, rtol=1e-14)
+        assert scale[i] == (1.0 / norm if norm > 0 else 0.0)
+
+
+def test_normalized_heat_kernel_equals_plain_normalisation():
+    X = _data(31, n=40)
+    graph = KNNGraph(5).fit(X)
+    N = normalized_adjacency(graph.adjacency_).toarray()
+    exact = sla.expm(-3.0 * (np.eye(40) - N))
+    K = heat_kernel(X, 5, 3.0, normalize=True)
+    np.testing.assert_allclose(K, _plain_normalized(exact), atol=1e-10)
+    np.testing.assert_allclose(np.diag(K), 1.0, atol=1e-12)
+    # low rank: the rank-r kernel, normalised; U = diag(s) V with V orthonormal
+    X = _data(32, n=120)
+    plain = heat_kernel(X, 6, 4.0, n_components=12)
+    low = heat_kernel(X, 6, 4.0, n_components=12, normalize=True)
+    np.testing.assert_allclose(low.toarray(), _plain_normalized(plain.toarray()), atol=1e-10)
+    np.testing.assert_allclose(low.diagonal(), 1.0, atol=1e-12)
+    np.testing.assert_allclose(low.eigenvectors, plain.U, atol=1e-12)
+    assert low.error == plain.error and "normalized" in repr(low)
+
+
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_normalize_and_connect_must_be_bools(bad):
+    X = _data(33, n=20)
+    for name in ("normalize", "connect"):
+        with pytest.raises(TypeError, match=f"{name} must be True or False"):
+            heat_kernel(X, 4, 1.0, **{name: bad})
 
 
 # --- the Nystroem extension -------------------------------------------------------------

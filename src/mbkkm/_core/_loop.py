@@ -6,7 +6,9 @@ with its layout), the iteration counter, the batch plan and the random generator
 it was drawn from (its state after the draw), and what the host has read back
 (the batch objectives, whether early stopping has stopped the run). The running
 counts N_j and the iteration stamp live inside the centers. Saving a FitState and
-the data is enough to resume a fit to the same model.
+the data is enough to resume a fit to the same model: :func:`snapshot` gives its
+host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
+:func:`restore` continues from them.
 
 :func:`run_until` advances a FitState:
 
@@ -134,9 +136,13 @@ class MiniBatchLoop:
     ``objectives_after``.
     """
 
-    def __init__(self, windows, items, plan, random_state, cfg):
-        self.state = start(windows, items, plan, random_state, cfg)
+    def __init__(self, windows, items, plan, random_state, cfg, snapshot=None):
+        self.state = (start(windows, items, plan, random_state, cfg) if snapshot is None
+                      else restore(snapshot, items, plan, random_state, cfg))
         self.items, self.cfg = items, cfg
+        #: Called with the FitState whenever it is complete between iterations (after
+        #: every host iteration, after every device read-back): checkpoints hook here.
+        self.on_advance = None
 
     n_iter = property(lambda self: self.state.n_iter)
     converged = property(lambda self: self.state.converged)
@@ -144,7 +150,7 @@ class MiniBatchLoop:
     objectives_after = property(lambda self: self.state.objectives_after)
 
     def run_until(self, until):
-        run_until(self.state, self.items, self.cfg, until)
+        run_until(self.state, self.items, self.cfg, until, self.on_advance)
 
     def describe(self):
         return f"{self.state.support_size()} support points"
@@ -163,11 +169,15 @@ def start(windows, items, plan, random_state, cfg):
     return fs
 
 
-def run_until(fs, items, cfg, until):
-    """Advance ``fs`` to ``min(until, max_iter)`` iterations, or until it converges."""
+def run_until(fs, items, cfg, until, on_advance=None):
+    """Advance ``fs`` to ``min(until, max_iter)`` iterations, or until it converges.
+
+    ``on_advance(fs)``, when given, is called whenever ``fs`` is complete: after every
+    host iteration, after every device read-back.
+    """
     until = min(until, fs.max_iter)
     if fs.device is not None:
-        fs.device.run_until(until)
+        fs.device.run_until(until, on_advance)
         return fs
     nx = get_backend(items)
     while fs.n_iter < until and not fs.converged:
@@ -181,6 +191,46 @@ def run_until(fs, items, cfg, until):
         if cfg.tol is not None:
             fs.objectives_after.append(res.objective_after)
             fs.converged = res.objective - res.objective_after < cfg.tol
+        if on_advance is not None:
+            on_advance(fs)
+    return fs
+
+
+def snapshot(fs):
+    """A complete FitState as host values, without the plan and the generator.
+
+    What a checkpoint saves (:mod:`mbkkm.cluster._checkpoint`): the centers (host
+    windows; on a device, every pool buffer copied to numpy as it is, its layout and
+    the read-back cadence, so that :func:`restore` continues with the same shapes and
+    the same blocks of iterations), the counter and what the host has read back.
+    The plan is left out: it is drawn again from the generator.
+    """
+    out = {"n_iter": int(fs.n_iter), "objectives": [float(v) for v in fs.objectives],
+           "objectives_after": [float(v) for v in fs.objectives_after],
+           "converged": bool(fs.converged)}
+    if fs.device is None:
+        out["windows"] = fs.windows
+        return out
+    out["pool"] = {name: t.detach().cpu().numpy() for name, t in zip(fs.pool._fields, fs.pool)}
+    out["layout"] = [int(fs.layout.k), int(fs.layout.L), int(fs.layout.M), int(fs.layout.b),
+                     int(fs.layout.cols)]
+    out["first_it"], out["blocks"] = int(fs.device.first_it), int(fs.device.blocks)
+    return out
+
+
+def restore(saved, items, plan, random_state, cfg):
+    """The FitState that :func:`snapshot` saved, on the backend of ``items``."""
+    fs = FitState(windows=saved.get("windows"), pool=None, layout=None, plan=plan,
+                  random_state=random_state, n_iter=int(saved["n_iter"]),
+                  objectives=list(saved["objectives"]),
+                  objectives_after=list(saved["objectives_after"]),
+                  converged=bool(saved["converged"]))
+    on_device = not get_backend(items).is_host
+    if ("pool" in saved) != on_device:
+        raise ValueError("the saved fit state ran on "
+                         f"{'a device' if 'pool' in saved else 'the host'}, this fit does not")
+    if on_device:
+        fs.device = _DeviceLoop(fs, items, cfg, saved=saved)
     return fs
 
 
@@ -194,7 +244,7 @@ def finish(fs):
 class _DeviceLoop:
     """The device side of a FitState: the pool, its iteration and its read-backs."""
 
-    def __init__(self, fs, items, cfg):
+    def __init__(self, fs, items, cfg, saved=None):
         import torch
 
         from . import _pool
@@ -207,16 +257,22 @@ class _DeviceLoop:
                                    objective_after=cfg.tol is not None,
                                    tol=0.0 if cfg.tol is None else cfg.tol)
         b = fs.plan.shape[1]
-        self.first_it = windows.n_steps
+        self.first_it = windows.n_steps if saved is None else saved["first_it"]
         self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(
             items.device)
         self.log = torch.zeros((2, self.first_it + fs.max_iter), dtype=torch.float64,
                                device=items.device)
-        self._set_layout(_pool.layout_for(windows, b, cfg.tau), windows)
-        fs.windows = None
         self.graph = None
         self.graph_error = None
-        self.blocks = 0
+        self.blocks = 0 if saved is None else saved["blocks"]
+        if saved is None:
+            self._set_layout(_pool.layout_for(windows, b, cfg.tau), windows)
+        else:  # a snapshot: its buffers as they were, so the iterations go on unchanged
+            fs.layout = _pool.Layout(*saved["layout"])
+            fs.pool = _pool.Pool(*(torch.tensor(saved["pool"][name], device=items.device)
+                                   for name in _pool.Pool._fields))
+            self.consts = _pool.make_constants(fs.layout, self.spec, items.device)
+        fs.windows = None
 
     # --------------------------------------------------------------- layout
     def relayout(self, slots, rows):
@@ -309,7 +365,7 @@ class _DeviceLoop:
         for i in range(start, stop):
             self._eager(i)
 
-    def run_until(self, until):
+    def run_until(self, until, on_advance=None):
         fs = self.fs
         while fs.n_iter < until and not fs.converged:
             start = fs.n_iter
@@ -333,6 +389,8 @@ class _DeviceLoop:
             fs.n_iter = done
             fs.converged = stopped
             del snapshot
+            if on_advance is not None:
+                on_advance(fs)
 
     def _read_back(self, start, stop):
         """One device-to-host copy: iterations done, overflow marks, stop flag, the log."""

@@ -64,12 +64,14 @@ from ..kernels._spectral import (
     DEFAULT_RANK_TOL,
     DENSE_MAX_SAMPLES,
     GraphSpectrum,
+    check_bool,
     check_heat_params,
     check_t,
     connect_graph,
     extend_eigenvectors,
     n_pairs_needed,
     split_is_harmful,
+    unit_rows,
 )
 
 #: The weight at which the candidate of rank r leaves the r-th eigenvector (1 / 100).
@@ -77,6 +79,10 @@ _CANDIDATE_WEIGHT = 0.01
 
 #: Relative tolerance of the estimators' sparse eigensolver (kernel_params "tol").
 EIGSH_TOL = 1e-4
+
+#: The estimators' heat kernel is the normalised one (K(x, y) / sqrt(K(x, x) K(y, y)):
+#: unit-length diffusion features); see benchmarks/RESULTS.md for the comparison.
+DEFAULT_NORMALIZE = True
 
 #: k-means runs per candidate, and the size of the sample they run on.
 DEFAULT_T_RUNS = 3
@@ -238,7 +244,7 @@ _ONE_TOL = 1e-9
 def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL,
              max_components=DEFAULT_MAX_COMPONENTS, n_runs=DEFAULT_T_RUNS,
              sample_size=DEFAULT_T_SAMPLE, sample_weight=None, random_state=None,
-             max_iter=100):
+             max_iter=100, normalize=False):
     """Choose the heat kernel's diffusion time t without labels.
 
     See the module docstring. Never sees labels; the same ``random_state`` gives the
@@ -262,6 +268,9 @@ def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL
     random_state : int, RandomState instance or None
     max_iter : int, default=100
         Lloyd iterations of each run.
+    normalize : bool, default=False
+        Cluster the unit-length feature rows (the normalised heat kernel), as the
+        estimators then do.
 
     Returns
     -------
@@ -290,7 +299,7 @@ def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL
     solutions = []
     for i, t in enumerate(candidates):
         ranks[i], errors[i] = spectrum.rank(t, rank_tol, max_components)
-        F = spectrum.features(t, ranks[i])                     # (n, r): K_t ~= F F^T
+        F = spectrum.features(t, ranks[i], normalize)          # (n, r): K_t ~= F F^T
         best = None
         for s, seed in enumerate(seeds):
             # One OpenMP thread: these are many short Lloyd runs on (m, r) features, and
@@ -353,6 +362,7 @@ def _graph_params(name, kernel_params, random_state):
         # eigenvalues within 4e-11 of a 1e-6 solve, in 6.5 s (benchmarks/RESULTS.md).
         params.setdefault("tol", EIGSH_TOL)
         params.setdefault("connect", True)
+        params.setdefault("normalize", DEFAULT_NORMALIZE)
     return spec.name, params
 
 
@@ -400,8 +410,9 @@ class GraphExtension:
     """How a new point gets its kernel values against the fitted points.
 
     For the heat kernel, its features f(x) = v(x) diag(sqrt w) from the Nystroem
-    extension of the kept eigenvectors (:meth:`GraphSpectrum.extend`): K(x, y) =
-    <f(x), f(y)>, K(x, x) = ||f(x)||^2. For the k-NN kernel, its row
+    extension of the kept eigenvectors (:meth:`GraphSpectrum.extend`), divided by its
+    length for the normalised kernel: K(x, y) = <f(x), f(y)>, K(x, x) = ||f(x)||^2.
+    For the k-NN kernel, its row
     K(x, j) = b_j / (d_x d_j) and K(x, x) = 1 / d_x^2 (:func:`knn_kernel_rows`).
     """
 
@@ -414,8 +425,11 @@ class GraphExtension:
         """``(items, diag)``: what :meth:`cross` reads for each new point, and K(x, x)."""
         if self.name == "knn":
             return knn_kernel_rows(self.graph, X)
-        K = self.matrix  # LowRankKernel: U diag(w) U^T
-        F = extend_eigenvectors(self.graph, K.eigenvalues, K.U, X) * np.sqrt(K.weights)
+        K = self.matrix  # LowRankKernel: U diag(w) U^T, U = diag(s) V when normalised
+        F = extend_eigenvectors(self.graph, K.eigenvalues, K.eigenvectors, X) \
+            * np.sqrt(K.weights)
+        if K.row_scale is not None:  # the normalised kernel: unit-length features
+            F = unit_rows(F)[0]
         return F, np.einsum("ij,ij->i", F, F)
 
     def cross(self, support, rows):
@@ -424,8 +438,7 @@ class GraphExtension:
         if self.name == "knn":
             T = rows[:, support].T
             return T.toarray() if sp.issparse(T) else np.ascontiguousarray(T)
-        K = self.matrix
-        return (K.U[support] * np.sqrt(K.weights)) @ rows.T
+        return self.matrix.features[support] @ rows.T
 
 
 def resolve_graph_kernel(estimator, X, sample_weight):
@@ -450,6 +463,8 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     if name == "heat":
         check_heat_params(params["form"], params["n_components"], params["max_components"],
                           params["rank_tol"], n)
+        check_bool(params["normalize"], "normalize")
+        check_bool(params["connect"], "connect")
         if not (isinstance(t, str) and t == "auto"):
             check_t(t)
         if params["form"] != "laplacian" and isinstance(t, str):
@@ -483,10 +498,10 @@ def resolve_graph_kernel(estimator, X, sample_weight):
             spectrum, estimator.n_clusters,
             candidates=None if isinstance(t, str) else [t],
             rank_tol=params["rank_tol"], max_components=params["max_components"],
-            sample_weight=sample_weight, random_state=rng)
+            sample_weight=sample_weight, random_state=rng, normalize=params["normalize"])
         t = selection.t
     K = spectrum.kernel(t, params["n_components"], params["rank_tol"],
-                        params["max_components"])
+                        params["max_components"], params["normalize"])
     resolved = dict(params, n_neighbors=graph.n_neighbors, t=t, rank=K.rank, error=K.error,
                     components=int(tried[-1].size), eigensolver_seconds=spectrum.seconds,
                     **graph.seconds_)
@@ -536,10 +551,34 @@ def graph_assign(estimator, X, method, return_distances):
             f"{type(estimator).__name__}.{method}: this kernel={estimator.kernel!r} model "
             "has no extension to new points (the graph was not kept); refit it")
     items, diag = ext.rows(X)
+    state = estimator._state
+    if ext.name == "heat" and isinstance(state.support, np.ndarray):
+        return _low_rank_assign(items, diag, state, ext.matrix, return_distances)
     rows = estimator._chunk_rows(items)
-    return assign(items, estimator._state, estimator.kernel_, cross_kernel=ext.cross,
+    return assign(items, state, estimator.kernel_, cross_kernel=ext.cross,
                   diag=lambda start, chunk: diag[start:start + chunk.shape[0]],
                   chunk_rows=rows, return_distances=return_distances)
+
+
+def _low_rank_assign(F_new, diag, state, K, return_distances):
+    """:func:`~mbkkm._core.assign` for the low-rank heat kernel, through the centers.
+
+    With K = F F^T, center j is the feature vector C_j = sum_s a_s F[S_s] over its
+    support points (coefficients a_s), so D[x, j] = K(x, x) - 2 <f(x), C_j> + c_j
+    costs O(n_new k r) once the (k, r) centers are formed, instead of the (m, n_new)
+    kernel tile of every support point against every new point (m is all n fitted
+    points for KernelKMeans).
+    """
+    k = state.n_clusters
+    support = np.asarray(state.support, dtype=np.intp)
+    A = sp.csr_matrix((state.coef, (state.labels, np.arange(support.size))),
+                      shape=(k, support.size))
+    C = A @ K.features[support]                                 # (k, r)
+    D = diag[:, None] - 2.0 * (F_new @ C.T) + state.host_norms()[None, :]
+    np.maximum(D, 0.0, out=D)
+    labels = D.argmin(axis=1).astype(np.int64)
+    mind = D[np.arange(D.shape[0]), labels]
+    return (labels, mind, D) if return_distances else (labels, mind)
 
 
 def graph_start_state(selection, kernel, n_clusters):

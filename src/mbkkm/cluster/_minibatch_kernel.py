@@ -37,11 +37,12 @@ from ..backends._threads import with_thread_policy
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_state
 from ._base import BaseKernelKMeans, memory_guard
+from ._checkpoint import check_checkpoint
 from ._fitting import restore_on_error, warn_empty_clusters
 from ._graph_kernels import graph_start_state
 from ._minibatch_base import MiniBatchMixin, StepRun
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
-from ._problem import prepare
+from ._problem import prepare_input, resolve_problem
 from ._rows import rows_of
 
 
@@ -320,14 +321,16 @@ torch.device, default=None
         self._init = self.init if isinstance(self.init, str) else rows.check_init(
             self.init, self.n_clusters, self)
 
-    def _prepare(self, X, sample_weight, accept_dask=True):
-        """check -> prepare: the fit problem, its kernel published; the first start."""
-        problem = prepare(self, X, sample_weight, accept_dask=accept_dask)
+    def _prepare(self, rows, sample_weight, gamma_selection=None):
+        """check -> prepare: the fit problem of checked input (:func:`._problem.
+        prepare_input`), its kernel published; the first start."""
+        problem = resolve_problem(self, rows, sample_weight, gamma_selection=gamma_selection)
         self._set_problem(problem)
         # gamma="auto" with a named init: the first start is the selection's partition.
+        resuming = getattr(getattr(self, "_checkpoint", None), "resuming", False)
         self._auto_start = (auto_start_state(problem.items, self.gamma_selection_,
                                              self.kernel_, self.n_clusters)
-                            if isinstance(self._init, str) else None)
+                            if isinstance(self._init, str) and not resuming else None)
         if self.t_selection_ is not None and isinstance(self._init, str):
             self._auto_start = graph_start_state(self.t_selection_, self.kernel_,
                                                  self.n_clusters)
@@ -432,7 +435,7 @@ torch.device, default=None
     @_fit_context(prefer_skip_nested_validation=True)
     @restore_on_error
     @with_thread_policy
-    def fit(self, X, y=None, sample_weight=None):
+    def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
         Parameters
@@ -445,20 +448,51 @@ torch.device, default=None
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
             weights in the update); ``labels_`` and ``inertia_`` use the weights.
+        checkpoint : str or os.PathLike, default=None
+            Save the fit's state to this file (skops format, written atomically)
+            after the initialisation, every ``checkpoint_every`` iterations and at
+            the end, and resume from it when it exists: a fit killed part way and
+            run again with the same file, parameters and data continues from the
+            last save and ends with exactly the model of an uninterrupted fit (the
+            width selection and the initialisation are not run again). A file
+            written by another fit (other parameters or data) is refused with a
+            ValueError. The file is kept after the fit (it then holds the finished
+            fit, which a new fit with the same file returns without iterating):
+            delete it to fit again from scratch. Needs skops (``mbkkm[cli]``); not
+            available with ``tau=None`` or the graph kernels. See
+            :doc:`/reliability`.
+        checkpoint_every : int, default=None
+            Iterations between two saves (None: ``max(1, max_iter // 10)``). On a
+            torch device a save waits for the next read-back of the device (at most
+            16 iterations later).
 
         Returns
         -------
         self : MiniBatchKernelKMeans
         """
-        problem = self._prepare(X, sample_weight)
-        plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
-        with memory_guard(plan):
-            return self._fit(problem.items, problem.rows.data, problem.sample_weight)
+        checkpoint = check_checkpoint(self, checkpoint, checkpoint_every)
+        rows, sample_weight = prepare_input(self, X, sample_weight)
+        if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
+            checkpoint.open(self, rows.data, sample_weight)
+        self._checkpoint = checkpoint
+        try:
+            # a resumed checkpoint gives the width chosen before
+            problem = self._prepare(rows, sample_weight, gamma_selection=(
+                None if checkpoint is None else checkpoint.gamma_selection))
+            plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
+            with memory_guard(plan):
+                return self._fit(problem.items, problem.rows.data, problem.sample_weight)
+        finally:
+            del self._checkpoint
 
     def _fit(self, items, X, sample_weight):
         rng = check_random_state(self.random_state)
         self._random_state = rng
-        state = self._best_init(items, sample_weight, rng)
+        checkpoint = self._checkpoint
+        resuming = checkpoint is not None and checkpoint.start(rng)  # rng: after the init
+        state = None if resuming else self._best_init(items, sample_weight, rng)
+        if checkpoint is not None:
+            checkpoint.record_random_state(rng)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
         rows_of(items).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         if self.tau is None:
@@ -468,7 +502,8 @@ torch.device, default=None
                          max_tile_bytes=self._tile_budget(get_backend(items)))
         # Everything between two iterations (centers, counter, plan, random state) is
         # loop.state; on torch the iterations run on the device, read back in blocks.
-        loop = MiniBatchLoop(state, items, plan, rng, cfg)
+        loop = (MiniBatchLoop(state, items, plan, rng, cfg) if checkpoint is None
+                else checkpoint.loop(self, state, items, plan, rng, cfg))
         objectives, n_iter = self._iterate(loop)
         self._publish(loop.finish())
         self.n_iter_ = n_iter
@@ -546,7 +581,7 @@ torch.device, default=None
             )
         self._kernel_kind.check_new_rows(self, "partial_fit")
         if first:
-            problem = self._prepare(X, sample_weight, accept_dask=False)
+            problem = self._prepare(*prepare_input(self, X, sample_weight, accept_dask=False))
             X, sample_weight = problem.items, problem.sample_weight
             self._plan_memory(problem)
             self._random_state = check_random_state(self.random_state)

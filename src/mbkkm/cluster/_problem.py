@@ -77,15 +77,13 @@ class FitProblem:
         return _device.convert_output(self.tensor_io, x)
 
 
-def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
+def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None,
+            gamma_selection=None):
     """Check the input, resolve the kernel: the :class:`FitProblem` of one fit.
 
-    In order: X validated, what the backend cannot do refused, X wrapped in the
-    adapter of its kind (:meth:`._kinds.PointKernel.fit_rows`), the host weights
-    checked, the estimator's own checks of its parameters against the input
-    (``estimator._check_params_vs_input(rows)``: sizes, ``init``, memory), then
-    ``gamma="auto"``'s selection and the kernel. Every check comes before any
-    kernel work.
+    :func:`prepare_input`, then :func:`resolve_problem`; a fit that has something
+    to do between the two (open a checkpoint on the checked input) calls them
+    itself. Every check comes before any kernel work.
 
     Parameters
     ----------
@@ -96,21 +94,46 @@ def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
         Whether a Dask array is read as Dask rows (else it is validated as an array).
     index_dtype : numpy dtype, optional
         dtype of the blocks of an index kernel (None: the matrix's own dtype).
+    gamma_selection : GammaSelection, optional
+        A width chosen before (a resumed checkpoint's): used instead of choosing again.
+    """
+    rows, w = prepare_input(estimator, X, sample_weight, accept_dask=accept_dask,
+                            index_dtype=index_dtype)
+    return resolve_problem(estimator, rows, w, gamma_selection=gamma_selection)
+
+
+def prepare_input(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
+    """The checked input of a fit: ``(rows, host sample_weight)``.
+
+    In order: X validated, what the backend cannot do refused, X wrapped in the
+    adapter of its kind (:meth:`._kinds.PointKernel.fit_rows`), the host weights
+    checked.
     """
     X = rows_of(X).fit_input(estimator, accept_dask)  # Dask: the rows the fit gathers
     _device.check_backend(estimator, X)  # what the torch backend does not do
     rows = kernel_kind(estimator.kernel).fit_rows(X, index_dtype)
     w = check_sample_weight(_device.host_sample_weight(estimator, sample_weight),
                             _device.host_shape(rows.data))
+    return rows, w
+
+
+def resolve_problem(estimator, rows, sample_weight, *, gamma_selection=None):
+    """The :class:`FitProblem` of checked input: the estimator's own checks of its
+    parameters against it (``estimator._check_params_vs_input(rows)``: sizes,
+    ``init``, memory), then ``gamma="auto"``'s selection (unless ``gamma_selection``
+    is given) and the kernel."""
     estimator._check_params_vs_input(rows)
-    # gamma="auto" (and None for rbf / laplacian, see default_selects_width): choose
-    # the width on a sample (refuses kernels without one).
-    with one_thread_everywhere():  # small calls: no thread pays (see _threads)
-        gamma, selection = resolve_auto_gamma(
-            estimator.gamma, estimator.kernel, rows.data, estimator.n_clusters, w,
-            estimator.random_state, estimator.kernel_params)
-    resolved = rows.resolve(estimator, gamma, w)
+    if gamma_selection is not None:
+        gamma, selection = gamma_selection.gamma, gamma_selection
+    else:
+        # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
+        # choose the width on a sample (refuses kernels without one).
+        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
+            gamma, selection = resolve_auto_gamma(
+                estimator.gamma, estimator.kernel, rows.data, estimator.n_clusters,
+                sample_weight, estimator.random_state, estimator.kernel_params)
+    resolved = rows.resolve(estimator, gamma, sample_weight)
     return FitProblem(rows=rows, items=resolved.items, kernel=resolved.kernel,
-                      sample_weight=w, gamma_selection=selection, t=resolved.t,
-                      t_selection=resolved.t_selection,
+                      sample_weight=sample_weight, gamma_selection=selection,
+                      t=resolved.t, t_selection=resolved.t_selection,
                       tensor_io=getattr(estimator, "_tensor_io", False))

@@ -431,6 +431,11 @@ class LowRankKernel:
     eigenvalues : ndarray of shape (rank,), default=None
         For a graph kernel, the eigenvalues of D^-1/2 A D^-1/2 the weights come
         from (the heat kernel: w = exp(-t (1 - eigenvalues))).
+    row_scale : ndarray of shape (n_samples,), default=None
+        Set when K is a normalised kernel diag(s) V diag(w) V^T diag(s) of
+        orthonormal eigenvectors V: then ``U = diag(s) V`` (no longer orthonormal)
+        and ``row_scale`` is s, so that V can be recovered (``eigenvectors``); the
+        ``error`` then refers to V diag(w) V^T, before the scaling.
 
     Attributes
     ----------
@@ -440,7 +445,7 @@ class LowRankKernel:
         Number of kept components.
     """
 
-    def __init__(self, U, weights, error, description="", eigenvalues=None):
+    def __init__(self, U, weights, error, description="", eigenvalues=None, row_scale=None):
         U = np.asarray(U, dtype=np.float64)
         weights = np.asarray(weights, dtype=np.float64)
         if U.ndim != 2 or weights.shape != (U.shape[1],):
@@ -454,6 +459,18 @@ class LowRankKernel:
         self.description = description
         self.eigenvalues = None if eigenvalues is None else np.asarray(eigenvalues,
                                                                         dtype=np.float64)
+        self.row_scale = None if row_scale is None else np.asarray(row_scale,
+                                                                    dtype=np.float64)
+
+    @property
+    def eigenvectors(self):
+        """The orthonormal V of K = diag(s) V diag(w) V^T diag(s) (``U`` itself when
+        there is no ``row_scale``); a row whose scale is 0 comes back as 0."""
+        if self.row_scale is None:
+            return self.U
+        s = self.row_scale
+        inv = np.divide(1.0, s, out=np.zeros_like(s), where=s > 0)
+        return self.U * inv[:, None]
 
     @property
     def shape(self):

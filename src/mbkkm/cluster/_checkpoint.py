@@ -1,0 +1,348 @@
+"""Checkpointed fits of MiniBatchKernelKMeans: save every N iterations, resume exactly.
+
+``MiniBatchKernelKMeans.fit(X, checkpoint=PATH, checkpoint_every=N)`` writes the
+fit's state to PATH (skops format, atomically: a temporary file in the same
+folder, fsynced, renamed onto PATH) after the initialisation, every N iterations
+and at the end. A fit started again with the same file, parameters and data
+resumes from the state saved last and ends with the model of an uninterrupted fit,
+bit for bit.
+
+What a checkpoint holds, and why it is enough:
+
+* the fit's loop state (:func:`mbkkm._core._loop.snapshot`): the host windows, or on
+  a torch device every buffer of the fixed-shape pool as it is, its layout and the
+  read-back cadence; the iteration counter, the batch objectives read so far and
+  early stopping's flag;
+* the random generator's state after the initialisation: the batch plan is drawn
+  from it up front, so the resumed fit draws the same plan again (the plan itself,
+  max_iter x batch_size indices, is not saved) and leaves the generator as an
+  uninterrupted fit does;
+* with a chosen width (``gamma="auto"``), the selection: the resumed fit uses its
+  width and does not run it (nor the initialisation) again;
+* a fingerprint of the fit (class, parameters but ``verbose`` and
+  ``compute_labels``, the mbkkm version, the backend, the data's shape and dtype,
+  a hash of up to 1024 evenly spaced rows, a hash of ``sample_weight``): a file
+  written by another fit is refused with the differences named.
+
+The rest of the model (the kernel's data-driven parameters, the memory plan) is
+recomputed from the parameters and the data, deterministically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from numbers import Integral
+from pathlib import Path
+
+import numpy as np
+
+from .._files import atomic_write
+from ..backends import get_backend
+from ..backends._sparse import is_sparse
+
+#: Version of the checkpoint's content; another version is refused.
+FORMAT = 1
+
+#: Types a checkpoint may hold besides mbkkm's own (``mbkkm.*``) and skops' defaults.
+TRUSTED_TYPES = ("scipy.sparse._csr.csr_matrix", "numpy.dtype")
+
+#: Parameters that do not change the fitted model (left out of the fingerprint).
+NOT_FINGERPRINTED = ("verbose", "compute_labels")
+
+#: Rows hashed for the data's fingerprint (evenly spaced, first and last included).
+DIGEST_ROWS = 1024
+
+
+def check_checkpoint(estimator, checkpoint, checkpoint_every):
+    """``fit``'s checkpoint arguments checked before any work: a FitCheckpoint or None.
+
+    Raises TypeError / ValueError naming ``checkpoint`` or ``checkpoint_every``, and
+    ImportError when skops (``mbkkm[cli]``) is missing.
+    """
+    if checkpoint is None:
+        if checkpoint_every is not None:
+            raise ValueError("checkpoint_every is set but checkpoint is None: pass the file "
+                             "to save the fit in as checkpoint")
+        return None
+    if not isinstance(checkpoint, (str, os.PathLike)):
+        raise TypeError(f"checkpoint must be a file path (str or os.PathLike), got "
+                        f"{type(checkpoint).__name__}")
+    path = Path(checkpoint)
+    if path.is_dir():
+        raise ValueError(f"checkpoint: {str(path)!r} is a folder, expected a file path")
+    if not path.parent.is_dir():
+        raise ValueError(f"checkpoint: the folder of {str(path)!r} does not exist")
+    if checkpoint_every is None:
+        every = max(1, estimator.max_iter // 10)
+    elif (isinstance(checkpoint_every, (bool, np.bool_))
+          or not isinstance(checkpoint_every, Integral) or checkpoint_every < 1):
+        raise ValueError(f"checkpoint_every must be an integer >= 1 (iterations between "
+                         f"two checkpoints) or None, got {checkpoint_every!r}")
+    else:
+        every = int(checkpoint_every)
+    if estimator.tau is None:
+        raise ValueError("checkpoint needs an integer tau: tau=None (the untruncated "
+                         "algorithm) keeps a table over all points, which is not checkpointed")
+    if estimator._kind == "graph":
+        raise ValueError(f"checkpoint is not available with kernel={estimator.kernel!r}: a "
+                         "graph kernel's graph and eigenpairs are not checkpointed")
+    try:
+        import skops.io  # noqa: F401
+    except ImportError as exc:
+        raise ImportError("checkpoint needs skops: pip install 'mbkkm[cli]'") from exc
+    return FitCheckpoint(path, every)
+
+
+class FitCheckpoint:
+    """One fit's checkpoint file: reads it before the fit, writes it during the fit.
+
+    Used by ``MiniBatchKernelKMeans.fit`` in this order: :meth:`open` (the
+    fingerprint, and the saved state when the file exists), :attr:`gamma_selection`
+    (the width to reuse), :meth:`start` (the generator's state: resume or record),
+    :meth:`loop` (the fit's loop, restored or new, with the saving hook attached).
+    """
+
+    def __init__(self, path, every):
+        self.path, self.every = Path(path), every
+        self.saved = None
+        self.fingerprint = None
+        self.resumed_from = None  # the iteration the fit resumed at (None: a new fit)
+
+    # ------------------------------------------------------------------- read
+    def open(self, estimator, X, sample_weight):
+        """Fingerprint this fit; read the file when it exists and refuse another fit's."""
+        self.fingerprint = fingerprint(estimator, X, sample_weight)
+        if not self.path.exists():
+            return
+        saved = read_checkpoint(self.path)
+        if saved["fingerprint"] != self.fingerprint:
+            diff = _differences(saved["fingerprint"], self.fingerprint)
+            raise ValueError(
+                f"checkpoint: {str(self.path)!r} was written by another fit ({diff}); "
+                "delete it or pass another file to start this fit")
+        self.saved = saved
+        self.resumed_from = int(saved["fit"]["n_iter"])
+
+    @property
+    def resuming(self):
+        """Whether the file holds a state of this fit to resume from."""
+        return self.saved is not None
+
+    @property
+    def gamma_selection(self):
+        """The saved width selection (a GammaSelection), or None."""
+        return None if self.saved is None else self.saved["gamma_selection"]
+
+    def start(self, random_state):
+        """Before the initialisation: True when resuming (``random_state`` then set to its
+        saved state after the initialisation, which the fit skips)."""
+        if self.saved is None:
+            return False
+        random_state.set_state(_rng_state(self.saved["random_state"]))
+        return True
+
+    def record_random_state(self, random_state):
+        """After the initialisation, before the plan is drawn: the generator's state."""
+        self._rng_after_init = random_state.get_state()
+
+    # ------------------------------------------------------------------ write
+    def loop(self, estimator, windows, items, plan, random_state, cfg):
+        """The fit's :class:`~mbkkm._core._loop.MiniBatchLoop`, restored from the file or
+        new (then saved at once, so a kill during the first iterations keeps the init),
+        saving itself every ``every`` iterations and when it is done."""
+        from .._core._loop import MiniBatchLoop
+
+        self._gamma_selection = estimator.gamma_selection_
+        if self.saved is not None:
+            self._rng_after_init = _rng_state(self.saved["random_state"])
+            loop = MiniBatchLoop(None, items, plan, random_state, cfg,
+                                 snapshot=self.saved["fit"])
+            self.saved = None  # the loop owns the state now
+        else:
+            loop = MiniBatchLoop(windows, items, plan, random_state, cfg)
+            self.save(loop.state)
+        self._last = loop.state.n_iter
+        loop.on_advance = self._on_advance
+        return loop
+
+    def _on_advance(self, fs):
+        if fs.done or fs.n_iter - self._last >= self.every:
+            self.save(fs)
+            self._last = fs.n_iter
+
+    def save(self, fs):
+        """Write the checkpoint of the complete FitState ``fs`` (atomically)."""
+        import skops.io as sio
+
+        from .._core._loop import snapshot
+
+        state = snapshot(fs)
+        for key in ("objectives", "objectives_after"):  # arrays: compact in the file
+            state[key] = np.asarray(state[key], dtype=np.float64)
+        content = {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "random_state": _rng_dict(self._rng_after_init),
+            "gamma_selection": self._gamma_selection,
+            "fit": state,
+        }
+        data = sio.dumps(content)
+        try:
+            with atomic_write(self.path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise OSError(exc.errno, f"checkpoint: cannot write {str(self.path)!r}: "
+                                     f"{exc.strerror or exc}") from exc
+
+
+def read_checkpoint(path):
+    """The content of a checkpoint file (a dict), with mbkkm's types trusted only.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+
+    Returns
+    -------
+    content : dict
+        ``"format"``, ``"fingerprint"`` (dict), ``"random_state"``,
+        ``"gamma_selection"`` and ``"fit"`` (the loop state; ``fit["n_iter"]`` is the
+        iteration it resumes at).
+
+    Raises
+    ------
+    ValueError
+        When the file is not a checkpoint of this version, or holds a type mbkkm does
+        not trust.
+    """
+    import skops.io as sio
+
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        untrusted = sio.get_untrusted_types(data=data)
+    except Exception as exc:  # not a skops file (zip), or damaged
+        raise ValueError(f"checkpoint: {str(path)!r} is not an mbkkm checkpoint "
+                         f"({type(exc).__name__}: {exc}); delete it or pass another "
+                         "file") from None
+    foreign = [t for t in untrusted if not t.startswith("mbkkm.") and t not in TRUSTED_TYPES]
+    if foreign:
+        raise ValueError(f"checkpoint: {str(path)!r} holds types mbkkm does not trust: "
+                         f"{', '.join(foreign)}")
+    content = sio.loads(data, trusted=untrusted)
+    if not isinstance(content, dict) or "fingerprint" not in content:
+        raise ValueError(f"checkpoint: {str(path)!r} is not an mbkkm checkpoint")
+    if content.get("format") != FORMAT:
+        raise ValueError(f"checkpoint: {str(path)!r} has format {content.get('format')!r}; "
+                         f"this version of mbkkm reads format {FORMAT}")
+    return content
+
+
+# ------------------------------------------------------------------ fingerprint
+def fingerprint(estimator, X, sample_weight):
+    """What must be equal for a checkpoint to resume this fit (a dict of plain values)."""
+    from .. import __version__
+
+    params = {name: _canon(value) for name, value in estimator.get_params(deep=False).items()
+              if name not in NOT_FINGERPRINTED}
+    nx = get_backend(X)
+    backend = nx.name if nx.is_host else f"{nx.name}:{nx.device}"
+    return {
+        "estimator": type(estimator).__name__,
+        "mbkkm": __version__,
+        "params": params,
+        "backend": backend,
+        "shape": [int(s) for s in X.shape],
+        "dtype": str(getattr(X, "dtype", "")),
+        "data": _data_digest(X),
+        "sample_weight": (None if sample_weight is None
+                          else _digest(np.ascontiguousarray(sample_weight, dtype=np.float64))),
+    }
+
+
+def _canon(value):
+    """A parameter as a plain, comparable value (arrays, generators and callables hashed)."""
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, np.random.RandomState):  # its state at the start of the fit
+        return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
+    if isinstance(value, np.random.Generator):
+        return f"Generator:{value.bit_generator.state!r}"
+    if isinstance(value, dict):
+        return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
+    if callable(value) and hasattr(value, "__qualname__"):
+        return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
+    if hasattr(value, "shape"):  # an init array, numpy or tensor
+        arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
+        return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
+    return repr(value)
+
+
+def _digest(*arrays):
+    h = hashlib.sha256()
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()[:32]
+
+
+def _data_digest(X):
+    """A hash of up to DIGEST_ROWS evenly spaced rows of X (cheap whatever n is)."""
+    from .._dask import is_dask_rows
+    from ..kernels import LowRankKernel
+
+    n = X.shape[0]
+    if is_dask_rows(X):  # the first and last rows only: each row chunk read is a pass
+        half = DIGEST_ROWS // 2
+        idx = np.unique(np.r_[np.arange(min(n, half)), np.arange(max(0, n - half), n)])
+    else:
+        idx = np.unique(np.linspace(0, n - 1, min(n, DIGEST_ROWS)).astype(np.intp))
+    if isinstance(X, LowRankKernel):
+        return _digest(X.U[idx], np.asarray(X.weights))
+    if is_sparse(X):
+        rows = X[idx]
+        return _digest(rows.data, rows.indices, rows.indptr)
+    nx = get_backend(X)
+    if not nx.is_host:
+        return _digest(nx.to_numpy(nx.take(X, nx.index(idx))))
+    return _digest(np.asarray(X[idx]))
+
+
+def _differences(saved, current, prefix=""):
+    """The fingerprint entries that differ, as text (at most 4 named)."""
+    out = []
+    for key in sorted(set(saved) | set(current)):
+        a, b = saved.get(key), current.get(key)
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.append(_differences(a, b, prefix=f"{prefix}{key}."))
+        elif key in ("data", "sample_weight"):
+            out.append(f"{prefix}{key} differ")
+        else:
+            out.append(f"{prefix}{key} {a!r} there, {b!r} here")
+    out = [o for o in out if o]
+    return "; ".join(out[:4]) + ("; ..." if len(out) > 4 else "")
+
+
+def _rng_dict(state):
+    """numpy's RandomState.get_state() tuple as plain values."""
+    name, key, pos, has_gauss, cached = state
+    return {"name": str(name), "key": np.asarray(key, dtype=np.uint32), "pos": int(pos),
+            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+
+
+def _rng_state(saved):
+    """The get_state() tuple back from :func:`_rng_dict` (or a tuple, unchanged)."""
+    if isinstance(saved, tuple):
+        return saved
+    return (saved["name"], np.asarray(saved["key"], dtype=np.uint32), saved["pos"],
+            saved["has_gauss"], saved["cached_gaussian"])
