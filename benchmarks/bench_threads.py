@@ -5,7 +5,9 @@ the user (``threadpoolctl.threadpool_limits(limits=1)``, the scikit-learn way),
 on the machine as it is ("quiet": run it under ``/work/bin/quiet``) and with
 ``--busy`` other processes that this script starts and stops itself (pure-Python
 spin loops, one core each). Rounds interleave the two thread settings; the best
-of ``--rounds`` is reported.
+of ``--rounds`` is reported, with the cores that other processes kept busy during
+that round ("others", from ``/proc/stat``: the busy spin loops count, about 2; on
+a shared machine a "quiet" round with others above 0.1 shared a core).
 
 Cases (``--cases``):
 
@@ -40,6 +42,7 @@ an rbf tile in two row parts against one thread, at sizes around it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -140,6 +143,10 @@ def tile_sweep(repeat=20):
     return out
 
 
+def _fmt(x):
+    return "-" if x is None else f"{x:.2f}"
+
+
 def start_busy(n):
     """n pure-Python spin loops, one core each (stopped by :func:`stop_busy`)."""
     procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
@@ -155,25 +162,47 @@ def stop_busy(procs):
         p.wait()
 
 
+def _busy_seconds():
+    """(CPU seconds the whole machine was busy, CPU seconds of this process) so far;
+    (None, None) where /proc/stat is missing. Steal time counts as busy: the
+    hypervisor gave the core to someone else."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]
+    except OSError:
+        return None, None
+    own = os.times()
+    # user nice system idle iowait irq softirq steal: busy = all but idle and iowait
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK"), own.user + own.system
+
+
 def time_once(run, one_thread):
-    if one_thread:
-        with threadpool_limits(limits=1):
-            t0 = time.perf_counter()
-            run()
-            return time.perf_counter() - t0
-    t0 = time.perf_counter()
-    run()
-    return time.perf_counter() - t0
+    """(seconds, others): the wall time of run(), and the cores that other processes
+    kept busy on average meanwhile (None where unknown): a timing with others > 0.1
+    on a "quiet" machine shared a core with someone."""
+    with threadpool_limits(limits=1) if one_thread else contextlib.nullcontext():
+        machine0, own0 = _busy_seconds()
+        t0 = time.perf_counter()
+        run()
+        t = time.perf_counter() - t0
+        machine1, own1 = _busy_seconds()
+    if machine0 is None:
+        return t, None
+    return t, max(0.0, (machine1 - machine0) - (own1 - own0)) / t
 
 
 def measure(run, rounds):
-    """{"default": [...], "one": [...]}: interleaved rounds after one warm-up."""
+    """({"default": [...], "one": [...]}, the same for others' cores): interleaved
+    rounds after one warm-up."""
     times = {"default": [], "one": []}
+    others = {"default": [], "one": []}
     time_once(run, False)  # warm-up: first-call imports and allocations
     for _ in range(rounds):
         for mode in times:
-            times[mode].append(time_once(run, mode == "one"))
-    return times
+            t, o = time_once(run, mode == "one")
+            times[mode].append(t)
+            others[mode].append(o)
+    return times, others
 
 
 def main(argv=None):
@@ -196,22 +225,27 @@ def main(argv=None):
     loads = [x for x in args.loads.split(",") if x and (x == "quiet" or args.busy > 0)]
     print(f"mbkkm {mbkkm.__version__} from {Path(mbkkm.__file__).parent}; "
           f"cpus {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'case':14} {'load':6} {'default s':>10} {'one thread s':>12} {'ratio':>6}")
+    print(f"{'case':14} {'load':6} {'default s':>10} {'one thread s':>12} {'ratio':>6} "
+          f"{'others':>8} {'others':>8}  (others: cores busy with other processes "
+          "during the best round, default / one)")
     rows = []
     for case in args.cases.split(","):
         run = setup(case, args.label_rows)
         for load in loads:
             procs = start_busy(args.busy) if load == "busy" else []
             try:
-                times = measure(run, args.rounds)
+                times, others = measure(run, args.rounds)
             finally:
                 stop_busy(procs)
             best = {m: min(t) for m, t in times.items()}
+            at_best = {m: others[m][int(np.argmin(t))] for m, t in times.items()}
             ratio = best["default"] / best["one"]
             print(f"{case:14} {load:6} {best['default']:10.3f} {best['one']:12.3f} "
-                  f"{ratio:6.2f}", flush=True)
+                  f"{ratio:6.2f} {_fmt(at_best['default']):>8} {_fmt(at_best['one']):>8}",
+                  flush=True)
             rows.append({"case": case, "load": load, "busy": args.busy if procs else 0,
-                         "times": times, "best": best, "ratio": ratio,
+                         "times": times, "others": others, "others_at_best": at_best,
+                         "best": best, "ratio": ratio,
                          "loadavg": os.getloadavg()[0], "mbkkm": str(Path(mbkkm.__file__).parent)})
     if args.json:
         with open(args.json, "a") as f:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 
 import numpy as np
@@ -64,14 +65,65 @@ def test_user_limits_are_respected(two_threads):
         assert n == 1 and effective_n_threads() == 1
 
 
+_OMP_CODE = textwrap.dedent("""
+    import sys, threading
+    import numpy as np
+    from threadpoolctl import threadpool_info
+    from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+    from mbkkm.backends import _threads
+    _threads._physical_cpus = lambda: int(sys.argv[1])  # the machine, as the test wants it
+    names = set()
+    def kernel(A, B):
+        names.add(threading.current_thread().name)
+        assert {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"} == {1}
+        return A @ B.T
+    X = np.random.default_rng(0).standard_normal((9000, 3))
+    n = _threads.effective_n_threads()
+    km = MiniBatchKernelKMeans(3, kernel=kernel, batch_size=64, tau=20, max_iter=3,
+                               random_state=0).fit(X)
+    km.predict(X)
+    KernelKMeans(3, gamma=0.1, max_iter=3, random_state=0).fit(X[:3000])
+    print(n, any(name.startswith("mbkkm") for name in names))
+""")
+
+
+def _run_omp(value, cores):
+    env = dict(os.environ)
+    env.pop("OMP_NUM_THREADS", None)
+    if value is not None:
+        env["OMP_NUM_THREADS"] = value
+    out = subprocess.run([sys.executable, "-c", _OMP_CODE, str(cores)], env=env,
+                         capture_output=True, text=True, timeout=300, check=True)
+    n, parts = out.stdout.split()
+    return int(n), parts == "True"
+
+
+@pytest.mark.slow
 def test_omp_num_threads_is_respected():
-    """OMP_NUM_THREADS=1 (read by the runtimes at start-up) gives one thread."""
-    code = ("from mbkkm.backends._threads import effective_n_threads as e; "
-            "import mbkkm; print(e())")
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=120, check=True)
-    assert out.stdout.strip() == "1"
+    """OMP_NUM_THREADS (read by the runtimes at start-up) sets the count, as in
+    scikit-learn: =1 gives one thread (a fit and predict never hand a part to a
+    worker thread), and it may ask for more threads than physical cores."""
+    assert _run_omp("1", cores=2) == (1, False)
+    assert _run_omp("2", cores=1) == (2, True)  # more than the physical cores: asked for
+    if (os.cpu_count() or 1) >= 2:  # OpenMP's default is the CPU count
+        assert _run_omp(None, cores=1)[0] == 1  # unset: the physical cores cap it
+
+
+def test_fit_keeps_a_user_limit(two_threads):
+    """Under a user's threadpool_limits a fit runs on one thread, and the user's
+    limits are still in force after it (not reset to the policy's or the default)."""
+    X = np.random.default_rng(5).standard_normal((9000, 3))
+    record = set()
+    with threadpool_limits(limits=1):
+        km = MiniBatchKernelKMeans(3, kernel=_record_kernel(record), batch_size=64,
+                                   tau=20, max_iter=3, random_state=0).fit(X)
+        KernelKMeans(3, gamma=0.1, max_iter=3, random_state=0).fit(X[:3000])
+        assert {p["num_threads"] for p in threadpool_info()} == {1}
+    assert {name for name, _ in record} == {threading.current_thread().name}
+    with threadpool_limits(limits=1, user_api="blas"):
+        km.predict(X)
+        assert set(blas_counts()) == {1}
+    assert set(blas_counts()) == {2}
 
 
 def test_concurrent_phases_release_blas_once(two_threads):
@@ -209,6 +261,92 @@ def test_torch_threads_follow_the_policy(two_threads):
     with threadpool_limits(limits=1), thread_policy() as n:
         assert n == 1 and torch.get_num_threads() == 1
     assert torch.get_num_threads() == old
+
+
+class _FakeTorch:
+    """torch's thread-count calls, recorded (a stand-in imported in mid-phase)."""
+
+    def __init__(self, n):
+        self.n, self.calls = n, []
+
+    def get_num_threads(self):
+        return self.n
+
+    def set_num_threads(self, n):
+        self.calls.append(n)
+        self.n = n
+
+
+def test_torch_imported_in_a_phase_joins_it(two_threads, monkeypatch):
+    """torch imported after the phase started (a fit with device="torch") gets the
+    phase's count when mbkkm starts using it, once, and its own count back at the
+    end of the outermost phase; outside a phase nothing is set."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    fake = _FakeTorch(8)
+    _threads.torch_joins()  # no phase: nothing
+    with threadpool_limits(limits=1), thread_policy() as n:
+        assert n == 1
+        monkeypatch.setitem(sys.modules, "torch", fake)
+        assert fake.calls == []
+        _threads.torch_joins()
+        assert fake.calls == [1]
+        with thread_policy():  # nested: the outer phase's scope stands
+            _threads.torch_joins()
+        _threads.torch_joins()
+        assert fake.calls == [1]
+    assert fake.calls == [1, 8] and fake.n == 8
+    _threads.torch_joins()
+    assert fake.calls == [1, 8]
+
+
+def test_the_torch_backend_door_joins_the_phase(two_threads, monkeypatch):
+    """Every torch computation starts at the torch backend's door, which joins the
+    phase (torch's count set there, once)."""
+    pytest.importorskip("torch")
+    from mbkkm.backends import _torch_backend
+    from mbkkm.backends._torch import TorchBackend  # imports the real torch first
+
+    monkeypatch.delitem(sys.modules, "torch")
+    fake = _FakeTorch(8)
+    with threadpool_limits(limits=1), thread_policy():
+        monkeypatch.setitem(sys.modules, "torch", fake)  # "imported" in mid-phase
+        assert isinstance(_torch_backend("cpu"), TorchBackend)
+        assert fake.calls == [1]
+        _torch_backend("cpu")
+    assert fake.calls == [1, 8]
+
+
+@pytest.mark.slow
+def test_fit_that_imports_torch_follows_the_policy():
+    """End to end in a fresh process: torch is first imported inside fit
+    (device="torch" on numpy data); every kernel call sees the phase's one thread
+    (the user's threadpool_limits(1)), and torch's own count is back after."""
+    pytest.importorskip("torch")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("torch's default is one thread here: nothing to tell apart")
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from threadpoolctl import threadpool_limits
+        from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+        seen = set()
+        def kernel(A, B):
+            seen.add(sys.modules["torch"].get_num_threads())
+            return A @ B.T
+        X = np.random.default_rng(0).standard_normal((400, 3))
+        assert "torch" not in sys.modules
+        with threadpool_limits(limits=1):
+            MiniBatchKernelKMeans(3, kernel=kernel, batch_size=64, tau=20, max_iter=3,
+                                  device="torch", random_state=0).fit(X)
+            KernelKMeans(3, kernel=kernel, max_iter=3, device="torch",
+                         random_state=0).fit(X)
+        print(sorted(seen), sys.modules["torch"].get_num_threads())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, check=True)
+    seen, after = out.stdout.strip().rsplit(" ", 1)
+    assert seen == "[1]"
+    assert int(after) > 1  # restored: torch's own default on this multi-core machine
 
 
 def test_dask_tasks_run_on_one_thread(two_threads):

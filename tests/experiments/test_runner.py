@@ -61,6 +61,34 @@ def test_resume_skips_done_rows(tmp_path):
     assert third.ok == 0 and third.already_done == len(ids)
 
 
+def test_read_results_keeps_the_newest_row_in_any_path_order(tmp_path):
+    """The same run in two tables (an earlier run of a grid kept in another folder):
+    the newer row wins whichever table is named first; within one table the last."""
+    out = tmp_path / "r.csv"
+    run_grid(tiny(seeds=(0,), algorithms=("minibatch-classic",)), out, progress=False)
+    df = pd.read_csv(out)
+    old, new = df.copy(), df.copy()
+    old["timestamp"], old["ari"] = "2026-01-01T00:00:00+00:00", -1.0
+    new["timestamp"], new["ari"] = "2026-06-01T00:00:00+00:00", 0.5
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    new.to_csv(tmp_path / "a" / "t.csv", index=False)
+    old.to_csv(tmp_path / "b" / "t.csv", index=False)
+    for order in (["a", "b"], ["b", "a"]):
+        got = read_results([tmp_path / d for d in order])
+        assert list(got["run_id"]) == list(df["run_id"]) and (got["ari"] == 0.5).all()
+    # Without a time (rows of an older table format) a row counts as oldest.
+    old.drop(columns="timestamp").to_csv(tmp_path / "b" / "t.csv", index=False)
+    for order in (["a", "b"], ["b", "a"]):
+        assert (read_results([tmp_path / d for d in order])["ari"] == 0.5).all()
+    # Same time: the table named last wins, as within one table the last row does.
+    twin = new.assign(ari=0.25)
+    twin.to_csv(tmp_path / "b" / "t.csv", index=False)
+    assert (read_results([tmp_path / "a", tmp_path / "b"])["ari"] == 0.25).all()
+    assert (read_results([tmp_path / "b", tmp_path / "a"])["ari"] == 0.5).all()
+    pd.concat([new, twin]).to_csv(tmp_path / "one.csv", index=False)
+    assert (read_results(tmp_path / "one.csv")["ari"] == 0.25).all()
+
+
 def test_budget_stops_between_runs(tmp_path):
     out = tmp_path / "r.csv"
     s = run_grid(tiny(), out, budget_seconds=1e-9, progress=False)

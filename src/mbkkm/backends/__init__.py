@@ -88,8 +88,10 @@ def cuda_available():
 
 
 def _torch_backend(device):
+    from ._threads import torch_joins
     from ._torch import TorchBackend
 
+    torch_joins()  # a phase that imported torch itself: the threading policy applies
     return TorchBackend(device)
 
 

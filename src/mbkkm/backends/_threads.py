@@ -23,7 +23,8 @@ scikit-learn's ``KMeans`` shows the way out, and this module follows it:
   physical cores the process may use (:func:`effective_n_threads`). A user who
   writes ``with threadpool_limits(1):`` around a fit gets one thread everywhere;
 * torch's CPU backend gets the same number through a ``torch.set_num_threads``
-  scope (only when torch is already imported: this module never imports it);
+  scope, from the phase's start when torch is imported, else from the moment the
+  phase starts using it (:func:`torch_joins`; this module never imports torch);
 * a Dask task runs with one thread (:func:`single_thread`): the scheduler's own
   workers are the parallelism there.
 
@@ -152,21 +153,29 @@ def _release_blas():
             limiter.restore_original_limits()
 
 
-@contextmanager
-def _torch_threads(n):
-    """``torch.set_num_threads(n)`` for the scope, when torch is imported."""
+def torch_joins():
+    """Give torch the current phase's thread count, once per phase, when torch is
+    imported: called where every torch computation of mbkkm starts (the torch
+    backend's constructor, behind :func:`mbkkm.backends.get_backend` and
+    :func:`mbkkm.backends.backend_for`), so a phase that imports torch itself
+    (``device="torch"`` on numpy data) gets the scope too. Cheap and idempotent;
+    outside a phase, or in one of our worker threads, it does nothing."""
+    phase = getattr(_local, "torch_phase", None)
+    if phase is None or phase["old"] is not None:
+        return
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "get_num_threads"):
-        yield
         return
-    old = torch.get_num_threads()
-    if old != n:
-        torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        if old != n:
-            torch.set_num_threads(old)
+    phase["old"] = torch.get_num_threads()
+    if phase["old"] != phase["n"]:
+        torch.set_num_threads(phase["n"])
+
+
+def _torch_leave(phase):
+    """Restore torch's thread count at the end of the outermost phase (if it joined)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and phase["old"] is not None and phase["old"] != phase["n"]:
+        torch.set_num_threads(phase["old"])
 
 
 @contextmanager
@@ -190,18 +199,21 @@ def thread_policy(n_threads=None):
         n = max(1, min(n, int(n_threads)))
     _hold_blas()
     _local.budget = n
+    # torch's pool: set for the outermost phase only (a call costs a pool resize),
+    # now if torch is imported, else when the phase starts using it (torch_joins)
+    phase = {"n": n, "old": None} if outer is None else None
+    if phase is not None:
+        _local.torch_phase = phase
     try:
-        # torch's pool: set by the outermost phase only (a call costs a pool resize)
-        with _torch_threads(n) if outer is None else _no_scope():
-            yield n
+        if phase is not None:
+            torch_joins()
+        yield n
     finally:
+        if phase is not None:
+            _local.torch_phase = None
+            _torch_leave(phase)
         _local.budget = outer
         _release_blas()
-
-
-@contextmanager
-def _no_scope():
-    yield
 
 
 def single_thread():

@@ -867,4 +867,10 @@ def read_results(paths) -> Any:
             raise ValueError(f"{f} is not a result table of mbkkm (missing {sorted(missing)}).")
         frames.append(df)
     df = pd.concat(frames, ignore_index=True)
+    if "timestamp" in df.columns:
+        # The same run id in two tables (an earlier run of a grid kept in another
+        # folder) must resolve to the newer row whatever order the paths come in;
+        # rows without a time count as oldest, ties keep the table order.
+        when = pd.to_datetime(df["timestamp"], utc=True, errors="coerce", format="ISO8601")
+        df = df.loc[when.sort_values(kind="stable", na_position="first").index]
     return df.drop_duplicates("run_id", keep="last").reset_index(drop=True)
