@@ -55,8 +55,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
+from mbkkm._core._memory import chunk_rows
 from mbkkm._core._parallel import assign_parallel, blas_threads
-from mbkkm.cluster._common import chunk_rows
 from mbkkm.kernels import resolve_kernel
 
 # ../shared/datasets beside the clone (or beside the folder of a git worktree)

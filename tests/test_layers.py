@@ -1,7 +1,8 @@
-"""The import layers of pyproject.toml's ``[tool.importlinter]`` hold (issue 11, item 4).
+"""The import contracts of pyproject.toml's ``[tool.importlinter]`` hold.
 
 Lowest first: backends (and _validation) < kernels < _core and _dask < cluster and
-datasets < experiments < cli and demo; no module imports one of a higher layer, not
+datasets < experiments < cli and demo; no module imports one of a higher layer, and
+no two modules of one package import each other (directly or through others), not
 even inside a function, so no import cycle can come back.
 """
 
@@ -36,9 +37,34 @@ def test_import_contracts_are_kept():
     assert "0 broken" in result.stdout
 
 
+def test_no_import_cycle_between_modules():
+    """The same graph (function-level imports included), searched for any cycle."""
+    from _import_cycles import import_cycles
+
+    assert import_cycles("mbkkm", ROOT / "src") == []
+
+
+def test_the_cycle_finder_finds_a_hidden_cycle(tmp_path):
+    shutil.copytree(ROOT / "src" / "mbkkm", tmp_path / "mbkkm",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tmp_path / "mbkkm" / "_core" / "_state.py", "a") as f:
+        f.write("\n\ndef _lazy():\n    from ._pool import step_windows\n")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "_import_cycles.py"), "mbkkm", str(tmp_path)],
+        capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "mbkkm._core._pool <-> mbkkm._core._state" in result.stdout
+
+
 @pytest.mark.parametrize(("module", "upward"), [
     ("backends/_numpy.py", "from ..kernels import KERNELS"),  # backends -> kernels
-    ("_dask.py", "from .cluster import _common"),  # the Dask source -> the estimators
+    ("_dask.py", "from .cluster import _params"),  # the Dask source -> the estimators
+    # a cycle inside one package: the Lloyd core <-> the estimator that calls it
+    ("_core/_lloyd.py", "from ..cluster._kernel_kmeans import KernelKMeans"),
+    # a cycle between two estimator modules, below the layers' resolution
+    ("cluster/_base.py", "from ._kernel_kmeans import KernelKMeans"),
+    # a cycle between two core modules: the shared state <-> the device step
+    ("_core/_state.py", "from ._pool import step_windows"),
 ])
 def test_an_upward_import_breaks_the_contract(tmp_path, module, upward):
     """The check can fail: the same contracts on a copy with one upward import,

@@ -1,4 +1,4 @@
-"""Memory known before the work (issue 14): the plan against measured peaks, refusals
+"""Memory known before the work: the plan against measured peaks, refusals
 with numbers before any kernel work, chunked kernel blocks, out-of-memory mid-fit."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The backend door: every backend equals the numpy reference (STYLE.md 6 and 8)."""
+"""The backend door: every backend equals the numpy reference (the numpy backend is
+the oracle of the others)."""
 
 from __future__ import annotations
 

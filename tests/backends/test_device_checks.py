@@ -1,4 +1,4 @@
-"""resolve_device checks devices against the machine (issue 14).
+"""resolve_device checks devices against the machine.
 
 CUDA is simulated by monkeypatching ``torch.cuda.is_available``, ``device_count``
 and ``get_device_name``: absent CUDA indices, CUDA on a machine without a GPU and

@@ -15,7 +15,9 @@ from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
 
 from mbkkm import KernelKMeans
-from mbkkm.cluster._kernel_kmeans import KernelMemoryError, _relocate_empty, kernel_lloyd
+from mbkkm._core._lloyd import kernel_lloyd
+from mbkkm._core._lloyd import relocate_empty as _relocate_empty
+from mbkkm.cluster._kernel_kmeans import KernelMemoryError
 
 PARAMS = dict(n_clusters=4, random_state=0, tol=0, max_iter=50)
 STORED = dict(max_kernel_memory=2048)
@@ -189,9 +191,10 @@ def test_one_host_transfer_per_iteration(blobs, monkeypatch):
     X = torch.from_numpy(blobs)
     est = KernelKMeans(**PARAMS)
     est.fit(X)  # builds the operator and the init
-    Xv, _, op, diag, _ = est._prepare(X, None)
+    problem, kernel_run = est._prepare(X, None)
+    op, diag, _ = kernel_run
     rng = np.random.RandomState(0)
-    P0, c0 = est._initial_inner(Xv, op, diag, None, rng, None)
+    P0, c0 = est._initial_inner(problem.rows, kernel_run, rng, None)
     w = torch.ones(X.shape[0], dtype=torch.float64)
     monkeypatch.setattr(TorchBackend, "scalars_to_host", count_scalars)
     monkeypatch.setattr(TorchBackend, "to_numpy", count_to_numpy)

@@ -14,23 +14,22 @@ from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.neighbors import NearestNeighbors
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+from mbkkm._core._lloyd import MatrixOperator as _MatrixOperator
+from mbkkm._core._lloyd import kernel_lloyd
 from mbkkm._core._partition_init import partition_state
-from mbkkm._core._windows import assign
-from mbkkm.cluster import GammaGridWarning
-from mbkkm.cluster._auto_gamma import (
+from mbkkm._core._width import (
     AUTO_GAMMA_KERNELS,
-    GammaSelection,
-    auto_start_inner,
     choose_width,
     default_sample_size,
     kernel_kmeans_runs,
     knn_normalized_cut,
     lloyd_from_partition,
     lloyd_runs,
-    select_gamma,
     spectral_partition,
 )
-from mbkkm.cluster._kernel_kmeans import _MatrixOperator, kernel_lloyd
+from mbkkm._core._windows import assign
+from mbkkm.cluster import GammaGridWarning, GammaSelection
+from mbkkm.cluster._auto_gamma import auto_start_inner, select_gamma
 from mbkkm.kernels import resolve_kernel
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None

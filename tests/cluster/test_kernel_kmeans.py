@@ -9,11 +9,11 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import rbf_kernel
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from mbkkm._core._lloyd import relocate_empty as _relocate_empty
 from mbkkm.cluster import expected_failed_checks
 from mbkkm.cluster._kernel_kmeans import (
     KernelKMeans,
     KernelMemoryError,
-    _relocate_empty,
 )
 from mbkkm.kernels import knn_kernel
 

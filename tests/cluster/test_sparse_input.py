@@ -1,4 +1,4 @@
-"""Sparse X (issue 13, part 1) in both kernel estimators.
+"""Sparse X in both kernel estimators.
 
 The oracle is the dense run: CSR (or CSC) input and the same data densified give
 the same model from the same seed (labels, support rows, coefficients) and the

@@ -1,7 +1,7 @@
 """Plain, per-cluster reference of one truncated mini-batch iteration (the oracle).
 
-Written straight from the paper's rule (DESIGN.md section 1), one cluster at a time,
-point by point, with every center norm recomputed from the kernel of its window:
+Written straight from the paper's rule (Algorithm 2 and its truncation), one
+cluster at a time, point by point, with every center norm recomputed from the kernel of its window:
 slow and obviously right. The fast core (:func:`mbkkm._core.minibatch_step`) must
 equal it.
 """

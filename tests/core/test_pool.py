@@ -209,7 +209,7 @@ class _Counter:
 
 
 #: Per iteration of the fit loop, measured (the issue asked for <= 40 and <= 80; see
-#: benchmarks/RESULTS.md, issue 18, for why the exact iteration needs about 75).
+#: benchmarks/RESULTS.md for why the exact iteration needs about 75).
 MAX_KERNEL_OPS, MAX_OPS = 90, 130
 
 

@@ -1,5 +1,5 @@
 """The kernel registry: one KernelSpec per kernel, and everything that lists kernels
-derives from it (STYLE.md 3)."""
+derives from it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from mbkkm.cluster import KernelKMeans, MiniBatchKernelKMeans
-from mbkkm.cluster._common import KERNEL_CONSTRAINTS
+from mbkkm.cluster._params import KERNEL_CONSTRAINTS
 from mbkkm.kernels import (
     ALIASES,
     GRAPH_KERNELS,

@@ -1,6 +1,7 @@
 """Pure math of mini-batch kernel k-means: no estimator code, no input checks.
 
-Functions here take ready arrays and resolved kernels (see STYLE.md, 1).
+Functions here take ready arrays and resolved kernels: the estimators validate
+once at the boundary (``mbkkm.cluster``) and the core never checks again.
 """
 
 from ._init import kernel_kmeans_plusplus, random_init

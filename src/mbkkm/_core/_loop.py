@@ -348,7 +348,7 @@ class _DeviceLoop:
     def _use_graph(self):
         dev = self.items.device
         return (CUDA_GRAPHS and dev.type == "cuda" and self.graph_error is None
-                and not getattr(self.cfg.kernel, "is_callable", False))
+                and not self.cfg.kernel.is_callable)
 
     def _run_block(self, start, stop):
         fs = self.fs

@@ -39,6 +39,9 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn import get_config
+
+from ._state import tile_columns
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -56,6 +59,34 @@ class MemoryPlanError(MemoryError, ValueError):
 
 def gib(nbytes):
     return f"{nbytes / _GIB:.3g} GiB"
+
+
+def working_memory_bytes(working_memory):
+    """``working_memory`` (MiB, None: scikit-learn's ``working_memory`` setting) in
+    bytes: the one conversion every budget of the estimators goes through."""
+    if working_memory is None:
+        working_memory = get_config()["working_memory"]
+    return working_memory * 2**20
+
+
+def chunk_rows(working_memory, row_floats, itemsize):
+    """Rows per chunk so that one chunk's temporaries fit ``working_memory`` MiB.
+
+    ``row_floats`` is the number of values one row needs in the chunk's temporaries
+    (kernel row against the support, distances, ...). ``working_memory=None`` uses
+    scikit-learn's global ``working_memory`` setting (default 1024 MiB).
+    """
+    budget = working_memory_bytes(working_memory)
+    rows = int(budget // max(1, 2 * row_floats * itemsize))
+    return max(1, rows)
+
+
+def label_chunk_rows(working_memory, n_support, n_clusters, itemsize):
+    """Rows per chunk of the labelling pass: a kernel tile against ``n_support``
+    support points plus about 3 k + 2 values per row (block sums, distances,
+    minima) within ``working_memory`` (:func:`chunk_rows`). The memory plan and the
+    labelling pass both size their chunks here."""
+    return chunk_rows(working_memory, n_support + 3 * n_clusters + 2, itemsize)
 
 
 @dataclass
@@ -169,6 +200,31 @@ def pool_capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
     return max(L, blocks + 1), max(M, support + b)
 
 
+#: The device pool's term for a captured CUDA graph (see :func:`_cuda_graph_bytes`).
+_CUDA_GRAPH = "CUDA graph: its iteration's buffers, the pool copy of the capture"
+
+
+def _cuda_graph_bytes(t):
+    """The captured CUDA graph keeps its own copy of an iteration's buffers for as long
+    as it lives, and its capture one more copy of the pool (``t``: the pool's terms)."""
+    return (t["batch rows"] + t["kernel block K(rows, X_B)"]
+            + max(t["kernel operand temporaries"], t["iteration products"])
+            + t["copy of the pool (replay after an overflow)"])
+
+
+def _labelling_terms(n, m, k, itemsize, rows, threads, copied_width):
+    """The labelling pass' terms: per thread a tile of ``rows`` rows against the m
+    support points and the k centers' sums, the support rows copied by the kernel
+    (``copied_width`` values per row, 0 when it copies none), the coefficients; the
+    labels and distances of the n points."""
+    return {
+        "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
+        "labelling support copies": threads * m * copied_width * itemsize,
+        "labelling coefficients": threads * m * 8 * 3,
+        "labels and distances out": n * (8 + itemsize),
+    }
+
+
 def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
                    kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
                    compute_labels=True, where="host", data_on_device=0, max_iter=None,
@@ -228,8 +284,8 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     if max_iter is not None:  # a window holds at most one block per iteration, + the first
         blocks_per_window = min(blocks_per_window, max_iter + 1.0)
     nb = int(np.ceil(k * blocks_per_window))
-    per_column = (m + b) * itemsize * 1.25
-    cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
+    per_column = (m + b) * itemsize * 1.25  # K(S, B_c) and K(B, B_c), reused buffers
+    cols = tile_columns(m, b, itemsize, max_tile_bytes)  # the step's own chunking
     copies = kernel_name in _COPYING_KERNELS
     d2 = n_features + 2
     L = int(np.ceil(blocks_per_window)) + 1
@@ -248,20 +304,15 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     t["batch plan"] = (max_iter or 0) * b * 8
     t["data copied to the device"] = int(data_on_device)
     if device_resident:
-        t.update(_pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes,
+        t.update(_pool_terms(k, b, tau, (n_features, row_bytes, itemsize), max_tile_bytes,
                              max_iter or 0, copies, support=max(k, width_sample)))
         state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
             "batch plan"]
         iteration = (state + t["batch rows"] + t["kernel block K(rows, X_B)"]
                      + max(t["kernel operand temporaries"], t["iteration products"]))
         if where.startswith("cuda"):
-            # The captured CUDA graph keeps its own copy of an iteration's buffers for
-            # as long as it lives, and its capture one more copy of the pool.
-            t["CUDA graph: its iteration's buffers, the pool copy of the capture"] = (
-                t["batch rows"] + t["kernel block K(rows, X_B)"]
-                + max(t["kernel operand temporaries"], t["iteration products"])
-                + t["copy of the pool (replay after an overflow)"])
-            iteration += t["CUDA graph: its iteration's buffers, the pool copy of the capture"]
+            t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
+            iteration += t[_CUDA_GRAPH]
         cols = t.pop("_cols")
         L, M = t.pop("_L"), t.pop("_M")
     else:
@@ -292,12 +343,10 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
                    t["k-means++ subsample and candidates"]))
     rows = n if label_rows is None else max(1, min(label_rows, n))
     threads = max(1, n_threads)
-    t["labelling tiles"] = threads * rows * (m + 3 * k) * itemsize
-    t["labelling support copies"] = threads * m * d2 * itemsize if copies else 0
-    t["labelling coefficients"] = threads * m * 8 * 3
-    t["labels and distances out"] = n * (8 + itemsize)
-    labelling = (state + t["labelling tiles"] + t["labelling support copies"]
-                 + t["labelling coefficients"] + t["labels and distances out"])
+    labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads,
+                                       d2 if copies else 0)
+    t.update(labelling_terms)
+    labelling = state + sum(labelling_terms.values())
     peaks = {"fit": int(max(setup, iteration)), "labelling": int(labelling)}
     return MemoryPlan(
         where=where, terms={k_: int(v) for k_, v in t.items() if v},
@@ -318,14 +367,14 @@ _POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the r
                "copy of the pool (replay after an overflow)", "batch plan and log on the device")
 
 
-def _pool_terms(k, b, tau, n_features, row_bytes, itemsize, max_tile_bytes, max_iter, copies,
-                support):
+def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support):
     """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
-    fit starts with (``support``: its initial support points)."""
+    fit starts with (``support``: its initial support points); ``row`` is
+    ``(n_features, row_bytes, itemsize)``."""
+    n_features, row_bytes, itemsize = row
     L, M = pool_capacities(k, b, tau, support=support)
     n_rows, L1 = M + 1 + b, L + 1
-    per_column = n_rows * itemsize * 1.25
-    cols = b if max_tile_bytes is None else int(max(1, min(b, max_tile_bytes // per_column)))
+    cols = tile_columns(M + 1, b, itemsize, max_tile_bytes)  # as tile_columns_for
     rows = n_rows * row_bytes
     weights = n_rows * (k * 8 + 8)  # u_s in float64 on its cluster's column, the slot
     windows = k * L1 * 8 * 3 + k * L1 * L1 * 8 + k * 8 * 2

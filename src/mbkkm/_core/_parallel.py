@@ -70,7 +70,7 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
     n_threads = blas_threads() if n_threads is None else n_threads
     n_threads = max(1, min(n_threads, n // _MIN_ROWS_PER_THREAD))
     rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
-    if getattr(kernel, "is_callable", True) is False and state.support.dtype.kind == "f":
+    if not kernel.is_callable and state.support.dtype.kind == "f":
         rows = tile_rows(state.support.shape[0], state.support.dtype.itemsize, rows,
                          sparse=is_sparse(X) or is_sparse(state.support))
 

@@ -82,7 +82,7 @@ import torch
 
 from ..kernels import KERNELS
 from ._memory import pool_capacities as capacities
-from ._windows import WindowState, block_slots, group_by
+from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
 
 _F64 = torch.float64
 
@@ -153,7 +153,7 @@ def _kernel_functions(kernel):
     """
     from ..kernels import _torch_tiles
 
-    if getattr(kernel, "is_callable", False):
+    if kernel.is_callable:
         func, params = kernel._user_func, kernel.params
 
         def tile(X, Y):
@@ -247,6 +247,31 @@ class StepOut(NamedTuple):
     alpha: torch.Tensor  # (k, 1) float64: the learning rates
 
 
+def _plan_slots(pool, spec, c, ns, alpha):
+    """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
+
+    An old block stays iff newer + n_j < tau and alpha_j < 1; lambda <- (1 - alpha_j)
+    lambda; the new block takes the first free slot (newer = inf), the spare column
+    when none is free (an overflow: a block there is never dropped). Returns the new
+    ``lam``, ``newer``, the slot of each cluster's new block (k, 1), the mask of new
+    blocks, their stamps and the rows' blocks (dropped rows: free).
+    """
+    grows = alpha > 0
+    tot = pool.newer + ns
+    keep = (tot < c.tau_row) & (alpha < 1)
+    lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
+    newer = torch.where(keep, tot, c.inf)
+    slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
+    new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
+    lam = torch.where(new, alpha, lam)
+    if spec.renormalize:  # lambda / (sum over the window), for the growing clusters
+        lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
+    newer = torch.where(new, c.zero, newer)
+    stamp = torch.where(new, pool.it, pool.stamp)
+    block = torch.where(keep.view(-1)[pool.block], pool.block, c.free)
+    return lam, newer, slot, new, stamp, block
+
+
 def advance(pool, Xb, spec, layout, c, weight=None):
     """One truncated mini-batch iteration on the batch rows ``Xb`` (b, d).
 
@@ -292,21 +317,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     counts = pool.counts + bc
     alpha = spec.rate(bc, total, counts)
     grows = alpha > 0
-    # 4. Windows, (k, L + 1): an old block stays iff newer + n_j < tau and alpha_j < 1;
-    # lambda <- (1 - alpha_j) lambda; the new block takes the first free slot (newer = inf),
-    # the spare column when none is free (an overflow: a block there is never dropped).
-    tot = pool.newer + ns
-    keep = (tot < c.tau_row) & (alpha < 1)
-    lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
-    newer = torch.where(keep, tot, c.inf)
-    slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
-    new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
-    lam = torch.where(new, alpha, lam)
-    if spec.renormalize:  # lambda / (sum over the window), for the growing clusters
-        lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
-    newer = torch.where(new, c.zero, newer)
-    stamp = torch.where(new, pool.it, pool.stamp)
-    block = torch.where(keep.view(-1)[pool.block], pool.block, c.free)  # dropped rows: free
+    lam, newer, slot, new, stamp, block = _plan_slots(pool, spec, c, ns, alpha)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
     # blocks are free now), H'[j, r, r] = (V R_B)[j, j].
@@ -361,8 +372,6 @@ def advance(pool, Xb, spec, layout, c, weight=None):
 
 def tile_columns_for(layout, rows, max_tile_bytes):
     """Batch columns per kernel chunk so that K(rows, X_chunk) fits ``max_tile_bytes``."""
-    from ._windows import tile_columns
-
     itemsize = rows.element_size() if hasattr(rows, "element_size") else 8
     return tile_columns(layout.M + 1, layout.b, itemsize, max_tile_bytes)  # (M + 1 + b) rows
 
@@ -522,8 +531,6 @@ def step_windows(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None
     The layout holds the state and one batch (no overflow is possible); the results
     come back in one device-to-host copy.
     """
-    from ._windows import StepResult
-
     b = Xb.shape[0]
     layout = layout_for(state, b, tau)
     layout = Layout(layout.k, layout.L, layout.M, b,

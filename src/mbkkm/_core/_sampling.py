@@ -39,3 +39,23 @@ def draw_init_indices(random_state, n_samples, init_size):
     if init_size >= n_samples:
         return np.arange(n_samples)
     return np.sort(random_state.choice(n_samples, size=init_size, replace=False))
+
+
+def draw_init_subsample(random_state, n_samples, init_size, n_clusters, sample_weight=None):
+    """Indices of the initialisation subsample, sorted; with weights, of positive weight.
+
+    k-means++ and "random" draw centers with probability proportional to the weights,
+    so a subsample made only of zero-weight points has no valid draw (0 / 0). With
+    weights the subsample is drawn among the positive-weight points; when they are
+    fewer than ``n_clusters``, it is all of them plus zero-weight points up to
+    ``init_size``. Without zero weights the draws are exactly those of
+    :func:`mbkkm._core.draw_init_indices`.
+    """
+    if sample_weight is None or np.all(sample_weight > 0):
+        return draw_init_indices(random_state, n_samples, init_size)
+    pos = np.flatnonzero(sample_weight > 0)
+    if pos.size >= n_clusters:
+        return pos[draw_init_indices(random_state, pos.size, min(init_size, pos.size))]
+    zero = np.flatnonzero(sample_weight <= 0)
+    fill = zero[draw_init_indices(random_state, zero.size, max(0, init_size - pos.size))]
+    return np.sort(np.concatenate([pos, fill]))

@@ -63,7 +63,7 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import NamedTuple
 
@@ -72,210 +72,17 @@ import numpy as np
 from ..backends import get_backend
 from ..backends._sparse import is_sparse, row_range
 from ._rates import batch_rates
-
-# ----------------------------------------------------------------- index helpers
-
-
-def concat_ranges(starts, lengths):
-    """The concatenation of ``arange(s, s + l)`` for each (s, l), vectorised."""
-    lengths = np.asarray(lengths, dtype=np.intp)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.intp)
-    offsets = np.cumsum(lengths) - lengths  # where each range begins in the output
-    return np.repeat(np.asarray(starts, dtype=np.intp) - offsets, lengths) + np.arange(total)
-
-
-def rank_in_groups(counts):
-    """0, 1, ..., c_0 - 1, 0, 1, ..., c_1 - 1, ...: each position's rank in its group."""
-    counts = np.asarray(counts, dtype=np.intp)
-    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-
-
-def group_by(labels, n_groups):
-    """Positions grouped by label (stable) and the group pointers, (n,) and (n_groups + 1,)."""
-    order = np.argsort(labels, kind="stable")
-    ptr = np.zeros(n_groups + 1, dtype=np.intp)
-    np.cumsum(np.bincount(labels, minlength=n_groups), out=ptr[1:])
-    return order, ptr
-
-
-def block_slots(block_cluster, n_clusters):
-    """Rank of each block inside its cluster (oldest first), shape (nb,)."""
-    order, ptr = group_by(block_cluster, n_clusters)
-    slots = np.empty(block_cluster.size, dtype=np.intp)
-    slots[order] = np.arange(block_cluster.size) - ptr[block_cluster[order]]
-    return slots
-
-
-# -------------------------------------------------------------------------- state
-
-
-@dataclass
-class WindowState:
-    """Every center as a window of blocks of support points (see the module docstring).
-
-    Attributes
-    ----------
-    support : ndarray or tensor of shape (m, ...)
-        Support items (data rows, or point indices for index kernels), block by
-        block in time order. Its backend (numpy, or torch on a device) is the
-        backend of the state.
-    weight : ndarray of shape (m,), float64
-        u_s, the weight of each support point inside its block.
-    block_start : ndarray of shape (nb + 1,)
-        Block q is ``support[block_start[q]:block_start[q + 1]]``.
-    block_cluster : ndarray of shape (nb,)
-        The cluster of each block.
-    block_stamp : ndarray of shape (nb,), int64
-        Iteration at which the block joined (-1 for an initial center).
-    lam : ndarray of shape (nb,), float64
-        lambda_q, the coefficient of each block: a_s = lam[q] * weight[s].
-    gram : ndarray or tensor of shape (k, L, L), float64, or None
-        Block Gram matrices H_j, slot i = the i-th oldest block of cluster j,
-        zero-padded; on the backend of ``support``. None for a labelling-only state.
-    norms : ndarray or tensor of shape (k,), float64
-        c_j = ||C_j||^2, on the backend of ``support``.
-    counts : ndarray of shape (k,), float64
-        Running (weighted) number of batch points assigned to each cluster.
-    n_steps : int
-        Iterations performed so far.
-    """
-
-    support: np.ndarray
-    weight: np.ndarray
-    block_start: np.ndarray
-    block_cluster: np.ndarray
-    block_stamp: np.ndarray
-    lam: np.ndarray
-    gram: object
-    norms: object
-    counts: np.ndarray
-    n_steps: int = 0
-    workspace: dict = field(default_factory=dict, repr=False, compare=False)
-
-    def __getstate__(self):
-        state = dict(self.__dict__)
-        state["workspace"] = {}  # buffers are scratch space: never pickled
-        return state
-
-    @property
-    def n_clusters(self):
-        return self.counts.shape[0]
-
-    @property
-    def backend(self):
-        """The array backend of the support (see :mod:`mbkkm.backends`)."""
-        return get_backend(self.support)
-
-    @property
-    def block_size(self):
-        return np.diff(self.block_start)
-
-    @property
-    def labels(self):
-        """Cluster of each support point, shape (m,) (in the state's layout)."""
-        return np.repeat(self.block_cluster, self.block_size)
-
-    @property
-    def coef(self):
-        """a_s = lambda_q u_s, the coefficient of each support point, shape (m,)."""
-        return np.repeat(self.lam, self.block_size) * self.weight
-
-    def host_norms(self):
-        """c_j as a host float64 array."""
-        return np.asarray(self.backend.to_numpy(self.norms), dtype=np.float64)
-
-    def by_cluster(self):
-        """Support positions grouped by cluster (stable: oldest first), and the pointers."""
-        return group_by(self.labels, self.n_clusters)
-
-    def group_by_cluster(self):
-        """Reorder the support (and the blocks) by cluster, in place (stable).
-
-        Blocks stay contiguous and, within each cluster, oldest first, which is all
-        the iteration needs of the layout; the Gram slots do not change.
-        """
-        order, _ = self.by_cluster()  # (always a gather: the same calls whatever the order)
-        border = np.argsort(self.block_cluster, kind="stable")
-        sizes = self.block_size[border]
-        nx = self.backend
-        self.support = nx.take(self.support, nx.index(order))
-        self.weight = self.weight[order]
-        self.block_start = np.zeros(border.size + 1, dtype=np.intp)
-        np.cumsum(sizes, out=self.block_start[1:])
-        self.block_cluster = self.block_cluster[border]
-        self.block_stamp = self.block_stamp[border]
-        self.lam = self.lam[border]
-        return self
-
-    def copy(self):
-        nx = self.backend
-        return WindowState(
-            nx.copy(self.support), self.weight.copy(), self.block_start.copy(),
-            self.block_cluster.copy(), self.block_stamp.copy(), self.lam.copy(),
-            None if self.gram is None else nx.copy(self.gram), nx.copy(self.norms),
-            self.counts.copy(), self.n_steps,
-        )
-
-
-def init_state(centers, kernel):
-    """Windows of one point each (coefficient 1) from k initial center items.
-
-    The state lives on the backend of ``centers`` (numpy array, scipy CSR rows or
-    torch tensor).
-    """
-    nx = get_backend(centers)
-    k = centers.shape[0]
-    diag = nx.astype(nx.kernel_diag(kernel, centers), np.float64)  # (k,) K(c_j, c_j)
-    return WindowState(
-        support=(nx.copy(centers) if not nx.is_host or is_sparse(centers)
-                 else np.array(centers, copy=True)),
-        weight=np.ones(k),
-        block_start=np.arange(k + 1),
-        block_cluster=np.arange(k),
-        block_stamp=np.full(k, -1, dtype=np.int64),
-        lam=np.ones(k),
-        gram=diag.reshape(k, 1, 1),  # H_j = [[K(c_j, c_j)]]
-        norms=nx.copy(diag),
-        counts=np.zeros(k),
-    )
-
-
-def labelling_state(support, coef, cluster, n_clusters, norms):
-    """A state for labelling only (no Gram): one block per cluster.
-
-    Parameters
-    ----------
-    support : ndarray or tensor of shape (m, ...)
-    coef : ndarray of shape (m,)
-        a_s, the coefficient of each support point in its center.
-    cluster : ndarray of shape (m,)
-        The center of each support point.
-    n_clusters : int
-    norms : ndarray of shape (k,)
-        c_j (host or on the backend of ``support``).
-    """
-    nx = get_backend(support)
-    cluster = np.asarray(cluster, dtype=np.intp)
-    order, ptr = group_by(cluster, n_clusters)
-    lam = np.bincount(cluster, weights=coef, minlength=n_clusters).astype(np.float64)
-    lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
-    coef = np.asarray(coef, dtype=np.float64)[order]
-    sizes = np.diff(ptr)
-    return WindowState(
-        support=support if order.size == 0 or np.all(order == np.arange(order.size))
-        else nx.take(support, nx.index(order)),
-        weight=coef / np.repeat(lam, sizes),
-        block_start=ptr,
-        block_cluster=np.arange(n_clusters),
-        block_stamp=np.full(n_clusters, -1, dtype=np.int64),
-        lam=lam,
-        gram=None,
-        norms=nx.asarray(norms, dtype=np.float64),
-        counts=np.zeros(n_clusters),
-    )
-
+from ._state import (  # noqa: F401 (the step's state, re-exported for its users)
+    StepResult,
+    WindowState,
+    block_slots,
+    concat_ranges,
+    group_by,
+    init_state,
+    labelling_state,
+    rank_in_groups,
+    tile_columns,
+)
 
 # ------------------------------------------------------------------ window planning
 
@@ -517,47 +324,66 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
         ptr = new_ptr[b0:b1 + 1] - lo
         local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
         Xh = nx.take(Xb, new_pos_d[lo:hi])
-        Qh = _chunked_products(state, kernel, nx, Xh, Xh, ptr, None, u_new[lo:hi], cols,
+        Qh = _chunked_products(state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols,
                                "K_BB")  # (blocks of the part, hi - lo)
         flat, = nx.upload_indices(local_block * (hi - lo) + np.arange(hi - lo))
         parts.append(nx.take(nx.reshape(Qh, -1), flat))
     return parts[0] if len(parts) == 1 else nx.concatenate(parts)
 
 
-@dataclass
-class StepResult:
-    labels: np.ndarray  # (b,) assignment of the batch before the update
-    objective: float  # f_B(C_i): weighted mean of the minimum distances
-    objective_after: float | None  # f_B(C_{i+1}) on the same batch (when asked)
-    alpha: np.ndarray  # (k,) learning rates used
-
-
-def tile_columns(m, b, itemsize, max_tile_bytes):
-    """Batch columns per kernel chunk so that K(S, B_c) and K(B, B_c) fit the budget.
-
-    The iteration's kernel blocks are (m, b) and (b, b); when together they exceed
-    ``max_tile_bytes`` (None: no limit) they are computed in column chunks of the
-    batch: the same kernel work, in pieces, with the same results.
-    """
-    if max_tile_bytes is None:
-        return b
-    per_column = (m + b) * itemsize * 1.25  # the reused buffers grow by 25 %
-    return int(max(1, min(b, max_tile_bytes // max(1, per_column))))
-
-
-def _chunked_products(state, kernel, nx, A, Xb, indptr, indices, data, cols, name):
+def _chunked_products(state, kernel, nx, A, Xb, M, cols, name):
     """M K(A, Xb) for the CSR matrix M = (indptr, indices, data), in column chunks of Xb."""
     b = Xb.shape[0]
     if cols >= b:  # one chunk: no copy
-        return nx.csr_matmul(indptr, indices, data, _tile(state, name, kernel, A, Xb, nx))
+        return nx.csr_matmul(*M, _tile(state, name, kernel, A, Xb, nx))
     out = None
     for c0 in range(0, b, cols):
-        part = nx.csr_matmul(indptr, indices, data,
-                             _tile(state, name, kernel, A, Xb[c0:c0 + cols], nx))
+        part = nx.csr_matmul(*M, _tile(state, name, kernel, A, Xb[c0:c0 + cols], nx))
         if out is None:
             out = nx.empty((part.shape[0], b), part.dtype)
         out[:, c0:c0 + cols] = part
     return out
+
+
+class _Layout(NamedTuple):
+    """The support after a step, planned on the host (see :func:`_new_layout`)."""
+
+    new_pos: np.ndarray  # (p,) batch positions of the new blocks' points, by cluster
+    grow_ids: np.ndarray  # clusters that get a new block
+    n_grow: int
+    new_sizes: np.ndarray  # (n_grow,) points of each new block
+    new_ptr: np.ndarray  # (n_grow + 1,) their starts in new_pos
+    u_new: np.ndarray  # (p,) weight of each new point in its block
+    kept_sizes: np.ndarray  # sizes of the kept old blocks
+    rows_kept: np.ndarray  # support rows of the kept old blocks
+    gram: GramUpdate  # where each entry of the new block Gram comes from
+    lam_all: np.ndarray  # block coefficients: the kept blocks', then the new blocks'
+    lam_pad: np.ndarray  # (k * L,) the same padded per cluster, for the norms
+
+
+def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
+    """The new block layout: the kept old blocks (as they were), then one block per
+    growing cluster (cluster order), each contiguous in the support."""
+    keep, grows = plan.keep, plan.grows
+    order = np.argsort(labels, kind="stable")
+    new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
+    grow_ids = np.flatnonzero(grows)
+    new_sizes = new_size[grows]
+    new_ptr = np.zeros(grow_ids.size + 1, dtype=np.intp)
+    np.cumsum(new_sizes, out=new_ptr[1:])
+    if batch_weight is None:
+        u_new = 1.0 / new_size[labels[new_pos]]  # u_x = 1 / b_j
+    else:
+        u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
+    kept_sizes = state.block_size[keep]
+    rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
+    g = plan_gram_update(state.block_cluster, keep, grows, new_sizes, new_pos,
+                         labels.shape[0], state.gram.shape[1])
+    lam_all = np.concatenate([plan.lam_kept, plan.lam_new])
+    lam_pad = np.zeros(state.n_clusters * g.L)  # Lambda' padded (k, L)
+    lam_pad[g.new_cluster * g.L + g.new_slots] = lam_all
+    return _Layout(new_pos, grow_ids, grow_ids.size, new_sizes, new_ptr, u_new, kept_sizes,
+                   rows_kept, g, lam_all, lam_pad)
 
 
 def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
@@ -612,8 +438,8 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     cols = tile_columns(state.support.shape[0], b, 8 if dtype is None else dtype.itemsize,
                         max_tile_bytes)
     diag = nx.kernel_diag(kernel, Xb)
-    Q = _chunked_products(state, kernel, nx, state.support, Xb, state.block_start, None,
-                          state.weight, cols, "K_SB")
+    Q = _chunked_products(state, kernel, nx, state.support, Xb,
+                          (state.block_start, None, state.weight), cols, "K_SB")
     P = center_products(Q, state, nx)
     labels, mind = nx.argmin_columns_to_host(nx.distances_T(P, diag, state.norms))
 
@@ -625,30 +451,12 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     # 4. Window planning (host, vectorised over blocks).
     plan = plan_windows(state.block_cluster, sizes, state.lam, new_size, alpha, tau,
                         renormalize)
-    keep, grows = plan.keep, plan.grows
-    order = np.argsort(labels, kind="stable")
-    new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
-    grow_ids = np.flatnonzero(grows)
-    n_grow = grow_ids.size
-    new_sizes = new_size[grows]
-    new_ptr = np.zeros(n_grow + 1, dtype=np.intp)
-    np.cumsum(new_sizes, out=new_ptr[1:])
-    if batch_weight is None:
-        u_new = 1.0 / new_size[labels[new_pos]]  # u_x = 1 / b_j
-    else:
-        u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
-    kept_sizes = sizes[keep]
-    rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
-
-    # New block layout: the kept old blocks (as they were), then one block per growing
-    # cluster (cluster order), each contiguous in the support; where each entry of the
-    # new block Gram comes from.
-    g = plan_gram_update(state.block_cluster, keep, grows, new_sizes, new_pos, b,
-                         state.gram.shape[1])
-    new_cluster, L = g.new_cluster, g.L
-    lam_new_all = np.concatenate([plan.lam_kept, plan.lam_new])
-    lam_pad = np.zeros(k * L)  # Lambda' padded (k, L), for the norms
-    lam_pad[new_cluster * L + g.new_slots] = lam_new_all
+    keep = plan.keep
+    lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
+    new_pos, grow_ids, n_grow, new_sizes, new_ptr = (lay.new_pos, lay.grow_ids, lay.n_grow,
+                                                     lay.new_sizes, lay.new_ptr)
+    u_new, kept_sizes, rows_kept, g = lay.u_new, lay.kept_sizes, lay.rows_kept, lay.gram
+    new_cluster, L, lam_new_all, lam_pad = g.new_cluster, g.L, lay.lam_all, lay.lam_pad
 
     # Everything the device needs, in two uploads (int64 and float64).
     (rows_kept_d, new_pos_d, new_ptr_d, src_keep_d, dst_keep_d, pair_flat_d, pair_dst_d,
@@ -661,7 +469,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     if objective_after:
         # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
         # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
-        QB = _chunked_products(state, kernel, nx, Xb, Xb, new_ptr_d, new_pos_d, u_new_d,
+        QB = _chunked_products(state, kernel, nx, Xb, Xb, (new_ptr_d, new_pos_d, u_new_d),
                                cols, "K_BB")
         self_vals = nx.take(nx.reshape(QB, -1), self_flat_d)
     else:  # only the same-block values of K(B, B) are needed: about 1 / p of it

@@ -1,8 +1,8 @@
 """The numpy backend: host arrays, the reference every other backend must equal.
 
-Every method here is the plain numpy operation the core used before there were
-backends (same calls, same buffers), so going through the door costs one Python
-attribute lookup per call and nothing else.
+Every method here is the plain numpy operation the core would call directly (same
+calls, same buffers), so going through the door costs one Python attribute lookup
+per call and nothing else.
 """
 
 from __future__ import annotations
@@ -64,13 +64,13 @@ class NumpyBackend:
         The kernel picks its numpy implementation (``kernel.tile``, see
         :class:`mbkkm.kernels.Kernel`); the backends never import the kernels.
         """
-        if out is not None and not getattr(kernel, "is_callable", False):
+        if out is not None and not kernel.is_callable:
             return kernel.tile(X, Y, out=out, backend=self)
         return np.asarray(kernel.tile(X, Y, backend=self))
 
     def tile_dtype(self, kernel, X):
         """dtype of a reusable ``out`` buffer for :meth:`kernel_tile` (None: no buffer)."""
-        if getattr(kernel, "is_callable", False):
+        if kernel.is_callable:
             return None
         return self.float_dtype(X)
 

@@ -81,12 +81,12 @@ class TorchBackend:
     def kernel_tile(self, kernel, X, Y, out=None):
         """K(X, Y) on this device, into ``out`` when given: the kernel picks its torch
         tile (``kernel.tile``; a ValueError when it has none, e.g. chi2)."""
-        if getattr(kernel, "is_callable", False):
+        if kernel.is_callable:
             return kernel.tile(X, Y, backend=self)
         return kernel.tile(X, Y, out=out, backend=self)
 
     def tile_dtype(self, kernel, X):
-        if getattr(kernel, "is_callable", False):
+        if kernel.is_callable:
             return None
         return self.float_dtype(X)
 

@@ -13,12 +13,13 @@
 """
 
 from .._core._memory import MemoryPlan, MemoryPlanError
-from ._auto_gamma import GammaGridWarning, GammaSelection, select_gamma
+from ._auto_gamma import select_gamma
 from ._checks import expected_failed_checks
-from ._common import EmptyClusterWarning
+from ._fitting import EmptyClusterWarning
+from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._graph_kernels import GraphSplitWarning, TSelection, select_t
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError
-from ._memory import measure_memory
+from ._measure import measure_memory
 from ._minibatch_kernel import MiniBatchKernelKMeans
 from ._minibatch_kmeans import MiniBatchKMeans
 

@@ -23,20 +23,16 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
 )
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import _dask
-from .._core import assign
-from .._core._memory import out_of_memory_error
+from .._core._memory import label_chunk_rows, out_of_memory_error
 from .._core._parallel import assign_parallel
-from .._validation import check_str_options, short_input_errors
+from .._validation import check_sample_weight, check_str_options, short_input_errors
 from ..backends import get_backend, resolve_device
-from ..backends._sparse import is_sparse
 from ..backends._threads import with_thread_policy
-from ..kernels import GRAPH_KERNELS, get_spec
-from ..kernels._index import is_stored_kernel, validate_stored_kernel
 from . import _device
-from ._common import check_no_overflow, check_sample_weight, label_chunk_rows
+from ._kinds import kernel_kind
+from ._rows import rows_of, validate_X
 
 
 @contextmanager
@@ -73,32 +69,34 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         X becomes canonical CSR once); tensors are checked with torch operations; all
         are moved to ``device``.
         """
-        if reset and self.kernel == "precomputed" and is_stored_kernel(X):
-            X = validate_stored_kernel(X)
+        stored = self._kernel_kind.stored_matrix(self, X) if reset else None
+        if stored is not None:
+            X = stored
             self.n_features_in_ = X.shape[1]
             # a host matrix: results go out as numpy, whatever an earlier fit saw
             self._device, self._tensor_io = resolve_device(self.device), False
             return X
-        return _device.validate_X(self, X, reset, lambda X: short_input_errors(
+        return validate_X(self, X, reset, lambda X: short_input_errors(
             lambda X: validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
                                     order="C", accept_sparse="csr", ensure_min_samples=1),
             X, type(self).__name__))
 
     # ------------------------------------------------------------------ kinds
     @property
+    def _kernel_kind(self):
+        """What depends on the kind of ``kernel``: on points, precomputed or graph
+        (:mod:`._kinds`)."""
+        return kernel_kind(self.kernel)
+
+    @property
     def _kind(self):
         """"point" (a kernel on rows), "precomputed" or "graph" (items are indices)."""
-        if isinstance(self.kernel, str):
-            if self.kernel == "precomputed":
-                return "precomputed"
-            if self.kernel in GRAPH_KERNELS:
-                return "graph"
-        return "point"
+        return self._kernel_kind.name
 
     @property
     def _index_kernel(self):
         """Whether the kernel is a stored matrix whose items are point indices."""
-        return self._kind != "point"
+        return self._kernel_kind.is_index
 
     def _chunk_rows(self, X, state=None):
         """Rows per labelling chunk within ``working_memory``."""
@@ -111,8 +109,9 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
     @with_thread_policy
     def _labels_inertia(self, X, sample_weight=None):
         """Labels and (weighted) inertia of validated items X (fitted rows or indices)."""
-        if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
-            return X.labels_inertia(self, sample_weight)
+        return rows_of(X).labels_inertia(self, sample_weight)
+
+    def _labels_inertia_of(self, X, sample_weight=None):
         labels, mind = assign_parallel(X, self._state, self.kernel_,
                                        chunk_rows=self._chunk_rows(X))
         labels, mind = _device.to_output(self, labels), get_backend(mind).to_numpy(mind)
@@ -120,61 +119,14 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
                         else mind @ sample_weight)
         return labels, inertia
 
-    def _check_inductive(self, method):
-        if self._kind == "graph" and getattr(self.kernel_, "extension", None) is None:
-            raise ValueError(
-                f"{type(self).__name__}.{method}: kernel={self.kernel!r} is a graph "
-                "kernel, defined on the fitted points only (transductive): it has no value "
-                "between new points and the fitted ones. Use labels_ (fit_predict) or "
-                "fit_transform on the fitted points, or refit on all the points"
-            )
-
-    def _check_kernel_diag(self, kernel_diag, X, method, needed):
-        """K(x, x) of new points for kernel="precomputed" (None where not needed)."""
-        if self._kind != "precomputed":
-            return None
-        if kernel_diag is None:
-            if needed:
-                raise ValueError(
-                    f"{type(self).__name__}.{method} with kernel='precomputed' needs "
-                    "kernel_diag=K(x, x) of the new points, shape (n_new,): the distances "
-                    "depend on it, and K(X_new, X_fit) does not hold it (predict does not "
-                    "need it)"
-                )
-            return np.zeros(X.shape[0], dtype=X.dtype)  # the argmin does not depend on it
-        diag = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype,
-                           input_name="kernel_diag")
-        if diag.shape != (X.shape[0],):
-            raise ValueError(f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), "
-                             f"got {diag.shape}")
-        return diag
-
     @with_thread_policy
     def _assign_new(self, X, method, return_distances=False, kernel_diag=None):
         """Labels, minimum distances (and distances) of new data after the usual checks."""
         check_is_fitted(self)
-        self._check_inductive(method)
+        kind = self._kernel_kind
+        kind.check_inductive(self, method)
         X = self._validate_X(X, reset=False)
-        rows = self._chunk_rows(X)
-        if self._kind == "point":
-            check_no_overflow(X, self.kernel_)
-            return tuple(_device.to_output(self, a) for a in assign_parallel(
-                X, self._state, self.kernel_, chunk_rows=rows,
-                return_distances=return_distances))
-        if self._kind == "graph":  # new points join the fitted graph (_graph_kernels)
-            from ._graph_kernels import graph_assign
-
-            return graph_assign(self, X, method, return_distances)
-        # kernel="precomputed": X is K(X_new, X_fit); the support items index X_fit.
-        diag = self._check_kernel_diag(kernel_diag, X, method, needed=return_distances)
-
-        def cross(support, K_rows):
-            T = K_rows[:, support].T  # (m, r); a sparse K(X_new, X_fit) gives a dense tile
-            return T.toarray() if is_sparse(T) else np.ascontiguousarray(T)
-
-        return assign(X, self._state, self.kernel_, cross_kernel=cross,
-                      diag=lambda start, K_rows: diag[start:start + K_rows.shape[0]],
-                      chunk_rows=rows, return_distances=return_distances)
+        return kind.assign_new(self, X, method, return_distances, kernel_diag)
 
     # ------------------------------------------------------------- public API
     def predict(self, X):
@@ -191,9 +143,11 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
             A Dask array (computed per chunk) when X is one; a tensor for a model
             fitted on tensors.
         """
-        if _dask.is_dask_array(X):
-            return _dask.dask_predict(self, X)
-        return self._assign_new(X, "predict")[0]
+        return rows_of(X).predict(self)
+
+    def _predict(self, X):
+        labels, _ = self._assign_new(X, "predict")
+        return labels
 
     def transform(self, X, kernel_diag=None):
         """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
@@ -211,10 +165,12 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         distances : ndarray of shape (n_samples, n_clusters)
             Non-negative (rounding below 0 is clipped). A Dask array when X is one.
         """
-        if _dask.is_dask_array(X) and kernel_diag is None:
-            return _dask.dask_transform(self, X)
-        return self._assign_new(X, "transform", return_distances=True,
-                                kernel_diag=kernel_diag)[2]
+        return rows_of(X).transform(self, kernel_diag=kernel_diag)
+
+    def _transform(self, X, kernel_diag=None):
+        _, _, distances = self._assign_new(X, "transform", return_distances=True,
+                                           kernel_diag=kernel_diag)
+        return distances
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then the distances of the fitted points to the centers, (n, n_clusters).
@@ -222,11 +178,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         Works for every kernel, graph and precomputed kernels included.
         """
         self.fit(X, sample_weight=sample_weight)
-        if not self._index_kernel:
-            return self.transform(X)
-        items = np.arange(self.kernel_.n_samples)
-        return assign(items, self._state, self.kernel_, chunk_rows=self._chunk_rows(items),
-                      return_distances=True)[2]
+        return self._kernel_kind.fitted_distances(self, X)
 
     def score(self, X, y=None, sample_weight=None, kernel_diag=None):
         """Opposite of the (weighted) inertia of X on the fitted centers.
@@ -243,10 +195,11 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         -------
         score : float
         """
-        if _dask.is_dask_array(X) and kernel_diag is None:
-            return _dask.dask_score(self, X, sample_weight)
-        mind = self._assign_new(X, "score", kernel_diag=kernel_diag,
-                                return_distances=self._kind == "precomputed")[1]
+        return rows_of(X).score(self, sample_weight, kernel_diag=kernel_diag)
+
+    def _score(self, X, sample_weight=None, kernel_diag=None):
+        _, mind, *_ = self._assign_new(X, "score", kernel_diag=kernel_diag,
+                                       return_distances=self._kernel_kind.needs_kernel_diag)
         mind = get_backend(mind).to_numpy(mind)
         sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
                                             mind[:, None])
@@ -254,6 +207,13 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
                       else mind @ sample_weight)
 
     # ------------------------------------------------------- fitted attributes
+    def _set_problem(self, problem):
+        """The resolved kernel of a fit problem (:mod:`._problem`) as fitted attributes."""
+        self.kernel_ = problem.kernel
+        self.gamma_ = problem.gamma
+        self.gamma_selection_ = problem.gamma_selection
+        self.t_, self.t_selection_ = problem.t, problem.t_selection
+
     def _publish(self, state):
         """The fitted centers as public attributes, support grouped by cluster.
 
@@ -279,12 +239,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
     def _accepts_sparse(self):
         """Whether fit takes scipy sparse X: the kernels defined on it, callables
         (which receive CSR rows), and "precomputed" (a sparse kernel matrix)."""
-        if self._kind == "graph":
-            return False  # the k-NN graph builders take dense X
-        if self._kind == "precomputed" or callable(self.kernel):
-            return True
-        spec = get_spec(self.kernel)
-        return spec is not None and spec.accepts_sparse  # chi2: no
+        return self._kernel_kind.accepts_sparse(self)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

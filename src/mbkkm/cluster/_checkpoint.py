@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from numbers import Integral
 from pathlib import Path
 
@@ -242,15 +243,16 @@ def read_checkpoint(path):
 # ------------------------------------------------------------------ fingerprint
 def fingerprint(estimator, X, sample_weight):
     """What must be equal for a checkpoint to resume this fit (a dict of plain values)."""
-    from .. import __version__
-
+    # The package is loaded whenever this module is: its version is read there, not
+    # imported, so that no module of the package imports the package's top.
+    version = sys.modules[__name__.partition(".")[0]].__version__
     params = {name: _canon(value) for name, value in estimator.get_params(deep=False).items()
               if name not in NOT_FINGERPRINTED}
     nx = get_backend(X)
     backend = nx.name if nx.is_host else f"{nx.name}:{nx.device}"
     return {
         "estimator": type(estimator).__name__,
-        "mbkkm": __version__,
+        "mbkkm": version,
         "params": params,
         "backend": backend,
         "shape": [int(s) for s in X.shape],

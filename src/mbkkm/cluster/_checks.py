@@ -27,6 +27,9 @@ _RANDOM_SEEDING = (
     "the two fits agree (scikit-learn declares the same failure for its KMeans)"
 )
 
+_REASONS = {KernelKMeans: _RANDOM_SEEDING, MiniBatchKernelKMeans: _RANDOM_BATCHES,
+            MiniBatchKMeans: _RANDOM_BATCHES}
+
 
 def expected_failed_checks(estimator):
     """The scikit-learn checks that ``estimator`` fails by design, with the reason.
@@ -67,11 +70,10 @@ def expected_failed_checks(estimator):
     ['check_sample_weight_equivalence_on_dense_data',
      'check_sample_weight_equivalence_on_sparse_data']
     """
-    if isinstance(estimator, KernelKMeans):
-        reason = _RANDOM_SEEDING
-    elif isinstance(estimator, (MiniBatchKernelKMeans, MiniBatchKMeans)):
-        reason = _RANDOM_BATCHES
-    else:
+    # The reason of the estimator's class or of the nearest of its bases.
+    reason = next((_REASONS[cls] for cls in type(estimator).__mro__ if cls in _REASONS),
+                  None)
+    if reason is None:
         raise TypeError(
             "expected_failed_checks: expected a MiniBatchKernelKMeans, KernelKMeans or "
             f"MiniBatchKMeans instance, got {type(estimator).__name__}"

@@ -22,66 +22,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
-from ..backends._sparse import as_csr, is_sparse
+from ..backends import get_backend, is_tensor, resolve_device
 from ..kernels import GRAPH_KERNELS, check_torch_kernel
 
 
-def _device_name(dev):
+def device_name(dev):
     return "numpy (cpu)" if dev in (None, "cpu") else str(dev)
 
 
-def validate_X(est, X, reset, validate_numpy):
-    """Checked X on the backend the estimator runs on (see the module docstring).
-
-    ``validate_numpy(X)`` is the estimator's numpy validation (``validate_data``).
-    On ``reset`` it resolves ``est.device`` into ``est._device`` and records
-    whether results go out as tensors (``est._tensor_io``). A scipy sparse X that
-    the validation accepts comes out as canonical CSR (CSC and the other formats
-    converted once); sparse X runs with numpy only (a ValueError for a torch device).
-    """
-    if reset:
-        est._device = resolve_device(est.device)
-        if isinstance(est.device, str) and est.device == "auto" and is_sparse(X):
-            est._device = "cpu"  # "auto": the best backend for X; sparse X has numpy only
-    dev = getattr(est, "_device", None)
-    tensor = is_tensor(X)
-    if not reset and hasattr(est, "_tensor_io") and tensor != est._tensor_io:
-        fitted = "torch tensors" if est._tensor_io else "numpy arrays"
-        got = "a torch tensor" if tensor else f"a {type(X).__module__}.{type(X).__name__}"
-        raise ValueError(
-            f"X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
-            f"not supported; pass X as {fitted}"
-        )
-    if tensor:
-        if dev == "cpu" or (dev is not None and not same_device(dev, X.device)):
-            raise ValueError(
-                f"X is a torch tensor on {X.device} but device={est.device!r} "
-                f"({_device_name(dev)}); move X there, or leave device=None to run where "
-                "X lives"
-            )
-        X = _validate_tensor(est, X, reset)
-    else:
-        if is_sparse(X) and dev not in (None, "cpu"):
-            raise ValueError(
-                f"X is a scipy.sparse matrix, but device={est.device!r} "
-                f"({_device_name(dev)}) runs with PyTorch, which has no sparse path: use "
-                "device=None or 'cpu' for sparse X, or densify X (X.toarray()) if it fits "
-                "in memory"
-            )
-        X = validate_numpy(X)
-        if is_sparse(X):
-            X = as_csr(X)  # sorted indices, no duplicates: what the kernels expect
-        if dev not in (None, "cpu"):
-            nx = backend_for(dev)
-            dtype = np.float32 if nx.device.type == "cuda" else X.dtype
-            X = nx.asarray(X, dtype=dtype)
-    if reset:
-        est._tensor_io = tensor
-    return X
-
-
-def _validate_tensor(est, X, reset):
+def validate_tensor(est, X, reset):
+    """A dense torch tensor X checked as ``validate_data`` checks arrays."""
     import torch
 
     X = X.detach()
@@ -142,7 +92,7 @@ def host_sample_weight(est, sample_weight):
 
 def host_shape(X):
     """A stand-in for X in host-side checks that only need its number of rows."""
-    return np.empty((X.shape[0], 0)) if is_tensor(X) else X
+    return np.empty((X.shape[0], 0))
 
 
 def check_backend(est, X):
@@ -171,16 +121,18 @@ def check_backend(est, X):
 
 
 def host_dtype(X):
-    """The numpy dtype matching X's dtype (X a numpy array or a tensor)."""
-    if is_tensor(X):
-        return np.float32 if str(X.dtype) == "torch.float32" else np.float64
-    return X.dtype
+    """The numpy dtype matching X's dtype (X a numpy array or a float tensor: the
+    name of ``torch.float32`` is "float32" past its prefix)."""
+    return np.dtype(str(X.dtype).removeprefix("torch."))
 
 
 def to_output(est, x):
     """A result of the core in the library of the input: numpy, or a tensor there."""
-    if x is None:
-        return None
-    if getattr(est, "_tensor_io", False):
+    return convert_output(getattr(est, "_tensor_io", False), x)
+
+
+def convert_output(tensor_io, x):
+    """``x`` as a tensor where it is one and the input was (``tensor_io``), else numpy."""
+    if x is None or tensor_io:
         return x
     return get_backend(x).to_numpy(x) if is_tensor(x) else x

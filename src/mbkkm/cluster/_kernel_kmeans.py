@@ -2,79 +2,39 @@
 
 The baseline of the paper: every iteration assigns all n points to the nearest
 center in feature space, then moves every center to the (weighted) mean of its
-points. Centers are never explicit; center j is the mean of the points
-``A_j`` currently assigned to it,
-
-    C_j = (1 / W_j) sum_{y in A_j} w_y phi(y),    W_j = sum_{y in A_j} w_y,
-
-so the squared distance of a point x to C_j is
-
-    ||phi(x) - C_j||^2 = K(x, x) - 2 sum_{y in A_j} w_y K(x, y) / W_j
-                         + sum_{y, y' in A_j} w_y w_y' K(y, y') / W_j^2.
-
-With the (n, k) coefficient matrix A[y, j] = w_y / W_j if y is in A_j, else 0
-(a weighted one-hot matrix of the labels), one product gives every inner product
-
-    P = K A,  P[x, j] = <phi(x), C_j> = sum_{y in A_j} w_y K(x, y) / W_j,
-
-and the squared norms come from P for free:
-
-    c_j = ||C_j||^2 = sum_{y in A_j} (w_y / W_j) sum_{y' in A_j} K(y, y') w_y' / W_j
-        = sum_y A[y, j] P[y, j]  (column sums of A * P).
-
-So an iteration is one (n x n) by (n x k) product, D = diag(K) - 2 P + c, and
-an argmin. The product uses the stored n x n kernel matrix when it fits the
-memory budget, else blocks of kernel rows recomputed each iteration.
-
-References
-----------
-I. S. Dhillon, Y. Guan and B. Kulis. "Kernel k-means, spectral clustering and
-normalized cuts." KDD 2004.
-B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024 (the full-batch
-baseline of Section 5).
+points. The iterations and their derivation are in :mod:`mbkkm._core._lloyd`;
+this module checks the parameters, builds the kernel operator (the stored
+matrix when it fits the memory budget, else blocks of kernel rows), draws the
+initial centers and publishes the fitted attributes.
 """
 
 from __future__ import annotations
 
-import time
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
+from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
+from .._core._memory import chunk_rows, working_memory_bytes
+from .._core._sampling import draw_init_subsample
 from ..backends import get_backend
-from ..backends._threads import one_thread_everywhere, parallel_matmul, with_thread_policy
-from ..kernels import (
-    kernel_block,
-    kernel_names,
-    resolve_kernel,
-)
-from ..kernels._graph import LowRankKernel
+from ..backends._threads import with_thread_policy
+from ..kernels import kernel_names
 from ..kernels._index import (
     IndexKernel,
-    check_precomputed_matrix,
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import auto_start_inner, resolve_auto_gamma
+from ._auto_gamma import auto_start_inner
 from ._base import BaseKernelKMeans
-from ._common import (
-    COMMON_CONSTRAINTS,
-    KERNEL_CONSTRAINTS,
-    check_n_clusters_vs_samples,
-    check_no_overflow,
-    check_sample_weight,
-    chunk_rows,
-    draw_init_subsample,
-    restore_on_error,
-    warn_empty_clusters,
-)
-from ._graph_kernels import graph_start_inner, resolve_graph_kernel
+from ._fitting import restore_on_error, warn_empty_clusters
+from ._graph_kernels import graph_start_inner
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
+from ._problem import prepare
 
 _MIB = 2**20
 _GIB = 2**30
@@ -91,204 +51,6 @@ class KernelMemoryError(MemoryError, ValueError):
     """
 
 
-# ----------------------------------------------------------------------------- core
-# Pure functions and small kernel operators: ready arrays in, no estimator, no checks.
-# Every array of one run lives on one backend (numpy, or torch on a device: see
-# mbkkm.backends); the loop brings a few scalars per iteration to the host.
-
-
-class _MatrixOperator:
-    """Products with a kernel matrix held in memory: a dense array or tensor (on the
-    host or on a device), or on the host a sparse or low-rank matrix."""
-
-    def __init__(self, K):
-        self.K = K
-        self.n = K.shape[0]
-        self.nx = get_backend(K)  # numpy for sparse and low-rank matrices
-
-    def product(self, A):
-        """K @ A, shape (n, k), float64, on the backend of K (computed in K's dtype)."""
-        if isinstance(self.K, LowRankKernel):
-            # K = U diag(w) U^T: (n, r) (r, r) (r, n) (n, k), never n x n.
-            return self.K.U @ (self.K.weights[:, None] * (self.K.U.T @ A))
-        nx = self.nx
-        if type(self.K) in (np.ndarray, np.memmap):  # row parts on the policy's threads
-            return nx.astype(parallel_matmul(self.K, nx.astype(A, self.K.dtype)), np.float64)
-        return nx.astype(self.K @ nx.astype(A, self.K.dtype), np.float64)
-
-    def columns(self, idx):
-        """K[:, idx], shape (n, len(idx)), float64 (host index kernels)."""
-        return np.asarray(kernel_block(self.K, np.arange(self.n), idx), dtype=np.float64)
-
-
-class _BlockOperator:
-    """Products with K(X, X) recomputed block of rows by block of rows (K never stored),
-    on the backend of X."""
-
-    def __init__(self, kernel, X, block_rows):
-        self.kernel = kernel
-        self.X = X
-        self.n = X.shape[0]
-        self.block_rows = block_rows
-        self.nx = get_backend(X)
-
-    def product(self, A):
-        n, br, nx = self.n, self.block_rows, self.nx
-        A = nx.astype(A, self.X.dtype)
-        out = nx.empty((n, A.shape[1]), np.float64)
-        buf = nx.empty((min(br, n), n), self.X.dtype)  # one block of kernel rows
-        for r0 in range(0, n, br):
-            r1 = min(r0 + br, n)
-            Kb = self.kernel.tile(self.X[r0:r1], self.X, out=buf[: r1 - r0],
-                                  backend=nx)  # (r1 - r0, n)
-            out[r0:r1] = parallel_matmul(Kb, A) if nx.is_host else Kb @ A
-        return out
-
-
-def _e_step(P, c, diag):
-    """Squared distances D = diag - 2 P + c (clipped at 0), labels and row minima."""
-    nx = get_backend(P)
-    D = P * -2.0
-    D += diag[:, None]
-    D += c[None, :]
-    nx.clip_min_(D, 0.0)
-    labels, mind = nx.argmin_min(D, axis=1)
-    return labels, mind, D
-
-
-def _relocate_empty(labels, mind, w, k, W=None):
-    """Move the points farthest from their centers into empty clusters (as scikit-learn).
-
-    Only points of positive weight can fill a cluster; returns new labels (a copy when
-    something moved). ``W``: the cluster weights of ``labels`` when already known.
-    All arrays on one backend; on a device nothing comes to the host but counts.
-    """
-    nx = get_backend(labels)
-    if W is None:
-        W = nx.one_hot(labels, w, k).sum(0)
-    empty = nx.flatnonzero(W <= 0)
-    positive = w > 0
-    n_move = min(int(empty.shape[0]), int(positive.sum()))
-    if n_move == 0:
-        return labels
-    score = nx.copy(mind)
-    score[~positive] = -np.inf
-    far = nx.largest(score, n_move)  # the n_move farthest points, farthest first
-    labels = nx.copy(labels)
-    labels[far] = empty[:n_move]
-    return labels
-
-
-def _m_step(op, labels, w, k, M=None):
-    """Inner products P = K A (n, k) and squared norms c (k,) of the cluster means.
-
-    A[y, j] = w_y / W_j for y in A_j (the weighted one-hot matrix M scaled by
-    column); ``M = one_hot(labels, w)`` when already computed. A cluster of zero
-    weight has a zero column (its points, if any, all weigh 0) and c_j = inf.
-    """
-    nx = get_backend(labels)
-    if M is None:
-        M = nx.one_hot(labels, w, k)  # (n, k), M[y, label_y] = w_y
-    W = M.sum(0)  # (k,) cluster weights W_j
-    none = W <= 0
-    scale = nx.copy(W)
-    scale[none] = 1.0
-    A = M
-    A /= scale[None, :]
-    P = op.product(A)
-    c = (A * P).sum(0)
-    c[none] = np.inf  # a cluster with no weight attracts no point
-    return P, c
-
-
-def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
-    """Lloyd's algorithm in feature space from initial centers given by (P0, c0).
-
-    Iteration i assigns every point to the nearest center (E-step against the
-    centers C_i), then sets C_{i+1} to the weighted means of the clusters
-    (M-step, one product with K). It stops after iteration i when the labels did
-    not change (strict convergence: C_{i+1} = C_i), when the objective
-    f_i = sum_x w_x min_j ||phi(x) - C_{i,j}||^2 improved by less than
-    ``tol * f_{i-1}`` (then C_i and its labels are returned), or after
-    ``max_iter`` iterations (then a last E-step against C_{max_iter} gives the
-    labels). The returned labels are always the nearest centers of the returned
-    centers, which is scikit-learn's KMeans(algorithm="lloyd") convention.
-
-    Every array lives on one backend (numpy, or torch on a device); the products,
-    distances, argmins, relocations and objectives run there, and each iteration
-    brings three scalars to the host (objective, number of changed labels, number
-    of empty clusters) for the tests above.
-
-    Parameters
-    ----------
-    op : object with ``product(A) -> K @ A``
-    diag : ndarray or tensor of shape (n,), float64
-        K(x, x).
-    P0 : ndarray or tensor of shape (n, k), float64
-        <phi(x), C_0j> for the initial centers.
-    c0 : ndarray or tensor of shape (k,), float64
-        ||C_0j||^2.
-    w : ndarray or tensor of shape (n,), float64
-        Sample weights (ones when unweighted).
-    max_iter : int
-    tol : float
-        Relative tolerance on the objective decrease.
-    verbose : int
-
-    Returns
-    -------
-    center_labels : ndarray of shape (n,) or None
-        The clusters whose means are the returned centers (None: the initial
-        centers, never the case with ``max_iter >= 1``).
-    labels : ndarray of shape (n,)
-    mind : ndarray of shape (n,)
-        Squared distance of each point to its center.
-    D : ndarray of shape (n, k)
-        Squared distances to every center.
-    n_iter : int
-    c : ndarray of shape (k,)
-        Squared norms of the returned centers (inf for an empty cluster).
-    """
-    nx = get_backend(P0)
-    if nx.is_host:
-        diag, c0 = np.asarray(diag, dtype=np.float64), np.asarray(c0, dtype=np.float64)
-    k = P0.shape[1]
-    P, c = P0, c0
-    center_labels = None
-    labels_old, obj_old = None, None
-    t0 = time.perf_counter()
-    n_iter = 0
-    for it in range(max_iter):
-        labels, mind, D = _e_step(P, c, diag)
-        M = nx.one_hot(labels, w, k)  # (n, k) weighted one-hot of the labels
-        W = M.sum(0)
-        changed = 0 if labels_old is None else (labels != labels_old).sum()
-        # The only device-to-host traffic of an iteration: three scalars, one copy.
-        obj, changed, n_empty = nx.scalars_to_host(mind @ w, changed, (W <= 0).sum())
-        n_iter = it + 1
-        if verbose:
-            print(f"Iteration {it + 1}: objective {obj:.6g}, "
-                  f"{time.perf_counter() - t0:.2f}s")
-        if labels_old is not None:
-            if changed == 0:
-                if verbose:
-                    print(f"Converged at iteration {it + 1}: strict convergence.")
-                return center_labels, labels, mind, D, n_iter, c
-            if obj_old - obj < tol * obj_old:
-                if verbose:
-                    print(f"Converged at iteration {it + 1}: objective change "
-                          f"{obj_old - obj:.3g} < tol * objective.")
-                return center_labels, labels, mind, D, n_iter, c
-        center_labels = labels
-        if n_empty > 0:
-            center_labels = _relocate_empty(labels, mind, w, k, W)
-            M = None if center_labels is not labels else M
-        P, c = _m_step(op, center_labels, w, k, M)
-        labels_old, obj_old = labels, obj
-    labels, mind, D = _e_step(P, c, diag)
-    return center_labels, labels, mind, D, n_iter, c
-
-
 # ------------------------------------------------------------------------- estimator
 
 
@@ -296,6 +58,7 @@ def _kernel_options():
     return set(kernel_names()) | {"precomputed"}
 
 
+@shared_doc
 class KernelKMeans(BaseKernelKMeans):
     """Exact full-batch kernel k-means: Lloyd's algorithm in feature space.
 
@@ -422,20 +185,7 @@ torch.device, default=None
         Number of support points of each center.
     center_norms_ : ndarray of shape (n_clusters,)
         Squared feature-space norms <C_j, C_j> of the centers.
-    kernel_ : mbkkm.kernels.Kernel or str
-        The resolved kernel; the string "precomputed", "knn" or "heat" for the
-        matrix kernels.
-    gamma_ : float or None
-        The width the fit used; None for kernels without one.
-    gamma_selection_ : GammaSelection or None
-        With ``gamma="auto"``: the candidates, their scores and the choice.
-    t_ : float or None
-        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
-        default); None for other kernels.
-    t_selection_ : TSelection or None
-        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
-        rank and error bound at each, their normalised-cut scores and the choice
-        (``.table()``, ``.plot()``); None otherwise.
+    %(resolved_kernel_attributes)s
     n_features_in_ : int
         Number of features seen during fit (n_samples for "precomputed").
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -458,7 +208,7 @@ torch.device, default=None
     **Precomputed kernels.** ``fit`` takes the (n, n) training kernel matrix
     (square, symmetric up to rounding, non-negative diagonal). ``predict`` takes
     K(X_new, X_fit) of shape (n_new, n_fit). ``transform`` and ``score`` need
-    K(x, x) of the new points too: pass it as ``diag=``, else they raise.
+    K(x, x) of the new points too: pass it as ``kernel_diag=``, else they raise.
     ``fit_transform`` and ``fit_predict`` need nothing more.
 
     **Graph kernels** ("knn", "heat") are transductive: defined on the training
@@ -540,10 +290,7 @@ torch.device, default=None
 
     # ------------------------------------------------------------------ helpers
     def _working_bytes(self):
-        wm = self.working_memory
-        if wm is None:
-            wm = get_config()["working_memory"]
-        return wm * _MIB
+        return working_memory_bytes(self.working_memory)
 
     def _plan_memory(self, n, itemsize, nx):
         """Stored matrix (None) or rows per block; KernelMemoryError when neither fits.
@@ -601,91 +348,57 @@ torch.device, default=None
             print(plan.report())
         plan.check(available, what=f"{type(self).__name__}.fit")
 
-    def _check_init(self, X, n):
-        if isinstance(self.init, str):
-            return self.init
-        if self._kind == "point":
-            init = check_array(self.init, dtype=_device.host_dtype(X), copy=True,
-                               input_name="init")
-            if init.shape != (self.n_clusters, X.shape[1]):
-                raise ValueError(
-                    f"init: the initial centers should have shape (n_clusters, "
-                    f"n_features) = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
-                )
-            return init
-        init = np.asarray(self.init)
-        if init.shape != (self.n_clusters,) or not np.issubdtype(init.dtype, np.integer):
-            raise ValueError(
-                f"init: with kernel={self.kernel!r} the initial centers are indices of "
-                f"training points, an integer array of shape (n_clusters,) = "
-                f"({self.n_clusters},); got dtype {init.dtype} and shape {init.shape}"
-            )
-        if init.min() < 0 or init.max() >= n:
-            raise ValueError(f"init: indices must be in [0, n_samples) = [0, {n})")
-        return init.astype(np.intp)
-
     # --------------------------------------------------------------------- fit
-    def _prepare(self, X, sample_weight):
-        """Validate, plan memory, resolve the kernel; return the kernel operator.
-
-        Everything returned but the host ``sample_weight`` lives on the backend the
-        run uses (numpy, or torch on the device of ``self._device`` / of X).
-        """
-        kind = self._kind
-        X = self._validate_X(X, reset=True)
-        nx = _device.check_backend(self, X)  # precomputed, graph, chi2: numpy only
-        n = X.shape[0]
-        if kind == "precomputed":
-            diag = check_precomputed_matrix(X)
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
-                                            _device.host_shape(X))
+    def _check_params_vs_input(self, rows):
+        """Sizes, ``init`` and the memory plan against the input (the hook of
+        :func:`._problem.prepare`, before any kernel work)."""
+        n = rows.n_samples
         check_n_clusters_vs_samples(self.n_clusters, n)
         if self.init_size is not None and self.init_size < self.n_clusters:
             raise ValueError(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
             )
-        self._init = self._check_init(X, n)
-        # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
-        # choose the width on a sample (refuses kernels without one).
-        with one_thread_everywhere():  # small calls: no thread pays (see _threads)
-            gamma, self.gamma_selection_ = resolve_auto_gamma(
-                self.gamma, self.kernel, X, self.n_clusters, sample_weight,
-                self.random_state, self.kernel_params)
-        self.gamma_ = None  # the resolved width, set below for kernels that have one
-        self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
-        self._auto_start = self.gamma_selection_ is not None and isinstance(self._init, str)
-        if kind == "precomputed":
-            self.kernel_ = IndexKernel("precomputed", X, dtype=np.float64, diag=diag)
-            self._kernel_storage = "precomputed"
-            return X, sample_weight, _MatrixOperator(X), diag, self.kernel_
-        if kind == "graph":  # the graph, t and the rank (_graph_kernels)
-            self.kernel_, self.t_, self.t_selection_ = resolve_graph_kernel(
-                self, X, sample_weight)
-            self._auto_start = self.t_selection_ is not None and isinstance(self._init, str)
-            self._kernel_storage = "graph"
-            K = self.kernel_.matrix
-            diag = np.asarray(self.kernel_.full_diagonal(), dtype=np.float64)
-            return X, sample_weight, _MatrixOperator(K), diag, self.kernel_
-        itemsize = np.dtype(_device.host_dtype(X)).itemsize
-        block_rows = self._plan_memory(n, itemsize, nx)  # before any kernel work
-        self.kernel_ = resolve_kernel(
-            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
-            kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
-        )
-        self.gamma_ = self.kernel_.params.get("gamma")
-        check_no_overflow(X, self.kernel_)  # finite data whose kernel arithmetic overflows
-        if self.kernel_.is_callable:  # check the callable once
-            self.kernel_.tile(X[: min(3, n)], X[: min(2, n)], backend=nx)
-        diag = nx.astype(nx.kernel_diag(self.kernel_, X), np.float64)
+        self._init = self.init if isinstance(self.init, str) else rows.check_init(
+            self.init, self.n_clusters, self)
+        # A kernel on points: the stored matrix (None) or rows per block, planned
+        # before any kernel work; a matrix kernel is its own storage.
+        self._block_rows = self._kernel_kind.lloyd_storage(self, rows)
+
+    def _prepare(self, X, sample_weight):
+        """check -> prepare: the fit problem (its kernel published) and the kernel
+        operator of Lloyd's iterations."""
+        problem = prepare(self, X, sample_weight, accept_dask=False, index_dtype=np.float64)
+        self._set_problem(problem)
+        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
+        # starts from the selection's sample partition.
+        self._auto_start = isinstance(self._init, str) and (
+            self.gamma_selection_ is not None or self.t_selection_ is not None)
+        return problem, self._operator(problem)
+
+    def _operator(self, problem):
+        """The :class:`~mbkkm._core._lloyd.KernelRun` of a fit problem: the matrix of
+        an index kernel (:mod:`._kinds`), or for a kernel on points the stored matrix
+        or blocks of rows (:meth:`_point_operator`)."""
+        return self._kernel_kind.lloyd_run(self, problem, self._block_rows)
+
+    def _point_operator(self, problem, block_rows):
+        """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
+
+        Everything in it lives on the backend the run uses (numpy, or torch on the
+        device of ``self._device`` / of X).
+        """
+        rows, kernel, nx = problem.rows, problem.kernel, problem.nx
+        X = rows.data
+        diag = nx.astype(nx.kernel_diag(kernel, X), np.float64)
         if block_rows is None:
             self._kernel_storage = "stored"
             if nx.is_host:
-                K = self.kernel_(X, X)
-                return (X, sample_weight, _MatrixOperator(K), diag,
-                        IndexKernel("stored", K, dtype=np.float64, diag=diag))
-            return X, sample_weight, _MatrixOperator(self._device_matrix(X, nx)), diag, None
+                K = kernel(X, X)
+                return KernelRun(MatrixOperator(K), diag,
+                                 IndexKernel("stored", K, dtype=np.float64, diag=diag))
+            return KernelRun(MatrixOperator(self._device_matrix(X, nx)), diag, None)
         self._kernel_storage = f"blocks of {block_rows} rows"
-        return X, sample_weight, _BlockOperator(self.kernel_, X, block_rows), diag, None
+        return KernelRun(BlockOperator(kernel, X, block_rows), diag, None)
 
     def _device_matrix(self, X, nx):
         """K(X, X) on X's device, written block of rows by block of rows (the blocks'
@@ -697,12 +410,14 @@ torch.device, default=None
             self.kernel_.tile(X[r0:r0 + rows], X, out=K[r0:r0 + rows], backend=nx)
         return K
 
-    def _initial_inner(self, X, op, diag, index_kernel, rng, sample_weight):
+    def _initial_inner(self, rows, kernel_run, rng, sample_weight):
         """(P0, c0) of one initialisation: inner products with the initial centers.
 
         The centers are chosen on the host (k-means++ on a host copy of its points),
         so every backend draws the same ones; P0 and c0 are on the backend of X.
         """
+        X = rows.data
+        op, diag, index_kernel = kernel_run
         nx = get_backend(diag)
         n = X.shape[0]
         init = self._init
@@ -717,12 +432,11 @@ torch.device, default=None
                                      chunk_rows(self.working_memory, 1000, X.dtype.itemsize))
             if start is not None:
                 return start
-        if isinstance(init, np.ndarray) and self._kind == "point":
-            # Explicit centers in input space: K(X, init) in blocks of rows.
-            C = nx.asarray(init, dtype=X.dtype)
+        C = None if isinstance(init, str) else rows.init_points(init)
+        if C is not None:  # explicit centers in input space: K(X, init) in blocks of rows
             return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C),
                                                       np.float64)
-        if isinstance(init, np.ndarray):
+        if not isinstance(init, str):  # explicit centers as point indices
             idx = init
         else:
             if self.init_size is None:
@@ -762,59 +476,57 @@ torch.device, default=None
     @restore_on_error
     @with_thread_policy
     def _fit(self, X, sample_weight):
-        X, sample_weight, op, diag, index_kernel = self._prepare(X, sample_weight)
+        problem, kernel_run = self._prepare(X, sample_weight)
+        X, sample_weight = problem.rows.data, problem.sample_weight
+        op, diag, _ = kernel_run
         nx = get_backend(diag)
         n = X.shape[0]
         w = np.ones(n) if sample_weight is None else sample_weight
         w_run = nx.asarray(w, dtype=np.float64)  # on the run's backend
         rng = check_random_state(self.random_state)
         n_init = self.n_init
-        if isinstance(self._init, np.ndarray) and n_init != 1:
+        if not isinstance(self._init, str) and n_init != 1:
             warnings.warn(
                 f"Explicit initial center position passed: performing only one init in "
                 f"{type(self).__name__} instead of n_init={n_init}.",
                 RuntimeWarning, stacklevel=3,
             )
             n_init = 1
-        best = None
+        inertia, run = np.inf, None
         for _ in range(n_init):
-            P0, c0 = self._initial_inner(X, op, diag, index_kernel, rng, sample_weight)
-            run = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol, self.verbose)
-            inertia = float(run[2] @ w_run)
+            P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
+            candidate = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol,
+                                     self.verbose)
+            candidate_inertia = float(candidate.mind @ w_run)
             if self.verbose:
-                print(f"Run inertia: {inertia:.6g}")
-            if best is None or inertia < best[0]:
-                best = (inertia, run)
-        inertia, (center_labels, labels, _, D, n_iter, c) = best
-        self._store(X, nx.to_numpy(center_labels), w, nx.to_numpy(c))
-        self.labels_ = _device.to_output(self, labels)
+                print(f"Run inertia: {candidate_inertia:.6g}")
+            if run is None or candidate_inertia < inertia:
+                inertia, run = candidate_inertia, candidate
+        self._store(problem.rows, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
+        self.labels_ = problem.output(run.labels)
         self.inertia_ = inertia
-        self.n_iter_ = n_iter
-        warn_empty_clusters(nx.to_numpy(labels), self.n_clusters, self)
-        return _device.to_output(self, D)
+        self.n_iter_ = run.n_iter
+        warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
+        return problem.output(run.distances)
 
-    def _store(self, X, center_labels, w, norms):
+    def _store(self, rows, center_labels, w, norms):
         """Fitted centers as windows (one block per cluster) and public attributes.
 
         Center j is sum_{y in A_j} (w_y / W_j) phi(y): its support points are the
         training points of positive weight assigned to it (indices for index kernels).
-        ``center_labels``, ``w`` and ``norms`` are host arrays; X on its backend.
+        ``center_labels``, ``w`` and ``norms`` are host arrays; the rows on their backend.
         """
         k = self.n_clusters
         W = np.bincount(center_labels, weights=w, minlength=k)
         keep = np.flatnonzero(w > 0)
-        if self._kind == "point":
-            nx = get_backend(X)
-            items = nx.take(X, nx.index(keep))
-        else:
-            items = keep.astype(np.intp)
+        items = rows.support_items(keep)
         coef = w[keep] / W[center_labels[keep]]
         # c_j = sum_y A[y, j] P[y, j] from the last M-step (see kernel_lloyd).
         self._publish(labelling_state(items, coef, center_labels[keep], k,
                                       np.asarray(norms, dtype=np.float64)))
         # support_: the training indices of the support points, in the published order
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
-        if self._kind != "point":
+        if rows.is_index:
             del self.support_vectors_  # the items are indices: they are support_
 
     @_fit_context(prefer_skip_nested_validation=True)

@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 
-from ._common import check_n_clusters_vs_samples
+from ._params import check_n_clusters_vs_samples
 
 
 class MiniBatchMixin:

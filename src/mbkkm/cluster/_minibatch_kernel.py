@@ -5,13 +5,10 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from sklearn import get_config
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array
 
-from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
     LEARNING_RATES,
     assign,
@@ -24,39 +21,32 @@ from .._core import (
 from .._core._loop import LoopConfig, MiniBatchLoop
 from .._core._memory import (
     available_memory,
+    chunk_rows,
+    label_chunk_rows,
     plan_minibatch,
     plan_untruncated,
     support_size,
+    working_memory_bytes,
 )
 from .._core._parallel import blas_threads, tile_rows
+from .._core._sampling import draw_init_subsample
 from .._core._untruncated import init_table, table_step, table_to_windows
+from .._validation import check_sample_weight
 from ..backends import get_backend
-from ..backends._sparse import is_sparse
-from ..backends._threads import one_thread_everywhere, with_thread_policy
-from ..kernels import GRAPH_KERNELS, resolve_kernel
-from ..kernels._index import (
-    IndexKernel,
-    check_precomputed_matrix,
-)
+from ..backends._threads import with_thread_policy
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import auto_start_state, resolve_auto_gamma
+from ._auto_gamma import auto_start_state
 from ._base import BaseKernelKMeans, memory_guard
 from ._checkpoint import check_checkpoint
-from ._common import (
-    COMMON_CONSTRAINTS,
-    KERNEL_CONSTRAINTS,
-    check_no_overflow,
-    check_sample_weight,
-    chunk_rows,
-    draw_init_subsample,
-    label_chunk_rows,
-    restore_on_error,
-    warn_empty_clusters,
-)
-from ._graph_kernels import graph_start_state, resolve_graph_kernel
+from ._fitting import restore_on_error, warn_empty_clusters
+from ._graph_kernels import graph_start_state
 from ._minibatch_base import MiniBatchMixin, StepRun
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
+from ._problem import prepare_input, resolve_problem
+from ._rows import rows_of
 
 
+@shared_doc
 class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
     """Truncated mini-batch kernel k-means, without the n x n kernel matrix.
 
@@ -217,21 +207,7 @@ torch.device, default=None
         Number of iterations run.
     n_steps_ : int
         Number of iterations (batches) processed since the first fit or partial_fit.
-    kernel_ : mbkkm.kernels.Kernel
-        The kernel with every parameter resolved (for example the data-driven gamma).
-    gamma_ : float or None
-        The width the fit used (rbf, laplacian, polynomial, sigmoid, chi2); None for
-        kernels without one.
-    gamma_selection_ : GammaSelection or None
-        With ``gamma="auto"``: the candidates, their scores and the choice
-        (``.table()``, ``.plot()``); None otherwise.
-    t_ : float or None
-        ``kernel="heat"``: the diffusion time used (chosen with ``t="auto"``, the
-        default); None for other kernels.
-    t_selection_ : TSelection or None
-        ``kernel="heat"`` with ``form="laplacian"``: the candidate times, the
-        rank and error bound at each, their normalised-cut scores and the choice
-        (``.table()``, ``.plot()``); None otherwise.
+    %(resolved_kernel_attributes)s
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (``n_features_in_``,)
@@ -338,76 +314,27 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ checks
-    def _resolve_kernel(self, X, sample_weight):
-        """The resolved kernel and the items the core works on (rows or indices)."""
-        # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
-        # choose the width on a sample (refuses kernels without one); a resumed
-        # checkpoint gives the width chosen before.
-        saved = getattr(self, "_checkpoint", None)
-        if saved is not None and saved.gamma_selection is not None:
-            gamma, self.gamma_selection_ = saved.gamma_selection.gamma, saved.gamma_selection
-        else:
-            with one_thread_everywhere():  # small calls: no thread pays (see _threads)
-                gamma, self.gamma_selection_ = resolve_auto_gamma(
-                    self.gamma, self.kernel, X, self.n_clusters, sample_weight,
-                    self.random_state, self.kernel_params)
-        self.gamma_ = None  # the resolved width, set below for kernels that have one
-        self.t_, self.t_selection_ = None, None  # the heat kernel's time (graph kernels)
-        if self.kernel == "precomputed":
-            diag = check_precomputed_matrix(X)
-            return (IndexKernel("precomputed", X, dtype=getattr(X, "dtype", np.float64),
-                                diag=diag),
-                    np.arange(X.shape[0]))
-        if self.kernel in GRAPH_KERNELS:  # the graph, t and the rank (_graph_kernels)
-            kernel, self.t_, self.t_selection_ = resolve_graph_kernel(self, X, sample_weight)
-            return kernel, np.arange(X.shape[0])
-        # Dask: data-driven gamma from one pass of Dask reductions (mbkkm._dask).
-        resolve = X.resolve_kernel if _dask.is_dask_rows(X) else resolve_kernel
-        kernel = resolve(
-            self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
-            kernel_params=self.kernel_params, X=X, sample_weight=sample_weight,
-        )
-        self.gamma_ = kernel.params.get("gamma")
-        check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
-        if kernel.is_callable:
-            # Check the callable once on a few rows, before any real work.
-            get_backend(X).kernel_tile(kernel, X[: min(3, X.shape[0])], X[: min(2, X.shape[0])])
-        return kernel, X
-
-    def _check_params_vs_input(self, X, sample_weight):
-        n = X.shape[0]
+    def _check_params_vs_input(self, rows):
+        """Sizes and ``init`` against the input (:func:`._problem.prepare`'s hook)."""
+        n = rows.n_samples
         self._resolve_sizes(n)
-        if isinstance(self.init, str):
-            self._init = self.init
-        elif self._index_kernel:
-            init = np.asarray(self.init)
-            if (init.shape != (self.n_clusters,) or not np.issubdtype(init.dtype, np.integer)
-                    or init.min() < 0 or init.max() >= n):
-                raise ValueError(
-                    f"init: with kernel={self.kernel!r} the initial centers are given as "
-                    f"{self.n_clusters} point indices in [0, {n}), got {self.init!r}"
-                )
-            self._init = init.astype(np.intp)
-        else:
-            init = check_array(self.init, dtype=_device.host_dtype(X), copy=True,
-                               input_name="init")
-            if init.shape != (self.n_clusters, X.shape[1]):
-                raise ValueError(
-                    f"init: the initial centers should have shape (n_clusters, n_features)"
-                    f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
-                )
-            self._init = init
-        _device.check_backend(self, X)  # what the torch backend does not do
-        self.kernel_, items = self._resolve_kernel(X, sample_weight)
+        self._init = self.init if isinstance(self.init, str) else rows.check_init(
+            self.init, self.n_clusters, self)
+
+    def _prepare(self, rows, sample_weight, gamma_selection=None):
+        """check -> prepare: the fit problem of checked input (:func:`._problem.
+        prepare_input`), its kernel published; the first start."""
+        problem = resolve_problem(self, rows, sample_weight, gamma_selection=gamma_selection)
+        self._set_problem(problem)
         # gamma="auto" with a named init: the first start is the selection's partition.
         resuming = getattr(getattr(self, "_checkpoint", None), "resuming", False)
-        self._auto_start = (auto_start_state(items, self.gamma_selection_, self.kernel_,
-                                             self.n_clusters)
+        self._auto_start = (auto_start_state(problem.items, self.gamma_selection_,
+                                             self.kernel_, self.n_clusters)
                             if isinstance(self._init, str) and not resuming else None)
         if self.t_selection_ is not None and isinstance(self._init, str):
             self._auto_start = graph_start_state(self.t_selection_, self.kernel_,
                                                  self.n_clusters)
-        return items
+        return problem
 
     # -------------------------------------------------------------- memory
     def _tile_budget(self, nx):
@@ -416,23 +343,21 @@ torch.device, default=None
         ``working_memory`` when set; else scikit-learn's working_memory on the host,
         and a quarter of the free memory on a device that reports it.
         """
-        if self.working_memory is not None:
-            return int(self.working_memory * 2**20)
-        free = nx.free_memory()  # None on the host and for torch on the CPU
-        if free is not None:
-            return int(free // 4)
-        return int(get_config()["working_memory"] * 2**20)
+        if self.working_memory is None:
+            free = nx.free_memory()  # None on the host and for torch on the CPU
+            if free is not None:
+                return int(free // 4)
+        return int(working_memory_bytes(self.working_memory))
 
-    def _plan_memory(self, items, n):
+    def _plan_memory(self, problem):
         """The fit's memory plan (``memory_plan_``), checked against what is available.
 
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
         """
-        nx = get_backend(items)
-        index = self._index_kernel
-        itemsize = np.dtype(self.kernel_.dtype if index else _device.host_dtype(items)).itemsize
-        d = 0 if index else int(items.shape[1])
+        nx, n, index = problem.nx, problem.n_samples, problem.rows.is_index
+        itemsize = problem.itemsize
+        d = problem.rows.n_features
         row_bytes = 8 if index else d * itemsize
         k, b = self.n_clusters, self._batch_size
         if self.tau is None:
@@ -445,7 +370,7 @@ torch.device, default=None
             rows = label_chunk_rows(self.working_memory, m, k, itemsize)
             threads = max(1, min(blas_threads(), n // 4096)) if nx.is_host else 1
             rows = max(1, rows // threads)
-            if nx.is_host and not index and not getattr(self.kernel_, "is_callable", True):
+            if nx.is_host and not index and not self.kernel_.is_callable:
                 rows = tile_rows(m, itemsize, rows)
             copied = (not nx.is_host and not getattr(self, "_tensor_io", False))
             plan = plan_minibatch(
@@ -474,24 +399,22 @@ torch.device, default=None
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """k initial center points (rows of X or the init array)."""
-        nx = get_backend(X)
+        rows = rows_of(X)
         if not isinstance(self._init, str):
-            if is_sparse(X):  # CSR data: CSR support rows (the windows stack rows)
-                return type(X)(self._init.astype(X.dtype, copy=False))
-            return nx.asarray(self._init, dtype=X.dtype)
+            return rows.centers(self._init)  # CSR data: CSR support rows
         if init_idx is None:
             init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
                                            self.n_clusters, sample_weight)
-        Xi = nx.take(X, nx.index(init_idx))
+        Xi = rows.take(init_idx)
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
             # On the host, on a host copy of the (small) subsample: the same draws
             # on every backend.
-            idx = kernel_kmeans_plusplus(Xi if is_sparse(Xi) else nx.to_numpy(Xi),
-                                         self.kernel_, self.n_clusters, rng, wi)
+            idx = kernel_kmeans_plusplus(rows.host_copy(Xi), self.kernel_, self.n_clusters,
+                                         rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return nx.take(Xi, nx.index(idx))
+        return rows_of(Xi).take(idx)
 
     def _init_candidate(self, X, sample_weight, rng):
         if self._auto_start is not None:  # gamma="auto": used once, as the first candidate
@@ -548,19 +471,17 @@ torch.device, default=None
         self : MiniBatchKernelKMeans
         """
         checkpoint = check_checkpoint(self, checkpoint, checkpoint_every)
-        # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
-        X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
-             else self._validate_X(X, reset=True))
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
-                                            _device.host_shape(X))
+        rows, sample_weight = prepare_input(self, X, sample_weight)
         if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
-            checkpoint.open(self, X, sample_weight)
+            checkpoint.open(self, rows.data, sample_weight)
         self._checkpoint = checkpoint
         try:
-            items = self._check_params_vs_input(X, sample_weight)
-            plan = self._plan_memory(items, X.shape[0])  # refuses what cannot fit
+            # a resumed checkpoint gives the width chosen before
+            problem = self._prepare(rows, sample_weight, gamma_selection=(
+                None if checkpoint is None else checkpoint.gamma_selection))
+            plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
             with memory_guard(plan):
-                return self._fit(items, X, sample_weight)
+                return self._fit(problem.items, problem.rows.data, problem.sample_weight)
         finally:
             del self._checkpoint
 
@@ -573,8 +494,7 @@ torch.device, default=None
         if checkpoint is not None:
             checkpoint.record_random_state(rng)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        if _dask.is_dask_rows(items):  # Dask: gather the rows of every batch in one pass
-            items.prefetch(plan)
+        rows_of(items).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         if self.tau is None:
             return self._fit_untruncated(items, sample_weight, state, plan)
         cfg = LoopConfig(kernel=self.kernel_, rate=LEARNING_RATES[self.learning_rate],
@@ -659,17 +579,11 @@ torch.device, default=None
                 "partial_fit needs an integer tau: tau=None keeps a table over a fixed "
                 "training set, which only fit has"
             )
-        if self._index_kernel:
-            raise ValueError(
-                f"partial_fit is not available with kernel={self.kernel!r}: the kernel is "
-                "a matrix over a fixed set of points, and partial_fit sees new rows"
-            )
-        X = self._validate_X(X, reset=first)
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
-                                            _device.host_shape(X))
+        self._kernel_kind.check_new_rows(self, "partial_fit")
         if first:
-            self._check_params_vs_input(X, sample_weight)
-            self._plan_memory(X, X.shape[0])
+            problem = self._prepare(*prepare_input(self, X, sample_weight, accept_dask=False))
+            X, sample_weight = problem.items, problem.sample_weight
+            self._plan_memory(problem)
             self._random_state = check_random_state(self.random_state)
             state = self._auto_start  # gamma="auto": the selection's partition
             if state is None:
@@ -682,6 +596,9 @@ torch.device, default=None
             self.n_steps_ = 0
             self.batch_objective_ = np.empty(0)
         else:
+            X = self._validate_X(X, reset=False)
+            sample_weight = check_sample_weight(
+                _device.host_sample_weight(self, sample_weight), _device.host_shape(X))
             state = self._state.copy()
         with memory_guard(self.memory_plan_):
             res = minibatch_step(

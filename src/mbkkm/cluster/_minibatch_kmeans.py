@@ -40,7 +40,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .. import _dask  # Dask input (issue 6): is_dask_array, dask_rows, dask_predict, ...
 from .._core import (
     LEARNING_RATES,
     _memory,
@@ -49,20 +48,17 @@ from .._core import (
     kernel_kmeans_plusplus,
     random_init,
 )
+from .._core._memory import chunk_rows
+from .._core._sampling import draw_init_subsample
 from .._core._windows import StepResult  # the same record as the kernel step
-from .._validation import check_str_options, short_input_errors
+from .._validation import check_sample_weight, check_str_options, short_input_errors
 from ..backends._threads import parallel_parts, threads_for, with_thread_policy
 from ..kernels import resolve_kernel
-from ._common import (
-    COMMON_CONSTRAINTS,
-    check_no_overflow,
-    check_sample_weight,
-    chunk_rows,
-    draw_init_subsample,
-    restore_on_error,
-    warn_empty_clusters,
-)
+from ._fitting import restore_on_error, warn_empty_clusters
 from ._minibatch_base import MiniBatchMixin, StepRun
+from ._overflow import check_no_overflow
+from ._params import COMMON_CONSTRAINTS
+from ._rows import rows_of
 
 # ----------------------------------------------------------------------------- core
 
@@ -326,7 +322,8 @@ default="k-means++"
         return Xi[idx]
 
     def _init_inertia(self, Xv, wv, centers):
-        return self._labels_inertia(Xv, wv, centers)[1]
+        _, inertia = self._labels_inertia(Xv, wv, centers)
+        return inertia
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -349,8 +346,7 @@ default="k-means++"
         self : MiniBatchKMeans
         """
         # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
-        X = (_dask.dask_rows(self, X) if _dask.is_dask_array(X)
-             else self._validate_X(X, reset=True))
+        X = rows_of(X).fit_input(self)
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
         self.memory_plan_ = _memory.plan_explicit(
@@ -364,8 +360,7 @@ default="k-means++"
         centers = self._best_init(X, sample_weight, rng)
         counts = np.zeros(self.n_clusters)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        if _dask.is_dask_rows(X):  # Dask: gather the rows of every batch in one pass
-            X.prefetch(plan)
+        rows_of(X).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         rate = LEARNING_RATES[self.learning_rate]
 
         def step(it):
@@ -455,8 +450,9 @@ default="k-means++"
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):
-        if _dask.is_dask_rows(X):  # Dask: labels_ (Dask array) and inertia_, one pass
-            return X.labels_inertia(self, sample_weight)
+        return rows_of(X).labels_inertia(self, sample_weight, centers=centers)
+
+    def _labels_inertia_of(self, X, sample_weight=None, centers=None):
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
@@ -475,8 +471,9 @@ default="k-means++"
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # Dask: a Dask array, computed per chunk
-            return _dask.dask_predict(self, X)
+        return rows_of(X).predict(self)  # Dask: a Dask array, computed per chunk
+
+    def _predict(self, X):
         X = self._validate_X(X, reset=False)
         return np.argmin(self._distances(X), axis=1)
 
@@ -495,8 +492,9 @@ default="k-means++"
         distances : ndarray of shape (n_samples, n_clusters)
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # Dask: a Dask array, computed per chunk
-            return _dask.dask_transform(self, X)
+        return rows_of(X).transform(self)  # Dask: a Dask array, computed per chunk
+
+    def _transform(self, X):
         X = self._validate_X(X, reset=False)
         return self._distances(X)
 
@@ -514,11 +512,13 @@ default="k-means++"
         score : float
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):  # Dask: summed over the chunks, one pass
-            return _dask.dask_score(self, X, sample_weight)
+        return rows_of(X).score(self, sample_weight)  # Dask: summed over the chunks
+
+    def _score(self, X, sample_weight=None):
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
-        return -self._labels_inertia(X, sample_weight)[1]
+        _, inertia = self._labels_inertia(X, sample_weight)
+        return -inertia
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

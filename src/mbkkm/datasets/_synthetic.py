@@ -331,6 +331,50 @@ def _check_fraction(value: Any, name: str, low_open: bool) -> float:
     return float(value)
 
 
+def _topic_laws(rng, n_features, n_topics, topic_weight, density):
+    """The corpus' laws: background Zipf over a random ranking of all terms; topic k
+    Zipf over its own block of a random partition of the vocabulary; and the Poisson
+    mean length of each topic's documents. Returns ``(background CDF, terms of each
+    topic, topic CDFs, mean lengths (n_topics,))``."""
+    background = np.empty(n_features)
+    background[rng.permutation(n_features)] = _zipf(n_features)
+    bg_cdf = np.cumsum(background)
+    terms_of = np.array_split(rng.permutation(n_features), n_topics)
+    topic_laws = [_zipf(t.size) for t in terms_of]
+    topic_cdfs = [np.cumsum(law) for law in topic_laws]
+    target = density * n_features
+    lam = np.empty(n_topics)
+    for k in range(n_topics):
+        p = (1.0 - topic_weight) * background
+        p[terms_of[k]] += topic_weight * topic_laws[k]
+        lam[k] = _calibrate_length(p, min(target, n_features * (1 - 1e-9)))
+    return bg_cdf, terms_of, topic_cdfs, lam
+
+
+def _tfidf_in_place(data, indices, indptr, df, chunk_size):
+    """Counts (CSR arrays) to scikit-learn's default TF-IDF, in place: times
+    idf = ln((1 + n) / (1 + df)) + 1, then each row to unit L2 norm (norms in
+    float64), chunk by chunk."""
+    n_samples, dt = indptr.size - 1, data.dtype
+    idf = (np.log((1.0 + n_samples) / (1.0 + df)) + 1.0).astype(dt)
+    for start in range(0, data.size, 1 << 22):
+        sl = slice(start, start + (1 << 22))
+        data[sl] *= idf[indices[sl]]
+    rows_nnz = np.diff(indptr)
+    for r0 in range(0, n_samples, chunk_size):
+        r1 = min(r0 + chunk_size, n_samples)
+        a = indptr[r0]
+        vals = data[a:indptr[r1]]
+        starts = indptr[r0:r1] - a
+        nonempty = rows_nnz[r0:r1] > 0
+        sq = np.zeros(r1 - r0)
+        if vals.size:
+            sq[nonempty] = np.add.reduceat(vals.astype(np.float64) ** 2, starts[nonempty])
+        inv = np.zeros(r1 - r0)
+        inv[nonempty] = 1.0 / np.sqrt(sq[nonempty])
+        vals *= np.repeat(inv, rows_nnz[r0:r1]).astype(dt)
+
+
 def make_topic_corpus(
     n_samples: int = 200_000,
     n_features: int = 50_000,
@@ -432,20 +476,8 @@ def make_topic_corpus(
         raise TypeError(f"dtype must be np.float32 or np.float64, got {dt}.")
     rng = _as_generator(random_state)
 
-    # The laws: background Zipf over a random ranking of all terms; topic k Zipf over
-    # its own block of a random partition of the vocabulary.
-    background = np.empty(n_features)
-    background[rng.permutation(n_features)] = _zipf(n_features)
-    bg_cdf = np.cumsum(background)
-    terms_of = np.array_split(rng.permutation(n_features), n_topics)
-    topic_laws = [_zipf(t.size) for t in terms_of]
-    topic_cdfs = [np.cumsum(law) for law in topic_laws]
-    target = density * n_features
-    lam = np.empty(n_topics)
-    for k in range(n_topics):
-        p = (1.0 - topic_weight) * background
-        p[terms_of[k]] += topic_weight * topic_laws[k]
-        lam[k] = _calibrate_length(p, min(target, n_features * (1 - 1e-9)))
+    bg_cdf, terms_of, topic_cdfs, lam = _topic_laws(rng, n_features, n_topics,
+                                                    topic_weight, density)
 
     y = np.arange(n_samples, dtype=np.int64) % n_topics
     rng.shuffle(y)
@@ -486,24 +518,7 @@ def make_topic_corpus(
     data.resize(nnz, refcheck=False)  # in place: no copy of the arrays
     indices.resize(nnz, refcheck=False)
     if tfidf:
-        idf = (np.log((1.0 + n_samples) / (1.0 + df)) + 1.0).astype(dt)
-        for start in range(0, nnz, 1 << 22):
-            sl = slice(start, start + (1 << 22))
-            data[sl] *= idf[indices[sl]]
-        # Each row scaled to unit L2 norm (norms in float64), in place, chunk by chunk.
-        rows_nnz = np.diff(indptr)
-        for r0 in range(0, n_samples, chunk_size):
-            r1 = min(r0 + chunk_size, n_samples)
-            a = indptr[r0]
-            vals = data[a:indptr[r1]]
-            starts = indptr[r0:r1] - a
-            nonempty = rows_nnz[r0:r1] > 0
-            sq = np.zeros(r1 - r0)
-            if vals.size:
-                sq[nonempty] = np.add.reduceat(vals.astype(np.float64) ** 2, starts[nonempty])
-            inv = np.zeros(r1 - r0)
-            inv[nonempty] = 1.0 / np.sqrt(sq[nonempty])
-            vals *= np.repeat(inv, rows_nnz[r0:r1]).astype(dt)
+        _tfidf_in_place(data, indices, indptr, df, chunk_size)
     X = sp.csr_matrix((data, indices, indptr), shape=(n_samples, n_features), copy=False)
     X.has_sorted_indices = True
     return X, y

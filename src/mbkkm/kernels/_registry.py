@@ -14,7 +14,7 @@ Everything that lists or dispatches kernels reads :data:`KERNELS`:
 :func:`~mbkkm.kernels.resolve_kernel` and :func:`~mbkkm.kernels.graph_kernel_matrix`
 (lookup, parameters, defaults and error messages), :meth:`Kernel.tile` (the
 backend's implementation), the estimators' parameter constraints, the CLI choices,
-the device checks, and the tests' parametrisation (STYLE.md, 3).
+the device checks, and the tests' parametrisation: one registry per option set.
 
 Tiles are named by module and function (:class:`Tiles`) and imported on first use,
 so the torch tiles (:mod:`mbkkm.kernels._torch_tiles`) load only when a torch

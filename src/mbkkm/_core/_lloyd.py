@@ -1,0 +1,266 @@
+"""Full-batch kernel k-means (Lloyd's algorithm in feature space): the core.
+
+Centers are never explicit; center j is the mean of the points ``A_j``
+currently assigned to it,
+
+    C_j = (1 / W_j) sum_{y in A_j} w_y phi(y),    W_j = sum_{y in A_j} w_y,
+
+so the squared distance of a point x to C_j is
+
+    ||phi(x) - C_j||^2 = K(x, x) - 2 sum_{y in A_j} w_y K(x, y) / W_j
+                         + sum_{y, y' in A_j} w_y w_y' K(y, y') / W_j^2.
+
+With the (n, k) coefficient matrix A[y, j] = w_y / W_j if y is in A_j, else 0
+(a weighted one-hot matrix of the labels), one product gives every inner product
+
+    P = K A,  P[x, j] = <phi(x), C_j> = sum_{y in A_j} w_y K(x, y) / W_j,
+
+and the squared norms come from P for free:
+
+    c_j = ||C_j||^2 = sum_{y in A_j} (w_y / W_j) sum_{y' in A_j} K(y, y') w_y' / W_j
+        = sum_y A[y, j] P[y, j]  (column sums of A * P).
+
+So an iteration is one (n x n) by (n x k) product, D = diag(K) - 2 P + c, and
+an argmin. The product goes through a kernel operator: :class:`MatrixOperator`
+(the stored matrix) or :class:`BlockOperator` (blocks of kernel rows recomputed
+at every iteration). Pure functions: ready arrays in, no estimator, no checks.
+Every array of one run lives on one backend (numpy, or torch on a device: see
+mbkkm.backends); the loop brings a few scalars per iteration to the host.
+
+References
+----------
+I. S. Dhillon, Y. Guan and B. Kulis. "Kernel k-means, spectral clustering and
+normalized cuts." KDD 2004.
+B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024 (the full-batch
+baseline of Section 5).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+from ..backends import get_backend
+from ..backends._threads import parallel_matmul
+from ..kernels import kernel_block
+from ..kernels._graph import LowRankKernel
+
+
+class KernelOperator(Protocol):
+    """What Lloyd's iterations need of the kernel: products K @ A with the (n, n)
+    kernel matrix of the training points, however it is held."""
+
+    n: int
+
+    def product(self, A):
+        """K @ A, shape (n, k), float64, on the run's backend."""
+
+
+class KernelRun(NamedTuple):
+    """What Lloyd's iterations of one fit work with (built by the estimator)."""
+
+    op: KernelOperator  # products with the kernel matrix
+    diag: object  # (n,) float64 K(x, x), on the run's backend
+    index_kernel: object  # the stored matrix as an index kernel (k-means++), or None
+
+
+class LloydResult(NamedTuple):
+    """One run of :func:`kernel_lloyd`."""
+
+    #: ndarray (n,) or None: the clusters whose means are the returned centers (None:
+    #: the initial centers, never the case with ``max_iter >= 1``).
+    center_labels: object
+    #: ndarray (n,): nearest center of each point (the labels of the returned centers).
+    labels: object
+    #: ndarray (n,): squared distance of each point to its center.
+    mind: object
+    #: ndarray (n, k): squared distances to every center.
+    distances: object
+    n_iter: int
+    #: ndarray (k,): squared norms of the returned centers (inf for an empty cluster).
+    norms: object
+
+
+class MatrixOperator:
+    """Products with a kernel matrix held in memory: a dense array or tensor (on the
+    host or on a device), or on the host a sparse or low-rank matrix."""
+
+    def __init__(self, K):
+        self.K = K
+        self.n = K.shape[0]
+        self.nx = get_backend(K)  # numpy for sparse and low-rank matrices
+
+    def product(self, A):
+        """K @ A, shape (n, k), float64, on the backend of K (computed in K's dtype)."""
+        if isinstance(self.K, LowRankKernel):
+            # K = U diag(w) U^T: (n, r) (r, r) (r, n) (n, k), never n x n.
+            return self.K.U @ (self.K.weights[:, None] * (self.K.U.T @ A))
+        nx = self.nx
+        if type(self.K) in (np.ndarray, np.memmap):  # row parts on the policy's threads
+            return nx.astype(parallel_matmul(self.K, nx.astype(A, self.K.dtype)), np.float64)
+        return nx.astype(self.K @ nx.astype(A, self.K.dtype), np.float64)
+
+    def columns(self, idx):
+        """K[:, idx], shape (n, len(idx)), float64 (host index kernels)."""
+        return np.asarray(kernel_block(self.K, np.arange(self.n), idx), dtype=np.float64)
+
+
+class BlockOperator:
+    """Products with K(X, X) recomputed block of rows by block of rows (K never stored),
+    on the backend of X."""
+
+    def __init__(self, kernel, X, block_rows):
+        self.kernel = kernel
+        self.X = X
+        self.n = X.shape[0]
+        self.block_rows = block_rows
+        self.nx = get_backend(X)
+
+    def product(self, A):
+        n, br, nx = self.n, self.block_rows, self.nx
+        A = nx.astype(A, self.X.dtype)
+        out = nx.empty((n, A.shape[1]), np.float64)
+        buf = nx.empty((min(br, n), n), self.X.dtype)  # one block of kernel rows
+        for r0 in range(0, n, br):
+            r1 = min(r0 + br, n)
+            Kb = self.kernel.tile(self.X[r0:r1], self.X, out=buf[: r1 - r0],
+                                  backend=nx)  # (r1 - r0, n)
+            out[r0:r1] = parallel_matmul(Kb, A) if nx.is_host else Kb @ A
+        return out
+
+
+def e_step(P, c, diag):
+    """Squared distances D = diag - 2 P + c (clipped at 0), labels and row minima."""
+    nx = get_backend(P)
+    D = P * -2.0
+    D += diag[:, None]
+    D += c[None, :]
+    nx.clip_min_(D, 0.0)
+    labels, mind = nx.argmin_min(D, axis=1)
+    return labels, mind, D
+
+
+def relocate_empty(labels, mind, w, k, W=None):
+    """Move the points farthest from their centers into empty clusters (as scikit-learn).
+
+    Only points of positive weight can fill a cluster; returns new labels (a copy when
+    something moved). ``W``: the cluster weights of ``labels`` when already known.
+    All arrays on one backend; on a device nothing comes to the host but counts.
+    """
+    nx = get_backend(labels)
+    if W is None:
+        W = nx.one_hot(labels, w, k).sum(0)
+    empty = nx.flatnonzero(W <= 0)
+    positive = w > 0
+    n_move = min(int(empty.shape[0]), int(positive.sum()))
+    if n_move == 0:
+        return labels
+    score = nx.copy(mind)
+    score[~positive] = -np.inf
+    far = nx.largest(score, n_move)  # the n_move farthest points, farthest first
+    labels = nx.copy(labels)
+    labels[far] = empty[:n_move]
+    return labels
+
+
+def m_step(op, labels, w, k, M=None):
+    """Inner products P = K A (n, k) and squared norms c (k,) of the cluster means.
+
+    A[y, j] = w_y / W_j for y in A_j (the weighted one-hot matrix M scaled by
+    column); ``M = one_hot(labels, w)`` when already computed. A cluster of zero
+    weight has a zero column (its points, if any, all weigh 0) and c_j = inf.
+    """
+    nx = get_backend(labels)
+    if M is None:
+        M = nx.one_hot(labels, w, k)  # (n, k), M[y, label_y] = w_y
+    W = M.sum(0)  # (k,) cluster weights W_j
+    none = W <= 0
+    scale = nx.copy(W)
+    scale[none] = 1.0
+    A = M
+    A /= scale[None, :]
+    P = op.product(A)
+    c = (A * P).sum(0)
+    c[none] = np.inf  # a cluster with no weight attracts no point
+    return P, c
+
+
+def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
+    """Lloyd's algorithm in feature space from initial centers given by (P0, c0).
+
+    Iteration i assigns every point to the nearest center (E-step against the
+    centers C_i), then sets C_{i+1} to the weighted means of the clusters
+    (M-step, one product with K). It stops after iteration i when the labels did
+    not change (strict convergence: C_{i+1} = C_i), when the objective
+    f_i = sum_x w_x min_j ||phi(x) - C_{i,j}||^2 improved by less than
+    ``tol * f_{i-1}`` (then C_i and its labels are returned), or after
+    ``max_iter`` iterations (then a last E-step against C_{max_iter} gives the
+    labels). The returned labels are always the nearest centers of the returned
+    centers, which is scikit-learn's KMeans(algorithm="lloyd") convention.
+
+    Every array lives on one backend (numpy, or torch on a device); the products,
+    distances, argmins, relocations and objectives run there, and each iteration
+    brings three scalars to the host (objective, number of changed labels, number
+    of empty clusters) for the tests above.
+
+    Parameters
+    ----------
+    op : KernelOperator
+    diag : ndarray or tensor of shape (n,), float64
+        K(x, x).
+    P0 : ndarray or tensor of shape (n, k), float64
+        <phi(x), C_0j> for the initial centers.
+    c0 : ndarray or tensor of shape (k,), float64
+        ||C_0j||^2.
+    w : ndarray or tensor of shape (n,), float64
+        Sample weights (ones when unweighted).
+    max_iter : int
+    tol : float
+        Relative tolerance on the objective decrease.
+    verbose : int
+
+    Returns
+    -------
+    LloydResult
+        ``(center_labels, labels, mind, distances, n_iter, norms)``.
+    """
+    nx = get_backend(P0)
+    if nx.is_host:
+        diag, c0 = np.asarray(diag, dtype=np.float64), np.asarray(c0, dtype=np.float64)
+    k = P0.shape[1]
+    P, c = P0, c0
+    center_labels = None
+    labels_old, obj_old = None, None
+    t0 = time.perf_counter()
+    n_iter = 0
+    for it in range(max_iter):
+        labels, mind, D = e_step(P, c, diag)
+        M = nx.one_hot(labels, w, k)  # (n, k) weighted one-hot of the labels
+        W = M.sum(0)
+        changed = 0 if labels_old is None else (labels != labels_old).sum()
+        # The only device-to-host traffic of an iteration: three scalars, one copy.
+        obj, changed, n_empty = nx.scalars_to_host(mind @ w, changed, (W <= 0).sum())
+        n_iter = it + 1
+        if verbose:
+            print(f"Iteration {it + 1}: objective {obj:.6g}, "
+                  f"{time.perf_counter() - t0:.2f}s")
+        if labels_old is not None:
+            if changed == 0:
+                if verbose:
+                    print(f"Converged at iteration {it + 1}: strict convergence.")
+                return LloydResult(center_labels, labels, mind, D, n_iter, c)
+            if obj_old - obj < tol * obj_old:
+                if verbose:
+                    print(f"Converged at iteration {it + 1}: objective change "
+                          f"{obj_old - obj:.3g} < tol * objective.")
+                return LloydResult(center_labels, labels, mind, D, n_iter, c)
+        center_labels = labels
+        if n_empty > 0:
+            center_labels = relocate_empty(labels, mind, w, k, W)
+            M = None if center_labels is not labels else M
+        P, c = m_step(op, center_labels, w, k, M)
+        labels_old, obj_old = labels, obj
+    labels, mind, D = e_step(P, c, diag)
+    return LloydResult(center_labels, labels, mind, D, n_iter, c)

@@ -1,0 +1,242 @@
+"""The state of mini-batch kernel k-means: every center as a window of blocks.
+
+The data both steps share (the host step of :mod:`mbkkm._core._windows` and
+the fixed-shape device step of :mod:`mbkkm._core._pool`): the window state, its
+constructors, the result of one step, the index helpers, and the width of the
+iteration's kernel tiles. Kept apart from both steps so that neither imports
+the other's module for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..backends import get_backend
+from ..backends._sparse import is_sparse
+
+# ----------------------------------------------------------------- index helpers
+
+
+def concat_ranges(starts, lengths):
+    """The concatenation of ``arange(s, s + l)`` for each (s, l), vectorised."""
+    lengths = np.asarray(lengths, dtype=np.intp)
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.intp)
+    offsets = np.cumsum(lengths) - lengths  # where each range begins in the output
+    return np.repeat(np.asarray(starts, dtype=np.intp) - offsets, lengths) + np.arange(total)
+
+
+def rank_in_groups(counts):
+    """0, 1, ..., c_0 - 1, 0, 1, ..., c_1 - 1, ...: each position's rank in its group."""
+    counts = np.asarray(counts, dtype=np.intp)
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def group_by(labels, n_groups):
+    """Positions grouped by label (stable) and the group pointers, (n,) and (n_groups + 1,)."""
+    order = np.argsort(labels, kind="stable")
+    ptr = np.zeros(n_groups + 1, dtype=np.intp)
+    np.cumsum(np.bincount(labels, minlength=n_groups), out=ptr[1:])
+    return order, ptr
+
+
+def block_slots(block_cluster, n_clusters):
+    """Rank of each block inside its cluster (oldest first), shape (nb,)."""
+    order, ptr = group_by(block_cluster, n_clusters)
+    slots = np.empty(block_cluster.size, dtype=np.intp)
+    slots[order] = np.arange(block_cluster.size) - ptr[block_cluster[order]]
+    return slots
+
+
+# -------------------------------------------------------------------------- state
+
+
+@dataclass
+class WindowState:
+    """Every center as a window of blocks of support points (see the module docstring).
+
+    Attributes
+    ----------
+    support : ndarray or tensor of shape (m, ...)
+        Support items (data rows, or point indices for index kernels), block by
+        block in time order. Its backend (numpy, or torch on a device) is the
+        backend of the state.
+    weight : ndarray of shape (m,), float64
+        u_s, the weight of each support point inside its block.
+    block_start : ndarray of shape (nb + 1,)
+        Block q is ``support[block_start[q]:block_start[q + 1]]``.
+    block_cluster : ndarray of shape (nb,)
+        The cluster of each block.
+    block_stamp : ndarray of shape (nb,), int64
+        Iteration at which the block joined (-1 for an initial center).
+    lam : ndarray of shape (nb,), float64
+        lambda_q, the coefficient of each block: a_s = lam[q] * weight[s].
+    gram : ndarray or tensor of shape (k, L, L), float64, or None
+        Block Gram matrices H_j, slot i = the i-th oldest block of cluster j,
+        zero-padded; on the backend of ``support``. None for a labelling-only state.
+    norms : ndarray or tensor of shape (k,), float64
+        c_j = ||C_j||^2, on the backend of ``support``.
+    counts : ndarray of shape (k,), float64
+        Running (weighted) number of batch points assigned to each cluster.
+    n_steps : int
+        Iterations performed so far.
+    """
+
+    support: np.ndarray
+    weight: np.ndarray
+    block_start: np.ndarray
+    block_cluster: np.ndarray
+    block_stamp: np.ndarray
+    lam: np.ndarray
+    gram: object
+    norms: object
+    counts: np.ndarray
+    n_steps: int = 0
+    workspace: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["workspace"] = {}  # buffers are scratch space: never pickled
+        return state
+
+    @property
+    def n_clusters(self):
+        return self.counts.shape[0]
+
+    @property
+    def backend(self):
+        """The array backend of the support (see :mod:`mbkkm.backends`)."""
+        return get_backend(self.support)
+
+    @property
+    def block_size(self):
+        return np.diff(self.block_start)
+
+    @property
+    def labels(self):
+        """Cluster of each support point, shape (m,) (in the state's layout)."""
+        return np.repeat(self.block_cluster, self.block_size)
+
+    @property
+    def coef(self):
+        """a_s = lambda_q u_s, the coefficient of each support point, shape (m,)."""
+        return np.repeat(self.lam, self.block_size) * self.weight
+
+    def host_norms(self):
+        """c_j as a host float64 array."""
+        return np.asarray(self.backend.to_numpy(self.norms), dtype=np.float64)
+
+    def by_cluster(self):
+        """Support positions grouped by cluster (stable: oldest first), and the pointers."""
+        return group_by(self.labels, self.n_clusters)
+
+    def group_by_cluster(self):
+        """Reorder the support (and the blocks) by cluster, in place (stable).
+
+        Blocks stay contiguous and, within each cluster, oldest first, which is all
+        the iteration needs of the layout; the Gram slots do not change.
+        """
+        order, _ = self.by_cluster()  # (always a gather: the same calls whatever the order)
+        border = np.argsort(self.block_cluster, kind="stable")
+        sizes = self.block_size[border]
+        nx = self.backend
+        self.support = nx.take(self.support, nx.index(order))
+        self.weight = self.weight[order]
+        self.block_start = np.zeros(border.size + 1, dtype=np.intp)
+        np.cumsum(sizes, out=self.block_start[1:])
+        self.block_cluster = self.block_cluster[border]
+        self.block_stamp = self.block_stamp[border]
+        self.lam = self.lam[border]
+        return self
+
+    def copy(self):
+        nx = self.backend
+        return WindowState(
+            nx.copy(self.support), self.weight.copy(), self.block_start.copy(),
+            self.block_cluster.copy(), self.block_stamp.copy(), self.lam.copy(),
+            None if self.gram is None else nx.copy(self.gram), nx.copy(self.norms),
+            self.counts.copy(), self.n_steps,
+        )
+
+
+def init_state(centers, kernel):
+    """Windows of one point each (coefficient 1) from k initial center items.
+
+    The state lives on the backend of ``centers`` (numpy array, scipy CSR rows or
+    torch tensor).
+    """
+    nx = get_backend(centers)
+    k = centers.shape[0]
+    diag = nx.astype(nx.kernel_diag(kernel, centers), np.float64)  # (k,) K(c_j, c_j)
+    return WindowState(
+        support=(nx.copy(centers) if not nx.is_host or is_sparse(centers)
+                 else np.array(centers, copy=True)),
+        weight=np.ones(k),
+        block_start=np.arange(k + 1),
+        block_cluster=np.arange(k),
+        block_stamp=np.full(k, -1, dtype=np.int64),
+        lam=np.ones(k),
+        gram=diag.reshape(k, 1, 1),  # H_j = [[K(c_j, c_j)]]
+        norms=nx.copy(diag),
+        counts=np.zeros(k),
+    )
+
+
+def labelling_state(support, coef, cluster, n_clusters, norms):
+    """A state for labelling only (no Gram): one block per cluster.
+
+    Parameters
+    ----------
+    support : ndarray or tensor of shape (m, ...)
+    coef : ndarray of shape (m,)
+        a_s, the coefficient of each support point in its center.
+    cluster : ndarray of shape (m,)
+        The center of each support point.
+    n_clusters : int
+    norms : ndarray of shape (k,)
+        c_j (host or on the backend of ``support``).
+    """
+    nx = get_backend(support)
+    cluster = np.asarray(cluster, dtype=np.intp)
+    order, ptr = group_by(cluster, n_clusters)
+    lam = np.bincount(cluster, weights=coef, minlength=n_clusters).astype(np.float64)
+    lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
+    coef = np.asarray(coef, dtype=np.float64)[order]
+    sizes = np.diff(ptr)
+    return WindowState(
+        support=support if order.size == 0 or np.all(order == np.arange(order.size))
+        else nx.take(support, nx.index(order)),
+        weight=coef / np.repeat(lam, sizes),
+        block_start=ptr,
+        block_cluster=np.arange(n_clusters),
+        block_stamp=np.full(n_clusters, -1, dtype=np.int64),
+        lam=lam,
+        gram=None,
+        norms=nx.asarray(norms, dtype=np.float64),
+        counts=np.zeros(n_clusters),
+    )
+
+
+
+@dataclass
+class StepResult:
+    labels: np.ndarray  # (b,) assignment of the batch before the update
+    objective: float  # f_B(C_i): weighted mean of the minimum distances
+    objective_after: float | None  # f_B(C_{i+1}) on the same batch (when asked)
+    alpha: np.ndarray  # (k,) learning rates used
+
+
+def tile_columns(m, b, itemsize, max_tile_bytes):
+    """Batch columns per kernel chunk so that K(S, B_c) and K(B, B_c) fit the budget.
+
+    The iteration's kernel blocks are (m, b) and (b, b); when together they exceed
+    ``max_tile_bytes`` (None: no limit) they are computed in column chunks of the
+    batch: the same kernel work, in pieces, with the same results.
+    """
+    if max_tile_bytes is None:
+        return b
+    per_column = (m + b) * itemsize * 1.25  # the reused buffers grow by 25 %
+    return int(max(1, min(b, max_tile_bytes // max(1, per_column))))

@@ -1,0 +1,170 @@
+"""The result of gamma="auto": what the selection tried, its choice, and a plot of it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .._core._width import MIN_GAIN, MIN_GAIN_WIDER, choose_width
+
+
+class GammaGridWarning(UserWarning):
+    """gamma="auto" chose a width at an end of its (extended) candidate grid.
+
+    The criterion may keep decreasing beyond the widths tried: pass the width as
+    a number, or explore further with :func:`mbkkm.cluster.select_gamma`'s
+    ``multipliers``.
+    """
+
+
+@dataclass(frozen=True)
+class GammaSelection:
+    """What ``gamma="auto"`` tried and why it chose its width.
+
+    Attributes
+    ----------
+    gamma : float
+        The chosen width.
+    candidates : ndarray of shape (n_candidates,)
+        The widths tried, increasing (the grid, extended where the choice lay at
+        one of its ends).
+    scores : ndarray of shape (n_candidates,)
+        The criterion of each candidate (lower is better).
+    criterion : str
+        Name of the criterion (``"knn-normalized-cut"``).
+    base_gamma : float
+        The base width the candidates are multiples of (the mean-distance width
+        of the sample).
+    n_samples : int
+        Size of the sample the criterion was computed on.
+    seed_scores : ndarray of shape (n_candidates, n_seeds + 1)
+        The normalised cut of the partition of each candidate and run: the
+        ``n_seeds`` kernel k-means runs from k-means++, then the kernel k-means run
+        from the spectral partition (:func:`spectral_partition`; the column is
+        absent when k = 1 or k = n_samples).
+    sample_indices : ndarray of shape (n_samples,)
+        The rows of X in the sample, increasing.
+    sample_labels : ndarray of shape (n_samples,)
+        The chosen width's solution on the sample (see ``raw_scores``): the
+        estimators start from it.
+    seed_inertia : ndarray of shape (n_candidates, n_seeds + 1)
+        The kernel k-means objective of each run on the sample (columns as
+        ``seed_scores``).
+    raw_scores : ndarray of shape (n_candidates,)
+        The cut of each candidate's solution: its lowest-objective run, or the run
+        from the spectral start when that one's cut is lower (``solution_runs``);
+        ``scores`` is ``raw_scores`` smoothed over the grid (:func:`smooth_scores`).
+    solution_runs : ndarray of shape (n_candidates,)
+        The column of ``seed_scores`` that is each candidate's solution.
+    seconds : float
+        Wall-clock time of the selection.
+    reference : int or None
+        Index in ``candidates`` of the mean-distance width (multiplier 1), which
+        is kept unless another candidate is better (a narrower one: clearly
+        better); None when the grid does not hold it (then the lowest score wins).
+    min_gain : float
+        The relative margin of that guard for the narrower candidates (larger
+        gamma): one wins only when its score is at most
+        ``(1 - min_gain) * scores[reference]`` (:attr:`threshold`).
+    min_gain_wider : float
+        The same margin for the wider candidates (smaller gamma; 0: a lower score
+        suffices; :attr:`threshold_wider`).
+    at_edge : {"narrowest", "widest"} or None
+        Set when the chosen width is the narrowest or the widest candidate even
+        after the grid was extended (a :class:`GammaGridWarning` said so).
+    """
+
+    gamma: float
+    candidates: np.ndarray
+    scores: np.ndarray
+    criterion: str
+    base_gamma: float
+    n_samples: int
+    seed_scores: np.ndarray = field(repr=False, default=None)
+    sample_indices: np.ndarray = field(repr=False, default=None)
+    sample_labels: np.ndarray = field(repr=False, default=None)
+    seed_inertia: np.ndarray = field(repr=False, default=None)
+    seconds: float = field(repr=False, default=None)
+    raw_scores: np.ndarray = field(repr=False, default=None)
+    solution_runs: np.ndarray = field(repr=False, default=None)
+    reference: int | None = field(repr=False, default=None)
+    min_gain: float = field(repr=False, default=MIN_GAIN)
+    min_gain_wider: float = field(repr=False, default=MIN_GAIN_WIDER)
+    at_edge: str | None = field(repr=False, default=None)
+
+    @property
+    def multipliers(self):
+        """candidates / base_gamma."""
+        return self.candidates / self.base_gamma
+
+    @property
+    def threshold(self):
+        """The score a narrower candidate (larger gamma) must reach to replace the
+        reference width (``(1 - min_gain) * scores[reference]``; None without a
+        reference)."""
+        if self.reference is None:
+            return None
+        return (1.0 - self.min_gain) * float(self.scores[self.reference])
+
+    @property
+    def threshold_wider(self):
+        """The same for a wider candidate (smaller gamma): ``(1 - min_gain_wider) *
+        scores[reference]``, and strictly below ``scores[reference]``."""
+        if self.reference is None:
+            return None
+        return (1.0 - self.min_gain_wider) * float(self.scores[self.reference])
+
+    def table(self):
+        """A text table of the candidates and their scores, the choice marked."""
+        lines = [f"gamma=auto ({self.criterion}, lower is better; sample of "
+                 f"{self.n_samples} points, base width {self.base_gamma:.4g})",
+                 f"{'gamma':>12} {'x base':>8} {'score':>9}"]
+        for i, (g, m, s) in enumerate(zip(self.candidates, self.multipliers, self.scores)):
+            marks = []
+            if i == self.reference:
+                marks.append("mean-distance width")
+            if g == self.gamma:
+                marks.append("<- chosen")
+            lines.append(f"{g:12.5g} {m:8.3g} {s:9.4f}" + ("  " + ", ".join(marks) if marks
+                                                             else ""))
+        if self.reference is not None:
+            s_ref = self.scores[self.reference]
+            lines.append(f"a wider width (smaller gamma) replaces the mean-distance width with "
+                         f"a score < {s_ref:.4g}" + (
+                             f" and <= {1 - self.min_gain_wider:g} x it = "
+                             f"{self.threshold_wider:.4g}" if self.min_gain_wider > 0 else ""))
+            lines.append(f"a narrower width (larger gamma) only with a score "
+                         f"<= {1 - self.min_gain:g} x {s_ref:.4g} = {self.threshold:.4g}")
+        best = int(np.flatnonzero(self.candidates == self.gamma)[0])
+        if (self.raw_scores is not None and best != self.reference
+                and best != choose_width(self.scores, self.reference, self.min_gain,
+                                         self.min_gain_wider)):
+            lines.append("the lowest scores lie on a plateau of equal cuts at the end of the "
+                         "grid: its innermost width is chosen")
+        if self.at_edge is not None:
+            lines.append(f"the choice is the {self.at_edge} width tried: the best width may "
+                         f"lie beyond the grid")
+        return "\n".join(lines)
+
+    def plot(self, ax=None):
+        """The criterion against gamma (log axis), the choice marked. Returns the Axes."""
+        if ax is None:
+            import matplotlib.pyplot as plt
+
+            _, ax = plt.subplots(figsize=(5, 3.2))
+        ax.semilogx(self.candidates, self.scores, "o-", color="C0", label=self.criterion)
+        best = int(np.flatnonzero(self.candidates == self.gamma)[0])
+        ax.semilogx([self.gamma], [self.scores[best]], "o", ms=12, mfc="none",
+                    color="C3", label=f"chosen gamma = {self.gamma:.3g}")
+        ax.axvline(self.base_gamma, color="0.6", ls=":", label="mean-distance width")
+        if self.reference is not None:
+            lo, hi = self.candidates[0], self.candidates[-1]
+            ax.hlines(self.threshold_wider, lo, self.base_gamma, color="0.6", ls="-.", lw=0.8,
+                      label=f"{1 - self.min_gain_wider:g} x its score (wider widths)")
+            ax.hlines(self.threshold, self.base_gamma, hi, color="0.6", ls="--", lw=0.8,
+                      label=f"{1 - self.min_gain:g} x its score (narrower widths)")
+        ax.set_xlabel("gamma")
+        ax.set_ylabel("normalised k-NN cut (lower is better)")
+        ax.legend(fontsize="small")
+        return ax

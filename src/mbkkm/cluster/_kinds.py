@@ -1,0 +1,191 @@
+"""The kind of a kernel estimator's kernel, and what depends on it once fitted.
+
+Three kinds, one class each; :func:`kernel_kind` is the only place that tells
+them apart:
+
+- :class:`PointKernel`: a kernel on points (named, or a user's callable); the
+  core works on rows, and new points are rows too;
+- :class:`PrecomputedKernel`: ``kernel="precomputed"``; X is the kernel matrix,
+  the core works on point indices, and new points come as K(X_new, X_fit)
+  (their K(x, x) as ``kernel_diag``);
+- :class:`GraphKernel`: "knn" and "heat", built on the k-NN graph of the
+  training points (transductive: new points only through the kernel's
+  extension, where it has one).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.validation import check_array
+
+from .._core import assign
+from .._core._lloyd import KernelRun, MatrixOperator
+from .._core._parallel import assign_parallel
+from ..backends._sparse import is_sparse
+from ..kernels import GRAPH_KERNELS, get_spec
+from ..kernels._index import is_stored_kernel, validate_stored_kernel
+from . import _device
+from ._graph_kernels import graph_assign
+from ._overflow import check_no_overflow
+from ._rows import GraphRows, PrecomputedRows, rows_of
+
+
+class PointKernel:
+    """A kernel on points: rows in, rows of new points out."""
+
+    name = "point"
+    #: Whether the core's items are point indices (the kernel is a stored matrix).
+    is_index = False
+    #: Whether distances to new points need their K(x, x) passed in (``kernel_diag``).
+    needs_kernel_diag = False
+
+    def fit_rows(self, X, index_dtype=None):
+        """The adapter of a fit's validated X (:mod:`._rows`)."""
+        return rows_of(X)
+
+    def stored_matrix(self, estimator, X):
+        """X taken as it is (a sparse or low-rank kernel matrix), or None: validate it."""
+        return None
+
+    def accepts_sparse(self, estimator):
+        """Whether ``fit`` takes scipy sparse X."""
+        if callable(estimator.kernel):
+            return True  # a callable receives CSR rows
+        spec = get_spec(estimator.kernel)
+        return spec is not None and spec.accepts_sparse  # chi2: no
+
+    def check_inductive(self, estimator, method):
+        """Refuse new points where the kernel has no value at them (graph kernels)."""
+
+    def check_new_rows(self, estimator, method):
+        """Refuse training on new rows where the kernel is a matrix over fixed points."""
+
+    def assign_new(self, estimator, X, method, return_distances, kernel_diag):
+        """Labels, minimum distances (and distances) of validated new rows X."""
+        check_no_overflow(X, estimator.kernel_)
+        return tuple(_device.to_output(estimator, a) for a in assign_parallel(
+            X, estimator._state, estimator.kernel_, chunk_rows=estimator._chunk_rows(X),
+            return_distances=return_distances))
+
+    def fitted_distances(self, estimator, X):
+        """Distances of the fitted points to the centers, (n, n_clusters)."""
+        return estimator.transform(X)
+
+    def lloyd_storage(self, estimator, rows):
+        """KernelKMeans: rows per block of kernel rows, or None for the stored matrix
+        (the memory plan; :class:`~mbkkm.KernelMemoryError` when neither fits)."""
+        return estimator._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+
+    def lloyd_run(self, estimator, problem, block_rows):
+        """KernelKMeans: the :class:`~mbkkm._core._lloyd.KernelRun` of the fit."""
+        return estimator._point_operator(problem, block_rows)
+
+
+class PrecomputedKernel(PointKernel):
+    """``kernel="precomputed"``: the kernel matrix in, point indices in the core."""
+
+    name = "precomputed"
+    is_index = True
+    needs_kernel_diag = True
+
+    def fit_rows(self, X, index_dtype=None):
+        return PrecomputedRows(X, index_dtype)
+
+    def check_new_rows(self, estimator, method):
+        raise ValueError(
+            f"{method} is not available with kernel={estimator.kernel!r}: the kernel is "
+            f"a matrix over a fixed set of points, and {method} sees new rows"
+        )
+
+    def stored_matrix(self, estimator, X):
+        return validate_stored_kernel(X) if is_stored_kernel(X) else None
+
+    def accepts_sparse(self, estimator):
+        return True  # a sparse kernel matrix
+
+    def assign_new(self, estimator, X, method, return_distances, kernel_diag):
+        # X is K(X_new, X_fit); the support items index X_fit.
+        diag = self.kernel_diag(estimator, kernel_diag, X, method, needed=return_distances)
+
+        def cross(support, K_rows):
+            T = K_rows[:, support].T  # (m, r); a sparse K(X_new, X_fit) gives a dense tile
+            return T.toarray() if is_sparse(T) else np.ascontiguousarray(T)
+
+        return assign(X, estimator._state, estimator.kernel_, cross_kernel=cross,
+                      diag=lambda start, K_rows: diag[start:start + K_rows.shape[0]],
+                      chunk_rows=estimator._chunk_rows(X), return_distances=return_distances)
+
+    @staticmethod
+    def kernel_diag(estimator, kernel_diag, X, method, needed):
+        """K(x, x) of the new points, checked (zeros where the result does not need it)."""
+        if kernel_diag is None:
+            if needed:
+                raise ValueError(
+                    f"{type(estimator).__name__}.{method} with kernel='precomputed' needs "
+                    "kernel_diag=K(x, x) of the new points, shape (n_new,): the distances "
+                    "depend on it, and K(X_new, X_fit) does not hold it (predict does not "
+                    "need it)"
+                )
+            return np.zeros(X.shape[0], dtype=X.dtype)  # the argmin does not depend on it
+        diag = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype,
+                           input_name="kernel_diag")
+        if diag.shape != (X.shape[0],):
+            raise ValueError(f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), "
+                             f"got {diag.shape}")
+        return diag
+
+    def lloyd_storage(self, estimator, rows):
+        return None  # the kernel's own matrix: no other storage to plan
+
+    def lloyd_run(self, estimator, problem, block_rows):
+        kernel = problem.kernel
+        estimator._kernel_storage = self.name
+        return KernelRun(MatrixOperator(kernel.matrix),
+                         np.asarray(kernel.full_diagonal(), dtype=np.float64), kernel)
+
+    def fitted_distances(self, estimator, X):
+        items = np.arange(estimator.kernel_.n_samples)
+        _, _, distances = assign(items, estimator._state, estimator.kernel_,
+                                 chunk_rows=estimator._chunk_rows(items),
+                                 return_distances=True)
+        return distances
+
+
+class GraphKernel(PrecomputedKernel):
+    """A graph kernel ("knn", "heat"): the points in, point indices in the core."""
+
+    name = "graph"
+    needs_kernel_diag = False
+
+    def fit_rows(self, X, index_dtype=None):
+        return GraphRows(X, index_dtype)
+
+    def stored_matrix(self, estimator, X):
+        return None
+
+    def accepts_sparse(self, estimator):
+        return False  # the k-NN graph builders take dense X
+
+    def check_inductive(self, estimator, method):
+        if getattr(estimator.kernel_, "extension", None) is None:
+            raise ValueError(
+                f"{type(estimator).__name__}.{method}: kernel={estimator.kernel!r} is a "
+                "graph kernel, defined on the fitted points only (transductive): it has no "
+                "value between new points and the fitted ones. Use labels_ (fit_predict) or "
+                "fit_transform on the fitted points, or refit on all the points"
+            )
+
+    def assign_new(self, estimator, X, method, return_distances, kernel_diag):
+        return graph_assign(estimator, X, method, return_distances)  # X joins the graph
+
+
+_KINDS = {"point": PointKernel(), "precomputed": PrecomputedKernel(), "graph": GraphKernel()}
+
+
+def kernel_kind(kernel):
+    """The kind of an estimator's ``kernel`` parameter (a name or a callable)."""
+    if isinstance(kernel, str) and kernel == "precomputed":
+        return _KINDS["precomputed"]
+    if isinstance(kernel, str) and kernel in GRAPH_KERNELS:
+        return _KINDS["graph"]
+    return _KINDS["point"]

@@ -1,0 +1,378 @@
+"""One adapter per kind of input: all the branching on the kind of X is here.
+
+A fit's validated X is wrapped once in the adapter of its kind (by the kernel's
+kind, :mod:`._kinds`, then by :func:`rows_of`);
+the estimators and :func:`._problem.prepare` then call its methods instead of
+testing the kind again:
+
+- :class:`Rows`: a numpy array or memmap; the core works on its rows;
+- :class:`SparseRows`: a scipy sparse matrix (canonical CSR, never densified);
+- :class:`TensorRows`: a torch tensor, on its device;
+- :class:`DaskFitRows`: a Dask array, its rows gathered batch plan by batch plan;
+- :class:`PrecomputedRows`: the (n, n) kernel matrix; the core works on point
+  indices 0..n-1;
+- :class:`GraphRows`: the points of a graph kernel ("knn", "heat"); point indices
+  too, the kernel matrix being built on the k-NN graph of the points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import sparse
+from sklearn.utils.validation import check_array
+
+from .. import _dask
+from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
+from ..backends._sparse import as_csr
+from ..kernels import resolve_kernel
+from ..kernels._index import IndexKernel, check_precomputed_matrix
+from ..kernels._protocol import ResolvedKernel
+from . import _device
+from ._graph_kernels import resolve_graph_kernel
+from ._overflow import check_no_overflow
+
+
+class Rows:
+    """Dense rows on the host: a numpy array or memmap (read in rows, never copied)."""
+
+    kind = "dense"
+    #: Whether the core's items are point indices (the kernel is a stored matrix).
+    is_index = False
+    #: Whether the rows are a torch tensor (results then go back as tensors).
+    is_tensor = False
+
+    # -------------------------------------------------------------- validation
+    def fit_input(self, estimator, accept_dask=True):
+        """The input of ``fit``, checked (:func:`validate_X` through the estimator)."""
+        return estimator._validate_X(self.data, reset=True)
+
+    @staticmethod
+    def run_device(device):
+        """The device a fit on these rows runs on, for the estimator's ``device``."""
+        return resolve_device(device)
+
+    def validated(self, estimator, dev, reset, validate_numpy):
+        """The rows checked by ``validate_numpy`` (scikit-learn's ``validate_data``),
+        then moved to ``dev`` (None or "cpu": they stay on the host)."""
+        X = validate_numpy(self.data)
+        if dev not in (None, "cpu"):
+            nx = backend_for(dev)
+            dtype = np.float32 if nx.device.type == "cuda" else X.dtype
+            X = nx.asarray(X, dtype=dtype)
+        return X
+
+    def check_init(self, init, n_clusters, estimator):
+        """``init`` given as an array: the initial centers as points, checked."""
+        init = check_array(init, dtype=_device.host_dtype(self.data), copy=True,
+                           input_name="init")
+        if init.shape != (n_clusters, self.n_features):
+            raise ValueError(
+                f"init: the initial centers should have shape (n_clusters, n_features) = "
+                f"({n_clusters}, {self.n_features}), got {init.shape}"
+            )
+        return init
+
+    def init_points(self, init):
+        """Initial centers given as points, on the rows' backend (None for index rows:
+        their init holds point indices)."""
+        return self.nx.asarray(init, dtype=self.data.dtype)
+
+    def support_items(self, idx):
+        """The items of the support points ``idx`` of a fitted model."""
+        return self.take(idx)
+
+    def compute_itemsize(self, kernel):
+        """Bytes of one value the core computes with on these rows and ``kernel``."""
+        return self.itemsize
+
+    @staticmethod
+    def kernel_width(kernel):
+        """The width (``gamma``) ``kernel`` uses on these rows, or None."""
+        return kernel.params.get("gamma")
+
+    def __init__(self, data):
+        self.data = data
+
+    @property
+    def nx(self):
+        """The backend the rows live on."""
+        return get_backend(self.data)
+
+    @property
+    def n_samples(self):
+        return int(self.data.shape[0])
+
+    @property
+    def n_features(self):
+        return int(self.data.shape[1])
+
+    @property
+    def itemsize(self):
+        """Bytes of one value of the rows (the host dtype of a tensor)."""
+        return np.dtype(_device.host_dtype(self.data)).itemsize
+
+    def host_rows(self, idx):
+        """Rows ``idx`` as a host float64 array (a CSR matrix for sparse rows)."""
+        return np.asarray(self.data[idx], dtype=np.float64)
+
+    def take(self, idx):
+        """Rows ``idx`` on the rows' backend, in their dtype."""
+        nx = self.nx
+        return nx.take(self.data, nx.index(idx))
+
+    def host_copy(self, rows):
+        """A host copy of some of the rows, for work done on the host (k-means++)."""
+        return self.nx.to_numpy(rows)
+
+    def centers(self, init):
+        """Initial centers given as points, in the form of the rows."""
+        return self.nx.asarray(init, dtype=self.data.dtype)
+
+    def resolve(self, estimator, gamma, sample_weight):
+        """The resolved kernel and the items the core works on (see the table above).
+
+        A kernel on points: scikit-learn's parameters resolved on the data, then the
+        checks that need the kernel (overflow of its arithmetic, a callable called
+        once on a few rows), before any real work.
+        """
+        kernel = self._resolve_kernel(
+            estimator.kernel, gamma=gamma, degree=estimator.degree, coef0=estimator.coef0,
+            kernel_params=estimator.kernel_params, X=self.data, sample_weight=sample_weight)
+        check_no_overflow(self.data, kernel)  # finite data whose kernel arithmetic overflows
+        if kernel.is_callable:
+            n = self.n_samples
+            self.nx.kernel_tile(kernel, self.data[: min(3, n)], self.data[: min(2, n)])
+        return Resolved(kernel, self.data)
+
+    _resolve_kernel = staticmethod(resolve_kernel)
+
+    def prefetch(self, plan):
+        """Get ready to read the batches of ``plan`` (only Dask rows need to)."""
+
+    # What a fitted estimator does with new data of this kind: in memory here (the
+    # estimator's own ``_predict``, ``_transform``, ``_score``, ``_labels_inertia_of``),
+    # chunk by chunk for Dask.
+    def predict(self, estimator):
+        return estimator._predict(self.data)
+
+    def transform(self, estimator, **kwargs):
+        return estimator._transform(self.data, **kwargs)
+
+    def score(self, estimator, sample_weight, **kwargs):
+        return estimator._score(self.data, sample_weight, **kwargs)
+
+    def labels_inertia(self, estimator, sample_weight, **kwargs):
+        return estimator._labels_inertia_of(self.data, sample_weight, **kwargs)
+
+
+class SparseRows(Rows):
+    """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
+
+    kind = "sparse"
+
+    @staticmethod
+    def run_device(device):
+        if isinstance(device, str) and device == "auto":
+            return "cpu"  # "auto": the best backend for X; sparse X has numpy only
+        return resolve_device(device)
+
+    def validated(self, estimator, dev, reset, validate_numpy):
+        if dev not in (None, "cpu"):
+            raise ValueError(
+                f"X is a scipy.sparse matrix, but device={estimator.device!r} "
+                f"({_device.device_name(dev)}) runs with PyTorch, which has no sparse path: "
+                "use device=None or 'cpu' for sparse X, or densify X (X.toarray()) if it "
+                "fits in memory"
+            )
+        # sorted indices, no duplicates: what the kernels expect
+        return as_csr(validate_numpy(self.data))
+
+    def host_rows(self, idx):
+        return sparse.csr_matrix(self.data[idx], dtype=np.float64)
+
+    def host_copy(self, rows):
+        return rows
+
+    def centers(self, init):
+        return type(self.data)(init.astype(self.data.dtype, copy=False))
+
+
+class TensorRows(Rows):
+    """A dense torch tensor on its device (the run's backend is torch there)."""
+
+    kind = "tensor"
+    is_tensor = True
+
+    def validated(self, estimator, dev, reset, validate_numpy):
+        X = self.data
+        if dev == "cpu" or (dev is not None and not same_device(dev, X.device)):
+            raise ValueError(
+                f"X is a torch tensor on {X.device} but device={estimator.device!r} "
+                f"({_device.device_name(dev)}); move X there, or leave device=None to run "
+                "where X lives"
+            )
+        return _device.validate_tensor(estimator, X, reset)
+
+    def host_rows(self, idx):
+        return np.asarray(self.nx.to_numpy(self.take(idx)), dtype=np.float64)
+
+
+class DaskArrayRows(Rows):
+    """A Dask array as given by the user (read only where rows are asked for)."""
+
+    kind = "dask"
+
+    def host_rows(self, idx):
+        return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
+
+    def fit_input(self, estimator, accept_dask=True):
+        if not accept_dask:  # read as an array (computed) by the validation
+            return super().fit_input(estimator)
+        return _dask.dask_rows(estimator, self.data)  # the rows the fit gathers
+
+    def predict(self, estimator):
+        return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
+
+    def transform(self, estimator, kernel_diag=None):
+        if kernel_diag is not None:  # K(x, x) given as an array: in memory
+            return super().transform(estimator, kernel_diag=kernel_diag)
+        return _dask.dask_transform(estimator, self.data)
+
+    def score(self, estimator, sample_weight, kernel_diag=None):
+        if kernel_diag is not None:
+            return super().score(estimator, sample_weight, kernel_diag=kernel_diag)
+        return _dask.dask_score(estimator, self.data, sample_weight)  # one pass
+
+
+class DaskFitRows(Rows):
+    """A Dask array during ``fit``: :class:`mbkkm._dask.DaskRows` gathers the rows the
+    fit reads, the batches of the whole plan in few passes."""
+
+    kind = "dask"
+
+    def _resolve_kernel(self, *args, **kwargs):
+        # The data-driven gamma from one pass of Dask reductions.
+        return self.data.resolve_kernel(*args, **kwargs)
+
+    def prefetch(self, plan):
+        self.data.prefetch(plan)
+
+    def labels_inertia(self, estimator, sample_weight, **kwargs):
+        # labels_ (a Dask array) and inertia_ in one pass over the chunks
+        return self.data.labels_inertia(estimator, sample_weight)
+
+
+class PrecomputedRows(Rows):
+    """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
+
+    kind = "precomputed"
+    is_index = True
+
+    def __init__(self, data, index_dtype=None):
+        super().__init__(data)
+        self.diag = check_precomputed_matrix(data)  # square, K(x, x) >= 0, symmetric
+        self.index_dtype = index_dtype
+
+    @property
+    def n_features(self):
+        return 0
+
+    def check_init(self, init, n_clusters, estimator):
+        """``init`` given as an array: the initial centers as point indices, checked."""
+        n = self.n_samples
+        init = np.asarray(init)
+        if (init.shape != (n_clusters,) or not np.issubdtype(init.dtype, np.integer)
+                or init.min() < 0 or init.max() >= n):
+            raise ValueError(
+                f"init: with kernel={estimator.kernel!r} the initial centers are given as "
+                f"{n_clusters} point indices in [0, {n}), an integer array of shape "
+                f"(n_clusters,); got dtype {init.dtype} and shape {init.shape}"
+            )
+        return init.astype(np.intp)
+
+    def init_points(self, init):
+        return None
+
+    def support_items(self, idx):
+        return np.asarray(idx, dtype=np.intp)
+
+    def compute_itemsize(self, kernel):
+        return np.dtype(kernel.dtype).itemsize  # the index kernel's blocks
+
+    @staticmethod
+    def kernel_width(kernel):
+        return None  # a stored matrix has no width
+
+    def resolve(self, estimator, gamma, sample_weight):
+        dtype = self.index_dtype or getattr(self.data, "dtype", np.float64)
+        kernel = IndexKernel("precomputed", self.data, dtype=dtype, diag=self.diag)
+        return Resolved(kernel, np.arange(self.n_samples))
+
+
+class GraphRows(PrecomputedRows):
+    """A graph kernel ("knn", "heat"): the k-NN graph of the rows is built and the
+    kernel matrix over them resolved; items are indices (transductive)."""
+
+    kind = "graph"
+
+    def __init__(self, data, index_dtype=None):
+        Rows.__init__(self, data)
+        self.index_dtype = index_dtype
+
+    def resolve(self, estimator, gamma, sample_weight):
+        kernel, t, t_selection = resolve_graph_kernel(estimator, self.data, sample_weight)
+        return Resolved(kernel, np.arange(self.n_samples), t, t_selection)
+
+
+def rows_of(X):
+    """The adapter of data X by its kind (no kernel involved): the one place that
+    tells the kinds of arrays apart."""
+    if isinstance(X, _dask.DaskRows):
+        return DaskFitRows(X)
+    if _dask.is_dask_array(X):
+        return DaskArrayRows(X)
+    if is_tensor(X):
+        return TensorRows(X)
+    if sparse.issparse(X):
+        return SparseRows(X)
+    return Rows(X)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The kernel of one fit and what it works on (:meth:`Rows.resolve`)."""
+
+    kernel: ResolvedKernel
+    items: object
+    t: float | None = None
+    t_selection: object = None
+
+
+def validate_X(est, X, reset, validate_numpy):
+    """Checked X on the backend the estimator runs on (see :mod:`._device`).
+
+    ``validate_numpy(X)`` is the estimator's numpy validation (``validate_data``).
+    On ``reset`` it resolves ``est.device`` into ``est._device`` and records
+    whether results go out as tensors (``est._tensor_io``). The adapter of X's kind
+    (:mod:`._rows`) does the kind's own checks: a scipy sparse X that the
+    validation accepts comes out as canonical CSR (CSC and the other formats
+    converted once) and runs with numpy only (a ValueError for a torch device); a
+    tensor is checked with torch operations where it lives.
+    """
+    rows = rows_of(X)
+    if reset:
+        est._device = rows.run_device(est.device)
+    if not reset and hasattr(est, "_tensor_io") and rows.is_tensor != est._tensor_io:
+        fitted = "torch tensors" if est._tensor_io else "numpy arrays"
+        got = ("a torch tensor" if rows.is_tensor
+               else f"a {type(X).__module__}.{type(X).__name__}")
+        raise ValueError(
+            f"X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
+            f"not supported; pass X as {fitted}"
+        )
+    X = rows.validated(est, getattr(est, "_device", None), reset, validate_numpy)
+    if reset:
+        est._tensor_io = rows.is_tensor
+    return X
