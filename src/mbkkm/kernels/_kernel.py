@@ -137,16 +137,17 @@ class Kernel:
                 return prepare(X, **self.params)
         return {}
 
-    def prepare_right(self, Y):
+    def prepare_right(self, Y, Y_norms_sq=None):
         """What :meth:`__call__` can reuse across calls with the same right operand ``Y``.
 
         For rbf on dense float rows, the right side of the GEMM (``Y_aug``, exactly what
-        each call would compute); nothing otherwise. Kernel k-means++ computes
-        K(candidates, X) against one X at every step.
+        each call would compute, from ``Y_norms_sq`` when given); nothing otherwise.
+        Kernel k-means++ computes K(candidates, X) against one X at every step, and a
+        tile in row parts each part against the same Y.
         """
         if (self._user_func is None and self.name == "rbf" and type(Y) is np.ndarray
                 and Y.ndim == 2 and Y.dtype.kind == "f"):
-            return {"Y_aug": rbf_augment(Y, self.params["gamma"])}
+            return {"Y_aug": rbf_augment(Y, self.params["gamma"], Y_norms_sq)}
         return {}
 
     def __call__(self, X, Y, out=None, **cache):
@@ -183,8 +184,11 @@ class Kernel:
             out = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(X.dtype, Y.dtype))
 
         shared = {key: value for key, value in cache.items() if not key.startswith("X_")}
-        if self.name == "rbf" and "Y_aug" not in shared:  # Y's side once, not per part
-            shared["Y_aug"] = rbf_augment(Y, self.params["gamma"], shared.pop("Y_norms_sq", None))
+        if "Y_aug" not in shared:  # Y's side once, not per part
+            right = self.prepare_right(Y, shared.get("Y_norms_sq"))
+            if right:
+                shared.pop("Y_norms_sq", None)
+                shared.update(right)
 
         def part(r0, r1):
             rows = {key: value[r0:r1] for key, value in cache.items() if key.startswith("X_")}
