@@ -26,6 +26,7 @@ from mbkkm._core._width import (
     lloyd_from_partition,
     lloyd_runs,
     spectral_partition,
+    trust_partition,
 )
 from mbkkm._core._windows import assign
 from mbkkm.cluster import GammaGridWarning, GammaSelection
@@ -428,6 +429,7 @@ def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monk
         else dict(max_iter=1)
     est = Est(2, gamma="auto", random_state=0, **params).fit(X)
     sel = est.gamma_selection_
+    assert sel.start_from_partition  # a narrower width, clearly better: trusted
     want = plain_mean_distances(X, X[sel.sample_indices], sel.sample_labels, 2,
                                 sel.gamma).argmin(axis=1)
     # mini-batch: the start's labels; kernel k-means: one Lloyd step from the start
@@ -437,6 +439,47 @@ def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monk
     exp = Est(2, gamma="auto", init=init, random_state=0, **params).fit(X)
     plain = Est(2, gamma=sel.gamma, init=init, random_state=0, **params).fit(X)
     np.testing.assert_array_equal(exp.labels_, plain.labels_)  # an explicit init wins
+
+
+def plain_trust(scores, best, reference, min_gain):
+    """The start rule written out: trust the partition when there is no reference, or
+    when another width than the reference won with a score <= (1 - min_gain) x its."""
+    if reference is None:
+        return True
+    return best != reference and scores[best] <= (1 - min_gain) * scores[reference]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_trust_partition_equals_plain_rule(seed):
+    rng = np.random.RandomState(seed)
+    for _ in range(300):
+        scores = rng.choice([0.5, 0.75, 0.79, 0.8, 0.85, 1.0], size=6)
+        best, ref = (int(v) for v in rng.randint(6, size=2))
+        ref = None if rng.rand() < 0.1 else ref
+        gain = float(rng.choice([0.0, 0.2, 0.5]))
+        assert trust_partition(scores, best, ref, gain) == plain_trust(
+            list(scores), best, ref, gain)
+    assert not trust_partition([0.9, 1.0, 0.85], 0, 1, 0.2)  # wider, lower, not clearly
+    assert trust_partition([0.7, 1.0, 0.85], 0, 1, 0.2)
+    assert not trust_partition([0.9, 1.0, 0.85], 1, 1, 0.2)  # the reference kept
+
+
+@pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
+def test_untrusted_partition_fit_starts_from_init_as_at_the_fixed_width(Est):
+    # One Gaussian cloud cut in 3: no width is clearly better, so the fit is the
+    # fit at the chosen width from k-means++, not from the sample's partition.
+    X = np.random.RandomState(0).randn(600, 4)
+    params = dict(batch_size=128, tau=50, max_iter=5) if Est is MiniBatchKernelKMeans \
+        else dict(max_iter=5)
+    est = Est(3, gamma="auto", random_state=0, **params).fit(X)
+    sel = est.gamma_selection_
+    best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
+    assert not sel.start_from_partition
+    assert sel.scores[best] > sel.threshold  # not clearly below the reference's score
+    assert "starts from init" in sel.table()
+    fixed = Est(3, gamma=sel.gamma, random_state=0, **params).fit(X)
+    np.testing.assert_array_equal(est.labels_, fixed.labels_)
+    assert est.inertia_ == fixed.inertia_
 
 
 def plain_spectral_labels(K, k, seed):

@@ -193,7 +193,8 @@ def _selection(search, indices, options, seconds):
         seconds=seconds, raw_scores=search.raw,
         solution_runs=np.array([r.chosen for r in runs], dtype=np.intp),
         reference=search.reference, min_gain=options.min_gain,
-        min_gain_wider=options.min_gain_wider, at_edge=search.at_edge)
+        min_gain_wider=options.min_gain_wider, at_edge=search.at_edge,
+        start_from_partition=search.start_from_partition)
 
 
 def default_selects_width(kernel, kernel_params, n, n_clusters, n_samples=SAMPLE_MAX,
@@ -249,8 +250,10 @@ def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state
 
 
 def _start_partition(selection, n_clusters):
-    """The selection's sample partition, or None when it has an empty cluster."""
-    if selection is None or selection.sample_labels is None:
+    """The selection's sample partition, or None when the selection does not trust it
+    (``start_from_partition``) or it has an empty cluster."""
+    if (selection is None or selection.sample_labels is None
+            or not selection.start_from_partition):
         return None
     labels = np.asarray(selection.sample_labels, dtype=np.intp)
     if np.bincount(labels, minlength=n_clusters).min() == 0:
@@ -264,8 +267,9 @@ def auto_start_state(X, selection, kernel, n_clusters):
     Center j is the mean in feature space of the sample points that the chosen
     width's best sample partition puts in cluster j (see
     :func:`mbkkm._core._partition_init.partition_state`). Returns None (use the
-    estimator's ``init``) without a selection or when that partition has an empty
-    cluster.
+    estimator's ``init``) without a selection, when the selection does not trust its
+    partition (``start_from_partition``: its width is not clearly better than the
+    mean-distance width) or when that partition has an empty cluster.
     """
     labels = _start_partition(selection, n_clusters)
     if labels is None:

@@ -73,6 +73,13 @@ class GammaSelection:
     at_edge : {"narrowest", "widest"} or None
         Set when the chosen width is the narrowest or the widest candidate even
         after the grid was extended (a :class:`GammaGridWarning` said so).
+    start_from_partition : bool
+        Whether the estimators start the fit from ``sample_labels`` (with a named
+        ``init``): when the chosen width's score is at most ``(1 - min_gain)``
+        times the reference's (clearly better; every narrower choice is), or
+        without a reference. Otherwise the fit starts from ``init`` (k-means++),
+        as a fit at that fixed width does
+        (:func:`mbkkm._core._width.trust_partition`).
     """
 
     gamma: float
@@ -92,6 +99,7 @@ class GammaSelection:
     min_gain: float = field(repr=False, default=MIN_GAIN)
     min_gain_wider: float = field(repr=False, default=MIN_GAIN_WIDER)
     at_edge: str | None = field(repr=False, default=None)
+    start_from_partition: bool = field(repr=False, default=True)
 
     @property
     def multipliers(self):
@@ -145,6 +153,10 @@ class GammaSelection:
         if self.at_edge is not None:
             lines.append(f"the choice is the {self.at_edge} width tried: the best width may "
                          f"lie beyond the grid")
+        lines.append("the fit starts from the chosen width's sample partition"
+                     if self.start_from_partition else
+                     "the fit starts from init (k-means++): the chosen width's score is not "
+                     "clearly (by min_gain) below the mean-distance width's")
         return "\n".join(lines)
 
     def plot(self, ax=None):
