@@ -26,6 +26,7 @@ replacement (``unbalanced_indices``, seed 0), and blobs of unequal weights and
 spreads (2-d, 80 % .. 1 %; 9-d, the 7 proportions).
 
     .venv/bin/python benchmarks/bench_gamma.py --cost    # the README example's cost
+    .venv/bin/python benchmarks/bench_gamma.py --starts --out docs/results/gamma-starts.csv
 """
 
 from __future__ import annotations
@@ -315,6 +316,60 @@ def cost(args):
           f"{auto.gamma_ / auto.gamma_selection_.base_gamma:.3g} x the mean-distance width")
 
 
+def starts(args):
+    """Per data set and seed, the start of the fit at the width "auto" chooses: the
+    choice, its margin (its smoothed score / the mean-distance width's), whether the
+    selection trusts its partition, and two full fits at that width: from the
+    selection's sample partition and from k-means++ (== a fit at that fixed width).
+    Rows appended to ``--out`` (resumable)."""
+    import dataclasses
+    from unittest import mock
+
+    from sklearn.metrics import adjusted_rand_score
+
+    from mbkkm import MiniBatchKernelKMeans
+    from mbkkm.cluster import _problem, select_gamma
+
+    fields = ["dataset", "seed", "mult", "ratio", "trusted", "ari_partition", "ari_kmeanspp"]
+    out = Path(args.out)
+    done = set()
+    if out.exists():
+        with out.open() as f:
+            done = {(r["dataset"], r["seed"]) for r in csv.DictReader(f)}
+    new = not out.exists()
+    with out.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fields)
+        if new:
+            writer.writeheader()
+        for name in args.datasets:
+            X, y, k = load(name, args.data_home)
+            for seed in range(args.seeds if args.seeds is not None else SEEDS.get(name, 10)):
+                if (name, str(seed)) in done:
+                    continue
+                ari = {}
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    sel = select_gamma(X, k, random_state=seed)
+                    for start, trusted in (("partition", True), ("kmeanspp", False)):
+                        # the fit of gamma="auto" with the start forced one way or the other
+                        forced = dataclasses.replace(sel, start_from_partition=trusted)
+                        with mock.patch.object(_problem, "resolve_auto_gamma",
+                                               return_value=(sel.gamma, forced)):
+                            est = MiniBatchKernelKMeans(k, gamma="auto", batch_size=1024,
+                                                        tau=200, max_iter=200,
+                                                        random_state=seed).fit(X)
+                        ari[start] = adjusted_rand_score(y, est.labels_)
+                best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
+                row = dict(dataset=name, seed=seed, mult=f"{sel.gamma / sel.base_gamma:.4g}",
+                           ratio=f"{sel.scores[best] / sel.scores[sel.reference]:.4f}",
+                           trusted=int(sel.start_from_partition),
+                           ari_partition=f"{ari['partition']:.4f}",
+                           ari_kmeanspp=f"{ari['kmeanspp']:.4f}")
+                writer.writerow(row)
+                f.flush()
+                print(row, flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="docs/results/gamma.csv")
@@ -330,9 +385,14 @@ def main():
     p.add_argument("--cost", action="store_true",
                    help="time the README example's fit with and without the selection")
     p.add_argument("--rounds", type=int, default=7, help="--cost: interleaved rounds")
+    p.add_argument("--starts", action="store_true",
+                   help="the fit at auto's width from its sample partition and from "
+                        "k-means++ (rows to --out, e.g. docs/results/gamma-starts.csv)")
     args = p.parse_args()
     if args.cost:
         cost(args)
+    elif args.starts:
+        starts(args)
     elif args.report:
         report(args)
     else:
