@@ -83,7 +83,8 @@ class KernelKMeans(BaseKernelKMeans):
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, as in
         :class:`~mbkkm.cluster.MiniBatchKernelKMeans`: "auto" chosen without labels
         by :func:`mbkkm.cluster.select_gamma` (with a named ``init`` the first run
-        then starts from the selection's sample partition, see ``init``);
+        then starts from the selection's sample partition where it trusts it, see
+        ``init``);
         "mean-distance" the fixed 1 / (mean squared pairwise distance); None
         (default) "auto" for rbf and laplacian when ``min(n, 1000) >= 10
         n_clusters``, else "mean-distance", 1 / n_features for polynomial and
@@ -104,7 +105,8 @@ class KernelKMeans(BaseKernelKMeans):
         kernels, or of shape (n_clusters,) as integer indices of training points
         for "precomputed" and the graph kernels. With ``gamma="auto"`` and a
         named init, the first run starts from the centers C_j = mean of phi over
-        the sample points of cluster j of the selection's partition (P0[x, j] =
+        the sample points of cluster j of the selection's partition, where the
+        selection trusts it (``gamma_selection_.start_from_partition``) (P0[x, j] =
         mean of K(x, s) over them); the other ``n_init - 1`` runs use the named
         init, and the lowest final inertia wins as usual. An array always wins.
     n_init : int, default=1

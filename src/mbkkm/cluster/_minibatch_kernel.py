@@ -94,9 +94,11 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         10-nearest-neighbour graph (normalised cut, smoothed over neighbouring
         widths); the mean-distance width is kept unless a wider width's score is
         lower or a narrower width's at most 0.8 times its score. With a named
-        ``init`` the fit then **starts from the chosen width's partition**:
-        initial center j is the mean in feature space of the sample points in
-        cluster j (see ``init``). ``gamma_selection_`` shows the candidates and
+        ``init`` the fit then **starts from the chosen width's partition** when
+        that width's score is at most 0.8 times the mean-distance width's (every
+        narrower choice; else from ``init``, as at a fixed width): initial center j
+        is the mean in feature space of the sample points in cluster j (see
+        ``init``). ``gamma_selection_`` shows the candidates and
         their scores. See :doc:`/gamma` and :doc:`/results/gamma`.
         "mean-distance" (rbf and laplacian only): the fixed data-driven
         1 / (mean squared pairwise distance) = 1 / (2 sum of feature variances),
@@ -143,7 +145,8 @@ default="k-means++"
         points; "random": ``n_clusters`` distinct random points; an array: the
         initial centers as points in input space. With ``gamma="auto"`` and a
         named init, the first initialisation is instead the selection's sample
-        partition (center j = mean of phi over its sample points, one window
+        partition where the selection trusts it (``gamma_selection_.
+        start_from_partition``; center j = mean of phi over its sample points, one window
         block of weights ``1 / |C_j|``; deterministic per ``random_state``); the
         others (``n_init > 1``) use the named init. An array always wins.
     n_init : int, default=1
