@@ -32,6 +32,7 @@ spreads (2-d, 80 % .. 1 %; 9-d, the 7 proportions).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import os
 import time
@@ -129,6 +130,26 @@ def unbalanced_indices(y, proportions, rng):
     return np.sort(np.concatenate(idx))
 
 
+def _rows_done(out, keys):
+    """The ``keys`` tuples of the rows already in the CSV ``out`` (a re-run skips them)."""
+    if not out.exists():
+        return set()
+    with out.open() as f:
+        return {tuple(r[key] for key in keys) for r in csv.DictReader(f)}
+
+
+@contextlib.contextmanager
+def _appending(out, fields):
+    """``(file, DictWriter)`` appending to the CSV ``out``, its header written when new."""
+    new = not out.exists()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fields)
+        if new:
+            writer.writeheader()
+        yield f, writer
+
+
 def run(args):
     from sklearn.cluster import KMeans
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
@@ -137,17 +158,8 @@ def run(args):
     from mbkkm.kernels import mean_squared_pairwise_distance
 
     out = Path(args.out)
-    done = set()
-    if out.exists():
-        with out.open() as f:
-            done = {(r["dataset"], r["seed"], r["method"], r["multiplier"])
-                    for r in csv.DictReader(f)}
-    new = not out.exists()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("a", newline="") as f:
-        writer = csv.DictWriter(f, FIELDS)
-        if new:
-            writer.writeheader()
+    done = _rows_done(out, ("dataset", "seed", "method", "multiplier"))
+    with _appending(out, FIELDS) as (f, writer):
         for name in args.datasets:
             X, y, k = load(name, args.data_home)
             g0 = 1.0 / mean_squared_pairwise_distance(X)
@@ -332,15 +344,8 @@ def starts(args):
 
     fields = ["dataset", "seed", "mult", "ratio", "trusted", "ari_partition", "ari_kmeanspp"]
     out = Path(args.out)
-    done = set()
-    if out.exists():
-        with out.open() as f:
-            done = {(r["dataset"], r["seed"]) for r in csv.DictReader(f)}
-    new = not out.exists()
-    with out.open("a", newline="") as f:
-        writer = csv.DictWriter(f, fields)
-        if new:
-            writer.writeheader()
+    done = _rows_done(out, ("dataset", "seed"))
+    with _appending(out, fields) as (f, writer):
         for name in args.datasets:
             X, y, k = load(name, args.data_home)
             for seed in range(args.seeds if args.seeds is not None else SEEDS.get(name, 10)):
