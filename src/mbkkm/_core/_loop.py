@@ -262,6 +262,9 @@ class _DeviceLoop:
             items.device)
         self.log = torch.zeros((2, self.first_it + fs.max_iter), dtype=torch.float64,
                                device=items.device)
+        # Views made once: the plan's rows, the log's two lines (not one view a call).
+        self.plan_rows = self.plan.unbind(0)
+        self.log_before, self.log_after = self.log.unbind(0)
         self.graph = None
         self.graph_error = None
         self.blocks = 0 if saved is None else saved["blocks"]
@@ -301,14 +304,14 @@ class _DeviceLoop:
         """
         new, out = self.P.advance(pool, self.items.index_select(0, idx), self.spec,
                                   self.fs.layout, self.consts)
-        self.log[0].index_copy_(0, pool.it, out.objective)
+        self.log_before.index_copy_(0, pool.it, out.objective)
         if out.after is not None:
-            self.log[1].index_copy_(0, pool.it, out.after)
+            self.log_after.index_copy_(0, pool.it, out.after)
         return new, out
 
     def _eager(self, i):
         """Iteration i of the plan (i: a host int)."""
-        self.fs.pool, _ = self.iteration(self.fs.pool, self.plan[i])
+        self.fs.pool, _ = self.iteration(self.fs.pool, self.plan_rows[i])
 
     def _graph_body(self):
         """One iteration on the static pool, the batch chosen by the device counter."""

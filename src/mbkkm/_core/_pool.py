@@ -144,10 +144,12 @@ class Pool(NamedTuple):
 
 
 def _kernel_functions(kernel):
-    """(tile, diag, diag_is_one) of a kernel on torch, resolved once, outside the step.
+    """(tile, tail, diag, diag_is_one) of a kernel on torch, resolved once, outside the step.
 
-    ``tile(X, Y) -> (n_x, n_y)`` and ``diag(X) -> (n,)``; ``diag_is_one`` for kernels
-    with K(x, x) = 1 for every x (rbf, laplacian), whose diagonal is not computed.
+    ``tile(X, Y) -> (n_x, n_y)``; ``tail(X, Y)`` the same when Y is X's last rows (rbf
+    shares X's row norms with Y, :func:`mbkkm.kernels._torch_tiles.rbf_tail`);
+    ``diag(X) -> (n,)``; ``diag_is_one`` for kernels with K(x, x) = 1 for every x (rbf,
+    laplacian), whose diagonal is not computed.
     A callable is called without the per-tile finiteness check (a device sync): a
     non-finite value shows in the batch objectives the host reads back.
     """
@@ -162,17 +164,21 @@ def _kernel_functions(kernel):
         def diag(X):
             return _torch_tiles.call_user_diag(func, params, X, check_finite=False)
 
-        return tile, diag, False
+        return tile, tile, diag, False
     impl = KERNELS[kernel.name].implementation("torch")
     params = dict(kernel.params)
 
     def tile(X, Y):
         return impl.tile(X, Y, **params)
 
+    def tail(X, Y):
+        return _torch_tiles.rbf_tail(X, Y, **params)
+
     def diag(X):
         return impl.diag(X, **params)
 
-    return tile, diag, impl.diag is _torch_tiles.diag_ones
+    return (tile, tail if impl.tile is _torch_tiles.rbf else tile, diag,
+            impl.diag is _torch_tiles.diag_ones)
 
 
 class StepSpec:
@@ -200,7 +206,7 @@ class StepSpec:
         self.renormalize = bool(renormalize)
         self.objective_after = bool(objective_after)
         self.tol = float(tol)
-        self.tile, self.diag, self.diag_is_one = _kernel_functions(kernel)
+        self.tile, self.tail, self.diag, self.diag_is_one = _kernel_functions(kernel)
 
 
 class Constants(NamedTuple):
@@ -215,7 +221,7 @@ class Constants(NamedTuple):
     inf: torch.Tensor  # 0-d float64
     free: torch.Tensor  # 0-d int64: the block of a free row
     tol: torch.Tensor  # 0-d float64
-    zero_slots: torch.Tensor  # (k (L + 1),) float64 zeros, never written
+    slot_bounds: torch.Tensor  # (k (L + 1) + 1,) int64: 0, 1, ..., k (L + 1)
 
 
 def make_constants(layout, spec, device):
@@ -233,7 +239,7 @@ def make_constants(layout, spec, device):
         inf=torch.full((), math.inf, dtype=_F64, device=device),
         free=torch.full((), layout.free, dtype=torch.int64, device=device),
         tol=torch.full((), spec.tol, dtype=_F64, device=device),
-        zero_slots=torch.zeros(k * L1, dtype=_F64, device=device),
+        slot_bounds=torch.arange(k * L1 + 1, device=device),
     )
 
 
@@ -247,7 +253,7 @@ class StepOut(NamedTuple):
     alpha: torch.Tensor  # (k, 1) float64: the learning rates
 
 
-def _plan_slots(pool, spec, c, ns, alpha):
+def _plan_slots(pool, spec, c, ns, alpha, grows):
     """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
 
     An old block stays iff newer + n_j < tau and alpha_j < 1; lambda <- (1 - alpha_j)
@@ -256,7 +262,6 @@ def _plan_slots(pool, spec, c, ns, alpha):
     ``lam``, ``newer``, the slot of each cluster's new block (k, 1), the mask of new
     blocks, their stamps and the rows' blocks (dropped rows: free).
     """
-    grows = alpha > 0
     tot = pool.newer + ns
     keep = (tot < c.tau_row) & (alpha < 1)
     lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
@@ -268,35 +273,52 @@ def _plan_slots(pool, spec, c, ns, alpha):
         lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
     newer = torch.where(new, c.zero, newer)
     stamp = torch.where(new, pool.it, pool.stamp)
-    block = torch.where(keep.view(-1)[pool.block], pool.block, c.free)
+    block = torch.where(torch.take(keep, pool.block), pool.block, c.free)
     return lam, newer, slot, new, stamp, block
+
+
+def slot_sums(values, block, c):
+    """sum_{s: block(s) = q} values[s] for every slot q, (k (L + 1),) float64, in row order.
+
+    A stable sort of the rows by slot, then one sequential sum per slot
+    (``segment_reduce``): the same sums on every run, on every device. ``index_add_``
+    (and ``scatter_add_``, ``index_put_`` with ``accumulate=True``) would add with
+    atomics on CUDA, in an order that changes from run to run, and so would the last
+    bits of the block Gram and of the centers' norms. On the CPU these are the sums
+    ``index_add_`` makes, bit for bit (the same order).
+    """
+    keys, order = torch.sort(block, stable=True)
+    return torch.segment_reduce(values.index_select(0, order), "sum",
+                                offsets=torch.searchsorted(keys, c.slot_bounds), initial=0)
 
 
 def advance(pool, Xb, spec, layout, c, weight=None):
     """One truncated mini-batch iteration on the batch rows ``Xb`` (b, d).
 
-    Returns the new :class:`Pool` (``rows`` and ``coef`` are updated in place, the
-    other tensors are new) and a :class:`StepOut`: a fixed sequence of torch calls,
-    nothing read back, no shape that depends on the data. Per-cluster quantities are
-    (k, 1) columns, so that they broadcast against the (k, L + 1) slots. With more
+    Returns the new :class:`Pool` (``rows``, ``block`` and ``coef`` are updated in
+    place, the other tensors are new) and a :class:`StepOut`: a fixed sequence of torch
+    calls, nothing read back, no shape that depends on the data. Per-cluster quantities
+    are (k, 1) columns, so that they broadcast against the (k, L + 1) slots. With more
     than one kernel chunk (``layout.chunks``), the chunks are computed twice: for the
     distances, then (once the labels are known) for R = K V^T.
     """
     k, L1, M = layout.k, layout.L + 1, layout.M
     rows, coef = pool.rows, pool.coef
     chunks = layout.chunks
-    # 1. The kernel block K(rows, X_B) (M + 1 + b, b): K(S, B), and K(B, B) in its tail.
-    rows[M + 1:].copy_(Xb)
-    K = spec.tile(rows, Xb) if len(chunks) == 1 else None
+    # 1. The batch is written to the pool's tail; one kernel block K(rows, X_B)
+    # (M + 1 + b, b): K(S, B), and K(B, B) in its tail.
+    tail = rows[M + 1:]
+    tail.copy_(Xb)
+    K = spec.tail(rows, tail) if len(chunks) == 1 else None
     dt = rows.dtype
-    # 2. D[j, x] = c_j - 2 sum_s A[s, j] K[s, x] + K(x, x), A[s, j] = lambda_p(s) u_s in
-    # the column of s's cluster: one GEMM; labels = argmin_j D.
-    A = (coef[:M] * pool.lam.view(-1)[pool.block[:M]][:, None]).to(dt)  # (M, k)
+    # 2. D[j, x] = c_j - 2 sum_s A[j, s] K[s, x] + K(x, x), A[j, s] = lambda_p(s) u_s in
+    # the row of s's cluster: one GEMM; labels = argmin_j D.
+    A = (coef[:M].T * torch.take(pool.lam, pool.block[:M])).to(dt)  # (k, M)
     norms_dt = pool.norms.to(dt)
     if K is not None:
-        D = torch.addmm(norms_dt, A.T, K[:M], alpha=-2)  # (k, b)
+        D = torch.addmm(norms_dt, A, K[:M], alpha=-2)  # (k, b)
     else:
-        D = torch.cat([torch.addmm(norms_dt, A.T, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
+        D = torch.cat([torch.addmm(norms_dt, A, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
                        for c0, c1 in chunks], 1)
     mind, labels = D.min(0)
     diag = None if spec.diag_is_one else spec.diag(Xb)
@@ -317,17 +339,19 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     counts = pool.counts + bc
     alpha = spec.rate(bc, total, counts)
     grows = alpha > 0
-    lam, newer, slot, new, stamp, block = _plan_slots(pool, spec, c, ns, alpha)
+    lam, newer, slot, new, stamp, block = _plan_slots(pool, spec, c, ns, alpha, grows)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
-    # blocks are free now), H'[j, r, r] = (V R_B)[j, j].
+    # blocks are free now), H'[j, r, r] = (V R_B)[j, j]. The sums run over every row:
+    # ``coef`` is 0 on the batch rows (and on the spare row but after an overflow, whose
+    # iterations are replayed), so those add exact zeros at the end of a slot's sum.
     if weight is None:
         V64 = onehot * (grows / ns.clamp_min(1))
     else:
         V64 = torch.where(onehot & grows, w64 / bc, c.zero)
     V = V64.to(dt)
     if spec.objective_after:  # the coefficients after the update: kept rows, new blocks
-        A2 = (coef[:M] * lam.view(-1)[block[:M]][:, None]).to(dt)
+        A2 = (coef[:M].T * torch.take(lam, block[:M])).to(dt)
         Vb = V * lam.gather(1, slot).to(dt)
     if K is not None:
         R = K @ V.T  # (M + 1 + b, k)
@@ -337,8 +361,8 @@ def advance(pool, Xb, spec, layout, c, weight=None):
             Kc = spec.tile(rows, Xb[c0:c1])
             R = R + Kc @ V[:, c0:c1].T
             if spec.objective_after:
-                Q2.append(torch.addmm(A2.T @ Kc[:M], Vb, Kc[M + 1:]))
-    G = c.zero_slots.index_add(0, block[:M], (R[:M] * coef[:M]).sum(1)).view(k, L1)
+                Q2.append(torch.addmm(A2 @ Kc[:M], Vb, Kc[M + 1:]))
+    G = slot_sums((R * coef).sum(1), block, c).view(k, L1)
     g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G)  # float64
     gram = torch.where(new[:, None, :], g[:, :, None],
                        torch.where(new[:, :, None], g[:, None, :], pool.gram))
@@ -346,9 +370,9 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     after = None
     active = pool.active
     if spec.objective_after:
-        # f_B(C_{i+1}) on the same batch: c' - 2 (A2^T K(S, B) + Vb K(B, B)).
+        # f_B(C_{i+1}) on the same batch: c' - 2 (A2 K(S, B) + Vb K(B, B)).
         if K is not None:
-            D2 = torch.addmm(torch.addmm(norms.to(dt), A2.T, K[:M], alpha=-2),
+            D2 = torch.addmm(torch.addmm(norms.to(dt), A2, K[:M], alpha=-2),
                              Vb, K[M + 1:], alpha=-2)
         else:
             D2 = torch.cat(Q2, 1).mul_(-2).add_(norms.to(dt))
@@ -360,10 +384,10 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
     # none is left: an overflow), the others back to their own batch row.
     rank_rows = (block[:M] == c.free).cumsum(0)  # (M,)
-    isnew = grows.view(-1)[labels]
+    isnew = torch.take(grows, labels)
     dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
     rows.index_copy_(0, dest, Xb)
-    block.index_copy_(0, dest, (c.slot_base + slot).view(-1)[labels])
+    block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
     it = pool.it + (pool.active if spec.objective_after else 1)
     new_pool = Pool(rows, block, coef, lam, newer, stamp, gram, norms, counts, it, active)
