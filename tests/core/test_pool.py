@@ -39,7 +39,7 @@ def _run(kern, X, k, b, steps, *, tau, rate, renormalize, weighted, rng, layout=
     layout = layout or P.layout_for(state, b, tau)
     spec = P.StepSpec(kern, rate, tau=tau, renormalize=renormalize,
                       objective_after=objective_after, tol=-np.inf)
-    consts = P.make_constants(layout, spec, Xt.device)
+    consts = P.make_constants(layout, spec, Xt)
     pool = P.pack(state, layout)
     for _ in range(steps):
         idx = rng.randint(0, len(X), b)

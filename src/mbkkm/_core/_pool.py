@@ -210,7 +210,8 @@ class StepSpec:
 
 
 class Constants(NamedTuple):
-    """Index and value tensors an iteration uses, made once per layout."""
+    """Index and value tensors an iteration uses, made once per layout (and one work
+    buffer, ``coef_out``, that every iteration overwrites)."""
 
     cluster_col: torch.Tensor  # (k, 1): j
     slot_ids: torch.Tensor  # (1, L + 1): p
@@ -222,10 +223,13 @@ class Constants(NamedTuple):
     free: torch.Tensor  # 0-d int64: the block of a free row
     tol: torch.Tensor  # 0-d float64
     slot_bounds: torch.Tensor  # (k (L + 1) + 1,) int64: 0, 1, ..., k (L + 1)
+    coef_out: torch.Tensor  # (k, M) in the rows' dtype: A of the distances, written each call
 
 
-def make_constants(layout, spec, device):
+def make_constants(layout, spec, rows):
+    """The :class:`Constants` of ``layout`` on the device (and in the dtype) of ``rows``."""
     k, L1, M, b = layout.k, layout.L + 1, layout.M, layout.b
+    device = rows.device
     tau = math.inf if spec.tau is None else float(spec.tau)
     tau_row = torch.full((1, L1), tau, dtype=_F64, device=device)
     tau_row[0, -1] = math.inf  # a block in the spare column (an overflow) is never dropped
@@ -240,6 +244,7 @@ def make_constants(layout, spec, device):
         free=torch.full((), layout.free, dtype=torch.int64, device=device),
         tol=torch.full((), spec.tol, dtype=_F64, device=device),
         slot_bounds=torch.arange(k * L1 + 1, device=device),
+        coef_out=torch.empty((k, M), dtype=rows.dtype, device=device),
     )
 
 
@@ -313,7 +318,8 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     dt = rows.dtype
     # 2. D[j, x] = c_j - 2 sum_s A[j, s] K[s, x] + K(x, x), A[j, s] = lambda_p(s) u_s in
     # the row of s's cluster: one GEMM; labels = argmin_j D.
-    A = (coef[:M].T * torch.take(pool.lam, pool.block[:M])).to(dt)  # (k, M)
+    # (k, M), computed in float64 and rounded to the rows' dtype as it is written.
+    A = torch.mul(coef[:M].T, torch.take(pool.lam, pool.block[:M]), out=c.coef_out)
     norms_dt = pool.norms.to(dt)
     if K is not None:
         D = torch.addmm(norms_dt, A, K[:M], alpha=-2)  # (k, b)
@@ -345,13 +351,14 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     # blocks are free now), H'[j, r, r] = (V R_B)[j, j]. The sums run over every row:
     # ``coef`` is 0 on the batch rows (and on the spare row but after an overflow, whose
     # iterations are replayed), so those add exact zeros at the end of a slot's sum.
-    if weight is None:
-        V64 = onehot * (grows / ns.clamp_min(1))
+    if weight is None:  # alpha_j > 0 exactly where n_j > 0 (every rate does so)
+        V64 = onehot / ns.clamp_min(1)
     else:
         V64 = torch.where(onehot & grows, w64 / bc, c.zero)
     V = V64.to(dt)
     if spec.objective_after:  # the coefficients after the update: kept rows, new blocks
-        A2 = (coef[:M].T * torch.take(lam, block[:M])).to(dt)
+        # A is not used any more: A2 takes its buffer.
+        A2 = torch.mul(coef[:M].T, torch.take(lam, block[:M]), out=c.coef_out)
         Vb = V * lam.gather(1, slot).to(dt)
     if K is not None:
         R = K @ V.T  # (M + 1 + b, k)
@@ -561,7 +568,7 @@ def step_windows(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None
                     tile_columns_for(layout, Xb, max_tile_bytes))
     spec = StepSpec(kernel, rate, tau=tau, renormalize=renormalize,
                     objective_after=objective_after, tol=-math.inf)
-    consts = make_constants(layout, spec, Xb.device)
+    consts = make_constants(layout, spec, Xb)
     weight = None
     if batch_weight is not None:
         weight = torch.from_numpy(np.asarray(batch_weight, dtype=np.float64)).to(Xb.device)
