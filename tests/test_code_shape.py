@@ -23,8 +23,6 @@ LONG = {"mbkkm.cli:fit": 159, "mbkkm.experiments._runner:run_grid": 86}
 MANY_PARAMS = {
     "mbkkm._core._memory:plan_minibatch": 20,
     "mbkkm._core._memory:plan_explicit": 9,
-    "mbkkm._core._pool:step_windows": 9,
-    "mbkkm._core._windows:minibatch_step": 9,
 }
 #: Conditions on the kind of input inside cluster/ (the adapters' own dispatch included).
 MAX_KIND_BRANCHES = 30

@@ -3,12 +3,14 @@ with numbers before any kernel work, chunked kernel blocks, out-of-memory mid-fi
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import mbkkm._core._memory as memory
 from mbkkm import MemoryPlanError, MiniBatchKernelKMeans, measure_memory
-from mbkkm._core import LEARNING_RATES, init_state, minibatch_step
+from mbkkm._core import LEARNING_RATES, StepOptions, init_state, minibatch_step
 from mbkkm._core._windows import tile_columns
 from mbkkm.kernels import resolve_kernel
 
@@ -96,10 +98,10 @@ def test_chunked_kernel_blocks_equal_one_piece(cols_budget):
     a, c = init_state(X[:5].copy(), kern), init_state(X[:5].copy(), kern)
     for _ in range(6):
         B = X[rng.randint(0, 500, 120)]
-        r1 = minibatch_step(a, B, kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
-                            objective_after=True)
-        r2 = minibatch_step(c, B, kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
-                            objective_after=True, max_tile_bytes=cols_budget)
+        opts = StepOptions(kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
+                           objective_after=True)
+        r1 = minibatch_step(a, B, opts)
+        r2 = minibatch_step(c, B, dataclasses.replace(opts, max_tile_bytes=cols_budget))
         np.testing.assert_array_equal(r1.labels, r2.labels)
         assert r1.objective_after == pytest.approx(r2.objective_after, rel=1e-12)
     np.testing.assert_allclose(a.host_norms(), c.host_norms(), rtol=1e-12)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends import get_backend
-from ._windows import WindowState, minibatch_step
+from ._windows import StepOptions, WindowState, minibatch_step
 
 #: Iterations between two read-backs of a device run (objectives, counter, overflow).
 READ_EVERY = 16
@@ -180,12 +180,12 @@ def run_until(fs, items, cfg, until, on_advance=None):
         fs.device.run_until(until, on_advance)
         return fs
     nx = get_backend(items)
+    options = StepOptions(cfg.kernel, cfg.rate, tau=cfg.tau, renormalize=cfg.renormalize,
+                          objective_after=cfg.tol is not None,
+                          max_tile_bytes=cfg.max_tile_bytes)
     while fs.n_iter < until and not fs.converged:
         Xb = nx.take(items, nx.index(fs.plan[fs.n_iter]))
-        res = minibatch_step(fs.windows, Xb, cfg.kernel, cfg.rate, tau=cfg.tau,
-                             renormalize=cfg.renormalize,
-                             objective_after=cfg.tol is not None,
-                             max_tile_bytes=cfg.max_tile_bytes)
+        res = minibatch_step(fs.windows, Xb, options)
         fs.objectives.append(res.objective)
         fs.n_iter += 1
         if cfg.tol is not None:

@@ -554,20 +554,22 @@ def layout_for(state, batch_size, tau):
     return Layout(k, L, M, batch_size)
 
 
-def step_windows(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
-                 objective_after=False, max_tile_bytes=None):
+def step_windows(state, Xb, options, batch_weight=None):
     """One device iteration on a :class:`WindowState` (in place): pack, advance, unpack.
 
-    What :func:`mbkkm._core.minibatch_step` does for a state on torch (``partial_fit``).
-    The layout holds the state and one batch (no overflow is possible); the results
-    come back in one device-to-host copy.
+    What :func:`mbkkm._core.minibatch_step` does for a state on torch (``partial_fit``),
+    with the same :class:`~mbkkm._core._windows.StepOptions`. The layout holds the
+    state and one batch (no overflow is possible); the results come back in one
+    device-to-host copy.
     """
     b = Xb.shape[0]
-    layout = layout_for(state, b, tau)
+    objective_after = options.objective_after
+    layout = layout_for(state, b, options.tau)
     layout = Layout(layout.k, layout.L, layout.M, b,
-                    tile_columns_for(layout, Xb, max_tile_bytes))
-    spec = StepSpec(kernel, rate, tau=tau, renormalize=renormalize,
-                    objective_after=objective_after, tol=-math.inf)
+                    tile_columns_for(layout, Xb, options.max_tile_bytes))
+    spec = StepSpec(options.kernel, options.rate, tau=options.tau,
+                    renormalize=options.renormalize, objective_after=objective_after,
+                    tol=-math.inf)
     consts = make_constants(layout, spec, Xb)
     weight = None
     if batch_weight is not None:

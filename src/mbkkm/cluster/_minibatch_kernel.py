@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import (
     LEARNING_RATES,
+    StepOptions,
     assign,
     draw_batch_plan,
     init_state,
@@ -601,11 +602,10 @@ torch.device, default=None
                 _device.host_sample_weight(self, sample_weight), _device.host_shape(X))
             state = self._state.copy()
         with memory_guard(self.memory_plan_):
-            res = minibatch_step(
-                state, X, self.kernel_, LEARNING_RATES[self.learning_rate], tau=self.tau,
-                renormalize=self.renormalize, batch_weight=sample_weight,
-                max_tile_bytes=self._tile_budget(get_backend(X)),
-            )
+            options = StepOptions(self.kernel_, LEARNING_RATES[self.learning_rate],
+                                  tau=self.tau, renormalize=self.renormalize,
+                                  max_tile_bytes=self._tile_budget(get_backend(X)))
+            res = minibatch_step(state, X, options, batch_weight=sample_weight)
         self._publish(state)
         self.n_steps_ += 1
         self.n_iter_ = self.n_steps_
