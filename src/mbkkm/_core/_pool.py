@@ -223,6 +223,7 @@ class Constants(NamedTuple):
     free: torch.Tensor  # 0-d int64: the block of a free row
     tol: torch.Tensor  # 0-d float64
     slot_bounds: torch.Tensor  # (k (L + 1) + 1,) int64: 0, 1, ..., k (L + 1)
+    ranks: torch.Tensor  # (b,) int64: 1, ..., b
     coef_out: torch.Tensor  # (k, M) in the rows' dtype: A of the distances, written each call
 
 
@@ -244,6 +245,7 @@ def make_constants(layout, spec, rows):
         free=torch.full((), layout.free, dtype=torch.int64, device=device),
         tol=torch.full((), spec.tol, dtype=_F64, device=device),
         slot_bounds=torch.arange(k * L1 + 1, device=device),
+        ranks=torch.arange(1, b + 1, device=device),
         coef_out=torch.empty((k, M), dtype=rows.dtype, device=device),
     )
 
@@ -282,8 +284,10 @@ def _plan_slots(pool, spec, c, ns, alpha, grows):
     return lam, newer, slot, new, stamp, block
 
 
-def slot_sums(values, block, c):
-    """sum_{s: block(s) = q} values[s] for every slot q, (k (L + 1),) float64, in row order.
+def slot_sums(values, block, bounds):
+    """sum_{s: block(s) = q} values[s] for every slot q < Q, in row order, shape (Q,).
+
+    ``block`` (n,) int64 in [0, Q), ``bounds`` = 0, 1, ..., Q (int64).
 
     A stable sort of the rows by slot, then one sequential sum per slot
     (``segment_reduce``): the same sums on every run, on every device. ``index_add_``
@@ -293,8 +297,11 @@ def slot_sums(values, block, c):
     ``index_add_`` makes, bit for bit (the same order).
     """
     keys, order = torch.sort(block, stable=True)
+    # The offsets are right by construction (nondecreasing, from 0 to n): ``unsafe``
+    # leaves out any check of them, which would read them back to the host.
     return torch.segment_reduce(values.index_select(0, order), "sum",
-                                offsets=torch.searchsorted(keys, c.slot_bounds), initial=0)
+                                offsets=torch.searchsorted(keys, bounds), initial=0,
+                                unsafe=True)
 
 
 def advance(pool, Xb, spec, layout, c, weight=None):
@@ -369,7 +376,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
             R = R + Kc @ V[:, c0:c1].T
             if spec.objective_after:
                 Q2.append(torch.addmm(A2 @ Kc[:M], Vb, Kc[M + 1:]))
-    G = slot_sums((R * coef).sum(1), block, c).view(k, L1)
+    G = slot_sums((R * coef).sum(1), block, c.slot_bounds).view(k, L1)
     g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G)  # float64
     gram = torch.where(new[:, None, :], g[:, :, None],
                        torch.where(new[:, :, None], g[:, None, :], pool.gram))
@@ -391,8 +398,13 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
     # none is left: an overflow), the others back to their own batch row.
     rank_rows = (block[:M] == c.free).cumsum(0)  # (M,)
-    isnew = torch.take(grows, labels)
-    dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
+    if weight is None:  # every point joins its cluster's new block (n_j >= 1, alpha_j > 0)
+        dest = torch.searchsorted(rank_rows, c.ranks)
+        if spec.objective_after:  # but none once stopped
+            dest = torch.where(pool.active, dest, c.tail)
+    else:  # a cluster whose points all weigh 0 does not grow
+        isnew = torch.take(grows, labels)
+        dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
     rows.index_copy_(0, dest, Xb)
     block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
