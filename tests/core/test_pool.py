@@ -208,9 +208,10 @@ class _Counter:
         self.mode = Mode()
 
 
-#: Per iteration of the fit loop, measured (the issue asked for <= 40 and <= 80; see
-#: benchmarks/RESULTS.md for why the exact iteration needs about 75).
-MAX_KERNEL_OPS, MAX_OPS = 90, 130
+#: Per iteration of the fit loop: 69.6 kernel-launching calls and 94.0 in all, measured
+#: (the issue asked for <= 40 and <= 80; benchmarks/RESULTS.md counts what each one is
+#: for and why eager torch cannot go much lower). A regression guard, a little above.
+MAX_KERNEL_OPS, MAX_OPS = 72, 96
 
 
 def _no_compute(func):
@@ -246,7 +247,6 @@ def test_fit_loop_reads_nothing_back_between_read_backs(monkeypatch):
         assert diff["aten.lift_fresh.default"] == 0  # no host array uploaded
     assert per_k[5] == per_k[50]  # nothing depends on k
     total, kernel_ops = per_k[5]
-    print("PER_K", per_k)
     assert kernel_ops <= MAX_KERNEL_OPS and total <= MAX_OPS, per_k
 
 
