@@ -52,7 +52,8 @@ One iteration (:func:`advance`), with the notation of :mod:`mbkkm._core._windows
    lambda = alpha_j; renormalisation divides by the window's sum.
 5. Block Gram: with V[x, j] = u_x [x in the new block of j] (b, k),
    R = K V (M + 1 + b, k) gives H'[j, p, r] = sum_{s in p} u_s R[s, j] for every
-   slot p at once (one product with ``coef`` and an ``index_add_`` by slot) and
+   slot p at once (one product with ``coef``, then the sums by slot in row order,
+   :func:`slot_sums`: no atomic additions, the same bits on every run) and
    H'[j, r, r] = (V^T R_B)[j, j]; the new row and column are placed with two
    ``where``. c' = lambda'^T H' lambda' (two batched products), recomputed from H'
    every iteration (no drift).
