@@ -305,6 +305,24 @@ def slot_sums(values, block, bounds):
                                 unsafe=True)
 
 
+def _destinations(block, labels, grows, active, c):
+    """Step 6 of :func:`advance`: the pool row of each batch point, (b,) int64.
+
+    A point that joins its cluster's new block goes to the first free row of
+    ``block`` (M,) in the batch's order (the spare row M when none is left: an
+    overflow), any other to its own batch row. ``grows`` (k, 1): the growing clusters,
+    or None when every point's cluster grows (an unweighted batch: n_j >= 1 gives
+    alpha_j > 0); ``active`` (1,): early stopping has not stopped the run (None: no
+    early stopping).
+    """
+    rank_rows = (block == c.free).cumsum(0)  # (M,): free rows up to each row
+    if grows is None:
+        dest = torch.searchsorted(rank_rows, c.ranks)
+        return dest if active is None else torch.where(active, dest, c.tail)
+    isnew = torch.take(grows, labels)  # a cluster whose points all weigh 0 does not grow
+    return torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
+
+
 def advance(pool, Xb, spec, layout, c, weight=None):
     """One truncated mini-batch iteration on the batch rows ``Xb`` (b, d).
 
@@ -398,14 +416,8 @@ def advance(pool, Xb, spec, layout, c, weight=None):
         active = active & (objective - after >= c.tol * total)
     # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
     # none is left: an overflow), the others back to their own batch row.
-    rank_rows = (block[:M] == c.free).cumsum(0)  # (M,)
-    if weight is None:  # every point joins its cluster's new block (n_j >= 1, alpha_j > 0)
-        dest = torch.searchsorted(rank_rows, c.ranks)
-        if spec.objective_after:  # but none once stopped
-            dest = torch.where(pool.active, dest, c.tail)
-    else:  # a cluster whose points all weigh 0 does not grow
-        isnew = torch.take(grows, labels)
-        dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
+    dest = _destinations(block[:M], labels, None if weight is None else grows,
+                         pool.active if spec.objective_after else None, c)
     rows.index_copy_(0, dest, Xb)
     block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
