@@ -274,7 +274,7 @@ class _DeviceLoop:
             fs.layout = _pool.Layout(*saved["layout"])
             fs.pool = _pool.Pool(*(torch.tensor(saved["pool"][name], device=items.device)
                                    for name in _pool.Pool._fields))
-            self.consts = _pool.make_constants(fs.layout, self.spec, items)
+            self.consts = _pool.make_constants(fs.layout, self.spec, fs.pool.rows)
         fs.windows = None
 
     # --------------------------------------------------------------- layout
@@ -291,7 +291,7 @@ class _DeviceLoop:
                           cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes))
         self.fs.layout = layout
         self.fs.pool = P.pack(windows, layout)
-        self.consts = P.make_constants(layout, self.spec, self.items)
+        self.consts = P.make_constants(layout, self.spec, self.fs.pool.rows)
         self.graph = None
 
     # ------------------------------------------------------------ iterations

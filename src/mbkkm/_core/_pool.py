@@ -595,11 +595,12 @@ def step_windows(state, Xb, options, batch_weight=None):
     spec = StepSpec(options.kernel, options.rate, tau=options.tau,
                     renormalize=options.renormalize, objective_after=objective_after,
                     tol=-math.inf)
-    consts = make_constants(layout, spec, Xb)
+    pool = pack(state, layout)
+    consts = make_constants(layout, spec, pool.rows)
     weight = None
     if batch_weight is not None:
         weight = torch.from_numpy(np.asarray(batch_weight, dtype=np.float64)).to(Xb.device)
-    pool, out = advance(pack(state, layout), Xb, spec, layout, consts, weight)
+    pool, out = advance(pool, Xb, spec, layout, consts, weight)
     total = out.total if isinstance(out.total, torch.Tensor) else torch.full(
         (1,), out.total, dtype=_F64, device=Xb.device)
     after = out.after if out.after is not None else out.objective
