@@ -20,6 +20,7 @@ from .._core import (
 )
 from .._core._loop import LoopConfig, MiniBatchLoop
 from .._core._memory import (
+    MiniBatchPlanRequest,
     available_memory,
     chunk_rows,
     label_chunk_rows,
@@ -373,7 +374,7 @@ torch.device, default=None
             if nx.is_host and not index and not self.kernel_.is_callable:
                 rows = tile_rows(m, itemsize, rows)
             copied = (not nx.is_host and not getattr(self, "_tensor_io", False))
-            plan = plan_minibatch(
+            plan = plan_minibatch(MiniBatchPlanRequest(
                 n=n, row_bytes=row_bytes, n_features=d, itemsize=itemsize, n_clusters=k,
                 batch_size=b, tau=self.tau, kernel_name=getattr(self.kernel_, "name", ""),
                 max_tile_bytes=self._tile_budget(nx), label_rows=rows, n_threads=threads,
@@ -386,7 +387,7 @@ torch.device, default=None
                 and self.kernel_.name in ("rbf", "laplacian"),
                 width_sample=(0 if self.gamma_selection_ is None
                               else self.gamma_selection_.n_samples),
-                early_stopping=self.tol is not None, device_resident=not nx.is_host)
+                early_stopping=self.tol is not None, device_resident=not nx.is_host))
         available = available_memory(nx)
         self.memory_plan_ = plan
         if self.verbose:
