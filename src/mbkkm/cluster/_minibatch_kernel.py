@@ -44,7 +44,7 @@ from ._graph_kernels import graph_start_state
 from ._minibatch_base import MiniBatchMixin, StepRun
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._problem import prepare_input, resolve_problem
-from ._rows import rows_of
+from ._rows import host_sample_weight, rows_of
 
 
 @shared_doc
@@ -474,7 +474,7 @@ torch.device, default=None
         checkpoint = check_checkpoint(self, checkpoint, checkpoint_every)
         rows, sample_weight = prepare_input(self, X, sample_weight)
         if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
-            checkpoint.open(self, rows.data, sample_weight)
+            checkpoint.open(self, rows, sample_weight)
         self._checkpoint = checkpoint
         try:
             # a resumed checkpoint gives the width chosen before
@@ -599,7 +599,7 @@ torch.device, default=None
         else:
             X = self._validate_X(X, reset=False)
             sample_weight = check_sample_weight(
-                _device.host_sample_weight(self, sample_weight), _device.host_shape(X))
+                host_sample_weight(self, sample_weight), _device.host_shape(X))
             state = self._state.copy()
         with memory_guard(self.memory_plan_):
             res = minibatch_step(
