@@ -19,15 +19,15 @@ _spec.loader.exec_module(code_shape)
 
 MAX_LINES, MAX_PARAMS = 80, 8
 #: Over a limit today: {function: its size}. Shrink them and lower the numbers.
-LONG = {"mbkkm.cli:fit": 159, "mbkkm.experiments._runner:run_grid": 86}
+LONG = {}
+#: The mini-batch step's two forms (host and device) share one signature, which the
+#: device-resident step work is changing.
 MANY_PARAMS = {
-    "mbkkm._core._memory:plan_minibatch": 20,
-    "mbkkm._core._memory:plan_explicit": 9,
     "mbkkm._core._pool:step_windows": 9,
     "mbkkm._core._windows:minibatch_step": 9,
 }
 #: Conditions on the kind of input inside cluster/ (the adapters' own dispatch included).
-MAX_KIND_BRANCHES = 30
+MAX_KIND_BRANCHES = 10
 
 
 def test_no_function_grows_past_80_lines():
