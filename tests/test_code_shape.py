@@ -20,8 +20,7 @@ _spec.loader.exec_module(code_shape)
 MAX_LINES, MAX_PARAMS = 80, 8
 #: Over a limit today: {function: its size}. Shrink them and lower the numbers.
 LONG = {}
-#: The mini-batch step's two forms (host and device) share one signature, which the
-#: device-resident step work is changing.
+#: The mini-batch step's two forms (host and device), which share one signature.
 MANY_PARAMS = {
     "mbkkm._core._pool:step_windows": 9,
     "mbkkm._core._windows:minibatch_step": 9,

@@ -21,7 +21,6 @@ from sklearn.utils.validation import check_array
 from .._core import assign
 from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._parallel import assign_parallel
-from ..backends import resolve_device
 from ..backends._sparse import to_dense
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
 from ..kernels._index import is_stored_kernel, validate_stored_kernel
@@ -123,7 +122,7 @@ class PrecomputedKernel(PointKernel):
 
     def check_backend(self, estimator, nx):
         # a stored matrix stays on the host even when device= names a torch device
-        if not nx.is_host or resolve_device(estimator.device) not in (None, "cpu"):
+        if not nx.is_host or getattr(estimator, "_device", None) not in (None, "cpu"):
             raise ValueError(
                 f"kernel={estimator.kernel!r} is available with numpy only (its kernel is a "
                 "stored matrix); pass numpy arrays with device=None or 'cpu'"
