@@ -54,6 +54,7 @@ from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
 from .._core._memory import MemoryPlan, available_host_memory
+from ..backends._sparse import to_dense
 from ..kernels import get_spec
 from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
 from ..kernels._index import IndexKernel
@@ -436,8 +437,7 @@ class GraphExtension:
         """K(support, new points), shape (m, len(rows)), float64."""
         support = np.asarray(support, dtype=np.intp)
         if self.name == "knn":
-            T = rows[:, support].T
-            return T.toarray() if sp.issparse(T) else np.ascontiguousarray(T)
+            return to_dense(rows[:, support].T)
         return self.matrix.features[support] @ rows.T
 
 
