@@ -58,6 +58,7 @@ from ..kernels import get_spec
 from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
 from ..kernels._index import IndexKernel
 from ..kernels._spectral import (
+    CONNECT_MARGIN,
     DEFAULT_MAX_COMPONENTS,
     DEFAULT_N_NEIGHBORS,
     DEFAULT_PCA_COMPONENTS,
@@ -487,7 +488,7 @@ def resolve_graph_kernel(estimator, X, sample_weight):
                 None, None)
     tried = [_component_sizes(graph)]
     if params["connect"]:
-        graph, tried = connect_graph(graph, estimator.n_clusters)
+        graph, tried = connect_graph(graph, estimator.n_clusters, margin=CONNECT_MARGIN)
     _warn_split(estimator, graph, tried, params["n_neighbors"])
     spectrum = GraphSpectrum(graph, n_pairs_needed(n, params["n_components"],
                                                    params["max_components"]),
@@ -531,6 +532,9 @@ def _warn_split(estimator, graph, tried, asked):
                 + ("connected." if last.size == 1 else
                    f"{last.size} components (sizes "
                    + ", ".join(map(str, last[:5])) + (", ...)." if last.size > 5 else ").")))
+        if len(tried) > 2 and not split_is_harmful(tried[-2], estimator.n_clusters):
+            what += (f" (twice the {graph.n_neighbors // 2} neighbours that first joined "
+                     "the pieces, whose joins are bottlenecks.)")
     else:
         what = "Kept as it is."
     warnings.warn(
