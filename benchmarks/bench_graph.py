@@ -403,15 +403,18 @@ def report(path):
                        f"{r['nmi']} | {r['seconds']} | {r['peak_mb']} | {r['t']} | "
                        f"{r['rank']} | {r['error']} | {ph['projection']}, {ph['neighbors']}, "
                        f"{ph['eigensolver_seconds']}, {ph['t_selection']} |")
-        for est, kernel, what in dict.fromkeys((r["estimator"], r["kernel"], r["what"])
-                                               for r in mnist):
-            sel = [r for r in mnist if (r["estimator"], r["kernel"], r["what"])
-                   == (est, kernel, what)]
+        def key(r):  # rows before the n_neighbors was recorded form their own group
+            return (r["estimator"], r["kernel"], r["what"],
+                    json.loads(r["note"]).get("n_neighbors", "-"))
+
+        for est, kernel, what, used in dict.fromkeys(key(r) for r in mnist):
+            sel = [r for r in mnist if key(r) == (est, kernel, what, used)]
             a = np.array([float(r["ari"]) for r in sel])
             m = np.array([float(r["nmi"]) for r in sel])
             s = np.array([float(r["seconds"]) for r in sel])
             p = np.array([float(r["peak_mb"]) for r in sel])
-            name = ", ".join(filter(None, (est, kernel, what.replace("fit+labels", "").strip())))
+            name = ", ".join(filter(None, (est, kernel, what.replace("fit+labels", "").strip(),
+                                           f"{used} neighbours")))
             out.append(f"| **{name}: mean** | {len(sel)} | **{a.mean():.3f}** | "
                        f"**{m.mean():.3f}** (min {m.min():.3f}) | {s.mean():.1f} "
                        f"(max {s.max():.1f}) | {p.max():.0f} (max) | | | | |")
@@ -451,10 +454,13 @@ def report(path):
                 "| SpectralClustering ARI / NMI / s (seeds) | components of the 10-NN graph "
                 "(largest) | n_neighbors used | median t | warned |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for name, est, what in dict.fromkeys((r["dataset"], r["estimator"], r["what"])
-                                             for r in sets):
-            sel = [r for r in sets if (r["dataset"], r["estimator"], r["what"])
-                   == (name, est, what)]
+        def key(r):  # the neighbours used: the rule of the code that measured the row
+            return (r["dataset"], r["estimator"], r["what"],
+                    json.loads(r["note"])["n_neighbors"])
+
+        for name, est, what, used in dict.fromkeys(key(r) for r in sets):
+            sel = [r for r in sets if key(r)[:3] == (name, est, what)
+                   and key(r)[3] == used]
             seeds = {r["seed"] for r in sel}
             ref = [r for r in auto if r["dataset"] == name and r["seed"] in seeds]
             a = np.mean([float(r["ari"]) for r in sel])
