@@ -98,8 +98,9 @@ class GraphSplitWarning(UserWarning):
     else: kernel k-means spends a cluster on each. That is harmful with more
     components than clusters or with small components (fewer than n / (2
     n_clusters) points). The heat kernel then rebuilds the graph with twice the
-    neighbours, up to three times (``kernel_params={"connect": False}`` keeps it);
-    the warning says what was done. More neighbours
+    neighbours, up to three times, and once more after a rebuild has joined the
+    pieces (``kernel_params={"connect": False}`` keeps it); the warning says what
+    was done. More neighbours
     (``kernel_params={"n_neighbors": ...}``) or ``kernel="rbf"`` are the remedies.
     """
 
