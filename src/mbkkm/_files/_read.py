@@ -7,7 +7,9 @@ into the requested dtype (float32 unless asked otherwise):
 
 * delimited text: blocks of about :data:`BLOCK_BYTES` cut at line ends, each
   parsed by pandas' C parser into float32 and copied into one growing array, so
-  the peak is the array plus one block, never a float64 or object copy. A block
+  the peak is the array plus a few blocks, never a float64 or object copy; with
+  ``n_threads`` > 1 worker threads parse the blocks, a few ahead of the one
+  copied (pandas' own ``read_csv`` of a path is threaded too). A block
   the parser refuses (or that holds a non-finite value) is read again line by
   line with Python's ``csv`` and ``float``, which names the line and column of
   the first bad cell, or accepts what Python accepts and the fast parser did
