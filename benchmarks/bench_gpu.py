@@ -23,6 +23,13 @@ for it, and the aten operators it still calls, e.g. the GEMMs)::
 
     .venv/bin/python benchmarks/bench_gpu.py --device cpu --compiled-ops
 
+The dispatcher count of issue 18 (aten operators per iteration of the fit loop, seen by
+a ``TorchDispatchMode``: the difference of fits of 60 and 10 iterations, divided by 50;
+MNIST / 255, its first 20,000 rows, k = 10, b = 1024, tau = 200, ``compute_labels=False``,
+the fixed gamma below; a line of totals, then one line per operator)::
+
+    .venv/bin/python benchmarks/bench_gpu.py --device cpu --dispatch-counts
+
 The compile check (CPU or GPU; prints exactly one line, exit status 0 when it holds)::
 
     .venv/bin/python benchmarks/bench_gpu.py --device cpu --compile-check
@@ -312,10 +319,11 @@ def profile_counts(ss, iters):
     return out
 
 
-def dispatch_counts(X, k, b, tau):
+def dispatch_counts(X, k, b, tau, per_op=None):
     """The issue's CPU count: aten calls per iteration of the fit loop seen by a
     TorchDispatchMode, from fits of 60 and 10 iterations (compute_labels=False, fixed
-    gamma): (kernel-launching, all, _local_scalar_dense, lift_fresh)."""
+    gamma): (kernel-launching, all, _local_scalar_dense, lift_fresh). ``per_op``, a
+    dict, receives {operator: calls per iteration} (views and ``empty`` included)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Mode(TorchDispatchMode):
@@ -341,6 +349,8 @@ def dispatch_counts(X, k, b, tau):
             "aten::empty", "aten::empty_strided", "aten::lift_fresh")))
 
     diff = collections.Counter(map(str, many)) - collections.Counter(map(str, few))
+    if per_op is not None:
+        per_op.update({name: n / 50 for name, n in diff.items()})
     return ((kernels(many) - kernels(few)) / 50, (len(many) - len(few)) / 50,
             diff["aten._local_scalar_dense.default"], diff["aten.lift_fresh.default"])
 
@@ -686,6 +696,9 @@ def main(argv=None):
                    help="which sections to run (default: %(default)s)")
     p.add_argument("--compile-check", action="store_true",
                    help="only the compile check: one line, exit status 0 when it holds")
+    p.add_argument("--dispatch-counts", action="store_true",
+                   help="only the aten operators per iteration of the MNIST fit loop "
+                        "(TorchDispatchMode), with the count of each")
     p.add_argument("--compiled-ops", action="store_true",
                    help="only the operations of one compiled iteration (fused kernels, "
                         "aten calls): one line")
@@ -712,6 +725,17 @@ def main(argv=None):
             kernels, calls, names = compiled_ops(torch.device(dev_name))
         print(f"compiled-ops: generated_kernels={kernels} aten_calls={calls:g} per iteration "
               f"({', '.join(f'{n} {c / 10:g}' for n, c in sorted(names.items()))})")
+        return 0
+    if args.dispatch_counts:
+        X, _, source = load(args.data, 600 if args.quick else 20000, args.quick)
+        per_op = {}
+        kern, total, scalars, uploads = dispatch_counts(
+            torch.from_numpy(X).to(dev_name), 10, 64 if args.quick else 1024,
+            20 if args.quick else 200, per_op)
+        print(f"dispatch-counts: kernel_launching={kern:.2f} all={total:.2f} "
+              f"local_scalar_dense={scalars} lift_fresh={uploads} per iteration ({source})")
+        for name, n in sorted(per_op.items(), key=lambda t: (-t[1], t[0])):
+            print(f"  {n:6.2f}  {name}")
         return 0
     dev = Device(dev_name)
     P = QUICK if args.quick else FULL

@@ -91,14 +91,14 @@ def _estimator(name, kernel, seed, k, params=None):
 # --------------------------------------------------------------------------- one run
 
 
-def one_mnist_run(estimator, seed, data_home):
+def one_mnist_run(estimator, seed, data_home, params=None):
     """One timed fit in this process (a fresh one): the row as a dict."""
     from _rss import reset_peak, status_kb
 
     X, y = _mnist(data_home)
     reset_peak()
     base = status_kb("VmRSS")
-    est = _estimator(estimator, "heat", seed, 10)
+    est = _estimator(estimator, "heat", seed, 10, params)
     start = time.perf_counter()
     est.fit(X)
     labels = est.labels_
@@ -109,22 +109,26 @@ def one_mnist_run(estimator, seed, data_home):
     phases = {key: round(p[key], 2) for key in ("projection", "neighbors",
                                                   "eigensolver_seconds")}
     phases["t_selection"] = round(est.t_selection_.seconds, 2)
+    phases["n_neighbors"] = p["n_neighbors"]
     return dict(part="mnist", dataset="mnist", n=X.shape[0], estimator=estimator,
                 kernel="heat, normalized" if p["normalize"] else "heat", seed=seed,
-                what="fit+labels", ari=ari, nmi=nmi,
+                what="fit+labels" + (f" {json.dumps(params)}" if params else ""),
+                ari=ari, nmi=nmi,
                 seconds=f"{seconds:.2f}", peak_mb=f"{peak / 1024:.0f}", t=f"{est.t_:.4g}",
                 rank=p["rank"], error=f"{p['error']:.3g}",
                 note=json.dumps({"rss_before_mb": round(base / 1024), **phases}))
 
 
 def _child(args):
-    row = one_mnist_run(args.estimator, args.seed, args.data_home)
+    row = one_mnist_run(args.estimator, args.seed, args.data_home, args.kernel_params)
     print("ROW " + json.dumps(row), flush=True)
 
 
-def _spawn(estimator, seed, data_home):
+def _spawn(estimator, seed, data_home, params=None):
     cmd = [sys.executable, __file__, "--child", "--estimator", estimator, "--seed", str(seed),
            "--data-home", str(data_home)]
+    if params:
+        cmd += ["--kernel-params", json.dumps(params)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     return json.loads(next(ln for ln in out.splitlines() if ln.startswith("ROW "))[4:])
 
@@ -135,7 +139,7 @@ def _spawn(estimator, seed, data_home):
 def part_mnist(args, write):
     for seed in range(args.first_seed, args.first_seed + (args.seeds or 5)):
         for estimator in args.estimators:
-            write(_spawn(estimator, seed, args.data_home))
+            write(_spawn(estimator, seed, args.data_home, args.kernel_params))
 
 
 def part_predict(args, write):
@@ -354,6 +358,37 @@ PARTS = {"mnist": part_mnist, "predict": part_predict, "consistency": part_consi
 # ---------------------------------------------------------------------------- report
 
 
+#: The held-out target: the half-fits' predictions agree with the fit on all at least
+#: as well as their own labels do on the points they fitted, within this much ARI.
+HELD_OUT_SLACK = 0.03
+
+
+def consistency_summary(cons):
+    """Lines of the held-out target's verdict per kernel, from ``--part consistency``.
+
+    Means over seeds and both halves: the half-fits' predictions against the fit on all
+    (fits differ and the extension) and the half-fits' own labels against it (fits
+    differ, no extension); PASS when the first is at most ``HELD_OUT_SLACK`` below
+    the second. Two fits on all with different seeds give the floor of either.
+    """
+    out = ["| kernel | half-fits | predicted half vs fit on all (mean ARI) | fitted half vs "
+           "fit on all (mean ARI) | difference | two fits on all (ARI) | held-out target |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for kernel in dict.fromkeys(r["kernel"] for r in cons):
+        rows = [r for r in cons if r["kernel"] == kernel]
+        pred = [float(r["value"]) for r in rows if r["what"].endswith("fit on all, predicted half")]
+        fit = [float(r["value"]) for r in rows if r["what"].endswith("fit on all, fitted half")]
+        pairs = [float(r["value"]) for r in rows if r["what"] == "fit on all vs fit on all"]
+        if not pred or not fit:
+            continue
+        diff = np.mean(pred) - np.mean(fit)
+        verdict = "PASS" if diff >= -HELD_OUT_SLACK else "FAIL"
+        out.append(f"| {kernel} | {len(pred)} | {np.mean(pred):.3f} | {np.mean(fit):.3f} | "
+                   f"{diff:+.3f} | {', '.join(f'{v:.3f}' for v in pairs)} | {verdict} "
+                   f"(>= -{HELD_OUT_SLACK}) |")
+    return [*out, ""]
+
+
 def report(path):
     rows = list(csv.DictReader(Path(path).open()))
     out = []
@@ -368,13 +403,19 @@ def report(path):
                        f"{r['nmi']} | {r['seconds']} | {r['peak_mb']} | {r['t']} | "
                        f"{r['rank']} | {r['error']} | {ph['projection']}, {ph['neighbors']}, "
                        f"{ph['eigensolver_seconds']}, {ph['t_selection']} |")
-        for est, kernel in dict.fromkeys((r["estimator"], r["kernel"]) for r in mnist):
-            sel = [r for r in mnist if (r["estimator"], r["kernel"]) == (est, kernel)]
+        def key(r):  # rows before the n_neighbors was recorded form their own group
+            return (r["estimator"], r["kernel"], r["what"],
+                    json.loads(r["note"]).get("n_neighbors", "-"))
+
+        for est, kernel, what, used in dict.fromkeys(key(r) for r in mnist):
+            sel = [r for r in mnist if key(r) == (est, kernel, what, used)]
             a = np.array([float(r["ari"]) for r in sel])
             m = np.array([float(r["nmi"]) for r in sel])
             s = np.array([float(r["seconds"]) for r in sel])
             p = np.array([float(r["peak_mb"]) for r in sel])
-            out.append(f"| **{est}, {kernel}: mean** | {len(sel)} | **{a.mean():.3f}** | "
+            name = ", ".join(filter(None, (est, kernel, what.replace("fit+labels", "").strip(),
+                                           f"{used} neighbours")))
+            out.append(f"| **{name}: mean** | {len(sel)} | **{a.mean():.3f}** | "
                        f"**{m.mean():.3f}** (min {m.min():.3f}) | {s.mean():.1f} "
                        f"(max {s.max():.1f}) | {p.max():.0f} (max) | | | | |")
         out.append("")
@@ -395,6 +436,7 @@ def report(path):
             out.append(f"| {r['kernel']} | {r['seed']} | {r['what']} | {r['n']} | {r['value']} "
                        f"{r['note']} | {truth} |")
         out.append("")
+        out += consistency_summary(cons)
     grid = [r for r in rows if r["part"] == "grid"]
     if grid:
         out += ["| t | rank | error bound | cut (criterion) | ARI | NMI | |",
@@ -412,10 +454,13 @@ def report(path):
                 "| SpectralClustering ARI / NMI / s (seeds) | components of the 10-NN graph "
                 "(largest) | n_neighbors used | median t | warned |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-        for name, est, what in dict.fromkeys((r["dataset"], r["estimator"], r["what"])
-                                             for r in sets):
-            sel = [r for r in sets if (r["dataset"], r["estimator"], r["what"])
-                   == (name, est, what)]
+        def key(r):  # the neighbours used: the rule of the code that measured the row
+            return (r["dataset"], r["estimator"], r["what"],
+                    json.loads(r["note"])["n_neighbors"])
+
+        for name, est, what, used in dict.fromkeys(key(r) for r in sets):
+            sel = [r for r in sets if key(r)[:3] == (name, est, what)
+                   and key(r)[3] == used]
             seeds = {r["seed"] for r in sel}
             ref = [r for r in auto if r["dataset"] == name and r["seed"] in seeds]
             a = np.mean([float(r["ari"]) for r in sel])
@@ -457,7 +502,7 @@ def main(argv=None):
     p.add_argument("--datasets", default="rings,moons,blobs,iris,wine,breast_cancer,digits,"
                                          "pendigits,letter,mnist")
     p.add_argument("--kernel-params", type=json.loads, default=None,
-                   help="kernel_params of the heat kernel in --part sets, as JSON")
+                   help="kernel_params of the heat kernel in --part sets and mnist, as JSON")
     p.add_argument("--data-home", default=str(DATA_HOME))
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--estimator", default="minibatch", help=argparse.SUPPRESS)

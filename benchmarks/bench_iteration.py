@@ -54,7 +54,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
+from mbkkm._core import LEARNING_RATES, StepOptions, assign, init_state, minibatch_step
 from mbkkm._core._memory import chunk_rows
 from mbkkm._core._parallel import assign_parallel, blas_threads
 from mbkkm.kernels import resolve_kernel
@@ -187,6 +187,7 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
     kernel = resolve_kernel("rbf", gamma=gamma)
     rng = np.random.default_rng(seed)
     rate = LEARNING_RATES["adaptive"]
+    options = StepOptions(kernel, rate, tau=tau, renormalize=True)
     centers = X[rng.choice(n, k, replace=False)]
     state = init_state(centers, kernel)
     batches = rng.integers(0, n, size=(warmup + repeats, b))
@@ -194,7 +195,7 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
            if device_formulation else None)
 
     def step(Xb):
-        return minibatch_step(state, Xb, kernel, rate, tau=tau, renormalize=True)
+        return minibatch_step(state, Xb, options)
 
     for i in range(warmup):
         step(X[batches[i]])

@@ -96,3 +96,18 @@ def test_host_overhead_counts_no_upload_in_the_loop():
         assert uploads == 0, per
         assert per["aten.lift_fresh.default"] == 0, per
         assert 0 < reads <= 3 / 48, per
+
+
+def test_dispatch_counts_print_totals_and_operators(tmp_path, capsys):
+    """--dispatch-counts (the issue's CPU operator count): one line of totals, then one
+    line per operator, no read-back and no upload inside the loop."""
+    bench = _load()
+    assert bench.main(["--device", "cpu", "--dispatch-counts", "--quick",
+                       "--data", str(tmp_path / "absent.npz")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    m = re.match(r"dispatch-counts: kernel_launching=([\d.]+) all=([\d.]+) "
+                 r"local_scalar_dense=0 lift_fresh=0 per iteration", out[0])
+    assert m, out[0]
+    assert 0 < float(m.group(1)) < float(m.group(2))
+    assert any("aten.segment_reduce" in line for line in out[1:])
+    assert not any("index_add" in line for line in out[1:])

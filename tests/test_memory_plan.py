@@ -3,12 +3,14 @@ with numbers before any kernel work, chunked kernel blocks, out-of-memory mid-fi
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 import mbkkm._core._memory as memory
 from mbkkm import MemoryPlanError, MiniBatchKernelKMeans, measure_memory
-from mbkkm._core import LEARNING_RATES, init_state, minibatch_step
+from mbkkm._core import LEARNING_RATES, StepOptions, init_state, minibatch_step
 from mbkkm._core._windows import tile_columns
 from mbkkm.kernels import resolve_kernel
 
@@ -59,10 +61,10 @@ def test_huge_batch_is_planned_in_chunks_or_refused(monkeypatch):
     """The issue's 1,000,000 x 16 case with b = tau = 200,000: the kernel blocks would
     be (m + b) x b values (terabytes); they are planned in column chunks, and what
     cannot be chunked is compared with the memory available."""
-    plan = memory.plan_minibatch(
+    plan = memory.plan_minibatch(memory.MiniBatchPlanRequest(
         n=1_000_000, row_bytes=64, n_features=16, itemsize=4, n_clusters=10,
         batch_size=200_000, tau=200_000, kernel_name="rbf", max_tile_bytes=2**30,
-        label_rows=1000, n_threads=2, max_iter=3)
+        label_rows=1000, n_threads=2, max_iter=3))
     assert plan.shapes["chunk_columns"] < 200_000
     assert plan.terms["kernel blocks"] <= 2**30
     with pytest.raises(MemoryPlanError, match="needs about"):
@@ -96,10 +98,10 @@ def test_chunked_kernel_blocks_equal_one_piece(cols_budget):
     a, c = init_state(X[:5].copy(), kern), init_state(X[:5].copy(), kern)
     for _ in range(6):
         B = X[rng.randint(0, 500, 120)]
-        r1 = minibatch_step(a, B, kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
-                            objective_after=True)
-        r2 = minibatch_step(c, B, kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
-                            objective_after=True, max_tile_bytes=cols_budget)
+        opts = StepOptions(kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
+                           objective_after=True)
+        r1 = minibatch_step(a, B, opts)
+        r2 = minibatch_step(c, B, dataclasses.replace(opts, max_tile_bytes=cols_budget))
         np.testing.assert_array_equal(r1.labels, r2.labels)
         assert r1.objective_after == pytest.approx(r2.objective_after, rel=1e-12)
     np.testing.assert_allclose(a.host_norms(), c.host_norms(), rtol=1e-12)
@@ -239,8 +241,8 @@ def test_cuda_plan_counts_the_captured_graph():
     common = dict(n=70000, row_bytes=784 * 4, n_features=784, itemsize=4, n_clusters=10,
                   batch_size=1024, tau=200, kernel_name="rbf", max_iter=200,
                   device_resident=True)
-    cpu = memory.plan_minibatch(where="cpu", **common)
-    gpu = memory.plan_minibatch(where="cuda:0", **common)
+    cpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cpu", **common))
+    gpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cuda:0", **common))
     graph = "CUDA graph: its iteration's buffers, the pool copy of the capture"
     assert graph not in cpu.terms
     t = gpu.terms

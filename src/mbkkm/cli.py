@@ -557,61 +557,81 @@ def _kernel_choice(graph=False):
     return click.Choice(kernel_names(transductive=None if graph else False))
 
 
+def _model_options(command):
+    """The options of the estimator ``mbkkm fit`` builds: kernel, width (and the plot
+    of its choice), batches, iterations, seed."""
+    for option in reversed([
+        click.option("--kernel", type=_kernel_choice(graph=True), default="rbf", show_default=True,
+                     help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion "
+                           "time --t, neighbours --n-neighbors); 'knn': the paper's k-NN kernel "
+                           "(needs --n-neighbors)."),
+        click.option("--n-neighbors", type=click.IntRange(1), default=None,
+                     help="Graph kernels: neighbours per point, the point itself included "
+                           "(heat: 10 by default)."),
+        click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
+                     help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
+                           "(prints the candidates)."),
+        click.option("--gamma", type=_GAMMA, default=None,
+                     help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
+                           "choose it without labels (prints the candidates); 'mean-distance' for "
+                           "1 / (2 sum of feature variances). Default: rbf and laplacian as "
+                           "'auto' when the 1000-point sample has >= 10 points per cluster "
+                           "(k <= 100), else 'mean-distance'; other kernels their own default."),
+        click.option("--gamma-plot", type=click.Path(dir_okay=False, writable=True), default=None,
+                     help="When the width is chosen (--gamma auto or the default): save the "
+                           "criterion against gamma to this image."),
+        click.option("--batch-size", type=click.IntRange(1), default=1024, show_default=True,
+                     help="Points per mini-batch."),
+        click.option("--tau", type=_TAU, default="200", show_default=True,
+                     help="Window length (points kept per center); 'none' for the untruncated "
+                           "algorithm (a table over all points)."),
+        click.option("--max-iter", type=click.IntRange(1), default=200, show_default=True,
+                     help="Number of mini-batch iterations."),
+        click.option("--learning-rate", type=click.Choice(["adaptive", "classic"]),
+                     default="adaptive", show_default=True, help="Learning rate."),
+        click.option("--seed", type=int, default=0, show_default=True, help="Random seed."),
+    ]):
+        command = option(command)
+    return command
+
+
+def _fit_output_options(command):
+    """The outputs of ``mbkkm fit`` and its checkpoint."""
+    for option in reversed([
+        click.option("--labels-out", type=click.Path(dir_okay=False, writable=True), default=None,
+                     help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
+                           "the suffix; '-' for stdout."),
+        click.option("--transform-out", type=click.Path(dir_okay=False, writable=True),
+                     default=None,
+                     help="Write the squared distances of every point to the k centers (float32; "
+                           "text, .npy, .parquet or .feather by the suffix; '-' for stdout)."),
+        click.option("--model-out", type=click.Path(dir_okay=False, writable=True), default=None,
+                     help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
+                           "use with 'mbkkm predict')."),
+        click.option("--plot", "plot_out", type=click.Path(dir_okay=False, writable=True),
+                     default=None,
+                     help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
+                           "the two columns when there are two, else the first two principal "
+                           f"components; at most {PLOT_POINTS:,} points, drawn at random."),
+        click.option("--checkpoint", "checkpoint", type=click.Path(dir_okay=False, writable=True),
+                     default=None,
+                     help="Save the fit's state to this file every --checkpoint-every iterations; "
+                           "the same command run again resumes from it (a file of another "
+                           "command is refused). Removed once the outputs are written."),
+        click.option("--checkpoint-every", type=click.IntRange(1), default=None, metavar="N",
+                     help="Iterations between two checkpoints (default: max-iter / 10)."),
+    ]):
+        command = option(command)
+    return command
+
+
 @main.command()
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @click.option("-k", "--n-clusters", type=click.IntRange(1), required=True,
               help="Number of clusters.")
-@click.option("--kernel", type=_kernel_choice(graph=True), default="rbf", show_default=True,
-              help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion "
-                   "time --t, neighbours --n-neighbors); 'knn': the paper's k-NN kernel "
-                   "(needs --n-neighbors).")
-@click.option("--n-neighbors", type=click.IntRange(1), default=None,
-              help="Graph kernels: neighbours per point, the point itself included "
-                   "(heat: 10 by default).")
-@click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
-              help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
-                   "(prints the candidates).")
-@click.option("--gamma", type=_GAMMA, default=None,
-              help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
-                   "choose it without labels (prints the candidates); 'mean-distance' for "
-                   "1 / (2 sum of feature variances). Default: rbf and laplacian as "
-                   "'auto' when the 1000-point sample has >= 10 points per cluster "
-                   "(k <= 100), else 'mean-distance'; other kernels their own default.")
-@click.option("--gamma-plot", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="When the width is chosen (--gamma auto or the default): save the "
-                   "criterion against gamma to this image.")
-@click.option("--batch-size", type=click.IntRange(1), default=1024, show_default=True,
-              help="Points per mini-batch.")
-@click.option("--tau", type=_TAU, default="200", show_default=True,
-              help="Window length (points kept per center); 'none' for the untruncated "
-                   "algorithm (a table over all points).")
-@click.option("--max-iter", type=click.IntRange(1), default=200, show_default=True,
-              help="Number of mini-batch iterations.")
-@click.option("--learning-rate", type=click.Choice(["adaptive", "classic"]),
-              default="adaptive", show_default=True, help="Learning rate.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@_model_options
 @_data_options
-@click.option("--labels-out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
-                   "the suffix; '-' for stdout.")
-@click.option("--transform-out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the squared distances of every point to the k centers (float32; "
-                   "text, .npy, .parquet or .feather by the suffix; '-' for stdout).")
-@click.option("--model-out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
-                   "use with 'mbkkm predict').")
-@click.option("--plot", "plot_out", type=click.Path(dir_okay=False, writable=True),
-              default=None,
-              help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
-                   "the two columns when there are two, else the first two principal "
-                   f"components; at most {PLOT_POINTS:,} points, drawn at random.")
-@click.option("--checkpoint", "checkpoint", type=click.Path(dir_okay=False, writable=True),
-              default=None,
-              help="Save the fit's state to this file every --checkpoint-every iterations; "
-                   "the same command run again resumes from it (a file of another "
-                   "command is refused). Removed once the outputs are written.")
-@click.option("--checkpoint-every", type=click.IntRange(1), default=None, metavar="N",
-              help="Iterations between two checkpoints (default: max-iter / 10).")
+@_fit_output_options
 @click.option("-q", "--quiet", is_flag=True, help="No summary, notes or progress bars.")
 def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_size, tau,
         max_iter, learning_rate, seed, header, key, columns, drop, dtype, labels_out,
@@ -626,109 +646,187 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
     """
     from .cluster import MiniBatchKernelKMeans
 
-    _check_stdout(labels_out, transform_out)
-    for path, option in ((labels_out, "--labels-out"), (transform_out, "--transform-out"),
-                         (model_out, "--model-out")):
-        _check_output(path, option)
-    for path, option in ((plot_out, "--plot"), (gamma_plot, "--gamma-plot")):
-        _check_output(path, option, kinds=("image",))
+    outputs = _FitOutputs(labels_out, transform_out, model_out, plot_out, gamma_plot)
+    outputs.check()
     from .kernels import GRAPH_KERNELS
 
     _check_checkpoint(checkpoint, checkpoint_every, kernel, tau, GRAPH_KERNELS)
-    graph_params = None
-    if kernel in GRAPH_KERNELS:
-        if kernel == "knn" and n_neighbors is None:
-            raise click.UsageError("--kernel knn needs --n-neighbors.")
-        graph_params = {} if n_neighbors is None else {"n_neighbors": n_neighbors}
-        if kernel == "heat":
-            graph_params["t"] = heat_t
-    elif n_neighbors is not None or heat_t != "auto":
-        raise click.UsageError("--n-neighbors and --t are options of the graph kernels "
-                               "(--kernel heat or knn).")
+    graph_params = _graph_params(kernel, n_neighbors, heat_t, GRAPH_KERNELS)
     table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
     X = _read_with_progress(table, quiet)
-    n, d = X.shape
+    n = X.shape[0]
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
-    notes = []
-    if batch_size > n:
-        notes.append(f"note: --batch-size {batch_size} is larger than the {n} rows of {data}: "
-                     f"every batch is all {n} rows (batch_size is capped at n).")
+    if batch_size > n and not quiet:
+        click.echo(f"note: --batch-size {batch_size} is larger than the {n} rows of {data}: "
+                   f"every batch is all {n} rows (batch_size is capped at n).", err=True)
     est = MiniBatchKernelKMeans(n_clusters=n_clusters, kernel=kernel, gamma=gamma,
                                 kernel_params=graph_params, batch_size=batch_size, tau=tau,
                                 max_iter=max_iter, learning_rate=learning_rate,
                                 random_state=seed, compute_labels=False)
-    err = "-" in (labels_out, transform_out)  # the summary must not mix with the output
-    if not quiet:
-        for note in notes:
-            click.echo(note, err=True)
     if checkpoint is not None and not quiet:
         _note_resume(checkpoint, max_iter)
-    start = time.perf_counter()
-    try:
-        with _Spinner(f"fitting {n} x {d}, k={n_clusters}, {max_iter} iterations"):
-            # graph kernels: new points join the fitted graph, so the fitted points
-            # are labelled from their own kernel rows (fit_transform), not as new ones
-            D_fit = (est.fit_transform(X) if graph_params is not None
-                     else est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every))
-    except (ValueError, MemoryError, RuntimeError, OSError) as exc:
-        raise click.ClickException(f"fit failed: {_one_line(exc)}") from None
-    seconds = time.perf_counter() - start
-    sample = None
-    if plot_out is not None:
-        rng = np.random.default_rng(seed)
-        sample = (np.arange(n) if n <= PLOT_POINTS
-                  else np.sort(rng.choice(n, size=PLOT_POINTS, replace=False)))
-    start = time.perf_counter()
-    try:
-        with _progress(n, "row", "labelling", not quiet) as update:
-            source, rows = ((_Given(n_clusters), D_fit) if graph_params is not None
-                            else (est, X))
-            found = _label_blocks(source, _row_blocks(rows, n_clusters), labels_out=labels_out,
-                                  transform_out=transform_out, n_rows=n, update=update,
-                                  sample=sample)
-    except OSError as exc:
-        raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
-    label_seconds = time.perf_counter() - start
-    if gamma_plot is not None and est.gamma_selection_ is None:
-        click.echo(f"--gamma-plot: nothing written, the width was not chosen here "
-                   f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)", err=True)
-    if gamma_plot is not None and est.gamma_selection_ is not None:
-        _save(gamma_figure(est.gamma_selection_), gamma_plot)
-    if plot_out is not None:
-        _save(cluster_figure(np.asarray(X[sample]), found.sample_labels, n_clusters,
-                             names=table.names, n_total=n, seed=seed), plot_out)
-    if model_out is not None:
-        import skops.io as sio
-
-        try:
-            with atomic_write(model_out, "wb") as fh:
-                sio.dump(est, fh)
-        except OSError as exc:
-            raise click.ClickException(f"cannot write {model_out}: {exc.strerror}") from None
+    run = _FitRun(est, X, data, seed)
+    with run.timed("fit"):
+        D_fit = _fit_model(est, X, graph_params is not None, checkpoint, checkpoint_every)
+    with run.timed("labelling"):
+        # graph kernels: the fitted points are labelled from their own kernel rows
+        # (fit_transform's distances), not as new points joining the graph
+        run.found = _label_fitted(est if graph_params is None else _Given(n_clusters),
+                                  X if graph_params is None else D_fit, outputs,
+                                  _plot_sample(n, seed, plot_out is not None), quiet)
+    outputs.write(run, table.names)
     if checkpoint is not None:  # every output is written: the fit is not needed again
         Path(checkpoint).unlink(missing_ok=True)
     if not quiet:
-        click.echo(f"data: {data} ({n} points x {d} features)", err=err)
-        click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
-                   f"{est.n_iter_} iterations, {learning_rate} rate, seed {seed}", err=err)
-        click.echo(f"time: fit {seconds:.2f} s, labelling {label_seconds:.2f} s", err=err)
-        if est.gamma_selection_ is not None:
-            click.echo(est.gamma_selection_.table(), err=err)
-        if getattr(est, "t_selection_", None) is not None and heat_t == "auto":
-            click.echo(est.t_selection_.table(), err=err)
-        click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
-                   f"{found.inertia / n:.6g})", err=err)
-        click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
-        empty = int((found.sizes == 0).sum())
-        if empty:
-            click.echo(f"note: {empty} of the {n_clusters} clusters are empty", err=err)
-        for path, what in ((labels_out, "labels"), (transform_out, "distances"),
-                           (plot_out, "plot"), (model_out, "model")):
-            if path not in (None, "-"):
-                click.echo(f"{what} written to {path}", err=err)
-        if labels_out is None:
-            click.echo("(labels not written: pass --labels-out FILE)", err=err)
+        _fit_summary(run, outputs, batch_size, tau, learning_rate,
+                     heat_auto=heat_t == "auto")
+
+
+def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
+    """The ``kernel_params`` of a graph kernel from --n-neighbors and --t (None for
+    kernels on points, which take neither)."""
+    if kernel not in graph_kernels:
+        if n_neighbors is not None or heat_t != "auto":
+            raise click.UsageError("--n-neighbors and --t are options of the graph kernels "
+                                   "(--kernel heat or knn).")
+        return None
+    if kernel == "knn" and n_neighbors is None:
+        raise click.UsageError("--kernel knn needs --n-neighbors.")
+    params = {} if n_neighbors is None else {"n_neighbors": n_neighbors}
+    if kernel == "heat":
+        params["t"] = heat_t
+    return params
+
+
+@dataclass
+class _FitOutputs:
+    """The files ``mbkkm fit`` writes (None: not asked for; "-": standard output)."""
+
+    labels: str | None
+    transform: str | None
+    model: str | None
+    plot: str | None
+    gamma_plot: str | None
+
+    @property
+    def err(self):
+        """Whether the summary goes to stderr (the labels or distances take stdout)."""
+        return "-" in (self.labels, self.transform)
+
+    def check(self):
+        """Refuse, before reading the data, an output that cannot be written."""
+        _check_stdout(self.labels, self.transform)
+        for path, option in ((self.labels, "--labels-out"),
+                             (self.transform, "--transform-out"),
+                             (self.model, "--model-out")):
+            _check_output(path, option)
+        for path, option in ((self.plot, "--plot"), (self.gamma_plot, "--gamma-plot")):
+            _check_output(path, option, kinds=("image",))
+
+    def write(self, run, names):
+        """The figures and the model (the labels and distances are written while
+        labelling)."""
+        est = run.est
+        if self.gamma_plot is not None and est.gamma_selection_ is None:
+            click.echo(f"--gamma-plot: nothing written, the width was not chosen here "
+                       f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)", err=True)
+        if self.gamma_plot is not None and est.gamma_selection_ is not None:
+            _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
+        if self.plot is not None:
+            sample = _plot_sample(run.n, run.seed, True)
+            _save(cluster_figure(np.asarray(run.X[sample]), run.found.sample_labels,
+                                 est.n_clusters, names=names, n_total=run.n, seed=run.seed),
+                  self.plot)
+        if self.model is not None:
+            import skops.io as sio
+
+            try:
+                with atomic_write(self.model, "wb") as fh:
+                    sio.dump(est, fh)
+            except OSError as exc:
+                raise click.ClickException(f"cannot write {self.model}: "
+                                           f"{exc.strerror}") from None
+
+    def written(self):
+        """(path, what) of every output written to a file."""
+        return [(path, what) for path, what in (
+            (self.labels, "labels"), (self.transform, "distances"), (self.plot, "plot"),
+            (self.model, "model")) if path not in (None, "-")]
+
+
+class _FitRun:
+    """One ``mbkkm fit``: the model, its data, the time of each step, the labelling."""
+
+    def __init__(self, est, X, data, seed):
+        self.est, self.X, self.data, self.seed = est, X, data, seed
+        self.n, self.d = X.shape
+        self.seconds = {}
+        self.found = None
+
+    @contextmanager
+    def timed(self, step):
+        start = time.perf_counter()
+        yield
+        self.seconds[step] = time.perf_counter() - start
+
+
+def _fit_model(est, X, graph, checkpoint, checkpoint_every):
+    """Fit ``est`` on X: fit_transform's distances for a graph kernel, else None."""
+    n, d = X.shape
+    try:
+        with _Spinner(f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"):
+            if graph:
+                return est.fit_transform(X)
+            est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+            return None
+    except (ValueError, MemoryError, RuntimeError, OSError) as exc:
+        raise click.ClickException(f"fit failed: {_one_line(exc)}") from None
+
+
+def _plot_sample(n, seed, plotted):
+    """Sorted row indices drawn for the scatter plot (at most PLOT_POINTS), or None."""
+    if not plotted:
+        return None
+    if n <= PLOT_POINTS:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=PLOT_POINTS, replace=False))
+
+
+def _label_fitted(source, rows, outputs, sample, quiet):
+    """The labelling pass over the fitted rows, written to the outputs."""
+    n = rows.shape[0]
+    try:
+        with _progress(n, "row", "labelling", not quiet) as update:
+            return _label_blocks(source, _row_blocks(rows, source.n_clusters),
+                                 labels_out=outputs.labels, transform_out=outputs.transform,
+                                 n_rows=n, update=update, sample=sample)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
+
+
+def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto):
+    """The summary of a fit: data, kernel, times, chosen widths, inertia, sizes."""
+    est, found, n, err = run.est, run.found, run.n, outputs.err
+    click.echo(f"data: {run.data} ({n} points x {run.d} features)", err=err)
+    click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
+               f"{est.n_iter_} iterations, {learning_rate} rate, seed {run.seed}", err=err)
+    click.echo(f"time: fit {run.seconds['fit']:.2f} s, labelling "
+               f"{run.seconds['labelling']:.2f} s", err=err)
+    if est.gamma_selection_ is not None:
+        click.echo(est.gamma_selection_.table(), err=err)
+    if getattr(est, "t_selection_", None) is not None and heat_auto:
+        click.echo(est.t_selection_.table(), err=err)
+    click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
+               f"{found.inertia / n:.6g})", err=err)
+    click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
+    empty = int((found.sizes == 0).sum())
+    if empty:
+        click.echo(f"note: {empty} of the {est.n_clusters} clusters are empty", err=err)
+    for path, what in outputs.written():
+        click.echo(f"{what} written to {path}", err=err)
+    if outputs.labels is None:
+        click.echo("(labels not written: pass --labels-out FILE)", err=err)
 
 
 @main.command()

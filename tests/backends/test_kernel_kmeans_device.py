@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from _backend_params import BACKEND_PARAMS, needs_torch, nx_fixture  # noqa: F401 (nx)
 from sklearn.datasets import make_blobs
 from sklearn.metrics import adjusted_rand_score
@@ -257,6 +258,10 @@ def test_hostile_inputs_raise(blobs):
         KernelKMeans(kernel="knn", kernel_params={"n_neighbors": 5}, **PARAMS).fit(Xt)
     with pytest.raises(ValueError, match="numpy only"):
         KernelKMeans(kernel="precomputed", device="torch", **PARAMS).fit(blobs @ blobs.T)
+    # a sparse kernel matrix stays on the host: the torch device is refused too
+    with pytest.raises(ValueError, match="numpy only"):
+        KernelKMeans(kernel="precomputed", device="torch", **PARAMS).fit(
+            sp.csr_matrix(blobs @ blobs.T))
     with pytest.raises(ValueError, match="not a known device"):
         KernelKMeans(device="gpu", **PARAMS).fit(blobs)
     # A failed fit leaves a fitted estimator as it was.

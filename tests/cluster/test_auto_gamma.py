@@ -418,10 +418,10 @@ def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monk
     starts = []
     real_step = loop.minibatch_step
 
-    def spy(state, Xb, kernel, *args, **kwargs):
+    def spy(state, Xb, options, *args, **kwargs):
         if state.n_steps == 0:  # the state fit starts from, before its first step
-            starts.append(assign(X, state.copy(), kernel)[0])
-        return real_step(state, Xb, kernel, *args, **kwargs)
+            starts.append(assign(X, state.copy(), options.kernel)[0])
+        return real_step(state, Xb, options, *args, **kwargs)
 
     monkeypatch.setattr(loop, "minibatch_step", spy)
     params = dict(batch_size=128, tau=50, max_iter=1) if Est is MiniBatchKernelKMeans \

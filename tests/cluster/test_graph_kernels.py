@@ -206,11 +206,12 @@ def test_small_far_group_is_joined_by_more_neighbours():
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
                    rng.normal(size=(12, 2)) + np.array([0.0, 40.0])])
+    # 20 neighbours join the small group, and the graph is then built with twice that
     with pytest.warns(GraphSplitWarning, match=r"sizes 151, 149, 12\).*Rebuilt with "
-                      "n_neighbors=20: connected"):
+                      r"n_neighbors=40: connected. \(twice the 20 neighbours"):
         est = KernelKMeans(2, kernel="heat", random_state=0).fit(X)
     params = est.kernel_.params
-    assert params["n_neighbors"] == 20 and params["n_neighbors_asked"] == 10
+    assert params["n_neighbors"] == 40 and params["n_neighbors_asked"] == 10
     assert params["components"] == 1
     # the two big groups are the clusters, the small group joins one of them
     assert adjusted_rand_score(np.repeat([0, 1], 150), est.labels_[:300]) > 0.95

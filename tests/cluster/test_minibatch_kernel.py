@@ -13,6 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from mbkkm import MiniBatchKernelKMeans
 from mbkkm._core import (
     LEARNING_RATES,
+    StepOptions,
     assign,
     init_state,
     kernel_kmeans_plusplus,
@@ -79,8 +80,9 @@ def _run_core(X, k, b, iters, tau, renormalize, learning_rate="adaptive", seed=0
     state = init_state(X[:k].copy(), kern)
     alphas = []
     for _ in range(iters):
-        res = minibatch_step(state, X[rng.randint(0, len(X), b)], kern,
-                             LEARNING_RATES[learning_rate], tau=tau, renormalize=renormalize)
+        res = minibatch_step(state, X[rng.randint(0, len(X), b)],
+                             StepOptions(kern, LEARNING_RATES[learning_rate], tau=tau,
+                                         renormalize=renormalize))
         alphas.append(res.alpha)
     return state, np.array(alphas)
 
@@ -135,8 +137,8 @@ def test_objective_after_equals_recomputed_batch_objective():
     rng = np.random.RandomState(0)
     for _ in range(5):
         B = X[rng.randint(0, 300, 50)]
-        res = minibatch_step(state, B, kern, LEARNING_RATES["adaptive"], tau=40,
-                             renormalize=True, objective_after=True)
+        res = minibatch_step(state, B, StepOptions(kern, LEARNING_RATES["adaptive"], tau=40,
+                                                   renormalize=True, objective_after=True))
         _, mind = assign(B, state, kern)
         assert res.objective_after == pytest.approx(mind.mean(), rel=1e-9, abs=1e-12)
 

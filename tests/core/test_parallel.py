@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from mbkkm._core import LEARNING_RATES, assign, init_state, minibatch_step
+from mbkkm._core import LEARNING_RATES, StepOptions, assign, init_state, minibatch_step
 from mbkkm._core._parallel import assign_parallel, blas_threads, tile_rows
 from mbkkm.kernels import resolve_kernel
 
@@ -18,8 +18,8 @@ def fitted():
     kern = resolve_kernel("rbf", gamma=0.1)
     state = init_state(X[:4].copy(), kern)
     for _ in range(5):
-        minibatch_step(state, X[rng.randint(0, len(X), 256)], kern, LEARNING_RATES["adaptive"],
-                       tau=50, renormalize=True)
+        minibatch_step(state, X[rng.randint(0, len(X), 256)],
+                       StepOptions(kern, LEARNING_RATES["adaptive"], tau=50, renormalize=True))
     return X, state, kern
 
 
@@ -43,8 +43,8 @@ def test_prepared_tiles_equal_plain_kernel(kernel):
     kern = resolve_kernel(kernel, gamma=0.1)
     state = init_state(X[:3].copy(), kern)
     for _ in range(4):
-        minibatch_step(state, X[rng.randint(0, len(X), 128)], kern, LEARNING_RATES["classic"],
-                       tau=40, renormalize=True)
+        minibatch_step(state, X[rng.randint(0, len(X), 128)],
+                       StepOptions(kern, LEARNING_RATES["classic"], tau=40, renormalize=True))
     lab, mind, dist = assign(X, state, kern, chunk_rows=700, return_distances=True,
                              cross_kernel=lambda S, Xc: kern(S, Xc))
     rows = tile_rows(state.support.shape[0], 8)

@@ -39,7 +39,7 @@ def _run(kern, X, k, b, steps, *, tau, rate, renormalize, weighted, rng, layout=
     layout = layout or P.layout_for(state, b, tau)
     spec = P.StepSpec(kern, rate, tau=tau, renormalize=renormalize,
                       objective_after=objective_after, tol=-np.inf)
-    consts = P.make_constants(layout, spec, Xt.device)
+    consts = P.make_constants(layout, spec, Xt)
     pool = P.pack(state, layout)
     for _ in range(steps):
         idx = rng.randint(0, len(X), b)
@@ -208,9 +208,10 @@ class _Counter:
         self.mode = Mode()
 
 
-#: Per iteration of the fit loop, measured (the issue asked for <= 40 and <= 80; see
-#: benchmarks/RESULTS.md for why the exact iteration needs about 75).
-MAX_KERNEL_OPS, MAX_OPS = 90, 130
+#: Per iteration of the fit loop: 69.6 kernel-launching calls and 94.0 in all, measured
+#: (the issue asked for <= 40 and <= 80; benchmarks/RESULTS.md counts what each one is
+#: for and why eager torch cannot go much lower). A regression guard, a little above.
+MAX_KERNEL_OPS, MAX_OPS = 72, 96
 
 
 def _no_compute(func):
@@ -268,3 +269,105 @@ def test_loop_state_is_complete_between_iterations():
     np.testing.assert_array_equal(a.support.numpy(), b.support.numpy())
     np.testing.assert_array_equal(a.lam, b.lam)
     assert full.objectives == part.objectives
+
+
+# ------------------------------------------------------- deterministic block sums
+
+#: aten operators that add with atomics on CUDA (an order that changes between runs):
+#: none may run in a device iteration.
+_ATOMIC_ADDS = {"aten::index_add", "aten::index_add_", "aten::scatter_add", "aten::scatter_add_",
+                "aten::scatter_reduce", "aten::scatter_reduce_", "aten::index_reduce",
+                "aten::index_reduce_", "aten::put", "aten::put_", "aten::_index_put_impl_",
+                "aten::index_put", "aten::index_put_", "aten::bincount", "aten::histc"}
+
+
+def _atomic_adds(ops):
+    """The calls of ``ops`` (aten overloads) that may add with atomics on CUDA; an
+    ``index_put`` counts only with ``accumulate=True``."""
+    return [f for f, args in ops if f._schema.name in _ATOMIC_ADDS
+            and (not f._schema.name.startswith(("aten::index_put", "aten::_index_put",
+                                                "aten::put"))
+                 or bool(args.get("accumulate", False)))]
+
+
+class _ArgCounter:
+    """A TorchDispatchMode that records (op, keyword view of its arguments)."""
+
+    def __init__(self):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        ops = self.ops = []
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                named = dict(kwargs or {})
+                for a, value in zip(func._schema.arguments, args):
+                    named.setdefault(a.name, value)
+                ops.append((func, named))
+                return func(*args, **(kwargs or {}))
+
+        self.mode = Mode()
+
+
+def test_slot_sums_equal_a_plain_sum_in_row_order():
+    """The block Gram's slot sums: a plain Python sum per slot, rows in order, exactly
+    (and, on the CPU, bit for bit what index_add gives)."""
+    rng = np.random.RandomState(3)
+    k, L1 = 4, 6
+    block = torch.from_numpy(rng.randint(0, k * L1 - 3, 500))  # the last slots stay empty
+    values = torch.from_numpy(rng.standard_normal(500) * 10.0 ** rng.randint(-8, 8, 500))
+    got = P.slot_sums(values, block, torch.arange(k * L1 + 1)).numpy()
+    plain = np.zeros(k * L1)
+    for q, v in zip(block.tolist(), values.tolist()):
+        plain[q] += v
+    np.testing.assert_array_equal(got, plain)
+    np.testing.assert_array_equal(
+        got, torch.zeros(k * L1, dtype=torch.float64).index_add_(0, block, values).numpy())
+
+
+@pytest.mark.parametrize("case", ["plain", "tol_weighted_chunks"])
+def test_device_iterations_add_without_atomics(case):
+    """No operator that adds with atomics on CUDA (index_add, scatter_add, index_put
+    with accumulate=True, ...) runs in a fit or a partial_fit on torch: their sums are
+    the same on every run. Checked on the CPU by inspecting the operators, and by
+    running under torch.use_deterministic_algorithms(True) (which would raise on CUDA
+    for such an operator) twice, to the same model."""
+    X = torch.from_numpy(_pendigits_like(n=1500, d=12).astype(np.float32))
+    kw = dict(gamma=0.05, batch_size=128, tau=20, max_iter=12, random_state=0)
+    w = None
+    if case != "plain":
+        kw.update(tol=1e-6, working_memory=0.05)  # f_B(C_{i+1}), kernel in column chunks
+        w = torch.from_numpy(np.random.RandomState(1).uniform(0.5, 2.0, len(X)))
+    counter = _ArgCounter()
+    models = []
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        for _ in range(2):
+            with counter.mode:
+                km = MiniBatchKernelKMeans(4, **kw).fit(X, sample_weight=w)
+                km.partial_fit(X[:200], sample_weight=None if w is None else w[:200])
+            models.append(km)
+    finally:
+        torch.use_deterministic_algorithms(was)
+    names = {f._schema.name for f, _ in counter.ops}
+    assert "aten::segment_reduce" in names  # the slot sums ran (the counter sees them)
+    assert _atomic_adds(counter.ops) == []
+    a, b = models
+    np.testing.assert_array_equal(a.center_norms_, b.center_norms_)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+
+
+def test_the_atomic_add_check_finds_index_add():
+    """The check of the test above sees an index_add, and index_put only when it adds."""
+    counter = _ArgCounter()
+    t = torch.zeros(5, dtype=torch.float64)
+    idx, v = torch.tensor([0, 0, 3]), torch.ones(3, dtype=torch.float64)
+    with counter.mode:
+        t.index_add_(0, idx, v)
+        t.index_put_((idx,), v, accumulate=False)
+    assert [f._schema.name for f in _atomic_adds(counter.ops)] == ["aten::index_add_"]
+    counter.ops.clear()
+    with counter.mode:
+        t.index_put_((idx,), v, accumulate=True)
+    assert len(_atomic_adds(counter.ops)) == 1

@@ -11,13 +11,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 from _reference import RefWindows, plain_plan, reference_step
 
-from mbkkm._core import LEARNING_RATES, _windows, assign, init_state, minibatch_step, plan_windows
+from mbkkm._core import (
+    LEARNING_RATES,
+    StepOptions,
+    _windows,
+    assign,
+    init_state,
+    minibatch_step,
+    plan_windows,
+)
 from mbkkm._core._windows import block_slots, concat_ranges, rank_in_groups
 from mbkkm.kernels import resolve_kernel
 
@@ -104,8 +113,10 @@ def test_step_equals_reference(kernel, tau, learning_rate, renormalize, weighted
     for _ in range(12):
         idx = rng.randint(0, len(X), 48)
         w = rng.uniform(0, 2, 48) if weighted else None
-        res = minibatch_step(state, X[idx], kern, rate, tau=tau, renormalize=renormalize,
-                             batch_weight=w, objective_after=True)
+        res = minibatch_step(state, X[idx], StepOptions(kern, rate, tau=tau,
+                                                        renormalize=renormalize,
+                                                        objective_after=True),
+                             batch_weight=w)
         labels, objective, after = reference_step(ref, X[idx], kern, rate, tau=tau,
                                                   renormalize=renormalize, batch_weight=w)
         np.testing.assert_array_equal(res.labels, labels)
@@ -142,8 +153,8 @@ def stepped_state(seed, tau, steps):
     kern = resolve_kernel("rbf", gamma=0.5)
     state = init_state(X[:4].copy(), kern)
     for _ in range(steps):
-        minibatch_step(state, X[rng.randint(0, 300, 40)], kern, LEARNING_RATES["adaptive"],
-                       tau=tau, renormalize=True)
+        minibatch_step(state, X[rng.randint(0, 300, 40)],
+                       StepOptions(kern, LEARNING_RATES["adaptive"], tau=tau, renormalize=True))
     return state, X, kern
 
 
@@ -217,9 +228,10 @@ def test_self_terms_from_batch_parts_equal_the_whole_block(k, weighted, part_row
     for _ in range(8):
         idx = rng.randint(0, 700, 150)
         w = rng.uniform(0.1, 2, 150) if weighted else None
-        minibatch_step(halves, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w)
-        minibatch_step(whole, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w,
-                       objective_after=True)
+        opts = StepOptions(kern, rate, tau=40, renormalize=True)
+        minibatch_step(halves, X[idx], opts, batch_weight=w)
+        minibatch_step(whole, X[idx], dataclasses.replace(opts, objective_after=True),
+                       batch_weight=w)
         reference_step(ref, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w)
     np.testing.assert_allclose(halves.gram, whole.gram, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(halves.host_norms(), ref.norms(kern), rtol=1e-9, atol=1e-12)

@@ -330,3 +330,26 @@ def test_connect_graph_doubles_neighbours_until_the_split_is_harmless():
     assert kept.n_neighbors == 4 and [t.tolist() for t in tried] == [[80, 80]]
     capped, tried = connect_graph(KNNGraph(4).fit(X2), max_doublings=2)
     assert capped.n_neighbors == 16 and len(tried) == 3 and tried[-1].size == 2
+
+
+def test_connect_graph_margin_doubles_once_more_after_a_repair():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(12, 2)) + np.array([30.0, 0.0])])
+    graph, tried = connect_graph(KNNGraph(4).fit(X), n_clusters=2, margin=1)
+    assert graph.n_neighbors == 32          # 16 joined the pieces; one doubling more
+    assert [t.tolist() for t in tried] == [[150, 12], [150, 12], [162], [162]]
+    ref = KNNGraph(32).fit(X)
+    assert (graph.adjacency_ != ref.adjacency_).nnz == 0
+    # a harmless split (the components are the clusters) gets no margin
+    X2 = np.vstack([rng.normal(size=(80, 2)), rng.normal(size=(80, 2)) + np.array([30.0, 0.0])])
+    kept, tried = connect_graph(KNNGraph(4).fit(X2), n_clusters=2, margin=1)
+    assert kept.n_neighbors == 4 and len(tried) == 1
+    # nor does a split that the doublings could not repair
+    capped, tried = connect_graph(KNNGraph(4).fit(X2), max_doublings=2, margin=1)
+    assert capped.n_neighbors == 16 and len(tried) == 3 and tried[-1].size == 2
+    # nor does a connected graph; the margin stops at n_samples
+    same, tried = connect_graph(KNNGraph(4).fit(X[:150]), n_clusters=2, margin=1)
+    assert same.n_neighbors == 4 and len(tried) == 1
+    small = np.vstack([rng.normal(size=(8, 2)), rng.normal(size=(3, 2)) + 50.0])
+    top, tried = connect_graph(KNNGraph(2).fit(small), n_clusters=2, margin=3)
+    assert top.n_neighbors == small.shape[0] and tried[-1].tolist() == [11]

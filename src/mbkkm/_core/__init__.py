@@ -8,6 +8,7 @@ from ._init import kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
 from ._sampling import draw_batch_plan, draw_init_indices
 from ._windows import (
+    StepOptions,
     WindowPlan,
     WindowState,
     assign,
@@ -19,6 +20,7 @@ from ._windows import (
 
 __all__ = [
     "LEARNING_RATES",
+    "StepOptions",
     "WindowPlan",
     "WindowState",
     "assign",

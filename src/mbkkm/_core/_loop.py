@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends import get_backend
-from ._windows import WindowState, minibatch_step
+from ._windows import StepOptions, WindowState, minibatch_step
 
 #: Iterations between two read-backs of a device run (objectives, counter, overflow).
 READ_EVERY = 16
@@ -180,12 +180,12 @@ def run_until(fs, items, cfg, until, on_advance=None):
         fs.device.run_until(until, on_advance)
         return fs
     nx = get_backend(items)
+    options = StepOptions(cfg.kernel, cfg.rate, tau=cfg.tau, renormalize=cfg.renormalize,
+                          objective_after=cfg.tol is not None,
+                          max_tile_bytes=cfg.max_tile_bytes)
     while fs.n_iter < until and not fs.converged:
         Xb = nx.take(items, nx.index(fs.plan[fs.n_iter]))
-        res = minibatch_step(fs.windows, Xb, cfg.kernel, cfg.rate, tau=cfg.tau,
-                             renormalize=cfg.renormalize,
-                             objective_after=cfg.tol is not None,
-                             max_tile_bytes=cfg.max_tile_bytes)
+        res = minibatch_step(fs.windows, Xb, options)
         fs.objectives.append(res.objective)
         fs.n_iter += 1
         if cfg.tol is not None:
@@ -262,6 +262,9 @@ class _DeviceLoop:
             items.device)
         self.log = torch.zeros((2, self.first_it + fs.max_iter), dtype=torch.float64,
                                device=items.device)
+        # Views made once: the plan's rows, the log's two lines (not one view a call).
+        self.plan_rows = self.plan.unbind(0)
+        self.log_before, self.log_after = self.log.unbind(0)
         self.graph = None
         self.graph_error = None
         self.blocks = 0 if saved is None else saved["blocks"]
@@ -271,7 +274,7 @@ class _DeviceLoop:
             fs.layout = _pool.Layout(*saved["layout"])
             fs.pool = _pool.Pool(*(torch.tensor(saved["pool"][name], device=items.device)
                                    for name in _pool.Pool._fields))
-            self.consts = _pool.make_constants(fs.layout, self.spec, items.device)
+            self.consts = _pool.make_constants(fs.layout, self.spec, fs.pool.rows)
         fs.windows = None
 
     # --------------------------------------------------------------- layout
@@ -288,7 +291,7 @@ class _DeviceLoop:
                           cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes))
         self.fs.layout = layout
         self.fs.pool = P.pack(windows, layout)
-        self.consts = P.make_constants(layout, self.spec, self.items.device)
+        self.consts = P.make_constants(layout, self.spec, self.fs.pool.rows)
         self.graph = None
 
     # ------------------------------------------------------------ iterations
@@ -301,14 +304,14 @@ class _DeviceLoop:
         """
         new, out = self.P.advance(pool, self.items.index_select(0, idx), self.spec,
                                   self.fs.layout, self.consts)
-        self.log[0].index_copy_(0, pool.it, out.objective)
+        self.log_before.index_copy_(0, pool.it, out.objective)
         if out.after is not None:
-            self.log[1].index_copy_(0, pool.it, out.after)
+            self.log_after.index_copy_(0, pool.it, out.after)
         return new, out
 
     def _eager(self, i):
         """Iteration i of the plan (i: a host int)."""
-        self.fs.pool, _ = self.iteration(self.fs.pool, self.plan[i])
+        self.fs.pool, _ = self.iteration(self.fs.pool, self.plan_rows[i])
 
     def _graph_body(self):
         """One iteration on the static pool, the batch chosen by the device counter."""

@@ -225,14 +225,11 @@ def _labelling_terms(n, m, k, itemsize, rows, threads, copied_width):
     }
 
 
-def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size, tau,
-                   kernel_name, max_tile_bytes=None, label_rows=None, n_threads=1,
-                   compute_labels=True, where="host", data_on_device=0, max_iter=None,
-                   init_size=None, data_gamma=False, width_sample=0, early_stopping=False,
-                   device_resident=False):
-    """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
+@dataclass(frozen=True, kw_only=True)
+class MiniBatchPlanRequest:
+    """What the memory plan of one MiniBatchKernelKMeans fit is computed from.
 
-    Parameters
+    Attributes
     ----------
     n : int
         Points to fit (and to label).
@@ -272,65 +269,104 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
         Whether f_B(C_{i+1}) is computed (the host step then needs all of K(B, B)).
     device_resident : bool
         The iterations run on the device pool (torch, see the module docstring).
+    """
+
+    n: int
+    row_bytes: int
+    n_features: int
+    itemsize: int
+    n_clusters: int
+    batch_size: int
+    tau: int
+    kernel_name: str
+    max_tile_bytes: int | None = None
+    label_rows: int | None = None
+    n_threads: int = 1
+    compute_labels: bool = True
+    where: str = "host"
+    data_on_device: int = 0
+    max_iter: int | None = None
+    init_size: int | None = None
+    data_gamma: bool = False
+    width_sample: int = 0
+    early_stopping: bool = False
+    device_resident: bool = False
+
+
+def _setup_terms(r):
+    """Bytes held while the fit sets up: the data-driven width (float64 row chunks),
+    the width's selection sample, k-means++ on its subsample (the rows, their host
+    copy, and 2 + log k candidate kernel rows in float64), the batch plan, the data
+    copied to the device."""
+    n, d, b = r.n, r.n_features, r.batch_size
+    n_init = min(n, 3 * b if r.init_size is None else r.init_size)
+    trials = 2 + int(np.log(r.n_clusters))
+    return {
+        "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
+        "width selection (sample)": (int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8))
+                                     if r.where == "host" else 0),
+        "k-means++ subsample and candidates": (2 * n_init * r.row_bytes
+                                               + 3 * trials * n_init * 8 + 4 * n_init * 8),
+        "batch plan": (r.max_iter or 0) * b * 8,
+        "data copied to the device": int(r.data_on_device),
+    }
+
+
+def plan_minibatch(request):
+    """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
+
+    Parameters
+    ----------
+    request : MiniBatchPlanRequest
+        The data's shape, the fit's parameters and where it runs.
 
     Returns
     -------
     MemoryPlan
     """
-    k, b = n_clusters, batch_size
-    n_points = None if max_iter is None else k + b * max_iter
+    r = request
+    n, k, b, tau, itemsize = r.n, r.n_clusters, r.batch_size, r.tau, r.itemsize
+    n_points = None if r.max_iter is None else k + b * r.max_iter
     m = support_size(k, b, tau, n_points)
     blocks_per_window = max(1.0, tau / max(1.0, b / k)) + 2
-    if max_iter is not None:  # a window holds at most one block per iteration, + the first
-        blocks_per_window = min(blocks_per_window, max_iter + 1.0)
+    if r.max_iter is not None:  # a window holds at most one block per iteration, + the first
+        blocks_per_window = min(blocks_per_window, r.max_iter + 1.0)
     nb = int(np.ceil(k * blocks_per_window))
     per_column = (m + b) * itemsize * 1.25  # K(S, B_c) and K(B, B_c), reused buffers
-    cols = tile_columns(m, b, itemsize, max_tile_bytes)  # the step's own chunking
-    copies = kernel_name in _COPYING_KERNELS
-    d2 = n_features + 2
+    cols = tile_columns(m, b, itemsize, r.max_tile_bytes)  # the step's own chunking
+    copies = r.kernel_name in _COPYING_KERNELS
+    d2 = r.n_features + 2
     L = int(np.ceil(blocks_per_window)) + 1
-    t = {}
-    # setup: the data-driven width (float64 row chunks), k-means++ on its subsample
-    # (the rows, their host copy, and 2 + log k candidate kernel rows in float64), the
-    # batch plan.
-    n_init = min(n, 3 * b if init_size is None else init_size)
-    trials = 2 + int(np.log(k))
-    t["width from the data (row chunks)"] = (min(n * n_features * 8, 64 * 2**20)
-                                             if data_gamma else 0)
-    t["width selection (sample)"] = (int(width_sample * (n_features * 8 + 4.5 * width_sample * 8))
-                                     if where == "host" else 0)
-    t["k-means++ subsample and candidates"] = (2 * n_init * row_bytes
-                                               + 3 * trials * n_init * 8 + 4 * n_init * 8)
-    t["batch plan"] = (max_iter or 0) * b * 8
-    t["data copied to the device"] = int(data_on_device)
-    if device_resident:
-        t.update(_pool_terms(k, b, tau, (n_features, row_bytes, itemsize), max_tile_bytes,
-                             max_iter or 0, copies, support=max(k, width_sample)))
+    t = _setup_terms(r)
+    if r.device_resident:
+        t.update(_pool_terms(k, b, tau, (r.n_features, r.row_bytes, itemsize),
+                             r.max_tile_bytes, r.max_iter or 0, copies,
+                             support=max(k, r.width_sample)))
         state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
             "batch plan"]
         iteration = (state + t["batch rows"] + t["kernel block K(rows, X_B)"]
                      + max(t["kernel operand temporaries"], t["iteration products"]))
-        if where.startswith("cuda"):
+        if r.where.startswith("cuda"):
             t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
             iteration += t[_CUDA_GRAPH]
         cols = t.pop("_cols")
         L, M = t.pop("_L"), t.pop("_M")
     else:
-        t["support (windows)"] = m * row_bytes
+        t["support (windows)"] = m * r.row_bytes
         t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
         t["block Gram"] = 2 * k * L * L * 8
-        t["batch rows"] = b * row_bytes
-        if early_stopping:  # K(S, B_c) and the whole K(B, B_c)
+        t["batch rows"] = b * r.row_bytes
+        if r.early_stopping:  # K(S, B_c) and the whole K(B, B_c)
             t["kernel blocks"] = int(per_column * cols)
         else:  # K(S, B_c) and K(part, part_c) for each part of the batch (at most about
             # half of it: p = max(2, b / 256) parts split at block boundaries)
             half = -(-b // 2)
             t["kernel blocks"] = int((m * cols + half * min(cols, half)) * itemsize * 1.25)
-            t["half-batch rows"] = half * row_bytes
+            t["half-batch rows"] = half * r.row_bytes
         t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
         t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
         t["pair indices"] = (L + 1) * b * 8 * 9
-        t["new support"] = m * row_bytes
+        t["new support"] = m * r.row_bytes
         state = (t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
                  + t["data copied to the device"] + t["batch plan"])
         iteration = (state + t["batch rows"] + t["kernel blocks"]
@@ -341,6 +377,7 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     setup = (t["data copied to the device"] + t["batch plan"]
              + max(t["width from the data (row chunks)"], t["width selection (sample)"],
                    t["k-means++ subsample and candidates"]))
+    label_rows, n_threads, where = r.label_rows, r.n_threads, r.where
     rows = n if label_rows is None else max(1, min(label_rows, n))
     threads = max(1, n_threads)
     labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads,
@@ -350,9 +387,9 @@ def plan_minibatch(*, n, row_bytes, n_features, itemsize, n_clusters, batch_size
     peaks = {"fit": int(max(setup, iteration)), "labelling": int(labelling)}
     return MemoryPlan(
         where=where, terms={k_: int(v) for k_, v in t.items() if v},
-        peaks=peaks, checked=("fit", "labelling") if compute_labels else ("fit",),
+        peaks=peaks, checked=("fit", "labelling") if r.compute_labels else ("fit",),
         shapes={"m": m, "blocks": nb, "chunk_columns": cols, "tile_rows": rows,
-                "threads": threads, **({"pool_rows": M, "slots": L} if device_resident
+                "threads": threads, **({"pool_rows": M, "slots": L} if r.device_resident
                                        else {})},
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
@@ -491,10 +528,40 @@ def out_of_memory_error(exc, plan, available=None):
     )
 
 
-def plan_explicit(*, n, n_features, itemsize, n_clusters, batch_size, max_iter,
-                  chunk_rows, init_size=None, compute_labels=True):
-    """The memory plan of a non-kernel MiniBatchKMeans fit (explicit centers)."""
-    k, b, d, s = n_clusters, batch_size, n_features, itemsize
+@dataclass(frozen=True, kw_only=True)
+class ExplicitPlanRequest:
+    """What the memory plan of a MiniBatchKMeans fit (explicit centers) is computed from.
+
+    Attributes
+    ----------
+    n, n_features, itemsize : int
+        The data's shape and the bytes of one value.
+    n_clusters, batch_size, max_iter : int
+    chunk_rows : int
+        Rows per labelling chunk.
+    init_size : int, optional
+        Points of the k-means++ subsample (default 3 b).
+    compute_labels : bool
+        Whether the fit labels the n points at the end.
+    """
+
+    n: int
+    n_features: int
+    itemsize: int
+    n_clusters: int
+    batch_size: int
+    max_iter: int
+    chunk_rows: int
+    init_size: int | None = None
+    compute_labels: bool = True
+
+
+def plan_explicit(request):
+    """The memory plan of a non-kernel MiniBatchKMeans fit (explicit centers), from an
+    :class:`ExplicitPlanRequest`."""
+    r = request
+    n, max_iter, chunk_rows, init_size = r.n, r.max_iter, r.chunk_rows, r.init_size
+    k, b, d, s = r.n_clusters, r.batch_size, r.n_features, r.itemsize
     n_init = min(n, 3 * b if init_size is None else init_size)
     trials = 2 + int(np.log(k))
     rows = min(chunk_rows, n)
@@ -514,6 +581,6 @@ def plan_explicit(*, n, n_features, itemsize, n_clusters, batch_size, max_iter,
              "labelling": state + t["labelling chunk (distances, norms)"]
              + t["distances of the points (n, k)"] + t["labels and minima out"]}
     return MemoryPlan(where="host", terms=t, peaks=peaks,
-                      checked=("fit", "labelling") if compute_labels else ("fit",),
+                      checked=("fit", "labelling") if r.compute_labels else ("fit",),
                       shapes={"n": n, "k": k, "chunk_rows": rows},
                       hints={"fit": "batch_size", "labelling": "n_clusters"})

@@ -52,7 +52,8 @@ One iteration (:func:`advance`), with the notation of :mod:`mbkkm._core._windows
    lambda = alpha_j; renormalisation divides by the window's sum.
 5. Block Gram: with V[x, j] = u_x [x in the new block of j] (b, k),
    R = K V (M + 1 + b, k) gives H'[j, p, r] = sum_{s in p} u_s R[s, j] for every
-   slot p at once (one product with ``coef`` and an ``index_add_`` by slot) and
+   slot p at once (one product with ``coef``, then the sums by slot in row order,
+   :func:`slot_sums`: no atomic additions, the same bits on every run) and
    H'[j, r, r] = (V^T R_B)[j, j]; the new row and column are placed with two
    ``where``. c' = lambda'^T H' lambda' (two batched products), recomputed from H'
    every iteration (no drift).
@@ -144,10 +145,12 @@ class Pool(NamedTuple):
 
 
 def _kernel_functions(kernel):
-    """(tile, diag, diag_is_one) of a kernel on torch, resolved once, outside the step.
+    """(tile, tail, diag, diag_is_one) of a kernel on torch, resolved once, outside the step.
 
-    ``tile(X, Y) -> (n_x, n_y)`` and ``diag(X) -> (n,)``; ``diag_is_one`` for kernels
-    with K(x, x) = 1 for every x (rbf, laplacian), whose diagonal is not computed.
+    ``tile(X, Y) -> (n_x, n_y)``; ``tail(X, Y)`` the same when Y is X's last rows (rbf
+    shares X's row norms with Y, :func:`mbkkm.kernels._torch_tiles.rbf_tail`);
+    ``diag(X) -> (n,)``; ``diag_is_one`` for kernels with K(x, x) = 1 for every x (rbf,
+    laplacian), whose diagonal is not computed.
     A callable is called without the per-tile finiteness check (a device sync): a
     non-finite value shows in the batch objectives the host reads back.
     """
@@ -162,17 +165,21 @@ def _kernel_functions(kernel):
         def diag(X):
             return _torch_tiles.call_user_diag(func, params, X, check_finite=False)
 
-        return tile, diag, False
+        return tile, tile, diag, False
     impl = KERNELS[kernel.name].implementation("torch")
     params = dict(kernel.params)
 
     def tile(X, Y):
         return impl.tile(X, Y, **params)
 
+    def tail(X, Y):
+        return _torch_tiles.rbf_tail(X, Y, **params)
+
     def diag(X):
         return impl.diag(X, **params)
 
-    return tile, diag, impl.diag is _torch_tiles.diag_ones
+    return (tile, tail if impl.tile is _torch_tiles.rbf else tile, diag,
+            impl.diag is _torch_tiles.diag_ones)
 
 
 class StepSpec:
@@ -200,11 +207,12 @@ class StepSpec:
         self.renormalize = bool(renormalize)
         self.objective_after = bool(objective_after)
         self.tol = float(tol)
-        self.tile, self.diag, self.diag_is_one = _kernel_functions(kernel)
+        self.tile, self.tail, self.diag, self.diag_is_one = _kernel_functions(kernel)
 
 
 class Constants(NamedTuple):
-    """Index and value tensors an iteration uses, made once per layout."""
+    """Index and value tensors an iteration uses, made once per layout (and one work
+    buffer, ``coef_out``, that every iteration overwrites)."""
 
     cluster_col: torch.Tensor  # (k, 1): j
     slot_ids: torch.Tensor  # (1, L + 1): p
@@ -215,11 +223,15 @@ class Constants(NamedTuple):
     inf: torch.Tensor  # 0-d float64
     free: torch.Tensor  # 0-d int64: the block of a free row
     tol: torch.Tensor  # 0-d float64
-    zero_slots: torch.Tensor  # (k (L + 1),) float64 zeros, never written
+    slot_bounds: torch.Tensor  # (k (L + 1) + 1,) int64: 0, 1, ..., k (L + 1)
+    ranks: torch.Tensor  # (b,) int64: 1, ..., b
+    coef_out: torch.Tensor  # (k, M) in the rows' dtype: A of the distances, written each call
 
 
-def make_constants(layout, spec, device):
+def make_constants(layout, spec, rows):
+    """The :class:`Constants` of ``layout`` on the device (and in the dtype) of ``rows``."""
     k, L1, M, b = layout.k, layout.L + 1, layout.M, layout.b
+    device = rows.device
     tau = math.inf if spec.tau is None else float(spec.tau)
     tau_row = torch.full((1, L1), tau, dtype=_F64, device=device)
     tau_row[0, -1] = math.inf  # a block in the spare column (an overflow) is never dropped
@@ -233,7 +245,9 @@ def make_constants(layout, spec, device):
         inf=torch.full((), math.inf, dtype=_F64, device=device),
         free=torch.full((), layout.free, dtype=torch.int64, device=device),
         tol=torch.full((), spec.tol, dtype=_F64, device=device),
-        zero_slots=torch.zeros(k * L1, dtype=_F64, device=device),
+        slot_bounds=torch.arange(k * L1 + 1, device=device),
+        ranks=torch.arange(1, b + 1, device=device),
+        coef_out=torch.empty((k, M), dtype=rows.dtype, device=device),
     )
 
 
@@ -247,7 +261,7 @@ class StepOut(NamedTuple):
     alpha: torch.Tensor  # (k, 1) float64: the learning rates
 
 
-def _plan_slots(pool, spec, c, ns, alpha):
+def _plan_slots(pool, spec, c, ns, alpha, grows):
     """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
 
     An old block stays iff newer + n_j < tau and alpha_j < 1; lambda <- (1 - alpha_j)
@@ -256,7 +270,6 @@ def _plan_slots(pool, spec, c, ns, alpha):
     ``lam``, ``newer``, the slot of each cluster's new block (k, 1), the mask of new
     blocks, their stamps and the rows' blocks (dropped rows: free).
     """
-    grows = alpha > 0
     tot = pool.newer + ns
     keep = (tot < c.tau_row) & (alpha < 1)
     lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
@@ -268,35 +281,76 @@ def _plan_slots(pool, spec, c, ns, alpha):
         lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
     newer = torch.where(new, c.zero, newer)
     stamp = torch.where(new, pool.it, pool.stamp)
-    block = torch.where(keep.view(-1)[pool.block], pool.block, c.free)
+    block = torch.where(torch.take(keep, pool.block), pool.block, c.free)
     return lam, newer, slot, new, stamp, block
+
+
+def slot_sums(values, block, bounds):
+    """sum_{s: block(s) = q} values[s] for every slot q < Q, in row order, shape (Q,).
+
+    ``block`` (n,) int64 in [0, Q), ``bounds`` = 0, 1, ..., Q (int64).
+
+    A stable sort of the rows by slot, then one sequential sum per slot
+    (``segment_reduce``): the same sums on every run, on every device. ``index_add_``
+    (and ``scatter_add_``, ``index_put_`` with ``accumulate=True``) would add with
+    atomics on CUDA, in an order that changes from run to run, and so would the last
+    bits of the block Gram and of the centers' norms. On the CPU these are the sums
+    ``index_add_`` makes, bit for bit (the same order).
+    """
+    keys, order = torch.sort(block, stable=True)
+    # The offsets are right by construction (nondecreasing, from 0 to n): ``unsafe``
+    # leaves out any check of them, which would read them back to the host.
+    return torch.segment_reduce(values.index_select(0, order), "sum",
+                                offsets=torch.searchsorted(keys, bounds), initial=0,
+                                unsafe=True)
+
+
+def _destinations(block, labels, grows, active, c):
+    """Step 6 of :func:`advance`: the pool row of each batch point, (b,) int64.
+
+    A point that joins its cluster's new block goes to the first free row of
+    ``block`` (M,) in the batch's order (the spare row M when none is left: an
+    overflow), any other to its own batch row. ``grows`` (k, 1): the growing clusters,
+    or None when every point's cluster grows (an unweighted batch: n_j >= 1 gives
+    alpha_j > 0); ``active`` (1,): early stopping has not stopped the run (None: no
+    early stopping).
+    """
+    rank_rows = (block == c.free).cumsum(0)  # (M,): free rows up to each row
+    if grows is None:
+        dest = torch.searchsorted(rank_rows, c.ranks)
+        return dest if active is None else torch.where(active, dest, c.tail)
+    isnew = torch.take(grows, labels)  # a cluster whose points all weigh 0 does not grow
+    return torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
 
 
 def advance(pool, Xb, spec, layout, c, weight=None):
     """One truncated mini-batch iteration on the batch rows ``Xb`` (b, d).
 
-    Returns the new :class:`Pool` (``rows`` and ``coef`` are updated in place, the
-    other tensors are new) and a :class:`StepOut`: a fixed sequence of torch calls,
-    nothing read back, no shape that depends on the data. Per-cluster quantities are
-    (k, 1) columns, so that they broadcast against the (k, L + 1) slots. With more
+    Returns the new :class:`Pool` (``rows``, ``block`` and ``coef`` are updated in
+    place, the other tensors are new) and a :class:`StepOut`: a fixed sequence of torch
+    calls, nothing read back, no shape that depends on the data. Per-cluster quantities
+    are (k, 1) columns, so that they broadcast against the (k, L + 1) slots. With more
     than one kernel chunk (``layout.chunks``), the chunks are computed twice: for the
     distances, then (once the labels are known) for R = K V^T.
     """
     k, L1, M = layout.k, layout.L + 1, layout.M
     rows, coef = pool.rows, pool.coef
     chunks = layout.chunks
-    # 1. The kernel block K(rows, X_B) (M + 1 + b, b): K(S, B), and K(B, B) in its tail.
-    rows[M + 1:].copy_(Xb)
-    K = spec.tile(rows, Xb) if len(chunks) == 1 else None
+    # 1. The batch is written to the pool's tail; one kernel block K(rows, X_B)
+    # (M + 1 + b, b): K(S, B), and K(B, B) in its tail.
+    tail = rows[M + 1:]
+    tail.copy_(Xb)
+    K = spec.tail(rows, tail) if len(chunks) == 1 else None
     dt = rows.dtype
-    # 2. D[j, x] = c_j - 2 sum_s A[s, j] K[s, x] + K(x, x), A[s, j] = lambda_p(s) u_s in
-    # the column of s's cluster: one GEMM; labels = argmin_j D.
-    A = (coef[:M] * pool.lam.view(-1)[pool.block[:M]][:, None]).to(dt)  # (M, k)
+    # 2. D[j, x] = c_j - 2 sum_s A[j, s] K[s, x] + K(x, x), A[j, s] = lambda_p(s) u_s in
+    # the row of s's cluster: one GEMM; labels = argmin_j D.
+    # (k, M), computed in float64 and rounded to the rows' dtype as it is written.
+    A = torch.mul(coef[:M].T, torch.take(pool.lam, pool.block[:M]), out=c.coef_out)
     norms_dt = pool.norms.to(dt)
     if K is not None:
-        D = torch.addmm(norms_dt, A.T, K[:M], alpha=-2)  # (k, b)
+        D = torch.addmm(norms_dt, A, K[:M], alpha=-2)  # (k, b)
     else:
-        D = torch.cat([torch.addmm(norms_dt, A.T, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
+        D = torch.cat([torch.addmm(norms_dt, A, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
                        for c0, c1 in chunks], 1)
     mind, labels = D.min(0)
     diag = None if spec.diag_is_one else spec.diag(Xb)
@@ -317,17 +371,20 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     counts = pool.counts + bc
     alpha = spec.rate(bc, total, counts)
     grows = alpha > 0
-    lam, newer, slot, new, stamp, block = _plan_slots(pool, spec, c, ns, alpha)
+    lam, newer, slot, new, stamp, block = _plan_slots(pool, spec, c, ns, alpha, grows)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
-    # blocks are free now), H'[j, r, r] = (V R_B)[j, j].
-    if weight is None:
-        V64 = onehot * (grows / ns.clamp_min(1))
+    # blocks are free now), H'[j, r, r] = (V R_B)[j, j]. The sums run over every row:
+    # ``coef`` is 0 on the batch rows (and on the spare row but after an overflow, whose
+    # iterations are replayed), so those add exact zeros at the end of a slot's sum.
+    if weight is None:  # alpha_j > 0 exactly where n_j > 0 (every rate does so)
+        V64 = onehot / ns.clamp_min(1)
     else:
         V64 = torch.where(onehot & grows, w64 / bc, c.zero)
     V = V64.to(dt)
     if spec.objective_after:  # the coefficients after the update: kept rows, new blocks
-        A2 = (coef[:M] * lam.view(-1)[block[:M]][:, None]).to(dt)
+        # A is not used any more: A2 takes its buffer.
+        A2 = torch.mul(coef[:M].T, torch.take(lam, block[:M]), out=c.coef_out)
         Vb = V * lam.gather(1, slot).to(dt)
     if K is not None:
         R = K @ V.T  # (M + 1 + b, k)
@@ -337,8 +394,8 @@ def advance(pool, Xb, spec, layout, c, weight=None):
             Kc = spec.tile(rows, Xb[c0:c1])
             R = R + Kc @ V[:, c0:c1].T
             if spec.objective_after:
-                Q2.append(torch.addmm(A2.T @ Kc[:M], Vb, Kc[M + 1:]))
-    G = c.zero_slots.index_add(0, block[:M], (R[:M] * coef[:M]).sum(1)).view(k, L1)
+                Q2.append(torch.addmm(A2 @ Kc[:M], Vb, Kc[M + 1:]))
+    G = slot_sums((R * coef).sum(1), block, c.slot_bounds).view(k, L1)
     g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G)  # float64
     gram = torch.where(new[:, None, :], g[:, :, None],
                        torch.where(new[:, :, None], g[:, None, :], pool.gram))
@@ -346,9 +403,9 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     after = None
     active = pool.active
     if spec.objective_after:
-        # f_B(C_{i+1}) on the same batch: c' - 2 (A2^T K(S, B) + Vb K(B, B)).
+        # f_B(C_{i+1}) on the same batch: c' - 2 (A2 K(S, B) + Vb K(B, B)).
         if K is not None:
-            D2 = torch.addmm(torch.addmm(norms.to(dt), A2.T, K[:M], alpha=-2),
+            D2 = torch.addmm(torch.addmm(norms.to(dt), A2, K[:M], alpha=-2),
                              Vb, K[M + 1:], alpha=-2)
         else:
             D2 = torch.cat(Q2, 1).mul_(-2).add_(norms.to(dt))
@@ -359,11 +416,10 @@ def advance(pool, Xb, spec, layout, c, weight=None):
         active = active & (objective - after >= c.tol * total)
     # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
     # none is left: an overflow), the others back to their own batch row.
-    rank_rows = (block[:M] == c.free).cumsum(0)  # (M,)
-    isnew = grows.view(-1)[labels]
-    dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
+    dest = _destinations(block[:M], labels, None if weight is None else grows,
+                         pool.active if spec.objective_after else None, c)
     rows.index_copy_(0, dest, Xb)
-    block.index_copy_(0, dest, (c.slot_base + slot).view(-1)[labels])
+    block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
     it = pool.it + (pool.active if spec.objective_after else 1)
     new_pool = Pool(rows, block, coef, lam, newer, stamp, gram, norms, counts, it, active)
@@ -523,25 +579,28 @@ def layout_for(state, batch_size, tau):
     return Layout(k, L, M, batch_size)
 
 
-def step_windows(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
-                 objective_after=False, max_tile_bytes=None):
+def step_windows(state, Xb, options, batch_weight=None):
     """One device iteration on a :class:`WindowState` (in place): pack, advance, unpack.
 
-    What :func:`mbkkm._core.minibatch_step` does for a state on torch (``partial_fit``).
-    The layout holds the state and one batch (no overflow is possible); the results
-    come back in one device-to-host copy.
+    What :func:`mbkkm._core.minibatch_step` does for a state on torch (``partial_fit``),
+    with the same :class:`~mbkkm._core._windows.StepOptions`. The layout holds the
+    state and one batch (no overflow is possible); the results come back in one
+    device-to-host copy.
     """
     b = Xb.shape[0]
-    layout = layout_for(state, b, tau)
+    objective_after = options.objective_after
+    layout = layout_for(state, b, options.tau)
     layout = Layout(layout.k, layout.L, layout.M, b,
-                    tile_columns_for(layout, Xb, max_tile_bytes))
-    spec = StepSpec(kernel, rate, tau=tau, renormalize=renormalize,
-                    objective_after=objective_after, tol=-math.inf)
-    consts = make_constants(layout, spec, Xb.device)
+                    tile_columns_for(layout, Xb, options.max_tile_bytes))
+    spec = StepSpec(options.kernel, options.rate, tau=options.tau,
+                    renormalize=options.renormalize, objective_after=objective_after,
+                    tol=-math.inf)
+    pool = pack(state, layout)
+    consts = make_constants(layout, spec, pool.rows)
     weight = None
     if batch_weight is not None:
         weight = torch.from_numpy(np.asarray(batch_weight, dtype=np.float64)).to(Xb.device)
-    pool, out = advance(pack(state, layout), Xb, spec, layout, consts, weight)
+    pool, out = advance(pool, Xb, spec, layout, consts, weight)
     total = out.total if isinstance(out.total, torch.Tensor) else torch.full(
         (1,), out.total, dtype=_F64, device=Xb.device)
     after = out.after if out.after is not None else out.objective

@@ -386,15 +386,12 @@ def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
                    rows_kept, g, lam_all, lam_pad)
 
 
-def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=None,
-                   objective_after=False, max_tile_bytes=None):
-    """One truncated mini-batch iteration on the batch items ``Xb`` (in place on state).
+@dataclass(frozen=True)
+class StepOptions:
+    """What a mini-batch step does, besides its state and its batch.
 
-    Parameters
+    Attributes
     ----------
-    state : WindowState
-    Xb : ndarray of shape (b, ...)
-        Batch items (rows or indices), on the backend of the state.
     kernel : Kernel or IndexKernel
         Evaluated through the backend (``nx.kernel_tile``, ``nx.kernel_diag``), which
         calls ``kernel.tile(A, B, out=, backend=)`` and ``kernel.diag(A, backend=)``.
@@ -404,13 +401,33 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
         Window length; None keeps every block (no truncation).
     renormalize : bool
         Divide the kept coefficients by their sum after truncation.
-    batch_weight : ndarray of shape (b,) or None
-        Weights of the batch points in the update (None: unit weights).
     objective_after : bool
         Also compute f_B(C_{i+1}) on the same batch (for early stopping).
     max_tile_bytes : int, optional
         Memory for the kernel blocks; above it they are computed in column chunks of
         the batch (:func:`tile_columns`). None: in one piece.
+    """
+
+    kernel: object
+    rate: object
+    tau: int | None
+    renormalize: bool
+    objective_after: bool = False
+    max_tile_bytes: int | None = None
+
+
+def minibatch_step(state, Xb, options, batch_weight=None):
+    """One truncated mini-batch iteration on the batch items ``Xb`` (in place on state).
+
+    Parameters
+    ----------
+    state : WindowState
+    Xb : ndarray of shape (b, ...)
+        Batch items (rows or indices), on the backend of the state.
+    options : StepOptions
+        The kernel, the rate, tau, renormalisation, f_B(C_{i+1}) and the tile budget.
+    batch_weight : ndarray of shape (b,) or None
+        Weights of the batch points in the update (None: unit weights).
 
     Returns
     -------
@@ -423,9 +440,9 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
     if not nx.is_host:
         from ._pool import step_windows
 
-        return step_windows(state, Xb, kernel, rate, tau=tau, renormalize=renormalize,
-                            batch_weight=batch_weight, objective_after=objective_after,
-                            max_tile_bytes=max_tile_bytes)
+        return step_windows(state, Xb, options, batch_weight)
+    kernel, rate, tau = options.kernel, options.rate, options.tau
+    objective_after, max_tile_bytes = options.objective_after, options.max_tile_bytes
     b = Xb.shape[0]
     k = state.n_clusters
     stamp = state.n_steps
@@ -450,7 +467,7 @@ def minibatch_step(state, Xb, kernel, rate, *, tau, renormalize, batch_weight=No
 
     # 4. Window planning (host, vectorised over blocks).
     plan = plan_windows(state.block_cluster, sizes, state.lam, new_size, alpha, tau,
-                        renormalize)
+                        options.renormalize)
     keep = plan.keep
     lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
     new_pos, grow_ids, n_grow, new_sizes, new_ptr = (lay.new_pos, lay.grow_ids, lay.n_grow,

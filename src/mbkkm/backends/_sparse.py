@@ -47,6 +47,11 @@ def is_sparse(X):
     return sp.issparse(X)
 
 
+def to_dense(X):
+    """X as a C-contiguous numpy array (a scipy sparse matrix densified)."""
+    return X.toarray() if is_sparse(X) else np.ascontiguousarray(X)
+
+
 def as_csr(X):
     """X as CSR in canonical form (sorted indices, no duplicate entries).
 

@@ -32,7 +32,7 @@ from ..backends import get_backend, resolve_device
 from ..backends._threads import with_thread_policy
 from . import _device
 from ._kinds import kernel_kind
-from ._rows import rows_of, validate_X
+from ._rows import host_sample_weight, rows_of, validate_X
 
 
 @contextmanager
@@ -201,7 +201,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         _, mind, *_ = self._assign_new(X, "score", kernel_diag=kernel_diag,
                                        return_distances=self._kernel_kind.needs_kernel_diag)
         mind = get_backend(mind).to_numpy(mind)
-        sample_weight = check_sample_weight(_device.host_sample_weight(self, sample_weight),
+        sample_weight = check_sample_weight(host_sample_weight(self, sample_weight),
                                             mind[:, None])
         return -float(mind.sum(dtype=np.float64) if sample_weight is None
                       else mind @ sample_weight)

@@ -30,8 +30,8 @@ recomputed from the parameters and the data, deterministically.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import os
 import sys
 from numbers import Integral
 from pathlib import Path
@@ -40,7 +40,6 @@ import numpy as np
 
 from .._files import atomic_write
 from ..backends import get_backend
-from ..backends._sparse import is_sparse
 
 #: Version of the checkpoint's content; another version is refused.
 FORMAT = 1
@@ -66,17 +65,18 @@ def check_checkpoint(estimator, checkpoint, checkpoint_every):
             raise ValueError("checkpoint_every is set but checkpoint is None: pass the file "
                              "to save the fit in as checkpoint")
         return None
-    if not isinstance(checkpoint, (str, os.PathLike)):
+    try:
+        path = Path(checkpoint)  # a str or an os.PathLike
+    except TypeError:
         raise TypeError(f"checkpoint must be a file path (str or os.PathLike), got "
-                        f"{type(checkpoint).__name__}")
-    path = Path(checkpoint)
+                        f"{type(checkpoint).__name__}") from None
     if path.is_dir():
         raise ValueError(f"checkpoint: {str(path)!r} is a folder, expected a file path")
     if not path.parent.is_dir():
         raise ValueError(f"checkpoint: the folder of {str(path)!r} does not exist")
     if checkpoint_every is None:
         every = max(1, estimator.max_iter // 10)
-    elif (isinstance(checkpoint_every, (bool, np.bool_))
+    elif (isinstance(checkpoint_every, bool)  # numpy's bool_ is not Integral either
           or not isinstance(checkpoint_every, Integral) or checkpoint_every < 1):
         raise ValueError(f"checkpoint_every must be an integer >= 1 (iterations between "
                          f"two checkpoints) or None, got {checkpoint_every!r}")
@@ -85,9 +85,7 @@ def check_checkpoint(estimator, checkpoint, checkpoint_every):
     if estimator.tau is None:
         raise ValueError("checkpoint needs an integer tau: tau=None (the untruncated "
                          "algorithm) keeps a table over all points, which is not checkpointed")
-    if estimator._kind == "graph":
-        raise ValueError(f"checkpoint is not available with kernel={estimator.kernel!r}: a "
-                         "graph kernel's graph and eigenpairs are not checkpointed")
+    estimator._kernel_kind.check_checkpoint(estimator)  # graph kernels: not available
     try:
         import skops.io  # noqa: F401
     except ImportError as exc:
@@ -111,9 +109,10 @@ class FitCheckpoint:
         self.resumed_from = None  # the iteration the fit resumed at (None: a new fit)
 
     # ------------------------------------------------------------------- read
-    def open(self, estimator, X, sample_weight):
-        """Fingerprint this fit; read the file when it exists and refuse another fit's."""
-        self.fingerprint = fingerprint(estimator, X, sample_weight)
+    def open(self, estimator, rows, sample_weight):
+        """Fingerprint this fit (``rows``: its checked input, in the adapter of its kind);
+        read the file when it exists and refuse another fit's."""
+        self.fingerprint = fingerprint(estimator, rows, sample_weight)
         if not self.path.exists():
             return
         saved = read_checkpoint(self.path)
@@ -241,13 +240,15 @@ def read_checkpoint(path):
 
 
 # ------------------------------------------------------------------ fingerprint
-def fingerprint(estimator, X, sample_weight):
-    """What must be equal for a checkpoint to resume this fit (a dict of plain values)."""
+def fingerprint(estimator, rows, sample_weight):
+    """What must be equal for a checkpoint to resume this fit (a dict of plain values);
+    ``rows``: the fit's checked input in its adapter (:mod:`._rows`)."""
     # The package is loaded whenever this module is: its version is read there, not
     # imported, so that no module of the package imports the package's top.
     version = sys.modules[__name__.partition(".")[0]].__version__
     params = {name: _canon(value) for name, value in estimator.get_params(deep=False).items()
               if name not in NOT_FINGERPRINTED}
+    X = rows.data
     nx = get_backend(X)
     backend = nx.name if nx.is_host else f"{nx.name}:{nx.device}"
     return {
@@ -257,34 +258,60 @@ def fingerprint(estimator, X, sample_weight):
         "backend": backend,
         "shape": [int(s) for s in X.shape],
         "dtype": str(getattr(X, "dtype", "")),
-        "data": _data_digest(X),
+        "data": _digest(*rows.fingerprint_arrays(DIGEST_ROWS)),
         "sample_weight": (None if sample_weight is None
                           else _digest(np.ascontiguousarray(sample_weight, dtype=np.float64))),
     }
 
 
+@functools.singledispatch
 def _canon(value):
     """A parameter as a plain, comparable value (arrays, generators and callables hashed)."""
-    if value is None or isinstance(value, (bool, str)):
+    if value is None:
         return value
-    if isinstance(value, Integral):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, np.random.RandomState):  # its state at the start of the fit
-        return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
-    if isinstance(value, np.random.Generator):
-        return f"Generator:{value.bit_generator.state!r}"
-    if isinstance(value, dict):
-        return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(value, (list, tuple)):
-        return [_canon(v) for v in value]
     if callable(value) and hasattr(value, "__qualname__"):
         return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
     if hasattr(value, "shape"):  # an init array, numpy or tensor
         arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
         return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
     return repr(value)
+
+
+@_canon.register(bool)
+@_canon.register(str)
+def _(value):
+    return value
+
+
+@_canon.register(Integral)
+def _(value):
+    return int(value)
+
+
+@_canon.register(float)
+def _(value):
+    return float(value)
+
+
+@_canon.register(np.random.RandomState)
+def _(value):  # its state at the start of the fit
+    return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
+
+
+@_canon.register(np.random.Generator)
+def _(value):
+    return f"Generator:{value.bit_generator.state!r}"
+
+
+@_canon.register(dict)
+def _(value):
+    return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+
+
+@_canon.register(list)
+@_canon.register(tuple)
+def _(value):
+    return [_canon(v) for v in value]
 
 
 def _digest(*arrays):
@@ -294,28 +321,6 @@ def _digest(*arrays):
         h.update(f"{a.dtype.str}{a.shape}".encode())
         h.update(a.tobytes())
     return h.hexdigest()[:32]
-
-
-def _data_digest(X):
-    """A hash of up to DIGEST_ROWS evenly spaced rows of X (cheap whatever n is)."""
-    from .._dask import is_dask_rows
-    from ..kernels import LowRankKernel
-
-    n = X.shape[0]
-    if is_dask_rows(X):  # the first and last rows only: each row chunk read is a pass
-        half = DIGEST_ROWS // 2
-        idx = np.unique(np.r_[np.arange(min(n, half)), np.arange(max(0, n - half), n)])
-    else:
-        idx = np.unique(np.linspace(0, n - 1, min(n, DIGEST_ROWS)).astype(np.intp))
-    if isinstance(X, LowRankKernel):
-        return _digest(X.U[idx], np.asarray(X.weights))
-    if is_sparse(X):
-        rows = X[idx]
-        return _digest(rows.data, rows.indices, rows.indptr)
-    nx = get_backend(X)
-    if not nx.is_host:
-        return _digest(nx.to_numpy(nx.take(X, nx.index(idx))))
-    return _digest(np.asarray(X[idx]))
 
 
 def _differences(saved, current, prefix=""):
@@ -343,8 +348,6 @@ def _rng_dict(state):
 
 
 def _rng_state(saved):
-    """The get_state() tuple back from :func:`_rng_dict` (or a tuple, unchanged)."""
-    if isinstance(saved, tuple):
-        return saved
+    """The get_state() tuple back from :func:`_rng_dict`."""
     return (saved["name"], np.asarray(saved["key"], dtype=np.uint32), saved["pos"],
             saved["has_gauss"], saved["cached_gaussian"])

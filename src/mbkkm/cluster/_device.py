@@ -16,14 +16,18 @@ Rules (documented on ``MiniBatchKernelKMeans(device=...)``):
   float64, as before.
 * A tensor on another device than an explicit ``device``, numpy and tensors mixed
   (X and sample_weight, or fit and predict) raise a ValueError.
+
+The rules that depend on the kind of X live in its adapter (:mod:`._rows`: where
+it runs, how it is checked, whether it may be mixed with another library), those
+that depend on the kernel's kind in :mod:`._kinds` (``check_backend``); this module
+holds what they share.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..backends import get_backend, is_tensor, resolve_device
-from ..kernels import GRAPH_KERNELS, check_torch_kernel
+from ..backends import get_backend
 
 
 def device_name(dev):
@@ -70,54 +74,9 @@ def validate_tensor(est, X, reset):
     return X
 
 
-def host_sample_weight(est, sample_weight):
-    """sample_weight as a host array (weights drive host sampling), or None.
-
-    A tensor is accepted only with tensor X, and a non-tensor only with non-tensor X.
-    """
-    if sample_weight is None:
-        return None
-    tensor_io = getattr(est, "_tensor_io", False)
-    if is_tensor(sample_weight) != tensor_io:
-        raise ValueError(
-            "sample_weight and X come from different array libraries ("
-            + ("X is a torch tensor, sample_weight is not" if tensor_io
-               else "sample_weight is a torch tensor, X is not")
-            + "); pass both as tensors or both as numpy arrays"
-        )
-    if is_tensor(sample_weight):
-        return get_backend(sample_weight).to_numpy(sample_weight)
-    return sample_weight
-
-
 def host_shape(X):
     """A stand-in for X in host-side checks that only need its number of rows."""
     return np.empty((X.shape[0], 0))
-
-
-def check_backend(est, X):
-    """Refuse what the torch backend does not do, before any work."""
-    nx = get_backend(X)
-    dev = resolve_device(est.device)
-    if nx.is_host and dev not in (None, "cpu") and not isinstance(X, np.ndarray):
-        raise ValueError(
-            f"device={est.device!r}: Dask input runs with numpy; use device=None or 'cpu'"
-        )
-    if nx.is_host:
-        return nx
-    if est.kernel == "precomputed" or est.kernel in GRAPH_KERNELS:
-        raise ValueError(
-            f"kernel={est.kernel!r} is available with numpy only (its kernel is a stored "
-            "matrix); pass numpy arrays with device=None or 'cpu'"
-        )
-    if getattr(est, "tau", 0) is None:
-        raise ValueError(
-            "tau=None (the untruncated dynamic program) is available with numpy only; "
-            "use an integer tau on the torch backend, or device=None / 'cpu' with numpy "
-            "arrays"
-        )
-    check_torch_kernel(est.kernel)  # the registry: a ValueError for chi2
-    return nx
 
 
 def host_dtype(X):
@@ -132,7 +91,10 @@ def to_output(est, x):
 
 
 def convert_output(tensor_io, x):
-    """``x`` as a tensor where it is one and the input was (``tensor_io``), else numpy."""
+    """``x`` as a tensor where it is one and the input was (``tensor_io``), else numpy:
+    a result on a device backend is read back to the host, a host one (numpy, CSR, a
+    lazy Dask array) is left as it is."""
     if x is None or tensor_io:
         return x
-    return get_backend(x).to_numpy(x) if is_tensor(x) else x
+    nx = get_backend(x)
+    return x if nx.is_host else nx.to_numpy(x)

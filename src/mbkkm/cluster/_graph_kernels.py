@@ -54,10 +54,12 @@ from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
 from .._core._memory import MemoryPlan, available_host_memory
+from ..backends._sparse import to_dense
 from ..kernels import get_spec
 from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
 from ..kernels._index import IndexKernel
 from ..kernels._spectral import (
+    CONNECT_MARGIN,
     DEFAULT_MAX_COMPONENTS,
     DEFAULT_N_NEIGHBORS,
     DEFAULT_PCA_COMPONENTS,
@@ -97,8 +99,9 @@ class GraphSplitWarning(UserWarning):
     else: kernel k-means spends a cluster on each. That is harmful with more
     components than clusters or with small components (fewer than n / (2
     n_clusters) points). The heat kernel then rebuilds the graph with twice the
-    neighbours, up to three times (``kernel_params={"connect": False}`` keeps it);
-    the warning says what was done. More neighbours
+    neighbours, up to three times, and once more after a rebuild has joined the
+    pieces (``kernel_params={"connect": False}`` keeps it); the warning says what
+    was done. More neighbours
     (``kernel_params={"n_neighbors": ...}``) or ``kernel="rbf"`` are the remedies.
     """
 
@@ -436,8 +439,7 @@ class GraphExtension:
         """K(support, new points), shape (m, len(rows)), float64."""
         support = np.asarray(support, dtype=np.intp)
         if self.name == "knn":
-            T = rows[:, support].T
-            return T.toarray() if sp.issparse(T) else np.ascontiguousarray(T)
+            return to_dense(rows[:, support].T)
         return self.matrix.features[support] @ rows.T
 
 
@@ -487,7 +489,7 @@ def resolve_graph_kernel(estimator, X, sample_weight):
                 None, None)
     tried = [_component_sizes(graph)]
     if params["connect"]:
-        graph, tried = connect_graph(graph, estimator.n_clusters)
+        graph, tried = connect_graph(graph, estimator.n_clusters, margin=CONNECT_MARGIN)
     _warn_split(estimator, graph, tried, params["n_neighbors"])
     spectrum = GraphSpectrum(graph, n_pairs_needed(n, params["n_components"],
                                                    params["max_components"]),
@@ -531,6 +533,9 @@ def _warn_split(estimator, graph, tried, asked):
                 + ("connected." if last.size == 1 else
                    f"{last.size} components (sizes "
                    + ", ".join(map(str, last[:5])) + (", ...)." if last.size > 5 else ").")))
+        if len(tried) > 2 and not split_is_harmful(tried[-2], estimator.n_clusters):
+            what += (f" (twice the {graph.n_neighbors // 2} neighbours that first joined "
+                     "the pieces, whose joins are bottlenecks.)")
     else:
         what = "Kept as it is."
     warnings.warn(

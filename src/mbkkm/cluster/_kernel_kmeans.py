@@ -526,8 +526,7 @@ torch.device, default=None
                                       np.asarray(norms, dtype=np.float64)))
         # support_: the training indices of the support points, in the published order
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
-        if rows.is_index:
-            del self.support_vectors_  # the items are indices: they are support_
+        self._kernel_kind.lloyd_published(self)  # index kernels: no support_vectors_
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):

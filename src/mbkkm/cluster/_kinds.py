@@ -21,8 +21,8 @@ from sklearn.utils.validation import check_array
 from .._core import assign
 from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._parallel import assign_parallel
-from ..backends._sparse import is_sparse
-from ..kernels import GRAPH_KERNELS, get_spec
+from ..backends._sparse import to_dense
+from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
 from ..kernels._index import is_stored_kernel, validate_stored_kernel
 from . import _device
 from ._graph_kernels import graph_assign
@@ -54,6 +54,22 @@ class PointKernel:
         spec = get_spec(estimator.kernel)
         return spec is not None and spec.accepts_sparse  # chi2: no
 
+    def check_backend(self, estimator, nx):
+        """Refuse what the torch backend does not do (``nx``: the fit's backend), before
+        any work."""
+        if nx.is_host:
+            return
+        if getattr(estimator, "tau", 0) is None:
+            raise ValueError(
+                "tau=None (the untruncated dynamic program) is available with numpy only; "
+                "use an integer tau on the torch backend, or device=None / 'cpu' with numpy "
+                "arrays"
+            )
+        check_torch_kernel(estimator.kernel)  # the registry: a ValueError for chi2
+
+    def check_checkpoint(self, estimator):
+        """Refuse a checkpoint where the fit's state is not checkpointed (graph kernels)."""
+
     def check_inductive(self, estimator, method):
         """Refuse new points where the kernel has no value at them (graph kernels)."""
 
@@ -80,6 +96,10 @@ class PointKernel:
         """KernelKMeans: the :class:`~mbkkm._core._lloyd.KernelRun` of the fit."""
         return estimator._point_operator(problem, block_rows)
 
+    def lloyd_published(self, estimator):
+        """KernelKMeans, once the centers are published: what the kernel's kind keeps
+        of them (kernels on points: everything)."""
+
 
 class PrecomputedKernel(PointKernel):
     """``kernel="precomputed"``: the kernel matrix in, point indices in the core."""
@@ -100,6 +120,17 @@ class PrecomputedKernel(PointKernel):
     def stored_matrix(self, estimator, X):
         return validate_stored_kernel(X) if is_stored_kernel(X) else None
 
+    def check_backend(self, estimator, nx):
+        # a stored matrix stays on the host even when device= names a torch device
+        if not nx.is_host or getattr(estimator, "_device", None) not in (None, "cpu"):
+            raise ValueError(
+                f"kernel={estimator.kernel!r} is available with numpy only (its kernel is a "
+                "stored matrix); pass numpy arrays with device=None or 'cpu'"
+            )
+
+    def lloyd_published(self, estimator):
+        del estimator.support_vectors_  # the items are indices: they are support_
+
     def accepts_sparse(self, estimator):
         return True  # a sparse kernel matrix
 
@@ -108,8 +139,7 @@ class PrecomputedKernel(PointKernel):
         diag = self.kernel_diag(estimator, kernel_diag, X, method, needed=return_distances)
 
         def cross(support, K_rows):
-            T = K_rows[:, support].T  # (m, r); a sparse K(X_new, X_fit) gives a dense tile
-            return T.toarray() if is_sparse(T) else np.ascontiguousarray(T)
+            return to_dense(K_rows[:, support].T)  # (m, r); dense from a sparse K too
 
         return assign(X, estimator._state, estimator.kernel_, cross_kernel=cross,
                       diag=lambda start, K_rows: diag[start:start + K_rows.shape[0]],
@@ -166,6 +196,10 @@ class GraphKernel(PrecomputedKernel):
     def accepts_sparse(self, estimator):
         return False  # the k-NN graph builders take dense X
 
+    def check_checkpoint(self, estimator):
+        raise ValueError(f"checkpoint is not available with kernel={estimator.kernel!r}: a "
+                         "graph kernel's graph and eigenpairs are not checkpointed")
+
     def check_inductive(self, estimator, method):
         if getattr(estimator.kernel_, "extension", None) is None:
             raise ValueError(
@@ -179,13 +213,13 @@ class GraphKernel(PrecomputedKernel):
         return graph_assign(estimator, X, method, return_distances)  # X joins the graph
 
 
-_KINDS = {"point": PointKernel(), "precomputed": PrecomputedKernel(), "graph": GraphKernel()}
+_POINT = PointKernel()
+#: The kernels that are not on points, by name; every other name is a kernel on points.
+_KINDS = {"precomputed": PrecomputedKernel(), **dict.fromkeys(GRAPH_KERNELS, GraphKernel())}
 
 
 def kernel_kind(kernel):
     """The kind of an estimator's ``kernel`` parameter (a name or a callable)."""
-    if isinstance(kernel, str) and kernel == "precomputed":
-        return _KINDS["precomputed"]
-    if isinstance(kernel, str) and kernel in GRAPH_KERNELS:
-        return _KINDS["graph"]
-    return _KINDS["point"]
+    if not isinstance(kernel, str):
+        return _POINT  # a callable: a kernel on points
+    return _KINDS.get(kernel, _POINT)

@@ -12,15 +12,14 @@ import tracemalloc
 
 from sklearn.utils.validation import check_is_fitted
 
-from ..backends import get_backend, is_tensor
+from ..backends import get_backend
 
 
 def _device_of(X):
-    if is_tensor(X):
-        nx = get_backend(X)
-        if not nx.is_host and getattr(nx.device, "type", None) == "cuda":
-            return nx.device
-    return None
+    """The CUDA device X lives on, or None (numpy, Dask and the CPU have no device
+    peak to read)."""
+    device = get_backend(X).device
+    return device if getattr(device, "type", None) == "cuda" else None
 
 
 def measure_memory(estimator, X, sample_weight=None):

@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import (
     LEARNING_RATES,
+    StepOptions,
     assign,
     draw_batch_plan,
     init_state,
@@ -20,6 +21,7 @@ from .._core import (
 )
 from .._core._loop import LoopConfig, MiniBatchLoop
 from .._core._memory import (
+    MiniBatchPlanRequest,
     available_memory,
     chunk_rows,
     label_chunk_rows,
@@ -43,7 +45,7 @@ from ._graph_kernels import graph_start_state
 from ._minibatch_base import MiniBatchMixin, StepRun
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._problem import prepare_input, resolve_problem
-from ._rows import rows_of
+from ._rows import host_sample_weight, rows_of
 
 
 @shared_doc
@@ -373,7 +375,7 @@ torch.device, default=None
             if nx.is_host and not index and not self.kernel_.is_callable:
                 rows = tile_rows(m, itemsize, rows)
             copied = (not nx.is_host and not getattr(self, "_tensor_io", False))
-            plan = plan_minibatch(
+            plan = plan_minibatch(MiniBatchPlanRequest(
                 n=n, row_bytes=row_bytes, n_features=d, itemsize=itemsize, n_clusters=k,
                 batch_size=b, tau=self.tau, kernel_name=getattr(self.kernel_, "name", ""),
                 max_tile_bytes=self._tile_budget(nx), label_rows=rows, n_threads=threads,
@@ -386,7 +388,7 @@ torch.device, default=None
                 and self.kernel_.name in ("rbf", "laplacian"),
                 width_sample=(0 if self.gamma_selection_ is None
                               else self.gamma_selection_.n_samples),
-                early_stopping=self.tol is not None, device_resident=not nx.is_host)
+                early_stopping=self.tol is not None, device_resident=not nx.is_host))
         available = available_memory(nx)
         self.memory_plan_ = plan
         if self.verbose:
@@ -473,7 +475,7 @@ torch.device, default=None
         checkpoint = check_checkpoint(self, checkpoint, checkpoint_every)
         rows, sample_weight = prepare_input(self, X, sample_weight)
         if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
-            checkpoint.open(self, rows.data, sample_weight)
+            checkpoint.open(self, rows, sample_weight)
         self._checkpoint = checkpoint
         try:
             # a resumed checkpoint gives the width chosen before
@@ -598,14 +600,13 @@ torch.device, default=None
         else:
             X = self._validate_X(X, reset=False)
             sample_weight = check_sample_weight(
-                _device.host_sample_weight(self, sample_weight), _device.host_shape(X))
+                host_sample_weight(self, sample_weight), _device.host_shape(X))
             state = self._state.copy()
         with memory_guard(self.memory_plan_):
-            res = minibatch_step(
-                state, X, self.kernel_, LEARNING_RATES[self.learning_rate], tau=self.tau,
-                renormalize=self.renormalize, batch_weight=sample_weight,
-                max_tile_bytes=self._tile_budget(get_backend(X)),
-            )
+            options = StepOptions(self.kernel_, LEARNING_RATES[self.learning_rate],
+                                  tau=self.tau, renormalize=self.renormalize,
+                                  max_tile_bytes=self._tile_budget(get_backend(X)))
+            res = minibatch_step(state, X, options, batch_weight=sample_weight)
         self._publish(state)
         self.n_steps_ += 1
         self.n_iter_ = self.n_steps_

@@ -349,11 +349,11 @@ default="k-means++"
         X = rows_of(X).fit_input(self)
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
-        self.memory_plan_ = _memory.plan_explicit(
+        self.memory_plan_ = _memory.plan_explicit(_memory.ExplicitPlanRequest(
             n=X.shape[0], n_features=X.shape[1], itemsize=X.dtype.itemsize,
             n_clusters=self.n_clusters, batch_size=self._batch_size, max_iter=self.max_iter,
             chunk_rows=chunk_rows(self.working_memory, self.n_clusters + 2, X.dtype.itemsize),
-            init_size=self._init_size, compute_labels=self.compute_labels)
+            init_size=self._init_size, compute_labels=self.compute_labels))
         self.memory_plan_.check(_memory.available_host_memory(), what=f"{type(self).__name__}.fit")
         rng = check_random_state(self.random_state)
         self._random_state = rng

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validation import check_sample_weight
+from ..backends import get_backend
 from ..backends._threads import one_thread_everywhere
 from ..kernels._protocol import ResolvedKernel
 from . import _device
 from ._auto_gamma import resolve_auto_gamma
 from ._kinds import kernel_kind
-from ._rows import Rows, rows_of
+from ._rows import Rows, host_sample_weight, rows_of
 
 # -------------------------------------------------------------------------- problem
 
@@ -105,14 +106,15 @@ def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None,
 def prepare_input(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None):
     """The checked input of a fit: ``(rows, host sample_weight)``.
 
-    In order: X validated, what the backend cannot do refused, X wrapped in the
-    adapter of its kind (:meth:`._kinds.PointKernel.fit_rows`), the host weights
-    checked.
+    In order: X validated, what the backend cannot do with the kernel's kind refused
+    (:meth:`._kinds.PointKernel.check_backend`), X wrapped in the adapter of its kind
+    (:meth:`._kinds.PointKernel.fit_rows`), the host weights checked.
     """
     X = rows_of(X).fit_input(estimator, accept_dask)  # Dask: the rows the fit gathers
-    _device.check_backend(estimator, X)  # what the torch backend does not do
-    rows = kernel_kind(estimator.kernel).fit_rows(X, index_dtype)
-    w = check_sample_weight(_device.host_sample_weight(estimator, sample_weight),
+    kind = kernel_kind(estimator.kernel)
+    kind.check_backend(estimator, get_backend(X))  # what the torch backend does not do
+    rows = kind.fit_rows(X, index_dtype)
+    w = check_sample_weight(host_sample_weight(estimator, sample_weight),
                             _device.host_shape(rows.data))
     return rows, w
 

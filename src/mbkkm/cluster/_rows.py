@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_array
 from .. import _dask
 from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
 from ..backends._sparse import as_csr
-from ..kernels import resolve_kernel
+from ..kernels import LowRankKernel, resolve_kernel
 from ..kernels._index import IndexKernel, check_precomputed_matrix
 from ..kernels._protocol import ResolvedKernel
 from . import _device
@@ -117,6 +117,26 @@ class Rows:
         """Rows ``idx`` as a host float64 array (a CSR matrix for sparse rows)."""
         return np.asarray(self.data[idx], dtype=np.float64)
 
+    def described(self):
+        """What the data is, for messages ("a numpy.ndarray", "a torch tensor")."""
+        return f"a {type(self.data).__module__}.{type(self.data).__name__}"
+
+    def host_values(self):
+        """The data as host values (a tensor read back; others as they are), for
+        values that drive work on the host (``sample_weight``)."""
+        return self.data
+
+    def fingerprint_index(self, count):
+        """Up to ``count`` evenly spaced rows, first and last included: the rows that
+        identify the data in a checkpoint's fingerprint, cheap whatever n is."""
+        n = self.n_samples
+        return np.unique(np.linspace(0, n - 1, min(n, count)).astype(np.intp))
+
+    def fingerprint_arrays(self, count):
+        """Host arrays that identify the data (hashed by a checkpoint): the rows of
+        :meth:`fingerprint_index`."""
+        return (np.asarray(self.data[self.fingerprint_index(count)]),)
+
     def take(self, idx):
         """Rows ``idx`` on the rows' backend, in their dtype."""
         nx = self.nx
@@ -192,6 +212,10 @@ class SparseRows(Rows):
     def host_rows(self, idx):
         return sparse.csr_matrix(self.data[idx], dtype=np.float64)
 
+    def fingerprint_arrays(self, count):
+        rows = self.data[self.fingerprint_index(count)]
+        return rows.data, rows.indices, rows.indptr
+
     def host_copy(self, rows):
         return rows
 
@@ -218,6 +242,15 @@ class TensorRows(Rows):
     def host_rows(self, idx):
         return np.asarray(self.nx.to_numpy(self.take(idx)), dtype=np.float64)
 
+    def described(self):
+        return "a torch tensor"
+
+    def host_values(self):
+        return self.nx.to_numpy(self.data)
+
+    def fingerprint_arrays(self, count):
+        return (self.nx.to_numpy(self.take(self.fingerprint_index(count))),)
+
 
 class DaskArrayRows(Rows):
     """A Dask array as given by the user (read only where rows are asked for)."""
@@ -230,6 +263,10 @@ class DaskArrayRows(Rows):
     def fit_input(self, estimator, accept_dask=True):
         if not accept_dask:  # read as an array (computed) by the validation
             return super().fit_input(estimator)
+        device = getattr(estimator, "device", None)
+        if resolve_device(device) not in (None, "cpu"):
+            raise ValueError(
+                f"device={device!r}: Dask input runs with numpy; use device=None or 'cpu'")
         return _dask.dask_rows(estimator, self.data)  # the rows the fit gathers
 
     def predict(self, estimator):
@@ -259,9 +296,24 @@ class DaskFitRows(Rows):
     def prefetch(self, plan):
         self.data.prefetch(plan)
 
+    def fingerprint_index(self, count):
+        # the first and last rows only: each row chunk read is a pass over the data
+        n, half = self.n_samples, count // 2
+        return np.unique(np.r_[np.arange(min(n, half)), np.arange(max(0, n - half), n)])
+
     def labels_inertia(self, estimator, sample_weight, **kwargs):
         # labels_ (a Dask array) and inertia_ in one pass over the chunks
         return self.data.labels_inertia(estimator, sample_weight)
+
+
+class LowRankRows(Rows):
+    """A low-rank kernel matrix K ~= U diag(w) U^T (a precomputed heat kernel), read
+    through its factors."""
+
+    kind = "low-rank"
+
+    def fingerprint_arrays(self, count):
+        return self.data.U[self.fingerprint_index(count)], np.asarray(self.data.weights)
 
 
 class PrecomputedRows(Rows):
@@ -301,6 +353,9 @@ class PrecomputedRows(Rows):
     def compute_itemsize(self, kernel):
         return np.dtype(kernel.dtype).itemsize  # the index kernel's blocks
 
+    def fingerprint_arrays(self, count):
+        return rows_of(self.data).fingerprint_arrays(count)  # the matrix's own kind
+
     @staticmethod
     def kernel_width(kernel):
         return None  # a stored matrix has no width
@@ -337,6 +392,8 @@ def rows_of(X):
         return TensorRows(X)
     if sparse.issparse(X):
         return SparseRows(X)
+    if isinstance(X, LowRankKernel):
+        return LowRankRows(X)
     return Rows(X)
 
 
@@ -350,28 +407,49 @@ class Resolved:
     t_selection: object = None
 
 
+#: Messages of :func:`same_library` ({got}: what was passed, {fitted}: the fit's library).
+X_MIXED = ("X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
+           "not supported; pass X as {fitted}")
+WEIGHTS_MIXED = ("sample_weight and X come from different array libraries (sample_weight "
+                 "is {got}, X {fitted}); pass both as tensors or both as numpy arrays")
+
+
+def same_library(est, x, message):
+    """The adapter of ``x``, which must come from the array library of the fit's X
+    (``est._tensor_io``: torch tensors, else numpy): else a ValueError, ``message``."""
+    got = rows_of(x)
+    tensor_io = getattr(est, "_tensor_io", False)
+    if got.is_tensor != tensor_io:
+        fitted = "torch tensors" if tensor_io else "numpy arrays"
+        raise ValueError(message.format(got=got.described(), fitted=fitted))
+    return got
+
+
+def host_sample_weight(est, sample_weight):
+    """``sample_weight`` as host values (weights drive host sampling), or None: a tensor
+    with tensor X only, a non-tensor with non-tensor X only."""
+    if sample_weight is None:
+        return None
+    return same_library(est, sample_weight, WEIGHTS_MIXED).host_values()
+
+
 def validate_X(est, X, reset, validate_numpy):
     """Checked X on the backend the estimator runs on (see :mod:`._device`).
 
     ``validate_numpy(X)`` is the estimator's numpy validation (``validate_data``).
     On ``reset`` it resolves ``est.device`` into ``est._device`` and records
-    whether results go out as tensors (``est._tensor_io``). The adapter of X's kind
-    (:mod:`._rows`) does the kind's own checks: a scipy sparse X that the
-    validation accepts comes out as canonical CSR (CSC and the other formats
-    converted once) and runs with numpy only (a ValueError for a torch device); a
-    tensor is checked with torch operations where it lives.
+    whether results go out as tensors (``est._tensor_io``); otherwise X must come
+    from the library of the fit's X. The adapter of X's kind does the kind's own
+    checks: a scipy sparse X that the validation accepts comes out as canonical CSR
+    (CSC and the other formats converted once) and runs with numpy only (a
+    ValueError for a torch device); a tensor is checked with torch operations where
+    it lives.
     """
     rows = rows_of(X)
     if reset:
         est._device = rows.run_device(est.device)
-    if not reset and hasattr(est, "_tensor_io") and rows.is_tensor != est._tensor_io:
-        fitted = "torch tensors" if est._tensor_io else "numpy arrays"
-        got = ("a torch tensor" if rows.is_tensor
-               else f"a {type(X).__module__}.{type(X).__name__}")
-        raise ValueError(
-            f"X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
-            f"not supported; pass X as {fitted}"
-        )
+    elif hasattr(est, "_tensor_io"):
+        same_library(est, X, X_MIXED)
     X = rows.validated(est, getattr(est, "_device", None), reset, validate_numpy)
     if reset:
         est._tensor_io = rows.is_tensor

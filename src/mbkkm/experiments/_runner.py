@@ -672,15 +672,8 @@ def run_grid(
     """
     runs = expand(grid) if isinstance(grid, Grid) else list(grid)
     out = Path(out)
-    if budget_seconds is not None and not budget_seconds > 0:
-        raise ValueError(f"budget_seconds must be positive, got {budget_seconds!r}.")
-    _check_positive_int(jobs, "jobs")
-    if blas_threads is not None:
-        _check_positive_int(blas_threads, "blas_threads")
-    elif jobs > 1:
-        blas_threads = 1
-    if memory_budget == -1:
-        memory_budget = default_memory_budget()
+    blas_threads, memory_budget = _check_grid_options(budget_seconds, jobs, blas_threads,
+                                                      memory_budget)
     summary = RunSummary(path=out, total=len(runs))
     # Open (and repair) the table before reading which runs it holds.
     writer = _Writer(out)
@@ -695,60 +688,95 @@ def run_grid(
     except BaseException:
         writer.close()
         raise
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True)
+    recorder = _Recorder(writer, summary, len(todo) if progress else None)
     start = time.perf_counter()
 
     def over_budget() -> bool:
         return budget_seconds is not None and time.perf_counter() - start >= budget_seconds
-
-    def record(row: dict) -> None:
-        writer.write(row)
-        status = row["status"]
-        setattr(summary, status, getattr(summary, status) + 1)
-        if status == "error" and row["message"] not in summary.errors:
-            summary.errors.append(row["message"])
-        if bar is not None:
-            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
-            bar.update(1)
 
     budget_each = memory_budget if memory_budget is None else memory_budget // jobs
     try:
         if jobs == 1:
             executor = _Executor(env, data_home=data_home, download=download,
                                  memory_budget=budget_each, kernel_cache=kernel_cache)
-            limits = None
-            if blas_threads is not None:
-                from threadpoolctl import threadpool_limits
-
-                limits = threadpool_limits(blas_threads)
-            try:
-                for i, run in enumerate(todo):
-                    if over_budget():
-                        summary.stopped_by_budget = True
-                        summary.not_run = len(todo) - i
-                        break
-                    row = executor(run)
-                    row["blas_threads"] = blas_threads_now()
-                    record(row)
-            finally:
-                if limits is not None:
-                    limits.restore_original_limits()
+            _run_serial(todo, executor, blas_threads, recorder, over_budget)
         else:
             _run_parallel(todo, jobs,
                           (env, data_home, download, budget_each, blas_threads, kernel_cache,
                            os.getpid()),
-                          record, over_budget, summary)
+                          recorder, over_budget, summary)
     finally:
         writer.close()
-        if bar is not None:
-            bar.close()
+        recorder.close()
         summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _check_grid_options(budget_seconds, jobs, blas_threads, memory_budget):
+    """:func:`run_grid`'s options checked: ``(blas_threads, memory_budget)`` resolved
+    (1 BLAS thread per process with several jobs; -1: the default memory budget)."""
+    if budget_seconds is not None and not budget_seconds > 0:
+        raise ValueError(f"budget_seconds must be positive, got {budget_seconds!r}.")
+    _check_positive_int(jobs, "jobs")
+    if blas_threads is not None:
+        _check_positive_int(blas_threads, "blas_threads")
+    elif jobs > 1:
+        blas_threads = 1
+    if memory_budget == -1:
+        memory_budget = default_memory_budget()
+    return blas_threads, memory_budget
+
+
+class _Recorder:
+    """Writes each finished run's row, counts it in the summary, moves the bar."""
+
+    def __init__(self, writer, summary, total):
+        self.writer, self.summary = writer, summary
+        self.bar = None
+        if total is not None:  # a progress bar on stderr
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, unit="run", dynamic_ncols=True)
+
+    def __call__(self, row: dict) -> None:
+        self.writer.write(row)
+        status = row["status"]
+        summary = self.summary
+        setattr(summary, status, getattr(summary, status) + 1)
+        if status == "error" and row["message"] not in summary.errors:
+            summary.errors.append(row["message"])
+        if self.bar is not None:
+            self.bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
+            self.bar.set_postfix_str(
+                f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+            self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _run_serial(todo, executor, blas_threads, record, over_budget) -> None:
+    """Runs one after the other in this process (with ``blas_threads`` BLAS threads
+    when given), until done or over the time budget."""
+    summary = record.summary
+    limits = None
+    if blas_threads is not None:
+        from threadpoolctl import threadpool_limits
+
+        limits = threadpool_limits(blas_threads)
+    try:
+        for i, run in enumerate(todo):
+            if over_budget():
+                summary.stopped_by_budget = True
+                summary.not_run = len(todo) - i
+                break
+            row = executor(run)
+            row["blas_threads"] = blas_threads_now()
+            record(row)
+    finally:
+        if limits is not None:
+            limits.restore_original_limits()
 
 
 def blas_threads_now() -> int:

@@ -63,6 +63,19 @@ def rbf(X, Y, *, gamma, out=None, **_):
     return out.clamp_max_(0).exp_()
 
 
+def rbf_tail(X, Y, *, gamma, out=None, **_):
+    """K(X, Y) for rbf when Y is X's last rows (``Y = X[-len(Y):]``, the batch at the
+    tail of the device pool): X's squared row norms serve both sides, one pass fewer
+    than :func:`rbf` and the same values (the same products, in the same order)."""
+    gxx = row_norms_sq(X).mul_(gamma)
+    if out is None:
+        out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
+    torch.addmm(gxx[X.shape[0] - Y.shape[0]:][None, :], X, Y.T, beta=-1.0, alpha=2.0 * gamma,
+                out=out)
+    out.sub_(gxx[:, None])
+    return out.clamp_max_(0).exp_()
+
+
 def _power(degree):
     return int(degree) if float(degree).is_integer() else float(degree)
 
