@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 
 import numpy as np
 import pandas as pd
@@ -125,11 +126,51 @@ def test_blank_lines_crlf_and_spaces(tmp_path, block_bytes):
     ("\n \n", r"is empty"),
     ("a,b\n\n", r"header but no data rows"),
 ])
-def test_text_errors_name_line_and_column(tmp_path, block_bytes, text, match):
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_text_errors_name_line_and_column(tmp_path, block_bytes, text, match, n_threads):
     p = tmp_path / "d.csv"
     p.write_text(text)
     with pytest.raises(ValueError, match=match):
-        open_table(p).read()
+        open_table(p).read(n_threads=n_threads)
+    with pytest.raises(ValueError, match=match):
+        list(open_table(p).blocks(n_threads=n_threads))
+
+
+@pytest.mark.parametrize("columns", [None, [3, 0]])
+def test_threads_give_the_serial_arrays(tmp_path, block_bytes, columns):
+    # oracle: the same reader on one thread (itself checked against numpy.loadtxt)
+    X = _data(300, 5)
+    p = tmp_path / "d.csv"
+    np.savetxt(p, X, fmt="%.9g", delimiter=",")
+    with open(p, "a") as fh:
+        fh.write(" 1_0 , 2,3,4,5\n")  # a block that only the exact reading accepts
+    one = open_table(p, columns=columns).read(n_threads=1)
+    assert one.shape == (301, 5 if columns is None else 2)
+    for n in (2, 4):
+        got = open_table(p, columns=columns).read(n_threads=n)
+        assert got.dtype == one.dtype and got.flags.c_contiguous
+        np.testing.assert_array_equal(got, one)
+        blocks = list(open_table(p, columns=columns).blocks(n_threads=n))
+        assert all(b.flags.c_contiguous for b in blocks)
+        np.testing.assert_array_equal(np.concatenate(blocks), one)
+
+
+def test_threads_name_the_first_bad_line_of_the_file(tmp_path, block_bytes):
+    lines = [f"{i},{i + 1}" for i in range(400)]
+    lines[350] = "1,late"  # a later block fails too, and may be parsed first
+    lines[120] = "early,1"
+    p = tmp_path / "d.csv"
+    p.write_text("\n".join(lines) + "\n")
+    first = r"column 0 \(0-based\) is not numeric \(line 121 holds 'early'\)"
+    for n in (1, 2, 4):
+        with pytest.raises(ValueError, match=first):
+            open_table(p).read(n_threads=n)
+    # a caller that stops early leaves no worker behind
+    p.write_text("\n".join(f"{i},{i + 1}" for i in range(400)) + "\n")
+    gen = open_table(p).blocks(n_threads=2)
+    np.testing.assert_array_equal(next(gen)[0], [0, 1])
+    gen.close()
+    assert not [t for t in threading.enumerate() if t.name.startswith("mbkkm-read")]
 
 
 def test_error_line_numbers_across_blocks(tmp_path, block_bytes):

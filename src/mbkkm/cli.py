@@ -63,7 +63,8 @@ def read_data(path: str | Path, *, header: bool | None = None, key: str = "X",
         ``.parquet`` / ``.pq`` and ``.feather`` / ``.arrow`` / ``.ipc``: all
         numeric columns (needs pyarrow); anything else: delimited text (delimiter
         sniffed among ``,``, tab, ``;`` and space), parsed in blocks by pandas'
-        C parser straight into ``dtype``.
+        C parser straight into ``dtype``, by as many threads as mbkkm uses
+        (``threadpool_limits`` and ``OMP_NUM_THREADS`` set them).
     header : bool, optional
         Whether the first non-blank text line is a header; None: a header when some
         field of that line is not a number.
@@ -88,7 +89,14 @@ def read_data(path: str | Path, *, header: bool | None = None, key: str = "X",
         offending column and line.
     """
     return open_table(path, header=header, key=key, columns=columns, drop=drop,
-                      dtype=dtype).read()
+                      dtype=dtype).read(n_threads=_reading_threads())
+
+
+def _reading_threads() -> int:
+    """Threads that parse text input: the library's own count (scikit-learn's rule)."""
+    from .backends._threads import effective_n_threads
+
+    return effective_n_threads()
 
 
 def load_model(path: str | Path):
@@ -289,7 +297,7 @@ def _read_with_progress(table, quiet: bool):
     with _progress(total, "B" if table.kind == "text" else "row",
                    f"reading {table.path.name}", not quiet) as update:
         try:
-            return table.read(progress=update)
+            return table.read(progress=update, n_threads=_reading_threads())
         except (OSError, ValueError, ImportError) as exc:
             raise click.ClickException(_one_line(exc)) from None
 

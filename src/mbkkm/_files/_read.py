@@ -7,7 +7,9 @@ into the requested dtype (float32 unless asked otherwise):
 
 * delimited text: blocks of about :data:`BLOCK_BYTES` cut at line ends, each
   parsed by pandas' C parser into float32 and copied into one growing array, so
-  the peak is the array plus one block, never a float64 or object copy. A block
+  the peak is the array plus a few blocks, never a float64 or object copy; with
+  ``n_threads`` > 1 worker threads parse the blocks, a few ahead of the one
+  copied (pandas' own ``read_csv`` of a path is threaded too). A block
   the parser refuses (or that holds a non-finite value) is read again line by
   line with Python's ``csv`` and ``float``, which names the line and column of
   the first bad cell, or accepts what Python accepts and the fast parser did
@@ -23,6 +25,7 @@ import csv
 import io
 import math
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,12 +193,13 @@ class Table:
                 else f"{self.columns[j]} (0-based)")
 
     # ------------------------------------------------------------------ reading
-    def read(self, progress: Progress | None = None) -> np.ndarray:
+    def read(self, progress: Progress | None = None, n_threads: int = 1) -> np.ndarray:
         """The whole table, shape (n_rows, n_columns), in ``dtype``.
 
         A ``.npy`` file of the right dtype, read whole, is returned memory-mapped
         (read-only, never copied). ``progress(k)`` is called as the reading goes,
         with bytes (text) or rows (other kinds) done since the last call.
+        ``n_threads``: threads that parse text (other kinds: unused).
         """
         if self.kind in (NPY, NPZ):
             X = self._opts["array"]
@@ -206,18 +210,23 @@ class Table:
         if n is not None:
             X = np.empty((n, self.n_columns), dtype=self.dtype)
             i = 0
-            for block in self.blocks(progress):
+            for block in self.blocks(progress, n_threads):
                 X[i:i + block.shape[0]] = block
                 i += block.shape[0]
             return X
-        return self._read_text_growing(progress)
+        return self._read_text_growing(progress, n_threads)
 
-    def blocks(self, progress: Progress | None = None) -> Iterator[np.ndarray]:
+    def blocks(self, progress: Progress | None = None,
+               n_threads: int = 1) -> Iterator[np.ndarray]:
         """The table as consecutive blocks of rows, each (rows, n_columns) in ``dtype``,
-        checked (numeric, finite) before it is yielded."""
+        C-contiguous, checked (numeric, finite) before it is yielded.
+
+        ``n_threads``: threads that parse text, a few blocks ahead of the one
+        yielded (other kinds: unused).
+        """
         if self.kind == TEXT:
-            for _, block in self._text_blocks(progress):
-                yield np.ascontiguousarray(block)
+            for _, block in self._text_blocks(progress, n_threads):
+                yield block
         elif self.kind in (NPY, NPZ):
             X = self._opts["array"]
             full = self.columns == list(range(self.n_file_columns))
@@ -232,14 +241,14 @@ class Table:
         else:
             yield from _arrow_blocks(self, progress)
 
-    def _read_text_growing(self, progress: Progress | None) -> np.ndarray:
+    def _read_text_growing(self, progress: Progress | None, n_threads: int) -> np.ndarray:
         # The number of rows is unknown: allocate for the rows the file's size
         # suggests (from the first block's bytes per row), grow by resizing in
         # place (realloc, no second copy) when needed, and trim at the end.
         size = max(self.size_bytes - self._opts["data_offset"], 1)
         X = None
         n = 0
-        for nbytes, block in self._text_blocks(progress):
+        for nbytes, block in self._text_blocks(progress, n_threads):
             m = block.shape[0]
             if X is None:
                 per_row = nbytes / max(m, 1)
@@ -254,42 +263,76 @@ class Table:
             X.resize((n, self.n_columns), refcheck=False)
         return X
 
-    def _text_blocks(self, progress: Progress | None) -> Iterator[tuple[int, np.ndarray]]:
-        """(bytes, parsed block) for each block of whole lines of a text table; the
-        blocks may be views in Fortran order."""
-        opts = self._opts
-        rows = 0
-        offset = opts["data_offset"]  # of the block's first byte in the file
+    def _text_pieces(self) -> Iterator[tuple[int, bytes]]:
+        """(offset in the file, bytes) of consecutive pieces of whole lines of a text
+        table, about :data:`BLOCK_BYTES` each (a line longer than that is one piece)."""
+        offset = self._opts["data_offset"]
         with open(self.path, "rb") as fh:
-            fh.seek(opts["data_offset"])
+            fh.seek(offset)
             rest = b""  # the end of the previous read: the start of a line
             while True:
                 chunk = fh.read(BLOCK_BYTES)
                 if not chunk:
-                    if not rest:
-                        break
-                    block, rest = rest, b""
-                else:
-                    cut = chunk.rfind(b"\n") + 1
-                    if cut == 0:  # no line end in this read: read on
-                        rest += chunk
-                        continue
-                    # whole lines, copied at most once
-                    block = (chunk if not rest and cut == len(chunk)
-                             else b"".join((rest, memoryview(chunk)[:cut])))
-                    rest = chunk[cut:]
-                X = _parse_text_block(block, offset, self)
-                offset += len(block)
-                if progress is not None:
-                    progress(len(block))
-                if X.shape[0]:
-                    rows += X.shape[0]
-                    yield len(block), X
-                if not chunk:
-                    break
+                    if rest:
+                        yield offset, rest
+                    return
+                cut = chunk.rfind(b"\n") + 1
+                if cut == 0:  # no line end in this read: read on
+                    rest += chunk
+                    continue
+                # whole lines, copied at most once
+                piece = (chunk if not rest and cut == len(chunk)
+                         else b"".join((rest, memoryview(chunk)[:cut])))
+                rest = chunk[cut:]
+                yield offset, piece
+                offset += len(piece)
+
+    def _text_blocks(self, progress: Progress | None,
+                     n_threads: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+        """(bytes, parsed block) for each piece of whole lines of a text table, in
+        file order; the blocks are C-contiguous.
+
+        With ``n_threads`` > 1 the pieces are parsed by that many worker threads
+        (pandas' C parser releases the GIL while it tokenizes and converts), at most
+        ``n_threads + 1`` pieces ahead of the one yielded, so the memory beyond the
+        array stays a few pieces; errors come out in file order (the first bad line
+        of the file is the one named).
+        """
+        rows = 0
+        if n_threads <= 1:
+            parsed = ((len(piece), _parse_text_block(piece, offset, self))
+                      for offset, piece in self._text_pieces())
+        else:
+            parsed = self._parsed_in_threads(n_threads)
+        for nbytes, X in parsed:
+            if progress is not None:
+                progress(nbytes)
+            if X.shape[0]:
+                rows += X.shape[0]
+                yield nbytes, X
         if rows == 0:
             raise ValueError(f"{self.path} has a header but no data rows."
-                             if opts["file_names"] is not None else f"{self.path} is empty.")
+                             if self._opts["file_names"] is not None
+                             else f"{self.path} is empty.")
+
+    def _parsed_in_threads(self, n_threads: int) -> Iterator[tuple[int, np.ndarray]]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(n_threads, thread_name_prefix="mbkkm-read")
+        pending: deque = deque()
+        try:
+            for offset, piece in self._text_pieces():
+                pending.append((len(piece), pool.submit(_parse_text_block, piece, offset,
+                                                        self)))
+                del piece
+                if len(pending) > n_threads:
+                    nbytes, future = pending.popleft()
+                    yield nbytes, future.result()
+            while pending:
+                nbytes, future = pending.popleft()
+                yield nbytes, future.result()
+        finally:  # an error, or the caller stopped reading: drop the pieces not started
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _line_at(table: Table, offset: int) -> int:
@@ -339,7 +382,9 @@ def _parse_text_block(block: bytes, offset: int, table: Table) -> np.ndarray:
         X = X[:, np.argsort(np.argsort(table.columns))]
     if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
         return _parse_lines(block, offset, table)
-    return X
+    # C order here, in the parsing thread, so that the copy into the array is a
+    # plain memory copy
+    return np.ascontiguousarray(X)
 
 
 def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
