@@ -161,14 +161,8 @@ class GammaSelection:
 
     def plot(self, ax=None):
         """The criterion against gamma (log axis), the choice marked. Returns the Axes."""
-        if ax is None:
-            import matplotlib.pyplot as plt
-
-            _, ax = plt.subplots(figsize=(5, 3.2))
-        ax.semilogx(self.candidates, self.scores, "o-", color="C0", label=self.criterion)
-        best = int(np.flatnonzero(self.candidates == self.gamma)[0])
-        ax.semilogx([self.gamma], [self.scores[best]], "o", ms=12, mfc="none",
-                    color="C3", label=f"chosen gamma = {self.gamma:.3g}")
+        ax = plot_criterion(self.candidates, self.scores, self.gamma, "gamma",
+                            self.criterion, ax)
         ax.axvline(self.base_gamma, color="0.6", ls=":", label="mean-distance width")
         if self.reference is not None:
             lo, hi = self.candidates[0], self.candidates[-1]
@@ -177,6 +171,38 @@ class GammaSelection:
             ax.hlines(self.threshold, self.base_gamma, hi, color="0.6", ls="--", lw=0.8,
                       label=f"{1 - self.min_gain:g} x its score (narrower widths)")
         ax.set_xlabel("gamma")
-        ax.set_ylabel("normalised k-NN cut (lower is better)")
         ax.legend(fontsize="small")
         return ax
+
+
+def plot_criterion(candidates, scores, chosen, name, criterion, ax=None):
+    """Draw a selection's criterion against its parameter (log axis), the choice marked.
+
+    Shared by the width selection (gamma) and the heat kernel's choice of t.
+
+    Parameters
+    ----------
+    candidates, scores : ndarray of shape (n_candidates,)
+    chosen : float
+        The chosen candidate (one of ``candidates``).
+    name : str
+        The parameter's name in the legend ("gamma", "t").
+    criterion : str
+        The criterion's label.
+    ax : matplotlib Axes, optional
+        Drawn on a new figure when None.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+    """
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        _, ax = plt.subplots(figsize=(5, 3.2))
+    ax.semilogx(candidates, scores, "o-", color="C0", label=criterion)
+    best = int(np.flatnonzero(candidates == chosen)[0])
+    ax.semilogx([chosen], [scores[best]], "o", ms=12, mfc="none", color="C3",
+                label=f"chosen {name} = {chosen:.3g}")
+    ax.set_ylabel("normalised k-NN cut (lower is better)")
+    return ax

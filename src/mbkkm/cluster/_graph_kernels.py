@@ -75,6 +75,7 @@ from ..kernels._spectral import (
     split_is_harmful,
     unit_rows,
 )
+from ._gamma_selection import plot_criterion
 
 #: The weight at which the candidate of rank r leaves the r-th eigenvector (1 / 100).
 _CANDIDATE_WEIGHT = 0.01
@@ -197,16 +198,8 @@ class TSelection:
 
     def plot(self, ax=None):
         """The criterion against t (log axis), the choice marked. Returns the Axes."""
-        if ax is None:
-            import matplotlib.pyplot as plt
-
-            _, ax = plt.subplots(figsize=(5, 3.2))
-        ax.semilogx(self.candidates, self.scores, "o-", color="C0", label=self.criterion)
-        best = int(np.flatnonzero(self.candidates == self.t)[0])
-        ax.semilogx([self.t], [self.scores[best]], "o", ms=12, mfc="none", color="C3",
-                    label=f"chosen t = {self.t:.3g}")
+        ax = plot_criterion(self.candidates, self.scores, self.t, "t", self.criterion, ax)
         ax.set_xlabel("diffusion time t")
-        ax.set_ylabel("normalised k-NN cut (lower is better)")
         ax.legend(fontsize="small")
         return ax
 
