@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -402,19 +403,71 @@ def test_fit_and_predict_outputs(runner, blobs, tmp_path, suffix):
     np.testing.assert_array_equal(load(dist2), load(dist))
 
 
-def test_predict_streams_blocks(runner, blobs, tmp_path, monkeypatch):
+@pytest.mark.parametrize("block_bytes", [37, 100])
+def test_predict_streams_blocks_in_threads(runner, tmp_path, monkeypatch, block_bytes):
+    # oracle: fit's own labels and distances of the same rows (read whole), and the
+    # model's predict on the array; the text is cut into pieces of a few lines, some
+    # lines longer than a piece, parsed by 3 threads
     from mbkkm._files import _read
+    from mbkkm.backends import _threads
 
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.normal(c, 0.5, size=(150, 3)) for c in (0.0, 4.0, 8.0)])
     data = tmp_path / "d.csv"
-    np.savetxt(data, blobs, delimiter=",", fmt="%.9g", header="a,b", comments="")
+    np.savetxt(data, X, delimiter=",", fmt="%.9g", header="a,b,c", comments="")
+    model, labels, dist = tmp_path / "m.skops", tmp_path / "l.txt", tmp_path / "t.npy"
+    r = runner.invoke(main, [*_fast_args(data, labels), "-k", "3", "--model-out", str(model),
+                             "--transform-out", str(dist)])
+    assert r.exit_code == 0, r.output
+    monkeypatch.setattr(_read, "BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(_threads, "effective_n_threads", lambda: 3)
+    parsed_by = set()
+    parse = _read._parse_text_block
+
+    def spy(block, offset, table):
+        parsed_by.add(threading.current_thread().name.split("_")[0])
+        return parse(block, offset, table)
+
+    monkeypatch.setattr(_read, "_parse_text_block", spy)
+    labels2, dist2 = tmp_path / "l2.npy", tmp_path / "t2.npy"
+    r = runner.invoke(main, ["predict", str(model), str(data), "--labels-out", str(labels2),
+                             "--transform-out", str(dist2), "-q"])
+    assert r.exit_code == 0, r.output
+    assert parsed_by == {"mbkkm-read"}
+    fitted = np.loadtxt(labels, dtype=np.int32)
+    np.testing.assert_array_equal(np.load(labels2), fitted)
+    # the distances of rows in other blocks: equal up to the summation order
+    np.testing.assert_allclose(np.load(dist2), np.load(dist), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(fitted, load_model(model).predict(X.astype(np.float32)))
+    assert len(np.unique(fitted)) == 3
+    # standard output, one label a line
+    r = runner.invoke(main, ["predict", str(model), str(data), "-q"])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(np.array(r.stdout.split(), dtype=int), fitted)
+
+
+def test_predict_stops_its_readers_on_an_error(runner, tmp_path, monkeypatch):
+    from mbkkm._files import _read
+    from mbkkm.backends import _threads
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 2))
+    data = tmp_path / "d.csv"
+    np.savetxt(data, X, delimiter=",", fmt="%.6f")
     model = tmp_path / "m.skops"
     r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
     assert r.exit_code == 0, r.output
-    monkeypatch.setattr(_read, "BLOCK_BYTES", 100)  # many blocks of a few lines
-    r = runner.invoke(main, ["predict", str(model), str(data), "-q"])
-    assert r.exit_code == 0, r.output
-    np.testing.assert_array_equal(np.array(r.stdout.split(), dtype=int),
-                                  np.loadtxt(tmp_path / "l.txt", dtype=int))
+    lines = data.read_text().splitlines()
+    lines[250] = "1.0,oops"
+    data.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(_read, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(_threads, "effective_n_threads", lambda: 2)
+    out = tmp_path / "l2.txt"
+    r = runner.invoke(main, ["predict", str(model), str(data), "--labels-out", str(out)])
+    assert r.exit_code == 1
+    assert "column 1 (0-based) is not numeric (line 251 holds 'oops')" in r.output
+    assert not out.exists()  # nothing half-written
+    assert not [t for t in threading.enumerate() if t.name.startswith("mbkkm-read")]
 
 
 def test_predict_errors(runner, blobs, tmp_path):

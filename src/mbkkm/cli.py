@@ -22,8 +22,9 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -32,6 +33,7 @@ import numpy as np
 from . import __version__
 from ._files import (
     ColumnSelectionError,
+    Table,
     atomic_write,
     open_table,
     open_writer,
@@ -292,14 +294,50 @@ def _progress(total, unit: str, desc: str, enabled: bool):
         yield bar.update
 
 
-def _read_with_progress(table, quiet: bool):
+@contextmanager
+def _reading(table, desc: str, quiet: bool):
+    """Read ``table`` with a progress bar (bytes of text, else rows) and the
+    library's thread count of parsing threads: ``with _reading(...) as read:``
+    then ``read.all()`` (``mbkkm fit``) or ``read.blocks(k)`` (``mbkkm predict``),
+    the one threaded reader either way. Reading errors become one-line CLI
+    errors; a stream left part way is closed here, so no parsing thread outlives
+    the command."""
     total = table.size_bytes if table.kind == "text" else table.n_rows
     with _progress(total, "B" if table.kind == "text" else "row",
-                   f"reading {table.path.name}", not quiet) as update:
+                   f"{desc} {table.path.name}", not quiet) as update:
+        read = _Reader(table, update, _reading_threads())
         try:
-            return table.read(progress=update, n_threads=_reading_threads())
+            yield read
         except (OSError, ValueError, ImportError) as exc:
             raise click.ClickException(_one_line(exc)) from None
+        finally:
+            for stream in read.streams:
+                stream.close()
+
+
+@dataclass
+class _Reader:
+    """The reading of one table (see :func:`_reading`)."""
+
+    table: Table
+    update: Callable[[int], object] | None
+    n_threads: int
+    streams: list = field(default_factory=list)
+
+    def all(self) -> np.ndarray:
+        """The whole table, shape (n_rows, n_columns)."""
+        return self.table.read(progress=self.update, n_threads=self.n_threads)
+
+    def blocks(self, k: int) -> Iterator[np.ndarray]:
+        """The table as consecutive row blocks, sized for k distances per row."""
+        stream = self.table.blocks(progress=self.update, n_threads=self.n_threads)
+        self.streams.append(stream)
+        return (rows for block in stream for rows in _row_blocks(block, k))
+
+
+def _read_with_progress(table, quiet: bool):
+    with _reading(table, "reading", quiet) as read:
+        return read.all()
 
 
 @dataclass
@@ -864,16 +902,10 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
         raise click.ClickException(
             f"{data} has {table.n_columns} columns to use, the model expects "
             f"{est.n_features_in_}; choose them with --columns / --drop as for the fit.")
-    total = table.size_bytes if table.kind == "text" else table.n_rows
     start = time.perf_counter()
-    try:
-        with _progress(total, "B" if table.kind == "text" else "row",
-                       f"labelling {table.path.name}", not quiet) as update:
-            found = _label_blocks(est, table.blocks(progress=update), labels_out=labels_out,
-                                  transform_out=transform_out, n_rows=table.n_rows,
-                                  update=None)
-    except (OSError, ValueError, ImportError) as exc:
-        raise click.ClickException(_one_line(exc)) from None
+    with _reading(table, "labelling", quiet) as read:
+        found = _label_blocks(est, read.blocks(est.n_clusters), labels_out=labels_out,
+                              transform_out=transform_out, n_rows=table.n_rows, update=None)
     if not quiet:
         err = "-" in (labels_out, transform_out)
         click.echo(f"labelled {found.n} points x {table.n_columns} features of {data} in "
