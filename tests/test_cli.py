@@ -424,9 +424,9 @@ def test_predict_streams_blocks_in_threads(runner, tmp_path, monkeypatch, block_
     parsed_by = set()
     parse = _read._parse_text_block
 
-    def spy(block, offset, table):
+    def spy(piece, table):
         parsed_by.add(threading.current_thread().name.split("_")[0])
-        return parse(block, offset, table)
+        return parse(piece, table)
 
     monkeypatch.setattr(_read, "_parse_text_block", spy)
     labels2, dist2 = tmp_path / "l2.npy", tmp_path / "t2.npy"

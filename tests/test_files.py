@@ -155,6 +155,45 @@ def test_threads_give_the_serial_arrays(tmp_path, block_bytes, columns):
         np.testing.assert_array_equal(np.concatenate(blocks), one)
 
 
+@pytest.mark.parametrize("ending", [b"\n", b"\r\n", b""])
+def test_pieces_cut_anywhere(tmp_path, monkeypatch, ending):
+    # oracle: numpy.loadtxt of the same file; pieces of 1 to 257 bytes put a cut
+    # at every place in a line (lines of 9 to 40 bytes: some longer than a piece),
+    # the last line with or without its line end
+    X = _data(40, 3) * np.array([1.0, 1e-3, 1e3])
+    lines = [",".join(f"{v:.{k % 7 + 1}f}" for v in row) for k, row in enumerate(X)]
+    p = tmp_path / "d.csv"
+    p.write_bytes(b"a,b,c\r\n" + "\n".join(lines).replace("\n", ending.decode() or "\n")
+                  .encode() + ending)
+    want = np.loadtxt(p, delimiter=",", skiprows=1).astype(np.float32)
+    for block_bytes in (1, 2, 3, 7, 16, 39, 64, 100, 257):
+        monkeypatch.setattr(_read, "BLOCK_BYTES", block_bytes)
+        for n in (1, 3):
+            np.testing.assert_array_equal(open_table(p).read(n_threads=n), want)
+            got = np.concatenate(list(open_table(p, columns=["c", "a"]).blocks(n_threads=n)))
+            np.testing.assert_array_equal(got, want[:, [2, 0]])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 4])
+def test_text_buffers_are_reused(tmp_path, monkeypatch, n_threads):
+    # the memory beyond the array: at most n_threads + 2 buffers however many
+    # pieces the file has
+    monkeypatch.setattr(_read, "BLOCK_BYTES", 256)
+    p = tmp_path / "d.csv"
+    np.savetxt(p, _data(2000, 4), fmt="%.6f", delimiter=",")
+    seen = {}  # the buffers themselves are kept, so that no id is reused
+    parse = _read._parse_text_block
+
+    def spy(piece, table):
+        seen[id(piece.buf)] = piece.buf
+        return parse(piece, table)
+
+    monkeypatch.setattr(_read, "_parse_text_block", spy)
+    X = open_table(p).read(n_threads=n_threads)
+    assert X.shape == (2000, 4) and p.stat().st_size > 200 * 256
+    assert 1 <= len(seen) <= n_threads + 2
+
+
 def test_threads_name_the_first_bad_line_of_the_file(tmp_path, block_bytes):
     lines = [f"{i},{i + 1}" for i in range(400)]
     lines[350] = "1,late"  # a later block fails too, and may be parsed first

@@ -263,29 +263,48 @@ class Table:
             X.resize((n, self.n_columns), refcheck=False)
         return X
 
-    def _text_pieces(self) -> Iterator[tuple[int, bytes]]:
-        """(offset in the file, bytes) of consecutive pieces of whole lines of a text
-        table, about :data:`BLOCK_BYTES` each (a line longer than that is one piece)."""
+    def _text_pieces(self, free: list[bytearray]) -> Iterator[_Piece]:
+        """Consecutive pieces of whole lines of a text table, about
+        :data:`BLOCK_BYTES` each (a line longer than that is one piece).
+
+        Each piece is read into a buffer taken from ``free`` (a new one when it is
+        empty); the caller puts ``piece.buf`` back once it is done with the piece.
+        Reusing a few buffers, rather than a new ``bytes`` for every read, spares
+        the copy that joins the end of one read to the next and the page faults of
+        fresh memory for every block.
+        """
         offset = self._opts["data_offset"]
-        with open(self.path, "rb") as fh:
+        with open(self.path, "rb", buffering=0) as fh:
             fh.seek(offset)
-            rest = b""  # the end of the previous read: the start of a line
+            carry = b""  # the bytes after the last line end read: the start of a line
             while True:
-                chunk = fh.read(BLOCK_BYTES)
-                if not chunk:
-                    if rest:
-                        yield offset, rest
+                need = len(carry) + BLOCK_BYTES
+                buf = free.pop() if free else bytearray(need + _SLACK)
+                if len(buf) < need:  # a long line carried over
+                    buf = bytearray(need + _SLACK)
+                view = memoryview(buf)
+                view[:len(carry)] = carry
+                n = len(carry)
+                while n < need:
+                    got = fh.readinto(view[n:need])
+                    if not got:
+                        break
+                    n += got
+                del view  # the buffer is written again once the caller gives it back
+                if n == len(carry):  # end of the file
+                    if carry:
+                        yield _Piece(offset, buf, n)
                     return
-                cut = chunk.rfind(b"\n") + 1
-                if cut == 0:  # no line end in this read: read on
-                    rest += chunk
+                cut = buf.rfind(b"\n", 0, n) + 1
+                if n < need:  # end of the file: the rest is the last piece
+                    cut = n
+                elif cut == 0:  # no line end in this read: read on
+                    carry = bytes(buf[:n])
+                    free.append(buf)
                     continue
-                # whole lines, copied at most once
-                piece = (chunk if not rest and cut == len(chunk)
-                         else b"".join((rest, memoryview(chunk)[:cut])))
-                rest = chunk[cut:]
-                yield offset, piece
-                offset += len(piece)
+                carry = bytes(buf[cut:n])
+                yield _Piece(offset, buf, cut)
+                offset += cut
 
     def _text_blocks(self, progress: Progress | None,
                      n_threads: int = 1) -> Iterator[tuple[int, np.ndarray]]:
@@ -299,11 +318,8 @@ class Table:
         of the file is the one named).
         """
         rows = 0
-        if n_threads <= 1:
-            parsed = ((len(piece), _parse_text_block(piece, offset, self))
-                      for offset, piece in self._text_pieces())
-        else:
-            parsed = self._parsed_in_threads(n_threads)
+        parsed = (self._parsed_serially() if n_threads <= 1
+                  else self._parsed_in_threads(n_threads))
         for nbytes, X in parsed:
             if progress is not None:
                 progress(nbytes)
@@ -315,24 +331,82 @@ class Table:
                              if self._opts["file_names"] is not None
                              else f"{self.path} is empty.")
 
+    def _parsed_serially(self) -> Iterator[tuple[int, np.ndarray]]:
+        free: list[bytearray] = []
+        for piece in self._text_pieces(free):
+            X = _parse_text_block(piece, self)
+            free.append(piece.buf)
+            yield piece.n, X
+
     def _parsed_in_threads(self, n_threads: int) -> Iterator[tuple[int, np.ndarray]]:
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(n_threads, thread_name_prefix="mbkkm-read")
         pending: deque = deque()
+        free: list[bytearray] = []  # at most n_threads + 2 buffers: those in flight
         try:
-            for offset, piece in self._text_pieces():
-                pending.append((len(piece), pool.submit(_parse_text_block, piece, offset,
-                                                        self)))
+            for piece in self._text_pieces(free):
+                pending.append((piece, pool.submit(_parse_text_block, piece, self)))
                 del piece
                 if len(pending) > n_threads:
-                    nbytes, future = pending.popleft()
-                    yield nbytes, future.result()
+                    piece, future = pending.popleft()
+                    X = future.result()
+                    free.append(piece.buf)
+                    yield piece.n, X
             while pending:
-                nbytes, future = pending.popleft()
-                yield nbytes, future.result()
+                piece, future = pending.popleft()
+                yield piece.n, future.result()
         finally:  # an error, or the caller stopped reading: drop the pieces not started
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+#: Room in each text buffer beyond :data:`BLOCK_BYTES` for the start of a line
+#: carried over from the previous read.
+_SLACK = 2**16
+
+
+@dataclass
+class _Piece:
+    """Whole lines of a text table: ``buf[:n]``, from byte ``offset`` of the file."""
+
+    offset: int
+    buf: bytearray
+    n: int
+
+    def text(self) -> bytes:
+        return bytes(memoryview(self.buf)[:self.n])
+
+    def count(self, sub: bytes) -> int:
+        return self.buf.count(sub, 0, self.n)
+
+
+class _PieceReader(io.RawIOBase):
+    """A piece as a binary file for pandas' parser, which reads it a chunk at a time
+    (each chunk copied out; the piece itself is never copied whole)."""
+
+    def __init__(self, piece: _Piece):
+        super().__init__()
+        self._view = memoryview(piece.buf)[:piece.n]
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self._view) if size is None or size < 0 else min(len(self._view),
+                                                                     self._pos + size)
+        chunk = bytes(self._view[self._pos:end])
+        self._pos = end
+        return chunk
+
+    def readinto(self, b) -> int:
+        chunk = self.read(len(b))
+        b[:len(chunk)] = chunk
+        return len(chunk)
+
+    def close(self) -> None:
+        self._view.release()
+        super().close()
 
 
 def _line_at(table: Table, offset: int) -> int:
@@ -351,9 +425,9 @@ def _line_at(table: Table, offset: int) -> int:
     return line
 
 
-def _parse_text_block(block: bytes, offset: int, table: Table) -> np.ndarray:
-    """Rows of one block of whole lines: pandas' C parser, else the line-by-line
-    reading that names the first bad cell (or accepts the block)."""
+def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
+    """Rows of one piece of whole lines: pandas' C parser, else the line-by-line
+    reading that names the first bad cell (or accepts the piece)."""
     import pandas as pd
 
     opts = table._opts
@@ -365,23 +439,23 @@ def _parse_text_block(block: bytes, offset: int, table: Table) -> np.ndarray:
     # whitespace-delimited file is parsed whole: its delimiters cannot be counted).
     subset = table.columns != list(range(width)) and opts["sep"] != r"\s+"
     try:
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore"), _PieceReader(piece) as source:
             df = pd.read_csv(
-                io.BytesIO(block), sep=opts["sep"], header=None, names=range(width),
+                source, sep=opts["sep"], header=None, names=range(width),
                 usecols=table.columns if subset else None, dtype=table.dtype, engine="c",
                 skip_blank_lines=True, na_filter=False, comment=None,
             )
     except (ValueError, pd.errors.ParserError):
-        return _parse_lines(block, offset, table)
-    if subset and block.count(opts["sep"].encode()) != (width - 1) * len(df):
-        return _parse_lines(block, offset, table)  # ragged rows, or quoted delimiters
+        return _parse_lines(piece.text(), piece.offset, table)
+    if subset and piece.count(opts["sep"].encode()) != (width - 1) * len(df):
+        return _parse_lines(piece.text(), piece.offset, table)  # ragged, or quoted delimiters
     X = df.to_numpy(dtype=table.dtype)  # (rows, columns in file order), Fortran order
     if not subset and table.columns != list(range(width)):
         X = X[:, sorted(table.columns)]
     if table.columns != sorted(table.columns):
         X = X[:, np.argsort(np.argsort(table.columns))]
     if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
-        return _parse_lines(block, offset, table)
+        return _parse_lines(piece.text(), piece.offset, table)
     # C order here, in the parsing thread, so that the copy into the array is a
     # plain memory copy
     return np.ascontiguousarray(X)
