@@ -22,7 +22,10 @@ Parts:
     ``labels_``, timed;
   - ``cli-csv``: ``mbkkm fit data.csv -k 8 --labels-out labels.txt`` (the same
     parameters; reading + fit + labelling + labels written), timed;
-  - ``cli-npy``: the same on the ``.npy`` file (memory-mapped).
+  - ``cli-npy``: the same on the ``.npy`` file (memory-mapped);
+  - ``cli-predict``: ``mbkkm predict`` of the CSV with the model of ``python``
+    (saved with skops after its timing), streamed: its labels must equal
+    cli-csv's (the same fit: same data, parameters and seed).
   Targets: cli-csv time <= 2x python; cli-csv peak (anonymous) <= 1.5x the
   float32 array + the fit's plan (``memory_plan_.peak``); cli-npy peak
   (anonymous) growth < the array (no copy); cli-npy labels == cli-csv labels.
@@ -146,6 +149,10 @@ def child_python(npy):
         labels = est.labels_
     out = Path(npy).with_name("labels_python.npy")
     np.save(out, labels)
+    import skops.io as sio  # the model for cli-predict (skops' imports stay out of cli-csv)
+
+    with open(Path(npy).with_name("model.skops"), "wb") as fh:
+        sio.dump(est, fh)
     return {**m.result, "plan_peak": est.memory_plan_.peak, "array_bytes": X.nbytes,
             "n_iter": est.n_iter_, "inertia": est.inertia_}
 
@@ -158,6 +165,15 @@ def child_cli(data, labels_out):
             "--seed", str(FIT["random_state"]), "--labels-out", labels_out, "-q"]
     with Meter() as m:
         main.main(args, standalone_mode=False)
+    return m.result
+
+
+def child_predict(model, data, labels_out):
+    from mbkkm.cli import main
+
+    with Meter() as m:
+        main.main(["predict", model, data, "--labels-out", labels_out, "-q"],
+                  standalone_mode=False)
     return m.result
 
 
@@ -207,7 +223,8 @@ def main():
     args = ap.parse_args()
     if args.child:
         kind, *rest = args.child
-        res = {"reader": child_reader, "python": child_python, "cli": child_cli}[kind](*rest)
+        res = {"reader": child_reader, "python": child_python, "cli": child_cli,
+               "predict": child_predict}[kind](*rest)
         print(json.dumps(res, default=float))
         return
     folder = Path(args.dir)
@@ -252,12 +269,14 @@ def main():
             print(f"## scale: {args.rows:,} x {D}: CSV {big.stat().st_size / 1e9:.2f} GB, "
                   f".npy {npy.stat().st_size / 1e6:.0f} MB; k = {K}, {FIT}")
             lab_csv, lab_npy = folder / "labels_csv.txt", folder / "labels_npy.txt"
-            made += [lab_csv, lab_npy, folder / "labels_python.npy"]
+            lab_pred, model = folder / "labels_predict.txt", folder / "model.skops"
+            made += [lab_csv, lab_npy, lab_pred, model, folder / "labels_python.npy"]
             py = run_child("python", str(npy))
             csv_res = run_child("cli", str(big), str(lab_csv))
             npy_res = run_child("cli", str(npy), str(lab_npy))
+            pred_res = run_child("predict", str(model), str(big), str(lab_pred))
             for name, res in (("python fit + labels_", py), ("cli csv", csv_res),
-                              ("cli npy", npy_res)):
+                              ("cli npy", npy_res), ("cli predict csv", pred_res)):
                 print(f"{name:22s} {res['seconds']:7.2f} s  peak RSS "
                       f"+{fmt_mib(res['peak_rss_growth'])}  anon "
                       f"+{fmt_mib(res['peak_anon_growth'])}  load {res['load']:.1f}")
@@ -277,6 +296,9 @@ def main():
                   f"{fmt_mib(npy_res['peak_anon_growth'])} -> "
                   f"{'PASS' if npy_res['peak_anon_growth'] < arr else 'FAIL'}")
             print(f"target npy labels == csv labels: {same} -> {'PASS' if same else 'FAIL'}")
+            same_pred = lab_pred.read_bytes() == lab_csv.read_bytes()
+            print(f"predict (python's model) labels of the csv == cli csv labels: {same_pred}; "
+                  f"its peak anon +{fmt_mib(pred_res['peak_anon_growth'])} (streamed)")
             print(f"(cli labels differing from python labels_: "
                   f"{int((py_labels != csv_labels).sum())} of {len(py_labels)})")
     finally:

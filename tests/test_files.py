@@ -192,6 +192,11 @@ def test_text_buffers_are_reused(tmp_path, monkeypatch, n_threads):
     X = open_table(p).read(n_threads=n_threads)
     assert X.shape == (2000, 4) and p.stat().st_size > 200 * 256
     assert 1 <= len(seen) <= n_threads + 2
+    # a file smaller than a block: a buffer of its size, not of a block
+    monkeypatch.setattr(_read, "BLOCK_BYTES", 2**23)
+    seen.clear()
+    open_table(p).read(n_threads=n_threads)
+    assert [len(b) for b in seen.values()] == [p.stat().st_size + _read._SLACK]
 
 
 def test_threads_name_the_first_bad_line_of_the_file(tmp_path, block_bytes):

@@ -276,12 +276,16 @@ class Table:
         offset = self._opts["data_offset"]
         with open(self.path, "rb", buffering=0) as fh:
             fh.seek(offset)
+            size = os.fstat(fh.fileno()).st_size
             carry = b""  # the bytes after the last line end read: the start of a line
             while True:
-                need = len(carry) + BLOCK_BYTES
-                buf = free.pop() if free else bytearray(need + _SLACK)
-                if len(buf) < need:  # a long line carried over
-                    buf = bytearray(need + _SLACK)
+                # room for the carried bytes and the next read (a small file: its
+                # end, so a small table never costs a full block)
+                room = len(carry) + min(BLOCK_BYTES, max(size - fh.tell(), 0))
+                buf = free.pop() if free else None
+                if buf is None or len(buf) < room:
+                    buf = bytearray(room + _SLACK)
+                need = min(len(buf), len(carry) + BLOCK_BYTES)
                 view = memoryview(buf)
                 view[:len(carry)] = carry
                 n = len(carry)
