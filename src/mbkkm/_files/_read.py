@@ -270,8 +270,8 @@ class Table:
         Each piece is read into a buffer taken from ``free`` (a new one when it is
         empty); the caller puts ``piece.buf`` back once it is done with the piece.
         Reusing a few buffers, rather than a new ``bytes`` for every read, spares
-        the copy that joins the end of one read to the next and the page faults of
-        fresh memory for every block.
+        the copy that joins the end of one read to the next, and bounds the
+        reader's own memory to the buffers in flight.
         """
         offset = self._opts["data_offset"]
         with open(self.path, "rb", buffering=0) as fh:
