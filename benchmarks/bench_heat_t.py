@@ -17,11 +17,23 @@ heat kernel (``heat_kernel``'s chosen rank) against the exact kernel.
     .venv/bin/python benchmarks/bench_heat_t.py letter --save-dense /tmp/letter-eig
     .venv/bin/python benchmarks/bench_heat_t.py letter --dense /tmp/letter-eig
     .venv/bin/python benchmarks/bench_heat_t.py mnist --n-components 64
+
+``--fill-cache GRID --dense DIR`` writes the exact kernel of a heat grid (its t and
+data set) into the runner's kernel cache (``--kernel-cache``, default
+``~/.cache/mbkkm/kernels``) from the saved decomposition, K = (V sqrt w)(V sqrt w)^T,
+as ``heat_kernel``'s exact path computes it: one product instead of the decomposition
+(the cache key names the mbkkm commit, so run it from the commit that runs the grid).
+The entry's build time is the graph and decomposition time saved with DIR plus the
+product's.
+
+    .venv/bin/python benchmarks/bench_heat_t.py letter --dense /tmp/letter-eig \
+        --fill-cache docs/results/grids/heat-letter.toml
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import sys
@@ -37,6 +49,47 @@ def _peak_gb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
 
+def _fill_cache(args):
+    """The exact heat kernel of a grid, into the runner's cache, from a saved decomposition."""
+    from mbkkm.experiments import expand, load_grid
+    from mbkkm.experiments._kernel_cache import cache_key, cached_matrix
+    from mbkkm.experiments._runner import environment, load_data, needs_matrix
+
+    run = next(r for r in expand(load_grid(args.fill_cache))
+               if r.dataset == args.dataset and needs_matrix(r))
+    params = dict(run.kernel_params)
+    X, _ = load_data(run, data_home=args.data_home)
+    env = environment()
+    if env["commit"].endswith("+dirty"):
+        raise SystemExit("the package has uncommitted changes: the runner's key would differ")
+    key = cache_key(n_samples=X.shape[0], kernel=run.kernel, params=params,
+                    dataset=run.dataset, synthetic_samples=run.synthetic_samples,
+                    source=env["commit"] or env["mbkkm"])
+    with open(os.path.join(args.dense, "times.json")) as f:
+        saved = json.load(f)
+
+    def build():
+        from mbkkm.kernels._spectral import heat_weights
+
+        start, cpu = time.perf_counter(), time.process_time()
+        lam = np.load(os.path.join(args.dense, "lam.npy"))
+        F = np.load(os.path.join(args.dense, "V.npy"))
+        F *= np.sqrt(heat_weights(lam, params["t"]))
+        K = F @ F.T
+        del F
+        seconds = time.perf_counter() - start
+        cpu_seconds = time.process_time() - cpu
+        print(f"product: {seconds:.0f} s ({cpu_seconds:.0f} CPU s), peak {_peak_gb():.1f} GB",
+              flush=True)
+        return (K, saved["graph_s"] + saved["eigh_s"] + seconds,
+                saved["graph_cpu"] + saved["eigh_cpu"] + cpu_seconds)
+
+    K, seconds, cpu_seconds = cached_matrix(args.kernel_cache, key, build)
+    print(f"{args.kernel_cache}/{key}: {run.dataset} heat {params}, build {seconds:.0f} s "
+          f"({cpu_seconds:.0f} CPU s); gamma = {np.sqrt(np.diagonal(K).max()):.5f}", flush=True)
+    return 0
+
+
 def _graph(name, data_home):
     from mbkkm.datasets import get_spec, load_dataset
     from mbkkm.kernels._graph import KNNGraph
@@ -45,8 +98,10 @@ def _graph(name, data_home):
     k = get_spec(name).heat_neighbors
     start, cpu = time.perf_counter(), time.process_time()
     graph = KNNGraph(k).fit(X)
+    graph.times_ = {"graph_s": time.perf_counter() - start,
+                    "graph_cpu": time.process_time() - cpu}
     print(f"{name}: n = {X.shape[0]}, {k} neighbours, {graph.adjacency_.nnz} links, graph "
-          f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} CPU s)",
+          f"{graph.times_['graph_s']:.1f} s ({graph.times_['graph_cpu']:.1f} CPU s)",
           flush=True)
     return graph
 
@@ -88,7 +143,13 @@ def main(argv=None):
     p.add_argument("--gamma", type=float, default=None, help="target (default: the paper's)")
     p.add_argument("--save-dense", metavar="DIR", help="decompose N densely, save, stop")
     p.add_argument("--dense", metavar="DIR", help="use a saved dense decomposition")
+    p.add_argument("--fill-cache", metavar="GRID", help="write GRID's exact kernel (--dense)")
+    p.add_argument("--kernel-cache", default=os.path.expanduser("~/.cache/mbkkm/kernels"))
     args = p.parse_args(argv)
+    if args.fill_cache:
+        if not args.dense:
+            p.error("--fill-cache needs --dense DIR")
+        return _fill_cache(args)
     gamma = args.gamma or PAPER_GAMMA[args.dataset]
     graph = _graph(args.dataset, args.data_home)
     A = graph.adjacency_
@@ -100,10 +161,14 @@ def main(argv=None):
         os.makedirs(args.save_dense, exist_ok=True)
         start, cpu = time.perf_counter(), time.process_time()
         lam, V = sla.eigh(normalized_adjacency(A, graph.degrees_).toarray(), overwrite_a=True)
-        print(f"dense eigh: {time.perf_counter() - start:.0f} s "
-              f"({time.process_time() - cpu:.0f} CPU s), peak {_peak_gb():.1f} GB", flush=True)
+        times = {**graph.times_, "eigh_s": time.perf_counter() - start,
+                 "eigh_cpu": time.process_time() - cpu, "peak_gb": _peak_gb()}
+        print(f"dense eigh: {times['eigh_s']:.0f} s ({times['eigh_cpu']:.0f} CPU s), peak "
+              f"{times['peak_gb']:.1f} GB", flush=True)
         np.save(os.path.join(args.save_dense, "lam.npy"), lam)
         np.save(os.path.join(args.save_dense, "V.npy"), V)
+        with open(os.path.join(args.save_dense, "times.json"), "w") as f:
+            json.dump(times, f)
         return 0
     if args.dense:
         lam = np.load(os.path.join(args.dense, "lam.npy"))
