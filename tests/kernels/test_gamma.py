@@ -233,7 +233,8 @@ def test_heat_time_for_gamma_matches_the_dense_root():
     assert refined.t_low - 1e-4 <= t_ref <= refined.t_high + 1e-4
     assert coarse.t_low - 1e-4 <= refined.t_low <= refined.t_high <= coarse.t_high + 1e-4
     sharp = heat_time_for_gamma(A, gamma, n_components=40, n_exact=32, random_state=0)
-    assert sharp.t_low == sharp.t_high == pytest.approx(t_ref, abs=1e-4)
+    assert sharp.t_low - 1e-4 <= t_ref <= sharp.t_high + 1e-4
+    assert sharp.t_high - sharp.t_low < 1e-4
     assert _dense_heat_diagonal(A, t_ref).argmax() == sharp.argmax
     every = heat_time_for_gamma(A, gamma, eigenpairs=(lam, V), n_exact=0)
     assert every.t == pytest.approx(t_ref, abs=1e-4) and every.n_components == 160
