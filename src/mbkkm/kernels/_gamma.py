@@ -616,9 +616,10 @@ def _exact_diagonal_on_grid(L, points, start, stop, num):
         idx = np.asarray(points[s:s + _EXACT_BATCH])
         E = np.zeros((n, idx.size))
         E[idx, np.arange(idx.size)] = 1.0
-        # exp(-t L) E = exp(-(t - start) L) exp(-start L) E: the interval from 0 (an
-        # interval that starts elsewhere gave wrong values, relative error 3e-3, in
-        # scipy 1.17), and the short one is cheap.
+        # exp(-t L) E = exp(-(t - start) L) exp(-start L) E, the interval from 0:
+        # expm_multiply over an interval that starts elsewhere steps with the whole
+        # interval's scaling (scipy issue 16363, open in 1.17: relative errors of 3e-3
+        # here); the short interval is cheap.
         E = spla.expm_multiply(-start * L, E)
         vals = spla.expm_multiply(-L, E, start=0.0, stop=stop - start, num=num,
                                   endpoint=True)
