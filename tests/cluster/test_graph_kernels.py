@@ -20,7 +20,7 @@ from mbkkm.cluster._graph_kernels import (
     select_t,
 )
 from mbkkm.kernels import KNNGraph, LowRankKernel
-from mbkkm.kernels._spectral import GraphSpectrum, extend_eigenvectors
+from mbkkm.kernels._spectral import GraphSpectrum, connect_graph, extend_eigenvectors
 
 ESTIMATORS = {
     "minibatch": lambda **kw: MiniBatchKernelKMeans(batch_size=256, tau=50, max_iter=40, **kw),
@@ -225,6 +225,51 @@ def test_memory_plan_refuses_before_the_graph(monkeypatch):
     with pytest.raises(MemoryPlanError, match=r"kernel='heat'.*GiB.*kernel='rbf'"):
         est.fit(_moons(3000)[0])
     assert calls == [] and not hasattr(est, "kernel_")
+
+
+def test_memory_plan_is_checked_again_before_a_rebuilt_graph(monkeypatch):
+    # the 10-NN graph leaves the far group of 12 apart; the rebuild with 20 neighbours
+    # is planned (projected points, no PCA) and refused before it allocates anything
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
+                   rng.normal(size=(12, 2)) + np.array([0.0, 40.0])])
+    params = {"n_neighbors": 10, "pca_components": 50, "n_components": None,
+              "max_components": 64}
+    first = plan_graph("heat", 312, 2, 8, params).peak
+    rebuild = plan_graph("heat", 312, 2, 8, dict(params, n_neighbors=20)).peak
+    assert rebuild > first
+    rebuilt = []
+    monkeypatch.setattr(KNNGraph, "with_n_neighbors",
+                        lambda self, k: rebuilt.append(k) or pytest.fail("rebuilt"))
+    monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: first)
+    est = KernelKMeans(2, kernel="heat", random_state=0)
+    with pytest.raises(MemoryPlanError, match=(
+            r"the 10-NN graph falls apart, and rebuilding it with n_neighbors=20 would "
+            r"need about .* GiB, but .* GiB is available.*'connect': False.*kernel='rbf'")):
+        est.fit(X)
+    assert rebuilt == [] and not hasattr(est, "kernel_")
+    # with room for the rebuild (and its margin, 40), it goes ahead as before
+    monkeypatch.undo()
+    room = plan_graph("heat", 312, 2, 8, dict(params, n_neighbors=40)).peak
+    monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: room)
+    with pytest.warns(GraphSplitWarning, match="Rebuilt with n_neighbors=40"):
+        assert KernelKMeans(2, kernel="heat", random_state=0).fit(X) \
+            .kernel_.params["n_neighbors"] == 40
+    # the margin's rebuild is checked too
+    monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: room - 1)
+    with pytest.raises(MemoryPlanError, match="10-NN graph falls apart, and rebuilding "
+                       "it with n_neighbors=40"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", GraphSplitWarning)
+        KernelKMeans(2, kernel="heat", random_state=0).fit(X)
+
+
+def test_connect_graph_calls_before_rebuild_with_the_next_count():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(12, 2)) + np.array([30.0, 0.0])])
+    seen = []
+    graph, _ = connect_graph(KNNGraph(4).fit(X), n_clusters=2, margin=1,
+                             before_rebuild=lambda g, k: seen.append((g.n_neighbors, k)))
+    assert seen == [(4, 8), (8, 16), (16, 32)] and graph.n_neighbors == 32
 
 
 def test_memory_plan_of_ten_million_points():

@@ -53,7 +53,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .._core._memory import MemoryPlan, available_host_memory
+from .._core._memory import MemoryPlan, MemoryPlanError, available_host_memory, gib
 from ..backends._sparse import to_dense
 from ..kernels import get_spec
 from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
@@ -482,7 +482,9 @@ def resolve_graph_kernel(estimator, X, sample_weight):
                 None, None)
     tried = [_component_sizes(graph)]
     if params["connect"]:
-        graph, tried = connect_graph(graph, estimator.n_clusters, margin=CONNECT_MARGIN)
+        graph, tried = connect_graph(
+            graph, estimator.n_clusters, margin=CONNECT_MARGIN,
+            before_rebuild=lambda g, k: _check_rebuild(estimator, name, g, k, params))
     _warn_split(estimator, graph, tried, params["n_neighbors"])
     spectrum = GraphSpectrum(graph, n_pairs_needed(n, params["n_components"],
                                                    params["max_components"]),
@@ -505,6 +507,34 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     return (IndexKernel("heat", K, resolved, dtype=X.dtype,
                         extension=GraphExtension("heat", graph.for_new_points(), K)),
             t, selection)
+
+
+def _check_rebuild(estimator, name, graph, n_neighbors, params):
+    """The memory plan of rebuilding ``graph`` with ``n_neighbors``, checked before the
+    rebuild allocates anything.
+
+    The projection is done (the search runs on ``graph.points_``) and the current
+    graph is already held, so it is in the memory no longer available; the plan counts
+    what comes next: the new graph's search and adjacency, then the eigensolver.
+    """
+    plan = plan_graph(name, graph.n_samples, graph.points_.shape[1],
+                      graph.points_.dtype.itemsize,
+                      dict(params, n_neighbors=n_neighbors, pca_components=None))
+    if estimator.verbose:
+        print(plan.report())
+    available = available_host_memory()
+    if available is None or plan.peak <= available:
+        return
+    asked = params["n_neighbors"]
+    big = sorted(plan.terms.items(), key=lambda t: -t[1])[:2]
+    raise MemoryPlanError(
+        f"{type(estimator).__name__}.fit (kernel={name!r}): the {asked}-NN graph falls "
+        f"apart, and rebuilding it with n_neighbors={n_neighbors} would need about "
+        f"{gib(plan.peak)}, but {gib(available)} is available (largest parts: "
+        + ", ".join(f"{part} {gib(b)}" for part, b in big)
+        + f"). Pass kernel_params={{'connect': False}} to keep the {asked}-NN "
+        "graph as it is (split, with a GraphSplitWarning), fewer points, or use "
+        "kernel='rbf' (the mini-batch estimator never builds a graph or an n x n matrix).")
 
 
 def _component_sizes(graph):
