@@ -31,6 +31,16 @@ k-means runs on the sample and one labelling pass. The estimators then start fro
 the winning partition (its clusters' means in feature space), as ``gamma="auto"``
 does for the rbf kernel.
 
+n_neighbors="auto": the eigengap ratio of each candidate graph
+----------------------------------------------------------------
+One neighbour search for the largest candidate (10, 20 and 40 neighbours, each at
+most n) gives the three graphs (:meth:`KNNGraph.truncated`), and the one with the
+largest mu_{k+1} / mu_k of its normalised Laplacian is kept
+(:func:`select_n_neighbors`): k groups joined by few edges and no finer structure.
+Unlike the normalised cut, which grows with the neighbours for any partition, the
+ratio has no unit, so it compares graphs. A 10-NN graph that falls apart is left
+to the rebuild rule (:func:`~mbkkm.kernels._spectral.connect_graph`).
+
 The candidates are spread over the spectrum rather than over a fixed scale: the
 candidate of rank r is the time at which the r-th eigenvector's weight falls to
 1 / 100, t_r = ln(100) / (1 - lam_r) (with the default ``rank_tol=0.01`` the heat
