@@ -260,7 +260,19 @@ def test_select_n_neighbors_takes_the_largest_eigengap_ratio():
     want = [_plain_eigengap_ratio(_plain_laplacian_eigenvalues(KNNGraph(c).fit(X).adjacency_), 3)
             for c in (10, 20, 40)]
     np.testing.assert_allclose(sel.ratios, want, rtol=1e-3)
-    assert sel.n_neighbors == (10, 20, 40)[int(np.argmax(want))] == graph.n_neighbors
+    pick = 0  # more neighbours for a ratio more than 10 % larger than the choice so far
+    for i in (1, 2):
+        pick = i if want[i] > 1.1 * want[pick] else pick
+    assert sel.n_neighbors == (10, 20, 40)[pick] == graph.n_neighbors
+    assert graph.seconds_ == big.seconds_
+    # the margin: ratios 1.0, 1.05, 1.2 -> 40; 1.0, 1.05, 1.1 -> 10; 1.0, 1.2, 1.25 -> 20
+    for ratios, chosen in (((1.0, 1.05, 1.2), 40), ((1.0, 1.05, 1.1), 10),
+                           ((1.0, 1.2, 1.25), 20)):
+        it = iter(ratios)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_graph_kernels, "eigengap_ratio", lambda g, k, tol, it=it: next(it))
+            assert _graph_kernels.select_n_neighbors(big, 3, [10, 20, 40])[1].n_neighbors \
+                == chosen
     assert "<- chosen" in sel.table()
     # the estimator records the choice; a given count is kept as it is
     est = KernelKMeans(3, kernel="heat", random_state=0).fit(X)
