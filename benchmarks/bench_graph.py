@@ -110,6 +110,7 @@ def one_mnist_run(estimator, seed, data_home, params=None):
                                                   "eigensolver_seconds")}
     phases["t_selection"] = round(est.t_selection_.seconds, 2)
     phases["n_neighbors"] = p["n_neighbors"]
+    phases.update(_neighbor_note(p))
     return dict(part="mnist", dataset="mnist", n=X.shape[0], estimator=estimator,
                 kernel="heat, normalized" if p["normalize"] else "heat", seed=seed,
                 what="fit+labels" + (f" {json.dumps(params)}" if params else ""),
@@ -308,7 +309,15 @@ def part_sets(args, write):
                        components=n_comp,
                        note=json.dumps({"largest": sizes[:3].tolist(),
                                         "n_neighbors": est.kernel_.params["n_neighbors"],
+                                        **_neighbor_note(est.kernel_.params),
                                         "warned": bool(split)})))
+
+
+def _neighbor_note(params):
+    """What n_neighbors="auto" tried (nothing for a given count)."""
+    if params.get("n_neighbors_asked") != "auto":
+        return {}
+    return {"asked": "auto", "ratios": [round(r, 4) for r in params["eigengap_ratios"]]}
 
 
 def part_spectral(args, write):
@@ -404,11 +413,15 @@ def report(path):
                        f"{r['rank']} | {r['error']} | {ph['projection']}, {ph['neighbors']}, "
                        f"{ph['eigensolver_seconds']}, {ph['t_selection']} |")
         def key(r):  # rows before the n_neighbors was recorded form their own group
+            note = json.loads(r["note"])
             return (r["estimator"], r["kernel"], r["what"],
-                    json.loads(r["note"]).get("n_neighbors", "-"))
+                    note.get("n_neighbors", "-") if "asked" not in note else "auto")
 
         for est, kernel, what, used in dict.fromkeys(key(r) for r in mnist):
             sel = [r for r in mnist if key(r) == (est, kernel, what, used)]
+            if used == "auto":
+                used = "auto: " + ", ".join(
+                    str(k) for k in sorted({json.loads(r["note"])["n_neighbors"] for r in sel}))
             a = np.array([float(r["ari"]) for r in sel])
             m = np.array([float(r["nmi"]) for r in sel])
             s = np.array([float(r["seconds"]) for r in sel])
@@ -449,14 +462,15 @@ def report(path):
     if sets:
         auto = _gamma_auto_rows()
         spectral = [r for r in rows if r["part"] == "spectral"]
-        out += ["| data | estimator, kernel_params | seeds | heat ARI | heat NMI | heat s "
-                "| rbf auto ARI | rbf auto NMI "
+        out += ["| data | estimator, kernel_params | seeds | heat ARI (std) | heat NMI | heat s "
+                "| rbf auto ARI (std) | rbf auto NMI "
                 "| SpectralClustering ARI / NMI / s (seeds) | components of the 10-NN graph "
                 "(largest) | n_neighbors used | median t | warned |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         def key(r):  # the neighbours used: the rule of the code that measured the row
+            note = json.loads(r["note"])
             return (r["dataset"], r["estimator"], r["what"],
-                    json.loads(r["note"])["n_neighbors"])
+                    note["n_neighbors"] if "asked" not in note else "auto")
 
         for name, est, what, used in dict.fromkeys(key(r) for r in sets):
             sel = [r for r in sets if key(r)[:3] == (name, est, what)
@@ -464,8 +478,10 @@ def report(path):
             seeds = {r["seed"] for r in sel}
             ref = [r for r in auto if r["dataset"] == name and r["seed"] in seeds]
             a = np.mean([float(r["ari"]) for r in sel])
+            a_sd = np.std([float(r["ari"]) for r in sel], ddof=1) if len(sel) > 1 else 0.0
             m = np.mean([float(r["nmi"]) for r in sel])
             ra = np.mean([float(r["ari"]) for r in ref]) if ref else float("nan")
+            ra_sd = np.std([float(r["ari"]) for r in ref], ddof=1) if len(ref) > 1 else 0.0
             rm = np.mean([float(r["nmi"]) for r in ref]) if ref else float("nan")
             note = json.loads(sel[0]["note"])
             sc = [r for r in spectral if r["dataset"] == name]
@@ -475,8 +491,8 @@ def report(path):
                        if sc else "")
             sec = np.mean([float(r["seconds"]) for r in sel])
             used = sorted({json.loads(r["note"])["n_neighbors"] for r in sel})
-            out.append(f"| {name} | {est}, {what} | {len(sel)} | {a:.3f} | {m:.3f} | "
-                       f"{sec:.1f} | {ra:.3f} | "
+            out.append(f"| {name} | {est}, {what} | {len(sel)} | {a:.3f} ({a_sd:.3f}) | "
+                       f"{m:.3f} | {sec:.1f} | {ra:.3f} ({ra_sd:.3f}) | "
                        f"{rm:.3f} | {sc_text} | "
                        f"{sel[0]['components']} ({', '.join(map(str, note['largest']))}) | "
                        f"{', '.join(map(str, used))} | "

@@ -10,8 +10,9 @@ k-means with it is clustering in diffusion-map space, which is what spectral
 clustering does, and it follows curved and elongated clusters that no width of
 the rbf kernel separates.
 
-``KernelKMeans(kernel="heat")`` needs nothing else: the graph has 10 neighbours
-per point, the kernel is kept as its top eigenpairs (the rank is chosen, with an error bound),
+``KernelKMeans(kernel="heat")`` needs nothing else: the number of neighbours of the
+graph (10, 20 or 40) is chosen by the eigengap of its Laplacian, the kernel is kept
+as its top eigenpairs (the rank is chosen, with an error bound),
 and the diffusion time t is chosen without labels (``t="auto"``). Unlike
 scikit-learn's :class:`~sklearn.cluster.SpectralClustering`, the fitted model
 labels new points: they join the graph through their nearest fitted points.

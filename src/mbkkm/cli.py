@@ -605,7 +605,7 @@ def _model_options(command):
                            "(needs --n-neighbors)."),
         click.option("--n-neighbors", type=click.IntRange(1), default=None,
                      help="Graph kernels: neighbours per point, the point itself included "
-                           "(heat: 10 by default)."),
+                           "(heat: 10, 20 or 40 chosen by the graph's eigengap by default)."),
         click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
                      help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
                            "(prints the candidates)."),

@@ -20,7 +20,7 @@ from mbkkm.cluster._graph_kernels import (
     select_t,
 )
 from mbkkm.kernels import KNNGraph, LowRankKernel
-from mbkkm.kernels._spectral import GraphSpectrum, extend_eigenvectors
+from mbkkm.kernels._spectral import GraphSpectrum, connect_graph, extend_eigenvectors
 
 ESTIMATORS = {
     "minibatch": lambda **kw: MiniBatchKernelKMeans(batch_size=256, tau=50, max_iter=40, **kw),
@@ -211,10 +211,87 @@ def test_small_far_group_is_joined_by_more_neighbours():
                       r"n_neighbors=40: connected. \(twice the 20 neighbours"):
         est = KernelKMeans(2, kernel="heat", random_state=0).fit(X)
     params = est.kernel_.params
-    assert params["n_neighbors"] == 40 and params["n_neighbors_asked"] == 10
+    assert params["n_neighbors"] == 40 and params["n_neighbors_asked"] == "auto"
+    # the 10-NN graph falls apart: the rebuild rule decides, no eigengap is computed
+    assert params["n_neighbors_candidates"] == [10, 20, 40]
+    assert np.isnan(params["eigengap_ratios"]).all()
     assert params["components"] == 1
     # the two big groups are the clusters, the small group joins one of them
     assert adjusted_rand_score(np.repeat([0, 1], 150), est.labels_[:300]) > 0.95
+
+
+# --- n_neighbors="auto" ------------------------------------------------------------------
+
+
+def _plain_laplacian_eigenvalues(A):
+    """All eigenvalues of I - D^-1/2 A D^-1/2, increasing, from the dense matrix."""
+    A = A.toarray()
+    s = 1.0 / np.sqrt(A.sum(axis=1))
+    return np.sort(np.linalg.eigvalsh(np.eye(A.shape[0]) - s[:, None] * A * s[None, :]))
+
+
+def _plain_eigengap_ratio(mu, k):
+    zeros = int(np.sum(mu < 1e-9))  # one per connected component
+    if zeros >= k:
+        return np.inf if zeros == k else 0.0
+    return mu[k] / mu[k - 1]
+
+
+@pytest.mark.parametrize("n", [300, 600])  # dense eigenvalues, and ARPACK's
+def test_eigengap_ratio_equals_the_dense_computation(n):
+    X, _ = _blobs(n)
+    seen = set()
+    for k_nn in (4, 8, 30):
+        graph = KNNGraph(k_nn).fit(X)
+        mu = _plain_laplacian_eigenvalues(graph.adjacency_)
+        c = sp.csgraph.connected_components(graph.adjacency_)[0]
+        for k in (2, 3, 4):
+            np.testing.assert_allclose(_graph_kernels.eigengap_ratio(graph, k, tol=1e-8),
+                                       _plain_eigengap_ratio(mu, k), rtol=1e-6)
+            seen.add((c > 1, c >= k))
+    # graphs in pieces (ratios computed past the components' repeated 1, or set) too
+    assert seen == {(True, True), (True, False), (False, False)}
+
+
+def test_select_n_neighbors_takes_the_largest_eigengap_ratio():
+    X, _ = _blobs(600)
+    big = KNNGraph(40).fit(X)
+    graph, sel = _graph_kernels.select_n_neighbors(big, 3, [10, 20, 40])
+    want = [_plain_eigengap_ratio(_plain_laplacian_eigenvalues(KNNGraph(c).fit(X).adjacency_), 3)
+            for c in (10, 20, 40)]
+    np.testing.assert_allclose(sel.ratios, want, rtol=1e-3)
+    pick = 0  # more neighbours for a ratio more than 10 % larger than the choice so far
+    for i in (1, 2):
+        pick = i if want[i] > 1.1 * want[pick] else pick
+    assert sel.n_neighbors == (10, 20, 40)[pick] == graph.n_neighbors
+    assert graph.seconds_ == big.seconds_
+    # the margin: ratios 1.0, 1.05, 1.2 -> 40; 1.0, 1.05, 1.1 -> 10; 1.0, 1.2, 1.25 -> 20
+    for ratios, chosen in (((1.0, 1.05, 1.2), 40), ((1.0, 1.05, 1.1), 10),
+                           ((1.0, 1.2, 1.25), 20)):
+        it = iter(ratios)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_graph_kernels, "eigengap_ratio", lambda g, k, tol, it=it: next(it))
+            assert _graph_kernels.select_n_neighbors(big, 3, [10, 20, 40])[1].n_neighbors \
+                == chosen
+    assert "<- chosen" in sel.table()
+    # the estimator records the choice; a given count is kept as it is
+    est = KernelKMeans(3, kernel="heat", random_state=0).fit(X)
+    params = est.kernel_.params
+    assert params["n_neighbors"] == sel.n_neighbors and params["n_neighbors_asked"] == "auto"
+    np.testing.assert_allclose(params["eigengap_ratios"], sel.ratios)
+    fixed = KernelKMeans(3, kernel="heat", kernel_params={"n_neighbors": 10},
+                         random_state=0).fit(X).kernel_.params
+    assert fixed["n_neighbors"] == 10 and "eigengap_ratios" not in fixed
+    with pytest.raises(ValueError, match="n_neighbors must be an integer or 'auto'"):
+        KernelKMeans(3, kernel="heat", kernel_params={"n_neighbors": "many"}).fit(X)
+
+
+def test_auto_neighbours_on_few_points_are_capped():
+    assert _graph_kernels.neighbor_candidates(25) == [10, 20, 25]
+    assert _graph_kernels.neighbor_candidates(8) == [8]
+    X, _ = _blobs(30)
+    est = KernelKMeans(3, kernel="heat", random_state=0).fit(X)
+    assert est.kernel_.params["n_neighbors_candidates"] == [10, 20, 30]
 
 
 def test_memory_plan_refuses_before_the_graph(monkeypatch):
@@ -225,6 +302,52 @@ def test_memory_plan_refuses_before_the_graph(monkeypatch):
     with pytest.raises(MemoryPlanError, match=r"kernel='heat'.*GiB.*kernel='rbf'"):
         est.fit(_moons(3000)[0])
     assert calls == [] and not hasattr(est, "kernel_")
+
+
+def test_memory_plan_is_checked_again_before_a_rebuilt_graph(monkeypatch):
+    # the 10-NN graph leaves the far group of 12 apart; the rebuild with 20 neighbours
+    # is planned (projected points, no PCA) and refused before it allocates anything
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
+                   rng.normal(size=(12, 2)) + np.array([0.0, 40.0])])
+    params = {"n_neighbors": 10, "pca_components": 50, "n_components": None,
+              "max_components": 64}
+    first = plan_graph("heat", 312, 2, 8, params).peak
+    rebuild = plan_graph("heat", 312, 2, 8, dict(params, n_neighbors=20)).peak
+    assert rebuild > first
+    rebuilt = []
+    monkeypatch.setattr(KNNGraph, "with_n_neighbors",
+                        lambda self, k: rebuilt.append(k) or pytest.fail("rebuilt"))
+    monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: first)
+    est = KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 10}, random_state=0)
+    with pytest.raises(MemoryPlanError, match=(
+            r"the 10-NN graph falls apart, and rebuilding it with n_neighbors=20 would "
+            r"need about .* GiB, but .* GiB is available.*'connect': False.*kernel='rbf'")):
+        est.fit(X)
+    assert rebuilt == [] and not hasattr(est, "kernel_")
+    # with room for the rebuild (and its margin, 40), it goes ahead as before
+    monkeypatch.undo()
+    room = plan_graph("heat", 312, 2, 8, dict(params, n_neighbors=40)).peak
+    monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: room)
+    ten = {"n_neighbors": 10}
+    with pytest.warns(GraphSplitWarning, match="Rebuilt with n_neighbors=40"):
+        assert KernelKMeans(2, kernel="heat", kernel_params=ten, random_state=0).fit(X) \
+            .kernel_.params["n_neighbors"] == 40
+    # the margin's rebuild is checked too
+    monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: room - 1)
+    with pytest.raises(MemoryPlanError, match="10-NN graph falls apart, and rebuilding "
+                       "it with n_neighbors=40"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", GraphSplitWarning)
+        KernelKMeans(2, kernel="heat", kernel_params=ten, random_state=0).fit(X)
+
+
+def test_connect_graph_calls_before_rebuild_with_the_next_count():
+    rng = np.random.default_rng(0)
+    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(12, 2)) + np.array([30.0, 0.0])])
+    seen = []
+    graph, _ = connect_graph(KNNGraph(4).fit(X), n_clusters=2, margin=1,
+                             before_rebuild=lambda g, k: seen.append((g.n_neighbors, k)))
+    assert seen == [(4, 8), (8, 16), (16, 32)] and graph.n_neighbors == 32
 
 
 def test_memory_plan_of_ten_million_points():

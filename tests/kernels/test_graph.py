@@ -304,3 +304,42 @@ def test_bad_data():
 def test_low_rank_kernel_shape_check():
     with pytest.raises(ValueError, match=r"U must have shape \(n_samples, rank\)"):
         LowRankKernel(np.ones((4, 2)), np.ones(3), 0.0)
+
+
+# --- a graph of fewer neighbours from the same search ------------------------------------
+
+
+@pytest.mark.parametrize("n_neighbors", [1, 2, 5, 13])
+def test_truncated_graph_equals_the_dense_construction(n_neighbors):
+    from mbkkm.kernels import KNNGraph
+
+    X = _data(3, n=60)
+    graph = KNNGraph(20).fit(X).truncated(n_neighbors)
+    np.testing.assert_array_equal(graph.adjacency_.toarray(), _dense_adjacency(X, n_neighbors))
+    fresh = KNNGraph(n_neighbors).fit(X)
+    np.testing.assert_array_equal(graph.radius_, fresh.radius_)
+    np.testing.assert_array_equal(graph.degrees_, fresh.degrees_)
+    # new points join it as they join a graph searched for that count
+    X_new = _data(4, n=15)
+    if n_neighbors > 1:
+        assert (graph.attach(X_new) != fresh.attach(X_new)).nnz == 0
+    with pytest.raises(ValueError, match="at most the graph's 20"):
+        KNNGraph(20).fit(X).truncated(21)
+
+
+def test_truncated_graph_with_ties_is_a_knn_graph():
+    from mbkkm.kernels import KNNGraph
+
+    # integer points: many at the same distance; each point keeps k - 1 others, none
+    # farther than one it dropped
+    X = np.random.default_rng(0).integers(0, 4, size=(80, 2)).astype(float)
+    graph = KNNGraph(30).fit(X).truncated(6)
+    dist = np.sqrt(((X[:, None] - X[None]) ** 2).sum(-1))
+    _, ind = graph._lists
+    for i in range(80):
+        kept = ind[i]
+        assert kept.size == 5 and i not in kept
+        others = np.setdiff1d(np.delete(np.arange(80), i), kept)
+        assert dist[i, kept].max() <= dist[i, others].min()
+    np.testing.assert_array_equal(graph.radius_, np.sort(dist + np.diag([np.inf] * 80),
+                                                         axis=1)[:, 4])

@@ -95,7 +95,8 @@ class KernelKMeans(BaseKernelKMeans):
         Constant term of the polynomial and sigmoid kernels.
     kernel_params : dict, default=None
         Extra keyword arguments of a callable kernel, or of the graph kernels
-        (``n_neighbors``, required; ``t`` for "heat"; see
+        (``n_neighbors``: required for "knn", "auto" by default for "heat"; ``t``
+        for "heat"; see
         :func:`mbkkm.kernels.knn_kernel` and :func:`mbkkm.kernels.heat_kernel`).
     init : {"k-means++", "random"} or array-like, default="k-means++"
         "k-means++": greedy kernel k-means++ in feature space on ``init_size``

@@ -164,20 +164,46 @@ class KNNGraph:
         other.seconds_ = {"projection": 0.0}
         return other._link()
 
-    def _link(self):
-        """The neighbour search on ``points_`` and the symmetrised adjacency."""
+    def truncated(self, n_neighbors):
+        """The graph of fewer neighbours read from this graph's own search (no new one).
+
+        Each point keeps the first ``n_neighbors - 1`` of its ``self.n_neighbors - 1``
+        nearest other points (nearest first), so the result is the graph a search for
+        ``n_neighbors`` would build, up to which of several points at the same distance
+        as the last neighbour is kept.
+        """
+        k = _check_n_neighbors(n_neighbors, self.n_samples)
+        if k > self.n_neighbors:
+            raise ValueError(f"n_neighbors must be at most the graph's {self.n_neighbors} to "
+                             f"truncate it, got {k}")
+        other = copy.copy(self)
+        other.n_neighbors = k
+        other.seconds_ = {"projection": 0.0}
+        dist, ind = self._lists
+        return other._link((dist[:, :k - 1], ind[:, :k - 1]))
+
+    def _link(self, lists=None):
+        """The neighbour search on ``points_`` (or the given ``(dist, ind)`` lists) and
+        the symmetrised adjacency."""
         Z = self.points_
         n, k = Z.shape[0], self.n_neighbors
         start = time.perf_counter()
         if k == 1:
             self.index_ = None
             self.radius_ = np.zeros(n)
+            self._lists = (np.zeros((n, 0)), np.zeros((n, 0), dtype=np.intp))
             A = sp.identity(n, dtype=np.float64, format="csr")
         else:
-            # kneighbors() with no query excludes each point by index (duplicates stay).
-            self.index_ = NearestNeighbors(n_neighbors=k - 1, metric=self.metric,
-                                           n_jobs=self.n_jobs).fit(Z)
-            dist, ind = self.index_.kneighbors()  # (n, k - 1), nearest first
+            if lists is None:
+                # kneighbors() with no query excludes each point by index (duplicates
+                # stay).
+                self.index_ = NearestNeighbors(n_neighbors=k - 1, metric=self.metric,
+                                               n_jobs=self.n_jobs).fit(Z)
+                lists = self.index_.kneighbors()  # (n, k - 1), nearest first
+            dist, ind = lists
+            # Kept until the fitted graph is stored (for_new_points, pickling): the lists
+            # a graph of fewer neighbours is read from (truncated).
+            self._lists = lists
             self.radius_ = dist[:, -1].astype(np.float64)
             indptr = np.arange(0, n * (k - 1) + 1, k - 1)
             A = sp.csr_matrix((np.ones(ind.size), ind.ravel(), indptr), shape=(n, n))
@@ -207,12 +233,14 @@ class KNNGraph:
         # from points_ when first needed: smaller files, and no tree types to trust.
         state = dict(self.__dict__)
         state.pop("index_", None)
+        state.pop("_lists", None)
         return state
 
     def for_new_points(self):
         """A copy that keeps only what :meth:`attach` reads (no adjacency matrix)."""
         other = copy.copy(self)
         other.adjacency_ = None
+        other._lists = None
         return other
 
     def attach(self, X):

@@ -325,7 +325,8 @@ def split_is_harmful(sizes, n_clusters=None):
     return bool(2 * n_clusters * sizes.min() < sizes.sum())
 
 
-def connect_graph(graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margin=0):
+def connect_graph(graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margin=0,
+                  before_rebuild=None):
     """The graph, rebuilt with twice the neighbours while its split is harmful.
 
     ``n_neighbors`` is doubled (on the same projected points) while
@@ -336,6 +337,11 @@ def connect_graph(graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margi
     that leaves eigenvalues of N close to 1 (on Letter, 1 - lam_2 = 0.0037 at the 80
     neighbours that connect it, 0.017 at 160), which the heat kernel treats almost
     as a split. A graph whose first split was harmless is kept as it is.
+
+    ``before_rebuild(graph, n_neighbors)``, when given, is called before each rebuild
+    with the current graph and the neighbours of the next one, before anything of
+    the next graph is allocated (the estimators check their memory plan there: the
+    graph of 16 times the neighbours holds 16 times the edges).
 
     Returns
     -------
@@ -351,7 +357,10 @@ def connect_graph(graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margi
 
     def doubled(g):
         seconds = g.seconds_
-        g = g.with_n_neighbors(min(2 * g.n_neighbors, g.n_samples))
+        k = min(2 * g.n_neighbors, g.n_samples)
+        if before_rebuild is not None:
+            before_rebuild(g, k)
+        g = g.with_n_neighbors(k)
         g.seconds_ = {"projection": seconds["projection"],
                       "neighbors": seconds["neighbors"] + g.seconds_["neighbors"]}
         return g
