@@ -110,6 +110,11 @@ MIN_GAIN = 0.2
 #: ``1 - MIN_GAIN_WIDER`` times that score (and lower).
 MIN_GAIN_WIDER = 0.0
 
+#: A wider width must also beat the mean-distance width's score by this many
+#: standard errors of their difference (:func:`score_noise`): scores within their
+#: own run-to-run noise keep the mean-distance width.
+NOISE_MARGIN = 0.25
+
 #: Grid steps added beyond an end of the grid when the choice lies there.
 EXTEND = 2
 
@@ -145,6 +150,7 @@ class WidthOptions(NamedTuple):
     min_gain: float
     min_gain_wider: float
     extend: int
+    noise_margin: float = NOISE_MARGIN
 
 
 class WidthSearch(NamedTuple):
@@ -160,6 +166,7 @@ class WidthSearch(NamedTuple):
     added: int  # grid steps added on the side of at_edge
     runs: list  # (G,) WidthSolution of each width
     start_from_partition: bool  # the fit starts from runs[best].labels (trust_partition)
+    noise: np.ndarray  # (G,) standard error of each score (score_noise)
 
 
 class SampleDraw(NamedTuple):
@@ -288,7 +295,9 @@ def search_width(Xs, metric, n_clusters, draw, options):
         ref = int(ref[0]) if ref.size else None
         raw = np.array([solutions[mu].cut for mu in grid])
         scores = smooth_scores(raw)
-        best = choose_width(scores, ref, options.min_gain, options.min_gain_wider)
+        noise = score_noise([solutions[mu].cuts for mu in grid])
+        best = choose_width(scores, ref, options.min_gain, options.min_gain_wider,
+                            noise, options.noise_margin)
         end = _grid_end(best, grid.size, ref)
         if end is None or added[end] >= options.extend:
             break
@@ -301,7 +310,8 @@ def search_width(Xs, metric, n_clusters, draw, options):
                        reference=ref, at_edge=at_edge,
                        added=0 if at_edge is None else added[at_edge],
                        runs=[solutions[mu] for mu in grid],
-                       start_from_partition=trust_partition(scores, best, ref, options.min_gain))
+                       start_from_partition=trust_partition(scores, best, ref, options.min_gain),
+                       noise=noise)
 
 
 def trust_partition(scores, best, reference, min_gain):
@@ -330,16 +340,20 @@ def trust_partition(scores, best, reference, min_gain):
     return bool(scores[best] <= (1.0 - min_gain) * scores[reference])
 
 
-def choose_width(scores, reference, min_gain, min_gain_wider=0.0):
+def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None,
+                 noise_margin=0.0):
     """Index of the chosen candidate from the smoothed scores (lower is better).
 
     Candidates are sorted by increasing gamma, so those before ``reference`` (the
     mean-distance width) are wider and those after it narrower. A candidate
     passes when its score is lower than the reference's and at most
-    ``(1 - min_gain_wider)`` (wider) or ``(1 - min_gain)`` (narrower) times it;
-    the lowest score among those that pass wins (ties: the one nearest the
-    reference, then the wider), else the reference. Without a reference the
-    lowest score wins (ties: the widest).
+    ``(1 - min_gain_wider)`` (wider) or ``(1 - min_gain)`` (narrower) times it,
+    and a wider one also by more than ``noise_margin`` standard errors of the
+    difference, ``s_ref - s_i > noise_margin * sqrt(noise_i^2 + noise_ref^2)``
+    (``noise``: (G,) standard errors of the scores, :func:`score_noise`; None:
+    no such condition); the lowest score among those that pass wins (ties: the
+    one nearest the reference, then the wider), else the reference. Without a
+    reference the lowest score wins (ties: the widest).
 
     Why a margin on the narrower side: on data without a structure that one
     width separates much better, the scores of neighbouring widths differ by
@@ -357,6 +371,10 @@ def choose_width(scores, reference, min_gain, min_gain_wider=0.0):
     index = np.arange(scores.size)
     limit = np.where(index < reference, 1.0 - min_gain_wider, 1.0 - min_gain) * s_ref
     ok = (scores < s_ref) & (scores <= limit)
+    if noise is not None and noise_margin > 0:
+        noise = np.asarray(noise, dtype=np.float64)
+        clear = s_ref - scores > noise_margin * np.sqrt(noise ** 2 + noise[reference] ** 2)
+        ok &= (index > reference) | clear
     ok[reference] = False
     if not ok.any():
         return int(reference)
@@ -551,6 +569,30 @@ def smooth_scores(scores):
     scores = np.asarray(scores, dtype=np.float64)
     padded = np.concatenate([scores[:1], scores, scores[-1:]])
     return 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
+
+
+def score_noise(run_cuts):
+    """Standard error of each smoothed score from the spread of its width's runs.
+
+    The cut of width i's solution varies with kernel k-means' start: sd_i is the
+    standard deviation (ddof 1) of the cuts of its runs (``run_cuts[i]``, the
+    k-means++ runs and the spectral-start run; 0 with a single run). Smoothing
+    (:func:`smooth_scores`) averages three widths' cuts with weights 1/4, 1/2, 1/4,
+    so with independent noise the smoothed score's standard error is
+
+        se_i = sqrt(sd_{i-1}^2 / 16 + sd_i^2 / 4 + sd_{i+1}^2 / 16),
+
+    the end values repeated beyond the ends as in the smoothing.
+
+    Why: on data where no width separates the clusters better (most real data,
+    and the unbalanced sets), neighbouring widths' scores differ by less than
+    this run-to-run noise, and a wider width chosen on such a difference did
+    worse than the mean-distance width (``docs/gamma.md``).
+    """
+    sd = np.array([np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts],
+                  dtype=np.float64)
+    var = np.concatenate([sd[:1], sd, sd[-1:]]) ** 2
+    return np.sqrt(var[:-2] / 16.0 + var[1:-1] / 4.0 + var[2:] / 16.0)
 
 
 def selection_threads():
