@@ -215,7 +215,9 @@ def test_wider_width_within_the_noise_keeps_the_mean_distance_fit():
             continue
         # The same runs without the noise condition (and the grid not extended,
         # as it was not for sel): a wider width would have won.
-        loose = select_gamma(X, 5, random_state=seed, noise_margin=0.0, extend=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GammaGridWarning)  # its end, not extended
+            loose = select_gamma(X, 5, random_state=seed, noise_margin=0.0, extend=0)
         ref, i = sel.reference, int(np.argmin(loose.scores))
         np.testing.assert_allclose(sel.scores, loose.scores)
         if i < ref and loose.gamma == loose.candidates[i]:
@@ -226,6 +228,11 @@ def test_wider_width_within_the_noise_keeps_the_mean_distance_fit():
             fixed = MiniBatchKernelKMeans(5, gamma="mean-distance", batch_size=256,
                                           max_iter=20, random_state=seed).fit(X)
             assert auto.gamma_ == fixed.gamma_
+            np.testing.assert_array_equal(auto.labels_, fixed.labels_)
+            auto = KernelKMeans(5, gamma="auto", max_iter=20, random_state=seed).fit(X)
+            fixed = KernelKMeans(5, gamma="mean-distance", max_iter=20,
+                                 random_state=seed).fit(X)
+            assert auto.gamma_ == fixed.gamma_ and auto.gamma_selection_.data_width
             np.testing.assert_array_equal(auto.labels_, fixed.labels_)
             found = True
             break
