@@ -16,7 +16,6 @@ import warnings
 
 import numpy as np
 
-from .. import _dask
 from .._core._partition_init import partition_norms, partition_state
 from .._core._width import (
     AUTO_GAMMA_KERNELS,
@@ -34,7 +33,6 @@ from .._core._width import (
     selection_threads,
 )
 from ..backends import get_backend
-from ..kernels import mean_squared_pairwise_distance
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._overflow import check_no_overflow
 from ._rows import rows_of
@@ -63,9 +61,7 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     of all of X, 1 / (mean squared pairwise distance), exactly what
     ``gamma="mean-distance"`` uses (the candidates around it are multiples of
     its estimate on the sample, ``base_gamma``): a fit that keeps it is the
-    ``gamma="mean-distance"`` fit. (A Dask array passed here directly keeps the
-    sample's estimate: no pass over the data; the estimators' Dask fits do use
-    all of it.)
+    ``gamma="mean-distance"`` fit (one more pass over the data, O(n d)).
 
     Parameters
     ----------
@@ -184,25 +180,16 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     _warn_at_edge(search)
     data_width = None
     if search.best == search.reference and metric == "sqeuclidean":
-        data_width = mean_distance_width(X, sample_weight)
+        data_width = mean_distance_width(X, kernel, sample_weight)
     return _selection(search, draw.indices, options, time.perf_counter() - start, data_width)
 
 
-def mean_distance_width(X, sample_weight=None):
-    """The rbf kernel's ``gamma="mean-distance"`` width of all of X, computed as the
-    kernel computes it: 1 / (mean squared pairwise distance), 1 when that is 0;
-    None for a Dask array given directly (it would cost a pass over the data).
-
-    X as the estimators hand it to the selection: a Dask fit's rows
-    (:class:`mbkkm._dask.DaskRows`) reduce it in one pass, as their kernel does.
-    """
-    if isinstance(X, _dask.DaskRows):
-        msd = X.moments(sample_weight)[0]
-    elif _dask.is_dask_array(X):
-        return None
-    else:
-        msd = mean_squared_pairwise_distance(X, sample_weight)
-    return 1.0 / msd if msd > 0 else 1.0
+def mean_distance_width(X, kernel, sample_weight=None):
+    """The ``gamma="mean-distance"`` width of all of X, computed as a fit computes it:
+    1 / (mean squared pairwise distance), 1 when that is 0, by the kernel
+    resolution of X's kind (a Dask fit's rows: one pass of Dask reductions)."""
+    resolved = rows_of(X)._resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
+    return resolved.params["gamma"]
 
 
 def _warn_at_edge(search):
