@@ -88,6 +88,21 @@ def test_preset_kernel_parameters():
     assert heat == {"pendigits": 500, "har": 500, "mnist": 200, "letter": 500}
 
 
+def test_heat_max_dense_bytes_is_a_kernel_parameter(tmp_path):
+    # Unset: the builder's default, and the run ids of existing heat grids unchanged.
+    plain = Grid(name="h", datasets=("letter",), algorithms=("truncated",), kernels=("heat",),
+                 heat_t=7.0)
+    assert plain.kernel_params("letter", "heat") == {"n_neighbors": 500, "t": 7.0}
+    p = tmp_path / "exact.toml"
+    p.write_text('datasets = ["letter"]\nalgorithms = ["truncated"]\nkernels = ["heat"]\n'
+                 'heat_t = 7.0\nheat_max_dense_bytes = 4_000_000_000\n')
+    exact = load_grid(p)
+    assert exact.kernel_params("letter", "heat") == {
+        "n_neighbors": 500, "t": 7.0, "max_dense_bytes": 4_000_000_000}
+    assert exact.kernel_params("letter", "knn") == {"n_neighbors": 1000}
+    assert {r.run_id for r in expand(plain)}.isdisjoint(r.run_id for r in expand(exact))
+
+
 def test_quick_preset_is_small():
     assert len(expand(PRESETS["quick"])) < 100
 
@@ -134,6 +149,8 @@ def test_load_grid_file(tmp_path):
     ('datasets = "blobs"\nalgorithms = [1]\n', "algorithms must hold strings"),
     ('datasets = ["blobs"]\nalgorithms = ["truncated"]\nseeds = 0\n', "seeds must be"),
     ('datasets = ["blobs"]\nalgorithms = ["truncated"]\ngamma = -1\n', "gamma must be"),
+    ('datasets = ["blobs"]\nalgorithms = ["truncated"]\nheat_max_dense_bytes = 1e9\n',
+     "heat_max_dense_bytes must be an integer"),
 ])
 def test_malformed_grid_files(tmp_path, text, match):
     p = tmp_path / "bad.toml"

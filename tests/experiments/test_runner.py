@@ -121,6 +121,39 @@ def test_mnist_full_batch_estimate():
                                n_clusters=10) == knn + 16 * 70000 * 10
 
 
+def test_heat_memory_plan_follows_max_dense_bytes():
+    # Letter (20,000 points, 500 neighbours): low-rank by default (8 n^2 = 3.2 GB > 2**30),
+    # exact when the grid allows the dense matrix: three n x n float64 arrays and the graph.
+    graph = 24 * 20000 * 500
+    low = kernel_matrix_bytes(20000, "heat", {"n_neighbors": 500, "t": 7.0})
+    assert low == graph + 8 * 20000 * 3 * (64 + 2)
+    exact = kernel_matrix_bytes(20000, "heat", {"n_neighbors": 500, "t": 7.0,
+                                                "max_dense_bytes": 4_000_000_000})
+    assert exact == graph + 3 * 8 * 20000**2
+    assert kernel_matrix_bytes(20000, "heat", {"n_neighbors": 500, "t": 7.0,
+                                               "max_dense_bytes": 3_199_999_999}) == low
+
+
+def test_heat_max_dense_bytes_reaches_the_kernel(tmp_path):
+    # 0 forces the low-rank heat kernel on 150 points; the rows record the parameter.
+    out = tmp_path / "r.csv"
+    g = tiny(kernels=("heat",), algorithms=("full-batch",), heat_t=2.0, n_neighbors=10,
+             seeds=(0,), heat_max_dense_bytes=0)
+    s = run_grid(g, out, progress=False, kernel_cache=tmp_path / "cache")
+    assert s.ok == 1
+    (row,) = rows(out)
+    assert '"max_dense_bytes": 0' in row["kernel_params"]
+    (meta,) = (tmp_path / "cache").glob("*/meta.json")
+    assert '"lowrank"' in meta.read_text()
+    exact = run_grid(tiny(kernels=("heat",), algorithms=("full-batch",), heat_t=2.0,
+                          n_neighbors=10, seeds=(0,)), tmp_path / "e.csv", progress=False,
+                     kernel_cache=tmp_path / "cache")
+    assert exact.ok == 1
+    kinds = sorted(m.read_text().count('"dense"') for m in
+                   (tmp_path / "cache").glob("*/meta.json"))
+    assert kinds == [0, 1]
+
+
 def test_missing_dataset_recorded_as_skipped(tmp_path, monkeypatch):
     monkeypatch.delenv("MBKKM_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

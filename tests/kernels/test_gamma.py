@@ -179,3 +179,85 @@ def test_heat_diagonal_max_checks():
         heat_diagonal_max(sp.csr_matrix((5, 4)), 1.0)
     # Self-loops only: K = exp(-t (I - I)) = I.
     assert heat_diagonal_max(A, 2.0).gamma == pytest.approx(1.0)
+
+
+def _top_pairs(A, r):
+    """The r largest eigenpairs of D^-1/2 A D^-1/2 from a dense decomposition."""
+    import scipy.linalg as sla
+
+    d = np.asarray(A.sum(1)).ravel()
+    lam, V = sla.eigh(A.toarray() / np.sqrt(np.outer(d, d)))
+    return lam[::-1][:r], V[:, ::-1][:, :r]
+
+
+def test_heat_diagonal_bounds_contain_the_dense_exponential():
+    from mbkkm.kernels._gamma import heat_diagonal_bounds
+
+    X, _ = make_blobs(n_samples=150, centers=4, n_features=3, random_state=2)
+    A = knn_adjacency(X, 12)
+    ts = np.array([0.5, 3.0, 7.0, 20.0])
+    ref = np.stack([_dense_heat_diagonal(A, t) for t in ts], axis=1)
+    gaps = []
+    for r in (1, 10, 60):
+        lower, upper = heat_diagonal_bounds(A, ts, _top_pairs(A, r))
+        assert lower.shape == upper.shape == (150, 4)
+        assert np.all(lower <= ref * (1 + 1e-10)) and np.all(upper >= ref * (1 - 1e-10))
+        gaps.append(float(np.max((upper - lower) / ref)))
+        one_lo, one_up = heat_diagonal_bounds(A, 7.0, _top_pairs(A, r))
+        np.testing.assert_allclose(one_lo, lower[:, 2], rtol=1e-12)
+        np.testing.assert_allclose(one_up, upper[:, 2], rtol=1e-12)
+    assert gaps[0] > gaps[1] > gaps[2]
+    # Every pair given: the bounds are the diagonal itself.
+    lower, upper = heat_diagonal_bounds(A, ts, _top_pairs(A, 150))
+    np.testing.assert_allclose(lower, ref, rtol=1e-9)
+    np.testing.assert_allclose(upper, ref, rtol=1e-9)
+
+
+def test_heat_time_for_gamma_matches_the_dense_root():
+    from scipy.optimize import brentq
+
+    from mbkkm.kernels._gamma import heat_time_for_gamma
+
+    # Four blobs: four connected components, eigenvalue 1 four times over.
+    X, _ = make_blobs(n_samples=160, centers=4, n_features=3, random_state=1)
+    A = knn_adjacency(X, 10)
+    gamma = 0.25
+    lam, V = _top_pairs(A, 160)
+    t_ref = brentq(lambda t: ((V**2) @ np.exp(-t * (1 - lam))).max() - gamma**2, 1e-3, 200,
+                   xtol=1e-10)
+    assert _dense_heat_diagonal(A, t_ref).max() == pytest.approx(gamma**2, rel=1e-9)
+    coarse = heat_time_for_gamma(A, gamma, n_components=8, n_exact=0, random_state=0)
+    assert coarse.t_low - 1e-4 <= t_ref <= coarse.t_high + 1e-4
+    assert coarse.bounds_bracket == (coarse.t_low, coarse.t_high)
+    refined = heat_time_for_gamma(A, gamma, n_components=8, n_exact=16, random_state=0)
+    assert refined.t_low - 1e-4 <= t_ref <= refined.t_high + 1e-4
+    assert coarse.t_low - 1e-4 <= refined.t_low <= refined.t_high <= coarse.t_high + 1e-4
+    sharp = heat_time_for_gamma(A, gamma, n_components=40, n_exact=32, random_state=0)
+    assert sharp.t_low - 1e-4 <= t_ref <= sharp.t_high + 1e-4
+    assert sharp.t_high - sharp.t_low < 1e-4
+    assert _dense_heat_diagonal(A, t_ref).argmax() == sharp.argmax
+    every = heat_time_for_gamma(A, gamma, eigenpairs=(lam, V), n_exact=0)
+    assert every.t == pytest.approx(t_ref, abs=1e-4) and every.n_components == 160
+
+
+def test_heat_time_for_gamma_checks():
+    from mbkkm.kernels._gamma import heat_diagonal_bounds, heat_time_for_gamma
+
+    X, _ = make_blobs(n_samples=60, centers=2, n_features=2, random_state=0)
+    A = knn_adjacency(X, 6)
+    for bad in (0, 1.0, 1.5, -0.1, True, "0.1"):
+        with pytest.raises(ValueError, match="gamma must be"):
+            heat_time_for_gamma(A, bad)
+    with pytest.raises(ValueError, match="n_exact"):
+        heat_time_for_gamma(A, 0.2, n_exact=-1)
+    with pytest.raises(ValueError, match="n_components"):
+        heat_time_for_gamma(A, 0.2, n_components=0)
+    with pytest.raises(ValueError, match="eigenpairs"):
+        heat_time_for_gamma(A, 0.2, eigenpairs=(np.ones(3), np.ones((59, 3))))
+    with pytest.raises(ValueError, match="t must be"):
+        heat_diagonal_bounds(A, [1.0, -2.0], _top_pairs(A, 3))
+    # A 2-point component keeps d_x / vol = 1/2 on its diagonal at every t.
+    B = sp.block_diag([A, sp.csr_matrix(np.ones((2, 2)))]).tocsr()
+    with pytest.raises(ValueError, match="no diffusion time"):
+        heat_time_for_gamma(B, 0.5, n_components=5, random_state=0)
+    assert heat_time_for_gamma(B, 0.8, n_components=5, random_state=0).t > 0

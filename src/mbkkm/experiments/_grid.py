@@ -14,7 +14,8 @@ paper, plus ``quick``) or a TOML file (:func:`load_grid`)::
     seeds = 3                                # or a list of seeds
     max_iter = 200                           # iterations (batches)
     # optional: gamma = 0.1, n_neighbors = 50, heat_t = 1.0, n_components = 1000,
-    #           synthetic_samples = 2000, n_clusters = 10
+    #           heat_max_dense_bytes = 4_000_000_000, synthetic_samples = 2000,
+    #           n_clusters = 10
 
 :func:`expand` turns a grid into :class:`RunSpec` objects, each with a stable
 ``run_id`` (a hash of its parameters) so that a re-run skips rows already in
@@ -29,7 +30,12 @@ sigma per dataset; we read kappa = 2 sigma^2, so ``gamma = 1 / (2 sigma^2)``
 (:attr:`~mbkkm.datasets.DatasetSpec.rbf_gamma`). The k-NN kernel uses
 ``knn_neighbors`` (pendigits 1000, har 2000, mnist 2000, letter 1000) and the
 heat kernel ``heat_neighbors`` (500, 500, 200, 500) with diffusion time
-``heat_t`` (the paper does not state its t; default 1).
+``heat_t`` (the paper does not state its t; default 1). The heat kernel is exact (a
+dense n x n matrix) when its 8 n^2 bytes fit ``heat_max_dense_bytes`` (default: the
+builder's 2**30, n <= 11,585), else low-rank (:func:`mbkkm.kernels.heat_kernel`); a
+value set in the grid is passed on as the kernel parameter ``max_dense_bytes``, so the
+result rows record it and the runner's memory plan counts the exact build (about
+three n x n float64 arrays).
 """
 
 from __future__ import annotations
@@ -122,6 +128,7 @@ class Grid:
     gamma: float | None = None
     n_neighbors: int | None = None
     heat_t: float = 1.0
+    heat_max_dense_bytes: int | None = None
     n_components: int = 1000
     synthetic_samples: int = 2000
     description: str = ""
@@ -157,6 +164,8 @@ class Grid:
             out: dict[str, Any] = {"n_neighbors": int(k)}
             if kernel == "heat":
                 out["t"] = float(self.heat_t)
+                if self.heat_max_dense_bytes is not None:
+                    out["max_dense_bytes"] = int(self.heat_max_dense_bytes)
             return out
         return {} if self.gamma is None else {"gamma": float(self.gamma)}
 
@@ -241,6 +250,7 @@ def _validate(grid: Grid) -> None:
     _check_number(grid.gamma, "gamma", allow_none=True)
     _check_int(grid.n_neighbors, "n_neighbors", allow_none=True)
     _check_number(grid.heat_t, "heat_t")
+    _check_int(grid.heat_max_dense_bytes, "heat_max_dense_bytes", minimum=0, allow_none=True)
     _check_int(grid.n_components, "n_components")
     _check_int(grid.synthetic_samples, "synthetic_samples", minimum=2)
     if not isinstance(grid.description, str):

@@ -24,7 +24,8 @@ from ._graph import LowRankKernel, kernel_diagonal
 from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
 from ._registry import get_spec
 
-__all__ = ["HeatDiagonalMax", "heat_diagonal_max", "kernel_gamma"]
+__all__ = ["HeatDiagonalMax", "HeatTime", "heat_diagonal_bounds", "heat_diagonal_max",
+           "heat_time_for_gamma", "kernel_gamma", "top_heat_eigenpairs"]
 
 _CHUNK_ROWS = 4096
 
@@ -268,3 +269,359 @@ def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=
         done += idx.size
     certified = done >= n or upper[order[done]] <= best
     return HeatDiagonalMax(float(np.sqrt(best)), arg, best, done, bool(certified), False)
+
+
+def _rest_moments(N, lam, U):
+    """Squared eigenvector entries of the kept pairs, and the first three moments
+    m_k(x) = sum_{i dropped} lam_i^k v_i(x)^2 of each point's dropped spectrum.
+
+    N_xx and (N^2)_xx = sum_j N_xj^2 are read off the sparse N, so
+    m_k(x) = (N^k)_xx - sum_{i kept} lam_i^k v_i(x)^2 costs O(nnz + n r).
+    """
+    N = sp.csr_matrix(N)
+    kept = U**2
+    sq = N.multiply(N)
+    m0 = 1.0 - kept.sum(axis=1)
+    m1 = np.asarray(N.diagonal()).ravel() - kept @ lam
+    m2 = np.asarray(sq.sum(axis=1)).ravel() - kept @ lam**2
+    return kept, m0, m1, m2
+
+
+def _radau(m0, m1, m2, low, high, f, side):
+    """Two-node quadrature of f against a measure on [low, high] of mass m0 and first
+    and second moments m1, m2, with one node fixed at an end: at ``high``
+    (``side=+1``) it bounds the integral from above when f''' >= 0, at ``low``
+    (``side=-1``) from below.
+
+    With mean c and variance s2, the free node is tau = c - side * s2 / g, g the
+    distance from c to the fixed node, with weight m0 g^2 / (g^2 + s2); the fixed node
+    takes the rest. Why it bounds: the quadratic p that interpolates f at tau (twice)
+    and at the fixed node is integrated exactly (the rule matches m0, m1, m2), and
+    f - p = f'''(eta) / 6 (x - tau)^2 (x - node) has the sign of -side on [low, high].
+    Moments spoilt by rounding are clipped to what a measure on [low, high] can have.
+    """
+    m0 = np.maximum(m0, 0.0)
+    c = np.clip(np.divide(m1, m0, out=np.zeros_like(m0), where=m0 > 0), low, high)
+    s2 = np.divide(m2, m0, out=np.zeros_like(m0), where=m0 > 0) - c**2
+    s2 = np.clip(s2, 0.0, (high - c) * (c - low))
+    node = high if side > 0 else low
+    gap = np.abs(node - c)
+    denom = gap**2 + s2
+    # No spread (denom = 0): the whole mass sits at c = node.
+    w_free = np.divide(gap**2, denom, out=np.zeros_like(denom), where=denom > 0)
+    tau = c - side * np.divide(s2, gap, out=np.zeros_like(s2), where=gap > 0)
+    return m0 * (w_free * f(tau) + (1.0 - w_free) * f(node))
+
+
+def heat_diagonal_bounds(A, t, eigenpairs):
+    """Lower and upper bounds on every diagonal entry of the heat kernel exp(-t L).
+
+    With N = D^-1/2 A D^-1/2 = sum_i lam_i v_i v_i^T and L = I - N,
+
+        K_t(x, x) = sum_i v_i(x)^2 f(lam_i),    f(lam) = exp(-t (1 - lam)).
+
+    The given top eigenpairs contribute exactly. The rest is the integral of f
+    against the measure mu_x = sum_{i dropped} v_i(x)^2 delta(lam_i), whose mass,
+    mean and second moment are known without the dropped pairs (the diagonals of I,
+    N and N^2 less the kept part) and whose support lies in [-1, b], b the smallest
+    kept eigenvalue. As every derivative of f is positive, the two-node Gauss-Radau
+    rules with a node fixed at b and at -1 bound that integral from above and below
+    (Golub and Meurant); the bounds tighten as the dropped spectrum narrows, and meet
+    when every pair is given.
+
+    Parameters
+    ----------
+    A : scipy sparse matrix or ndarray of shape (n, n)
+        Symmetric non-negative adjacency, every degree > 0.
+    t : float or array-like of shape (m,)
+        Diffusion times, > 0.
+    eigenpairs : tuple (lam, U)
+        The r largest eigenvalues of D^-1/2 A D^-1/2, shape (r,), and their
+        orthonormal eigenvectors, shape (n, r). They must be the top ones (the bound
+        assumes every other eigenvalue is at most ``lam.min()``); their accuracy is
+        the bounds' accuracy.
+
+    Returns
+    -------
+    lower, upper : ndarray of shape (n,), or (n, m) for an array t
+        lower <= K_t(x, x) <= upper for every point x.
+
+    References
+    ----------
+    .. [1] G. H. Golub and G. Meurant, "Matrices, Moments and Quadrature with
+       Applications", Princeton University Press, 2010, chapter 6.
+    """
+    scalar = np.ndim(t) == 0
+    ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    if ts.ndim != 1 or not np.all(np.isfinite(ts)) or not np.all(ts > 0):
+        raise ValueError(f"t must be a number > 0 or a 1-D array of them, got {t!r}")
+    n = A.shape[0]
+    if A.ndim != 2 or A.shape[1] != n:
+        raise ValueError(f"A must be a square adjacency matrix, got shape {A.shape}")
+    lam, U = _check_eigenpairs(eigenpairs, n)
+    _, N = _heat_operator(A)
+    kept, m0, m1, m2 = _rest_moments(N, lam, U)
+    lower, upper = _bounds_at(kept, lam, m0, m1, m2, ts)
+    return (lower[:, 0], upper[:, 0]) if scalar else (lower, upper)
+
+
+def _check_eigenpairs(eigenpairs, n):
+    try:
+        lam, U = (np.asarray(a, dtype=np.float64) for a in eigenpairs)
+    except (TypeError, ValueError):
+        raise ValueError("eigenpairs must be a tuple (lam, U) of arrays") from None
+    if U.ndim != 2 or U.shape[0] != n or lam.shape != (U.shape[1],) or lam.size == 0:
+        raise ValueError(f"eigenpairs must be (lam (r,), U (n, r)) with n = {n} and r >= 1, "
+                         f"got shapes {lam.shape} and {U.shape}")
+    return lam, U
+
+
+def _bounds_at(kept, lam, m0, m1, m2, ts):
+    """(lower, upper), shape (n, len(ts)), of K_t(x, x) from the kept pairs and moments."""
+    lower = np.empty((kept.shape[0], ts.size))
+    upper = np.empty_like(lower)
+    b = float(lam.min())
+    for j, tj in enumerate(ts):
+        def f(x, tj=tj):
+            return np.exp(-tj * (1.0 - x))
+
+        part = kept @ f(lam)
+        upper[:, j] = part + _radau(m0, m1, m2, -1.0, b, f, +1)
+        lower[:, j] = part + _radau(m0, m1, m2, -1.0, b, f, -1)
+    return lower, upper
+
+
+def top_heat_eigenpairs(A, n_components, *, random_state=None):
+    """The ``n_components`` largest eigenpairs of N = D^-1/2 A D^-1/2, multiplicities kept.
+
+    Eigenvalue 1 has one eigenvector per connected component c of the graph,
+    sqrt(d) on c and 0 elsewhere, and a Lanczos solver finds only some copies of a
+    repeated eigenvalue; so those are written down, and ``eigsh`` computes the rest
+    on N with them projected out.
+
+    Parameters
+    ----------
+    A : scipy sparse matrix or ndarray of shape (n, n)
+        Symmetric non-negative adjacency, every degree > 0.
+    n_components : int
+        Pairs wanted, >= 1.
+    random_state : int, RandomState instance or None, default=None
+        Start vector of ``eigsh``.
+
+    Returns
+    -------
+    lam : ndarray of shape (n_components,)
+        Largest first.
+    U : ndarray of shape (n, n_components)
+        Orthonormal eigenvectors.
+    """
+    import scipy.linalg as sla
+    import scipy.sparse.linalg as spla
+    from scipy.sparse.csgraph import connected_components
+    from sklearn.utils import check_random_state
+
+    _, N = _heat_operator(A)
+    n, k = N.shape[0], int(n_components)
+    if k >= n - 1:
+        lam, V = sla.eigh(N.toarray())
+        return lam[::-1][:k], np.ascontiguousarray(V[:, ::-1][:, :k])
+    n_comp, labels = connected_components(A, directed=False)
+    d = np.asarray(sp.csr_matrix(A).sum(axis=1)).ravel()
+    Z = np.zeros((n, n_comp))
+    Z[np.arange(n), labels] = np.sqrt(d)
+    Z /= np.linalg.norm(Z, axis=0)
+    Z = Z[:, np.argsort(-np.bincount(labels), kind="stable")]
+    if k <= n_comp:
+        return np.ones(k), Z[:, :k]
+    op = spla.LinearOperator((n, n), dtype=np.float64,
+                             matvec=lambda x: N @ x - Z @ (Z.T @ x))
+    v0 = check_random_state(random_state).uniform(-1, 1, n)
+    lam, V = spla.eigsh(op, k=k - n_comp, which="LA", v0=v0 - Z @ (Z.T @ v0))
+    order = np.argsort(lam)[::-1]
+    return (np.concatenate([np.ones(n_comp), lam[order]]),
+            np.hstack([Z, V[:, order]]))
+
+
+@dataclass
+class HeatTime:
+    """The diffusion time t at which a heat kernel's gamma reaches a target.
+
+    Attributes
+    ----------
+    t : float
+        The time: the midpoint of ``[t_low, t_high]``.
+    t_low, t_high : float
+        A certified bracket: max_x sqrt(K_t(x, x)) reaches the target at a time in
+        it (up to the eigensolver's and root finder's accuracy). Equal (to
+        ``xtol``) when the largest diagonal entry was found exactly.
+    bounds_bracket : tuple of float
+        The bracket from :func:`heat_diagonal_bounds` alone, before the exact values.
+    n_components : int
+        Eigenpairs used.
+    n_exact : int
+        Points whose K_t(x, x) was computed exactly (``expm_multiply``).
+    argmax : int
+        A point where the largest K(x, x) is reached at ``t_low`` (among the exact ones
+        when any was computed, else by the lower bound).
+    """
+
+    t: float
+    t_low: float
+    t_high: float
+    bounds_bracket: tuple
+    n_components: int
+    n_exact: int
+    argmax: int
+
+
+def _decreasing_root(g, lo=1e-6, hi=1.0, xtol=1e-4):
+    """The t > 0 where the decreasing g(t) crosses 0 (None if g stays > 0 up to 1e6)."""
+    from scipy.optimize import brentq
+
+    while g(hi) > 0:
+        lo, hi = hi, 4.0 * hi
+        if hi > 1e6:
+            return None
+    if g(lo) <= 0:
+        return lo
+    return float(brentq(g, lo, hi, xtol=xtol))
+
+
+def heat_time_for_gamma(A, gamma, *, n_components=64, eigenpairs=None, n_exact=64,
+                        xtol=1e-4, random_state=None):
+    """The diffusion time t at which max_x sqrt(K(x, x)) of exp(-t L) equals ``gamma``.
+
+    Each K_t(x, x) = sum_i v_i(x)^2 exp(-t (1 - lam_i)) decreases with t, so the
+    time is a 1-D root. It is bracketed in two steps, without the n x n matrix:
+
+    1. the bounds of :func:`heat_diagonal_bounds` on every point, from the top
+       ``n_components`` eigenpairs: the root of their largest lower bound is below
+       the time, the root of their largest upper bound above it;
+    2. the ``n_exact`` points of largest upper bound are computed exactly
+       (``expm_multiply`` on their unit vectors, on a grid of times across the
+       bracket): the last grid time where the largest exact value is still above
+       gamma^2 is a new lower end, the first where it and every other point's upper
+       bound are below a new upper end; repeated on the new bracket while it shrinks.
+       When no other point's bound reaches the target there, the ends close in on t.
+
+    Given every eigenpair (a dense decomposition), the bounds are exact and so is t.
+
+    Parameters
+    ----------
+    A : scipy sparse matrix or ndarray of shape (n, n)
+        Symmetric non-negative adjacency, every degree > 0 (e.g.
+        :func:`~mbkkm.kernels.knn_adjacency`).
+    gamma : float
+        The target, in (0, 1): the heat kernel's diagonal is 1 at t = 0 and falls.
+    n_components : int, default=64
+        Top eigenpairs of D^-1/2 A D^-1/2 computed (:func:`top_heat_eigenpairs`;
+        more: tighter bounds).
+    eigenpairs : tuple (lam, U), optional
+        The top eigenpairs when already computed (``n_components`` is then ``len(lam)``).
+    n_exact : int, default=64
+        Points computed exactly in step 2 (0: the bounds' bracket only).
+    xtol : float, default=1e-4
+        Absolute tolerance of the root finder.
+    random_state : int, RandomState instance or None, default=None
+        Start vector of ``eigsh``.
+
+    Returns
+    -------
+    HeatTime
+
+    Raises
+    ------
+    ValueError
+        If ``gamma`` is not in (0, 1), or no t reaches it (the diagonal's limit at
+        t -> infinity, d_x / vol of x's connected component, is above gamma^2).
+    """
+
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating)) \
+            or not 0 < gamma < 1:
+        raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
+    if isinstance(n_exact, bool) or not isinstance(n_exact, (int, np.integer)) or n_exact < 0:
+        raise ValueError(f"n_exact must be an integer >= 0, got {n_exact!r}")
+    n = A.shape[0]
+    if A.ndim != 2 or A.shape[1] != n:
+        raise ValueError(f"A must be a square adjacency matrix, got shape {A.shape}")
+    L, N = _heat_operator(A)
+    if eigenpairs is None:
+        if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)) \
+                or not 1 <= n_components:
+            raise ValueError(f"n_components must be an integer >= 1, got {n_components!r}")
+        eigenpairs = top_heat_eigenpairs(A, int(n_components), random_state=random_state)
+    lam, U = _check_eigenpairs(eigenpairs, n)
+    kept, m0, m1, m2 = _rest_moments(N, lam, U)
+    target = float(gamma) ** 2
+
+    def bounds(t):
+        lo, up = _bounds_at(kept, lam, m0, m1, m2, np.array([t]))
+        return lo[:, 0], up[:, 0]
+
+    t_lo = _decreasing_root(lambda t: bounds(t)[0].max() - target, xtol=xtol)
+    t_hi = _decreasing_root(lambda t: bounds(t)[1].max() - target, xtol=xtol)
+    if t_lo is None or t_hi is None:
+        raise ValueError(f"no diffusion time t gives gamma = {gamma}: the heat kernel's "
+                         "diagonal stays above gamma^2 as t grows (a small connected "
+                         "component of the graph keeps d_x / vol of it)")
+    t_lo = min(t_lo, t_hi)
+    low, high, argmax = t_lo, t_hi, int(np.argmax(bounds(t_lo)[0]))
+    k = min(int(n_exact), n)
+    if k and t_hi - t_lo > xtol:
+        cand = np.argsort(bounds(t_hi)[1])[::-1][:k]
+        rest = np.ones(n, dtype=bool)
+        rest[cand] = False
+        for _ in range(_REFINE_PASSES):
+            # One expm_multiply per pass gives the candidates' exact K_t(x, x) on a grid
+            # of times (its cost is about that of the last time alone).
+            ts = np.linspace(low, high, _REFINE_GRID)
+            exact = _exact_diagonal_on_grid(L, cand, low, high, _REFINE_GRID)
+            H = exact.max(axis=1)
+            lo_curve = np.maximum(H, [bounds(t)[0].max() for t in ts])
+            up_curve = np.maximum(H, [bounds(t)[1][rest].max() if rest.any() else 0.0
+                                      for t in ts])
+            # Every curve falls with t: the time lies between the last grid time where
+            # a lower curve is still >= gamma^2 and the first where an upper one is below.
+            above = np.flatnonzero(lo_curve >= target)
+            below = np.flatnonzero(up_curve <= target)
+            new_low = ts[above[-1]] if above.size else low
+            if above.size:
+                argmax = int(cand[np.argmax(exact[above[-1]])])
+            new_high = ts[below[0]] if below.size else high
+            shrunk = new_high - new_low < 0.5 * (high - low)
+            low, high = new_low, max(new_high, new_low)
+            if not shrunk or high - low <= xtol:
+                break
+    return HeatTime(float(0.5 * (low + high)), float(low), float(high),
+                    (float(t_lo), float(t_hi)), int(lam.size), k, argmax)
+
+
+#: Passes and grid points of heat_time_for_gamma's exact refinement (each pass divides
+#: the bracket by up to _REFINE_GRID - 1).
+_REFINE_PASSES = 4
+_REFINE_GRID = 17
+
+#: Unit vectors per expm_multiply call (its (grid, n, batch) result is held at once).
+_EXACT_BATCH = 16
+
+
+def _exact_diagonal_on_grid(L, points, start, stop, num):
+    """K_t(x, x) = e_x^T exp(-t L) e_x for the given points at ``num`` times from
+    ``start`` to ``stop``, shape (num, len(points))."""
+    import scipy.sparse.linalg as spla
+
+    n = L.shape[0]
+    out = np.empty((num, len(points)))
+    for s in range(0, len(points), _EXACT_BATCH):
+        idx = np.asarray(points[s:s + _EXACT_BATCH])
+        E = np.zeros((n, idx.size))
+        E[idx, np.arange(idx.size)] = 1.0
+        # exp(-t L) E = exp(-(t - start) L) exp(-start L) E, the interval from 0:
+        # expm_multiply over an interval that starts elsewhere steps with the whole
+        # interval's scaling (scipy issue 16363, open in 1.17: relative errors of 3e-3
+        # here); the short interval is cheap.
+        E = spla.expm_multiply(-start * L, E)
+        vals = spla.expm_multiply(-L, E, start=0.0, stop=stop - start, num=num,
+                                  endpoint=True)
+        out[:, s:s + idx.size] = vals[:, idx, np.arange(idx.size)]
+    return out
