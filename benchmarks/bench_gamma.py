@@ -27,6 +27,8 @@ spreads (2-d, 80 % .. 1 %; 9-d, the 7 proportions).
 
     .venv/bin/python benchmarks/bench_gamma.py --cost    # the README example's cost
     .venv/bin/python benchmarks/bench_gamma.py --starts --out docs/results/gamma-starts.csv
+    .venv/bin/python benchmarks/bench_gamma.py --margins 0,0.1,0.25,0.5,1 \
+        --out docs/results/gamma-margins.csv   # the noise margin, screened
 """
 
 from __future__ import annotations
@@ -375,6 +377,75 @@ def starts(args):
                 print(row, flush=True)
 
 
+def margins(args):
+    """The noise margin of the wider widths, screened without new fits.
+
+    Per data set and seed, one search of "auto" (its default options), then the
+    choice re-made on the same scores and noise for each margin of ``--margins``
+    (:func:`mbkkm._core._width.choose_width`; the grid is not re-extended, and the
+    start rule is the selection's, :func:`mbkkm._core._width.trust_partition`). The
+    ARI of each choice comes from the fits in ``docs/results/gamma.csv``: the
+    mean-distance width's fit (the grid's 1x row of the seed: exactly the fit of
+    gamma="auto" when it keeps that width) when the reference is kept; the
+    "auto" row when the choice is the default margin's; else the grid row of the
+    seed at the nearest multiplier ("how" = "grid", an estimate: another width,
+    and the start may differ). Rows written to ``--out``; a summary printed.
+    """
+    import pandas as pd
+
+    from mbkkm._core._width import (
+        DEFAULT_MULTIPLIERS,
+        EXTEND,
+        MIN_GAIN,
+        MIN_GAIN_WIDER,
+        NOISE_MARGIN,
+        WidthOptions,
+        choose_width,
+        default_sample_size,
+        draw_sample,
+        search_width,
+        selection_threads,
+        trust_partition,
+    )
+
+    fits = pd.read_csv(Path(args.out).with_name("gamma.csv"), keep_default_na=False)
+    grid = fits[fits.method == "grid"]
+    grid_ari = {(r.dataset, int(r.seed), float(r.multiplier)): r.ari for r in grid.itertuples()}
+    auto_ari = {(r.dataset, int(r.seed)): r.ari for r in fits[fits.method == "auto"].itertuples()}
+    grid_m = np.array(sorted({float(m) for m in grid.multiplier}))
+    rows = []
+    for name in args.datasets:
+        X, _, k = load(name, args.data_home)
+        for seed in range(args.seeds if args.seeds is not None else SEEDS.get(name, 10)):
+            draw = draw_sample(seed, X.shape[0], default_sample_size(k), 4)
+            options = WidthOptions(np.array(DEFAULT_MULTIPLIERS), 10, 100, MIN_GAIN,
+                                   MIN_GAIN_WIDER, EXTEND, NOISE_MARGIN)
+            with selection_threads(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                s = search_width(X[draw.indices], "sqeuclidean", k, draw, options)
+            for z in args.margins:
+                best = choose_width(s.scores, s.reference, MIN_GAIN, MIN_GAIN_WIDER, s.noise, z)
+                if best == s.reference:
+                    how, ari = "mean-distance", grid_ari[(name, seed, 1.0)]
+                elif best == s.best:
+                    how, ari = "auto", auto_ari[(name, seed)]
+                else:
+                    near = grid_m[np.argmin(np.abs(np.log(grid_m / s.grid[best])))]
+                    how, ari = "grid", grid_ari[(name, seed, float(near))]
+                rows.append(dict(dataset=name, seed=seed, margin=z, mult=f"{s.grid[best]:.4g}",
+                                 trusted=int(trust_partition(s.scores, best, s.reference,
+                                                             MIN_GAIN)),
+                                 how=how, ari=f"{ari:.4f}"))
+            print(name, seed, flush=True)
+    df = pd.DataFrame(rows)
+    df.to_csv(args.out, index=False)
+    table = df.astype({"ari": float}).pivot_table(index="dataset", columns="margin",
+                                                   values="ari", aggfunc="mean")
+    print(table.round(3).to_string())
+    print("rows estimated from another width's grid fit:",
+          df[df.how == "grid"].groupby("margin").size().to_dict())
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="docs/results/gamma.csv")
@@ -393,8 +464,13 @@ def main():
     p.add_argument("--starts", action="store_true",
                    help="the fit at auto's width from its sample partition and from "
                         "k-means++ (rows to --out, e.g. docs/results/gamma-starts.csv)")
+    p.add_argument("--margins", type=lambda s: [float(v) for v in s.split(",")], default=None,
+                   help="screen these noise margins on one search per seed (rows to --out, "
+                        "e.g. docs/results/gamma-margins.csv; ARI from gamma.csv's fits)")
     args = p.parse_args()
-    if args.cost:
+    if args.margins is not None:
+        margins(args)
+    elif args.cost:
         cost(args)
     elif args.starts:
         starts(args)

@@ -94,6 +94,23 @@ def test_data_driven_gamma_within_rounding(client):
                                                          rel=1e-12)
 
 
+def test_auto_gamma_keeping_the_mean_distance_width_uses_all_the_data(client):
+    # A cloud without clusters: gamma="auto" keeps the mean-distance width, and that
+    # is the width of all of X (from the Dask reductions), as gamma="mean-distance".
+    X = np.random.RandomState(0).randn(1200, 3)
+    Xd = da.from_array(X, chunks=(400, 3))
+    w = np.random.RandomState(0).uniform(0.5, 2.0, X.shape[0])
+    a = kernel_kmeans(n_clusters=3, gamma="auto").fit(X, sample_weight=w)
+    b = kernel_kmeans(n_clusters=3, gamma="auto").fit(Xd, sample_weight=w)
+    fixed = kernel_kmeans(n_clusters=3, gamma="mean-distance").fit(X, sample_weight=w)
+    assert a.gamma_selection_.data_width and b.gamma_selection_.data_width
+    assert a.gamma_ == fixed.gamma_
+    assert b.gamma_ == pytest.approx(a.gamma_, rel=1e-13)
+    assert b.gamma_selection_.gamma == b.gamma_
+    np.testing.assert_array_equal(a.labels_, fixed.labels_)
+    np.testing.assert_array_equal(a.labels_, b.labels_.compute())
+
+
 @pytest.mark.skipif(MiniBatchKMeans is None, reason="MiniBatchKMeans not available")
 @pytest.mark.parametrize("n_init", [1, 3])
 def test_minibatch_kmeans_same_as_numpy(client, n_init):

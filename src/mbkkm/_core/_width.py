@@ -28,9 +28,14 @@ is the width's score.
 
 **The mean-distance width is kept unless another width is better, and a
 narrower one clearly better**: a wider width (smaller gamma) replaces it when its
-score is lower (``min_gain_wider``, 0), a narrower one (larger gamma) only when
-its score is at most ``1 - min_gain`` (0.8) times the mean-distance width's. The
-lowest score among the widths that pass wins. Why the asymmetry: the two
+score is lower (``min_gain_wider``, 0) by more than ``noise_margin`` (0.25)
+standard errors of the difference of the two scores, those errors estimated
+from the spread of the cuts of each width's runs (:func:`score_noise`); a
+narrower one (larger gamma) only when its score is at most ``1 - min_gain``
+(0.8) times the mean-distance width's. The lowest score among the widths that
+pass wins. (When the mean-distance width is kept, the estimators use that width
+of all the data, which the sample's base width estimates: the fit is then the
+``gamma="mean-distance"`` fit itself.) Why the asymmetry: the two
 directions do not risk the same. A wider kernel moves kernel k-means towards
 plain k-means (exp(-gamma d) ~ 1 - gamma d as gamma -> 0, and kernel k-means on
 1 - gamma D is k-means on the points), a bounded, well-understood loss; a
@@ -43,7 +48,10 @@ k-means or better (``docs/gamma.md``). Where the data have no structure that one
 width separates much better than another (most real data sets measured), the
 cut varies by 5-25 % between neighbouring widths and between kernel k-means'
 local optima at one width; rings, moons and blobs of unequal spread lower it by
-30-100 % at their narrower widths and pass the guard. When the winning width
+30-100 % at their narrower widths and pass the guard. On the wider side a lower
+score within a quarter of that run-to-run noise says nothing either: there the
+wider widths chosen did worse than the mean-distance width on average (digits,
+Letter and blobs resampled to unequal classes; ``docs/gamma.md``). When the winning width
 lies at an end of the grid, the grid is extended by up to ``extend`` steps on
 that side; a choice still at an end is reported (the hook warns with a
 :class:`~mbkkm.cluster.GammaGridWarning`). The estimators then start from the
@@ -110,6 +118,11 @@ MIN_GAIN = 0.2
 #: ``1 - MIN_GAIN_WIDER`` times that score (and lower).
 MIN_GAIN_WIDER = 0.0
 
+#: A wider width must also beat the mean-distance width's score by this many
+#: standard errors of their difference (:func:`score_noise`): scores within their
+#: own run-to-run noise keep the mean-distance width.
+NOISE_MARGIN = 0.25
+
 #: Grid steps added beyond an end of the grid when the choice lies there.
 EXTEND = 2
 
@@ -145,6 +158,7 @@ class WidthOptions(NamedTuple):
     min_gain: float
     min_gain_wider: float
     extend: int
+    noise_margin: float = NOISE_MARGIN
 
 
 class WidthSearch(NamedTuple):
@@ -160,6 +174,7 @@ class WidthSearch(NamedTuple):
     added: int  # grid steps added on the side of at_edge
     runs: list  # (G,) WidthSolution of each width
     start_from_partition: bool  # the fit starts from runs[best].labels (trust_partition)
+    noise: np.ndarray  # (G,) standard error of each score (score_noise)
 
 
 class SampleDraw(NamedTuple):
@@ -288,7 +303,9 @@ def search_width(Xs, metric, n_clusters, draw, options):
         ref = int(ref[0]) if ref.size else None
         raw = np.array([solutions[mu].cut for mu in grid])
         scores = smooth_scores(raw)
-        best = choose_width(scores, ref, options.min_gain, options.min_gain_wider)
+        noise = score_noise([solutions[mu].cuts for mu in grid])
+        best = choose_width(scores, ref, options.min_gain, options.min_gain_wider,
+                            noise, options.noise_margin)
         end = _grid_end(best, grid.size, ref)
         if end is None or added[end] >= options.extend:
             break
@@ -301,7 +318,8 @@ def search_width(Xs, metric, n_clusters, draw, options):
                        reference=ref, at_edge=at_edge,
                        added=0 if at_edge is None else added[at_edge],
                        runs=[solutions[mu] for mu in grid],
-                       start_from_partition=trust_partition(scores, best, ref, options.min_gain))
+                       start_from_partition=trust_partition(scores, best, ref, options.min_gain),
+                       noise=noise)
 
 
 def trust_partition(scores, best, reference, min_gain):
@@ -330,16 +348,20 @@ def trust_partition(scores, best, reference, min_gain):
     return bool(scores[best] <= (1.0 - min_gain) * scores[reference])
 
 
-def choose_width(scores, reference, min_gain, min_gain_wider=0.0):
+def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None,
+                 noise_margin=0.0):
     """Index of the chosen candidate from the smoothed scores (lower is better).
 
     Candidates are sorted by increasing gamma, so those before ``reference`` (the
     mean-distance width) are wider and those after it narrower. A candidate
     passes when its score is lower than the reference's and at most
-    ``(1 - min_gain_wider)`` (wider) or ``(1 - min_gain)`` (narrower) times it;
-    the lowest score among those that pass wins (ties: the one nearest the
-    reference, then the wider), else the reference. Without a reference the
-    lowest score wins (ties: the widest).
+    ``(1 - min_gain_wider)`` (wider) or ``(1 - min_gain)`` (narrower) times it,
+    and a wider one also by more than ``noise_margin`` standard errors of the
+    difference, ``s_ref - s_i > noise_margin * sqrt(noise_i^2 + noise_ref^2)``
+    (``noise``: (G,) standard errors of the scores, :func:`score_noise`; None:
+    no such condition); the lowest score among those that pass wins (ties: the
+    one nearest the reference, then the wider), else the reference. Without a
+    reference the lowest score wins (ties: the widest).
 
     Why a margin on the narrower side: on data without a structure that one
     width separates much better, the scores of neighbouring widths differ by
@@ -357,6 +379,10 @@ def choose_width(scores, reference, min_gain, min_gain_wider=0.0):
     index = np.arange(scores.size)
     limit = np.where(index < reference, 1.0 - min_gain_wider, 1.0 - min_gain) * s_ref
     ok = (scores < s_ref) & (scores <= limit)
+    if noise is not None and noise_margin > 0:
+        noise = np.asarray(noise, dtype=np.float64)
+        clear = s_ref - scores > noise_margin * np.sqrt(noise ** 2 + noise[reference] ** 2)
+        ok &= (index > reference) | clear
     ok[reference] = False
     if not ok.any():
         return int(reference)
@@ -551,6 +577,30 @@ def smooth_scores(scores):
     scores = np.asarray(scores, dtype=np.float64)
     padded = np.concatenate([scores[:1], scores, scores[-1:]])
     return 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
+
+
+def score_noise(run_cuts):
+    """Standard error of each smoothed score from the spread of its width's runs.
+
+    The cut of width i's solution varies with kernel k-means' start: sd_i is the
+    standard deviation (ddof 1) of the cuts of its runs (``run_cuts[i]``, the
+    k-means++ runs and the spectral-start run; 0 with a single run). Smoothing
+    (:func:`smooth_scores`) averages three widths' cuts with weights 1/4, 1/2, 1/4,
+    so with independent noise the smoothed score's standard error is
+
+        se_i = sqrt(sd_{i-1}^2 / 16 + sd_i^2 / 4 + sd_{i+1}^2 / 16),
+
+    the end values repeated beyond the ends as in the smoothing.
+
+    Why: on data where no width separates the clusters better (most real data,
+    and the unbalanced sets), neighbouring widths' scores differ by less than
+    this run-to-run noise, and a wider width chosen on such a difference did
+    worse than the mean-distance width (``docs/gamma.md``).
+    """
+    sd = np.array([np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts],
+                  dtype=np.float64)
+    var = np.concatenate([sd[:1], sd, sd[-1:]]) ** 2
+    return np.sqrt(var[:-2] / 16.0 + var[1:-1] / 4.0 + var[2:] / 16.0)
 
 
 def selection_threads():

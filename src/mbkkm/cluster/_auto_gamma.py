@@ -24,6 +24,7 @@ from .._core._width import (
     MIN_GAIN,
     MIN_GAIN_WIDER,
     MIN_POINTS_PER_CLUSTER,
+    NOISE_MARGIN,
     SAMPLE_MAX,
     WidthOptions,
     default_sample_size,
@@ -46,15 +47,21 @@ def _check_int(value, name, minimum):
 def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_state=None,
                  n_samples=None, multipliers=DEFAULT_MULTIPLIERS, n_neighbors=10,
                  n_seeds=4, max_iter=100, min_gain=MIN_GAIN, min_gain_wider=MIN_GAIN_WIDER,
-                 extend=EXTEND):
+                 noise_margin=NOISE_MARGIN, extend=EXTEND):
     """Choose the width of an rbf or laplacian kernel without labels.
 
     Clusters a random sample of X with exact kernel k-means at each candidate
     width, scores each partition by its normalised cut on the sample's
     k-nearest-neighbour graph, and keeps the mean-distance width unless a wider
-    width's score is lower or a narrower width's clearly lower (see the module
-    docstring and :doc:`/gamma`). Never sees labels; the same ``random_state``
-    gives the same choice.
+    width's score is lower by more than the scores' run-to-run noise or a
+    narrower width's clearly lower (see the module docstring and :doc:`/gamma`).
+    Never sees labels; the same ``random_state`` gives the same choice.
+
+    When the mean-distance width is kept (rbf), the chosen ``gamma`` is that width
+    of all of X, 1 / (mean squared pairwise distance), exactly what
+    ``gamma="mean-distance"`` uses (the candidates around it are multiples of
+    its estimate on the sample, ``base_gamma``): a fit that keeps it is the
+    ``gamma="mean-distance"`` fit (one more pass over the data, O(n d)).
 
     Parameters
     ----------
@@ -96,7 +103,13 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     min_gain_wider : float in [0, 1), default=0.0
         The same margin for a wider candidate (smaller gamma): 0, a lower score
         suffices (a wider kernel moves kernel k-means towards plain k-means).
-        ``min_gain=0, min_gain_wider=0`` keeps the plain lowest score.
+        ``min_gain=0, min_gain_wider=0, noise_margin=0`` keeps the plain lowest
+        score.
+    noise_margin : float >= 0, default=0.25
+        A wider candidate must also lie below the reference's score by more than
+        ``noise_margin`` standard errors of the difference of the two scores,
+        estimated from the spread of the cuts of each width's kernel k-means runs
+        (:func:`mbkkm._core._width.score_noise`; ``noise``). 0: no such condition.
     extend : int, default=2
         When the chosen width is the narrowest or the widest candidate, up to
         ``extend`` more candidates are tried beyond it, one grid step at a time;
@@ -142,6 +155,9 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
         if (isinstance(gain, bool) or not isinstance(gain, numbers.Real)
                 or not 0 <= gain < 1):
             raise ValueError(f"{name} must be a number in [0, 1), got {gain!r}")
+    if (isinstance(noise_margin, bool) or not isinstance(noise_margin, numbers.Real)
+            or not 0 <= noise_margin < np.inf):
+        raise ValueError(f"noise_margin must be a finite number >= 0, got {noise_margin!r}")
     mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
     if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
         raise ValueError(f"multipliers must be positive finite numbers, got {multipliers!r}")
@@ -157,11 +173,23 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     check_no_overflow(Xs)
     options = WidthOptions(multipliers=mult, n_neighbors=n_neighbors, max_iter=max_iter,
                            min_gain=float(min_gain), min_gain_wider=float(min_gain_wider),
-                           extend=extend)
+                           extend=extend, noise_margin=float(noise_margin))
+    metric = AUTO_GAMMA_KERNELS[kernel]
     with selection_threads():
-        search = search_width(Xs, AUTO_GAMMA_KERNELS[kernel], n_clusters, draw, options)
+        search = search_width(Xs, metric, n_clusters, draw, options)
     _warn_at_edge(search)
-    return _selection(search, draw.indices, options, time.perf_counter() - start)
+    data_width = None
+    if search.best == search.reference and metric == "sqeuclidean":
+        data_width = mean_distance_width(X, kernel, sample_weight)
+    return _selection(search, draw.indices, options, time.perf_counter() - start, data_width)
+
+
+def mean_distance_width(X, kernel, sample_weight=None):
+    """The ``gamma="mean-distance"`` width of all of X, computed as a fit computes it:
+    1 / (mean squared pairwise distance), 1 when that is 0, by the kernel
+    resolution of X's kind (a Dask fit's rows: one pass of Dask reductions)."""
+    resolved = rows_of(X)._resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
+    return resolved.params["gamma"]
 
 
 def _warn_at_edge(search):
@@ -181,10 +209,14 @@ def _warn_at_edge(search):
     )
 
 
-def _selection(search, indices, options, seconds):
-    """The public record of one search (:class:`GammaSelection`)."""
+def _selection(search, indices, options, seconds, data_width=None):
+    """The public record of one search (:class:`GammaSelection`); ``data_width``: the
+    kept reference's width computed on all the data (the candidate it replaces is
+    its sample estimate, ``base * 1``)."""
     runs, best = search.runs, search.best
     candidates = search.base * search.grid
+    if data_width is not None:
+        candidates[best] = data_width
     return GammaSelection(
         gamma=float(candidates[best]), candidates=candidates, scores=search.scores,
         criterion="knn-normalized-cut", base_gamma=search.base, n_samples=indices.size,
@@ -194,7 +226,8 @@ def _selection(search, indices, options, seconds):
         solution_runs=np.array([r.chosen for r in runs], dtype=np.intp),
         reference=search.reference, min_gain=options.min_gain,
         min_gain_wider=options.min_gain_wider, at_edge=search.at_edge,
-        start_from_partition=search.start_from_partition)
+        start_from_partition=search.start_from_partition, noise=search.noise,
+        noise_margin=options.noise_margin, data_width=data_width is not None)
 
 
 def default_selects_width(kernel, kernel_params, n, n_clusters, n_samples=SAMPLE_MAX,

@@ -80,6 +80,18 @@ class GammaSelection:
         without a reference. Otherwise the fit starts from ``init`` (k-means++),
         as a fit at that fixed width does
         (:func:`mbkkm._core._width.trust_partition`).
+    noise : ndarray of shape (n_candidates,) or None
+        The standard error of each score, from the spread of the cuts of its
+        width's runs (``seed_scores``; :func:`mbkkm._core._width.score_noise`).
+    noise_margin : float
+        A wider candidate had to lie below the reference's score by more than this
+        many standard errors of the difference, ``noise_margin * sqrt(noise[i]**2 +
+        noise[reference]**2)``.
+    data_width : bool
+        True when the mean-distance width was kept and ``gamma`` (and
+        ``candidates[reference]``) is that width computed on all of X, the width
+        ``gamma="mean-distance"`` uses; the criterion at that candidate was
+        computed at its sample estimate ``base_gamma``.
     """
 
     gamma: float
@@ -100,6 +112,9 @@ class GammaSelection:
     min_gain_wider: float = field(repr=False, default=MIN_GAIN_WIDER)
     at_edge: str | None = field(repr=False, default=None)
     start_from_partition: bool = field(repr=False, default=True)
+    noise: np.ndarray = field(repr=False, default=None)
+    noise_margin: float = field(repr=False, default=0.0)
+    data_width: bool = field(repr=False, default=False)
 
     @property
     def multipliers(self):
@@ -141,15 +156,21 @@ class GammaSelection:
             lines.append(f"a wider width (smaller gamma) replaces the mean-distance width with "
                          f"a score < {s_ref:.4g}" + (
                              f" and <= {1 - self.min_gain_wider:g} x it = "
-                             f"{self.threshold_wider:.4g}" if self.min_gain_wider > 0 else ""))
+                             f"{self.threshold_wider:.4g}" if self.min_gain_wider > 0 else "")
+                         + (f", lower by more than {self.noise_margin:g} standard errors of "
+                            f"the difference (the scores' standard errors: noise)"
+                            if self.noise is not None and self.noise_margin > 0 else ""))
             lines.append(f"a narrower width (larger gamma) only with a score "
                          f"<= {1 - self.min_gain:g} x {s_ref:.4g} = {self.threshold:.4g}")
         best = int(np.flatnonzero(self.candidates == self.gamma)[0])
         if (self.raw_scores is not None and best != self.reference
                 and best != choose_width(self.scores, self.reference, self.min_gain,
-                                         self.min_gain_wider)):
+                                         self.min_gain_wider, self.noise, self.noise_margin)):
             lines.append("the lowest scores lie on a plateau of equal cuts at the end of the "
                          "grid: its innermost width is chosen")
+        if self.data_width:
+            lines.append("the mean-distance width is kept: gamma is that width of all the "
+                         "data (gamma='mean-distance'), its candidate above")
         if self.at_edge is not None:
             lines.append(f"the choice is the {self.at_edge} width tried: the best width may "
                          f"lie beyond the grid")
