@@ -59,7 +59,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
@@ -68,6 +67,7 @@ from threadpoolctl import threadpool_limits
 from .._core._memory import MemoryPlan, MemoryPlanError, available_host_memory, gib
 from ..backends._sparse import to_dense
 from ..kernels import get_spec
+from ..kernels._gamma import top_heat_eigenpairs
 from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
 from ..kernels._index import IndexKernel
 from ..kernels._spectral import (
@@ -372,26 +372,19 @@ def eigengap_ratio(graph, n_clusters, tol=EIGSH_TOL):
 
     Each of the c connected components carries an eigenvalue 1 of N, with eigenvector
     sqrt(d) on the component. Lanczos finds repeated eigenvalues unreliably (one copy
-    in exact arithmetic), so those c are known, projected out of N, and the solver
-    asks for the next k + 1 - c.
+    in exact arithmetic), so those c are written down and the solver asks for the
+    next k + 1 - c on N with them projected out (:func:`top_heat_eigenpairs`).
     """
     n, k = graph.n_samples, int(n_clusters)
-    c, comp = sp.csgraph.connected_components(graph.adjacency_, directed=False)
+    c = sp.csgraph.connected_components(graph.adjacency_, directed=False)[0]
     if c >= k:
         return np.inf if c == k else 0.0
-    N = normalized_adjacency(graph.adjacency_, graph.degrees_)
     if n <= DENSE_MAX_SAMPLES or k + 1 >= n - 1:
+        N = normalized_adjacency(graph.adjacency_, graph.degrees_)
         lam = top_eigenpairs(N, min(k + 1, n), tol=tol)[0]
     else:
-        # N restricted to the complement of the components' eigenvectors sqrt(d) 1_C
-        V1 = sp.csr_matrix((np.sqrt(graph.degrees_), (np.arange(n), comp)), shape=(n, c))
-        V1 = V1 @ sp.diags(1.0 / np.sqrt(np.bincount(comp, weights=graph.degrees_)))
-        op = spla.LinearOperator((n, n), dtype=np.float64,
-                                 matvec=lambda x: N @ x - V1 @ (V1.T @ x))
-        v0 = check_random_state(_GAP_START_SEED).uniform(-1, 1, n)
-        rest = spla.eigsh(op, k=k + 1 - c, which="LA", tol=tol, v0=v0,
-                          return_eigenvectors=False)
-        lam = np.r_[np.ones(c), rest]
+        lam = top_heat_eigenpairs(graph.adjacency_, k + 1, tol=tol,
+                                  random_state=_GAP_START_SEED)[0]
     mu = 1.0 - np.sort(lam)[::-1]
     return float(mu[k] / mu[k - 1])
 
@@ -449,20 +442,17 @@ def select_n_neighbors(graph, n_clusters, candidates, tol=EIGSH_TOL):
     if split_is_harmful(_component_sizes(first), n_clusters) \
             or graph.n_samples <= n_clusters + 1:
         return first, NeighborSelection(int(candidates[0]), candidates, ratios)
-    best = 0
+    best, best_graph = 0, None
     for i, c in enumerate(candidates):
-        g = first if i == 0 else graph.truncated(int(c))
+        g = graph if c == graph.n_neighbors else first if i == 0 else graph.truncated(int(c))
         ratios[i] = eigengap_ratio(g, n_clusters, tol)
         # More neighbours only for a clearly larger ratio: between close ratios the
         # order is noise (MNIST: 10 first on a 20,000-image sample, 20 first by 1.7 %
         # on all 70,000), and the sparser graph is the cheaper one.
-        if ratios[i] > (1.0 + NEIGHBOR_MARGIN) * ratios[best]:
-            best = i
-    chosen = int(candidates[best])
-    seconds = dict(graph.seconds_)  # the one search's
-    graph = graph.truncated(chosen) if chosen != graph.n_neighbors else graph
-    graph.seconds_ = seconds
-    return graph, NeighborSelection(chosen, candidates, ratios)
+        if best_graph is None or ratios[i] > (1.0 + NEIGHBOR_MARGIN) * ratios[best]:
+            best, best_graph = i, g
+    best_graph.seconds_ = dict(graph.seconds_)  # the one search's
+    return best_graph, NeighborSelection(int(candidates[best]), candidates, ratios)
 
 
 # ------------------------------------------------------------------- the estimators' hook

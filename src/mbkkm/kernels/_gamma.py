@@ -391,7 +391,7 @@ def _bounds_at(kept, lam, m0, m1, m2, ts):
     return lower, upper
 
 
-def top_heat_eigenpairs(A, n_components, *, random_state=None):
+def top_heat_eigenpairs(A, n_components, *, tol=0.0, random_state=None):
     """The ``n_components`` largest eigenpairs of N = D^-1/2 A D^-1/2, multiplicities kept.
 
     Eigenvalue 1 has one eigenvector per connected component c of the graph,
@@ -405,6 +405,8 @@ def top_heat_eigenpairs(A, n_components, *, random_state=None):
         Symmetric non-negative adjacency, every degree > 0.
     n_components : int
         Pairs wanted, >= 1.
+    tol : float, default=0.0
+        Relative accuracy of ``eigsh``'s eigenvalues (0: machine precision).
     random_state : int, RandomState instance or None, default=None
         Start vector of ``eigsh``.
 
@@ -436,7 +438,7 @@ def top_heat_eigenpairs(A, n_components, *, random_state=None):
     op = spla.LinearOperator((n, n), dtype=np.float64,
                              matvec=lambda x: N @ x - Z @ (Z.T @ x))
     v0 = check_random_state(random_state).uniform(-1, 1, n)
-    lam, V = spla.eigsh(op, k=k - n_comp, which="LA", v0=v0 - Z @ (Z.T @ v0))
+    lam, V = spla.eigsh(op, k=k - n_comp, which="LA", tol=tol, v0=v0 - Z @ (Z.T @ v0))
     order = np.argsort(lam)[::-1]
     return (np.concatenate([np.ones(n_comp), lam[order]]),
             np.hstack([Z, V[:, order]]))
