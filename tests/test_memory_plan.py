@@ -249,4 +249,13 @@ def test_cuda_plan_counts_the_captured_graph():
     assert t[graph] == (t["batch rows"] + t["kernel block K(rows, X_B)"]
                         + max(t["kernel operand temporaries"], t["iteration products"])
                         + t["copy of the pool (replay after an overflow)"])
-    assert gpu.peaks["fit"] == cpu.peaks["fit"] + t[graph]
+    # On CUDA the rbf block's operands are copies of the pool's rows and of the batch
+    # with the norms in two more columns, padded to 788 (kernels._torch_tiles.rbf_tail),
+    # and the norms; on the CPU a copy of the rows is squared.
+    n_rows = gpu.shapes["pool_rows"] + 1 + 1024
+    assert t["kernel operand temporaries"] == (n_rows + 1024) * (788 + 1) * 4
+    assert cpu.terms["kernel operand temporaries"] == n_rows * 784 * 4
+    def iteration_max(p):
+        return max(p.terms["kernel operand temporaries"], p.terms["iteration products"])
+    assert gpu.peaks["fit"] == (cpu.peaks["fit"] + t[graph] + iteration_max(gpu)
+                                - iteration_max(cpu))

@@ -233,3 +233,48 @@ def test_torch_row_norms_in_blocks_equal_the_plain_sums():
         torch.testing.assert_close(_torch_tiles.row_norms_sq(X), (X * X).sum(1),
                                    rtol=1e-6, atol=0)
 
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 3, 6, 37])
+def test_torch_rbf_tail_folded_and_plain_equal_the_oracle(dtype, d):
+    import torch
+
+    from mbkkm.kernels import _torch_tiles
+
+    X = _data(4, 203, d, dtype)
+    X[-1] = X[5]  # a batch row equal to a pool row: K = 1, the clip's case
+    gamma = 0.7 / d
+    # Oracle: exp(-gamma ||x - y||^2) from the differences, in float64.
+    diff = X[:, None, :].astype(np.float64) - X[None, -50:, :]
+    expected = np.exp(-gamma * (diff ** 2).sum(-1))
+    Xt = torch.from_numpy(X)
+    for fold in (False, True):
+        K = _torch_tiles.rbf_tail(Xt, Xt[-50:], gamma=gamma, fold=fold)
+        assert K.shape == (203, 50) and K.dtype == Xt.dtype
+        np.testing.assert_allclose(K.numpy(), expected, **_tol(dtype, None))
+        assert float(K.max()) <= 1.0
+    out = torch.full((203, 50), np.nan, dtype=Xt.dtype)  # beta = 0: never read
+    K = _torch_tiles.rbf_tail(Xt, Xt[-50:], gamma=gamma, fold=True, out=out)
+    assert K.data_ptr() == out.data_ptr()
+    np.testing.assert_allclose(out.numpy(), expected, **_tol(dtype, None))
+
+
+@needs_torch
+def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
+    # The folded tile is the CUDA default; here it is switched on for CPU tensors.
+    import torch
+
+    from mbkkm import MiniBatchKernelKMeans
+    from mbkkm.kernels import _torch_tiles
+
+    X = torch.from_numpy(_data(5, 2000, 8, np.float32) + np.repeat(np.eye(8, dtype=np.float32)
+                                                                  * 3, 250, 0))
+    params = dict(n_clusters=8, batch_size=256, tau=30, max_iter=40, random_state=0)
+    plain = MiniBatchKernelKMeans(**params).fit(X)
+    monkeypatch.setattr(_torch_tiles, "FOLD_DEVICES", ("cpu", "cuda"))
+    folded = MiniBatchKernelKMeans(**params).fit(X)
+    np.testing.assert_array_equal(folded.labels_.numpy(), plain.labels_.numpy())
+    np.testing.assert_allclose(folded.center_norms_, plain.center_norms_, rtol=1e-4)
+    np.testing.assert_allclose(folded.batch_objective_, plain.batch_objective_, rtol=1e-4)

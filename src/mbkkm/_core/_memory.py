@@ -339,8 +339,10 @@ def plan_minibatch(request):
     L = int(np.ceil(blocks_per_window)) + 1
     t = _setup_terms(r)
     if r.device_resident:
+        # On CUDA the rbf block's operands carry the row norms (_torch_tiles.rbf_tail)
+        fold = r.where.startswith("cuda") and r.kernel_name == "rbf"
         t.update(_pool_terms(k, b, tau, (r.n_features, r.row_bytes, itemsize),
-                             r.max_tile_bytes, r.max_iter or 0, copies,
+                             r.max_tile_bytes, r.max_iter or 0, "fold" if fold else copies,
                              support=max(k, r.width_sample)))
         state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
             "batch plan"]
@@ -407,7 +409,8 @@ _POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the r
 def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support):
     """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
     fit starts with (``support``: its initial support points); ``row`` is
-    ``(n_features, row_bytes, itemsize)``."""
+    ``(n_features, row_bytes, itemsize)``; ``copies``: whether the kernel copies the
+    rows, or ``"fold"`` for the rbf block with the norms in its operands."""
     n_features, row_bytes, itemsize = row
     L, M = pool_capacities(k, b, tau, support=support)
     n_rows, L1 = M + 1 + b, L + 1
@@ -423,8 +426,12 @@ def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support):
         "batch plan and log on the device": max_iter * (b + 2) * 8,
         "batch rows": b * row_bytes,
         "kernel block K(rows, X_B)": n_rows * cols * itemsize,
-        # rbf and cosine square (or normalise) a copy of the rows for their norms
-        "kernel operand temporaries": n_rows * n_features * itemsize if copies else 0,
+        # rbf and cosine square (or normalise) a copy of the rows for their norms; the
+        # folded rbf block (copies == "fold") copies the rows and the batch, 4-aligned
+        # with two more columns
+        "kernel operand temporaries": (
+            (n_rows + b) * (-(-(n_features + 2) // 4) * 4 + 1) * itemsize
+            if copies == "fold" else n_rows * n_features * itemsize if copies else 0),
         # A (M, k) in float64 and in the data's dtype, R and R * weights (M + 1 + b, k),
         # D, V, one-hot (k, b), and the block Gram's two new versions
         "iteration products": (M * k * (8 + itemsize) + n_rows * k * (itemsize + 8)
