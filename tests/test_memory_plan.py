@@ -249,13 +249,27 @@ def test_cuda_plan_counts_the_captured_graph():
     assert t[graph] == (t["batch rows"] + t["kernel block K(rows, X_B)"]
                         + max(t["kernel operand temporaries"], t["iteration products"])
                         + t["copy of the pool (replay after an overflow)"])
-    # On CUDA the rbf block's operands are copies of the pool's rows and of the batch
-    # with the norms in two more columns, padded to 788 (kernels._torch_tiles.rbf_tail),
-    # and the norms; on the CPU a copy of the rows is squared.
-    n_rows = gpu.shapes["pool_rows"] + 1 + 1024
-    assert t["kernel operand temporaries"] == (n_rows + 1024) * (788 + 1) * 4
+    assert t["kernel operand temporaries"] == cpu.terms["kernel operand temporaries"]
+    assert gpu.peaks["fit"] == cpu.peaks["fit"] + t[graph]
+
+
+def test_cuda_plan_counts_the_folded_rbf_operands():
+    # From FOLD_MIN_VALUES values on, the rbf block's operands on CUDA are copies of the
+    # pool's rows and of the batch with the norms in two more columns, padded to 788
+    # (kernels._torch_tiles.rbf_tail), and the norms; on the CPU a copy of the rows is
+    # squared.
+    pytest.importorskip("torch")
+    common = dict(n=70000, row_bytes=784 * 4, n_features=784, itemsize=4, n_clusters=10,
+                  batch_size=16384, tau=4000, kernel_name="rbf", max_iter=200,
+                  device_resident=True)
+    cpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cpu", **common))
+    gpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cuda:0", **common))
+    n_rows = gpu.shapes["pool_rows"] + 1 + 16384
+    assert gpu.shapes["chunk_columns"] == 16384 and n_rows * 16384 >= 1 << 24
+    assert gpu.terms["kernel operand temporaries"] == (n_rows + 16384) * (788 + 1) * 4
     assert cpu.terms["kernel operand temporaries"] == n_rows * 784 * 4
-    def iteration_max(p):
-        return max(p.terms["kernel operand temporaries"], p.terms["iteration products"])
-    assert gpu.peaks["fit"] == (cpu.peaks["fit"] + t[graph] + iteration_max(gpu)
-                                - iteration_max(cpu))
+    # A budget that cuts the block into chunks: the chunks are plain rbf tiles.
+    chunked = memory.plan_minibatch(memory.MiniBatchPlanRequest(
+        where="cuda:0", max_tile_bytes=2**30, **common))
+    assert chunked.shapes["chunk_columns"] < 16384
+    assert chunked.terms["kernel operand temporaries"] == n_rows * 784 * 4

@@ -274,7 +274,13 @@ def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
     params = dict(n_clusters=8, batch_size=256, tau=30, max_iter=40, random_state=0)
     plain = MiniBatchKernelKMeans(**params).fit(X)
     monkeypatch.setattr(_torch_tiles, "FOLD_DEVICES", ("cpu", "cuda"))
+    monkeypatch.setattr(_torch_tiles, "FOLD_MIN_VALUES", 0)
+    calls = []
+    fold = _torch_tiles._folded_exponent
+    monkeypatch.setattr(_torch_tiles, "_folded_exponent",
+                        lambda *a: calls.append(1) or fold(*a))
     folded = MiniBatchKernelKMeans(**params).fit(X)
+    assert len(calls) >= 40  # every iteration's block was folded
     np.testing.assert_array_equal(folded.labels_.numpy(), plain.labels_.numpy())
     np.testing.assert_allclose(folded.center_norms_, plain.center_norms_, rtol=1e-4)
     np.testing.assert_allclose(folded.batch_objective_, plain.batch_objective_, rtol=1e-4)

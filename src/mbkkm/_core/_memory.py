@@ -341,8 +341,11 @@ def plan_minibatch(request):
     if r.device_resident:
         # On CUDA the rbf block's operands carry the row norms (_torch_tiles.rbf_tail)
         fold = r.where.startswith("cuda") and r.kernel_name == "rbf"
+        if fold:  # torch is there: the plan is for a CUDA device
+            from ..kernels._torch_tiles import FOLD_MIN_VALUES
+            fold = FOLD_MIN_VALUES
         t.update(_pool_terms(k, b, tau, (r.n_features, r.row_bytes, itemsize),
-                             r.max_tile_bytes, r.max_iter or 0, "fold" if fold else copies,
+                             r.max_tile_bytes, r.max_iter or 0, copies, fold=fold,
                              support=max(k, r.width_sample)))
         state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
             "batch plan"]
@@ -406,16 +409,18 @@ _POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the r
                "copy of the pool (replay after an overflow)", "batch plan and log on the device")
 
 
-def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support):
+def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support, fold=0):
     """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
     fit starts with (``support``: its initial support points); ``row`` is
     ``(n_features, row_bytes, itemsize)``; ``copies``: whether the kernel copies the
-    rows, or ``"fold"`` for the rbf block with the norms in its operands."""
+    rows; ``fold``: the least block (values) whose rbf operands carry the row norms (0:
+    never), as :func:`mbkkm.kernels._torch_tiles.rbf_tail` on CUDA."""
     n_features, row_bytes, itemsize = row
     L, M = pool_capacities(k, b, tau, support=support)
     n_rows, L1 = M + 1 + b, L + 1
     cols = tile_columns(M + 1, b, itemsize, max_tile_bytes)  # as tile_columns_for
     rows = n_rows * row_bytes
+    fold = bool(fold) and cols == b and n_rows * b >= fold  # one chunk: the tail tile
     weights = n_rows * (k * 8 + 8)  # u_s in float64 on its cluster's column, the slot
     windows = k * L1 * 8 * 3 + k * L1 * L1 * 8 + k * 8 * 2
     return {
@@ -427,11 +432,10 @@ def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support):
         "batch rows": b * row_bytes,
         "kernel block K(rows, X_B)": n_rows * cols * itemsize,
         # rbf and cosine square (or normalise) a copy of the rows for their norms; the
-        # folded rbf block (copies == "fold") copies the rows and the batch, 4-aligned
-        # with two more columns
+        # folded rbf block copies the rows and the batch, 4-aligned with two more columns
         "kernel operand temporaries": (
-            (n_rows + b) * (-(-(n_features + 2) // 4) * 4 + 1) * itemsize
-            if copies == "fold" else n_rows * n_features * itemsize if copies else 0),
+            (n_rows + b) * (-(-(n_features + 2) // 4) * 4 + 1) * itemsize if fold
+            else n_rows * n_features * itemsize if copies else 0),
         # A (M, k) in float64 and in the data's dtype, R and R * weights (M + 1 + b, k),
         # D, V, one-hot (k, b), and the block Gram's two new versions
         "iteration products": (M * k * (8 + itemsize) + n_rows * k * (itemsize + 8)
