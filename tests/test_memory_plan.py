@@ -250,7 +250,15 @@ def test_cuda_plan_counts_the_captured_graph():
                         + max(t["kernel operand temporaries"], t["iteration products"])
                         + t["copy of the pool (replay after an overflow)"])
     assert t["kernel operand temporaries"] == cpu.terms["kernel operand temporaries"]
-    assert gpu.peaks["fit"] == cpu.peaks["fit"] + t[graph]
+    # The block sums on CUDA: a (k (L + 1), M + 1 + b) mask and masked values
+    # (_pool.slot_sums), in the iteration's products.
+    n_rows = gpu.shapes["pool_rows"] + 1 + 1024
+    dense = 10 * (gpu.shapes["slots"] + 1) * n_rows * 9
+    assert t["iteration products"] == cpu.terms["iteration products"] + dense
+    def iteration_max(p):
+        return max(p.terms["kernel operand temporaries"], p.terms["iteration products"])
+    assert gpu.peaks["fit"] == (cpu.peaks["fit"] + t[graph] + iteration_max(gpu)
+                                - iteration_max(cpu))
 
 
 def test_cuda_plan_counts_the_folded_rbf_operands():

@@ -325,6 +325,37 @@ def test_slot_sums_equal_a_plain_sum_in_row_order():
         got, torch.zeros(k * L1, dtype=torch.float64).index_add_(0, block, values).numpy())
 
 
+def test_dense_slot_sums_equal_a_plain_sum(monkeypatch):
+    """The dense slot sums (CUDA's for small pools), switched on for the CPU: a plain
+    Python sum per slot, to rounding (another order of the same additions)."""
+    monkeypatch.setattr(P, "DENSE_SLOT_SUMS_DEVICES", ("cpu", "cuda"))
+    rng = np.random.RandomState(4)
+    k, L1 = 4, 6
+    block = torch.from_numpy(rng.randint(0, k * L1 - 3, 500))
+    values = torch.from_numpy(rng.standard_normal(500) * 10.0 ** rng.randint(-4, 4, 500))
+    got = P.slot_sums(values, block, torch.arange(k * L1 + 1)).numpy()
+    plain, scale = np.zeros(k * L1), np.zeros(k * L1)
+    for q, v in zip(block.tolist(), values.tolist()):
+        plain[q] += v
+        scale[q] += abs(v)
+    assert np.all(np.abs(got - plain) <= 1e-14 * scale)
+    assert np.all(got[-3:] == 0)
+    monkeypatch.setattr(P, "DENSE_SLOT_SUMS_MAX", k * L1 * 500 - 1)  # too large: sorted
+    np.testing.assert_array_equal(P.slot_sums(values, block, torch.arange(k * L1 + 1)),
+                                  plain)
+
+
+def test_fit_with_dense_slot_sums_equals_the_sorted_one(monkeypatch):
+    X = torch.from_numpy(_pendigits_like(n=1500, d=12).astype(np.float64))
+    params = dict(n_clusters=6, batch_size=128, tau=40, max_iter=40, random_state=0)
+    ref = MiniBatchKernelKMeans(**params).fit(X)
+    monkeypatch.setattr(P, "DENSE_SLOT_SUMS_DEVICES", ("cpu", "cuda"))
+    dense = MiniBatchKernelKMeans(**params).fit(X)
+    np.testing.assert_array_equal(dense.labels_.numpy(), ref.labels_.numpy())
+    np.testing.assert_allclose(dense.center_norms_, ref.center_norms_, rtol=1e-12)
+    np.testing.assert_allclose(dense.dual_coef_, ref.dual_coef_, rtol=1e-12, atol=1e-15)
+
+
 @pytest.mark.parametrize("case", ["plain", "tol_weighted_chunks"])
 def test_device_iterations_add_without_atomics(case):
     """No operator that adds with atomics on CUDA (index_add, scatter_add, index_put

@@ -340,12 +340,14 @@ def plan_minibatch(request):
     t = _setup_terms(r)
     if r.device_resident:
         # On CUDA the rbf block's operands carry the row norms (_torch_tiles.rbf_tail)
-        fold = r.where.startswith("cuda") and r.kernel_name == "rbf"
-        if fold:  # torch is there: the plan is for a CUDA device
+        fold = dense = 0
+        if r.where.startswith("cuda"):  # torch is there
             from ..kernels._torch_tiles import FOLD_MIN_VALUES
-            fold = FOLD_MIN_VALUES
+            from ._pool import DENSE_SLOT_SUMS_MAX
+            fold = FOLD_MIN_VALUES if r.kernel_name == "rbf" else 0
+            dense = DENSE_SLOT_SUMS_MAX
         t.update(_pool_terms(k, b, tau, (r.n_features, r.row_bytes, itemsize),
-                             r.max_tile_bytes, r.max_iter or 0, copies, fold=fold,
+                             r.max_tile_bytes, r.max_iter or 0, copies, fold=fold, dense=dense,
                              support=max(k, r.width_sample)))
         state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
             "batch plan"]
@@ -409,12 +411,15 @@ _POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the r
                "copy of the pool (replay after an overflow)", "batch plan and log on the device")
 
 
-def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support, fold=0):
+def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support, fold=0,
+                dense=0):
     """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
     fit starts with (``support``: its initial support points); ``row`` is
     ``(n_features, row_bytes, itemsize)``; ``copies``: whether the kernel copies the
     rows; ``fold``: the least block (values) whose rbf operands carry the row norms (0:
-    never), as :func:`mbkkm.kernels._torch_tiles.rbf_tail` on CUDA."""
+    never), as :func:`mbkkm.kernels._torch_tiles.rbf_tail` on CUDA; ``dense``: the
+    most (slot, row) pairs whose block sums are dense (0: never), as
+    :func:`mbkkm._core._pool.slot_sums` on CUDA."""
     n_features, row_bytes, itemsize = row
     L, M = pool_capacities(k, b, tau, support=support)
     n_rows, L1 = M + 1 + b, L + 1
@@ -439,7 +444,9 @@ def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support, fold=
         # A (M, k) in float64 and in the data's dtype, R and R * weights (M + 1 + b, k),
         # D, V, one-hot (k, b), and the block Gram's two new versions
         "iteration products": (M * k * (8 + itemsize) + n_rows * k * (itemsize + 8)
-                               + k * b * (2 * itemsize + 8 + 1) + 2 * k * L1 * L1 * 8),
+                               + k * b * (2 * itemsize + 8 + 1) + 2 * k * L1 * L1 * 8
+                               # the dense slot sums' mask and masked values (CUDA)
+                               + (k * L1 * n_rows * 9 if k * L1 * n_rows <= dense else 0)),
         "_cols": cols, "_L": L, "_M": M,
     }
 

@@ -52,7 +52,7 @@ One iteration (:func:`advance`), with the notation of :mod:`mbkkm._core._windows
    lambda = alpha_j; renormalisation divides by the window's sum.
 5. Block Gram: with V[x, j] = u_x [x in the new block of j] (b, k),
    R = K V (M + 1 + b, k) gives H'[j, p, r] = sum_{s in p} u_s R[s, j] for every
-   slot p at once (one product with ``coef``, then the sums by slot in row order,
+   slot p at once (one product with ``coef``, then the sums by slot,
    :func:`slot_sums`: no atomic additions, the same bits on every run) and
    H'[j, r, r] = (V^T R_B)[j, j]; the new row and column are placed with two
    ``where``. c' = lambda'^T H' lambda' (two batched products), recomputed from H'
@@ -285,18 +285,32 @@ def _plan_slots(pool, spec, c, ns, alpha, grows):
     return lam, newer, slot, new, stamp, block
 
 
+#: Device types on which :func:`slot_sums` sums small problems densely ...
+DENSE_SLOT_SUMS_DEVICES = ("cuda",)
+#: ... of at most this many (slot, row) pairs (a (Q, n) float64 temporary of 128 MiB).
+DENSE_SLOT_SUMS_MAX = 1 << 24
+
+
 def slot_sums(values, block, bounds):
-    """sum_{s: block(s) = q} values[s] for every slot q < Q, in row order, shape (Q,).
+    """sum_{s: block(s) = q} values[s] for every slot q < Q, shape (Q,).
 
     ``block`` (n,) int64 in [0, Q), ``bounds`` = 0, 1, ..., Q (int64).
 
-    A stable sort of the rows by slot, then one sequential sum per slot
-    (``segment_reduce``): the same sums on every run, on every device. ``index_add_``
-    (and ``scatter_add_``, ``index_put_`` with ``accumulate=True``) would add with
-    atomics on CUDA, in an order that changes from run to run, and so would the last
-    bits of the block Gram and of the centers' norms. On the CPU these are the sums
-    ``index_add_`` makes, bit for bit (the same order).
+    Two ways, each with the same sums on every run: ``index_add_`` (and
+    ``scatter_add_``, ``index_put_`` with ``accumulate=True``) would add with atomics
+    on CUDA, in an order that changes from run to run, and so would the last bits of
+    the block Gram and of the centers' norms.
+
+    - A stable sort of the rows by slot, then one sequential sum per slot
+      (``segment_reduce``), in row order: on the CPU the sums ``index_add_`` makes,
+      bit for bit.
+    - On CUDA (:data:`DENSE_SLOT_SUMS_DEVICES`) for Q n <= :data:`DENSE_SLOT_SUMS_MAX`:
+      the values masked to each slot, a (Q, n) row sum; three kernels where the radix
+      sort of int64 keys takes about ten, on the small blocks of an iteration.
     """
+    n, Q = block.shape[0], bounds.shape[0] - 1
+    if values.device.type in DENSE_SLOT_SUMS_DEVICES and n * Q <= DENSE_SLOT_SUMS_MAX:
+        return torch.where(bounds[:-1, None] == block[None, :], values[None, :], 0.0).sum(1)
     keys, order = torch.sort(block, stable=True)
     # The offsets are right by construction (nondecreasing, from 0 to n): ``unsafe``
     # leaves out any check of them, which would read them back to the host.
