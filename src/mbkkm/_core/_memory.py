@@ -339,7 +339,9 @@ def plan_minibatch(request):
     L = int(np.ceil(blocks_per_window)) + 1
     t = _setup_terms(r)
     if r.device_resident:
-        # On CUDA the rbf block's operands carry the row norms (_torch_tiles.rbf_tail)
+        # On CUDA a large rbf block's operands carry the row norms
+        # (_torch_tiles.rbf_tail) and small pools sum their blocks densely
+        # (_pool.slot_sums)
         fold = dense = 0
         if r.where.startswith("cuda"):  # torch is there
             from ..kernels._torch_tiles import FOLD_MIN_VALUES
