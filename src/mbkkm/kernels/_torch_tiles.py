@@ -80,8 +80,9 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
     least :data:`FOLD_MIN_VALUES` values) folds both norms into the GEMM instead,
     through operands with two more columns (:func:`_folded_exponent`): the (n_x, n_y)
     block then takes the GEMM's write and two in-place passes (clip, exp) instead of
-    five (the bias copied in, read by the GEMM, subtract, clip, exp). On a GPU the block's memory traffic, not the GEMM, is
-    the cost for large batches; the operands' copies cost (n_x + n_y) (d + 4) values.
+    five (the bias copied in, read by the GEMM, subtract, clip, exp). On a GPU the
+    block's memory traffic, not the GEMM, is the cost for large batches; the
+    operands' copies cost (n_x + n_y) (d + 4) values.
     The values equal the unfolded ones to float rounding (another order of the same
     sums), not bit for bit.
     """
