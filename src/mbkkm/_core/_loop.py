@@ -235,9 +235,14 @@ def restore(saved, items, plan, random_state, cfg):
 
 
 def finish(fs):
-    """The centers as a :class:`WindowState` (the device pool unpacked)."""
+    """The centers as a :class:`WindowState` (the device pool unpacked). The device
+    side is let go at once (the pool, its constants and a captured CUDA graph with
+    its private memory), before the labelling that follows a fit: ``fs`` and its
+    device loop refer to each other, so dropping the loop alone would wait for the
+    garbage collector."""
     if fs.device is not None:
         fs.windows = fs.device.windows()
+        fs.device = fs.pool = None
     return fs.windows
 
 
