@@ -40,7 +40,7 @@ from ._files import (
     output_kind,
     save_figure,
 )
-from ._files._alloc import tune_allocator
+from ._files._alloc import release_free_memory, tune_allocator
 
 #: Prefix of the types a saved model may contain that mbkkm trusts when loading.
 TRUSTED_PREFIX = "mbkkm."
@@ -327,7 +327,9 @@ class _Reader:
 
     def all(self) -> np.ndarray:
         """The whole table, shape (n_rows, n_columns)."""
-        return self.table.read(progress=self.update, n_threads=self.n_threads)
+        X = self.table.read(progress=self.update, n_threads=self.n_threads)
+        release_free_memory()  # the parsing threads' kept buffers, before the fit
+        return X
 
     def blocks(self, k: int) -> Iterator[np.ndarray]:
         """The table as consecutive row blocks, sized for k distances per row."""

@@ -10,13 +10,15 @@ operating system between blocks and the next block faults the same amount of
 memory in again, page by page: about twice the page faults of a reader that
 keeps its memory (benchmarks/RESULTS.md has the measurements).
 
-So the command, before it reads anything, sets the two thresholds at once to
-the ceilings glibc's own adaptive rule would reach (an mmap threshold of
-32 MiB, ``DEFAULT_MMAP_THRESHOLD_MAX`` on 64-bit Linux, and a trim threshold
-of twice that): buffers of up to 32 MiB come from the heap and at most 64 MiB
-of free memory at the top of an arena is kept for the next block. Larger
-allocations (the data array itself) are still mapped and unmapped on their
-own, so the process's peak and its memory after a free stay honest.
+So the command, before it reads anything, fixes both thresholds at 32 MiB,
+the ceiling of glibc's own adaptive mmap threshold on 64-bit Linux
+(``DEFAULT_MMAP_THRESHOLD_MAX``; the adaptive trim threshold would go to twice
+that): buffers of up to 32 MiB come from the heap, and an arena keeps at most
+32 MiB of free memory at its top for the next block. Larger allocations (the
+data array itself) are still mapped and unmapped on their own. Each parsing
+thread has its own arena, whose kept memory the fit (on the main thread)
+cannot reuse, so once the whole table is read the command hands the free
+pages of every arena back (``malloc_trim(0)``, :func:`release_free_memory`).
 
 Only the command does this: the settings are process-wide, so the library's
 functions never touch them (``import mbkkm`` does not import this module).
@@ -45,7 +47,7 @@ M_MMAP_THRESHOLD = -3
 #: The settings applied, in order: (name, mallopt parameter, value in bytes).
 SETTINGS = (
     ("M_MMAP_THRESHOLD", M_MMAP_THRESHOLD, 32 * 2**20),
-    ("M_TRIM_THRESHOLD", M_TRIM_THRESHOLD, 64 * 2**20),
+    ("M_TRIM_THRESHOLD", M_TRIM_THRESHOLD, 32 * 2**20),
 )
 
 
@@ -56,19 +58,33 @@ def _user_tuned(environ) -> bool:
     return "glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
 
 
-def _glibc_mallopt():
-    """glibc's ``mallopt`` through ctypes, or None where there is none."""
+def _allowed(environ) -> bool:
+    """Neither opted out nor tuned by the user."""
+    return environ.get(OPT_OUT, "") in ("", "0") and not _user_tuned(environ)
+
+
+def _glibc(name: str):
+    """glibc's function ``name`` (``mallopt``, ``malloc_trim``) through ctypes, taking
+    and returning C ints, or None off glibc Linux or where it is missing."""
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         return None
     try:
         import ctypes
 
-        mallopt = ctypes.CDLL(None).mallopt
+        function = getattr(ctypes.CDLL(None), name)
     except (ImportError, OSError, AttributeError):
         return None
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
-    return mallopt
+    function.argtypes = (ctypes.c_int, ctypes.c_int) if name == "mallopt" else (ctypes.c_size_t,)
+    function.restype = ctypes.c_int
+    return function
+
+
+def _glibc_mallopt():
+    return _glibc("mallopt")
+
+
+def _glibc_malloc_trim():
+    return _glibc("malloc_trim")
 
 
 def tune_allocator(environ=None) -> dict[str, int]:
@@ -86,7 +102,7 @@ def tune_allocator(environ=None) -> dict[str, int]:
         out, the user's own ``MALLOC_*`` settings, not glibc Linux).
     """
     environ = os.environ if environ is None else environ
-    if environ.get(OPT_OUT, "") not in ("", "0") or _user_tuned(environ):
+    if not _allowed(environ):
         return {}
     mallopt = _glibc_mallopt()
     if mallopt is None:
@@ -96,3 +112,23 @@ def tune_allocator(environ=None) -> dict[str, int]:
         if mallopt(param, value) == 1:  # 1: accepted, 0: refused (left as it was)
             applied[name] = value
     return applied
+
+
+def release_free_memory(environ=None) -> bool:
+    """Give the free memory of every malloc arena back to the system
+    (``malloc_trim(0)``), where :func:`tune_allocator` would have tuned it.
+
+    The command calls it once a whole table is read, before the fit: the
+    parsing threads' arenas keep up to the trim threshold each, which the fit
+    cannot use.
+
+    Returns
+    -------
+    released : bool
+        Whether glibc gave memory back (False also when nothing was tried).
+    """
+    environ = os.environ if environ is None else environ
+    if not _allowed(environ):
+        return False
+    malloc_trim = _glibc_malloc_trim()
+    return malloc_trim is not None and malloc_trim(0) == 1
