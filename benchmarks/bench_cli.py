@@ -14,7 +14,8 @@ Parts:
   ``pandas.read_csv`` with ``dtype=float32``, ``pyarrow.csv.read_csv``,
   ``numpy.loadtxt`` and mbkkm's reader (``mbkkm.cli.read_data``), as a library
   call (``mbkkm``) and as the ``mbkkm`` command reads (``mbkkm-cli``: the same
-  call after the command's glibc allocator settings, ``tune_allocator``): the
+  call after the command's glibc allocator settings, ``tune_allocator``, and
+  with its ``release_free_memory`` after it): the
   memory of one run each (sampled), then the time of ``--rounds`` interleaved
   rounds without the sampling thread; target: mbkkm within 1.5x the reference.
 * ``scale`` (``--rows``, default 10,000,000 x 16, about 1.4 GB of CSV, and the
@@ -114,13 +115,18 @@ def child_reader(how, path, sample="1"):
     if how in ("mbkkm", "mbkkm-cli"):
         from mbkkm.cli import read_data
 
-        if how == "mbkkm-cli":  # what the `mbkkm` command does before it reads
-            from mbkkm._files._alloc import tune_allocator
+        release = None
+        if how == "mbkkm-cli":  # what the `mbkkm` command does around its reading
+            from mbkkm._files._alloc import release_free_memory, tune_allocator
 
-            tuned = tune_allocator()
+            tuned = tune_allocator()  # before the clock, as the command's start
+            release = release_free_memory
 
         def run():
-            return read_data(path)
+            X = read_data(path)
+            if release is not None:
+                release()
+            return X
     elif how == "pandas":
         def run():
             return pd.read_csv(path, header=None).to_numpy()
