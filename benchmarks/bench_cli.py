@@ -37,7 +37,7 @@ Usage::
 
     /work/bin/quiet .venv/bin/python benchmarks/bench_cli.py --dir /tmp/bench_cli \\
         [--parts readers scale] [--rows 10000000] [--small-rows 1000000] [--rounds 3]
-        [--keep]
+        [--readers pandas mbkkm mbkkm-cli ...] [--keep]
 
 The data files are made in ``--dir`` (created) and deleted at the end unless
 ``--keep``. Record the load average printed with each figure: the machine is shared.
@@ -61,6 +61,7 @@ D = 16
 K = 8
 FIT = dict(batch_size=1024, tau=200, max_iter=200, random_state=0)
 MIB = 2**20
+READERS = ["pandas", "mbkkm", "mbkkm-cli", "pandas-float32", "pyarrow", "numpy-loadtxt"]
 
 
 # --------------------------------------------------------------- measurement
@@ -233,6 +234,8 @@ def main():
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--small-rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--readers", nargs="+", default=READERS, choices=READERS,
+                    help="the readers' rows to run (pandas and mbkkm always run)")
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     if args.child:
@@ -252,8 +255,7 @@ def main():
                 made.append(small)
             print(f"## readers: {args.small_rows:,} x {D} CSV, "
                   f"{small.stat().st_size / 1e6:.0f} MB")
-            hows = ["pandas", "mbkkm", "mbkkm-cli", "pandas-float32", "pyarrow",
-                    "numpy-loadtxt"]
+            hows = [h for h in READERS if h in {"pandas", "mbkkm", *args.readers}]
             best = {}
             for how in hows:  # memory: one run each, sampled
                 res = run_child("reader", how, str(small), "1")
@@ -275,7 +277,7 @@ def main():
             # medians too, and the median of the ratios of the same round
             med = {h: float(np.median(t)) for h, t in times.items()}
             print("medians: " + ", ".join(f"{h} {med[h]:.2f} s" for h in hows))
-            for how in ("mbkkm", "mbkkm-cli"):  # the library's call; the command's
+            for how in [h for h in ("mbkkm", "mbkkm-cli") if h in hows]:  # library; command
                 ratio = best[how]["seconds"] / best["pandas"]["seconds"]
                 per_round = np.median(np.array(times[how]) / np.array(times["pandas"]))
                 print(f"target {how} <= 1.5 x pandas.read_csv: best {ratio:.2f} x -> "
