@@ -168,3 +168,24 @@ def test_numpy_on_cuda_device(blobs64):
     assert est.support_vectors_.dtype == np.float32
     np.testing.assert_array_equal(est.labels_, ref.labels_)
     assert isinstance(est.predict(blobs64), np.ndarray)
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_repeated_cuda_fits_keep_no_device_memory(blobs64):
+    # Every fit captures a CUDA graph on a side stream; cuBLAS keeps a workspace per
+    # stream it has seen, so the stream is made once per thread and device: after the
+    # first fit, another fit (its model freed) leaves the device memory as it was.
+    torch = _torch()
+    Xc = torch.from_numpy(blobs64.astype(np.float32)).cuda()
+    import gc
+
+    MiniBatchKernelKMeans(**PARAMS).fit(Xc)
+    gc.collect()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for _ in range(3):
+        MiniBatchKernelKMeans(**PARAMS).fit(Xc)
+    gc.collect()
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() == before

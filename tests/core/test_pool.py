@@ -271,6 +271,31 @@ def test_loop_state_is_complete_between_iterations():
     assert full.objectives == part.objectives
 
 
+def test_finish_lets_the_device_loop_go_at_once():
+    """After finish, nothing holds the device loop (its pool, constants, a captured
+    CUDA graph): it is freed by reference counting, before the labelling, not at the
+    garbage collector's next pass (the FitState and its loop refer to each other)."""
+    import gc
+    import weakref
+
+    X = torch.from_numpy(_pendigits_like(n=500))
+    kern = resolve_kernel("rbf", gamma=0.05)
+    rng = np.random.RandomState(0)
+    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["adaptive"], tau=20,
+                           renormalize=True)
+    loop = _loop.MiniBatchLoop(init_state(X[:3].clone(), kern), X,
+                               rng.randint(0, 500, (5, 50)), rng, cfg)
+    loop.run_until(5)
+    device, rows = weakref.ref(loop.state.device), weakref.ref(loop.state.pool.rows)
+    gc.disable()
+    try:
+        windows = loop.finish()
+        assert device() is None and rows() is None
+    finally:
+        gc.enable()
+    assert windows.support.shape[0] == loop.state.support_size() > 3
+
+
 # ------------------------------------------------------- deterministic block sums
 
 #: aten operators that add with atomics on CUDA (an order that changes between runs):

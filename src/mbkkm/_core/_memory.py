@@ -202,6 +202,11 @@ def pool_capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
 
 #: The device pool's term for a captured CUDA graph (see :func:`_cuda_graph_bytes`).
 _CUDA_GRAPH = "CUDA graph: its iteration's buffers, the pool copy of the capture"
+#: cuBLAS keeps a workspace for each stream it runs a product on (torch's default:
+#: 32 MiB on an H100, measured), allocated at the first product and kept: the
+#: current stream's and the capture stream's (``_loop.capture_stream``).
+_CUBLAS = "cuBLAS workspaces (the current and the capture stream)"
+CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 
 
 def _cuda_graph_bytes(t):
@@ -339,7 +344,9 @@ def plan_minibatch(request):
     L = int(np.ceil(blocks_per_window)) + 1
     t = _setup_terms(r)
     if r.device_resident:
-        # On CUDA the rbf block's operands carry the row norms (_torch_tiles.rbf_tail)
+        # On CUDA a large rbf block's operands carry the row norms
+        # (_torch_tiles.rbf_tail) and small pools sum their blocks densely
+        # (_pool.slot_sums)
         fold = dense = 0
         if r.where.startswith("cuda"):  # torch is there
             from ..kernels._torch_tiles import FOLD_MIN_VALUES
@@ -355,7 +362,8 @@ def plan_minibatch(request):
                      + max(t["kernel operand temporaries"], t["iteration products"]))
         if r.where.startswith("cuda"):
             t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
-            iteration += t[_CUDA_GRAPH]
+            t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
+            iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
         cols = t.pop("_cols")
         L, M = t.pop("_L"), t.pop("_M")
     else:
@@ -381,7 +389,7 @@ def plan_minibatch(request):
                      + max(t["kernel operand copies"],
                            t["block sums Q, P, QB"] + t["pair indices"] + t["new support"]))
         M = m
-    setup = (t["data copied to the device"] + t["batch plan"]
+    setup = (t["data copied to the device"] + t["batch plan"] + t.get(_CUBLAS, 0)
              + max(t["width from the data (row chunks)"], t["width selection (sample)"],
                    t["k-means++ subsample and candidates"]))
     label_rows, n_threads, where = r.label_rows, r.n_threads, r.where
@@ -390,7 +398,7 @@ def plan_minibatch(request):
     labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads,
                                        d2 if copies else 0)
     t.update(labelling_terms)
-    labelling = state + sum(labelling_terms.values())
+    labelling = state + sum(labelling_terms.values()) + t.get(_CUBLAS, 0)
     peaks = {"fit": int(max(setup, iteration)), "labelling": int(labelling)}
     return MemoryPlan(
         where=where, terms={k_: int(v) for k_, v in t.items() if v},

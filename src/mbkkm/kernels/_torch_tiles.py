@@ -26,10 +26,10 @@ def _mm(X, Y, out):
 
 #: Device types on which :func:`rbf_tail` folds the row norms into its GEMM ...
 FOLD_DEVICES = ("cuda",)
-#: ... for blocks of at least this many values (64 MiB in float32). Below, the copies'
-#: extra launches cost more than the passes they save (measured on an H100: 0.58 vs
-#: 0.53 ms per MNIST iteration at b = 1024, a 4321 x 1024 block; 4.2 vs 5.9 s for the
-#: b = 16,384 fit, a 76,881 x 16,384 block).
+#: ... for blocks of at least this many values (64 MiB in float32). Measured on an
+#: H100: the b = 16,384 MNIST fit (a 76,881 x 16,384 block) 4.1-4.2 s folded against
+#: 5.9 s; the b = 1,024 fit (a 4,321 x 1,024 block) the same either way (0.16-0.20 s):
+#: below, the fold only adds the operand copies.
 FOLD_MIN_VALUES = 1 << 24
 
 #: Elements of X squared at once by :func:`row_norms_sq` (16 MiB in float32).
@@ -77,12 +77,12 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
     than :func:`rbf` and the same values (the same products, in the same order).
 
     ``fold`` (default: on the device types of :data:`FOLD_DEVICES`, for blocks of at
-    least :data:`FOLD_MIN_VALUES` values) folds both norms
-    into the GEMM instead, through operands with two more columns
-    (:func:`_folded_exponent`): the (n_x, n_y) block then takes the GEMM's write and
-    two in-place passes (clip, exp) instead of five (the bias copied in, read by the
-    GEMM, subtract, clip, exp). On a GPU the block's memory traffic, not the GEMM, is
-    the cost for large batches; the operands' copies cost (n_x + n_y) (d + 4) values.
+    least :data:`FOLD_MIN_VALUES` values) folds both norms into the GEMM instead,
+    through operands with two more columns (:func:`_folded_exponent`): the (n_x, n_y)
+    block then takes the GEMM's write and two in-place passes (clip, exp) instead of
+    five (the bias copied in, read by the GEMM, subtract, clip, exp). On a GPU the
+    block's memory traffic, not the GEMM, is the cost for large batches; the
+    operands' copies cost (n_x + n_y) (d + 4) values.
     The values equal the unfolded ones to float rounding (another order of the same
     sums), not bit for bit.
     """
