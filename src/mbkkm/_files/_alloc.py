@@ -18,7 +18,7 @@ that): buffers of up to 32 MiB come from the heap, and an arena keeps at most
 data array itself) are still mapped and unmapped on their own. Each parsing
 thread has its own arena, whose kept memory the fit (on the main thread)
 cannot reuse, so once the whole table is read the command hands the free
-pages of every arena back (``malloc_trim(0)``, :func:`release_free_memory`).
+pages back (``malloc_trim(0)``, :func:`release_free_memory`).
 
 Only the command does this: the settings are process-wide, so the library's
 functions never touch them (``import mbkkm`` does not import this module).
@@ -115,12 +115,13 @@ def tune_allocator(environ=None) -> dict[str, int]:
 
 
 def release_free_memory(environ=None) -> bool:
-    """Give the free memory of every malloc arena back to the system
-    (``malloc_trim(0)``), where :func:`tune_allocator` would have tuned it.
+    """Give free heap memory back to the system (``malloc_trim(0)``), where
+    :func:`tune_allocator` would have tuned the allocator.
 
-    The command calls it once a whole table is read, before the fit: the
-    parsing threads' arenas keep up to the trim threshold each, which the fit
-    cannot use.
+    The command calls it once a whole table is read, before the fit: glibc then
+    releases the free pages inside every arena's free chunks and the top of the
+    main arena (the parsing threads' arenas keep at most the trim threshold at
+    their tops), memory the parser kept for its next block.
 
     Returns
     -------
