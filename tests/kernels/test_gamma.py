@@ -181,6 +181,32 @@ def test_heat_diagonal_max_checks():
     assert heat_diagonal_max(A, 2.0).gamma == pytest.approx(1.0)
 
 
+def test_heat_operator_is_the_normalized_adjacency():
+    """The heat kernel's operators come from the same N = D^-1/2 A D^-1/2 as the
+    spectral code's: equal to the dense formula, and bit for bit the diagonal
+    products (s_i a_ij s_j) on a 0/1 k-NN graph."""
+    from mbkkm.kernels._gamma import _heat_operator
+    from mbkkm.kernels._spectral import normalized_adjacency
+
+    rng = np.random.default_rng(0)
+    A01 = knn_adjacency(rng.normal(size=(120, 3)), 8)
+    weights = sp.csr_matrix(np.exp(-rng.random((120, 120))))
+    weighted = A01.multiply(weights + weights.T).tocsr()
+    for A in (A01, weighted):
+        d = np.asarray(A.sum(axis=1)).ravel()
+        dense = A.toarray() / np.sqrt(np.outer(d, d))
+        L, N = _heat_operator(A)
+        assert sp.isspmatrix_csr(N) and sp.isspmatrix_csr(L)
+        np.testing.assert_allclose(N.toarray(), dense, rtol=1e-15, atol=0)
+        np.testing.assert_allclose(L.toarray(), np.eye(120) - dense, rtol=0, atol=1e-15)
+        np.testing.assert_array_equal(N.toarray(), normalized_adjacency(A, d).toarray())
+    s = 1.0 / np.sqrt(np.asarray(A01.sum(axis=1)).ravel())
+    np.testing.assert_array_equal(_heat_operator(A01)[1].toarray(),
+                                  (sp.diags(s) @ A01 @ sp.diags(s)).toarray())
+    with pytest.raises(ValueError, match="degree 0"):
+        _heat_operator(sp.csr_matrix((4, 4)))
+
+
 def _top_pairs(A, r):
     """The r largest eigenpairs of D^-1/2 A D^-1/2 from a dense decomposition."""
     import scipy.linalg as sla

@@ -202,6 +202,10 @@ def pool_capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
 
 #: The device pool's term for a captured CUDA graph (see :func:`_cuda_graph_bytes`).
 _CUDA_GRAPH = "CUDA graph: its iteration's buffers, the pool copy of the capture"
+#: The device step (:func:`mbkkm._core._pool.slot_sums`) sums the block Gram densely
+#: on CUDA for at most this many (slot, row) pairs (a (Q, n) float64 temporary of
+#: 128 MiB); here, so that the plan and the step share it.
+DENSE_SLOT_SUMS_MAX = 1 << 24
 #: cuBLAS keeps a workspace for each stream it runs a product on (torch's default:
 #: 32 MiB on an H100, measured), allocated at the first product and kept: the
 #: current stream's and the capture stream's (``_loop.capture_stream``).
@@ -350,12 +354,11 @@ def plan_minibatch(request):
         fold = dense = 0
         if r.where.startswith("cuda"):  # torch is there
             from ..kernels._torch_tiles import FOLD_MIN_VALUES
-            from ._pool import DENSE_SLOT_SUMS_MAX
             fold = FOLD_MIN_VALUES if r.kernel_name == "rbf" else 0
             dense = DENSE_SLOT_SUMS_MAX
-        t.update(_pool_terms(k, b, tau, (r.n_features, r.row_bytes, itemsize),
-                             r.max_tile_bytes, r.max_iter or 0, copies, fold=fold, dense=dense,
-                             support=max(k, r.width_sample)))
+        t.update(_pool_terms((k, b, tau), (r.n_features, r.row_bytes, itemsize),
+                             r.max_tile_bytes, r.max_iter or 0, copies,
+                             support=max(k, r.width_sample), cuda=(fold, dense)))
         state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
             "batch plan"]
         iteration = (state + t["batch rows"] + t["kernel block K(rows, X_B)"]
@@ -419,15 +422,17 @@ _POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the r
                "copy of the pool (replay after an overflow)", "batch plan and log on the device")
 
 
-def _pool_terms(k, b, tau, row, max_tile_bytes, max_iter, copies, support, fold=0,
-                dense=0):
+def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 0)):
     """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
-    fit starts with (``support``: its initial support points); ``row`` is
-    ``(n_features, row_bytes, itemsize)``; ``copies``: whether the kernel copies the
-    rows; ``fold``: the least block (values) whose rbf operands carry the row norms (0:
-    never), as :func:`mbkkm.kernels._torch_tiles.rbf_tail` on CUDA; ``dense``: the
-    most (slot, row) pairs whose block sums are dense (0: never), as
-    :func:`mbkkm._core._pool.slot_sums` on CUDA."""
+    fit starts with (``support``: its initial support points); ``shape`` is
+    ``(k, b, tau)``, ``row`` ``(n_features, row_bytes, itemsize)``; ``copies``: whether
+    the kernel copies the rows; ``cuda``: ``(fold, dense)``, the least block (values)
+    whose rbf operands carry the row norms, as
+    :func:`mbkkm.kernels._torch_tiles.rbf_tail` on CUDA, and the most (slot, row)
+    pairs whose block sums are dense, as :func:`mbkkm._core._pool.slot_sums` on CUDA
+    (0: never)."""
+    k, b, tau = shape
+    fold, dense = cuda
     n_features, row_bytes, itemsize = row
     L, M = pool_capacities(k, b, tau, support=support)
     n_rows, L1 = M + 1 + b, L + 1

@@ -82,6 +82,7 @@ import numpy as np
 import torch
 
 from ..kernels import KERNELS
+from ._memory import DENSE_SLOT_SUMS_MAX
 from ._memory import pool_capacities as capacities
 from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
 
@@ -285,10 +286,9 @@ def _plan_slots(pool, spec, c, ns, alpha, grows):
     return lam, newer, slot, new, stamp, block
 
 
-#: Device types on which :func:`slot_sums` sums small problems densely ...
+#: Device types on which :func:`slot_sums` sums small problems densely (of at most
+#: :data:`mbkkm._core._memory.DENSE_SLOT_SUMS_MAX` (slot, row) pairs).
 DENSE_SLOT_SUMS_DEVICES = ("cuda",)
-#: ... of at most this many (slot, row) pairs (a (Q, n) float64 temporary of 128 MiB).
-DENSE_SLOT_SUMS_MAX = 1 << 24
 
 
 def slot_sums(values, block, bounds):
@@ -304,7 +304,7 @@ def slot_sums(values, block, bounds):
     - A stable sort of the rows by slot, then one sequential sum per slot
       (``segment_reduce``), in row order: on the CPU the sums ``index_add_`` makes,
       bit for bit.
-    - On CUDA (:data:`DENSE_SLOT_SUMS_DEVICES`) for Q n <= :data:`DENSE_SLOT_SUMS_MAX`:
+    - On CUDA (:data:`DENSE_SLOT_SUMS_DEVICES`) for Q n <= ``DENSE_SLOT_SUMS_MAX``:
       the values masked to each slot, a (Q, n) row sum; three kernels where the radix
       sort of int64 keys takes about ten, on the small blocks of an iteration.
     """

@@ -23,6 +23,7 @@ from sklearn.utils import check_array
 from ._graph import LowRankKernel, kernel_diagonal
 from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
 from ._registry import get_spec
+from ._spectral import normalized_adjacency
 
 __all__ = ["HeatDiagonalMax", "HeatTime", "heat_diagonal_bounds", "heat_diagonal_max",
            "heat_time_for_gamma", "kernel_gamma", "top_heat_eigenpairs"]
@@ -165,9 +166,7 @@ def _heat_operator(A):
     if np.any(d <= 0):
         raise ValueError("the graph has a point without links (degree 0); the normalised "
                          "Laplacian is undefined there")
-    s = 1.0 / np.sqrt(d)
-    N = sp.diags(s) @ A @ sp.diags(s)
-    N = sp.csr_matrix(N)
+    N = normalized_adjacency(A, d)
     return (sp.identity(A.shape[0], format="csr") - N).tocsr(), N
 
 
