@@ -40,6 +40,7 @@ from ._files import (
     output_kind,
     save_figure,
 )
+from ._files._alloc import release_free_memory, tune_allocator
 
 #: Prefix of the types a saved model may contain that mbkkm trusts when loading.
 TRUSTED_PREFIX = "mbkkm."
@@ -326,7 +327,9 @@ class _Reader:
 
     def all(self) -> np.ndarray:
         """The whole table, shape (n_rows, n_columns)."""
-        return self.table.read(progress=self.update, n_threads=self.n_threads)
+        X = self.table.read(progress=self.update, n_threads=self.n_threads)
+        release_free_memory()  # the parsing threads' kept buffers, before the fit
+        return X
 
     def blocks(self, k: int) -> Iterator[np.ndarray]:
         """The table as consecutive row blocks, sized for k distances per row."""
@@ -587,6 +590,10 @@ def main():
     the paper's gamma = max_x sqrt(K(x, x)) (kernel-scale; not the kernel width).
     Exit codes: 0 ok, 1 runtime failure, 2 usage error.
     """
+    # Process-wide, so here in the command's own process and never in the library:
+    # keep the text parser's per-block buffers instead of re-faulting them (glibc
+    # only; MBKKM_NO_MALLOPT=1 or any MALLOC_* variable of the user's turns it off).
+    tune_allocator()
 
 
 def _kernel_choice(graph=False):
