@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+# The ``mbkkm`` command tunes glibc's allocator for its own process
+# (mbkkm._files._alloc); CliRunner runs it inside this one, so the suite opts out
+# (the allocator's own tests remove the variable where they need the tuning).
+os.environ.setdefault("MBKKM_NO_MALLOPT", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
