@@ -250,11 +250,18 @@ def test_torch_rbf_tail_folded_and_plain_equal_the_oracle(dtype, d):
     diff = X[:, None, :].astype(np.float64) - X[None, -50:, :]
     expected = np.exp(-gamma * (diff ** 2).sum(-1))
     Xt = torch.from_numpy(X)
-    for fold in (False, True):
-        K = _torch_tiles.rbf_tail(Xt, Xt[-50:], gamma=gamma, fold=fold)
-        assert K.shape == (203, 50) and K.dtype == Xt.dtype
-        np.testing.assert_allclose(K.numpy(), expected, **_tol(dtype, None))
-        assert float(K.max()) <= 1.0
+    # Deterministic mode fills new buffers with NaN: the operands' padding must be
+    # written, not found zero by chance.
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        for fold in (False, True):
+            K = _torch_tiles.rbf_tail(Xt, Xt[-50:], gamma=gamma, fold=fold)
+            assert K.shape == (203, 50) and K.dtype == Xt.dtype
+            np.testing.assert_allclose(K.numpy(), expected, **_tol(dtype, None))
+            assert float(K.max()) <= 1.0
+    finally:
+        torch.use_deterministic_algorithms(was)
     out = torch.full((203, 50), np.nan, dtype=Xt.dtype)  # beta = 0: never read
     K = _torch_tiles.rbf_tail(Xt, Xt[-50:], gamma=gamma, fold=True, out=out)
     assert K.data_ptr() == out.data_ptr()

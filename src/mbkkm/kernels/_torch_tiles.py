@@ -108,10 +108,11 @@ def _folded_exponent(X, start, gamma, out):
     n, d = X.shape
     width = -(-(d + 2) // 4) * 4
     half = row_norms_sq(X).mul_(-0.5)
-    Xa = X.new_zeros((n, width))
+    Xa = X.new_empty((n, width))
     Xa[:, :d] = X
     Xa[:, d] = half
     Xa[:, d + 1] = 1
+    Xa[:, d + 2:] = 0  # the padding only: the rest is written above
     Ya = Xa[start:].clone()
     Ya[:, d] = 1
     Ya[:, d + 1] = half[start:]
