@@ -81,3 +81,39 @@ def test_seed_note_counts_runs_per_setting(table):
     assert _seed_note(df, by) == "2 seeds"
     # One seed missing at one setting (a grid cut short): the range is shown.
     assert _seed_note(df.iloc[1:], by) == "1-2 seeds"
+
+
+def test_each_algorithm_keeps_its_colour_across_figures(table, tmp_path, monkeypatch):
+    """A figure without full batch colours the other algorithms as one with it does."""
+    import matplotlib.colors as mcolors
+
+    from mbkkm.experiments import read_results
+    from mbkkm.experiments import _plots
+    from mbkkm.experiments._algorithms import ALGORITHMS
+
+    colours = [_plots.algorithm_color(a) for a in ALGORITHMS]
+    assert len(set(colours)) == len(ALGORITHMS)          # distinct
+    assert all(mcolors.to_hex(c) != "#000000" for c in colours)  # black is the kernel's
+
+    seen = []
+
+    def capture(fig, out, stem, formats):
+        if stem.endswith("-panels"):
+            legend = {}
+            for ax in fig.axes:
+                for h, lab in zip(*ax.get_legend_handles_labels()):
+                    legend[lab] = mcolors.to_hex(h.patches[0].get_facecolor()
+                                                 if hasattr(h, "patches") else h.get_facecolor())
+            seen.append(legend)
+        return []
+
+    monkeypatch.setattr(_plots, "_save", capture)
+    df = read_results(table)
+    plot_results(df, tmp_path, formats=("png",))
+    plot_results(df[df["algorithm"] != "full-batch"], tmp_path, formats=("png",))
+    with_full, without = seen
+    assert ALGORITHMS["full-batch"].label in with_full
+    assert ALGORITHMS["full-batch"].label not in without
+    for name in ("truncated", "truncated-literal", "untruncated", "minibatch-adaptive"):
+        label = ALGORITHMS[name].label
+        assert with_full[label] == without[label] == mcolors.to_hex(_plots.algorithm_color(name))

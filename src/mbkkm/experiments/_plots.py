@@ -70,6 +70,13 @@ def _save(fig, out: Path, stem: str, formats) -> list[Path]:
     return paths
 
 
+def algorithm_color(name: str):
+    """The colour of an algorithm, the same in every figure (its place in ``ALGORITHMS``)."""
+    import matplotlib
+
+    return matplotlib.colormaps["tab10"](list(ALGORITHMS).index(name) % 10)
+
+
 def _panels(plt, df, dataset, kernel, tau, out, formats):
     import pandas as pd
 
@@ -87,7 +94,6 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
     fit_col, kernel_col, time_label = _time_columns(df)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     width = 0.8 / max(1, len(algos))
-    colors = plt.get_cmap("tab10")
     x = np.arange(len(groups))
     for metric, ax in zip(("ari", "nmi", "time"), axes):
         for i, algo in enumerate(algos):
@@ -107,7 +113,7 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
             if not xs:
                 continue
             label = ALGORITHMS[algo].label if metric == "ari" else None
-            ax.bar(xs, means, width, yerr=errs, color=colors(i % 10), label=label,
+            ax.bar(xs, means, width, yerr=errs, color=algorithm_color(algo), label=label,
                    capsize=2, edgecolor="none")
             if metric == "time" and any(k > 0 for k in kern):
                 ax.bar(xs, kern, width, color="black",
