@@ -87,8 +87,7 @@ def test_each_algorithm_keeps_its_colour_across_figures(table, tmp_path, monkeyp
     """A figure without full batch colours the other algorithms as one with it does."""
     import matplotlib.colors as mcolors
 
-    from mbkkm.experiments import read_results
-    from mbkkm.experiments import _plots
+    from mbkkm.experiments import _plots, read_results
     from mbkkm.experiments._algorithms import ALGORITHMS
 
     colours = [_plots.algorithm_color(a) for a in ALGORITHMS]
