@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbkkm.experiments import read_results, summarize
+from mbkkm.experiments import label_kernel_variants, read_results, summarize
 
 HERE = Path(__file__).resolve().parent
 DATASETS = ["pendigits", "letter", "mnist", "har"]
@@ -71,18 +71,31 @@ def _tcell(r):
     return f"{_secs(r):.2f} s{' wall' if wall else ''}"
 
 
+def _base(kernel):
+    """The kernel's name without the parameters that tell its variants apart."""
+    return str(kernel).split(" (")[0]
+
+
+def _name(kernel):
+    """The kernel as the tables name it: "k-NN", "k-NN (n_neighbors=2000)", ..."""
+    base = _base(kernel)
+    return KERNELS.get(base, NO_KERNEL) + str(kernel)[len(base):]
+
+
 def _pairs(s):
-    return [(d, k) for k in KERNELS for d in DATASETS
+    kernels = [k for base in KERNELS for k in dict.fromkeys(s["kernel"]) if _base(k) == base]
+    return [(d, k) for k in kernels for d in DATASETS
             if ((s["dataset"] == d) & (s["kernel"] == k)).any()]
 
 
 def seeds(df):
+    df = label_kernel_variants(df)
     ok = df[df["status"] == "ok"]
     rows = []
     for (d, k), g in ok.groupby(["dataset", "kernel"], sort=False):
         per = g.groupby(["algorithm", "batch_size", "tau"], dropna=False).size()
         skipped = df[(df["dataset"] == d) & (df["kernel"] == k) & (df["status"] == "skipped")]
-        rows.append([d, KERNELS.get(k, NO_KERNEL), len(g), f"{per.min()}-{per.max()}" if per.min()
+        rows.append([d, _name(k), len(g), f"{per.min()}-{per.max()}" if per.min()
                      != per.max() else str(per.min()), len(skipped),
                      ", ".join(sorted(set(g["commit"].dropna().astype(str)))) or "-"])
     return _table(["dataset", "kernel", "runs ok", "seeds per setting", "skipped",
@@ -100,10 +113,10 @@ def speedup(s):
         fast = best.loc[best.apply(_secs, axis=1).idxmin()]
         tr_cell = f"{_cell(tr)} / {tr['objective_mean']:.4g} / {_tcell(tr)}"
         if full is None:
-            rows.append([d, KERNELS[k], "skipped", tr_cell, "-", "-"])
+            rows.append([d, _name(k), "skipped", tr_cell, "-", "-"])
             continue
         rows.append([
-            d, KERNELS[k],
+            d, _name(k),
             f"{_cell(full)} / {full['objective_mean']:.4g} / {_tcell(full)}", tr_cell,
             f"{_secs(full) / _secs(tr):.1f}x "
             f"(b={int(fast['batch_size'])}, tau={int(fast['tau'])}: "
@@ -122,7 +135,7 @@ def truncation(s):
         unt = _pick(s, d, k, "untruncated", MAIN_B)
         if unt is None:
             continue
-        cells = [d, KERNELS[k], f"{unt['ari_mean']:.3f} ({unt['objective_mean']:.4g})"]
+        cells = [d, _name(k), f"{unt['ari_mean']:.3f} ({unt['objective_mean']:.4g})"]
         for tau in (50, 100, 200, 300):
             r = _pick(s, d, k, "truncated", MAIN_B, tau)
             cells.append("-" if r is None else f"{r['ari_mean']:.3f} ({r['objective_mean']:.4g})")
@@ -144,7 +157,7 @@ def truncation(s):
 def literal(s):
     rows = []
     for d, k in _pairs(s):
-        cells = [d, KERNELS[k]]
+        cells = [d, _name(k)]
         for tau in (50, 100, 200, 300):
             r = _pick(s, d, k, "truncated", MAIN_B, tau)
             lit = _pick(s, d, k, "truncated-literal", MAIN_B, tau)
@@ -181,7 +194,7 @@ def rates(s):
         oc, _ = _mean_over_b(s, d, k, "untruncated-classic", "objective_mean")
         ma, _ = _mean_over_b(s, d, k, "minibatch-adaptive")
         mc, _ = _mean_over_b(s, d, k, "minibatch-classic")
-        rows.append([d, KERNELS[k], nb, f"{_fmt(ua)} ({_fmt(oa, None)})",
+        rows.append([d, _name(k), nb, f"{_fmt(ua)} ({_fmt(oa, None)})",
                      f"{_fmt(uc)} ({_fmt(oc, None)})",
                      _wins(s, d, k, "untruncated", "untruncated-classic"), _fmt(ma),
                      _fmt(mc), _wins(s, d, k, "minibatch-adaptive", "minibatch-classic")])
@@ -197,7 +210,7 @@ def kernel_vs_plain(s):
         ma = _pick(s, d, k, "minibatch-adaptive", MAIN_B)
         mc = _pick(s, d, k, "minibatch-classic", MAIN_B)
         ny = _pick(s, d, k, "nystroem", MAIN_B)
-        rows.append([d, KERNELS[k], _cell(tr), _cell(tr, "nmi"), _cell(ma), _cell(mc),
+        rows.append([d, _name(k), _cell(tr), _cell(tr, "nmi"), _cell(ma), _cell(mc),
                      "-" if ny is None else f"{_cell(ny)} ({_tcell(ny)})"])
     return _table(["dataset", "kernel", f"truncated (b={MAIN_B}, tau={MAIN_TAU}) ARI",
                    "its NMI", "mini-batch k-means β", "mini-batch k-means sklearn",

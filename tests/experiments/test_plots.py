@@ -116,3 +116,45 @@ def test_each_algorithm_keeps_its_colour_across_figures(table, tmp_path, monkeyp
     for name in ("truncated", "truncated-literal", "untruncated", "minibatch-adaptive"):
         label = ALGORITHMS[name].label
         assert with_full[label] == without[label] == mcolors.to_hex(_plots.algorithm_color(name))
+
+
+def _variant_rows():
+    """k-NN at 455 and at 2000 neighbours on one data set, plus a baseline row."""
+    import pandas as pd
+
+    rows = []
+    for n_neighbors, aris in ((455, [0.1, 0.3]), (2000, [0.5, 0.7])):
+        for seed, ari in enumerate(aris):
+            rows.append({"run_id": f"{n_neighbors}-{seed}", "dataset": "mnist",
+                         "algorithm": "truncated", "kernel": "knn",
+                         "kernel_params": f'{{"n_neighbors": {n_neighbors}}}',
+                         "objective_space": "kernel", "batch_size": 64, "tau": 20,
+                         "seed": seed, "status": "ok", "ari": ari, "nmi": ari,
+                         "objective": 1.0, "fit_seconds": 1.0, "kernel_seconds": 2.0})
+    rows.append({**rows[0], "run_id": "mb", "algorithm": "minibatch-adaptive", "kernel": "none",
+                 "kernel_params": "{}", "objective_space": "input", "tau": None})
+    return pd.DataFrame(rows)
+
+
+def test_kernel_variants_are_never_averaged_together(tmp_path):
+    from mbkkm.experiments import label_kernel_variants, summarize
+
+    df = _variant_rows()
+    labelled = label_kernel_variants(df)
+    assert labelled["kernel"].tolist() == ["knn (n_neighbors=455)"] * 2 + [
+        "knn (n_neighbors=2000)"] * 2 + ["none"]
+    assert df["kernel"].tolist()[:4] == ["knn"] * 4  # the input is left alone
+    s = summarize(df).set_index("kernel")
+    assert s.loc["knn (n_neighbors=455)", "ari_mean"] == pytest.approx(0.2)
+    assert s.loc["knn (n_neighbors=2000)", "ari_mean"] == pytest.approx(0.6)
+    assert s.loc["knn (n_neighbors=455)", "n_seeds"] == 2
+    # one parameterisation alone keeps the plain name
+    one = df[df["kernel_params"] != '{"n_neighbors": 2000}']
+    assert set(label_kernel_variants(one)["kernel"]) == {"knn", "none"}
+
+
+@pytest.mark.slow
+def test_kernel_variants_get_their_own_figures(tmp_path):
+    names = sorted(p.name for p in plot_results(_variant_rows(), tmp_path, formats=("png",)))
+    assert names == ["mnist-knn-n_neighbors-2000-panels.png", "mnist-knn-n_neighbors-2000-tau.png",
+                     "mnist-knn-n_neighbors-455-panels.png", "mnist-knn-n_neighbors-455-tau.png"]

@@ -28,7 +28,11 @@ from ._grid import (
     load_grid,
     resolve_grid,
 )
-from ._plots import plot_results, summarize  # matplotlib and pandas: imported when called
+from ._plots import (  # matplotlib and pandas: imported when called
+    label_kernel_variants,
+    plot_results,
+    summarize,
+)
 from ._runner import (
     COLUMNS,
     RunSummary,
@@ -58,6 +62,7 @@ __all__ = [
     "get_preset",
     "grid_from_dict",
     "kernel_matrix_bytes",
+    "label_kernel_variants",
     "load_grid",
     "plot_results",
     "read_results",

@@ -61,6 +61,53 @@ def _seed_note(df, by="key") -> str:
     return f"{lo} seeds" if lo == hi else f"{lo}-{hi} seeds"
 
 
+def label_kernel_variants(df):
+    """Tell apart the parameterisations of one kernel on one data set.
+
+    Where the successful rows of a data set and kernel hold more than one
+    ``kernel_params`` (say k-NN with 455 and with 2000 neighbours), each such row's
+    ``kernel`` becomes the kernel followed by the parameters that differ, e.g.
+    ``"knn (n_neighbors=2000)"``, so that no mean, figure or summary mixes them.
+    Other rows are returned unchanged.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A result table (:func:`~mbkkm.experiments.read_results`).
+
+    Returns
+    -------
+    df : pandas.DataFrame
+        A copy, relabelled where needed.
+    """
+    import json
+
+    df = df.copy()
+    if "kernel_params" not in df.columns:
+        return df
+    ok = df["status"] == "ok" if "status" in df.columns else np.ones(len(df), dtype=bool)
+    for (dataset, kernel), group in df[ok].groupby(["dataset", "kernel"], sort=False):
+        texts = group["kernel_params"].dropna().astype(str).unique()
+        if len(texts) < 2:
+            continue
+        parsed = {t: json.loads(t) for t in texts}
+        keys = sorted({k for p in parsed.values() for k in p})
+        differ = [k for k in keys if len({json.dumps(p.get(k)) for p in parsed.values()}) > 1]
+        rows = (df["dataset"] == dataset) & (df["kernel"] == kernel)
+        for text, params in parsed.items():
+            label = ", ".join(f"{k}={params.get(k)}" for k in differ)
+            df.loc[rows & (df["kernel_params"].astype(str) == text), "kernel"] = (
+                f"{kernel} ({label})")
+    return df
+
+
+def _slug(text: str) -> str:
+    """``text`` as a file-name part: letters, digits, ".", "_" and single dashes."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._]+", "-", text).strip("-")
+
+
 def _save(fig, out: Path, stem: str, formats) -> list[Path]:
     paths = []
     for fmt in formats:
@@ -131,7 +178,7 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                bbox_to_anchor=(0.5, -0.12), frameon=False)
     fig.suptitle(f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over "
                  f"{_seed_note(df)})")
-    paths = _save(fig, out, f"{dataset}-{kernel}-panels", formats)
+    paths = _save(fig, out, f"{dataset}-{_slug(kernel)}-panels", formats)
     plt.close(fig)
     return paths
 
@@ -165,7 +212,7 @@ def _tau_figure(plt, df, dataset, kernel, out, formats):
     note = _seed_note(sub, ["algorithm", "batch_size", "tau"])
     fig.suptitle(f"{dataset}, {kernel} kernel: effect of tau (mean ± std over {note}; "
                  "dotted: untruncated)")
-    paths = _save(fig, out, f"{dataset}-{kernel}-tau", formats)
+    paths = _save(fig, out, f"{dataset}-{_slug(kernel)}-tau", formats)
     plt.close(fig)
     return paths
 
@@ -201,7 +248,7 @@ def plot_results(results, out: str | os.PathLike, *, tau: int | None = None,
     from ._runner import read_results
 
     df = results if isinstance(results, pd.DataFrame) else read_results(results)
-    df = df[df["status"] == "ok"].copy()
+    df = label_kernel_variants(df[df["status"] == "ok"])
     if df.empty:
         raise ValueError("the result table holds no successful run (status 'ok') to plot.")
     for col in ("batch_size", "tau", "kernel_seconds", "fit_seconds", "fit_cpu_seconds",
@@ -247,7 +294,7 @@ def summarize(results):
     from ._runner import read_results
 
     df = results if isinstance(results, pd.DataFrame) else read_results(results)
-    df = df[df["status"] == "ok"].copy()
+    df = label_kernel_variants(df[df["status"] == "ok"])
     keys = ["dataset", "kernel", "algorithm", "objective_space", "batch_size", "tau"]
     for k in ("batch_size", "tau"):
         df[k] = pd.to_numeric(df[k], errors="coerce").fillna(-1).astype(int)
