@@ -86,6 +86,7 @@ def label_kernel_variants(df):
     if "kernel_params" not in df.columns:
         return df
     ok = df["status"] == "ok" if "status" in df.columns else np.ones(len(df), dtype=bool)
+    params_text = df["kernel_params"].astype(str)  # NaN -> "nan", never a variant
     for (dataset, kernel), group in df[ok].groupby(["dataset", "kernel"], sort=False):
         texts = group["kernel_params"].dropna().astype(str).unique()
         if len(texts) < 2:
@@ -96,8 +97,7 @@ def label_kernel_variants(df):
         rows = (df["dataset"] == dataset) & (df["kernel"] == kernel)
         for text, params in parsed.items():
             label = ", ".join(f"{k}={params.get(k)}" for k in differ)
-            df.loc[rows & (df["kernel_params"].astype(str) == text), "kernel"] = (
-                f"{kernel} ({label})")
+            df.loc[rows & (params_text == text), "kernel"] = f"{kernel} ({label})"
     return df
 
 
