@@ -1,0 +1,217 @@
+"""Why the beta learning rate loses to scikit-learn's on Letter's exact heat kernel.
+
+`docs/results/README.md` ("The heat kernel", claim 4) reports that on Letter's
+exact heat kernel (t = 7.16) the untruncated mini-batch kernel k-means with the
+paper's beta rate, alpha_j = sqrt(b_j / b), ends at about half of full batch's ARI,
+while scikit-learn's rate, alpha_j = b_j / N_j, is level with full batch; with the
+Gaussian kernel on the same data the beta rate is ahead. This runs the untruncated
+algorithm with both rates, and with the beta rate whose first step per center is 1
+("adaptive-first", a test of the diagnosis, not the paper's rate), from the same
+kernel k-means++ seeding and the same batches, on a dense precomputed kernel, and
+prints every ``--every`` iterations:
+
+- the full objective, mean over all n points of min_j ||phi(x) - C_j||^2;
+- the churn: the share of all n points whose nearest center changed since the last
+  report (the labelling the fit would return if stopped there);
+- the number of non-empty clusters in that labelling and the largest one's share;
+- the median over centers of the weight the seed point (kernel k-means++) still has
+  in its center, the number of centers whose effective window 1 / sum_i w_ij^2
+  (w_ij the weight of point i in C_j: how many points a center averages) is below 10
+  points, the median step alpha_j of the last update and the median window;
+- the ARI of that labelling.
+
+It keeps, as the untruncated algorithm does, the table P[x, j] = <phi(x), C_j> for
+all points, updated per batch from the batch's kernel rows (O(n (b + k)) per
+iteration), and the center norms <C_j, C_j> from their recursion. At the end it
+prints the final center norms and the kernel's scale: the mean of K(x, x) against
+the mean K(x, y) within and between classes on 2,000 sampled points. A seed point's
+center has norm K(x0, x0); a center averaging m points about K(x, x) / m plus the
+mean off-diagonal value, so where the diagonal dominates, a center keeps a large
+norm (and wins few points) until its seed weight has decayed.
+
+    # the runner's cached exact heat kernel of Letter (heat-letter grid):
+    .venv/bin/python benchmarks/diagnose_learning_rate.py --dataset letter \\
+        --data-home ../shared/datasets --kernel-file ~/.cache/mbkkm/kernels/KEY/K.npy
+    # the Gaussian kernel of the gaussian-letter grid, for comparison:
+    .venv/bin/python benchmarks/diagnose_learning_rate.py --dataset letter \\
+        --data-home ../shared/datasets --gamma 0.05555555555555555
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+# "adaptive-first": the beta rate except that a center's first update has alpha = 1
+# (as the classic rate's has), which replaces the seed point by its first batch mean.
+RATES = ("adaptive", "classic", "adaptive-first")
+FEW = 10  # a center averaging fewer points than this is counted as "few-point"
+
+
+class _Indexed:
+    """A precomputed kernel as the ``kernel(A, B)`` callable that k-means++ takes."""
+
+    def __init__(self, K):
+        self.K = K
+
+    def __call__(self, A, B):
+        return np.asarray(self.K[np.asarray(A).ravel()][:, np.asarray(B).ravel()])
+
+    def diag(self, A):
+        idx = np.asarray(A).ravel()
+        return np.asarray(self.K[idx, idx])
+
+
+def run(K, diag, y, init, batches, rate, every=10):
+    """Untruncated mini-batch kernel k-means on the dense kernel ``K``.
+
+    Parameters
+    ----------
+    K : ndarray of shape (n, n)
+        Dense, symmetric (may be memory-mapped: only batch rows are read).
+    diag : ndarray of shape (n,)
+        K(x, x).
+    y : ndarray of shape (n,) or None
+        True classes, for the ARI.
+    init : ndarray of shape (k,)
+        Indices of the initial centers (each a single point).
+    batches : sequence of ndarray
+        The batch indices of each iteration.
+    rate : {"adaptive", "classic", "adaptive-first"}
+    every : int
+        Report every this many iterations (and after the last one).
+
+    Returns
+    -------
+    rows : list of tuple
+        (iteration, objective, churn, non-empty clusters, largest cluster's share of
+        the points, median seed weight W[init_j, j], number of centers whose
+        effective window is below ``FEW`` points, median alpha, median effective
+        window, ARI).
+    state : dict
+        ``P`` (n, k), ``norms`` (k,), ``sumsq`` (k,) (sum of squared weights),
+        ``labels`` (n,).
+    """
+    from sklearn.metrics import adjusted_rand_score
+
+    n, k = K.shape[0], len(init)
+    P = np.array(K[np.asarray(init)], dtype=np.float64).T  # (n, k): C_j = phi(init_j)
+    norms = diag[init].astype(np.float64)
+    W = np.zeros((n, k))  # C_j = sum_i W_ij phi(x_i), for the effective windows
+    W[np.asarray(init), np.arange(k)] = 1.0
+    counts = np.zeros(k)
+    alphas = np.zeros(k)
+
+    def labelling():
+        D = diag[:, None] - 2.0 * P + norms[None, :]
+        lab = D.argmin(axis=1)
+        return lab, float(np.maximum(D[np.arange(n), lab], 0.0).mean())
+
+    rows = []
+    labels, _ = labelling()
+    for it, B in enumerate(batches, start=1):
+        B = np.asarray(B)
+        KB = np.asarray(K[B], dtype=np.float64)  # (b, n): the batch's kernel rows
+        D = diag[B][:, None] - 2.0 * P[B] + norms[None, :]
+        lab = D.argmin(axis=1)
+        bj = np.bincount(lab, minlength=k).astype(np.float64)
+        counts += bj
+        hit = bj > 0
+        if rate == "adaptive":
+            alpha = np.sqrt(bj / len(B))
+        elif rate == "adaptive-first":
+            alpha = np.where(hit & (counts == bj), 1.0, np.sqrt(bj / len(B)))
+        else:
+            alpha = bj / np.where(counts > 0, counts, 1.0)
+        onehot = np.zeros((len(B), k))
+        onehot[np.arange(len(B)), lab] = (alpha / np.where(hit, bj, 1.0))[lab]
+        # <C_j, batch mean_j> and <batch mean_j, batch mean_j> from the old table.
+        cross = np.where(hit, (onehot * P[B]).sum(axis=0) / np.where(hit, alpha, 1.0), 0.0)
+        mean_norm = (onehot * (KB[:, B] @ onehot)).sum(axis=0)
+        mean_norm = np.where(hit, mean_norm / np.where(hit, alpha, 1.0) ** 2, 0.0)
+        norms = ((1 - alpha) ** 2 * norms + 2 * alpha * (1 - alpha) * cross
+                 + alpha ** 2 * mean_norm)
+        P = (1 - alpha)[None, :] * P + KB.T @ onehot
+        W *= (1 - alpha)[None, :]
+        np.add.at(W, (B, lab), onehot[np.arange(len(B)), lab])
+        alphas = np.where(hit, alpha, alphas)
+        if it % every == 0 or it == len(batches):
+            new, objective = labelling()
+            churn = float(np.mean(new != labels))
+            labels = new
+            ari = adjusted_rand_score(y, labels) if y is not None else float("nan")
+            sizes = np.bincount(labels, minlength=k)
+            windows = 1.0 / (W ** 2).sum(axis=0)
+            rows.append((it, objective, churn, int(np.count_nonzero(sizes)),
+                         float(sizes.max() / n), float(np.median(W[init, np.arange(k)])),
+                         int(np.count_nonzero(windows < FEW)), float(np.median(alphas)),
+                         float(np.median(windows)), ari))
+    return rows, {"P": P, "norms": norms, "sumsq": (W ** 2).sum(axis=0), "labels": labels}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--dataset", default="letter")
+    p.add_argument("--data-home", default=None)
+    p.add_argument("--kernel-file", default=None,
+                   help="a dense .npy kernel matrix (memory-mapped), e.g. the runner's cache")
+    p.add_argument("--gamma", type=float, default=None,
+                   help="without --kernel-file: the Gaussian kernel exp(-gamma ||x - y||^2)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--max-iter", type=int, default=200)
+    p.add_argument("--every", type=int, default=20)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if (args.kernel_file is None) == (args.gamma is None):
+        p.error("give exactly one of --kernel-file and --gamma")
+
+    from mbkkm._core._init import kernel_kmeans_plusplus
+    from mbkkm.datasets import load_dataset
+
+    X, y = load_dataset(args.dataset, data_home=args.data_home)
+    y = np.unique(np.asarray(y), return_inverse=True)[1]
+    n, k = X.shape[0], int(y.max()) + 1
+    start = time.perf_counter()
+    if args.kernel_file is not None:
+        K = np.load(args.kernel_file, mmap_mode="r")
+        if K.shape != (n, n):
+            p.error(f"--kernel-file is {K.shape}, expected ({n}, {n}) for {args.dataset}")
+        what = f"kernel {args.kernel_file}"
+    else:
+        from sklearn.metrics.pairwise import rbf_kernel
+
+        K = rbf_kernel(np.asarray(X, dtype=np.float64), gamma=args.gamma)
+        what = f"Gaussian kernel, gamma = {args.gamma:g}"
+    diag = np.array(K[np.arange(n), np.arange(n)], dtype=np.float64)
+    print(f"{args.dataset}: n = {n}, k = {k}, {what} ({time.perf_counter() - start:.0f} s); "
+          f"b = {args.batch_size}, seed {args.seed}", flush=True)
+
+    rng = np.random.RandomState(args.seed)
+    ids = np.arange(n)[:, None]
+    init = kernel_kmeans_plusplus(ids, _Indexed(K), k, rng, diag=diag)
+    batches = [rng.choice(n, size=args.batch_size, replace=False) for _ in range(args.max_iter)]
+    states = {}
+    for rate in RATES:
+        rows, states[rate] = run(K, diag, y, init, batches, rate, every=args.every)
+        print(f"\nlearning_rate={rate!r}")
+        print(f"  iter  objective   churn  clusters  largest  seed weight  <{FEW} pts  alpha  "
+              "window    ARI")
+        for it, obj, churn, live, largest, seed_w, few, alpha, window, ari in rows:
+            print(f"{it:6d} {obj:10.4e} {churn:7.1%} {live:9d} {largest:8.1%} {seed_w:12.3f} "
+                  f"{few:8d} {alpha:6.3f} {window:7.0f} {ari:6.3f}")
+        norms = states[rate]["norms"]
+        print(f"  final <C_j, C_j>: median {np.median(norms):.3e}, "
+              f"range {norms.min():.3e} .. {norms.max():.3e}")
+    sample = rng.choice(n, size=min(n, 2000), replace=False)
+    block = np.asarray(K[sample][:, sample], dtype=np.float64)
+    same = y[sample][:, None] == y[sample][None, :]
+    off = ~np.eye(len(sample), dtype=bool)
+    print(f"\nK(x, x): mean {diag.mean():.3e}; K(x, y), {len(sample)} sampled points: "
+          f"same class {block[same & off].mean():.3e}, different classes "
+          f"{block[~same].mean():.3e}")
+
+
+if __name__ == "__main__":
+    main()
