@@ -129,7 +129,9 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         "adaptive": the paper's rate alpha_j = sqrt(b_j / b) (Schwartzman 2023), with
         b_j the batch points assigned to cluster j. "classic": scikit-learn's
         MiniBatchKMeans rate alpha_j = b_j / N_j, N_j the running count of points
-        assigned to j.
+        assigned to j. On kernels whose diagonal dominates (e.g. a heat kernel with
+        many clusters) "adaptive" can leave centers stuck at their k-means++ seed
+        points; see the user guide's note on learning rates.
     renormalize : bool, default=True
         After truncation, divide each center's coefficients by their sum so every
         center stays a convex combination of data points. False reproduces the
