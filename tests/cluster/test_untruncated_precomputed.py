@@ -227,3 +227,50 @@ def test_memory_budgets_must_be_positive(budget):
         KernelKMeans(2, max_kernel_memory=budget).fit(X)
     with pytest.raises(ValueError, match="working_memory"):
         MiniBatchKernelKMeans(2, working_memory=budget).fit(X)
+
+
+@pytest.mark.parametrize("form", ["dense", "float32", "sparse", "lowrank"])
+@pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
+@pytest.mark.parametrize("working_memory", [None, 0.05])
+def test_untruncated_stored_rows_equal_kernel_blocks(monkeypatch, form, learning_rate,
+                                                    working_memory):
+    """The untruncated step reads a stored kernel's batch rows (K is symmetric); the
+    generic path gathers K(X, X_B) in row chunks. Same fit within rounding."""
+    from sklearn.datasets import make_moons
+
+    import mbkkm._core._untruncated as untruncated
+    from mbkkm.kernels import heat_kernel, knn_kernel
+
+    X, _ = make_moons(300, noise=0.05, random_state=0)
+    K = {"dense": lambda: rbf_kernel(X, gamma=2.0),
+         "float32": lambda: rbf_kernel(X, gamma=2.0).astype(np.float32),
+         "sparse": lambda: knn_kernel(X, 10),
+         "lowrank": lambda: heat_kernel(X, 10, t=3.0, n_components=20)}[form]()
+    params = dict(kernel="precomputed", batch_size=64, tau=None, max_iter=12,
+                  learning_rate=learning_rate, working_memory=working_memory,
+                  random_state=0)
+    calls = []
+    real = untruncated._reads_stored_rows
+    monkeypatch.setattr(untruncated, "_reads_stored_rows",
+                        lambda *a: calls.append(real(*a)) or calls[-1])
+    fast = MiniBatchKernelKMeans(2, **params).fit(K)
+    assert calls and all(calls)
+    monkeypatch.setattr(untruncated, "_reads_stored_rows", lambda *a: False)
+    slow = MiniBatchKernelKMeans(2, **params).fit(K)
+    np.testing.assert_array_equal(fast.labels_, slow.labels_)
+    np.testing.assert_allclose(fast.batch_objective_, slow.batch_objective_, rtol=1e-10)
+    np.testing.assert_allclose(fast.center_norms_, slow.center_norms_, rtol=1e-10)
+    np.testing.assert_allclose(fast.dual_coef_, slow.dual_coef_, rtol=1e-10, atol=1e-15)
+    assert fast.inertia_ == pytest.approx(slow.inertia_, rel=1e-10)
+
+
+def test_untruncated_reads_rows_only_for_the_stored_points_in_order():
+    from mbkkm._core._untruncated import _reads_stored_rows
+    from mbkkm.kernels._index import IndexKernel
+
+    K = IndexKernel("precomputed", np.eye(5))
+    assert _reads_stored_rows(K, np.arange(5))
+    assert not _reads_stored_rows(K, np.arange(4))           # a subset
+    assert not _reads_stored_rows(K, np.array([1, 0, 2, 3, 4]))  # another order
+    assert not _reads_stored_rows(K, np.arange(5)[:, None])  # not indices
+    assert not _reads_stored_rows(lambda A, B: A @ B.T, np.arange(5))  # not stored

@@ -125,21 +125,44 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
     keep = 1.0 - alpha
     XB = items[batch_idx]
     # c' from the old table (before T is overwritten).
-    K_BB = np.asarray(kernel(XB, XB), dtype=np.float64)
     s1 = np.einsum("ij,ij->j", W, T[batch_idx])
+    if _reads_stored_rows(kernel, items):
+        # T' = (1 - alpha) T + K(X_B, X)^T W: the batch's rows of the stored matrix
+        # (K is symmetric), in chunks of about chunk_rows * b entries.
+        T *= keep[None, :]
+        K_BB = np.empty((b, b))
+        step = max(1, chunk_rows * b // max(n, 1))
+        for start in range(0, b, step):
+            R = kernel.stored_rows(XB[start:start + step])
+            T += R.T @ W[start:start + step]
+            K_BB[start:start + step] = (R[:, XB].toarray() if is_sparse(R)
+                                        else R[:, XB])
+    else:
+        K_BB = np.asarray(kernel(XB, XB), dtype=np.float64)
+        # T' = (1 - alpha) T + K(X, X_B) W, in row chunks.
+        for start in range(0, n, chunk_rows):
+            K = np.asarray(kernel(items[start:start + chunk_rows], XB), dtype=np.float64)
+            Tc = T[start:start + chunk_rows]
+            Tc *= keep[None, :]
+            Tc += K @ W
     s2 = np.einsum("ij,ik,kj->j", W, K_BB, W)
     state.norms = keep**2 * state.norms + 2.0 * keep * s1 + s2
-    # T' = (1 - alpha) T + K(X, X_B) W, in row chunks.
-    for start in range(0, n, chunk_rows):
-        K = np.asarray(kernel(items[start:start + chunk_rows], XB), dtype=np.float64)
-        Tc = T[start:start + chunk_rows]
-        Tc *= keep[None, :]
-        Tc += K @ W
     state.coef *= keep[None, :]
     np.add.at(state.coef, (batch_idx[nz], labels[nz]), W[np.arange(b)[nz], labels[nz]])
     state.init_coef *= keep[state.init_labels]
     state.n_steps += 1
     return labels, objective, alpha
+
+
+def _reads_stored_rows(kernel, items):
+    """Whether ``kernel`` is a stored matrix whose points are ``items``, in order.
+
+    Then K(X, X_B) is the transpose of the batch's rows of the matrix.
+    """
+    if not hasattr(kernel, "stored_rows") or getattr(items, "ndim", 0) != 1:
+        return False
+    n = items.shape[0]
+    return n == kernel.n_samples and bool(np.array_equal(items, np.arange(n)))
 
 
 def table_to_windows(state, items, kernel):

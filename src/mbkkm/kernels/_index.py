@@ -64,6 +64,23 @@ class IndexKernel:
             return out
         return block
 
+    def stored_rows(self, rows):
+        """The rows ``K[rows]`` of the stored matrix, shape (len(rows), n).
+
+        A stored kernel is symmetric (a precomputed matrix is checked to be so within
+        rounding, a graph kernel is by construction), so these are also the columns
+        ``K[:, rows]``: reading whole rows is one contiguous copy each, where a
+        block against all points gathers from every row. CSR for a sparse matrix,
+        dense float64 otherwise.
+        """
+        rows = np.asarray(rows, dtype=np.intp)
+        M = self.matrix
+        if sp.issparse(M):
+            return M.tocsr()[rows].astype(np.float64)
+        if isinstance(M, LowRankKernel):
+            return M.block(rows, np.arange(M.shape[0]))
+        return np.asarray(np.take(M, rows, axis=0), dtype=np.float64)
+
     def tile(self, rows, cols, out=None, backend=None):
         """The block K[rows][:, cols] (what ``nx.kernel_tile`` calls); numpy only."""
         _check_numpy(backend, self.name)
