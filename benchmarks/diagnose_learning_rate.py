@@ -50,20 +50,6 @@ RATES = ("adaptive", "classic", "adaptive-first")
 FEW = 10  # a center averaging fewer points than this is counted as "few-point"
 
 
-class _Indexed:
-    """A precomputed kernel as the ``kernel(A, B)`` callable that k-means++ takes."""
-
-    def __init__(self, K):
-        self.K = K
-
-    def __call__(self, A, B):
-        return np.asarray(self.K[np.asarray(A).ravel()][:, np.asarray(B).ravel()])
-
-    def diag(self, A):
-        idx = np.asarray(A).ravel()
-        return np.asarray(self.K[idx, idx])
-
-
 def run(K, diag, y, init, batches, rate, every=10):
     """Untruncated mini-batch kernel k-means on the dense kernel ``K``.
 
@@ -169,6 +155,7 @@ def main(argv=None):
 
     from mbkkm._core._init import kernel_kmeans_plusplus
     from mbkkm.datasets import load_dataset
+    from mbkkm.kernels._index import IndexKernel
 
     X, y = load_dataset(args.dataset, data_home=args.data_home)
     y = np.unique(np.asarray(y), return_inverse=True)[1]
@@ -189,8 +176,8 @@ def main(argv=None):
           f"b = {args.batch_size}, seed {args.seed}", flush=True)
 
     rng = np.random.RandomState(args.seed)
-    ids = np.arange(n)[:, None]
-    init = kernel_kmeans_plusplus(ids, _Indexed(K), k, rng, diag=diag)
+    init = kernel_kmeans_plusplus(np.arange(n), IndexKernel("precomputed", K, diag=diag), k,
+                                  rng, diag=diag)
     batches = [rng.choice(n, size=args.batch_size, replace=False) for _ in range(args.max_iter)]
     states = {}
     for rate in RATES:
