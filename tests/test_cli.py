@@ -143,6 +143,22 @@ def test_experiment_quick_and_plot(runner, tmp_path):
     r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--no-progress",
                              "--jobs", "2"])
     assert r.exit_code == 0 and "4 already in" in r.output
+    # --dry-run marks the runs the table already holds
+    r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert r.output.count("(done)") == 4 and "4 already in it, 0 to run" in r.output
+    r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--dry-run",
+                             "--seeds", "2"])
+    assert r.exit_code == 0, r.output
+    assert r.output.count("(done)") == 4 and "8 runs" in r.output
+    assert "4 already in it, 4 to run" in r.output
+    assert all(line.endswith("(done)") == ("seed=0" in line)
+               for line in r.output.splitlines() if "seed=" in line)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "g.csv").write_text("a,b\n1,2\n")
+    r = runner.invoke(main, ["experiment", str(grid), "--out", str(tmp_path / "other"),
+                             "--dry-run"])
+    assert r.exit_code == 1 and "no run_id column" in r.output
     r = runner.invoke(main, ["experiment", "quick", "--out", str(out), "--dry-run",
                              "--datasets", "blobs", "--seeds", "1"])
     assert r.exit_code == 0 and "runs ->" in r.output

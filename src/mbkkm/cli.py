@@ -974,7 +974,8 @@ def datasets(data_home):
 @click.option("--kernel-cache", type=click.Path(file_okay=False), default=None,
               help="Folder where kernel matrices are built once and shared by all "
                    "processes and resumes (memory-mapped).")
-@click.option("--dry-run", is_flag=True, help="List the runs without running them.")
+@click.option("--dry-run", is_flag=True,
+              help="List the runs without running them, marking those already in OUT.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, memory_budget,
                data_home, download, jobs, kernel_cache, dry_run, no_progress):
@@ -982,7 +983,7 @@ def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, me
     append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
     from dataclasses import replace
 
-    from .experiments import GridError, expand, resolve_grid, run_grid
+    from .experiments import GridError, done_run_ids, expand, resolve_grid, run_grid
 
     try:
         g = resolve_grid(grid)
@@ -996,10 +997,17 @@ def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, me
         raise click.UsageError(str(exc)) from None
     out = Path(out_dir) / f"{g.name}.csv"
     if dry_run:
+        try:
+            done = done_run_ids(out)
+        except (OSError, ValueError) as exc:
+            raise click.ClickException(" ".join(str(exc).split())) from None
         for r in runs:
             click.echo(f"{r.run_id} {r.dataset} {r.algorithm} {r.kernel} "
-                       f"b={r.batch_size} tau={r.tau} seed={r.seed}")
-        click.echo(f"{len(runs)} runs -> {out}")
+                       f"b={r.batch_size} tau={r.tau} seed={r.seed}"
+                       + (" (done)" if r.run_id in done else ""))
+        n_done = sum(r.run_id in done for r in runs)
+        click.echo(f"{len(runs)} runs -> {out}: {n_done} already in it, "
+                   f"{len(runs) - n_done} to run")
         return
     try:
         summary = run_grid(runs, out, data_home=data_home, download=download,

@@ -287,10 +287,34 @@ def _complete_text(path: Path) -> str:
 
 
 def done_run_ids(path: str | os.PathLike) -> set[str]:
-    """Run ids with status ``ok`` or ``skipped`` in an existing result file.
+    """Run ids with status ``ok`` or ``skipped`` in a result table: the runs a
+    re-run of its grid skips.
 
     An incomplete last line (a run killed while its row was written) does not
-    count: that run is run again.
+    count, nor does a run with status ``error``: those runs are run again.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A result table written by :func:`run_grid`; a missing or empty file holds
+        no run.
+
+    Returns
+    -------
+    run_ids : set of str
+
+    Raises
+    ------
+    ValueError
+        If the file has no ``run_id`` column (not a result table of mbkkm).
+
+    Examples
+    --------
+    >>> from mbkkm.experiments import done_run_ids, expand, get_preset
+    >>> runs = expand(get_preset("quick"))
+    >>> done = done_run_ids("no-such-table.csv")
+    >>> sum(r.run_id not in done for r in runs) == len(runs)
+    True
     """
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
