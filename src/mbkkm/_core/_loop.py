@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -248,7 +249,7 @@ def finish(fs):
 
 
 #: The side stream of the captures, one per (thread, device): see :func:`capture_stream`.
-_CAPTURE_STREAMS = {}
+_CAPTURE_STREAMS: dict[tuple[Any, ...], Any] = {}
 
 
 def capture_stream(device):

@@ -46,7 +46,7 @@ _KINDS = {".npy": NPY, ".npz": NPZ, ".parquet": PARQUET, ".pq": PARQUET,
           ".feather": ARROW, ".arrow": ARROW, ".ipc": ARROW}
 _DELIMITERS = ",\t; "
 
-Progress = Callable[[int], None]
+Progress = Callable[[int], object]
 
 
 class ColumnSelectionError(ValueError):
@@ -246,7 +246,7 @@ class Table:
         # suggests (from the first block's bytes per row), grow by resizing in
         # place (realloc, no second copy) when needed, and trim at the end.
         size = max(self.size_bytes - self._opts["data_offset"], 1)
-        X = None
+        X: np.ndarray | None = None
         n = 0
         for nbytes, block in self._text_blocks(progress, n_threads):
             m = block.shape[0]
@@ -259,6 +259,8 @@ class Table:
                          refcheck=False)
             X[n:n + m] = block
             n += m
+        if X is None:  # no block at all
+            return np.empty((0, self.n_columns), dtype=self.dtype)
         if n != X.shape[0]:
             X.resize((n, self.n_columns), refcheck=False)
         return X
@@ -693,7 +695,8 @@ def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarra
             col = batch.column(j)
             if col.null_count:
                 i = int(np.flatnonzero(np.asarray(col.is_null()))[0])
-                raise ValueError(f"{table.path}: column {names[j]!r} has a missing value "
+                name = names[j] if names is not None else table.columns[j]
+                raise ValueError(f"{table.path}: column {name!r} has a missing value "
                                  f"(null) at row {start + i + 1}.")
             block[:, j] = col.to_numpy(zero_copy_only=False)
         _check_finite(block, table, start)

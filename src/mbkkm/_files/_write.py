@@ -146,7 +146,7 @@ def open_writer(path, *, names: list[str] | None, dtype, n_rows: int | None = No
         Parquet or Arrow output without pyarrow.
     """
     if not isinstance(path, (str, os.PathLike)):
-        w = _TextWriter(path, names, dtype, n_rows, ",")
+        w: _NpyWriter | _TextWriter | _ArrowWriter = _TextWriter(path, names, dtype, n_rows, ",")
         yield w
         w.close()
         return
@@ -160,6 +160,7 @@ def open_writer(path, *, names: list[str] | None, dtype, n_rows: int | None = No
     delimiter = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
     with atomic_write(path, "wb") as fh:
         kw: dict[str, Any] = {}
+        cls: type[_NpyWriter] | type[_TextWriter] | type[_ArrowWriter]
         if kind == "npy":
             cls = _NpyWriter
         elif kind == "text":

@@ -100,19 +100,19 @@ class GammaSelection:
     criterion: str
     base_gamma: float
     n_samples: int
-    seed_scores: np.ndarray = field(repr=False, default=None)
-    sample_indices: np.ndarray = field(repr=False, default=None)
-    sample_labels: np.ndarray = field(repr=False, default=None)
-    seed_inertia: np.ndarray = field(repr=False, default=None)
-    seconds: float = field(repr=False, default=None)
-    raw_scores: np.ndarray = field(repr=False, default=None)
-    solution_runs: np.ndarray = field(repr=False, default=None)
+    seed_scores: np.ndarray | None = field(repr=False, default=None)
+    sample_indices: np.ndarray | None = field(repr=False, default=None)
+    sample_labels: np.ndarray | None = field(repr=False, default=None)
+    seed_inertia: np.ndarray | None = field(repr=False, default=None)
+    seconds: float | None = field(repr=False, default=None)
+    raw_scores: np.ndarray | None = field(repr=False, default=None)
+    solution_runs: np.ndarray | None = field(repr=False, default=None)
     reference: int | None = field(repr=False, default=None)
     min_gain: float = field(repr=False, default=MIN_GAIN)
     min_gain_wider: float = field(repr=False, default=MIN_GAIN_WIDER)
     at_edge: str | None = field(repr=False, default=None)
     start_from_partition: bool = field(repr=False, default=True)
-    noise: np.ndarray = field(repr=False, default=None)
+    noise: np.ndarray | None = field(repr=False, default=None)
     noise_margin: float = field(repr=False, default=0.0)
     data_width: bool = field(repr=False, default=False)
 

@@ -193,12 +193,12 @@ class TSelection:
     criterion: str
     ranks: np.ndarray
     errors: np.ndarray
-    run_scores: np.ndarray = field(repr=False, default=None)
-    run_inertia: np.ndarray = field(repr=False, default=None)
-    labels: np.ndarray = field(repr=False, default=None)
-    sample_indices: np.ndarray = field(repr=False, default=None)
+    run_scores: np.ndarray | None = field(repr=False, default=None)
+    run_inertia: np.ndarray | None = field(repr=False, default=None)
+    labels: np.ndarray | None = field(repr=False, default=None)
+    sample_indices: np.ndarray | None = field(repr=False, default=None)
     n_samples: int = 0
-    seconds: float = field(repr=False, default=None)
+    seconds: float | None = field(repr=False, default=None)
 
     def table(self):
         """A text table of the candidates, their ranks and scores, the choice marked."""

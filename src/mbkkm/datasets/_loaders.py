@@ -381,7 +381,7 @@ def write_dataset_file(
         arrays["split"] = np.asarray(split).astype(np.int8)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(path, "wb") as fh:
-        np.savez_compressed(fh, **arrays)
+        np.savez_compressed(fh, **arrays)  # type: ignore[arg-type]  # numpy's stubs
     return path
 
 

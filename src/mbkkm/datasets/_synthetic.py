@@ -40,9 +40,10 @@ def _check_noise(noise: Any) -> float:
         return 0.0
     if isinstance(noise, (bool, np.bool_)) or not isinstance(noise, numbers.Real):
         raise TypeError(f"noise must be a non-negative float or None, got {type(noise).__name__}.")
-    if not np.isfinite(noise) or noise < 0:
+    value = float(noise)
+    if not np.isfinite(value) or value < 0:
         raise ValueError(f"noise must be a non-negative finite float, got {noise}.")
-    return float(noise)
+    return value
 
 
 def _as_generator(random_state: Any) -> np.random.Generator:
@@ -50,7 +51,8 @@ def _as_generator(random_state: Any) -> np.random.Generator:
     if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
         if isinstance(random_state, (bool, np.bool_)):
             raise TypeError("random_state must be None, an int or a numpy random generator.")
-        return np.random.default_rng(random_state)
+        seed = int(random_state) if isinstance(random_state, numbers.Integral) else random_state
+        return np.random.default_rng(seed)
     if isinstance(random_state, np.random.Generator):
         return random_state
     if isinstance(random_state, np.random.RandomState):
@@ -324,11 +326,12 @@ def _check_int(value: Any, name: str, minimum: int) -> int:
 def _check_fraction(value: Any, name: str, low_open: bool) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float, got {type(value).__name__}.")
-    ok = (0 < value <= 1) if low_open else (0 <= value <= 1)
-    if not np.isfinite(value) or not ok:
+    v = float(value)
+    ok = (0 < v <= 1) if low_open else (0 <= v <= 1)
+    if not np.isfinite(v) or not ok:
         interval = "(0, 1]" if low_open else "[0, 1]"
         raise ValueError(f"{name} must lie in {interval}, got {value}.")
-    return float(value)
+    return v
 
 
 def _topic_laws(rng, n_features, n_topics, topic_weight, density):

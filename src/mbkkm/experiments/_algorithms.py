@@ -68,7 +68,7 @@ def _mbkkm_kernel_args(X, kernel: KernelSetup):
     if kernel.is_graph:
         # The graph kernel's matrix, built once per dataset by the runner.
         return kernel.matrix, {"kernel": "precomputed"}
-    args = {"kernel": kernel.name}
+    args: dict[str, Any] = {"kernel": kernel.name}
     params = dict(kernel.params)
     if "gamma" in params:
         args["gamma"] = params.pop("gamma")

@@ -327,7 +327,7 @@ def load_grid(path: str | os.PathLike) -> Grid:
 _PAPER_DATASETS = ("pendigits", "har", "mnist", "letter")
 _PAPER_ALGORITHMS = ("full-batch", "truncated", "truncated-literal", "untruncated",
                      "untruncated-classic", "minibatch-adaptive", "minibatch-classic")
-_PAPER_AXES = dict(batch_sizes=(256, 512, 1024, 2048), taus=(50, 100, 200, 300),
+_PAPER_AXES: dict[str, Any] = dict(batch_sizes=(256, 512, 1024, 2048), taus=(50, 100, 200, 300),
                    seeds=tuple(range(10)), max_iter=200)
 
 #: The presets: one per figure of the paper (Gaussian, k-NN and heat kernel), and ``quick``.
@@ -395,6 +395,7 @@ def expand(grid: Grid) -> list[RunSpec]:
     runs : list of RunSpec
     """
     runs: list[RunSpec] = []
+    kparams: tuple[tuple[str, Any], ...]
     for ds in grid.datasets:
         synth = grid.synthetic_samples if ds in SYNTHETIC else None
         kernel_free_done = False

@@ -555,7 +555,7 @@ class _Executor:
             X.shape[0], run.kernel, dict(run.kernel_params),
             dense=get_algorithm(run.algorithm).needs_kernel_matrix,
             n_clusters=run.n_clusters or len(np.unique(y))) if matrix else None
-        if matrix and self.memory_budget is not None and est > self.memory_budget:
+        if est is not None and self.memory_budget is not None and est > self.memory_budget:
             row.update(
                 n_samples=X.shape[0], n_features=X.shape[1], status="skipped",
                 memory_estimate_bytes=est, load_average=load_average(), timestamp=_now(),
@@ -580,6 +580,7 @@ class _Executor:
             row.update(status="error", load_average=load_average(), timestamp=_now(),
                        message=f"building the kernel failed: {self._kernel_error}")
         else:
+            assert self._kernel is not None  # built without an error
             row = execute_run(run, X, y, self._kernel, self.env)
             row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True,
                                               default=float)

@@ -325,7 +325,7 @@ class _GraphKernelNames(Sequence):
     def __eq__(self, other):
         return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # mutable-style equality: unhashable
 
     def __repr__(self):
         return repr(self._names())
