@@ -20,9 +20,10 @@ prints every ``--every`` iterations:
   points, the median step alpha_j of the last update and the median window;
 - the ARI of that labelling.
 
-It keeps, as the untruncated algorithm does, the table P[x, j] = <phi(x), C_j> for
-all points, updated per batch from the batch's kernel rows (O(n (b + k)) per
-iteration), and the center norms <C_j, C_j> from their recursion. At the end it
+It runs the library's untruncated step (``table_step``: the table P[x, j] =
+<phi(x), C_j> for all points, updated per batch from the batch's kernel rows, the
+center norms <C_j, C_j> from their recursion, and the weight of every point in
+every center) with each rate, and reads those weights. At the end it
 prints the final center norms and the kernel's scale: the mean of K(x, x) against
 the mean K(x, y) within and between classes on 2,000 sampled points. A seed point's
 center has norm K(x0, x0); a center averaging m points about K(x, x) / m plus the
@@ -44,14 +45,31 @@ import time
 
 import numpy as np
 
+from mbkkm._core._init import kernel_kmeans_plusplus
+from mbkkm._core._rates import LEARNING_RATES, adaptive_rate
+from mbkkm._core._state import init_state
+from mbkkm._core._untruncated import init_table, table_step
+from mbkkm.kernels._index import IndexKernel
+
 # "adaptive-first": the beta rate except that a center's first update has alpha = 1
 # (as the classic rate's has), which replaces the seed point by its first batch mean.
 RATES = ("adaptive", "classic", "adaptive-first")
 FEW = 10  # a center averaging fewer points than this is counted as "few-point"
 
 
+def _adaptive_first(batch_counts, batch_total, running_counts):
+    """The beta rate, except alpha_j = 1 at center j's first update (N_j = b_j)."""
+    first = (batch_counts > 0) & (running_counts == batch_counts)
+    return np.where(first, 1.0, adaptive_rate(batch_counts, batch_total, running_counts))
+
+
+_RATE_FUNCS = {**LEARNING_RATES, "adaptive-first": _adaptive_first}
+
+
 def run(K, diag, y, init, batches, rate, every=10):
-    """Untruncated mini-batch kernel k-means on the dense kernel ``K``.
+    """Untruncated mini-batch kernel k-means on the dense kernel ``K``: the library's
+    own step (``mbkkm._core._untruncated.table_step``), observed every ``every``
+    iterations.
 
     Parameters
     ----------
@@ -82,59 +100,44 @@ def run(K, diag, y, init, batches, rate, every=10):
     """
     from sklearn.metrics import adjusted_rand_score
 
-    n, k = K.shape[0], len(init)
-    P = np.array(K[np.asarray(init)], dtype=np.float64).T  # (n, k): C_j = phi(init_j)
-    norms = diag[init].astype(np.float64)
-    W = np.zeros((n, k))  # C_j = sum_i W_ij phi(x_i), for the effective windows
-    W[np.asarray(init), np.arange(k)] = 1.0
-    counts = np.zeros(k)
+    n = K.shape[0]
+    items = np.arange(n)
+    init = np.asarray(init)
+    k = len(init)
+    kernel = IndexKernel("precomputed", K, diag=diag)
+    state = init_table(items, init_state(init, kernel), kernel)
     alphas = np.zeros(k)
 
+    def weights():
+        """W (n, k): C_j = sum_i W_ij phi(x_i), the seeds' remaining weight included."""
+        W = state.coef.copy()
+        np.add.at(W, (state.init_items, state.init_labels), state.init_coef)
+        return W
+
     def labelling():
-        D = diag[:, None] - 2.0 * P + norms[None, :]
+        D = diag[:, None] - 2.0 * state.table + state.norms[None, :]
         lab = D.argmin(axis=1)
         return lab, float(np.maximum(D[np.arange(n), lab], 0.0).mean())
 
     rows = []
     labels, _ = labelling()
     for it, B in enumerate(batches, start=1):
-        B = np.asarray(B)
-        KB = np.asarray(K[B], dtype=np.float64)  # (b, n): the batch's kernel rows
-        D = diag[B][:, None] - 2.0 * P[B] + norms[None, :]
-        lab = D.argmin(axis=1)
-        bj = np.bincount(lab, minlength=k).astype(np.float64)
-        counts += bj
-        hit = bj > 0
-        if rate == "adaptive":
-            alpha = np.sqrt(bj / len(B))
-        elif rate == "adaptive-first":
-            alpha = np.where(hit & (counts == bj), 1.0, np.sqrt(bj / len(B)))
-        else:
-            alpha = bj / np.where(counts > 0, counts, 1.0)
-        onehot = np.zeros((len(B), k))
-        onehot[np.arange(len(B)), lab] = (alpha / np.where(hit, bj, 1.0))[lab]
-        # <C_j, batch mean_j> and <batch mean_j, batch mean_j> from the old table.
-        cross = np.where(hit, (onehot * P[B]).sum(axis=0) / np.where(hit, alpha, 1.0), 0.0)
-        mean_norm = (onehot * (KB[:, B] @ onehot)).sum(axis=0)
-        mean_norm = np.where(hit, mean_norm / np.where(hit, alpha, 1.0) ** 2, 0.0)
-        norms = ((1 - alpha) ** 2 * norms + 2 * alpha * (1 - alpha) * cross
-                 + alpha ** 2 * mean_norm)
-        P = (1 - alpha)[None, :] * P + KB.T @ onehot
-        W *= (1 - alpha)[None, :]
-        np.add.at(W, (B, lab), onehot[np.arange(len(B)), lab])
-        alphas = np.where(hit, alpha, alphas)
+        _, _, alpha = table_step(state, items, np.asarray(B), diag, kernel, _RATE_FUNCS[rate])
+        alphas = np.where(alpha > 0, alpha, alphas)
         if it % every == 0 or it == len(batches):
             new, objective = labelling()
             churn = float(np.mean(new != labels))
             labels = new
             ari = adjusted_rand_score(y, labels) if y is not None else float("nan")
             sizes = np.bincount(labels, minlength=k)
+            W = weights()
             windows = 1.0 / (W ** 2).sum(axis=0)
             rows.append((it, objective, churn, int(np.count_nonzero(sizes)),
                          float(sizes.max() / n), float(np.median(W[init, np.arange(k)])),
                          int(np.count_nonzero(windows < FEW)), float(np.median(alphas)),
                          float(np.median(windows)), ari))
-    return rows, {"P": P, "norms": norms, "sumsq": (W ** 2).sum(axis=0), "labels": labels}
+    return rows, {"P": state.table, "norms": state.norms,
+                  "sumsq": (weights() ** 2).sum(axis=0), "labels": labels}
 
 
 def main(argv=None):
@@ -153,9 +156,7 @@ def main(argv=None):
     if (args.kernel_file is None) == (args.gamma is None):
         p.error("give exactly one of --kernel-file and --gamma")
 
-    from mbkkm._core._init import kernel_kmeans_plusplus
     from mbkkm.datasets import load_dataset
-    from mbkkm.kernels._index import IndexKernel
 
     X, y = load_dataset(args.dataset, data_home=args.data_home)
     y = np.unique(np.asarray(y), return_inverse=True)[1]
