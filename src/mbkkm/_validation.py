@@ -181,19 +181,25 @@ def _non_numeric(X):
 def _nan_position(X):
     """`` (n values; the first in row i, column j)``, or ``""`` where X cannot say."""
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a data frame: name the columns
-        counts = []
+        counts, first = [], None  # first: (row, column) of the first NaN, row by row
         for name, col in _columns(X):
             try:
-                n = int(np.isnan(np.asarray(col, dtype=np.float64)).sum())
+                nan = np.isnan(np.asarray(col, dtype=np.float64))
             except (TypeError, ValueError):
                 continue
-            if n:
-                counts.append((name, n))
+            if nan.any():
+                counts.append((name, int(nan.sum())))
+                i = int(np.argmax(nan))
+                if first is None or i < first[0]:
+                    first = (i, name)
         if not counts:
             return ""
         total = sum(n for _, n in counts)
         names = ", ".join(name for name, _ in counts[:3]) + (", ..." if len(counts) > 3 else "")
-        return f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names})"
+        label = X.index[first[0]]
+        index = "" if label == first[0] else f" (index {label!r})"
+        return (f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names}; the "
+                f"first in row {first[0]}{index}, column {first[1]})")
     if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can be NaN
         coo = X.tocoo()
         mask = np.isnan(coo.data)
