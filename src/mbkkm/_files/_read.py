@@ -183,6 +183,12 @@ class Table:
         return len(self.columns)
 
     @property
+    def file_names(self) -> list[str] | None:
+        """Header names of all the file's columns, selected or not (None: no header)."""
+        names = self._opts.get("file_names")
+        return None if names is None else list(names)
+
+    @property
     def size_bytes(self) -> int:
         """Bytes of the file (the unit of the text reader's progress)."""
         return self.path.stat().st_size
@@ -711,7 +717,8 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
     if n == 0:
         raise ValueError(f"{path}: the table is empty (0 rows).")
     return Table(path, kind, [names[j] for j in keep], keep, n,
-                 _default_dtype(kind, None, dtype), len(names), {"source": source})
+                 _default_dtype(kind, None, dtype), len(names),
+                 {"source": source, "file_names": names})
 
 
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
