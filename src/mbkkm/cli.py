@@ -233,8 +233,8 @@ def _record_columns(est, table: Table, columns, drop) -> None:
         "file_columns": int(table.n_file_columns),
         "used": [int(j) for j in table.columns],
         # header names of the file's columns not used (None: the file had no header)
-        "left_out": None if table.names is None else
-        [str(names[j]) for j in range(table.n_file_columns) if j not in table.columns],
+        "left_out": None if names is None else
+        [str(n) for j, n in enumerate(names) if j not in table.columns],
     })
 
 
