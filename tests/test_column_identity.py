@@ -225,7 +225,7 @@ ESTIMATORS = {
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
-def test_dataframe_names_as_scikit_learn(frame, name):
+def test_dataframe_columns_matched_by_name(frame, name):
     df = frame[FEATURES]
     est = ESTIMATORS[name]().fit(df)
     np.testing.assert_array_equal(est.feature_names_in_, FEATURES)
@@ -233,11 +233,11 @@ def test_dataframe_names_as_scikit_learn(frame, name):
     reordered = df[["z", "x", "y"]]
     # positions alone would mislabel: the same values in another column order
     assert (est.predict(reordered.set_axis(FEATURES, axis=1)) != labels).any()
-    # selected by the fitted names: the labels of the original order
-    np.testing.assert_array_equal(est.predict(reordered[est.feature_names_in_]), labels)
+    # matched by the fitted names: the labels of the original order
+    np.testing.assert_array_equal(est.predict(reordered), labels)
+    np.testing.assert_array_equal(est.transform(reordered), est.transform(df))
+    assert est.score(reordered) == est.score(df)
     for method in ("predict", "transform", "score"):
-        with pytest.raises(ValueError, match="Feature names must be in the same order"):
-            getattr(est, method)(reordered)
         with pytest.raises(ValueError, match=r"seen at fit time, yet now missing:\n- y"):
             getattr(est, method)(df[["x", "z"]])
         with pytest.raises(ValueError, match=r"unseen at fit time:\n- w"):
@@ -250,6 +250,22 @@ def test_dataframe_names_as_scikit_learn(frame, name):
     with pytest.warns(UserWarning, match=f"X has feature names, but {name} was fitted "
                                          "without feature names"):
         plain.predict(df)
+
+
+@pytest.mark.parametrize("name", ["MiniBatchKernelKMeans", "MiniBatchKMeans"])
+def test_partial_fit_matches_columns_by_name(frame, name):
+    df = frame[FEATURES]
+    first = ESTIMATORS[name]().partial_fit(df)
+    a = clone_fitted(first).partial_fit(df)
+    b = clone_fitted(first).partial_fit(df[["y", "z", "x"]])
+    np.testing.assert_array_equal(a.predict(df), b.predict(df))
+    np.testing.assert_array_equal(a.transform(df), b.transform(df))
+
+
+def clone_fitted(est):
+    import copy
+
+    return copy.deepcopy(est)
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
