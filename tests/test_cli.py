@@ -58,7 +58,9 @@ def test_fit_csv_with_header(runner, blobs, tmp_path):
     assert "80 points x 2 features" in r.output and "cluster sizes: 40 40" in r.output
     assert "inertia" in r.output and "time" in r.output
     est = load_model(model)
-    np.testing.assert_array_equal(est.predict(blobs), labels)
+    np.testing.assert_array_equal(est.feature_names_in_, ["x", "y"])  # the header's
+    pd = pytest.importorskip("pandas")
+    np.testing.assert_array_equal(est.predict(pd.DataFrame(blobs, columns=["x", "y"])), labels)
 
 
 @pytest.mark.parametrize("kind", ["npy", "npz", "csv-noheader", "tsv"])
@@ -454,7 +456,9 @@ def test_predict_streams_blocks_in_threads(runner, tmp_path, monkeypatch, block_
     np.testing.assert_array_equal(np.load(labels2), fitted)
     # the distances of rows in other blocks: equal up to the summation order
     np.testing.assert_allclose(np.load(dist2), np.load(dist), rtol=1e-5, atol=1e-5)
-    np.testing.assert_array_equal(fitted, load_model(model).predict(X.astype(np.float32)))
+    pd = pytest.importorskip("pandas")
+    np.testing.assert_array_equal(
+        fitted, load_model(model).predict(pd.DataFrame(X.astype(np.float32), columns=list("abc"))))
     assert len(np.unique(fitted)) == 3
     # standard output, one label a line
     r = runner.invoke(main, ["predict", str(model), str(data), "-q"])

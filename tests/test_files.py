@@ -118,9 +118,11 @@ def test_blank_lines_crlf_and_spaces(tmp_path, block_bytes):
     ("a,b\n1,2\n3\n", r"line 3: 1 fields, expected 2"),
     ("a,b\n1,2\n3,4,5\n", r"line 3: 3 fields, expected 2"),
     ("a,name\n1,x\n", r"column 'name' is not numeric \(line 2 holds 'x'\)"),
-    ("1,2\n3,\n", r"column 1 \(0-based\) is not numeric \(line 2 holds ''\)"),
-    ("1,2\nnan,3\n", r"non-finite value .* line 2, column 0"),
-    ("1,2\n3,-inf\n", r"non-finite value .* line 2, column 1"),
+    ("1,2\n3,\n", r"missing value '' at row 2 \(line 2\), column 1 \(0-based\)\. .*"
+                  r"dropna\(\).*SimpleImputer"),
+    ("a,b\n\n1,2\n\n3,NA\n", r"missing value 'NA' at row 2 \(line 5\), column 'b'"),
+    ("1,2\nnan,3\n", r"missing value 'nan' at row 2 \(line 2\), column 0 \(0-based\)"),
+    ("1,2\n3,-inf\n", r"infinite value '-inf' at row 2 \(line 2\), column 1 \(0-based\)"),
     ("1,1e39\n", r"too large for float32"),
     ("", r"is empty"),
     ("\n \n", r"is empty"),
@@ -298,7 +300,8 @@ def test_npy_is_memory_mapped_with_its_dtype(tmp_path):
     assert open_table(vec).read().shape == (5, 1)
     bad = tmp_path / "nan.npy"
     np.save(bad, np.array([[1.0, 2.0], [3.0, np.nan]]))
-    with pytest.raises(ValueError, match=r"non-finite value .* row 2, column 1"):
+    with pytest.raises(ValueError, match=r"missing value at row 2, column 1 \(0-based\)\. "
+                                         r".*impute"):
         open_table(bad).read()
 
 
@@ -331,7 +334,8 @@ def test_arrow_files(tmp_path, suffix, block_bytes):
                                   X[:, [2, 0]])
     df.loc[17, "b"] = None
     (df.to_parquet if suffix == ".parquet" else df.to_feather)(p)
-    with pytest.raises(ValueError, match=r"column 'b' has a missing value \(null\) at row 18"):
+    with pytest.raises(ValueError, match=r"missing value \(null\) at row 18, column 'b'\. "
+                                         r".*SimpleImputer"):
         open_table(p, drop=["name"]).read()
 
 

@@ -707,7 +707,8 @@ _NEEDS_PYARROW = pytest.mark.skipif(not _has_pyarrow(), reason="Parquet needs py
 
 
 @pytest.mark.parametrize("make, args, code, match", [
-    (lambda p: _write(p / "d.csv", "1,2\nnan,3\n4,5\n"), [], 1, "non-finite"),  # L1
+    (lambda p: _write(p / "d.csv", "1,2\nnan,3\n4,5\n"), [], 1,
+     "missing value 'nan' at row 2 (line 2), column 0 (0-based)"),  # L1
     (lambda p: _write(p / "d.csv", "a,b\n1,x\n2,3\n"), [], 1, "not numeric"),  # L2
     (lambda p: _write(p / "d.csv", ""), [], 1, "empty"),  # L3
     (lambda p: _write(p / "d.csv", "1,2\n3,4\n"), ["-k", "5"], 2, "larger than"),  # L4
@@ -722,8 +723,8 @@ _NEEDS_PYARROW = pytest.mark.skipif(not _has_pyarrow(), reason="Parquet needs py
      "no array 'X'"),  # L10
     (lambda p: _write(p / "d.csv", "1,2\n3\n"), [], 1, "fields"),  # L11
     (lambda p: _write(p / "d.csv", "a,b\n1,2\n3,\n"), [], 1,
-     "column 'b' is not numeric (line 3 holds '')"),  # L13
-    (lambda p: _write(p / "d.csv", "1,2\ninf,3\n4,5\n"), [], 1, "non-finite"),  # L14
+     "missing value '' at row 2 (line 3), column 'b'"),  # L13
+    (lambda p: _write(p / "d.csv", "1,2\ninf,3\n4,5\n"), [], 1, "infinite value"),  # L14
     (lambda p: _write(p / "d.csv", "id,a,b\n1,2,3\n4,5,6,7\n"), ["--drop", "id"], 1,
      "line 3: 4 fields, expected 3"),  # L15
     pytest.param(lambda p: (pd.DataFrame({"a": [1.0, 2.0], "s": ["x", "y"]})

@@ -134,7 +134,10 @@ def test_nan_in_a_dataframe_names_the_columns():
     df.loc[3, "weight"] = np.nan
     df.loc[4, "age"] = np.nan
     msg = _message(ESTIMATORS["MiniBatchKMeans"], df)
-    assert msg.startswith("Input X contains NaN (2 values, in columns 'age', 'weight').")
+    assert msg.startswith("Input X contains NaN (2 values, in columns 'age', 'weight'; the "
+                          "first in row 3, column 'weight').")
+    msg = _message(ESTIMATORS["MiniBatchKMeans"], df.set_index(df.index + 10))
+    assert "the first in row 3 (index 13), column 'weight')" in msg
 
 
 @pytest.mark.parametrize("name", KERNEL_ESTIMATORS)

@@ -17,8 +17,8 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.validation import _check_sample_weight
 
-__all__ = ["check_sample_weight", "check_str_options", "short_input_errors",
-           "unknown_name_message"]
+__all__ = ["check_sample_weight", "check_str_options", "match_columns",
+           "short_input_errors", "unknown_name_message"]
 
 
 def check_sample_weight(sample_weight, X, dtype=np.float64):
@@ -40,6 +40,31 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
 
 
 # ------------------------------------------------------------- names of options
+def match_columns(estimator, X):
+    """X with its columns put in the fitted order, when they are the fitted ones.
+
+    A table (anything with ``columns``, e.g. a pandas DataFrame) whose column names
+    are exactly ``estimator.feature_names_in_`` in another order is reordered by
+    name, so that a file or frame written with its columns shuffled is read as the
+    model was fitted. Anything else is returned as it is and checked by
+    ``validate_data``, which refuses missing and unseen names, naming them, and
+    warns when names are present on one side only. scikit-learn refuses a
+    reordering too; we match by name instead, since the names say unambiguously
+    which column is which.
+    """
+    fitted = getattr(estimator, "feature_names_in_", None)
+    columns = getattr(X, "columns", None)
+    if fitted is None or columns is None or not hasattr(X, "__getitem__"):
+        return X
+    names = list(columns)
+    wanted = list(fitted)
+    if names == wanted or len(names) != len(wanted) or set(names) != set(wanted):
+        return X
+    if not all(isinstance(name, str) for name in names):
+        return X
+    return X[wanted]
+
+
 def unknown_name_message(param, value, known, *, what=None, also=()):
     """``param='value' is not a known ...``: the known names sorted, the nearest first.
 
@@ -181,19 +206,25 @@ def _non_numeric(X):
 def _nan_position(X):
     """`` (n values; the first in row i, column j)``, or ``""`` where X cannot say."""
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a data frame: name the columns
-        counts = []
+        counts, first = [], None  # first: (row, column) of the first NaN, row by row
         for name, col in _columns(X):
             try:
-                n = int(np.isnan(np.asarray(col, dtype=np.float64)).sum())
+                nan = np.isnan(np.asarray(col, dtype=np.float64))
             except (TypeError, ValueError):
                 continue
-            if n:
-                counts.append((name, n))
+            if nan.any():
+                counts.append((name, int(nan.sum())))
+                i = int(np.argmax(nan))
+                if first is None or i < first[0]:
+                    first = (i, name)
         if not counts:
             return ""
         total = sum(n for _, n in counts)
         names = ", ".join(name for name, _ in counts[:3]) + (", ..." if len(counts) > 3 else "")
-        return f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names})"
+        label = X.index[first[0]]
+        index = "" if label == first[0] else f" (index {label!r})"
+        return (f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names}; the "
+                f"first in row {first[0]}{index}, column {first[1]})")
     if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can be NaN
         coo = X.tocoo()
         mask = np.isnan(coo.data)

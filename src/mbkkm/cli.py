@@ -13,8 +13,8 @@ Commands::
 
 Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
-dataset, algorithm or kernel; a missing file). Errors are printed as one line
-(``Error: ...``), without a traceback.
+dataset, algorithm or kernel; a missing file; columns that are not the model's).
+Errors are printed as one line (``Error: ...``), without a traceback.
 """
 
 from __future__ import annotations
@@ -172,10 +172,12 @@ def _data_options(command):
                      help="Array name in an .npz file."),
         click.option("--columns", multiple=True, metavar="NAMES",
                      help="Columns to use, by header name or 0-based index, comma-separated "
-                          "(e.g. --columns x,y,z or --columns 0,2). Default: all."),
+                          "(e.g. --columns x,y,z or --columns 0,2). Default: all (predict: "
+                          "the model's, found by name; the fit's choice is saved with the "
+                          "model)."),
         click.option("--drop", multiple=True, metavar="NAMES",
                      help="Columns to leave out (an id, a label), by header name or 0-based "
-                          "index, comma-separated."),
+                          "index, comma-separated (predict: default the fit's)."),
         click.option("--dtype", type=click.Choice(["float32", "float64"]), default=None,
                      help="Precision of the data in memory. Default: float32 (as the "
                           "estimators prefer); a float64 .npy/.npz keeps float64."),
@@ -206,6 +208,156 @@ def _open_data(data, *, header, key, columns, drop, dtype):
         raise click.UsageError(f"--{exc.option}: {exc.detail}") from None
     except (OSError, ValueError, ImportError) as exc:
         raise click.ClickException(_one_line(exc)) from None
+
+
+# ---------------------------------------------------------------------------
+# Column identity: the fit's columns saved with the model, matched at predict
+# ---------------------------------------------------------------------------
+
+#: The attribute in which ``mbkkm fit`` saves its column choice with the model
+#: (see :func:`_record_columns`); models fitted in Python have none.
+COLUMN_CHOICE = "_mbkkm_columns"
+
+
+def _record_columns(est, table: Table, columns, drop) -> None:
+    """Save with the fitted model what ``mbkkm predict`` needs to find its columns
+    again: the header names of the columns used (``feature_names_in_``, as
+    scikit-learn records a DataFrame's), and the ``--columns`` / ``--drop`` choice
+    with the columns it used and left out."""
+    names = table.file_names
+    if table.names is not None:
+        est.feature_names_in_ = np.asarray(table.names, dtype=object)
+    setattr(est, COLUMN_CHOICE, {
+        "columns": _split_names(columns, "--columns"),
+        "drop": _split_names(drop, "--drop"),
+        "file_columns": int(table.n_file_columns),
+        "used": [int(j) for j in table.columns],
+        # header names of the file's columns not used (None: the file had no header)
+        "left_out": None if names is None else
+        [str(n) for j, n in enumerate(names) if j not in table.columns],
+    })
+
+
+def _names_list(names, limit: int = 8) -> str:
+    shown = ", ".join(map(repr, names[:limit]))
+    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
+
+
+def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
+    """DATA opened with the model's columns, in the model's order.
+
+    The model's feature names (``feature_names_in_``) and a header in DATA: the
+    columns are found by name, wherever they are; a column the model needs that
+    is not there, or one it was not fitted on that is (after ``--columns`` /
+    ``--drop``, or the fit's choice saved with the model), is refused as a usage
+    error naming them. Names on one side only: a warning, and the columns are
+    taken by position. Without ``--columns`` / ``--drop`` the fit's choice is
+    replayed.
+    """
+    names = getattr(est, "feature_names_in_", None)
+    names = None if names is None else [str(n) for n in names]
+    saved = getattr(est, COLUMN_CHOICE, None) or {}
+    given = bool(columns or drop)
+    table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
+    if names is not None and table.names is not None:
+        return _select_by_name(table, names, saved, given, data, header, key, dtype)
+    if names is not None:
+        click.echo(f"Warning: {data} has no column names, but the model was fitted on named "
+                   f"columns ({_names_list(names)}); its columns are taken by position.",
+                   err=True)
+        if not given and saved.get("file_columns") == table.n_file_columns:
+            table = _open_indices(data, header, key, saved["used"], dtype)
+        return table
+    if table.names is not None:
+        click.echo(f"Warning: {data} has column names, but the model was fitted without "
+                   "(from a file without a header, or an array); its columns are taken by "
+                   "position.", err=True)
+    if not given and (saved.get("columns") or saved.get("drop")):
+        try:  # indices (a fit without a header): the same choice, by position
+            table = open_table(data, header=header, key=key, columns=saved["columns"],
+                               drop=saved["drop"], dtype=dtype)
+        except ColumnSelectionError as exc:
+            raise click.UsageError(
+                f"the model's --{exc.option} choice of the fit does not fit {data}: "
+                f"{exc.detail} Choose the columns with --columns / --drop.") from None
+        except (OSError, ValueError, ImportError) as exc:
+            raise click.ClickException(_one_line(exc)) from None
+    return table
+
+
+def _select_by_name(table, names, saved, given, data, header, key, dtype) -> Table:
+    """The model's named columns of a table with a header, in the model's order."""
+    file_names = table.file_names
+    if given:  # the columns chosen at predict
+        candidates = list(table.columns)
+    elif saved.get("columns") is not None:  # a subset chosen at the fit: the others ignored
+        candidates = [j for j, n in enumerate(file_names) if n in set(names)]
+    else:  # all columns but those the fit left out (a name left out twice: twice)
+        left_out, candidates = list(saved.get("left_out") or ()), []
+        for j, n in enumerate(file_names):
+            if n in left_out:
+                left_out.remove(n)
+            else:
+                candidates.append(j)
+    have = [file_names[j] for j in candidates]
+    if len(set(names)) < len(names):  # the fit's header held a name twice: by position
+        if have != names:
+            doubled = sorted({n for n in names if names.count(n) > 1})
+            raise click.UsageError(
+                f"the model's columns hold {_names_list(doubled)} more than once, so they "
+                f"cannot be found by name, and the columns of {data} "
+                f"({_names_list(have)}) are not the model's ({_names_list(names)}) in its "
+                "order; choose them with --columns (by 0-based index).")
+        return table if candidates == table.columns else _open_indices(data, header, key,
+                                                                        candidates, dtype)
+    missing = [n for n in names if n not in have]
+    extra = [n for n in have if n not in set(names)]
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"{data} lacks {_plural(missing, 'column')} the model was fitted on: "
+                         f"{_names_list(missing)}")
+        if extra:
+            parts.append(f"{data} has {_plural(extra, 'column')} the model was not fitted on: "
+                         f"{_names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
+                         f"out with --drop {','.join(extra)})")
+        raise click.UsageError("; ".join(parts) + f". The model expects {_names_list(names)}, "
+                               "in any order.")
+    doubled = sorted({n for n in have if have.count(n) > 1})
+    if doubled:
+        raise click.UsageError(f"the header of {data} holds {_names_list(doubled)} more than "
+                               "once: the model's columns cannot be found by name; choose them "
+                               "with --columns (by 0-based index).")
+    order = [candidates[have.index(n)] for n in names]
+    if order == table.columns:
+        return table
+    return _open_indices(data, header, key, order, dtype)
+
+
+def _plural(items, word: str) -> str:
+    return f"the {word}" if len(items) == 1 else f"the {word}s"
+
+
+def _open_indices(data, header, key, indices, dtype) -> Table:
+    """DATA opened with the columns of these 0-based indices, in this order."""
+    try:
+        return open_table(data, header=header, key=key, columns=list(indices), dtype=dtype)
+    except (OSError, ValueError, ImportError) as exc:
+        raise click.ClickException(_one_line(exc)) from None
+
+
+def _named_blocks(est, blocks):
+    """The blocks as ``est.transform`` takes them: for a model with feature names,
+    DataFrames with those names (the columns have already been matched by name,
+    and scikit-learn checks them once more), else as they are."""
+    names = getattr(est, "feature_names_in_", None)
+    if names is None:
+        yield from blocks
+        return
+    import pandas as pd
+
+    for block in blocks:
+        yield pd.DataFrame(block, columns=names, copy=False)
 
 
 def _check_stdout(labels_out, transform_out) -> None:
@@ -372,7 +524,7 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
         if transform_out is not None:
             tw = stack.enter_context(open_writer(_target(transform_out), names=names,
                                                  dtype=np.float32, n_rows=n_rows))
-        for block in blocks:
+        for block in _named_blocks(est, blocks):
             try:
                 D = np.asarray(est.transform(block))  # (rows, k) squared distances
             except (ValueError, MemoryError, RuntimeError) as exc:
@@ -714,6 +866,7 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
     run = _FitRun(est, X, data, seed)
     with run.timed("fit"):
         D_fit = _fit_model(est, X, graph_params is not None, checkpoint, checkpoint_every)
+    _record_columns(est, table, columns, drop)
     with run.timed("labelling"):
         # graph kernels: the fitted points are labelled from their own kernel rows
         # (fit_transform's distances), not as new points joining the graph
@@ -890,6 +1043,12 @@ def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto):
 def predict(model, data, header, key, columns, drop, dtype, labels_out, transform_out, quiet):
     """Label DATA with a MODEL saved by 'mbkkm fit --model-out'.
 
+    A model fitted on a file with a header finds its columns in DATA by name, in
+    any order, leaving out those the fit's --columns / --drop left out (saved with
+    the model; --columns / --drop here replace them); a column missing, or one the
+    model was not fitted on, is refused (exit 2) with its name. Column names on
+    one side only: a warning, and the columns are taken by position.
+
     DATA is read and labelled block by block (text, Parquet, Arrow) or through a
     memory map (.npy), so files larger than the memory are labelled as they are
     read; the outputs are written as the blocks are done, atomically.
@@ -904,7 +1063,8 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
                                    f"{_one_line(exc)}") from None
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
         raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
-    table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
+    table = _predict_table(est, data, header=header, key=key, columns=columns, drop=drop,
+                           dtype=dtype)
     if table.n_columns != est.n_features_in_:
         raise click.ClickException(
             f"{data} has {table.n_columns} columns to use, the model expects "

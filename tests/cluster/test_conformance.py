@@ -5,6 +5,7 @@ for the reason given, and passes once that reason is removed."""
 import numpy as np
 import pytest
 from sklearn.utils.estimator_checks import (
+    check_dataframe_column_names_consistency,
     check_sample_weight_equivalence_on_dense_data,
     check_sample_weight_equivalence_on_sparse_data,
 )
@@ -14,21 +15,25 @@ from mbkkm.cluster import expected_failed_checks
 
 DENSE = "check_sample_weight_equivalence_on_dense_data"
 SPARSE = "check_sample_weight_equivalence_on_sparse_data"
+NAMES = "check_dataframe_column_names_consistency"
 CHECKS = {DENSE: check_sample_weight_equivalence_on_dense_data,
-          SPARSE: check_sample_weight_equivalence_on_sparse_data}
+          SPARSE: check_sample_weight_equivalence_on_sparse_data,
+          NAMES: check_dataframe_column_names_consistency}
 
 
 @pytest.mark.parametrize("estimator, declared", [
-    (MiniBatchKernelKMeans(), {DENSE, SPARSE}),
-    (MiniBatchKernelKMeans(kernel="chi2"), {DENSE}),  # chi2 takes no sparse X
-    (MiniBatchKernelKMeans(kernel="knn"), {DENSE}),
-    (KernelKMeans(), {DENSE, SPARSE}),
-    (MiniBatchKMeans(), {DENSE}),  # dense input only
+    (MiniBatchKernelKMeans(), {DENSE, SPARSE, NAMES}),
+    (MiniBatchKernelKMeans(kernel="chi2"), {DENSE, NAMES}),  # chi2 takes no sparse X
+    (MiniBatchKernelKMeans(kernel="knn"), {DENSE, NAMES}),
+    (KernelKMeans(), {DENSE, SPARSE, NAMES}),
+    (MiniBatchKMeans(), {DENSE, NAMES}),  # dense input only
 ])
 def test_declared_checks(estimator, declared):
     checks = expected_failed_checks(estimator)
     assert set(checks) == declared
-    assert all(r.startswith("sample_weight is not equivalent") for r in checks.values())
+    assert all(r.startswith("sample_weight is not equivalent")
+               for name, r in checks.items() if name != NAMES)
+    assert checks[NAMES].startswith("a DataFrame with the fitted columns in another order")
 
 
 def test_only_the_estimators():

@@ -183,6 +183,12 @@ class Table:
         return len(self.columns)
 
     @property
+    def file_names(self) -> list[str] | None:
+        """Header names of all the file's columns, selected or not (None: no header)."""
+        names = self._opts.get("file_names")
+        return None if names is None else list(names)
+
+    @property
     def size_bytes(self) -> int:
         """Bytes of the file (the unit of the text reader's progress)."""
         return self.path.stat().st_size
@@ -415,20 +421,25 @@ class _PieceReader(io.RawIOBase):
         super().close()
 
 
-def _line_at(table: Table, offset: int) -> int:
+def _line_at(table: Table, offset: int) -> tuple[int, int]:
     """The physical line number at byte ``offset`` (the start of a line) of a text
-    table; counted only when a message needs it."""
+    table, and the data rows (non-blank lines) before it; counted only when a
+    message needs them."""
     opts = table._opts
     line, pos = opts["data_line"], opts["data_offset"]
+    rows, carry = 0, b""
     with open(table.path, "rb") as fh:
         fh.seek(pos)
         while pos < offset:
             piece = fh.read(min(BLOCK_BYTES, offset - pos))
             if not piece:
                 break
-            line += piece.count(b"\n")
+            lines = (carry + piece).split(b"\n")
+            carry = lines.pop()  # a line cut by the read: counted with the next piece
+            line += len(lines)
+            rows += sum(1 for raw in lines if raw.strip())
             pos += len(piece)
-    return line
+    return line, rows
 
 
 def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
@@ -470,13 +481,17 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
 def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
     """The slow, exact reading of a block that starts at byte ``offset``: Python's
     csv and float, line by line (the first bad cell raises, naming its line)."""
-    first_line = None
+    first = None
 
     def line_of(k):  # physical line number of the block's k-th line
-        nonlocal first_line
-        if first_line is None:
-            first_line = _line_at(table, offset)
-        return first_line + k
+        nonlocal first
+        if first is None:
+            first = _line_at(table, offset)
+        return first[0] + k
+
+    def where(k):  # "row r (line l)" of the block's k-th line, the next row to parse
+        line = line_of(k)
+        return f"row {first[1] + len(rows) + 1} (line {line})"
 
     opts = table._opts
     path, names, width = table.path, opts["file_names"], table.n_file_columns
@@ -495,14 +510,17 @@ def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
             try:
                 v = float(c)
             except ValueError:
+                if c.strip() in MISSING_CELLS:
+                    raise ValueError(_missing(path, f"{c!r} at {where(k)}", _label(names, j))) \
+                        from None
                 raise ValueError(
                     f"{path}: column {_label(names, j)} is not numeric (line {line_of(k)} holds "
                     f"{c!r}); remove or encode non-numeric columns, or leave them out."
                 ) from None
+            if math.isnan(v):
+                raise ValueError(_missing(path, f"{c!r} at {where(k)}", _label(names, j)))
             if not math.isfinite(v):
-                raise ValueError(
-                    f"{path}: non-finite value (NaN or inf) at line {line_of(k)}, column "
-                    f"{_label(names, j)} ({c!r}).")
+                raise ValueError(_infinite(path, f"{c!r} at {where(k)}", _label(names, j)))
             row.append(v)
         rows.append(row)
         line_nos.append(k)
@@ -521,11 +539,34 @@ def _split(line: str, delimiter: str) -> list[str]:
     return [c for c in cells if c != ""] if delimiter == " " else cells
 
 
+#: Cells of a text table read as a missing value (pandas' default ``na_values``;
+#: "nan" and its spellings Python's ``float`` reads as NaN).
+MISSING_CELLS = frozenset({
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+    "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+})
+
+
+def _missing(path, where: str, column: str) -> str:
+    """The message of a missing value (an empty cell, NA, NaN, a null): where, and
+    how to mend the table."""
+    return (f"{path}: missing value {where}, column {column}. mbkkm needs a number in "
+            "every cell: drop the rows with missing values or impute them (e.g. pandas' "
+            "DataFrame.dropna(), or sklearn.impute.SimpleImputer) and save the table "
+            "again, or leave the column out.")
+
+
+def _infinite(path, where: str, column: str) -> str:
+    return (f"{path}: infinite value {where}, column {column}; replace it by a finite "
+            "number or drop the row.")
+
+
 def _check_finite(block: np.ndarray, table: Table, start: int) -> None:
     if not np.isfinite(block).all():
         i, j = np.argwhere(~np.isfinite(block))[0]
-        raise ValueError(f"{table.path}: non-finite value (NaN or inf) at row {start + i + 1}, "
-                         f"column {table.column_label(j)}.")
+        message = _missing if np.isnan(block[i, j]) else _infinite
+        raise ValueError(message(table.path, f"at row {start + i + 1}",
+                                 table.column_label(j)))
 
 
 def _check_finite_rows(X: np.ndarray, table: Table, progress: Progress | None) -> None:
@@ -676,7 +717,8 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
     if n == 0:
         raise ValueError(f"{path}: the table is empty (0 rows).")
     return Table(path, kind, [names[j] for j in keep], keep, n,
-                 _default_dtype(kind, None, dtype), len(names), {"source": source})
+                 _default_dtype(kind, None, dtype), len(names),
+                 {"source": source, "file_names": names})
 
 
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
@@ -695,9 +737,8 @@ def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarra
             col = batch.column(j)
             if col.null_count:
                 i = int(np.flatnonzero(np.asarray(col.is_null()))[0])
-                name = names[j] if names is not None else table.columns[j]
-                raise ValueError(f"{table.path}: column {name!r} has a missing value "
-                                 f"(null) at row {start + i + 1}.")
+                raise ValueError(_missing(table.path, f"(null) at row {start + i + 1}",
+                                          table.column_label(j)))
             block[:, j] = col.to_numpy(zero_copy_only=False)
         _check_finite(block, table, start)
         if progress is not None:

@@ -27,7 +27,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core._memory import label_chunk_rows, out_of_memory_error
 from .._core._parallel import assign_parallel
-from .._validation import check_sample_weight, check_str_options, short_input_errors
+from .._validation import (
+    check_sample_weight,
+    check_str_options,
+    match_columns,
+    short_input_errors,
+)
 from ..backends import get_backend, resolve_device
 from ..backends._threads import with_thread_policy
 from . import _device
@@ -69,6 +74,8 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         X becomes canonical CSR once); tensors are checked with torch operations; all
         are moved to ``device``.
         """
+        if not reset:
+            X = match_columns(self, X)  # the fitted columns in any order, by name
         stored = self._kernel_kind.stored_matrix(self, X) if reset else None
         if stored is not None:
             X = stored

@@ -27,6 +27,13 @@ _RANDOM_SEEDING = (
     "the two fits agree (scikit-learn declares the same failure for its KMeans)"
 )
 
+_BY_NAME = (
+    "a DataFrame with the fitted columns in another order is matched by name and "
+    "reordered, not refused (scikit-learn refuses it); missing and unseen names are "
+    "refused with scikit-learn's messages and names on one side only warn as in "
+    "scikit-learn (tests/test_column_identity.py)"
+)
+
 _REASONS = {KernelKMeans: _RANDOM_SEEDING, MiniBatchKernelKMeans: _RANDOM_BATCHES,
             MiniBatchKMeans: _RANDOM_BATCHES}
 
@@ -53,7 +60,8 @@ def expected_failed_checks(estimator):
     Returns
     -------
     checks : dict of str to str
-        Check name -> why it cannot hold. The two
+        Check name -> why it cannot hold. Columns are matched by name (a
+        DataFrame's columns may come in any order). The two
         ``check_sample_weight_equivalence_on_*_data`` checks compare a fit with
         integer weights to a fit on the rows repeated that many times (and shuffled),
         with the same seed. The estimators draw at random with probabilities
@@ -67,7 +75,8 @@ def expected_failed_checks(estimator):
     >>> from mbkkm import KernelKMeans
     >>> from mbkkm.cluster import expected_failed_checks
     >>> sorted(expected_failed_checks(KernelKMeans()))  # doctest: +NORMALIZE_WHITESPACE
-    ['check_sample_weight_equivalence_on_dense_data',
+    ['check_dataframe_column_names_consistency',
+     'check_sample_weight_equivalence_on_dense_data',
      'check_sample_weight_equivalence_on_sparse_data']
     """
     # The reason of the estimator's class or of the nearest of its bases.
@@ -78,7 +87,8 @@ def expected_failed_checks(estimator):
             "expected_failed_checks: expected a MiniBatchKernelKMeans, KernelKMeans or "
             f"MiniBatchKMeans instance, got {type(estimator).__name__}"
         )
-    checks = {"check_sample_weight_equivalence_on_dense_data": reason}
+    checks = {"check_sample_weight_equivalence_on_dense_data": reason,
+              "check_dataframe_column_names_consistency": _BY_NAME}
     if estimator.__sklearn_tags__().input_tags.sparse:
         checks["check_sample_weight_equivalence_on_sparse_data"] = reason
     return checks

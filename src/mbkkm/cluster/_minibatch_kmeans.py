@@ -51,7 +51,12 @@ from .._core import (
 from .._core._memory import chunk_rows
 from .._core._sampling import draw_init_subsample
 from .._core._windows import StepResult  # the same record as the kernel step
-from .._validation import check_sample_weight, check_str_options, short_input_errors
+from .._validation import (
+    check_sample_weight,
+    check_str_options,
+    match_columns,
+    short_input_errors,
+)
 from ..backends._threads import parallel_parts, threads_for, with_thread_policy
 from ..kernels import resolve_kernel
 from ._fitting import restore_on_error, warn_empty_clusters
@@ -282,6 +287,8 @@ default="k-means++"
         super()._validate_params()
 
     def _validate_X(self, X, reset):
+        if not reset:
+            X = match_columns(self, X)  # the fitted columns in any order, by name
         X = short_input_errors(lambda X: validate_data(
             self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
             accept_sparse=False, ensure_min_samples=1,
