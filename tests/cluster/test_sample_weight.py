@@ -201,3 +201,28 @@ def test_kernel_kmeans_integer_weights_are_repeated_rows():
         assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-10)
         unweighted = KernelKMeans(2, gamma=0.02, random_state=seed).fit(X)
         assert -unweighted.score(X, sample_weight=w) > a.inertia_ * 1.1
+
+
+def test_unit_weights_graph_kernels_and_select_t():
+    """The heat kernel's time t is chosen on a weighted sample too."""
+    from sklearn.datasets import make_moons
+
+    from mbkkm.cluster import select_t
+    from mbkkm.kernels import KNNGraph
+    from mbkkm.kernels._spectral import GraphSpectrum
+
+    X, _ = make_moons(400, noise=0.05, random_state=0)
+    ones = np.ones(len(X))
+    for make in (lambda: KernelKMeans(2, kernel="heat", random_state=0),
+                 lambda: MiniBatchKernelKMeans(2, kernel="heat", batch_size=64, tau=20,
+                                               max_iter=10, random_state=0)):
+        a, b = _fit(make(), X), _fit(make(), X, ones)
+        assert a.t_ == b.t_
+        for name in ("labels_", "dual_coef_", "support_labels_", "inertia_"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    spectrum = GraphSpectrum(KNNGraph(10).fit(X), 41)
+    a = select_t(spectrum, 2, sample_size=200, random_state=0)  # a sample: drawn by weights
+    b = select_t(spectrum, 2, sample_size=200, random_state=0, sample_weight=ones)
+    assert a.t == b.t
+    np.testing.assert_array_equal(a.scores, b.scores)
+    np.testing.assert_array_equal(a.labels, b.labels)
