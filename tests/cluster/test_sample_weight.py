@@ -226,3 +226,18 @@ def test_unit_weights_graph_kernels_and_select_t():
     assert a.t == b.t
     np.testing.assert_array_equal(a.scores, b.scores)
     np.testing.assert_array_equal(a.labels, b.labels)
+
+
+def test_checkpoint_of_an_unweighted_fit_resumes_a_unit_weight_fit(tmp_path):
+    """The same fit, so the same checkpoint (other weights are refused: see
+    test_checkpoint.py)."""
+    pytest.importorskip("skops")
+    X = _blobs()
+    path = tmp_path / "fit.ckpt"
+    kw = dict(n_clusters=3, gamma=0.05, batch_size=32, tau=20, max_iter=10, random_state=0)
+    a = MiniBatchKernelKMeans(**kw).fit(X, checkpoint=path)
+    b = MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.ones(len(X)), checkpoint=path)
+    _assert_same_model(a, b)
+    with pytest.raises(ValueError, match="written by another fit"):
+        MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.full(len(X), 2.0),
+                                        checkpoint=path)
