@@ -497,7 +497,8 @@ def dask_score(estimator, X, sample_weight=None):
 
 
 def _weights_like(X, sample_weight):
-    """Sample weights as a Dask array chunked like the rows of X (or None)."""
+    """Sample weights as a Dask array chunked like the rows of X (or None: no weights
+    or unit weights, see :func:`mbkkm._validation.check_sample_weight`)."""
     if sample_weight is None:
         return None
     import dask.array as da
@@ -505,7 +506,7 @@ def _weights_like(X, sample_weight):
     if is_dask_array(sample_weight):
         sample_weight = np.asarray(sample_weight.compute())
     sw = check_sample_weight(sample_weight, np.empty((X.shape[0], 0)))
-    return da.from_array(sw, chunks=(X.chunks[0],))
+    return None if sw is None else da.from_array(sw, chunks=(X.chunks[0],))
 
 
 def _block_labels_inertia(model, block, w):

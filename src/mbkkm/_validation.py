@@ -22,7 +22,18 @@ __all__ = ["check_sample_weight", "check_str_options", "match_columns",
 
 
 def check_sample_weight(sample_weight, X, dtype=np.float64):
-    """Validated, non-negative weights with a positive sum (or None for unit weights)."""
+    """Validated, non-negative weights with a positive sum; None for no weights *and for
+    unit weights*.
+
+    Unit weights are no weights, as in scikit-learn (where None means ones): the two
+    must give the same model bit for bit, and downstream the weighted code paths
+    differ from the unweighted ones in their draws (batches drawn by the weights'
+    cumulative sum instead of ``randint``, the width's sample by ``choice`` with
+    ``p``, the k-means++ and random starts) and in their rounding (weighted sums
+    instead of sums and means). Mapping all-ones weights to None here, at the one
+    door every estimator's weights pass, puts both on the one unweighted path, and
+    keeps unweighted fits as they were.
+    """
     if sample_weight is None:
         return None
     try:
@@ -36,6 +47,8 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
         raise ValueError("sample_weight must be finite")
     if sw.sum() <= 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros")
+    if np.all(sw == 1):  # unit weights: the unweighted fit (see above)
+        return None
     return sw
 
 

@@ -664,3 +664,48 @@ def test_spectral_start_run_kept_where_a_lower_objective_run_splits_the_rings(se
     assert adjusted_rand_score(y[sel.sample_indices], sel.sample_labels) == 1.0
     lowest = int(np.argmin(sel.seed_inertia[best]))
     assert sel.seed_scores[best, 4] < sel.seed_scores[best, lowest]
+
+
+# ------------------------------------------------------ the selection's spread
+
+
+def _plausible_oracle(sel):
+    """plausible_range by a plain loop: the candidates within one standard error of
+    the difference of their score and the chosen one's."""
+    best = list(sel.candidates).index(sel.gamma)
+    near = [g for g, s, e in zip(sel.candidates, sel.scores, sel.noise)
+            if g == sel.gamma or abs(s - sel.scores[best]) <= (e**2 + sel.noise[best]**2) ** 0.5]
+    return min(near), max(near)
+
+
+def test_plausible_range_by_hand():
+    cand = 2.0 ** np.arange(-3, 6)
+    scores = np.array([1.5, 1.6, 1.2, 1.0, 1.05, 1.3, 2.0, 3.0, 3.5])
+    noise = np.array([0.2, 0.2, 0.1, 0.1, 0.1, 0.2, 0.3, 0.3, 0.3])
+    sel = GammaSelection(gamma=1.0, candidates=cand, scores=scores, criterion="cut",
+                         base_gamma=1.0, n_samples=100, noise=noise, reference=3)
+    # |1.2 - 1| = 0.2 > sqrt(0.02); |1.05 - 1| <= sqrt(0.02); |1.3 - 1| = 0.3 > sqrt(0.05)
+    assert sel.plausible_range == (1.0, 2.0) == _plausible_oracle(sel)
+    assert "2x; plausible_range" in sel.table()
+    sharp = GammaSelection(gamma=1.0, candidates=cand, scores=scores, criterion="cut",
+                           base_gamma=1.0, n_samples=100, noise=np.zeros(9), reference=3)
+    assert sharp.plausible_range == (1.0, 1.0)
+    assert "plausible_range" not in sharp.table()
+    assert GammaSelection(gamma=1.0, candidates=cand, scores=scores, criterion="cut",
+                          base_gamma=1.0, n_samples=100).plausible_range is None
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_plausible_range_flat_on_blobs_of_one_scale_sharp_on_moons(seed):
+    """Moons: the narrow widths are much better, so the range stays among them; one
+    Gaussian blob has no width that separates anything: the range is wide."""
+    X, _ = make_moons(1000, noise=0.05, random_state=0)
+    moons = select_gamma(X, 2, random_state=seed)
+    lo, hi = moons.plausible_range
+    assert (lo, hi) == _plausible_oracle(moons)
+    assert lo / moons.base_gamma >= 4  # never reaches the mean-distance width
+    blob = np.random.RandomState(seed).normal(size=(600, 5))
+    flat = select_gamma(blob, 3, random_state=seed)
+    lo, hi = flat.plausible_range
+    assert (lo, hi) == _plausible_oracle(flat)
+    assert hi / lo >= 16

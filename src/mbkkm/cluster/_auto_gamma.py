@@ -32,6 +32,7 @@ from .._core._width import (
     search_width,
     selection_threads,
 )
+from .._validation import check_sample_weight
 from ..backends import get_backend
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._overflow import check_no_overflow
@@ -72,7 +73,8 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     kernel : {"rbf", "gaussian", "laplacian"}, default="rbf"
         The kernel; others raise a ValueError.
     sample_weight : array-like of shape (n,), default=None
-        The sample is drawn with probability proportional to the weights.
+        The sample is drawn with probability proportional to the weights (without
+        replacement); unit weights are the same as None.
     random_state : int, RandomState instance or None, default=None
         Seeds the sample and the kernel k-means initialisations.
     n_samples : int or None, default=None
@@ -165,6 +167,9 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     n = int(X.shape[0])
     if n < n_clusters:
         raise ValueError(f"n_samples={n} should be >= n_clusters={n_clusters}")
+    if sample_weight is not None:  # checked; unit weights are no weights (None)
+        sample_weight = check_sample_weight(rows_of(sample_weight).host_values(),
+                                            np.empty((n, 0)))
     start = time.perf_counter()
     draw = draw_sample(random_state, n, n_samples, n_seeds, sample_weight)
     Xs = rows_of(X).host_rows(draw.indices)                           # (m, d) on the host

@@ -122,6 +122,30 @@ class GammaSelection:
         return self.candidates / self.base_gamma
 
     @property
+    def plausible_range(self):
+        """``(low, high)``: the smallest and largest candidate widths whose score the
+        criterion cannot tell from the chosen width's.
+
+        Candidate i is counted when its score lies within one standard error of the
+        difference, ``|scores[i] - scores[best]| <= sqrt(noise[i]**2 +
+        noise[best]**2)`` (``noise``: the scores' run-to-run standard errors), the
+        chosen width included. A range of one candidate, or of neighbours, says the
+        choice is sharp; a wide one says the criterion is flat there and another
+        ``random_state`` (another sample, other runs) may choose anywhere in it. It
+        does not count the sample's own variation, so seeds can spread further:
+        on standardised digits (k = 10, 10 seeds) the chosen widths spanned
+        0.03-1x the mean-distance width (34x), each seed's range about 0.1-8x
+        (64-256x wide; ``docs/gamma.md``). None without ``noise``.
+        """
+        if self.noise is None:
+            return None
+        best = int(np.flatnonzero(self.candidates == self.gamma)[0])
+        se = np.sqrt(np.asarray(self.noise) ** 2 + float(self.noise[best]) ** 2)
+        near = np.abs(np.asarray(self.scores) - float(self.scores[best])) <= se
+        near[best] = True
+        return float(self.candidates[near].min()), float(self.candidates[near].max())
+
+    @property
     def threshold(self):
         """The score a narrower candidate (larger gamma) must reach to replace the
         reference width (``(1 - min_gain) * scores[reference]``; None without a
@@ -174,6 +198,11 @@ class GammaSelection:
         if self.at_edge is not None:
             lines.append(f"the choice is the {self.at_edge} width tried: the best width may "
                          f"lie beyond the grid")
+        spread = self.plausible_range
+        if spread is not None and spread[1] > spread[0]:
+            lines.append(f"within one standard error of the chosen score: widths {spread[0]:.4g} "
+                         f"to {spread[1]:.4g} ({spread[1] / spread[0]:.3g}x; plausible_range): "
+                         f"another random_state may choose any of them")
         lines.append("the fit starts from the chosen width's sample partition"
                      if self.start_from_partition else
                      "the fit starts from init (k-means++): the chosen width's score is not "

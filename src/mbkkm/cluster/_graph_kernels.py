@@ -65,6 +65,7 @@ from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
 from .._core._memory import MemoryPlan, MemoryPlanError, available_host_memory, gib
+from .._validation import check_sample_weight
 from ..backends._sparse import to_dense
 from ..kernels import get_spec
 from ..kernels._gamma import top_heat_eigenpairs
@@ -274,6 +275,7 @@ def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL
         Points the k-means runs are fitted on (all points are labelled and scored).
     sample_weight : ndarray of shape (n_samples,), optional
         Weights of the k-means runs and the sample's draw (proportional).
+        All ones: the same as None.
     random_state : int, RandomState instance or None
     max_iter : int, default=100
         Lloyd iterations of each run.
@@ -294,6 +296,8 @@ def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL
     candidates = np.sort(np.asarray([check_t(float(c)) for c in candidates]))
     p = None
     m = min(int(sample_size), n)
+    if sample_weight is not None:  # checked; unit weights are no weights (None)
+        sample_weight = check_sample_weight(np.asarray(sample_weight), np.empty((n, 0)))
     if sample_weight is not None:
         p = sample_weight / sample_weight.sum()
         m = min(m, int(np.count_nonzero(sample_weight)))

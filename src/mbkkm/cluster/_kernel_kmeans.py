@@ -544,7 +544,8 @@ torch.device, default=None
             once and never densified; only the kernel blocks are dense.
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
-            Weight of each point in the cluster means and the inertia.
+            Weight of each point in the cluster means, the k-means++ draws and the
+            inertia (all ones: exactly the model of None).
 
         Returns
         -------

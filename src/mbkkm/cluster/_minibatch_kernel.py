@@ -455,6 +455,8 @@ torch.device, default=None
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
             weights in the update); ``labels_`` and ``inertia_`` use the weights.
+            Integer weights and repeated rows give the same distribution of models;
+            all-ones weights give exactly the model of None.
         checkpoint : str or os.PathLike, default=None
             Save the fit's state to this file (skops format, written atomically)
             after the initialisation, every ``checkpoint_every`` iterations and at
@@ -572,7 +574,7 @@ torch.device, default=None
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
-            Weights of the rows in the update.
+            Weights of the rows in the update (all ones: the same as None).
 
         Returns
         -------

@@ -347,6 +347,8 @@ default="k-means++"
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
             weights in the update); ``labels_`` and ``inertia_`` use the weights.
+            Integer weights and repeated rows give the same distribution of models;
+            all-ones weights give exactly the model of None.
 
         Returns
         -------
@@ -401,7 +403,7 @@ default="k-means++"
         X : array-like of shape (n_samples, n_features)
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
-            Weights of the rows in the update.
+            Weights of the rows in the update (all ones: the same as None).
 
         Returns
         -------
