@@ -123,3 +123,43 @@ def test_readme_performance_numbers_are_all_anchored():
     # Decimals and ratios left outside an anchor; the 1.3x is issue 11's target.
     loose = [n for n in re.findall(r"\b\d+(?:\.\d+)?x|\b\d+\.\d+\b", bare) if n != "1.3x"]
     assert not loose, f"README Performance: numbers without a source anchor: {loose}"
+
+
+def _methods(path, cls):
+    """Public methods of class ``cls`` in ``path``, read without importing it."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    node = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls)
+    return {f.name for f in node.body
+            if isinstance(f, ast.FunctionDef) and not f.name.startswith("_")}
+
+
+def test_architecture_backend_operations_match_the_backends():
+    """docs/architecture.md's lists of what a backend implements are the code's."""
+    text = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
+    backends = ROOT / "src" / "mbkkm" / "backends"
+    numpy_ops = _methods(backends / "_numpy.py", "NumpyBackend")
+    torch_ops = _methods(backends / "_torch.py", "TorchBackend")
+    every = re.search(r"and the (\d+) operations that .*? both define: (.*?); `get_backend`", text)
+    host = re.search(r"calls the (\w+) operations only the numpy backend has: (.*?); - \*a device",
+                     text)
+    assert every and host, "architecture.md: the backend lists moved; update this test"
+    listed_every = set(re.findall(r"`(\w+)`", every[2]))
+    listed_host = set(re.findall(r"`(\w+)`", host[2]))
+    assert listed_every == numpy_ops & torch_ops and int(every[1]) == len(listed_every)
+    assert listed_host == numpy_ops - torch_ops
+    assert host[1] == ["one", "two", "three", "four", "five", "six", "seven", "eight",
+                       "nine"][len(listed_host) - 1]
+    assert not torch_ops - numpy_ops
+
+
+def test_architecture_code_shape_exceptions():
+    """The exceptions of tests/test_code_shape.py are what docs/architecture.md says."""
+    text = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
+    spec = importlib.util.spec_from_file_location("shape", ROOT / "tests" / "test_code_shape.py")
+    shape = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shape)
+    empty = "Its `LONG` and `MANY_PARAMS` list the functions allowed over a limit; both are " \
+            "empty today."
+    assert (empty in text) == (not shape.LONG and not shape.MANY_PARAMS)
