@@ -275,8 +275,9 @@ def kernel_vs_plain(s, df):
 
 # ------------------------------------------------------------------ anchored numbers
 #: The pages whose tables and numbers are anchored to their sources.
-PAGES = [ROOT / "README.md", HERE / "README.md", ROOT / "docs" / "user_guide" / "performance.rst",
-         ROOT / "docs" / "reproduction.rst"]
+PAGES = [ROOT / "README.md", HERE / "README.md", ROOT / "docs" / "reproduction.rst",
+         *(ROOT / "docs" / "user_guide" / f"{page}.rst"
+           for page in ("performance", "kernels", "algorithm"))]
 #: The figures of the benchmarks that the pages quote (one row per measurement,
 #: each with the section of benchmarks/RESULTS.md that reports it).
 HEADLINE = ROOT / "benchmarks" / "headline.csv"
@@ -446,6 +447,26 @@ def c_gamma_sets(r, which="balanced"):
     if which == "balanced":
         g = g[~g["dataset"].str.endswith(("_unbal", "_unbal9"))]
     return str(len(g))
+
+
+@claim
+def c_gamma_auto(r, dataset, column, digits="2"):
+    """Mean ``column`` (ari, nmi) of the ``gamma="auto"`` runs of gamma.csv on a data set."""
+    g = r.csv("gamma")
+    g = g[(g["dataset"] == dataset) & (g["method"] == "auto")]
+    return f"{g[column].mean():.{int(digits)}f}"
+
+
+@claim
+def c_graph(r, rows, column, stat="mean", digits="2"):
+    """A statistic of one run of graph.csv: its data rows ``first-last`` (0-based).
+
+    ``stat`` is mean, min, max or range ("min-max"), at ``digits`` decimals.
+    """
+    first, last = map(int, rows.split("-"))
+    v = r.csv("graph").loc[first:last, column]
+    f = f"{{:.{int(digits)}f}}".format
+    return f"{f(v.min())}-{f(v.max())}" if stat == "range" else f(getattr(v, stat)())
 
 
 @claim
