@@ -251,6 +251,48 @@ def rates(s, df):
                    "mini-batch k-means, sklearn", "β ahead (b)", "p"], rows)
 
 
+def _truncated_rates(ok, d, k, tau=MAIN_TAU):
+    """ARI of truncated (β) and truncated-classic paired by (b, tau, seed): a DataFrame
+    with columns a, c (every tau when ``tau`` is None)."""
+    def ari(algo):
+        m = (ok["dataset"] == d) & (ok["kernel"] == k) & (ok["algorithm"] == algo)
+        if tau is not None:
+            m &= ok["tau"] == tau
+        return ok[m].set_index(["batch_size", "tau", "seed"])["ari"]
+
+    return ari("truncated").to_frame("a").join(ari("truncated-classic").to_frame("c"),
+                                               how="inner")
+
+
+def _wilcoxon(j):
+    from scipy.stats import wilcoxon
+
+    if len(j) < 5 or (j["a"] == j["c"]).all():
+        return None
+    return float(wilcoxon(j["a"], j["c"]).pvalue)
+
+
+def rates_truncated(s, df):
+    """β against scikit-learn's rate on the truncated algorithm, where a grid ran both."""
+    ok = _ok(df)
+    rows = []
+    for d, k in _pairs(s):
+        j = _truncated_rates(ok, d, k)
+        if j.empty:
+            continue
+        every = _truncated_rates(ok, d, k, None)
+        mean = every.groupby(level=["batch_size", "tau"]).mean()
+        rows.append([d, _name(k), j.index.get_level_values("batch_size").nunique(),
+                     _fmt(j["a"].mean()), _fmt(j["c"].mean()),
+                     f"{int((j.groupby(level='batch_size').mean().eval('a > c')).sum())}"
+                     f"/{j.index.get_level_values('batch_size').nunique()}",
+                     _fmt_p(_wilcoxon(j)), f"{int((mean['a'] > mean['c']).sum())}/{len(mean)}",
+                     _fmt_p(_wilcoxon(every))])
+    return _table(["dataset", "kernel", "batch sizes", f"truncated, β rate (tau={MAIN_TAU})",
+                   "truncated, sklearn rate", "β ahead (b)", "p", "β ahead (b, tau)",
+                   "p, every (b, tau)"], rows)
+
+
 def _p_vs_plain(ok, d, k):
     """Paired p of the truncated algorithm (MAIN_B, MAIN_TAU) against β mini-batch k-means."""
     sub = ok[(ok["tau"] == MAIN_TAU) | (ok["algorithm"] != "truncated")]
@@ -276,6 +318,7 @@ def kernel_vs_plain(s, df):
 # ------------------------------------------------------------------ anchored numbers
 #: The pages whose tables and numbers are anchored to their sources.
 PAGES = [ROOT / "README.md", HERE / "README.md", ROOT / "docs" / "reproduction.rst",
+         ROOT / "docs" / "gamma.md",
          *(ROOT / "docs" / "user_guide" / f"{page}.rst"
            for page in ("performance", "kernels", "algorithm"))]
 #: The figures of the benchmarks that the pages quote (one row per measurement,
@@ -330,7 +373,9 @@ class Results:
 REPORTS = {
     "seeds": lambda r: seeds(r.df), "speedup": lambda r: speedup(r.s),
     "truncation": lambda r: truncation(r.s), "literal": lambda r: literal(r.s),
-    "rates": lambda r: rates(r.s, r.df), "kernel_vs_plain": lambda r: kernel_vs_plain(r.s, r.df),
+    "rates": lambda r: rates(r.s, r.df),
+    "rates_truncated": lambda r: rates_truncated(r.s, r.df),
+    "kernel_vs_plain": lambda r: kernel_vs_plain(r.s, r.df),
 }
 #: Numbers quoted in the text: KEY -> function(results, *args) -> the text of the number.
 CLAIMS = {}
@@ -431,22 +476,23 @@ def c_seeds(r, d, k):
     return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-@claim
-def c_gamma_mean(r, column, which="balanced"):
-    """Mean of a column of gamma-summary.csv over its balanced sets (or "all")."""
+def _gamma_sets(r, which):
+    """The rows of gamma-summary.csv: "balanced", "unbalanced" (``*_unbal*``) or "all"."""
     g = r.csv("gamma-summary")
-    if which == "balanced":
-        g = g[~g["dataset"].str.endswith(("_unbal", "_unbal9"))]
-    return f"{g[column].mean():.2f}"
+    unbal = g["dataset"].str.contains("_unbal")
+    return {"balanced": g[~unbal], "unbalanced": g[unbal], "all": g}[which]
+
+
+@claim
+def c_gamma_mean(r, column, which="balanced", digits="2"):
+    """Mean of a column of gamma-summary.csv over a group of its sets."""
+    return f"{_gamma_sets(r, which)[column].mean():.{int(digits)}f}"
 
 
 @claim
 def c_gamma_sets(r, which="balanced"):
-    """How many sets gamma-summary.csv holds (balanced ones, or "all")."""
-    g = r.csv("gamma-summary")
-    if which == "balanced":
-        g = g[~g["dataset"].str.endswith(("_unbal", "_unbal9"))]
-    return str(len(g))
+    """How many sets of gamma-summary.csv a group holds."""
+    return str(len(_gamma_sets(r, which)))
 
 
 @claim
@@ -515,7 +561,9 @@ def main(argv=None):
     r.s.to_csv(HERE / "summary.csv", index=False, float_format="%.6g")
     for title, name in (("Seeds and runs", "seeds"), ("Speed-up", "speedup"),
                         ("Truncation", "truncation"), ("Literal truncation", "literal"),
-                        ("Learning rates", "rates"), ("Kernel vs non-kernel", "kernel_vs_plain")):
+                        ("Learning rates", "rates"),
+                        ("Learning rates, truncated", "rates_truncated"),
+                        ("Kernel vs non-kernel", "kernel_vs_plain")):
         print(f"### {title}\n\n{_report(r, name)}\n")
     if write:
         for page in PAGES:
