@@ -146,6 +146,16 @@ def speedup(s):
                    "speed-up (fastest truncated)", "ARI difference"], rows)
 
 
+def _gap(s, d, k):
+    """Over every b: the range of the ARI gap between tau = 50 and untruncated."""
+    gaps = []
+    for b in (256, 512, 1024, 2048):
+        u, t50 = _pick(s, d, k, "untruncated", b), _pick(s, d, k, "truncated", b, 50)
+        if u is not None and t50 is not None:
+            gaps.append(t50["ari_mean"] - u["ari_mean"])
+    return f"{min(gaps):+.3f} .. {max(gaps):+.3f}" if gaps else "-"
+
+
 def truncation(s):
     rows = []
     for d, k in _pairs(s):
@@ -158,13 +168,7 @@ def truncation(s):
             cells.append("-" if r is None else f"{r['ari_mean']:.3f} ({r['objective_mean']:.4g})")
         tr = _pick(s, d, k, "truncated", MAIN_B, MAIN_TAU)
         cells.append("-" if tr is None else f"{_secs(unt) / _secs(tr):.0f}x")
-        # Over every b: the largest ARI gap between tau = 50 and untruncated.
-        gaps = []
-        for b in (256, 512, 1024, 2048):
-            u, t50 = _pick(s, d, k, "untruncated", b), _pick(s, d, k, "truncated", b, 50)
-            if u is not None and t50 is not None:
-                gaps.append(t50["ari_mean"] - u["ari_mean"])
-        cells.append(f"{min(gaps):+.3f} .. {max(gaps):+.3f}" if gaps else "-")
+        cells.append(_gap(s, d, k))
         rows.append(cells)
     return _table(["dataset", "kernel", "untruncated", "tau = 50", "100", "200", "300",
                    "CPU untruncated / tau = 200", "ARI(tau=50) - ARI(untruncated), every b"],
@@ -428,6 +432,20 @@ def c_ari_diff(r, d, k, b=MAIN_B, tau=MAIN_TAU):
     """Truncated (b, tau) minus full batch, mean ARI, signed, 3 decimals."""
     full, tr = _setting(r, d, k, "full-batch"), _setting(r, d, k, "truncated", b, tau)
     return f"{tr['ari_mean'] - full['ari_mean']:+.3f}"
+
+
+@claim
+def c_gap(r, d, k):
+    """Range over b of ARI(truncated, tau = 50) - ARI(untruncated)."""
+    return _gap(r.s, d, k)
+
+
+@claim
+def c_untruncated_ratio(r, d, k):
+    """CPU time of the untruncated algorithm over the truncated one's, b = 1024, tau = 200."""
+    unt, tr = _setting(r, d, k, "untruncated", MAIN_B), _setting(r, d, k, "truncated", MAIN_B,
+                                                                  MAIN_TAU)
+    return f"{_secs(unt) / _secs(tr):.0f}"
 
 
 @claim
