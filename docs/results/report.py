@@ -329,7 +329,8 @@ PAGES = [ROOT / "README.md", HERE / "README.md", ROOT / "docs" / "reproduction.r
 #: each with the section of benchmarks/RESULTS.md that reports it).
 HEADLINE = ROOT / "benchmarks" / "headline.csv"
 
-_BLOCK = re.compile(r"(<!-- report: (\w+) -->\n)(.*?)(\n<!-- /report -->)", re.S)
+# A table's block holds no other HTML comment (an empty block holds one line).
+_BLOCK = re.compile(r"(<!-- report: (\w+) -->\n)((?:(?!<!--).)*?)(\n<!-- /report -->)", re.S)
 _CLAIM = re.compile(r"(<!-- claim: ([^>\n]*?) -->)([^\n]*?)(<!-- /claim -->)")
 _RST_CLAIM = re.compile(r"^(\.\. \|claim: ([^|]*)\| replace:: )(.*)$", re.M)
 
@@ -464,6 +465,26 @@ def c_ahead(r, d, k, a, c):
 def c_p(r, d, k, a, c):
     """Wilcoxon signed-rank p of a vs c, paired by (batch size, seed)."""
     return _fmt_p(paired_p(r.ok, d, k, a, c))
+
+
+@claim
+def c_p_truncated(r, d, k, tau=None):
+    """Paired p of truncated against truncated-classic: at one tau, or over every tau."""
+    return _fmt_p(_wilcoxon(_truncated_rates(r.ok, d, k, None if tau is None else int(tau))))
+
+
+@claim
+def c_mean_truncated(r, d, k, which):
+    """Mean ARI of truncated ("beta") or truncated-classic ("sklearn") at tau = 200, over
+    the (b, seed) pairs both ran."""
+    return _fmt(_truncated_rates(r.ok, d, k)[{"beta": "a", "sklearn": "c"}[which]].mean())
+
+
+@claim
+def c_ahead_truncated(r, d, k):
+    """'w of n': the (b, tau) settings where truncated beats truncated-classic's mean ARI."""
+    mean = _truncated_rates(r.ok, d, k, None).groupby(level=["batch_size", "tau"]).mean()
+    return f"{int((mean['a'] > mean['c']).sum())} of {len(mean)}"
 
 
 @claim
