@@ -83,8 +83,15 @@ def test_a_claim_follows_its_table(tmp_path):
     df.to_csv(tmp_path / "gaussian-pendigits.csv", index=False)
     after = report.Results([tmp_path])
     assert float(report.c_speedup(after, "pendigits", "rbf")) > x
-    assert report.c_rows(after, "gaussian-pendigits") == f"{len(df):,}"
+    assert report.c_rows(after, "gaussian-pendigits") == f"{df['run_id'].nunique():,}"
     assert report.c_blas2(after) == f"{int((df['blas_threads'] == 2).sum()):,}"
+    # A run written again (a re-run of a grid cell) counts once, as its newest row.
+    again = df[df["blas_threads"] == 1].head(1).assign(blas_threads=2,
+                                                       timestamp="2099-01-01T00:00:00+00:00")
+    pd.concat([df, again]).to_csv(tmp_path / "gaussian-pendigits.csv", index=False)
+    rerun = report.Results([tmp_path])
+    assert report.c_rows(rerun) == f"{df['run_id'].nunique():,}"
+    assert report.c_blas2(rerun) == f"{int((df['blas_threads'] == 2).sum()) + 1:,}"
 
 
 def test_unknown_claims_are_refused(results):

@@ -356,11 +356,10 @@ class Results:
 
     @cached_property
     def raw(self):
-        """{table stem: its rows as written} (every row, before deduplication)."""
-        import pandas as pd
-
+        """{table stem: its runs}: each table's rows, the newest row of a run id kept (as
+        :func:`read_results` keeps it), whatever the other tables hold."""
         files = [f for p in self.tables for f in (sorted(p.glob("*.csv")) if p.is_dir() else [p])]
-        return {f.stem: pd.read_csv(f) for f in files}
+        return {f.stem: read_results(f) for f in files} if files else {}
 
     @cached_property
     def headline(self):
@@ -495,7 +494,7 @@ def c_p_vs_plain(r, d, k):
 
 @claim
 def c_rows(r, table=None):
-    """Rows written to one table (every table without an argument)."""
+    """Runs in one table (in every table without an argument)."""
     return f"{sum(len(t) for n, t in r.raw.items() if table in (None, n)):,}"
 
 
