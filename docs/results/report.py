@@ -3,17 +3,33 @@
 Run from the repository root::
 
     python docs/results/report.py [TABLE_OR_FOLDER ...]   # default: docs/results/tables
+    python docs/results/report.py --write                 # also rewrite the anchored numbers
 
 It prints one Markdown table per claim of the paper (and writes the summary,
 mean and standard deviation over seeds, to ``docs/results/summary.csv``). Times
 are CPU seconds of the run's process (``fit_cpu_seconds`` plus
 ``kernel_cpu_seconds``): the tables were written on a shared 2-core machine,
 where the wall time also counts the waits for a core.
+
+The numbers the pages of :data:`PAGES` quote are anchored to their sources:
+
+* a table printed here sits between ``<!-- report: NAME -->`` and
+  ``<!-- /report -->`` (NAME one of :data:`REPORTS`);
+* a number in the text is written ``<!-- claim: KEY ARG ... -->VALUE<!-- /claim -->``
+  in Markdown, or as the substitution ``.. |claim: KEY ARG ...| replace:: VALUE``
+  in reStructuredText, where ``KEY`` names a function of :data:`CLAIMS` that
+  computes VALUE, at its stated rounding, from a results file of the repository
+  (the tables, ``docs/results/*.csv``, ``benchmarks/headline.csv``).
+
+``--write`` replaces every anchored table and number by its recomputed value;
+``tests/test_claims.py`` fails while a page differs from what this script computes.
 """
 
 from __future__ import annotations
 
+import re
 import sys
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +37,7 @@ import numpy as np
 from mbkkm.experiments import label_kernel_variants, read_results, summarize
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 DATASETS = ["pendigits", "letter", "mnist", "har"]
 KERNELS = {"rbf": "Gaussian", "knn": "k-NN", "heat": "heat"}
 #: The non-kernel mini-batch k-means baselines of every grid.
@@ -129,6 +146,16 @@ def speedup(s):
                    "speed-up (fastest truncated)", "ARI difference"], rows)
 
 
+def _gap(s, d, k):
+    """Over every b: the range of the ARI gap between tau = 50 and untruncated."""
+    gaps = []
+    for b in (256, 512, 1024, 2048):
+        u, t50 = _pick(s, d, k, "untruncated", b), _pick(s, d, k, "truncated", b, 50)
+        if u is not None and t50 is not None:
+            gaps.append(t50["ari_mean"] - u["ari_mean"])
+    return f"{min(gaps):+.3f} .. {max(gaps):+.3f}" if gaps else "-"
+
+
 def truncation(s):
     rows = []
     for d, k in _pairs(s):
@@ -141,13 +168,7 @@ def truncation(s):
             cells.append("-" if r is None else f"{r['ari_mean']:.3f} ({r['objective_mean']:.4g})")
         tr = _pick(s, d, k, "truncated", MAIN_B, MAIN_TAU)
         cells.append("-" if tr is None else f"{_secs(unt) / _secs(tr):.0f}x")
-        # Over every b: the largest ARI gap between tau = 50 and untruncated.
-        gaps = []
-        for b in (256, 512, 1024, 2048):
-            u, t50 = _pick(s, d, k, "untruncated", b), _pick(s, d, k, "truncated", b, 50)
-            if u is not None and t50 is not None:
-                gaps.append(t50["ari_mean"] - u["ari_mean"])
-        cells.append(f"{min(gaps):+.3f} .. {max(gaps):+.3f}" if gaps else "-")
+        cells.append(_gap(s, d, k))
         rows.append(cells)
     return _table(["dataset", "kernel", "untruncated", "tau = 50", "100", "200", "300",
                    "CPU untruncated / tau = 200", "ARI(tau=50) - ARI(untruncated), every b"],
@@ -185,7 +206,35 @@ def _wins(s, d, k, a, c):
     return f"{w}/{n}"
 
 
-def rates(s):
+def _ok(df):
+    """The successful runs, kernel variants told apart (as in the summary)."""
+    return label_kernel_variants(df[df["status"] == "ok"])
+
+
+def paired_p(ok, d, k, a, c, b=None):
+    """Wilcoxon signed-rank p-value of the ARI of algorithms a and c, paired by
+    (batch size, seed), or None with fewer than 5 pairs or none that differ."""
+    from scipy.stats import wilcoxon
+
+    def ari(algo):
+        kern = "none" if algo.startswith("minibatch-") else k
+        m = (ok["dataset"] == d) & (ok["kernel"] == kern) & (ok["algorithm"] == algo)
+        if b is not None:
+            m &= ok["batch_size"] == b
+        return ok[m].set_index(["batch_size", "seed"])["ari"]
+
+    j = ari(a).to_frame("a").join(ari(c).to_frame("c"), how="inner")
+    if len(j) < 5 or (j["a"] == j["c"]).all():
+        return None
+    return float(wilcoxon(j["a"], j["c"]).pvalue)
+
+
+def _fmt_p(p):
+    return "-" if p is None else ("< 0.001" if p < 0.001 else f"{p:.2g}")
+
+
+def rates(s, df):
+    ok = _ok(df)
     rows = []
     for d, k in _pairs(s):
         ua, nb = _mean_over_b(s, d, k, "untruncated")
@@ -196,36 +245,371 @@ def rates(s):
         mc, _ = _mean_over_b(s, d, k, "minibatch-classic")
         rows.append([d, _name(k), nb, f"{_fmt(ua)} ({_fmt(oa, None)})",
                      f"{_fmt(uc)} ({_fmt(oc, None)})",
-                     _wins(s, d, k, "untruncated", "untruncated-classic"), _fmt(ma),
-                     _fmt(mc), _wins(s, d, k, "minibatch-adaptive", "minibatch-classic")])
+                     _wins(s, d, k, "untruncated", "untruncated-classic"),
+                     _fmt_p(paired_p(ok, d, k, "untruncated", "untruncated-classic")),
+                     _fmt(ma), _fmt(mc),
+                     _wins(s, d, k, "minibatch-adaptive", "minibatch-classic"),
+                     _fmt_p(paired_p(ok, d, k, "minibatch-adaptive", "minibatch-classic"))])
     return _table(["dataset", "kernel", "batch sizes", "untruncated, β rate",
-                   "untruncated, sklearn rate", "β ahead (b)", "mini-batch k-means, β",
-                   "mini-batch k-means, sklearn", "β ahead (b)"], rows)
+                   "untruncated, sklearn rate", "β ahead (b)", "p", "mini-batch k-means, β",
+                   "mini-batch k-means, sklearn", "β ahead (b)", "p"], rows)
 
 
-def kernel_vs_plain(s):
+def _truncated_rates(ok, d, k, tau=MAIN_TAU):
+    """ARI of truncated (β) and truncated-classic paired by (b, tau, seed): a DataFrame
+    with columns a, c (every tau when ``tau`` is None)."""
+    def ari(algo):
+        m = (ok["dataset"] == d) & (ok["kernel"] == k) & (ok["algorithm"] == algo)
+        if tau is not None:
+            m &= ok["tau"] == tau
+        return ok[m].set_index(["batch_size", "tau", "seed"])["ari"]
+
+    return ari("truncated").to_frame("a").join(ari("truncated-classic").to_frame("c"),
+                                               how="inner")
+
+
+def _wilcoxon(j):
+    from scipy.stats import wilcoxon
+
+    if len(j) < 5 or (j["a"] == j["c"]).all():
+        return None
+    return float(wilcoxon(j["a"], j["c"]).pvalue)
+
+
+def rates_truncated(s, df):
+    """β against scikit-learn's rate on the truncated algorithm, where a grid ran both."""
+    ok = _ok(df)
+    rows = []
+    for d, k in _pairs(s):
+        j = _truncated_rates(ok, d, k)
+        if j.empty:
+            continue
+        every = _truncated_rates(ok, d, k, None)
+        mean = every.groupby(level=["batch_size", "tau"]).mean()
+        rows.append([d, _name(k), j.index.get_level_values("batch_size").nunique(),
+                     _fmt(j["a"].mean()), _fmt(j["c"].mean()),
+                     f"{int((j.groupby(level='batch_size').mean().eval('a > c')).sum())}"
+                     f"/{j.index.get_level_values('batch_size').nunique()}",
+                     _fmt_p(_wilcoxon(j)), f"{int((mean['a'] > mean['c']).sum())}/{len(mean)}",
+                     _fmt_p(_wilcoxon(every))])
+    return _table(["dataset", "kernel", "batch sizes", f"truncated, β rate (tau={MAIN_TAU})",
+                   "truncated, sklearn rate", "β ahead (b)", "p", "β ahead (b, tau)",
+                   "p, every (b, tau)"], rows)
+
+
+def _p_vs_plain(ok, d, k):
+    """Paired p of the truncated algorithm (MAIN_B, MAIN_TAU) against β mini-batch k-means."""
+    sub = ok[(ok["tau"] == MAIN_TAU) | (ok["algorithm"] != "truncated")]
+    return paired_p(sub, d, k, "truncated", "minibatch-adaptive", MAIN_B)
+
+
+def kernel_vs_plain(s, df):
+    ok = _ok(df)
     rows = []
     for d, k in _pairs(s):
         tr = _pick(s, d, k, "truncated", MAIN_B, MAIN_TAU)
         ma = _pick(s, d, k, "minibatch-adaptive", MAIN_B)
         mc = _pick(s, d, k, "minibatch-classic", MAIN_B)
         ny = _pick(s, d, k, "nystroem", MAIN_B)
-        rows.append([d, _name(k), _cell(tr), _cell(tr, "nmi"), _cell(ma), _cell(mc),
-                     "-" if ny is None else f"{_cell(ny)} ({_tcell(ny)})"])
+        rows.append([d, _name(k), _cell(tr), _cell(tr, "nmi"), _cell(ma),
+                     _fmt_p(_p_vs_plain(ok, d, k)),
+                     _cell(mc), "-" if ny is None else f"{_cell(ny)} ({_tcell(ny)})"])
     return _table(["dataset", "kernel", f"truncated (b={MAIN_B}, tau={MAIN_TAU}) ARI",
-                   "its NMI", "mini-batch k-means β", "mini-batch k-means sklearn",
+                   "its NMI", "mini-batch k-means β", "p", "mini-batch k-means sklearn",
                    "Nyström 1000 + MiniBatchKMeans (CPU)"], rows)
+
+
+# ------------------------------------------------------------------ anchored numbers
+#: The pages whose tables and numbers are anchored to their sources.
+PAGES = [ROOT / "README.md", HERE / "README.md", ROOT / "docs" / "reproduction.rst",
+         ROOT / "docs" / "gamma.md",
+         *(ROOT / "docs" / "user_guide" / f"{page}.rst"
+           for page in ("performance", "kernels", "algorithm"))]
+#: The figures of the benchmarks that the pages quote (one row per measurement,
+#: each with the section of benchmarks/RESULTS.md that reports it).
+HEADLINE = ROOT / "benchmarks" / "headline.csv"
+
+# A table's block holds no other HTML comment (an empty block holds one line).
+_BLOCK = re.compile(r"(<!-- report: (\w+) -->\n)((?:(?!<!--).)*?)(\n<!-- /report -->)", re.S)
+_CLAIM = re.compile(r"(<!-- claim: ([^>\n]*?) -->)([^\n]*?)(<!-- /claim -->)")
+_RST_CLAIM = re.compile(r"^(\.\. \|claim: ([^|]*)\| replace:: )(.*)$", re.M)
+
+
+class Results:
+    """The results files, read once, as the claims need them."""
+
+    def __init__(self, tables=None):
+        self.tables = [Path(a) for a in tables] if tables else [HERE / "tables"]
+        self.memo = {}  # {anchor: its computed text}
+
+    @cached_property
+    def df(self):
+        return read_results(self.tables)
+
+    @cached_property
+    def ok(self):
+        return _ok(self.df)
+
+    @cached_property
+    def s(self):
+        return summarize(self.df)
+
+    @cached_property
+    def raw(self):
+        """{table stem: its runs}: each table's rows, the newest row of a run id kept (as
+        :func:`read_results` keeps it), whatever the other tables hold."""
+        files = [f for p in self.tables for f in (sorted(p.glob("*.csv")) if p.is_dir() else [p])]
+        return {f.stem: read_results(f) for f in files} if files else {}
+
+    @cached_property
+    def headline(self):
+        import pandas as pd
+
+        return pd.read_csv(HEADLINE, dtype=str).set_index("key")
+
+    def csv(self, name):
+        import pandas as pd
+
+        return pd.read_csv(HERE / f"{name}.csv")
+
+
+#: Tables this script prints, by the name of their ``<!-- report: NAME -->`` anchor.
+REPORTS = {
+    "seeds": lambda r: seeds(r.df), "speedup": lambda r: speedup(r.s),
+    "truncation": lambda r: truncation(r.s), "literal": lambda r: literal(r.s),
+    "rates": lambda r: rates(r.s, r.df),
+    "rates_truncated": lambda r: rates_truncated(r.s, r.df),
+    "kernel_vs_plain": lambda r: kernel_vs_plain(r.s, r.df),
+}
+#: Numbers quoted in the text: KEY -> function(results, *args) -> the text of the number.
+CLAIMS = {}
+
+
+def claim(func):
+    CLAIMS[func.__name__.removeprefix("c_")] = func
+    return func
+
+
+def _setting(r, d, k, algo, b=None, tau=None):
+    row = _pick(r.s, d, k, algo, None if b is None else int(b), None if tau is None else int(tau))
+    if row is None:
+        raise KeyError(f"no runs of {algo} on {d}, {k}, b={b}, tau={tau}")
+    return row
+
+
+def _x(v):
+    """A ratio as the text gives it: one decimal below 10, none above."""
+    return f"{v:.1f}" if v < 9.95 else f"{v:.0f}"
+
+
+@claim
+def c_ari(r, d, k, algo, b=None, tau=None):
+    """Mean ARI over seeds of one setting, 3 decimals."""
+    return f"{_setting(r, d, k, algo, b, tau)['ari_mean']:.3f}"
+
+
+@claim
+def c_ari_sd(r, d, k, algo, b=None, tau=None):
+    """'mean ± std' ARI over seeds of one setting."""
+    return _cell(_setting(r, d, k, algo, b, tau))
+
+
+@claim
+def c_cpu(r, d, k, algo, b=None, tau=None):
+    """Mean CPU seconds (fit + kernel) of one setting, 1 decimal."""
+    return f"{_secs(_setting(r, d, k, algo, b, tau)):.1f}"
+
+
+@claim
+def c_speedup(r, d, k, b=MAIN_B, tau=MAIN_TAU):
+    """Full batch's CPU time over the truncated algorithm's at (b, tau)."""
+    full, tr = _setting(r, d, k, "full-batch"), _setting(r, d, k, "truncated", b, tau)
+    return _x(_secs(full) / _secs(tr))
+
+
+@claim
+def c_ari_diff(r, d, k, b=MAIN_B, tau=MAIN_TAU):
+    """Truncated (b, tau) minus full batch, mean ARI, signed, 3 decimals."""
+    full, tr = _setting(r, d, k, "full-batch"), _setting(r, d, k, "truncated", b, tau)
+    return f"{tr['ari_mean'] - full['ari_mean']:+.3f}"
+
+
+@claim
+def c_gap(r, d, k):
+    """Range over b of ARI(truncated, tau = 50) - ARI(untruncated)."""
+    return _gap(r.s, d, k)
+
+
+@claim
+def c_untruncated_ratio(r, d, k):
+    """CPU time of the untruncated algorithm over the truncated one's, b = 1024, tau = 200."""
+    unt, tr = _setting(r, d, k, "untruncated", MAIN_B), _setting(r, d, k, "truncated", MAIN_B,
+                                                                  MAIN_TAU)
+    return f"{_secs(unt) / _secs(tr):.0f}"
+
+
+@claim
+def c_mean_over_b(r, d, k, algo):
+    """Mean ARI of an algorithm over the batch sizes run, 3 decimals."""
+    return _fmt(_mean_over_b(r.s, d, k, algo)[0])
+
+
+@claim
+def c_ahead(r, d, k, a, c):
+    """'w of n': the batch sizes where a has the higher mean ARI than c."""
+    return _wins(r.s, d, k, a, c).replace("/", " of ")
+
+
+@claim
+def c_p(r, d, k, a, c):
+    """Wilcoxon signed-rank p of a vs c, paired by (batch size, seed)."""
+    return _fmt_p(paired_p(r.ok, d, k, a, c))
+
+
+@claim
+def c_p_truncated(r, d, k, tau=None):
+    """Paired p of truncated against truncated-classic: at one tau, or over every tau."""
+    return _fmt_p(_wilcoxon(_truncated_rates(r.ok, d, k, None if tau is None else int(tau))))
+
+
+@claim
+def c_mean_truncated(r, d, k, which):
+    """Mean ARI of truncated ("beta") or truncated-classic ("sklearn") at tau = 200, over
+    the (b, seed) pairs both ran."""
+    return _fmt(_truncated_rates(r.ok, d, k)[{"beta": "a", "sklearn": "c"}[which]].mean())
+
+
+@claim
+def c_ahead_truncated(r, d, k):
+    """'w of n': the (b, tau) settings where truncated beats truncated-classic's mean ARI."""
+    mean = _truncated_rates(r.ok, d, k, None).groupby(level=["batch_size", "tau"]).mean()
+    return f"{int((mean['a'] > mean['c']).sum())} of {len(mean)}"
+
+
+@claim
+def c_p_vs_plain(r, d, k):
+    """Paired p of truncated (b = 1024, tau = 200) against β mini-batch k-means."""
+    return _fmt_p(_p_vs_plain(r.ok, d, k))
+
+
+@claim
+def c_rows(r, table=None):
+    """Runs in one table (in every table without an argument)."""
+    return f"{sum(len(t) for n, t in r.raw.items() if table in (None, n)):,}"
+
+
+@claim
+def c_blas2(r, table=None):
+    """Rows of one table (or of all) that ran with two BLAS threads."""
+    tables = [t for n, t in r.raw.items() if table in (None, n)]
+    return f"{sum(int((t['blas_threads'] == 2).sum()) for t in tables):,}"
+
+
+@claim
+def c_seeds(r, d, k):
+    """Seeds per setting of one data set and kernel: '10', or '3-10' where they differ."""
+    ok = r.ok[(r.ok["dataset"] == d) & (r.ok["kernel"] == k)]
+    per = ok.groupby(["algorithm", "batch_size", "tau"], dropna=False).size()
+    lo, hi = int(per.min()), int(per.max())
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+def _gamma_sets(r, which):
+    """The rows of gamma-summary.csv: "balanced", "unbalanced" (``*_unbal*``) or "all"."""
+    g = r.csv("gamma-summary")
+    unbal = g["dataset"].str.contains("_unbal")
+    return {"balanced": g[~unbal], "unbalanced": g[unbal], "all": g}[which]
+
+
+@claim
+def c_gamma_mean(r, column, which="balanced", digits="2"):
+    """Mean of a column of gamma-summary.csv over a group of its sets."""
+    return f"{_gamma_sets(r, which)[column].mean():.{int(digits)}f}"
+
+
+@claim
+def c_gamma_sets(r, which="balanced"):
+    """How many sets of gamma-summary.csv a group holds."""
+    return str(len(_gamma_sets(r, which)))
+
+
+@claim
+def c_gamma_auto(r, dataset, column, digits="2"):
+    """Mean ``column`` (ari, nmi) of the ``gamma="auto"`` runs of gamma.csv on a data set."""
+    g = r.csv("gamma")
+    g = g[(g["dataset"] == dataset) & (g["method"] == "auto")]
+    return f"{g[column].mean():.{int(digits)}f}"
+
+
+@claim
+def c_graph(r, rows, column, stat="mean", digits="2"):
+    """A statistic of one run of graph.csv: its data rows ``first-last`` (0-based).
+
+    ``stat`` is mean, min, max or range ("min-max"), at ``digits`` decimals.
+    """
+    first, last = map(int, rows.split("-"))
+    v = r.csv("graph").loc[first:last, column]
+    f = f"{{:.{int(digits)}f}}".format
+    return f"{f(v.min())}-{f(v.max())}" if stat == "range" else f(getattr(v, stat)())
+
+
+@claim
+def c_bench(r, key):
+    """A benchmark figure of benchmarks/headline.csv, as it is written there."""
+    return r.headline.loc[key, "value"]
+
+
+def _run(r, spec):
+    """The text of the claim ``spec`` ("KEY ARG ..."), computed once per Results."""
+    if spec not in r.memo:
+        key, *args = spec.split()
+        if key not in CLAIMS:
+            raise KeyError(f"unknown claim {key!r} (known: {', '.join(sorted(CLAIMS))})")
+        r.memo[spec] = CLAIMS[key](r, *args)
+    return r.memo[spec]
+
+
+def _report(r, name):
+    """The table ``name`` of :data:`REPORTS`, computed once per Results."""
+    if ("report", name) not in r.memo:
+        r.memo["report", name] = REPORTS[name](r)
+    return r.memo["report", name]
+
+
+def render(text, r):
+    """``text`` with every anchored table and number recomputed from the results."""
+    text = _BLOCK.sub(lambda m: m[1] + _report(r, m[2]) + m[4], text)
+    text = _CLAIM.sub(lambda m: m[1] + _run(r, m[2]) + m[4], text)
+    return _RST_CLAIM.sub(lambda m: m[1] + _run(r, m[2]), text)
+
+
+def differences(text, r):
+    """[(anchor, written, computed)] for every anchored table and number that differs."""
+    out = [(f"report: {m[2]}", m[3], _report(r, m[2])) for m in _BLOCK.finditer(text)]
+    out += [(f"claim: {m[2]}", m[3], _run(r, m[2])) for m in _CLAIM.finditer(text)]
+    out += [(f"claim: {m[2]}", m[3], _run(r, m[2])) for m in _RST_CLAIM.finditer(text)]
+    return [d for d in out if d[1] != d[2]]
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    df = read_results([Path(a) for a in argv] if argv else HERE / "tables")
-    s = summarize(df)
-    s.to_csv(HERE / "summary.csv", index=False, float_format="%.6g")
-    for title, text in (("Seeds and runs", seeds(df)), ("Speed-up", speedup(s)),
-                        ("Truncation", truncation(s)), ("Literal truncation", literal(s)),
-                        ("Learning rates", rates(s)), ("Kernel vs non-kernel", kernel_vs_plain(s))):
-        print(f"### {title}\n\n{text}\n")
+    write = "--write" in argv
+    argv = [a for a in argv if a != "--write"]
+    r = Results(argv)
+    r.s.to_csv(HERE / "summary.csv", index=False, float_format="%.6g")
+    for title, name in (("Seeds and runs", "seeds"), ("Speed-up", "speedup"),
+                        ("Truncation", "truncation"), ("Literal truncation", "literal"),
+                        ("Learning rates", "rates"),
+                        ("Learning rates, truncated", "rates_truncated"),
+                        ("Kernel vs non-kernel", "kernel_vs_plain")):
+        print(f"### {title}\n\n{_report(r, name)}\n")
+    if write:
+        for page in PAGES:
+            text = page.read_text(encoding="utf-8")
+            new = render(text, r)
+            if new != text:
+                page.write_text(new, encoding="utf-8")
+                print(f"rewrote {page.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

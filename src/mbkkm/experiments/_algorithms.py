@@ -102,6 +102,11 @@ def _fit_truncated_literal(X, run, kernel):
                                  renormalize=False)
 
 
+def _fit_truncated_classic(X, run, kernel):
+    return _fit_minibatch_kernel(X, run, kernel, tau=run.tau, learning_rate="classic",
+                                 renormalize=True)
+
+
 def _fit_untruncated(X, run, kernel):
     return _fit_minibatch_kernel(X, run, kernel, tau=None, learning_rate="adaptive",
                                  renormalize=True)
@@ -233,6 +238,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
                       "scikit-learn Nystroem features (n_components) + scikit-learn "
                       "MiniBatchKMeans for about max_iter batches",
                       True, True, False, False, False, "nystroem", _fit_nystroem),
+        AlgorithmSpec("truncated-classic", "truncated (sklearn rate)",
+                      "truncated mini-batch kernel k-means, scikit-learn's rate, renormalised "
+                      "windows (MiniBatchKernelKMeans; not in the paper's presets)",
+                      True, True, True, True, False, "kernel", _fit_truncated_classic),
     )
 }
 

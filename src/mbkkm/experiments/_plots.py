@@ -128,7 +128,7 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
     import pandas as pd
 
     df = df.copy()
-    trunc = df["algorithm"].isin(["truncated", "truncated-literal"])
+    trunc = df["algorithm"].isin([a for a, spec in ALGORITHMS.items() if spec.uses_tau])
     df = df[~trunc | (df["tau"] == tau)]
     if df.empty:
         return []

@@ -67,8 +67,9 @@ _LEARNING_RATE = {
     "truncated": "adaptive", "truncated-literal": "adaptive", "untruncated": "adaptive",
     "untruncated-classic": "classic", "minibatch-adaptive": "adaptive",
     "minibatch-classic": "classic", "nystroem": "classic", "full-batch": "",
+    "truncated-classic": "classic",
 }
-_RENORMALIZE = {"truncated": "True", "truncated-literal": "False"}
+_RENORMALIZE = {"truncated": "True", "truncated-literal": "False", "truncated-classic": "True"}
 
 #: Fraction of the available RAM used as the default memory budget.
 MEMORY_FRACTION = 0.7
