@@ -3,10 +3,10 @@ independent parts, a user's limits respected, the same results on 1 and 2 thread
 
 What "the same" means here (docs/reliability.md, Determinism). A row part is one BLAS
 call on fewer rows, and an optimised GEMM may round a row differently depending on
-where it falls in the call: OpenBLAS's AVX2 (Haswell) kernels handle the last rows of
-a call, which are not a multiple of their block, in another order, so a tile cut in
-two differs from the one-piece tile in the last bit from the cut on (the AVX-512
-kernels happen to agree). So the tests compare
+where it falls in the call: with OpenBLAS's AVX2 (Haswell) kernels a tile cut in two
+differs from the one-piece tile in the last bit of 0.2-2.5 % of the entries, from row
+744 of a 750-row part on (the rows past the kernel's last whole block of rows), while
+its AVX-512 (SkylakeX) kernels happen to agree. So the tests compare
 
 * exactly, what the code computes by the same calls in the same order: each part with
   the one-thread product of the same rows, a computation with itself;
