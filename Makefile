@@ -49,7 +49,8 @@ test: $(VENV)/.installed-dev
 # from it: X86_V4 AVX512_ICL AVX512_SPR on NumPy 2.4, AVX512F ... on 1.x), torch's
 # AVX2 kernels and MKL's AVX2 code path. Their rounding differs from AVX-512's, so a
 # test that holds only under one CPU's rounding fails here (docs/reliability.md,
-# Determinism). The first line printed shows the targets in force.
+# Determinism). The first line printed shows the targets in force. Cost: 1,506 tests,
+# 4 min of CPU time (26 min of wall time on a 2-core machine under a load average of 8).
 NUMERIC_TESTS := tests/backends tests/kernels tests/core tests/cluster
 NPY_AVX512 = $(shell $(PY) -c "import numpy as np; m = getattr(np, '_core', None) or np.core; \
 	print(','.join(f for f in m._multiarray_umath.__cpu_dispatch__ if f.startswith('AVX512') or f == 'X86_V4'))")
