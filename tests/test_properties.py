@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from sklearn.metrics.pairwise import pairwise_kernels
 
+from _agreement import assert_same_labels
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans
 from mbkkm.cluster import EmptyClusterWarning
 
@@ -140,7 +141,11 @@ def test_objective_invariant_to_row_order(problem, name, rnd):
     s0 = est.score(X, sample_weight=sw)
     s1 = est.score(X[perm], sample_weight=w)
     assert s1 == np.float64(s1) and np.isclose(s0, s1, rtol=1e-10, atol=1e-10)
-    np.testing.assert_array_equal(est.predict(X)[perm], est.predict(X[perm]))
+    # A row's distances may round differently at another position of the product
+    # (BLAS kernels treat a block's last rows apart), and the grid makes exact ties
+    # frequent: the labels agree off ties, and at a tie both are a nearest center.
+    assert_same_labels(est.predict(X)[perm], est.predict(X[perm]), est.transform(X[perm]),
+                       rtol=1e-9)
 
 
 @SETTINGS

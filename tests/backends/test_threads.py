@@ -1,8 +1,23 @@
 """The threading policy: one BLAS thread inside every phase, our own threads over
-independent parts, a user's limits respected, the same results on 1 and 2 threads."""
+independent parts, a user's limits respected, the same results on 1 and 2 threads.
+
+What "the same" means here (docs/reliability.md, Determinism). A row part is one BLAS
+call on fewer rows, and an optimised GEMM may round a row differently depending on
+where it falls in the call: with OpenBLAS's AVX2 (Haswell) kernels a tile cut in two
+differs from the one-piece tile in the last bit of 0.2-2.5 % of the entries, from row
+744 of a 750-row part on (the rows past the kernel's last whole block of rows), while
+its AVX-512 (SkylakeX) kernels happen to agree. So the tests compare
+
+* exactly, what the code computes by the same calls in the same order: each part with
+  the one-thread product of the same rows, a computation with itself;
+* to rounding (a tolerance derived below), one thread against two;
+* labels exactly, where every point's two nearest centers are farther apart than
+  rounding can move them (checked on the data), so only a bug can change them.
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -13,12 +28,14 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from _agreement import assert_no_near_tie
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
 from mbkkm.backends import _threads
 from mbkkm.backends._threads import (
     effective_n_threads,
     parallel_matmul,
     parallel_parts,
+    part_bounds,
     single_thread,
     thread_policy,
 )
@@ -184,26 +201,50 @@ def test_parallel_matmul_equals_matmul(two_threads):
     K = rng.random((3000, 2000))
     A = rng.random((2000, 5))
     assert _threads.threads_for(3000 * 2000 * 5) == 2
+    out = parallel_matmul(K, A)
     with threadpool_limits(limits=1):
         ref = K @ A
-    np.testing.assert_array_equal(parallel_matmul(K, A), ref)
+        # each part is the one-thread product of its rows: the same call, exactly
+        bounds = part_bounds(3000, 2)
+        for r0, r1 in itertools.pairwise(bounds):
+            np.testing.assert_array_equal(out[r0:r1], K[r0:r1] @ A)
+    # The whole product in one call sums each entry's 2000 terms in the kernel's
+    # order for its row position: all terms are positive, so both orders are within
+    # 2000 * 2**-53 = 2.2e-13 of the exact sum, relatively (Higham, Accuracy and
+    # Stability of Numerical Algorithms, section 3.1).
+    np.testing.assert_allclose(out, ref, rtol=5e-13, atol=0)
 
 
 @pytest.mark.parametrize("name", ["rbf", "linear", "polynomial", "sigmoid", "cosine"])
 def test_tile_in_parts_equals_one_piece(two_threads, name):
-    """A large tile computed in row parts on two threads equals the one-thread tile,
+    """A large tile computed in row parts on two threads: each part is exactly the
+    one-thread tile of its rows, and the whole equals the one-piece tile to rounding,
     with and without the left side prepared (rbf's augmented rows)."""
     rng = np.random.default_rng(1)
     X = rng.standard_normal((1500, 40)).astype(np.float32)
     Y = rng.standard_normal((1200, 40)).astype(np.float32)
     kern = resolve_kernel(name, gamma=0.01)
     assert kern._tile_threads(X, Y) == 2
+    tile = kern(X, Y)
+    out = np.empty_like(tile)
+    prepared = kern(X, Y, out=out, **kern.prepare(X))
+    bounds = part_bounds(X.shape[0], 2)
     with threadpool_limits(limits=1):
         assert kern._tile_threads(X, Y) == 1
         ref = kern(X, Y)
-    np.testing.assert_array_equal(kern(X, Y), ref)
-    out = np.empty_like(ref)
-    np.testing.assert_array_equal(kern(X, Y, out=out, **kern.prepare(X)), ref)
+        for r0, r1 in itertools.pairwise(bounds):
+            assert kern._tile_threads(X[r0:r1], Y) == 1
+            np.testing.assert_array_equal(tile[r0:r1], kern(X[r0:r1], Y))
+    np.testing.assert_array_equal(prepared, tile)  # the same parts, prepared once
+    # One piece against parts: an inner product of d float32 terms summed in another
+    # order moves by at most 2 d u |x| |y| (u = 2**-24; rbf's augmented rows have
+    # d + 2 terms, products up to |x|**2 + |y|**2 <= 2 r**2), 8e-4 here; every kernel maps
+    # it with a gain of at most 1 at gamma = 0.01 (polynomial 3 gamma (1 + gamma
+    # <x, y>)**2 < 0.1, rbf 4 gamma, sigmoid gamma, cosine on unit rows). Observed:
+    # 8e-6 (OpenBLAS Haswell, linear). A wrong row or part moves entries by O(1).
+    r = max(np.linalg.norm(X, axis=1).max(), np.linalg.norm(Y, axis=1).max())
+    bound = 2 * (X.shape[1] + 2) * 2.0**-24 * 2 * r**2
+    np.testing.assert_allclose(tile, ref, rtol=0, atol=bound)
 
 
 def _record_kernel(record):
@@ -240,17 +281,27 @@ def _fit_all(X):
 
 
 def test_same_results_with_one_and_two_threads(two_threads):
-    """Fits and labels are the same numbers on one and on two threads (the parts
-    split rows only; every entry is computed by the same single-threaded call)."""
+    """Fits and labels agree on one and on two threads. The parts split rows only, but
+    a row part may round differently from the whole (see the module docstring): the
+    distances agree to rounding, and the labels exactly, because no point here has two
+    centers within rounding (1e-15 relative in float64) of each other; so do the
+    coefficients and centers, which the steps compute on one thread from the labels,
+    the random draws and the rows. A flip in any step of a fit changes every later
+    step, so a wrong part is caught too."""
     X = np.random.default_rng(3).standard_normal((20000, 64))
     mb2, kk2, mk2 = _fit_all(X)
     with threadpool_limits(limits=1):
         mb1, kk1, mk1 = _fit_all(X)
         labels1 = mb2.predict(X)
+        D1 = mb2.transform(X)
+    np.testing.assert_allclose(mb2.transform(X), D1, rtol=1e-12, atol=1e-12)
+    assert_no_near_tie(D1, rtol=1e-9)  # far from any tie: the labels are determined
     np.testing.assert_array_equal(mb2.predict(X), labels1)
     for a, b in [(mb1, mb2), (kk1, kk2), (mk1, mk2)]:
+        assert_no_near_tie(a.transform(X[:3000]), rtol=1e-9)
         np.testing.assert_array_equal(a.labels_, b.labels_)
         assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-12)
+    # computed in one thread from the labels, the draws and the rows: equal exactly
     np.testing.assert_array_equal(mb1.dual_coef_, mb2.dual_coef_)
     np.testing.assert_array_equal(mk1.cluster_centers_, mk2.cluster_centers_)
 

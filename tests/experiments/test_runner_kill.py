@@ -239,10 +239,14 @@ def test_parallel_grid_killed_leaves_no_worker_and_resumes(tmp_path):
         assert child.poll() is None and len(workers) >= 2
         child.kill()
         child.wait()
-        deadline = time.monotonic() + 10
+        # A started worker dies with the grid at once (test_worker_dies_with_its_parent);
+        # one still starting (its imports: 8 to 31 s seen on a loaded 2-core machine)
+        # lives until its start-up ends, then exits before taking a run: wait for that,
+        # within a bound (_die_with_parent). The resource tracker goes with the last.
+        deadline = time.monotonic() + 180
         while time.monotonic() < deadline and any(map(_alive, workers)):
             time.sleep(0.05)
-        assert not any(map(_alive, workers)), "a worker outlived its killed grid"
+        assert not any(map(_alive, workers)), "a worker outlived its killed grid by 180 s"
         _check_parses(out)
     child = subprocess.run([sys.executable, str(script), str(out)], timeout=300)
     assert child.returncode == 0
@@ -258,3 +262,53 @@ def test_parallel_grid_killed_leaves_no_worker_and_resumes(tmp_path):
     want = read_results(ref).set_index("run_id").sort_index()
     cols = [c for c in SAME if c != "run_id"]
     assert got.loc[want.index, cols].astype(str).equals(want[cols].astype(str))
+
+
+_ORPHAN = """
+import os, sys, time
+from mbkkm.experiments._runner import _die_with_parent
+_die_with_parent(os.getppid(), prctl=sys.argv[1] == "prctl")
+print("armed", flush=True)
+time.sleep(600)
+"""
+
+_PARENT = """
+import subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", sys.argv[1], how], stdout=subprocess.PIPE,
+                         text=True) for how in ("prctl", "poll")]
+for kid in kids:
+    assert kid.stdout.readline().strip() == "armed"
+print(*(kid.pid for kid in kids), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc")
+def test_worker_dies_with_its_parent():
+    """A worker past its initializer dies when its parent is SIGKILLed: by the kernel's
+    parent-death signal, and by the polling thread where that is not available
+    (forced here): within PARENT_POLL_S and scheduling, 10 s allowed under load."""
+    import subprocess
+    import time
+
+    from mbkkm.experiments._runner import PARENT_POLL_S
+
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _ORPHAN], stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]  # both armed (imports)
+        assert len(pids) == 2 and all(map(_alive, pids))
+        time.sleep(3 * PARENT_POLL_S)
+        assert all(map(_alive, pids))  # the parent alive: neither ends
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(map(_alive, pids)):
+        time.sleep(0.02)
+    alive = [how for how, pid in zip(("prctl", "poll"), pids) if _alive(pid)]
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, 9)
+    assert not alive, f"a worker outlived its parent ({alive})"

@@ -155,7 +155,8 @@ class Kernel:
 
         A large dense tile of a GEMM kernel is computed in row parts of X on the
         threads of the threading policy (:mod:`mbkkm.backends._threads`), each
-        with one BLAS thread: the same numbers, in less time where it pays.
+        with one BLAS thread: the same numbers up to rounding (a GEMM may round a
+        row according to its place in the call), in less time where it pays.
         """
         if self._user_func is None:
             n_threads = self._tile_threads(X, Y)
