@@ -574,7 +574,7 @@ def test_predict_refuses_a_file_that_is_not_a_model(runner, blobs, tmp_path):
     model = tmp_path / "list.skops"
     sio.dump([1, 2, 3], model)
     r = runner.invoke(main, ["predict", str(model), str(data)])
-    assert r.exit_code == 1 and "does not hold a fitted mbkkm clustering model" in r.output
+    assert r.exit_code == 1 and "is a skops file holding a list, not one of mbkkm's" in r.output
 
 
 def test_distances_to_stdout(runner, blobs, tmp_path):

@@ -27,27 +27,27 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
+try:
+    import click
+except ModuleNotFoundError as _exc:  # the ``cli`` extra is not installed
+    if _exc.name != "click":
+        raise
+    raise ModuleNotFoundError(
+        "No module named 'click': the mbkkm command line needs the 'cli' extra: "
+        "pip install \"mbkkm[cli]\" (from a clone: pip install -e \".[cli]\")",
+        name="click") from None
 import numpy as np
 
 from . import __version__
 from ._files import (
     ColumnSelectionError,
     Table,
-    atomic_write,
     open_table,
     open_writer,
     output_kind,
     save_figure,
 )
 from ._files._alloc import release_free_memory, tune_allocator
-
-#: Prefix of the types a saved model may contain that mbkkm trusts when loading.
-TRUSTED_PREFIX = "mbkkm."
-
-#: Other types a saved model may contain (a k-NN kernel model holds its sparse matrix).
-TRUSTED_TYPES = ("scipy.sparse._csr.csr_matrix",)
-
 
 # ---------------------------------------------------------------------------
 # Reading user data
@@ -103,19 +103,15 @@ def _reading_threads() -> int:
 
 
 def load_model(path: str | Path):
-    """Load a model saved by ``mbkkm fit --model-out`` (skops format).
+    """Load a model saved by ``mbkkm fit --model-out`` or :func:`mbkkm.save_model`.
 
-    mbkkm's own types (``mbkkm.*``) are trusted; any other type that skops does
-    not trust by default is refused with a message naming it.
+    The same function as :func:`mbkkm.load_model`: only skops files holding one of
+    mbkkm's estimators are loaded, trusting the ``mbkkm.*`` types only; a pickle,
+    joblib or foreign skops file is refused with a message saying what it is.
     """
-    import skops.io as sio
+    from .cluster import load_model as _load_model
 
-    untrusted = sio.get_untrusted_types(file=path)
-    foreign = [t for t in untrusted
-               if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
-    if foreign:
-        raise ValueError(f"{path} holds types mbkkm does not trust: {', '.join(foreign)}.")
-    return sio.load(path, trusted=untrusted)
+    return _load_model(path)
 
 
 class _Spinner:
@@ -596,10 +592,30 @@ def main():
     tune_allocator()
 
 
-def _kernel_choice(graph=False):
-    from .kernels import kernel_names
+class _KernelChoice(click.Choice):
+    """The registry's kernel names, read on first use: the registry imports
+    scikit-learn, which ``mbkkm --help`` and most option errors do without."""
 
-    return click.Choice(kernel_names(transductive=None if graph else False))
+    def __init__(self, graph: bool):
+        self._graph = graph
+        self._choices = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self):
+        if self._choices is None:
+            from .kernels import kernel_names
+
+            self._choices = tuple(kernel_names(transductive=None if self._graph else False))
+        return self._choices
+
+    @choices.setter
+    def choices(self, value):
+        self._choices = tuple(value)
+
+
+def _kernel_choice(graph=False):
+    return _KernelChoice(graph)
 
 
 def _model_options(command):
@@ -784,11 +800,10 @@ class _FitOutputs:
                                  est.n_clusters, names=names, n_total=run.n, seed=run.seed),
                   self.plot)
         if self.model is not None:
-            import skops.io as sio
+            from .cluster import save_model
 
             try:
-                with atomic_write(self.model, "wb") as fh:
-                    sio.dump(est, fh)
+                save_model(est, self.model)
             except OSError as exc:
                 raise click.ClickException(f"cannot write {self.model}: "
                                            f"{exc.strerror}") from None
@@ -899,7 +914,9 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
         _check_output(path, option)
     try:
         est = load_model(model)
-    except Exception as exc:  # a foreign or broken file: zip, json or skops errors
+    except (ValueError, OSError, ImportError) as exc:  # says what the file is
+        raise click.ClickException(f"cannot load the model: {_one_line(exc)}") from None
+    except Exception as exc:  # pragma: no cover - skops' own errors on a damaged file
         raise click.ClickException(f"cannot load the model {model}: {type(exc).__name__}: "
                                    f"{_one_line(exc)}") from None
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
