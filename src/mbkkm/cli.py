@@ -694,9 +694,12 @@ def _fit_output_options(command):
 @_data_options
 @_fit_output_options
 @click.option("-q", "--quiet", is_flag=True, help="No summary, notes or progress bars.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print how the width (and the heat kernel's time) was chosen as a table "
+                   "of the candidates and their scores (default: one line).")
 def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_size, tau,
         max_iter, learning_rate, seed, header, key, columns, drop, dtype, labels_out,
-        transform_out, model_out, plot_out, checkpoint, checkpoint_every, quiet):
+        transform_out, model_out, plot_out, checkpoint, checkpoint_every, quiet, verbose):
     """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
 
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
@@ -741,7 +744,7 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
         Path(checkpoint).unlink(missing_ok=True)
     if not quiet:
         _fit_summary(run, outputs, batch_size, tau, learning_rate,
-                     heat_auto=heat_t == "auto")
+                     heat_auto=heat_t == "auto", tables=verbose or gamma_plot is not None)
 
 
 def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
@@ -769,6 +772,7 @@ class _FitOutputs:
     model: str | None
     plot: str | None
     gamma_plot: str | None
+    gamma_plot_written: bool = False
 
     @property
     def err(self):
@@ -794,6 +798,7 @@ class _FitOutputs:
                        f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)", err=True)
         if self.gamma_plot is not None and est.gamma_selection_ is not None:
             _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
+            self.gamma_plot_written = True
         if self.plot is not None:
             sample = _plot_sample(run.n, run.seed, True)
             _save(cluster_figure(np.asarray(run.X[sample]), run.found.sample_labels,
@@ -812,6 +817,7 @@ class _FitOutputs:
         """(path, what) of every output written to a file."""
         return [(path, what) for path, what in (
             (self.labels, "labels"), (self.transform, "distances"), (self.plot, "plot"),
+            (self.gamma_plot if self.gamma_plot_written else None, "gamma plot"),
             (self.model, "model")) if path not in (None, "-")]
 
 
@@ -865,18 +871,22 @@ def _label_fitted(source, rows, outputs, sample, quiet):
         raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
 
 
-def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto):
-    """The summary of a fit: data, kernel, times, chosen widths, inertia, sizes."""
+def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables=False):
+    """The summary of a fit: data, kernel, times, chosen widths (one line each, or
+    their tables: ``tables``), inertia, sizes."""
     est, found, n, err = run.est, run.found, run.n, outputs.err
     click.echo(f"data: {run.data} ({n} points x {run.d} features)", err=err)
     click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
                f"{est.n_iter_} iterations, {learning_rate} rate, seed {run.seed}", err=err)
     click.echo(f"time: fit {run.seconds['fit']:.2f} s, labelling "
                f"{run.seconds['labelling']:.2f} s", err=err)
+    hint = "" if tables else " (--verbose: the table)"
     if est.gamma_selection_ is not None:
-        click.echo(est.gamma_selection_.table(), err=err)
+        selection = est.gamma_selection_
+        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
     if getattr(est, "t_selection_", None) is not None and heat_auto:
-        click.echo(est.t_selection_.table(), err=err)
+        selection = est.t_selection_
+        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
     click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
                f"{found.inertia / n:.6g})", err=err)
     click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
