@@ -631,10 +631,11 @@ def _model_options(command):
                            "(heat: 10, 20 or 40 chosen by the graph's eigengap by default)."),
         click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
                      help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
-                           "(prints the candidates)."),
+                           "(prints the choice; the candidates with --verbose)."),
         click.option("--gamma", type=_GAMMA, default=None,
                      help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
-                           "choose it without labels (prints the candidates); 'mean-distance' for "
+                           "choose it without labels (prints the choice; the candidates with "
+                           "--verbose); 'mean-distance' for "
                            "1 / (2 sum of feature variances). Default: rbf and laplacian as "
                            "'auto' when the 1000-point sample has >= 10 points per cluster "
                            "(k <= 100), else 'mean-distance'; other kernels their own default."),
