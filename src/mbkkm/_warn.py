@@ -14,22 +14,23 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 def _library_dirs() -> tuple[str, ...]:
     dirs = [_HERE]
-    sklearn = sys.modules.get("sklearn")
-    if sklearn is not None and getattr(sklearn, "__file__", None):
-        dirs.append(os.path.dirname(os.path.abspath(sklearn.__file__)) + os.sep)
+    sklearn_file = getattr(sys.modules.get("sklearn"), "__file__", None)
+    if sklearn_file:
+        dirs.append(os.path.dirname(os.path.abspath(sklearn_file)) + os.sep)
     return tuple(dirs)
 
 
 def warn(message: str, category: type[Warning]) -> None:
     """``warnings.warn(message, category)`` pointing at the user's line."""
     dirs = _library_dirs()
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     level = 2  # 1 is this function; 2 its caller
     while frame is not None and frame.f_code.co_filename.startswith(dirs):
         frame = frame.f_back
