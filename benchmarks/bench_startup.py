@@ -15,11 +15,13 @@ of ``--rounds``):
 The commands run as the console script does (``from mbkkm.cli import main``); the
 model is fitted once beforehand with ``mbkkm fit --model-out``. After the timings,
 each command runs once more reporting which of scikit-learn, torch, dask and pytest
-it imported. To measure another tree, pass ``--src`` (its ``src`` folder).
+it imported. ``--src`` names the trees measured (their ``src`` folders; default this
+one): several trees are timed in the same interleaved rounds (before and after a
+change, on the same load).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_startup.py [--rounds 7] [--src src]
+    .venv/bin/python benchmarks/bench_startup.py [--rounds 7] [--src OLD/src src]
 """
 
 from __future__ import annotations
@@ -79,35 +81,45 @@ def _prepare(work: Path, env) -> None:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--src", type=Path, default=REPO / "src",
-                   help="the src folder of the tree to measure")
+    p.add_argument("--src", type=Path, nargs="+", default=[REPO / "src"],
+                   help="the src folders of the trees to measure")
     a = p.parse_args(argv)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONHOME"}
-    env["PYTHONPATH"] = str(a.src.resolve())
-    env.setdefault("MBKKM_NO_MALLOPT", "1")
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONHOME"}
+    base.setdefault("MBKKM_NO_MALLOPT", "1")
+    envs = [{**base, "PYTHONPATH": str(src.resolve())} for src in a.src]
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        _prepare(work, env)
-        commands = _commands(work)
+        works = [Path(tmp) / str(i) for i in range(len(a.src))]
+        for work, env in zip(works, envs):
+            work.mkdir()
+            _prepare(work, env)
+        commands = [_commands(work) for work in works]
         load_before = os.getloadavg()
-        times: dict[str, list[float]] = {name: [] for name in commands}
+        times = [{name: [] for name in c} for c in commands]
         for _ in range(a.rounds):
-            for name, args in commands.items():
-                start = time.perf_counter()
-                _run(args, env)
-                times[name].append(time.perf_counter() - start)
+            for name in commands[0]:
+                for tree, env in enumerate(envs):
+                    start = time.perf_counter()
+                    _run(commands[tree][name], env)
+                    times[tree][name].append(time.perf_counter() - start)
         load_after = os.getloadavg()
-        imported = {}
-        for name, args in commands.items():
-            proc = _run([args[0], REPORT + args[1], *args[2:]], env)
-            line = [x for x in proc.stderr.splitlines() if x.startswith("IMPORTED")][-1]
-            imported[name] = line.split()[1:]
+        imported = [{} for _ in envs]
+        for tree, env in enumerate(envs):
+            for name, args in commands[tree].items():
+                proc = _run([args[0], REPORT + args[1], *args[2:]], env)
+                line = [x for x in proc.stderr.splitlines() if x.startswith("IMPORTED")][-1]
+                imported[tree][name] = line.split()[1:]
 
-    best = {name: min(t) for name, t in times.items()}
     print(f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.node()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}; src {a.src}")
+          f"{os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
-          f"{a.rounds} interleaved rounds\n")
+          f"{a.rounds} interleaved rounds")
+    for tree, src in enumerate(a.src):
+        _report(src, times[tree], imported[tree])
+
+
+def _report(src, times, imported) -> None:
+    best = {name: min(t) for name, t in times.items()}
+    print(f"\nsrc {src}\n")
     print("| command | best s | median s | imports (of " + ", ".join(WATCHED) + ") |")
     print("| --- | --- | --- | --- |")
     for name, t in times.items():
