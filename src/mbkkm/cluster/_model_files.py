@@ -76,8 +76,8 @@ def save_model(estimator, path) -> None:
     >>> import tempfile, os
     >>> path = os.path.join(tempfile.mkdtemp(), "model.skops")
     >>> save_model(km, path)
-    >>> (load_model(path).predict(X) == km.predict(X)).all()
-    np.True_
+    >>> bool((load_model(path).predict(X) == km.predict(X)).all())
+    True
     """
     from sklearn.utils.validation import check_is_fitted
 
