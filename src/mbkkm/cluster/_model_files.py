@@ -185,11 +185,11 @@ def _check_is_skops(path: Path, head: bytes) -> None:
     what = _pickled(head)
     if what is not None:
         raise ValueError(f"{path} is {what}, not a model file mbkkm loads: loading a pickle "
-                       "can run any code, so mbkkm reads only its skops model files. If "
-                       "it holds an mbkkm estimator from a source you trust, load it with "
-                       f"joblib.load or pickle.load, then {_HOW}.")
+                         "can run any code, so mbkkm reads only its skops model files. If "
+                         "it holds an mbkkm estimator from a source you trust, load it with "
+                         f"joblib.load or pickle.load, then {_HOW}.")
     raise ValueError(f"{path} is not a model file (a skops zip archive){_looks_like(head)}; "
-                   f"{_HOW}.")
+                     f"{_HOW}.")
 
 
 def _pickled(head: bytes) -> str | None:
@@ -266,17 +266,17 @@ def _schema(path: Path) -> dict:
         with zipfile.ZipFile(path) as archive:
             if "schema.json" not in archive.namelist():
                 raise ValueError(f"{path} is a zip archive but not a skops file (it has no "
-                               f"schema.json); {_HOW}.")
+                                 f"schema.json); {_HOW}.")
             schema = json.loads(archive.read("schema.json"))
     except zipfile.BadZipFile as exc:
         raise ValueError(f"{path} is a damaged or truncated zip archive ({_one_line(exc)}), "
-                       f"not a readable model file; {_HOW}.") from None
+                         f"not a readable model file; {_HOW}.") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path} is a damaged skops file (its schema.json is not JSON: "
-                       f"{_one_line(exc)}); {_HOW}.") from None
+                         f"{_one_line(exc)}); {_HOW}.") from None
     if not isinstance(schema, dict):
         raise ValueError(f"{path} is a damaged skops file (its schema.json is not an "
-                       f"object); {_HOW}.")
+                         f"object); {_HOW}.")
     return schema
 
 
@@ -290,10 +290,10 @@ def _check_estimator(path: Path, schema: dict) -> None:
     content = schema.get("content")
     if name == "dict" and isinstance(content, dict) and "fingerprint" in content:
         raise ValueError(f"{path} is an mbkkm fit checkpoint ('mbkkm fit --checkpoint', "
-                       "fit(checkpoint=...)), not a model: run the same fit again to resume "
-                       f"it and finish it; {_HOW}.")
+                         "fit(checkpoint=...)), not a model: run the same fit again to resume "
+                         f"it and finish it; {_HOW}.")
     hint = ("; load it with skops.io.load" if isinstance(module, str)
             and module.startswith("sklearn.") else "")
     raise ValueError(f"{path} is a skops file holding a {what}, not one of mbkkm's estimators "
-                   f"({', '.join(c.__name__ for c in ESTIMATORS)}){hint}. mbkkm loads its own "
-                   f"models only: {_HOW}.")
+                     f"({', '.join(c.__name__ for c in ESTIMATORS)}){hint}. mbkkm loads its own "
+                     f"models only: {_HOW}.")
