@@ -112,9 +112,13 @@ def test_cli_load_model_trusts_only_mbkkm_types(tmp_path):
     _same_outputs(est, load_model(path), X)
     from fractions import Fraction
 
-    sio.dump({"model": est, "bad": Fraction(1, 3)}, tmp_path / "bad.skops")
-    with pytest.raises(ValueError, match=r"fractions\.Fraction"):
+    est.bad_ = Fraction(1, 3)  # a foreign type inside an mbkkm estimator: named
+    sio.dump(est, tmp_path / "bad.skops")
+    with pytest.raises(ValueError, match=r"types mbkkm does not trust: fractions\.Fraction"):
         load_model(tmp_path / "bad.skops")
+    sio.dump({"model": est}, tmp_path / "dict.skops")  # not an estimator at the top
+    with pytest.raises(ValueError, match="is a skops file holding a dict, not one of mbkkm's"):
+        load_model(tmp_path / "dict.skops")
 
 
 @pytest.mark.parametrize("fmt", ["pickle", "skops"])

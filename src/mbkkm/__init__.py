@@ -3,19 +3,33 @@
 Implements "Mini-batch kernel k-means" (Jourdan & Schwartzman): truncated
 mini-batch kernel k-means, whose centers are sliding windows of batch points, and
 the baselines it is measured against, with a scikit-learn API.
+
+The names below are imported on first use (PEP 562), so that ``import mbkkm`` and
+the ``mbkkm`` command's ``--help`` do not import scikit-learn.
 """
 
-from .cluster import (
-    KernelKMeans,
-    KernelMemoryError,
-    MemoryPlan,
-    MemoryPlanError,
-    MiniBatchKernelKMeans,
-    MiniBatchKMeans,
-    measure_memory,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.2.0.dev0"  # the next release's development number (CHANGELOG.md)
+
+#: public name -> the module (relative to this package) that defines it
+_LAZY = {
+    "KernelKMeans": ".cluster",
+    "KernelMemoryError": ".cluster",
+    "MemoryPlan": ".cluster",
+    "MemoryPlanError": ".cluster",
+    "MiniBatchKMeans": ".cluster",
+    "MiniBatchKernelKMeans": ".cluster",
+    "load_model": ".cluster",
+    "measure_memory": ".cluster",
+    "save_model": ".cluster",
+}
+
+#: subpackages reachable as attributes (``mbkkm.cluster``) without their own import
+_SUBMODULES = ("backends", "cluster", "datasets", "experiments", "kernels")
 
 __all__ = [
     "KernelKMeans",
@@ -25,5 +39,34 @@ __all__ = [
     "MiniBatchKMeans",
     "MiniBatchKernelKMeans",
     "__version__",
+    "load_model",
     "measure_memory",
+    "save_model",
 ]
+
+if TYPE_CHECKING:
+    from .cluster import (
+        KernelKMeans,
+        KernelMemoryError,
+        MemoryPlan,
+        MemoryPlanError,
+        MiniBatchKernelKMeans,
+        MiniBatchKMeans,
+        load_model,
+        measure_memory,
+        save_model,
+    )
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value  # the next access does not come here
+        return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *__all__, *_SUBMODULES})

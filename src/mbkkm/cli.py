@@ -27,27 +27,27 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import click
+try:
+    import click
+except ModuleNotFoundError as _exc:  # the ``cli`` extra is not installed
+    if _exc.name != "click":
+        raise
+    raise ModuleNotFoundError(
+        "No module named 'click': the mbkkm command line needs the 'cli' extra: "
+        "pip install \"mbkkm[cli]\" (from a clone: pip install -e \".[cli]\")",
+        name="click") from None
 import numpy as np
 
 from . import __version__
 from ._files import (
     ColumnSelectionError,
     Table,
-    atomic_write,
     open_table,
     open_writer,
     output_kind,
     save_figure,
 )
 from ._files._alloc import release_free_memory, tune_allocator
-
-#: Prefix of the types a saved model may contain that mbkkm trusts when loading.
-TRUSTED_PREFIX = "mbkkm."
-
-#: Other types a saved model may contain (a k-NN kernel model holds its sparse matrix).
-TRUSTED_TYPES = ("scipy.sparse._csr.csr_matrix",)
-
 
 # ---------------------------------------------------------------------------
 # Reading user data
@@ -103,19 +103,15 @@ def _reading_threads() -> int:
 
 
 def load_model(path: str | Path):
-    """Load a model saved by ``mbkkm fit --model-out`` (skops format).
+    """Load a model saved by ``mbkkm fit --model-out`` or :func:`mbkkm.save_model`.
 
-    mbkkm's own types (``mbkkm.*``) are trusted; any other type that skops does
-    not trust by default is refused with a message naming it.
+    The same function as :func:`mbkkm.load_model`: only skops files holding one of
+    mbkkm's estimators are loaded, trusting the ``mbkkm.*`` types only; a pickle,
+    joblib or foreign skops file is refused with a message saying what it is.
     """
-    import skops.io as sio
+    from .cluster import load_model as _load_model
 
-    untrusted = sio.get_untrusted_types(file=path)
-    foreign = [t for t in untrusted
-               if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
-    if foreign:
-        raise ValueError(f"{path} holds types mbkkm does not trust: {', '.join(foreign)}.")
-    return sio.load(path, trusted=untrusted)
+    return _load_model(path)
 
 
 class _Spinner:
@@ -748,10 +744,30 @@ def main():
     tune_allocator()
 
 
-def _kernel_choice(graph=False):
-    from .kernels import kernel_names
+class _KernelChoice(click.Choice):
+    """The registry's kernel names, read on first use: the registry imports
+    scikit-learn, which ``mbkkm --help`` and most option errors do without."""
 
-    return click.Choice(kernel_names(transductive=None if graph else False))
+    def __init__(self, graph: bool):
+        self._graph = graph
+        self._choices = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self):
+        if self._choices is None:
+            from .kernels import kernel_names
+
+            self._choices = tuple(kernel_names(transductive=None if self._graph else False))
+        return self._choices
+
+    @choices.setter
+    def choices(self, value):
+        self._choices = tuple(value)
+
+
+def _kernel_choice(graph=False):
+    return _KernelChoice(graph)
 
 
 def _model_options(command):
@@ -767,10 +783,11 @@ def _model_options(command):
                            "(heat: 10, 20 or 40 chosen by the graph's eigengap by default)."),
         click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
                      help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
-                           "(prints the candidates)."),
+                           "(prints the choice; the candidates with --verbose)."),
         click.option("--gamma", type=_GAMMA, default=None,
                      help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
-                           "choose it without labels (prints the candidates); 'mean-distance' for "
+                           "choose it without labels (prints the choice; the candidates with "
+                           "--verbose); 'mean-distance' for "
                            "1 / (2 sum of feature variances). Default: rbf and laplacian as "
                            "'auto' when the 1000-point sample has >= 10 points per cluster "
                            "(k <= 100), else 'mean-distance'; other kernels their own default."),
@@ -830,9 +847,12 @@ def _fit_output_options(command):
 @_data_options
 @_fit_output_options
 @click.option("-q", "--quiet", is_flag=True, help="No summary, notes or progress bars.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Print how the width (and the heat kernel's time) was chosen as a table "
+                   "of the candidates and their scores (default: one line).")
 def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_size, tau,
         max_iter, learning_rate, seed, header, key, columns, drop, dtype, labels_out,
-        transform_out, model_out, plot_out, checkpoint, checkpoint_every, quiet):
+        transform_out, model_out, plot_out, checkpoint, checkpoint_every, quiet, verbose):
     """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
 
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
@@ -878,7 +898,7 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
         Path(checkpoint).unlink(missing_ok=True)
     if not quiet:
         _fit_summary(run, outputs, batch_size, tau, learning_rate,
-                     heat_auto=heat_t == "auto")
+                     heat_auto=heat_t == "auto", tables=verbose or gamma_plot is not None)
 
 
 def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
@@ -906,6 +926,7 @@ class _FitOutputs:
     model: str | None
     plot: str | None
     gamma_plot: str | None
+    gamma_plot_written: bool = False
 
     @property
     def err(self):
@@ -931,17 +952,17 @@ class _FitOutputs:
                        f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)", err=True)
         if self.gamma_plot is not None and est.gamma_selection_ is not None:
             _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
+            self.gamma_plot_written = True
         if self.plot is not None:
             sample = _plot_sample(run.n, run.seed, True)
             _save(cluster_figure(np.asarray(run.X[sample]), run.found.sample_labels,
                                  est.n_clusters, names=names, n_total=run.n, seed=run.seed),
                   self.plot)
         if self.model is not None:
-            import skops.io as sio
+            from .cluster import save_model
 
             try:
-                with atomic_write(self.model, "wb") as fh:
-                    sio.dump(est, fh)
+                save_model(est, self.model)
             except OSError as exc:
                 raise click.ClickException(f"cannot write {self.model}: "
                                            f"{exc.strerror}") from None
@@ -950,6 +971,7 @@ class _FitOutputs:
         """(path, what) of every output written to a file."""
         return [(path, what) for path, what in (
             (self.labels, "labels"), (self.transform, "distances"), (self.plot, "plot"),
+            (self.gamma_plot if self.gamma_plot_written else None, "gamma plot"),
             (self.model, "model")) if path not in (None, "-")]
 
 
@@ -1003,18 +1025,22 @@ def _label_fitted(source, rows, outputs, sample, quiet):
         raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
 
 
-def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto):
-    """The summary of a fit: data, kernel, times, chosen widths, inertia, sizes."""
+def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables=False):
+    """The summary of a fit: data, kernel, times, chosen widths (one line each, or
+    their tables: ``tables``), inertia, sizes."""
     est, found, n, err = run.est, run.found, run.n, outputs.err
     click.echo(f"data: {run.data} ({n} points x {run.d} features)", err=err)
     click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
                f"{est.n_iter_} iterations, {learning_rate} rate, seed {run.seed}", err=err)
     click.echo(f"time: fit {run.seconds['fit']:.2f} s, labelling "
                f"{run.seconds['labelling']:.2f} s", err=err)
+    hint = "" if tables else " (--verbose: the table)"
     if est.gamma_selection_ is not None:
-        click.echo(est.gamma_selection_.table(), err=err)
+        selection = est.gamma_selection_
+        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
     if getattr(est, "t_selection_", None) is not None and heat_auto:
-        click.echo(est.t_selection_.table(), err=err)
+        selection = est.t_selection_
+        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
     click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
                f"{found.inertia / n:.6g})", err=err)
     click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
@@ -1058,7 +1084,9 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
         _check_output(path, option)
     try:
         est = load_model(model)
-    except Exception as exc:  # a foreign or broken file: zip, json or skops errors
+    except (ValueError, OSError, ImportError) as exc:  # says what the file is
+        raise click.ClickException(f"cannot load the model: {_one_line(exc)}") from None
+    except Exception as exc:  # pragma: no cover - skops' own errors on a damaged file
         raise click.ClickException(f"cannot load the model {model}: {type(exc).__name__}: "
                                    f"{_one_line(exc)}") from None
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):

@@ -29,12 +29,12 @@ host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
 from __future__ import annotations
 
 import threading
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from .._warn import warn
 from ..backends import get_backend
 from ._windows import StepOptions, WindowState, minibatch_step
 
@@ -374,8 +374,8 @@ class _DeviceLoop:
             return graph
         except Exception as exc:  # a kernel or driver that cannot be captured: run eagerly
             self.graph_error = exc
-            warnings.warn(f"CUDA graph capture failed ({type(exc).__name__}: {exc}); the "
-                          "iterations run without it", RuntimeWarning, stacklevel=4)
+            warn(f"CUDA graph capture failed ({type(exc).__name__}: {exc}); the "
+                 "iterations run without it", RuntimeWarning)
             return None
 
     def _use_graph(self):

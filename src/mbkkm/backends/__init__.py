@@ -155,7 +155,7 @@ def resolve_device(device):
         if device == "auto":
             return _torch_device("cuda") if cuda_available() else "cpu"
         if device in ("torch", "torch-cpu"):
-            return _torch_device("cpu")
+            return _torch_device("cpu", asked=device)
         if device == "cuda" or device.startswith("cuda:"):
             return _torch_device(device)
         raise ValueError(
@@ -187,11 +187,13 @@ def available_devices():
     return ", ".join(["cpu", *names])
 
 
-def _torch_device(name):
+def _torch_device(name, asked=None):
+    """``torch.device(name)``, checked; ``asked``: the user's spelling, for messages."""
     if not torch_available():
         raise ValueError(
-            f"device={name!r} needs PyTorch, which is not installed (pip install "
-            "'mbkkm[torch]')"
+            f"device={asked or name!r} needs PyTorch, which is not installed: pip install "
+            "-e '.[torch]' in a clone of mbkkm (pip install 'mbkkm[torch]' once published); "
+            "or compute with numpy: device=None or 'cpu'"
         )
     import torch
 

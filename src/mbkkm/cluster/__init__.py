@@ -5,6 +5,8 @@
 - :class:`KernelKMeans`: full-batch kernel k-means (Lloyd in feature space).
 - :class:`MiniBatchKMeans`: non-kernel mini-batch k-means with both learning rates.
 - :func:`measure_memory`: a fit's memory plan next to the peaks it really used.
+- :func:`save_model`, :func:`load_model`: model files (skops format) that hold one
+  of these estimators, and nothing else.
 - :func:`select_gamma`: the unsupervised rbf / laplacian width behind ``gamma="auto"``.
 - :func:`select_t`: the unsupervised diffusion time of the heat kernel behind
   ``kernel="heat"`` (``t="auto"``).
@@ -22,6 +24,7 @@ from ._kernel_kmeans import KernelKMeans, KernelMemoryError
 from ._measure import measure_memory
 from ._minibatch_kernel import MiniBatchKernelKMeans
 from ._minibatch_kmeans import MiniBatchKMeans
+from ._model_files import load_model, save_model
 
 __all__ = [
     "EmptyClusterWarning",
@@ -36,7 +39,9 @@ __all__ = [
     "MiniBatchKernelKMeans",
     "TSelection",
     "expected_failed_checks",
+    "load_model",
     "measure_memory",
+    "save_model",
     "select_gamma",
     "select_t",
 ]

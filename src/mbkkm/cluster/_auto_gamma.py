@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numbers
 import time
-import warnings
 
 import numpy as np
 
@@ -33,6 +32,7 @@ from .._core._width import (
     selection_threads,
 )
 from .._validation import check_sample_weight
+from .._warn import warn
 from ..backends import get_backend
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._overflow import check_no_overflow
@@ -204,14 +204,13 @@ def _warn_at_edge(search):
     note = (" (wider still, kernel k-means approaches plain k-means)"
             if search.at_edge == "widest" else "")
     gamma = search.base * search.grid[search.best]
-    warnings.warn(
+    warn(
         f"gamma='auto': the criterion is lowest at the {search.at_edge} width tried, "
         f"{gamma:.4g} ({search.grid[search.best]:.4g} x the mean-distance width), after "
         f"extending the grid by {search.added} step(s); a better width may lie beyond "
         f"it{note}: pass gamma as a number, or explore with "
         f"mbkkm.cluster.select_gamma(multipliers=...)",
-        GammaGridWarning, stacklevel=3,
-    )
+        GammaGridWarning)
 
 
 def _selection(search, indices, options, seconds, data_width=None):

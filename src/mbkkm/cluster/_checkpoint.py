@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from .._files import atomic_write
+from .._files._skops import import_skops_io
 from ..backends import get_backend
 
 #: Version of the checkpoint's content; another version is refused.
@@ -87,7 +88,7 @@ def check_checkpoint(estimator, checkpoint, checkpoint_every):
                          "algorithm) keeps a table over all points, which is not checkpointed")
     estimator._kernel_kind.check_checkpoint(estimator)  # graph kernels: not available
     try:
-        import skops.io  # noqa: F401
+        import_skops_io()
     except ImportError as exc:
         raise ImportError("checkpoint needs skops: pip install 'mbkkm[cli]'") from exc
     return FitCheckpoint(path, every)
@@ -173,9 +174,9 @@ class FitCheckpoint:
 
     def save(self, fs):
         """Write the checkpoint of the complete FitState ``fs`` (atomically)."""
-        import skops.io as sio
-
         from .._core._loop import snapshot
+
+        sio = import_skops_io()
 
         state = snapshot(fs)
         for key in ("objectives", "objectives_after"):  # arrays: compact in the file
@@ -216,8 +217,7 @@ def read_checkpoint(path):
         When the file is not a checkpoint of this version, or holds a type mbkkm does
         not trust.
     """
-    import skops.io as sio
-
+    sio = import_skops_io()
     path = Path(path)
     data = path.read_bytes()
     try:

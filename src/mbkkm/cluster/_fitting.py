@@ -4,10 +4,11 @@ when clusters end empty."""
 from __future__ import annotations
 
 import functools
-import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+
+from .._warn import warn
 
 
 class EmptyClusterWarning(ConvergenceWarning):
@@ -26,13 +27,12 @@ def warn_empty_clusters(labels, n_clusters, estimator):
         return  # a Dask array: counting would compute it
     n_empty = n_clusters - np.unique(labels).size
     if n_empty > 0:
-        warnings.warn(
+        warn(
             f"{type(estimator).__name__}: {n_empty} of the n_clusters={n_clusters} "
             f"clusters hold no point of the fitted data at the end of fit (empty "
             f"clusters); n_clusters may exceed the number of distinct points (duplicate "
             f"points in X?)",
-            EmptyClusterWarning, stacklevel=3,
-        )
+            EmptyClusterWarning)
 
 
 def restore_on_error(method):

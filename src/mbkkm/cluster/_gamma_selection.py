@@ -209,6 +209,40 @@ class GammaSelection:
                      "clearly (by min_gain) below the mean-distance width's")
         return "\n".join(lines)
 
+    def summary(self):
+        """The choice in one line (:meth:`table` has the candidates and the rules).
+
+        Says plainly when every candidate scored the same (well-separated clusters:
+        every width cuts them alike, all scores 0), and when the chosen score is
+        shared by other widths.
+        """
+        n, scores = len(self.candidates), np.asarray(self.scores, dtype=np.float64)
+        best = int(np.flatnonzero(self.candidates == self.gamma)[0])
+        tied = np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12)
+        sample = f"on a {self.n_samples}-point sample"
+        if tied.all():
+            kept = ("the mean-distance width" if best == self.reference
+                    else f"{self.multipliers[best]:.3g} x the mean-distance width")
+            line = (f"gamma=auto: all {n} widths tried tie ({self.criterion} "
+                    f"{scores[best]:.4g} each {sample}): no width separates the clusters "
+                    f"better than another; kept {kept}, gamma = {self.gamma:.4g}")
+        elif best == self.reference:
+            line = (f"gamma=auto kept the mean-distance width, gamma = {self.gamma:.4g}: "
+                    f"none of the other {n - 1} widths tried scored clearly lower "
+                    f"({self.criterion} {scores[best]:.4g} {sample}, lower is better)")
+        else:
+            ref = ("" if self.reference is None else
+                   f" against {scores[self.reference]:.4g} at the mean-distance width")
+            also = int(tied.sum()) - 1
+            line = (f"gamma=auto chose gamma = {self.gamma:.4g}, "
+                    f"{self.multipliers[best]:.3g} x the mean-distance width: "
+                    f"{self.criterion} {scores[best]:.4g}{ref} ({n} widths tried {sample}"
+                    + (f"; {also} other{'s' if also > 1 else ''} tie with it" if also else "")
+                    + ")")
+        if self.at_edge is not None:
+            line += f"; the {self.at_edge} width tried, the best may lie beyond"
+        return line
+
     def plot(self, ax=None):
         """The criterion against gamma (log axis), the choice marked. Returns the Axes."""
         ax = plot_criterion(self.candidates, self.scores, self.gamma, "gamma",

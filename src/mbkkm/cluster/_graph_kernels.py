@@ -66,6 +66,7 @@ from threadpoolctl import threadpool_limits
 
 from .._core._memory import MemoryPlan, MemoryPlanError, available_host_memory, gib
 from .._validation import check_sample_weight
+from .._warn import warn
 from ..backends._sparse import to_dense
 from ..kernels import get_spec
 from ..kernels._gamma import top_heat_eigenpairs
@@ -209,6 +210,18 @@ class TSelection:
             mark = "  <- chosen" if t == self.t else ""
             lines.append(f"{t:10.4g} {r:5d} {e:9.2g} {s:8.4f}{mark}")
         return "\n".join(lines)
+
+    def summary(self):
+        """The choice in one line (:meth:`table` has every candidate)."""
+        n, scores = len(self.candidates), np.asarray(self.scores, dtype=np.float64)
+        best = int(np.flatnonzero(self.candidates == self.t)[0])
+        if np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12).all():
+            return (f"t=auto: all {n} diffusion times tried tie ({self.criterion} "
+                    f"{scores[best]:.4g} each): no time separates the clusters better than "
+                    "another; "
+                    f"kept t = {self.t:.4g} (rank {self.ranks[best]})")
+        return (f"t=auto chose t = {self.t:.4g} (rank {self.ranks[best]}): "
+                f"{self.criterion} {scores[best]:.4g}, lowest of the {n} times tried")
 
     def plot(self, ax=None):
         """The criterion against t (log axis), the choice marked. Returns the Axes."""
@@ -715,12 +728,12 @@ def _warn_split(estimator, graph, tried, asked):
                      "the pieces, whose joins are bottlenecks.)")
     else:
         what = "Kept as it is."
-    warnings.warn(
+    warn(
         f"{type(estimator).__name__}: the {asked}-NN graph of the data falls apart into "
         f"{first.size} connected components (sizes {sizes}); the kernel={estimator.kernel!r} "
         "cannot relate points of different components, and kernel k-means spends a "
         f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
-        "...}) or use kernel='rbf'.", GraphSplitWarning, stacklevel=4)
+        "...}) or use kernel='rbf'.", GraphSplitWarning)
 
 
 def graph_assign(estimator, X, method, return_distances):

@@ -10,7 +10,6 @@ initial centers and publishes the fitted attributes.
 
 from __future__ import annotations
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -22,6 +21,7 @@ from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_ini
 from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows, working_memory_bytes
 from .._core._sampling import draw_init_subsample
+from .._warn import warn
 from ..backends import get_backend
 from ..backends._threads import with_thread_policy
 from ..kernels import kernel_names
@@ -489,11 +489,10 @@ torch.device, default=None
         rng = check_random_state(self.random_state)
         n_init = self.n_init
         if not isinstance(self._init, str) and n_init != 1:
-            warnings.warn(
+            warn(
                 f"Explicit initial center position passed: performing only one init in "
                 f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning, stacklevel=3,
-            )
+                RuntimeWarning)
             n_init = 1
         inertia, run = np.inf, None
         for _ in range(n_init):
@@ -618,8 +617,8 @@ torch.device, default=None
 def _deprecated_diag(diag, kernel_diag):
     if isinstance(diag, str) and diag == "deprecated":
         return kernel_diag
-    warnings.warn("diag= was renamed kernel_diag= (the keyword of every mbkkm estimator) in "
-                  "0.2 and will be removed in 0.3", FutureWarning, stacklevel=3)
+    warn("diag= was renamed kernel_diag= (the keyword of every mbkkm estimator) in "
+         "0.2 and will be removed in 0.3", FutureWarning)
     if kernel_diag is not None:
         raise ValueError("pass kernel_diag= only (diag= is its deprecated spelling)")
     return diag

@@ -4,10 +4,10 @@ initialisations, and the iteration loop with its early stopping rule."""
 from __future__ import annotations
 
 import time
-import warnings
 
 import numpy as np
 
+from .._warn import warn
 from ._params import check_n_clusters_vs_samples
 
 
@@ -49,11 +49,10 @@ class MiniBatchMixin:
         """
         n_init = self.n_init
         if not isinstance(self._init, str) and n_init != 1:
-            warnings.warn(
+            warn(
                 f"Explicit initial center position passed: performing only one init in "
                 f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning, stacklevel=3,
-            )
+                RuntimeWarning)
             n_init = 1
         if n_init == 1:
             return self._init_candidate(X, sample_weight, rng)

@@ -1,0 +1,38 @@
+"""Warnings that point at the user's line.
+
+A fixed ``stacklevel`` points at the right frame only as long as nobody adds a
+decorator or a helper between the public method and the ``warnings.warn`` call
+(``@_fit_context``, ``@with_thread_policy``, ``@restore_on_error``...).
+:func:`warn` counts the frames instead: it points the warning at the first frame
+outside mbkkm and scikit-learn (whose ``_fit_context`` and ``set_output``
+wrappers sit between the user and the estimator), as pandas' ``find_stack_level``
+does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from types import FrameType
+
+_HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _library_dirs() -> tuple[str, ...]:
+    dirs = [_HERE]
+    sklearn_file = getattr(sys.modules.get("sklearn"), "__file__", None)
+    if sklearn_file:
+        dirs.append(os.path.dirname(os.path.abspath(sklearn_file)) + os.sep)
+    return tuple(dirs)
+
+
+def warn(message: str, category: type[Warning]) -> None:
+    """``warnings.warn(message, category)`` pointing at the user's line."""
+    dirs = _library_dirs()
+    frame: FrameType | None = sys._getframe(1)
+    level = 2  # 1 is this function; 2 its caller
+    while frame is not None and frame.f_code.co_filename.startswith(dirs):
+        frame = frame.f_back
+        level += 1
+    warnings.warn(message, category, stacklevel=level)
