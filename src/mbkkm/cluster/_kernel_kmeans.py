@@ -240,7 +240,7 @@ torch.device, default=None
     sigma = -lambda_min(K) (Dhillon, Guan and Kulis 2004: the same minimising
     partitions and monotone iterations, but every point then favours its current
     cluster; fixed points of higher objective, ARI 0.501, and lambda_min of an
-    n x n matrix to compute). ``docs/user_guide/algorithm.rst`` has the details.
+    n x n matrix to compute); :doc:`/user_guide/algorithm` has the details.
 
     Empty clusters are refilled with the points farthest from their centers,
     as scikit-learn's KMeans does; when some remain empty at the end (for
