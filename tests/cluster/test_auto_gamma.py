@@ -620,7 +620,7 @@ def test_lloyd_runs_equal_one_kernel_lloyd_each(seed):
     for max_iter, tol in [(100, 1e-4), (3, 0.0)]:
         labels, objective = lloyd_runs(K, diag, P0, c0, max_iter, tol)
         for r in range(3):
-            _, want, mind, _, _, _ = kernel_lloyd(_MatrixOperator(K), diag, P0[r], c0[r],
+            _, want, mind, *_ = kernel_lloyd(_MatrixOperator(K), diag, P0[r], c0[r],
                                                   np.ones(80), max_iter, tol)
             np.testing.assert_array_equal(labels[r], want)
             assert objective[r] == pytest.approx(mind.sum(), rel=1e-12)

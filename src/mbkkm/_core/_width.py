@@ -512,8 +512,9 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
     their initial centers: ``(labels (R, m), objectives (R,))``.
 
     Each run follows kernel_lloyd step for step: E-step D = K(x, x) - 2 P + c
-    (clipped at 0), stop when no label changed or the objective sum_x min_j D
-    fell by less than ``tol`` times its previous value, else move points into
+    (labels its argmin, the minima clipped at 0), stop when no label changed or
+    the objective sum_x min_j D fell by less than ``tol`` times its previous value
+    (0 <= fall < tol * objective: a rise is not convergence), else move points into
     empty clusters (farthest first) and take the clusters' means, P = K A, A the
     one-hot labels scaled by 1 / |C_j| (c_j = <A_j, P_j>, inf when empty); a last
     E-step after ``max_iter`` M-steps. The runs still moving share one product
@@ -531,17 +532,18 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         D = P * -2.0                                           # (r, m, k)
         D += diag[None, :, None]
         D += c[:, None, :]
-        np.maximum(D, 0.0, out=D)
         labels = D.argmin(axis=2)                              # (r, m)
         mind = np.take_along_axis(D, labels[:, :, None], axis=2)[:, :, 0]
+        np.maximum(mind, 0.0, out=mind)                        # rounding (as e_step)
         objective = mind.sum(axis=1)
         if it == max_iter:
             done = np.ones(active.size, dtype=bool)
         elif labels_old is None:
             done = np.zeros(active.size, dtype=bool)
         else:
+            decrease = objective_old - objective
             done = ((labels != labels_old).sum(axis=1) == 0) | (
-                objective_old - objective < tol * objective_old)
+                (decrease >= 0) & (decrease < tol * objective_old))
         labels_out[active[done]] = labels[done]
         objective_out[active[done]] = objective[done]
         keep = ~done

@@ -1,5 +1,5 @@
-"""What every fit does around its core: all-or-nothing attributes, and the warning
-when clusters end empty."""
+"""What every fit does around its core: all-or-nothing attributes, and the warnings
+when clusters end empty or the kernel is indefinite."""
 
 from __future__ import annotations
 
@@ -19,6 +19,36 @@ class EmptyClusterWarning(ConvergenceWarning):
     Typical causes: ``n_clusters`` larger than the number of distinct points,
     or duplicate points.
     """
+
+
+class IndefiniteKernelWarning(UserWarning):
+    """The kernel of a :class:`~mbkkm.KernelKMeans` fit is not positive semi-definite.
+
+    Raised once per fit when some squared feature-space distances
+    ||phi(x) - C_j||^2 = K(x, x) - 2 <phi(x), C_j> + ||C_j||^2 come out clearly
+    negative (below -1e-3 times K(x, x) + ||C_j||^2, far beyond rounding): the
+    kernel is indefinite (the k-NN graph kernel, the sigmoid kernel, many
+    precomputed similarities). What it means: a cluster's mean no longer minimises
+    its points' squared distances, so Lloyd's iterations are not monotone and the
+    objective can rise. What the library does: the E-step still assigns each point
+    to its smallest (possibly negative) distance, a rise of the objective never
+    stops the run, and the run ends where the labels stop changing (or at
+    ``max_iter``); ``inertia_`` and ``transform`` clip distances at 0. Silence it
+    with ``warnings.simplefilter("ignore", IndefiniteKernelWarning)``.
+    """
+
+
+def warn_indefinite_kernel(n_negative, estimator):
+    """Warn (IndefiniteKernelWarning) when a fit met negative squared distances."""
+    if n_negative > 0:
+        warnings.warn(
+            f"{type(estimator).__name__}: the kernel is not positive semi-definite: "
+            f"{n_negative} squared feature-space distances of one iteration were "
+            f"negative. Lloyd's iterations are not monotone on such a kernel (the "
+            f"objective can rise); a rise does not stop the run, which ends where the "
+            f"labels stop changing or at max_iter (n_iter_={estimator.n_iter_}).",
+            IndefiniteKernelWarning, stacklevel=7,
+        )
 
 
 def warn_empty_clusters(labels, n_clusters, estimator):
