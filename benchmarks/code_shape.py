@@ -41,8 +41,10 @@ KIND_NAMES = {"_kind", "is_index", "is_tensor", "_index_kernel", "GRAPH_KERNELS"
 KIND_STRINGS = {"precomputed", "graph", "point", "index", "dask", "sparse", "tensor", "dense"}
 
 
-#: isinstance against these types checks a parameter's type, not an input's kind.
-PARAMETER_TYPES = {"str", "bool", "int", "float", "dict", "Integral", "Real", "Number"}
+#: isinstance against these types checks a parameter's type, not an input's kind
+#: (a file path; one of mbkkm's estimators, as ``_model_files.ESTIMATORS``).
+PARAMETER_TYPES = {"str", "bool", "int", "float", "dict", "Integral", "Real", "Number",
+                   "PathLike", "ESTIMATORS"}
 
 
 def _parameter_type_check(call):

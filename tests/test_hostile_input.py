@@ -335,8 +335,10 @@ def test_feature_names(name):
     df = pd.DataFrame(X, columns=list("abc"))
     est = ESTIMATORS[name]().fit(df)
     np.testing.assert_array_equal(est.feature_names_in_, ["a", "b", "c"])
-    with pytest.raises(ValueError, match="feature names"):  # F1
-        est.predict(df[["b", "a", "c"]])
+    with pytest.raises(ValueError, match="unseen at fit time:\n- d"):  # F1
+        est.predict(df.rename(columns={"c": "d"}))
+    # the same names in another order: matched by name, not refused
+    np.testing.assert_array_equal(est.predict(df[["b", "a", "c"]]), est.predict(df))
     with pytest.warns(UserWarning, match="does not have valid feature names"):  # F2
         labels = est.predict(X)
     np.testing.assert_array_equal(labels, est.predict(df))

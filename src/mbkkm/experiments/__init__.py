@@ -13,7 +13,7 @@ Examples
 --------
 >>> from mbkkm.experiments import expand, get_preset
 >>> len(expand(get_preset("quick").with_options(datasets=["circles"], seeds=1)))
-19
+23
 """
 
 from ._algorithms import ALGORITHMS, AlgorithmSpec, algorithm_names, get_algorithm
