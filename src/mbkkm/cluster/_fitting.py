@@ -41,13 +41,13 @@ class IndefiniteKernelWarning(UserWarning):
 def warn_indefinite_kernel(n_negative, estimator):
     """Warn (IndefiniteKernelWarning) when a fit met negative squared distances."""
     if n_negative > 0:
-        warnings.warn(
+        warn(
             f"{type(estimator).__name__}: the kernel is not positive semi-definite: "
             f"{n_negative} squared feature-space distances of one iteration were "
             f"negative. Lloyd's iterations are not monotone on such a kernel (the "
             f"objective can rise); a rise does not stop the run, which ends where the "
             f"labels stop changing or at max_iter (n_iter_={estimator.n_iter_}).",
-            IndefiniteKernelWarning, stacklevel=7,
+            IndefiniteKernelWarning,
         )
 
 
