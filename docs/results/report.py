@@ -391,7 +391,8 @@ def claim(func):
 
 
 def _setting(r, d, k, algo, b=None, tau=None):
-    row = _pick(r.s, d, k, algo, None if b is None else int(b), None if tau is None else int(tau))
+    row = _pick(r.s, d, _kernel(k), algo, None if b is None else int(b),
+                None if tau is None else int(tau))
     if row is None:
         raise KeyError(f"no runs of {algo} on {d}, {k}, b={b}, tau={tau}")
     return row
@@ -508,7 +509,7 @@ def c_blas2(r, table=None):
 @claim
 def c_seeds(r, d, k):
     """Seeds per setting of one data set and kernel: '10', or '3-10' where they differ."""
-    ok = r.ok[(r.ok["dataset"] == d) & (r.ok["kernel"] == k)]
+    ok = r.ok[(r.ok["dataset"] == d) & (r.ok["kernel"] == _kernel(k))]
     per = ok.groupby(["algorithm", "batch_size", "tau"], dropna=False).size()
     lo, hi = int(per.min()), int(per.max())
     return str(lo) if lo == hi else f"{lo}-{hi}"
@@ -551,6 +552,84 @@ def c_graph(r, rows, column, stat="mean", digits="2"):
     v = r.csv("graph").loc[first:last, column]
     f = f"{{:.{int(digits)}f}}".format
     return f"{f(v.min())}-{f(v.max())}" if stat == "range" else f(getattr(v, stat)())
+
+
+#: Columns of the result tables by the short names the claims use.
+_COLUMNS = {"cpu": "total_cpu_seconds", "fit": "fit_cpu_seconds",
+            "kernel": "kernel_cpu_seconds"}
+
+
+def _kernel(k):
+    """A kernel as a claim names it, without spaces: "knn:455" is "knn (n_neighbors=455)"."""
+    base, _, n = k.partition(":")
+    return f"{base} (n_neighbors={n})" if n else k
+
+
+def _options(opts):
+    """{name: value} of a claim's ``name=value`` arguments."""
+    return dict(o.split("=", 1) for o in opts)
+
+
+def _runs_of(r, d, k, algo, o):
+    """The successful runs of one algorithm ("any": every algorithm of the kernel), of
+    batch size o["b"] and tau o["tau"] if given."""
+    ok = r.ok
+    m = (ok["dataset"] == d) & ((ok["algorithm"] == algo) | (algo == "any"))
+    m &= ok["kernel"] == ("none" if algo.startswith("minibatch-") else _kernel(k))
+    for key, col in (("b", "batch_size"), ("tau", "tau")):
+        if key in o:
+            m &= ok[col].isin([int(v) for v in o[key].split(",")])
+    runs = ok[m].assign(total_cpu_seconds=ok["fit_cpu_seconds"]
+                        + ok["kernel_cpu_seconds"].fillna(0))
+    if runs.empty:
+        raise KeyError(f"no runs of {algo} on {d}, {k}, {o}")
+    return runs
+
+
+def _stat(v, o, default_digits=3):
+    """``v`` (a Series) reduced as o["stat"] says (range, mean, min, max, list, count), at
+    o["digits"] decimals. A range whose ends round alike is one number."""
+    digits = int(o.get("digits", default_digits))
+    f = f"{{:.{digits}f}}".format
+    stat = o.get("stat", "range")
+    if stat == "count":
+        return str(len(v))
+    if stat == "range":
+        lo, hi = f(v.min()), f(v.max())
+        return lo if lo == hi else f"{lo}-{hi}"
+    if stat == "list":
+        return " / ".join(f(x) for x in v)
+    return f(getattr(v, stat)())
+
+
+@claim
+def c_runs(r, column, d, k, algo, *opts):
+    """A statistic of ``column`` (ari, nmi, n_iter, cpu, fit, kernel, ...) over the runs
+    of one algorithm; options ``b=``, ``tau=`` (comma-separated), ``stat=`` (range, mean,
+    min, max), ``digits=``."""
+    o = _options(opts)
+    return _stat(_runs_of(r, d, k, algo, o)[_COLUMNS.get(column, column)], o)
+
+
+@claim
+def c_means(r, column, d, k, algo, *opts):
+    """A statistic over the settings (b, tau) of one algorithm of their mean ``column``
+    over seeds (``agg=std``: their standard deviation); options as :func:`c_runs`, and
+    ``stat=list``: the settings' values in order of b, then tau, joined by " / "."""
+    o = _options(opts)
+    runs = _runs_of(r, d, k, algo, o)
+    g = runs.groupby(["batch_size", "tau"], dropna=False)[_COLUMNS.get(column, column)]
+    return _stat(g.agg(o.get("agg", "mean")).sort_index(), o)
+
+
+@claim
+def c_fit_ratio(r, d, k, a, c, *opts):
+    """Range over b of the mean fit CPU time of algorithm a over c's at each b (c's
+    settings filtered by ``tau=``), no decimals."""
+    o = _options(opts)
+    fa = _runs_of(r, d, k, a, {})["fit_cpu_seconds"].mean()
+    fc = _runs_of(r, d, k, c, o).groupby("batch_size")["fit_cpu_seconds"].mean()
+    return _stat(fa / fc, {"digits": "0"})
 
 
 @claim
