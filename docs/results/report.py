@@ -571,10 +571,11 @@ def _options(opts):
 
 
 def _runs_of(r, d, k, algo, o):
-    """The successful runs of one algorithm ("any": every algorithm of the kernel), of
+    """The successful runs of one algorithm (several, comma-separated; "any": every
+    algorithm of the kernel), of
     batch size o["b"] and tau o["tau"] if given."""
     ok = r.ok
-    m = (ok["dataset"] == d) & ((ok["algorithm"] == algo) | (algo == "any"))
+    m = (ok["dataset"] == d) & (ok["algorithm"].isin(algo.split(",")) | (algo == "any"))
     m &= ok["kernel"] == ("none" if algo.startswith("minibatch-") else _kernel(k))
     for key, col in (("b", "batch_size"), ("tau", "tau")):
         if key in o:
@@ -588,9 +589,10 @@ def _runs_of(r, d, k, algo, o):
 
 def _stat(v, o, default_digits=3):
     """``v`` (a Series) reduced as o["stat"] says (range, mean, min, max, list, count), at
-    o["digits"] decimals. A range whose ends round alike is one number."""
+    o["digits"] decimals (thousands separated where o["comma"]). A range whose ends round
+    alike is one number."""
     digits = int(o.get("digits", default_digits))
-    f = f"{{:.{digits}f}}".format
+    f = f"{{:{',' if o.get('comma') else ''}.{digits}f}}".format
     stat = o.get("stat", "range")
     if stat == "count":
         return str(len(v))
@@ -613,13 +615,21 @@ def c_runs(r, column, d, k, algo, *opts):
 
 @claim
 def c_means(r, column, d, k, algo, *opts):
-    """A statistic over the settings (b, tau) of one algorithm of their mean ``column``
+    """A statistic over the settings (algorithm, b, tau) of their mean ``column``
     over seeds (``agg=std``: their standard deviation); options as :func:`c_runs`, and
     ``stat=list``: the settings' values in order of b, then tau, joined by " / "."""
     o = _options(opts)
     runs = _runs_of(r, d, k, algo, o)
-    g = runs.groupby(["batch_size", "tau"], dropna=False)[_COLUMNS.get(column, column)]
+    g = runs.groupby(["algorithm", "batch_size", "tau"], dropna=False)[_COLUMNS.get(column,
+                                                                                    column)]
     return _stat(g.agg(o.get("agg", "mean")).sort_index(), o)
+
+
+@claim
+def c_diff(r, d, k, a, c, b=None, tau=None):
+    """Mean ARI of algorithm a minus c's at one setting, 3 decimals."""
+    ra, rc = _setting(r, d, k, a, b, tau), _setting(r, d, k, c, b, tau)
+    return f"{ra['ari_mean'] - rc['ari_mean']:.3f}"
 
 
 @claim
