@@ -633,6 +633,19 @@ def c_diff(r, d, k, a, c, b=None, tau=None):
 
 
 @claim
+def c_obj_diff(r, d, k, b=MAIN_B, tau=MAIN_TAU):
+    """Truncated (b, tau) minus full batch, mean objective, 3 decimals."""
+    full, tr = _setting(r, d, k, "full-batch"), _setting(r, d, k, "truncated", b, tau)
+    return f"{tr['objective_mean'] - full['objective_mean']:.3f}"
+
+
+@claim
+def c_cpu_ratio(r, d1, d2, k, algo):
+    """Mean CPU time of one algorithm on data set d1 over d2's, no decimals."""
+    return f"{_secs(_setting(r, d1, k, algo)) / _secs(_setting(r, d2, k, algo)):.0f}"
+
+
+@claim
 def c_fit_ratio(r, d, k, a, c, *opts):
     """Range over b of the mean fit CPU time of algorithm a over c's at each b (c's
     settings filtered by ``tau=``), no decimals."""
