@@ -438,7 +438,7 @@ def c_ari_diff(r, d, k, b=MAIN_B, tau=MAIN_TAU):
 @claim
 def c_gap(r, d, k):
     """Range over b of ARI(truncated, tau = 50) - ARI(untruncated)."""
-    return _gap(r.s, d, k)
+    return _gap(r.s, d, _kernel(k))
 
 
 @claim
@@ -452,19 +452,19 @@ def c_untruncated_ratio(r, d, k):
 @claim
 def c_mean_over_b(r, d, k, algo):
     """Mean ARI of an algorithm over the batch sizes run, 3 decimals."""
-    return _fmt(_mean_over_b(r.s, d, k, algo)[0])
+    return _fmt(_mean_over_b(r.s, d, _kernel(k), algo)[0])
 
 
 @claim
 def c_ahead(r, d, k, a, c):
     """'w of n': the batch sizes where a has the higher mean ARI than c."""
-    return _wins(r.s, d, k, a, c).replace("/", " of ")
+    return _wins(r.s, d, _kernel(k), a, c).replace("/", " of ")
 
 
 @claim
 def c_p(r, d, k, a, c):
     """Wilcoxon signed-rank p of a vs c, paired by (batch size, seed)."""
-    return _fmt_p(paired_p(r.ok, d, k, a, c))
+    return _fmt_p(paired_p(r.ok, d, _kernel(k), a, c))
 
 
 @claim
@@ -490,7 +490,7 @@ def c_ahead_truncated(r, d, k):
 @claim
 def c_p_vs_plain(r, d, k):
     """Paired p of truncated (b = 1024, tau = 200) against β mini-batch k-means."""
-    return _fmt_p(_p_vs_plain(r.ok, d, k))
+    return _fmt_p(_p_vs_plain(r.ok, d, _kernel(k)))
 
 
 @claim
@@ -643,6 +643,36 @@ def c_obj_diff(r, d, k, b=MAIN_B, tau=MAIN_TAU):
 def c_cpu_ratio(r, d1, d2, k, algo):
     """Mean CPU time of one algorithm on data set d1 over d2's, no decimals."""
     return f"{_secs(_setting(r, d1, k, algo)) / _secs(_setting(r, d2, k, algo)):.0f}"
+
+
+@claim
+def c_over_b_diff(r, d, k, a, c, digits="3"):
+    """Mean ARI over the batch sizes of algorithm a minus c's."""
+    k = _kernel(k)
+    return f"{_mean_over_b(r.s, d, k, a)[0] - _mean_over_b(r.s, d, k, c)[0]:.{int(digits)}f}"
+
+
+@claim
+def c_obj_over_b(r, d, k, algo, digits=None):
+    """Mean objective of an algorithm over the batch sizes run (4 significant digits, or
+    ``digits`` decimals)."""
+    v = _mean_over_b(r.s, d, _kernel(k), algo, "objective_mean")[0]
+    return _fmt(v, None if digits is None else int(digits))
+
+
+@claim
+def c_vs_plain(r, d, k, digits="3"):
+    """Truncated (b = 1024, tau = 200) minus β mini-batch k-means (b = 1024), mean ARI."""
+    tr = _setting(r, d, k, "truncated", MAIN_B, MAIN_TAU)
+    ma = _setting(r, d, k, "minibatch-adaptive", MAIN_B)
+    return f"{tr['ari_mean'] - ma['ari_mean']:.{int(digits)}f}"
+
+
+@claim
+def c_literal_obj(r, d, k, tau, b=MAIN_B):
+    """Literal minus renormalised truncation, mean objective at (b, tau), 2 decimals."""
+    lit, tr = (_setting(r, d, k, a, b, tau) for a in ("truncated-literal", "truncated"))
+    return f"{lit['objective_mean'] - tr['objective_mean']:.2f}"
 
 
 @claim
