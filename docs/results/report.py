@@ -676,6 +676,18 @@ def c_literal_obj(r, d, k, tau, b=MAIN_B):
 
 
 @claim
+def c_column(r, column, digits="1"):
+    """Range of a column over every row of the tables (say the load average)."""
+    return _stat(r.df[column].astype(float), {"digits": digits})
+
+
+@claim
+def c_versions(r, column):
+    """The versions a column of the tables records (mbkkm, numpy, sklearn), " / "-joined."""
+    return " / ".join(sorted(r.df[column].dropna().astype(str).unique()))
+
+
+@claim
 def c_fit_ratio(r, d, k, a, c, *opts):
     """Range over b of the mean fit CPU time of algorithm a over c's at each b (c's
     settings filtered by ``tau=``), no decimals."""
