@@ -687,6 +687,25 @@ def c_versions(r, column):
     return " / ".join(sorted(r.df[column].dropna().astype(str).unique()))
 
 
+def _by_seed(r, d, k, algo, b):
+    """ARI of one algorithm's runs at batch size b, indexed by seed."""
+    return _runs_of(r, d, k, algo, {"b": b}).set_index("seed")["ari"]
+
+
+@claim
+def c_seed_ari(r, d, k, algo, b, seed):
+    """ARI of one run (the untruncated algorithms, or one b of another), 3 decimals."""
+    return f"{_by_seed(r, d, k, algo, b)[int(seed)]:.3f}"
+
+
+@claim
+def c_seed_gap(r, d, k, a, c, b, *skip):
+    """Largest |ARI(a) - ARI(c)| over the seeds both ran at batch size b, the seeds
+    ``skip`` left out, 2 decimals."""
+    gap = (_by_seed(r, d, k, a, b) - _by_seed(r, d, k, c, b)).abs().dropna()
+    return f"{gap.drop([int(x) for x in skip]).max():.2f}"
+
+
 @claim
 def c_fit_ratio(r, d, k, a, c, *opts):
     """Range over b of the mean fit CPU time of algorithm a over c's at each b (c's
