@@ -177,7 +177,7 @@ def test_architecture_code_shape_exceptions():
 
 #: Sections of docs/results/README.md whose every result number is anchored (from the
 #: heading of the first to the heading after the last).
-RESULTS_CHECKED = ("## How to reproduce", "## Table 1: ")
+RESULTS_CHECKED = ("# Reproducing", "## Table 1: ")
 RESULTS_CHECKED_TOO = ("## Where we disagree", "## Not run here")
 #: Numbers that are no result (matched on the text with its whitespace collapsed): the
 #: grid's parameters, seed ids, dates, section and issue numbers, neighbour counts,
@@ -189,6 +189,7 @@ NOT_RESULTS = [
     r"sigma \(PenDigits sqrt\(5\), Letter 3\.0, MNIST 5\.8301\)", r"kappa = 2 sigma\^2",
     r"gamma = 1 / \(2 sigma\^2\) = 0\.1, 0\.0556 and 0\.0147", r"\(1000, 1000, 2000\)",
     r"\(500, 500, 200\)", r"divided by 255", r"\b2026-11-26 and 27\b",
+    r"200 iterations, 10 seeds", r"\| HAR \| 10 \|",
     r"\b20\d\d-\d\d-\d\d\b", r"\b(?:2019|2023|2024|2026)\b",  # the years cited
     r"\b(?:b|tau|t|k|alpha_j|b_j / N_j)\s*(?:=|<=|>=|!=)\s*\d[\d.]*"
     r"(?:\s*(?:,|/|\.\.|-|and)\s*(?:256|512|1024|2048|50|100|200|300)\b)*",

@@ -507,6 +507,12 @@ def c_blas2(r, table=None):
 
 
 @claim
+def c_skipped(r, table):
+    """Runs of one table recorded as skipped."""
+    return str(int((r.raw[table]["status"] == "skipped").sum()))
+
+
+@claim
 def c_seeds(r, d, k):
     """Seeds per setting of one data set and kernel: '10', or '3-10' where they differ."""
     ok = r.ok[(r.ok["dataset"] == d) & (r.ok["kernel"] == _kernel(k))]
