@@ -173,3 +173,85 @@ def test_architecture_code_shape_exceptions():
     empty = "Its `LONG` and `MANY_PARAMS` list the functions allowed over a limit; both are " \
             "empty today."
     assert (empty in text) == (not shape.LONG and not shape.MANY_PARAMS)
+
+
+#: Sections of docs/results/README.md whose every result number is anchored (from the
+#: heading of the first to the heading after the last).
+RESULTS_CHECKED = ("# Reproducing", "## Table 1: ")
+RESULTS_CHECKED_TOO = ("## Where we disagree", "## Not run here")
+#: Numbers that are no result (matched on the text with its whitespace collapsed): the
+#: grid's parameters, seed ids, dates, section and issue numbers, neighbour counts,
+#: data set sizes, formulas, the paper's own figures and the page's thresholds.
+NOT_RESULTS = [
+    # the settings paragraph, the paper's grid and this project's kernel parameters
+    # (first: the later patterns would cut into them)
+    r"\b(?:b|tau) in \{[\d, ]+\}", r"\b10 repetitions", r"\b2-core\b", r"\(0 to run",
+    r"sigma \(PenDigits sqrt\(5\), Letter 3\.0, MNIST 5\.8301\)", r"kappa = 2 sigma\^2",
+    r"gamma = 1 / \(2 sigma\^2\) = 0\.1, 0\.0556 and 0\.0147", r"\(1000, 1000, 2000\)",
+    r"\(500, 500, 200\)", r"divided by 255", r"\b2026-11-26 and 27\b",
+    r"200 iterations, 10 seeds", r"\| HAR \| 10 \|",
+    r"\b20\d\d-\d\d-\d\d\b", r"\b(?:2019|2023|2024|2026)\b",  # the years cited
+    r"\b(?:b|tau|t|k|alpha_j|b_j / N_j)\s*(?:=|<=|>=|!=)\s*\d[\d.]*"
+    r"(?:\s*(?:,|/|\.\.|-|and)\s*(?:256|512|1024|2048|50|100|200|300)\b)*",
+    r"\bb in \{[\d, ]+\}", r"\bseeds? \d(?:(?:-|, | and )\d)*", r"\(seeds? [\d, ]+\)",
+    r"\b1 / 455 \(1/453 \.\. 1/456",
+    r"\(\d+, \d+ and \d+ neighbours", r"\b\d+(?: |-)neighbours?", r"n_neighbors=\d+",
+    r"\((?:455|2000)\)", r"\b(?:455|2000) \(", r"degree >= 2000",
+    r"\b(?:70,000|20,000|10,992)(?:\^2)?(?: points)?", r"#+ \d\.",
+    r"\b(?:[Ss]ection|claim|Table|rank) \d+", r"\b[Ii]ssues? \d+(?: and \d+)?",
+    r"\bcommit [0-9a-f]{7}", r"\b10-100x", r"\b(?:at most|fixed) 200\b", r"\b200 iterations",
+    r"\b39\.2 GB", r"\b1/1000\b", r"(?:gamma =|<=) 0\.00\d+", r"\b0\.00[125][02]0\b",
+    r"\b(?:the|of) 26\b", r"\bp above 0\.05", r"fewer than 5\b", r"\bwithin 0\.01 ARI",
+    r"D\^-1(?:/2)?", r"\b1 - prod\(1 - alpha\)", r"< 1\b", r"\b1 / min degree", r"\b1-D root",
+    r"\b0 off the graph", r"decay to 0\b", r"O\(n\^2\)", r"O\(n \(b \+ k\)\)",
+    r"Nystroem\(n_components=1000\)|Nyström 1000", r"exp\(-sqrt\(tau / b\)\)",
+]
+#: Passages quoted from the diagnostics of benchmarks/RESULTS.md (not the grids): each
+#: from its first words to its last, left out of the check; none may go missing.
+DIAGNOSTICS = [
+    ("The\nmechanism, measured on seed 0", "points)."),
+    ("It is the kernel's density, not MNIST", "for the second)."),
+    ("| data set | Table 1 gamma | t |", "rank 64 (exact: 39.2 GB) |"),
+    ("No single t serves the three data sets.", "would narrow it)."),
+    ("**The low-rank kernel against the exact one**", "for the same reason."),
+    ("PenDigits is small enough for the exact kernel today (8 n^2", "eigendecomposition)"),
+    ("**Why β fails on Letter's heat kernel", "0.551 / 0.506)."),
+    ("β's step stays near 0.3", "(`benchmarks/RESULTS.md`)."),
+    ("The truncated algorithms starve the same way.", "largest cluster 11.4 and 10.1 %)."),
+    ("Letter's exact kernel is planned at about 9.9 GB", "maps the 3.2 GB file."),
+    ("because it never replaces the kernel k-means++ seeds: 11-15", "with a first step of 1"),
+    ("(11-15 of 26 centers stay seeds", ")"),
+    ("Differences below about 0.03 ARI", "about 0.05."),
+    ("(PenDigits 6.78, Letter 7.16, MNIST 6.07 in", "6.10])"),
+]
+
+
+def _unanchored(text):
+    """The numbers of ``text`` outside anchors, diagnostics and :data:`NOT_RESULTS`."""
+    for first, last in DIAGNOSTICS:
+        i = text.find(first)
+        if i >= 0:
+            text = text[:i] + text[text.index(last, i + len(first)) + len(last):]
+    text = report._CLAIM.sub("", report._BLOCK.sub("", text))
+    text = " ".join(re.sub(r"```.*?```|`[^`\n]*`", "", text, flags=re.S).split())
+    for pattern in NOT_RESULTS:
+        text = re.sub(pattern, "", text)
+    return re.findall(r"(?<![\w.^])\d[\d,]*(?:\.\d+)?(?:e-?\d+)?", text)
+
+
+def test_results_page_numbers_are_all_anchored():
+    """Every result number (ARI, NMI, objective, time, ratio, count, p) of the checked
+    sections of docs/results/README.md is an anchored claim, or a quoted diagnostic."""
+    text = RESULTS_PAGE.read_text(encoding="utf-8")
+    checked = "".join(text[text.index(a):text.index(b)]
+                      for a, b in (RESULTS_CHECKED, RESULTS_CHECKED_TOO))
+    missing = [first for first, _ in DIAGNOSTICS if first not in checked]
+    assert not missing, f"diagnostic passages gone (update DIAGNOSTICS): {missing}"
+    loose = _unanchored(checked)
+    assert not loose, f"docs/results/README.md: numbers without a source anchor: {loose}"
+
+
+def test_an_unanchored_number_is_caught():
+    text = ("### 9. At b = 1024, tau = 200 (seeds 0-2, 2026-11-27, issue 37): ARI 0.571 in "
+            "12 s, against <!-- claim: ari pendigits knn full-batch -->0.571<!-- /claim -->.")
+    assert _unanchored(text) == ["0.571", "12"]

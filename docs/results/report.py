@@ -391,7 +391,8 @@ def claim(func):
 
 
 def _setting(r, d, k, algo, b=None, tau=None):
-    row = _pick(r.s, d, k, algo, None if b is None else int(b), None if tau is None else int(tau))
+    row = _pick(r.s, d, _kernel(k), algo, None if b is None else int(b),
+                None if tau is None else int(tau))
     if row is None:
         raise KeyError(f"no runs of {algo} on {d}, {k}, b={b}, tau={tau}")
     return row
@@ -437,7 +438,7 @@ def c_ari_diff(r, d, k, b=MAIN_B, tau=MAIN_TAU):
 @claim
 def c_gap(r, d, k):
     """Range over b of ARI(truncated, tau = 50) - ARI(untruncated)."""
-    return _gap(r.s, d, k)
+    return _gap(r.s, d, _kernel(k))
 
 
 @claim
@@ -451,19 +452,19 @@ def c_untruncated_ratio(r, d, k):
 @claim
 def c_mean_over_b(r, d, k, algo):
     """Mean ARI of an algorithm over the batch sizes run, 3 decimals."""
-    return _fmt(_mean_over_b(r.s, d, k, algo)[0])
+    return _fmt(_mean_over_b(r.s, d, _kernel(k), algo)[0])
 
 
 @claim
 def c_ahead(r, d, k, a, c):
     """'w of n': the batch sizes where a has the higher mean ARI than c."""
-    return _wins(r.s, d, k, a, c).replace("/", " of ")
+    return _wins(r.s, d, _kernel(k), a, c).replace("/", " of ")
 
 
 @claim
 def c_p(r, d, k, a, c):
     """Wilcoxon signed-rank p of a vs c, paired by (batch size, seed)."""
-    return _fmt_p(paired_p(r.ok, d, k, a, c))
+    return _fmt_p(paired_p(r.ok, d, _kernel(k), a, c))
 
 
 @claim
@@ -489,7 +490,7 @@ def c_ahead_truncated(r, d, k):
 @claim
 def c_p_vs_plain(r, d, k):
     """Paired p of truncated (b = 1024, tau = 200) against β mini-batch k-means."""
-    return _fmt_p(_p_vs_plain(r.ok, d, k))
+    return _fmt_p(_p_vs_plain(r.ok, d, _kernel(k)))
 
 
 @claim
@@ -506,9 +507,15 @@ def c_blas2(r, table=None):
 
 
 @claim
+def c_skipped(r, table):
+    """Runs of one table recorded as skipped."""
+    return str(int((r.raw[table]["status"] == "skipped").sum()))
+
+
+@claim
 def c_seeds(r, d, k):
     """Seeds per setting of one data set and kernel: '10', or '3-10' where they differ."""
-    ok = r.ok[(r.ok["dataset"] == d) & (r.ok["kernel"] == k)]
+    ok = r.ok[(r.ok["dataset"] == d) & (r.ok["kernel"] == _kernel(k))]
     per = ok.groupby(["algorithm", "batch_size", "tau"], dropna=False).size()
     lo, hi = int(per.min()), int(per.max())
     return str(lo) if lo == hi else f"{lo}-{hi}"
@@ -551,6 +558,168 @@ def c_graph(r, rows, column, stat="mean", digits="2"):
     v = r.csv("graph").loc[first:last, column]
     f = f"{{:.{int(digits)}f}}".format
     return f"{f(v.min())}-{f(v.max())}" if stat == "range" else f(getattr(v, stat)())
+
+
+#: Columns of the result tables by the short names the claims use.
+_COLUMNS = {"cpu": "total_cpu_seconds", "fit": "fit_cpu_seconds",
+            "kernel": "kernel_cpu_seconds"}
+
+
+def _kernel(k):
+    """A kernel as a claim names it, without spaces: "knn:455" is "knn (n_neighbors=455)"."""
+    base, _, n = k.partition(":")
+    return f"{base} (n_neighbors={n})" if n else k
+
+
+def _options(opts):
+    """{name: value} of a claim's ``name=value`` arguments."""
+    return dict(o.split("=", 1) for o in opts)
+
+
+def _runs_of(r, d, k, algo, o):
+    """The successful runs of one algorithm (several, comma-separated; "any": every
+    algorithm of the kernel), of
+    batch size o["b"] and tau o["tau"] if given."""
+    ok = r.ok
+    m = (ok["dataset"] == d) & (ok["algorithm"].isin(algo.split(",")) | (algo == "any"))
+    m &= ok["kernel"] == ("none" if algo.startswith("minibatch-") else _kernel(k))
+    for key, col in (("b", "batch_size"), ("tau", "tau")):
+        if key in o:
+            m &= ok[col].isin([int(v) for v in o[key].split(",")])
+    runs = ok[m].assign(total_cpu_seconds=ok["fit_cpu_seconds"]
+                        + ok["kernel_cpu_seconds"].fillna(0))
+    if runs.empty:
+        raise KeyError(f"no runs of {algo} on {d}, {k}, {o}")
+    return runs
+
+
+def _stat(v, o, default_digits=3):
+    """``v`` (a Series) reduced as o["stat"] says (range, mean, min, max, list, count), at
+    o["digits"] decimals (thousands separated where o["comma"]). A range whose ends round
+    alike is one number."""
+    digits = int(o.get("digits", default_digits))
+    f = f"{{:{',' if o.get('comma') else ''}.{digits}f}}".format
+    stat = o.get("stat", "range")
+    if stat == "count":
+        return str(len(v))
+    if stat == "range":
+        lo, hi = f(v.min()), f(v.max())
+        return lo if lo == hi else f"{lo}-{hi}"
+    if stat == "list":
+        return " / ".join(f(x) for x in v)
+    return f(getattr(v, stat)())
+
+
+@claim
+def c_runs(r, column, d, k, algo, *opts):
+    """A statistic of ``column`` (ari, nmi, n_iter, cpu, fit, kernel, ...) over the runs
+    of one algorithm; options ``b=``, ``tau=`` (comma-separated), ``stat=`` (range, mean,
+    min, max), ``digits=``."""
+    o = _options(opts)
+    return _stat(_runs_of(r, d, k, algo, o)[_COLUMNS.get(column, column)], o)
+
+
+@claim
+def c_means(r, column, d, k, algo, *opts):
+    """A statistic over the settings (algorithm, b, tau) of their mean ``column``
+    over seeds (``agg=std``: their standard deviation); options as :func:`c_runs`, and
+    ``stat=list``: the settings' values in order of b, then tau, joined by " / "."""
+    o = _options(opts)
+    runs = _runs_of(r, d, k, algo, o)
+    g = runs.groupby(["algorithm", "batch_size", "tau"], dropna=False)[_COLUMNS.get(column,
+                                                                                    column)]
+    return _stat(g.agg(o.get("agg", "mean")).sort_index(), o)
+
+
+@claim
+def c_diff(r, d, k, a, c, b=None, tau=None):
+    """Mean ARI of algorithm a minus c's at one setting, 3 decimals."""
+    ra, rc = _setting(r, d, k, a, b, tau), _setting(r, d, k, c, b, tau)
+    return f"{ra['ari_mean'] - rc['ari_mean']:.3f}"
+
+
+@claim
+def c_obj_diff(r, d, k, b=MAIN_B, tau=MAIN_TAU):
+    """Truncated (b, tau) minus full batch, mean objective, 3 decimals."""
+    full, tr = _setting(r, d, k, "full-batch"), _setting(r, d, k, "truncated", b, tau)
+    return f"{tr['objective_mean'] - full['objective_mean']:.3f}"
+
+
+@claim
+def c_cpu_ratio(r, d1, d2, k, algo):
+    """Mean CPU time of one algorithm on data set d1 over d2's, no decimals."""
+    return f"{_secs(_setting(r, d1, k, algo)) / _secs(_setting(r, d2, k, algo)):.0f}"
+
+
+@claim
+def c_over_b_diff(r, d, k, a, c, digits="3"):
+    """Mean ARI over the batch sizes of algorithm a minus c's."""
+    k = _kernel(k)
+    return f"{_mean_over_b(r.s, d, k, a)[0] - _mean_over_b(r.s, d, k, c)[0]:.{int(digits)}f}"
+
+
+@claim
+def c_obj_over_b(r, d, k, algo, digits=None):
+    """Mean objective of an algorithm over the batch sizes run (4 significant digits, or
+    ``digits`` decimals)."""
+    v = _mean_over_b(r.s, d, _kernel(k), algo, "objective_mean")[0]
+    return _fmt(v, None if digits is None else int(digits))
+
+
+@claim
+def c_vs_plain(r, d, k, digits="3"):
+    """Truncated (b = 1024, tau = 200) minus β mini-batch k-means (b = 1024), mean ARI."""
+    tr = _setting(r, d, k, "truncated", MAIN_B, MAIN_TAU)
+    ma = _setting(r, d, k, "minibatch-adaptive", MAIN_B)
+    return f"{tr['ari_mean'] - ma['ari_mean']:.{int(digits)}f}"
+
+
+@claim
+def c_literal_obj(r, d, k, tau, b=MAIN_B):
+    """Literal minus renormalised truncation, mean objective at (b, tau), 2 decimals."""
+    lit, tr = (_setting(r, d, k, a, b, tau) for a in ("truncated-literal", "truncated"))
+    return f"{lit['objective_mean'] - tr['objective_mean']:.2f}"
+
+
+@claim
+def c_column(r, column, digits="1"):
+    """Range of a column over every row of the tables (say the load average)."""
+    return _stat(r.df[column].astype(float), {"digits": digits})
+
+
+@claim
+def c_versions(r, column):
+    """The versions a column of the tables records (mbkkm, numpy, sklearn), " / "-joined."""
+    return " / ".join(sorted(r.df[column].dropna().astype(str).unique()))
+
+
+def _by_seed(r, d, k, algo, b):
+    """ARI of one algorithm's runs at batch size b, indexed by seed."""
+    return _runs_of(r, d, k, algo, {"b": b}).set_index("seed")["ari"]
+
+
+@claim
+def c_seed_ari(r, d, k, algo, b, seed):
+    """ARI of one run (the untruncated algorithms, or one b of another), 3 decimals."""
+    return f"{_by_seed(r, d, k, algo, b)[int(seed)]:.3f}"
+
+
+@claim
+def c_seed_gap(r, d, k, a, c, b, *skip):
+    """Largest |ARI(a) - ARI(c)| over the seeds both ran at batch size b, the seeds
+    ``skip`` left out, 2 decimals."""
+    gap = (_by_seed(r, d, k, a, b) - _by_seed(r, d, k, c, b)).abs().dropna()
+    return f"{gap.drop([int(x) for x in skip]).max():.2f}"
+
+
+@claim
+def c_fit_ratio(r, d, k, a, c, *opts):
+    """Range over b of the mean fit CPU time of algorithm a over c's at each b (c's
+    settings filtered by ``tau=``), no decimals."""
+    o = _options(opts)
+    fa = _runs_of(r, d, k, a, {})["fit_cpu_seconds"].mean()
+    fc = _runs_of(r, d, k, c, o).groupby("batch_size")["fit_cpu_seconds"].mean()
+    return _stat(fa / fc, {"digits": "0"})
 
 
 @claim
