@@ -196,6 +196,19 @@ def test_graph_kernel_runs(tmp_path):
     assert float(r["truncated"]["ari"]) > 0.3
 
 
+def test_a_fits_warnings_go_into_its_row(tmp_path, recwarn):
+    # The k-NN kernel is indefinite: full batch warns (IndefiniteKernelWarning);
+    # in a grid the warning is written into the run's message, not shown.
+    out = tmp_path / "r.csv"
+    g = tiny(kernels=("knn",), algorithms=("full-batch",), n_neighbors=15, seeds=(0,))
+    run_grid(g, out, progress=False)
+    (row,) = rows(out)
+    assert row["status"] == "ok"
+    assert row["message"].startswith("IndefiniteKernelWarning: KernelKMeans: the kernel")
+    assert row["message"].count("IndefiniteKernelWarning") == 1
+    assert not [w for w in recwarn if "positive semi-definite" in str(w.message)]
+
+
 def test_existing_file_with_other_columns(tmp_path):
     out = tmp_path / "r.csv"
     pd.DataFrame({"run_id": ["x"], "status": ["ok"]}).to_csv(out, index=False)

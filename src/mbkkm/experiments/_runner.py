@@ -42,6 +42,7 @@ import os
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -249,6 +250,13 @@ def load_data(run: RunSpec, *, data_home=None, download: bool = False):
 
 def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _warning_lines(caught) -> str:
+    """The distinct warnings of a fit, each as 'Category: message' on one line."""
+    lines = dict.fromkeys(f"{w.category.__name__}: {' '.join(str(w.message).split())}"
+                          for w in caught)
+    return " | ".join(lines)
 
 
 @dataclass
@@ -482,7 +490,11 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     algo = get_algorithm(run.algorithm)
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
-        out: FitOutput = algo.fit(X, effective, kernel)
+        # A fit's warnings (an indefinite kernel, empty clusters...) go into its
+        # row's message, once each, instead of onto the terminal of a long grid.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out: FitOutput = algo.fit(X, effective, kernel)
     except (Exception, MemoryError) as exc:
         row.update(status="skipped" if isinstance(exc, MemoryError) else "error",
                    message=_one_line(exc), load_average=load_average())
@@ -492,7 +504,7 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     fit_cpu = time.process_time() - cpu_start
     labels = np.asarray(out.labels)
     row.update(
-        status="ok", message="",
+        status="ok", message=_warning_lines(caught),
         ari=adjusted_rand_score(y, labels), nmi=normalized_mutual_info_score(y, labels),
         objective=out.inertia / X.shape[0], fit_seconds=round(fit_seconds, 6),
         total_seconds=round(fit_seconds + float(row["kernel_seconds"]), 6),
