@@ -39,6 +39,7 @@ demo: $(VENV)/.installed-core
 
 test: $(VENV)/.installed-dev
 	$(PY) -m ruff check src tests benchmarks examples docs conftest.py
+	$(PY) -m ruff format --check src tests benchmarks examples docs conftest.py
 	$(PY) -m pytest -q
 	$(MAKE) test-cpu-targets
 	$(MAKE) docs
@@ -84,7 +85,7 @@ dist: $(VENV)/bin/python
 
 lint: $(VENV)/.installed-dev
 	$(PY) -m ruff check src tests benchmarks
-	$(PY) -m ruff format --check src tests benchmarks || true
+	$(PY) -m ruff format --check src tests benchmarks examples docs conftest.py
 
 clean:
 	rm -rf $(VENV) demo_output .pytest_cache .ruff_cache dist docs/_build docs/api/generated docs/auto_examples

@@ -19,5 +19,6 @@ _OPTIONAL = {
     "src/mbkkm/backends/_torch.py": "torch",
     "src/mbkkm/cli.py": "click",
 }
-collect_ignore = [path for path, package in _OPTIONAL.items()
-                  if importlib.util.find_spec(package) is None]
+collect_ignore = [
+    path for path, package in _OPTIONAL.items() if importlib.util.find_spec(package) is None
+]

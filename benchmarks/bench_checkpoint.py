@@ -33,8 +33,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-iter", type=int, default=200)
-    ap.add_argument("--torch-max-iter", type=int, default=40,
-                    help="max_iter of the torch CPU fits (their iterations are slower)")
+    ap.add_argument(
+        "--torch-max-iter",
+        type=int,
+        default=40,
+        help="max_iter of the torch CPU fits (their iterations are slower)",
+    )
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--tau", type=int, default=200)
     ap.add_argument("--data", default=str(DATA))
@@ -60,18 +64,25 @@ def main():
     _checkpoint.FitCheckpoint.save = counted
     folder = tempfile.mkdtemp()
     every = (None, 50, 20, 5)
-    print(f"PenDigits {X.shape}, k=10, b={args.batch_size}, tau={args.tau}; "
-          f"load {os.getloadavg()[0]:.2f}")
+    print(
+        f"PenDigits {X.shape}, k=10, b={args.batch_size}, tau={args.tau}; "
+        f"load {os.getloadavg()[0]:.2f}"
+    )
     for name, data in backends.items():
         max_iter = args.max_iter if name == "numpy" else args.torch_max_iter
         best = {e: np.inf for e in every}
         size, n_saves = {}, {}
         for _ in range(args.rounds):
             for e in every:
-                est = MiniBatchKernelKMeans(n_clusters=10, gamma=0.05,
-                                            batch_size=args.batch_size, tau=args.tau,
-                                            max_iter=max_iter, random_state=0,
-                                            compute_labels=False)
+                est = MiniBatchKernelKMeans(
+                    n_clusters=10,
+                    gamma=0.05,
+                    batch_size=args.batch_size,
+                    tau=args.tau,
+                    max_iter=max_iter,
+                    random_state=0,
+                    compute_labels=False,
+                )
                 path = os.path.join(folder, f"{name}-{e}.ckpt")
                 saves["n"] = 0
                 t = time.perf_counter()
@@ -86,9 +97,11 @@ def main():
         base = best[None]
         print(f"{name}: plain fit of {max_iter} iterations {base:.3f} s")
         for e in every[1:]:
-            print(f"  every {e:>3}: {best[e]:.3f} s (+{100 * (best[e] / base - 1):.1f} %, "
-                  f"{n_saves[e]} saves, {1000 * (best[e] - base) / n_saves[e]:.1f} ms a save), "
-                  f"file {size[e] / 2**20:.2f} MiB")
+            print(
+                f"  every {e:>3}: {best[e]:.3f} s (+{100 * (best[e] / base - 1):.1f} %, "
+                f"{n_saves[e]} saves, {1000 * (best[e] - base) / n_saves[e]:.1f} ms a save), "
+                f"file {size[e] / 2**20:.2f} MiB"
+            )
 
 
 if __name__ == "__main__":

@@ -99,8 +99,11 @@ class Meter:
     def __exit__(self, *exc):
         self.seconds = time.perf_counter() - self.t0
         s = _status()
-        self.result = {"seconds": self.seconds, "peak_rss_growth": s["VmHWM"] - self.base_rss,
-                       "peak_anon_growth": None}
+        self.result = {
+            "seconds": self.seconds,
+            "peak_rss_growth": s["VmHWM"] - self.base_rss,
+            "peak_anon_growth": None,
+        }
         if self.sample:
             self._stop.set()
             self._thread.join()
@@ -129,9 +132,11 @@ def child_reader(how, path, sample="1"):
                 release()
             return X
     elif how == "pandas":
+
         def run():
             return pd.read_csv(path, header=None).to_numpy()
     elif how == "pandas-float32":
+
         def run():
             return pd.read_csv(path, header=None, dtype=np.float32, engine="c").to_numpy()
     elif how == "pyarrow":
@@ -139,16 +144,22 @@ def child_reader(how, path, sample="1"):
         import pyarrow.csv as pacsv
 
         def run():
-            t = pacsv.read_csv(path, read_options=pacsv.ReadOptions(
-                autogenerate_column_names=True), convert_options=pacsv.ConvertOptions(
-                column_types={f"f{j}": pa.float32() for j in range(D)}))
+            t = pacsv.read_csv(
+                path,
+                read_options=pacsv.ReadOptions(autogenerate_column_names=True),
+                convert_options=pacsv.ConvertOptions(
+                    column_types={f"f{j}": pa.float32() for j in range(D)}
+                ),
+            )
             X = np.empty((t.num_rows, D), np.float32)
             for j in range(D):
                 X[:, j] = t.column(j).to_numpy()
             return X
     elif how == "numpy-loadtxt":
+
         def run():
             return np.loadtxt(path, delimiter=",", dtype=np.float32)
+
     with Meter(sample=sample == "1") as m:
         X = run()
     return {**m.result, "shape": list(X.shape), "dtype": str(X.dtype), "tuned": tuned}
@@ -168,16 +179,35 @@ def child_python(npy):
 
     with open(Path(npy).with_name("model.skops"), "wb") as fh:
         sio.dump(est, fh)
-    return {**m.result, "plan_peak": est.memory_plan_.peak, "array_bytes": X.nbytes,
-            "n_iter": est.n_iter_, "inertia": est.inertia_}
+    return {
+        **m.result,
+        "plan_peak": est.memory_plan_.peak,
+        "array_bytes": X.nbytes,
+        "n_iter": est.n_iter_,
+        "inertia": est.inertia_,
+    }
 
 
 def child_cli(data, labels_out):
     from mbkkm.cli import main
 
-    args = ["fit", data, "-k", str(K), "--batch-size", str(FIT["batch_size"]),
-            "--tau", str(FIT["tau"]), "--max-iter", str(FIT["max_iter"]),
-            "--seed", str(FIT["random_state"]), "--labels-out", labels_out, "-q"]
+    args = [
+        "fit",
+        data,
+        "-k",
+        str(K),
+        "--batch-size",
+        str(FIT["batch_size"]),
+        "--tau",
+        str(FIT["tau"]),
+        "--max-iter",
+        str(FIT["max_iter"]),
+        "--seed",
+        str(FIT["random_state"]),
+        "--labels-out",
+        labels_out,
+        "-q",
+    ]
     with Meter() as m:
         main.main(args, standalone_mode=False)
     return m.result
@@ -187,14 +217,14 @@ def child_predict(model, data, labels_out):
     from mbkkm.cli import main
 
     with Meter() as m:
-        main.main(["predict", model, data, "--labels-out", labels_out, "-q"],
-                  standalone_mode=False)
+        main.main(["predict", model, data, "--labels-out", labels_out, "-q"], standalone_mode=False)
     return m.result
 
 
 def run_child(*args):
-    out = subprocess.run([sys.executable, __file__, "--child", *args], check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", *args], check=True, capture_output=True, text=True
+    )
     res = json.loads(out.stdout.strip().splitlines()[-1])
     res["load"] = os.getloadavg()[0]
     return res
@@ -234,14 +264,23 @@ def main():
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--small-rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--readers", nargs="+", default=READERS, choices=READERS,
-                    help="the readers' rows to run (pandas and mbkkm always run)")
+    ap.add_argument(
+        "--readers",
+        nargs="+",
+        default=READERS,
+        choices=READERS,
+        help="the readers' rows to run (pandas and mbkkm always run)",
+    )
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     if args.child:
         kind, *rest = args.child
-        res = {"reader": child_reader, "python": child_python, "cli": child_cli,
-               "predict": child_predict}[kind](*rest)
+        res = {
+            "reader": child_reader,
+            "python": child_python,
+            "cli": child_cli,
+            "predict": child_predict,
+        }[kind](*rest)
         print(json.dumps(res, default=float))
         return
     folder = Path(args.dir)
@@ -253,26 +292,32 @@ def main():
             if not small.exists():
                 make_csv(small, args.small_rows)
                 made.append(small)
-            print(f"## readers: {args.small_rows:,} x {D} CSV, "
-                  f"{small.stat().st_size / 1e6:.0f} MB")
+            print(f"## readers: {args.small_rows:,} x {D} CSV, {small.stat().st_size / 1e6:.0f} MB")
             hows = [h for h in READERS if h in {"pandas", "mbkkm", *args.readers}]
             best = {}
             for how in hows:  # memory: one run each, sampled
                 res = run_child("reader", how, str(small), "1")
-                print(f"memory: {how:15s} peak RSS +{fmt_mib(res['peak_rss_growth'])}  anon "
-                      f"+{fmt_mib(res['peak_anon_growth'])}  {res['dtype']}"
-                      + (f"  allocator {res['tuned']}" if res["tuned"] else ""), flush=True)
+                print(
+                    f"memory: {how:15s} peak RSS +{fmt_mib(res['peak_rss_growth'])}  anon "
+                    f"+{fmt_mib(res['peak_anon_growth'])}  {res['dtype']}"
+                    + (f"  allocator {res['tuned']}" if res["tuned"] else ""),
+                    flush=True,
+                )
             times = {how: [] for how in hows}
             for r in range(args.rounds):  # time: no sampling thread
                 for how in hows:
                     res = run_child("reader", how, str(small), "0")
-                    print(f"round {r}: {how:15s} {res['seconds']:6.2f} s  "
-                          f"load {res['load']:.1f}", flush=True)
+                    print(
+                        f"round {r}: {how:15s} {res['seconds']:6.2f} s  load {res['load']:.1f}",
+                        flush=True,
+                    )
                     times[how].append(res["seconds"])
                     if how not in best or res["seconds"] < best[how]["seconds"]:
                         best[how] = res
-            print(f"best of {args.rounds}: " + ", ".join(
-                f"{h} {best[h]['seconds']:.2f} s" for h in hows))
+            print(
+                f"best of {args.rounds}: "
+                + ", ".join(f"{h} {best[h]['seconds']:.2f} s" for h in hows)
+            )
             # a best round of pandas can be a lucky one on a shared machine: the
             # medians too, and the median of the ratios of the same round
             med = {h: float(np.median(t)) for h, t in times.items()}
@@ -280,10 +325,12 @@ def main():
             for how in [h for h in ("mbkkm", "mbkkm-cli") if h in hows]:  # library; command
                 ratio = best[how]["seconds"] / best["pandas"]["seconds"]
                 per_round = np.median(np.array(times[how]) / np.array(times["pandas"]))
-                print(f"target {how} <= 1.5 x pandas.read_csv: best {ratio:.2f} x -> "
-                      f"{'PASS' if ratio <= 1.5 else 'FAIL'}; medians "
-                      f"{med[how] / med['pandas']:.2f} x; median of the rounds' ratios "
-                      f"{per_round:.2f} x")
+                print(
+                    f"target {how} <= 1.5 x pandas.read_csv: best {ratio:.2f} x -> "
+                    f"{'PASS' if ratio <= 1.5 else 'FAIL'}; medians "
+                    f"{med[how] / med['pandas']:.2f} x; median of the rounds' ratios "
+                    f"{per_round:.2f} x"
+                )
         if "scale" in args.parts:
             big, npy = folder / "big.csv", folder / "big.npy"
             if not big.exists():
@@ -294,8 +341,10 @@ def main():
             if not npy.exists():
                 csv_to_npy(big, npy)
                 made.append(npy)
-            print(f"## scale: {args.rows:,} x {D}: CSV {big.stat().st_size / 1e9:.2f} GB, "
-                  f".npy {npy.stat().st_size / 1e6:.0f} MB; k = {K}, {FIT}")
+            print(
+                f"## scale: {args.rows:,} x {D}: CSV {big.stat().st_size / 1e9:.2f} GB, "
+                f".npy {npy.stat().st_size / 1e6:.0f} MB; k = {K}, {FIT}"
+            )
             lab_csv, lab_npy = folder / "labels_csv.txt", folder / "labels_npy.txt"
             lab_pred, model = folder / "labels_predict.txt", folder / "model.skops"
             made += [lab_csv, lab_npy, lab_pred, model, folder / "labels_python.npy"]
@@ -303,11 +352,17 @@ def main():
             csv_res = run_child("cli", str(big), str(lab_csv))
             npy_res = run_child("cli", str(npy), str(lab_npy))
             pred_res = run_child("predict", str(model), str(big), str(lab_pred))
-            for name, res in (("python fit + labels_", py), ("cli csv", csv_res),
-                              ("cli npy", npy_res), ("cli predict csv", pred_res)):
-                print(f"{name:22s} {res['seconds']:7.2f} s  peak RSS "
-                      f"+{fmt_mib(res['peak_rss_growth'])}  anon "
-                      f"+{fmt_mib(res['peak_anon_growth'])}  load {res['load']:.1f}")
+            for name, res in (
+                ("python fit + labels_", py),
+                ("cli csv", csv_res),
+                ("cli npy", npy_res),
+                ("cli predict csv", pred_res),
+            ):
+                print(
+                    f"{name:22s} {res['seconds']:7.2f} s  peak RSS "
+                    f"+{fmt_mib(res['peak_rss_growth'])}  anon "
+                    f"+{fmt_mib(res['peak_anon_growth'])}  load {res['load']:.1f}"
+                )
             arr, plan = py["array_bytes"], py["plan_peak"]
             t_ratio = csv_res["seconds"] / py["seconds"]
             limit = 1.5 * arr + plan
@@ -315,20 +370,30 @@ def main():
             py_labels = np.load(folder / "labels_python.npy")
             csv_labels = np.loadtxt(lab_csv, dtype=np.int64)
             print(f"array {fmt_mib(arr)}, fit plan peak {fmt_mib(plan)}")
-            print(f"target cli csv <= 2 x python: {t_ratio:.2f} x -> "
-                  f"{'PASS' if t_ratio <= 2 else 'FAIL'}")
-            print(f"target cli csv peak <= 1.5 x array + plan = {fmt_mib(limit)}: "
-                  f"{fmt_mib(csv_res['peak_anon_growth'])} -> "
-                  f"{'PASS' if csv_res['peak_anon_growth'] <= limit else 'FAIL'}")
-            print(f"target cli npy no copy (anon growth < array): "
-                  f"{fmt_mib(npy_res['peak_anon_growth'])} -> "
-                  f"{'PASS' if npy_res['peak_anon_growth'] < arr else 'FAIL'}")
+            print(
+                f"target cli csv <= 2 x python: {t_ratio:.2f} x -> "
+                f"{'PASS' if t_ratio <= 2 else 'FAIL'}"
+            )
+            print(
+                f"target cli csv peak <= 1.5 x array + plan = {fmt_mib(limit)}: "
+                f"{fmt_mib(csv_res['peak_anon_growth'])} -> "
+                f"{'PASS' if csv_res['peak_anon_growth'] <= limit else 'FAIL'}"
+            )
+            print(
+                f"target cli npy no copy (anon growth < array): "
+                f"{fmt_mib(npy_res['peak_anon_growth'])} -> "
+                f"{'PASS' if npy_res['peak_anon_growth'] < arr else 'FAIL'}"
+            )
             print(f"target npy labels == csv labels: {same} -> {'PASS' if same else 'FAIL'}")
             same_pred = lab_pred.read_bytes() == lab_csv.read_bytes()
-            print(f"predict (python's model) labels of the csv == cli csv labels: {same_pred}; "
-                  f"its peak anon +{fmt_mib(pred_res['peak_anon_growth'])} (streamed)")
-            print(f"(cli labels differing from python labels_: "
-                  f"{int((py_labels != csv_labels).sum())} of {len(py_labels)})")
+            print(
+                f"predict (python's model) labels of the csv == cli csv labels: {same_pred}; "
+                f"its peak anon +{fmt_mib(pred_res['peak_anon_growth'])} (streamed)"
+            )
+            print(
+                f"(cli labels differing from python labels_: "
+                f"{int((py_labels != csv_labels).sum())} of {len(py_labels)})"
+            )
     finally:
         if not args.keep:
             for p in made:

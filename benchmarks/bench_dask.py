@@ -40,8 +40,9 @@ def dask_shells(n, d, k, chunk, seed):
         i = info["chunk-location"][0]
         return shells_block(i, info["chunk-shape"][0], d, k, seed)
 
-    return da.map_blocks(make, chunks=(tuple(sizes), (d,)), dtype=np.float32,
-                         meta=np.empty((0, 0), np.float32))
+    return da.map_blocks(
+        make, chunks=(tuple(sizes), (d,)), dtype=np.float32, meta=np.empty((0, 0), np.float32)
+    )
 
 
 def peak_rss_mib():
@@ -66,12 +67,21 @@ def main():
 
     from mbkkm import MiniBatchKernelKMeans
 
-    params = dict(n_clusters=args.k, gamma="mean-distance", batch_size=args.batch_size,
-                  tau=args.tau, max_iter=args.max_iter, random_state=args.seed)
+    params = dict(
+        n_clusters=args.k,
+        gamma="mean-distance",
+        batch_size=args.batch_size,
+        tau=args.tau,
+        max_iter=args.max_iter,
+        random_state=args.seed,
+    )
     rows = []
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
         X = dask_shells(args.n, args.d, args.k, args.chunk, args.seed)
         t0 = time.perf_counter()
         MiniBatchKernelKMeans(**params, compute_labels=False).fit(X)
@@ -82,43 +92,73 @@ def main():
         labels = km_l.labels_
         counts = np.bincount(labels.compute(), minlength=args.k)
         worker_rss = client.run(peak_rss_mib)
-        rows.append(dict(run="dask (2 workers)", fit_s=t_fit, fit_labels_s=t_fit_labels,
-                         inertia=km_l.inertia_, gamma=km_l.kernel_.params["gamma"],
-                         peak_mib=max(worker_rss.values()), counts=counts.tolist()))
-        print(f"dask: fit {t_fit:.2f}s, fit+labels {t_fit_labels:.2f}s, "
-              f"worker peak RSS {worker_rss} MiB, client peak RSS {peak_rss_mib():.0f} MiB")
+        rows.append(
+            dict(
+                run="dask (2 workers)",
+                fit_s=t_fit,
+                fit_labels_s=t_fit_labels,
+                inertia=km_l.inertia_,
+                gamma=km_l.kernel_.params["gamma"],
+                peak_mib=max(worker_rss.values()),
+                counts=counts.tolist(),
+            )
+        )
+        print(
+            f"dask: fit {t_fit:.2f}s, fit+labels {t_fit_labels:.2f}s, "
+            f"worker peak RSS {worker_rss} MiB, client peak RSS {peak_rss_mib():.0f} MiB"
+        )
         dask_model = km_l
     if not args.no_memory:
-        Xm = np.concatenate([b for b in (
-            shells_block(i, s, args.d, args.k, args.seed)
-            for i, s in enumerate(X.chunks[0]))])
+        Xm = np.concatenate(
+            [
+                b
+                for b in (
+                    shells_block(i, s, args.d, args.k, args.seed) for i, s in enumerate(X.chunks[0])
+                )
+            ]
+        )
         t0 = time.perf_counter()
         MiniBatchKernelKMeans(**params, compute_labels=False).fit(Xm)
         t_fit = time.perf_counter() - t0
         t0 = time.perf_counter()
         km_m = MiniBatchKernelKMeans(**params).fit(Xm)
         t_fit_labels = time.perf_counter() - t0
-        same = (np.array_equal(km_m.support_vectors_, dask_model.support_vectors_)
-                and np.allclose(km_m.dual_coef_, dask_model.dual_coef_, rtol=1e-12))
-        rows.append(dict(run="numpy in memory", fit_s=t_fit, fit_labels_s=t_fit_labels,
-                         inertia=km_m.inertia_, gamma=km_m.kernel_.params["gamma"],
-                         peak_mib=peak_rss_mib(),
-                         counts=np.bincount(km_m.labels_, minlength=args.k).tolist()))
-        print(f"numpy: fit {t_fit:.2f}s, fit+labels {t_fit_labels:.2f}s, process peak RSS "
-              f"{peak_rss_mib():.0f} MiB; same model as dask: {same}")
-    header = ("| run | fit (s) | fit + labels (s) | peak RSS (MiB) | inertia | gamma "
-              "| cluster sizes |")
+        same = np.array_equal(km_m.support_vectors_, dask_model.support_vectors_) and np.allclose(
+            km_m.dual_coef_, dask_model.dual_coef_, rtol=1e-12
+        )
+        rows.append(
+            dict(
+                run="numpy in memory",
+                fit_s=t_fit,
+                fit_labels_s=t_fit_labels,
+                inertia=km_m.inertia_,
+                gamma=km_m.kernel_.params["gamma"],
+                peak_mib=peak_rss_mib(),
+                counts=np.bincount(km_m.labels_, minlength=args.k).tolist(),
+            )
+        )
+        print(
+            f"numpy: fit {t_fit:.2f}s, fit+labels {t_fit_labels:.2f}s, process peak RSS "
+            f"{peak_rss_mib():.0f} MiB; same model as dask: {same}"
+        )
+    header = (
+        "| run | fit (s) | fit + labels (s) | peak RSS (MiB) | inertia | gamma | cluster sizes |"
+    )
     lines = [header, "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['run']} | {r['fit_s']:.2f} | {r['fit_labels_s']:.2f} | "
-                     f"{r['peak_mib']:.0f} | {r['inertia']:.6g} | {r['gamma']:.6g} | "
-                     f"{r['counts']} |")
+        lines.append(
+            f"| {r['run']} | {r['fit_s']:.2f} | {r['fit_labels_s']:.2f} | "
+            f"{r['peak_mib']:.0f} | {r['inertia']:.6g} | {r['gamma']:.6g} | "
+            f"{r['counts']} |"
+        )
     table = "\n".join(lines)
     print(table)
     if args.results:
         cmd = "python benchmarks/bench_dask.py " + " ".join(
-            f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-            if k not in ("results", "no_memory"))
+            f"--{k.replace('_', '-')} {v}"
+            for k, v in vars(args).items()
+            if k not in ("results", "no_memory")
+        )
         text = (
             f"\n\n## Dask: fit + labels on {args.n:,} x {args.d} float32 (issue 6)\n\n"
             f"Command: `{cmd}`  \nMachine: {platform.machine()}, {os.cpu_count()} cores, "

@@ -52,18 +52,21 @@ def main(argv=None):
         print(line)
     X, source = load(args.dataset)
     if args.n:
-        X = X[:args.n]
+        X = X[: args.n]
     gamma = SETTINGS[args.dataset][1]
-    params = dict(n_clusters=10, gamma=gamma, batch_size=1024, tau=200,
-                  max_iter=args.max_iter, random_state=0)
+    params = dict(
+        n_clusters=10, gamma=gamma, batch_size=1024, tau=200, max_iter=args.max_iter, random_state=0
+    )
     inputs = {"numpy": X}
     if "torch" in args.backends:
         import torch
 
         inputs["torch"] = torch.from_numpy(X)
     inputs = {name: inputs[name] for name in args.backends.split(",")}
-    print(f"{args.dataset}: n={X.shape[0]}, d={X.shape[1]} ({source}), k=10, b=1024, "
-          f"tau=200, gamma={gamma:.6g}, {args.max_iter} iterations, best of {args.rounds}")
+    print(
+        f"{args.dataset}: n={X.shape[0]}, d={X.shape[1]} ({source}), k=10, b=1024, "
+        f"tau=200, gamma={gamma:.6g}, {args.max_iter} iterations, best of {args.rounds}"
+    )
     times = {(name, tol): [] for name in inputs for tol in (None, 1e-12)}
     iters = {}
     for _ in range(args.rounds):
@@ -75,10 +78,12 @@ def main(argv=None):
     print(f"{'backend':8s} {'tol=None (s)':>13s} {'tol=1e-12 (s)':>14s} {'ratio':>6s}")
     for name in inputs:
         a, b = min(times[name, None]), min(times[name, 1e-12])
-        print(f"{name:8s} {a:13.3f} {b:14.3f} {b / a:6.2f}   (iterations {iters[name, None]}, "
-              f"{iters[name, 1e-12]}; all rounds: "
-              f"{', '.join(f'{t:.2f}' for t in times[name, None])} / "
-              f"{', '.join(f'{t:.2f}' for t in times[name, 1e-12])})")
+        print(
+            f"{name:8s} {a:13.3f} {b:14.3f} {b / a:6.2f}   (iterations {iters[name, None]}, "
+            f"{iters[name, 1e-12]}; all rounds: "
+            f"{', '.join(f'{t:.2f}' for t in times[name, None])} / "
+            f"{', '.join(f'{t:.2f}' for t in times[name, 1e-12])})"
+        )
     return 0
 
 

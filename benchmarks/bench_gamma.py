@@ -43,24 +43,56 @@ from pathlib import Path
 
 import numpy as np
 
-DATASETS = ["rings", "moons", "blobs", "iris", "wine", "breast_cancer", "digits",
-            "pendigits", "letter", "mnist",
-            "blobs_unbal", "blobs_unbal9", "digits_unbal", "pendigits_unbal", "letter_unbal",
-            "mnist_unbal"]
+DATASETS = [
+    "rings",
+    "moons",
+    "blobs",
+    "iris",
+    "wine",
+    "breast_cancer",
+    "digits",
+    "pendigits",
+    "letter",
+    "mnist",
+    "blobs_unbal",
+    "blobs_unbal9",
+    "digits_unbal",
+    "pendigits_unbal",
+    "letter_unbal",
+    "mnist_unbal",
+]
 #: Synthetic sets (the others are real data, resampled or not).
 SYNTHETIC = {"rings", "moons", "blobs", "blobs_unbal", "blobs_unbal9"}
 #: Class proportions of the unbalanced sets: one class of about 80 %, several below 1 %.
 #: "c7": those of a 7-class held-out set where the normalised cut chose badly (78, 15,
 #: 6, 0.4, 0.1, 0.02, 0.01 %); "p10": ten classes, 80 % down to 0.2 %.
-PROPORTIONS = {"c7": (0.78, 0.15, 0.06, 0.004, 0.001, 0.0002, 0.0001),
-               "p10": (0.80, 0.10, 0.05, 0.02, 0.01, 0.008, 0.005, 0.003, 0.002, 0.002)}
+PROPORTIONS = {
+    "c7": (0.78, 0.15, 0.06, 0.004, 0.001, 0.0002, 0.0001),
+    "p10": (0.80, 0.10, 0.05, 0.02, 0.01, 0.008, 0.005, 0.003, 0.002, 0.002),
+}
 #: The unbalanced resamplings: base set and proportions.
-UNBALANCED = {"digits_unbal": ("digits", "p10"), "pendigits_unbal": ("pendigits", "c7"),
-              "letter_unbal": ("letter", "p10"), "mnist_unbal": ("mnist", "c7")}
-GRID = [2.0 ** e for e in range(-2, 6)]
+UNBALANCED = {
+    "digits_unbal": ("digits", "p10"),
+    "pendigits_unbal": ("pendigits", "c7"),
+    "letter_unbal": ("letter", "p10"),
+    "mnist_unbal": ("mnist", "c7"),
+}
+GRID = [2.0**e for e in range(-2, 6)]
 SEEDS = {"mnist": 3, "mnist_unbal": 5}  # seeds per data set where not 10 (fits of a minute, 25 s)
-FIELDS = ["dataset", "n", "d", "k", "seed", "method", "multiplier", "gamma", "ari", "nmi",
-          "seconds", "select_seconds"]
+FIELDS = [
+    "dataset",
+    "n",
+    "d",
+    "k",
+    "seed",
+    "method",
+    "multiplier",
+    "gamma",
+    "ari",
+    "nmi",
+    "seconds",
+    "select_seconds",
+]
 
 
 def load(name, data_home):
@@ -77,13 +109,19 @@ def load(name, data_home):
         return np.asarray(X, dtype=np.float64), np.asarray(y), int(np.unique(y).size)
     if name == "blobs_unbal":  # 2-d: five blobs of 80 % .. 1 %, spreads 0.3 .. 2
         sizes = np.round(20000 * np.array([0.80, 0.12, 0.05, 0.02, 0.01])).astype(int)
-        X, y = skd.make_blobs(sizes, cluster_std=[2.0, 1.0, 0.5, 0.3, 1.5],
-                              center_box=(-12, 12), random_state=3)
+        X, y = skd.make_blobs(
+            sizes, cluster_std=[2.0, 1.0, 0.5, 0.3, 1.5], center_box=(-12, 12), random_state=3
+        )
         return np.asarray(X, dtype=np.float64), np.asarray(y), 5
     if name == "blobs_unbal9":  # 9-d: seven blobs in the "c7" proportions, spreads 0.5 .. 3
         sizes = np.maximum(2, np.round(20000 * np.array(PROPORTIONS["c7"]))).astype(int)
-        X, y = skd.make_blobs(sizes, n_features=9, cluster_std=[3.0, 1.0, 2.0, 0.5, 1.0, 0.5, 1.0],
-                              center_box=(-8, 8), random_state=7)
+        X, y = skd.make_blobs(
+            sizes,
+            n_features=9,
+            cluster_std=[3.0, 1.0, 2.0, 0.5, 1.0, 0.5, 1.0],
+            center_box=(-8, 8),
+            random_state=7,
+        )
         return StandardScaler().fit_transform(X), np.asarray(y), 7
     if name == "rings":
         X, y = skd.make_circles(20000, factor=0.4, noise=0.05, random_state=0)
@@ -122,13 +160,12 @@ def unbalanced_indices(y, proportions, rng):
     max(2, round(share_i * n)) of its points, drawn without replacement. Returns
     sorted indices.
     """
-    classes = rng.permutation(np.unique(y))[:len(proportions)]
+    classes = rng.permutation(np.unique(y))[: len(proportions)]
     n = int(np.sum(y == classes[0]) / proportions[0])
     idx = []
     for c, share in zip(classes, proportions):
         rows = np.flatnonzero(y == c)
-        idx.append(rng.choice(rows, size=min(rows.size, max(2, round(share * n))),
-                              replace=False))
+        idx.append(rng.choice(rows, size=min(rows.size, max(2, round(share * n))), replace=False))
     return np.sort(np.concatenate(idx))
 
 
@@ -180,15 +217,27 @@ def run(args):
                             est = KMeans(k, n_init=1, random_state=seed).fit(X)
                         else:
                             est = MiniBatchKernelKMeans(
-                                k, gamma=gamma, batch_size=1024, tau=200, max_iter=200,
-                                random_state=seed).fit(X)
+                                k,
+                                gamma=gamma,
+                                batch_size=1024,
+                                tau=200,
+                                max_iter=200,
+                                random_state=seed,
+                            ).fit(X)
                     seconds = time.perf_counter() - start
-                    row = dict(dataset=name, n=X.shape[0], d=X.shape[1], k=k, seed=seed,
-                               method=method, multiplier=mult,
-                               gamma="" if method == "kmeans" else f"{est.gamma_:.6g}",
-                               ari=f"{adjusted_rand_score(y, est.labels_):.4f}",
-                               nmi=f"{normalized_mutual_info_score(y, est.labels_):.4f}",
-                               seconds=f"{seconds:.3f}")
+                    row = dict(
+                        dataset=name,
+                        n=X.shape[0],
+                        d=X.shape[1],
+                        k=k,
+                        seed=seed,
+                        method=method,
+                        multiplier=mult,
+                        gamma="" if method == "kmeans" else f"{est.gamma_:.6g}",
+                        ari=f"{adjusted_rand_score(y, est.labels_):.4f}",
+                        nmi=f"{normalized_mutual_info_score(y, est.labels_):.4f}",
+                        seconds=f"{seconds:.3f}",
+                    )
                     if method == "auto":
                         row["gamma"] = f"{est.gamma_:.6g}"
                         row["select_seconds"] = f"{est.gamma_selection_.seconds:.3f}"
@@ -211,28 +260,31 @@ def summarise(path):
         auto = part[part.method == "auto"]
         fit1 = grid[grid.multiplier.astype(str) == "1"]
         km = part[part.method == "kmeans"]
-        rows.append({
-            "dataset": name,
-            "seeds": auto.seed.nunique(),
-            "kmeans_se": km.ari.std() / np.sqrt(len(km)),
-            "auto_se": auto.ari.std() / np.sqrt(len(auto)),
-            "kmeans_ari": part[part.method == "kmeans"].ari.mean(),
-            "default_ari": fit1.ari.mean(),
-            "auto_ari": auto.ari.mean(),
-            "auto_min_ari": auto.ari.min(),
-            "ceiling_ari": means.loc[best, "ari"],
-            "kmeans_nmi": part[part.method == "kmeans"].nmi.mean(),
-            "default_nmi": fit1.nmi.mean(),
-            "auto_nmi": auto.nmi.mean(),
-            "ceiling_nmi": means.loc[best, "nmi"],
-            "best_multiplier": best,
-            "auto_multiplier": float(np.median(auto.gamma.astype(float)
-                                               / (fit1.gamma.astype(float).mean()))),
-            # (selection + fit) / the fit alone, both from the auto rows: the cost of
-            # the selection relative to a fixed-width fit, timed in the same runs.
-            "auto_time_ratio": auto.seconds.mean() / (auto.seconds
-                                                      - auto.select_seconds.astype(float)).mean(),
-        })
+        rows.append(
+            {
+                "dataset": name,
+                "seeds": auto.seed.nunique(),
+                "kmeans_se": km.ari.std() / np.sqrt(len(km)),
+                "auto_se": auto.ari.std() / np.sqrt(len(auto)),
+                "kmeans_ari": part[part.method == "kmeans"].ari.mean(),
+                "default_ari": fit1.ari.mean(),
+                "auto_ari": auto.ari.mean(),
+                "auto_min_ari": auto.ari.min(),
+                "ceiling_ari": means.loc[best, "ari"],
+                "kmeans_nmi": part[part.method == "kmeans"].nmi.mean(),
+                "default_nmi": fit1.nmi.mean(),
+                "auto_nmi": auto.nmi.mean(),
+                "ceiling_nmi": means.loc[best, "nmi"],
+                "best_multiplier": best,
+                "auto_multiplier": float(
+                    np.median(auto.gamma.astype(float) / (fit1.gamma.astype(float).mean()))
+                ),
+                # (selection + fit) / the fit alone, both from the auto rows: the cost of
+                # the selection relative to a fixed-width fit, timed in the same runs.
+                "auto_time_ratio": auto.seconds.mean()
+                / (auto.seconds - auto.select_seconds.astype(float)).mean(),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -245,32 +297,42 @@ def report(args):
 
     s = summarise(args.out)
     s.to_csv(Path(args.out).with_name("gamma-summary.csv"), index=False, float_format="%.4f")
-    lines = ["| data | seeds | k-means | mean-distance (0.1 default) | auto (default) | "
-             "ceiling (grid) | best x | auto x | auto time / its fit alone |",
-             "| --- " * 9 + "|"]
+    lines = [
+        "| data | seeds | k-means | mean-distance (0.1 default) | auto (default) | "
+        "ceiling (grid) | best x | auto x | auto time / its fit alone |",
+        "| --- " * 9 + "|",
+    ]
     for r in s.itertuples():
         lines.append(
             f"| {r.dataset} | {r.seeds} | {r.kmeans_ari:.3f} ± {r.kmeans_se:.3f} / "
             f"{r.kmeans_nmi:.3f} | {r.default_ari:.3f} / {r.default_nmi:.3f} | "
             f"**{r.auto_ari:.3f}** ± {r.auto_se:.3f} / {r.auto_nmi:.3f} | "
             f"{r.ceiling_ari:.3f} / {r.ceiling_nmi:.3f} | "
-            f"{r.best_multiplier} | {r.auto_multiplier:.3g} | {r.auto_time_ratio:.2f} |")
-    groups = [("mean", np.ones(len(s), dtype=bool)),
-              ("mean, real sets", ~s.dataset.isin(SYNTHETIC).to_numpy()),
-              ("mean, unbalanced sets", s.dataset.str.endswith("_unbal").to_numpy()
-               | (s.dataset == "blobs_unbal9").to_numpy())]
+            f"{r.best_multiplier} | {r.auto_multiplier:.3g} | {r.auto_time_ratio:.2f} |"
+        )
+    groups = [
+        ("mean", np.ones(len(s), dtype=bool)),
+        ("mean, real sets", ~s.dataset.isin(SYNTHETIC).to_numpy()),
+        (
+            "mean, unbalanced sets",
+            s.dataset.str.endswith("_unbal").to_numpy() | (s.dataset == "blobs_unbal9").to_numpy(),
+        ),
+    ]
     for label, mask in groups:
         g = s[mask]
-        lines.append(f"| **{label}** ({len(g)}) | | {g.kmeans_ari.mean():.3f} / "
-                     f"{g.kmeans_nmi.mean():.3f} | {g.default_ari.mean():.3f} / "
-                     f"{g.default_nmi.mean():.3f} | **{g.auto_ari.mean():.3f}** / "
-                     f"{g.auto_nmi.mean():.3f} | {g.ceiling_ari.mean():.3f} / "
-                     f"{g.ceiling_nmi.mean():.3f} | | | |")
+        lines.append(
+            f"| **{label}** ({len(g)}) | | {g.kmeans_ari.mean():.3f} / "
+            f"{g.kmeans_nmi.mean():.3f} | {g.default_ari.mean():.3f} / "
+            f"{g.default_nmi.mean():.3f} | **{g.auto_ari.mean():.3f}** / "
+            f"{g.auto_nmi.mean():.3f} | {g.ceiling_ari.mean():.3f} / "
+            f"{g.ceiling_nmi.mean():.3f} | | | |"
+        )
     print("\n".join(lines))
     df = pd.read_csv(args.out, keep_default_na=False)
     names = list(s.dataset)
-    fig, axes = plt.subplots(2, (len(names) + 1) // 2, figsize=(3.2 * ((len(names) + 1) // 2), 6),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        2, (len(names) + 1) // 2, figsize=(3.2 * ((len(names) + 1) // 2), 6), squeeze=False
+    )
     for ax, name in zip(axes.ravel(), names):
         part = df[df.dataset == name]
         grid = part[part.method == "grid"].copy()
@@ -279,16 +341,16 @@ def report(args):
         ax.semilogx(means.index, means.values, "o-", color="0.4", label="grid (mean ARI)")
         g1 = grid[grid.m == 1].gamma.astype(float).mean()
         auto = part[part.method == "auto"]
-        ax.semilogx(auto.gamma.astype(float) / g1, auto.ari, "*", ms=12, color="C3",
-                    label="auto (per seed)")
-        ax.axhline(part[part.method == "kmeans"].ari.mean(), color="C0", ls="--",
-                   label="k-means")
+        ax.semilogx(
+            auto.gamma.astype(float) / g1, auto.ari, "*", ms=12, color="C3", label="auto (per seed)"
+        )
+        ax.axhline(part[part.method == "kmeans"].ari.mean(), color="C0", ls="--", label="k-means")
         ax.set_title(name)
         ax.set_xlabel("gamma / mean-distance width")
         ax.set_ylim(-0.05, 1.05)
     axes.ravel()[0].set_ylabel("ARI")
     axes.ravel()[0].legend(fontsize="x-small")
-    for ax in axes.ravel()[len(names):]:
+    for ax in axes.ravel()[len(names) :]:
         ax.axis("off")
     fig.tight_layout()
     fig_path = Path(args.out).with_name("figures") / "gamma-auto.png"
@@ -323,11 +385,15 @@ def cost(args):
                 auto = km
     print(f"load average before: {_os.getloadavg()}")
     for label, t in times.items():
-        print(f"{label:18s} best {min(t):.3f} s  median {np.median(t):.3f} s  "
-              f"({' '.join(f'{v:.3f}' for v in t)})")
-    print(f"selection alone    best {min(select):.3f} s  median {np.median(select):.3f} s; "
-          f"auto ARI {adjusted_rand_score(y, auto.labels_):.3f}, chosen "
-          f"{auto.gamma_ / auto.gamma_selection_.base_gamma:.3g} x the mean-distance width")
+        print(
+            f"{label:18s} best {min(t):.3f} s  median {np.median(t):.3f} s  "
+            f"({' '.join(f'{v:.3f}' for v in t)})"
+        )
+    print(
+        f"selection alone    best {min(select):.3f} s  median {np.median(select):.3f} s; "
+        f"auto ARI {adjusted_rand_score(y, auto.labels_):.3f}, chosen "
+        f"{auto.gamma_ / auto.gamma_selection_.base_gamma:.3g} x the mean-distance width"
+    )
 
 
 def starts(args):
@@ -360,18 +426,28 @@ def starts(args):
                     for start, trusted in (("partition", True), ("kmeanspp", False)):
                         # the fit of gamma="auto" with the start forced one way or the other
                         forced = dataclasses.replace(sel, start_from_partition=trusted)
-                        with mock.patch.object(_problem, "resolve_auto_gamma",
-                                               return_value=(sel.gamma, forced)):
-                            est = MiniBatchKernelKMeans(k, gamma="auto", batch_size=1024,
-                                                        tau=200, max_iter=200,
-                                                        random_state=seed).fit(X)
+                        with mock.patch.object(
+                            _problem, "resolve_auto_gamma", return_value=(sel.gamma, forced)
+                        ):
+                            est = MiniBatchKernelKMeans(
+                                k,
+                                gamma="auto",
+                                batch_size=1024,
+                                tau=200,
+                                max_iter=200,
+                                random_state=seed,
+                            ).fit(X)
                         ari[start] = adjusted_rand_score(y, est.labels_)
                 best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
-                row = dict(dataset=name, seed=seed, mult=f"{sel.gamma / sel.base_gamma:.4g}",
-                           ratio=f"{sel.scores[best] / sel.scores[sel.reference]:.4f}",
-                           trusted=int(sel.start_from_partition),
-                           ari_partition=f"{ari['partition']:.4f}",
-                           ari_kmeanspp=f"{ari['kmeanspp']:.4f}")
+                row = dict(
+                    dataset=name,
+                    seed=seed,
+                    mult=f"{sel.gamma / sel.base_gamma:.4g}",
+                    ratio=f"{sel.scores[best] / sel.scores[sel.reference]:.4f}",
+                    trusted=int(sel.start_from_partition),
+                    ari_partition=f"{ari['partition']:.4f}",
+                    ari_kmeanspp=f"{ari['kmeanspp']:.4f}",
+                )
                 writer.writerow(row)
                 f.flush()
                 print(row, flush=True)
@@ -418,8 +494,15 @@ def margins(args):
         X, _, k = load(name, args.data_home)
         for seed in range(args.seeds if args.seeds is not None else SEEDS.get(name, 10)):
             draw = draw_sample(seed, X.shape[0], default_sample_size(k), 4)
-            options = WidthOptions(np.array(DEFAULT_MULTIPLIERS), 10, 100, MIN_GAIN,
-                                   MIN_GAIN_WIDER, EXTEND, NOISE_MARGIN)
+            options = WidthOptions(
+                np.array(DEFAULT_MULTIPLIERS),
+                10,
+                100,
+                MIN_GAIN,
+                MIN_GAIN_WIDER,
+                EXTEND,
+                NOISE_MARGIN,
+            )
             with selection_threads(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 s = search_width(X[draw.indices], "sqeuclidean", k, draw, options)
@@ -432,41 +515,70 @@ def margins(args):
                 else:
                     near = grid_m[np.argmin(np.abs(np.log(grid_m / s.grid[best])))]
                     how, ari = "grid", grid_ari[(name, seed, float(near))]
-                rows.append(dict(dataset=name, seed=seed, margin=z, mult=f"{s.grid[best]:.4g}",
-                                 trusted=int(trust_partition(s.scores, best, s.reference,
-                                                             MIN_GAIN)),
-                                 how=how, ari=f"{ari:.4f}"))
+                rows.append(
+                    dict(
+                        dataset=name,
+                        seed=seed,
+                        margin=z,
+                        mult=f"{s.grid[best]:.4g}",
+                        trusted=int(trust_partition(s.scores, best, s.reference, MIN_GAIN)),
+                        how=how,
+                        ari=f"{ari:.4f}",
+                    )
+                )
             print(name, seed, flush=True)
     df = pd.DataFrame(rows)
     df.to_csv(args.out, index=False)
-    table = df.astype({"ari": float}).pivot_table(index="dataset", columns="margin",
-                                                   values="ari", aggfunc="mean")
+    table = df.astype({"ari": float}).pivot_table(
+        index="dataset", columns="margin", values="ari", aggfunc="mean"
+    )
     print(table.round(3).to_string())
-    print("rows estimated from another width's grid fit:",
-          df[df.how == "grid"].groupby("margin").size().to_dict())
+    print(
+        "rows estimated from another width's grid fit:",
+        df[df.how == "grid"].groupby("margin").size().to_dict(),
+    )
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="docs/results/gamma.csv")
     p.add_argument("--datasets", type=lambda s: s.split(","), default=DATASETS)
-    p.add_argument("--seeds", type=int, default=None,
-                   help="seeds per data set (default 10, MNIST 3)")
-    p.add_argument("--grid", type=lambda s: [float(v) for v in s.split(",")], default=GRID,
-                   help="multiples of the default width (default 2**-2 .. 2**5)")
-    p.add_argument("--methods", type=lambda s: s.split(","), default=["kmeans", "grid", "auto"],
-                   help="which rows to run (default kmeans,grid,auto)")
+    p.add_argument(
+        "--seeds", type=int, default=None, help="seeds per data set (default 10, MNIST 3)"
+    )
+    p.add_argument(
+        "--grid",
+        type=lambda s: [float(v) for v in s.split(",")],
+        default=GRID,
+        help="multiples of the default width (default 2**-2 .. 2**5)",
+    )
+    p.add_argument(
+        "--methods",
+        type=lambda s: s.split(","),
+        default=["kmeans", "grid", "auto"],
+        help="which rows to run (default kmeans,grid,auto)",
+    )
     p.add_argument("--data-home", default=os.environ.get("MBKKM_DATA", "../shared/datasets"))
     p.add_argument("--report", action="store_true", help="table and figure from --out only")
-    p.add_argument("--cost", action="store_true",
-                   help="time the README example's fit with and without the selection")
+    p.add_argument(
+        "--cost",
+        action="store_true",
+        help="time the README example's fit with and without the selection",
+    )
     p.add_argument("--rounds", type=int, default=7, help="--cost: interleaved rounds")
-    p.add_argument("--starts", action="store_true",
-                   help="the fit at auto's width from its sample partition and from "
-                        "k-means++ (rows to --out, e.g. docs/results/gamma-starts.csv)")
-    p.add_argument("--margins", type=lambda s: [float(v) for v in s.split(",")], default=None,
-                   help="screen these noise margins on one search per seed (rows to --out, "
-                        "e.g. docs/results/gamma-margins.csv; ARI from gamma.csv's fits)")
+    p.add_argument(
+        "--starts",
+        action="store_true",
+        help="the fit at auto's width from its sample partition and from "
+        "k-means++ (rows to --out, e.g. docs/results/gamma-starts.csv)",
+    )
+    p.add_argument(
+        "--margins",
+        type=lambda s: [float(v) for v in s.split(",")],
+        default=None,
+        help="screen these noise margins on one search per seed (rows to --out, "
+        "e.g. docs/results/gamma-margins.csv; ARI from gamma.csv's fits)",
+    )
     args = p.parse_args()
     if args.margins is not None:
         margins(args)

@@ -31,15 +31,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--n-samples", type=int, default=None)
-    parser.add_argument("--minibatch", action="store_true",
-                        help="also fit MiniBatchKernelKMeans (default parameters)")
+    parser.add_argument(
+        "--minibatch",
+        action="store_true",
+        help="also fit MiniBatchKernelKMeans (default parameters)",
+    )
     args = parser.parse_args(argv)
     digits = load_digits()
     X, y = StandardScaler().fit_transform(digits.data), digits.target
     k = 10
     data_width = 1.0 / (2.0 * X.var(axis=0).sum())  # gamma="mean-distance"
-    print("| seed | gamma | x mean-distance | plausible range (x) | selection s | "
-          "KernelKMeans ARI | MiniBatchKernelKMeans ARI |")
+    print(
+        "| seed | gamma | x mean-distance | plausible range (x) | selection s | "
+        "KernelKMeans ARI | MiniBatchKernelKMeans ARI |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     gammas, ari_kkm, ari_mb, seconds = [], [], [], []
     for seed in range(args.seeds):
@@ -49,25 +54,33 @@ def main(argv=None):
             sel = select_gamma(X, k, random_state=seed, n_samples=args.n_samples)
             seconds.append(time.perf_counter() - t0)
             if args.n_samples is None:  # the fits choose with the library's sample
-                ari_kkm.append(adjusted_rand_score(
-                    y, KernelKMeans(k, random_state=seed).fit(X).labels_))
+                ari_kkm.append(
+                    adjusted_rand_score(y, KernelKMeans(k, random_state=seed).fit(X).labels_)
+                )
                 if args.minibatch:
-                    ari_mb.append(adjusted_rand_score(
-                        y, MiniBatchKernelKMeans(k, random_state=seed).fit(X).labels_))
+                    ari_mb.append(
+                        adjusted_rand_score(
+                            y, MiniBatchKernelKMeans(k, random_state=seed).fit(X).labels_
+                        )
+                    )
         gammas.append(sel.gamma)
         lo, hi = sel.plausible_range
-        print(f"| {seed} | {sel.gamma:.4g} | {sel.gamma / data_width:.3g} | "
-              f"{lo / data_width:.3g}-{hi / data_width:.3g} | {seconds[-1]:.2f} | "
-              f"{ari_kkm[-1] if ari_kkm else float('nan'):.3f} | "
-              f"{ari_mb[-1] if ari_mb else float('nan'):.3f} |", flush=True)
+        print(
+            f"| {seed} | {sel.gamma:.4g} | {sel.gamma / data_width:.3g} | "
+            f"{lo / data_width:.3g}-{hi / data_width:.3g} | {seconds[-1]:.2f} | "
+            f"{ari_kkm[-1] if ari_kkm else float('nan'):.3f} | "
+            f"{ari_mb[-1] if ari_mb else float('nan'):.3f} |",
+            flush=True,
+        )
     g = np.asarray(gammas)
-    print(f"\ngamma {g.min():.4g} .. {g.max():.4g} ({g.max() / g.min():.1f}x); "
-          f"{np.sum(np.isclose(g, data_width))} of {g.size} seeds keep the mean-distance "
-          f"width; selection {np.mean(seconds):.2f} s on average")
+    print(
+        f"\ngamma {g.min():.4g} .. {g.max():.4g} ({g.max() / g.min():.1f}x); "
+        f"{np.sum(np.isclose(g, data_width))} of {g.size} seeds keep the mean-distance "
+        f"width; selection {np.mean(seconds):.2f} s on average"
+    )
     for name, values in (("KernelKMeans", ari_kkm), ("MiniBatchKernelKMeans", ari_mb)):
         if values:
-            print(f"{name} ARI {min(values):.3f} .. {max(values):.3f}, "
-                  f"mean {np.mean(values):.3f}")
+            print(f"{name} ARI {min(values):.3f} .. {max(values):.3f}, mean {np.mean(values):.3f}")
 
 
 if __name__ == "__main__":

@@ -96,9 +96,17 @@ from mbkkm._core import LEARNING_RATES, _loop, init_state
 from mbkkm.kernels import resolve_kernel
 
 # ../shared/datasets beside the clone (or beside the folder of a git worktree)
-DEFAULT_DATA = next((p for p in (REPO.parent / "shared" / "datasets" / "mnist.npz",
-                                 REPO.parents[1] / "shared" / "datasets" / "mnist.npz")
-                     if p.exists()), REPO.parent / "shared" / "datasets" / "mnist.npz")
+DEFAULT_DATA = next(
+    (
+        p
+        for p in (
+            REPO.parent / "shared" / "datasets" / "mnist.npz",
+            REPO.parents[1] / "shared" / "datasets" / "mnist.npz",
+        )
+        if p.exists()
+    ),
+    REPO.parent / "shared" / "datasets" / "mnist.npz",
+)
 GAMMA = 1.0 / (2 * 5.8301**2)
 
 #: name -> (limit, what the measured value is, "max": value <= limit / "min": >=)
@@ -111,10 +119,38 @@ TARGETS = {
 }
 
 # Full-size settings and the --quick ones (CPU smoke test).
-FULL = dict(n=None, b=1024, tau=200, k=10, iters=200, warmup=40, repeats=50, fits=3,
-            big_b=16384, big_tau=4000, m_total=2000, prof_iters=16, full_max_iter=300, seeds=5)
-QUICK = dict(n=600, b=64, tau=20, k=10, iters=5, warmup=3, repeats=3, fits=1,
-             big_b=256, big_tau=50, m_total=200, prof_iters=2, full_max_iter=10, seeds=2)
+FULL = dict(
+    n=None,
+    b=1024,
+    tau=200,
+    k=10,
+    iters=200,
+    warmup=40,
+    repeats=50,
+    fits=3,
+    big_b=16384,
+    big_tau=4000,
+    m_total=2000,
+    prof_iters=16,
+    full_max_iter=300,
+    seeds=5,
+)
+QUICK = dict(
+    n=600,
+    b=64,
+    tau=20,
+    k=10,
+    iters=5,
+    warmup=3,
+    repeats=3,
+    fits=1,
+    big_b=256,
+    big_tau=50,
+    m_total=200,
+    prof_iters=2,
+    full_max_iter=10,
+    seeds=2,
+)
 
 
 # ----------------------------------------------------------------------- report
@@ -136,9 +172,13 @@ class Report:
 
     def table(self, header, rows):
         blank = [""] if self.lines and self.lines[-1] else []
-        self.add(*blank, "| " + " | ".join(header) + " |",
-                 "|" + "---|" * len(header),
-                 *("| " + " | ".join(str(c) for c in row) + " |" for row in rows), "")
+        self.add(
+            *blank,
+            "| " + " | ".join(header) + " |",
+            "|" + "---|" * len(header),
+            *("| " + " | ".join(str(c) for c in row) + " |" for row in rows),
+            "",
+        )
 
     def flush(self):
         if self.path is not None:
@@ -153,8 +193,10 @@ def verdict(rep, key, value, judged, ok=None, note=""):
     word = ("PASS" if ok else "FAIL") if judged else "not judged (CPU smoke run)"
     rep.verdicts.append((key, what, limit, value, ratio, word))
     rel = "<=" if sense == "max" else ">="
-    rep.add(f"**Target ({key})** {what} {rel} {limit:g}: measured {value:.4g} "
-            f"({ratio:.2f} x the target){note} -> {word}")
+    rep.add(
+        f"**Target ({key})** {what} {rel} {limit:g}: measured {value:.4g} "
+        f"({ratio:.2f} x the target){note} -> {word}"
+    )
 
 
 # ------------------------------------------------------------------------- data
@@ -214,8 +256,10 @@ class Device:
         torch = self.torch
         if self.cuda:
             props = torch.cuda.get_device_properties(self.dev)
-            return (f"{props.name} ({props.total_memory / 2**30:.0f} GiB), torch "
-                    f"{torch.__version__}, CUDA {torch.version.cuda}")
+            return (
+                f"{props.name} ({props.total_memory / 2**30:.0f} GiB), torch "
+                f"{torch.__version__}, CUDA {torch.version.cuda}"
+            )
         return f"{cpu_name()} (torch {torch.__version__} on the CPU, {os.cpu_count()} cores)"
 
 
@@ -229,11 +273,13 @@ class SteadyState:
         kernel = resolve_kernel("rbf", gamma=GAMMA)
         rng = np.random.RandomState(seed)
         n = X.shape[0]
-        start = init_state(X[dev.torch.from_numpy(rng.choice(n, k, replace=False))
-                             .to(X.device)], kernel)
+        start = init_state(
+            X[dev.torch.from_numpy(rng.choice(n, k, replace=False)).to(X.device)], kernel
+        )
         plan = rng.randint(0, n, size=(warmup + n_batches + 1, b))
-        cfg = _loop.LoopConfig(kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau,
-                               renormalize=True)
+        cfg = _loop.LoopConfig(
+            kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau, renormalize=True
+        )
         self.loop = _loop.MiniBatchLoop(start, X, plan, rng, cfg)
         self.loop.run_until(warmup)
         dev.sync()
@@ -263,7 +309,7 @@ class SteadyState:
         b = self.layout.b
         Xb = pool.rows[-b:]
         g = GAMMA
-        shapes = {"padded": pool.rows, "m": pool.rows[:self.m + b]}
+        shapes = {"padded": pool.rows, "m": pool.rows[: self.m + b]}
 
         def gemm(Y):
             return Xb @ Y.T
@@ -274,9 +320,11 @@ class SteadyState:
             return torch.exp(-g * (a2[:, None] + b2[None, :] - 2 * (Xb @ Y.T)))
 
         out = {}
-        for name, fn, Y in (("gemm", gemm, shapes["padded"]),
-                            ("gemm_exp", gemm_exp, shapes["padded"]),
-                            ("gemm_exp_m", gemm_exp, shapes["m"])):
+        for name, fn, Y in (
+            ("gemm", gemm, shapes["padded"]),
+            ("gemm_exp", gemm_exp, shapes["padded"]),
+            ("gemm_exp_m", gemm_exp, shapes["m"]),
+        ):
             fn(Y)  # warm-up
             t, _ = self.dev.timed(lambda fn=fn, Y=Y: [fn(Y) for _ in range(repeats)])
             out[name] = t / repeats
@@ -304,19 +352,25 @@ def profile_counts(ss, iters):
         copies = [nm for nm in on_gpu if nm.startswith(("Memcpy", "Memset"))]
         out["GPU kernels"] = (len(on_gpu) - len(copies)) / iters
         out["GPU memcpy/memset"] = len(copies) / iters
-        out["kernel launch calls (host)"] = sum(
-            nm in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC",
-                   "cuLaunchKernelEx") for nm in names) / iters
-        out["graph launches (host)"] = sum(nm in ("cudaGraphLaunch", "cuGraphLaunch")
-                                           for nm in names) / iters
+        out["kernel launch calls (host)"] = (
+            sum(
+                nm
+                in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx")
+                for nm in names
+            )
+            / iters
+        )
+        out["graph launches (host)"] = (
+            sum(nm in ("cudaGraphLaunch", "cuGraphLaunch") for nm in names) / iters
+        )
         out["cudaMemcpyAsync calls"] = sum(nm == "cudaMemcpyAsync" for nm in names) / iters
-        out["synchronisations"] = sum(
-            nm in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for nm in names) / iters
+        out["synchronisations"] = (
+            sum(nm in ("cudaStreamSynchronize", "cudaDeviceSynchronize") for nm in names) / iters
+        )
     else:
         top = [e for e in events if e.name.startswith("aten::") and e.cpu_parent is None]
         out["aten operators (top level)"] = len(top) / iters
-        out["aten operators (all levels)"] = sum(nm.startswith("aten::")
-                                                 for nm in names) / iters
+        out["aten operators (all levels)"] = sum(nm.startswith("aten::") for nm in names) / iters
     return out
 
 
@@ -339,21 +393,38 @@ def dispatch_counts(X, k, b, tau, per_op=None):
     def run(iters):
         mode = Mode()
         with mode:
-            MiniBatchKernelKMeans(k, gamma=GAMMA, batch_size=b, tau=tau, max_iter=iters,
-                                  compute_labels=False, random_state=0).fit(X)
+            MiniBatchKernelKMeans(
+                k,
+                gamma=GAMMA,
+                batch_size=b,
+                tau=tau,
+                max_iter=iters,
+                compute_labels=False,
+                random_state=0,
+            ).fit(X)
         return mode.ops
 
     many, few = run(60), run(10)
 
     def kernels(ops):
-        return sum(1 for f in ops if not (f.is_view or f._schema.name in (
-            "aten::empty", "aten::empty_strided", "aten::lift_fresh")))
+        return sum(
+            1
+            for f in ops
+            if not (
+                f.is_view
+                or f._schema.name in ("aten::empty", "aten::empty_strided", "aten::lift_fresh")
+            )
+        )
 
     diff = collections.Counter(map(str, many)) - collections.Counter(map(str, few))
     if per_op is not None:
         per_op.update({name: n / 50 for name, n in diff.items()})
-    return ((kernels(many) - kernels(few)) / 50, (len(many) - len(few)) / 50,
-            diff["aten._local_scalar_dense.default"], diff["aten.lift_fresh.default"])
+    return (
+        (kernels(many) - kernels(few)) / 50,
+        (len(many) - len(few)) / 50,
+        diff["aten._local_scalar_dense.default"],
+        diff["aten.lift_fresh.default"],
+    )
 
 
 @contextlib.contextmanager
@@ -374,8 +445,15 @@ def folded(on):
 
 
 def minibatch(k, b, tau, iters, seed=0):
-    return MiniBatchKernelKMeans(n_clusters=k, kernel="rbf", gamma=GAMMA, batch_size=b,
-                                 tau=tau, max_iter=iters, random_state=seed)
+    return MiniBatchKernelKMeans(
+        n_clusters=k,
+        kernel="rbf",
+        gamma=GAMMA,
+        batch_size=b,
+        tau=tau,
+        max_iter=iters,
+        random_state=seed,
+    )
 
 
 # ------------------------------------------------------------------ compile check
@@ -391,8 +469,9 @@ def _compile_setup(device, iterations):
     X = torch.from_numpy(rng.rand(n, d).astype(np.float32)).to(device)
     kernel = resolve_kernel("rbf", gamma=0.5)
     plan = rng.randint(0, n, size=(iterations, b))
-    cfg = _loop.LoopConfig(kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau,
-                           renormalize=True)
+    cfg = _loop.LoopConfig(
+        kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau, renormalize=True
+    )
     loop = _loop.MiniBatchLoop(init_state(X[:k].clone(), kernel), X, plan, rng, cfg)
     dl = loop.state.device
     dl.relayout(slots=tau, rows=k * tau + 2 * b)  # room for the 50 iterations: no growth
@@ -450,12 +529,16 @@ def compiled_ops(device, iterations=10):
     compiled = torch.compile(dl.iteration, fullgraph=True, dynamic=False)
     pool, _ = compiled(pool, plan_d[0])
     kernels = int(metrics.generated_kernel_count)
-    batches = list(plan_d[1:iterations + 1])
+    batches = list(plan_d[1 : iterations + 1])
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for idx in batches:
             pool, _ = compiled(pool, idx)
-    top = [e.name for e in prof.events() if e.name.startswith("aten::")
-           and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))]
+    top = [
+        e.name
+        for e in prof.events()
+        if e.name.startswith("aten::")
+        and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))
+    ]
     return kernels, len(top) / iterations, collections.Counter(top)
 
 
@@ -465,9 +548,17 @@ def compiled_ops(device, iterations=10):
 def section_a_f(rep, dev, Xd, P, judged):
     rep.add("## (a) One steady-state iteration against GEMM + exp", "")
     results = {}
-    for graphs in ([True, False] if dev.cuda else [False]):
-        ss = SteadyState(dev, Xd, k=P["k"], b=P["b"], tau=P["tau"], warmup=P["warmup"],
-                         n_batches=2 * P["repeats"] + P["prof_iters"], graphs=graphs)
+    for graphs in [True, False] if dev.cuda else [False]:
+        ss = SteadyState(
+            dev,
+            Xd,
+            k=P["k"],
+            b=P["b"],
+            tau=P["tau"],
+            warmup=P["warmup"],
+            n_batches=2 * P["repeats"] + P["prof_iters"],
+            graphs=graphs,
+        )
         results[graphs] = (ss, ss.time_steps(P["repeats"]))
     ss, t_it = results[dev.cuda]
     ys, xs, yshape = ss.yardsticks(P["repeats"])
@@ -480,20 +571,36 @@ def section_a_f(rep, dev, Xd, P, judged):
         captured = getattr(s.device_loop, "graph", None) is not None
         if graphs and not captured:
             how += f" (capture failed: {s.device_loop.graph_error}; ran eagerly)"
-        rows.append([f"iteration, {how} (k={P['k']}, b={P['b']}, tau={P['tau']}, m={s.m})",
-                     f"{t * 1e3:.3f}", f"{t / ys['gemm_exp']:.2f}"])
+        rows.append(
+            [
+                f"iteration, {how} (k={P['k']}, b={P['b']}, tau={P['tau']}, m={s.m})",
+                f"{t * 1e3:.3f}",
+                f"{t / ys['gemm_exp']:.2f}",
+            ]
+        )
     rows += [
-        [f"plain GEMM {xs} x {yshape[::-1]} (M = {lay.M} pool rows)",
-         f"{ys['gemm'] * 1e3:.3f}", f"{t_it / ys['gemm']:.2f}"],
-        ["plain GEMM + exp(-g (|a|^2 + |b|^2 - 2ab^T)), padded", f"{ys['gemm_exp'] * 1e3:.3f}",
-         f"{ratio:.2f}"],
-        [f"plain GEMM + exp with the m = {ss.m} support points only",
-         f"{ys['gemm_exp_m'] * 1e3:.3f}", f"{t_it / ys['gemm_exp_m']:.2f}"],
+        [
+            f"plain GEMM {xs} x {yshape[::-1]} (M = {lay.M} pool rows)",
+            f"{ys['gemm'] * 1e3:.3f}",
+            f"{t_it / ys['gemm']:.2f}",
+        ],
+        [
+            "plain GEMM + exp(-g (|a|^2 + |b|^2 - 2ab^T)), padded",
+            f"{ys['gemm_exp'] * 1e3:.3f}",
+            f"{ratio:.2f}",
+        ],
+        [
+            f"plain GEMM + exp with the m = {ss.m} support points only",
+            f"{ys['gemm_exp_m'] * 1e3:.3f}",
+            f"{t_it / ys['gemm_exp_m']:.2f}",
+        ],
     ]
     rep.table(["what", "time (ms)", "iteration (first row) / this"], rows)
-    rep.add(f"Means over {P['repeats']} iterations of the fit loop (read-backs every "
-            f"{_loop.READ_EVERY} iterations included) after {P['warmup']} warm-up "
-            f"iterations; pool layout L={lay.L} slots, M={lay.M} rows, chunks={len(lay.chunks)}.")
+    rep.add(
+        f"Means over {P['repeats']} iterations of the fit loop (read-backs every "
+        f"{_loop.READ_EVERY} iterations included) after {P['warmup']} warm-up "
+        f"iterations; pool layout L={lay.L} slots, M={lay.M} rows, chunks={len(lay.chunks)}."
+    )
     verdict(rep, "a", ratio, judged)
 
     rep.add("", "## (f) Launches per iteration (torch.profiler)", "")
@@ -501,14 +608,17 @@ def section_a_f(rep, dev, Xd, P, judged):
     for graphs, (s, _) in results.items():
         _loop.CUDA_GRAPHS = graphs  # module-wide: the last SteadyState made set it
         counts = profile_counts(s, P["prof_iters"])
-        table += [[("graph" if graphs else "eager"), name, f"{v:.1f}"]
-                  for name, v in counts.items()]
+        table += [
+            [("graph" if graphs else "eager"), name, f"{v:.1f}"] for name, v in counts.items()
+        ]
     rep.table(["loop", "count per iteration", "value"], table)
     if not dev.cuda:
         kern, total, scalars, uploads = dispatch_counts(Xd, P["k"], P["b"], P["tau"])
-        rep.add(f"Dispatcher counts per iteration of the fit loop (TorchDispatchMode, "
-                f"max_iter 60 - 10): {kern:.1f} kernel-launching, {total:.1f} in all; "
-                f"_local_scalar_dense {scalars}, lift_fresh {uploads} in the loop.")
+        rep.add(
+            f"Dispatcher counts per iteration of the fit loop (TorchDispatchMode, "
+            f"max_iter 60 - 10): {kern:.1f} kernel-launching, {total:.1f} in all; "
+            f"_local_scalar_dense {scalars}, lift_fresh {uploads} in the loop."
+        )
     _loop.CUDA_GRAPHS = True
 
 
@@ -523,36 +633,69 @@ def section_b(rep, dev, X, Xd, y, P, judged, skip_numpy):
         times.append(t)
     t_dev = min(times)
     with folded(True):  # small blocks are not folded by default: what it would cost
-        forced = [dev.timed(lambda: minibatch(k, b, tau, iters).fit(Xd))[0]
-                  for _ in range(P["fits"])]
+        forced = [
+            dev.timed(lambda: minibatch(k, b, tau, iters).fit(Xd))[0] for _ in range(P["fits"])
+        ]
     lab = est.labels_.cpu().numpy()
     ari = adjusted_rand_score(y, lab)
-    rows = [[f"torch ({dev.dev})", f"{t_dev:.3f}", ", ".join(f"{t:.3f}" for t in times),
-             f"{ari:.3f}", f"{est.inertia_ / len(y):.4f}"],
-            [f"torch ({dev.dev}), rbf norms folded into the GEMM (forced)",
-             f"{min(forced):.3f}", ", ".join(f"{t:.3f}" for t in forced), "", ""]]
+    rows = [
+        [
+            f"torch ({dev.dev})",
+            f"{t_dev:.3f}",
+            ", ".join(f"{t:.3f}" for t in times),
+            f"{ari:.3f}",
+            f"{est.inertia_ / len(y):.4f}",
+        ],
+        [
+            f"torch ({dev.dev}), rbf norms folded into the GEMM (forced)",
+            f"{min(forced):.3f}",
+            ", ".join(f"{t:.3f}" for t in forced),
+            "",
+            "",
+        ],
+    ]
     t_np = None
     if not skip_numpy:
         t0 = time.perf_counter()
         ref = minibatch(k, b, tau, iters).fit(X)
         t_np = time.perf_counter() - t0
-        rows.append([f"numpy ({os.cpu_count()} cores)", f"{t_np:.3f}", "1 run",
-                     f"{adjusted_rand_score(y, ref.labels_):.3f}",
-                     f"{ref.inertia_ / len(y):.4f}"])
-    rep.table(["backend", "fit + labels (s, best)", "runs (s)", "ARI vs digits",
-               "inertia / n"], rows)
-    rep.add(f"k={k}, b={b}, tau={tau}, {iters} iterations, n={len(y)}, labels_ of all points "
-            "included.")
+        rows.append(
+            [
+                f"numpy ({os.cpu_count()} cores)",
+                f"{t_np:.3f}",
+                "1 run",
+                f"{adjusted_rand_score(y, ref.labels_):.3f}",
+                f"{ref.inertia_ / len(y):.4f}",
+            ]
+        )
+    rep.table(
+        ["backend", "fit + labels (s, best)", "runs (s)", "ARI vs digits", "inertia / n"], rows
+    )
+    rep.add(
+        f"k={k}, b={b}, tau={tau}, {iters} iterations, n={len(y)}, labels_ of all points included."
+    )
     if t_np is not None:
-        rep.add(f"Speed-up torch ({dev.dev}) over numpy (CPU): {t_np / t_dev:.1f}x; ARI "
-                f"between the two labelings {adjusted_rand_score(ref.labels_, lab):.4f}.")
+        rep.add(
+            f"Speed-up torch ({dev.dev}) over numpy (CPU): {t_np / t_dev:.1f}x; ARI "
+            f"between the two labelings {adjusted_rand_score(ref.labels_, lab):.4f}."
+        )
     floor = getattr(rep, "gemm_exp", None)
     if floor is not None:
-        rep.add(f"Floor of the iterations alone: {iters} x (GEMM + exp of (a)) = "
-                f"{iters * floor:.3f} s; at (a)'s limit (2 x) {2 * iters * floor:.3f} s.")
-    verdict(rep, "b", t_dev, judged,
-            note=("" if t_dev <= TARGETS["b"][0] else
-                  f"; hard limit 0.2 s: {'met' if t_dev <= 0.2 else 'missed'}"))
+        rep.add(
+            f"Floor of the iterations alone: {iters} x (GEMM + exp of (a)) = "
+            f"{iters * floor:.3f} s; at (a)'s limit (2 x) {2 * iters * floor:.3f} s."
+        )
+    verdict(
+        rep,
+        "b",
+        t_dev,
+        judged,
+        note=(
+            ""
+            if t_dev <= TARGETS["b"][0]
+            else f"; hard limit 0.2 s: {'met' if t_dev <= 0.2 else 'missed'}"
+        ),
+    )
     return t_dev, ari, est.inertia_ / len(y)
 
 
@@ -565,7 +708,9 @@ def section_c(rep, dev, Xd, y, P, judged):
     rows, best = [], None
     modes = [("float32", False, None)] + (
         [("TF32 GEMMs", True, None), ("TF32 GEMMs, norms not folded", True, False)]
-        if dev.cuda else [])
+        if dev.cuda
+        else []
+    )
     for name, tf32, fold in modes:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
@@ -574,8 +719,15 @@ def section_c(rep, dev, Xd, y, P, judged):
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
         ari = adjusted_rand_score(y, est.labels_.cpu().numpy())
-        rows.append([name, f"{t:.3f}", int(est.support_vectors_.shape[0]), f"{ari:.3f}",
-                     est.memory_plan_.shapes.get("chunk_columns")])
+        rows.append(
+            [
+                name,
+                f"{t:.3f}",
+                int(est.support_vectors_.shape[0]),
+                f"{ari:.3f}",
+                est.memory_plan_.shapes.get("chunk_columns"),
+            ]
+        )
         if best is None or t < best[0]:
             best = (t, name)
     ss = SteadyState(dev, Xd, k=k, b=b, tau=tau, warmup=min(P["warmup"], 10), n_batches=3)
@@ -587,23 +739,39 @@ def section_c(rep, dev, Xd, y, P, judged):
             ys32, _, _ = ss.yardsticks(3)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
-    rep.table(["GEMM precision", "fit + labels (s)", "support points m at the end",
-               "ARI vs digits", "kernel chunk columns"], rows)
-    rep.add(f"One steady-state GEMM (b x d)(d x (M + 1 + b)) = {yshape[::-1]}: "
-            f"{ys['gemm'] * 1e3:.2f} ms; GEMM floor {iters} x GEMM = {iters * ys['gemm']:.3f} "
-            f"s (float32). TF32: torch.backends.cuda.matmul.allow_tf32 = True (the "
-            "documented option).")
+    rep.table(
+        [
+            "GEMM precision",
+            "fit + labels (s)",
+            "support points m at the end",
+            "ARI vs digits",
+            "kernel chunk columns",
+        ],
+        rows,
+    )
+    rep.add(
+        f"One steady-state GEMM (b x d)(d x (M + 1 + b)) = {yshape[::-1]}: "
+        f"{ys['gemm'] * 1e3:.2f} ms; GEMM floor {iters} x GEMM = {iters * ys['gemm']:.3f} "
+        f"s (float32). TF32: torch.backends.cuda.matmul.allow_tf32 = True (the "
+        "documented option)."
+    )
     note = f" ({best[1]})"
     if ys32 is not None:
         floor = iters * ys32["gemm"]
-        rep.add(f"TF32: one GEMM {ys32['gemm'] * 1e3:.2f} ms, GEMM + exp "
-                f"{ys32['gemm_exp'] * 1e3:.2f} ms; floor {iters} x TF32 GEMM = {floor:.3f} s, "
-                f"{iters} x (GEMM + exp) = {iters * ys32['gemm_exp']:.3f} s.")
-        rep.add(f"Best fit / ({iters} x TF32 (GEMM + exp)) = "
-                f"{best[0] / (iters * ys32['gemm_exp']):.2f} (the proposed target: <= 2).")
+        rep.add(
+            f"TF32: one GEMM {ys32['gemm'] * 1e3:.2f} ms, GEMM + exp "
+            f"{ys32['gemm_exp'] * 1e3:.2f} ms; floor {iters} x TF32 GEMM = {floor:.3f} s, "
+            f"{iters} x (GEMM + exp) = {iters * ys32['gemm_exp']:.3f} s."
+        )
+        rep.add(
+            f"Best fit / ({iters} x TF32 (GEMM + exp)) = "
+            f"{best[0] / (iters * ys32['gemm_exp']):.2f} (the proposed target: <= 2)."
+        )
         if floor > TARGETS["c"][0]:
-            note += (f"; the TF32 GEMM alone takes {floor:.2f} s over {iters} iterations: "
-                     "the limit is below the floor of these shapes")
+            note += (
+                f"; the TF32 GEMM alone takes {floor:.2f} s over {iters} iterations: "
+                "the limit is below the floor of these shapes"
+            )
     verdict(rep, "c", best[0], judged, note=note)
     del ss
 
@@ -613,12 +781,14 @@ def section_d(rep, dev, Xd, P, judged):
     res = {}
     for k in (10, 100):
         tau = max(1, P["m_total"] // k)
-        ss = SteadyState(dev, Xd, k=k, b=P["b"], tau=tau, warmup=P["warmup"],
-                         n_batches=P["repeats"])
+        ss = SteadyState(
+            dev, Xd, k=k, b=P["b"], tau=tau, warmup=P["warmup"], n_batches=P["repeats"]
+        )
         res[k] = (ss.time_steps(P["repeats"]), ss.m, tau, ss.layout)
-    rep.table(["k", "tau", "m", "pool layout (L, M)", "iteration (ms)"],
-              [[k, tau, m, (lay.L, lay.M), f"{t * 1e3:.3f}"]
-               for k, (t, m, tau, lay) in res.items()])
+    rep.table(
+        ["k", "tau", "m", "pool layout (L, M)", "iteration (ms)"],
+        [[k, tau, m, (lay.L, lay.M), f"{t * 1e3:.3f}"] for k, (t, m, tau, lay) in res.items()],
+    )
     ratio = res[100][0] / res[10][0]
     rep.add(f"Ratio k = 100 / k = 10: {ratio:.2f}")
     verdict(rep, "d", ratio, judged)
@@ -636,23 +806,38 @@ def section_e(rep, dev, Xd, y, P, judged):
     if dev.cuda:
         torch.cuda.empty_cache()
         free = torch.cuda.mem_get_info(dev.dev)[0]
-        rep.add(f"Kernel matrix {need / 1e9:.1f} GB float32; free on the device "
-                f"{free / 1e9:.1f} GB.")
+        rep.add(
+            f"Kernel matrix {need / 1e9:.1f} GB float32; free on the device {free / 1e9:.1f} GB."
+        )
         if need + 3 * 2**30 > free:
             max_iter = min(max_iter, 20)
-            rep.add(f"It will not be stored: blocks of rows recomputed every iteration; "
-                    f"max_iter capped at {max_iter} to bound the run time.")
+            rep.add(
+                f"It will not be stored: blocks of rows recomputed every iteration; "
+                f"max_iter capped at {max_iter} to bound the run time."
+            )
 
     def full(iters, seed):
-        return KernelKMeans(P["k"], kernel="rbf", gamma=GAMMA, max_iter=iters,
-                            max_kernel_memory=10**7, random_state=seed)
+        return KernelKMeans(
+            P["k"],
+            kernel="rbf",
+            gamma=GAMMA,
+            max_iter=iters,
+            max_kernel_memory=10**7,
+            random_state=seed,
+        )
 
     def runs(make):
         out = []
         for seed in seeds:
             t, est = dev.timed(lambda seed=seed: make(seed).fit(Xd))
-            out.append((t, adjusted_rand_score(y, est.labels_.cpu().numpy()),
-                        est.inertia_ / n, est.n_iter_))
+            out.append(
+                (
+                    t,
+                    adjusted_rand_score(y, est.labels_.cpu().numpy()),
+                    est.inertia_ / n,
+                    est.n_iter_,
+                )
+            )
             del est
             if dev.cuda:
                 torch.cuda.empty_cache()
@@ -661,47 +846,78 @@ def section_e(rep, dev, Xd, y, P, judged):
     t1, _ = dev.timed(lambda: full(1, 0).fit(Xd))  # fixed costs: kernel matrix, k-means++
     configs = {
         "full batch (stored kernel, tol=1e-4)": runs(lambda s: full(max_iter, s)),
-        f"mini-batch (b={P['b']}, tau={P['tau']}, {P['iters']} iterations, as (b))":
-            runs(lambda s: minibatch(P["k"], P["b"], P["tau"], P["iters"], seed=s)),
-        f"mini-batch (b={2 * P['b']}, tau={3 * P['tau'] // 2}, {P['iters']} iterations)":
-            runs(lambda s: minibatch(P["k"], 2 * P["b"], 3 * P["tau"] // 2, P["iters"],
-                                     seed=s)),
+        f"mini-batch (b={P['b']}, tau={P['tau']}, {P['iters']} iterations, as (b))": runs(
+            lambda s: minibatch(P["k"], P["b"], P["tau"], P["iters"], seed=s)
+        ),
+        f"mini-batch (b={2 * P['b']}, tau={3 * P['tau'] // 2}, {P['iters']} iterations)": runs(
+            lambda s: minibatch(P["k"], 2 * P["b"], 3 * P["tau"] // 2, P["iters"], seed=s)
+        ),
     }
     rows = []
     for name, r in configs.items():
-        rows.append([name, f"{r[:, 0].mean():.3f}", ", ".join(f"{a:.3f}" for a in r[:, 1]),
-                     f"{r[:, 1].mean():.3f}", f"{r[:, 2].mean():.4f}",
-                     f"{r[:, 3].mean():.0f}"])
-    rep.table(["method", "fit + labels (s, mean)", "ARI vs digits per seed", "mean ARI",
-               "inertia / n", "iterations"], rows)
+        rows.append(
+            [
+                name,
+                f"{r[:, 0].mean():.3f}",
+                ", ".join(f"{a:.3f}" for a in r[:, 1]),
+                f"{r[:, 1].mean():.3f}",
+                f"{r[:, 2].mean():.4f}",
+                f"{r[:, 3].mean():.0f}",
+            ]
+        )
+    rep.table(
+        [
+            "method",
+            "fit + labels (s, mean)",
+            "ARI vs digits per seed",
+            "mean ARI",
+            "inertia / n",
+            "iterations",
+        ],
+        rows,
+    )
     (t_full, a_full), *mbs = [(r[:, 0].mean(), r[:, 1].mean()) for r in configs.values()]
-    rep.add(f"{len(seeds)} seeds (0..{len(seeds) - 1}) each. Full batch with max_iter=1 "
-            f"(kernel matrix + k-means++ + 1 iteration): {t1:.3f} s.")
+    rep.add(
+        f"{len(seeds)} seeds (0..{len(seeds) - 1}) each. Full batch with max_iter=1 "
+        f"(kernel matrix + k-means++ + 1 iteration): {t1:.3f} s."
+    )
     for (name, _), (t_mb, a_mb) in zip(list(configs.items())[1:], mbs):
-        rep.add(f"{name}: full batch / mini-batch {t_full / t_mb:.1f}x, mean ARI "
-                f"{a_full:.3f} against {a_mb:.3f} (difference {a_full - a_mb:+.3f}).")
+        rep.add(
+            f"{name}: full batch / mini-batch {t_full / t_mb:.1f}x, mean ARI "
+            f"{a_full:.3f} against {a_mb:.3f} (difference {a_full - a_mb:+.3f})."
+        )
     t_mb, a_mb = mbs[0]
     ratio = t_full / t_mb
-    verdict(rep, "e", ratio, judged, ok=ratio >= 10 and abs(a_full - a_mb) <= 0.02,
-            note=f" ((b)'s settings), mean ARI difference {abs(a_full - a_mb):.3f} "
-                 "(<= 0.02 required)")
+    verdict(
+        rep,
+        "e",
+        ratio,
+        judged,
+        ok=ratio >= 10 and abs(a_full - a_mb) <= 0.02,
+        note=f" ((b)'s settings), mean ARI difference {abs(a_full - a_mb):.3f} (<= 0.02 required)",
+    )
 
 
 def section_g(rep, dev, Xd, P):
     rep.add("## (g) Memory plan against the measured peaks", "")
     if not dev.cuda:
-        rep.add("(CUDA only: torch does not count its CPU allocations; the plan's device "
-                "terms are checked against the pool's tensors in tests/test_memory_plan.py)")
+        rep.add(
+            "(CUDA only: torch does not count its CPU allocations; the plan's device "
+            "terms are checked against the pool's tensors in tests/test_memory_plan.py)"
+        )
         return
     rows = []
-    for name, k, b, tau in (("(b)", P["k"], P["b"], P["tau"]),
-                            ("(c)", P["k"], P["big_b"], P["big_tau"])):
+    for name, k, b, tau in (
+        ("(b)", P["k"], P["b"], P["tau"]),
+        ("(c)", P["k"], P["big_b"], P["big_tau"]),
+    ):
         est = minibatch(k, b, tau, min(P["iters"], 50))
         plan = measure_memory(est, Xd)
         for phase in ("fit", "labelling"):
             got, want = plan.measured[phase], plan.peaks[phase]
-            rows.append([name, phase, f"{want / 2**20:.1f}", f"{got / 2**20:.1f}",
-                         f"{got / want:.2f}"])
+            rows.append(
+                [name, phase, f"{want / 2**20:.1f}", f"{got / 2**20:.1f}", f"{got / want:.2f}"]
+            )
         rep.add(f"{name}: " + plan.report().replace("\n", "  \n"), "")
     rep.table(["fit", "phase", "planned (MiB)", "measured (MiB)", "measured / planned"], rows)
 
@@ -711,57 +927,88 @@ def section_g(rep, dev, Xd, P):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                   help="mnist.npz with X (uint8, 70000 x 784) and y (default: %(default)s)")
-    p.add_argument("--device", default="cuda",
-                   help="torch device: cuda, cuda:N, or cpu for a smoke run on CPU tensors "
-                        "(default: %(default)s)")
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes everywhere (the CPU smoke test)")
-    p.add_argument("--skip-numpy", action="store_true",
-                   help="skip the numpy CPU baseline of (b)")
-    p.add_argument("--sections", default="abcdefg",
-                   help="which sections to run (default: %(default)s)")
-    p.add_argument("--compile-check", action="store_true",
-                   help="only the compile check: one line, exit status 0 when it holds")
-    p.add_argument("--dispatch-counts", action="store_true",
-                   help="only the aten operators per iteration of the MNIST fit loop "
-                        "(TorchDispatchMode), with the count of each")
-    p.add_argument("--compiled-ops", action="store_true",
-                   help="only the operations of one compiled iteration (fused kernels, "
-                        "aten calls): one line")
-    p.add_argument("--out", type=Path, default=None,
-                   help="markdown file the report is written to (rewritten after each "
-                        "section)")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="mnist.npz with X (uint8, 70000 x 784) and y (default: %(default)s)",
+    )
+    p.add_argument(
+        "--device",
+        default="cuda",
+        help="torch device: cuda, cuda:N, or cpu for a smoke run on CPU tensors "
+        "(default: %(default)s)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help="small sizes everywhere (the CPU smoke test)"
+    )
+    p.add_argument("--skip-numpy", action="store_true", help="skip the numpy CPU baseline of (b)")
+    p.add_argument(
+        "--sections", default="abcdefg", help="which sections to run (default: %(default)s)"
+    )
+    p.add_argument(
+        "--compile-check",
+        action="store_true",
+        help="only the compile check: one line, exit status 0 when it holds",
+    )
+    p.add_argument(
+        "--dispatch-counts",
+        action="store_true",
+        help="only the aten operators per iteration of the MNIST fit loop "
+        "(TorchDispatchMode), with the count of each",
+    )
+    p.add_argument(
+        "--compiled-ops",
+        action="store_true",
+        help="only the operations of one compiled iteration (fused kernels, aten calls): one line",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="markdown file the report is written to (rewritten after each section)",
+    )
     args = p.parse_args(argv)
 
     import torch
 
     dev_name = args.device
     if torch.device(dev_name).type == "cuda" and not torch.cuda.is_available():
-        print(f"--device {dev_name}: torch sees no CUDA device; use --device cpu --quick "
-              "for a smoke run")
+        print(
+            f"--device {dev_name}: torch sees no CUDA device; use --device cpu --quick "
+            "for a smoke run"
+        )
         return 2
     if args.compile_check or args.compiled_ops:  # one line each, compiler warnings muted
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if args.compile_check:
                 breaks, recompiles, equal = compile_check(torch.device(dev_name))
-                print(f"compile-check: graph_breaks={breaks} recompiles={recompiles} "
-                      f"iterations=50 equal_to_eager={equal}")
+                print(
+                    f"compile-check: graph_breaks={breaks} recompiles={recompiles} "
+                    f"iterations=50 equal_to_eager={equal}"
+                )
                 return 0 if (breaks == 0 and recompiles == 0 and equal) else 1
             kernels, calls, names = compiled_ops(torch.device(dev_name))
-        print(f"compiled-ops: generated_kernels={kernels} aten_calls={calls:g} per iteration "
-              f"({', '.join(f'{n} {c / 10:g}' for n, c in sorted(names.items()))})")
+        print(
+            f"compiled-ops: generated_kernels={kernels} aten_calls={calls:g} per iteration "
+            f"({', '.join(f'{n} {c / 10:g}' for n, c in sorted(names.items()))})"
+        )
         return 0
     if args.dispatch_counts:
         X, _, source = load(args.data, 600 if args.quick else 20000, args.quick)
         per_op = {}
         kern, total, scalars, uploads = dispatch_counts(
-            torch.from_numpy(X).to(dev_name), 10, 64 if args.quick else 1024,
-            20 if args.quick else 200, per_op)
-        print(f"dispatch-counts: kernel_launching={kern:.2f} all={total:.2f} "
-              f"local_scalar_dense={scalars} lift_fresh={uploads} per iteration ({source})")
+            torch.from_numpy(X).to(dev_name),
+            10,
+            64 if args.quick else 1024,
+            20 if args.quick else 200,
+            per_op,
+        )
+        print(
+            f"dispatch-counts: kernel_launching={kern:.2f} all={total:.2f} "
+            f"local_scalar_dense={scalars} lift_fresh={uploads} per iteration ({source})"
+        )
         for name, n in sorted(per_op.items(), key=lambda t: (-t[1], t[0])):
             print(f"  {n:6.2f}  {name}")
         return 0
@@ -770,12 +1017,18 @@ def main(argv=None):
     judged = dev.cuda and not args.quick
     rep = Report(args.out)
     X, y, source = load(args.data, P["n"], args.quick)
-    rep.add(f"# bench_gpu, {time.strftime('%Y-%m-%d %H:%M %Z')}", "",
-            f"Device: {dev.label()}", f"CPU: {cpu_name()}, {os.cpu_count()} cores",
-            f"Data: {source}, n={X.shape[0]}, d={X.shape[1]}, float32, rbf gamma="
-            f"{GAMMA:.6g}", f"Command: bench_gpu.py {' '.join(argv or sys.argv[1:])}",
-            "" if judged else "(quick or CPU run: sizes and times are a smoke test, not "
-            "judged against the targets)", "")
+    rep.add(
+        f"# bench_gpu, {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        "",
+        f"Device: {dev.label()}",
+        f"CPU: {cpu_name()}, {os.cpu_count()} cores",
+        f"Data: {source}, n={X.shape[0]}, d={X.shape[1]}, float32, rbf gamma={GAMMA:.6g}",
+        f"Command: bench_gpu.py {' '.join(argv or sys.argv[1:])}",
+        ""
+        if judged
+        else "(quick or CPU run: sizes and times are a smoke test, not judged against the targets)",
+        "",
+    )
     t_copy, Xd = dev.timed(lambda: torch.from_numpy(X).to(dev.dev))
     rep.add(f"Copy of X to the device: {t_copy:.3f} s", "")
 
@@ -794,8 +1047,13 @@ def main(argv=None):
             run()
         except Exception as exc:  # report and go on with the other sections
             failed.append(keys)
-            rep.add(f"**Section ({keys}) failed**: {type(exc).__name__}: {exc}", "",
-                    "```", traceback.format_exc().rstrip(), "```")
+            rep.add(
+                f"**Section ({keys}) failed**: {type(exc).__name__}: {exc}",
+                "",
+                "```",
+                traceback.format_exc().rstrip(),
+                "```",
+            )
             if dev.cuda:
                 torch.cuda.empty_cache()
         rep.add(f"(section {keys}: {time.perf_counter() - t0:.1f} s)", "")
@@ -810,14 +1068,23 @@ def main(argv=None):
                 section_g(rep, dev, Xd, P)
         except Exception as exc:
             failed.append(key)
-            rep.add(f"**Section ({key}) failed**: {type(exc).__name__}: {exc}", "",
-                    "```", traceback.format_exc().rstrip(), "```")
+            rep.add(
+                f"**Section ({key}) failed**: {type(exc).__name__}: {exc}",
+                "",
+                "```",
+                traceback.format_exc().rstrip(),
+                "```",
+            )
         rep.add(f"(section {key}: {time.perf_counter() - t0:.1f} s)", "")
 
     rep.add("## Summary", "")
-    rep.table(["target", "what", "limit", "measured", "measured / limit", "verdict"],
-              [[k, what, f"{lim:g}", f"{v:.4g}", f"{r:.2f}", w]
-               for k, what, lim, v, r, w in rep.verdicts])
+    rep.table(
+        ["target", "what", "limit", "measured", "measured / limit", "verdict"],
+        [
+            [k, what, f"{lim:g}", f"{v:.4g}", f"{r:.2f}", w]
+            for k, what, lim, v, r, w in rep.verdicts
+        ],
+    )
     if failed:
         rep.add(f"Sections that failed: {', '.join(failed)}")
     return 1 if failed else 0

@@ -55,16 +55,24 @@ def _fill_cache(args):
     from mbkkm.experiments._kernel_cache import cache_key, cached_matrix
     from mbkkm.experiments._runner import environment, load_data, needs_matrix
 
-    run = next(r for r in expand(load_grid(args.fill_cache))
-               if r.dataset == args.dataset and needs_matrix(r))
+    run = next(
+        r
+        for r in expand(load_grid(args.fill_cache))
+        if r.dataset == args.dataset and needs_matrix(r)
+    )
     params = dict(run.kernel_params)
     X, _ = load_data(run, data_home=args.data_home)
     env = environment()
     if env["commit"].endswith("+dirty"):
         raise SystemExit("the package has uncommitted changes: the runner's key would differ")
-    key = cache_key(n_samples=X.shape[0], kernel=run.kernel, params=params,
-                    dataset=run.dataset, synthetic_samples=run.synthetic_samples,
-                    source=env["commit"] or env["mbkkm"])
+    key = cache_key(
+        n_samples=X.shape[0],
+        kernel=run.kernel,
+        params=params,
+        dataset=run.dataset,
+        synthetic_samples=run.synthetic_samples,
+        source=env["commit"] or env["mbkkm"],
+    )
     with open(os.path.join(args.dense, "times.json")) as f:
         saved = json.load(f)
 
@@ -79,14 +87,22 @@ def _fill_cache(args):
         del F
         seconds = time.perf_counter() - start
         cpu_seconds = time.process_time() - cpu
-        print(f"product: {seconds:.0f} s ({cpu_seconds:.0f} CPU s), peak {_peak_gb():.1f} GB",
-              flush=True)
-        return (K, saved["graph_s"] + saved["eigh_s"] + seconds,
-                saved["graph_cpu"] + saved["eigh_cpu"] + cpu_seconds)
+        print(
+            f"product: {seconds:.0f} s ({cpu_seconds:.0f} CPU s), peak {_peak_gb():.1f} GB",
+            flush=True,
+        )
+        return (
+            K,
+            saved["graph_s"] + saved["eigh_s"] + seconds,
+            saved["graph_cpu"] + saved["eigh_cpu"] + cpu_seconds,
+        )
 
     K, seconds, cpu_seconds = cached_matrix(args.kernel_cache, key, build)
-    print(f"{args.kernel_cache}/{key}: {run.dataset} heat {params}, build {seconds:.0f} s "
-          f"({cpu_seconds:.0f} CPU s); gamma = {np.sqrt(np.diagonal(K).max()):.5f}", flush=True)
+    print(
+        f"{args.kernel_cache}/{key}: {run.dataset} heat {params}, build {seconds:.0f} s "
+        f"({cpu_seconds:.0f} CPU s); gamma = {np.sqrt(np.diagonal(K).max()):.5f}",
+        flush=True,
+    )
     return 0
 
 
@@ -98,11 +114,12 @@ def _graph(name, data_home):
     k = get_spec(name).heat_neighbors
     start, cpu = time.perf_counter(), time.process_time()
     graph = KNNGraph(k).fit(X)
-    graph.times_ = {"graph_s": time.perf_counter() - start,
-                    "graph_cpu": time.process_time() - cpu}
-    print(f"{name}: n = {X.shape[0]}, {k} neighbours, {graph.adjacency_.nnz} links, graph "
-          f"{graph.times_['graph_s']:.1f} s ({graph.times_['graph_cpu']:.1f} CPU s)",
-          flush=True)
+    graph.times_ = {"graph_s": time.perf_counter() - start, "graph_cpu": time.process_time() - cpu}
+    print(
+        f"{name}: n = {X.shape[0]}, {k} neighbours, {graph.adjacency_.nnz} links, graph "
+        f"{graph.times_['graph_s']:.1f} s ({graph.times_['graph_cpu']:.1f} CPU s)",
+        flush=True,
+    )
     return graph
 
 
@@ -117,19 +134,25 @@ def _low_rank_errors(lam, V, t):
 
     order = np.argsort(lam)[::-1]
     w = heat_weights(lam[order], t)
-    r, bound = choose_rank(w[:DEFAULT_MAX_COMPONENTS + 1], DEFAULT_RANK_TOL,
-                           DEFAULT_MAX_COMPONENTS)
+    r, bound = choose_rank(
+        w[: DEFAULT_MAX_COMPONENTS + 1], DEFAULT_RANK_TOL, DEFAULT_MAX_COMPONENTS
+    )
     frob = np.sqrt(np.sum(w[r:] ** 2) / np.sum(w**2))
     kept = np.zeros(V.shape[0])
     full = np.zeros(V.shape[0])
     for s in range(0, V.shape[0], 2000):  # row chunks: V**2 whole would double the memory
-        rows = V[s:s + 2000][:, order] ** 2
-        kept[s:s + 2000] = rows[:, :r] @ w[:r]
-        full[s:s + 2000] = rows @ w
-    return {"rank": r, "spectral": bound, "relative spectral": bound / w[0],
-            "relative Frobenius": frob, "max diagonal error": float((full - kept).max()),
-            "exact gamma": float(np.sqrt(full.max())),
-            "low-rank gamma": float(np.sqrt(kept.max()))}
+        rows = V[s : s + 2000][:, order] ** 2
+        kept[s : s + 2000] = rows[:, :r] @ w[:r]
+        full[s : s + 2000] = rows @ w
+    return {
+        "rank": r,
+        "spectral": bound,
+        "relative spectral": bound / w[0],
+        "relative Frobenius": frob,
+        "max diagonal error": float((full - kept).max()),
+        "exact gamma": float(np.sqrt(full.max())),
+        "low-rank gamma": float(np.sqrt(kept.max())),
+    }
 
 
 def main(argv=None):
@@ -161,10 +184,17 @@ def main(argv=None):
         os.makedirs(args.save_dense, exist_ok=True)
         start, cpu = time.perf_counter(), time.process_time()
         lam, V = sla.eigh(normalized_adjacency(A, graph.degrees_).toarray(), overwrite_a=True)
-        times = {**graph.times_, "eigh_s": time.perf_counter() - start,
-                 "eigh_cpu": time.process_time() - cpu, "peak_gb": _peak_gb()}
-        print(f"dense eigh: {times['eigh_s']:.0f} s ({times['eigh_cpu']:.0f} CPU s), peak "
-              f"{times['peak_gb']:.1f} GB", flush=True)
+        times = {
+            **graph.times_,
+            "eigh_s": time.perf_counter() - start,
+            "eigh_cpu": time.process_time() - cpu,
+            "peak_gb": _peak_gb(),
+        }
+        print(
+            f"dense eigh: {times['eigh_s']:.0f} s ({times['eigh_cpu']:.0f} CPU s), peak "
+            f"{times['peak_gb']:.1f} GB",
+            flush=True,
+        )
         np.save(os.path.join(args.save_dense, "lam.npy"), lam)
         np.save(os.path.join(args.save_dense, "V.npy"), V)
         with open(os.path.join(args.save_dense, "times.json"), "w") as f:
@@ -175,27 +205,34 @@ def main(argv=None):
         V = np.load(os.path.join(args.dense, "V.npy"), mmap_mode="r")
         start = time.perf_counter()
         exact = heat_time_for_gamma(A, gamma, eigenpairs=(lam, V), n_exact=0, xtol=1e-6)
-        print(f"exact (every eigenpair): t = {exact.t:.5f} "
-              f"({time.perf_counter() - start:.0f} s)", flush=True)
+        print(
+            f"exact (every eigenpair): t = {exact.t:.5f} ({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
         for t in (exact.t, round(exact.t, 2)):
             print(f"  at t = {t:.5g}:", _low_rank_errors(lam, np.asarray(V), t), flush=True)
-        top = np.argsort(lam)[::-1][:args.n_components]
+        top = np.argsort(lam)[::-1][: args.n_components]
         eigenpairs = (lam[top], np.ascontiguousarray(V[:, top]))
         del V
     else:
         start, cpu = time.perf_counter(), time.process_time()
         eigenpairs = top_heat_eigenpairs(A, args.n_components, random_state=0)
-        print(f"eigsh, {args.n_components} pairs: {time.perf_counter() - start:.0f} s "
-              f"({time.process_time() - cpu:.0f} CPU s); smallest {eigenpairs[0].min():.4f}",
-              flush=True)
+        print(
+            f"eigsh, {args.n_components} pairs: {time.perf_counter() - start:.0f} s "
+            f"({time.process_time() - cpu:.0f} CPU s); smallest {eigenpairs[0].min():.4f}",
+            flush=True,
+        )
     for n_exact in sorted({0, args.n_exact}):
         start, cpu = time.perf_counter(), time.process_time()
         res = heat_time_for_gamma(A, gamma, eigenpairs=eigenpairs, n_exact=n_exact)
-        print(f"{args.n_components} pairs, {n_exact} exact points: t = {res.t:.4f} in "
-              f"[{res.t_low:.4f}, {res.t_high:.4f}] (bounds alone "
-              f"[{res.bounds_bracket[0]:.4f}, {res.bounds_bracket[1]:.4f}]), argmax "
-              f"{res.argmax}; {time.perf_counter() - start:.0f} s "
-              f"({time.process_time() - cpu:.0f} CPU s), peak {_peak_gb():.1f} GB", flush=True)
+        print(
+            f"{args.n_components} pairs, {n_exact} exact points: t = {res.t:.4f} in "
+            f"[{res.t_low:.4f}, {res.t_high:.4f}] (bounds alone "
+            f"[{res.bounds_bracket[0]:.4f}, {res.bounds_bracket[1]:.4f}]), argmax "
+            f"{res.argmax}; {time.perf_counter() - start:.0f} s "
+            f"({time.process_time() - cpu:.0f} CPU s), peak {_peak_gb():.1f} GB",
+            flush=True,
+        )
     return 0
 
 

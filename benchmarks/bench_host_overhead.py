@@ -89,8 +89,9 @@ class Counter(TorchDispatchMode):
 def fit(X, iters, **params):
     from mbkkm import MiniBatchKernelKMeans
 
-    return MiniBatchKernelKMeans(max_iter=iters, compute_labels=False, random_state=0,
-                                 **params).fit(X)
+    return MiniBatchKernelKMeans(
+        max_iter=iters, compute_labels=False, random_state=0, **params
+    ).fit(X)
 
 
 def counts_per_iteration(X, many, few, params):
@@ -104,10 +105,8 @@ def counts_per_iteration(X, many, few, params):
     diff.subtract(out[1])
     # torch.from_numpy also dispatches a lift_fresh: uploads are the Python-level calls.
     ups = ("torch.from_numpy", "torch.as_tensor", "torch.tensor")
-    reads = ("aten._local_scalar_dense.default", "Tensor.numpy", "Tensor.tolist",
-             "Tensor.item")
-    per = {key: diff[key] / (many - few)
-           for key in ("aten.lift_fresh.default", *ups, *reads)}
+    reads = ("aten._local_scalar_dense.default", "Tensor.numpy", "Tensor.tolist", "Tensor.item")
+    per = {key: diff[key] / (many - few) for key in ("aten.lift_fresh.default", *ups, *reads)}
     return per, sum(per[k] for k in ups), sum(per[k] for k in reads)
 
 
@@ -118,8 +117,10 @@ def main(argv=None):
     p.add_argument("--few", type=int, default=10)
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    print(f"bench_host_overhead: mbkkm from {Path(mbkkm.__file__).parent}, torch "
-          f"{torch.__version__}, 1 torch thread, {time.strftime('%Y-%m-%d %H:%M:%S')}")
+    print(
+        f"bench_host_overhead: mbkkm from {Path(mbkkm.__file__).parent}, torch "
+        f"{torch.__version__}, 1 torch thread, {time.strftime('%Y-%m-%d %H:%M:%S')}"
+    )
     rng = np.random.RandomState(0)
     X = torch.from_numpy(rng.rand(4000, 2).astype(np.float32))
     params = dict(n_clusters=10, gamma=1.0, batch_size=64, tau=8)
@@ -133,11 +134,12 @@ def main(argv=None):
                 fit(X, iters, tol=tol, **params)
                 t.append(time.perf_counter() - t0)
             per_round.append((t[0] - t[1]) / (args.many - args.few))
-        per, ups, reads = counts_per_iteration(X, args.many, args.few,
-                                               dict(tol=tol, **params))
-        print(f"tol={tol}: host time per iteration {1e3 * min(per_round):.3f} ms (best of "
-              f"{args.rounds}; all: {', '.join(f'{1e3 * t:.3f}' for t in per_round)}); "
-              f"uploads {ups:.2f}, read-backs {reads:.2f} per iteration")
+        per, ups, reads = counts_per_iteration(X, args.many, args.few, dict(tol=tol, **params))
+        print(
+            f"tol={tol}: host time per iteration {1e3 * min(per_round):.3f} ms (best of "
+            f"{args.rounds}; all: {', '.join(f'{1e3 * t:.3f}' for t in per_round)}); "
+            f"uploads {ups:.2f}, read-backs {reads:.2f} per iteration"
+        )
         print("   " + ", ".join(f"{k} {v:.2f}" for k, v in per.items() if v))
     return 0
 

@@ -60,9 +60,14 @@ from mbkkm._core._parallel import assign_parallel, blas_threads
 from mbkkm.kernels import resolve_kernel
 
 # ../shared/datasets beside the clone (or beside the folder of a git worktree)
-SHARED = next((p for p in (REPO.parent / "shared" / "datasets",
-                           REPO.parents[1] / "shared" / "datasets") if p.exists()),
-              REPO.parent / "shared" / "datasets")
+SHARED = next(
+    (
+        p
+        for p in (REPO.parent / "shared" / "datasets", REPO.parents[1] / "shared" / "datasets")
+        if p.exists()
+    ),
+    REPO.parent / "shared" / "datasets",
+)
 
 # name -> (preprocessing, gamma)
 SETTINGS = {
@@ -94,8 +99,9 @@ def load(name):
     try:
         from mbkkm.datasets import load_dataset
 
-        X, _ = load_dataset(name, data_home=SHARED, preprocess=prep, dtype=np.float32,
-                            download=False)
+        X, _ = load_dataset(
+            name, data_home=SHARED, preprocess=prep, dtype=np.float32, download=False
+        )
         return np.ascontiguousarray(X, dtype=np.float32), "mbkkm.datasets.load_dataset"
     except Exception as exc:  # pragma: no cover - fallback
         print(f"  (mbkkm.datasets failed: {exc}; reading the npz directly)")
@@ -127,9 +133,11 @@ def machine_info():
 
         for info in threadpool_info():
             if info.get("user_api") == "blas":
-                lines.append(f"BLAS: {info['internal_api']} {info.get('version')} "
-                             f"({info.get('architecture')}, {info['num_threads']} threads, "
-                             f"{Path(info['filepath']).name})")
+                lines.append(
+                    f"BLAS: {info['internal_api']} {info.get('version')} "
+                    f"({info.get('architecture')}, {info['num_threads']} threads, "
+                    f"{Path(info['filepath']).name})"
+                )
     except Exception:  # pragma: no cover
         pass
     return lines
@@ -179,8 +187,20 @@ class DeviceFormulation:
         return torch.exp(-gamma * (na[:, None] + nb[None, :] - 2 * (Xb @ Y.T)))
 
 
-def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
-                  label_rows=None, device_formulation=False):
+def bench_dataset(
+    name,
+    *,
+    b,
+    tau,
+    k,
+    repeats,
+    warmup,
+    seed,
+    profile,
+    label,
+    label_rows=None,
+    device_formulation=False,
+):
     X, source = load(name)
     n, d = X.shape
     gamma = SETTINGS[name][1]
@@ -191,8 +211,11 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
     centers = X[rng.choice(n, k, replace=False)]
     state = init_state(centers, kernel)
     batches = rng.integers(0, n, size=(warmup + repeats, b))
-    dev = (DeviceFormulation(X, centers, kernel, batches, tau=tau, rate=rate)
-           if device_formulation else None)
+    dev = (
+        DeviceFormulation(X, centers, kernel, batches, tau=tau, rate=rate)
+        if device_formulation
+        else None
+    )
 
     def step(Xb):
         return minibatch_step(state, Xb, options)
@@ -202,10 +225,14 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
     if dev is not None:
         dev.warm(warmup)
     sizes = np.bincount(state.labels, minlength=k)
-    print(f"\n== {name}: n={n}, d={d}, k={k}, b={b}, tau={tau}, gamma={gamma:.6g} "
-          f"(data from {source}, float32)")
-    print(f"   after {warmup} warm-up iterations: m = {state.support.shape[0]} support "
-          f"points, window lengths {sizes.min()}..{sizes.max()}")
+    print(
+        f"\n== {name}: n={n}, d={d}, k={k}, b={b}, tau={tau}, gamma={gamma:.6g} "
+        f"(data from {source}, float32)"
+    )
+    print(
+        f"   after {warmup} warm-up iterations: m = {state.support.shape[0]} support "
+        f"points, window lengths {sizes.min()}..{sizes.max()}"
+    )
 
     t_step, t_gemm, t_kern, t_lim, ms = [], [], [], [], []
     t_dev, t_tlim, t_tpad = [], [], []
@@ -230,38 +257,55 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
     gemm, kern, it, lim = med(t_gemm), med(t_kern), med(t_step), med(t_lim)
     flops = 2.0 * b * (m_med + b) * d
     res = {
-        "name": name, "n": n, "d": d, "m": m_med, "m_range": (min(ms), max(ms)),
-        "gemm": gemm, "kernel": kern, "iter": it, "limit": lim, "k": k,
+        "name": name,
+        "n": n,
+        "d": d,
+        "m": m_med,
+        "m_range": (min(ms), max(ms)),
+        "gemm": gemm,
+        "kernel": kern,
+        "iter": it,
+        "limit": lim,
+        "k": k,
         "iter_over_limit": it / lim,
         "gemm_gflops": flops / gemm / 1e9,
-        "iter_over_gemm": it / gemm, "iter_over_kernel": it / kern,
+        "iter_over_gemm": it / gemm,
+        "iter_over_kernel": it / kern,
         "kernel_over_gemm": kern / gemm,
-        "t_step": t_step, "t_gemm": t_gemm, "t_kern": t_kern,
+        "t_step": t_step,
+        "t_gemm": t_gemm,
+        "t_kern": t_kern,
     }
     print(f"   medians over {repeats} iterations (m = {min(ms)}..{max(ms)}):")
-    print(f"     GEMM (b x d)(d x (m+b))     {gemm * 1e3:8.2f} ms  "
-          f"({res['gemm_gflops']:.1f} GFLOP/s)")
-    print(f"     GEMM + rbf kernel function  {kern * 1e3:8.2f} ms  "
-          f"({kern / gemm:.2f} x GEMM)")
-    print(f"     limit: plain GEMM + np.exp     {lim * 1e3:8.2f} ms  "
-          f"({lim / gemm:.2f} x GEMM)")
+    print(
+        f"     GEMM (b x d)(d x (m+b))     {gemm * 1e3:8.2f} ms  ({res['gemm_gflops']:.1f} GFLOP/s)"
+    )
+    print(f"     GEMM + rbf kernel function  {kern * 1e3:8.2f} ms  ({kern / gemm:.2f} x GEMM)")
+    print(f"     limit: plain GEMM + np.exp     {lim * 1e3:8.2f} ms  ({lim / gemm:.2f} x GEMM)")
     print(f"     minibatch_step              {it * 1e3:8.2f} ms")
-    print(f"     ratios: iteration / limit = {it / lim:.2f}, iteration / GEMM = "
-          f"{it / gemm:.2f}, iteration / (GEMM + mbkkm kernel) = {it / kern:.2f}")
+    print(
+        f"     ratios: iteration / limit = {it / lim:.2f}, iteration / GEMM = "
+        f"{it / gemm:.2f}, iteration / (GEMM + mbkkm kernel) = {it / kern:.2f}"
+    )
     pr_g = med([s / g for s, g in zip(t_step, t_gemm)])
     pr_k = med([s / q for s, q in zip(t_step, t_kern)])
-    print(f"     (median of per-iteration ratios: {pr_g:.2f} and {pr_k:.2f}; ratios of the "
-          f"minima: {min(t_step) / min(t_gemm):.2f} and {min(t_step) / min(t_kern):.2f}; "
-          f"minima {min(t_gemm) * 1e3:.2f} / {min(t_kern) * 1e3:.2f} / "
-          f"{min(t_step) * 1e3:.2f} ms)")
-    res.update(iter_over_gemm_min=min(t_step) / min(t_gemm),
-               iter_over_kernel_min=min(t_step) / min(t_kern))
+    print(
+        f"     (median of per-iteration ratios: {pr_g:.2f} and {pr_k:.2f}; ratios of the "
+        f"minima: {min(t_step) / min(t_gemm):.2f} and {min(t_step) / min(t_kern):.2f}; "
+        f"minima {min(t_gemm) * 1e3:.2f} / {min(t_kern) * 1e3:.2f} / "
+        f"{min(t_step) * 1e3:.2f} ms)"
+    )
+    res.update(
+        iter_over_gemm_min=min(t_step) / min(t_gemm), iter_over_kernel_min=min(t_step) / min(t_kern)
+    )
     pr_l = med([s / q for s, q in zip(t_step, t_lim)])
     res["iter_over_limit_paired"] = pr_l
     ok = it / lim <= target(k)
     verdicts = [ok]
-    print(f"     target iteration <= {target(k)} x limit: {it / lim:.2f} (median of "
-          f"per-iteration ratios {pr_l:.2f}) -> {'PASS' if ok else 'FAIL'}")
+    print(
+        f"     target iteration <= {target(k)} x limit: {it / lim:.2f} (median of "
+        f"per-iteration ratios {pr_l:.2f}) -> {'PASS' if ok else 'FAIL'}"
+    )
 
     if label:
         rows = label_rows or chunk_rows(None, m_med + 3 * k + 2, X.dtype.itemsize)
@@ -286,35 +330,61 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
         t_l = med(t_lab)
         lab_rate = 2.0 * n * ms_l * d / t_l / 1e9
         ref_rate, cg_rate = med(r_b), med(r_c)
-        res.update(label_time=t_l, label_gflops=lab_rate, label_chunk=rows,
-                   chunk_gemm_gflops=cg_rate, label_ref_gflops=ref_rate,
-                   label_frac=lab_rate / ref_rate,
-                   label_frac_chunk=lab_rate / cg_rate)
-        t_par = med([_timeit(lambda: assign_parallel(X, state, kernel, chunk_rows=rows))
-                     for _ in range(max(1, min(3, repeats)))])
+        res.update(
+            label_time=t_l,
+            label_gflops=lab_rate,
+            label_chunk=rows,
+            chunk_gemm_gflops=cg_rate,
+            label_ref_gflops=ref_rate,
+            label_frac=lab_rate / ref_rate,
+            label_frac_chunk=lab_rate / cg_rate,
+        )
+        t_par = med(
+            [
+                _timeit(lambda: assign_parallel(X, state, kernel, chunk_rows=rows))
+                for _ in range(max(1, min(3, repeats)))
+            ]
+        )
         par_rate = 2.0 * n * ms_l * d / t_par / 1e9
-        res.update(label_par_time=t_par, label_par_gflops=par_rate,
-                   label_par_frac=par_rate / ref_rate)
-        print(f"   labelling: assign over n={n} points against m={ms_l}, "
-              f"chunks of {rows} rows: {t_l:.3f} s (median of {len(t_lab)})")
-        print(f"     kernel GEMM rate (2 n m d / time) {lab_rate:.1f} GFLOP/s; plain GEMM "
-              f"{ref_rate:.1f} GFLOP/s (iteration shape), {cg_rate:.1f} GFLOP/s "
-              f"(one labelling chunk, {c} x {d} by {d} x {ms_l})")
-        print(f"     labelling at {res['label_frac']:.0%} of the iteration GEMM rate, "
-              f"{res['label_frac_chunk']:.0%} of the chunk GEMM rate")
-        print(f"     threaded assign_parallel ({blas_threads()} threads, as "
-              f"the estimator): {t_par:.3f} s, {par_rate:.1f} GFLOP/s = "
-              f"{res['label_par_frac']:.0%} of the iteration GEMM rate")
+        res.update(
+            label_par_time=t_par, label_par_gflops=par_rate, label_par_frac=par_rate / ref_rate
+        )
+        print(
+            f"   labelling: assign over n={n} points against m={ms_l}, "
+            f"chunks of {rows} rows: {t_l:.3f} s (median of {len(t_lab)})"
+        )
+        print(
+            f"     kernel GEMM rate (2 n m d / time) {lab_rate:.1f} GFLOP/s; plain GEMM "
+            f"{ref_rate:.1f} GFLOP/s (iteration shape), {cg_rate:.1f} GFLOP/s "
+            f"(one labelling chunk, {c} x {d} by {d} x {ms_l})"
+        )
+        print(
+            f"     labelling at {res['label_frac']:.0%} of the iteration GEMM rate, "
+            f"{res['label_frac_chunk']:.0%} of the chunk GEMM rate"
+        )
+        print(
+            f"     threaded assign_parallel ({blas_threads()} threads, as "
+            f"the estimator): {t_par:.3f} s, {par_rate:.1f} GFLOP/s = "
+            f"{res['label_par_frac']:.0%} of the iteration GEMM rate"
+        )
     if dev is not None:
         td, tl, tp = med(t_dev), med(t_tlim), med(t_tpad)
         lay = dev.layout
-        res.update(device_iter=td, device_over_np=td / it, device_over_torch_limit=td / tl,
-                   device_over_padded_limit=td / tp)
-        print(f"   device formulation (torch CPU, eager, pool L={lay.L} slots, M={lay.M} rows, "
-              f"{len(lay.chunks)} chunk(s)):")
-        print(f"     iteration {td * 1e3:8.2f} ms = {td / it:.2f} x the numpy step; torch "
-              f"GEMM + exp {tl * 1e3:.2f} ms (m + b rows) / {tp * 1e3:.2f} ms (M + 1 + b "
-              f"rows): {td / tl:.2f} / {td / tp:.2f} x")
+        res.update(
+            device_iter=td,
+            device_over_np=td / it,
+            device_over_torch_limit=td / tl,
+            device_over_padded_limit=td / tp,
+        )
+        print(
+            f"   device formulation (torch CPU, eager, pool L={lay.L} slots, M={lay.M} rows, "
+            f"{len(lay.chunks)} chunk(s)):"
+        )
+        print(
+            f"     iteration {td * 1e3:8.2f} ms = {td / it:.2f} x the numpy step; torch "
+            f"GEMM + exp {tl * 1e3:.2f} ms (m + b rows) / {tp * 1e3:.2f} ms (M + 1 + b "
+            f"rows): {td / tl:.2f} / {td / tp:.2f} x"
+        )
     res["pass"] = all(verdicts)
 
     if profile:
@@ -337,22 +407,35 @@ def bench_dataset(name, *, b, tau, k, repeats, warmup, seed, profile, label,
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", choices=[*SETTINGS, "all"], default="all")
-    parser.add_argument("--repeats", type=int, default=20,
-                        help="timed iterations per dataset (default: %(default)s)")
-    parser.add_argument("--warmup", type=int, default=30,
-                        help="iterations before timing (default: %(default)s)")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=20,
+        help="timed iterations per dataset (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=30, help="iterations before timing (default: %(default)s)"
+    )
     parser.add_argument("--batch-size", type=int, default=1024)
     parser.add_argument("--tau", type=int, default=200)
     parser.add_argument("--n-clusters", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-labels", action="store_true", help="skip the labelling pass")
-    parser.add_argument("--profile", action="store_true",
-                        help="profile the iterations with pyinstrument")
-    parser.add_argument("--device-formulation", action="store_true",
-                        help="also time the device-resident iteration on torch CPU tensors")
-    parser.add_argument("--label-chunk-rows", type=int, default=None,
-                        help="rows per labelling chunk (default: the estimator's, from "
-                             "scikit-learn's working_memory)")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile the iterations with pyinstrument"
+    )
+    parser.add_argument(
+        "--device-formulation",
+        action="store_true",
+        help="also time the device-resident iteration on torch CPU tensors",
+    )
+    parser.add_argument(
+        "--label-chunk-rows",
+        type=int,
+        default=None,
+        help="rows per labelling chunk (default: the estimator's, from "
+        "scikit-learn's working_memory)",
+    )
     args = parser.parse_args(argv)
     print("bench_iteration: " + " ".join(sys.argv[1:] if argv is None else argv))
     print(time.strftime("%Y-%m-%d %H:%M:%S %Z"))
@@ -360,25 +443,36 @@ def main(argv=None):
         print(line)
     names = list(SETTINGS) if args.dataset == "all" else [args.dataset]
     results = [
-        bench_dataset(name, b=args.batch_size, tau=args.tau, k=args.n_clusters,
-                      repeats=args.repeats, warmup=args.warmup, seed=args.seed,
-                      profile=args.profile, label=not args.no_labels,
-                      label_rows=args.label_chunk_rows,
-                      device_formulation=args.device_formulation)
+        bench_dataset(
+            name,
+            b=args.batch_size,
+            tau=args.tau,
+            k=args.n_clusters,
+            repeats=args.repeats,
+            warmup=args.warmup,
+            seed=args.seed,
+            profile=args.profile,
+            label=not args.no_labels,
+            label_rows=args.label_chunk_rows,
+            device_formulation=args.device_formulation,
+        )
         for name in names
     ]
     print("\nSummary")
     for r in results:
-        extra = (f", labelling {r['label_frac']:.0%} of GEMM rate"
-                 if "label_frac" in r else "")
+        extra = f", labelling {r['label_frac']:.0%} of GEMM rate" if "label_frac" in r else ""
         if "device_iter" in r:
-            extra += (f"; device formulation {r['device_iter'] * 1e3:.2f} ms = "
-                      f"{r['device_over_np']:.2f} x numpy")
-        print(f"  {r['name']:9s} d={r['d']:3d} m={r['m']:5d}: iteration "
-              f"{r['iter'] * 1e3:.2f} ms = {r['iter_over_limit']:.2f} x limit "
-              f"(k = {r['k']}, target {target(r['k'])}) = {r['iter_over_gemm']:.2f} x GEMM"
-              f"{extra}: "
-              f"{'PASS' if r['pass'] else 'FAIL'}")
+            extra += (
+                f"; device formulation {r['device_iter'] * 1e3:.2f} ms = "
+                f"{r['device_over_np']:.2f} x numpy"
+            )
+        print(
+            f"  {r['name']:9s} d={r['d']:3d} m={r['m']:5d}: iteration "
+            f"{r['iter'] * 1e3:.2f} ms = {r['iter_over_limit']:.2f} x limit "
+            f"(k = {r['k']}, target {target(r['k'])}) = {r['iter_over_gemm']:.2f} x GEMM"
+            f"{extra}: "
+            f"{'PASS' if r['pass'] else 'FAIL'}"
+        )
     return 0 if all(r["pass"] for r in results) else 1
 
 

@@ -67,7 +67,11 @@ def estimator(args):
     from mbkkm import MiniBatchKernelKMeans
 
     return MiniBatchKernelKMeans(
-        n_clusters=3, gamma=args.gamma, batch_size=1024, tau=200, max_iter=200,
+        n_clusters=3,
+        gamma=args.gamma,
+        batch_size=1024,
+        tau=200,
+        max_iter=200,
         random_state=args.seed,
     )
 
@@ -110,8 +114,9 @@ def child_inmem(args):
     t = time.perf_counter()
     km2.fit(X)
     res["fit_only_s"] = time.perf_counter() - t
-    res["blas_threads_default"] = [p.get("num_threads") for p in threadpool_info()
-                                   if p.get("user_api") == "blas"]
+    res["blas_threads_default"] = [
+        p.get("num_threads") for p in threadpool_info() if p.get("user_api") == "blas"
+    ]
     times = {"default": [], "limit1": []}
     loads = {"default": [], "limit1": []}
     for _ in range(args.label_repeats):
@@ -165,8 +170,12 @@ def child_profile(args):
 
     X, _ = make_shells(args.profile_rows, 16, n_shells=3, random_state=0)
     km = estimator(args).set_params(compute_labels=False).fit(X)
-    res = {"part": "profile", "rows": args.profile_rows,
-           "n_support": int(km.support_vectors_.shape[0]), "load_before": load()}
+    res = {
+        "part": "profile",
+        "rows": args.profile_rows,
+        "n_support": int(km.support_vectors_.shape[0]),
+        "load_before": load(),
+    }
     prof = Profiler(interval=0.001)
     with threadpool_limits(1):
         km.predict(X[:10_000])  # warm up
@@ -251,10 +260,23 @@ def child_tile(args):
 
 
 def run_child(part, args, extra=()):
-    cmd = [sys.executable, __file__, "--child", part, "--n", str(args.n),
-           "--gamma", str(args.gamma), "--seed", str(args.seed),
-           "--label-repeats", str(args.label_repeats),
-           "--profile-rows", str(args.profile_rows), *extra]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        part,
+        "--n",
+        str(args.n),
+        "--gamma",
+        str(args.gamma),
+        "--seed",
+        str(args.seed),
+        "--label-repeats",
+        str(args.label_repeats),
+        "--profile-rows",
+        str(args.profile_rows),
+        *extra,
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         print(out.stdout, out.stderr, file=sys.stderr)
@@ -284,30 +306,45 @@ def report(results):
         print(f"\n== {part} (n = {r.get('n', r.get('rows'))}) ==")
         if part == "inmem":
             extra = r["peak_rss"] - r["rss_after_data"]
-            print(f"make_shells {r['make_shells_s']:.1f} s; X {fmt_gib(r['X_bytes'])}, "
-                  f"X + y {fmt_gib(r['data_bytes'])}")
-            print(f"fit + labels: {r['fit_labels_s']:.1f} s (cpu {r['fit_labels_cpu_s']:.1f} s), "
-                  f"target {TARGET_S:.0f} s, ratio {r['fit_labels_s'] / TARGET_S:.2f}; "
-                  f"fit alone {r['fit_only_s']:.1f} s; load {r['load_before']} -> "
-                  f"{r['load_after']}")
-            print(f"RSS after data {fmt_gib(r['rss_after_data'])}, peak "
-                  f"{fmt_gib(r['peak_rss'])}, peak - after data {fmt_gib(extra)} "
-                  f"(target < 1 GiB above the data: ratio {extra / GIB:.2f})")
-            print("end status: " + ", ".join(f"{k} {fmt_gib(v)}"
-                                              for k, v in r["status_end"].items()))
-            print(f"ARI all points {r['ari_all']:.4f}, 100k subsample {r['ari_sub100k']:.4f}; "
-                  f"support m = {r['n_support']}")
+            print(
+                f"make_shells {r['make_shells_s']:.1f} s; X {fmt_gib(r['X_bytes'])}, "
+                f"X + y {fmt_gib(r['data_bytes'])}"
+            )
+            print(
+                f"fit + labels: {r['fit_labels_s']:.1f} s (cpu {r['fit_labels_cpu_s']:.1f} s), "
+                f"target {TARGET_S:.0f} s, ratio {r['fit_labels_s'] / TARGET_S:.2f}; "
+                f"fit alone {r['fit_only_s']:.1f} s; load {r['load_before']} -> "
+                f"{r['load_after']}"
+            )
+            print(
+                f"RSS after data {fmt_gib(r['rss_after_data'])}, peak "
+                f"{fmt_gib(r['peak_rss'])}, peak - after data {fmt_gib(extra)} "
+                f"(target < 1 GiB above the data: ratio {extra / GIB:.2f})"
+            )
+            print(
+                "end status: " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in r["status_end"].items())
+            )
+            print(
+                f"ARI all points {r['ari_all']:.4f}, 100k subsample {r['ari_sub100k']:.4f}; "
+                f"support m = {r['n_support']}"
+            )
             for mode, ts in r["label_times"].items():
-                print(f"labelling pass ({mode}): median {np.median(ts):.2f} s "
-                      f"of {[round(t, 2) for t in ts]}, load {r['label_loads'][mode]}")
+                print(
+                    f"labelling pass ({mode}): median {np.median(ts):.2f} s "
+                    f"of {[round(t, 2) for t in ts]}, load {r['label_loads'][mode]}"
+                )
             print(f"BLAS threads by default: {r['blas_threads_default']}")
         elif part == "memmap":
             extra = r["peak_rss"] - r["status_after_open"]["VmRSS"]
-            print(f"memmap: {r['is_memmap']}; fit {r['fit_s']:.1f} s, predict "
-                  f"{r['predict_s']:.1f} s, total {r['fit_s'] + r['predict_s']:.1f} s; "
-                  f"load {r['load_before']} -> {r['load_after']}")
-            print(f"peak RSS {fmt_gib(r['peak_rss'])} (after open "
-                  f"{fmt_gib(r['status_after_open']['VmRSS'])}, peak - open {fmt_gib(extra)})")
+            print(
+                f"memmap: {r['is_memmap']}; fit {r['fit_s']:.1f} s, predict "
+                f"{r['predict_s']:.1f} s, total {r['fit_s'] + r['predict_s']:.1f} s; "
+                f"load {r['load_before']} -> {r['load_after']}"
+            )
+            print(
+                f"peak RSS {fmt_gib(r['peak_rss'])} (after open "
+                f"{fmt_gib(r['status_after_open']['VmRSS'])}, peak - open {fmt_gib(extra)})"
+            )
             for key in ("status_after_fit", "status_end"):
                 print(f"{key}: " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in r[key].items()))
             print(f"ARI all points {r['ari_all']:.4f}")
@@ -322,8 +359,10 @@ def report(results):
                     else:
                         print(f"  {key}: {v * 1e6:.0f} us ({v / base:.2f} of the kernel)")
         elif part == "profile":
-            print(f"predict on {r['rows']} rows, 1 thread: {r['predict_1thread_s']:.2f} s "
-                  f"(m = {r['n_support']}), load {r['load_before']} -> {r['load_after']}")
+            print(
+                f"predict on {r['rows']} rows, 1 thread: {r['predict_1thread_s']:.2f} s "
+                f"(m = {r['n_support']}), load {r['load_before']} -> {r['load_after']}"
+            )
             print(r["profile"])
 
 
@@ -334,15 +373,23 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--label-repeats", type=int, default=2)
     p.add_argument("--profile-rows", type=int, default=2_000_000)
-    p.add_argument("--parts", nargs="+", default=["inmem", "memmap", "profile"],
-                   choices=["inmem", "memmap", "profile", "tile"])
+    p.add_argument(
+        "--parts",
+        nargs="+",
+        default=["inmem", "memmap", "profile"],
+        choices=["inmem", "memmap", "profile", "tile"],
+    )
     p.add_argument("--json", help="write the raw results here")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        fn = {"inmem": child_inmem, "memmap": child_memmap, "profile": child_profile,
-              "tile": child_tile}
+        fn = {
+            "inmem": child_inmem,
+            "memmap": child_memmap,
+            "profile": child_profile,
+            "tile": child_tile,
+        }
         print(json.dumps(fn[args.child](args)))
         return
     results = []

@@ -56,47 +56,69 @@ def main(argv=None):
     with np.load(args.data, allow_pickle=False) as f:
         X, y = f["X"], f["y"]
     if args.n:
-        X, y = X[:args.n], y[:args.n]
+        X, y = X[: args.n], y[: args.n]
     X = np.ascontiguousarray(X, dtype=np.float32) / np.float32(255)
     n = X.shape[0]
-    lines = [f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
-             f"date {time.strftime('%Y-%m-%d %H:%M')}; n = {n}, d = {X.shape[1]}"]
+    lines = [
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+        f"date {time.strftime('%Y-%m-%d %H:%M')}; n = {n}, d = {X.shape[1]}"
+    ]
 
     t0 = time.perf_counter()
-    mb = MiniBatchKernelKMeans(10, gamma=GAMMA, batch_size=1024, tau=200, max_iter=200,
-                               random_state=0).fit(X)
+    mb = MiniBatchKernelKMeans(
+        10, gamma=GAMMA, batch_size=1024, tau=200, max_iter=200, random_state=0
+    ).fit(X)
     t_mb = time.perf_counter() - t0
     ari_mb = adjusted_rand_score(y, mb.labels_)
-    lines.append(f"mini-batch (b = 1024, tau = 200, 200 iterations): {t_mb:.2f} s, "
-                 f"ARI {ari_mb:.3f}")
+    lines.append(
+        f"mini-batch (b = 1024, tau = 200, 200 iterations): {t_mb:.2f} s, ARI {ari_mb:.3f}"
+    )
     print(lines[-1], flush=True)
 
     need = n * n * 4
     avail = available_host_memory() or 0
-    budget = (args.max_kernel_gib * 2**30 if args.max_kernel_gib is not None
-              else max(0, avail - 2 * 2**30))
+    budget = (
+        args.max_kernel_gib * 2**30
+        if args.max_kernel_gib is not None
+        else max(0, avail - 2 * 2**30)
+    )
     stored = not args.blockwise and need <= budget
-    print(f"full batch: kernel matrix {need / 2**30:.1f} GiB, available "
-          f"{avail / 2**30:.1f} GiB -> {'stored' if stored else 'blockwise'}", flush=True)
-    full = KernelKMeans(10, gamma=GAMMA, random_state=0, max_iter=args.full_iters,
-                        max_kernel_memory=(need / 2**20 + 1) if stored else 1,
-                        working_memory=1024)
+    print(
+        f"full batch: kernel matrix {need / 2**30:.1f} GiB, available "
+        f"{avail / 2**30:.1f} GiB -> {'stored' if stored else 'blockwise'}",
+        flush=True,
+    )
+    full = KernelKMeans(
+        10,
+        gamma=GAMMA,
+        random_state=0,
+        max_iter=args.full_iters,
+        max_kernel_memory=(need / 2**20 + 1) if stored else 1,
+        working_memory=1024,
+    )
     t0 = time.perf_counter()
     full.fit(X)
     t_full = time.perf_counter() - t0
     ari_full = adjusted_rand_score(y, full.labels_)
-    lines.append(f"full batch ({'stored float32 kernel' if stored else 'blockwise'}, "
-                 f"{full.n_iter_} Lloyd iterations): {t_full:.1f} s "
-                 f"({t_full / full.n_iter_:.2f} s per iteration), ARI {ari_full:.3f}")
+    lines.append(
+        f"full batch ({'stored float32 kernel' if stored else 'blockwise'}, "
+        f"{full.n_iter_} Lloyd iterations): {t_full:.1f} s "
+        f"({t_full / full.n_iter_:.2f} s per iteration), ARI {ari_full:.3f}"
+    )
     print(lines[-1], flush=True)
-    lines.append(f"speed-up full batch / mini-batch: {t_full / t_mb:.1f}x "
-                 f"(ARI {ari_full:.3f} vs {ari_mb:.3f})")
+    lines.append(
+        f"speed-up full batch / mini-batch: {t_full / t_mb:.1f}x "
+        f"(ARI {ari_full:.3f} vs {ari_mb:.3f})"
+    )
     print(lines[-1], flush=True)
     if args.out:
         with open(args.out, "a") as fh:
-            fh.write("\n## MNIST: full batch against mini-batch on this machine (issue 11)\n\n"
-                     "`.venv/bin/python benchmarks/bench_mnist_full.py`\n\n"
-                     + "\n".join(f"- {line}" for line in lines) + "\n")
+            fh.write(
+                "\n## MNIST: full batch against mini-batch on this machine (issue 11)\n\n"
+                "`.venv/bin/python benchmarks/bench_mnist_full.py`\n\n"
+                + "\n".join(f"- {line}" for line in lines)
+                + "\n"
+            )
     return 0
 
 

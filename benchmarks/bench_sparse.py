@@ -62,8 +62,13 @@ def _best(f, repeats):
 def _corpus(args, n_docs=None):
     from mbkkm.datasets import make_topic_corpus
 
-    return make_topic_corpus(n_docs or args.n_docs, args.n_terms, n_topics=args.n_topics,
-                             density=args.density, random_state=args.seed)
+    return make_topic_corpus(
+        n_docs or args.n_docs,
+        args.n_terms,
+        n_topics=args.n_topics,
+        density=args.density,
+        random_state=args.seed,
+    )
 
 
 # ----------------------------------------------------------------------------- tiles
@@ -74,8 +79,10 @@ def tiles(args):
     X, _ = _corpus(args)
     t_data = time.perf_counter() - t0
     density = X.nnz / np.prod(X.shape)
-    print(f"corpus: {X.shape[0]} x {X.shape[1]}, nnz {X.nnz} (density {density:.5f}),"
-          f" CSR {nbytes(X) / MB:.0f} MB, made in {t_data:.1f} s")
+    print(
+        f"corpus: {X.shape[0]} x {X.shape[1]}, nnz {X.nnz} (density {density:.5f}),"
+        f" CSR {nbytes(X) / MB:.0f} MB, made in {t_data:.1f} s"
+    )
     rng = np.random.default_rng(args.seed)
     b, m = args.batch_size, args.n_support
     bidx = rng.integers(0, X.shape[0], b)
@@ -84,14 +91,20 @@ def tiles(args):
     parts = [take_rows(X, s) for s in np.array_split(sidx, 20)]  # 20 windows
     t_stack = _best(lambda: vstack_rows(parts), args.repeats)
     B, S = take_rows(X, bidx), vstack_rows(parts)
-    print(f"gathers: take {b} rows {t_take * 1e3:.2f} ms; stack {m} support rows from 20 "
-          f"parts {t_stack * 1e3:.2f} ms")
+    print(
+        f"gathers: take {b} rows {t_take * 1e3:.2f} ms; stack {m} support rows from 20 "
+        f"parts {t_stack * 1e3:.2f} ms"
+    )
     Bd, Sd = B.toarray(), S.toarray()
-    print(f"tile K(support, batch), m = {m}, b = {b}, float32; dense copies of these rows "
-          f"{(Bd.nbytes + Sd.nbytes) / MB:.0f} MB (laplacian: one run, dense only with "
-          "--dense-laplacian)")
-    print(f"{'kernel':<10} {'sparse ms':>10} {'dense ms':>10} {'dense/sparse':>13} "
-          f"{'max |diff|':>11} {'diag ms':>8}")
+    print(
+        f"tile K(support, batch), m = {m}, b = {b}, float32; dense copies of these rows "
+        f"{(Bd.nbytes + Sd.nbytes) / MB:.0f} MB (laplacian: one run, dense only with "
+        "--dense-laplacian)"
+    )
+    print(
+        f"{'kernel':<10} {'sparse ms':>10} {'dense ms':>10} {'dense/sparse':>13} "
+        f"{'max |diff|':>11} {'diag ms':>8}"
+    )
     rows = []
     for name in args.kernels:
         rows.append(_tile_row(name, X, B, S, Bd, Sd, args))
@@ -118,8 +131,10 @@ def _tile_row(name, X, B, S, Bd, Sd, args):
         t_d = _best(lambda: kernel(Sd, Bd, out=out, **cache_d), max(1, reps // 2))
         diff = float(np.max(np.abs(Ks - out)))
     t_diag = _best(lambda: kernel.diag(B), args.repeats)
-    print(f"{name:<10} {t_s * 1e3:>10.1f} {t_d * 1e3:>10.1f} {t_d / t_s:>13.1f} "
-          f"{diff:>11.2e} {t_diag * 1e3:>8.2f}")
+    print(
+        f"{name:<10} {t_s * 1e3:>10.1f} {t_d * 1e3:>10.1f} {t_d / t_s:>13.1f} "
+        f"{diff:>11.2e} {t_diag * 1e3:>8.2f}"
+    )
     return {"kernel": name, "sparse_s": t_s, "dense_s": t_d, "max_diff": diff}
 
 
@@ -128,8 +143,13 @@ def _estimator(args, kernel):
     from mbkkm import MiniBatchKernelKMeans
 
     return MiniBatchKernelKMeans(
-        n_clusters=args.n_topics, kernel=kernel, batch_size=args.batch_size, tau=args.tau,
-        max_iter=args.max_iter, compute_labels=True, random_state=args.seed,
+        n_clusters=args.n_topics,
+        kernel=kernel,
+        batch_size=args.batch_size,
+        tau=args.tau,
+        max_iter=args.max_iter,
+        compute_labels=True,
+        random_state=args.seed,
         # rbf: the fixed width the recorded numbers were measured with (None = "auto")
         **({"gamma": "mean-distance"} if kernel == "rbf" else {}),
     )
@@ -141,8 +161,9 @@ def sparse_supported():
 
     X = sp.random(64, 10, density=0.3, format="csr", random_state=0, dtype=np.float32)
     try:
-        _estimator(argparse.Namespace(n_topics=2, batch_size=16, tau=10, max_iter=2,
-                                      seed=0), "cosine").fit(X)
+        _estimator(
+            argparse.Namespace(n_topics=2, batch_size=16, tau=10, max_iter=2, seed=0), "cosine"
+        ).fit(X)
     except (TypeError, ValueError) as exc:
         if "parse" in str(exc).lower() or "sparse" in str(exc).lower():
             return False, str(exc)
@@ -171,15 +192,26 @@ def child(args):
     hwm = status_kb("VmHWM")
     labels = km.labels_
     model = len(pickle.dumps(km, protocol=pickle.HIGHEST_PROTOCOL)) - labels.nbytes
-    print(json.dumps({
-        "kernel": args.child_kernel, "dense": bool(args.child_dense),
-        "n_docs": int(X.shape[0]), "data_mb": nbytes(X) / MB, "model_mb": model / MB,
-        "n_support": int(getattr(km, "support_vectors_", np.empty((0,))).shape[0]),
-        "rss_start_mb": rss_start * 1e3 / MB, "rss_imports_mb": rss_imports * 1e3 / MB,
-        "rss_data_mb": rss_data * 1e3 / MB, "hwm_mb": hwm * 1e3 / MB, "peak_reset": reset,
-        "t_data": t_data, "t_fit_labels": t_fit,
-        "ari": float(adjusted_rand_score(y, labels)),
-    }))
+    print(
+        json.dumps(
+            {
+                "kernel": args.child_kernel,
+                "dense": bool(args.child_dense),
+                "n_docs": int(X.shape[0]),
+                "data_mb": nbytes(X) / MB,
+                "model_mb": model / MB,
+                "n_support": int(getattr(km, "support_vectors_", np.empty((0,))).shape[0]),
+                "rss_start_mb": rss_start * 1e3 / MB,
+                "rss_imports_mb": rss_imports * 1e3 / MB,
+                "rss_data_mb": rss_data * 1e3 / MB,
+                "hwm_mb": hwm * 1e3 / MB,
+                "peak_reset": reset,
+                "t_data": t_data,
+                "t_fit_labels": t_fit,
+                "ari": float(adjusted_rand_score(y, labels)),
+            }
+        )
+    )
 
 
 def fit(args):
@@ -188,9 +220,11 @@ def fit(args):
         runs += [(k, args.dense_docs, False) for k in args.fit_kernels]
     if args.dense_docs:
         runs += [(k, args.dense_docs, True) for k in args.fit_kernels]
-    print(f"fit + labels: MiniBatchKernelKMeans(n_clusters={args.n_topics}, kernel=..., "
-          f"batch_size={args.batch_size}, tau={args.tau}, max_iter={args.max_iter}, "
-          f"compute_labels=True, random_state={args.seed}) on")
+    print(
+        f"fit + labels: MiniBatchKernelKMeans(n_clusters={args.n_topics}, kernel=..., "
+        f"batch_size={args.batch_size}, tau={args.tau}, max_iter={args.max_iter}, "
+        f"compute_labels=True, random_state={args.seed}) on"
+    )
     for k, n, dense in runs:
         print(f"  {k:<7} {n} documents, {'dense (densified CSR)' if dense else 'CSR'}")
     ok, why = sparse_supported()
@@ -199,8 +233,16 @@ def fit(args):
         return []
     results = []
     for k, n, dense in runs:
-        cmd = [sys.executable, os.path.abspath(__file__), *sys.argv[1:], "--child",
-               "--child-kernel", k, "--child-docs", str(n)] + (["--child-dense"] if dense else [])
+        cmd = [
+            sys.executable,
+            os.path.abspath(__file__),
+            *sys.argv[1:],
+            "--child",
+            "--child-kernel",
+            k,
+            "--child-docs",
+            str(n),
+        ] + (["--child-dense"] if dense else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             print(proc.stdout, proc.stderr, file=sys.stderr)
@@ -208,13 +250,18 @@ def fit(args):
         r = json.loads(proc.stdout.strip().splitlines()[-1])
         over = r["hwm_mb"] - r["rss_imports_mb"]
         limit = 2 * r["data_mb"] + r["model_mb"]
-        verdict = "" if r["dense"] else \
-            f" target {over:.0f} <= 2 x {r['data_mb']:.0f} + {r['model_mb']:.0f} MB: " \
+        verdict = (
+            ""
+            if r["dense"]
+            else f" target {over:.0f} <= 2 x {r['data_mb']:.0f} + {r['model_mb']:.0f} MB: "
             f"{'PASS' if over <= limit else 'FAIL'}"
-        print(f"{k:<7} n={r['n_docs']:>7} {'dense ' if r['dense'] else 'sparse'}: "
-              f"fit+labels {r['t_fit_labels']:.1f} s, ARI {r['ari']:.3f}, m={r['n_support']},"
-              f" data {r['data_mb']:.0f} MB, peak above imports {over:.0f} MB"
-              f" (reset={r['peak_reset']}){verdict}")
+        )
+        print(
+            f"{k:<7} n={r['n_docs']:>7} {'dense ' if r['dense'] else 'sparse'}: "
+            f"fit+labels {r['t_fit_labels']:.1f} s, ARI {r['ari']:.3f}, m={r['n_support']},"
+            f" data {r['data_mb']:.0f} MB, peak above imports {over:.0f} MB"
+            f" (reset={r['peak_reset']}){verdict}"
+        )
         results.append(r)
     return results
 
@@ -230,14 +277,20 @@ def main(argv=None):
     parser.add_argument("--n-support", type=int, default=3000, help="m of the tile part")
     parser.add_argument("--tau", type=int, default=100)
     parser.add_argument("--max-iter", type=int, default=100)
-    parser.add_argument("--dense-docs", type=int, default=20_000,
-                        help="documents of the dense comparison of the fit part (0: none)")
-    parser.add_argument("--kernels", nargs="+",
-                        default=["linear", "cosine", "rbf", "laplacian"])
+    parser.add_argument(
+        "--dense-docs",
+        type=int,
+        default=20_000,
+        help="documents of the dense comparison of the fit part (0: none)",
+    )
+    parser.add_argument("--kernels", nargs="+", default=["linear", "cosine", "rbf", "laplacian"])
     parser.add_argument("--fit-kernels", nargs="+", default=["cosine", "rbf"])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--dense-laplacian", action="store_true",
-                        help="also time the dense laplacian tile (minutes at d = 50,000)")
+    parser.add_argument(
+        "--dense-laplacian",
+        action="store_true",
+        help="also time the dense laplacian tile (minutes at d = 50,000)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-kernel", help=argparse.SUPPRESS)

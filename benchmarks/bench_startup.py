@@ -42,9 +42,11 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 WATCHED = ("sklearn", "torch", "dask", "pytest", "skops")
 CLI = "import sys; from mbkkm.cli import main; sys.exit(main(prog_name='mbkkm'))"
-REPORT = ("import atexit, sys\n"
-          "atexit.register(lambda: sys.stderr.write('IMPORTED ' + ' '.join("
-          f"m for m in {WATCHED!r} if m in sys.modules) + '\\n'))\n")
+REPORT = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write('IMPORTED ' + ' '.join("
+    f"m for m in {WATCHED!r} if m in sys.modules) + '\\n'))\n"
+)
 
 
 def _commands(work: Path) -> dict[str, list[str]]:
@@ -53,10 +55,19 @@ def _commands(work: Path) -> dict[str, list[str]]:
         "python -c pass": ["-c", "pass"],
         "import mbkkm": ["-c", "import mbkkm"],
         "from mbkkm import MiniBatchKernelKMeans": [
-            "-c", "from mbkkm import MiniBatchKernelKMeans"],
+            "-c",
+            "from mbkkm import MiniBatchKernelKMeans",
+        ],
         "mbkkm --help": ["-c", CLI, "--help"],
-        "mbkkm predict (100 rows)": ["-c", CLI, "predict", str(model), str(data),
-                                     "--labels-out", str(labels)],
+        "mbkkm predict (100 rows)": [
+            "-c",
+            CLI,
+            "predict",
+            str(model),
+            str(data),
+            "--labels-out",
+            str(labels),
+        ],
     }
 
 
@@ -70,19 +81,52 @@ def _run(args, env, check=True):
 def _prepare(work: Path, env) -> None:
     rng = np.random.default_rng(0)
     header = ",".join(f"x{j}" for j in range(16))
-    np.savetxt(work / "train.csv", rng.normal(size=(2000, 16)), delimiter=",", fmt="%.5f",
-               header=header, comments="")
-    np.savetxt(work / "new.csv", rng.normal(size=(100, 16)), delimiter=",", fmt="%.5f",
-               header=header, comments="")
-    _run(["-c", CLI, "fit", str(work / "train.csv"), "-k", "8", "--max-iter", "20",
-          "--gamma", "0.05", "--model-out", str(work / "m.skops"), "-q"], env)
+    np.savetxt(
+        work / "train.csv",
+        rng.normal(size=(2000, 16)),
+        delimiter=",",
+        fmt="%.5f",
+        header=header,
+        comments="",
+    )
+    np.savetxt(
+        work / "new.csv",
+        rng.normal(size=(100, 16)),
+        delimiter=",",
+        fmt="%.5f",
+        header=header,
+        comments="",
+    )
+    _run(
+        [
+            "-c",
+            CLI,
+            "fit",
+            str(work / "train.csv"),
+            "-k",
+            "8",
+            "--max-iter",
+            "20",
+            "--gamma",
+            "0.05",
+            "--model-out",
+            str(work / "m.skops"),
+            "-q",
+        ],
+        env,
+    )
 
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=7)
-    p.add_argument("--src", type=Path, nargs="+", default=[REPO / "src"],
-                   help="the src folders of the trees to measure")
+    p.add_argument(
+        "--src",
+        type=Path,
+        nargs="+",
+        default=[REPO / "src"],
+        help="the src folders of the trees to measure",
+    )
     a = p.parse_args(argv)
     base = {k: v for k, v in os.environ.items() if k != "PYTHONHOME"}
     base.setdefault("MBKKM_NO_MALLOPT", "1")
@@ -109,10 +153,14 @@ def main(argv=None) -> None:
                 line = [x for x in proc.stderr.splitlines() if x.startswith("IMPORTED")][-1]
                 imported[tree][name] = line.split()[1:]
 
-    print(f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.node()}, "
-          f"{os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
-          f"{a.rounds} interleaved rounds")
+    print(
+        f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {platform.node()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}"
+    )
+    print(
+        f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
+        f"{a.rounds} interleaved rounds"
+    )
     for tree, src in enumerate(a.src):
         _report(src, times[tree], imported[tree])
 
@@ -123,16 +171,22 @@ def _report(src, times, imported) -> None:
     print("| command | best s | median s | imports (of " + ", ".join(WATCHED) + ") |")
     print("| --- | --- | --- | --- |")
     for name, t in times.items():
-        print(f"| `{name}` | {min(t):.3f} | {statistics.median(t):.3f} | "
-              f"{' '.join(imported[name]) or '-'} |")
+        print(
+            f"| `{name}` | {min(t):.3f} | {statistics.median(t):.3f} | "
+            f"{' '.join(imported[name]) or '-'} |"
+        )
     predict = best["mbkkm predict (100 rows)"]
     ref, estimators = best["import mbkkm"], best["from mbkkm import MiniBatchKernelKMeans"]
     help_ok = "PASS" if best["mbkkm --help"] <= 0.5 else "FAIL"
     print(f"\nmbkkm --help {best['mbkkm --help']:.3f} s (target <= 0.5 s: {help_ok})")
-    print(f"predict / import mbkkm = {predict / ref:.2f} (target <= 1.3: "
-          f"{'PASS' if predict <= 1.3 * ref else 'FAIL'})")
-    print(f"predict / import of the estimators = {predict / estimators:.2f} "
-          f"(<= 1.3: {'PASS' if predict <= 1.3 * estimators else 'FAIL'})")
+    print(
+        f"predict / import mbkkm = {predict / ref:.2f} (target <= 1.3: "
+        f"{'PASS' if predict <= 1.3 * ref else 'FAIL'})"
+    )
+    print(
+        f"predict / import of the estimators = {predict / estimators:.2f} "
+        f"(<= 1.3: {'PASS' if predict <= 1.3 * estimators else 'FAIL'})"
+    )
 
 
 if __name__ == "__main__":

@@ -59,8 +59,15 @@ SHARED = Path(os.environ.get("MBKKM_DATA", REPO.parent / "shared" / "datasets"))
 if not SHARED.exists():
     SHARED = Path("/work/shared/datasets")
 
-CASES = ["readme-auto", "readme-fixed", "pendigits", "mnist", "mnist-label", "label",
-         "kkm-pendigits"]
+CASES = [
+    "readme-auto",
+    "readme-fixed",
+    "pendigits",
+    "mnist",
+    "mnist-label",
+    "label",
+    "kkm-pendigits",
+]
 MNIST_GAMMA = 1.0 / (2 * 5.8301**2)
 
 
@@ -68,8 +75,7 @@ def _load(name, n=None):
     from mbkkm.datasets import load_dataset
 
     prep = "divide_255" if name == "mnist" else "standardize"
-    X, _ = load_dataset(name, data_home=SHARED, preprocess=prep, dtype=np.float32,
-                        download=False)
+    X, _ = load_dataset(name, data_home=SHARED, preprocess=prep, dtype=np.float32, download=False)
     X = np.ascontiguousarray(X if n is None else X[:n], dtype=np.float32)
     return X
 
@@ -83,24 +89,33 @@ def setup(case, label_rows):
 
         X, _ = make_circles(n_samples=5000, factor=0.3, noise=0.05, random_state=0)
         gamma = None if case == "readme-auto" else "mean-distance"
-        return lambda: MiniBatchKernelKMeans(2, batch_size=512, tau=100, max_iter=100,
-                                             gamma=gamma, random_state=0).fit(X)
+        return lambda: MiniBatchKernelKMeans(
+            2, batch_size=512, tau=100, max_iter=100, gamma=gamma, random_state=0
+        ).fit(X)
     if case == "pendigits":
         X = _load("pendigits")
-        return lambda: MiniBatchKernelKMeans(10, gamma=0.1, batch_size=1024, tau=200,
-                                             max_iter=100, random_state=0).fit(X)
+        return lambda: MiniBatchKernelKMeans(
+            10, gamma=0.1, batch_size=1024, tau=200, max_iter=100, random_state=0
+        ).fit(X)
     if case in ("mnist", "mnist-label"):
         X = _load("mnist", 20000)
-        make = lambda: MiniBatchKernelKMeans(10, gamma=MNIST_GAMMA, batch_size=1024,  # noqa: E731
-                                             tau=200, max_iter=100, random_state=0)
+        make = lambda: MiniBatchKernelKMeans(  # noqa: E731
+            10,
+            gamma=MNIST_GAMMA,
+            batch_size=1024,
+            tau=200,
+            max_iter=100,
+            random_state=0,
+        )
         if case == "mnist":
             return lambda: make().fit(X)
         model = make().fit(X)
         return lambda: model.predict(X)
     if case == "label":
         X = np.random.default_rng(0).standard_normal((label_rows, 16), dtype=np.float32)
-        model = MiniBatchKernelKMeans(10, gamma="mean-distance", batch_size=1024, tau=200,
-                                      max_iter=50, random_state=0).fit(X[:20000])
+        model = MiniBatchKernelKMeans(
+            10, gamma="mean-distance", batch_size=1024, tau=200, max_iter=50, random_state=0
+        ).fit(X[:20000])
         return lambda: model.predict(X)
     if case == "kkm-pendigits":
         X = _load("pendigits")
@@ -120,9 +135,17 @@ def tile_sweep(repeat=20):
     print(f"tile sweep (MIN_PART_WORK = {MIN_PART_WORK:.0e}; best of {repeat})")
     print(f"{'m x b x d':>18} {'work':>8} {'2 parts ms':>10} {'1 thread ms':>11} {'ratio':>6}")
     out = []
-    for m, b, d in [(128, 128, 16), (256, 256, 16), (512, 512, 16), (1000, 1024, 16),
-                    (2300, 1024, 16), (64, 64, 784), (128, 128, 784), (256, 256, 784),
-                    (3000, 1024, 784)]:
+    for m, b, d in [
+        (128, 128, 16),
+        (256, 256, 16),
+        (512, 512, 16),
+        (1000, 1024, 16),
+        (2300, 1024, 16),
+        (64, 64, 784),
+        (128, 128, 784),
+        (256, 256, 784),
+        (3000, 1024, 784),
+    ]:
         S = rng.standard_normal((m, d), dtype=np.float32)
         Xb = rng.standard_normal((b, d), dtype=np.float32)
         work = m * b * (d + 16)
@@ -133,12 +156,14 @@ def tile_sweep(repeat=20):
                 with threadpool_limits(limits=limit) if limit else thread_policy():
                     with thread_policy():
                         t0 = time.perf_counter()
-                        kern._tile_in_parts(S, Xb, None, {}, 2) if mode == "parts" \
-                            else kern(S, Xb)
+                        kern._tile_in_parts(S, Xb, None, {}, 2) if mode == "parts" else kern(S, Xb)
                         best = min(best, time.perf_counter() - t0)
             res[mode] = best
-        print(f"{f'{m} x {b} x {d}':>18} {work:8.1e} {1e3 * res['parts']:10.3f} "
-              f"{1e3 * res['one']:11.3f} {res['parts'] / res['one']:6.2f}", flush=True)
+        print(
+            f"{f'{m} x {b} x {d}':>18} {work:8.1e} {1e3 * res['parts']:10.3f} "
+            f"{1e3 * res['one']:11.3f} {res['parts'] / res['one']:6.2f}",
+            flush=True,
+        )
         out.append({"m": m, "b": b, "d": d, "work": work, **res})
     return out
 
@@ -149,8 +174,7 @@ def _fmt(x):
 
 def start_busy(n):
     """n pure-Python spin loops, one core each (stopped by :func:`stop_busy`)."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-             for _ in range(n)]
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
     time.sleep(0.5)  # let them reach the run queue
     return procs
 
@@ -209,13 +233,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--busy", type=int, default=2,
-                        help="spin loops for the busy load (0: quiet only)")
+    parser.add_argument(
+        "--busy", type=int, default=2, help="spin loops for the busy load (0: quiet only)"
+    )
     parser.add_argument("--loads", default="quiet,busy")
     parser.add_argument("--label-rows", type=int, default=2_000_000)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--tiles", action="store_true",
-                        help="only the part-threshold sweep (quiet)")
+    parser.add_argument(
+        "--tiles", action="store_true", help="only the part-threshold sweep (quiet)"
+    )
     args = parser.parse_args(argv)
     if args.tiles:
         return tile_sweep()
@@ -223,11 +249,15 @@ def main(argv=None):
     import mbkkm
 
     loads = [x for x in args.loads.split(",") if x and (x == "quiet" or args.busy > 0)]
-    print(f"mbkkm {mbkkm.__version__} from {Path(mbkkm.__file__).parent}; "
-          f"cpus {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'case':14} {'load':6} {'default s':>10} {'one thread s':>12} {'ratio':>6} "
-          f"{'others':>8} {'others':>8}  (others: cores busy with other processes "
-          "during the best round, default / one)")
+    print(
+        f"mbkkm {mbkkm.__version__} from {Path(mbkkm.__file__).parent}; "
+        f"cpus {os.cpu_count()}; load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'case':14} {'load':6} {'default s':>10} {'one thread s':>12} {'ratio':>6} "
+        f"{'others':>8} {'others':>8}  (others: cores busy with other processes "
+        "during the best round, default / one)"
+    )
     rows = []
     for case in args.cases.split(","):
         run = setup(case, args.label_rows)
@@ -240,13 +270,25 @@ def main(argv=None):
             best = {m: min(t) for m, t in times.items()}
             at_best = {m: others[m][int(np.argmin(t))] for m, t in times.items()}
             ratio = best["default"] / best["one"]
-            print(f"{case:14} {load:6} {best['default']:10.3f} {best['one']:12.3f} "
-                  f"{ratio:6.2f} {_fmt(at_best['default']):>8} {_fmt(at_best['one']):>8}",
-                  flush=True)
-            rows.append({"case": case, "load": load, "busy": args.busy if procs else 0,
-                         "times": times, "others": others, "others_at_best": at_best,
-                         "best": best, "ratio": ratio,
-                         "loadavg": os.getloadavg()[0], "mbkkm": str(Path(mbkkm.__file__).parent)})
+            print(
+                f"{case:14} {load:6} {best['default']:10.3f} {best['one']:12.3f} "
+                f"{ratio:6.2f} {_fmt(at_best['default']):>8} {_fmt(at_best['one']):>8}",
+                flush=True,
+            )
+            rows.append(
+                {
+                    "case": case,
+                    "load": load,
+                    "busy": args.busy if procs else 0,
+                    "times": times,
+                    "others": others,
+                    "others_at_best": at_best,
+                    "best": best,
+                    "ratio": ratio,
+                    "loadavg": os.getloadavg()[0],
+                    "mbkkm": str(Path(mbkkm.__file__).parent),
+                }
+            )
     if args.json:
         with open(args.json, "a") as f:
             for row in rows:

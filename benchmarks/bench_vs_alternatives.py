@@ -81,23 +81,33 @@ class Timer:
 
 def stats(values):
     a = np.asarray(values, dtype=float)
-    return {"mean": float(a.mean()), "std": float(a.std()), "median": float(np.median(a)),
-            "values": [float(v) for v in a]}
+    return {
+        "mean": float(a.mean()),
+        "std": float(a.std()),
+        "median": float(np.median(a)),
+        "values": [float(v) for v in a],
+    }
 
 
 # ------------------------------------------------------------------ algorithms
 def run_minibatch_kernel(X, y, k, gamma, seed):
-    km = MiniBatchKernelKMeans(k, gamma=gamma, batch_size=B, tau=TAU, max_iter=ITERS,
-                               random_state=seed)
+    km = MiniBatchKernelKMeans(
+        k, gamma=gamma, batch_size=B, tau=TAU, max_iter=ITERS, random_state=seed
+    )
     with Timer() as t:
         km.fit(X)
     with Timer() as tl:
         lab = km.predict(X)
     assert np.array_equal(lab, km.labels_)
-    return {"wall": t.wall, "cpu": t.cpu, "load": [t.load0, t.load1],
-            "label_pass": tl.wall, "ari": adjusted_rand_score(y, km.labels_),
-            "n_support": int(km.support_vectors_.shape[0]),
-            "per_iter": (t.wall - tl.wall) / ITERS}
+    return {
+        "wall": t.wall,
+        "cpu": t.cpu,
+        "load": [t.load0, t.load1],
+        "label_pass": tl.wall,
+        "ari": adjusted_rand_score(y, km.labels_),
+        "n_support": int(km.support_vectors_.shape[0]),
+        "per_iter": (t.wall - tl.wall) / ITERS,
+    }
 
 
 class _TimedKernelKMeans(KernelKMeans):
@@ -136,11 +146,18 @@ def run_full_batch(X, y, k, gamma, seed, **params):
     with Timer() as t:
         km.fit(X)
     lloyd = _lloyd_times[-1]
-    return {"wall": t.wall, "cpu": t.cpu, "load": [t.load0, t.load1],
-            "ari": adjusted_rand_score(y, km.labels_), "n_iter": int(km.n_iter_),
-            "kernel": km._t_prepare, "init": km._t_init, "lloyd": lloyd,
-            "per_lloyd_iter": lloyd / max(1, km.n_iter_),
-            "other": t.wall - km._t_prepare - km._t_init - lloyd}
+    return {
+        "wall": t.wall,
+        "cpu": t.cpu,
+        "load": [t.load0, t.load1],
+        "ari": adjusted_rand_score(y, km.labels_),
+        "n_iter": int(km.n_iter_),
+        "kernel": km._t_prepare,
+        "init": km._t_init,
+        "lloyd": lloyd,
+        "per_lloyd_iter": lloyd / max(1, km.n_iter_),
+        "other": t.wall - km._t_prepare - km._t_init - lloyd,
+    }
 
 
 def sk_epochs(n):
@@ -153,21 +170,42 @@ def run_nystroem(X, y, k, gamma, seed, n_components):
     from sklearn.kernel_approximation import Nystroem
 
     with Timer() as t:
-        Z = Nystroem(kernel="rbf", gamma=gamma, n_components=n_components,
-                     random_state=seed).fit_transform(X)
+        Z = Nystroem(
+            kernel="rbf", gamma=gamma, n_components=n_components, random_state=seed
+        ).fit_transform(X)
         t_map = time.perf_counter() - t.t0
-        km = SkMBKM(k, batch_size=B, max_iter=sk_epochs(X.shape[0]), max_no_improvement=None,
-                    tol=0.0, n_init=1, random_state=seed).fit(Z)
-    return {"wall": t.wall, "cpu": t.cpu, "load": [t.load0, t.load1],
-            "ari": adjusted_rand_score(y, km.labels_), "n_steps": int(km.n_steps_),
-            "dtype": str(Z.dtype), "map": t_map}
+        km = SkMBKM(
+            k,
+            batch_size=B,
+            max_iter=sk_epochs(X.shape[0]),
+            max_no_improvement=None,
+            tol=0.0,
+            n_init=1,
+            random_state=seed,
+        ).fit(Z)
+    return {
+        "wall": t.wall,
+        "cpu": t.cpu,
+        "load": [t.load0, t.load1],
+        "ari": adjusted_rand_score(y, km.labels_),
+        "n_steps": int(km.n_steps_),
+        "dtype": str(Z.dtype),
+        "map": t_map,
+    }
 
 
 def run_sklearn_mbkm(X, y, k, seed):
     from sklearn.cluster import MiniBatchKMeans as SkMBKM
 
-    km = SkMBKM(k, batch_size=B, max_iter=sk_epochs(X.shape[0]), max_no_improvement=None,
-                tol=0.0, n_init=1, random_state=seed)
+    km = SkMBKM(
+        k,
+        batch_size=B,
+        max_iter=sk_epochs(X.shape[0]),
+        max_no_improvement=None,
+        tol=0.0,
+        n_init=1,
+        random_state=seed,
+    )
     with Timer() as t:
         km.fit(X)
     # partial_fit per batch (init on the first call excluded)
@@ -180,17 +218,28 @@ def run_sklearn_mbkm(X, y, k, seed):
         t0 = time.perf_counter()
         pk.partial_fit(Xb)
         per.append(time.perf_counter() - t0)
-    return {"wall": t.wall, "cpu": t.cpu, "load": [t.load0, t.load1],
-            "ari": adjusted_rand_score(y, km.labels_), "n_steps": int(km.n_steps_),
-            "per_iter": t.wall / km.n_steps_, "partial_fit_median": float(np.median(per))}
+    return {
+        "wall": t.wall,
+        "cpu": t.cpu,
+        "load": [t.load0, t.load1],
+        "ari": adjusted_rand_score(y, km.labels_),
+        "n_steps": int(km.n_steps_),
+        "per_iter": t.wall / km.n_steps_,
+        "partial_fit_median": float(np.median(per)),
+    }
 
 
 def run_mbkkm_mbkm(X, y, k, seed):
     km = MiniBatchKMeans(k, batch_size=B, max_iter=ITERS, random_state=seed)
     with Timer() as t:
         km.fit(X)
-    return {"wall": t.wall, "cpu": t.cpu, "load": [t.load0, t.load1],
-            "ari": adjusted_rand_score(y, km.labels_), "per_iter": t.wall / ITERS}
+    return {
+        "wall": t.wall,
+        "cpu": t.cpu,
+        "load": [t.load0, t.load1],
+        "ari": adjusted_rand_score(y, km.labels_),
+        "per_iter": t.wall / ITERS,
+    }
 
 
 def estimate_full_batch(X, k, gamma, rows, repeats=3, iters=ITERS):
@@ -211,12 +260,18 @@ def estimate_full_batch(X, k, gamma, rows, repeats=3, iters=ITERS):
         tp.append(time.perf_counter() - t0)
     kernel_full = float(np.median(tk)) * n / rows
     product_full = float(np.median(tp)) * n / rows
-    return {"rows": rows, "kernel_block_s": float(np.median(tk)),
-            "product_block_s": float(np.median(tp)), "loads": loads,
-            "kernel_matrix_s": kernel_full, "product_per_iter_s": product_full,
-            "matrix_gb": n * n * X.dtype.itemsize / 1e9,
-            "stored_total_s": kernel_full + iters * product_full,
-            "blockwise_total_s": iters * (kernel_full + product_full), "iters": iters}
+    return {
+        "rows": rows,
+        "kernel_block_s": float(np.median(tk)),
+        "product_block_s": float(np.median(tp)),
+        "loads": loads,
+        "kernel_matrix_s": kernel_full,
+        "product_per_iter_s": product_full,
+        "matrix_gb": n * n * X.dtype.itemsize / 1e9,
+        "stored_total_s": kernel_full + iters * product_full,
+        "blockwise_total_s": iters * (kernel_full + product_full),
+        "iters": iters,
+    }
 
 
 # ---------------------------------------------------------------------- driver
@@ -228,57 +283,76 @@ def bench_dataset(name, args):
     n = X.shape[0]
     seeds = list(range(args.seeds))
     out = {"dataset": name, "n": n, "d": X.shape[1], "k": k, "gamma": gamma}
-    print(f"\n## {name}: n = {n}, d = {X.shape[1]}, k = {k}, gamma = {gamma:.5g}, "
-          f"load {load()}", flush=True)
+    print(
+        f"\n## {name}: n = {n}, d = {X.shape[1]}, k = {k}, gamma = {gamma:.5g}, load {load()}",
+        flush=True,
+    )
 
     mb = [run_minibatch_kernel(X, y, k, gamma, s) for s in seeds]
     out["minibatch_kernel"] = mb
     mb_wall = stats([r["wall"] for r in mb])
     mb_ari = stats([r["ari"] for r in mb])
-    print(f"MiniBatchKernelKMeans: fit+labels {mb_wall['median']:.2f} s (median; "
-          f"{[round(v, 2) for v in mb_wall['values']]}), cpu "
-          f"{np.median([r['cpu'] for r in mb]):.2f} s, labelling pass "
-          f"{np.median([r['label_pass'] for r in mb]):.2f} s, ARI {mb_ari['mean']:.4f} +- "
-          f"{mb_ari['std']:.4f}, m = {[r['n_support'] for r in mb]}, loads "
-          f"{[r['load'] for r in mb]}", flush=True)
+    print(
+        f"MiniBatchKernelKMeans: fit+labels {mb_wall['median']:.2f} s (median; "
+        f"{[round(v, 2) for v in mb_wall['values']]}), cpu "
+        f"{np.median([r['cpu'] for r in mb]):.2f} s, labelling pass "
+        f"{np.median([r['label_pass'] for r in mb]):.2f} s, ARI {mb_ari['mean']:.4f} +- "
+        f"{mb_ari['std']:.4f}, m = {[r['n_support'] for r in mb]}, loads "
+        f"{[r['load'] for r in mb]}",
+        flush=True,
+    )
 
     if name == "mnist" or args.skip_full:
         out["full_batch_estimate"] = est = estimate_full_batch(X, k, gamma, args.estimate_rows)
-        print(f"Full batch (estimated from {est['rows']} kernel rows, loads {est['loads']}): "
-              f"kernel matrix {est['kernel_matrix_s']:.1f} s ({est['matrix_gb']:.1f} GB), "
-              f"K @ A per iteration {est['product_per_iter_s']:.2f} s; "
-              f"{est['iters']} iterations stored {est['stored_total_s']:.0f} s "
-              f"(x{est['stored_total_s'] / mb_wall['median']:.0f} of mini-batch), blockwise "
-              f"{est['blockwise_total_s']:.0f} s "
-              f"(x{est['blockwise_total_s'] / mb_wall['median']:.0f})", flush=True)
+        print(
+            f"Full batch (estimated from {est['rows']} kernel rows, loads {est['loads']}): "
+            f"kernel matrix {est['kernel_matrix_s']:.1f} s ({est['matrix_gb']:.1f} GB), "
+            f"K @ A per iteration {est['product_per_iter_s']:.2f} s; "
+            f"{est['iters']} iterations stored {est['stored_total_s']:.0f} s "
+            f"(x{est['stored_total_s'] / mb_wall['median']:.0f} of mini-batch), blockwise "
+            f"{est['blockwise_total_s']:.0f} s "
+            f"(x{est['blockwise_total_s'] / mb_wall['median']:.0f})",
+            flush=True,
+        )
         for fb_iters in (20, 50):
             s = est["kernel_matrix_s"] + fb_iters * est["product_per_iter_s"]
-            print(f"  stored path, {fb_iters} iterations: {s:.0f} s "
-                  f"(x{s / mb_wall['median']:.1f})")
+            print(f"  stored path, {fb_iters} iterations: {s:.0f} s (x{s / mb_wall['median']:.1f})")
     else:
-        for label, params in (("default tol=1e-4", {}),
-                              ("tol=0, max_iter=200", {"tol": 0.0, "max_iter": ITERS})):
+        for label, params in (
+            ("default tol=1e-4", {}),
+            ("tol=0, max_iter=200", {"tol": 0.0, "max_iter": ITERS}),
+        ):
             fb = [run_full_batch(X, y, k, gamma, s, **params) for s in seeds]
             out[f"full_batch {label}"] = fb
             fw = stats([r["wall"] for r in fb])
             fa = stats([r["ari"] for r in fb])
-            med = {key: float(np.median([r[key] for r in fb]))
-                   for key in ("kernel", "init", "lloyd", "other", "per_lloyd_iter", "cpu")}
+            med = {
+                key: float(np.median([r[key] for r in fb]))
+                for key in ("kernel", "init", "lloyd", "other", "per_lloyd_iter", "cpu")
+            }
             speedup = fw["median"] / mb_wall["median"]
-            print(f"KernelKMeans ({label}): {fw['median']:.2f} s (median; "
-                  f"{[round(v, 2) for v in fw['values']]}), cpu {med['cpu']:.2f} s, ARI "
-                  f"{fa['mean']:.4f} +- {fa['std']:.4f}, iterations "
-                  f"{[r['n_iter'] for r in fb]}; split: kernel matrix {med['kernel']:.2f} s, "
-                  f"k-means++ init {med['init']:.2f} s, Lloyd {med['lloyd']:.2f} s "
-                  f"({med['per_lloyd_iter'] * 1e3:.1f} ms / iteration), other "
-                  f"{med['other']:.2f} s; loads {[r['load'] for r in fb]}")
-            print(f"  speed-up of mini-batch: {speedup:.2f}x (target {SPEEDUP_TARGET:.0f}x, "
-                  f"ratio to target {speedup / SPEEDUP_TARGET:.3f}); ARI difference "
-                  f"{mb_ari['mean'] - fa['mean']:+.4f} (allowed >= -{ARI_MARGIN})", flush=True)
+            print(
+                f"KernelKMeans ({label}): {fw['median']:.2f} s (median; "
+                f"{[round(v, 2) for v in fw['values']]}), cpu {med['cpu']:.2f} s, ARI "
+                f"{fa['mean']:.4f} +- {fa['std']:.4f}, iterations "
+                f"{[r['n_iter'] for r in fb]}; split: kernel matrix {med['kernel']:.2f} s, "
+                f"k-means++ init {med['init']:.2f} s, Lloyd {med['lloyd']:.2f} s "
+                f"({med['per_lloyd_iter'] * 1e3:.1f} ms / iteration), other "
+                f"{med['other']:.2f} s; loads {[r['load'] for r in fb]}"
+            )
+            print(
+                f"  speed-up of mini-batch: {speedup:.2f}x (target {SPEEDUP_TARGET:.0f}x, "
+                f"ratio to target {speedup / SPEEDUP_TARGET:.3f}); ARI difference "
+                f"{mb_ari['mean'] - fa['mean']:+.4f} (allowed >= -{ARI_MARGIN})",
+                flush=True,
+            )
             if params:
                 lit = med["kernel"] + med["init"] + ITERS * med["per_lloyd_iter"]
-                print(f"  literally {ITERS} Lloyd iterations (extrapolated): {lit:.2f} s, "
-                      f"speed-up {lit / mb_wall['median']:.2f}x", flush=True)
+                print(
+                    f"  literally {ITERS} Lloyd iterations (extrapolated): {lit:.2f} s, "
+                    f"speed-up {lit / mb_wall['median']:.2f}x",
+                    flush=True,
+                )
 
     # Nystroem + MiniBatchKMeans over sizes
     if name != "mnist" or args.mnist_nystroem:
@@ -290,20 +364,25 @@ def bench_dataset(name, args):
             ny[nc] = rs
             w = stats([r["wall"] for r in rs])
             a = stats([r["ari"] for r in rs])
-            print(f"Nystroem({nc}) + sklearn MiniBatchKMeans ({rs[0]['n_steps']} steps): "
-                  f"{w['median']:.2f} s (x{w['median'] / mb_wall['median']:.2f} of ours; "
-                  f"feature map {np.median([r['map'] for r in rs]):.2f} s), ARI "
-                  f"{a['mean']:.4f} +- {a['std']:.4f}, loads {[r['load'] for r in rs]}",
-                  flush=True)
+            print(
+                f"Nystroem({nc}) + sklearn MiniBatchKMeans ({rs[0]['n_steps']} steps): "
+                f"{w['median']:.2f} s (x{w['median'] / mb_wall['median']:.2f} of ours; "
+                f"feature map {np.median([r['map'] for r in rs]):.2f} s), ARI "
+                f"{a['mean']:.4f} +- {a['std']:.4f}, loads {[r['load'] for r in rs]}",
+                flush=True,
+            )
         out["nystroem"] = ny
-        fits = [nc for nc, rs in ny.items()
-                if np.median([r["wall"] for r in rs]) <= mb_wall["median"]]
+        fits = [
+            nc for nc, rs in ny.items() if np.median([r["wall"] for r in rs]) <= mb_wall["median"]
+        ]
         if fits:
             nc = max(fits)
             a = np.mean([r["ari"] for r in ny[nc]])
-            print(f"  equal wall time: Nystroem n_components = {nc} (largest within our "
-                  f"{mb_wall['median']:.2f} s): ARI {a:.4f} vs ours {mb_ari['mean']:.4f} -> "
-                  f"{'mbkkm' if mb_ari['mean'] > a else 'Nystroem'} better")
+            print(
+                f"  equal wall time: Nystroem n_components = {nc} (largest within our "
+                f"{mb_wall['median']:.2f} s): ARI {a:.4f} vs ours {mb_ari['mean']:.4f} -> "
+                f"{'mbkkm' if mb_ari['mean'] > a else 'Nystroem'} better"
+            )
         else:
             print("  every Nystroem size took longer than ours")
 
@@ -315,16 +394,23 @@ def bench_dataset(name, args):
     sk_it = float(np.median([r["per_iter"] for r in sk]))
     sk_pf = float(np.median([r["partial_fit_median"] for r in sk]))
     mk_it = float(np.median([r["per_iter"] for r in mk]))
-    print(f"sklearn MiniBatchKMeans (non-kernel, {sk[0]['n_steps']} steps): fit "
-          f"{np.median([r['wall'] for r in sk]):.3f} s, {sk_it * 1e3:.2f} ms / step "
-          f"(partial_fit {sk_pf * 1e3:.2f} ms / batch), ARI "
-          f"{np.mean([r['ari'] for r in sk]):.4f} +- {np.std([r['ari'] for r in sk]):.4f}")
-    print(f"mbkkm MiniBatchKMeans (non-kernel): fit {np.median([r['wall'] for r in mk]):.3f} s, "
-          f"{mk_it * 1e3:.2f} ms / iteration, ARI {np.mean([r['ari'] for r in mk]):.4f} +- "
-          f"{np.std([r['ari'] for r in mk]):.4f}")
-    print(f"kernel mini-batch: {mb_it * 1e3:.2f} ms / iteration = x{mb_it / sk_it:.1f} sklearn "
-          f"step, x{mb_it / sk_pf:.1f} sklearn partial_fit, x{mb_it / mk_it:.1f} mbkkm "
-          f"MiniBatchKMeans; load {load()}", flush=True)
+    print(
+        f"sklearn MiniBatchKMeans (non-kernel, {sk[0]['n_steps']} steps): fit "
+        f"{np.median([r['wall'] for r in sk]):.3f} s, {sk_it * 1e3:.2f} ms / step "
+        f"(partial_fit {sk_pf * 1e3:.2f} ms / batch), ARI "
+        f"{np.mean([r['ari'] for r in sk]):.4f} +- {np.std([r['ari'] for r in sk]):.4f}"
+    )
+    print(
+        f"mbkkm MiniBatchKMeans (non-kernel): fit {np.median([r['wall'] for r in mk]):.3f} s, "
+        f"{mk_it * 1e3:.2f} ms / iteration, ARI {np.mean([r['ari'] for r in mk]):.4f} +- "
+        f"{np.std([r['ari'] for r in mk]):.4f}"
+    )
+    print(
+        f"kernel mini-batch: {mb_it * 1e3:.2f} ms / iteration = x{mb_it / sk_it:.1f} sklearn "
+        f"step, x{mb_it / sk_pf:.1f} sklearn partial_fit, x{mb_it / mk_it:.1f} mbkkm "
+        f"MiniBatchKMeans; load {load()}",
+        flush=True,
+    )
     return out
 
 
@@ -335,8 +421,9 @@ def profile_fit(name, args):
     X, _ = load_dataset(name, data_home=args.data_home)
     X = np.ascontiguousarray(X, dtype=np.float32)
     gamma = 1.0 / (2.0 * SIGMA[name] ** 2)
-    km = MiniBatchKernelKMeans(K_CLUSTERS[name], gamma=gamma, batch_size=B, tau=TAU,
-                               max_iter=ITERS, random_state=0)
+    km = MiniBatchKernelKMeans(
+        K_CLUSTERS[name], gamma=gamma, batch_size=B, tau=TAU, max_iter=ITERS, random_state=0
+    )
     prof = Profiler(interval=0.0005)
     with threadpool_limits(args.profile_threads):
         l0 = load()
@@ -345,27 +432,41 @@ def profile_fit(name, args):
         km.fit(X)
         prof.stop()
         wall, cpu = time.perf_counter() - t, time.process_time() - c
-    print(f"\n## profile {name}: fit + labels {wall:.2f} s wall, {cpu:.2f} s cpu, BLAS "
-          f"threads {args.profile_threads or 'default'}, load {l0} -> {load()}")
+    print(
+        f"\n## profile {name}: fit + labels {wall:.2f} s wall, {cpu:.2f} s cpu, BLAS "
+        f"threads {args.profile_threads or 'default'}, load {l0} -> {load()}"
+    )
     print(prof.output_text(unicode=False, color=False))
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--datasets", nargs="+", default=["pendigits", "letter", "mnist"],
-                   choices=sorted(SIGMA))
+    p.add_argument(
+        "--datasets", nargs="+", default=["pendigits", "letter", "mnist"], choices=sorted(SIGMA)
+    )
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--data-home", default=str(DATA_HOME))
-    p.add_argument("--nystroem-sizes", type=int, nargs="+",
-                   default=[100, 200, 400, 800, 1600, 3200])
-    p.add_argument("--estimate-rows", type=int, default=2000,
-                   help="kernel rows timed for the MNIST full-batch estimate")
-    p.add_argument("--skip-full", action="store_true",
-                   help="estimate full batch instead of running it (all datasets)")
+    p.add_argument(
+        "--nystroem-sizes", type=int, nargs="+", default=[100, 200, 400, 800, 1600, 3200]
+    )
+    p.add_argument(
+        "--estimate-rows",
+        type=int,
+        default=2000,
+        help="kernel rows timed for the MNIST full-batch estimate",
+    )
+    p.add_argument(
+        "--skip-full",
+        action="store_true",
+        help="estimate full batch instead of running it (all datasets)",
+    )
     p.add_argument("--mnist-nystroem", action="store_true")
-    p.add_argument("--profile", action="store_true",
-                   help="only profile one MiniBatchKernelKMeans fit (+ labels) per dataset "
-                        "with pyinstrument (--profile-threads 1: BLAS limited to one thread)")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="only profile one MiniBatchKernelKMeans fit (+ labels) per dataset "
+        "with pyinstrument (--profile-threads 1: BLAS limited to one thread)",
+    )
     p.add_argument("--profile-threads", type=int, default=None)
     p.add_argument("--json", help="write the raw results here")
     args = p.parse_args()

@@ -30,8 +30,14 @@ import torch
 from mbkkm import MiniBatchKernelKMeans
 from mbkkm.cluster import _checkpoint
 
-ARRAYS = ("labels_", "support_vectors_", "dual_coef_", "support_labels_", "center_norms_",
-          "batch_objective_")
+ARRAYS = (
+    "labels_",
+    "support_vectors_",
+    "dual_coef_",
+    "support_labels_",
+    "center_norms_",
+    "batch_objective_",
+)
 
 
 class Killed(Exception):
@@ -43,6 +49,7 @@ def _killer(at, save):
         if fs.n_iter >= at and not fs.done:
             raise Killed
         save(self, fs)
+
     return on_advance
 
 
@@ -63,20 +70,29 @@ def _same(a, b):
 def main():
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
-    print(torch.__version__, dev, torch.cuda.get_device_name(0) if dev == "cuda" else "",
-          flush=True)
+    print(
+        torch.__version__, dev, torch.cuda.get_device_name(0) if dev == "cuda" else "", flush=True
+    )
     rng = np.random.default_rng(0)
     Xn = rng.normal(size=(20000, 16)) + rng.integers(0, 8, (20000, 1)) * 2.0
     X = torch.from_numpy(Xn.astype(np.float32)).to(dev)
     max_iter = int(os.environ.get("MAXIT", 120))
-    MiniBatchKernelKMeans(n_clusters=8, batch_size=512, tau=200, max_iter=20,
-                          gamma=0.05).fit(X)  # warm-up
+    MiniBatchKernelKMeans(n_clusters=8, batch_size=512, tau=200, max_iter=20, gamma=0.05).fit(
+        X
+    )  # warm-up
     save = _checkpoint.FitCheckpoint._on_advance
     results = []
-    for name, kw, kills in (("plain", {}, (5, 20, 47, 90)), ("tol", {"tol": 1e-4}, (3, 10, 30)),
-                            ("auto-gamma", {"gamma": None}, (2, 40, 100))):
-        params = {**dict(n_clusters=8, batch_size=512, tau=200, max_iter=max_iter,
-                         random_state=1, gamma=0.05), **kw}
+    for name, kw, kills in (
+        ("plain", {}, (5, 20, 47, 90)),
+        ("tol", {"tol": 1e-4}, (3, 10, 30)),
+        ("auto-gamma", {"gamma": None}, (2, 40, 100)),
+    ):
+        params = {
+            **dict(
+                n_clusters=8, batch_size=512, tau=200, max_iter=max_iter, random_state=1, gamma=0.05
+            ),
+            **kw,
+        }
         sync()
         t = time.perf_counter()
         ref = MiniBatchKernelKMeans(**params).fit(X)
@@ -99,8 +115,16 @@ def main():
                 saved_at.append(int(_checkpoint.read_checkpoint(path)["fit"]["n_iter"]))
         _checkpoint.FitCheckpoint._on_advance = save
         got = MiniBatchKernelKMeans(**params).fit(X, checkpoint=path, checkpoint_every=10)
-        row = (name, _same(again, ref), _same(full, ref), _same(got, ref), ref.n_iter_, saved_at,
-               round(t_ref, 3), round(t_ck, 3))
+        row = (
+            name,
+            _same(again, ref),
+            _same(full, ref),
+            _same(got, ref),
+            ref.n_iter_,
+            saved_at,
+            round(t_ref, 3),
+            round(t_ck, 3),
+        )
         print(row, flush=True)
         results.append(row)
     print("ALL PASS" if all(r[1] and r[2] and r[3] for r in results) else "SOME FAIL")

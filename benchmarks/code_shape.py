@@ -43,16 +43,28 @@ KIND_STRINGS = {"precomputed", "graph", "point", "index", "dask", "sparse", "ten
 
 #: isinstance against these types checks a parameter's type, not an input's kind
 #: (a file path; one of mbkkm's estimators, as ``_model_files.ESTIMATORS``).
-PARAMETER_TYPES = {"str", "bool", "int", "float", "dict", "Integral", "Real", "Number",
-                   "PathLike", "ESTIMATORS"}
+PARAMETER_TYPES = {
+    "str",
+    "bool",
+    "int",
+    "float",
+    "dict",
+    "Integral",
+    "Real",
+    "Number",
+    "PathLike",
+    "ESTIMATORS",
+}
 
 
 def _parameter_type_check(call):
     if len(call.args) != 2:
         return False
     types = call.args[1].elts if isinstance(call.args[1], ast.Tuple) else [call.args[1]]
-    names = [t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute)
-             else None for t in types]
+    names = [
+        t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else None
+        for t in types
+    ]
     return all(n in PARAMETER_TYPES for n in names)
 
 
@@ -60,8 +72,13 @@ def _is_kind_test(node):
     for sub in ast.walk(node):
         if isinstance(sub, ast.Call):
             f = sub.func
-            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(
-                f, ast.Attribute) else None
+            name = (
+                f.id
+                if isinstance(f, ast.Name)
+                else f.attr
+                if isinstance(f, ast.Attribute)
+                else None
+            )
             if name == "isinstance" and _parameter_type_check(sub):
                 continue
             if name is not None and (name in KIND_CALLS or name.startswith("is_dask")):
@@ -70,9 +87,10 @@ def _is_kind_test(node):
             return True
         elif isinstance(sub, ast.Name) and sub.id in KIND_NAMES:
             return True
-        elif (isinstance(sub, ast.Compare) and any(
-                isinstance(c, ast.Constant) and c.value in KIND_STRINGS
-                for c in [sub.left, *sub.comparators])):
+        elif isinstance(sub, ast.Compare) and any(
+            isinstance(c, ast.Constant) and c.value in KIND_STRINGS
+            for c in [sub.left, *sub.comparators]
+        ):
             return True
     return False
 
@@ -93,8 +111,13 @@ def kind_branches(folder=SRC / "cluster"):
         text = path.read_text()
         for node, test in _conditions(ast.parse(text)):
             if _is_kind_test(test):
-                found.append((path.relative_to(folder.parent), node.lineno,
-                              ast.get_source_segment(text, test)))
+                found.append(
+                    (
+                        path.relative_to(folder.parent),
+                        node.lineno,
+                        ast.get_source_segment(text, test),
+                    )
+                )
     return found
 
 
@@ -102,8 +125,14 @@ def _code_lines(text):
     """Line numbers holding code: not blank, not only a comment, not in a docstring."""
     lines = set()
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
-                        tokenize.DEDENT, tokenize.ENDMARKER):
+        if tok.type in (
+            tokenize.COMMENT,
+            tokenize.NL,
+            tokenize.NEWLINE,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+            tokenize.ENDMARKER,
+        ):
             continue
         lines.update(range(tok.start[0], tok.end[0] + 1))
     return lines
@@ -114,8 +143,12 @@ def _docstring_lines(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
-            if (body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
-                    and isinstance(body[0].value.value, str)):
+            if (
+                body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
                 lines.update(range(body[0].lineno, body[0].end_lineno + 1))
     return lines
 
@@ -144,9 +177,9 @@ def functions(root=SRC):
                     n_lines = len([ln for ln in code if start <= ln <= child.end_lineno])
                     name = child.name
                     private = name.startswith("_") and not (
-                        name.startswith("__") and name.endswith("__"))
-                    out.append((f"{module}:{prefix}{name}", n_lines, n_params,
-                                private or core))
+                        name.startswith("__") and name.endswith("__")
+                    )
+                    out.append((f"{module}:{prefix}{name}", n_lines, n_params, private or core))
                     visit(child, f"{prefix}{name}.", False)
                 else:
                     visit(child, prefix, in_class)
@@ -165,11 +198,11 @@ def main(argv):
     funcs = functions()
     longest = sorted(funcs, key=lambda f: -f[1])
     print(f"functions over 80 lines of code: {sum(f[1] > 80 for f in funcs)}; longest:")
-    for name, n, _, _ in longest[:8 if not show else 20]:
+    for name, n, _, _ in longest[: 8 if not show else 20]:
         print(f"  {n:4d}  {name}")
     many = sorted((f for f in funcs if f[3]), key=lambda f: -f[2])
     print(f"private/core functions over 8 parameters: {sum(f[2] > 8 for f in many)}; most:")
-    for name, _, p, _ in many[:8 if not show else 20]:
+    for name, _, p, _ in many[: 8 if not show else 20]:
         print(f"  {p:4d}  {name}")
 
 

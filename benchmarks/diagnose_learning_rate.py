@@ -131,23 +131,44 @@ def run(K, diag, y, init, batches, rate, every=10):
             ari = adjusted_rand_score(y, labels) if y is not None else float("nan")
             sizes = np.bincount(labels, minlength=k)
             W = weights()
-            windows = 1.0 / (W ** 2).sum(axis=0)
-            rows.append((it, objective, churn, int(np.count_nonzero(sizes)),
-                         float(sizes.max() / n), float(np.median(W[init, np.arange(k)])),
-                         int(np.count_nonzero(windows < FEW)), float(np.median(alphas)),
-                         float(np.median(windows)), ari))
-    return rows, {"P": state.table, "norms": state.norms,
-                  "sumsq": (weights() ** 2).sum(axis=0), "labels": labels}
+            windows = 1.0 / (W**2).sum(axis=0)
+            rows.append(
+                (
+                    it,
+                    objective,
+                    churn,
+                    int(np.count_nonzero(sizes)),
+                    float(sizes.max() / n),
+                    float(np.median(W[init, np.arange(k)])),
+                    int(np.count_nonzero(windows < FEW)),
+                    float(np.median(alphas)),
+                    float(np.median(windows)),
+                    ari,
+                )
+            )
+    return rows, {
+        "P": state.table,
+        "norms": state.norms,
+        "sumsq": (weights() ** 2).sum(axis=0),
+        "labels": labels,
+    }
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--dataset", default="letter")
     p.add_argument("--data-home", default=None)
-    p.add_argument("--kernel-file", default=None,
-                   help="a dense .npy kernel matrix (memory-mapped), e.g. the runner's cache")
-    p.add_argument("--gamma", type=float, default=None,
-                   help="without --kernel-file: the Gaussian kernel exp(-gamma ||x - y||^2)")
+    p.add_argument(
+        "--kernel-file",
+        default=None,
+        help="a dense .npy kernel matrix (memory-mapped), e.g. the runner's cache",
+    )
+    p.add_argument(
+        "--gamma",
+        type=float,
+        default=None,
+        help="without --kernel-file: the Gaussian kernel exp(-gamma ||x - y||^2)",
+    )
     p.add_argument("--batch-size", type=int, default=1024)
     p.add_argument("--max-iter", type=int, default=200)
     p.add_argument("--every", type=int, default=20)
@@ -173,32 +194,44 @@ def main(argv=None):
         K = rbf_kernel(np.asarray(X, dtype=np.float64), gamma=args.gamma)
         what = f"Gaussian kernel, gamma = {args.gamma:g}"
     diag = np.array(K[np.arange(n), np.arange(n)], dtype=np.float64)
-    print(f"{args.dataset}: n = {n}, k = {k}, {what} ({time.perf_counter() - start:.0f} s); "
-          f"b = {args.batch_size}, seed {args.seed}", flush=True)
+    print(
+        f"{args.dataset}: n = {n}, k = {k}, {what} ({time.perf_counter() - start:.0f} s); "
+        f"b = {args.batch_size}, seed {args.seed}",
+        flush=True,
+    )
 
     rng = np.random.RandomState(args.seed)
-    init = kernel_kmeans_plusplus(np.arange(n), IndexKernel("precomputed", K, diag=diag), k,
-                                  rng, diag=diag)
+    init = kernel_kmeans_plusplus(
+        np.arange(n), IndexKernel("precomputed", K, diag=diag), k, rng, diag=diag
+    )
     batches = [rng.choice(n, size=args.batch_size, replace=False) for _ in range(args.max_iter)]
     states = {}
     for rate in RATES:
         rows, states[rate] = run(K, diag, y, init, batches, rate, every=args.every)
         print(f"\nlearning_rate={rate!r}")
-        print(f"  iter  objective   churn  clusters  largest  seed weight  <{FEW} pts  alpha  "
-              "window    ARI")
+        print(
+            f"  iter  objective   churn  clusters  largest  seed weight  <{FEW} pts  alpha  "
+            "window    ARI"
+        )
         for it, obj, churn, live, largest, seed_w, few, alpha, window, ari in rows:
-            print(f"{it:6d} {obj:10.4e} {churn:7.1%} {live:9d} {largest:8.1%} {seed_w:12.3f} "
-                  f"{few:8d} {alpha:6.3f} {window:7.0f} {ari:6.3f}")
+            print(
+                f"{it:6d} {obj:10.4e} {churn:7.1%} {live:9d} {largest:8.1%} {seed_w:12.3f} "
+                f"{few:8d} {alpha:6.3f} {window:7.0f} {ari:6.3f}"
+            )
         norms = states[rate]["norms"]
-        print(f"  final <C_j, C_j>: median {np.median(norms):.3e}, "
-              f"range {norms.min():.3e} .. {norms.max():.3e}")
+        print(
+            f"  final <C_j, C_j>: median {np.median(norms):.3e}, "
+            f"range {norms.min():.3e} .. {norms.max():.3e}"
+        )
     sample = rng.choice(n, size=min(n, 2000), replace=False)
     block = np.asarray(K[sample][:, sample], dtype=np.float64)
     same = y[sample][:, None] == y[sample][None, :]
     off = ~np.eye(len(sample), dtype=bool)
-    print(f"\nK(x, x): mean {diag.mean():.3e}; K(x, y), {len(sample)} sampled points: "
-          f"same class {block[same & off].mean():.3e}, different classes "
-          f"{block[~same].mean():.3e}")
+    print(
+        f"\nK(x, x): mean {diag.mean():.3e}; K(x, y), {len(sample)} sampled points: "
+        f"same class {block[same & off].mean():.3e}, different classes "
+        f"{block[~same].mean():.3e}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,16 +39,24 @@ def _kernel(args, X):
     else:
         from mbkkm.experiments._kernel_cache import cache_key, cached_matrix
 
-        key = cache_key(dataset=args.dataset, synthetic_samples=None, n_samples=X.shape[0],
-                        kernel="knn", params={"n_neighbors": args.n_neighbors},
-                        source="diagnose_sparse_windows")
+        key = cache_key(
+            dataset=args.dataset,
+            synthetic_samples=None,
+            n_samples=X.shape[0],
+            kernel="knn",
+            params={"n_neighbors": args.n_neighbors},
+            source="diagnose_sparse_windows",
+        )
         K, seconds, cpu = cached_matrix(args.kernel_cache, key, build)
     import scipy.sparse as sp
 
     K = sp.csr_matrix(K)
-    print(f"{args.dataset}: {X.shape[0]} points, {args.n_neighbors} neighbours, "
-          f"{K.nnz / X.shape[0] ** 2:.2%} non-zero, built in {seconds:.0f} s "
-          f"({cpu:.0f} CPU s)", flush=True)
+    print(
+        f"{args.dataset}: {X.shape[0]} points, {args.n_neighbors} neighbours, "
+        f"{K.nnz / X.shape[0] ** 2:.2%} non-zero, built in {seconds:.0f} s "
+        f"({cpu:.0f} CPU s)",
+        flush=True,
+    )
     return K
 
 
@@ -66,9 +74,18 @@ def describe(K, y, labels, est):
         cls = int(counts.argmax())
         members = np.flatnonzero(y == cls)
         seen = np.asarray(adjacent[members][:, support].sum(axis=1)).ravel()
-        rows.append((int(j), int(sizes[j]), len(support), float(mass[j]),
-                     float(est.center_norms_[j]), cls, counts.max() / len(support),
-                     float(np.mean(seen == 0))))
+        rows.append(
+            (
+                int(j),
+                int(sizes[j]),
+                len(support),
+                float(mass[j]),
+                float(est.center_norms_[j]),
+                cls,
+                counts.max() / len(support),
+                float(np.mean(seen == 0)),
+            )
+        )
     return rows
 
 
@@ -95,16 +112,27 @@ def main(argv=None):
     n_clusters = int(y.max()) + 1
     for renormalize in (True, False):
         est = MiniBatchKernelKMeans(
-            n_clusters=n_clusters, batch_size=args.batch_size, tau=args.tau,
-            learning_rate="adaptive", renormalize=renormalize, max_iter=args.max_iter,
-            tol=None, random_state=args.seed, kernel="precomputed").fit(K)
+            n_clusters=n_clusters,
+            batch_size=args.batch_size,
+            tau=args.tau,
+            learning_rate="adaptive",
+            renormalize=renormalize,
+            max_iter=args.max_iter,
+            tol=None,
+            random_state=args.seed,
+            kernel="precomputed",
+        ).fit(K)
         ari = adjusted_rand_score(y, est.labels_)
-        print(f"\nrenormalize={renormalize}: ARI {ari:.3f} (b = {args.batch_size}, "
-              f"tau = {args.tau}, seed {args.seed})")
+        print(
+            f"\nrenormalize={renormalize}: ARI {ari:.3f} (b = {args.batch_size}, "
+            f"tau = {args.tau}, seed {args.seed})"
+        )
         print("cluster  points  support  mass   <C,C>     class  purity  class unseen")
         for j, size, m, mass, norm, cls, purity, unseen in describe(K, y, est.labels_, est):
-            print(f"{j:7d} {size:7d} {m:8d} {mass:6.3f} {norm:9.2e} {cls:6d} {purity:7.0%} "
-                  f"{unseen:12.0%}")
+            print(
+                f"{j:7d} {size:7d} {m:8d} {mass:6.3f} {norm:9.2e} {cls:6d} {purity:7.0%} "
+                f"{unseen:12.0%}"
+            )
 
 
 if __name__ == "__main__":

@@ -50,51 +50,57 @@ def fits():
     mb = dict(batch_size=100, tau=40, max_iter=20, random_state=0)
     out = {
         "kk_auto": _record(KernelKMeans(2, random_state=0), X, X[:50]),
-        "kk_weights": _record(KernelKMeans(4, gamma=0.1, n_init=3, random_state=0), Xb,
-                              Xb[:50], sample_weight=w),
-        "kk_blocks": _record(KernelKMeans(4, gamma=0.1, max_kernel_memory=0.5,
-                                          random_state=0), Xb, Xb[:50]),
-        "kk_precomputed": _record(KernelKMeans(4, kernel="precomputed", random_state=0), K,
-                                  K[:50]),
+        "kk_weights": _record(
+            KernelKMeans(4, gamma=0.1, n_init=3, random_state=0), Xb, Xb[:50], sample_weight=w
+        ),
+        "kk_blocks": _record(
+            KernelKMeans(4, gamma=0.1, max_kernel_memory=0.5, random_state=0), Xb, Xb[:50]
+        ),
+        "kk_precomputed": _record(KernelKMeans(4, kernel="precomputed", random_state=0), K, K[:50]),
         "kk_sparse": _record(KernelKMeans(3, kernel="cosine", random_state=0), Xs, Xs[:50]),
-        "kk_knn": _record(KernelKMeans(2, kernel="knn", kernel_params={"n_neighbors": 10},
-                                       random_state=0), X),
+        "kk_knn": _record(
+            KernelKMeans(2, kernel="knn", kernel_params={"n_neighbors": 10}, random_state=0), X
+        ),
         "kk_init": _record(KernelKMeans(4, gamma=0.1, init=Xb[:4], random_state=0), Xb),
-        "mb_auto": _record(MiniBatchKernelKMeans(2, batch_size=128, tau=50, max_iter=30,
-                                                 random_state=0), X, X[:50]),
-        "mb_weights": _record(MiniBatchKernelKMeans(4, gamma=0.1, n_init=3, **mb), Xb,
-                              Xb[:50], sample_weight=w),
-        "mb_precomputed": _record(MiniBatchKernelKMeans(4, kernel="precomputed", **mb), K,
-                                  K[:50]),
+        "mb_auto": _record(
+            MiniBatchKernelKMeans(2, batch_size=128, tau=50, max_iter=30, random_state=0), X, X[:50]
+        ),
+        "mb_weights": _record(
+            MiniBatchKernelKMeans(4, gamma=0.1, n_init=3, **mb), Xb, Xb[:50], sample_weight=w
+        ),
+        "mb_precomputed": _record(MiniBatchKernelKMeans(4, kernel="precomputed", **mb), K, K[:50]),
         "mb_sparse": _record(MiniBatchKernelKMeans(3, kernel="cosine", **mb), Xs, Xs[:50]),
-        "mb_untruncated": _record(MiniBatchKernelKMeans(4, gamma=0.1, **{**mb, "tau": None}),
-                                  Xb),
-        "mb_knn": _record(MiniBatchKernelKMeans(2, kernel="knn",
-                                                kernel_params={"n_neighbors": 10}, **mb), X),
-        "mbk": _record(MiniBatchKMeans(4, batch_size=100, max_iter=20, random_state=0), Xb,
-                       Xb[:50]),
+        "mb_untruncated": _record(MiniBatchKernelKMeans(4, gamma=0.1, **{**mb, "tau": None}), Xb),
+        "mb_knn": _record(
+            MiniBatchKernelKMeans(2, kernel="knn", kernel_params={"n_neighbors": 10}, **mb), X
+        ),
+        "mbk": _record(
+            MiniBatchKMeans(4, batch_size=100, max_iter=20, random_state=0), Xb, Xb[:50]
+        ),
     }
     try:
         import dask.array as da
 
-        out["mb_dask"] = _record(MiniBatchKernelKMeans(4, gamma=0.1, **mb),
-                                 da.from_array(Xb, chunks=100))
+        out["mb_dask"] = _record(
+            MiniBatchKernelKMeans(4, gamma=0.1, **mb), da.from_array(Xb, chunks=100)
+        )
     except ImportError:
         pass
     try:
         import torch
 
-        out["mb_torch"] = _record(MiniBatchKernelKMeans(4, gamma=0.1, **mb),
-                                  torch.from_numpy(Xb))
-        out["kk_torch"] = _record(KernelKMeans(4, gamma=0.1, random_state=0),
-                                  torch.from_numpy(Xb))
+        out["mb_torch"] = _record(MiniBatchKernelKMeans(4, gamma=0.1, **mb), torch.from_numpy(Xb))
+        out["kk_torch"] = _record(KernelKMeans(4, gamma=0.1, random_state=0), torch.from_numpy(Xb))
     except ImportError:
         pass
     est = MiniBatchKernelKMeans(4, gamma=0.1, random_state=0)
     for i in range(3):
-        est.partial_fit(Xb[i * 100:(i + 1) * 100])
-    out["partial_fit"] = {"dual_coef_": est.dual_coef_, "labels_": est.labels_,
-                          "center_norms_": est.center_norms_}
+        est.partial_fit(Xb[i * 100 : (i + 1) * 100])
+    out["partial_fit"] = {
+        "dual_coef_": est.dual_coef_,
+        "labels_": est.labels_,
+        "center_norms_": est.center_norms_,
+    }
     return out
 
 
@@ -104,9 +110,15 @@ def differences(a, b):
     for fit in sorted(set(a) & set(b)):
         for name in sorted(set(a[fit]) | set(b[fit])):
             x, y = a[fit].get(name, "missing"), b[fit].get(name, "missing")
-            same = (x is y) if x is None or y is None else (
-                x == y if isinstance(x, str) or isinstance(y, str)
-                else np.array_equal(np.asarray(x), np.asarray(y)))
+            same = (
+                (x is y)
+                if x is None or y is None
+                else (
+                    x == y
+                    if isinstance(x, str) or isinstance(y, str)
+                    else np.array_equal(np.asarray(x), np.asarray(y))
+                )
+            )
             if not same:
                 diff.append((fit, name))
     return diff

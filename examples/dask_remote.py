@@ -28,10 +28,12 @@ def shells_block(block_id, rows, d, k, seed):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--scheduler", default=None,
-                    help="address of a running scheduler, e.g. tcp://host:8786")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--scheduler", default=None, help="address of a running scheduler, e.g. tcp://host:8786"
+    )
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--chunk", type=int, default=25_000)
     args = ap.parse_args()
@@ -45,8 +47,7 @@ def main():
     if args.scheduler:
         client = Client(args.scheduler)
     else:
-        client = Client(LocalCluster(n_workers=2, threads_per_worker=1,
-                                     dashboard_address=None))
+        client = Client(LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None))
     print(client)
     d, k, seed = 3, 2, 0
     sizes = (args.chunk,) * (args.n // args.chunk)
@@ -63,14 +64,17 @@ def main():
     y = da.map_blocks(truth, chunks=(sizes,), dtype=np.int64)
 
     t0 = time.perf_counter()
-    km = MiniBatchKernelKMeans(n_clusters=k, batch_size=1024, tau=200,
-                               max_iter=100, random_state=seed).fit(X)
-    print(f"fit + labels on {X.shape} in {X.numblocks[0]} chunks: "
-          f"{time.perf_counter() - t0:.2f}s, inertia {km.inertia_:.6g}, "
-          f"width chosen gamma_ = {km.gamma_:.3g}")
+    km = MiniBatchKernelKMeans(
+        n_clusters=k, batch_size=1024, tau=200, max_iter=100, random_state=seed
+    ).fit(X)
+    print(
+        f"fit + labels on {X.shape} in {X.numblocks[0]} chunks: "
+        f"{time.perf_counter() - t0:.2f}s, inertia {km.inertia_:.6g}, "
+        f"width chosen gamma_ = {km.gamma_:.3g}"
+    )
     labels, y = da.compute(km.labels_, y)
     print(f"ARI against the shells: {adjusted_rand_score(y, labels):.3f}")
-    new = km.predict(X[: 2 * args.chunk])     # lazy: a Dask array
+    new = km.predict(X[: 2 * args.chunk])  # lazy: a Dask array
     print("predict on the first two chunks:", np.bincount(new.compute(), minlength=k))
     client.close()
 

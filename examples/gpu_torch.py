@@ -37,8 +37,10 @@ for device in ("cpu", "cuda"):
     t0 = time.perf_counter()
     km = MiniBatchKernelKMeans(device=device, **params).fit(X)
     seconds = time.perf_counter() - t0
-    print(f"{device:5s}: fit + labels {seconds:6.2f} s, "
-          f"ARI {adjusted_rand_score(y, km.labels_):.3f}, labels_ is {type(km.labels_).__name__}")
+    print(
+        f"{device:5s}: fit + labels {seconds:6.2f} s, "
+        f"ARI {adjusted_rand_score(y, km.labels_):.3f}, labels_ is {type(km.labels_).__name__}"
+    )
 
 # %%
 # A tensor on the GPU: the model's arrays stay there.
@@ -47,5 +49,4 @@ km = MiniBatchKernelKMeans(**params).fit(Xt)
 torch.cuda.synchronize()
 print(type(km.labels_).__name__, km.labels_.device, km.support_vectors_.device)
 km_cpu = MiniBatchKernelKMeans(**params).fit(X)
-print("same labels as the numpy run:",
-      np.mean(km.labels_.cpu().numpy() == km_cpu.labels_))
+print("same labels as the numpy run:", np.mean(km.labels_.cpu().numpy() == km_cpu.labels_))

@@ -50,14 +50,20 @@ print(f"{os.cpu_count()} cores; the paper's gamma = {1.0 / (2.0 * sigma**2):.4f}
 
 rows = []
 for name, model in [
-    ("MiniBatchKMeans (non-kernel)",
-     MiniBatchKMeans(n_clusters=10, batch_size=1024, max_iter=200, random_state=0)),
-    ("MiniBatchKernelKMeans tau=50",
-     MiniBatchKernelKMeans(n_clusters=10, batch_size=1024, tau=50, max_iter=200,
-                           random_state=0)),
-    ("MiniBatchKernelKMeans tau=200",
-     MiniBatchKernelKMeans(n_clusters=10, batch_size=1024, tau=200, max_iter=200,
-                           random_state=0)),
+    (
+        "MiniBatchKMeans (non-kernel)",
+        MiniBatchKMeans(n_clusters=10, batch_size=1024, max_iter=200, random_state=0),
+    ),
+    (
+        "MiniBatchKernelKMeans tau=50",
+        MiniBatchKernelKMeans(n_clusters=10, batch_size=1024, tau=50, max_iter=200, random_state=0),
+    ),
+    (
+        "MiniBatchKernelKMeans tau=200",
+        MiniBatchKernelKMeans(
+            n_clusters=10, batch_size=1024, tau=200, max_iter=200, random_state=0
+        ),
+    ),
 ]:
     model.set_params(compute_labels=False)
     t0 = time.perf_counter()
@@ -69,11 +75,16 @@ for name, model in [
     ari = adjusted_rand_score(y, labels)
     nmi = normalized_mutual_info_score(y, labels)
     per_iter = 1e3 * fit / model.n_iter_
-    support = (f"{model.n_support_.sum()} support points, gamma_ = {model.gamma_:.4f}"
-               if hasattr(model, "n_support_") else "")
+    support = (
+        f"{model.n_support_.sum()} support points, gamma_ = {model.gamma_:.4f}"
+        if hasattr(model, "n_support_")
+        else ""
+    )
     rows.append((name, fit, per_iter, label, ari, nmi))
-    print(f"{name:30s} fit {fit:5.1f} s ({per_iter:5.1f} ms/iteration), "
-          f"labels {label:5.1f} s, ARI {ari:.3f}, NMI {nmi:.3f} {support}")
+    print(
+        f"{name:30s} fit {fit:5.1f} s ({per_iter:5.1f} ms/iteration), "
+        f"labels {label:5.1f} s, ARI {ari:.3f}, NMI {nmi:.3f} {support}"
+    )
 
 # %%
 # The fit does 200 iterations whatever n is; each costs one kernel block of

@@ -34,14 +34,22 @@ for name, (X, y) in datasets.items():
     ari = np.empty((len(multipliers), len(seeds)))
     for i, m in enumerate(multipliers):
         for s in seeds:
-            km = MiniBatchKernelKMeans(n_clusters=2, gamma=m * gamma0, batch_size=256,
-                                       tau=100, max_iter=100, random_state=s)
+            km = MiniBatchKernelKMeans(
+                n_clusters=2,
+                gamma=m * gamma0,
+                batch_size=256,
+                tau=100,
+                max_iter=100,
+                random_state=s,
+            )
             ari[i, s] = adjusted_rand_score(y, km.fit_predict(X))
     results[name] = (gamma0, ari)
     print(f"{name}: gamma0 = {gamma0:.3f}")
     for m, row in zip(multipliers, ari):
-        print(f"  gamma = {m:6.1f} x gamma0 = {m * gamma0:7.2f}: ARI "
-              + " ".join(f"{a:.2f}" for a in row))
+        print(
+            f"  gamma = {m:6.1f} x gamma0 = {m * gamma0:7.2f}: ARI "
+            + " ".join(f"{a:.2f}" for a in row)
+        )
 
 # %%
 # The default (:math:`2^0`) is too wide for both: one kernel "sees" most of the
@@ -67,11 +75,11 @@ X, y = datasets["rings"]
 gamma0 = results["rings"][0]
 fig, axes = plt.subplots(1, 3, figsize=(10, 3.6), layout="constrained")
 for ax, m in zip(axes, (1.0, 8.0, 128.0)):
-    labels = MiniBatchKernelKMeans(n_clusters=2, gamma=m * gamma0, batch_size=256, tau=100,
-                                   max_iter=100, random_state=0).fit_predict(X)
+    labels = MiniBatchKernelKMeans(
+        n_clusters=2, gamma=m * gamma0, batch_size=256, tau=100, max_iter=100, random_state=0
+    ).fit_predict(X)
     ax.scatter(X[:, 0], X[:, 1], c=labels, s=3, cmap="coolwarm")
-    ax.set_title(f"gamma = {m:g} x gamma0, ARI = {adjusted_rand_score(y, labels):.2f}",
-                 fontsize=9)
+    ax.set_title(f"gamma = {m:g} x gamma0, ARI = {adjusted_rand_score(y, labels):.2f}", fontsize=9)
     ax.set_aspect("equal")
     ax.axis("off")
 plt.show()
@@ -93,10 +101,13 @@ plt.show()
 # every width) and keeps the lowest. The fitted estimator shows its scores:
 
 for name, (X, y) in datasets.items():
-    auto = MiniBatchKernelKMeans(n_clusters=2, gamma="auto", batch_size=256, tau=100,
-                                 max_iter=100, random_state=0).fit(X)
+    auto = MiniBatchKernelKMeans(
+        n_clusters=2, gamma="auto", batch_size=256, tau=100, max_iter=100, random_state=0
+    ).fit(X)
     sel = auto.gamma_selection_
-    print(f"{name}: gamma_ = {auto.gamma_:.3g} ({auto.gamma_ / sel.base_gamma:.3g} x "
-          f"base), ARI {adjusted_rand_score(y, auto.labels_):.2f}")
+    print(
+        f"{name}: gamma_ = {auto.gamma_:.3g} ({auto.gamma_ / sel.base_gamma:.3g} x "
+        f"base), ARI {adjusted_rand_score(y, auto.labels_):.2f}"
+    )
     sel.plot()
     plt.title(f"gamma='auto' on {name}")

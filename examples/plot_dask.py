@@ -22,8 +22,7 @@ from mbkkm import MiniBatchKernelKMeans
 from mbkkm.datasets import make_shells
 
 # Concentric shells in 16 dimensions: 3 clusters, 200,000 points in 8 chunks.
-X_np, y = make_shells(n_samples=200_000, n_features=16, n_shells=3, noise=0.05,
-                      random_state=0)
+X_np, y = make_shells(n_samples=200_000, n_features=16, n_shells=3, noise=0.05, random_state=0)
 X = da.from_array(X_np, chunks=(25_000, 16))
 print(X)
 

@@ -30,14 +30,13 @@ print(f"n = {len(X)}, d = {X.shape[1]}")
 
 models = {
     "KMeans (scikit-learn)": lambda s: KMeans(10, n_init=1, random_state=s),
-    "MiniBatchKMeans": lambda s: MiniBatchKMeans(10, batch_size=256, max_iter=100,
-                                                 random_state=s),
+    "MiniBatchKMeans": lambda s: MiniBatchKMeans(10, batch_size=256, max_iter=100, random_state=s),
     "KernelKMeans (full batch)": lambda s: KernelKMeans(10, random_state=s),
 }
 for tau in (20, 200):
-    models[f"MiniBatchKernelKMeans tau={tau}"] = (
-        lambda s, tau=tau: MiniBatchKernelKMeans(10, batch_size=256, tau=tau, max_iter=60,
-                                                 random_state=s))
+    models[f"MiniBatchKernelKMeans tau={tau}"] = lambda s, tau=tau: MiniBatchKernelKMeans(
+        10, batch_size=256, tau=tau, max_iter=60, random_state=s
+    )
 
 rows = []
 for name, make in models.items():
@@ -47,8 +46,9 @@ for name, make in models.items():
         model = make(seed)
         labels = model.fit_predict(X)
         seconds = time.perf_counter() - t0
-        scores.append((adjusted_rand_score(y, labels),
-                       normalized_mutual_info_score(y, labels), seconds))
+        scores.append(
+            (adjusted_rand_score(y, labels), normalized_mutual_info_score(y, labels), seconds)
+        )
         if hasattr(model, "gamma_"):
             widths.append(f"{model.gamma_:.4f}")
     ari, nmi, seconds = np.mean(scores, axis=0)

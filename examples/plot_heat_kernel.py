@@ -41,8 +41,9 @@ def methods(k):
     return {
         "rbf (width chosen)": MiniBatchKernelKMeans(k, random_state=0),
         "heat (t chosen)": KernelKMeans(k, kernel="heat", random_state=0),
-        "SpectralClustering": SpectralClustering(k, affinity="nearest_neighbors",
-                                                 n_neighbors=10, random_state=0),
+        "SpectralClustering": SpectralClustering(
+            k, affinity="nearest_neighbors", n_neighbors=10, random_state=0
+        ),
     }
 
 
@@ -58,8 +59,7 @@ for row, (name, (X, y)) in enumerate(shapes.items()):
             labels = model.fit_predict(X)
         ax = axes[row, col]
         ax.scatter(X[:, 0], X[:, 1], c=labels, s=3, cmap="coolwarm")
-        ax.set_title(f"{name}: {title}\nARI = {adjusted_rand_score(y, labels):.2f}",
-                     fontsize=10)
+        ax.set_title(f"{name}: {title}\nARI = {adjusted_rand_score(y, labels):.2f}", fontsize=10)
         ax.set_aspect("equal")
         ax.set_xticks([])
         ax.set_yticks([])
@@ -88,8 +88,9 @@ for row, (title, model) in enumerate(methods(10).items()):
         ax.imshow(images[labels == j].mean(axis=0), cmap="gray_r")
         ax.set_xticks([])
         ax.set_yticks([])
-    axes[row, 0].set_ylabel(f"{title}\nARI {ari:.2f}", fontsize=8, rotation=0,
-                            ha="right", va="center")
+    axes[row, 0].set_ylabel(
+        f"{title}\nARI {ari:.2f}", fontsize=8, rotation=0, ha="right", va="center"
+    )
 plt.show()
 
 # %%
@@ -115,8 +116,12 @@ plt.show()
 half = np.arange(len(X)) % 2 == 0
 on_half = KernelKMeans(10, kernel="heat", random_state=0).fit(X[half])
 predicted = on_half.predict(X[~half])
-print(f"fitted points predicted again: {np.mean(on_half.predict(X[half]) == on_half.labels_):.3f}"
-      " agree with labels_")
-print(f"held-out half vs a fit on all: ARI = "
-      f"{adjusted_rand_score(heat.labels_[~half], predicted):.3f}; "
-      f"vs the digits: ARI = {adjusted_rand_score(y[~half], predicted):.3f}")
+print(
+    f"fitted points predicted again: {np.mean(on_half.predict(X[half]) == on_half.labels_):.3f}"
+    " agree with labels_"
+)
+print(
+    f"held-out half vs a fit on all: ARI = "
+    f"{adjusted_rand_score(heat.labels_[~half], predicted):.3f}; "
+    f"vs the digits: ARI = {adjusted_rand_score(y[~half], predicted):.3f}"
+)

@@ -42,11 +42,22 @@ summary = summarize(runs)
 # matrix needs 39.2 GB. The ``truncated`` rows are the library's default
 # (renormalised) algorithm, ``truncated-literal`` the paper's literal truncation,
 # ``minibatch-*`` the non-kernel mini-batch k-means with both learning rates.
-algorithms = ["full-batch", "untruncated", "truncated", "truncated-literal",
-              "untruncated-classic", "minibatch-adaptive", "minibatch-classic"]
-main = summary[(summary["algorithm"] == "full-batch")
-               | ((summary["batch_size"].astype(str) == "1024")
-                  & (summary["tau"].astype(str).isin(["200", ""])))]
+algorithms = [
+    "full-batch",
+    "untruncated",
+    "truncated",
+    "truncated-literal",
+    "untruncated-classic",
+    "minibatch-adaptive",
+    "minibatch-classic",
+]
+main = summary[
+    (summary["algorithm"] == "full-batch")
+    | (
+        (summary["batch_size"].astype(str) == "1024")
+        & (summary["tau"].astype(str).isin(["200", ""]))
+    )
+]
 datasets = ["pendigits", "letter", "mnist"]
 
 fig, axes = plt.subplots(2, 3, figsize=(11, 6), layout="constrained", sharey="row")
@@ -68,8 +79,22 @@ axes[1, 0].legend(fontsize=8)
 plt.show()
 
 pd.set_option("display.width", 120)
-print(main[["dataset", "algorithm", "batch_size", "tau", "n_seeds", "ari_mean",
-            "nmi_mean", "total_seconds_mean"]].round(3).to_string(index=False))
+print(
+    main[
+        [
+            "dataset",
+            "algorithm",
+            "batch_size",
+            "tau",
+            "n_seeds",
+            "ari_mean",
+            "nmi_mean",
+            "total_seconds_mean",
+        ]
+    ]
+    .round(3)
+    .to_string(index=False)
+)
 
 # %%
 # The effect of tau
@@ -80,14 +105,14 @@ print(main[["dataset", "algorithm", "batch_size", "tau", "n_seeds", "ari_mean",
 # the untruncated centers; the literal truncation loses quality at small tau.
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.5), layout="constrained")
 for ax, dataset in zip(axes, datasets):
-    d = summary[(summary["dataset"] == dataset)
-                & (summary["batch_size"].astype(str) == "1024")]
+    d = summary[(summary["dataset"] == dataset) & (summary["batch_size"].astype(str) == "1024")]
     for algorithm, style in [("truncated", "o-"), ("truncated-literal", "s--")]:
         t = d[d["algorithm"] == algorithm].copy()
         t["tau"] = t["tau"].astype(float)
         t = t.sort_values("tau")
-        ax.errorbar(t["tau"], t["ari_mean"], yerr=t["ari_std"], fmt=style, label=algorithm,
-                    capsize=3)
+        ax.errorbar(
+            t["tau"], t["ari_mean"], yerr=t["ari_std"], fmt=style, label=algorithm, capsize=3
+        )
     u = d[d["algorithm"] == "untruncated"]
     if len(u):
         ax.axhline(float(u["ari_mean"].iloc[0]), color="k", ls=":", label="untruncated")

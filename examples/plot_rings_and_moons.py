@@ -27,10 +27,12 @@ kernel_ari = {}
 fig, axes = plt.subplots(2, 2, figsize=(9, 8.5), layout="constrained")
 for row, (name, (X, y)) in enumerate(datasets.items()):
     linear = MiniBatchKMeans(n_clusters=2, batch_size=256, max_iter=100, random_state=0)
-    kernel = MiniBatchKernelKMeans(n_clusters=2, batch_size=256, tau=100, max_iter=100,
-                                   random_state=0)
-    for col, (title, model) in enumerate([("mini-batch k-means", linear),
-                                          ("mini-batch kernel k-means (rbf)", kernel)]):
+    kernel = MiniBatchKernelKMeans(
+        n_clusters=2, batch_size=256, tau=100, max_iter=100, random_state=0
+    )
+    for col, (title, model) in enumerate(
+        [("mini-batch k-means", linear), ("mini-batch kernel k-means (rbf)", kernel)]
+    ):
         labels = model.fit_predict(X)
         ari = adjusted_rand_score(y, labels)
         if model is kernel:
@@ -40,8 +42,15 @@ for row, (name, (X, y)) in enumerate(datasets.items()):
         ax.scatter(X[:, 0], X[:, 1], c=labels, s=4, cmap="coolwarm")
         if hasattr(model, "support_vectors_"):
             sv = model.support_vectors_
-            ax.scatter(sv[:, 0], sv[:, 1], marker="x", s=12, c="k", linewidths=0.6,
-                       label=f"{len(sv)} support points")
+            ax.scatter(
+                sv[:, 0],
+                sv[:, 1],
+                marker="x",
+                s=12,
+                c="k",
+                linewidths=0.6,
+                label=f"{len(sv)} support points",
+            )
             ax.legend(loc="lower right", fontsize=8)
         ax.set_title(f"{name}: {title}\nARI = {ari:.2f}", fontsize=10)
         ax.set_aspect("equal")
@@ -62,10 +71,13 @@ assert min(kernel_ari.values()) >= 0.95, kernel_ari
 import numpy as np
 
 X, y = datasets["rings"]
-km = MiniBatchKernelKMeans(n_clusters=2, batch_size=256, tau=100, max_iter=100,
-                           random_state=0).fit(X)
+km = MiniBatchKernelKMeans(n_clusters=2, batch_size=256, tau=100, max_iter=100, random_state=0).fit(
+    X
+)
 for j in range(2):
     coef = km.dual_coef_[km.support_labels_ == j]
-    print(f"center {j}: {coef.size} points, coefficients sum to {coef.sum():.6f}, "
-          f"min {coef.min():.2e}")
+    print(
+        f"center {j}: {coef.size} points, coefficients sum to {coef.sum():.6f}, "
+        f"min {coef.min():.2e}"
+    )
 print("squared feature-space norms of the centers:", np.round(km.center_norms_, 4))

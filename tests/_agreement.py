@@ -42,8 +42,10 @@ def assert_nearest(labels, D, rtol):
     labels, D = np.asarray(labels).astype(np.intp), np.asarray(D, dtype=np.float64)
     excess = D[np.arange(D.shape[0]), labels] - D.min(axis=1)
     bad = np.flatnonzero(excess > _slack(D, rtol))
-    assert bad.size == 0, (f"{bad.size} labels are not a nearest center (first at "
-                           f"{bad[0]}: {excess[bad[0]]:.3g} above the minimum)")
+    assert bad.size == 0, (
+        f"{bad.size} labels are not a nearest center (first at "
+        f"{bad[0]}: {excess[bad[0]]:.3g} above the minimum)"
+    )
 
 
 def assert_same_labels(a, b, D, rtol):
@@ -52,8 +54,9 @@ def assert_same_labels(a, b, D, rtol):
     a, b = np.asarray(a), np.asarray(b)
     differ = np.flatnonzero(a != b)
     near = tie_gap(D[differ]) <= _slack(D, rtol) if differ.size else np.zeros(0, bool)
-    assert near.all(), (f"{int((~near).sum())} labels differ away from any tie "
-                        f"(first at {differ[~near][0]})")
+    assert near.all(), (
+        f"{int((~near).sum())} labels differ away from any tie (first at {differ[~near][0]})"
+    )
     assert_nearest(a, D, rtol)
     assert_nearest(b, D, rtol)
     return differ.size
@@ -64,4 +67,5 @@ def assert_no_near_tie(D, rtol):
     gap = tie_gap(D)
     assert gap.min() > _slack(D, rtol), (
         f"point {int(gap.argmin())} is within rounding of a tie ({gap.min():.3g}): "
-        "its label is not determined by the data")
+        "its label is not determined by the data"
+    )

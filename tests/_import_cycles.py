@@ -77,8 +77,9 @@ def _strongly_connected(edges):
 
 
 if __name__ == "__main__":
-    found = import_cycles(sys.argv[1] if len(sys.argv) > 1 else "mbkkm",
-                          sys.argv[2] if len(sys.argv) > 2 else "src")
+    found = import_cycles(
+        sys.argv[1] if len(sys.argv) > 1 else "mbkkm", sys.argv[2] if len(sys.argv) > 2 else "src"
+    )
     for cycle in found:
         print(" <-> ".join(cycle))
     print(f"{len(found)} import cycles")

@@ -31,21 +31,29 @@ def test_smoke_mode_runs_every_section(tmp_path, capsys):
     bench = _load()
     out = tmp_path / "gpu.md"
     # A missing data file: synthetic data of MNIST's shape (what a fresh clone has).
-    rc = bench.main(["--device", "cpu", "--quick", "--data", str(tmp_path / "none.npz"),
-                     "--out", str(out)])
+    rc = bench.main(
+        ["--device", "cpu", "--quick", "--data", str(tmp_path / "none.npz"), "--out", str(out)]
+    )
     text = out.read_text()
     assert rc == 0, text
     assert "synthetic" in text
-    for header in ("## (a)", "## (b)", "## (c)", "## (d)", "## (e)", "## (f)", "## (g)",
-                   "## Summary"):
+    for header in (
+        "## (a)",
+        "## (b)",
+        "## (c)",
+        "## (d)",
+        "## (e)",
+        "## (f)",
+        "## (g)",
+        "## Summary",
+    ):
         assert header in text
     for key in "abcde":
         assert f"**Target ({key})**" in text
     assert "Ratio k = 100 / k = 10" in text
     assert "full batch / mini-batch" in text and "mean ARI" in text
     assert "aten operators" in text
-    assert re.search(r"Dispatcher counts per iteration .*_local_scalar_dense 0, lift_fresh 0",
-                     text)
+    assert re.search(r"Dispatcher counts per iteration .*_local_scalar_dense 0, lift_fresh 0", text)
     assert "padded" in text and "pool layout" in text
     assert "failed" not in text
     assert "not judged" in text
@@ -70,8 +78,11 @@ def test_compile_check_prints_one_line_and_holds(capsys):
     rc = bench.main(["--device", "cpu", "--compile-check"])
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1, out
-    m = re.fullmatch(r"compile-check: graph_breaks=(\d+) recompiles=(\d+) iterations=50 "
-                     r"equal_to_eager=(True|False)", out[0])
+    m = re.fullmatch(
+        r"compile-check: graph_breaks=(\d+) recompiles=(\d+) iterations=50 "
+        r"equal_to_eager=(True|False)",
+        out[0],
+    )
     assert m, out[0]
     assert m.groups() == ("0", "0", "True")
     assert rc == 0
@@ -81,7 +92,8 @@ def test_host_overhead_counts_no_upload_in_the_loop():
     """benchmarks/bench_host_overhead.py: a torch fit's loop uploads no host array and
     reads the device back once per block of iterations (16 in steady state)."""
     spec = importlib.util.spec_from_file_location(
-        "bench_host_overhead", SCRIPT.parent / "bench_host_overhead.py")
+        "bench_host_overhead", SCRIPT.parent / "bench_host_overhead.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     import numpy as np
@@ -90,8 +102,7 @@ def test_host_overhead_counts_no_upload_in_the_loop():
     X = torch.from_numpy(np.random.RandomState(0).rand(500, 2).astype(np.float32))
     params = dict(n_clusters=5, gamma=1.0, batch_size=32, tau=8)
     for tol in (None, 1e-12):
-        per, uploads, reads = bench.counts_per_iteration(X, 63, 15,
-                                                         dict(tol=tol, **params))
+        per, uploads, reads = bench.counts_per_iteration(X, 63, 15, dict(tol=tol, **params))
         # 15 -> 63 iterations: read-backs after 31 and 47, then at the end (63).
         assert uploads == 0, per
         assert per["aten.lift_fresh.default"] == 0, per
@@ -102,11 +113,25 @@ def test_dispatch_counts_print_totals_and_operators(tmp_path, capsys):
     """--dispatch-counts (the issue's CPU operator count): one line of totals, then one
     line per operator, no read-back and no upload inside the loop."""
     bench = _load()
-    assert bench.main(["--device", "cpu", "--dispatch-counts", "--quick",
-                       "--data", str(tmp_path / "absent.npz")]) == 0
+    assert (
+        bench.main(
+            [
+                "--device",
+                "cpu",
+                "--dispatch-counts",
+                "--quick",
+                "--data",
+                str(tmp_path / "absent.npz"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.splitlines()
-    m = re.match(r"dispatch-counts: kernel_launching=([\d.]+) all=([\d.]+) "
-                 r"local_scalar_dense=0 lift_fresh=0 per iteration", out[0])
+    m = re.match(
+        r"dispatch-counts: kernel_launching=([\d.]+) all=([\d.]+) "
+        r"local_scalar_dense=0 lift_fresh=0 per iteration",
+        out[0],
+    )
     assert m, out[0]
     assert 0 < float(m.group(1)) < float(m.group(2))
     assert any("aten.segment_reduce" in line for line in out[1:])

@@ -42,8 +42,20 @@ def test_help(runner):
 
 
 def _fit_args(path, out):
-    return ["fit", str(path), "-k", "2", "--batch-size", "32", "--tau", "10", "--max-iter",
-            "10", "--labels-out", str(out)]
+    return [
+        "fit",
+        str(path),
+        "-k",
+        "2",
+        "--batch-size",
+        "32",
+        "--tau",
+        "10",
+        "--max-iter",
+        "10",
+        "--labels-out",
+        str(out),
+    ]
 
 
 @pytest.mark.slow
@@ -135,35 +147,55 @@ def test_datasets(runner, tmp_path):
 @pytest.mark.slow
 def test_experiment_quick_and_plot(runner, tmp_path):
     grid = tmp_path / "g.toml"
-    grid.write_text('name = "g"\ndatasets = ["blobs"]\n'
-                    'algorithms = ["truncated", "minibatch-classic", "full-batch"]\n'
-                    'batch_sizes = [32]\ntaus = [10, 20]\nseeds = 1\nmax_iter = 3\n'
-                    'synthetic_samples = 90\n')
+    grid.write_text(
+        'name = "g"\ndatasets = ["blobs"]\n'
+        'algorithms = ["truncated", "minibatch-classic", "full-batch"]\n'
+        "batch_sizes = [32]\ntaus = [10, 20]\nseeds = 1\nmax_iter = 3\n"
+        "synthetic_samples = 90\n"
+    )
     out = tmp_path / "res"
     r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--no-progress"])
     assert r.exit_code == 0, r.output
     assert "4 runs" in r.output and "4 ok" in r.output
-    r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--no-progress",
-                             "--jobs", "2"])
+    r = runner.invoke(
+        main, ["experiment", str(grid), "--out", str(out), "--no-progress", "--jobs", "2"]
+    )
     assert r.exit_code == 0 and "4 already in" in r.output
     # --dry-run marks the runs the table already holds
     r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--dry-run"])
     assert r.exit_code == 0, r.output
     assert r.output.count("(done)") == 4 and "4 already in it, 0 to run" in r.output
-    r = runner.invoke(main, ["experiment", str(grid), "--out", str(out), "--dry-run",
-                             "--seeds", "2"])
+    r = runner.invoke(
+        main, ["experiment", str(grid), "--out", str(out), "--dry-run", "--seeds", "2"]
+    )
     assert r.exit_code == 0, r.output
     assert r.output.count("(done)") == 4 and "8 runs" in r.output
     assert "4 already in it, 4 to run" in r.output
-    assert all(line.endswith("(done)") == ("seed=0" in line)
-               for line in r.output.splitlines() if "seed=" in line)
+    assert all(
+        line.endswith("(done)") == ("seed=0" in line)
+        for line in r.output.splitlines()
+        if "seed=" in line
+    )
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "g.csv").write_text("a,b\n1,2\n")
-    r = runner.invoke(main, ["experiment", str(grid), "--out", str(tmp_path / "other"),
-                             "--dry-run"])
+    r = runner.invoke(
+        main, ["experiment", str(grid), "--out", str(tmp_path / "other"), "--dry-run"]
+    )
     assert r.exit_code == 1 and "no run_id column" in r.output
-    r = runner.invoke(main, ["experiment", "quick", "--out", str(out), "--dry-run",
-                             "--datasets", "blobs", "--seeds", "1"])
+    r = runner.invoke(
+        main,
+        [
+            "experiment",
+            "quick",
+            "--out",
+            str(out),
+            "--dry-run",
+            "--datasets",
+            "blobs",
+            "--seeds",
+            "1",
+        ],
+    )
     assert r.exit_code == 0 and "runs ->" in r.output
     r = runner.invoke(main, ["plot", str(out / "g.csv"), "--out", str(tmp_path / "fig")])
     assert r.exit_code == 0, r.output
@@ -173,11 +205,13 @@ def test_experiment_quick_and_plot(runner, tmp_path):
 def test_experiment_errors(runner, tmp_path):
     r = runner.invoke(main, ["experiment", "nope", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "neither a preset" in r.output
-    r = runner.invoke(main, ["experiment", "quick", "--out", str(tmp_path),
-                             "--datasets", "iris", "--dry-run"])
+    r = runner.invoke(
+        main, ["experiment", "quick", "--out", str(tmp_path), "--datasets", "iris", "--dry-run"]
+    )
     assert r.exit_code == 2 and "Unknown dataset 'iris'" in r.output
-    r = runner.invoke(main, ["experiment", "quick", "--out", str(tmp_path),
-                             "--algorithms", "kmeans", "--dry-run"])
+    r = runner.invoke(
+        main, ["experiment", "quick", "--out", str(tmp_path), "--algorithms", "kmeans", "--dry-run"]
+    )
     assert r.exit_code == 2 and "Unknown algorithm 'kmeans'" in r.output
     bad = tmp_path / "bad.toml"
     bad.write_text("datasets = [")
@@ -233,8 +267,21 @@ def test_fit_gamma_auto_prints_candidates_and_plots(runner, blobs, tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, blobs)
     png = tmp_path / "gamma.png"
-    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--gamma", "auto", "--max-iter", "5",
-                             "--gamma-plot", str(png)])
+    r = runner.invoke(
+        main,
+        [
+            "fit",
+            str(path),
+            "-k",
+            "2",
+            "--gamma",
+            "auto",
+            "--max-iter",
+            "5",
+            "--gamma-plot",
+            str(png),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "gamma=auto (knn-normalized-cut" in r.output and "<- chosen" in r.output
     assert png.stat().st_size > 0 and f"gamma plot written to {png}" in r.output
@@ -245,13 +292,26 @@ def test_fit_gamma_auto_prints_candidates_and_plots(runner, blobs, tmp_path):
     # "mean-distance" is the fixed width (no table)
     r = runner.invoke(main, ["fit", str(path), "-k", "2", "--max-iter", "5"])
     assert r.exit_code == 0 and "<- chosen" not in r.output
-    line, = [x for x in r.output.splitlines() if x.startswith("gamma=auto")]
+    (line,) = [x for x in r.output.splitlines() if x.startswith("gamma=auto")]
     assert line.endswith("(--verbose: the table)")
     r = runner.invoke(main, ["fit", str(path), "-k", "2", "--max-iter", "5", "--verbose"])
     assert r.exit_code == 0 and "<- chosen" in r.output
     png.unlink()
-    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--gamma", "Mean-Distance",
-                             "--max-iter", "5", "--gamma-plot", str(png)])
+    r = runner.invoke(
+        main,
+        [
+            "fit",
+            str(path),
+            "-k",
+            "2",
+            "--gamma",
+            "Mean-Distance",
+            "--max-iter",
+            "5",
+            "--gamma-plot",
+            str(png),
+        ],
+    )
     assert r.exit_code == 0 and "<- chosen" not in r.output
     assert "--gamma-plot: nothing written" in r.output and not png.exists()
 
@@ -265,9 +325,24 @@ def test_fit_tau_accepts_none(tmp_path, tau, code):
     path = tmp_path / "x.npy"
     np.save(path, np.random.RandomState(0).normal(size=(200, 3)))
     out = tmp_path / "l.txt"
-    result = CliRunner().invoke(main, ["fit", str(path), "-k", "2", "--batch-size", "32",
-                                       "--max-iter", "5", "--tau", tau, "-q",
-                                       "--labels-out", str(out)])
+    result = CliRunner().invoke(
+        main,
+        [
+            "fit",
+            str(path),
+            "-k",
+            "2",
+            "--batch-size",
+            "32",
+            "--max-iter",
+            "5",
+            "--tau",
+            tau,
+            "-q",
+            "--labels-out",
+            str(out),
+        ],
+    )
     assert result.exit_code == code, result.output
     if code == 0:  # the default width (gamma="auto") too: labels are clusters 0 and 1
         assert set(np.loadtxt(out, dtype=int)) <= {0, 1}
@@ -277,9 +352,26 @@ def test_fit_untruncated_with_a_fixed_width(tmp_path):
     path = tmp_path / "x.npy"
     np.save(path, np.random.RandomState(0).normal(size=(200, 3)))
     out = tmp_path / "l.txt"
-    r = CliRunner().invoke(main, ["fit", str(path), "-k", "2", "--batch-size", "32",
-                                  "--max-iter", "5", "--tau", "none", "--gamma", "1.0",
-                                  "--labels-out", str(out), "-q"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "fit",
+            str(path),
+            "-k",
+            "2",
+            "--batch-size",
+            "32",
+            "--max-iter",
+            "5",
+            "--tau",
+            "none",
+            "--gamma",
+            "1.0",
+            "--labels-out",
+            str(out),
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert set(np.loadtxt(out, dtype=int)) <= {0, 1}
 
@@ -304,18 +396,26 @@ def test_fit_columns_and_drop(runner, blobs, tmp_path):
     np.save(ref, blobs.astype(np.float32))
     want = runner.invoke(main, [*_fast_args(ref, tmp_path / "ref.txt"), "-q"])
     assert want.exit_code == 0, want.output
-    for opts in (["--columns", "x,y"], ["--columns", "1", "--columns", "2"],
-                 ["--drop", "id,name"], ["--drop", "0", "--drop", "-1"]):
+    for opts in (
+        ["--columns", "x,y"],
+        ["--columns", "1", "--columns", "2"],
+        ["--drop", "id,name"],
+        ["--drop", "0", "--drop", "-1"],
+    ):
         out = tmp_path / "l.txt"
         r = runner.invoke(main, [*_fast_args(p, out), "-q", *opts])
         assert r.exit_code == 0, (opts, r.output)
         np.testing.assert_array_equal(np.loadtxt(out), np.loadtxt(tmp_path / "ref.txt"))
     r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--drop", "id"])
     assert r.exit_code == 1 and "column 'name' is not numeric (line 2 holds 'p0')" in r.output
-    for opts, match in ((["--columns", "x,z"], "--columns: no column named 'z'; the columns "
-                                               "are 'id', 'x', 'y', 'name'"),
-                        (["--drop", "7"], "--drop: column index 7 is out of range"),
-                        (["--drop", "id,x,y,name"], "--drop: no column is left")):
+    for opts, match in (
+        (
+            ["--columns", "x,z"],
+            "--columns: no column named 'z'; the columns are 'id', 'x', 'y', 'name'",
+        ),
+        (["--drop", "7"], "--drop: column index 7 is out of range"),
+        (["--drop", "id,x,y,name"], "--drop: no column is left"),
+    ):
         r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), *opts])
         assert r.exit_code == 2 and match in r.output and "Traceback" not in r.output
 
@@ -327,8 +427,9 @@ def test_fit_plot_written(runner, tmp_path, d):
     p = tmp_path / "d.npy"
     np.save(p, X)
     png = tmp_path / "clusters.png"
-    r = runner.invoke(main, ["fit", str(p), "-k", "3", "--max-iter", "5", "--gamma", "0.5",
-                             "--plot", str(png)])
+    r = runner.invoke(
+        main, ["fit", str(p), "-k", "3", "--max-iter", "5", "--gamma", "0.5", "--plot", str(png)]
+    )
     assert r.exit_code == 0, r.output
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 5000
     assert f"plot written to {png}" in r.output
@@ -358,8 +459,7 @@ def test_legends_beside_the_axes(blobs):
 
     est = MiniBatchKernelKMeans(n_clusters=2, gamma="auto", max_iter=5, random_state=0)
     est.fit(blobs)
-    for fig in (gamma_figure(est.gamma_selection_),
-                cluster_figure(blobs, est.labels_, 2)):
+    for fig in (gamma_figure(est.gamma_selection_), cluster_figure(blobs, est.labels_, 2)):
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         renderer = FigureCanvasAgg(fig).get_renderer()
@@ -372,10 +472,11 @@ def test_legends_beside_the_axes(blobs):
 def test_fit_output_errors_before_the_fit(runner, blobs, tmp_path):
     p = tmp_path / "d.npy"
     np.save(p, blobs)
-    for opts, match in ((["--plot", str(tmp_path / "c.xyz")], "--plot: cannot draw 'xyz'"),
-                        (["--gamma-plot", str(tmp_path / "g")], "--gamma-plot: cannot draw"),
-                        (["--labels-out", str(tmp_path / "no" / "l.txt")],
-                         "--labels-out: the folder")):
+    for opts, match in (
+        (["--plot", str(tmp_path / "c.xyz")], "--plot: cannot draw 'xyz'"),
+        (["--gamma-plot", str(tmp_path / "g")], "--gamma-plot: cannot draw"),
+        (["--labels-out", str(tmp_path / "no" / "l.txt")], "--labels-out: the folder"),
+    ):
         r = runner.invoke(main, ["fit", str(p), "-k", "2", "--gamma", "0.5", *opts])
         assert r.exit_code == 2 and match in r.output, r.output
         assert "inertia" not in r.output  # refused before any work
@@ -387,8 +488,9 @@ def test_fit_note_when_batch_larger_than_rows(runner, blobs, tmp_path):
     r = runner.invoke(main, ["fit", str(p), "-k", "2", "--max-iter", "3", "--gamma", "0.5"])
     assert r.exit_code == 0
     assert "note: --batch-size 1024 is larger than the 80 rows" in r.output
-    r = runner.invoke(main, ["fit", str(p), "-k", "2", "--max-iter", "3", "--gamma", "0.5",
-                             "--batch-size", "16"])
+    r = runner.invoke(
+        main, ["fit", str(p), "-k", "2", "--max-iter", "3", "--gamma", "0.5", "--batch-size", "16"]
+    )
     assert "note:" not in r.output
 
 
@@ -401,8 +503,9 @@ def test_fit_and_predict_outputs(runner, blobs, tmp_path, suffix):
     data = tmp_path / "d.csv"
     np.savetxt(data, blobs, delimiter=",", fmt="%.9g")
     model, labels, dist = tmp_path / "m.skops", tmp_path / f"l{suffix}", tmp_path / f"t{suffix}"
-    r = runner.invoke(main, [*_fast_args(data, labels), "--model-out", str(model),
-                             "--transform-out", str(dist)])
+    r = runner.invoke(
+        main, [*_fast_args(data, labels), "--model-out", str(model), "--transform-out", str(dist)]
+    )
     assert r.exit_code == 0, r.output
 
     def load(path, column=None):
@@ -419,8 +522,18 @@ def test_fit_and_predict_outputs(runner, blobs, tmp_path, suffix):
     np.testing.assert_allclose(load(dist), est.transform(X), rtol=1e-5, atol=1e-5)
     # predict: the same labels, streamed from the text file
     labels2, dist2 = tmp_path / f"l2{suffix}", tmp_path / f"t2{suffix}"
-    r = runner.invoke(main, ["predict", str(model), str(data), "--labels-out", str(labels2),
-                             "--transform-out", str(dist2)])
+    r = runner.invoke(
+        main,
+        [
+            "predict",
+            str(model),
+            str(data),
+            "--labels-out",
+            str(labels2),
+            "--transform-out",
+            str(dist2),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "labelled 80 points x 2 features" in r.output and "cluster sizes: 40 40" in r.output
     # in blocks of rows, not the whole file: float32 distances rounded in another order
@@ -441,8 +554,18 @@ def test_predict_streams_blocks_in_threads(runner, tmp_path, monkeypatch, block_
     data = tmp_path / "d.csv"
     np.savetxt(data, X, delimiter=",", fmt="%.9g", header="a,b,c", comments="")
     model, labels, dist = tmp_path / "m.skops", tmp_path / "l.txt", tmp_path / "t.npy"
-    r = runner.invoke(main, [*_fast_args(data, labels), "-k", "3", "--model-out", str(model),
-                             "--transform-out", str(dist)])
+    r = runner.invoke(
+        main,
+        [
+            *_fast_args(data, labels),
+            "-k",
+            "3",
+            "--model-out",
+            str(model),
+            "--transform-out",
+            str(dist),
+        ],
+    )
     assert r.exit_code == 0, r.output
     monkeypatch.setattr(_read, "BLOCK_BYTES", block_bytes)
     monkeypatch.setattr(_threads, "effective_n_threads", lambda: 3)
@@ -455,8 +578,19 @@ def test_predict_streams_blocks_in_threads(runner, tmp_path, monkeypatch, block_
 
     monkeypatch.setattr(_read, "_parse_text_block", spy)
     labels2, dist2 = tmp_path / "l2.npy", tmp_path / "t2.npy"
-    r = runner.invoke(main, ["predict", str(model), str(data), "--labels-out", str(labels2),
-                             "--transform-out", str(dist2), "-q"])
+    r = runner.invoke(
+        main,
+        [
+            "predict",
+            str(model),
+            str(data),
+            "--labels-out",
+            str(labels2),
+            "--transform-out",
+            str(dist2),
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert parsed_by == {"mbkkm-read"}
     fitted = np.loadtxt(labels, dtype=np.int32)
@@ -465,7 +599,8 @@ def test_predict_streams_blocks_in_threads(runner, tmp_path, monkeypatch, block_
     np.testing.assert_allclose(np.load(dist2), np.load(dist), rtol=1e-5, atol=1e-5)
     pd = pytest.importorskip("pandas")
     np.testing.assert_array_equal(
-        fitted, load_model(model).predict(pd.DataFrame(X.astype(np.float32), columns=list("abc"))))
+        fitted, load_model(model).predict(pd.DataFrame(X.astype(np.float32), columns=list("abc")))
+    )
     assert len(np.unique(fitted)) == 3
     # standard output, one label a line
     r = runner.invoke(main, ["predict", str(model), str(data), "-q"])
@@ -521,8 +656,9 @@ def test_fit_dtype(runner, blobs, tmp_path):
     np.savetxt(p, blobs, delimiter=",")
     for dtype in ("float32", "float64"):
         model = tmp_path / f"{dtype}.skops"
-        r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--dtype", dtype,
-                                 "--model-out", str(model)])
+        r = runner.invoke(
+            main, [*_fast_args(p, tmp_path / "l.txt"), "--dtype", dtype, "--model-out", str(model)]
+        )
         assert r.exit_code == 0, r.output
         assert load_model(model).support_vectors_.dtype == dtype
     r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--dtype", "int8"])
@@ -530,23 +666,30 @@ def test_fit_dtype(runner, blobs, tmp_path):
 
 
 # ---------------------------------------------- every data and output option's bad input
-@pytest.mark.parametrize(("opts", "match"), [
-    (["--dtype", "int8"], "'--dtype': 'int8' is not one of"),
-    (["--columns", ""], "--columns: no column named (an empty list)"),
-    (["--drop", " , "], "--drop: no column named (an empty list)"),
-    (["--columns", "0,0"], "--columns: column 0 (0-based) is selected more than once"),
-    (["--columns", "x"], "--columns: no column named 'x'; the file has no header"),
-    (["--columns", "-3"], "--columns: column index -3 is out of range: the table has 2 "
-                          "columns"),
-    (["--drop", "0,1"], "--drop: no column is left to read"),
-    (["--transform-out", "{tmp}/no/t.npy"], "--transform-out: the folder"),
-    (["--model-out", "{tmp}/no/m.skops"], "--model-out: the folder"),
-    (["--model-out", "-"], "--model-out: cannot write to standard output"),
-    (["--plot", "-"], "--plot: cannot write to standard output"),
-    (["--plot", "{tmp}/c"], "--plot: cannot draw 'a file without suffix'"),
-    (["--labels-out", "-", "--transform-out", "-"],
-     "--transform-out: standard output already takes the labels"),
-])
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [
+        (["--dtype", "int8"], "'--dtype': 'int8' is not one of"),
+        (["--columns", ""], "--columns: no column named (an empty list)"),
+        (["--drop", " , "], "--drop: no column named (an empty list)"),
+        (["--columns", "0,0"], "--columns: column 0 (0-based) is selected more than once"),
+        (["--columns", "x"], "--columns: no column named 'x'; the file has no header"),
+        (
+            ["--columns", "-3"],
+            "--columns: column index -3 is out of range: the table has 2 columns",
+        ),
+        (["--drop", "0,1"], "--drop: no column is left to read"),
+        (["--transform-out", "{tmp}/no/t.npy"], "--transform-out: the folder"),
+        (["--model-out", "{tmp}/no/m.skops"], "--model-out: the folder"),
+        (["--model-out", "-"], "--model-out: cannot write to standard output"),
+        (["--plot", "-"], "--plot: cannot write to standard output"),
+        (["--plot", "{tmp}/c"], "--plot: cannot draw 'a file without suffix'"),
+        (
+            ["--labels-out", "-", "--transform-out", "-"],
+            "--transform-out: standard output already takes the labels",
+        ),
+    ],
+)
 def test_fit_bad_option_is_named_before_any_work(runner, blobs, tmp_path, opts, match):
     p = tmp_path / "d.csv"
     np.savetxt(p, blobs, delimiter=",")  # no header: columns by index only
@@ -557,14 +700,17 @@ def test_fit_bad_option_is_named_before_any_work(runner, blobs, tmp_path, opts, 
     assert "Traceback" not in r.output and "inertia" not in r.output
 
 
-@pytest.mark.parametrize(("opts", "match"), [
-    (["--dtype", "float16"], "'--dtype': 'float16' is not one of"),
-    (["--drop", "a,b"], "--drop: no column is left to read"),
-    (["--columns", "c"], "--columns: no column named 'c'; the columns are 'a', 'b'"),
-    (["--labels-out", "{tmp}/no/l.txt"], "--labels-out: the folder"),
-    (["--transform-out", "{tmp}/no/t.txt"], "--transform-out: the folder"),
-    (["--transform-out", "-"], "--transform-out: standard output already takes the labels"),
-])
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [
+        (["--dtype", "float16"], "'--dtype': 'float16' is not one of"),
+        (["--drop", "a,b"], "--drop: no column is left to read"),
+        (["--columns", "c"], "--columns: no column named 'c'; the columns are 'a', 'b'"),
+        (["--labels-out", "{tmp}/no/l.txt"], "--labels-out: the folder"),
+        (["--transform-out", "{tmp}/no/t.txt"], "--transform-out: the folder"),
+        (["--transform-out", "-"], "--transform-out: standard output already takes the labels"),
+    ],
+)
 def test_predict_bad_option_is_named(runner, blobs, tmp_path, opts, match):
     data = tmp_path / "d.csv"
     np.savetxt(data, blobs, delimiter=",", header="a,b", comments="")
@@ -592,31 +738,46 @@ def test_distances_to_stdout(runner, blobs, tmp_path):
     data = tmp_path / "d.npy"
     np.save(data, blobs)
     labels, model = tmp_path / "l.txt", tmp_path / "m.skops"
-    r = runner.invoke(main, [*_fast_args(data, labels), "--transform-out", "-",
-                             "--model-out", str(model)])
+    r = runner.invoke(
+        main, [*_fast_args(data, labels), "--transform-out", "-", "--model-out", str(model)]
+    )
     assert r.exit_code == 0, r.output
     D = np.loadtxt(r.stdout.splitlines(), delimiter=",")  # the summary went to stderr
     est = load_model(model)
     np.testing.assert_allclose(D, est.transform(blobs), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(D.argmin(axis=1), np.loadtxt(labels, dtype=int))
     assert "inertia" in r.stderr
-    r = runner.invoke(main, ["predict", str(model), str(data), "--labels-out",
-                             str(tmp_path / "l2.txt"), "--transform-out", "-", "-q"])
+    r = runner.invoke(
+        main,
+        [
+            "predict",
+            str(model),
+            str(data),
+            "--labels-out",
+            str(tmp_path / "l2.txt"),
+            "--transform-out",
+            "-",
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
     np.testing.assert_array_equal(np.loadtxt(r.stdout.splitlines(), delimiter=","), D)
 
 
 def test_fit_dtype_of_npy(runner, blobs, tmp_path):
     """A float64 .npy stays float64 unless --dtype float32; a float32 one stays float32."""
-    for file_dtype, opts, want in (("float64", [], "float64"),
-                                   ("float64", ["--dtype", "float32"], "float32"),
-                                   ("float32", [], "float32"),
-                                   ("float32", ["--dtype", "float64"], "float64")):
+    for file_dtype, opts, want in (
+        ("float64", [], "float64"),
+        ("float64", ["--dtype", "float32"], "float32"),
+        ("float32", [], "float32"),
+        ("float32", ["--dtype", "float64"], "float64"),
+    ):
         p = tmp_path / f"{file_dtype}.npy"
         np.save(p, blobs.astype(file_dtype))
         model = tmp_path / "m.skops"
-        r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), *opts,
-                                 "--model-out", str(model)])
+        r = runner.invoke(
+            main, [*_fast_args(p, tmp_path / "l.txt"), *opts, "--model-out", str(model)]
+        )
         assert r.exit_code == 0, r.output
         assert load_model(model).support_vectors_.dtype == want, (file_dtype, opts)
 
@@ -636,11 +797,14 @@ def test_fit_arrow_input_with_columns(runner, blobs, tmp_path, suffix):
     for opts in (["--drop", "id"], ["--columns", "x,y"], ["--columns", "1,2"]):
         r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "-q", *opts])
         assert r.exit_code == 0, (opts, r.output)
-        np.testing.assert_array_equal(np.loadtxt(tmp_path / "l.txt"),
-                                      np.loadtxt(tmp_path / "ref.txt"))
+        np.testing.assert_array_equal(
+            np.loadtxt(tmp_path / "l.txt"), np.loadtxt(tmp_path / "ref.txt")
+        )
     r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--columns", "z"])
-    assert r.exit_code == 2 and "--columns: no column named 'z'; the columns are 'id', 'x', 'y'" \
-        in r.output
+    assert (
+        r.exit_code == 2
+        and "--columns: no column named 'z'; the columns are 'id', 'x', 'y'" in r.output
+    )
 
 
 class _HidePyarrow(importlib.abc.MetaPathFinder):
@@ -664,8 +828,9 @@ def test_parquet_without_pyarrow(runner, blobs, tmp_path, no_pyarrow):
     p = tmp_path / "d.npy"
     np.save(p, blobs)
     for opt, suffix in (("--labels-out", ".parquet"), ("--transform-out", ".feather")):
-        r = runner.invoke(main, ["fit", str(p), "-k", "2", "--gamma", "0.5", opt,
-                                 str(tmp_path / f"o{suffix}")])
+        r = runner.invoke(
+            main, ["fit", str(p), "-k", "2", "--gamma", "0.5", opt, str(tmp_path / f"o{suffix}")]
+        )
         assert r.exit_code == 2 and f"{opt}: writing {suffix} needs pyarrow" in r.output
         assert "inertia" not in r.output
     for suffix in (".parquet", ".feather"):
@@ -683,8 +848,23 @@ def test_fit_heat_kernel(runner, tmp_path):
     path = tmp_path / "moons.npy"
     np.save(path, X)
     out, model = tmp_path / "labels.txt", tmp_path / "model.skops"
-    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--kernel", "heat", "--max-iter", "20",
-                             "--labels-out", str(out), "--model-out", str(model)])
+    r = runner.invoke(
+        main,
+        [
+            "fit",
+            str(path),
+            "-k",
+            "2",
+            "--kernel",
+            "heat",
+            "--max-iter",
+            "20",
+            "--labels-out",
+            str(out),
+            "--model-out",
+            str(model),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert "t=auto chose t = " in r.output and "<- chosen" not in r.output
     labels = np.loadtxt(out, dtype=int)
@@ -693,12 +873,30 @@ def test_fit_heat_kernel(runner, tmp_path):
     assert adjusted_rand_score(y, labels) > 0.95
     est = load_model(model)  # the graph travels with the model: predict works
     np.testing.assert_array_equal(est.predict(X), labels)
-    r = runner.invoke(main, ["fit", str(path), "-k", "2", "--kernel", "heat", "--t", "30",
-                             "--n-neighbors", "8", "--max-iter", "5", "-q"])
+    r = runner.invoke(
+        main,
+        [
+            "fit",
+            str(path),
+            "-k",
+            "2",
+            "--kernel",
+            "heat",
+            "--t",
+            "30",
+            "--n-neighbors",
+            "8",
+            "--max-iter",
+            "5",
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
-    for args, message in ((["--kernel", "knn"], "--n-neighbors"),
-                          (["--t", "5"], "graph kernels"),
-                          (["--kernel", "heat", "--t", "-1"], "--t")):
+    for args, message in (
+        (["--kernel", "knn"], "--n-neighbors"),
+        (["--t", "5"], "graph kernels"),
+        (["--kernel", "heat", "--t", "-1"], "--t"),
+    ):
         r = runner.invoke(main, ["fit", str(path), "-k", "2", *args])
         assert r.exit_code == 2 and message in r.output, r.output
 
@@ -707,8 +905,20 @@ def test_fit_checkpoint_errors_resume_note_and_refusal(runner, blobs, tmp_path):
     p = tmp_path / "d.npy"
     np.save(p, blobs)
     ck = tmp_path / "fit.ckpt"
-    base = ["fit", str(p), "-k", "2", "--gamma", "0.5", "--batch-size", "16", "--tau", "10",
-            "--max-iter", "12"]
+    base = [
+        "fit",
+        str(p),
+        "-k",
+        "2",
+        "--gamma",
+        "0.5",
+        "--batch-size",
+        "16",
+        "--tau",
+        "10",
+        "--max-iter",
+        "12",
+    ]
     for extra, message in (
         (["--checkpoint-every", "3"], "--checkpoint-every needs --checkpoint"),
         (["--checkpoint", str(tmp_path / "no" / "ck")], "does not exist"),
@@ -722,16 +932,18 @@ def test_fit_checkpoint_errors_resume_note_and_refusal(runner, blobs, tmp_path):
     from mbkkm import MiniBatchKernelKMeans
 
     X = np.load(p)
-    MiniBatchKernelKMeans(n_clusters=2, gamma=0.5, batch_size=16, tau=10, max_iter=12,
-                          random_state=0).fit(X, checkpoint=ck)
+    MiniBatchKernelKMeans(
+        n_clusters=2, gamma=0.5, batch_size=16, tau=10, max_iter=12, random_state=0
+    ).fit(X, checkpoint=ck)
     out = tmp_path / "labels.txt"
     r = runner.invoke(main, [*base, "--checkpoint", str(ck), "--labels-out", str(out)])
     assert r.exit_code == 0, r.output
     assert f"resuming the fit saved in {ck} at iteration 12 of 12" in r.output
     assert out.exists() and not ck.exists()  # removed once the outputs are written
     # ... one of another command is refused, and left as it was
-    MiniBatchKernelKMeans(n_clusters=2, gamma=0.5, batch_size=16, tau=10, max_iter=12,
-                          random_state=1).fit(X, checkpoint=ck)
+    MiniBatchKernelKMeans(
+        n_clusters=2, gamma=0.5, batch_size=16, tau=10, max_iter=12, random_state=1
+    ).fit(X, checkpoint=ck)
     saved = ck.read_bytes()
     r = runner.invoke(main, [*base, "--checkpoint", str(ck), "--labels-out", str(out)])
     assert r.exit_code == 1

@@ -86,17 +86,20 @@ def test_a_refused_setting_is_not_reported(monkeypatch):
     assert len(mallopt.calls) == 2
 
 
-@pytest.mark.parametrize("environ, applied", [
-    ({"MBKKM_NO_MALLOPT": "1"}, False),
-    ({"MBKKM_NO_MALLOPT": "yes"}, False),
-    ({"MBKKM_NO_MALLOPT": "0"}, True),
-    ({"MBKKM_NO_MALLOPT": ""}, True),
-    ({"MALLOC_ARENA_MAX": "2"}, False),
-    ({"MALLOC_TRIM_THRESHOLD_": "0"}, False),
-    ({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}, False),
-    ({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}, True),
-    ({"MBKKM_DATA": "/data"}, True),
-])
+@pytest.mark.parametrize(
+    "environ, applied",
+    [
+        ({"MBKKM_NO_MALLOPT": "1"}, False),
+        ({"MBKKM_NO_MALLOPT": "yes"}, False),
+        ({"MBKKM_NO_MALLOPT": "0"}, True),
+        ({"MBKKM_NO_MALLOPT": ""}, True),
+        ({"MALLOC_ARENA_MAX": "2"}, False),
+        ({"MALLOC_TRIM_THRESHOLD_": "0"}, False),
+        ({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}, False),
+        ({"GLIBC_TUNABLES": "glibc.pthread.rseq=0"}, True),
+        ({"MBKKM_DATA": "/data"}, True),
+    ],
+)
 def test_opt_out_and_the_users_own_settings(environ, applied):
     mallopt = FakeMallopt()
     original = _alloc._glibc_mallopt
@@ -124,8 +127,12 @@ def test_no_op_off_glibc_linux(monkeypatch):
     monkeypatch.setattr(_alloc.platform, "libc_ver", lambda: ("glibc", "2.36"))
     assert _alloc._glibc_mallopt() is libc.mallopt  # the fake, argument types set
     assert libc.mallopt.argtypes is not None and libc.mallopt.restype is not None
-    for system, libc_ver in [("darwin", ("", "")), ("win32", ("", "")), ("linux", ("", "")),
-                             ("linux", ("libc", "1.2"))]:
+    for system, libc_ver in [
+        ("darwin", ("", "")),
+        ("win32", ("", "")),
+        ("linux", ("", "")),
+        ("linux", ("libc", "1.2")),
+    ]:
         monkeypatch.setattr(_alloc.sys, "platform", system)
         monkeypatch.setattr(_alloc.platform, "libc_ver", lambda v=libc_ver: v)
         assert _alloc._glibc_mallopt() is None
@@ -150,21 +157,40 @@ def test_no_op_without_mallopt_or_libc(monkeypatch):
 def test_the_command_tunes_before_it_reads(fake, monkeypatch, tmp_path):
     events = []
     fake_call = fake.__call__
-    monkeypatch.setattr(FakeMallopt, "__call__",
-                        lambda self, p, v: (events.append("mallopt"), fake_call(p, v))[1])
+    monkeypatch.setattr(
+        FakeMallopt, "__call__", lambda self, p, v: (events.append("mallopt"), fake_call(p, v))[1]
+    )
     fake_trim = fake.trim.__call__
-    monkeypatch.setattr(FakeTrim, "__call__",
-                        lambda self, pad: (events.append("trim"), fake_trim(pad))[1])
+    monkeypatch.setattr(
+        FakeTrim, "__call__", lambda self, pad: (events.append("trim"), fake_trim(pad))[1]
+    )
     opened = cli.open_table
-    monkeypatch.setattr(cli, "open_table", lambda *a, **k: (events.append("read"),
-                                                            opened(*a, **k))[1])
+    monkeypatch.setattr(
+        cli, "open_table", lambda *a, **k: (events.append("read"), opened(*a, **k))[1]
+    )
     rng = np.random.default_rng(0)
     path = tmp_path / "d.csv"
-    np.savetxt(path, np.concatenate([rng.normal(c, 0.3, (30, 2)) for c in (0, 5)]),
-               delimiter=",")
-    r = CliRunner().invoke(cli.main, ["fit", str(path), "-k", "2", "--batch-size", "16",
-                                      "--tau", "10", "--max-iter", "5", "--gamma", "1",
-                                      "--labels-out", str(tmp_path / "l.txt"), "-q"])
+    np.savetxt(path, np.concatenate([rng.normal(c, 0.3, (30, 2)) for c in (0, 5)]), delimiter=",")
+    r = CliRunner().invoke(
+        cli.main,
+        [
+            "fit",
+            str(path),
+            "-k",
+            "2",
+            "--batch-size",
+            "16",
+            "--tau",
+            "10",
+            "--max-iter",
+            "5",
+            "--gamma",
+            "1",
+            "--labels-out",
+            str(tmp_path / "l.txt"),
+            "-q",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert events == ["mallopt", "mallopt", "read", "trim"], events  # trimmed once read
     assert fake.calls == [(-3, 32 * MIB), (-1, 32 * MIB)] and fake.trim.calls == [0]
@@ -177,25 +203,31 @@ def test_the_library_never_tunes(fake, tmp_path):
     X = np.random.default_rng(0).normal(size=(60, 3))
     np.savetxt(path, X, delimiter=",")
     Y = cli.read_data(path)  # the library's reader, even where the CLI module defines it
-    MiniBatchKernelKMeans(n_clusters=2, batch_size=16, max_iter=3, gamma=1.0,
-                          random_state=0).fit(Y)
+    MiniBatchKernelKMeans(n_clusters=2, batch_size=16, max_iter=3, gamma=1.0, random_state=0).fit(Y)
     assert fake.calls == [] and fake.trim.calls == []
 
 
 def test_import_mbkkm_does_not_load_it():
-    code = ("import sys, mbkkm, mbkkm.cluster, mbkkm.datasets; "
-            "assert 'mbkkm._files._alloc' not in sys.modules, 'allocator module imported'; "
-            "assert 'mbkkm.cli' not in sys.modules")
+    code = (
+        "import sys, mbkkm, mbkkm.cluster, mbkkm.datasets; "
+        "assert 'mbkkm._files._alloc' not in sys.modules, 'allocator module imported'; "
+        "assert 'mbkkm.cli' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux") or _alloc.platform.libc_ver()[0]
-                    != "glibc", reason="glibc Linux only")
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or _alloc.platform.libc_ver()[0] != "glibc",
+    reason="glibc Linux only",
+)
 def test_glibc_accepts_the_settings():
     # in a child process: the settings are process-wide
-    code = ("from mbkkm._files._alloc import release_free_memory, tune_allocator; "
-            "print(sorted(tune_allocator(environ={}).items())); "
-            "print(release_free_memory(environ={}) in (True, False))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
-                         text=True).stdout
+    code = (
+        "from mbkkm._files._alloc import release_free_memory, tune_allocator; "
+        "print(sorted(tune_allocator(environ={}).items())); "
+        "print(release_free_memory(environ={}) in (True, False))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout
     assert out.split("\n")[:2] == [str(sorted(CHOSEN.items())), "True"]

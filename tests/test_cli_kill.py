@@ -24,15 +24,33 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals a
 
 
 def _fit(data, labels, model, seed):
-    return ["fit", str(data), "-k", "8", "--gamma", "0.5", "--batch-size", "512", "--tau", "400",
-            "--max-iter", "5", "--seed", str(seed), "--labels-out", str(labels),
-            "--model-out", str(model), "-q"]
+    return [
+        "fit",
+        str(data),
+        "-k",
+        "8",
+        "--gamma",
+        "0.5",
+        "--batch-size",
+        "512",
+        "--tau",
+        "400",
+        "--max-iter",
+        "5",
+        "--seed",
+        str(seed),
+        "--labels-out",
+        str(labels),
+        "--model-out",
+        str(model),
+        "-q",
+    ]
 
 
 @pytest.mark.slow
 def test_outputs_survive_sigkill(tmp_path):
     rng = np.random.default_rng(0)
-    X = (rng.normal(size=(100_000, 16)) + rng.integers(0, 8, (100_000, 1)) * 2.0)
+    X = rng.normal(size=(100_000, 16)) + rng.integers(0, 8, (100_000, 1)) * 2.0
     data = tmp_path / "data.npy"
     np.save(data, X.astype(np.float32))
     out = tmp_path / "out"
@@ -60,8 +78,7 @@ def test_outputs_survive_sigkill(tmp_path):
             if f.name.startswith("."):
                 f.unlink()  # a previous round's temporary file
         started = ctx.Event()
-        child = ctx.Process(target=_cli_child.run_cli,
-                            args=(_fit(data, labels, model, 2), started))
+        child = ctx.Process(target=_cli_child.run_cli, args=(_fit(data, labels, model, 2), started))
         child.start()
         assert started.wait(60)
         target = ("labels.txt", "model.skops", None)[round_ % 3]
@@ -91,10 +108,31 @@ def test_outputs_survive_sigkill(tmp_path):
 
 
 def _fit_checkpointed(data, labels, model, checkpoint):
-    return ["fit", str(data), "-k", "8", "--gamma", "0.05", "--batch-size", "256", "--tau",
-            "100", "--max-iter", "200", "--seed", "3", "--labels-out", str(labels),
-            "--model-out", str(model), "--checkpoint", str(checkpoint),
-            "--checkpoint-every", "5", "-q"]
+    return [
+        "fit",
+        str(data),
+        "-k",
+        "8",
+        "--gamma",
+        "0.05",
+        "--batch-size",
+        "256",
+        "--tau",
+        "100",
+        "--max-iter",
+        "200",
+        "--seed",
+        "3",
+        "--labels-out",
+        str(labels),
+        "--model-out",
+        str(model),
+        "--checkpoint",
+        str(checkpoint),
+        "--checkpoint-every",
+        "5",
+        "-q",
+    ]
 
 
 def _inode(path):
@@ -153,8 +191,13 @@ def test_checkpointed_fit_survives_sigkill(tmp_path):
     assert r.exit_code == 0, r.output
     assert labels.read_bytes() == ref_labels
     got = load_model(model)
-    for name in ("support_vectors_", "dual_coef_", "support_labels_", "center_norms_",
-                 "batch_objective_"):
+    for name in (
+        "support_vectors_",
+        "dual_coef_",
+        "support_labels_",
+        "center_norms_",
+        "batch_objective_",
+    ):
         assert np.array_equal(getattr(got, name), getattr(ref_model, name)), name
     assert got.n_iter_ == ref_model.n_iter_ == 200
     assert not ck.exists()  # removed once the outputs are written

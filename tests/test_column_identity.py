@@ -67,9 +67,28 @@ def _cli(*args):
 def _fit(data, tmp_path, *opts):
     """``mbkkm fit`` (fixed width, few iterations): the model file and the labels."""
     model, labels = tmp_path / "m.skops", tmp_path / "fit-labels.txt"
-    r = _cli("fit", data, "-k", 3, "--gamma", 0.1, "--batch-size", 32, "--tau", 20,
-             "--max-iter", 20, "--seed", 0, "--model-out", model, "--labels-out", labels,
-             "-q", *opts)
+    r = _cli(
+        "fit",
+        data,
+        "-k",
+        3,
+        "--gamma",
+        0.1,
+        "--batch-size",
+        32,
+        "--tau",
+        20,
+        "--max-iter",
+        20,
+        "--seed",
+        0,
+        "--model-out",
+        model,
+        "--labels-out",
+        labels,
+        "-q",
+        *opts,
+    )
     assert r.exit_code == 0, r.output
     return model, np.loadtxt(labels, dtype=int)
 
@@ -117,11 +136,14 @@ def test_predict_refuses_missing_and_extra_columns(frame, tmp_path):
     model, _ = _fit(_write(frame, tmp_path / "d.csv"), tmp_path, "--drop", "id,label")
     cases = [
         (frame[["id", "x", "z"]], ["lacks the column the model was fitted on: 'y'"]),
-        (frame.assign(w=1.0), ["has the column the model was not fitted on: 'w'",
-                               "--drop w"]),
-        (frame.rename(columns={"y": "Y"}),
-         ["lacks the column the model was fitted on: 'y'",
-          "has the column the model was not fitted on: 'Y'"]),
+        (frame.assign(w=1.0), ["has the column the model was not fitted on: 'w'", "--drop w"]),
+        (
+            frame.rename(columns={"y": "Y"}),
+            [
+                "lacks the column the model was fitted on: 'y'",
+                "has the column the model was not fitted on: 'Y'",
+            ],
+        ),
     ]
     for df, expected in cases:
         new = _write(df, tmp_path / "new.csv")
@@ -169,8 +191,10 @@ def test_names_on_one_side_warn(frame, tmp_path):
     model, fitted = _fit(_write(frame, tmp_path / "d.csv"), tmp_path, "--drop", "id,label")
     for df, path in ((frame, "all.txt"), (frame[FEATURES], "x.npy")):
         r, labels = _predict(model, _write(df, tmp_path / path), tmp_path)
-        assert ("Warning: " + str(tmp_path / path) + " has no column names, but the model "
-                "was fitted on named columns ('x', 'y', 'z')") in r.output
+        assert (
+            "Warning: " + str(tmp_path / path) + " has no column names, but the model "
+            "was fitted on named columns ('x', 'y', 'z')"
+        ) in r.output
         np.testing.assert_array_equal(labels, fitted)
     # a model without names, data with: a warning
     plain, fitted = _fit(_write(frame[FEATURES], tmp_path / "p.npy"), tmp_path)
@@ -187,8 +211,10 @@ def test_fit_records_no_names_without_a_header(frame, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["fit", "predict"])
-@pytest.mark.parametrize("cell, what", [("", "missing value ''"), ("NA", "missing value 'NA'"),
-                                        ("nan", "missing value 'nan'")])
+@pytest.mark.parametrize(
+    "cell, what",
+    [("", "missing value ''"), ("NA", "missing value 'NA'"), ("nan", "missing value 'nan'")],
+)
 def test_missing_cell_named_with_row_and_column(frame, tmp_path, command, cell, what):
     text = frame[FEATURES].to_csv(index=False).splitlines()
     model = None
@@ -198,8 +224,11 @@ def test_missing_cell_named_with_row_and_column(frame, tmp_path, command, cell, 
     text[5] = ",".join([x, cell, z])  # line 6: data row 5, column 'y'
     bad = tmp_path / "bad.csv"
     bad.write_text("\n".join(text) + "\n")
-    r = (_cli("fit", bad, "-k", 3) if command == "fit"
-         else _cli("predict", model, bad, "--labels-out", tmp_path / "l.txt"))
+    r = (
+        _cli("fit", bad, "-k", 3)
+        if command == "fit"
+        else _cli("predict", model, bad, "--labels-out", tmp_path / "l.txt")
+    )
     assert r.exit_code == 1, r.output
     assert f"{what} at row 5 (line 6), column 'y'." in r.output
     assert "drop the rows" in r.output and "SimpleImputer" in r.output
@@ -217,10 +246,12 @@ def test_text_still_gets_the_encode_message(frame, tmp_path):
 # ------------------------------------------------------------------ the API
 ESTIMATORS = {
     "MiniBatchKernelKMeans": lambda: MiniBatchKernelKMeans(
-        n_clusters=3, gamma=0.1, batch_size=32, tau=20, max_iter=20, random_state=0),
+        n_clusters=3, gamma=0.1, batch_size=32, tau=20, max_iter=20, random_state=0
+    ),
     "KernelKMeans": lambda: KernelKMeans(n_clusters=3, gamma=0.1, random_state=0),
-    "MiniBatchKMeans": lambda: MiniBatchKMeans(n_clusters=3, batch_size=32, max_iter=20,
-                                               random_state=0),
+    "MiniBatchKMeans": lambda: MiniBatchKMeans(
+        n_clusters=3, batch_size=32, max_iter=20, random_state=0
+    ),
 }
 
 
@@ -242,13 +273,16 @@ def test_dataframe_columns_matched_by_name(frame, name):
             getattr(est, method)(df[["x", "z"]])
         with pytest.raises(ValueError, match=r"unseen at fit time:\n- w"):
             getattr(est, method)(df.assign(w=1.0))
-    with pytest.warns(UserWarning, match="X does not have valid feature names, but "
-                                         f"{name} was fitted with feature names"):
+    with pytest.warns(
+        UserWarning,
+        match=f"X does not have valid feature names, but {name} was fitted with feature names",
+    ):
         est.predict(df.to_numpy())
     plain = ESTIMATORS[name]().fit(df.to_numpy())
     assert not hasattr(plain, "feature_names_in_")
-    with pytest.warns(UserWarning, match=f"X has feature names, but {name} was fitted "
-                                         "without feature names"):
+    with pytest.warns(
+        UserWarning, match=f"X has feature names, but {name} was fitted without feature names"
+    ):
         plain.predict(df)
 
 

@@ -23,8 +23,9 @@ except ImportError:  # pragma: no cover - written by another issue
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=2, processes=True, threads_per_worker=1,
-                                       dashboard_address=None)
+    cluster = distributed.LocalCluster(
+        n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+    )
     with distributed.Client(cluster) as c:
         yield c
     cluster.close()
@@ -95,8 +96,7 @@ def test_data_driven_gamma_within_rounding(client):
     np.testing.assert_array_equal(a.support_vectors_, b.support_vectors_)
     np.testing.assert_allclose(a.center_norms_, b.center_norms_, rtol=1e-12)
     assert b.inertia_ == pytest.approx(a.inertia_, rel=1e-12)
-    assert b.score(Xd, sample_weight=w) == pytest.approx(a.score(X, sample_weight=w),
-                                                         rel=1e-12)
+    assert b.score(Xd, sample_weight=w) == pytest.approx(a.score(X, sample_weight=w), rel=1e-12)
 
 
 def test_auto_gamma_keeping_the_mean_distance_width_uses_all_the_data(client):
@@ -226,7 +226,8 @@ def test_bad_dask_input(client):
         km.fit(da.zeros(10, chunks=5))
     with pytest.raises(ValueError, match="NaN or infinity"):
         kernel_kmeans(batch_size=4, max_iter=2).fit(
-            da.from_array(np.full((20, 2), np.nan), chunks=5))
+            da.from_array(np.full((20, 2), np.nan), chunks=5)
+        )
     fitted = kernel_kmeans(gamma=0.5, batch_size=64, max_iter=3).fit(shells(n=400))
     with pytest.raises(ValueError, match="features"):
         fitted.predict(da.zeros((10, 2), chunks=5))

@@ -22,8 +22,11 @@ def _sparse_dask():
 def test_check_dask_array_refuses_sparse_chunks():
     _, Xs = _sparse_dask()
     assert sp.issparse(Xs._meta)
-    with pytest.raises(ValueError, match=r"scipy\.sparse chunks.*compute it into one "
-                                         r"scipy\.sparse CSR.*densify its chunks"):
+    with pytest.raises(
+        ValueError,
+        match=r"scipy\.sparse chunks.*compute it into one "
+        r"scipy\.sparse CSR.*densify its chunks",
+    ):
         check_dask_array(Xs)
     with pytest.raises(ValueError, match="input_X"):
         check_dask_array(Xs, input_name="input_X")
@@ -37,8 +40,7 @@ def test_dense_dask_array_still_accepted():
 
 def test_estimator_refuses_sparse_dask_in_fit_and_predict():
     X, Xs = _sparse_dask()
-    km = MiniBatchKernelKMeans(n_clusters=2, batch_size=8, max_iter=2, gamma=1.0,
-                               random_state=0)
+    km = MiniBatchKernelKMeans(n_clusters=2, batch_size=8, max_iter=2, gamma=1.0, random_state=0)
     with pytest.raises(ValueError, match=r"scipy\.sparse chunks"):
         km.fit(Xs)
     km.fit(X)

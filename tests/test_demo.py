@@ -38,15 +38,26 @@ def test_demo_prints_table_and_gammas(tmp_path, capsys):
     demo.main(["--out", str(tmp_path), "--quick", "--no-plot", "--seed", "1"])
     text = capsys.readouterr().out
     assert "gamma=" in text
-    for word in ("circles", "moons", "digits", "KMeans", "MiniBatchKMeans",
-                 "MiniBatchKernelKMeans", "ARI", "NMI", "seconds"):
+    for word in (
+        "circles",
+        "moons",
+        "digits",
+        "KMeans",
+        "MiniBatchKMeans",
+        "MiniBatchKernelKMeans",
+        "ARI",
+        "NMI",
+        "seconds",
+    ):
         assert word in text
     assert not (tmp_path / "circles.png").exists()
 
 
 def test_format_table_aligned():
-    rows = [{"dataset": "a", "method": "m", "ari": 1.0, "nmi": 0.5, "seconds": 0.1},
-            {"dataset": "bb", "method": "mmm", "ari": -0.01, "nmi": 0.25, "seconds": 10.0}]
+    rows = [
+        {"dataset": "a", "method": "m", "ari": 1.0, "nmi": 0.5, "seconds": 0.1},
+        {"dataset": "bb", "method": "mmm", "ari": -0.01, "nmi": 0.25, "seconds": 10.0},
+    ]
     lines = [ln for ln in demo.format_table(rows).splitlines() if ln]
     assert len({len(ln) for ln in lines}) == 1
 

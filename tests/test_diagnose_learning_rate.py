@@ -25,8 +25,9 @@ def _plain(K, init, batches, rate):
     counts = np.zeros(k)
     last = np.zeros(k)
     for B in batches:
-        D = np.array([[K[x, x] - 2 * K[x] @ W[:, j] + W[:, j] @ K @ W[:, j]
-                       for j in range(k)] for x in B])
+        D = np.array(
+            [[K[x, x] - 2 * K[x] @ W[:, j] + W[:, j] @ K @ W[:, j] for j in range(k)] for x in B]
+        )
         lab = D.argmin(axis=1)
         for j in range(k):
             members = [x for x, lj in zip(B, lab) if lj == j]
@@ -56,7 +57,7 @@ def test_run_equals_explicit_weights(rate):
     W, last = _plain(K, init, batches, rate)
     np.testing.assert_allclose(state["P"], K @ W, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(state["norms"], np.einsum("ij,ik,kj->j", W, K, W), rtol=1e-10)
-    np.testing.assert_allclose(state["sumsq"], (W ** 2).sum(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(state["sumsq"], (W**2).sum(axis=0), rtol=1e-10)
     D = diag[:, None] - 2 * K @ W + np.einsum("ij,ik,kj->j", W, K, W)[None, :]
     np.testing.assert_array_equal(state["labels"], D.argmin(axis=1))
     assert [r[0] for r in rows] == [3, 6, 7]

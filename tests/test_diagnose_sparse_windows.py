@@ -21,8 +21,9 @@ _spec.loader.exec_module(diag)
 def test_describe_equals_plain_loops():
     X, y = make_blobs(400, centers=4, cluster_std=2.0, random_state=0)
     K = graph_kernel_matrix("knn", X, n_neighbors=8).tocsr()
-    est = MiniBatchKernelKMeans(4, batch_size=64, tau=10, max_iter=20, tol=None,
-                                random_state=0, kernel="precomputed").fit(K)
+    est = MiniBatchKernelKMeans(
+        4, batch_size=64, tau=10, max_iter=20, tol=None, random_state=0, kernel="precomputed"
+    ).fit(K)
     rows = diag.describe(K, y, est.labels_, est)
     Kd = K.toarray()
     assert [r[1] for r in rows] == sorted(np.bincount(est.labels_, minlength=4), reverse=True)

@@ -13,10 +13,17 @@ ROOT = Path(__file__).resolve().parents[1]
 # (plot_choosing_gamma.py) and the paper's own settings (plot_paper_figures.py)
 # set gamma on purpose; every other example uses the default width.
 FIRST_EXAMPLES = [
-    "README.md", "docs/index.rst", "docs/quickstart.rst", "src/mbkkm/demo.py",
-    "src/mbkkm/cluster/_minibatch_kernel.py", "src/mbkkm/cluster/_kernel_kmeans.py",
-    *(p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "examples").glob("*.py"))
-      if p.name not in ("plot_choosing_gamma.py", "plot_paper_figures.py")),
+    "README.md",
+    "docs/index.rst",
+    "docs/quickstart.rst",
+    "src/mbkkm/demo.py",
+    "src/mbkkm/cluster/_minibatch_kernel.py",
+    "src/mbkkm/cluster/_kernel_kmeans.py",
+    *(
+        p.relative_to(ROOT).as_posix()
+        for p in sorted((ROOT / "examples").glob("*.py"))
+        if p.name not in ("plot_choosing_gamma.py", "plot_paper_figures.py")
+    ),
 ]
 FIXED_WIDTH = re.compile(r"gamma\s*=\s*(?:[0-9.]+\b|gamma\b)")
 
@@ -44,14 +51,24 @@ def _build_site(tmp_path, conf="", page=""):
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT / 'docs' / '_sphinxext')!r})\n"
         "extensions = ['offline_assets', 'myst_parser']\n"
-        "myst_enable_extensions = ['dollarmath', 'amsmath']\n" + conf)
+        "myst_enable_extensions = ['dollarmath', 'amsmath']\n" + conf
+    )
     (src / "index.rst").write_text(
         "Title\n=====\n\nInline :math:`\\|x\\|^2` and\n\n.. math::\n\n   \\sum_i x_i\n\n"
-        ".. toctree::\n\n   page\n")
+        ".. toctree::\n\n   page\n"
+    )
     (src / "page.md").write_text("# Page\n\n$a + b$ and\n\n$$\\frac{1}{n}$$\n" + page)
     warnings = io.StringIO()
-    app = application.Sphinx(str(src), str(src), str(out), str(out / ".doctrees"), "html",
-                             status=None, warning=warnings, freshenv=True)
+    app = application.Sphinx(
+        str(src),
+        str(src),
+        str(out),
+        str(out / ".doctrees"),
+        "html",
+        status=None,
+        warning=warnings,
+        freshenv=True,
+    )
     app.build()
     return out, warnings.getvalue()
 
@@ -82,8 +99,10 @@ def test_math_is_rendered_by_mathjax_from_the_build(tmp_path):
 def test_a_remote_script_fails_the_build(tmp_path):
     pytest.importorskip("myst_parser")
     _, warnings = _build_site(
-        tmp_path, conf="html_js_files = ['https://cdn.example.org/x.js']\n"
-                       "html_css_files = ['//cdn.example.org/x.css']\n")
+        tmp_path,
+        conf="html_js_files = ['https://cdn.example.org/x.js']\n"
+        "html_css_files = ['//cdn.example.org/x.css']\n",
+    )
     assert "index.html loads https://cdn.example.org/x.js from another host" in warnings
     assert "page.html loads //cdn.example.org/x.css from another host" in warnings
 
@@ -92,9 +111,11 @@ def test_remote_assets_reads_scripts_and_stylesheets():
     sys.path.insert(0, str(ROOT / "docs" / "_sphinxext"))
     from offline_assets import remote_assets
 
-    html = ('<script src="_static/a.js"></script><script defer src="https://x.org/m.js">'
-            '</script><link rel="stylesheet" href="http://x.org/s.css">'
-            '<link rel="icon" href="https://x.org/i.png"><a href="https://x.org">x</a>')
+    html = (
+        '<script src="_static/a.js"></script><script defer src="https://x.org/m.js">'
+        '</script><link rel="stylesheet" href="http://x.org/s.css">'
+        '<link rel="icon" href="https://x.org/i.png"><a href="https://x.org">x</a>'
+    )
     assert remote_assets(html) == ["https://x.org/m.js", "http://x.org/s.css"]
 
 
@@ -120,16 +141,27 @@ def test_api_reference_is_in_sections():
     assert ":toctree:" not in index  # the index lists sections, not ~60 names
 
 
-@pytest.mark.parametrize("module", ["mbkkm", "mbkkm.cluster", "mbkkm.kernels",
-                                    "mbkkm.datasets", "mbkkm.experiments",
-                                    "mbkkm.backends"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "mbkkm",
+        "mbkkm.cluster",
+        "mbkkm.kernels",
+        "mbkkm.datasets",
+        "mbkkm.experiments",
+        "mbkkm.backends",
+    ],
+)
 def test_every_public_name_is_in_the_api_reference(module):
     import importlib
 
     mod = importlib.import_module(module)
     documented = _documented()
-    missing = [n for n in mod.__all__ if n != "__version__"
-               and n not in documented and f"cluster.{n}" not in documented]
+    missing = [
+        n
+        for n in mod.__all__
+        if n != "__version__" and n not in documented and f"cluster.{n}" not in documented
+    ]
     assert not missing, f"{module}: {missing} are public but not in docs/api/"
 
 
@@ -137,8 +169,14 @@ def _public_objects():
     import importlib
     import inspect
 
-    for module in ("mbkkm", "mbkkm.cluster", "mbkkm.kernels", "mbkkm.datasets",
-                   "mbkkm.experiments", "mbkkm.backends"):
+    for module in (
+        "mbkkm",
+        "mbkkm.cluster",
+        "mbkkm.kernels",
+        "mbkkm.datasets",
+        "mbkkm.experiments",
+        "mbkkm.backends",
+    ):
         mod = importlib.import_module(module)
         for name in mod.__all__:
             obj = getattr(mod, name)
@@ -160,8 +198,7 @@ def test_public_functions_show_their_parameters():
     from mbkkm.experiments import plot_results, summarize
 
     assert list(inspect.signature(summarize).parameters) == ["results"]
-    assert list(inspect.signature(plot_results).parameters) == ["results", "out", "tau",
-                                                                "formats"]
+    assert list(inspect.signature(plot_results).parameters) == ["results", "out", "tau", "formats"]
 
 
 def test_docstrings_link_the_docs_pages():
@@ -198,6 +235,5 @@ def test_versions_agree():
     else:
         assert sections[0].startswith(f"[{match[1]}] - 2"), sections[0]  # with its date
         assert not unreleased
-    numbers = [tuple(map(int, re.match(r"\[(\d+)\.(\d+)\.(\d+)\]", s).groups()))
-               for s in sections]
+    numbers = [tuple(map(int, re.match(r"\[(\d+)\.(\d+)\.(\d+)\]", s).groups())) for s in sections]
     assert numbers == sorted(numbers, reverse=True) and len(set(numbers)) == len(numbers)

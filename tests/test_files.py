@@ -93,10 +93,8 @@ def test_text_equals_loadtxt(tmp_path, block_bytes, delimiter, header):
     X = _data()
     p = tmp_path / "d.csv"
     names = delimiter.join(f"c{j}" for j in range(X.shape[1]))
-    np.savetxt(p, X, fmt="%.9g", delimiter=delimiter, header=names if header else "",
-               comments="")
-    want = np.loadtxt(p, delimiter=None if delimiter == " " else delimiter,
-                      skiprows=int(header))
+    np.savetxt(p, X, fmt="%.9g", delimiter=delimiter, header=names if header else "", comments="")
+    want = np.loadtxt(p, delimiter=None if delimiter == " " else delimiter, skiprows=int(header))
     t = open_table(p)
     assert (t.names is not None) == header and t.n_rows is None
     got = t.read()
@@ -114,20 +112,26 @@ def test_blank_lines_crlf_and_spaces(tmp_path, block_bytes):
     np.testing.assert_array_equal(t.read(), [[1, 2], [3, 4], [5, 6]])
 
 
-@pytest.mark.parametrize(("text", "match"), [
-    ("a,b\n1,2\n3\n", r"line 3: 1 fields, expected 2"),
-    ("a,b\n1,2\n3,4,5\n", r"line 3: 3 fields, expected 2"),
-    ("a,name\n1,x\n", r"column 'name' is not numeric \(line 2 holds 'x'\)"),
-    ("1,2\n3,\n", r"missing value '' at row 2 \(line 2\), column 1 \(0-based\)\. .*"
-                  r"dropna\(\).*SimpleImputer"),
-    ("a,b\n\n1,2\n\n3,NA\n", r"missing value 'NA' at row 2 \(line 5\), column 'b'"),
-    ("1,2\nnan,3\n", r"missing value 'nan' at row 2 \(line 2\), column 0 \(0-based\)"),
-    ("1,2\n3,-inf\n", r"infinite value '-inf' at row 2 \(line 2\), column 1 \(0-based\)"),
-    ("1,1e39\n", r"too large for float32"),
-    ("", r"is empty"),
-    ("\n \n", r"is empty"),
-    ("a,b\n\n", r"header but no data rows"),
-])
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("a,b\n1,2\n3\n", r"line 3: 1 fields, expected 2"),
+        ("a,b\n1,2\n3,4,5\n", r"line 3: 3 fields, expected 2"),
+        ("a,name\n1,x\n", r"column 'name' is not numeric \(line 2 holds 'x'\)"),
+        (
+            "1,2\n3,\n",
+            r"missing value '' at row 2 \(line 2\), column 1 \(0-based\)\. .*"
+            r"dropna\(\).*SimpleImputer",
+        ),
+        ("a,b\n\n1,2\n\n3,NA\n", r"missing value 'NA' at row 2 \(line 5\), column 'b'"),
+        ("1,2\nnan,3\n", r"missing value 'nan' at row 2 \(line 2\), column 0 \(0-based\)"),
+        ("1,2\n3,-inf\n", r"infinite value '-inf' at row 2 \(line 2\), column 1 \(0-based\)"),
+        ("1,1e39\n", r"too large for float32"),
+        ("", r"is empty"),
+        ("\n \n", r"is empty"),
+        ("a,b\n\n", r"header but no data rows"),
+    ],
+)
 @pytest.mark.parametrize("n_threads", [1, 3])
 def test_text_errors_name_line_and_column(tmp_path, block_bytes, text, match, n_threads):
     p = tmp_path / "d.csv"
@@ -165,8 +169,9 @@ def test_pieces_cut_anywhere(tmp_path, monkeypatch, ending):
     X = _data(40, 3) * np.array([1.0, 1e-3, 1e3])
     lines = [",".join(f"{v:.{k % 7 + 1}f}" for v in row) for k, row in enumerate(X)]
     p = tmp_path / "d.csv"
-    p.write_bytes(b"a,b,c\r\n" + "\n".join(lines).replace("\n", ending.decode() or "\n")
-                  .encode() + ending)
+    p.write_bytes(
+        b"a,b,c\r\n" + "\n".join(lines).replace("\n", ending.decode() or "\n").encode() + ending
+    )
     want = np.loadtxt(p, delimiter=",", skiprows=1).astype(np.float32)
     for block_bytes in (1, 2, 3, 7, 16, 39, 64, 100, 257):
         monkeypatch.setattr(_read, "BLOCK_BYTES", block_bytes)
@@ -266,13 +271,21 @@ def test_select_columns():
     assert select_columns(names, 4, ["7"]) == [3]  # a header name wins over an index
     assert select_columns(names, 4, drop=["id"]) == [1, 2, 3]
     assert select_columns(None, 3, ["2", "0"], drop=[2]) == [0]
-    for kw, match in [({"columns": ["z"]}, r"columns: no column named 'z'; the columns are "
-                                           r"'id', 'x'"),
-                      ({"columns": [4]}, r"columns: column index 4 is out of range: the table "
-                                         r"has 4 columns"),
-                      ({"columns": ["x", 1]}, r"column 'x' is selected more than once"),
-                      ({"drop": ["id", "x", "y", "7"]}, r"drop: no column is left"),
-                      ({"drop": ["nope"]}, r"drop: no column named 'nope'")]:
+    for kw, match in [
+        (
+            {"columns": ["z"]},
+            r"columns: no column named 'z'; the columns are "
+            r"'id', 'x'",
+        ),
+        (
+            {"columns": [4]},
+            r"columns: column index 4 is out of range: the table "
+            r"has 4 columns",
+        ),
+        ({"columns": ["x", 1]}, r"column 'x' is selected more than once"),
+        ({"drop": ["id", "x", "y", "7"]}, r"drop: no column is left"),
+        ({"drop": ["nope"]}, r"drop: no column named 'nope'"),
+    ]:
         with pytest.raises(ColumnSelectionError, match=match):
             select_columns(names, 4, **kw)
     with pytest.raises(ColumnSelectionError, match="no header: select columns by 0-based"):
@@ -300,8 +313,11 @@ def test_npy_is_memory_mapped_with_its_dtype(tmp_path):
     assert open_table(vec).read().shape == (5, 1)
     bad = tmp_path / "nan.npy"
     np.save(bad, np.array([[1.0, 2.0], [3.0, np.nan]]))
-    with pytest.raises(ValueError, match=r"missing value at row 2, column 1 \(0-based\)\. "
-                                         r".*impute"):
+    with pytest.raises(
+        ValueError,
+        match=r"missing value at row 2, column 1 \(0-based\)\. "
+        r".*impute",
+    ):
         open_table(bad).read()
 
 
@@ -330,12 +346,16 @@ def test_arrow_files(tmp_path, suffix, block_bytes):
     assert t.names == ["a", "b", "c", "i"] and t.n_rows == 40
     want = np.column_stack([X, np.arange(40)]).astype(np.float32)
     np.testing.assert_array_equal(t.read(), want)
-    np.testing.assert_array_equal(open_table(p, columns=["c", "a"], dtype="float64").read(),
-                                  X[:, [2, 0]])
+    np.testing.assert_array_equal(
+        open_table(p, columns=["c", "a"], dtype="float64").read(), X[:, [2, 0]]
+    )
     df.loc[17, "b"] = None
     (df.to_parquet if suffix == ".parquet" else df.to_feather)(p)
-    with pytest.raises(ValueError, match=r"missing value \(null\) at row 18, column 'b'\. "
-                                         r".*SimpleImputer"):
+    with pytest.raises(
+        ValueError,
+        match=r"missing value \(null\) at row 18, column 'b'\. "
+        r".*SimpleImputer",
+    ):
         open_table(p, drop=["name"]).read()
 
 
@@ -350,11 +370,13 @@ def test_writers_round_trip(tmp_path, suffix, known):
     D = rng.random((1000, 3)).astype(np.float32)
     lp, dp = tmp_path / f"l{suffix}", tmp_path / f"d{suffix}"
     n = 1000 if known else None
-    with open_writer(lp, names=None, dtype=np.int32, n_rows=n) as lw, \
-            open_writer(dp, names=["d0", "d1", "d2"], dtype=np.float32, n_rows=n) as dw:
+    with (
+        open_writer(lp, names=None, dtype=np.int32, n_rows=n) as lw,
+        open_writer(dp, names=["d0", "d1", "d2"], dtype=np.float32, n_rows=n) as dw,
+    ):
         for s in range(0, 1000, 300):
-            lw.write(labels[s:s + 300])
-            dw.write(D[s:s + 300])
+            lw.write(labels[s : s + 300])
+            dw.write(D[s : s + 300])
     if suffix == ".npy":
         got_l, got_d = np.load(lp), np.load(dp)
     elif suffix == ".parquet":
@@ -373,8 +395,10 @@ def test_writers_round_trip(tmp_path, suffix, known):
 def test_writer_error_keeps_the_old_file(tmp_path):
     p = tmp_path / "l.npy"
     np.save(p, np.arange(3))
-    with pytest.raises(ValueError, match="4 rows were written, 5 announced"), \
-            open_writer(p, names=None, dtype=np.int32, n_rows=5) as w:
+    with (
+        pytest.raises(ValueError, match="4 rows were written, 5 announced"),
+        open_writer(p, names=None, dtype=np.int32, n_rows=5) as w,
+    ):
         w.write(np.arange(4, dtype=np.int32))
     np.testing.assert_array_equal(np.load(p), np.arange(3))
     assert os.listdir(tmp_path) == ["l.npy"]

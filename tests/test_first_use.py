@@ -18,8 +18,9 @@ from mbkkm import KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans
 from mbkkm.cluster import EmptyClusterWarning, GraphSplitWarning, select_gamma
 
 ROOT = Path(__file__).resolve().parents[1]
-README_BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text("utf-8"),
-                           flags=re.S)
+README_BLOCKS = re.findall(
+    r"```python\n(.*?)```", (ROOT / "README.md").read_text("utf-8"), flags=re.S
+)
 
 
 # ------------------------------------------------------------------ README
@@ -34,8 +35,9 @@ def test_every_python_block_of_the_readme_is_a_doctest():
 @pytest.mark.parametrize("index", range(len(README_BLOCKS)))
 def test_readme_blocks_run_as_written_without_warnings(index):
     """Each block alone (its own imports, its own data), every warning an error."""
-    test = doctest.DocTestParser().get_doctest(README_BLOCKS[index], {}, f"README[{index}]",
-                                               "README.md", 0)
+    test = doctest.DocTestParser().get_doctest(
+        README_BLOCKS[index], {}, f"README[{index}]", "README.md", 0
+    )
     out = []
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     with warnings.catch_warnings():
@@ -70,30 +72,66 @@ def _three_far_blobs():
     return np.concatenate([rng.normal(size=(40, 2)) + c for c in ([0, 0], [50, 0], [0, 50])])
 
 
-@pytest.mark.parametrize(("category", "fit"), [
-    (EmptyClusterWarning, lambda: MiniBatchKernelKMeans(
-        n_clusters=4, gamma=1.0, random_state=0, max_iter=5, batch_size=16).fit(
-            np.repeat([[0.0, 0.0], [1.0, 1.0]], 20, axis=0))),
-    (EmptyClusterWarning, lambda: KernelKMeans(n_clusters=4, gamma=1.0, random_state=0).fit(
-        np.repeat([[0.0, 0.0], [1.0, 1.0]], 20, axis=0))),
-    (RuntimeWarning, lambda: KernelKMeans(n_clusters=2, gamma=1.0, init=_blobs()[:2],
-                                          n_init=3).fit(_blobs())),
-    (RuntimeWarning, lambda: MiniBatchKMeans(n_clusters=2, init=_blobs()[:2], n_init=3,
-                                             max_iter=3).fit(_blobs())),
-    (GraphSplitWarning, lambda: KernelKMeans(
-        n_clusters=2, kernel="heat", kernel_params={"n_neighbors": 5},
-        random_state=0).fit(_three_far_blobs())),
-    (GraphSplitWarning, lambda: MiniBatchKernelKMeans(
-        n_clusters=2, kernel="heat", kernel_params={"n_neighbors": 5}, max_iter=5,
-        random_state=0).fit(_three_far_blobs())),
-], ids=["empty-minibatch", "empty-full", "n_init-full", "n_init-minibatch-kmeans",
-        "graph-split-full", "graph-split-minibatch"])
+@pytest.mark.parametrize(
+    ("category", "fit"),
+    [
+        (
+            EmptyClusterWarning,
+            lambda: MiniBatchKernelKMeans(
+                n_clusters=4, gamma=1.0, random_state=0, max_iter=5, batch_size=16
+            ).fit(np.repeat([[0.0, 0.0], [1.0, 1.0]], 20, axis=0)),
+        ),
+        (
+            EmptyClusterWarning,
+            lambda: KernelKMeans(n_clusters=4, gamma=1.0, random_state=0).fit(
+                np.repeat([[0.0, 0.0], [1.0, 1.0]], 20, axis=0)
+            ),
+        ),
+        (
+            RuntimeWarning,
+            lambda: KernelKMeans(n_clusters=2, gamma=1.0, init=_blobs()[:2], n_init=3).fit(
+                _blobs()
+            ),
+        ),
+        (
+            RuntimeWarning,
+            lambda: MiniBatchKMeans(n_clusters=2, init=_blobs()[:2], n_init=3, max_iter=3).fit(
+                _blobs()
+            ),
+        ),
+        (
+            GraphSplitWarning,
+            lambda: KernelKMeans(
+                n_clusters=2, kernel="heat", kernel_params={"n_neighbors": 5}, random_state=0
+            ).fit(_three_far_blobs()),
+        ),
+        (
+            GraphSplitWarning,
+            lambda: MiniBatchKernelKMeans(
+                n_clusters=2,
+                kernel="heat",
+                kernel_params={"n_neighbors": 5},
+                max_iter=5,
+                random_state=0,
+            ).fit(_three_far_blobs()),
+        ),
+    ],
+    ids=[
+        "empty-minibatch",
+        "empty-full",
+        "n_init-full",
+        "n_init-minibatch-kmeans",
+        "graph-split-full",
+        "graph-split-minibatch",
+    ],
+)
 def test_warnings_point_at_the_users_line(category, fit):
     with pytest.warns(category) as record:
         fit()
     ours = [w for w in record if issubclass(w.category, category)]
-    assert ours and all(w.filename == __file__ for w in ours), \
-        [(w.filename, w.lineno) for w in ours]
+    assert ours and all(w.filename == __file__ for w in ours), [
+        (w.filename, w.lineno) for w in ours
+    ]
 
 
 def test_deprecated_keyword_warning_points_at_the_users_line():
@@ -143,11 +181,12 @@ def test_a_torch_device_without_torch_says_so(device):
         f"    MiniBatchKernelKMeans(n_clusters=2, gamma=1.0, device={device!r}).fit("
         "np.zeros((10, 2)))\n"
         "except ValueError as exc:\n"
-        "    print(exc)\n")
+        "    print(exc)\n"
+    )
     env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True,
-                       env=env, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", hide_torch], capture_output=True, text=True, env=env, timeout=300
+    )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.startswith(f"device={device!r} needs PyTorch, which is not installed"), \
-        r.stdout
+    assert r.stdout.startswith(f"device={device!r} needs PyTorch, which is not installed"), r.stdout
     assert "pip install -e '.[torch]'" in r.stdout and "device=None or 'cpu'" in r.stdout

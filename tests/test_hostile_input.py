@@ -136,8 +136,7 @@ def _mbkm(**kw):
     return MiniBatchKMeans(**{**params, **kw})
 
 
-ESTIMATORS = {"MiniBatchKernelKMeans": _mbkkm, "KernelKMeans": _kkm,
-              "MiniBatchKMeans": _mbkm}
+ESTIMATORS = {"MiniBatchKernelKMeans": _mbkkm, "KernelKMeans": _kkm, "MiniBatchKMeans": _mbkm}
 KERNEL_ESTIMATORS = {k: v for k, v in ESTIMATORS.items() if k != "MiniBatchKMeans"}
 
 
@@ -172,6 +171,7 @@ def _with(value, where=(0, 0)):
         X = _clean()
         X[where] = value
         return X
+
     return make
 
 
@@ -214,18 +214,23 @@ CASES = {
     "X19-list": Case(lambda: _clean().tolist()),
     "X20-tuple": Case(lambda: tuple(map(tuple, _clean()))),
     "X21-dataframe": Case(lambda: pd.DataFrame(_clean(), columns=list("abc"))),
-    "X22-dataframe-mixed": Case(lambda: pd.DataFrame(
-        {"a": np.arange(N), "b": _clean()[:, 1], "c": _clean()[:, 2].astype(np.float32)})),
-    "X23-dataframe-str": Case(lambda: pd.DataFrame(
-        {"a": ["x"] * N, "b": _clean()[:, 1], "c": _clean()[:, 2]}),
-        (ValueError, "column 'a' is not numeric")),
+    "X22-dataframe-mixed": Case(
+        lambda: pd.DataFrame(
+            {"a": np.arange(N), "b": _clean()[:, 1], "c": _clean()[:, 2].astype(np.float32)}
+        )
+    ),
+    "X23-dataframe-str": Case(
+        lambda: pd.DataFrame({"a": ["x"] * N, "b": _clean()[:, 1], "c": _clean()[:, 2]}),
+        (ValueError, "column 'a' is not numeric"),
+    ),
     "X24-fortran": Case(lambda: np.asfortranarray(_clean())),
     "X25-strided": Case(lambda: np.random.RandomState(0).randn(2 * N, 2 * D)[::2, ::2]),
     "X26-readonly": Case(_readonly),
     "X27-huge-1e30": Case(lambda: 1e30 * _clean()),
     "X28-huge-1e200": Case(lambda: 1e200 * _clean(), (ValueError, "too large")),
-    "X29-float32-1e20": Case(lambda: (1e20 * _clean()).astype(np.float32),
-                             (ValueError, "too large")),
+    "X29-float32-1e20": Case(
+        lambda: (1e20 * _clean()).astype(np.float32), (ValueError, "too large")
+    ),
     "X30-tiny-1e-300": Case(lambda: 1e-300 * _clean()),
     "X31-identical": Case(lambda: np.ones((N, D))),
     "X32-duplicates": Case(lambda: np.repeat(_clean()[:5], 6, axis=0)),
@@ -249,10 +254,15 @@ def _run_fit(est, method, X):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("name, method", [
-    (name, method) for name in ESTIMATORS for method in FIT_METHODS
-    if not (name == "KernelKMeans" and method == "partial_fit")  # no partial_fit
-])
+@pytest.mark.parametrize(
+    "name, method",
+    [
+        (name, method)
+        for name in ESTIMATORS
+        for method in FIT_METHODS
+        if not (name == "KernelKMeans" and method == "partial_fit")  # no partial_fit
+    ],
+)
 def test_hostile_training_data(name, method, case):
     c = CASES[case]
     est = ESTIMATORS[name]()
@@ -401,12 +411,15 @@ def test_tau_smaller_than_batch(tau):
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
-@pytest.mark.parametrize("params, exc, match", [
-    ({"init": np.zeros((2, D))}, ValueError, "init"),  # P6
-    ({"n_clusters": 0}, ValueError, "n_clusters"),  # P7
-    ({"max_iter": 0}, ValueError, "max_iter"),
-    ({"working_memory": -1}, ValueError, "working_memory"),
-])
+@pytest.mark.parametrize(
+    "params, exc, match",
+    [
+        ({"init": np.zeros((2, D))}, ValueError, "init"),  # P6
+        ({"n_clusters": 0}, ValueError, "n_clusters"),  # P7
+        ({"max_iter": 0}, ValueError, "max_iter"),
+        ({"working_memory": -1}, ValueError, "working_memory"),
+    ],
+)
 def test_bad_parameters(name, params, exc, match):
     with pytest.raises(exc, match=match):
         ESTIMATORS[name](**params).fit(_clean())
@@ -436,14 +449,17 @@ def test_sample_weight_with_zeros(name):  # W1
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
-@pytest.mark.parametrize("sw, match", [
-    (np.zeros(N), "sample_weight|Sample weights"),  # W2
-    (-np.ones(N), "sample_weight"),  # W3
-    (np.full(N, np.nan), "sample_weight"),  # W4
-    (np.full(N, np.inf), "sample_weight"),  # W5
-    (np.ones(N - 1), "sample_weight"),  # W6
-    (np.ones((N, 1)), "sample_weight"),  # W7
-])
+@pytest.mark.parametrize(
+    "sw, match",
+    [
+        (np.zeros(N), "sample_weight|Sample weights"),  # W2
+        (-np.ones(N), "sample_weight"),  # W3
+        (np.full(N, np.nan), "sample_weight"),  # W4
+        (np.full(N, np.inf), "sample_weight"),  # W5
+        (np.ones(N - 1), "sample_weight"),  # W6
+        (np.ones((N, 1)), "sample_weight"),  # W7
+    ],
+)
 def test_bad_sample_weight(name, sw, match):
     with pytest.raises(ValueError, match=match):
         ESTIMATORS[name]().fit(_clean(), sample_weight=sw)
@@ -505,14 +521,17 @@ def _k_str(A, B):
 
 
 @pytest.mark.parametrize("name", list(KERNEL_ESTIMATORS))
-@pytest.mark.parametrize("func, exc, match", [
-    (_k_raise, RuntimeError, "callable kernel raised ZeroDivisionError"),  # C1
-    (_k_nan, ValueError, "kernel: .*non-finite"),  # C2
-    (_k_inf, ValueError, "kernel: .*non-finite"),  # C3
-    (_k_shape, ValueError, "kernel: .*shape"),  # C6
-    (_k_complex, TypeError, "kernel: .*non-real"),  # C7
-    (_k_str, TypeError, "kernel: .*non-real"),  # C8
-])
+@pytest.mark.parametrize(
+    "func, exc, match",
+    [
+        (_k_raise, RuntimeError, "callable kernel raised ZeroDivisionError"),  # C1
+        (_k_nan, ValueError, "kernel: .*non-finite"),  # C2
+        (_k_inf, ValueError, "kernel: .*non-finite"),  # C3
+        (_k_shape, ValueError, "kernel: .*shape"),  # C6
+        (_k_complex, TypeError, "kernel: .*non-real"),  # C7
+        (_k_str, TypeError, "kernel: .*non-real"),  # C8
+    ],
+)
 def test_bad_callable_kernel(name, func, exc, match):
     with pytest.raises(exc, match=match):
         KERNEL_ESTIMATORS[name](kernel=func).fit(_clean())
@@ -564,13 +583,16 @@ def _gram(X):
 
 
 @pytest.mark.parametrize("name", list(KERNEL_ESTIMATORS))
-@pytest.mark.parametrize("make, exc, match", [
-    (lambda G: G[:, :20], ValueError, "square"),  # K1
-    (lambda G: G + np.triu(np.ones_like(G), 1), ValueError, "symmetric"),  # K2
-    (lambda G: G - 2 * np.eye(len(G)), ValueError, "diagonal"),  # K3
-    (lambda G: np.where(np.eye(len(G)) > 0, np.nan, G), ValueError, "NaN"),  # K4
-    (lambda G: G[0], ValueError, "must be 2-D"),  # K7
-])
+@pytest.mark.parametrize(
+    "make, exc, match",
+    [
+        (lambda G: G[:, :20], ValueError, "square"),  # K1
+        (lambda G: G + np.triu(np.ones_like(G), 1), ValueError, "symmetric"),  # K2
+        (lambda G: G - 2 * np.eye(len(G)), ValueError, "diagonal"),  # K3
+        (lambda G: np.where(np.eye(len(G)) > 0, np.nan, G), ValueError, "NaN"),  # K4
+        (lambda G: G[0], ValueError, "must be 2-D"),  # K7
+    ],
+)
 def test_bad_precomputed(name, make, exc, match):
     with pytest.raises(exc, match=match):
         KERNEL_ESTIMATORS[name](kernel="precomputed").fit(make(_gram(_clean())))
@@ -600,33 +622,39 @@ def test_precomputed_predict_wrong_shape(name):  # K5
 X0 = _clean()
 
 
-@pytest.mark.parametrize("call, exc, match", [
-    (lambda: resolve_kernel("nope"), ValueError, "kernel='nope'"),  # R1
-    (lambda: resolve_kernel(3), TypeError, "kernel must be"),  # R2
-    (lambda: resolve_kernel("rbf", gamma=-1.0), ValueError, "gamma"),  # R3
-    (lambda: resolve_kernel("rbf", gamma=float("nan")), ValueError, "gamma"),  # R4
-    (lambda: resolve_kernel("rbf", gamma=True), TypeError, "gamma"),  # R5
-    (lambda: resolve_kernel("rbf", kernel_params=[1]), TypeError, "kernel_params"),  # R6
-    (lambda: resolve_kernel("rbf", kernel_params={"x": 1}), ValueError, "kernel_params"),  # R7
-    (lambda: resolve_kernel("chi2", X=-np.ones((3, 2))), ValueError, "non-negative"),  # R8
-    (lambda: resolve_kernel("poly", degree=-1, X=X0), ValueError, "degree"),  # R9
-    (lambda: resolve_kernel("poly", coef0="a", X=X0), TypeError, "coef0"),  # R10
-    (lambda: knn_kernel(X0, 0), ValueError, "n_neighbors"),  # G1
-    (lambda: knn_kernel(X0, N + 1), ValueError, "n_neighbors"),  # G2
-    (lambda: knn_kernel(X0, 2.5), TypeError, "n_neighbors"),  # G3
-    (lambda: knn_kernel(_with(np.nan)(), 3), ValueError, "NaN"),  # G4
-    (lambda: knn_kernel(X0[:1], 1), ValueError, "sample"),  # G5
-    (lambda: heat_kernel(X0, 3, t=0.0), ValueError, "t must be"),  # G6
-    (lambda: heat_kernel(X0, 3, form="bad"), ValueError, "form"),  # G7
-    (lambda: graph_kernel_matrix("rbf", X0, n_neighbors=3), ValueError, "graph kernel"),  # G8
-    (lambda: graph_kernel_matrix("knn", X0), ValueError, "n_neighbors"),  # G9
-    (lambda: kernel_gamma(np.empty((0, 2))), ValueError, "sample"),  # G10
-    (lambda: kernel_gamma(-np.eye(3), "precomputed"), ValueError, "K\\(x, x\\)"),  # G11
-    (lambda: kernel_block(np.eye(3), np.array([0.5]), np.array([0])), TypeError,
-     "integer indices"),  # G12
-    (lambda: kernel_block(np.ones((3, 2)), [0], [0]), ValueError, "square"),  # G13
-    (lambda: kernel_gamma(X0 + 1j, "rbf"), ValueError, "Complex"),  # G14
-])
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: resolve_kernel("nope"), ValueError, "kernel='nope'"),  # R1
+        (lambda: resolve_kernel(3), TypeError, "kernel must be"),  # R2
+        (lambda: resolve_kernel("rbf", gamma=-1.0), ValueError, "gamma"),  # R3
+        (lambda: resolve_kernel("rbf", gamma=float("nan")), ValueError, "gamma"),  # R4
+        (lambda: resolve_kernel("rbf", gamma=True), TypeError, "gamma"),  # R5
+        (lambda: resolve_kernel("rbf", kernel_params=[1]), TypeError, "kernel_params"),  # R6
+        (lambda: resolve_kernel("rbf", kernel_params={"x": 1}), ValueError, "kernel_params"),  # R7
+        (lambda: resolve_kernel("chi2", X=-np.ones((3, 2))), ValueError, "non-negative"),  # R8
+        (lambda: resolve_kernel("poly", degree=-1, X=X0), ValueError, "degree"),  # R9
+        (lambda: resolve_kernel("poly", coef0="a", X=X0), TypeError, "coef0"),  # R10
+        (lambda: knn_kernel(X0, 0), ValueError, "n_neighbors"),  # G1
+        (lambda: knn_kernel(X0, N + 1), ValueError, "n_neighbors"),  # G2
+        (lambda: knn_kernel(X0, 2.5), TypeError, "n_neighbors"),  # G3
+        (lambda: knn_kernel(_with(np.nan)(), 3), ValueError, "NaN"),  # G4
+        (lambda: knn_kernel(X0[:1], 1), ValueError, "sample"),  # G5
+        (lambda: heat_kernel(X0, 3, t=0.0), ValueError, "t must be"),  # G6
+        (lambda: heat_kernel(X0, 3, form="bad"), ValueError, "form"),  # G7
+        (lambda: graph_kernel_matrix("rbf", X0, n_neighbors=3), ValueError, "graph kernel"),  # G8
+        (lambda: graph_kernel_matrix("knn", X0), ValueError, "n_neighbors"),  # G9
+        (lambda: kernel_gamma(np.empty((0, 2))), ValueError, "sample"),  # G10
+        (lambda: kernel_gamma(-np.eye(3), "precomputed"), ValueError, "K\\(x, x\\)"),  # G11
+        (
+            lambda: kernel_block(np.eye(3), np.array([0.5]), np.array([0])),
+            TypeError,
+            "integer indices",
+        ),  # G12
+        (lambda: kernel_block(np.ones((3, 2)), [0], [0]), ValueError, "square"),  # G13
+        (lambda: kernel_gamma(X0 + 1j, "rbf"), ValueError, "Complex"),  # G14
+    ],
+)
 def test_kernel_functions_refuse(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
@@ -651,21 +679,30 @@ def offline(monkeypatch, tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("call, exc, match", [
-    (lambda: load_dataset("nope", download=False), ValueError, "nope"),  # D1
-    (lambda: load_dataset(3, download=False), TypeError, "name"),  # D2
-    (lambda: load_dataset("pendigits", download="yes"), TypeError, "download"),  # D3
-    (lambda: load_dataset("pendigits", preprocess="bad", download=False), ValueError,
-     "preprocess|bad"),  # D4
-    (lambda: load_dataset("pendigits", dtype="nodtype", download=False), TypeError,
-     "dtype"),  # D5
-    (lambda: make_blobs(n_samples=0), ValueError, "n_samples"),  # D9
-    (lambda: make_blobs(n_samples=2.5), TypeError, "n_samples"),  # D10
-    (lambda: make_circles(noise=-1.0), ValueError, "noise"),  # D11
-    (lambda: make_moons(dtype=np.int64), TypeError, "dtype"),  # D12
-    (lambda: make_shells(n_samples=10, n_shells=0), ValueError, "n_shells"),  # D13
-    (lambda: make_circles(factor=1.0), ValueError, "factor"),  # D14
-])
+@pytest.mark.parametrize(
+    "call, exc, match",
+    [
+        (lambda: load_dataset("nope", download=False), ValueError, "nope"),  # D1
+        (lambda: load_dataset(3, download=False), TypeError, "name"),  # D2
+        (lambda: load_dataset("pendigits", download="yes"), TypeError, "download"),  # D3
+        (
+            lambda: load_dataset("pendigits", preprocess="bad", download=False),
+            ValueError,
+            "preprocess|bad",
+        ),  # D4
+        (
+            lambda: load_dataset("pendigits", dtype="nodtype", download=False),
+            TypeError,
+            "dtype",
+        ),  # D5
+        (lambda: make_blobs(n_samples=0), ValueError, "n_samples"),  # D9
+        (lambda: make_blobs(n_samples=2.5), TypeError, "n_samples"),  # D10
+        (lambda: make_circles(noise=-1.0), ValueError, "noise"),  # D11
+        (lambda: make_moons(dtype=np.int64), TypeError, "dtype"),  # D12
+        (lambda: make_shells(n_samples=10, n_shells=0), ValueError, "n_shells"),  # D13
+        (lambda: make_circles(factor=1.0), ValueError, "factor"),  # D14
+    ],
+)
 def test_dataset_functions_refuse(offline, call, exc, match):
     with pytest.raises(exc, match=match):
         call()
@@ -708,33 +745,66 @@ def _has_pyarrow() -> bool:
 _NEEDS_PYARROW = pytest.mark.skipif(not _has_pyarrow(), reason="Parquet needs pyarrow")
 
 
-@pytest.mark.parametrize("make, args, code, match", [
-    (lambda p: _write(p / "d.csv", "1,2\nnan,3\n4,5\n"), [], 1,
-     "missing value 'nan' at row 2 (line 2), column 0 (0-based)"),  # L1
-    (lambda p: _write(p / "d.csv", "a,b\n1,x\n2,3\n"), [], 1, "not numeric"),  # L2
-    (lambda p: _write(p / "d.csv", ""), [], 1, "empty"),  # L3
-    (lambda p: _write(p / "d.csv", "1,2\n3,4\n"), ["-k", "5"], 2, "larger than"),  # L4
-    (lambda p: (np.save(p / "c.npy", np.ones((4, 2)) * 1j), p / "c.npy")[1], [], 1,
-     "real numbers"),  # L5
-    (lambda p: (np.save(p / "t.npy", np.ones((4, 2, 2))), p / "t.npy")[1], [], 1,
-     "2-d"),  # L6
-    (lambda p: _write(p / "d.csv", "1,2\n3,4\n"), ["--gamma", "-1"], 2, "gamma"),  # L7
-    (lambda p: _write(p / "d.csv", "1,2\n3,4\n"), ["-k", "0"], 2, "n-clusters"),  # L8
-    (lambda p: p / "missing.csv", [], 2, "does not exist"),  # L9
-    (lambda p: (np.savez(p / "z.npz", Y=np.ones((4, 2))), p / "z.npz")[1], [], 1,
-     "no array 'X'"),  # L10
-    (lambda p: _write(p / "d.csv", "1,2\n3\n"), [], 1, "fields"),  # L11
-    (lambda p: _write(p / "d.csv", "a,b\n1,2\n3,\n"), [], 1,
-     "missing value '' at row 2 (line 3), column 'b'"),  # L13
-    (lambda p: _write(p / "d.csv", "1,2\ninf,3\n4,5\n"), [], 1, "infinite value"),  # L14
-    (lambda p: _write(p / "d.csv", "id,a,b\n1,2,3\n4,5,6,7\n"), ["--drop", "id"], 1,
-     "line 3: 4 fields, expected 3"),  # L15
-    pytest.param(lambda p: (pd.DataFrame({"a": [1.0, 2.0], "s": ["x", "y"]})
-                            .to_parquet(p / "d.parquet"), p / "d.parquet")[1], [], 1,
-                 "column 's' is not numeric", marks=_NEEDS_PYARROW),  # L16
-    (lambda p: _write(p / "d.csv", "a,b\n1,2\n3,4\n"), ["--columns", "c"], 2,
-     "--columns: no column named 'c'"),  # L18
-])
+@pytest.mark.parametrize(
+    "make, args, code, match",
+    [
+        (
+            lambda p: _write(p / "d.csv", "1,2\nnan,3\n4,5\n"),
+            [],
+            1,
+            "missing value 'nan' at row 2 (line 2), column 0 (0-based)",
+        ),  # L1
+        (lambda p: _write(p / "d.csv", "a,b\n1,x\n2,3\n"), [], 1, "not numeric"),  # L2
+        (lambda p: _write(p / "d.csv", ""), [], 1, "empty"),  # L3
+        (lambda p: _write(p / "d.csv", "1,2\n3,4\n"), ["-k", "5"], 2, "larger than"),  # L4
+        (
+            lambda p: (np.save(p / "c.npy", np.ones((4, 2)) * 1j), p / "c.npy")[1],
+            [],
+            1,
+            "real numbers",
+        ),  # L5
+        (lambda p: (np.save(p / "t.npy", np.ones((4, 2, 2))), p / "t.npy")[1], [], 1, "2-d"),  # L6
+        (lambda p: _write(p / "d.csv", "1,2\n3,4\n"), ["--gamma", "-1"], 2, "gamma"),  # L7
+        (lambda p: _write(p / "d.csv", "1,2\n3,4\n"), ["-k", "0"], 2, "n-clusters"),  # L8
+        (lambda p: p / "missing.csv", [], 2, "does not exist"),  # L9
+        (
+            lambda p: (np.savez(p / "z.npz", Y=np.ones((4, 2))), p / "z.npz")[1],
+            [],
+            1,
+            "no array 'X'",
+        ),  # L10
+        (lambda p: _write(p / "d.csv", "1,2\n3\n"), [], 1, "fields"),  # L11
+        (
+            lambda p: _write(p / "d.csv", "a,b\n1,2\n3,\n"),
+            [],
+            1,
+            "missing value '' at row 2 (line 3), column 'b'",
+        ),  # L13
+        (lambda p: _write(p / "d.csv", "1,2\ninf,3\n4,5\n"), [], 1, "infinite value"),  # L14
+        (
+            lambda p: _write(p / "d.csv", "id,a,b\n1,2,3\n4,5,6,7\n"),
+            ["--drop", "id"],
+            1,
+            "line 3: 4 fields, expected 3",
+        ),  # L15
+        pytest.param(
+            lambda p: (
+                pd.DataFrame({"a": [1.0, 2.0], "s": ["x", "y"]}).to_parquet(p / "d.parquet"),
+                p / "d.parquet",
+            )[1],
+            [],
+            1,
+            "column 's' is not numeric",
+            marks=_NEEDS_PYARROW,
+        ),  # L16
+        (
+            lambda p: _write(p / "d.csv", "a,b\n1,2\n3,4\n"),
+            ["--columns", "c"],
+            2,
+            "--columns: no column named 'c'",
+        ),  # L18
+    ],
+)
 def test_cli_refuses(offline, make, args, code, match):
     path = make(offline)
     argv = ["fit", path, *(args if "-k" in args else ["-k", "2", *args])]
@@ -748,16 +818,42 @@ def test_cli_identical_rows(offline):  # L12
     path = _write(offline / "d.csv", "1,1\n" * 20)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EmptyClusterWarning)
-        r = _cli(["fit", path, "-k", "2", "--batch-size", "8", "--tau", "4", "--max-iter",
-                  "3", "--labels-out", offline / "l.txt"])
+        r = _cli(
+            [
+                "fit",
+                path,
+                "-k",
+                "2",
+                "--batch-size",
+                "8",
+                "--tau",
+                "4",
+                "--max-iter",
+                "3",
+                "--labels-out",
+                offline / "l.txt",
+            ]
+        )
     assert r.exit_code == 0, r.output
     assert np.loadtxt(offline / "l.txt").shape == (20,)
 
 
 def test_cli_one_column_and_huge_header(offline):  # L17
     one = _write(offline / "one.csv", "x\n" + "\n".join(map(str, [0, 1, 2, 10, 11, 12])) + "\n")
-    r = _cli(["fit", one, "-k", "2", "--gamma", "1.0", "--max-iter", "3", "--labels-out",
-              offline / "l.txt"])
+    r = _cli(
+        [
+            "fit",
+            one,
+            "-k",
+            "2",
+            "--gamma",
+            "1.0",
+            "--max-iter",
+            "3",
+            "--labels-out",
+            offline / "l.txt",
+        ]
+    )
     assert r.exit_code == 0, r.output
     assert set(np.loadtxt(offline / "l.txt")[:3]) != set(np.loadtxt(offline / "l.txt")[3:])
     wide = offline / "wide.csv"

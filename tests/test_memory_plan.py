@@ -20,15 +20,17 @@ def data():
     return np.random.RandomState(0).rand(20000, 64).astype(np.float32)
 
 
-@pytest.mark.parametrize("kernel, k, tau, b", [
-    ("rbf", 10, 200, 512),
-    ("linear", 10, 200, 512),
-    ("rbf", 50, 10, 512),  # many clusters, short windows
-    ("rbf", 4, 50, 2048),  # b / k > tau: windows of one block
-])
+@pytest.mark.parametrize(
+    "kernel, k, tau, b",
+    [
+        ("rbf", 10, 200, 512),
+        ("linear", 10, 200, 512),
+        ("rbf", 50, 10, 512),  # many clusters, short windows
+        ("rbf", 4, 50, 2048),  # b / k > tau: windows of one block
+    ],
+)
 def test_plan_within_25_percent_of_measured_peaks(data, kernel, k, tau, b):
-    km = MiniBatchKernelKMeans(k, kernel=kernel, batch_size=b, tau=tau, max_iter=15,
-                               random_state=0)
+    km = MiniBatchKernelKMeans(k, kernel=kernel, batch_size=b, tau=tau, max_iter=15, random_state=0)
     plan = measure_memory(km, data)
     for phase in ("fit", "labelling"):
         ratio = plan.measured[phase] / plan.peaks[phase]
@@ -47,8 +49,9 @@ def test_refused_before_any_kernel_work_with_numbers(monkeypatch, data):
     monkeypatch.setattr(memory, "available_host_memory", lambda: 3 * 2**20)
     calls = []
     kernel = resolve_kernel("rbf", gamma=1.0)
-    monkeypatch.setattr(type(kernel), "__call__",
-                        lambda *a, **k: calls.append(1) or pytest.fail("kernel work"))
+    monkeypatch.setattr(
+        type(kernel), "__call__", lambda *a, **k: calls.append(1) or pytest.fail("kernel work")
+    )
     km = MiniBatchKernelKMeans(10, gamma=1.0, batch_size=4096, tau=500, random_state=0)
     with pytest.raises(MemoryPlanError, match=r"GiB.*available.*batch_size or tau") as info:
         km.fit(data)
@@ -61,10 +64,22 @@ def test_huge_batch_is_planned_in_chunks_or_refused(monkeypatch):
     """The issue's 1,000,000 x 16 case with b = tau = 200,000: the kernel blocks would
     be (m + b) x b values (terabytes); they are planned in column chunks, and what
     cannot be chunked is compared with the memory available."""
-    plan = memory.plan_minibatch(memory.MiniBatchPlanRequest(
-        n=1_000_000, row_bytes=64, n_features=16, itemsize=4, n_clusters=10,
-        batch_size=200_000, tau=200_000, kernel_name="rbf", max_tile_bytes=2**30,
-        label_rows=1000, n_threads=2, max_iter=3))
+    plan = memory.plan_minibatch(
+        memory.MiniBatchPlanRequest(
+            n=1_000_000,
+            row_bytes=64,
+            n_features=16,
+            itemsize=4,
+            n_clusters=10,
+            batch_size=200_000,
+            tau=200_000,
+            kernel_name="rbf",
+            max_tile_bytes=2**30,
+            label_rows=1000,
+            n_threads=2,
+            max_iter=3,
+        )
+    )
     assert plan.shapes["chunk_columns"] < 200_000
     assert plan.terms["kernel blocks"] <= 2**30
     with pytest.raises(MemoryPlanError, match="needs about"):
@@ -79,8 +94,7 @@ def test_fake_device_report_drives_the_device_branch(monkeypatch):
 
     # the device's report (driver free + torch's cached blocks), faked on CPU tensors
     monkeypatch.setattr(TorchBackend, "free_memory", lambda self: 2 * 2**20)
-    km = MiniBatchKernelKMeans(8, gamma=0.1, batch_size=1024, tau=100, max_iter=3,
-                               random_state=0)
+    km = MiniBatchKernelKMeans(8, gamma=0.1, batch_size=1024, tau=100, max_iter=3, random_state=0)
     with pytest.raises(MemoryPlanError, match=r"on cpu.*0.00195 GiB is available"):
         km.fit(X)
     # with a larger (fake) device the kernel blocks are chunked to a quarter of it
@@ -98,8 +112,9 @@ def test_chunked_kernel_blocks_equal_one_piece(cols_budget):
     a, c = init_state(X[:5].copy(), kern), init_state(X[:5].copy(), kern)
     for _ in range(6):
         B = X[rng.randint(0, 500, 120)]
-        opts = StepOptions(kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True,
-                           objective_after=True)
+        opts = StepOptions(
+            kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True, objective_after=True
+        )
         r1 = minibatch_step(a, B, opts)
         r2 = minibatch_step(c, B, dataclasses.replace(opts, max_tile_bytes=cols_budget))
         np.testing.assert_array_equal(r1.labels, r2.labels)
@@ -116,13 +131,19 @@ class _FakeOOM(RuntimeError):
 _FakeOOM.__name__ = "OutOfMemoryError"  # as torch names it
 
 
-@pytest.mark.parametrize("error", [MemoryError("Unable to allocate 6.16 GiB"),
-                                   _FakeOOM("CUDA out of memory. Tried to allocate 989 GiB")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        MemoryError("Unable to allocate 6.16 GiB"),
+        _FakeOOM("CUDA out of memory. Tried to allocate 989 GiB"),
+    ],
+)
 def test_out_of_memory_mid_fit_leaves_the_model_and_adds_the_plan(monkeypatch, data, error):
     import mbkkm._core._loop as mk  # the fit loop's step
 
-    km = MiniBatchKernelKMeans(4, gamma=1.0, batch_size=256, tau=30, max_iter=5,
-                               random_state=0).fit(data)
+    km = MiniBatchKernelKMeans(
+        4, gamma=1.0, batch_size=256, tau=30, max_iter=5, random_state=0
+    ).fit(data)
     before = km.support_vectors_.copy(), km.labels_.copy()
     real = mk.minibatch_step
     calls = []
@@ -143,8 +164,9 @@ def test_out_of_memory_mid_fit_leaves_the_model_and_adds_the_plan(monkeypatch, d
 
 
 def test_verbose_prints_the_plan(capsys, data):
-    MiniBatchKernelKMeans(3, gamma=1.0, batch_size=128, tau=20, max_iter=2, verbose=1,
-                          random_state=0).fit(data[:2000])
+    MiniBatchKernelKMeans(
+        3, gamma=1.0, batch_size=128, tau=20, max_iter=2, verbose=1, random_state=0
+    ).fit(data[:2000])
     out = capsys.readouterr().out
     assert "Memory plan on host" in out and "peak of fit" in out and "available" in out
 
@@ -152,8 +174,9 @@ def test_verbose_prints_the_plan(capsys, data):
 def test_untruncated_plan_is_checked(monkeypatch, data):
     monkeypatch.setattr(memory, "available_host_memory", lambda: 2**20)
     with pytest.raises(MemoryPlanError, match="integer tau"):
-        MiniBatchKernelKMeans(50, gamma=1.0, tau=None, batch_size=256, max_iter=2,
-                              random_state=0).fit(data)
+        MiniBatchKernelKMeans(
+            50, gamma=1.0, tau=None, batch_size=256, max_iter=2, random_state=0
+        ).fit(data)
 
 
 def test_explicit_minibatch_kmeans_plan(monkeypatch):
@@ -162,8 +185,7 @@ def test_explicit_minibatch_kmeans_plan(monkeypatch):
     from mbkkm import MiniBatchKMeans
 
     X = np.random.RandomState(0).rand(60000, 32).astype(np.float32)
-    km = MiniBatchKMeans(16, batch_size=1024, max_iter=10, compute_labels=False,
-                         random_state=0)
+    km = MiniBatchKMeans(16, batch_size=1024, max_iter=10, compute_labels=False, random_state=0)
     tracemalloc.start()
     try:
         km.fit(X)
@@ -191,8 +213,9 @@ def test_kernel_kmeans_stores_its_matrix_only_where_the_host_has_room(monkeypatc
     # the same with (fake) 20 MiB of RAM left: n^2 float64 = 17 MiB + the rest would not
     # leave room, so the kernel rows are recomputed in blocks, with the same result
     monkeypatch.setattr(memory, "available_host_memory", lambda: 20 * 2**20)
-    small = KernelKMeans(3, gamma=1.0, max_kernel_memory=10**6, working_memory=8,
-                         random_state=0).fit(X)
+    small = KernelKMeans(
+        3, gamma=1.0, max_kernel_memory=10**6, working_memory=8, random_state=0
+    ).fit(X)
     assert small._kernel_storage.startswith("blocks")
     np.testing.assert_array_equal(small.labels_, km.labels_)
     monkeypatch.setattr(memory, "available_host_memory", lambda: 2**20)
@@ -210,26 +233,34 @@ def test_device_plan_counts_the_pool_it_holds(budget_mib):
     from mbkkm._core._memory import pool_capacities
 
     X = torch.from_numpy(np.random.RandomState(5).rand(5000, 32).astype(np.float32))
-    km = MiniBatchKernelKMeans(8, gamma=0.1, batch_size=512, tau=100, max_iter=3,
-                               working_memory=budget_mib, random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        8, gamma=0.1, batch_size=512, tau=100, max_iter=3, working_memory=budget_mib, random_state=0
+    ).fit(X)
     plan = km.memory_plan_
     kern = resolve_kernel("rbf", gamma=0.1)
-    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["adaptive"], tau=100,
-                           renormalize=True,
-                           max_tile_bytes=None if budget_mib is None else budget_mib * 2**20)
-    loop = _loop.MiniBatchLoop(init_state(X[:8].clone(), kern), X,
-                               np.zeros((3, 512), dtype=np.intp), None, cfg)
+    cfg = _loop.LoopConfig(
+        kernel=kern,
+        rate=LEARNING_RATES["adaptive"],
+        tau=100,
+        renormalize=True,
+        max_tile_bytes=None if budget_mib is None else budget_mib * 2**20,
+    )
+    loop = _loop.MiniBatchLoop(
+        init_state(X[:8].clone(), kern), X, np.zeros((3, 512), dtype=np.intp), None, cfg
+    )
     pool, layout = loop.state.pool, loop.state.layout
     assert (layout.L, layout.M) == pool_capacities(8, 512, 100, support=8)
     assert (plan.shapes["slots"], plan.shapes["pool_rows"]) == (layout.L, layout.M)
     t = plan.terms
     assert t["support pool (M + 1 + b rows)"] == pool.rows.nbytes
     assert t["pool weights and slots of the rows"] == pool.coef.nbytes + pool.block.nbytes
-    windows = sum(x.nbytes for x in (pool.lam, pool.newer, pool.stamp, pool.gram,
-                                     pool.norms, pool.counts))
+    windows = sum(
+        x.nbytes for x in (pool.lam, pool.newer, pool.stamp, pool.gram, pool.norms, pool.counts)
+    )
     assert t["windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)"] == windows
     assert t["copy of the pool (replay after an overflow)"] == pytest.approx(
-        sum(x.nbytes for x in pool), abs=32)
+        sum(x.nbytes for x in pool), abs=32
+    )
     cols = layout.chunks[0][1]
     assert plan.shapes["chunk_columns"] == cols
     assert t["kernel block K(rows, X_B)"] == layout.n_rows * cols * 4
@@ -238,30 +269,45 @@ def test_device_plan_counts_the_pool_it_holds(budget_mib):
 
 
 def test_cuda_plan_counts_the_captured_graph():
-    common = dict(n=70000, row_bytes=784 * 4, n_features=784, itemsize=4, n_clusters=10,
-                  batch_size=1024, tau=200, kernel_name="rbf", max_iter=200,
-                  device_resident=True)
+    common = dict(
+        n=70000,
+        row_bytes=784 * 4,
+        n_features=784,
+        itemsize=4,
+        n_clusters=10,
+        batch_size=1024,
+        tau=200,
+        kernel_name="rbf",
+        max_iter=200,
+        device_resident=True,
+    )
     cpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cpu", **common))
     gpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cuda:0", **common))
     graph = "CUDA graph: its iteration's buffers, the pool copy of the capture"
     assert graph not in cpu.terms
     t = gpu.terms
-    assert t[graph] == (t["batch rows"] + t["kernel block K(rows, X_B)"]
-                        + max(t["kernel operand temporaries"], t["iteration products"])
-                        + t["copy of the pool (replay after an overflow)"])
+    assert t[graph] == (
+        t["batch rows"]
+        + t["kernel block K(rows, X_B)"]
+        + max(t["kernel operand temporaries"], t["iteration products"])
+        + t["copy of the pool (replay after an overflow)"]
+    )
     assert t["kernel operand temporaries"] == cpu.terms["kernel operand temporaries"]
     # The block sums on CUDA: a (k (L + 1), M + 1 + b) mask and masked values
     # (_pool.slot_sums), in the iteration's products.
     n_rows = gpu.shapes["pool_rows"] + 1 + 1024
     dense = 10 * (gpu.shapes["slots"] + 1) * n_rows * 9
     assert t["iteration products"] == cpu.terms["iteration products"] + dense
+
     def iteration_max(p):
         return max(p.terms["kernel operand temporaries"], p.terms["iteration products"])
+
     # cuBLAS keeps a 32 MiB workspace per stream: the current one and the capture's.
     cublas = "cuBLAS workspaces (the current and the capture stream)"
     assert cublas not in cpu.terms and t[cublas] == 64 * 2**20
-    assert gpu.peaks["fit"] == (cpu.peaks["fit"] + t[graph] + t[cublas] + iteration_max(gpu)
-                                - iteration_max(cpu))
+    assert gpu.peaks["fit"] == (
+        cpu.peaks["fit"] + t[graph] + t[cublas] + iteration_max(gpu) - iteration_max(cpu)
+    )
     assert gpu.peaks["labelling"] == cpu.peaks["labelling"] + t[cublas]
 
 
@@ -271,9 +317,18 @@ def test_cuda_plan_counts_the_folded_rbf_operands():
     # (kernels._torch_tiles.rbf_tail), and the norms; on the CPU a copy of the rows is
     # squared.
     pytest.importorskip("torch")
-    common = dict(n=70000, row_bytes=784 * 4, n_features=784, itemsize=4, n_clusters=10,
-                  batch_size=16384, tau=4000, kernel_name="rbf", max_iter=200,
-                  device_resident=True)
+    common = dict(
+        n=70000,
+        row_bytes=784 * 4,
+        n_features=784,
+        itemsize=4,
+        n_clusters=10,
+        batch_size=16384,
+        tau=4000,
+        kernel_name="rbf",
+        max_iter=200,
+        device_resident=True,
+    )
     cpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cpu", **common))
     gpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cuda:0", **common))
     n_rows = gpu.shapes["pool_rows"] + 1 + 16384
@@ -281,7 +336,8 @@ def test_cuda_plan_counts_the_folded_rbf_operands():
     assert gpu.terms["kernel operand temporaries"] == (n_rows + 16384) * (788 + 1) * 4
     assert cpu.terms["kernel operand temporaries"] == n_rows * 784 * 4
     # A budget that cuts the block into chunks: the chunks are plain rbf tiles.
-    chunked = memory.plan_minibatch(memory.MiniBatchPlanRequest(
-        where="cuda:0", max_tile_bytes=2**30, **common))
+    chunked = memory.plan_minibatch(
+        memory.MiniBatchPlanRequest(where="cuda:0", max_tile_bytes=2**30, **common)
+    )
     assert chunked.shapes["chunk_columns"] < 16384
     assert chunked.terms["kernel operand temporaries"] == n_rows * 784 * 4

@@ -14,10 +14,12 @@ from mbkkm.kernels import kernel_names, resolve_kernel
 
 ESTIMATORS = {
     "MiniBatchKernelKMeans": lambda **kw: MiniBatchKernelKMeans(
-        2, batch_size=16, tau=10, max_iter=3, random_state=0, **kw),
+        2, batch_size=16, tau=10, max_iter=3, random_state=0, **kw
+    ),
     "KernelKMeans": lambda **kw: KernelKMeans(2, max_iter=5, random_state=0, **kw),
-    "MiniBatchKMeans": lambda **kw: MiniBatchKMeans(2, batch_size=16, max_iter=3,
-                                                    random_state=0, **kw),
+    "MiniBatchKMeans": lambda **kw: MiniBatchKMeans(
+        2, batch_size=16, max_iter=3, random_state=0, **kw
+    ),
 }
 KERNEL_ESTIMATORS = ["MiniBatchKernelKMeans", "KernelKMeans"]
 SHORT = 300  # characters: a message, not a dump
@@ -35,8 +37,7 @@ def _message(make, X):
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_dataframe_string_column_is_named(name):
-    df = pd.DataFrame({"height": _X()[:, 0], "city": ["Paris", "Lyon"] * 20,
-                       "weight": _X()[:, 1]})
+    df = pd.DataFrame({"height": _X()[:, 0], "city": ["Paris", "Lyon"] * 20, "weight": _X()[:, 1]})
     msg = _message(ESTIMATORS[name], df)
     assert "column 'city' is not numeric" in msg
     assert "'Paris'" in msg and "OneHotEncoder" in msg
@@ -69,9 +70,12 @@ def test_unknown_kernel_suggests_the_nearest_name(name):
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
 def test_every_string_option_suggests(name):
-    with pytest.raises(InvalidParameterError, match=r"init='kmeans\+\+' is not a known "
-                       r"init\. Did you mean 'k-means\+\+'\? Expected one of: "
-                       r"k-means\+\+, random; or an array-like\."):
+    with pytest.raises(
+        InvalidParameterError,
+        match=r"init='kmeans\+\+' is not a known "
+        r"init\. Did you mean 'k-means\+\+'\? Expected one of: "
+        r"k-means\+\+, random; or an array-like\.",
+    ):
         ESTIMATORS[name](init="kmeans++").fit(_X())
 
 
@@ -94,8 +98,10 @@ def test_resolve_kernel_suggests():
 
 
 @pytest.mark.parametrize("name", list(ESTIMATORS))
-@pytest.mark.parametrize("X, shape", [(np.arange(100_000.0), "a 1-D array of shape (100000,)"),
-                                      (np.float64(3.0), "a scalar")])
+@pytest.mark.parametrize(
+    "X, shape",
+    [(np.arange(100_000.0), "a 1-D array of shape (100000,)"), (np.float64(3.0), "a scalar")],
+)
 def test_one_dimensional_input_is_not_printed(name, X, shape):
     msg = _message(ESTIMATORS[name], X)
     assert msg.startswith(f"X must be 2-D, shape (n_samples, n_features); got {shape}.")
@@ -122,8 +128,10 @@ def test_nan_gets_clustering_advice_and_its_place(name):
     X = _X()
     X[7, 2] = X[9, 0] = np.nan
     msg = _message(ESTIMATORS[name], X)
-    assert msg.startswith("Input X contains NaN (2 values; the first in row 7, column 2). "
-                          f"{name} does not accept missing values")
+    assert msg.startswith(
+        "Input X contains NaN (2 values; the first in row 7, column 2). "
+        f"{name} does not accept missing values"
+    )
     assert "SimpleImputer" in msg
     assert "supervised" not in msg and "HistGradientBoosting" not in msg
     assert len(msg) < SHORT
@@ -134,8 +142,10 @@ def test_nan_in_a_dataframe_names_the_columns():
     df.loc[3, "weight"] = np.nan
     df.loc[4, "age"] = np.nan
     msg = _message(ESTIMATORS["MiniBatchKMeans"], df)
-    assert msg.startswith("Input X contains NaN (2 values, in columns 'age', 'weight'; the "
-                          "first in row 3, column 'weight').")
+    assert msg.startswith(
+        "Input X contains NaN (2 values, in columns 'age', 'weight'; the "
+        "first in row 3, column 'weight')."
+    )
     msg = _message(ESTIMATORS["MiniBatchKMeans"], df.set_index(df.index + 10))
     assert "the first in row 3 (index 13), column 'weight')" in msg
 

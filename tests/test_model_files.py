@@ -28,16 +28,22 @@ def X():
 
 @pytest.fixture(scope="module")
 def fitted(X):
-    return MiniBatchKernelKMeans(n_clusters=3, batch_size=64, max_iter=5, gamma=0.5,
-                                 random_state=0).fit(X)
+    return MiniBatchKernelKMeans(
+        n_clusters=3, batch_size=64, max_iter=5, gamma=0.5, random_state=0
+    ).fit(X)
 
 
-@pytest.mark.parametrize("make", [
-    lambda: MiniBatchKernelKMeans(n_clusters=3, batch_size=64, max_iter=5, gamma=0.5,
-                                  random_state=0),
-    lambda: KernelKMeans(n_clusters=3, gamma=0.5, max_iter=5, random_state=0),
-    lambda: MiniBatchKMeans(n_clusters=3, batch_size=64, max_iter=5, random_state=0),
-], ids=["MiniBatchKernelKMeans", "KernelKMeans", "MiniBatchKMeans"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MiniBatchKernelKMeans(
+            n_clusters=3, batch_size=64, max_iter=5, gamma=0.5, random_state=0
+        ),
+        lambda: KernelKMeans(n_clusters=3, gamma=0.5, max_iter=5, random_state=0),
+        lambda: MiniBatchKMeans(n_clusters=3, batch_size=64, max_iter=5, random_state=0),
+    ],
+    ids=["MiniBatchKernelKMeans", "KernelKMeans", "MiniBatchKMeans"],
+)
 def test_save_and_load_every_estimator(make, X, tmp_path):
     est = make().fit(X)
     path = tmp_path / "m.skops"
@@ -54,8 +60,11 @@ def test_save_and_load_every_estimator(make, X, tmp_path):
 def test_save_model_refuses_what_it_cannot_save(fitted, tmp_path):
     from sklearn.cluster import KMeans
 
-    with pytest.raises(TypeError, match=r"estimator must be one of mbkkm's estimators.*"
-                                        r"sklearn\.cluster\._kmeans\.KMeans"):
+    with pytest.raises(
+        TypeError,
+        match=r"estimator must be one of mbkkm's estimators.*"
+        r"sklearn\.cluster\._kmeans\.KMeans",
+    ):
         save_model(KMeans(n_clusters=2), tmp_path / "k.skops")
     with pytest.raises(NotFittedError):
         save_model(MiniBatchKMeans(), tmp_path / "u.skops")
@@ -69,20 +78,41 @@ def _pickle(est, path, protocol):
         pickle.dump(est, fh, protocol=protocol)
 
 
-@pytest.mark.parametrize(("name", "write", "match"), [
-    ("m.pkl", lambda est, p: _pickle(est, p, 5),
-     r"is a pickle file of mbkkm\.cluster\._minibatch_kernel\.MiniBatchKernelKMeans"),
-    ("m2.pkl", lambda est, p: _pickle(est, p, 2),
-     r"is a pickle file of mbkkm\.cluster\._minibatch_kernel\.MiniBatchKernelKMeans"),
-    ("m0.pkl", lambda est, p: _pickle(est, p, 0),
-     r"is a pickle file of mbkkm\.cluster\._minibatch_kernel\.MiniBatchKernelKMeans"),
-    ("m.joblib", lambda est, p: __import__("joblib").dump(est, p),
-     r"is a joblib file \(joblib\.dump\) of mbkkm\.cluster\._minibatch_kernel\."),
-    ("mz.joblib", lambda est, p: __import__("joblib").dump(est, p, compress=3),
-     r"is a joblib file \(joblib\.dump\) of .*, zlib-compressed"),
-    ("mg.joblib", lambda est, p: __import__("joblib").dump(est, p, compress=("gzip", 3)),
-     r"is a joblib file \(joblib\.dump\) of .*, gzip-compressed"),
-])
+@pytest.mark.parametrize(
+    ("name", "write", "match"),
+    [
+        (
+            "m.pkl",
+            lambda est, p: _pickle(est, p, 5),
+            r"is a pickle file of mbkkm\.cluster\._minibatch_kernel\.MiniBatchKernelKMeans",
+        ),
+        (
+            "m2.pkl",
+            lambda est, p: _pickle(est, p, 2),
+            r"is a pickle file of mbkkm\.cluster\._minibatch_kernel\.MiniBatchKernelKMeans",
+        ),
+        (
+            "m0.pkl",
+            lambda est, p: _pickle(est, p, 0),
+            r"is a pickle file of mbkkm\.cluster\._minibatch_kernel\.MiniBatchKernelKMeans",
+        ),
+        (
+            "m.joblib",
+            lambda est, p: __import__("joblib").dump(est, p),
+            r"is a joblib file \(joblib\.dump\) of mbkkm\.cluster\._minibatch_kernel\.",
+        ),
+        (
+            "mz.joblib",
+            lambda est, p: __import__("joblib").dump(est, p, compress=3),
+            r"is a joblib file \(joblib\.dump\) of .*, zlib-compressed",
+        ),
+        (
+            "mg.joblib",
+            lambda est, p: __import__("joblib").dump(est, p, compress=("gzip", 3)),
+            r"is a joblib file \(joblib\.dump\) of .*, gzip-compressed",
+        ),
+    ],
+)
 def test_pickle_and_joblib_files_are_refused(fitted, tmp_path, name, write, match):
     if "joblib" in name:
         pytest.importorskip("joblib")
@@ -101,9 +131,12 @@ def test_foreign_skops_files_are_refused(X, fitted, tmp_path):
 
     path = tmp_path / "kmeans.skops"
     sio.dump(KMeans(n_clusters=2, n_init=1, random_state=0).fit(X), path)
-    with pytest.raises(ValueError, match=r"is a skops file holding a sklearn\.cluster\._kmeans"
-                                         r"\.KMeans, not one of mbkkm's estimators.*"
-                                         r"load it with skops\.io\.load") as info:
+    with pytest.raises(
+        ValueError,
+        match=r"is a skops file holding a sklearn\.cluster\._kmeans"
+        r"\.KMeans, not one of mbkkm's estimators.*"
+        r"load it with skops\.io\.load",
+    ) as info:
         load_model(path)
     assert "mbkkm.save_model(estimator, path)" in str(info.value)
     path = tmp_path / "list.skops"
@@ -114,18 +147,25 @@ def test_foreign_skops_files_are_refused(X, fitted, tmp_path):
 
 def test_a_checkpoint_is_not_a_model(X, tmp_path):
     ck = tmp_path / "fit.ckpt"
-    MiniBatchKernelKMeans(n_clusters=3, batch_size=64, max_iter=4, gamma=0.5,
-                          random_state=0).fit(X, checkpoint=ck, checkpoint_every=2)
+    MiniBatchKernelKMeans(n_clusters=3, batch_size=64, max_iter=4, gamma=0.5, random_state=0).fit(
+        X, checkpoint=ck, checkpoint_every=2
+    )
     with pytest.raises(ValueError, match="is an mbkkm fit checkpoint"):
         load_model(ck)
 
 
-@pytest.mark.parametrize(("content", "match"), [
-    (b"", "is empty, not a model file"),
-    (b"x,y\n1,2\n", r"is text: a data file\? 'mbkkm predict' takes the MODEL first"),
-    (b"\x00\x01\x02\x03garbage", r"is not a model file \(a skops zip archive\) \(it starts "
-                                 r"with b'\\x00\\x01"),
-])
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        (b"", "is empty, not a model file"),
+        (b"x,y\n1,2\n", r"is text: a data file\? 'mbkkm predict' takes the MODEL first"),
+        (
+            b"\x00\x01\x02\x03garbage",
+            r"is not a model file \(a skops zip archive\) \(it starts "
+            r"with b'\\x00\\x01",
+        ),
+    ],
+)
 def test_files_that_are_not_zip_archives(tmp_path, content, match):
     path = tmp_path / "m.skops"
     path.write_bytes(content)
@@ -138,7 +178,7 @@ def test_damaged_zip_files(fitted, tmp_path):
     save_model(fitted, path)
     data = path.read_bytes()
     cut = tmp_path / "cut.skops"
-    cut.write_bytes(data[:len(data) // 2])  # a copy interrupted half way
+    cut.write_bytes(data[: len(data) // 2])  # a copy interrupted half way
     with pytest.raises(ValueError, match="is a damaged or truncated zip archive"):
         load_model(cut)
     other = tmp_path / "other.zip"
@@ -180,8 +220,9 @@ def test_predict_says_what_the_model_file_is(fitted, X, tmp_path):
 # ------------------------------------------------------------------ what is imported
 def _python(code, env=None):
     env = {**os.environ, **(env or {}), "PYTHONPATH": str(SRC)}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_loading_a_model_imports_neither_torch_nor_dask_nor_pytest(fitted, X, tmp_path):
@@ -199,17 +240,23 @@ def test_loading_a_model_imports_neither_torch_nor_dask_nor_pytest(fitted, X, tm
         # what the import kept out comes back whole when asked for later
         "import pytest\n"
         "from sklearn.utils._testing import skip_if_32bit\n"
-        "print('testing ok')\n")
+        "print('testing ok')\n"
+    )
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split("\n")[:3] == ["none", f"MiniBatchKernelKMeans {X.shape[0]}",
-                                         "testing ok"], r.stdout
+    assert r.stdout.split("\n")[:3] == [
+        "none",
+        f"MiniBatchKernelKMeans {X.shape[0]}",
+        "testing ok",
+    ], r.stdout
 
 
 @pytest.mark.slow
 def test_skops_trusts_the_same_scikit_learn_types_when_imported_by_mbkkm():
     show = "print(len(skops.io._trusted_types.SKLEARN_ESTIMATOR_TYPE_NAMES))"
-    ours = _python("from mbkkm._files._skops import import_skops_io\n"
-                   "import_skops_io(); import skops.io, sys\n" + show)
+    ours = _python(
+        "from mbkkm._files._skops import import_skops_io\n"
+        "import_skops_io(); import skops.io, sys\n" + show
+    )
     plain = _python("import skops.io\n" + show)
     assert ours.returncode == plain.returncode == 0, ours.stderr + plain.stderr
     assert int(ours.stdout) == int(plain.stdout) > 100

@@ -41,7 +41,8 @@ pytestmark = pytest.mark.slow
 def _run(cmd, **kw):
     proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     assert proc.returncode == 0, (
-        f"{cmd} failed with {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+        f"{cmd} failed with {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+    )
     return proc.stdout
 
 
@@ -69,8 +70,9 @@ def test_wheel_contents_and_metadata(dist):
         names = set(zf.namelist())
         meta = zf.read(f"mbkkm-{mbkkm.__version__}.dist-info/METADATA").decode()
     # every module of the source tree is in the wheel, and the typing marker
-    sources = {p.relative_to(REPO / "src").as_posix()
-               for p in (REPO / "src" / "mbkkm").rglob("*.py")}
+    sources = {
+        p.relative_to(REPO / "src").as_posix() for p in (REPO / "src" / "mbkkm").rglob("*.py")
+    }
     assert sources <= names, sorted(sources - names)
     assert "mbkkm/py.typed" in names
     assert not any(n.startswith(("tests/", "docs/", "benchmarks/")) for n in names)
@@ -85,7 +87,8 @@ def test_changelog_has_this_version():
     release = re.sub(r"\.dev\d+$", "", mbkkm.__version__)  # 0.2.0.dev0: the 0.2.0 section
     text = (REPO / "CHANGELOG.md").read_text()
     assert re.search(rf"^## \[?{re.escape(release)}\]?", text, re.M), (
-        f"CHANGELOG.md has no section for {release}")
+        f"CHANGELOG.md has no section for {release}"
+    )
 
 
 def test_wheel_installs_and_runs_the_readme(dist, tmp_path):
@@ -93,10 +96,23 @@ def test_wheel_installs_and_runs_the_readme(dist, tmp_path):
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False, symlinks=os.name != "nt")
     py = env_dir / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
-    purelib = Path(_run([str(py), "-c",
-                         "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip())
-    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "--no-deps",
-          "--no-index", "--quiet", str(wheel)])
+    purelib = Path(
+        _run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"]).strip()
+    )
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(py),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            str(wheel),
+        ]
+    )
     # the outer environment's packages, after the fresh one's own
     outer = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
     (purelib / "_outer_env.pth").write_text("\n".join(dict.fromkeys(outer)) + "\n")

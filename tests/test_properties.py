@@ -85,20 +85,26 @@ def test_labels_transform_predict(problem, name):
 
 
 @SETTINGS
-@given(problems(), st.sampled_from(["rbf", "linear", "poly"]), st.booleans(),
-       st.sampled_from([1, 3, 50]))
+@given(
+    problems(),
+    st.sampled_from(["rbf", "linear", "poly"]),
+    st.booleans(),
+    st.sampled_from([1, 3, 50]),
+)
 def test_window_coefficients_and_cached_norms(problem, kernel, renormalize, tau):
     X, k, sw, seed = problem
-    est = _fit(_make("MiniBatchKernelKMeans", k, seed, kernel=kernel,
-                     renormalize=renormalize, tau=tau), X, sw)
+    est = _fit(
+        _make("MiniBatchKernelKMeans", k, seed, kernel=kernel, renormalize=renormalize, tau=tau),
+        X,
+        sw,
+    )
     coef = est.dual_coef_
     assert np.all(np.isfinite(coef)) and np.all(coef >= 0)
     sums = np.bincount(est.support_labels_, weights=coef, minlength=k)
     assert np.all(sums > 0)
     # renormalised coefficients sum to 1 per cluster
     renorm = coef / sums[est.support_labels_]
-    np.testing.assert_allclose(np.bincount(est.support_labels_, weights=renorm,
-                                           minlength=k), 1.0)
+    np.testing.assert_allclose(np.bincount(est.support_labels_, weights=renorm, minlength=k), 1.0)
     if renormalize:
         np.testing.assert_allclose(sums, 1.0)
     _check_norms(est, k)
@@ -121,8 +127,9 @@ def _check_norms(est, k, only=None):
     kern = est.kernel_
     S, a, lab = est.support_vectors_, est.dual_coef_, est.support_labels_
     G = pairwise_kernels(S, S, metric=kern.name, filter_params=True, **kern.params)
-    recomputed = np.array([a[lab == j] @ G[np.ix_(lab == j, lab == j)] @ a[lab == j]
-                           for j in range(k)])
+    recomputed = np.array(
+        [a[lab == j] @ G[np.ix_(lab == j, lab == j)] @ a[lab == j] for j in range(k)]
+    )
     got = est.center_norms_
     if only is not None:
         recomputed, got = recomputed[only], got[only]
@@ -144,8 +151,9 @@ def test_objective_invariant_to_row_order(problem, name, rnd):
     # A row's distances may round differently at another position of the product
     # (BLAS kernels treat a block's last rows apart), and the grid makes exact ties
     # frequent: the labels agree off ties, and at a tie both are a nearest center.
-    assert_same_labels(est.predict(X)[perm], est.predict(X[perm]), est.transform(X[perm]),
-                       rtol=1e-9)
+    assert_same_labels(
+        est.predict(X)[perm], est.predict(X[perm]), est.transform(X[perm]), rtol=1e-9
+    )
 
 
 @SETTINGS

@@ -66,10 +66,8 @@ def _models():
         ("mbkkm-untruncated", MiniBatchKernelKMeans(**{**mb, "tau": None}), X, X),
         ("mbkkm-precomputed", MiniBatchKernelKMeans(kernel="precomputed", **mb), G, G),
         ("kkm-rbf", KernelKMeans(n_clusters=3, random_state=0), X, X),
-        ("kkm-precomputed", KernelKMeans(n_clusters=3, kernel="precomputed",
-                                         random_state=0), G, G),
-        ("mbkm", MiniBatchKMeans(n_clusters=3, batch_size=32, max_iter=10,
-                                 random_state=0), X, X),
+        ("kkm-precomputed", KernelKMeans(n_clusters=3, kernel="precomputed", random_state=0), G, G),
+        ("mbkm", MiniBatchKMeans(n_clusters=3, batch_size=32, max_iter=10, random_state=0), X, X),
     ]
 
 
@@ -105,8 +103,9 @@ def test_cli_load_model_trusts_only_mbkkm_types(tmp_path):
     from mbkkm.cli import load_model
 
     X = _blobs()
-    est = MiniBatchKernelKMeans(n_clusters=3, batch_size=32, tau=20, max_iter=5,
-                                random_state=0).fit(X)
+    est = MiniBatchKernelKMeans(
+        n_clusters=3, batch_size=32, tau=20, max_iter=5, random_state=0
+    ).fit(X)
     path = tmp_path / "m.skops"
     sio.dump(est, path)
     _same_outputs(est, load_model(path), X)
@@ -180,12 +179,15 @@ def _assert_same_state(est, snap):
             assert getattr(est, k) is v, k
 
 
-@pytest.mark.parametrize("Est, at", [
-    (MiniBatchKernelKMeans, 3),  # the initialisation
-    (MiniBatchKernelKMeans, 12),  # a mini-batch iteration
-    (KernelKMeans, 2),  # the diagonal
-    (KernelKMeans, 3),  # the kernel matrix
-])
+@pytest.mark.parametrize(
+    "Est, at",
+    [
+        (MiniBatchKernelKMeans, 3),  # the initialisation
+        (MiniBatchKernelKMeans, 12),  # a mini-batch iteration
+        (KernelKMeans, 2),  # the diagonal
+        (KernelKMeans, 3),  # the kernel matrix
+    ],
+)
 def test_interrupted_refit_leaves_previous_model(Est, at):
     X = _blobs()
     est = Est(n_clusters=3, kernel="linear", random_state=0, max_iter=10).fit(X)
@@ -227,12 +229,17 @@ def test_interrupted_first_fit_leaves_estimator_unfitted():
 
 
 # ------------------------------------------------------------------- determinism
-@pytest.mark.parametrize("make", [
-    lambda: MiniBatchKernelKMeans(n_clusters=3, batch_size=64, tau=30, max_iter=20,
-                                  random_state=0),
-    lambda: KernelKMeans(n_clusters=3, random_state=0),
-    lambda: MiniBatchKMeans(n_clusters=3, batch_size=64, max_iter=20, random_state=0),
-], ids=["MiniBatchKernelKMeans", "KernelKMeans", "MiniBatchKMeans"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MiniBatchKernelKMeans(
+            n_clusters=3, batch_size=64, tau=30, max_iter=20, random_state=0
+        ),
+        lambda: KernelKMeans(n_clusters=3, random_state=0),
+        lambda: MiniBatchKMeans(n_clusters=3, batch_size=64, max_iter=20, random_state=0),
+    ],
+    ids=["MiniBatchKernelKMeans", "KernelKMeans", "MiniBatchKMeans"],
+)
 def test_same_seed_same_labels_across_runs_and_blas_threads(make):
     X = _blobs(n=600, d=8)
     runs = []
@@ -260,8 +267,7 @@ def test_kernel_kmeans_refuses_before_any_kernel_evaluation():
         return A @ B.T
 
     X = np.random.RandomState(0).randn(3000, 2)
-    est = KernelKMeans(n_clusters=2, kernel=kernel, max_kernel_memory=1,
-                       working_memory=0.01)
+    est = KernelKMeans(n_clusters=2, kernel=kernel, max_kernel_memory=1, working_memory=0.01)
     with pytest.raises(KernelMemoryError, match="max_kernel_memory"):
         est.fit(X)
     assert calls == [] and not hasattr(est, "kernel_")
@@ -287,12 +293,18 @@ def _peak_bytes(func):
         tracemalloc.stop()
 
 
-@pytest.mark.parametrize("make", [
-    lambda: MiniBatchKernelKMeans(n_clusters=8, batch_size=256, tau=100, max_iter=3,
-                                  random_state=0, compute_labels=False),
-    lambda: MiniBatchKMeans(n_clusters=8, batch_size=256, max_iter=3, random_state=0,
-                            compute_labels=False),
-], ids=["MiniBatchKernelKMeans", "MiniBatchKMeans"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: MiniBatchKernelKMeans(
+            n_clusters=8, batch_size=256, tau=100, max_iter=3, random_state=0, compute_labels=False
+        ),
+        lambda: MiniBatchKMeans(
+            n_clusters=8, batch_size=256, max_iter=3, random_state=0, compute_labels=False
+        ),
+    ],
+    ids=["MiniBatchKernelKMeans", "MiniBatchKMeans"],
+)
 def test_predict_peak_memory_within_working_memory(make):
     """The labelling pass works in chunks of rows sized from working_memory."""
     rng = np.random.RandomState(0)

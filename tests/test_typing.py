@@ -19,7 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_mypy_finds_no_error(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success: no issues found" in result.stdout

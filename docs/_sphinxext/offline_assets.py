@@ -28,8 +28,7 @@ MATHJAX_PATH = "mathjax/tex-chtml.js"  # relative to _static
 # What tex-chtml.js (TeX in, HTML-CSS out, with the menu) reads: itself, its fonts,
 # the TeX extensions it loads on demand (\require, autoload) and the accessibility
 # tools the menu can switch on (explorer, speech).
-PARTS = ("tex-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions", "ui",
-         "a11y", "sre")
+PARTS = ("tex-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions", "ui", "a11y", "sre")
 
 
 def mathjax_source() -> Path:
@@ -93,8 +92,12 @@ def _check_offline(app, exc):
     outdir = Path(app.outdir)
     for page in sorted(outdir.rglob("*.html")):
         for url in remote_assets(page.read_text(encoding="utf-8")):
-            logger.warning("%s loads %s from another host: the site must work offline",
-                           page.relative_to(outdir), url, type="offline_assets")
+            logger.warning(
+                "%s loads %s from another host: the site must work offline",
+                page.relative_to(outdir),
+                url,
+                type="offline_assets",
+            )
 
 
 def setup(app):

@@ -96,13 +96,17 @@ def _base(kernel):
 def _name(kernel):
     """The kernel as the tables name it: "k-NN", "k-NN (n_neighbors=2000)", ..."""
     base = _base(kernel)
-    return KERNELS.get(base, NO_KERNEL) + str(kernel)[len(base):]
+    return KERNELS.get(base, NO_KERNEL) + str(kernel)[len(base) :]
 
 
 def _pairs(s):
     kernels = [k for base in KERNELS for k in dict.fromkeys(s["kernel"]) if _base(k) == base]
-    return [(d, k) for k in kernels for d in DATASETS
-            if ((s["dataset"] == d) & (s["kernel"] == k)).any()]
+    return [
+        (d, k)
+        for k in kernels
+        for d in DATASETS
+        if ((s["dataset"] == d) & (s["kernel"] == k)).any()
+    ]
 
 
 def seeds(df):
@@ -112,11 +116,17 @@ def seeds(df):
     for (d, k), g in ok.groupby(["dataset", "kernel"], sort=False):
         per = g.groupby(["algorithm", "batch_size", "tau"], dropna=False).size()
         skipped = df[(df["dataset"] == d) & (df["kernel"] == k) & (df["status"] == "skipped")]
-        rows.append([d, _name(k), len(g), f"{per.min()}-{per.max()}" if per.min()
-                     != per.max() else str(per.min()), len(skipped),
-                     ", ".join(sorted(set(g["commit"].dropna().astype(str)))) or "-"])
-    return _table(["dataset", "kernel", "runs ok", "seeds per setting", "skipped",
-                   "commit"], rows)
+        rows.append(
+            [
+                d,
+                _name(k),
+                len(g),
+                f"{per.min()}-{per.max()}" if per.min() != per.max() else str(per.min()),
+                len(skipped),
+                ", ".join(sorted(set(g["commit"].dropna().astype(str)))) or "-",
+            ]
+        )
+    return _table(["dataset", "kernel", "runs ok", "seeds per setting", "skipped", "commit"], rows)
 
 
 def speedup(s):
@@ -132,18 +142,30 @@ def speedup(s):
         if full is None:
             rows.append([d, _name(k), "skipped", tr_cell, "-", "-"])
             continue
-        rows.append([
-            d, _name(k),
-            f"{_cell(full)} / {full['objective_mean']:.4g} / {_tcell(full)}", tr_cell,
-            f"{_secs(full) / _secs(tr):.1f}x "
-            f"(b={int(fast['batch_size'])}, tau={int(fast['tau'])}: "
-            f"{_secs(full) / _secs(fast):.0f}x, "
-            f"ARI {fast['ari_mean']:.3f})",
-            f"{tr['ari_mean'] - full['ari_mean']:+.3f}",
-        ])
-    return _table(["dataset", "kernel", "full batch: ARI / objective / CPU",
-                   f"truncated b={MAIN_B}, tau={MAIN_TAU}: ARI / objective / CPU",
-                   "speed-up (fastest truncated)", "ARI difference"], rows)
+        rows.append(
+            [
+                d,
+                _name(k),
+                f"{_cell(full)} / {full['objective_mean']:.4g} / {_tcell(full)}",
+                tr_cell,
+                f"{_secs(full) / _secs(tr):.1f}x "
+                f"(b={int(fast['batch_size'])}, tau={int(fast['tau'])}: "
+                f"{_secs(full) / _secs(fast):.0f}x, "
+                f"ARI {fast['ari_mean']:.3f})",
+                f"{tr['ari_mean'] - full['ari_mean']:+.3f}",
+            ]
+        )
+    return _table(
+        [
+            "dataset",
+            "kernel",
+            "full batch: ARI / objective / CPU",
+            f"truncated b={MAIN_B}, tau={MAIN_TAU}: ARI / objective / CPU",
+            "speed-up (fastest truncated)",
+            "ARI difference",
+        ],
+        rows,
+    )
 
 
 def _gap(s, d, k):
@@ -170,9 +192,20 @@ def truncation(s):
         cells.append("-" if tr is None else f"{_secs(unt) / _secs(tr):.0f}x")
         cells.append(_gap(s, d, k))
         rows.append(cells)
-    return _table(["dataset", "kernel", "untruncated", "tau = 50", "100", "200", "300",
-                   "CPU untruncated / tau = 200", "ARI(tau=50) - ARI(untruncated), every b"],
-                  rows)
+    return _table(
+        [
+            "dataset",
+            "kernel",
+            "untruncated",
+            "tau = 50",
+            "100",
+            "200",
+            "300",
+            "CPU untruncated / tau = 200",
+            "ARI(tau=50) - ARI(untruncated), every b",
+        ],
+        rows,
+    )
 
 
 def literal(s):
@@ -182,9 +215,12 @@ def literal(s):
         for tau in (50, 100, 200, 300):
             r = _pick(s, d, k, "truncated", MAIN_B, tau)
             lit = _pick(s, d, k, "truncated-literal", MAIN_B, tau)
-            cells.append("-" if r is None or lit is None else
-                         f"{r['ari_mean']:.3f} / {r['objective_mean']:.4g} vs "
-                         f"{lit['ari_mean']:.3f} / {lit['objective_mean']:.4g}")
+            cells.append(
+                "-"
+                if r is None or lit is None
+                else f"{r['ari_mean']:.3f} / {r['objective_mean']:.4g} vs "
+                f"{lit['ari_mean']:.3f} / {lit['objective_mean']:.4g}"
+            )
         rows.append(cells)
     return _table(["dataset", "kernel", "tau = 50", "100", "200", "300"], rows)
 
@@ -243,29 +279,50 @@ def rates(s, df):
         oc, _ = _mean_over_b(s, d, k, "untruncated-classic", "objective_mean")
         ma, _ = _mean_over_b(s, d, k, "minibatch-adaptive")
         mc, _ = _mean_over_b(s, d, k, "minibatch-classic")
-        rows.append([d, _name(k), nb, f"{_fmt(ua)} ({_fmt(oa, None)})",
-                     f"{_fmt(uc)} ({_fmt(oc, None)})",
-                     _wins(s, d, k, "untruncated", "untruncated-classic"),
-                     _fmt_p(paired_p(ok, d, k, "untruncated", "untruncated-classic")),
-                     _fmt(ma), _fmt(mc),
-                     _wins(s, d, k, "minibatch-adaptive", "minibatch-classic"),
-                     _fmt_p(paired_p(ok, d, k, "minibatch-adaptive", "minibatch-classic"))])
-    return _table(["dataset", "kernel", "batch sizes", "untruncated, β rate",
-                   "untruncated, sklearn rate", "β ahead (b)", "p", "mini-batch k-means, β",
-                   "mini-batch k-means, sklearn", "β ahead (b)", "p"], rows)
+        rows.append(
+            [
+                d,
+                _name(k),
+                nb,
+                f"{_fmt(ua)} ({_fmt(oa, None)})",
+                f"{_fmt(uc)} ({_fmt(oc, None)})",
+                _wins(s, d, k, "untruncated", "untruncated-classic"),
+                _fmt_p(paired_p(ok, d, k, "untruncated", "untruncated-classic")),
+                _fmt(ma),
+                _fmt(mc),
+                _wins(s, d, k, "minibatch-adaptive", "minibatch-classic"),
+                _fmt_p(paired_p(ok, d, k, "minibatch-adaptive", "minibatch-classic")),
+            ]
+        )
+    return _table(
+        [
+            "dataset",
+            "kernel",
+            "batch sizes",
+            "untruncated, β rate",
+            "untruncated, sklearn rate",
+            "β ahead (b)",
+            "p",
+            "mini-batch k-means, β",
+            "mini-batch k-means, sklearn",
+            "β ahead (b)",
+            "p",
+        ],
+        rows,
+    )
 
 
 def _truncated_rates(ok, d, k, tau=MAIN_TAU):
     """ARI of truncated (β) and truncated-classic paired by (b, tau, seed): a DataFrame
     with columns a, c (every tau when ``tau`` is None)."""
+
     def ari(algo):
         m = (ok["dataset"] == d) & (ok["kernel"] == k) & (ok["algorithm"] == algo)
         if tau is not None:
             m &= ok["tau"] == tau
         return ok[m].set_index(["batch_size", "tau", "seed"])["ari"]
 
-    return ari("truncated").to_frame("a").join(ari("truncated-classic").to_frame("c"),
-                                               how="inner")
+    return ari("truncated").to_frame("a").join(ari("truncated-classic").to_frame("c"), how="inner")
 
 
 def _wilcoxon(j):
@@ -286,15 +343,34 @@ def rates_truncated(s, df):
             continue
         every = _truncated_rates(ok, d, k, None)
         mean = every.groupby(level=["batch_size", "tau"]).mean()
-        rows.append([d, _name(k), j.index.get_level_values("batch_size").nunique(),
-                     _fmt(j["a"].mean()), _fmt(j["c"].mean()),
-                     f"{int((j.groupby(level='batch_size').mean().eval('a > c')).sum())}"
-                     f"/{j.index.get_level_values('batch_size').nunique()}",
-                     _fmt_p(_wilcoxon(j)), f"{int((mean['a'] > mean['c']).sum())}/{len(mean)}",
-                     _fmt_p(_wilcoxon(every))])
-    return _table(["dataset", "kernel", "batch sizes", f"truncated, β rate (tau={MAIN_TAU})",
-                   "truncated, sklearn rate", "β ahead (b)", "p", "β ahead (b, tau)",
-                   "p, every (b, tau)"], rows)
+        rows.append(
+            [
+                d,
+                _name(k),
+                j.index.get_level_values("batch_size").nunique(),
+                _fmt(j["a"].mean()),
+                _fmt(j["c"].mean()),
+                f"{int((j.groupby(level='batch_size').mean().eval('a > c')).sum())}"
+                f"/{j.index.get_level_values('batch_size').nunique()}",
+                _fmt_p(_wilcoxon(j)),
+                f"{int((mean['a'] > mean['c']).sum())}/{len(mean)}",
+                _fmt_p(_wilcoxon(every)),
+            ]
+        )
+    return _table(
+        [
+            "dataset",
+            "kernel",
+            "batch sizes",
+            f"truncated, β rate (tau={MAIN_TAU})",
+            "truncated, sklearn rate",
+            "β ahead (b)",
+            "p",
+            "β ahead (b, tau)",
+            "p, every (b, tau)",
+        ],
+        rows,
+    )
 
 
 def _p_vs_plain(ok, d, k):
@@ -311,20 +387,45 @@ def kernel_vs_plain(s, df):
         ma = _pick(s, d, k, "minibatch-adaptive", MAIN_B)
         mc = _pick(s, d, k, "minibatch-classic", MAIN_B)
         ny = _pick(s, d, k, "nystroem", MAIN_B)
-        rows.append([d, _name(k), _cell(tr), _cell(tr, "nmi"), _cell(ma),
-                     _fmt_p(_p_vs_plain(ok, d, k)),
-                     _cell(mc), "-" if ny is None else f"{_cell(ny)} ({_tcell(ny)})"])
-    return _table(["dataset", "kernel", f"truncated (b={MAIN_B}, tau={MAIN_TAU}) ARI",
-                   "its NMI", "mini-batch k-means β", "p", "mini-batch k-means sklearn",
-                   "Nyström 1000 + MiniBatchKMeans (CPU)"], rows)
+        rows.append(
+            [
+                d,
+                _name(k),
+                _cell(tr),
+                _cell(tr, "nmi"),
+                _cell(ma),
+                _fmt_p(_p_vs_plain(ok, d, k)),
+                _cell(mc),
+                "-" if ny is None else f"{_cell(ny)} ({_tcell(ny)})",
+            ]
+        )
+    return _table(
+        [
+            "dataset",
+            "kernel",
+            f"truncated (b={MAIN_B}, tau={MAIN_TAU}) ARI",
+            "its NMI",
+            "mini-batch k-means β",
+            "p",
+            "mini-batch k-means sklearn",
+            "Nyström 1000 + MiniBatchKMeans (CPU)",
+        ],
+        rows,
+    )
 
 
 # ------------------------------------------------------------------ anchored numbers
 #: The pages whose tables and numbers are anchored to their sources.
-PAGES = [ROOT / "README.md", HERE / "README.md", ROOT / "docs" / "reproduction.rst",
-         ROOT / "docs" / "gamma.md",
-         *(ROOT / "docs" / "user_guide" / f"{page}.rst"
-           for page in ("performance", "kernels", "algorithm"))]
+PAGES = [
+    ROOT / "README.md",
+    HERE / "README.md",
+    ROOT / "docs" / "reproduction.rst",
+    ROOT / "docs" / "gamma.md",
+    *(
+        ROOT / "docs" / "user_guide" / f"{page}.rst"
+        for page in ("performance", "kernels", "algorithm")
+    ),
+]
 #: The figures of the benchmarks that the pages quote (one row per measurement,
 #: each with the section of benchmarks/RESULTS.md that reports it).
 HEADLINE = ROOT / "benchmarks" / "headline.csv"
@@ -375,8 +476,10 @@ class Results:
 
 #: Tables this script prints, by the name of their ``<!-- report: NAME -->`` anchor.
 REPORTS = {
-    "seeds": lambda r: seeds(r.df), "speedup": lambda r: speedup(r.s),
-    "truncation": lambda r: truncation(r.s), "literal": lambda r: literal(r.s),
+    "seeds": lambda r: seeds(r.df),
+    "speedup": lambda r: speedup(r.s),
+    "truncation": lambda r: truncation(r.s),
+    "literal": lambda r: literal(r.s),
     "rates": lambda r: rates(r.s, r.df),
     "rates_truncated": lambda r: rates_truncated(r.s, r.df),
     "kernel_vs_plain": lambda r: kernel_vs_plain(r.s, r.df),
@@ -391,8 +494,9 @@ def claim(func):
 
 
 def _setting(r, d, k, algo, b=None, tau=None):
-    row = _pick(r.s, d, _kernel(k), algo, None if b is None else int(b),
-                None if tau is None else int(tau))
+    row = _pick(
+        r.s, d, _kernel(k), algo, None if b is None else int(b), None if tau is None else int(tau)
+    )
     if row is None:
         raise KeyError(f"no runs of {algo} on {d}, {k}, b={b}, tau={tau}")
     return row
@@ -444,8 +548,10 @@ def c_gap(r, d, k):
 @claim
 def c_untruncated_ratio(r, d, k):
     """CPU time of the untruncated algorithm over the truncated one's, b = 1024, tau = 200."""
-    unt, tr = _setting(r, d, k, "untruncated", MAIN_B), _setting(r, d, k, "truncated", MAIN_B,
-                                                                  MAIN_TAU)
+    unt, tr = (
+        _setting(r, d, k, "untruncated", MAIN_B),
+        _setting(r, d, k, "truncated", MAIN_B, MAIN_TAU),
+    )
     return f"{_secs(unt) / _secs(tr):.0f}"
 
 
@@ -561,8 +667,7 @@ def c_graph(r, rows, column, stat="mean", digits="2"):
 
 
 #: Columns of the result tables by the short names the claims use.
-_COLUMNS = {"cpu": "total_cpu_seconds", "fit": "fit_cpu_seconds",
-            "kernel": "kernel_cpu_seconds"}
+_COLUMNS = {"cpu": "total_cpu_seconds", "fit": "fit_cpu_seconds", "kernel": "kernel_cpu_seconds"}
 
 
 def _kernel(k):
@@ -586,8 +691,9 @@ def _runs_of(r, d, k, algo, o):
     for key, col in (("b", "batch_size"), ("tau", "tau")):
         if key in o:
             m &= ok[col].isin([int(v) for v in o[key].split(",")])
-    runs = ok[m].assign(total_cpu_seconds=ok["fit_cpu_seconds"]
-                        + ok["kernel_cpu_seconds"].fillna(0))
+    runs = ok[m].assign(
+        total_cpu_seconds=ok["fit_cpu_seconds"] + ok["kernel_cpu_seconds"].fillna(0)
+    )
     if runs.empty:
         raise KeyError(f"no runs of {algo} on {d}, {k}, {o}")
     return runs
@@ -626,8 +732,7 @@ def c_means(r, column, d, k, algo, *opts):
     ``stat=list``: the settings' values in order of b, then tau, joined by " / "."""
     o = _options(opts)
     runs = _runs_of(r, d, k, algo, o)
-    g = runs.groupby(["algorithm", "batch_size", "tau"], dropna=False)[_COLUMNS.get(column,
-                                                                                    column)]
+    g = runs.groupby(["algorithm", "batch_size", "tau"], dropna=False)[_COLUMNS.get(column, column)]
     return _stat(g.agg(o.get("agg", "mean")).sort_index(), o)
 
 
@@ -766,11 +871,15 @@ def main(argv=None):
     argv = [a for a in argv if a != "--write"]
     r = Results(argv)
     r.s.to_csv(HERE / "summary.csv", index=False, float_format="%.6g")
-    for title, name in (("Seeds and runs", "seeds"), ("Speed-up", "speedup"),
-                        ("Truncation", "truncation"), ("Literal truncation", "literal"),
-                        ("Learning rates", "rates"),
-                        ("Learning rates, truncated", "rates_truncated"),
-                        ("Kernel vs non-kernel", "kernel_vs_plain")):
+    for title, name in (
+        ("Seeds and runs", "seeds"),
+        ("Speed-up", "speedup"),
+        ("Truncation", "truncation"),
+        ("Literal truncation", "literal"),
+        ("Learning rates", "rates"),
+        ("Learning rates, truncated", "rates_truncated"),
+        ("Kernel vs non-kernel", "kernel_vs_plain"),
+    ):
         print(f"### {title}\n\n{_report(r, name)}\n")
     if write:
         for page in PAGES:

@@ -22,8 +22,9 @@ def main() -> int:
             raise
         sys.stderr.write(
             f"Error: the mbkkm command needs the 'cli' extra (missing: {exc.name}). "
-            "Install it with: pip install \"mbkkm[cli]\" (from a clone of the "
-            "repository: pip install -e \".[cli]\").\n")
+            'Install it with: pip install "mbkkm[cli]" (from a clone of the '
+            'repository: pip install -e ".[cli]").\n'
+        )
         return 1
     return cli_main(prog_name="mbkkm")
 

@@ -91,8 +91,7 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
         hint = ""
         if hasattr(X, "to_dask_array"):
             hint = f"; convert it with {input_name}.to_dask_array(lengths=True)"
-        raise TypeError(f"{input_name}: a Dask {kind} is not supported, only a Dask "
-                        f"array is{hint}")
+        raise TypeError(f"{input_name}: a Dask {kind} is not supported, only a Dask array is{hint}")
     meta = getattr(X, "_meta", None)
     if meta is not None and _is_scipy_sparse(meta):
         raise ValueError(
@@ -103,27 +102,39 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
             "b.toarray(), dtype=...)) if the dense array fits the workers' memory"
         )
     if X.ndim != 2:
-        raise ValueError(f"{input_name}: expected a 2-D Dask array of shape "
-                         f"(n_samples, n_features), got {X.ndim} dimension(s) "
-                         f"(shape {X.shape})")
+        raise ValueError(
+            f"{input_name}: expected a 2-D Dask array of shape "
+            f"(n_samples, n_features), got {X.ndim} dimension(s) "
+            f"(shape {X.shape})"
+        )
     if any(np.isnan(c) for axis in X.chunks for c in axis):
-        raise ValueError(f"{input_name}: the Dask array has unknown chunk sizes (shape "
-                         f"{X.shape}); call {input_name}.compute_chunk_sizes() first, or "
-                         "build it with known lengths (e.g. to_dask_array(lengths=True))")
+        raise ValueError(
+            f"{input_name}: the Dask array has unknown chunk sizes (shape "
+            f"{X.shape}); call {input_name}.compute_chunk_sizes() first, or "
+            "build it with known lengths (e.g. to_dask_array(lengths=True))"
+        )
     kind = X.dtype.kind
     if kind not in "biuf":
-        raise TypeError(f"{input_name}: a Dask array of dtype {X.dtype} is not supported; "
-                        "expected real numbers (float32 is kept, other real dtypes "
-                        "become float64)")
+        raise TypeError(
+            f"{input_name}: a Dask array of dtype {X.dtype} is not supported; "
+            "expected real numbers (float32 is kept, other real dtypes "
+            "become float64)"
+        )
     if X.shape[0] < 1:
-        raise ValueError(f"{input_name}: found array with 0 sample(s) (shape {X.shape}) "
-                         "while a minimum of 1 is required")
+        raise ValueError(
+            f"{input_name}: found array with 0 sample(s) (shape {X.shape}) "
+            "while a minimum of 1 is required"
+        )
     if X.shape[1] < 1:
-        raise ValueError(f"{input_name}: found array with 0 feature(s) (shape {X.shape}) "
-                         "while a minimum of 1 is required")
+        raise ValueError(
+            f"{input_name}: found array with 0 feature(s) (shape {X.shape}) "
+            "while a minimum of 1 is required"
+        )
     if n_features is not None and X.shape[1] != n_features:
-        raise ValueError(f"{input_name} has {X.shape[1]} features, but the estimator is "
-                         f"expecting {n_features} features as input")
+        raise ValueError(
+            f"{input_name} has {X.shape[1]} features, but the estimator is "
+            f"expecting {n_features} features as input"
+        )
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
     if len(X.chunks[1]) > 1:
@@ -222,12 +233,16 @@ class DaskRows:
         return self.shape[0]
 
     def __repr__(self):
-        return (f"DaskRows(shape={self.shape}, dtype={self.dtype}, chunks="
-                f"{len(self._blocks)}, held={self._keys.size})")
+        return (
+            f"DaskRows(shape={self.shape}, dtype={self.dtype}, chunks="
+            f"{len(self._blocks)}, held={self._keys.size})"
+        )
 
     def __array__(self, dtype=None, copy=None):
-        raise TypeError("DaskRows: refusing to load the whole Dask array into memory; "
-                        "index it with the rows you need")
+        raise TypeError(
+            "DaskRows: refusing to load the whole Dask array into memory; "
+            "index it with the rows you need"
+        )
 
     # ------------------------------------------------------------------ reading
     def _normalize(self, key):
@@ -257,8 +272,7 @@ class DaskRows:
         import dask
 
         parts = dask.compute(*_gather_tasks(self._blocks, self._bounds, distinct))
-        rows = (np.concatenate(parts) if parts
-                else np.empty((0, self.shape[1]), dtype=self.dtype))
+        rows = np.concatenate(parts) if parts else np.empty((0, self.shape[1]), dtype=self.dtype)
         if not np.all(np.isfinite(rows)):
             raise ValueError("Input X contains NaN or infinity.")
         self._keys, self._rows = distinct, np.ascontiguousarray(rows, dtype=self.dtype)
@@ -317,8 +331,17 @@ class DaskRows:
         return labels_inertia(self, estimator, sample_weight)
 
     # ------------------------------------------------------------------ kernel
-    def resolve_kernel(self, kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
-                       X=None, sample_weight=None):
+    def resolve_kernel(
+        self,
+        kernel,
+        *,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        kernel_params=None,
+        X=None,
+        sample_weight=None,
+    ):
         """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask.
 
         The data-driven gamma (1 / mean squared pairwise distance, = 1 / (2 sum of
@@ -330,20 +353,28 @@ class DaskRows:
         """
         spec = get_spec(kernel)
         params = dict(kernel_params or {}) if isinstance(kernel_params, dict) else {}
-        need_gamma = (spec is not None and "gamma" in spec.params and gamma is None
-                      and params.get("gamma") is None and spec.default_gamma == "data")
+        need_gamma = (
+            spec is not None
+            and "gamma" in spec.params
+            and gamma is None
+            and params.get("gamma") is None
+            and spec.default_gamma == "data"
+        )
         need_min = spec is not None and spec.nonnegative_data
         if need_gamma or need_min:
             msd, low = self.moments(sample_weight)
             if need_min and low < 0:
-                raise ValueError(f"kernel={spec.name!r} is only defined for "
-                                 "non-negative data, but X has negative values")
+                raise ValueError(
+                    f"kernel={spec.name!r} is only defined for "
+                    "non-negative data, but X has negative values"
+                )
             if need_gamma:
                 gamma = 1.0 / msd if msd > 0 else 1.0
         # Zero rows with the right width: n_features-based defaults, no data pass.
         proxy = np.empty((0, self.shape[1]), dtype=self.dtype)
-        return resolve_kernel(kernel, gamma=gamma, degree=degree, coef0=coef0,
-                              kernel_params=kernel_params, X=proxy)
+        return resolve_kernel(
+            kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, X=proxy
+        )
 
     def moments(self, sample_weight=None):
         """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""
@@ -353,8 +384,9 @@ class DaskRows:
         for i, block in enumerate(self._blocks):
             w = None
             if sample_weight is not None:
-                w = np.asarray(sample_weight[self._bounds[i]:self._bounds[i + 1]],
-                               dtype=np.float64)
+                w = np.asarray(
+                    sample_weight[self._bounds[i] : self._bounds[i + 1]], dtype=np.float64
+                )
             stats.append(dask.delayed(_block_moments, pure=True)(block, w))
         stats = dask.compute(*stats)
         self.n_passes += 1
@@ -398,11 +430,15 @@ def dask_rows(estimator, X):
     ``validate_data(reset=True)`` would.
     """
     if getattr(estimator, "_index_kernel", False):
-        raise ValueError(f"kernel={estimator.kernel!r} needs the whole kernel matrix and "
-                         "is not supported on a Dask array; pass a numpy array")
+        raise ValueError(
+            f"kernel={estimator.kernel!r} needs the whole kernel matrix and "
+            "is not supported on a Dask array; pass a numpy array"
+        )
     if "tau" in estimator.get_params() and estimator.get_params()["tau"] is None:
-        raise ValueError("tau=None (untruncated, a dynamic program over all n points) "
-                         "is not supported on a Dask array; pass a numpy array or set tau")
+        raise ValueError(
+            "tau=None (untruncated, a dynamic program over all n points) "
+            "is not supported on a Dask array; pass a numpy array or set tau"
+        )
     X = check_dask_array(X)
     estimator.n_features_in_ = X.shape[1]
     if hasattr(estimator, "feature_names_in_"):
@@ -459,8 +495,14 @@ def dask_predict(estimator, X):
     X = _check_predict_input(estimator, X)
     model = _model_copy(estimator)
     dtype = _probe(model, "predict", X).dtype
-    return X.map_blocks(_block_call, _ship(model), "predict", drop_axis=1, dtype=dtype,
-                        meta=np.empty((0,), dtype=dtype))
+    return X.map_blocks(
+        _block_call,
+        _ship(model),
+        "predict",
+        drop_axis=1,
+        dtype=dtype,
+        meta=np.empty((0,), dtype=dtype),
+    )
 
 
 def dask_transform(estimator, X):
@@ -468,9 +510,14 @@ def dask_transform(estimator, X):
     X = _check_predict_input(estimator, X)
     model = _model_copy(estimator)
     out = _probe(model, "transform", X)
-    return X.map_blocks(_block_call, _ship(model), "transform", dtype=out.dtype,
-                        chunks=(X.chunks[0], (out.shape[1],)),
-                        meta=np.empty((0, 0), dtype=out.dtype))
+    return X.map_blocks(
+        _block_call,
+        _ship(model),
+        "transform",
+        dtype=out.dtype,
+        chunks=(X.chunks[0], (out.shape[1],)),
+        meta=np.empty((0, 0), dtype=out.dtype),
+    )
 
 
 def _block_score(block, w, model):
@@ -488,11 +535,19 @@ def dask_score(estimator, X, sample_weight=None):
     model = _ship(_model_copy(estimator))
     nblocks = len(X.chunks[0])
     if w is None:
-        parts = X.map_blocks(_block_score, None, model, drop_axis=1,
-                             chunks=((1,) * nblocks,), dtype=np.float64)
+        parts = X.map_blocks(
+            _block_score, None, model, drop_axis=1, chunks=((1,) * nblocks,), dtype=np.float64
+        )
     else:
-        parts = da.map_blocks(_block_score, X, w[:, None], model, drop_axis=1,
-                              chunks=((1,) * nblocks,), dtype=np.float64)
+        parts = da.map_blocks(
+            _block_score,
+            X,
+            w[:, None],
+            model,
+            drop_axis=1,
+            chunks=((1,) * nblocks,),
+            dtype=np.float64,
+        )
     return float(parts.sum().compute())
 
 
@@ -526,13 +581,13 @@ def labels_inertia(rows, estimator, sample_weight=None):
     for i, block in enumerate(rows._blocks):
         w = None
         if sample_weight is not None:
-            w = np.asarray(sample_weight[bounds[i]:bounds[i + 1]])
+            w = np.asarray(sample_weight[bounds[i] : bounds[i + 1]])
         part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
         parts.append(part[1])
-        labels.append(da.from_delayed(part[0], shape=(int(bounds[i + 1] - bounds[i]),),
-                                      dtype=np.intp))
+        labels.append(
+            da.from_delayed(part[0], shape=(int(bounds[i + 1] - bounds[i]),), dtype=np.intp)
+        )
     labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
     inertia = dask.delayed(sum, pure=True)(parts)
     labels, inertia = dask.persist(labels, inertia)
     return labels, float(inertia.compute())
-

@@ -17,8 +17,13 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.validation import _check_sample_weight
 
-__all__ = ["check_sample_weight", "check_str_options", "match_columns",
-           "short_input_errors", "unknown_name_message"]
+__all__ = [
+    "check_sample_weight",
+    "check_str_options",
+    "match_columns",
+    "short_input_errors",
+    "unknown_name_message",
+]
 
 
 def check_sample_weight(sample_weight, X, dtype=np.float64):
@@ -100,10 +105,7 @@ def unknown_name_message(param, value, known, *, what=None, also=()):
     options = ", ".join(known)
     if also:
         options += "; or " + " or ".join(also)
-    return (f"{param}={value!r} is not a known {what or param}.{hint} "
-            f"Expected one of: {options}.")
-
-
+    return f"{param}={value!r} is not a known {what or param}.{hint} Expected one of: {options}."
 
 
 def check_str_options(estimator):
@@ -126,8 +128,7 @@ def check_str_options(estimator):
         if not isinstance(value, str) or not isinstance(constraints, list):
             continue
         options = [c for c in constraints if isinstance(c, StrOptions)]
-        if not options or any(make_constraint(c).is_satisfied_by(value)
-                              for c in constraints):
+        if not options or any(make_constraint(c).is_satisfied_by(value) for c in constraints):
             continue
         known = set().union(*(c.options for c in options))
         # the other kinds of value, in scikit-learn's words ("a callable", "None", ...)
@@ -169,17 +170,23 @@ def _rewrite(msg, X, owner):
     if msg.startswith("Expected 2D array, got"):
         shape = np.shape(X)
         what = "a scalar" if shape == () else f"a {len(shape)}-D array of shape {shape}"
-        return (f"X must be 2-D, shape (n_samples, n_features); got {what}. Reshape your data: "
-                "X.reshape(-1, 1) if it holds one feature, X.reshape(1, -1) if one sample.")
+        return (
+            f"X must be 2-D, shape (n_samples, n_features); got {what}. Reshape your data: "
+            "X.reshape(-1, 1) if it holds one feature, X.reshape(1, -1) if one sample."
+        )
     if msg.startswith("Complex data not supported"):
         dtype = X.dtype if hasattr(X, "dtype") else np.asarray(X).dtype
-        return (f"Complex data not supported: X has dtype {dtype}; pass real features "
-                "(e.g. the real and imaginary parts as separate columns).")
+        return (
+            f"Complex data not supported: X has dtype {dtype}; pass real features "
+            "(e.g. the real and imaginary parts as separate columns)."
+        )
     if msg.startswith("Input X contains NaN"):
         where = _nan_position(X)
-        return (f"Input X contains NaN{where}. {owner} does not accept missing values: "
-                "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or drop "
-                "those rows.")
+        return (
+            f"Input X contains NaN{where}. {owner} does not accept missing values: "
+            "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or drop "
+            "those rows."
+        )
     if "could not convert" in msg or "convert your data to numeric" in msg.lower():
         return _non_numeric(X)
     return None
@@ -212,8 +219,10 @@ def _non_numeric(X):
     if len(bad) > 1:
         more = f" (and {len(bad) - 1} more: {', '.join(b[0] for b in bad[1:4])}"
         more += ", ...)" if len(bad) > 4 else ")"
-    return (f"X: column {name} is not numeric ({dtype}e.g. {example}){more}. Encode it "
-            "(e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer) or drop it.")
+    return (
+        f"X: column {name} is not numeric ({dtype}e.g. {example}){more}. Encode it "
+        "(e.g. sklearn.preprocessing.OneHotEncoder in a ColumnTransformer) or drop it."
+    )
 
 
 def _nan_position(X):
@@ -236,8 +245,10 @@ def _nan_position(X):
         names = ", ".join(name for name, _ in counts[:3]) + (", ..." if len(counts) > 3 else "")
         label = X.index[first[0]]
         index = "" if label == first[0] else f" (index {label!r})"
-        return (f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names}; the "
-                f"first in row {first[0]}{index}, column {first[1]})")
+        return (
+            f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names}; the "
+            f"first in row {first[0]}{index}, column {first[1]})"
+        )
     if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can be NaN
         coo = X.tocoo()
         mask = np.isnan(coo.data)

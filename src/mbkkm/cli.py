@@ -34,8 +34,9 @@ except ModuleNotFoundError as _exc:  # the ``cli`` extra is not installed
         raise
     raise ModuleNotFoundError(
         "No module named 'click': the mbkkm command line needs the 'cli' extra: "
-        "pip install \"mbkkm[cli]\" (from a clone: pip install -e \".[cli]\")",
-        name="click") from None
+        'pip install "mbkkm[cli]" (from a clone: pip install -e ".[cli]")',
+        name="click",
+    ) from None
 import numpy as np
 
 from . import __version__
@@ -54,8 +55,15 @@ from ._files._alloc import release_free_memory, tune_allocator
 # ---------------------------------------------------------------------------
 
 
-def read_data(path: str | Path, *, header: bool | None = None, key: str = "X",
-              columns=None, drop=None, dtype=None) -> np.ndarray:
+def read_data(
+    path: str | Path,
+    *,
+    header: bool | None = None,
+    key: str = "X",
+    columns=None,
+    drop=None,
+    dtype=None,
+) -> np.ndarray:
     """Read a numeric 2-d array from delimited text, .npy, .npz, Parquet or Feather/Arrow.
 
     Parameters
@@ -91,8 +99,9 @@ def read_data(path: str | Path, *, header: bool | None = None, key: str = "X",
         If the content is not a numeric 2-d table; the message names the first
         offending column and line.
     """
-    return open_table(path, header=header, key=key, columns=columns, drop=drop,
-                      dtype=dtype).read(n_threads=_reading_threads())
+    return open_table(path, header=header, key=key, columns=columns, drop=drop, dtype=dtype).read(
+        n_threads=_reading_threads()
+    )
 
 
 def _reading_threads() -> int:
@@ -161,23 +170,41 @@ def _one_line(exc: BaseException) -> str:
 
 def _data_options(command):
     """The options that choose how DATA is read (``fit`` and ``predict``)."""
-    for option in reversed([
-        click.option("--header/--no-header", default=None,
-                     help="Whether a text file has a header line (default: detected)."),
-        click.option("--key", default="X", show_default=True,
-                     help="Array name in an .npz file."),
-        click.option("--columns", multiple=True, metavar="NAMES",
-                     help="Columns to use, by header name or 0-based index, comma-separated "
-                          "(e.g. --columns x,y,z or --columns 0,2). Default: all (predict: "
-                          "the model's, found by name; the fit's choice is saved with the "
-                          "model)."),
-        click.option("--drop", multiple=True, metavar="NAMES",
-                     help="Columns to leave out (an id, a label), by header name or 0-based "
-                          "index, comma-separated (predict: default the fit's)."),
-        click.option("--dtype", type=click.Choice(["float32", "float64"]), default=None,
-                     help="Precision of the data in memory. Default: float32 (as the "
-                          "estimators prefer); a float64 .npy/.npz keeps float64."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--header/--no-header",
+                default=None,
+                help="Whether a text file has a header line (default: detected).",
+            ),
+            click.option(
+                "--key", default="X", show_default=True, help="Array name in an .npz file."
+            ),
+            click.option(
+                "--columns",
+                multiple=True,
+                metavar="NAMES",
+                help="Columns to use, by header name or 0-based index, comma-separated "
+                "(e.g. --columns x,y,z or --columns 0,2). Default: all (predict: "
+                "the model's, found by name; the fit's choice is saved with the "
+                "model).",
+            ),
+            click.option(
+                "--drop",
+                multiple=True,
+                metavar="NAMES",
+                help="Columns to leave out (an id, a label), by header name or 0-based "
+                "index, comma-separated (predict: default the fit's).",
+            ),
+            click.option(
+                "--dtype",
+                type=click.Choice(["float32", "float64"]),
+                default=None,
+                help="Precision of the data in memory. Default: float32 (as the "
+                "estimators prefer); a float64 .npy/.npz keeps float64.",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -188,8 +215,10 @@ def _split_names(values, option: str) -> list[str] | None:
         return None
     names = [v.strip() for value in values for v in value.split(",") if v.strip()]
     if not names:
-        raise click.UsageError(f"{option}: no column named (an empty list); give header "
-                               "names or 0-based indices, comma-separated.")
+        raise click.UsageError(
+            f"{option}: no column named (an empty list); give header "
+            "names or 0-based indices, comma-separated."
+        )
     return names
 
 
@@ -197,9 +226,14 @@ def _open_data(data, *, header, key, columns, drop, dtype):
     """open_table with the CLI's errors: a bad column choice is a usage error (2),
     unreadable data a runtime failure (1)."""
     try:
-        return open_table(data, header=header, key=key,
-                          columns=_split_names(columns, "--columns"),
-                          drop=_split_names(drop, "--drop"), dtype=dtype)
+        return open_table(
+            data,
+            header=header,
+            key=key,
+            columns=_split_names(columns, "--columns"),
+            drop=_split_names(drop, "--drop"),
+            dtype=dtype,
+        )
     except ColumnSelectionError as exc:
         raise click.UsageError(f"--{exc.option}: {exc.detail}") from None
     except (OSError, ValueError, ImportError) as exc:
@@ -223,15 +257,20 @@ def _record_columns(est, table: Table, columns, drop) -> None:
     names = table.file_names
     if table.names is not None:
         est.feature_names_in_ = np.asarray(table.names, dtype=object)
-    setattr(est, COLUMN_CHOICE, {
-        "columns": _split_names(columns, "--columns"),
-        "drop": _split_names(drop, "--drop"),
-        "file_columns": int(table.n_file_columns),
-        "used": [int(j) for j in table.columns],
-        # header names of the file's columns not used (None: the file had no header)
-        "left_out": None if names is None else
-        [str(n) for j, n in enumerate(names) if j not in table.columns],
-    })
+    setattr(
+        est,
+        COLUMN_CHOICE,
+        {
+            "columns": _split_names(columns, "--columns"),
+            "drop": _split_names(drop, "--drop"),
+            "file_columns": int(table.n_file_columns),
+            "used": [int(j) for j in table.columns],
+            # header names of the file's columns not used (None: the file had no header)
+            "left_out": None
+            if names is None
+            else [str(n) for j, n in enumerate(names) if j not in table.columns],
+        },
+    )
 
 
 def _names_list(names, limit: int = 8) -> str:
@@ -258,24 +297,36 @@ def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
     if names is not None and table.names is not None:
         return _select_by_name(table, names, saved, given, data, header, key, dtype)
     if names is not None:
-        click.echo(f"Warning: {data} has no column names, but the model was fitted on named "
-                   f"columns ({_names_list(names)}); its columns are taken by position.",
-                   err=True)
+        click.echo(
+            f"Warning: {data} has no column names, but the model was fitted on named "
+            f"columns ({_names_list(names)}); its columns are taken by position.",
+            err=True,
+        )
         if not given and saved.get("file_columns") == table.n_file_columns:
             table = _open_indices(data, header, key, saved["used"], dtype)
         return table
     if table.names is not None:
-        click.echo(f"Warning: {data} has column names, but the model was fitted without "
-                   "(from a file without a header, or an array); its columns are taken by "
-                   "position.", err=True)
+        click.echo(
+            f"Warning: {data} has column names, but the model was fitted without "
+            "(from a file without a header, or an array); its columns are taken by "
+            "position.",
+            err=True,
+        )
     if not given and (saved.get("columns") or saved.get("drop")):
         try:  # indices (a fit without a header): the same choice, by position
-            table = open_table(data, header=header, key=key, columns=saved["columns"],
-                               drop=saved["drop"], dtype=dtype)
+            table = open_table(
+                data,
+                header=header,
+                key=key,
+                columns=saved["columns"],
+                drop=saved["drop"],
+                dtype=dtype,
+            )
         except ColumnSelectionError as exc:
             raise click.UsageError(
                 f"the model's --{exc.option} choice of the fit does not fit {data}: "
-                f"{exc.detail} Choose the columns with --columns / --drop.") from None
+                f"{exc.detail} Choose the columns with --columns / --drop."
+            ) from None
         except (OSError, ValueError, ImportError) as exc:
             raise click.ClickException(_one_line(exc)) from None
     return table
@@ -303,27 +354,38 @@ def _select_by_name(table, names, saved, given, data, header, key, dtype) -> Tab
                 f"the model's columns hold {_names_list(doubled)} more than once, so they "
                 f"cannot be found by name, and the columns of {data} "
                 f"({_names_list(have)}) are not the model's ({_names_list(names)}) in its "
-                "order; choose them with --columns (by 0-based index).")
-        return table if candidates == table.columns else _open_indices(data, header, key,
-                                                                        candidates, dtype)
+                "order; choose them with --columns (by 0-based index)."
+            )
+        return (
+            table
+            if candidates == table.columns
+            else _open_indices(data, header, key, candidates, dtype)
+        )
     missing = [n for n in names if n not in have]
     extra = [n for n in have if n not in set(names)]
     if missing or extra:
         parts = []
         if missing:
-            parts.append(f"{data} lacks {_plural(missing, 'column')} the model was fitted on: "
-                         f"{_names_list(missing)}")
+            parts.append(
+                f"{data} lacks {_plural(missing, 'column')} the model was fitted on: "
+                f"{_names_list(missing)}"
+            )
         if extra:
-            parts.append(f"{data} has {_plural(extra, 'column')} the model was not fitted on: "
-                         f"{_names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
-                         f"out with --drop {','.join(extra)})")
-        raise click.UsageError("; ".join(parts) + f". The model expects {_names_list(names)}, "
-                               "in any order.")
+            parts.append(
+                f"{data} has {_plural(extra, 'column')} the model was not fitted on: "
+                f"{_names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
+                f"out with --drop {','.join(extra)})"
+            )
+        raise click.UsageError(
+            "; ".join(parts) + f". The model expects {_names_list(names)}, in any order."
+        )
     doubled = sorted({n for n in have if have.count(n) > 1})
     if doubled:
-        raise click.UsageError(f"the header of {data} holds {_names_list(doubled)} more than "
-                               "once: the model's columns cannot be found by name; choose them "
-                               "with --columns (by 0-based index).")
+        raise click.UsageError(
+            f"the header of {data} holds {_names_list(doubled)} more than "
+            "once: the model's columns cannot be found by name; choose them "
+            "with --columns (by 0-based index)."
+        )
     order = [candidates[have.index(n)] for n in names]
     if order == table.columns:
         return table
@@ -358,8 +420,10 @@ def _named_blocks(est, blocks):
 
 def _check_stdout(labels_out, transform_out) -> None:
     if labels_out == "-" and transform_out == "-":
-        raise click.UsageError("--transform-out: standard output already takes the labels; "
-                               "write one of them to a file (--labels-out FILE).")
+        raise click.UsageError(
+            "--transform-out: standard output already takes the labels; "
+            "write one of them to a file (--labels-out FILE)."
+        )
 
 
 def _target(path):
@@ -379,14 +443,18 @@ def _check_checkpoint(checkpoint, every, kernel, tau, graph_kernels) -> None:
     if checkpoint == "-":
         raise click.UsageError("--checkpoint: cannot be standard output; give a file name.")
     if not Path(checkpoint).parent.is_dir():
-        raise click.UsageError(f"--checkpoint: the folder {str(Path(checkpoint).parent)!r} "
-                               "does not exist.")
+        raise click.UsageError(
+            f"--checkpoint: the folder {str(Path(checkpoint).parent)!r} does not exist."
+        )
     if kernel in graph_kernels:
-        raise click.UsageError(f"--checkpoint is not available with --kernel {kernel} (a graph "
-                               "kernel's graph and eigenpairs are not checkpointed).")
+        raise click.UsageError(
+            f"--checkpoint is not available with --kernel {kernel} (a graph "
+            "kernel's graph and eigenpairs are not checkpointed)."
+        )
     if tau is None:
-        raise click.UsageError("--checkpoint needs an integer --tau (the untruncated "
-                               "algorithm is not checkpointed).")
+        raise click.UsageError(
+            "--checkpoint needs an integer --tau (the untruncated algorithm is not checkpointed)."
+        )
 
 
 def _note_resume(checkpoint, max_iter) -> None:
@@ -400,8 +468,9 @@ def _note_resume(checkpoint, max_iter) -> None:
         done = int(read_checkpoint(checkpoint)["fit"]["n_iter"])
     except (ValueError, OSError, KeyError):
         return
-    click.echo(f"note: resuming the fit saved in {checkpoint} at iteration {done} of "
-               f"{max_iter}", err=True)
+    click.echo(
+        f"note: resuming the fit saved in {checkpoint} at iteration {done} of {max_iter}", err=True
+    )
 
 
 def _check_output(path, option: str, kinds=("labels",)) -> None:
@@ -420,14 +489,17 @@ def _check_output(path, option: str, kinds=("labels",)) -> None:
         formats = Figure().canvas.get_supported_filetypes()
         fmt = path.suffix[1:].lower()
         if fmt not in formats:
-            raise click.UsageError(f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
-                                   f"use one of {', '.join(sorted(formats))}.")
+            raise click.UsageError(
+                f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
+                f"use one of {', '.join(sorted(formats))}."
+            )
     elif output_kind(path) in ("parquet", "arrow"):
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise click.UsageError(f"{option}: writing {path.suffix} needs pyarrow (pip "
-                                   "install 'mbkkm[parquet]').") from None
+            raise click.UsageError(
+                f"{option}: writing {path.suffix} needs pyarrow (pip install 'mbkkm[parquet]')."
+            ) from None
 
 
 @contextmanager
@@ -438,8 +510,17 @@ def _progress(total, unit: str, desc: str, enabled: bool):
         return
     from tqdm import tqdm
 
-    with tqdm(total=total, unit=unit, unit_scale=True, desc=desc, delay=1.0, leave=False,
-              file=sys.stderr, disable=None, dynamic_ncols=True) as bar:
+    with tqdm(
+        total=total,
+        unit=unit,
+        unit_scale=True,
+        desc=desc,
+        delay=1.0,
+        leave=False,
+        file=sys.stderr,
+        disable=None,
+        dynamic_ncols=True,
+    ) as bar:
         yield bar.update
 
 
@@ -452,8 +533,9 @@ def _reading(table, desc: str, quiet: bool):
     errors; a stream left part way is closed here, so no parsing thread outlives
     the command."""
     total = table.size_bytes if table.kind == "text" else table.n_rows
-    with _progress(total, "B" if table.kind == "text" else "row",
-                   f"{desc} {table.path.name}", not quiet) as update:
+    with _progress(
+        total, "B" if table.kind == "text" else "row", f"{desc} {table.path.name}", not quiet
+    ) as update:
         read = _Reader(table, update, _reading_threads())
         try:
             yield read
@@ -515,19 +597,23 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
     with ExitStack() as stack:
         lw = tw = None
         if labels_out is not None:
-            lw = stack.enter_context(open_writer(_target(labels_out), names=None,
-                                                 dtype=np.int32, n_rows=n_rows))
+            lw = stack.enter_context(
+                open_writer(_target(labels_out), names=None, dtype=np.int32, n_rows=n_rows)
+            )
         if transform_out is not None:
-            tw = stack.enter_context(open_writer(_target(transform_out), names=names,
-                                                 dtype=np.float32, n_rows=n_rows))
+            tw = stack.enter_context(
+                open_writer(_target(transform_out), names=names, dtype=np.float32, n_rows=n_rows)
+            )
         for block in _named_blocks(est, blocks):
             try:
                 D = np.asarray(est.transform(block))  # (rows, k) squared distances
             except (ValueError, MemoryError, RuntimeError) as exc:
                 raise click.ClickException(f"labelling failed: {_one_line(exc)}") from None
             if D.shape[1] != k:  # pragma: no cover - a model that breaks its own contract
-                raise click.ClickException(f"labelling failed: the model gives {D.shape[1]} "
-                                           f"distances per point for {k} clusters.")
+                raise click.ClickException(
+                    f"labelling failed: the model gives {D.shape[1]} "
+                    f"distances per point for {k} clusters."
+                )
             labels = D.argmin(axis=1).astype(np.int32)
             out.inertia += float(D[np.arange(D.shape[0]), labels].sum(dtype=np.float64))
             out.sizes += np.bincount(labels, minlength=k)
@@ -560,7 +646,7 @@ def _row_blocks(X, k: int):
     """Consecutive row blocks of an array (views), sized for k distances per row."""
     rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**16))
     for start in range(0, X.shape[0], rows):
-        yield X[start:start + rows]
+        yield X[start : start + rows]
 
 
 def _new_figure(figsize=(6.4, 4.8)):
@@ -578,8 +664,13 @@ def _save(fig, path) -> None:
 
 def _legend_outside(ax) -> None:
     """The legend to the right of the axes, where it cannot hide the data."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
-              fontsize="small", frameon=False)
+    ax.legend(
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+        fontsize="small",
+        frameon=False,
+    )
 
 
 def gamma_figure(selection):
@@ -644,15 +735,31 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
         cmap = mpl.colormaps["tab10" if n_clusters <= 10 else "tab20"]
         for j in range(n_clusters):
             sel = labels == j
-            ax.scatter(xy[sel, 0], xy[sel, 1], s=4, color=cmap(j), linewidths=0,
-                       rasterized=True, label=f"{j} ({int(sel.sum())})")
+            ax.scatter(
+                xy[sel, 0],
+                xy[sel, 1],
+                s=4,
+                color=cmap(j),
+                linewidths=0,
+                rasterized=True,
+                label=f"{j} ({int(sel.sum())})",
+            )
         _legend_outside(ax)
         ax.get_legend().set_title("cluster (points shown)", prop={"size": "small"})
         for h in ax.get_legend().legend_handles:
             h.set_sizes([20])
     else:
-        sc = ax.scatter(xy[:, 0], xy[:, 1], s=4, c=labels, cmap="turbo", linewidths=0,
-                        rasterized=True, vmin=0, vmax=n_clusters - 1)
+        sc = ax.scatter(
+            xy[:, 0],
+            xy[:, 1],
+            s=4,
+            c=labels,
+            cmap="turbo",
+            linewidths=0,
+            rasterized=True,
+            vmin=0,
+            vmax=n_clusters - 1,
+        )
         fig.colorbar(sc, ax=ax, label="cluster")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -701,8 +808,7 @@ class _GammaType(click.ParamType):
         try:
             gamma = float(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a positive number, 'auto' or 'mean-distance'",
-                      param, ctx)
+            self.fail(f"{value!r} is not a positive number, 'auto' or 'mean-distance'", param, ctx)
         if not (np.isfinite(gamma) and gamma > 0):
             self.fail(f"{value!r} is not a positive number", param, ctx)
         return gamma
@@ -773,86 +879,186 @@ def _kernel_choice(graph=False):
 def _model_options(command):
     """The options of the estimator ``mbkkm fit`` builds: kernel, width (and the plot
     of its choice), batches, iterations, seed."""
-    for option in reversed([
-        click.option("--kernel", type=_kernel_choice(graph=True), default="rbf", show_default=True,
-                     help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion "
-                           "time --t, neighbours --n-neighbors); 'knn': the paper's k-NN kernel "
-                           "(needs --n-neighbors)."),
-        click.option("--n-neighbors", type=click.IntRange(1), default=None,
-                     help="Graph kernels: neighbours per point, the point itself included "
-                           "(heat: 10, 20 or 40 chosen by the graph's eigengap by default)."),
-        click.option("--t", "heat_t", type=_TimeType(), default="auto", show_default=True,
-                     help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
-                           "(prints the choice; the candidates with --verbose)."),
-        click.option("--gamma", type=_GAMMA, default=None,
-                     help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
-                           "choose it without labels (prints the choice; the candidates with "
-                           "--verbose); 'mean-distance' for "
-                           "1 / (2 sum of feature variances). Default: rbf and laplacian as "
-                           "'auto' when the 1000-point sample has >= 10 points per cluster "
-                           "(k <= 100), else 'mean-distance'; other kernels their own default."),
-        click.option("--gamma-plot", type=click.Path(dir_okay=False, writable=True), default=None,
-                     help="When the width is chosen (--gamma auto or the default): save the "
-                           "criterion against gamma to this image."),
-        click.option("--batch-size", type=click.IntRange(1), default=1024, show_default=True,
-                     help="Points per mini-batch."),
-        click.option("--tau", type=_TAU, default="200", show_default=True,
-                     help="Window length (points kept per center); 'none' for the untruncated "
-                           "algorithm (a table over all points)."),
-        click.option("--max-iter", type=click.IntRange(1), default=200, show_default=True,
-                     help="Number of mini-batch iterations."),
-        click.option("--learning-rate", type=click.Choice(["adaptive", "classic"]),
-                     default="adaptive", show_default=True, help="Learning rate."),
-        click.option("--seed", type=int, default=0, show_default=True, help="Random seed."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--kernel",
+                type=_kernel_choice(graph=True),
+                default="rbf",
+                show_default=True,
+                help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion "
+                "time --t, neighbours --n-neighbors); 'knn': the paper's k-NN kernel "
+                "(needs --n-neighbors).",
+            ),
+            click.option(
+                "--n-neighbors",
+                type=click.IntRange(1),
+                default=None,
+                help="Graph kernels: neighbours per point, the point itself included "
+                "(heat: 10, 20 or 40 chosen by the graph's eigengap by default).",
+            ),
+            click.option(
+                "--t",
+                "heat_t",
+                type=_TimeType(),
+                default="auto",
+                show_default=True,
+                help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
+                "(prints the choice; the candidates with --verbose).",
+            ),
+            click.option(
+                "--gamma",
+                type=_GAMMA,
+                default=None,
+                help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
+                "choose it without labels (prints the choice; the candidates with "
+                "--verbose); 'mean-distance' for "
+                "1 / (2 sum of feature variances). Default: rbf and laplacian as "
+                "'auto' when the 1000-point sample has >= 10 points per cluster "
+                "(k <= 100), else 'mean-distance'; other kernels their own default.",
+            ),
+            click.option(
+                "--gamma-plot",
+                type=click.Path(dir_okay=False, writable=True),
+                default=None,
+                help="When the width is chosen (--gamma auto or the default): save the "
+                "criterion against gamma to this image.",
+            ),
+            click.option(
+                "--batch-size",
+                type=click.IntRange(1),
+                default=1024,
+                show_default=True,
+                help="Points per mini-batch.",
+            ),
+            click.option(
+                "--tau",
+                type=_TAU,
+                default="200",
+                show_default=True,
+                help="Window length (points kept per center); 'none' for the untruncated "
+                "algorithm (a table over all points).",
+            ),
+            click.option(
+                "--max-iter",
+                type=click.IntRange(1),
+                default=200,
+                show_default=True,
+                help="Number of mini-batch iterations.",
+            ),
+            click.option(
+                "--learning-rate",
+                type=click.Choice(["adaptive", "classic"]),
+                default="adaptive",
+                show_default=True,
+                help="Learning rate.",
+            ),
+            click.option("--seed", type=int, default=0, show_default=True, help="Random seed."),
+        ]
+    ):
         command = option(command)
     return command
 
 
 def _fit_output_options(command):
     """The outputs of ``mbkkm fit`` and its checkpoint."""
-    for option in reversed([
-        click.option("--labels-out", type=click.Path(dir_okay=False, writable=True), default=None,
-                     help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
-                           "the suffix; '-' for stdout."),
-        click.option("--transform-out", type=click.Path(dir_okay=False, writable=True),
-                     default=None,
-                     help="Write the squared distances of every point to the k centers (float32; "
-                           "text, .npy, .parquet or .feather by the suffix; '-' for stdout)."),
-        click.option("--model-out", type=click.Path(dir_okay=False, writable=True), default=None,
-                     help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
-                           "use with 'mbkkm predict')."),
-        click.option("--plot", "plot_out", type=click.Path(dir_okay=False, writable=True),
-                     default=None,
-                     help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
-                           "the two columns when there are two, else the first two principal "
-                           f"components; at most {PLOT_POINTS:,} points, drawn at random."),
-        click.option("--checkpoint", "checkpoint", type=click.Path(dir_okay=False, writable=True),
-                     default=None,
-                     help="Save the fit's state to this file every --checkpoint-every iterations; "
-                           "the same command run again resumes from it (a file of another "
-                           "command is refused). Removed once the outputs are written."),
-        click.option("--checkpoint-every", type=click.IntRange(1), default=None, metavar="N",
-                     help="Iterations between two checkpoints (default: max-iter / 10)."),
-    ]):
+    for option in reversed(
+        [
+            click.option(
+                "--labels-out",
+                type=click.Path(dir_okay=False, writable=True),
+                default=None,
+                help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
+                "the suffix; '-' for stdout.",
+            ),
+            click.option(
+                "--transform-out",
+                type=click.Path(dir_okay=False, writable=True),
+                default=None,
+                help="Write the squared distances of every point to the k centers (float32; "
+                "text, .npy, .parquet or .feather by the suffix; '-' for stdout).",
+            ),
+            click.option(
+                "--model-out",
+                type=click.Path(dir_okay=False, writable=True),
+                default=None,
+                help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
+                "use with 'mbkkm predict').",
+            ),
+            click.option(
+                "--plot",
+                "plot_out",
+                type=click.Path(dir_okay=False, writable=True),
+                default=None,
+                help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
+                "the two columns when there are two, else the first two principal "
+                f"components; at most {PLOT_POINTS:,} points, drawn at random.",
+            ),
+            click.option(
+                "--checkpoint",
+                "checkpoint",
+                type=click.Path(dir_okay=False, writable=True),
+                default=None,
+                help="Save the fit's state to this file every --checkpoint-every iterations; "
+                "the same command run again resumes from it (a file of another "
+                "command is refused). Removed once the outputs are written.",
+            ),
+            click.option(
+                "--checkpoint-every",
+                type=click.IntRange(1),
+                default=None,
+                metavar="N",
+                help="Iterations between two checkpoints (default: max-iter / 10).",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
 
 @main.command()
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
-@click.option("-k", "--n-clusters", type=click.IntRange(1), required=True,
-              help="Number of clusters.")
+@click.option(
+    "-k", "--n-clusters", type=click.IntRange(1), required=True, help="Number of clusters."
+)
 @_model_options
 @_data_options
 @_fit_output_options
 @click.option("-q", "--quiet", is_flag=True, help="No summary, notes or progress bars.")
-@click.option("-v", "--verbose", is_flag=True,
-              help="Print how the width (and the heat kernel's time) was chosen as a table "
-                   "of the candidates and their scores (default: one line).")
-def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_size, tau,
-        max_iter, learning_rate, seed, header, key, columns, drop, dtype, labels_out,
-        transform_out, model_out, plot_out, checkpoint, checkpoint_every, quiet, verbose):
+@click.option(
+    "-v",
+    "--verbose",
+    is_flag=True,
+    help="Print how the width (and the heat kernel's time) was chosen as a table "
+    "of the candidates and their scores (default: one line).",
+)
+def fit(
+    data,
+    n_clusters,
+    kernel,
+    n_neighbors,
+    heat_t,
+    gamma,
+    gamma_plot,
+    batch_size,
+    tau,
+    max_iter,
+    learning_rate,
+    seed,
+    header,
+    key,
+    columns,
+    drop,
+    dtype,
+    labels_out,
+    transform_out,
+    model_out,
+    plot_out,
+    checkpoint,
+    checkpoint_every,
+    quiet,
+    verbose,
+):
     """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
 
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
@@ -875,12 +1081,23 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
     if batch_size > n and not quiet:
-        click.echo(f"note: --batch-size {batch_size} is larger than the {n} rows of {data}: "
-                   f"every batch is all {n} rows (batch_size is capped at n).", err=True)
-    est = MiniBatchKernelKMeans(n_clusters=n_clusters, kernel=kernel, gamma=gamma,
-                                kernel_params=graph_params, batch_size=batch_size, tau=tau,
-                                max_iter=max_iter, learning_rate=learning_rate,
-                                random_state=seed, compute_labels=False)
+        click.echo(
+            f"note: --batch-size {batch_size} is larger than the {n} rows of {data}: "
+            f"every batch is all {n} rows (batch_size is capped at n).",
+            err=True,
+        )
+    est = MiniBatchKernelKMeans(
+        n_clusters=n_clusters,
+        kernel=kernel,
+        gamma=gamma,
+        kernel_params=graph_params,
+        batch_size=batch_size,
+        tau=tau,
+        max_iter=max_iter,
+        learning_rate=learning_rate,
+        random_state=seed,
+        compute_labels=False,
+    )
     if checkpoint is not None and not quiet:
         _note_resume(checkpoint, max_iter)
     run = _FitRun(est, X, data, seed)
@@ -890,15 +1107,26 @@ def fit(data, n_clusters, kernel, n_neighbors, heat_t, gamma, gamma_plot, batch_
     with run.timed("labelling"):
         # graph kernels: the fitted points are labelled from their own kernel rows
         # (fit_transform's distances), not as new points joining the graph
-        run.found = _label_fitted(est if graph_params is None else _Given(n_clusters),
-                                  X if graph_params is None else D_fit, outputs,
-                                  _plot_sample(n, seed, plot_out is not None), quiet)
+        run.found = _label_fitted(
+            est if graph_params is None else _Given(n_clusters),
+            X if graph_params is None else D_fit,
+            outputs,
+            _plot_sample(n, seed, plot_out is not None),
+            quiet,
+        )
     outputs.write(run, table.names)
     if checkpoint is not None:  # every output is written: the fit is not needed again
         Path(checkpoint).unlink(missing_ok=True)
     if not quiet:
-        _fit_summary(run, outputs, batch_size, tau, learning_rate,
-                     heat_auto=heat_t == "auto", tables=verbose or gamma_plot is not None)
+        _fit_summary(
+            run,
+            outputs,
+            batch_size,
+            tau,
+            learning_rate,
+            heat_auto=heat_t == "auto",
+            tables=verbose or gamma_plot is not None,
+        )
 
 
 def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
@@ -906,8 +1134,9 @@ def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
     kernels on points, which take neither)."""
     if kernel not in graph_kernels:
         if n_neighbors is not None or heat_t != "auto":
-            raise click.UsageError("--n-neighbors and --t are options of the graph kernels "
-                                   "(--kernel heat or knn).")
+            raise click.UsageError(
+                "--n-neighbors and --t are options of the graph kernels (--kernel heat or knn)."
+            )
         return None
     if kernel == "knn" and n_neighbors is None:
         raise click.UsageError("--kernel knn needs --n-neighbors.")
@@ -936,9 +1165,11 @@ class _FitOutputs:
     def check(self):
         """Refuse, before reading the data, an output that cannot be written."""
         _check_stdout(self.labels, self.transform)
-        for path, option in ((self.labels, "--labels-out"),
-                             (self.transform, "--transform-out"),
-                             (self.model, "--model-out")):
+        for path, option in (
+            (self.labels, "--labels-out"),
+            (self.transform, "--transform-out"),
+            (self.model, "--model-out"),
+        ):
             _check_output(path, option)
         for path, option in ((self.plot, "--plot"), (self.gamma_plot, "--gamma-plot")):
             _check_output(path, option, kinds=("image",))
@@ -948,31 +1179,48 @@ class _FitOutputs:
         labelling)."""
         est = run.est
         if self.gamma_plot is not None and est.gamma_selection_ is None:
-            click.echo(f"--gamma-plot: nothing written, the width was not chosen here "
-                       f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)", err=True)
+            click.echo(
+                f"--gamma-plot: nothing written, the width was not chosen here "
+                f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)",
+                err=True,
+            )
         if self.gamma_plot is not None and est.gamma_selection_ is not None:
             _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
             self.gamma_plot_written = True
         if self.plot is not None:
             sample = _plot_sample(run.n, run.seed, True)
-            _save(cluster_figure(np.asarray(run.X[sample]), run.found.sample_labels,
-                                 est.n_clusters, names=names, n_total=run.n, seed=run.seed),
-                  self.plot)
+            _save(
+                cluster_figure(
+                    np.asarray(run.X[sample]),
+                    run.found.sample_labels,
+                    est.n_clusters,
+                    names=names,
+                    n_total=run.n,
+                    seed=run.seed,
+                ),
+                self.plot,
+            )
         if self.model is not None:
             from .cluster import save_model
 
             try:
                 save_model(est, self.model)
             except OSError as exc:
-                raise click.ClickException(f"cannot write {self.model}: "
-                                           f"{exc.strerror}") from None
+                raise click.ClickException(f"cannot write {self.model}: {exc.strerror}") from None
 
     def written(self):
         """(path, what) of every output written to a file."""
-        return [(path, what) for path, what in (
-            (self.labels, "labels"), (self.transform, "distances"), (self.plot, "plot"),
-            (self.gamma_plot if self.gamma_plot_written else None, "gamma plot"),
-            (self.model, "model")) if path not in (None, "-")]
+        return [
+            (path, what)
+            for path, what in (
+                (self.labels, "labels"),
+                (self.transform, "distances"),
+                (self.plot, "plot"),
+                (self.gamma_plot if self.gamma_plot_written else None, "gamma plot"),
+                (self.model, "model"),
+            )
+            if path not in (None, "-")
+        ]
 
 
 class _FitRun:
@@ -1018,9 +1266,15 @@ def _label_fitted(source, rows, outputs, sample, quiet):
     n = rows.shape[0]
     try:
         with _progress(n, "row", "labelling", not quiet) as update:
-            return _label_blocks(source, _row_blocks(rows, source.n_clusters),
-                                 labels_out=outputs.labels, transform_out=outputs.transform,
-                                 n_rows=n, update=update, sample=sample)
+            return _label_blocks(
+                source,
+                _row_blocks(rows, source.n_clusters),
+                labels_out=outputs.labels,
+                transform_out=outputs.transform,
+                n_rows=n,
+                update=update,
+                sample=sample,
+            )
     except OSError as exc:
         raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
 
@@ -1030,10 +1284,14 @@ def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables
     their tables: ``tables``), inertia, sizes."""
     est, found, n, err = run.est, run.found, run.n, outputs.err
     click.echo(f"data: {run.data} ({n} points x {run.d} features)", err=err)
-    click.echo(f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
-               f"{est.n_iter_} iterations, {learning_rate} rate, seed {run.seed}", err=err)
-    click.echo(f"time: fit {run.seconds['fit']:.2f} s, labelling "
-               f"{run.seconds['labelling']:.2f} s", err=err)
+    click.echo(
+        f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
+        f"{est.n_iter_} iterations, {learning_rate} rate, seed {run.seed}",
+        err=err,
+    )
+    click.echo(
+        f"time: fit {run.seconds['fit']:.2f} s, labelling {run.seconds['labelling']:.2f} s", err=err
+    )
     hint = "" if tables else " (--verbose: the table)"
     if est.gamma_selection_ is not None:
         selection = est.gamma_selection_
@@ -1041,8 +1299,9 @@ def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables
     if getattr(est, "t_selection_", None) is not None and heat_auto:
         selection = est.t_selection_
         click.echo(selection.table() if tables else selection.summary() + hint, err=err)
-    click.echo(f"inertia: {found.inertia:.6g} (objective inertia / n = "
-               f"{found.inertia / n:.6g})", err=err)
+    click.echo(
+        f"inertia: {found.inertia:.6g} (objective inertia / n = {found.inertia / n:.6g})", err=err
+    )
     click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
     empty = int((found.sizes == 0).sum())
     if empty:
@@ -1057,14 +1316,22 @@ def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @_data_options
-@click.option("--labels-out", type=click.Path(dir_okay=False, writable=True), default="-",
-              show_default=True,
-              help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
-                   "by the suffix; '-' for stdout.")
-@click.option("--transform-out", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the squared distances of every point to the k centers (float32; "
-                   "text, .npy, .parquet or .feather by the suffix; '-' for stdout, "
-                   "with --labels-out FILE).")
+@click.option(
+    "--labels-out",
+    type=click.Path(dir_okay=False, writable=True),
+    default="-",
+    show_default=True,
+    help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
+    "by the suffix; '-' for stdout.",
+)
+@click.option(
+    "--transform-out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write the squared distances of every point to the k centers (float32; "
+    "text, .npy, .parquet or .feather by the suffix; '-' for stdout, "
+    "with --labels-out FILE).",
+)
 @click.option("-q", "--quiet", is_flag=True, help="No summary or progress bar.")
 def predict(model, data, header, key, columns, drop, dtype, labels_out, transform_out, quiet):
     """Label DATA with a MODEL saved by 'mbkkm fit --model-out'.
@@ -1087,26 +1354,39 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
     except (ValueError, OSError, ImportError) as exc:  # says what the file is
         raise click.ClickException(f"cannot load the model: {_one_line(exc)}") from None
     except Exception as exc:  # pragma: no cover - skops' own errors on a damaged file
-        raise click.ClickException(f"cannot load the model {model}: {type(exc).__name__}: "
-                                   f"{_one_line(exc)}") from None
+        raise click.ClickException(
+            f"cannot load the model {model}: {type(exc).__name__}: {_one_line(exc)}"
+        ) from None
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
         raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
-    table = _predict_table(est, data, header=header, key=key, columns=columns, drop=drop,
-                           dtype=dtype)
+    table = _predict_table(
+        est, data, header=header, key=key, columns=columns, drop=drop, dtype=dtype
+    )
     if table.n_columns != est.n_features_in_:
         raise click.ClickException(
             f"{data} has {table.n_columns} columns to use, the model expects "
-            f"{est.n_features_in_}; choose them with --columns / --drop as for the fit.")
+            f"{est.n_features_in_}; choose them with --columns / --drop as for the fit."
+        )
     start = time.perf_counter()
     with _reading(table, "labelling", quiet) as read:
-        found = _label_blocks(est, read.blocks(est.n_clusters), labels_out=labels_out,
-                              transform_out=transform_out, n_rows=table.n_rows, update=None)
+        found = _label_blocks(
+            est,
+            read.blocks(est.n_clusters),
+            labels_out=labels_out,
+            transform_out=transform_out,
+            n_rows=table.n_rows,
+            update=None,
+        )
     if not quiet:
         err = "-" in (labels_out, transform_out)
-        click.echo(f"labelled {found.n} points x {table.n_columns} features of {data} in "
-                   f"{time.perf_counter() - start:.2f} s", err=err)
-        click.echo(f"inertia: {found.inertia:.6g} (inertia / n = "
-                   f"{found.inertia / found.n:.6g})", err=err)
+        click.echo(
+            f"labelled {found.n} points x {table.n_columns} features of {data} in "
+            f"{time.perf_counter() - start:.2f} s",
+            err=err,
+        )
+        click.echo(
+            f"inertia: {found.inertia:.6g} (inertia / n = {found.inertia / found.n:.6g})", err=err
+        )
         click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
         for path, what in ((labels_out, "labels"), (transform_out, "distances")):
             if path not in (None, "-"):
@@ -1114,8 +1394,9 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
 
 
 @main.command()
-@click.option("--data-home", type=click.Path(file_okay=False), default=None,
-              help="A folder searched first.")
+@click.option(
+    "--data-home", type=click.Path(file_okay=False), default=None, help="A folder searched first."
+)
 def datasets(data_home):
     """The paper's datasets: sizes, kernel parameters, and where they are found locally."""
     from .datasets import ENV_VAR, get_data_dirs, list_datasets
@@ -1125,13 +1406,16 @@ def datasets(data_home):
         dirs = get_data_dirs(data_home)
     except (OSError, ValueError, TypeError) as exc:
         raise click.UsageError(str(exc)) from None
-    click.echo(f"{'name':10} {'size':>12} {'classes':>7} {'sigma':>7} {'k-NN':>5} {'heat':>5}  "
-               "local file")
+    click.echo(
+        f"{'name':10} {'size':>12} {'classes':>7} {'sigma':>7} {'k-NN':>5} {'heat':>5}  local file"
+    )
     for info in infos:
         s = info.spec
         where = str(info.path) if info.available else "not found"
-        click.echo(f"{s.name:10} {s.n_samples:>6}x{s.n_features:<5} {s.n_classes:>7} "
-                   f"{s.sigma:>7.4g} {s.knn_neighbors:>5} {s.heat_neighbors:>5}  {where}")
+        click.echo(
+            f"{s.name:10} {s.n_samples:>6}x{s.n_features:<5} {s.n_classes:>7} "
+            f"{s.sigma:>7.4g} {s.knn_neighbors:>5} {s.heat_neighbors:>5}  {where}"
+        )
         if not info.available and info.spec.offline_note:
             click.echo(f"{'':10} note: {info.spec.offline_note}")
     click.echo(f"searched (in order; set ${ENV_VAR} or --data-home to add folders):")
@@ -1141,32 +1425,84 @@ def datasets(data_home):
 
 @main.command()
 @click.argument("grid")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
-              help="Folder of the result table (<grid name>.csv).")
-@click.option("--budget", type=click.FloatRange(0, min_open=True), default=None,
-              help="Stop cleanly between runs after this many seconds.")
-@click.option("--datasets", "datasets_", default=None,
-              help="Comma-separated datasets replacing the grid's.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Folder of the result table (<grid name>.csv).",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="Stop cleanly between runs after this many seconds.",
+)
+@click.option(
+    "--datasets", "datasets_", default=None, help="Comma-separated datasets replacing the grid's."
+)
 @click.option("--algorithms", default=None, help="Comma-separated algorithms replacing the grid's.")
-@click.option("--seeds", type=click.IntRange(1), default=None,
-              help="Number of seeds (0..N-1) replacing the grid's.")
-@click.option("--max-iter", type=click.IntRange(1), default=None,
-              help="Iterations per run replacing the grid's.")
-@click.option("--memory-budget", type=click.FloatRange(0, min_open=True), default=None,
-              help="GB a kernel matrix may take (default: 70% of the available RAM).")
-@click.option("--data-home", type=click.Path(file_okay=False), default=None,
-              help="A folder searched first for the datasets.")
+@click.option(
+    "--seeds",
+    type=click.IntRange(1),
+    default=None,
+    help="Number of seeds (0..N-1) replacing the grid's.",
+)
+@click.option(
+    "--max-iter",
+    type=click.IntRange(1),
+    default=None,
+    help="Iterations per run replacing the grid's.",
+)
+@click.option(
+    "--memory-budget",
+    type=click.FloatRange(0, min_open=True),
+    default=None,
+    help="GB a kernel matrix may take (default: 70% of the available RAM).",
+)
+@click.option(
+    "--data-home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A folder searched first for the datasets.",
+)
 @click.option("--download", is_flag=True, help="Fetch missing datasets from OpenML.")
-@click.option("--jobs", type=click.IntRange(1), default=1, show_default=True,
-              help="Runs side by side in this many processes, each with one BLAS thread.")
-@click.option("--kernel-cache", type=click.Path(file_okay=False), default=None,
-              help="Folder where kernel matrices are built once and shared by all "
-                   "processes and resumes (memory-mapped).")
-@click.option("--dry-run", is_flag=True,
-              help="List the runs without running them, marking those already in OUT.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Runs side by side in this many processes, each with one BLAS thread.",
+)
+@click.option(
+    "--kernel-cache",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Folder where kernel matrices are built once and shared by all "
+    "processes and resumes (memory-mapped).",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="List the runs without running them, marking those already in OUT.",
+)
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, memory_budget,
-               data_home, download, jobs, kernel_cache, dry_run, no_progress):
+def experiment(
+    grid,
+    out_dir,
+    budget,
+    datasets_,
+    algorithms,
+    seeds,
+    max_iter,
+    memory_budget,
+    data_home,
+    download,
+    jobs,
+    kernel_cache,
+    dry_run,
+    no_progress,
+):
     """Run GRID (a preset: gaussian, knn, heat, quick; or a TOML grid file) and
     append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
     from dataclasses import replace
@@ -1177,7 +1513,9 @@ def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, me
         g = resolve_grid(grid)
         g = g.with_options(
             datasets=None if datasets_ is None else [s.strip() for s in datasets_.split(",")],
-            seeds=seeds, max_iter=max_iter)
+            seeds=seeds,
+            max_iter=max_iter,
+        )
         if algorithms is not None:
             g = replace(g, algorithms=tuple(s.strip() for s in algorithms.split(",")))
         runs = expand(g)
@@ -1190,19 +1528,28 @@ def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, me
         except (OSError, ValueError) as exc:
             raise click.ClickException(" ".join(str(exc).split())) from None
         for r in runs:
-            click.echo(f"{r.run_id} {r.dataset} {r.algorithm} {r.kernel} "
-                       f"b={r.batch_size} tau={r.tau} seed={r.seed}"
-                       + (" (done)" if r.run_id in done else ""))
+            click.echo(
+                f"{r.run_id} {r.dataset} {r.algorithm} {r.kernel} "
+                f"b={r.batch_size} tau={r.tau} seed={r.seed}"
+                + (" (done)" if r.run_id in done else "")
+            )
         n_done = sum(r.run_id in done for r in runs)
-        click.echo(f"{len(runs)} runs -> {out}: {n_done} already in it, "
-                   f"{len(runs) - n_done} to run")
+        click.echo(
+            f"{len(runs)} runs -> {out}: {n_done} already in it, {len(runs) - n_done} to run"
+        )
         return
     try:
-        summary = run_grid(runs, out, data_home=data_home, download=download,
-                           budget_seconds=budget,
-                           memory_budget=-1 if memory_budget is None
-                           else int(memory_budget * 1e9),
-                           progress=not no_progress, jobs=jobs, kernel_cache=kernel_cache)
+        summary = run_grid(
+            runs,
+            out,
+            data_home=data_home,
+            download=download,
+            budget_seconds=budget,
+            memory_budget=-1 if memory_budget is None else int(memory_budget * 1e9),
+            progress=not no_progress,
+            jobs=jobs,
+            kernel_cache=kernel_cache,
+        )
     except (OSError, ValueError) as exc:
         raise click.ClickException(" ".join(str(exc).split())) from None
     click.echo(str(summary))
@@ -1212,12 +1559,28 @@ def experiment(grid, out_dir, budget, datasets_, algorithms, seeds, max_iter, me
 
 @main.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), required=True,
-              help="Folder of the figures.")
-@click.option("--tau", type=click.IntRange(1), default=None,
-              help="tau of the truncated algorithms in the panels (default 200).")
-@click.option("--format", "formats", multiple=True, type=click.Choice(["png", "svg", "pdf"]),
-              default=("png", "svg"), show_default=True, help="Figure formats.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False),
+    required=True,
+    help="Folder of the figures.",
+)
+@click.option(
+    "--tau",
+    type=click.IntRange(1),
+    default=None,
+    help="tau of the truncated algorithms in the panels (default 200).",
+)
+@click.option(
+    "--format",
+    "formats",
+    multiple=True,
+    type=click.Choice(["png", "svg", "pdf"]),
+    default=("png", "svg"),
+    show_default=True,
+    help="Figure formats.",
+)
 def plot(results, out_dir, tau, formats):
     """Draw the paper's figures from RESULTS (result tables or folders of them)."""
     from .experiments import plot_results
@@ -1232,21 +1595,45 @@ def plot(results, out_dir, tau, formats):
 
 def _kernel_scale_options(command):
     """The arguments of ``kernel-scale`` (and of its deprecated spelling ``gamma``)."""
-    for option in reversed([
-        click.argument("dataset"),
-        click.option("--kernel", type=click.Choice(["rbf", "gaussian", "knn", "heat"]),
-                     default="rbf", show_default=True, help="Kernel."),
-        click.option("--n-neighbors", type=click.IntRange(1), default=None,
-                     help="Neighbours of the k-NN / heat graph (default: the paper's, per "
-                          "dataset)."),
-        click.option("--t", "t", type=click.FloatRange(0, min_open=True), default=1.0,
-                     show_default=True, help="Heat kernel diffusion time."),
-        click.option("--gamma", "rbf_gamma", type=click.FloatRange(0, min_open=True),
-                     default=None,
-                     help="rbf width (default: 1 / (2 sigma^2) with the paper's sigma)."),
-        click.option("--data-home", type=click.Path(file_okay=False), default=None,
-                     help="A folder searched first for the dataset."),
-    ]):
+    for option in reversed(
+        [
+            click.argument("dataset"),
+            click.option(
+                "--kernel",
+                type=click.Choice(["rbf", "gaussian", "knn", "heat"]),
+                default="rbf",
+                show_default=True,
+                help="Kernel.",
+            ),
+            click.option(
+                "--n-neighbors",
+                type=click.IntRange(1),
+                default=None,
+                help="Neighbours of the k-NN / heat graph (default: the paper's, per dataset).",
+            ),
+            click.option(
+                "--t",
+                "t",
+                type=click.FloatRange(0, min_open=True),
+                default=1.0,
+                show_default=True,
+                help="Heat kernel diffusion time.",
+            ),
+            click.option(
+                "--gamma",
+                "rbf_gamma",
+                type=click.FloatRange(0, min_open=True),
+                default=None,
+                help="rbf width (default: 1 / (2 sigma^2) with the paper's sigma).",
+            ),
+            click.option(
+                "--data-home",
+                type=click.Path(file_okay=False),
+                default=None,
+                help="A folder searched first for the dataset.",
+            ),
+        ]
+    ):
         command = option(command)
     return command
 
@@ -1266,9 +1653,12 @@ def kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
 @_kernel_scale_options
 def gamma(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
     """Deprecated spelling of ``kernel-scale`` (the paper's gamma, not the kernel width)."""
-    click.echo("Warning: 'mbkkm gamma' is deprecated and will be removed; use "
-               "'mbkkm kernel-scale' (the paper's gamma = max_x sqrt(K(x, x)), not the "
-               "kernel width).", err=True)
+    click.echo(
+        "Warning: 'mbkkm gamma' is deprecated and will be removed; use "
+        "'mbkkm kernel-scale' (the paper's gamma = max_x sqrt(K(x, x)), not the "
+        "kernel width).",
+        err=True,
+    )
     _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home)
 
 
@@ -1294,10 +1684,12 @@ def _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
         value = kernel_gamma(X, kernel, **params)
     except (ValueError, MemoryError) as exc:
         raise click.ClickException(" ".join(str(exc).split())) from None
-    desc = ", ".join(f"{a}={b:.6g}" if isinstance(b, float) else f"{a}={b}"
-                     for a, b in params.items())
-    click.echo(f"{spec.name} {kernel} ({desc}): gamma = {value:.6g} "
-               f"({time.perf_counter() - start:.1f} s)")
+    desc = ", ".join(
+        f"{a}={b:.6g}" if isinstance(b, float) else f"{a}={b}" for a, b in params.items()
+    )
+    click.echo(
+        f"{spec.name} {kernel} ({desc}): gamma = {value:.6g} ({time.perf_counter() - start:.1f} s)"
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

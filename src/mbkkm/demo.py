@@ -82,11 +82,24 @@ def _methods(ds, quick, seed):
     batch = 256
     return [
         ("KMeans", KMeans(n_clusters=ds.n_clusters, n_init=3, random_state=seed)),
-        ("MiniBatchKMeans", MiniBatchKMeans(n_clusters=ds.n_clusters, batch_size=batch,
-                                            n_init=3, random_state=seed)),
-        ("MiniBatchKernelKMeans", MiniBatchKernelKMeans(
-            n_clusters=ds.n_clusters, kernel="rbf", batch_size=batch, tau=200,
-            max_iter=40 if quick else 100, n_init=3, random_state=seed)),
+        (
+            "MiniBatchKMeans",
+            MiniBatchKMeans(
+                n_clusters=ds.n_clusters, batch_size=batch, n_init=3, random_state=seed
+            ),
+        ),
+        (
+            "MiniBatchKernelKMeans",
+            MiniBatchKernelKMeans(
+                n_clusters=ds.n_clusters,
+                kernel="rbf",
+                batch_size=batch,
+                tau=200,
+                max_iter=40 if quick else 100,
+                n_init=3,
+                random_state=seed,
+            ),
+        ),
     ]
 
 
@@ -110,29 +123,34 @@ def run_demo(quick=False, seed=0):
             t0 = time.perf_counter()
             labels = est.fit(ds.X).labels_
             seconds = time.perf_counter() - t0
-            rows.append({
-                "dataset": ds.name,
-                "method": name,
-                "ari": float(adjusted_rand_score(ds.y, labels)),
-                "nmi": float(normalized_mutual_info_score(ds.y, labels)),
-                "seconds": seconds,
-                "labels": labels,
-                "gamma": getattr(est, "gamma_", None),
-            })
+            rows.append(
+                {
+                    "dataset": ds.name,
+                    "method": name,
+                    "ari": float(adjusted_rand_score(ds.y, labels)),
+                    "nmi": float(normalized_mutual_info_score(ds.y, labels)),
+                    "seconds": seconds,
+                    "labels": labels,
+                    "gamma": getattr(est, "gamma_", None),
+                }
+            )
     return rows, sets
 
 
 def format_table(rows):
     """The results as an aligned text table."""
     header = ("dataset", "method", "ARI", "NMI", "seconds")
-    body = [(r["dataset"], r["method"], f"{r['ari']:.3f}", f"{r['nmi']:.3f}",
-             f"{r['seconds']:.2f}") for r in rows]
+    body = [
+        (r["dataset"], r["method"], f"{r['ari']:.3f}", f"{r['nmi']:.3f}", f"{r['seconds']:.2f}")
+        for r in rows
+    ]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *body)]
     numeric = [False, False, True, True, True]
 
     def fmt(cells):
-        return "  ".join(c.rjust(w) if num else c.ljust(w)
-                         for c, w, num in zip(cells, widths, numeric)).rstrip()
+        return "  ".join(
+            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)
+        ).rstrip()
 
     lines = [fmt(header), fmt(["-" * w for w in widths])]
     last = None
@@ -149,8 +167,15 @@ def write_csv(rows, path):
         writer = csv.writer(fh)
         writer.writerow(["dataset", "method", "ari", "nmi", "seconds"])
         for r in rows:
-            writer.writerow([r["dataset"], r["method"], f"{r['ari']:.6f}",
-                             f"{r['nmi']:.6f}", f"{r['seconds']:.4f}"])
+            writer.writerow(
+                [
+                    r["dataset"],
+                    r["method"],
+                    f"{r['ari']:.6f}",
+                    f"{r['nmi']:.6f}",
+                    f"{r['seconds']:.4f}",
+                ]
+            )
 
 
 def plot_clusters(rows, sets, path):
@@ -163,14 +188,22 @@ def plot_clusters(rows, sets, path):
     flat = [ds for ds in sets if ds.plot]
     methods = list(dict.fromkeys(r["method"] for r in rows))
     ncols = 1 + len(methods)
-    fig, axes = plt.subplots(len(flat), ncols, figsize=(3.2 * ncols, 3.2 * len(flat)),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(flat), ncols, figsize=(3.2 * ncols, 3.2 * len(flat)), squeeze=False
+    )
     for i, ds in enumerate(flat):
         panels = [("truth", ds.y, None)]
         panels += [(r["method"], r["labels"], r) for r in rows if r["dataset"] == ds.name]
         for ax, (title, labels, r) in zip(axes[i], panels):
-            ax.scatter(ds.X[:, 0], ds.X[:, 1], c=labels, s=3, cmap="coolwarm",
-                       linewidths=0, rasterized=True)
+            ax.scatter(
+                ds.X[:, 0],
+                ds.X[:, 1],
+                c=labels,
+                s=3,
+                cmap="coolwarm",
+                linewidths=0,
+                rasterized=True,
+            )
             if r is None:
                 ax.set_title(f"{ds.name}: true labels", fontsize=9)
             else:
@@ -188,13 +221,16 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m mbkkm.demo",
         description="Compare MiniBatchKernelKMeans with KMeans and MiniBatchKMeans on "
-                    "circles, moons and digits; print a table and save a picture.",
+        "circles, moons and digits; print a table and save a picture.",
     )
-    parser.add_argument("--out", default="demo_output",
-                        help="output folder (created): circles.png, results.csv "
-                             "(default: %(default)s)")
-    parser.add_argument("--quick", action="store_true",
-                        help="smaller sets and fewer iterations (for tests)")
+    parser.add_argument(
+        "--out",
+        default="demo_output",
+        help="output folder (created): circles.png, results.csv (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller sets and fewer iterations (for tests)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--no-plot", action="store_true", help="skip the picture")
     return parser
@@ -207,15 +243,21 @@ def main(argv=None):
     t0 = time.perf_counter()
     rows, sets = run_demo(quick=args.quick, seed=args.seed)
     chosen = {r["dataset"]: r["gamma"] for r in rows if r["gamma"] is not None}
-    print("Data sets, and the rbf kernel width K(x, y) = exp(-gamma ||x - y||^2) that "
-          "MiniBatchKernelKMeans chose\n(the default gamma=None: chosen from the data, "
-          "without labels):")
+    print(
+        "Data sets, and the rbf kernel width K(x, y) = exp(-gamma ||x - y||^2) that "
+        "MiniBatchKernelKMeans chose\n(the default gamma=None: chosen from the data, "
+        "without labels):"
+    )
     for ds in sets:
-        print(f"  {ds.name:8s} n={ds.X.shape[0]:5d} d={ds.X.shape[1]:2d} "
-              f"k={ds.n_clusters:2d}  gamma={chosen[ds.name]:.4g}")
-    print("MiniBatchKernelKMeans: batch_size=256, tau=200, "
-          f"max_iter={40 if args.quick else 100}, n_init=3; seconds = fit + labels "
-          "(+ the choice of the width).\n")
+        print(
+            f"  {ds.name:8s} n={ds.X.shape[0]:5d} d={ds.X.shape[1]:2d} "
+            f"k={ds.n_clusters:2d}  gamma={chosen[ds.name]:.4g}"
+        )
+    print(
+        "MiniBatchKernelKMeans: batch_size=256, tau=200, "
+        f"max_iter={40 if args.quick else 100}, n_init=3; seconds = fit + labels "
+        "(+ the choice of the width).\n"
+    )
     print(format_table(rows))
     write_csv(rows, os.path.join(args.out, "results.csv"))
     if not args.no_plot:

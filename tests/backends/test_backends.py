@@ -51,8 +51,9 @@ def test_kernel_tile_and_diag_equal_numpy(nx, name, dtype):
     K2 = nx.kernel_tile(kernel, Xd, Yd, out=out)
     assert K2 is out
     np.testing.assert_allclose(nx.to_numpy(out), ref, **_tol(dtype, nx))
-    np.testing.assert_allclose(nx.to_numpy(nx.kernel_diag(kernel, Xd)), kernel.diag(X),
-                               **_tol(dtype, nx))
+    np.testing.assert_allclose(
+        nx.to_numpy(nx.kernel_diag(kernel, Xd)), kernel.diag(X), **_tol(dtype, nx)
+    )
 
 
 def test_callable_kernel(nx):
@@ -60,8 +61,9 @@ def test_callable_kernel(nx):
     kernel = resolve_kernel(lambda A, B: A @ B.T)
     K = nx.to_numpy(nx.kernel_tile(kernel, nx.asarray(X), nx.asarray(X)))
     np.testing.assert_allclose(K, X @ X.T, rtol=1e-12)
-    np.testing.assert_allclose(nx.to_numpy(nx.kernel_diag(kernel, nx.asarray(X))),
-                               (X * X).sum(1), rtol=1e-12)
+    np.testing.assert_allclose(
+        nx.to_numpy(nx.kernel_diag(kernel, nx.asarray(X))), (X * X).sum(1), rtol=1e-12
+    )
 
 
 @needs_torch
@@ -109,7 +111,7 @@ def test_products_gathers_reductions(nx):
         nx.index_add(target, np.array([1, 1, 3]), np.array([1.0, 2.0, 4.0]))
         np.testing.assert_array_equal(target, [0, 3, 0, 4, 0])
     i1, i2 = nx.upload_indices(np.array([3, 1]), np.array([[0, 2]]))
-    f1, = nx.upload_floats(np.array([0.5, 1.5]))
+    (f1,) = nx.upload_floats(np.array([0.5, 1.5]))
     np.testing.assert_array_equal(nx.to_numpy(i1), [3, 1])
     np.testing.assert_array_equal(nx.to_numpy(i2), [0, 2])
     np.testing.assert_array_equal(nx.to_numpy(f1), [0.5, 1.5])
@@ -117,8 +119,8 @@ def test_products_gathers_reductions(nx):
     idx = np.array([4, 0, 4, 2])
     np.testing.assert_array_equal(nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx))), K[idx])
     np.testing.assert_array_equal(
-        nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx), axis=1)), K[:, idx])
-
+        nx.to_numpy(nx.take(nx.asarray(K), nx.index(idx), axis=1)), K[:, idx]
+    )
 
     D = nx.asarray(rng.randn(6, 3))
     lab, mind = nx.argmin_min(D)
@@ -135,7 +137,8 @@ def test_products_gathers_reductions(nx):
         ww = np.ones(50) if sw is None else sw
         expected = ww @ D2 @ ww / ww.sum() ** 2
         assert nx.mean_squared_pairwise_distance(nx.asarray(X), sw) == pytest.approx(
-            expected, rel=1e-12)
+            expected, rel=1e-12
+        )
 
 
 @pytest.mark.parametrize("weighted", [False, True])
@@ -231,9 +234,7 @@ def test_torch_row_norms_in_blocks_equal_the_plain_sums():
     rng = np.random.RandomState(0)
     for shape in ((3, 5), (5000, 1000), (70001, 61)):  # one call; blocks (one ragged)
         X = torch.from_numpy(rng.rand(*shape).astype(np.float32))
-        torch.testing.assert_close(_torch_tiles.row_norms_sq(X), (X * X).sum(1),
-                                   rtol=1e-6, atol=0)
-
+        torch.testing.assert_close(_torch_tiles.row_norms_sq(X), (X * X).sum(1), rtol=1e-6, atol=0)
 
 
 @needs_torch
@@ -249,7 +250,7 @@ def test_torch_rbf_tail_folded_and_plain_equal_the_oracle(dtype, d):
     gamma = 0.7 / d
     # Oracle: exp(-gamma ||x - y||^2) from the differences, in float64.
     diff = X[:, None, :].astype(np.float64) - X[None, -50:, :]
-    expected = np.exp(-gamma * (diff ** 2).sum(-1))
+    expected = np.exp(-gamma * (diff**2).sum(-1))
     Xt = torch.from_numpy(X)
     # Deterministic mode fills new buffers with NaN: the operands' padding must be
     # written, not found zero by chance.
@@ -277,16 +278,16 @@ def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
     from mbkkm import MiniBatchKernelKMeans
     from mbkkm.kernels import _torch_tiles
 
-    X = torch.from_numpy(_data(5, 2000, 8, np.float32) + np.repeat(np.eye(8, dtype=np.float32)
-                                                                  * 3, 250, 0))
+    X = torch.from_numpy(
+        _data(5, 2000, 8, np.float32) + np.repeat(np.eye(8, dtype=np.float32) * 3, 250, 0)
+    )
     params = dict(n_clusters=8, batch_size=256, tau=30, max_iter=40, random_state=0)
     plain = MiniBatchKernelKMeans(**params).fit(X)
     monkeypatch.setattr(_torch_tiles, "FOLD_DEVICES", ("cpu", "cuda"))
     monkeypatch.setattr(_torch_tiles, "FOLD_MIN_VALUES", 0)
     calls = []
     fold = _torch_tiles._folded_exponent
-    monkeypatch.setattr(_torch_tiles, "_folded_exponent",
-                        lambda *a: calls.append(1) or fold(*a))
+    monkeypatch.setattr(_torch_tiles, "_folded_exponent", lambda *a: calls.append(1) or fold(*a))
     folded = MiniBatchKernelKMeans(**params).fit(X)
     assert len(calls) >= 40  # every iteration's block was folded
     # The folded exponent rounds otherwise (float32): the labels of every step agree

@@ -45,8 +45,11 @@ def test_absent_cuda_index(one_gpu):
     assert resolve_device("cuda") == torch.device("cuda", 0)
     assert resolve_device(torch.device("cuda")) == torch.device("cuda", 0)
     for device in ("cuda:7", torch.device("cuda", 1)):
-        with pytest.raises(ValueError, match=r"device=.*cuda.*no CUDA device \d \(1 "
-                                             r"visible\).*cuda:0 \(NVIDIA H200\)"):
+        with pytest.raises(
+            ValueError,
+            match=r"device=.*cuda.*no CUDA device \d \(1 "
+            r"visible\).*cuda:0 \(NVIDIA H200\)",
+        ):
             resolve_device(device)
 
 
@@ -55,8 +58,11 @@ def test_cuda_without_gpu(no_gpu):
     torch = no_gpu
     assert available_devices() == "cpu, no CUDA device"
     for device in ("cuda", "cuda:0", torch.device("cuda")):
-        with pytest.raises(ValueError, match=r"device=.*no CUDA device is available.*"
-                                             r"this machine has: cpu, no CUDA device"):
+        with pytest.raises(
+            ValueError,
+            match=r"device=.*no CUDA device is available.*"
+            r"this machine has: cpu, no CUDA device",
+        ):
             resolve_device(device)
     assert resolve_device("auto") == "cpu"
     X = np.random.RandomState(0).rand(50, 3)
@@ -69,11 +75,17 @@ def test_cuda_without_gpu(no_gpu):
 @pytest.mark.parametrize("name", ["mps", "meta", "xpu"])
 def test_unsupported_device_types(one_gpu, name):
     torch = one_gpu
-    with pytest.raises(ValueError, match=rf"device='{name}' is not a known device.*"
-                                         r"cuda:0 \(NVIDIA H200\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"device='{name}' is not a known device.*"
+        r"cuda:0 \(NVIDIA H200\)",
+    ):
         resolve_device(name)
-    with pytest.raises(ValueError, match=rf"device type '{name}' is not supported.*"
-                                         r"cpu, cuda:0 \(NVIDIA H200\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"device type '{name}' is not supported.*"
+        r"cpu, cuda:0 \(NVIDIA H200\)",
+    ):
         resolve_device(torch.device(name))
 
 

@@ -47,8 +47,7 @@ def test_numpy_and_torch_cpu_agree(blobs64, kernel, dtype):
     np.testing.assert_array_equal(est.predict(Xt).numpy(), ref.predict(X))
     rtol = 1e-9 if dtype == np.float64 else 1e-4
     atol = 1e-9 if dtype == np.float64 else 1e-4 * np.abs(ref.transform(X)).max()
-    np.testing.assert_allclose(est.transform(Xt).numpy(), ref.transform(X), rtol=rtol,
-                               atol=atol)
+    np.testing.assert_allclose(est.transform(Xt).numpy(), ref.transform(X), rtol=rtol, atol=atol)
     np.testing.assert_allclose(est.center_norms_, ref.center_norms_, rtol=rtol, atol=atol)
     np.testing.assert_array_equal(est.n_support_, ref.n_support_)
     np.testing.assert_allclose(est.support_vectors_.numpy(), ref.support_vectors_)
@@ -88,8 +87,9 @@ def test_weights_n_init_partial_fit_callable_pickle(blobs64):
     np.testing.assert_array_equal(est.labels_.numpy(), ref.labels_)
     np.testing.assert_allclose(est.center_norms_, ref.center_norms_, rtol=1e-9)
     back = pickle.loads(pickle.dumps(est))
-    assert_same_labels(back.predict(Xt).numpy(), ref.predict(blobs64),
-                       ref.transform(blobs64), rtol=1e-9)
+    assert_same_labels(
+        back.predict(Xt).numpy(), ref.predict(blobs64), ref.transform(blobs64), rtol=1e-9
+    )
 
     ref = MiniBatchKernelKMeans(kernel=_dot, **PARAMS).fit(blobs64)
     est = MiniBatchKernelKMeans(kernel=_dot, **PARAMS).fit(Xt)
@@ -135,8 +135,7 @@ def test_mixed_and_unsupported_inputs_raise(blobs64):
     with pytest.raises(ValueError, match="2D"):
         MiniBatchKernelKMeans(**PARAMS).fit(Xt[:, 0])
     with pytest.raises(TypeError, match="must return a torch tensor"):
-        MiniBatchKernelKMeans(kernel=lambda A, B: np.ones((len(A), len(B))),
-                              **PARAMS).fit(Xt)
+        MiniBatchKernelKMeans(kernel=lambda A, B: np.ones((len(A), len(B))), **PARAMS).fit(Xt)
 
 
 def test_device_values():
@@ -164,8 +163,9 @@ def test_cuda_tensor_in_tensor_out(blobs64):
     for out in (est.labels_, est.support_vectors_, est.predict(Xc), est.transform(Xc)):
         assert isinstance(out, torch.Tensor) and out.device.type == "cuda"
     np.testing.assert_array_equal(est.labels_.cpu().numpy(), ref.labels_)
-    np.testing.assert_allclose(est.transform(Xc).cpu().numpy(), ref.transform(X32),
-                               rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(
+        est.transform(Xc).cpu().numpy(), ref.transform(X32), rtol=1e-3, atol=1e-3
+    )
 
 
 @pytest.mark.gpu

@@ -52,8 +52,7 @@ def assert_same_fit(est, ref, X, device, tol=1e-10):
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=tol)
     assert est.n_iter_ == ref.n_iter_
     np.testing.assert_allclose(est.center_norms_, ref.center_norms_, rtol=tol)
-    np.testing.assert_allclose(host(est.transform(Xd)), ref.transform(X), rtol=tol,
-                               atol=tol)
+    np.testing.assert_allclose(host(est.transform(Xd)), ref.transform(X), rtol=tol, atol=tol)
     np.testing.assert_array_equal(host(est.predict(Xd)), ref.predict(X))
     np.testing.assert_array_equal(est.support_, ref.support_)
     np.testing.assert_allclose(est.dual_coef_, ref.dual_coef_, rtol=1e-12)
@@ -81,8 +80,12 @@ def test_weights_n_init_and_init_options(blobs, device, path):
     w = np.random.RandomState(1).uniform(0, 2, blobs.shape[0])
     w[::7] = 0  # zero-weight points: not support points, cannot fill empty clusters
     Xd, wd = on(device, blobs), on(device, w)
-    for kw in (dict(n_init=3), dict(init="random", n_init=2), dict(init_size=100),
-               dict(init=blobs[[0, 75, 150, 225]])):
+    for kw in (
+        dict(n_init=3),
+        dict(init="random", n_init=2),
+        dict(init_size=100),
+        dict(init=blobs[[0, 75, 150, 225]]),
+    ):
         # the fixed width: gamma=None would start the first run from the width
         # selection's partition instead of the init options tested here
         kw["gamma"] = "mean-distance"
@@ -90,7 +93,8 @@ def test_weights_n_init_and_init_options(blobs, device, path):
         est = KernelKMeans(**{**PARAMS, **kw}, **mem).fit(Xd, sample_weight=wd)
         assert_same_fit(est, ref, blobs, device)
         assert est.score(Xd, sample_weight=wd) == pytest.approx(
-            ref.score(blobs, sample_weight=w), rel=1e-10)
+            ref.score(blobs, sample_weight=w), rel=1e-10
+        )
 
 
 @pytest.mark.parametrize("device", BACKEND_PARAMS)
@@ -106,14 +110,16 @@ def test_callable_kernel_fit_transform_and_empty_clusters(blobs, device):
     with pytest.warns(UserWarning, match="empty"):
         ref = KernelKMeans(5, random_state=0, init="random", gamma="mean-distance").fit(Xdup)
     with pytest.warns(UserWarning, match="empty"):
-        est = KernelKMeans(5, random_state=0, init="random",
-                           gamma="mean-distance").fit(on(device, Xdup))
+        est = KernelKMeans(5, random_state=0, init="random", gamma="mean-distance").fit(
+            on(device, Xdup)
+        )
     assert adjusted_rand_score(host(est.labels_), ref.labels_) == 1.0
     assert est.inertia_ == pytest.approx(ref.inertia_, abs=1e-10)
     D = KernelKMeans(**PARAMS).fit_transform(Xd)
     assert type(D) is type(Xd)
-    np.testing.assert_allclose(host(D), KernelKMeans(**PARAMS).fit_transform(blobs),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        host(D), KernelKMeans(**PARAMS).fit_transform(blobs), rtol=1e-10, atol=1e-10
+    )
 
 
 def _dot(A, B):
@@ -141,14 +147,19 @@ def test_lloyd_backend_ops_equal_plain_numpy(nx):
         ref[i, labels[i]] = values[i]
     np.testing.assert_array_equal(got, ref)
     assert got.dtype == np.float64
-    np.testing.assert_array_equal(host(nx.flatnonzero(nx.asarray(values > 0.5))),
-                                  [i for i in range(30) if values[i] > 0.5])
+    np.testing.assert_array_equal(
+        host(nx.flatnonzero(nx.asarray(values > 0.5))), [i for i in range(30) if values[i] > 0.5]
+    )
     score = nx.asarray(values)
-    np.testing.assert_array_equal(host(nx.largest(score, 4)),
-                                  sorted(range(30), key=lambda i: -values[i])[:4])
+    np.testing.assert_array_equal(
+        host(nx.largest(score, 4)), sorted(range(30), key=lambda i: -values[i])[:4]
+    )
     a, b, c = nx.scalars_to_host(score.sum(), (score > 0.5).sum(), score[3])
-    assert (a, b, c) == (pytest.approx(values.sum(), rel=1e-14),
-                         float((values > 0.5).sum()), values[3])
+    assert (a, b, c) == (
+        pytest.approx(values.sum(), rel=1e-14),
+        float((values > 0.5).sum()),
+        values[3],
+    )
     assert all(type(v) is float for v in (a, b, c))
     free = nx.free_memory()
     assert free is None if str(nx.device) == "cpu" else free > 0
@@ -165,8 +176,7 @@ def test_relocate_empty_on_torch_equals_numpy(moved):
     w = rng.rand(50)
     w[:5] = 0
     ref = _relocate_empty(labels, mind, w, 5)
-    got = _relocate_empty(torch.from_numpy(labels), torch.from_numpy(mind),
-                          torch.from_numpy(w), 5)
+    got = _relocate_empty(torch.from_numpy(labels), torch.from_numpy(mind), torch.from_numpy(w), 5)
     np.testing.assert_array_equal(got.numpy(), ref)
     assert (ref is labels) != moved
 
@@ -261,7 +271,8 @@ def test_hostile_inputs_raise(blobs):
     # a sparse kernel matrix stays on the host: the torch device is refused too
     with pytest.raises(ValueError, match="numpy only"):
         KernelKMeans(kernel="precomputed", device="torch", **PARAMS).fit(
-            sp.csr_matrix(blobs @ blobs.T))
+            sp.csr_matrix(blobs @ blobs.T)
+        )
     with pytest.raises(ValueError, match="not a known device"):
         KernelKMeans(device="gpu", **PARAMS).fit(blobs)
     # A failed fit leaves a fitted estimator as it was.

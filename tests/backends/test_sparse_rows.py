@@ -22,8 +22,7 @@ def _dense(seed, n, d, dtype=np.float64):
 
 
 def _canonical(M):
-    return sp.issparse(M) and M.format == "csr" and M.has_sorted_indices and \
-        M.has_canonical_format
+    return sp.issparse(M) and M.format == "csr" and M.has_sorted_indices and M.has_canonical_format
 
 
 @pytest.mark.parametrize("container", [sp.csr_matrix, sp.csc_matrix, sp.csr_array])
@@ -41,8 +40,7 @@ def test_take_rows_with_repeats(container, dtype):
 
 
 def test_take_rows_sorts_unsorted_indices():
-    M = sp.csr_matrix((np.array([1.0, 2.0]), np.array([3, 1]), np.array([0, 2, 2])),
-                      shape=(2, 4))
+    M = sp.csr_matrix((np.array([1.0, 2.0]), np.array([3, 1]), np.array([0, 2, 2])), shape=(2, 4))
     assert not M.has_sorted_indices
     R = take_rows(M, np.array([0, 0]))
     assert _canonical(R)
@@ -84,14 +82,14 @@ def test_row_norms_sq(dtype):
     np.testing.assert_allclose(got, expected, rtol=1e-6 if dtype == np.float32 else 1e-14)
     assert row_norms_sq(sp.csr_matrix((4, 3), dtype=dtype)).tolist() == [0, 0, 0, 0]
     # duplicates are summed first: ||(1 + 2, 0)||^2 = 9, not 1 + 4
-    dup = sp.csr_matrix((np.array([1.0, 2.0]), np.array([0, 0]), np.array([0, 2])),
-                        shape=(1, 2))
+    dup = sp.csr_matrix((np.array([1.0, 2.0]), np.array([0, 0]), np.array([0, 2])), shape=(1, 2))
     assert row_norms_sq(dup).tolist() == [9.0]
 
 
 def test_as_csr_does_not_modify_its_input():
-    M = sp.csr_matrix((np.array([1.0, 2.0, 5.0]), np.array([2, 2, 0]), np.array([0, 3])),
-                      shape=(1, 3))
+    M = sp.csr_matrix(
+        (np.array([1.0, 2.0, 5.0]), np.array([2, 2, 0]), np.array([0, 3])), shape=(1, 3)
+    )
     data = M.data.copy()
     C = as_csr(M)
     assert _canonical(C) and C is not M
@@ -106,8 +104,9 @@ def test_nbytes():
     A = _dense(7, 50, 20, np.float32)
     M = sp.csr_matrix(A)
     assert nbytes(M) == M.data.nbytes + M.indices.nbytes + M.indptr.nbytes
-    assert nbytes(M.tocsc()) == (M.tocsc().data.nbytes + M.tocsc().indices.nbytes
-                                 + M.tocsc().indptr.nbytes)
+    assert nbytes(M.tocsc()) == (
+        M.tocsc().data.nbytes + M.tocsc().indices.nbytes + M.tocsc().indptr.nbytes
+    )
     coo = M.tocoo()
     assert nbytes(coo) == coo.data.nbytes + coo.row.nbytes + coo.col.nbytes
     assert nbytes(A) == A.nbytes

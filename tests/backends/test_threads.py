@@ -109,8 +109,14 @@ def _run_omp(value, cores):
     env.pop("OMP_NUM_THREADS", None)
     if value is not None:
         env["OMP_NUM_THREADS"] = value
-    out = subprocess.run([sys.executable, "-c", _OMP_CODE, str(cores)], env=env,
-                         capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _OMP_CODE, str(cores)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     n, parts = out.stdout.split()
     return int(n), parts == "True"
 
@@ -132,8 +138,9 @@ def test_fit_keeps_a_user_limit(two_threads):
     X = np.random.default_rng(5).standard_normal((9000, 3))
     record = set()
     with threadpool_limits(limits=1):
-        km = MiniBatchKernelKMeans(3, kernel=_record_kernel(record), batch_size=64,
-                                   tau=20, max_iter=3, random_state=0).fit(X)
+        km = MiniBatchKernelKMeans(
+            3, kernel=_record_kernel(record), batch_size=64, tau=20, max_iter=3, random_state=0
+        ).fit(X)
         KernelKMeans(3, gamma=0.1, max_iter=3, random_state=0).fit(X[:3000])
         assert {p["num_threads"] for p in threadpool_info()} == {1}
     assert {name for name, _ in record} == {threading.current_thread().name}
@@ -174,8 +181,9 @@ def test_parallel_parts_runs_parts_in_threads(two_threads):
     seen = []
 
     def part(r0, r1):
-        seen.append((r0, r1, threading.current_thread().name, effective_n_threads(),
-                     set(blas_counts())))
+        seen.append(
+            (r0, r1, threading.current_thread().name, effective_n_threads(), set(blas_counts()))
+        )
         return r1 - r0
 
     assert parallel_parts(part, 10, 2) == [5, 5]
@@ -261,8 +269,9 @@ def test_fit_and_predict_run_under_the_policy(two_threads):
     uses our threads, and none under a user's threadpool_limits(1)."""
     X = np.random.default_rng(2).standard_normal((9000, 3))
     record = set()
-    km = MiniBatchKernelKMeans(3, kernel=_record_kernel(record), batch_size=64, tau=20,
-                               max_iter=3, random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        3, kernel=_record_kernel(record), batch_size=64, tau=20, max_iter=3, random_state=0
+    ).fit(X)
     assert {blas for _, blas in record} == {(1,) * len(blas_counts())}
     assert any(name.startswith("mbkkm") for name, _ in record)  # the labelling parts
     record.clear()
@@ -273,8 +282,9 @@ def test_fit_and_predict_run_under_the_policy(two_threads):
 
 
 def _fit_all(X):
-    mb = MiniBatchKernelKMeans(5, gamma=0.05, batch_size=512, tau=100, max_iter=5,
-                               random_state=0).fit(X)
+    mb = MiniBatchKernelKMeans(
+        5, gamma=0.05, batch_size=512, tau=100, max_iter=5, random_state=0
+    ).fit(X)
     kk = KernelKMeans(5, gamma=0.05, max_iter=5, random_state=0).fit(X[:3000])
     mk = MiniBatchKMeans(5, batch_size=512, max_iter=5, random_state=0).fit(X)
     return mb, kk, mk
@@ -393,8 +403,9 @@ def test_fit_that_imports_torch_follows_the_policy():
                          random_state=0).fit(X)
         print(sorted(seen), sys.modules["torch"].get_num_threads())
     """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
     seen, after = out.stdout.strip().rsplit(" ", 1)
     assert seen == "[1]"
     assert int(after) > 1  # restored: torch's own default on this multi-core machine
@@ -404,8 +415,15 @@ def test_dask_tasks_run_on_one_thread(two_threads):
     da = pytest.importorskip("dask.array")
     X = np.random.default_rng(4).standard_normal((9000, 3))
     record = set()
-    km = MiniBatchKernelKMeans(3, kernel=_record_kernel(record), batch_size=64, tau=20,
-                               max_iter=2, compute_labels=False, random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        3,
+        kernel=_record_kernel(record),
+        batch_size=64,
+        tau=20,
+        max_iter=2,
+        compute_labels=False,
+        random_state=0,
+    ).fit(X)
     record.clear()
     km.predict(da.from_array(X, chunks=9000)).compute(scheduler="threads")
     assert not any(name.startswith("mbkkm") for name, _ in record)

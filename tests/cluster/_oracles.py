@@ -15,11 +15,15 @@ def blobs(n=300, d=4, k=3, seed=0, dtype=np.float64):
 def implied_centers(km):
     """Explicit centers sum_s a_s x_s (meaningful for the linear kernel)."""
     k = km.n_clusters
-    return np.stack([
-        (km.dual_coef_[km.support_labels_ == j, None]
-         * km.support_vectors_[km.support_labels_ == j]).sum(0)
-        for j in range(k)
-    ])
+    return np.stack(
+        [
+            (
+                km.dual_coef_[km.support_labels_ == j, None]
+                * km.support_vectors_[km.support_labels_ == j]
+            ).sum(0)
+            for j in range(k)
+        ]
+    )
 
 
 def plain_minibatch_kmeans(X, init, plan, learning_rate):

@@ -79,8 +79,11 @@ def plain_choice(scores, reference, min_gain, min_gain_wider=0.0, noise=None, ma
     passing = []
     for i, s in enumerate(scores):
         gain = min_gain_wider if i < reference else min_gain
-        clear = (noise is None or i > reference
-                 or s_ref - s > margin * (noise[i] ** 2 + noise[reference] ** 2) ** 0.5)
+        clear = (
+            noise is None
+            or i > reference
+            or s_ref - s > margin * (noise[i] ** 2 + noise[reference] ** 2) ** 0.5
+        )
         if i != reference and s < s_ref and s <= (1 - gain) * s_ref and clear:
             passing.append(i)
     if not passing:
@@ -97,8 +100,9 @@ def test_choose_width_equals_plain_rule(seed):
         scores = rng.choice([0.0, 0.1, 0.2, 0.25, 0.3], size=7)
         ref = int(rng.randint(7))
         gain, wider = (float(g) for g in rng.choice([0.0, 0.2, 0.5], size=2))
-        assert choose_width(scores, ref, gain, wider) == plain_choice(list(scores), ref, gain,
-                                                                      wider)
+        assert choose_width(scores, ref, gain, wider) == plain_choice(
+            list(scores), ref, gain, wider
+        )
     assert choose_width([0.3, 0.1, 0.1, 0.2], None, 0.2) == 1  # no reference: widest lowest
     # The default: a wider width with a lower score wins; a narrower one needs <= 0.8 x.
     assert choose_width([0.95, 1.0, 0.85], 1, 0.2) == 0
@@ -123,17 +127,22 @@ def test_choose_width_with_noise_equals_plain_rule(seed):
         gain, wider = (float(g) for g in rng.choice([0.0, 0.2], size=2))
         margin = float(rng.choice([0.0, 0.25, 1.0]))
         assert choose_width(scores, ref, gain, wider, noise, margin) == plain_choice(
-            list(scores), ref, gain, wider, list(noise), margin)
+            list(scores), ref, gain, wider, list(noise), margin
+        )
 
 
 def test_score_noise_equals_plain_formula():
     rng = np.random.RandomState(0)
     cuts = [rng.rand(5) for _ in range(6)] + [np.array([0.3])]  # one width of a single run
-    sd = [float(np.sqrt(((c - c.mean()) ** 2).sum() / (c.size - 1))) if c.size > 1 else 0.0
-          for c in cuts]
+    sd = [
+        float(np.sqrt(((c - c.mean()) ** 2).sum() / (c.size - 1))) if c.size > 1 else 0.0
+        for c in cuts
+    ]
     padded = [sd[0], *sd, sd[-1]]
-    plain = [np.sqrt(padded[i] ** 2 / 16 + padded[i + 1] ** 2 / 4 + padded[i + 2] ** 2 / 16)
-             for i in range(len(sd))]
+    plain = [
+        np.sqrt(padded[i] ** 2 / 16 + padded[i + 1] ** 2 / 4 + padded[i + 2] ** 2 / 16)
+        for i in range(len(sd))
+    ]
     np.testing.assert_allclose(score_noise(cuts), plain)
 
 
@@ -154,14 +163,14 @@ def test_selection_scores_multiples_of_the_base_and_keeps_the_reference_unless_b
     # score is that smoothed with weights 1/4, 1/2, 1/4, ends repeated.
     assert sel.seed_scores.shape == sel.seed_inertia.shape == (G, 5)
     lowest = np.argmin(sel.seed_inertia, axis=1)
-    chosen = np.where(sel.seed_scores[:, 4] < sel.seed_scores[np.arange(G), lowest], 4,
-                      lowest)
+    chosen = np.where(sel.seed_scores[:, 4] < sel.seed_scores[np.arange(G), lowest], 4, lowest)
     np.testing.assert_array_equal(sel.solution_runs, chosen)
     raw = sel.seed_scores[np.arange(G), chosen]
     np.testing.assert_allclose(sel.raw_scores, raw)
     padded = [raw[0], *raw, raw[-1]]
-    np.testing.assert_allclose(sel.scores, [(padded[i] + 2 * padded[i + 1] + padded[i + 2]) / 4
-                                            for i in range(G)])
+    np.testing.assert_allclose(
+        sel.scores, [(padded[i] + 2 * padded[i + 1] + padded[i + 2]) / 4 for i in range(G)]
+    )
     best = plain_choice(list(sel.scores), sel.reference, 0.2, 0.0)
     if best == G - 1:  # a plateau of equal cuts at the end: its innermost width
         while best - 1 != sel.reference and raw[best - 1] == pytest.approx(raw[best]):
@@ -182,7 +191,7 @@ def test_no_clearly_better_width_keeps_the_mean_distance_width_or_a_wider_one():
     X = np.random.RandomState(0).randn(600, 4)
     sel = select_gamma(X, 3, random_state=0)
     ref = sel.reference
-    assert sel.scores[ref + 1:].min() > sel.threshold  # no narrower one reached 0.8 x
+    assert sel.scores[ref + 1 :].min() > sel.threshold  # no narrower one reached 0.8 x
     best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
     assert best <= ref  # the reference, or a wider width with a lower score
     assert best == ref or sel.scores[best] < sel.scores[ref] == sel.threshold_wider
@@ -206,8 +215,12 @@ def test_wider_width_within_the_noise_keeps_the_mean_distance_fit():
     # standard error; the fit is then the gamma="mean-distance" fit itself.
     from sklearn.datasets import make_blobs
 
-    X, _ = make_blobs([1600, 240, 100, 40, 20], cluster_std=[2.0, 1.0, 0.5, 0.3, 1.5],
-                      center_box=(-12, 12), random_state=3)
+    X, _ = make_blobs(
+        [1600, 240, 100, 40, 20],
+        cluster_std=[2.0, 1.0, 0.5, 0.3, 1.5],
+        center_box=(-12, 12),
+        random_state=3,
+    )
     found = False
     for seed in range(6):
         sel = select_gamma(X, 5, random_state=seed)
@@ -223,15 +236,16 @@ def test_wider_width_within_the_noise_keeps_the_mean_distance_fit():
         if i < ref and loose.gamma == loose.candidates[i]:
             diff = sel.scores[ref] - sel.scores[i]
             assert 0 < diff <= 0.25 * np.hypot(sel.noise[i], sel.noise[ref])
-            auto = MiniBatchKernelKMeans(5, gamma="auto", batch_size=256, max_iter=20,
-                                         random_state=seed).fit(X)
-            fixed = MiniBatchKernelKMeans(5, gamma="mean-distance", batch_size=256,
-                                          max_iter=20, random_state=seed).fit(X)
+            auto = MiniBatchKernelKMeans(
+                5, gamma="auto", batch_size=256, max_iter=20, random_state=seed
+            ).fit(X)
+            fixed = MiniBatchKernelKMeans(
+                5, gamma="mean-distance", batch_size=256, max_iter=20, random_state=seed
+            ).fit(X)
             assert auto.gamma_ == fixed.gamma_
             np.testing.assert_array_equal(auto.labels_, fixed.labels_)
             auto = KernelKMeans(5, gamma="auto", max_iter=20, random_state=seed).fit(X)
-            fixed = KernelKMeans(5, gamma="mean-distance", max_iter=20,
-                                 random_state=seed).fit(X)
+            fixed = KernelKMeans(5, gamma="mean-distance", max_iter=20, random_state=seed).fit(X)
             assert auto.gamma_ == fixed.gamma_ and auto.gamma_selection_.data_width
             np.testing.assert_array_equal(auto.labels_, fixed.labels_)
             found = True
@@ -260,10 +274,12 @@ def test_grid_extended_at_its_end_and_warned_when_still_there():
 
 def test_same_seed_same_choice_and_y_never_seen():
     X, y = moons()
-    a = MiniBatchKernelKMeans(2, gamma="auto", batch_size=128, tau=50, max_iter=20,
-                              random_state=3).fit(X, y)
-    b = MiniBatchKernelKMeans(2, gamma="auto", batch_size=128, tau=50, max_iter=20,
-                              random_state=3).fit(X, 1 - y)  # y is ignored
+    a = MiniBatchKernelKMeans(
+        2, gamma="auto", batch_size=128, tau=50, max_iter=20, random_state=3
+    ).fit(X, y)
+    b = MiniBatchKernelKMeans(
+        2, gamma="auto", batch_size=128, tau=50, max_iter=20, random_state=3
+    ).fit(X, 1 - y)  # y is ignored
     assert a.gamma_ == b.gamma_
     np.testing.assert_array_equal(a.gamma_selection_.scores, b.gamma_selection_.scores)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -272,19 +288,20 @@ def test_same_seed_same_choice_and_y_never_seen():
 
 def test_auto_beats_the_default_width_on_moons():
     X, y = moons(2000)
-    km = MiniBatchKernelKMeans(2, gamma="auto", batch_size=256, tau=100, max_iter=100,
-                               random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        2, gamma="auto", batch_size=256, tau=100, max_iter=100, random_state=0
+    ).fit(X)
     sel = km.gamma_selection_
     assert km.gamma_ > 4 * sel.base_gamma  # far narrower than the default
     # the chosen width's raw cut is far below the default width's
     assert sel.raw_scores[np.argmin(sel.scores)] < 0.5 * sel.raw_scores[sel.reference]
-    fixed = MiniBatchKernelKMeans(2, gamma="mean-distance", batch_size=256, tau=100,
-                                  max_iter=100, random_state=0).fit(X)
+    fixed = MiniBatchKernelKMeans(
+        2, gamma="mean-distance", batch_size=256, tau=100, max_iter=100, random_state=0
+    ).fit(X)
     assert adjusted_rand_score(y, fixed.labels_) < 0.6
     assert adjusted_rand_score(y, km.labels_) > 0.95
     # gamma=None (the default) is "auto" here: 2 clusters, >= 10 sample points each.
-    default = MiniBatchKernelKMeans(2, batch_size=256, tau=100, max_iter=100,
-                                    random_state=0).fit(X)
+    default = MiniBatchKernelKMeans(2, batch_size=256, tau=100, max_iter=100, random_state=0).fit(X)
     assert default.gamma_ == km.gamma_
     np.testing.assert_array_equal(default.labels_, km.labels_)
 
@@ -304,8 +321,11 @@ def test_default_gamma_selects_the_width_where_the_sample_allows(Est):
     many = Est(31, **kw).fit(X)
     fixed = Est(31, gamma="mean-distance", **kw).fit(X)
     assert many.gamma_selection_ is None and fixed.gamma_selection_ is None
-    assert many.gamma_ == fixed.gamma_ == pytest.approx(
-        1 / (((X[:, None] - X[None]) ** 2).sum(-1).sum() / 300**2))
+    assert (
+        many.gamma_
+        == fixed.gamma_
+        == pytest.approx(1 / (((X[:, None] - X[None]) ** 2).sum(-1).sum() / 300**2))
+    )
     # gamma given in kernel_params: used, nothing chosen.
     given = Est(3, kernel_params={"gamma": 0.7}, **kw).fit(X)
     assert given.gamma_ == 0.7 and given.gamma_selection_ is None
@@ -326,8 +346,9 @@ def test_kernel_kmeans_auto_and_gamma_attribute():
 
 @pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
 @pytest.mark.parametrize("gamma", ["auto", "mean-distance"])
-@pytest.mark.parametrize("kernel", ["linear", "polynomial", "cosine", "sigmoid", "chi2",
-                                    "precomputed", "knn", np.dot])
+@pytest.mark.parametrize(
+    "kernel", ["linear", "polynomial", "cosine", "sigmoid", "chi2", "precomputed", "knn", np.dot]
+)
 def test_refuses_kernels_without_a_width(Est, kernel, gamma):
     X = np.abs(moons(60)[0])
     if kernel == "precomputed":
@@ -357,7 +378,14 @@ def test_bad_gamma_strings_and_arguments():
 
 def test_default_sample_size():
     assert [default_sample_size(k) for k in (1, 2, 25, 26, 50, 100, 300)] == [
-        500, 500, 500, 520, 1000, 1000, 1000]
+        500,
+        500,
+        500,
+        520,
+        1000,
+        1000,
+        1000,
+    ]
     X, _ = moons(700)
     assert select_gamma(X, 2, random_state=0).n_samples == 500
     assert select_gamma(X, 30, random_state=0, multipliers=[1.0], n_seeds=1).n_samples == 600
@@ -386,10 +414,12 @@ def test_torch_input_same_choice_as_numpy():
     import torch
 
     X, _ = moons()
-    a = MiniBatchKernelKMeans(2, gamma="auto", batch_size=128, tau=50, max_iter=5,
-                              random_state=0).fit(X)
-    b = MiniBatchKernelKMeans(2, gamma="auto", batch_size=128, tau=50, max_iter=5,
-                              random_state=0).fit(torch.from_numpy(X))
+    a = MiniBatchKernelKMeans(
+        2, gamma="auto", batch_size=128, tau=50, max_iter=5, random_state=0
+    ).fit(X)
+    b = MiniBatchKernelKMeans(
+        2, gamma="auto", batch_size=128, tau=50, max_iter=5, random_state=0
+    ).fit(torch.from_numpy(X))
     assert a.gamma_ == b.gamma_
     # full batch on torch too, started from the same sample partition
     c = KernelKMeans(2, gamma="auto", random_state=0).fit(X)
@@ -404,11 +434,13 @@ def test_dask_input_same_choice_as_numpy():
     import dask.array as da
 
     X, _ = moons()
-    a = MiniBatchKernelKMeans(2, gamma="auto", batch_size=128, tau=50, max_iter=5,
-                              random_state=0).fit(X)
+    a = MiniBatchKernelKMeans(
+        2, gamma="auto", batch_size=128, tau=50, max_iter=5, random_state=0
+    ).fit(X)
     with dask.config.set(scheduler="synchronous"):
-        b = MiniBatchKernelKMeans(2, gamma="auto", batch_size=128, tau=50, max_iter=5,
-                                  random_state=0).fit(da.from_array(X, chunks=100))
+        b = MiniBatchKernelKMeans(
+            2, gamma="auto", batch_size=128, tau=50, max_iter=5, random_state=0
+        ).fit(da.from_array(X, chunks=100))
         assert select_gamma(da.from_array(X, chunks=100), 2, random_state=0).gamma == a.gamma_
     assert a.gamma_ == b.gamma_
 
@@ -423,8 +455,7 @@ def test_sparse_input_same_choice_as_dense(kernel):
     assert b.gamma == pytest.approx(a.gamma, rel=1e-12)
     np.testing.assert_allclose(b.scores, a.scores, atol=1e-12)
     np.testing.assert_array_equal(b.sample_labels, a.sample_labels)
-    km = MiniBatchKernelKMeans(2, kernel=kernel, batch_size=128, tau=50, max_iter=5,
-                               random_state=0)
+    km = MiniBatchKernelKMeans(2, kernel=kernel, batch_size=128, tau=50, max_iter=5, random_state=0)
     np.testing.assert_array_equal(km.fit(Xs).labels_, km.fit(X).labels_)
 
 
@@ -433,8 +464,9 @@ def test_memory_plan_counts_the_selection_sample():
     km = MiniBatchKernelKMeans(2, batch_size=128, tau=50, max_iter=3, random_state=0).fit(X)
     m = km.gamma_selection_.n_samples
     assert km.memory_plan_.terms["width selection (sample)"] == int(m * (2 * 8 + 4.5 * m * 8))
-    fixed = MiniBatchKernelKMeans(2, gamma="mean-distance", batch_size=128, tau=50,
-                                  max_iter=3, random_state=0).fit(X)
+    fixed = MiniBatchKernelKMeans(
+        2, gamma="mean-distance", batch_size=128, tau=50, max_iter=3, random_state=0
+    ).fit(X)
     assert "width selection (sample)" not in fixed.memory_plan_.terms
 
 
@@ -458,8 +490,11 @@ def plain_mean_distances(X, S, labels, k, gamma):
     D = np.empty((X.shape[0], k))
     for j in range(k):
         Sj = S[labels == j]
-        D[:, j] = (1 - 2 * rbf_kernel(X, Sj, gamma=gamma).mean(axis=1)
-                   + rbf_kernel(Sj, Sj, gamma=gamma).mean())
+        D[:, j] = (
+            1
+            - 2 * rbf_kernel(X, Sj, gamma=gamma).mean(axis=1)
+            + rbf_kernel(Sj, Sj, gamma=gamma).mean()
+        )
     return D
 
 
@@ -473,16 +508,25 @@ def test_partition_start_is_the_feature_space_mean_of_each_cluster(seed):
     want = plain_mean_distances(X, S, labels, 3, 0.3)
     state = partition_state(S, labels, 3, kernel)
     # the cached norms and block Gram equal the norms recomputed from the windows
-    np.testing.assert_allclose(state.host_norms(), np.diag(
-        [rbf_kernel(S[labels == j], gamma=0.3).mean() for j in range(3)]).sum(0))
+    np.testing.assert_allclose(
+        state.host_norms(),
+        np.diag([rbf_kernel(S[labels == j], gamma=0.3).mean() for j in range(3)]).sum(0),
+    )
     np.testing.assert_allclose(state.gram[:, 0, 0], state.host_norms())
     got_labels, mind = assign(X, state, kernel)
     np.testing.assert_array_equal(got_labels, want.argmin(axis=1))
     np.testing.assert_allclose(mind, want.min(axis=1), atol=1e-12)
     # the kernel k-means form: P0[x, j] = <phi(x), C_j>, c0 = ||C_j||^2
-    sel = GammaSelection(gamma=0.3, candidates=np.array([0.3]), scores=np.zeros(1),
-                         criterion="x", base_gamma=0.3, n_samples=25,
-                         sample_indices=np.arange(40, 65), sample_labels=labels)
+    sel = GammaSelection(
+        gamma=0.3,
+        candidates=np.array([0.3]),
+        scores=np.zeros(1),
+        criterion="x",
+        base_gamma=0.3,
+        n_samples=25,
+        sample_indices=np.arange(40, 65),
+        sample_labels=labels,
+    )
     P0, c0 = auto_start_inner(np.r_[X, S], sel, kernel, 3, chunk_rows=7)
     np.testing.assert_allclose(1 - 2 * P0[:40] + c0, want, atol=1e-12)
     with pytest.raises(ValueError, match="every cluster"):
@@ -503,13 +547,17 @@ def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monk
         return real_step(state, Xb, options, *args, **kwargs)
 
     monkeypatch.setattr(loop, "minibatch_step", spy)
-    params = dict(batch_size=128, tau=50, max_iter=1) if Est is MiniBatchKernelKMeans \
+    params = (
+        dict(batch_size=128, tau=50, max_iter=1)
+        if Est is MiniBatchKernelKMeans
         else dict(max_iter=1)
+    )
     est = Est(2, gamma="auto", random_state=0, **params).fit(X)
     sel = est.gamma_selection_
     assert sel.start_from_partition  # a narrower width, clearly better: trusted
-    want = plain_mean_distances(X, X[sel.sample_indices], sel.sample_labels, 2,
-                                sel.gamma).argmin(axis=1)
+    want = plain_mean_distances(X, X[sel.sample_indices], sel.sample_labels, 2, sel.gamma).argmin(
+        axis=1
+    )
     # mini-batch: the start's labels; kernel k-means: one Lloyd step from the start
     got = starts[0] if Est is MiniBatchKernelKMeans else est.labels_
     np.testing.assert_array_equal(got, want)
@@ -536,7 +584,8 @@ def test_trust_partition_equals_plain_rule(seed):
         ref = None if rng.rand() < 0.1 else ref
         gain = float(rng.choice([0.0, 0.2, 0.5]))
         assert trust_partition(scores, best, ref, gain) == plain_trust(
-            list(scores), best, ref, gain)
+            list(scores), best, ref, gain
+        )
     assert not trust_partition([0.9, 1.0, 0.85], 0, 1, 0.2)  # wider, lower, not clearly
     assert trust_partition([0.7, 1.0, 0.85], 0, 1, 0.2)
     assert not trust_partition([0.9, 1.0, 0.85], 1, 1, 0.2)  # the reference kept
@@ -547,8 +596,11 @@ def test_untrusted_partition_fit_starts_from_init_as_at_the_fixed_width(Est):
     # One Gaussian cloud cut in 3: no width is clearly better, so the fit is the
     # fit at the chosen width from k-means++, not from the sample's partition.
     X = np.random.RandomState(0).randn(600, 4)
-    params = dict(batch_size=128, tau=50, max_iter=5) if Est is MiniBatchKernelKMeans \
+    params = (
+        dict(batch_size=128, tau=50, max_iter=5)
+        if Est is MiniBatchKernelKMeans
         else dict(max_iter=5)
+    )
     est = Est(3, gamma="auto", random_state=0, **params).fit(X)
     sel = est.gamma_selection_
     best = int(np.flatnonzero(sel.candidates == sel.gamma)[0])
@@ -620,8 +672,9 @@ def test_lloyd_runs_equal_one_kernel_lloyd_each(seed):
     for max_iter, tol in [(100, 1e-4), (3, 0.0)]:
         labels, objective = lloyd_runs(K, diag, P0, c0, max_iter, tol)
         for r in range(3):
-            _, want, mind, *_ = kernel_lloyd(_MatrixOperator(K), diag, P0[r], c0[r],
-                                                  np.ones(80), max_iter, tol)
+            _, want, mind, *_ = kernel_lloyd(
+                _MatrixOperator(K), diag, P0[r], c0[r], np.ones(80), max_iter, tol
+            )
             np.testing.assert_array_equal(labels[r], want)
             assert objective[r] == pytest.approx(mind.sum(), rel=1e-12)
 
@@ -673,8 +726,11 @@ def _plausible_oracle(sel):
     """plausible_range by a plain loop: the candidates within one standard error of
     the difference of their score and the chosen one's."""
     best = list(sel.candidates).index(sel.gamma)
-    near = [g for g, s, e in zip(sel.candidates, sel.scores, sel.noise)
-            if g == sel.gamma or abs(s - sel.scores[best]) <= (e**2 + sel.noise[best]**2) ** 0.5]
+    near = [
+        g
+        for g, s, e in zip(sel.candidates, sel.scores, sel.noise)
+        if g == sel.gamma or abs(s - sel.scores[best]) <= (e**2 + sel.noise[best] ** 2) ** 0.5
+    ]
     return min(near), max(near)
 
 
@@ -682,17 +738,42 @@ def test_plausible_range_by_hand():
     cand = 2.0 ** np.arange(-3, 6)
     scores = np.array([1.5, 1.6, 1.2, 1.0, 1.05, 1.3, 2.0, 3.0, 3.5])
     noise = np.array([0.2, 0.2, 0.1, 0.1, 0.1, 0.2, 0.3, 0.3, 0.3])
-    sel = GammaSelection(gamma=1.0, candidates=cand, scores=scores, criterion="cut",
-                         base_gamma=1.0, n_samples=100, noise=noise, reference=3)
+    sel = GammaSelection(
+        gamma=1.0,
+        candidates=cand,
+        scores=scores,
+        criterion="cut",
+        base_gamma=1.0,
+        n_samples=100,
+        noise=noise,
+        reference=3,
+    )
     # |1.2 - 1| = 0.2 > sqrt(0.02); |1.05 - 1| <= sqrt(0.02); |1.3 - 1| = 0.3 > sqrt(0.05)
     assert sel.plausible_range == (1.0, 2.0) == _plausible_oracle(sel)
     assert "2x; plausible_range" in sel.table()
-    sharp = GammaSelection(gamma=1.0, candidates=cand, scores=scores, criterion="cut",
-                           base_gamma=1.0, n_samples=100, noise=np.zeros(9), reference=3)
+    sharp = GammaSelection(
+        gamma=1.0,
+        candidates=cand,
+        scores=scores,
+        criterion="cut",
+        base_gamma=1.0,
+        n_samples=100,
+        noise=np.zeros(9),
+        reference=3,
+    )
     assert sharp.plausible_range == (1.0, 1.0)
     assert "plausible_range" not in sharp.table()
-    assert GammaSelection(gamma=1.0, candidates=cand, scores=scores, criterion="cut",
-                          base_gamma=1.0, n_samples=100).plausible_range is None
+    assert (
+        GammaSelection(
+            gamma=1.0,
+            candidates=cand,
+            scores=scores,
+            criterion="cut",
+            base_gamma=1.0,
+            n_samples=100,
+        ).plausible_range
+        is None
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -16,8 +16,15 @@ import scipy.sparse as sp
 from mbkkm import MiniBatchKernelKMeans
 from mbkkm.cluster import _checkpoint
 
-ARRAYS = ("labels_", "support_vectors_", "dual_coef_", "support_labels_", "n_support_",
-          "center_norms_", "batch_objective_")
+ARRAYS = (
+    "labels_",
+    "support_vectors_",
+    "dual_coef_",
+    "support_labels_",
+    "n_support_",
+    "center_norms_",
+    "batch_objective_",
+)
 
 
 class Killed(Exception):
@@ -87,8 +94,7 @@ def test_resumed_numpy_fit_equals_uninterrupted(case, tmp_path, monkeypatch):
     X = _data()
     if case == "float32-laplacian":
         X = X.astype(np.float32)
-    params = dict(n_clusters=4, batch_size=64, tau=40, max_iter=30, random_state=3,
-                  **CASES[case])
+    params = dict(n_clusters=4, batch_size=64, tau=40, max_iter=30, random_state=3, **CASES[case])
 
     def make():
         return MiniBatchKernelKMeans(**params)
@@ -121,8 +127,9 @@ def test_checkpointed_fit_equals_plain_fit_weights_sparse_precomputed(tmp_path, 
             return MiniBatchKernelKMeans(**params)
 
         ref = make().fit(data, **extra)
-        got = _resume_through_kills(monkeypatch, make, data, kills=(3, 11), every=4,
-                                    path=tmp_path / f"{name}.ckpt", **extra)
+        got = _resume_through_kills(
+            monkeypatch, make, data, kills=(3, 11), every=4, path=tmp_path / f"{name}.ckpt", **extra
+        )
         _assert_same_model(got, ref)
 
 
@@ -131,8 +138,9 @@ def test_resume_runs_neither_the_width_selection_nor_the_init(tmp_path, monkeypa
     path = tmp_path / "fit.ckpt"
 
     def make():
-        return MiniBatchKernelKMeans(n_clusters=4, batch_size=64, tau=40, max_iter=20,
-                                     random_state=0)
+        return MiniBatchKernelKMeans(
+            n_clusters=4, batch_size=64, tau=40, max_iter=20, random_state=0
+        )
 
     ref = make().fit(X)
     with monkeypatch.context() as m:
@@ -163,8 +171,9 @@ def test_resumed_torch_fit_equals_uninterrupted(tol, kills, tmp_path, monkeypatc
     X = torch.from_numpy(_data(n=1200))
 
     def make():
-        return MiniBatchKernelKMeans(n_clusters=4, batch_size=64, tau=40, max_iter=60,
-                                     gamma=0.1, tol=tol, random_state=2)
+        return MiniBatchKernelKMeans(
+            n_clusters=4, batch_size=64, tau=40, max_iter=60, gamma=0.1, tol=tol, random_state=2
+        )
 
     ref = make().fit(X)
     path = tmp_path / "fit.ckpt"
@@ -188,8 +197,9 @@ def test_resumed_torch_fit_after_the_pool_grew(tmp_path, monkeypatch):
     X = torch.from_numpy(_data(n=1200))
 
     def make():
-        return MiniBatchKernelKMeans(n_clusters=4, batch_size=64, tau=40, max_iter=40,
-                                     gamma=0.1, random_state=5)
+        return MiniBatchKernelKMeans(
+            n_clusters=4, batch_size=64, tau=40, max_iter=40, gamma=0.1, random_state=5
+        )
 
     ref = make().fit(X)
     path = tmp_path / "fit.ckpt"
@@ -216,8 +226,7 @@ def test_another_fit_is_refused(tmp_path, monkeypatch):
         (MiniBatchKernelKMeans(**kw), other, {}, "data differ"),
         (MiniBatchKernelKMeans(**kw), X[:-1], {}, "shape"),
         (MiniBatchKernelKMeans(**kw), X.astype(np.float32), {}, "dtype"),
-        (MiniBatchKernelKMeans(**kw), X, {"sample_weight": np.full(len(X), 2.0)},
-         "sample_weight"),
+        (MiniBatchKernelKMeans(**kw), X, {"sample_weight": np.full(len(X), 2.0)}, "sample_weight"),
     ):
         with pytest.raises(ValueError, match="written by another fit") as err:
             est.fit(data, checkpoint=path, **extra)
@@ -236,18 +245,24 @@ def test_not_a_checkpoint_is_refused(tmp_path):
     assert path.read_text() == "my notes\n"
 
 
-@pytest.mark.parametrize("params, fit_kw, match", [
-    ({}, {"checkpoint_every": 3}, "checkpoint_every is set but checkpoint is None"),
-    ({}, {"checkpoint": 3}, "checkpoint must be a file path"),
-    ({}, {"checkpoint": "CK", "checkpoint_every": 0}, "checkpoint_every must be an integer"),
-    ({}, {"checkpoint": "CK", "checkpoint_every": 2.5}, "checkpoint_every must be an integer"),
-    ({}, {"checkpoint": "CK", "checkpoint_every": True}, "checkpoint_every must be an integer"),
-    ({}, {"checkpoint": "MISSING/ck"}, "does not exist"),
-    ({}, {"checkpoint": "DIR"}, "is a folder"),
-    ({"tau": None}, {"checkpoint": "CK"}, "integer tau"),
-    ({"kernel": "knn", "kernel_params": {"n_neighbors": 5}, "gamma": None},
-     {"checkpoint": "CK"}, "graph kernel"),
-])
+@pytest.mark.parametrize(
+    "params, fit_kw, match",
+    [
+        ({}, {"checkpoint_every": 3}, "checkpoint_every is set but checkpoint is None"),
+        ({}, {"checkpoint": 3}, "checkpoint must be a file path"),
+        ({}, {"checkpoint": "CK", "checkpoint_every": 0}, "checkpoint_every must be an integer"),
+        ({}, {"checkpoint": "CK", "checkpoint_every": 2.5}, "checkpoint_every must be an integer"),
+        ({}, {"checkpoint": "CK", "checkpoint_every": True}, "checkpoint_every must be an integer"),
+        ({}, {"checkpoint": "MISSING/ck"}, "does not exist"),
+        ({}, {"checkpoint": "DIR"}, "is a folder"),
+        ({"tau": None}, {"checkpoint": "CK"}, "integer tau"),
+        (
+            {"kernel": "knn", "kernel_params": {"n_neighbors": 5}, "gamma": None},
+            {"checkpoint": "CK"},
+            "graph kernel",
+        ),
+    ],
+)
 def test_bad_checkpoint_arguments(params, fit_kw, match, tmp_path, monkeypatch):
     from mbkkm.cluster import _problem
 
@@ -269,10 +284,12 @@ def test_resumed_dask_fit_equals_uninterrupted(tmp_path, monkeypatch):
     X = da.from_array(_data(n=800), chunks=(200, 4))
 
     def make():
-        return MiniBatchKernelKMeans(n_clusters=4, batch_size=64, tau=40, max_iter=20,
-                                     gamma=0.1, random_state=4)
+        return MiniBatchKernelKMeans(
+            n_clusters=4, batch_size=64, tau=40, max_iter=20, gamma=0.1, random_state=4
+        )
 
     ref = make().fit(X)
-    got = _resume_through_kills(monkeypatch, make, X, kills=(3, 9), every=4,
-                                path=tmp_path / "fit.ckpt")
+    got = _resume_through_kills(
+        monkeypatch, make, X, kills=(3, 9), every=4, path=tmp_path / "fit.ckpt"
+    )
     _assert_same_model(got, ref)

@@ -16,23 +16,31 @@ from mbkkm.cluster import expected_failed_checks
 DENSE = "check_sample_weight_equivalence_on_dense_data"
 SPARSE = "check_sample_weight_equivalence_on_sparse_data"
 NAMES = "check_dataframe_column_names_consistency"
-CHECKS = {DENSE: check_sample_weight_equivalence_on_dense_data,
-          SPARSE: check_sample_weight_equivalence_on_sparse_data,
-          NAMES: check_dataframe_column_names_consistency}
+CHECKS = {
+    DENSE: check_sample_weight_equivalence_on_dense_data,
+    SPARSE: check_sample_weight_equivalence_on_sparse_data,
+    NAMES: check_dataframe_column_names_consistency,
+}
 
 
-@pytest.mark.parametrize("estimator, declared", [
-    (MiniBatchKernelKMeans(), {DENSE, SPARSE, NAMES}),
-    (MiniBatchKernelKMeans(kernel="chi2"), {DENSE, NAMES}),  # chi2 takes no sparse X
-    (MiniBatchKernelKMeans(kernel="knn"), {DENSE, NAMES}),
-    (KernelKMeans(), {DENSE, SPARSE, NAMES}),
-    (MiniBatchKMeans(), {DENSE, NAMES}),  # dense input only
-])
+@pytest.mark.parametrize(
+    "estimator, declared",
+    [
+        (MiniBatchKernelKMeans(), {DENSE, SPARSE, NAMES}),
+        (MiniBatchKernelKMeans(kernel="chi2"), {DENSE, NAMES}),  # chi2 takes no sparse X
+        (MiniBatchKernelKMeans(kernel="knn"), {DENSE, NAMES}),
+        (KernelKMeans(), {DENSE, SPARSE, NAMES}),
+        (MiniBatchKMeans(), {DENSE, NAMES}),  # dense input only
+    ],
+)
 def test_declared_checks(estimator, declared):
     checks = expected_failed_checks(estimator)
     assert set(checks) == declared
-    assert all(r.startswith("sample_weight is not equivalent")
-               for name, r in checks.items() if name != NAMES)
+    assert all(
+        r.startswith("sample_weight is not equivalent")
+        for name, r in checks.items()
+        if name != NAMES
+    )
     assert checks[NAMES].startswith("a DataFrame with the fitted columns in another order")
 
 
@@ -43,11 +51,15 @@ def test_only_the_estimators():
         expected_failed_checks(KMeans())
 
 
-@pytest.mark.parametrize("estimator", [
-    MiniBatchKernelKMeans(3, batch_size=16, tau=10, max_iter=5, random_state=0),
-    KernelKMeans(3, max_iter=20, random_state=0),
-    MiniBatchKMeans(3, batch_size=16, max_iter=5, random_state=0),
-], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        MiniBatchKernelKMeans(3, batch_size=16, tau=10, max_iter=5, random_state=0),
+        KernelKMeans(3, max_iter=20, random_state=0),
+        MiniBatchKMeans(3, batch_size=16, max_iter=5, random_state=0),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 def test_declared_checks_really_fail(estimator):
     # A declaration that no longer fails is out of date: scikit-learn marks the
     # check xfail (not strict), so it would not say so itself.

@@ -33,8 +33,7 @@ def _moons(n=1200, seed=0):
 
 
 def _blobs(n=900, seed=0):
-    return make_blobs(n, centers=[[0, 0], [6, 0], [0, 6]], cluster_std=1.0,
-                      random_state=seed)
+    return make_blobs(n, centers=[[0, 0], [6, 0], [0, 6]], cluster_std=1.0, random_state=seed)
 
 
 # --- the criterion ----------------------------------------------------------------------
@@ -133,8 +132,7 @@ def test_heat_defaults_cluster_curved_data(name):
 def test_predict_fitted_points_gives_their_labels(name, kernel):
     X, _ = _blobs()
     params = {"n_neighbors": 10} if kernel == "knn" else None
-    est = ESTIMATORS[name](n_clusters=3, kernel=kernel, kernel_params=params,
-                           random_state=0).fit(X)
+    est = ESTIMATORS[name](n_clusters=3, kernel=kernel, kernel_params=params, random_state=0).fit(X)
     assert np.mean(est.predict(X) == est.labels_) >= 0.99
     D = est.transform(X)
     assert D.shape == (900, 3)
@@ -163,8 +161,9 @@ def test_adjacency_form_needs_a_number_t():
     X, _ = _moons(300)
     with pytest.raises(ValueError, match="form='adjacency'"):
         KernelKMeans(2, kernel="heat", kernel_params={"form": "adjacency"}).fit(X)
-    est = KernelKMeans(2, kernel="heat", kernel_params={"form": "adjacency", "t": 1.0},
-                       random_state=0).fit(X)
+    est = KernelKMeans(
+        2, kernel="heat", kernel_params={"form": "adjacency", "t": 1.0}, random_state=0
+    ).fit(X)
     assert est.t_ == 1.0 and est.t_selection_ is None
 
 
@@ -190,13 +189,14 @@ def test_bad_heat_parameters_before_any_work(params, error, match, monkeypatch):
 
 def test_split_graph_warns():
     X = np.vstack([np.random.default_rng(s).normal(size=(60, 2)) + 100 * s for s in range(4)])
-    with pytest.warns(GraphSplitWarning, match="4 connected components.*Rebuilt with "
-                      "n_neighbors=40: 4 components"):
-        KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 5},
-                     random_state=0).fit(X)
+    with pytest.warns(
+        GraphSplitWarning, match="4 connected components.*Rebuilt with n_neighbors=40: 4 components"
+    ):
+        KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 5}, random_state=0).fit(X)
     with pytest.warns(GraphSplitWarning, match="Kept as it is"):
-        KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 5, "connect": False},
-                     random_state=0).fit(X)
+        KernelKMeans(
+            2, kernel="heat", kernel_params={"n_neighbors": 5, "connect": False}, random_state=0
+        ).fit(X)
     with warnings.catch_warnings():
         warnings.simplefilter("error", GraphSplitWarning)
         KernelKMeans(4, kernel="heat", kernel_params={"n_neighbors": 5}, random_state=0).fit(X)
@@ -204,11 +204,19 @@ def test_split_graph_warns():
 
 def test_small_far_group_is_joined_by_more_neighbours():
     rng = np.random.default_rng(0)
-    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
-                   rng.normal(size=(12, 2)) + np.array([0.0, 40.0])])
+    X = np.vstack(
+        [
+            rng.normal(size=(150, 2)),
+            rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
+            rng.normal(size=(12, 2)) + np.array([0.0, 40.0]),
+        ]
+    )
     # 20 neighbours join the small group, and the graph is then built with twice that
-    with pytest.warns(GraphSplitWarning, match=r"sizes 151, 149, 12\).*Rebuilt with "
-                      r"n_neighbors=40: connected. \(twice the 20 neighbours"):
+    with pytest.warns(
+        GraphSplitWarning,
+        match=r"sizes 151, 149, 12\).*Rebuilt with "
+        r"n_neighbors=40: connected. \(twice the 20 neighbours",
+    ):
         est = KernelKMeans(2, kernel="heat", random_state=0).fit(X)
     params = est.kernel_.params
     assert params["n_neighbors"] == 40 and params["n_neighbors_asked"] == "auto"
@@ -246,8 +254,11 @@ def test_eigengap_ratio_equals_the_dense_computation(n):
         mu = _plain_laplacian_eigenvalues(graph.adjacency_)
         c = sp.csgraph.connected_components(graph.adjacency_)[0]
         for k in (2, 3, 4):
-            np.testing.assert_allclose(_graph_kernels.eigengap_ratio(graph, k, tol=1e-8),
-                                       _plain_eigengap_ratio(mu, k), rtol=1e-6)
+            np.testing.assert_allclose(
+                _graph_kernels.eigengap_ratio(graph, k, tol=1e-8),
+                _plain_eigengap_ratio(mu, k),
+                rtol=1e-6,
+            )
             seen.add((c > 1, c >= k))
     # graphs in pieces (ratios computed past the components' repeated 1, or set) too
     assert seen == {(True, True), (True, False), (False, False)}
@@ -257,8 +268,10 @@ def test_select_n_neighbors_takes_the_largest_eigengap_ratio():
     X, _ = _blobs(600)
     big = KNNGraph(40).fit(X)
     graph, sel = _graph_kernels.select_n_neighbors(big, 3, [10, 20, 40])
-    want = [_plain_eigengap_ratio(_plain_laplacian_eigenvalues(KNNGraph(c).fit(X).adjacency_), 3)
-            for c in (10, 20, 40)]
+    want = [
+        _plain_eigengap_ratio(_plain_laplacian_eigenvalues(KNNGraph(c).fit(X).adjacency_), 3)
+        for c in (10, 20, 40)
+    ]
     np.testing.assert_allclose(sel.ratios, want, rtol=1e-3)
     pick = 0  # more neighbours for a ratio more than 10 % larger than the choice so far
     for i in (1, 2):
@@ -266,21 +279,22 @@ def test_select_n_neighbors_takes_the_largest_eigengap_ratio():
     assert sel.n_neighbors == (10, 20, 40)[pick] == graph.n_neighbors
     assert graph.seconds_ == big.seconds_
     # the margin: ratios 1.0, 1.05, 1.2 -> 40; 1.0, 1.05, 1.1 -> 10; 1.0, 1.2, 1.25 -> 20
-    for ratios, chosen in (((1.0, 1.05, 1.2), 40), ((1.0, 1.05, 1.1), 10),
-                           ((1.0, 1.2, 1.25), 20)):
+    for ratios, chosen in (((1.0, 1.05, 1.2), 40), ((1.0, 1.05, 1.1), 10), ((1.0, 1.2, 1.25), 20)):
         it = iter(ratios)
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(_graph_kernels, "eigengap_ratio", lambda g, k, tol, it=it: next(it))
-            assert _graph_kernels.select_n_neighbors(big, 3, [10, 20, 40])[1].n_neighbors \
-                == chosen
+            assert _graph_kernels.select_n_neighbors(big, 3, [10, 20, 40])[1].n_neighbors == chosen
     assert "<- chosen" in sel.table()
     # the estimator records the choice; a given count is kept as it is
     est = KernelKMeans(3, kernel="heat", random_state=0).fit(X)
     params = est.kernel_.params
     assert params["n_neighbors"] == sel.n_neighbors and params["n_neighbors_asked"] == "auto"
     np.testing.assert_allclose(params["eigengap_ratios"], sel.ratios)
-    fixed = KernelKMeans(3, kernel="heat", kernel_params={"n_neighbors": 10},
-                         random_state=0).fit(X).kernel_.params
+    fixed = (
+        KernelKMeans(3, kernel="heat", kernel_params={"n_neighbors": 10}, random_state=0)
+        .fit(X)
+        .kernel_.params
+    )
     assert fixed["n_neighbors"] == 10 and "eigengap_ratios" not in fixed
     with pytest.raises(ValueError, match="n_neighbors must be an integer or 'auto'"):
         KernelKMeans(3, kernel="heat", kernel_params={"n_neighbors": "many"}).fit(X)
@@ -308,21 +322,30 @@ def test_memory_plan_is_checked_again_before_a_rebuilt_graph(monkeypatch):
     # the 10-NN graph leaves the far group of 12 apart; the rebuild with 20 neighbours
     # is planned (projected points, no PCA) and refused before it allocates anything
     rng = np.random.default_rng(0)
-    X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
-                   rng.normal(size=(12, 2)) + np.array([0.0, 40.0])])
-    params = {"n_neighbors": 10, "pca_components": 50, "n_components": None,
-              "max_components": 64}
+    X = np.vstack(
+        [
+            rng.normal(size=(150, 2)),
+            rng.normal(size=(150, 2)) + np.array([6.0, 0.0]),
+            rng.normal(size=(12, 2)) + np.array([0.0, 40.0]),
+        ]
+    )
+    params = {"n_neighbors": 10, "pca_components": 50, "n_components": None, "max_components": 64}
     first = plan_graph("heat", 312, 2, 8, params).peak
     rebuild = plan_graph("heat", 312, 2, 8, dict(params, n_neighbors=20)).peak
     assert rebuild > first
     rebuilt = []
-    monkeypatch.setattr(KNNGraph, "with_n_neighbors",
-                        lambda self, k: rebuilt.append(k) or pytest.fail("rebuilt"))
+    monkeypatch.setattr(
+        KNNGraph, "with_n_neighbors", lambda self, k: rebuilt.append(k) or pytest.fail("rebuilt")
+    )
     monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: first)
     est = KernelKMeans(2, kernel="heat", kernel_params={"n_neighbors": 10}, random_state=0)
-    with pytest.raises(MemoryPlanError, match=(
+    with pytest.raises(
+        MemoryPlanError,
+        match=(
             r"the 10-NN graph falls apart, and rebuilding it with n_neighbors=20 would "
-            r"need about .* GiB, but .* GiB is available.*'connect': False.*kernel='rbf'")):
+            r"need about .* GiB, but .* GiB is available.*'connect': False.*kernel='rbf'"
+        ),
+    ):
         est.fit(X)
     assert rebuilt == [] and not hasattr(est, "kernel_")
     # with room for the rebuild (and its margin, 40), it goes ahead as before
@@ -331,12 +354,20 @@ def test_memory_plan_is_checked_again_before_a_rebuilt_graph(monkeypatch):
     monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: room)
     ten = {"n_neighbors": 10}
     with pytest.warns(GraphSplitWarning, match="Rebuilt with n_neighbors=40"):
-        assert KernelKMeans(2, kernel="heat", kernel_params=ten, random_state=0).fit(X) \
-            .kernel_.params["n_neighbors"] == 40
+        assert (
+            KernelKMeans(2, kernel="heat", kernel_params=ten, random_state=0)
+            .fit(X)
+            .kernel_.params["n_neighbors"]
+            == 40
+        )
     # the margin's rebuild is checked too
     monkeypatch.setattr(_graph_kernels, "available_host_memory", lambda: room - 1)
-    with pytest.raises(MemoryPlanError, match="10-NN graph falls apart, and rebuilding "
-                       "it with n_neighbors=40"), warnings.catch_warnings():
+    with (
+        pytest.raises(
+            MemoryPlanError, match="10-NN graph falls apart, and rebuilding it with n_neighbors=40"
+        ),
+        warnings.catch_warnings(),
+    ):
         warnings.simplefilter("ignore", GraphSplitWarning)
         KernelKMeans(2, kernel="heat", kernel_params=ten, random_state=0).fit(X)
 
@@ -345,15 +376,23 @@ def test_connect_graph_calls_before_rebuild_with_the_next_count():
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(12, 2)) + np.array([30.0, 0.0])])
     seen = []
-    graph, _ = connect_graph(KNNGraph(4).fit(X), n_clusters=2, margin=1,
-                             before_rebuild=lambda g, k: seen.append((g.n_neighbors, k)))
+    graph, _ = connect_graph(
+        KNNGraph(4).fit(X),
+        n_clusters=2,
+        margin=1,
+        before_rebuild=lambda g, k: seen.append((g.n_neighbors, k)),
+    )
     assert seen == [(4, 8), (8, 16), (16, 32)] and graph.n_neighbors == 32
 
 
 def test_memory_plan_of_ten_million_points():
-    plan = plan_graph("heat", 10_000_000, 16, 4,
-                      {"n_neighbors": 10, "pca_components": 50, "n_components": None,
-                       "max_components": 100})
+    plan = plan_graph(
+        "heat",
+        10_000_000,
+        16,
+        4,
+        {"n_neighbors": 10, "pca_components": 50, "n_components": None, "max_components": 100},
+    )
     # the Lanczos vectors alone: 10M x 201 float64
     assert plan.terms["eigensolver: Lanczos vectors (n, max(2 p + 1, 20))"] == 8 * 10**7 * 203
     assert plan.peak > 24 * 2**30
@@ -370,8 +409,7 @@ def test_sample_weight_and_pickle():
 
 def test_knn_kernel_predict_uses_the_kernel_rows():
     X, _ = _blobs(300)
-    est = KernelKMeans(3, kernel="knn", kernel_params={"n_neighbors": 30},
-                       random_state=0).fit(X)
+    est = KernelKMeans(3, kernel="knn", kernel_params={"n_neighbors": 30}, random_state=0).fit(X)
     X_new = X[:20] + 0.01
     rows, diag = est.kernel_.extension.rows(X_new)
     assert sp.issparse(rows) and rows.shape == (20, 300)
@@ -389,15 +427,15 @@ def test_heat_predict_uses_the_extended_features(normalize):
     """transform(X_new) from the plain Nystroem features (unit length when normalised)
     and the centers' coefficients."""
     X, _ = _blobs(400)
-    est = KernelKMeans(3, kernel="heat", kernel_params={"normalize": normalize},
-                       random_state=0).fit(X)
+    est = KernelKMeans(
+        3, kernel="heat", kernel_params={"normalize": normalize}, random_state=0
+    ).fit(X)
     K = est.kernel_.matrix
     assert est.kernel_.params["normalize"] is normalize
     assert (K.row_scale is not None) is normalize
     X_new = X[:25] + 0.05
     graph = est.kernel_.extension.graph
-    F_new = extend_eigenvectors(graph, K.eigenvalues, K.eigenvectors, X_new) \
-        * np.sqrt(K.weights)
+    F_new = extend_eigenvectors(graph, K.eigenvalues, K.eigenvectors, X_new) * np.sqrt(K.weights)
     if normalize:
         F_new = F_new / np.linalg.norm(F_new, axis=1, keepdims=True)
     P = np.zeros((25, 3))
@@ -427,9 +465,15 @@ def test_heat_predict_through_centers_equals_the_kernel_tiles(name):
     X_new = X[::3] + 0.1
     ext = est.kernel_.extension
     items, diag = ext.rows(X_new)
-    labels, mind, D = assign(items, est._state, est.kernel_, cross_kernel=ext.cross,
-                             diag=lambda start, chunk: diag[start:start + chunk.shape[0]],
-                             chunk_rows=37, return_distances=True)
+    labels, mind, D = assign(
+        items,
+        est._state,
+        est.kernel_,
+        cross_kernel=ext.cross,
+        diag=lambda start, chunk: diag[start : start + chunk.shape[0]],
+        chunk_rows=37,
+        return_distances=True,
+    )
     np.testing.assert_allclose(est.transform(X_new), D, atol=1e-12)
     np.testing.assert_array_equal(est.predict(X_new), labels)
     assert est.score(X_new) == pytest.approx(-mind.sum(), rel=1e-12)

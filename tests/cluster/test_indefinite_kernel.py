@@ -82,8 +82,9 @@ def test_a_rise_of_the_objective_does_not_stop_the_run(tol, capsys):
     _, objectives, n_iter = plain_lloyd(K, init)
     first_rise = int(np.flatnonzero(np.diff(objectives) > 0)[0]) + 2
     diag = np.diag(K).copy()
-    run = kernel_lloyd(MatrixOperator(K), diag, K[:, init], diag[init], np.ones(48), 100,
-                       tol, verbose=1)
+    run = kernel_lloyd(
+        MatrixOperator(K), diag, K[:, init], diag[init], np.ones(48), 100, tol, verbose=1
+    )
     assert run.n_iter == n_iter > first_rise
     out = capsys.readouterr().out
     assert f"Iteration {first_rise}: objective rose by" in out
@@ -95,8 +96,7 @@ def test_a_small_decrease_stops_the_run():
     K, init = indefinite_problem()
     _, objectives, _ = plain_lloyd(K, init)
     diag = np.diag(K).copy()
-    run = kernel_lloyd(MatrixOperator(K), diag, K[:, init], diag[init], np.ones(48), 100,
-                       tol=0.5)
+    run = kernel_lloyd(MatrixOperator(K), diag, K[:, init], diag[init], np.ones(48), 100, tol=0.5)
     # the first iteration whose objective fell by less than half of the previous one
     falls = np.diff(objectives)
     want = next(i + 2 for i, f in enumerate(falls) if 0 <= -f < 0.5 * objectives[i])
@@ -106,8 +106,12 @@ def test_a_small_decrease_stops_the_run():
 def test_e_step_takes_the_most_negative_distance_and_counts_negatives():
     diag = np.array([1.0, 1.0])
     c = np.array([1.0, 1.0, np.inf])
-    P = np.array([[1.2, 1.5, 0.0],     # D = [-0.4, -1.0, inf]: label 1, two negatives
-                  [0.5, 1.0 - 1e-12, 0.0]])  # D = [1, 2e-12, inf]: label 1, none
+    P = np.array(
+        [
+            [1.2, 1.5, 0.0],  # D = [-0.4, -1.0, inf]: label 1, two negatives
+            [0.5, 1.0 - 1e-12, 0.0],
+        ]
+    )  # D = [1, 2e-12, inf]: label 1, none
     labels, mind, D, n_negative = e_step(P, c, diag)
     np.testing.assert_array_equal(labels, [1, 1])
     np.testing.assert_allclose(mind, [0.0, 2e-12], atol=1e-15)

@@ -77,8 +77,12 @@ def test_linear_kernel_equals_sklearn_kmeans(seed, max_iter, weighted):
     np.testing.assert_array_equal(km.labels_, sk.labels_)
     np.testing.assert_allclose(km.inertia_, sk.inertia_, rtol=1e-10)
     assert km.n_iter_ == sk.n_iter_
-    centers = np.stack([km.dual_coef_[km.support_labels_ == j]
-                        @ km.support_vectors_[km.support_labels_ == j] for j in range(5)])
+    centers = np.stack(
+        [
+            km.dual_coef_[km.support_labels_ == j] @ km.support_vectors_[km.support_labels_ == j]
+            for j in range(5)
+        ]
+    )
     np.testing.assert_allclose(centers, sk.cluster_centers_, atol=1e-10)
     np.testing.assert_allclose(km.center_norms_, (sk.cluster_centers_**2).sum(1), rtol=1e-10)
     np.testing.assert_allclose(km.transform(X), sk.transform(X) ** 2, atol=1e-8)
@@ -94,7 +98,8 @@ def test_rbf_equals_plain_kernel_lloyd(weighted):
     init_idx = [0, 1, 2]
     labels, inertia = plain_kernel_kmeans(K, init_idx, w, max_iter=300)
     km = KernelKMeans(3, kernel="rbf", gamma=0.3, init=X[init_idx], tol=0).fit(
-        X, sample_weight=w if weighted else None)
+        X, sample_weight=w if weighted else None
+    )
     np.testing.assert_array_equal(km.labels_, labels)
     np.testing.assert_allclose(km.inertia_, inertia, rtol=1e-10)
 
@@ -108,8 +113,11 @@ def test_transform_equals_brute_force_feature_space_distances():
         S = km.support_vectors_[km.support_labels_ == j]
         a = km.dual_coef_[km.support_labels_ == j]
         for i, x in enumerate(Xn):
-            D[i, j] = (1.0 - 2 * rbf_kernel(x[None], S, gamma=0.2)[0] @ a
-                       + a @ rbf_kernel(S, S, gamma=0.2) @ a)
+            D[i, j] = (
+                1.0
+                - 2 * rbf_kernel(x[None], S, gamma=0.2)[0] @ a
+                + a @ rbf_kernel(S, S, gamma=0.2) @ a
+            )
     np.testing.assert_allclose(km.transform(Xn), D, atol=1e-12)
     np.testing.assert_array_equal(km.predict(Xn), D.argmin(1))
     np.testing.assert_allclose(km.score(Xn), -D.min(1).sum(), rtol=1e-12)
@@ -140,8 +148,9 @@ def test_precomputed_equals_kernel_path():
     np.testing.assert_allclose(Dp, km.transform(X), atol=1e-10)
     Kn = rbf_kernel(Xn, X, gamma=gamma)
     np.testing.assert_array_equal(kp.predict(Kn), km.predict(Xn))
-    np.testing.assert_allclose(kp.transform(Kn, kernel_diag=np.ones(10)), km.transform(Xn),
-                               atol=1e-10)
+    np.testing.assert_allclose(
+        kp.transform(Kn, kernel_diag=np.ones(10)), km.transform(Xn), atol=1e-10
+    )
     np.testing.assert_allclose(kp.score(Kn, kernel_diag=np.ones(10)), km.score(Xn), rtol=1e-10)
     # the old spelling still works, with a FutureWarning
     with pytest.warns(FutureWarning, match="kernel_diag"):
@@ -239,18 +248,20 @@ def test_knn_kernel_equals_precomputed_matrix():
     assert not hasattr(g, "support_vectors_")
 
 
-@pytest.mark.parametrize(("kernel", "params", "flips"), [
-    ("knn", {}, 0),
-    ("heat", {"normalize": False}, 0),
-    # A fitted point passed again is a new point linked to itself and its neighbours:
-    # its features are close to its own, not equal, and one of the 60 lies on a
-    # boundary between directions of the normalised features.
-    ("heat", {}, 1),
-])
+@pytest.mark.parametrize(
+    ("kernel", "params", "flips"),
+    [
+        ("knn", {}, 0),
+        ("heat", {"normalize": False}, 0),
+        # A fitted point passed again is a new point linked to itself and its neighbours:
+        # its features are close to its own, not equal, and one of the 60 lies on a
+        # boundary between directions of the normalised features.
+        ("heat", {}, 1),
+    ],
+)
 def test_graph_kernels_predict_through_the_graph(kernel, params, flips):
     X = blobs(n=60, seed=13)
-    km = KernelKMeans(3, kernel=kernel, kernel_params={"n_neighbors": 8, **params},
-                      random_state=0)
+    km = KernelKMeans(3, kernel=kernel, kernel_params={"n_neighbors": 8, **params}, random_state=0)
     labels = km.fit_predict(X)
     np.testing.assert_array_equal(labels, km.labels_)
     # new points join the fitted graph: the fitted points are labelled as in the fit
@@ -268,8 +279,9 @@ def test_heat_kernel_is_low_rank_with_its_parameters_recorded():
     from mbkkm.kernels import LowRankKernel, heat_kernel
 
     X = blobs(n=80, seed=14)
-    km = KernelKMeans(3, kernel="heat", kernel_params={"n_neighbors": 8, "t": 2.0},
-                      random_state=0).fit(X)
+    km = KernelKMeans(
+        3, kernel="heat", kernel_params={"n_neighbors": 8, "t": 2.0}, random_state=0
+    ).fit(X)
     K = km.kernel_.matrix
     assert isinstance(K, LowRankKernel)
     params = km.kernel_.params
@@ -299,8 +311,7 @@ def test_memory_error_before_any_kernel_work():
 
 def test_blockwise_path_when_only_blocks_fit():
     X = blobs(n=500, seed=0)
-    km = KernelKMeans(3, gamma=0.1, max_kernel_memory=1, working_memory=0.1,
-                      random_state=0).fit(X)
+    km = KernelKMeans(3, gamma=0.1, max_kernel_memory=1, working_memory=0.1, random_state=0).fit(X)
     ref = KernelKMeans(3, gamma=0.1, random_state=0).fit(X)
     np.testing.assert_array_equal(km.labels_, ref.labels_)
 

@@ -26,14 +26,20 @@ from mbkkm.kernels import resolve_kernel
 @pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
 @pytest.mark.parametrize("renormalize", [True, False])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_linear_kernel_untruncated_equals_plain_minibatch_kmeans(learning_rate, renormalize,
-                                                                  seed):
+def test_linear_kernel_untruncated_equals_plain_minibatch_kmeans(learning_rate, renormalize, seed):
     X = blobs(seed=seed)
     k, b, iters = 3, 40, 15
     init = X[[0, 1, 2]]
     km = MiniBatchKernelKMeans(
-        k, kernel="linear", init=init, batch_size=b, tau=10**9, max_iter=iters,
-        learning_rate=learning_rate, renormalize=renormalize, random_state=seed,
+        k,
+        kernel="linear",
+        init=init,
+        batch_size=b,
+        tau=10**9,
+        max_iter=iters,
+        learning_rate=learning_rate,
+        renormalize=renormalize,
+        random_state=seed,
     ).fit(X)
     plan = np.random.RandomState(seed).randint(0, X.shape[0], size=(iters, b))
     expected = plain_minibatch_kmeans(X, init, plan, learning_rate)
@@ -46,8 +52,9 @@ def test_linear_kernel_untruncated_equals_plain_minibatch_kmeans(learning_rate, 
 @pytest.mark.parametrize("kernel", ["rbf", "polynomial", "laplacian"])
 def test_cached_norms_equal_recomputed(kernel):
     X = blobs(n=400, seed=3)
-    km = MiniBatchKernelKMeans(4, kernel=kernel, batch_size=64, tau=50, max_iter=20,
-                               random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        4, kernel=kernel, batch_size=64, tau=50, max_iter=20, random_state=0
+    ).fit(X)
     kern = km.kernel_
     for j in range(4):
         mask = km.support_labels_ == j
@@ -58,8 +65,9 @@ def test_cached_norms_equal_recomputed(kernel):
 
 def test_transform_equals_brute_force_distances():
     X = blobs(n=200, seed=4)
-    km = MiniBatchKernelKMeans(3, gamma=0.05, batch_size=32, tau=20, max_iter=10,
-                               random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        3, gamma=0.05, batch_size=32, tau=20, max_iter=10, random_state=0
+    ).fit(X)
     Xn = blobs(n=30, seed=5)
     D = km.transform(Xn)
     expected = np.empty((30, 3))
@@ -80,9 +88,11 @@ def _run_core(X, k, b, iters, tau, renormalize, learning_rate="adaptive", seed=0
     state = init_state(X[:k].copy(), kern)
     alphas = []
     for _ in range(iters):
-        res = minibatch_step(state, X[rng.randint(0, len(X), b)],
-                             StepOptions(kern, LEARNING_RATES[learning_rate], tau=tau,
-                                         renormalize=renormalize))
+        res = minibatch_step(
+            state,
+            X[rng.randint(0, len(X), b)],
+            StepOptions(kern, LEARNING_RATES[learning_rate], tau=tau, renormalize=renormalize),
+        )
         alphas.append(res.alpha)
     return state, np.array(alphas)
 
@@ -91,8 +101,7 @@ def _run_core(X, k, b, iters, tau, renormalize, learning_rate="adaptive", seed=0
 def test_literal_truncation_coefficient_sums(learning_rate):
     """renormalize=False: sum of a window's coefficients is 1 - prod_{l in Q}(1 - alpha_l)."""
     X = blobs(n=500, seed=6)
-    state, alphas = _run_core(X, 3, 60, 25, tau=30, renormalize=False,
-                              learning_rate=learning_rate)
+    state, alphas = _run_core(X, 3, 60, 25, tau=30, renormalize=False, learning_rate=learning_rate)
     truncated = 0
     for j in range(3):
         mine = state.block_cluster == j
@@ -137,20 +146,27 @@ def test_objective_after_equals_recomputed_batch_objective():
     rng = np.random.RandomState(0)
     for _ in range(5):
         B = X[rng.randint(0, 300, 50)]
-        res = minibatch_step(state, B, StepOptions(kern, LEARNING_RATES["adaptive"], tau=40,
-                                                   renormalize=True, objective_after=True))
+        res = minibatch_step(
+            state,
+            B,
+            StepOptions(
+                kern, LEARNING_RATES["adaptive"], tau=40, renormalize=True, objective_after=True
+            ),
+        )
         _, mind = assign(B, state, kern)
         assert res.objective_after == pytest.approx(mind.mean(), rel=1e-9, abs=1e-12)
 
 
 def test_early_stopping_stops_before_max_iter():
     X = blobs(n=600, seed=9)
-    km = MiniBatchKernelKMeans(3, gamma=0.05, batch_size=100, tau=50, max_iter=200, tol=1e-2,
-                               random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        3, gamma=0.05, batch_size=100, tau=50, max_iter=200, tol=1e-2, random_state=0
+    ).fit(X)
     assert km.n_iter_ < 200
     assert len(km.batch_objective_) == km.n_iter_
-    full = MiniBatchKernelKMeans(3, gamma=0.05, batch_size=100, tau=50, max_iter=200,
-                                 random_state=0).fit(X)
+    full = MiniBatchKernelKMeans(
+        3, gamma=0.05, batch_size=100, tau=50, max_iter=200, random_state=0
+    ).fit(X)
     assert full.n_iter_ == 200
 
 
@@ -183,8 +199,15 @@ def test_same_seed_same_result_and_different_seed_differs():
 def test_partial_fit_repeated_equals_fit_on_same_batches(learning_rate):
     X = blobs(n=300, seed=11)
     init, b, iters, seed = X[[5, 6, 7]], 50, 12, 3
-    params = dict(kernel="rbf", gamma=0.05, init=init, batch_size=b, tau=40,
-                  learning_rate=learning_rate, random_state=seed)
+    params = dict(
+        kernel="rbf",
+        gamma=0.05,
+        init=init,
+        batch_size=b,
+        tau=40,
+        learning_rate=learning_rate,
+        random_state=seed,
+    )
     km = MiniBatchKernelKMeans(3, max_iter=iters, **params).fit(X)
     plan = np.random.RandomState(seed).randint(0, X.shape[0], size=(iters, b))
     pf = MiniBatchKernelKMeans(3, **params)
@@ -223,8 +246,9 @@ def test_float32_stays_float32():
 
 def test_mean_distance_gamma_is_data_driven():
     X = blobs(n=200, seed=14)
-    km = MiniBatchKernelKMeans(3, gamma="mean-distance", batch_size=32, tau=20, max_iter=3,
-                               random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        3, gamma="mean-distance", batch_size=32, tau=20, max_iter=3, random_state=0
+    ).fit(X)
     sq = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
     assert km.kernel_.params["gamma"] == pytest.approx(1 / sq.mean(), rel=1e-10)
 
@@ -235,18 +259,34 @@ def test_callable_kernel_equals_named():
     def my_rbf(A, B, gamma):
         return np.exp(-gamma * ((A[:, None, :] - B[None]) ** 2).sum(-1))
 
-    a = MiniBatchKernelKMeans(3, kernel=my_rbf, kernel_params={"gamma": 0.05}, batch_size=32,
-                              tau=20, max_iter=10, random_state=0).fit(X)
-    b = MiniBatchKernelKMeans(3, kernel="rbf", gamma=0.05, batch_size=32, tau=20,
-                              max_iter=10, random_state=0).fit(X)
+    a = MiniBatchKernelKMeans(
+        3,
+        kernel=my_rbf,
+        kernel_params={"gamma": 0.05},
+        batch_size=32,
+        tau=20,
+        max_iter=10,
+        random_state=0,
+    ).fit(X)
+    b = MiniBatchKernelKMeans(
+        3, kernel="rbf", gamma=0.05, batch_size=32, tau=20, max_iter=10, random_state=0
+    ).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_allclose(a.dual_coef_, b.dual_coef_, rtol=1e-9)
 
 
 def test_n_init_keeps_best_validation_inertia():
     X = blobs(n=400, seed=16)
-    km = MiniBatchKernelKMeans(3, batch_size=64, tau=30, max_iter=5, n_init=4,
-                               init="random", gamma="mean-distance", random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        3,
+        batch_size=64,
+        tau=30,
+        max_iter=5,
+        n_init=4,
+        init="random",
+        gamma="mean-distance",
+        random_state=0,
+    ).fit(X)
     assert km.n_iter_ == 5
     with pytest.warns(RuntimeWarning, match="only one init"):
         MiniBatchKernelKMeans(3, init=X[:3], n_init=3, max_iter=2, batch_size=32).fit(X)
@@ -256,8 +296,9 @@ def test_circles_separated():
     from sklearn.datasets import make_circles
 
     X, y = make_circles(n_samples=1000, factor=0.3, noise=0.05, random_state=0)
-    km = MiniBatchKernelKMeans(2, gamma=5.0, batch_size=128, tau=50, max_iter=40,
-                               random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        2, gamma=5.0, batch_size=128, tau=50, max_iter=40, random_state=0
+    ).fit(X)
     assert adjusted_rand_score(y, km.labels_) > 0.95
 
 

@@ -25,10 +25,12 @@ def blobs(n=300, d=4, k=3, seed=0, dtype=np.float64, spread=4.0, return_y=False)
 
 def implied_centers(km):
     """Explicit centers sum_s a_s x_s of a linear-kernel MiniBatchKernelKMeans."""
-    return np.stack([
-        km.dual_coef_[km.support_labels_ == j] @ km.support_vectors_[km.support_labels_ == j]
-        for j in range(km.n_clusters)
-    ])
+    return np.stack(
+        [
+            km.dual_coef_[km.support_labels_ == j] @ km.support_vectors_[km.support_labels_ == j]
+            for j in range(km.n_clusters)
+        ]
+    )
 
 
 def sklearn_rule(X, init, plan, weights=None):
@@ -71,8 +73,14 @@ def test_equals_linear_untruncated_kernel_estimator(learning_rate, extra):
     sw = None
     if extra.pop("weighted", False):
         sw = np.random.RandomState(0).uniform(0.2, 3.0, len(X))
-    kw = dict(n_clusters=4, batch_size=40, max_iter=25, learning_rate=learning_rate,
-              random_state=7, **extra)
+    kw = dict(
+        n_clusters=4,
+        batch_size=40,
+        max_iter=25,
+        learning_rate=learning_rate,
+        random_state=7,
+        **extra,
+    )
     a = MiniBatchKMeans(**kw).fit(X, sample_weight=sw)
     b = MiniBatchKernelKMeans(kernel="linear", tau=10**9, renormalize=True, **kw)
     b.fit(X, sample_weight=sw)
@@ -89,15 +97,16 @@ def test_tol_stops_early():
     assert 1 < km.n_iter_ < 100
     full = MiniBatchKMeans(3, batch_size=64, max_iter=100, random_state=0).fit(X)
     # Same batches up to the stop: the objectives agree on the common prefix.
-    np.testing.assert_allclose(km.batch_objective_, full.batch_objective_[:km.n_iter_])
+    np.testing.assert_allclose(km.batch_objective_, full.batch_objective_[: km.n_iter_])
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_classic_rate_is_sklearn_update_rule(seed):
     X = blobs(n=300, d=3, k=4, seed=seed, spread=1.5)
     init = X[:4]
-    km = MiniBatchKMeans(4, init=init, batch_size=30, max_iter=15, learning_rate="classic",
-                         random_state=seed).fit(X)
+    km = MiniBatchKMeans(
+        4, init=init, batch_size=30, max_iter=15, learning_rate="classic", random_state=seed
+    ).fit(X)
     # fit draws nothing for an explicit init, then the whole batch plan.
     plan = draw_batch_plan(check_random_state(seed), len(X), 30, 15)
     np.testing.assert_allclose(km.cluster_centers_, sklearn_rule(X, init, plan), atol=1e-12)
@@ -112,8 +121,7 @@ def test_weighted_step_is_sklearn_update_rule():
     counts = np.zeros(3)
     batches = [np.arange(0, 25), np.arange(25, 50)]
     for bt in batches:
-        minibatch_kmeans_step(centers, counts, X[bt], LEARNING_RATES["classic"],
-                              batch_weight=w[bt])
+        minibatch_kmeans_step(centers, counts, X[bt], LEARNING_RATES["classic"], batch_weight=w[bt])
     expected = sklearn_rule(X, init, batches, weights=w)
     np.testing.assert_allclose(centers, expected, atol=1e-12)
     np.testing.assert_allclose(counts.sum(), w.sum(), rtol=1e-12)  # running N_j
@@ -124,11 +132,12 @@ def test_partial_fit_equals_kernel_estimator(learning_rate):
     X = blobs(n=200, seed=3)
     sw = np.random.RandomState(1).uniform(0.5, 2.0, len(X))
     a = MiniBatchKMeans(3, learning_rate=learning_rate, random_state=0)
-    b = MiniBatchKernelKMeans(3, kernel="linear", tau=10**9, learning_rate=learning_rate,
-                              random_state=0)
+    b = MiniBatchKernelKMeans(
+        3, kernel="linear", tau=10**9, learning_rate=learning_rate, random_state=0
+    )
     for s in range(0, 200, 50):
-        a.partial_fit(X[s:s + 50], sample_weight=sw[s:s + 50])
-        b.partial_fit(X[s:s + 50], sample_weight=sw[s:s + 50])
+        a.partial_fit(X[s : s + 50], sample_weight=sw[s : s + 50])
+        b.partial_fit(X[s : s + 50], sample_weight=sw[s : s + 50])
     assert a.n_steps_ == 4
     np.testing.assert_allclose(a.cluster_centers_, implied_centers(b), atol=1e-10)
     np.testing.assert_array_equal(a.labels_, b.labels_)
@@ -164,8 +173,7 @@ def test_float32_preserved():
 
 def test_compute_labels_false():
     X = blobs(n=100, seed=8)
-    km = MiniBatchKMeans(3, batch_size=16, max_iter=5, compute_labels=False,
-                         random_state=0).fit(X)
+    km = MiniBatchKMeans(3, batch_size=16, max_iter=5, compute_labels=False, random_state=0).fit(X)
     assert not hasattr(km, "labels_")
     assert km.predict(X).shape == (100,)
 

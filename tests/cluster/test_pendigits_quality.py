@@ -19,11 +19,26 @@ SEEDS = (0, 1, 2)
 @pytest.fixture(scope="module")
 def aris(pendigits):
     X, y = pendigits
-    truncated = [adjusted_rand_score(y, MiniBatchKernelKMeans(
-        10, gamma=0.1, batch_size=1024, tau=200, max_iter=200, random_state=s,
-    ).fit(X).labels_) for s in SEEDS]
-    full = [adjusted_rand_score(y, KernelKMeans(10, gamma=0.1, random_state=s).fit(X).labels_)
-            for s in SEEDS]
+    truncated = [
+        adjusted_rand_score(
+            y,
+            MiniBatchKernelKMeans(
+                10,
+                gamma=0.1,
+                batch_size=1024,
+                tau=200,
+                max_iter=200,
+                random_state=s,
+            )
+            .fit(X)
+            .labels_,
+        )
+        for s in SEEDS
+    ]
+    full = [
+        adjusted_rand_score(y, KernelKMeans(10, gamma=0.1, random_state=s).fit(X).labels_)
+        for s in SEEDS
+    ]
     return np.mean(truncated), np.mean(full)
 
 

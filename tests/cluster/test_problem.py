@@ -30,8 +30,9 @@ IDX = np.array([3, 0, 17, 59])
 
 
 def _kinds_of_x(tmp_path):
-    memmap = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=np.float32,
-                                       shape=X.shape)
+    memmap = np.lib.format.open_memmap(
+        tmp_path / "x.npy", mode="w+", dtype=np.float32, shape=X.shape
+    )
     memmap[:] = X
     yield "ndarray", X, Rows
     yield "memmap", memmap, Rows
@@ -55,8 +56,12 @@ def test_one_adapter_per_kind_and_the_same_host_rows(tmp_path):
         host = host.toarray() if sp.issparse(host) else host
         assert host.dtype == np.float64, name
         # the oracle: the rows, read the plainest way
-        np.testing.assert_allclose(host, np.asarray(X[IDX], dtype=np.float64),
-                                   rtol=1e-6 if name == "memmap" else 0, err_msg=name)
+        np.testing.assert_allclose(
+            host,
+            np.asarray(X[IDX], dtype=np.float64),
+            rtol=1e-6 if name == "memmap" else 0,
+            err_msg=name,
+        )
 
 
 def test_the_kernel_kind_decides_the_fit_adapter():

@@ -30,12 +30,15 @@ from mbkkm import KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans
 # the width's sample, the start and the batches all run.
 ESTIMATORS = {
     "MiniBatchKernelKMeans": lambda: MiniBatchKernelKMeans(
-        3, batch_size=32, tau=20, max_iter=15, n_init=2, random_state=0),
+        3, batch_size=32, tau=20, max_iter=15, n_init=2, random_state=0
+    ),
     "MiniBatchKernelKMeans-untruncated": lambda: MiniBatchKernelKMeans(
-        3, batch_size=32, tau=None, max_iter=15, random_state=0),
+        3, batch_size=32, tau=None, max_iter=15, random_state=0
+    ),
     "KernelKMeans": lambda: KernelKMeans(3, random_state=0),
     "MiniBatchKMeans": lambda: MiniBatchKMeans(
-        3, batch_size=32, max_iter=15, n_init=2, random_state=0),
+        3, batch_size=32, max_iter=15, n_init=2, random_state=0
+    ),
 }
 # What each estimator does not take (refused with a ValueError / TypeError).
 REFUSED = {
@@ -43,10 +46,25 @@ REFUSED = {
     ("MiniBatchKernelKMeans-untruncated", "torch"),
     ("MiniBatchKMeans", "sparse"),
 }
-KERNEL_ATTRS = ("gamma_", "support_vectors_", "dual_coef_", "support_labels_", "n_support_",
-                "center_norms_", "labels_", "inertia_", "n_iter_")
-SELECTION_FIELDS = ("gamma", "candidates", "scores", "seed_scores", "sample_indices",
-                    "sample_labels")
+KERNEL_ATTRS = (
+    "gamma_",
+    "support_vectors_",
+    "dual_coef_",
+    "support_labels_",
+    "n_support_",
+    "center_norms_",
+    "labels_",
+    "inertia_",
+    "n_iter_",
+)
+SELECTION_FIELDS = (
+    "gamma",
+    "candidates",
+    "scores",
+    "seed_scores",
+    "sample_indices",
+    "sample_labels",
+)
 
 
 def _blobs():
@@ -81,13 +99,17 @@ def _host(value):
 
 
 def _assert_same_model(a, b):
-    attrs = (("cluster_centers_", "labels_", "inertia_", "n_iter_")
-             if isinstance(a, MiniBatchKMeans) else KERNEL_ATTRS)
+    attrs = (
+        ("cluster_centers_", "labels_", "inertia_", "n_iter_")
+        if isinstance(a, MiniBatchKMeans)
+        else KERNEL_ATTRS
+    )
     if hasattr(a, "batch_objective_"):
         attrs += ("batch_objective_",)
     for name in attrs:
-        np.testing.assert_array_equal(_host(getattr(a, name)), _host(getattr(b, name)),
-                                      err_msg=name)
+        np.testing.assert_array_equal(
+            _host(getattr(a, name)), _host(getattr(b, name)), err_msg=name
+        )
     sa, sb = getattr(a, "gamma_selection_", None), getattr(b, "gamma_selection_", None)
     assert (sa is None) == (sb is None)
     if sa is not None:
@@ -137,8 +159,7 @@ def test_other_weights_still_weigh():
     """The door lets through every weighting but all ones: weights of 2 are weights
     (the same distribution as none, not the same draws)."""
     X = _blobs()
-    est = MiniBatchKernelKMeans(3, gamma=0.05, batch_size=32, tau=20, max_iter=15,
-                                random_state=0)
+    est = MiniBatchKernelKMeans(3, gamma=0.05, batch_size=32, tau=20, max_iter=15, random_state=0)
     a = est.fit(X).batch_objective_
     b = est.fit(X, sample_weight=np.full(len(X), 2.0)).batch_objective_
     assert not np.array_equal(a, b)
@@ -152,8 +173,11 @@ def _weighted_problem():
     x = 12 (weights 1 to 3). Ignoring the weights moves A's center from about 0.5 to
     about 1, which the weighted objective sees."""
     rng = np.random.RandomState(0)
-    X = np.r_[rng.normal([0, 0], 0.3, (20, 2)), rng.normal([2, 0], 0.3, (20, 2)),
-              rng.normal([12, 0], 0.5, (20, 2))]
+    X = np.r_[
+        rng.normal([0, 0], 0.3, (20, 2)),
+        rng.normal([2, 0], 0.3, (20, 2)),
+        rng.normal([12, 0], 0.5, (20, 2)),
+    ]
     w = np.r_[np.full(20, 3), np.full(20, 1), rng.randint(1, 4, 20)].astype(np.float64)
     return X, w, np.repeat(X, w.astype(int), axis=0)
 
@@ -165,8 +189,7 @@ def _mini_batch(name, seed, n_repeated):
     kw = dict(batch_size=16, max_iter=30, init_size=n_repeated, random_state=seed)
     if name == "MiniBatchKMeans":
         return MiniBatchKMeans(2, **kw)
-    return MiniBatchKernelKMeans(2, gamma=0.02, tau=None if name == "untruncated" else 20,
-                                 **kw)
+    return MiniBatchKernelKMeans(2, gamma=0.02, tau=None if name == "untruncated" else 20, **kw)
 
 
 @pytest.mark.parametrize("name", ["MiniBatchKernelKMeans", "untruncated", "MiniBatchKMeans"])
@@ -175,8 +198,12 @@ def test_integer_weights_are_repeated_rows_in_distribution(name):
     seeds = range(40)
 
     def objectives(data, weights):
-        return np.array([-_fit(_mini_batch(name, s, len(Xr)), data, weights).score(
-            X, sample_weight=w) for s in seeds])
+        return np.array(
+            [
+                -_fit(_mini_batch(name, s, len(Xr)), data, weights).score(X, sample_weight=w)
+                for s in seeds
+            ]
+        )
 
     weighted, repeated, ignored = objectives(X, w), objectives(Xr, None), objectives(X, None)
     # The same distribution: a two-sample Kolmogorov-Smirnov test does not reject it.
@@ -196,8 +223,9 @@ def test_kernel_kmeans_integer_weights_are_repeated_rows():
     for seed in range(5):
         a = KernelKMeans(2, gamma=0.02, random_state=seed).fit(X, sample_weight=w)
         b = KernelKMeans(2, gamma=0.02, random_state=seed).fit(Xr)
-        np.testing.assert_array_equal(np.repeat(a.labels_, w.astype(int)) == a.labels_[0],
-                                      b.labels_ == b.labels_[0])
+        np.testing.assert_array_equal(
+            np.repeat(a.labels_, w.astype(int)) == a.labels_[0], b.labels_ == b.labels_[0]
+        )
         assert a.inertia_ == pytest.approx(b.inertia_, rel=1e-10)
         unweighted = KernelKMeans(2, gamma=0.02, random_state=seed).fit(X)
         assert -unweighted.score(X, sample_weight=w) > a.inertia_ * 1.1
@@ -213,9 +241,12 @@ def test_unit_weights_graph_kernels_and_select_t():
 
     X, _ = make_moons(400, noise=0.05, random_state=0)
     ones = np.ones(len(X))
-    for make in (lambda: KernelKMeans(2, kernel="heat", random_state=0),
-                 lambda: MiniBatchKernelKMeans(2, kernel="heat", batch_size=64, tau=20,
-                                               max_iter=10, random_state=0)):
+    for make in (
+        lambda: KernelKMeans(2, kernel="heat", random_state=0),
+        lambda: MiniBatchKernelKMeans(
+            2, kernel="heat", batch_size=64, tau=20, max_iter=10, random_state=0
+        ),
+    ):
         a, b = _fit(make(), X), _fit(make(), X, ones)
         assert a.t_ == b.t_
         for name in ("labels_", "dual_coef_", "support_labels_", "inertia_"):
@@ -239,5 +270,4 @@ def test_checkpoint_of_an_unweighted_fit_resumes_a_unit_weight_fit(tmp_path):
     b = MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.ones(len(X)), checkpoint=path)
     _assert_same_model(a, b)
     with pytest.raises(ValueError, match="written by another fit"):
-        MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.full(len(X), 2.0),
-                                        checkpoint=path)
+        MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.full(len(X), 2.0), checkpoint=path)

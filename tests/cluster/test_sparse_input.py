@@ -63,8 +63,10 @@ def _assert_same_model(a, b, dtype, X):
     the cause of a difference."""
     assert sp.issparse(a.support_vectors_) and a.support_vectors_.format == "csr"
     assert a.support_vectors_.dtype == dtype
-    assert_no_near_tie(b.transform(X.toarray() if sp.issparse(X) else X),
-                       rtol=1e-4 if dtype == np.float32 else 1e-9)
+    assert_no_near_tie(
+        b.transform(X.toarray() if sp.issparse(X) else X),
+        rtol=1e-4 if dtype == np.float32 else 1e-9,
+    )
     np.testing.assert_array_equal(a.labels_, b.labels_)
     np.testing.assert_array_equal(a.support_labels_, b.support_labels_)
     Sb = b.support_vectors_.toarray() if sp.issparse(b.support_vectors_) else b.support_vectors_
@@ -87,8 +89,9 @@ def test_sparse_fit_equals_dense(name, kernel, dtype):
     Da, Db = a.transform(Xn), b.transform(Xn.toarray())
     assert Da.dtype == Db.dtype
     np.testing.assert_allclose(Da, Db, **_tol(dtype))
-    assert_same_labels(a.predict(Xn), b.predict(Xn.toarray()), Db,
-                       rtol=1e-4 if dtype == np.float32 else 1e-9)
+    assert_same_labels(
+        a.predict(Xn), b.predict(Xn.toarray()), Db, rtol=1e-4 if dtype == np.float32 else 1e-9
+    )
     np.testing.assert_allclose(a.score(Xn), b.score(Xn.toarray()), **_tol(dtype))
     # mixed: a model fitted on CSR labels dense rows, and the other way round
     np.testing.assert_allclose(a.transform(Xn.toarray()), Da, **_tol(dtype))
@@ -125,8 +128,8 @@ def test_partial_fit_predict_transform_score_on_csr(dtype):
     # formula for sparse rows (equal up to rounding, tested with the kernels)
     a, b = _mbkkm(kernel="rbf", gamma=0.5), _mbkkm(kernel="rbf", gamma=0.5)
     for lo in range(0, X.shape[0], 60):
-        a.partial_fit(X[lo:lo + 60])
-        b.partial_fit(Xd[lo:lo + 60])
+        a.partial_fit(X[lo : lo + 60])
+        b.partial_fit(Xd[lo : lo + 60])
         assert sp.issparse(a.support_vectors_)
         np.testing.assert_array_equal(a.support_vectors_.toarray(), b.support_vectors_)
     D = b.transform(Xd)
@@ -174,9 +177,10 @@ def test_unsorted_indices_and_duplicates_are_canonicalised():
     coo = X.tocoo()
     # every stored value split in two halves at the same position, in reverse order
     half = coo.data / 2
-    dup = sp.csr_matrix((np.r_[half, half][::-1], (np.r_[coo.row, coo.row][::-1],
-                                                   np.r_[coo.col, coo.col][::-1])),
-                        shape=X.shape)
+    dup = sp.csr_matrix(
+        (np.r_[half, half][::-1], (np.r_[coo.row, coo.row][::-1], np.r_[coo.col, coo.col][::-1])),
+        shape=X.shape,
+    )
     dup.has_canonical_format = False
     a = _mbkkm(kernel="rbf").fit(dup)
     b = _mbkkm(kernel="rbf").fit(X)
@@ -229,8 +233,11 @@ def test_precomputed_sparse_kernel_matrix_unchanged(name):
     K_new = K[:50]
     np.testing.assert_array_equal(a.predict(K_new), b.predict(K_new.toarray()))
     diag = K.diagonal()[:50]
-    np.testing.assert_allclose(a.transform(K_new, kernel_diag=diag),
-                               b.transform(K_new.toarray(), kernel_diag=diag), rtol=1e-12)
+    np.testing.assert_allclose(
+        a.transform(K_new, kernel_diag=diag),
+        b.transform(K_new.toarray(), kernel_diag=diag),
+        rtol=1e-12,
+    )
 
 
 def test_callable_kernel_receives_csr_rows():
@@ -296,8 +303,8 @@ def test_partial_fit_mixing_sparse_and_dense_batches(first):
     a, b = _mbkkm(kernel="rbf", gamma=0.5), _mbkkm(kernel="rbf", gamma=0.5)
     for i, lo in enumerate(range(0, X.shape[0], 60)):
         sparse_now = (i % 2 == 0) == (first == "sparse")
-        a.partial_fit(X[lo:lo + 60] if sparse_now else Xd[lo:lo + 60])
-        b.partial_fit(Xd[lo:lo + 60])
+        a.partial_fit(X[lo : lo + 60] if sparse_now else Xd[lo : lo + 60])
+        b.partial_fit(Xd[lo : lo + 60])
     assert sp.issparse(a.support_vectors_) == (first == "sparse")
     S = a.support_vectors_.toarray() if first == "sparse" else a.support_vectors_
     np.testing.assert_array_equal(S, b.support_vectors_)

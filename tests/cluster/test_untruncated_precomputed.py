@@ -17,8 +17,9 @@ from mbkkm._core import LEARNING_RATES
 def test_untruncated_equals_truncated_with_huge_tau(learning_rate, seed, gamma):
     # gamma="auto" starts from the selection's partition: windows of many points
     X = blobs(n=300, seed=seed)
-    params = dict(gamma=gamma, batch_size=40, max_iter=15, learning_rate=learning_rate,
-                  random_state=seed)
+    params = dict(
+        gamma=gamma, batch_size=40, max_iter=15, learning_rate=learning_rate, random_state=seed
+    )
     dp = MiniBatchKernelKMeans(3, tau=None, **params).fit(X)
     win = MiniBatchKernelKMeans(3, tau=10**9, **params).fit(X)
     np.testing.assert_allclose(dp.batch_objective_, win.batch_objective_, rtol=1e-9)
@@ -34,9 +35,16 @@ def test_untruncated_equals_truncated_with_huge_tau(learning_rate, seed, gamma):
 def test_untruncated_linear_equals_plain_minibatch_kmeans(learning_rate):
     X = blobs(n=300, seed=5)
     init, b, iters, seed = X[[0, 1, 2]], 40, 12, 7
-    km = MiniBatchKernelKMeans(3, kernel="linear", tau=None, init=init, batch_size=b,
-                               max_iter=iters, learning_rate=learning_rate,
-                               random_state=seed).fit(X)
+    km = MiniBatchKernelKMeans(
+        3,
+        kernel="linear",
+        tau=None,
+        init=init,
+        batch_size=b,
+        max_iter=iters,
+        learning_rate=learning_rate,
+        random_state=seed,
+    ).fit(X)
     plan = np.random.RandomState(seed).randint(0, X.shape[0], size=(iters, b))
     expected = plain_minibatch_kmeans(X, init, plan, learning_rate)
     np.testing.assert_allclose(implied_centers(km), expected, rtol=1e-9, atol=1e-9)
@@ -46,8 +54,9 @@ def test_untruncated_linear_equals_plain_minibatch_kmeans(learning_rate):
 
 def test_untruncated_early_stopping_and_partial_fit_refused():
     X = blobs(n=300, seed=6)
-    km = MiniBatchKernelKMeans(3, tau=None, batch_size=60, max_iter=100, tol=1e-2,
-                               random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        3, tau=None, batch_size=60, max_iter=100, tol=1e-2, random_state=0
+    ).fit(X)
     assert km.n_iter_ < 100
     with pytest.raises(ValueError, match="tau"):
         MiniBatchKernelKMeans(3, tau=None).partial_fit(X)
@@ -67,16 +76,19 @@ def test_precomputed_equals_rbf_path():
     np.testing.assert_allclose(X[pre.support_vectors_], ref.support_vectors_)
     K_new = rbf_kernel(Xn, X, gamma=0.05)
     np.testing.assert_array_equal(pre.predict(K_new), ref.predict(Xn))
-    np.testing.assert_allclose(pre.transform(K_new, kernel_diag=np.ones(50)),
-                               ref.transform(Xn), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(
+        pre.transform(K_new, kernel_diag=np.ones(50)), ref.transform(Xn), rtol=1e-8, atol=1e-10
+    )
     with pytest.raises(ValueError, match="kernel_diag"):
         pre.transform(K_new)
     assert pre.score(K_new, kernel_diag=np.ones(50)) == pytest.approx(ref.score(Xn), rel=1e-8)
     # untruncated on the precomputed matrix too
-    a = MiniBatchKernelKMeans(3, kernel="precomputed", tau=None, **{
-        k: v for k, v in params.items() if k != "tau"}).fit(K)
-    b = MiniBatchKernelKMeans(3, gamma=0.05, tau=None, **{
-        k: v for k, v in params.items() if k != "tau"}).fit(X)
+    a = MiniBatchKernelKMeans(
+        3, kernel="precomputed", tau=None, **{k: v for k, v in params.items() if k != "tau"}
+    ).fit(K)
+    b = MiniBatchKernelKMeans(
+        3, gamma=0.05, tau=None, **{k: v for k, v in params.items() if k != "tau"}
+    ).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
 
 
@@ -88,20 +100,30 @@ def test_precomputed_memmap(tmp_path):
     mm[:] = K
     mm.flush()
     ro = np.memmap(path, dtype=np.float32, mode="r", shape=K.shape)
-    a = MiniBatchKernelKMeans(3, kernel="precomputed", batch_size=40, tau=30, max_iter=10,
-                              random_state=0).fit(ro)
-    b = MiniBatchKernelKMeans(3, kernel="precomputed", batch_size=40, tau=30, max_iter=10,
-                              random_state=0).fit(K)
+    a = MiniBatchKernelKMeans(
+        3, kernel="precomputed", batch_size=40, tau=30, max_iter=10, random_state=0
+    ).fit(ro)
+    b = MiniBatchKernelKMeans(
+        3, kernel="precomputed", batch_size=40, tau=30, max_iter=10, random_state=0
+    ).fit(K)
     np.testing.assert_array_equal(a.labels_, b.labels_)
 
 
 def test_precomputed_init_indices():
     X = blobs(n=200, seed=11)
     K = rbf_kernel(X, gamma=0.05)
-    a = MiniBatchKernelKMeans(3, kernel="precomputed", init=np.array([0, 5, 9]),
-                              batch_size=40, tau=30, max_iter=5, random_state=0).fit(K)
-    b = MiniBatchKernelKMeans(3, gamma=0.05, init=X[[0, 5, 9]], batch_size=40, tau=30,
-                              max_iter=5, random_state=0).fit(X)
+    a = MiniBatchKernelKMeans(
+        3,
+        kernel="precomputed",
+        init=np.array([0, 5, 9]),
+        batch_size=40,
+        tau=30,
+        max_iter=5,
+        random_state=0,
+    ).fit(K)
+    b = MiniBatchKernelKMeans(
+        3, gamma=0.05, init=X[[0, 5, 9]], batch_size=40, tau=30, max_iter=5, random_state=0
+    ).fit(X)
     np.testing.assert_array_equal(a.labels_, b.labels_)
     with pytest.raises(ValueError, match="init"):
         MiniBatchKernelKMeans(3, kernel="precomputed", init=X[:3]).fit(K)
@@ -137,17 +159,29 @@ def test_graph_kernels_fit_and_predict(kernel, tau):
     # The plain heat kernel: the moons' 10-NN graph has two components, and with the
     # normalised one (unit diagonal) the points of the component without a starting
     # center are at distance exactly 2 from both, a tie that rounding decides.
-    params = ({"n_neighbors": 10} if kernel == "knn"
-              else {"n_neighbors": 10, "t": 5.0, "normalize": False})
+    params = (
+        {"n_neighbors": 10}
+        if kernel == "knn"
+        else {"n_neighbors": 10, "t": 5.0, "normalize": False}
+    )
     init = np.array([7, 300])  # the same start for both (no start from the selection of t)
-    km = MiniBatchKernelKMeans(2, kernel=kernel, kernel_params=params, batch_size=64,
-                               tau=tau, max_iter=30, init=init, random_state=0).fit(X)
+    km = MiniBatchKernelKMeans(
+        2,
+        kernel=kernel,
+        kernel_params=params,
+        batch_size=64,
+        tau=tau,
+        max_iter=30,
+        init=init,
+        random_state=0,
+    ).fit(X)
     assert km.labels_.shape == (400,)
     # oracle: the same run on the dense matrix of the same graph kernel
     K = knn_kernel(X, 10) if kernel == "knn" else heat_kernel(X, 10, 5.0, max_dense_bytes=0)
     K = kernel_block(K, np.arange(400), np.arange(400))
-    ref = MiniBatchKernelKMeans(2, kernel="precomputed", batch_size=64, tau=tau, max_iter=30,
-                                init=init, random_state=0).fit(K)
+    ref = MiniBatchKernelKMeans(
+        2, kernel="precomputed", batch_size=64, tau=tau, max_iter=30, init=init, random_state=0
+    ).fit(K)
     np.testing.assert_array_equal(km.labels_, ref.labels_)
     assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-9)
     D = km.fit_transform(X)
@@ -212,8 +246,11 @@ def test_graph_kernel_bad_parameters(estimator, kernel, params, match):
     from mbkkm import KernelKMeans
 
     X = blobs(n=100, seed=0)
-    est = (MiniBatchKernelKMeans(2, batch_size=20, max_iter=2) if estimator == "minibatch"
-           else KernelKMeans(2, max_iter=2))
+    est = (
+        MiniBatchKernelKMeans(2, batch_size=20, max_iter=2)
+        if estimator == "minibatch"
+        else KernelKMeans(2, max_iter=2)
+    )
     with pytest.raises(ValueError, match=match):
         est.set_params(kernel=kernel, kernel_params=params).fit(X)
 
@@ -232,8 +269,9 @@ def test_memory_budgets_must_be_positive(budget):
 @pytest.mark.parametrize("form", ["dense", "float32", "sparse", "lowrank"])
 @pytest.mark.parametrize("learning_rate", sorted(LEARNING_RATES))
 @pytest.mark.parametrize("working_memory", [None, 0.05])
-def test_untruncated_stored_rows_equal_kernel_blocks(monkeypatch, form, learning_rate,
-                                                    working_memory):
+def test_untruncated_stored_rows_equal_kernel_blocks(
+    monkeypatch, form, learning_rate, working_memory
+):
     """The untruncated step reads a stored kernel's batch rows (K is symmetric); the
     generic path gathers K(X, X_B) in row chunks. Same fit within rounding."""
     from sklearn.datasets import make_moons
@@ -242,17 +280,26 @@ def test_untruncated_stored_rows_equal_kernel_blocks(monkeypatch, form, learning
     from mbkkm.kernels import heat_kernel, knn_kernel
 
     X, _ = make_moons(300, noise=0.05, random_state=0)
-    K = {"dense": lambda: rbf_kernel(X, gamma=2.0),
-         "float32": lambda: rbf_kernel(X, gamma=2.0).astype(np.float32),
-         "sparse": lambda: knn_kernel(X, 10),
-         "lowrank": lambda: heat_kernel(X, 10, t=3.0, n_components=20)}[form]()
-    params = dict(kernel="precomputed", batch_size=64, tau=None, max_iter=12,
-                  learning_rate=learning_rate, working_memory=working_memory,
-                  random_state=0)
+    K = {
+        "dense": lambda: rbf_kernel(X, gamma=2.0),
+        "float32": lambda: rbf_kernel(X, gamma=2.0).astype(np.float32),
+        "sparse": lambda: knn_kernel(X, 10),
+        "lowrank": lambda: heat_kernel(X, 10, t=3.0, n_components=20),
+    }[form]()
+    params = dict(
+        kernel="precomputed",
+        batch_size=64,
+        tau=None,
+        max_iter=12,
+        learning_rate=learning_rate,
+        working_memory=working_memory,
+        random_state=0,
+    )
     calls = []
     real = untruncated._reads_stored_rows
-    monkeypatch.setattr(untruncated, "_reads_stored_rows",
-                        lambda *a: calls.append(real(*a)) or calls[-1])
+    monkeypatch.setattr(
+        untruncated, "_reads_stored_rows", lambda *a: calls.append(real(*a)) or calls[-1]
+    )
     fast = MiniBatchKernelKMeans(2, **params).fit(K)
     assert calls and all(calls)
     monkeypatch.setattr(untruncated, "_reads_stored_rows", lambda *a: False)
@@ -270,7 +317,7 @@ def test_untruncated_reads_rows_only_for_the_stored_points_in_order():
 
     K = IndexKernel("precomputed", np.eye(5))
     assert _reads_stored_rows(K, np.arange(5))
-    assert not _reads_stored_rows(K, np.arange(4))           # a subset
+    assert not _reads_stored_rows(K, np.arange(4))  # a subset
     assert not _reads_stored_rows(K, np.array([1, 0, 2, 3, 4]))  # another order
     assert not _reads_stored_rows(K, np.arange(5)[:, None])  # not indices
     assert not _reads_stored_rows(lambda A, B: A @ B.T, np.arange(5))  # not stored

@@ -18,21 +18,30 @@ class RefWindows:
 
     def __init__(self, centers):
         k = centers.shape[0]
-        self.support = [centers[j:j + 1].copy() for j in range(k)]
+        self.support = [centers[j : j + 1].copy() for j in range(k)]
         self.coef = [np.ones(1) for _ in range(k)]
         self.block = [np.full(1, -1) for _ in range(k)]
         self.counts = np.zeros(k)
         self.n_steps = 0
 
     def norms(self, kernel):
-        return np.array([a @ np.asarray(kernel(S, S), dtype=np.float64) @ a
-                         for S, a in zip(self.support, self.coef)])
+        return np.array(
+            [
+                a @ np.asarray(kernel(S, S), dtype=np.float64) @ a
+                for S, a in zip(self.support, self.coef)
+            ]
+        )
 
     def distances(self, X, kernel):
         diag = np.asarray(kernel.diag(X), dtype=np.float64)
         c = self.norms(kernel)
-        return np.stack([diag - 2 * np.asarray(kernel(X, S), dtype=np.float64) @ a + c[j]
-                         for j, (S, a) in enumerate(zip(self.support, self.coef))], axis=1)
+        return np.stack(
+            [
+                diag - 2 * np.asarray(kernel(X, S), dtype=np.float64) @ a + c[j]
+                for j, (S, a) in enumerate(zip(self.support, self.coef))
+            ],
+            axis=1,
+        )
 
 
 def plain_plan(block_cluster, block_size, lam, new_size, alpha, tau, renormalize):
@@ -49,7 +58,7 @@ def plain_plan(block_cluster, block_size, lam, new_size, alpha, tau, renormalize
         grows[j] = True
         lam_out[blocks] *= 1 - alpha[j]
         for pos, q in enumerate(blocks):
-            newer = new_size[j] + block_size[blocks[pos + 1:]].sum()
+            newer = new_size[j] + block_size[blocks[pos + 1 :]].sum()
             if alpha[j] >= 1 or (tau is not None and newer >= tau):
                 keep[q] = False
         new = alpha[j]
@@ -67,16 +76,16 @@ def reference_step(ref, Xb, kernel, rate, *, tau, renormalize, batch_weight=None
     D = ref.distances(Xb, kernel)
     labels = D.argmin(1)
     mind = np.maximum(D[np.arange(len(labels)), labels], 0)
-    objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, ref.counts,
-                                                    batch_weight)
+    objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, ref.counts, batch_weight)
     w = None if batch_weight is None else np.asarray(batch_weight, dtype=np.float64)
     for j in range(k):
         new = np.flatnonzero(labels == j)
         if new.size == 0 or alpha[j] == 0:
             continue
         a_old = ref.coef[j] * (1 - alpha[j])
-        a_new = (np.full(new.size, alpha[j] / new.size) if w is None
-                 else alpha[j] * w[new] / bcounts[j])
+        a_new = (
+            np.full(new.size, alpha[j] / new.size) if w is None else alpha[j] * w[new] / bcounts[j]
+        )
         keep = np.ones(a_old.size, dtype=bool)
         for i, stamp in enumerate(ref.block[j]):
             newer = new.size + np.count_nonzero(ref.block[j] > stamp)

@@ -18,8 +18,11 @@ def fitted():
     kern = resolve_kernel("rbf", gamma=0.1)
     state = init_state(X[:4].copy(), kern)
     for _ in range(5):
-        minibatch_step(state, X[rng.randint(0, len(X), 256)],
-                       StepOptions(kern, LEARNING_RATES["adaptive"], tau=50, renormalize=True))
+        minibatch_step(
+            state,
+            X[rng.randint(0, len(X), 256)],
+            StepOptions(kern, LEARNING_RATES["adaptive"], tau=50, renormalize=True),
+        )
     return X, state, kern
 
 
@@ -27,8 +30,9 @@ def fitted():
 def test_parallel_equals_serial(fitted, n_threads):
     X, state, kern = fitted
     lab, mind, dist = assign(X, state, kern, chunk_rows=3000, return_distances=True)
-    plab, pmind, pdist = assign_parallel(X, state, kern, chunk_rows=3000, n_threads=n_threads,
-                                         return_distances=True)
+    plab, pmind, pdist = assign_parallel(
+        X, state, kern, chunk_rows=3000, n_threads=n_threads, return_distances=True
+    )
     np.testing.assert_array_equal(plab, lab)
     np.testing.assert_allclose(pmind, mind, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(pdist, dist, rtol=1e-5, atol=1e-6)
@@ -43,10 +47,19 @@ def test_prepared_tiles_equal_plain_kernel(kernel):
     kern = resolve_kernel(kernel, gamma=0.1)
     state = init_state(X[:3].copy(), kern)
     for _ in range(4):
-        minibatch_step(state, X[rng.randint(0, len(X), 128)],
-                       StepOptions(kern, LEARNING_RATES["classic"], tau=40, renormalize=True))
-    lab, mind, dist = assign(X, state, kern, chunk_rows=700, return_distances=True,
-                             cross_kernel=lambda S, Xc: kern(S, Xc))
+        minibatch_step(
+            state,
+            X[rng.randint(0, len(X), 128)],
+            StepOptions(kern, LEARNING_RATES["classic"], tau=40, renormalize=True),
+        )
+    lab, mind, dist = assign(
+        X,
+        state,
+        kern,
+        chunk_rows=700,
+        return_distances=True,
+        cross_kernel=lambda S, Xc: kern(S, Xc),
+    )
     rows = tile_rows(state.support.shape[0], 8)
     flab, fmind, fdist = assign(X, state, kern, chunk_rows=rows, return_distances=True)
     np.testing.assert_array_equal(flab, lab)

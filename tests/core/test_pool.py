@@ -31,21 +31,37 @@ torch = pytest.importorskip("torch")
 P = pytest.importorskip("mbkkm._core._pool")
 
 
-def _run(kern, X, k, b, steps, *, tau, rate, renormalize, weighted, rng, layout=None,
-         objective_after=True, check=None):
+def _run(
+    kern,
+    X,
+    k,
+    b,
+    steps,
+    *,
+    tau,
+    rate,
+    renormalize,
+    weighted,
+    rng,
+    layout=None,
+    objective_after=True,
+    check=None,
+):
     """``steps`` iterations of advance() from k initial centers; ``check`` sees each."""
     Xt = torch.from_numpy(X)
     state = init_state(Xt[:k].clone(), kern)
     layout = layout or P.layout_for(state, b, tau)
-    spec = P.StepSpec(kern, rate, tau=tau, renormalize=renormalize,
-                      objective_after=objective_after, tol=-np.inf)
+    spec = P.StepSpec(
+        kern, rate, tau=tau, renormalize=renormalize, objective_after=objective_after, tol=-np.inf
+    )
     consts = P.make_constants(layout, spec, Xt)
     pool = P.pack(state, layout)
     for _ in range(steps):
         idx = rng.randint(0, len(X), b)
         w = rng.uniform(0, 2, b) if weighted else None
-        pool, out = P.advance(pool, Xt[idx], spec, layout, consts,
-                              None if w is None else torch.from_numpy(w))
+        pool, out = P.advance(
+            pool, Xt[idx], spec, layout, consts, None if w is None else torch.from_numpy(w)
+        )
         if check is not None:
             check(idx, w, out)
     return pool, layout
@@ -61,8 +77,9 @@ def test_advance_equals_reference(kernel, tau, learning_rate, renormalize, weigh
     rate = LEARNING_RATES[learning_rate]
 
     def check(idx, w, out):
-        labels, objective, after = reference_step(ref, X[idx], kern, rate, tau=tau,
-                                                  renormalize=renormalize, batch_weight=w)
+        labels, objective, after = reference_step(
+            ref, X[idx], kern, rate, tau=tau, renormalize=renormalize, batch_weight=w
+        )
         np.testing.assert_array_equal(out.labels.numpy(), labels)
         total = float(out.total)
         assert out.objective.item() / total == pytest.approx(objective, rel=1e-9, abs=1e-12)
@@ -70,8 +87,20 @@ def test_advance_equals_reference(kernel, tau, learning_rate, renormalize, weigh
 
     # tau=None keeps every block: a layout with room for all of them (no overflow here)
     layout = P.Layout(k, 20, 1000, b) if tau is None else None
-    pool, layout = _run(kern, X, k, b, 12, tau=tau, rate=rate, renormalize=renormalize,
-                        weighted=weighted, rng=rng, layout=layout, check=check)
+    pool, layout = _run(
+        kern,
+        X,
+        k,
+        b,
+        12,
+        tau=tau,
+        rate=rate,
+        renormalize=renormalize,
+        weighted=weighted,
+        rng=rng,
+        layout=layout,
+        check=check,
+    )
     assert P.overflowed(pool, layout) == (False, False)
     state = P.unpack(pool, layout)
     assert_windows_equal_reference(state, ref, kern)
@@ -83,8 +112,15 @@ def test_advance_equals_reference(kernel, tau, learning_rate, renormalize, weigh
 def test_pack_unpack_round_trip():
     state, X, kern = stepped_state(1, 25, 6)
     dev = init_state(torch.from_numpy(X[:4].copy()), kern)
-    for name in ("weight", "block_start", "block_cluster", "block_stamp", "lam", "counts",
-                 "n_steps"):
+    for name in (
+        "weight",
+        "block_start",
+        "block_cluster",
+        "block_stamp",
+        "lam",
+        "counts",
+        "n_steps",
+    ):
         setattr(dev, name, getattr(state, name))
     dev.support = torch.from_numpy(state.support)
     dev.gram, dev.norms = torch.from_numpy(state.gram), torch.from_numpy(state.norms)
@@ -109,10 +145,22 @@ def test_kernel_in_column_chunks_equals_one_piece(cols):
         state = init_state(torch.from_numpy(X[:5].copy()), kern)
         layout = P.Layout(5, 8, 400, 60, c)
         got = []
-        pool, _ = _run(kern, X, 5, 60, 6, tau=30, rate=LEARNING_RATES["adaptive"],
-                       renormalize=True, weighted=False, rng=r, layout=layout,
-                       check=lambda idx, w, out, got=got: got.append(
-                           (out.labels.numpy(), out.objective.item(), out.after.item())))
+        pool, _ = _run(
+            kern,
+            X,
+            5,
+            60,
+            6,
+            tau=30,
+            rate=LEARNING_RATES["adaptive"],
+            renormalize=True,
+            weighted=False,
+            rng=r,
+            layout=layout,
+            check=lambda idx, w, out, got=got: got.append(
+                (out.labels.numpy(), out.objective.item(), out.after.item())
+            ),
+        )
         outs[c] = (got, P.unpack(pool, layout))
         assert len(layout.chunks) == (1 if c == 0 else -(-60 // c))
         del state
@@ -148,15 +196,14 @@ def test_fit_grows_capacities_and_equals_numpy(monkeypatch, dtype):
     """Start from capacities far too small: the loop grows them (replaying the blocks that
     overflowed) and ends with the same model as the numpy path."""
     X = _pendigits_like().astype(dtype)
-    params = dict(n_clusters=8, gamma=0.05, batch_size=128, tau=60, max_iter=40,
-                  random_state=0)
+    params = dict(n_clusters=8, gamma=0.05, batch_size=128, tau=60, max_iter=40, random_state=0)
     ref = MiniBatchKernelKMeans(**params).fit(X)
     grown = []
     real_grow = P.grow
-    monkeypatch.setattr(P, "capacities", lambda *a, blocks=1, support=0, **k: (
-        blocks + 1, support + 130))
-    monkeypatch.setattr(P, "grow", lambda layout, **kw: grown.append(kw) or real_grow(
-        layout, **kw))
+    monkeypatch.setattr(
+        P, "capacities", lambda *a, blocks=1, support=0, **k: (blocks + 1, support + 130)
+    )
+    monkeypatch.setattr(P, "grow", lambda layout, **kw: grown.append(kw) or real_grow(layout, **kw))
     est = MiniBatchKernelKMeans(**params).fit(torch.from_numpy(X))
     assert any(g["rows"] for g in grown) and any(g["slots"] for g in grown)
     np.testing.assert_array_equal(est.labels_.numpy(), ref.labels_)
@@ -168,8 +215,9 @@ def test_fit_grows_capacities_and_equals_numpy(monkeypatch, dtype):
 
 def test_early_stopping_decided_on_the_device_stops_where_the_host_does():
     X = _pendigits_like(seed=1)
-    params = dict(n_clusters=6, gamma=0.05, batch_size=200, tau=40, max_iter=100, tol=0.02,
-                  random_state=0)
+    params = dict(
+        n_clusters=6, gamma=0.05, batch_size=200, tau=40, max_iter=100, tol=0.02, random_state=0
+    )
     ref = MiniBatchKernelKMeans(**params).fit(X)
     est = MiniBatchKernelKMeans(**params).fit(torch.from_numpy(X))
     assert 1 < ref.n_iter_ < 100  # it stops, and not at once
@@ -186,13 +234,15 @@ def test_non_finite_kernel_values_are_refused_at_the_read_back():
         K = A @ B.T
         return K / (K > 1e9)  # inf where K <= 1e9: everywhere
 
-    km = MiniBatchKernelKMeans(3, kernel=bad, batch_size=64, tau=20, max_iter=5,
-                               compute_labels=False, random_state=0)
+    km = MiniBatchKernelKMeans(
+        3, kernel=bad, batch_size=64, tau=20, max_iter=5, compute_labels=False, random_state=0
+    )
     with pytest.raises(ValueError, match="non-finite"):
         km.fit(X)
 
 
 # ------------------------------------------------------------- the fit loop's calls
+
 
 class _Counter:
     def __init__(self):
@@ -215,13 +265,23 @@ MAX_KERNEL_OPS, MAX_OPS = 72, 96
 
 
 def _no_compute(func):
-    return func.is_view or func._schema.name in ("aten::empty", "aten::empty_strided",
-                                                 "aten::lift_fresh")
+    return func.is_view or func._schema.name in (
+        "aten::empty",
+        "aten::empty_strided",
+        "aten::lift_fresh",
+    )
 
 
 def _fit_ops(X, k, max_iter):
-    km = MiniBatchKernelKMeans(k, gamma=0.01, batch_size=256, tau=50, max_iter=max_iter,
-                               compute_labels=False, random_state=0)
+    km = MiniBatchKernelKMeans(
+        k,
+        gamma=0.01,
+        batch_size=256,
+        tau=50,
+        max_iter=max_iter,
+        compute_labels=False,
+        random_state=0,
+    )
     counter = _Counter()
     with counter.mode:
         km.fit(X)
@@ -241,7 +301,8 @@ def test_fit_loop_reads_nothing_back_between_read_backs(monkeypatch):
         many, few = _fit_ops(X, k, 60), _fit_ops(X, k, 10)
         diff = collections.Counter(map(str, many)) - collections.Counter(map(str, few))
         kernel_ops = sum(1 for f in many if not _no_compute(f)) - sum(
-            1 for f in few if not _no_compute(f))
+            1 for f in few if not _no_compute(f)
+        )
         per_k[k] = (len(many) - len(few)) / 50, kernel_ops / 50
         assert diff["aten._local_scalar_dense.default"] == 0  # no .item(), no bool(tensor)
         assert diff["aten.lift_fresh.default"] == 0  # no host array uploaded
@@ -257,8 +318,7 @@ def test_loop_state_is_complete_between_iterations():
     kern = resolve_kernel("rbf", gamma=0.05)
     rng = np.random.RandomState(0)
     plan = rng.randint(0, 2000, (30, 100))
-    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["classic"], tau=30,
-                           renormalize=True)
+    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["classic"], tau=30, renormalize=True)
     full = _loop.MiniBatchLoop(init_state(X[:4].clone(), kern), X, plan, rng, cfg)
     full.run_until(30)
     part = _loop.MiniBatchLoop(init_state(X[:4].clone(), kern), X, plan, rng, cfg)
@@ -281,10 +341,10 @@ def test_finish_lets_the_device_loop_go_at_once():
     X = torch.from_numpy(_pendigits_like(n=500))
     kern = resolve_kernel("rbf", gamma=0.05)
     rng = np.random.RandomState(0)
-    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["adaptive"], tau=20,
-                           renormalize=True)
-    loop = _loop.MiniBatchLoop(init_state(X[:3].clone(), kern), X,
-                               rng.randint(0, 500, (5, 50)), rng, cfg)
+    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["adaptive"], tau=20, renormalize=True)
+    loop = _loop.MiniBatchLoop(
+        init_state(X[:3].clone(), kern), X, rng.randint(0, 500, (5, 50)), rng, cfg
+    )
     loop.run_until(5)
     device, rows = weakref.ref(loop.state.device), weakref.ref(loop.state.pool.rows)
     gc.disable()
@@ -300,19 +360,37 @@ def test_finish_lets_the_device_loop_go_at_once():
 
 #: aten operators that add with atomics on CUDA (an order that changes between runs):
 #: none may run in a device iteration.
-_ATOMIC_ADDS = {"aten::index_add", "aten::index_add_", "aten::scatter_add", "aten::scatter_add_",
-                "aten::scatter_reduce", "aten::scatter_reduce_", "aten::index_reduce",
-                "aten::index_reduce_", "aten::put", "aten::put_", "aten::_index_put_impl_",
-                "aten::index_put", "aten::index_put_", "aten::bincount", "aten::histc"}
+_ATOMIC_ADDS = {
+    "aten::index_add",
+    "aten::index_add_",
+    "aten::scatter_add",
+    "aten::scatter_add_",
+    "aten::scatter_reduce",
+    "aten::scatter_reduce_",
+    "aten::index_reduce",
+    "aten::index_reduce_",
+    "aten::put",
+    "aten::put_",
+    "aten::_index_put_impl_",
+    "aten::index_put",
+    "aten::index_put_",
+    "aten::bincount",
+    "aten::histc",
+}
 
 
 def _atomic_adds(ops):
     """The calls of ``ops`` (aten overloads) that may add with atomics on CUDA; an
     ``index_put`` counts only with ``accumulate=True``."""
-    return [f for f, args in ops if f._schema.name in _ATOMIC_ADDS
-            and (not f._schema.name.startswith(("aten::index_put", "aten::_index_put",
-                                                "aten::put"))
-                 or bool(args.get("accumulate", False)))]
+    return [
+        f
+        for f, args in ops
+        if f._schema.name in _ATOMIC_ADDS
+        and (
+            not f._schema.name.startswith(("aten::index_put", "aten::_index_put", "aten::put"))
+            or bool(args.get("accumulate", False))
+        )
+    ]
 
 
 class _ArgCounter:
@@ -347,7 +425,8 @@ def test_slot_sums_equal_a_plain_sum_in_row_order():
         plain[q] += v
     np.testing.assert_array_equal(got, plain)
     np.testing.assert_array_equal(
-        got, torch.zeros(k * L1, dtype=torch.float64).index_add_(0, block, values).numpy())
+        got, torch.zeros(k * L1, dtype=torch.float64).index_add_(0, block, values).numpy()
+    )
 
 
 def test_dense_slot_sums_equal_a_plain_sum(monkeypatch):
@@ -366,8 +445,7 @@ def test_dense_slot_sums_equal_a_plain_sum(monkeypatch):
     assert np.all(np.abs(got - plain) <= 1e-14 * scale)
     assert np.all(got[-3:] == 0)
     monkeypatch.setattr(P, "DENSE_SLOT_SUMS_MAX", k * L1 * 500 - 1)  # too large: sorted
-    np.testing.assert_array_equal(P.slot_sums(values, block, torch.arange(k * L1 + 1)),
-                                  plain)
+    np.testing.assert_array_equal(P.slot_sums(values, block, torch.arange(k * L1 + 1)), plain)
 
 
 def test_fit_with_dense_slot_sums_equals_the_sorted_one(monkeypatch):

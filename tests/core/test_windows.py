@@ -41,8 +41,7 @@ def test_concat_ranges_equals_loop():
 
 def test_rank_in_groups_equals_loop():
     counts = np.array([3, 0, 1, 4])
-    np.testing.assert_array_equal(rank_in_groups(counts),
-                                  [r for c in counts for r in range(c)])
+    np.testing.assert_array_equal(rank_in_groups(counts), [r for c in counts for r in range(c)])
     assert rank_in_groups([]).size == 0
 
 
@@ -67,8 +66,9 @@ def test_plan_windows_equals_plain_rule(tau, renormalize, seed):
     alpha[1] = 1.0 if new_size[1] else 0.0  # classic rate's first update: old blocks go
     alpha[2] = 0.0  # batch points but a zero rate (zero weights): unchanged
     plan = plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormalize)
-    keep, lam_kept, grows, lam_new = plain_plan(block_cluster, block_size, lam, new_size,
-                                                alpha, tau, renormalize)
+    keep, lam_kept, grows, lam_new = plain_plan(
+        block_cluster, block_size, lam, new_size, alpha, tau, renormalize
+    )
     np.testing.assert_array_equal(plan.keep, keep)
     np.testing.assert_array_equal(plan.grows, grows)
     np.testing.assert_allclose(plan.lam_kept, lam_kept, rtol=1e-14)
@@ -80,8 +80,10 @@ def _grouped(state):
     order, ptr = state.by_cluster()
     stamps = np.repeat(state.block_stamp, state.block_size)
     S, a, st = np.asarray(state.support)[order], state.coef[order], stamps[order]
-    return [(S[ptr[j]:ptr[j + 1]], a[ptr[j]:ptr[j + 1]], st[ptr[j]:ptr[j + 1]])
-            for j in range(state.n_clusters)]
+    return [
+        (S[ptr[j] : ptr[j + 1]], a[ptr[j] : ptr[j + 1]], st[ptr[j] : ptr[j + 1]])
+        for j in range(state.n_clusters)
+    ]
 
 
 def assert_windows_equal_reference(state, ref, kern):
@@ -98,8 +100,16 @@ def assert_windows_equal_reference(state, ref, kern):
 #: The 72 combinations every mini-batch step is checked on against the reference.
 REFERENCE_CASES = pytest.mark.parametrize(
     "kernel, tau, learning_rate, renormalize, weighted",
-    list(itertools.product(["rbf", "linear", "polynomial"], [None, 3, 40],
-                           sorted(LEARNING_RATES), [True, False], [False, True])))
+    list(
+        itertools.product(
+            ["rbf", "linear", "polynomial"],
+            [None, 3, 40],
+            sorted(LEARNING_RATES),
+            [True, False],
+            [False, True],
+        )
+    ),
+)
 
 
 @REFERENCE_CASES
@@ -113,12 +123,15 @@ def test_step_equals_reference(kernel, tau, learning_rate, renormalize, weighted
     for _ in range(12):
         idx = rng.randint(0, len(X), 48)
         w = rng.uniform(0, 2, 48) if weighted else None
-        res = minibatch_step(state, X[idx], StepOptions(kern, rate, tau=tau,
-                                                        renormalize=renormalize,
-                                                        objective_after=True),
-                             batch_weight=w)
-        labels, objective, after = reference_step(ref, X[idx], kern, rate, tau=tau,
-                                                  renormalize=renormalize, batch_weight=w)
+        res = minibatch_step(
+            state,
+            X[idx],
+            StepOptions(kern, rate, tau=tau, renormalize=renormalize, objective_after=True),
+            batch_weight=w,
+        )
+        labels, objective, after = reference_step(
+            ref, X[idx], kern, rate, tau=tau, renormalize=renormalize, batch_weight=w
+        )
         np.testing.assert_array_equal(res.labels, labels)
         assert res.objective == pytest.approx(objective, rel=1e-9, abs=1e-12)
         assert res.objective_after == pytest.approx(after, rel=1e-9, abs=1e-12)
@@ -140,8 +153,8 @@ def block_gram(state, kernel):
         for q in range(state.block_cluster.size):
             if state.block_cluster[p] != state.block_cluster[q]:
                 continue
-            Sp, Sq = state.support[bs[p]:bs[p + 1]], state.support[bs[q]:bs[q + 1]]
-            up, uq = state.weight[bs[p]:bs[p + 1]], state.weight[bs[q]:bs[q + 1]]
+            Sp, Sq = state.support[bs[p] : bs[p + 1]], state.support[bs[q] : bs[q + 1]]
+            up, uq = state.weight[bs[p] : bs[p + 1]], state.weight[bs[q] : bs[q + 1]]
             H[state.block_cluster[p], slots[p], slots[q]] = up @ kernel(Sp, Sq) @ uq
     return H
 
@@ -153,8 +166,11 @@ def stepped_state(seed, tau, steps):
     kern = resolve_kernel("rbf", gamma=0.5)
     state = init_state(X[:4].copy(), kern)
     for _ in range(steps):
-        minibatch_step(state, X[rng.randint(0, 300, 40)],
-                       StepOptions(kern, LEARNING_RATES["adaptive"], tau=tau, renormalize=True))
+        minibatch_step(
+            state,
+            X[rng.randint(0, 300, 40)],
+            StepOptions(kern, LEARNING_RATES["adaptive"], tau=tau, renormalize=True),
+        )
     return state, X, kern
 
 
@@ -191,8 +207,9 @@ def _fitted_torch(k, seed=0):
 
     rng = np.random.RandomState(seed)
     X = torch.from_numpy(rng.normal(size=(3000, 6)).astype(np.float32))
-    km = MiniBatchKernelKMeans(k, gamma=0.2, batch_size=256, tau=40, max_iter=5,
-                               compute_labels=False, random_state=seed).fit(X)
+    km = MiniBatchKernelKMeans(
+        k, gamma=0.2, batch_size=256, tau=40, max_iter=5, compute_labels=False, random_state=seed
+    ).fit(X)
     return km, X
 
 
@@ -212,8 +229,7 @@ def test_iteration_op_count_does_not_depend_on_k(monkeypatch):
 @pytest.mark.parametrize("k", [1, 2, 7, 60])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("part_rows", [256, 40, 7])
-def test_self_terms_from_batch_parts_equal_the_whole_block(k, weighted, part_rows,
-                                                            monkeypatch):
+def test_self_terms_from_batch_parts_equal_the_whole_block(k, weighted, part_rows, monkeypatch):
     """Without early stopping H[r, r] comes from K(part, part) of the parts of the
     label-sorted batch (2 parts of 75 points with the default SELF_PART_ROWS, 4 and
     21 here); with it, from the whole K(B, B): the same Gram and norms, and both
@@ -230,8 +246,9 @@ def test_self_terms_from_batch_parts_equal_the_whole_block(k, weighted, part_row
         w = rng.uniform(0.1, 2, 150) if weighted else None
         opts = StepOptions(kern, rate, tau=40, renormalize=True)
         minibatch_step(halves, X[idx], opts, batch_weight=w)
-        minibatch_step(whole, X[idx], dataclasses.replace(opts, objective_after=True),
-                       batch_weight=w)
+        minibatch_step(
+            whole, X[idx], dataclasses.replace(opts, objective_after=True), batch_weight=w
+        )
         reference_step(ref, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w)
     np.testing.assert_allclose(halves.gram, whole.gram, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(halves.host_norms(), ref.norms(kern), rtol=1e-9, atol=1e-12)

@@ -50,9 +50,11 @@ def test_deterministic():
 def test_topics_are_recoverable_from_the_terms():
     """Nearest topic centroid (cosine, centroids of the other half) recovers the labels;
     with topic_weight=0 it is chance."""
+
     def accuracy(weight):
-        X, y = make_topic_corpus(4000, 2000, n_topics=5, density=0.02, topic_weight=weight,
-                                 random_state=3)
+        X, y = make_topic_corpus(
+            4000, 2000, n_topics=5, density=0.02, topic_weight=weight, random_state=3
+        )
         fit, test = slice(0, 2000), slice(2000, 4000)
         cent = np.vstack([np.asarray(X[fit][y[fit] == k].mean(0)) for k in range(5)])
         cent /= np.linalg.norm(cent, axis=1, keepdims=True)
@@ -65,8 +67,9 @@ def test_topics_are_recoverable_from_the_terms():
 def test_memory_stays_near_the_csr_size():
     tracemalloc.start()
     try:
-        X, _ = make_topic_corpus(20000, 20000, n_topics=10, density=0.0025, random_state=4,
-                                 chunk_size=2048)
+        X, _ = make_topic_corpus(
+            20000, 20000, n_topics=10, density=0.0025, random_state=4, chunk_size=2048
+        )
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -78,22 +81,26 @@ def test_memory_stays_near_the_csr_size():
 
 def test_registered_and_float64():
     assert SYNTHETIC["topics"] is make_topic_corpus
-    X, _ = SYNTHETIC["topics"](n_samples=200, n_features=300, density=0.05, random_state=0,
-                               dtype=np.float64)
+    X, _ = SYNTHETIC["topics"](
+        n_samples=200, n_features=300, density=0.05, random_state=0, dtype=np.float64
+    )
     assert X.dtype == np.float64
 
 
-@pytest.mark.parametrize(("kwargs", "exc", "match"), [
-    ({"n_samples": 0}, ValueError, "n_samples"),
-    ({"n_features": 3, "n_topics": 5}, ValueError, "n_features must be >= n_topics"),
-    ({"density": 0.0}, ValueError, "density"),
-    ({"density": 1.5}, ValueError, "density"),
-    ({"topic_weight": -0.1}, ValueError, "topic_weight"),
-    ({"n_topics": 2.5}, TypeError, "n_topics"),
-    ({"tfidf": "yes"}, TypeError, "tfidf"),
-    ({"dtype": np.int32}, TypeError, "dtype"),
-    ({"chunk_size": 0}, ValueError, "chunk_size"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"n_samples": 0}, ValueError, "n_samples"),
+        ({"n_features": 3, "n_topics": 5}, ValueError, "n_features must be >= n_topics"),
+        ({"density": 0.0}, ValueError, "density"),
+        ({"density": 1.5}, ValueError, "density"),
+        ({"topic_weight": -0.1}, ValueError, "topic_weight"),
+        ({"n_topics": 2.5}, TypeError, "n_topics"),
+        ({"tfidf": "yes"}, TypeError, "tfidf"),
+        ({"dtype": np.int32}, TypeError, "dtype"),
+        ({"chunk_size": 0}, ValueError, "chunk_size"),
+    ],
+)
 def test_bad_parameters(kwargs, exc, match):
     base = dict(n_samples=10, n_features=50, n_topics=2, density=0.1)
     base.update(kwargs)

@@ -21,9 +21,17 @@ from mbkkm.experiments import (
 
 
 def small_grid(**kw):
-    base = dict(name="t", datasets=("blobs",), algorithms=tuple(ALGORITHMS),
-                kernels=("rbf",), batch_sizes=(32, 64), taus=(10, 20, 30), seeds=(0, 1),
-                max_iter=5, synthetic_samples=200)
+    base = dict(
+        name="t",
+        datasets=("blobs",),
+        algorithms=tuple(ALGORITHMS),
+        kernels=("rbf",),
+        batch_sizes=(32, 64),
+        taus=(10, 20, 30),
+        seeds=(0, 1),
+        max_iter=5,
+        synthetic_samples=200,
+    )
     base.update(kw)
     return Grid(**base)
 
@@ -33,8 +41,13 @@ def test_expansion_counts_and_axes():
     c = Counter(r.algorithm for r in runs)
     # truncated: batch x tau x seeds; others ignore tau; full-batch ignores batch.
     assert c["truncated"] == c["truncated-literal"] == 2 * 3 * 2
-    for name in ("untruncated", "untruncated-classic", "minibatch-adaptive",
-                 "minibatch-classic", "nystroem"):
+    for name in (
+        "untruncated",
+        "untruncated-classic",
+        "minibatch-adaptive",
+        "minibatch-classic",
+        "nystroem",
+    ):
         assert c[name] == 2 * 2
     assert c["full-batch"] == 2
     assert len(runs) == sum(c.values())
@@ -90,15 +103,21 @@ def test_preset_kernel_parameters():
 
 def test_heat_max_dense_bytes_is_a_kernel_parameter(tmp_path):
     # Unset: the builder's default, and the run ids of existing heat grids unchanged.
-    plain = Grid(name="h", datasets=("letter",), algorithms=("truncated",), kernels=("heat",),
-                 heat_t=7.0)
+    plain = Grid(
+        name="h", datasets=("letter",), algorithms=("truncated",), kernels=("heat",), heat_t=7.0
+    )
     assert plain.kernel_params("letter", "heat") == {"n_neighbors": 500, "t": 7.0}
     p = tmp_path / "exact.toml"
-    p.write_text('datasets = ["letter"]\nalgorithms = ["truncated"]\nkernels = ["heat"]\n'
-                 'heat_t = 7.0\nheat_max_dense_bytes = 4_000_000_000\n')
+    p.write_text(
+        'datasets = ["letter"]\nalgorithms = ["truncated"]\nkernels = ["heat"]\n'
+        "heat_t = 7.0\nheat_max_dense_bytes = 4_000_000_000\n"
+    )
     exact = load_grid(p)
     assert exact.kernel_params("letter", "heat") == {
-        "n_neighbors": 500, "t": 7.0, "max_dense_bytes": 4_000_000_000}
+        "n_neighbors": 500,
+        "t": 7.0,
+        "max_dense_bytes": 4_000_000_000,
+    }
     assert exact.kernel_params("letter", "knn") == {"n_neighbors": 1000}
     assert {r.run_id for r in expand(plain)}.isdisjoint(r.run_id for r in expand(exact))
 
@@ -129,29 +148,40 @@ def test_unknown_names():
 
 def test_load_grid_file(tmp_path):
     p = tmp_path / "mine.toml"
-    p.write_text('datasets = ["blobs"]\nalgorithms = ["truncated", "minibatch-classic"]\n'
-                 'kernels = ["gaussian"]\nbatch_sizes = [32]\ntaus = [5, 10]\nseeds = 2\n'
-                 'max_iter = 3\n')
+    p.write_text(
+        'datasets = ["blobs"]\nalgorithms = ["truncated", "minibatch-classic"]\n'
+        'kernels = ["gaussian"]\nbatch_sizes = [32]\ntaus = [5, 10]\nseeds = 2\n'
+        "max_iter = 3\n"
+    )
     g = load_grid(p)
     assert g.name == "mine" and g.kernels == ("rbf",) and g.seeds == (0, 1)
     assert len(expand(g)) == 2 * 2 + 2
     assert resolve_grid(str(p)) == g
 
 
-@pytest.mark.parametrize("text, match", [
-    ("datasets = [", "not valid TOML"),
-    ('algorithms = ["truncated"]\n', "lacks the required key 'datasets'"),
-    ('datasets = ["blobs"]\nalgorithms = ["truncated"]\ncolour = 1\n', "unknown grid key"),
-    ('datasets = ["blobs"]\nalgorithms = ["truncated"]\nbatch_sizes = ["a"]\n',
-     "batch_sizes must hold integers"),
-    ('datasets = ["blobs"]\nalgorithms = ["truncated"]\nmax_iter = 1.5\n',
-     "max_iter must be an integer"),
-    ('datasets = "blobs"\nalgorithms = [1]\n', "algorithms must hold strings"),
-    ('datasets = ["blobs"]\nalgorithms = ["truncated"]\nseeds = 0\n', "seeds must be"),
-    ('datasets = ["blobs"]\nalgorithms = ["truncated"]\ngamma = -1\n', "gamma must be"),
-    ('datasets = ["blobs"]\nalgorithms = ["truncated"]\nheat_max_dense_bytes = 1e9\n',
-     "heat_max_dense_bytes must be an integer"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("datasets = [", "not valid TOML"),
+        ('algorithms = ["truncated"]\n', "lacks the required key 'datasets'"),
+        ('datasets = ["blobs"]\nalgorithms = ["truncated"]\ncolour = 1\n', "unknown grid key"),
+        (
+            'datasets = ["blobs"]\nalgorithms = ["truncated"]\nbatch_sizes = ["a"]\n',
+            "batch_sizes must hold integers",
+        ),
+        (
+            'datasets = ["blobs"]\nalgorithms = ["truncated"]\nmax_iter = 1.5\n',
+            "max_iter must be an integer",
+        ),
+        ('datasets = "blobs"\nalgorithms = [1]\n', "algorithms must hold strings"),
+        ('datasets = ["blobs"]\nalgorithms = ["truncated"]\nseeds = 0\n', "seeds must be"),
+        ('datasets = ["blobs"]\nalgorithms = ["truncated"]\ngamma = -1\n', "gamma must be"),
+        (
+            'datasets = ["blobs"]\nalgorithms = ["truncated"]\nheat_max_dense_bytes = 1e9\n',
+            "heat_max_dense_bytes must be an integer",
+        ),
+    ],
+)
 def test_malformed_grid_files(tmp_path, text, match):
     p = tmp_path / "bad.toml"
     p.write_text(text)

@@ -55,20 +55,40 @@ def test_incomplete_entry_is_built_again(tmp_path):
 
 
 def test_key_covers_what_the_matrix_depends_on():
-    base = dict(dataset="pendigits", synthetic_samples=None, n_samples=10, kernel="knn",
-                params={"n_neighbors": 5}, source="abc")
+    base = dict(
+        dataset="pendigits",
+        synthetic_samples=None,
+        n_samples=10,
+        kernel="knn",
+        params={"n_neighbors": 5},
+        source="abc",
+    )
     keys = {cache_key(**base)}
-    for change in (dict(dataset="letter"), dict(n_samples=11), dict(kernel="heat"),
-                   dict(params={"n_neighbors": 6}), dict(source="abd"),
-                   dict(synthetic_samples=100)):
+    for change in (
+        dict(dataset="letter"),
+        dict(n_samples=11),
+        dict(kernel="heat"),
+        dict(params={"n_neighbors": 6}),
+        dict(source="abd"),
+        dict(synthetic_samples=100),
+    ):
         keys.add(cache_key(**{**base, **change}))
     assert len(keys) == 7
 
 
 def test_grid_with_cache_equals_grid_without(tmp_path):
-    g = Grid(name="c", datasets=("blobs",), algorithms=("full-batch", "truncated"),
-             kernels=("knn",), batch_sizes=(32,), taus=(10,), seeds=(0, 1), max_iter=5,
-             n_neighbors=15, synthetic_samples=150)
+    g = Grid(
+        name="c",
+        datasets=("blobs",),
+        algorithms=("full-batch", "truncated"),
+        kernels=("knn",),
+        batch_sizes=(32,),
+        taus=(10,),
+        seeds=(0, 1),
+        max_iter=5,
+        n_neighbors=15,
+        synthetic_samples=150,
+    )
     run_grid(g, tmp_path / "plain.csv", progress=False)
     cache = tmp_path / "cache"
     s = run_grid(g, tmp_path / "cached.csv", progress=False, kernel_cache=cache, jobs=2)

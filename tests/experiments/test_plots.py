@@ -10,11 +10,22 @@ from mbkkm.experiments import Grid, plot_results, run_grid
 @pytest.fixture(scope="module")
 def table(tmp_path_factory):
     out = tmp_path_factory.mktemp("res") / "r.csv"
-    g = Grid(name="p", datasets=("blobs",),
-             algorithms=("full-batch", "truncated", "truncated-literal", "untruncated",
-                         "minibatch-adaptive"),
-             batch_sizes=(32, 64), taus=(10, 20), seeds=(0, 1), max_iter=4,
-             synthetic_samples=120)
+    g = Grid(
+        name="p",
+        datasets=("blobs",),
+        algorithms=(
+            "full-batch",
+            "truncated",
+            "truncated-literal",
+            "untruncated",
+            "minibatch-adaptive",
+        ),
+        batch_sizes=(32, 64),
+        taus=(10, 20),
+        seeds=(0, 1),
+        max_iter=4,
+        synthetic_samples=120,
+    )
     run_grid(g, out, progress=False)
     return out
 
@@ -25,8 +36,12 @@ def test_plot_png_svg(table, tmp_path):
 
     paths = plot_results(table, tmp_path / "fig")
     names = sorted(p.name for p in paths)
-    assert names == ["blobs-rbf-panels.png", "blobs-rbf-panels.svg",
-                     "blobs-rbf-tau.png", "blobs-rbf-tau.svg"]
+    assert names == [
+        "blobs-rbf-panels.png",
+        "blobs-rbf-panels.svg",
+        "blobs-rbf-tau.png",
+        "blobs-rbf-tau.svg",
+    ]
     for p in paths:
         assert p.stat().st_size > 1000
         if p.suffix == ".png":
@@ -39,8 +54,9 @@ def test_plot_png_svg(table, tmp_path):
 def test_plot_without_ok_rows(tmp_path):
     import pandas as pd
 
-    df = pd.DataFrame({"run_id": ["a"], "dataset": ["x"], "algorithm": ["truncated"],
-                       "status": ["error"]})
+    df = pd.DataFrame(
+        {"run_id": ["a"], "dataset": ["x"], "algorithm": ["truncated"], "status": ["error"]}
+    )
     with pytest.raises(ValueError, match="no successful run"):
         plot_results(df, tmp_path)
 
@@ -91,7 +107,7 @@ def test_each_algorithm_keeps_its_colour_across_figures(table, tmp_path, monkeyp
     from mbkkm.experiments._algorithms import ALGORITHMS
 
     colours = [_plots.algorithm_color(a) for a in ALGORITHMS]
-    assert len(set(colours)) == len(ALGORITHMS)          # distinct
+    assert len(set(colours)) == len(ALGORITHMS)  # distinct
     assert all(mcolors.to_hex(c) != "#000000" for c in colours)  # black is the kernel's
 
     seen = []
@@ -101,8 +117,9 @@ def test_each_algorithm_keeps_its_colour_across_figures(table, tmp_path, monkeyp
             legend = {}
             for ax in fig.axes:
                 for h, lab in zip(*ax.get_legend_handles_labels()):
-                    legend[lab] = mcolors.to_hex(h.patches[0].get_facecolor()
-                                                 if hasattr(h, "patches") else h.get_facecolor())
+                    legend[lab] = mcolors.to_hex(
+                        h.patches[0].get_facecolor() if hasattr(h, "patches") else h.get_facecolor()
+                    )
             seen.append(legend)
         return []
 
@@ -125,14 +142,36 @@ def _variant_rows():
     rows = []
     for n_neighbors, aris in ((455, [0.1, 0.3]), (2000, [0.5, 0.7])):
         for seed, ari in enumerate(aris):
-            rows.append({"run_id": f"{n_neighbors}-{seed}", "dataset": "mnist",
-                         "algorithm": "truncated", "kernel": "knn",
-                         "kernel_params": f'{{"n_neighbors": {n_neighbors}}}',
-                         "objective_space": "kernel", "batch_size": 64, "tau": 20,
-                         "seed": seed, "status": "ok", "ari": ari, "nmi": ari,
-                         "objective": 1.0, "fit_seconds": 1.0, "kernel_seconds": 2.0})
-    rows.append({**rows[0], "run_id": "mb", "algorithm": "minibatch-adaptive", "kernel": "none",
-                 "kernel_params": "{}", "objective_space": "input", "tau": None})
+            rows.append(
+                {
+                    "run_id": f"{n_neighbors}-{seed}",
+                    "dataset": "mnist",
+                    "algorithm": "truncated",
+                    "kernel": "knn",
+                    "kernel_params": f'{{"n_neighbors": {n_neighbors}}}',
+                    "objective_space": "kernel",
+                    "batch_size": 64,
+                    "tau": 20,
+                    "seed": seed,
+                    "status": "ok",
+                    "ari": ari,
+                    "nmi": ari,
+                    "objective": 1.0,
+                    "fit_seconds": 1.0,
+                    "kernel_seconds": 2.0,
+                }
+            )
+    rows.append(
+        {
+            **rows[0],
+            "run_id": "mb",
+            "algorithm": "minibatch-adaptive",
+            "kernel": "none",
+            "kernel_params": "{}",
+            "objective_space": "input",
+            "tau": None,
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -142,7 +181,8 @@ def test_kernel_variants_are_never_averaged_together(tmp_path):
     df = _variant_rows()
     labelled = label_kernel_variants(df)
     assert labelled["kernel"].tolist() == ["knn (n_neighbors=455)"] * 2 + [
-        "knn (n_neighbors=2000)"] * 2 + ["none"]
+        "knn (n_neighbors=2000)"
+    ] * 2 + ["none"]
     assert df["kernel"].tolist()[:4] == ["knn"] * 4  # the input is left alone
     s = summarize(df).set_index("kernel")
     assert s.loc["knn (n_neighbors=455)", "ari_mean"] == pytest.approx(0.2)
@@ -156,5 +196,9 @@ def test_kernel_variants_are_never_averaged_together(tmp_path):
 @pytest.mark.slow
 def test_kernel_variants_get_their_own_figures(tmp_path):
     names = sorted(p.name for p in plot_results(_variant_rows(), tmp_path, formats=("png",)))
-    assert names == ["mnist-knn-n_neighbors-2000-panels.png", "mnist-knn-n_neighbors-2000-tau.png",
-                     "mnist-knn-n_neighbors-455-panels.png", "mnist-knn-n_neighbors-455-tau.png"]
+    assert names == [
+        "mnist-knn-n_neighbors-2000-panels.png",
+        "mnist-knn-n_neighbors-2000-tau.png",
+        "mnist-knn-n_neighbors-455-panels.png",
+        "mnist-knn-n_neighbors-455-tau.png",
+    ]

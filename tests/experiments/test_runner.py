@@ -10,14 +10,21 @@ import pytest
 
 from mbkkm.experiments import COLUMNS, Grid, expand, kernel_matrix_bytes, read_results, run_grid
 
-ALGOS = ("full-batch", "truncated", "truncated-literal", "minibatch-adaptive",
-         "minibatch-classic")
+ALGOS = ("full-batch", "truncated", "truncated-literal", "minibatch-adaptive", "minibatch-classic")
 
 
 def tiny(**kw):
-    base = dict(name="tiny", datasets=("blobs",), algorithms=ALGOS, kernels=("rbf",),
-                batch_sizes=(32,), taus=(10, 20), seeds=(0, 1), max_iter=5,
-                synthetic_samples=150)
+    base = dict(
+        name="tiny",
+        datasets=("blobs",),
+        algorithms=ALGOS,
+        kernels=("rbf",),
+        batch_sizes=(32,),
+        taus=(10, 20),
+        seeds=(0, 1),
+        max_iter=5,
+        synthetic_samples=150,
+    )
     base.update(kw)
     return Grid(**base)
 
@@ -101,8 +108,12 @@ def test_budget_stops_between_runs(tmp_path):
 
 def test_kernel_matrix_skipped_with_estimate(tmp_path):
     out = tmp_path / "r.csv"
-    s = run_grid(tiny(algorithms=("full-batch", "truncated"), taus=(10,)), out,
-                 memory_budget=1000, progress=False)
+    s = run_grid(
+        tiny(algorithms=("full-batch", "truncated"), taus=(10,)),
+        out,
+        memory_budget=1000,
+        progress=False,
+    )
     r = {row["algorithm"]: row for row in rows(out)}
     assert r["full-batch"]["status"] == "skipped"
     assert int(r["full-batch"]["memory_estimate_bytes"]) == 8 * 150**2
@@ -117,8 +128,10 @@ def test_mnist_full_batch_estimate():
     # A sparse graph kernel is multiplied as stored: full batch needs no n x n copy.
     knn = kernel_matrix_bytes(70000, "knn", {"n_neighbors": 2000})
     assert knn == 24 * 70000 * 2000
-    assert kernel_matrix_bytes(70000, "knn", {"n_neighbors": 2000}, dense=True,
-                               n_clusters=10) == knn + 16 * 70000 * 10
+    assert (
+        kernel_matrix_bytes(70000, "knn", {"n_neighbors": 2000}, dense=True, n_clusters=10)
+        == knn + 16 * 70000 * 10
+    )
 
 
 def test_heat_memory_plan_follows_max_dense_bytes():
@@ -127,30 +140,43 @@ def test_heat_memory_plan_follows_max_dense_bytes():
     graph = 24 * 20000 * 500
     low = kernel_matrix_bytes(20000, "heat", {"n_neighbors": 500, "t": 7.0})
     assert low == graph + 8 * 20000 * 3 * (64 + 2)
-    exact = kernel_matrix_bytes(20000, "heat", {"n_neighbors": 500, "t": 7.0,
-                                                "max_dense_bytes": 4_000_000_000})
+    exact = kernel_matrix_bytes(
+        20000, "heat", {"n_neighbors": 500, "t": 7.0, "max_dense_bytes": 4_000_000_000}
+    )
     assert exact == graph + 3 * 8 * 20000**2
-    assert kernel_matrix_bytes(20000, "heat", {"n_neighbors": 500, "t": 7.0,
-                                               "max_dense_bytes": 3_199_999_999}) == low
+    assert (
+        kernel_matrix_bytes(
+            20000, "heat", {"n_neighbors": 500, "t": 7.0, "max_dense_bytes": 3_199_999_999}
+        )
+        == low
+    )
 
 
 def test_heat_max_dense_bytes_reaches_the_kernel(tmp_path):
     # 0 forces the low-rank heat kernel on 150 points; the rows record the parameter.
     out = tmp_path / "r.csv"
-    g = tiny(kernels=("heat",), algorithms=("full-batch",), heat_t=2.0, n_neighbors=10,
-             seeds=(0,), heat_max_dense_bytes=0)
+    g = tiny(
+        kernels=("heat",),
+        algorithms=("full-batch",),
+        heat_t=2.0,
+        n_neighbors=10,
+        seeds=(0,),
+        heat_max_dense_bytes=0,
+    )
     s = run_grid(g, out, progress=False, kernel_cache=tmp_path / "cache")
     assert s.ok == 1
     (row,) = rows(out)
     assert '"max_dense_bytes": 0' in row["kernel_params"]
     (meta,) = (tmp_path / "cache").glob("*/meta.json")
     assert '"lowrank"' in meta.read_text()
-    exact = run_grid(tiny(kernels=("heat",), algorithms=("full-batch",), heat_t=2.0,
-                          n_neighbors=10, seeds=(0,)), tmp_path / "e.csv", progress=False,
-                     kernel_cache=tmp_path / "cache")
+    exact = run_grid(
+        tiny(kernels=("heat",), algorithms=("full-batch",), heat_t=2.0, n_neighbors=10, seeds=(0,)),
+        tmp_path / "e.csv",
+        progress=False,
+        kernel_cache=tmp_path / "cache",
+    )
     assert exact.ok == 1
-    kinds = sorted(m.read_text().count('"dense"') for m in
-                   (tmp_path / "cache").glob("*/meta.json"))
+    kinds = sorted(m.read_text().count('"dense"') for m in (tmp_path / "cache").glob("*/meta.json"))
     assert kinds == [0, 1]
 
 
@@ -171,8 +197,9 @@ def test_errors_recorded_and_retried(tmp_path, monkeypatch):
         raise RuntimeError("boom\nsecond line")
 
     spec = _algorithms.ALGORITHMS["minibatch-classic"]
-    monkeypatch.setitem(_algorithms.ALGORITHMS, "minibatch-classic",
-                        type(spec)(**{**spec.__dict__, "fit": broken}))
+    monkeypatch.setitem(
+        _algorithms.ALGORITHMS, "minibatch-classic", type(spec)(**{**spec.__dict__, "fit": broken})
+    )
     out = tmp_path / "r.csv"
     g = tiny(algorithms=("minibatch-classic",))
     s = run_grid(g, out, progress=False)
@@ -186,8 +213,13 @@ def test_errors_recorded_and_retried(tmp_path, monkeypatch):
 
 def test_graph_kernel_runs(tmp_path):
     out = tmp_path / "r.csv"
-    g = tiny(kernels=("knn",), algorithms=("full-batch", "truncated"), taus=(10,),
-             n_neighbors=15, seeds=(0,))
+    g = tiny(
+        kernels=("knn",),
+        algorithms=("full-batch", "truncated"),
+        taus=(10,),
+        n_neighbors=15,
+        seeds=(0,),
+    )
     run_grid(g, out, progress=False)
     r = {row["algorithm"]: row for row in rows(out)}
     for row in r.values():
@@ -219,8 +251,12 @@ def test_existing_file_with_other_columns(tmp_path):
 
 
 def test_jobs_give_the_rows_of_one_process(tmp_path):
-    g = tiny(datasets=("blobs", "moons"), kernels=("rbf", "knn"), n_neighbors=15,
-             algorithms=("full-batch", "truncated", "untruncated", "minibatch-classic"))
+    g = tiny(
+        datasets=("blobs", "moons"),
+        kernels=("rbf", "knn"),
+        n_neighbors=15,
+        algorithms=("full-batch", "truncated", "untruncated", "minibatch-classic"),
+    )
     one = run_grid(g, tmp_path / "one.csv", progress=False)
     two = run_grid(g, tmp_path / "two.csv", progress=False, jobs=2)
     assert one.ok == two.ok == len(expand(g)) and two.error == 0
@@ -251,8 +287,9 @@ def test_jobs_budget_and_checks(tmp_path):
 
 
 def test_blas_threads_in_one_process(tmp_path):
-    run_grid(tiny(algorithms=("minibatch-classic",)), tmp_path / "r.csv", blas_threads=1,
-             progress=False)
+    run_grid(
+        tiny(algorithms=("minibatch-classic",)), tmp_path / "r.csv", blas_threads=1, progress=False
+    )
     assert (read_results(tmp_path / "r.csv")["blas_threads"] == 1).all()
 
 
@@ -284,8 +321,14 @@ def test_har_runs_where_openml_is_reachable(tmp_path, monkeypatch):
         return Bunch(data=X, target=labels)
 
     monkeypatch.setattr(sklearn.datasets, "fetch_openml", fake_fetch_openml)
-    g = tiny(datasets=("har",), algorithms=("truncated", "minibatch-classic"), taus=(10,),
-             seeds=(0,), kernels=("rbf", "knn"), n_neighbors=10)
+    g = tiny(
+        datasets=("har",),
+        algorithms=("truncated", "minibatch-classic"),
+        taus=(10,),
+        seeds=(0,),
+        kernels=("rbf", "knn"),
+        n_neighbors=10,
+    )
     offline = run_grid(g, tmp_path / "off.csv", progress=False)
     assert offline.skipped == len(expand(g)) and not calls
     s = run_grid(g, tmp_path / "har.csv", progress=False, download=True)

@@ -25,16 +25,38 @@ from mbkkm.experiments._runner import _Writer
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and fork")
 
 #: Columns that must equal those of an uninterrupted run (not times, not dates).
-SAME = ["run_id", "dataset", "n_samples", "n_features", "n_clusters", "algorithm", "kernel",
-        "kernel_params", "batch_size", "tau", "seed", "status", "ari", "nmi", "objective",
-        "n_iter"]
+SAME = [
+    "run_id",
+    "dataset",
+    "n_samples",
+    "n_features",
+    "n_clusters",
+    "algorithm",
+    "kernel",
+    "kernel_params",
+    "batch_size",
+    "tau",
+    "seed",
+    "status",
+    "ari",
+    "nmi",
+    "objective",
+    "n_iter",
+]
 
 
 def _grid(seeds):
-    return Grid(name="kill", datasets=("blobs",),
-                algorithms=("truncated", "minibatch-classic", "full-batch"),
-                kernels=("rbf",), batch_sizes=(32,), taus=(10, 20), seeds=tuple(range(seeds)),
-                max_iter=5, synthetic_samples=150)
+    return Grid(
+        name="kill",
+        datasets=("blobs",),
+        algorithms=("truncated", "minibatch-classic", "full-batch"),
+        kernels=("rbf",),
+        batch_sizes=(32,),
+        taus=(10, 20),
+        seeds=tuple(range(seeds)),
+        max_iter=5,
+        synthetic_samples=150,
+    )
 
 
 def _lines(path):
@@ -64,8 +86,14 @@ def test_grid_killed_at_random_moments(tmp_path):
     ctx = multiprocessing.get_context("forkserver")
     # Python < 3.13 preloads from the server's default sys.path only: mbkkm is
     # importable there, the tests' folder is not.
-    ctx.set_forkserver_preload(["mbkkm.experiments._runner", "mbkkm.experiments._algorithms",
-                                "mbkkm.cluster", "sklearn.metrics"])
+    ctx.set_forkserver_preload(
+        [
+            "mbkkm.experiments._runner",
+            "mbkkm.experiments._algorithms",
+            "mbkkm.cluster",
+            "sklearn.metrics",
+        ]
+    )
     import _kill_child
 
     out = tmp_path / "kill.csv"
@@ -250,9 +278,19 @@ def test_parallel_grid_killed_leaves_no_worker_and_resumes(tmp_path):
         _check_parses(out)
     child = subprocess.run([sys.executable, str(script), str(out)], timeout=300)
     assert child.returncode == 0
-    runs = expand(Grid(name="kill", datasets=("blobs",), algorithms=("truncated", "untruncated"),
-                       kernels=("rbf",), batch_sizes=(32,), taus=(10, 20),
-                       seeds=tuple(range(6)), max_iter=300, synthetic_samples=400))
+    runs = expand(
+        Grid(
+            name="kill",
+            datasets=("blobs",),
+            algorithms=("truncated", "untruncated"),
+            kernels=("rbf",),
+            batch_sizes=(32,),
+            taus=(10, 20),
+            seeds=tuple(range(6)),
+            max_iter=300,
+            synthetic_samples=400,
+        )
+    )
     assert _check_parses(out) == len(runs)
     got = read_results(out).set_index("run_id").sort_index()
     assert (got["status"] == "ok").all() and sorted(got.index) == sorted(r.run_id for r in runs)
@@ -294,8 +332,9 @@ def test_worker_dies_with_its_parent():
 
     from mbkkm.experiments._runner import PARENT_POLL_S
 
-    parent = subprocess.Popen([sys.executable, "-c", _PARENT, _ORPHAN], stdout=subprocess.PIPE,
-                              text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, _ORPHAN], stdout=subprocess.PIPE, text=True
+    )
     try:
         pids = [int(p) for p in parent.stdout.readline().split()]  # both armed (imports)
         assert len(pids) == 2 and all(map(_alive, pids))

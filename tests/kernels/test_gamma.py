@@ -33,8 +33,7 @@ def test_pairwise_gamma_is_max_sqrt_diagonal(name, monkeypatch):
     X = _data(0, nonnegative=spec.nonnegative_data)
     params = {"gamma": 0.2, "degree": 2, "coef0": 1.0}
     params = {p: params[p] for p in spec.params}
-    ref = np.sqrt(np.max(np.diagonal(
-        pairwise_kernels(X, X, metric=spec.sklearn_name, **params))))
+    ref = np.sqrt(np.max(np.diagonal(pairwise_kernels(X, X, metric=spec.sklearn_name, **params))))
     assert kernel_gamma(X, name, **params) == pytest.approx(ref, rel=1e-12)
     monkeypatch.setattr(_gamma, "_CHUNK_ROWS", 7)  # several chunks, a short last one
     assert kernel_gamma(X, name, **params) == pytest.approx(ref, rel=1e-12)
@@ -46,7 +45,8 @@ def test_linear_gamma_is_largest_norm():
     X = _data(1)
     assert kernel_gamma(X, "linear") == pytest.approx(np.linalg.norm(X, axis=1).max())
     assert kernel_gamma(X.astype(np.float32), "linear") == pytest.approx(
-        np.linalg.norm(X, axis=1).max(), rel=1e-6)
+        np.linalg.norm(X, axis=1).max(), rel=1e-6
+    )
 
 
 def test_callable_and_resolved_kernel():
@@ -159,8 +159,9 @@ def test_heat_diagonal_max_equals_the_dense_exponential(t):
     dense = heat_diagonal_max(A, t)
     assert dense.exact_path and dense.value == pytest.approx(ref.max(), rel=1e-10)
     # max_exact reached before the certificate: reported as not certified.
-    few = heat_diagonal_max(A, t, n_components=2, n_probes=2, dense_limit=0, batch=1,
-                            max_exact=1, random_state=0)
+    few = heat_diagonal_max(
+        A, t, n_components=2, n_probes=2, dense_limit=0, batch=1, max_exact=1, random_state=0
+    )
     assert few.n_exact == 1 and few.value <= ref.max() * (1 + 1e-9)
 
 
@@ -201,8 +202,9 @@ def test_heat_operator_is_the_normalized_adjacency():
         np.testing.assert_allclose(L.toarray(), np.eye(120) - dense, rtol=0, atol=1e-15)
         np.testing.assert_array_equal(N.toarray(), normalized_adjacency(A, d).toarray())
     s = 1.0 / np.sqrt(np.asarray(A01.sum(axis=1)).ravel())
-    np.testing.assert_array_equal(_heat_operator(A01)[1].toarray(),
-                                  (sp.diags(s) @ A01 @ sp.diags(s)).toarray())
+    np.testing.assert_array_equal(
+        _heat_operator(A01)[1].toarray(), (sp.diags(s) @ A01 @ sp.diags(s)).toarray()
+    )
     with pytest.raises(ValueError, match="degree 0"):
         _heat_operator(sp.csr_matrix((4, 4)))
 
@@ -249,8 +251,9 @@ def test_heat_time_for_gamma_matches_the_dense_root():
     A = knn_adjacency(X, 10)
     gamma = 0.25
     lam, V = _top_pairs(A, 160)
-    t_ref = brentq(lambda t: ((V**2) @ np.exp(-t * (1 - lam))).max() - gamma**2, 1e-3, 200,
-                   xtol=1e-10)
+    t_ref = brentq(
+        lambda t: ((V**2) @ np.exp(-t * (1 - lam))).max() - gamma**2, 1e-3, 200, xtol=1e-10
+    )
     assert _dense_heat_diagonal(A, t_ref).max() == pytest.approx(gamma**2, rel=1e-9)
     coarse = heat_time_for_gamma(A, gamma, n_components=8, n_exact=0, random_state=0)
     assert coarse.t_low - 1e-4 <= t_ref <= coarse.t_high + 1e-4

@@ -190,8 +190,9 @@ def test_kernel_block_and_diagonal(kind):
     block = kernel_block(K, rows, cols)
     assert isinstance(block, np.ndarray) and block.shape == (4, 3)
     np.testing.assert_allclose(block, dense[np.ix_(rows, cols)], rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(kernel_block(K, slice(None), slice(2, 5)), dense[:, 2:5],
-                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(
+        kernel_block(K, slice(None), slice(2, 5)), dense[:, 2:5], rtol=1e-12, atol=1e-15
+    )
     assert kernel_block(K, [], cols).shape == (0, 3)
     diag = kernel_diagonal(K)
     assert diag.shape == (25,)
@@ -341,5 +342,6 @@ def test_truncated_graph_with_ties_is_a_knn_graph():
         assert kept.size == 5 and i not in kept
         others = np.setdiff1d(np.delete(np.arange(80), i), kept)
         assert dist[i, kept].max() <= dist[i, others].min()
-    np.testing.assert_array_equal(graph.radius_, np.sort(dist + np.diag([np.inf] * 80),
-                                                         axis=1)[:, 4])
+    np.testing.assert_array_equal(
+        graph.radius_, np.sort(dist + np.diag([np.inf] * 80), axis=1)[:, 4]
+    )

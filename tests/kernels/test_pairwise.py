@@ -30,8 +30,10 @@ def _params(name):
 def _reference(name, X, Y, params):
     """scikit-learn's kernel in float64 (the oracle)."""
     return pairwise_kernels(
-        X.astype(np.float64), Y.astype(np.float64),
-        metric=KERNELS[name].sklearn_name, **params,
+        X.astype(np.float64),
+        Y.astype(np.float64),
+        metric=KERNELS[name].sklearn_name,
+        **params,
     )
 
 

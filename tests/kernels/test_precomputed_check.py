@@ -25,8 +25,9 @@ def _gram(n, dtype, seed=0):
 @pytest.mark.parametrize("tile", [1, 3, 7, 16, 100])
 def test_symmetric_matrices_pass_at_every_tile(dtype, tile):
     K = _gram(23, dtype)
-    np.testing.assert_array_equal(check_precomputed_matrix(K, tile=tile),
-                                  np.diagonal(K).astype(np.float64))
+    np.testing.assert_array_equal(
+        check_precomputed_matrix(K, tile=tile), np.diagonal(K).astype(np.float64)
+    )
 
 
 @pytest.mark.parametrize("tile", [1, 3, 7, 16, 100])

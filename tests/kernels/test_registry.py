@@ -74,8 +74,7 @@ def test_torch_kernels_are_those_with_torch_tiles():
     assert "chi2" not in torch_names and "rbf" in torch_names
 
 
-@pytest.mark.parametrize("name", [n for n in kernel_names() if "torch" not in
-                                  get_spec(n).tiles])
+@pytest.mark.parametrize("name", [n for n in kernel_names() if "torch" not in get_spec(n).tiles])
 def test_missing_backend_error_comes_from_the_registry(name):
     spec = get_spec(name)
     with pytest.raises(ValueError, match=f"kernel={spec.name!r}") as info:
@@ -137,8 +136,14 @@ def test_graph_kernel_parameters_come_from_the_builder():
 
 
 def test_register_a_kernel(scratch_registry):
-    spec = KernelSpec("mylinear", (), None, aliases=("mine",), formula="<x, y>",
-                      tiles={"numpy": Tiles("._pairwise", "linear", "diag_linear")})
+    spec = KernelSpec(
+        "mylinear",
+        (),
+        None,
+        aliases=("mine",),
+        formula="<x, y>",
+        tiles={"numpy": Tiles("._pairwise", "linear", "diag_linear")},
+    )
     scratch_registry.register(spec)
     assert "mylinear" in scratch_registry.kernel_names(backend="numpy")
     assert "mine" in scratch_registry.kernel_names()
@@ -154,12 +159,14 @@ def test_register_a_graph_kernel(scratch_registry):
     def identity_kernel(X, n_neighbors, scale=1.0):
         return scale * np.eye(len(X))
 
-    scratch_registry.register(KernelSpec("ident", transductive=True,
-                                         builder=identity_kernel, formula="I"))
+    scratch_registry.register(
+        KernelSpec("ident", transductive=True, builder=identity_kernel, formula="I")
+    )
     assert "ident" in GRAPH_KERNELS
     assert scratch_registry.get_spec("ident").params == ("n_neighbors", "scale")
-    np.testing.assert_array_equal(graph_kernel_matrix("ident", np.ones((3, 1)), n_neighbors=1,
-                                                      scale=2.0), 2 * np.eye(3))
+    np.testing.assert_array_equal(
+        graph_kernel_matrix("ident", np.ones((3, 1)), n_neighbors=1, scale=2.0), 2 * np.eye(3)
+    )
     with pytest.raises(ValueError, match="needs the parameter 'n_neighbors'"):
         graph_kernel_matrix("ident", np.ones((3, 1)))
 
@@ -212,8 +219,11 @@ def test_estimator_docs_name_every_kernel(estimator):
 
 
 def test_readme_names_every_kernel():
-    row = next(line for line in (ROOT / "README.md").read_text().splitlines()
-               if line.startswith("| `kernel` |"))
+    row = next(
+        line
+        for line in (ROOT / "README.md").read_text().splitlines()
+        if line.startswith("| `kernel` |")
+    )
     for name in kernel_names(include_aliases=False):
         assert f"`{name}`" in row, f"README: kernel {name!r} is not listed"
 

@@ -14,9 +14,7 @@ from sklearn.metrics.pairwise import pairwise_kernels
 
 from mbkkm.kernels import KERNELS, kernel_gamma, mean_squared_pairwise_distance, resolve_kernel
 
-SPARSE_KERNELS = sorted(
-    n for n, s in KERNELS.items() if s.func is not None and s.accepts_sparse
-)
+SPARSE_KERNELS = sorted(n for n, s in KERNELS.items() if s.func is not None and s.accepts_sparse)
 DENSE_ONLY = sorted(n for n, s in KERNELS.items() if s.func is not None and not s.accepts_sparse)
 PARAMS = {"gamma": 0.3, "degree": 3, "coef0": 1.5}
 # Tolerances of float rounding: the sparse and dense products sum in different orders.
@@ -50,14 +48,14 @@ def _close(a, b, dtype):
 
 def test_chi2_is_the_only_pairwise_kernel_without_sparse():
     assert DENSE_ONLY == ["chi2"]
-    assert {"linear", "cosine", "polynomial", "sigmoid", "rbf", "laplacian"} <= set(
-        SPARSE_KERNELS)
+    assert {"linear", "cosine", "polynomial", "sigmoid", "rbf", "laplacian"} <= set(SPARSE_KERNELS)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize(("kx", "ky"), [
-    (a, b) for a, b in itertools.product(KINDS, KINDS) if (a, b) != ("dense", "dense")
-])
+@pytest.mark.parametrize(
+    ("kx", "ky"),
+    [(a, b) for a, b in itertools.product(KINDS, KINDS) if (a, b) != ("dense", "dense")],
+)
 @pytest.mark.parametrize("name", SPARSE_KERNELS)
 def test_sparse_tile_equals_dense_tile(name, kx, ky, dtype):
     Xd = _sparse_data(0, 17, 12, dtype=dtype)
@@ -68,8 +66,12 @@ def test_sparse_tile_equals_dense_tile(name, kx, ky, dtype):
     assert isinstance(K, np.ndarray) and K.flags.c_contiguous
     assert K.shape == (17, 11) and K.dtype == dtype
     _close(K, expected, dtype)
-    ref = pairwise_kernels(Xd.astype(np.float64), Yd.astype(np.float64),
-                           metric=KERNELS[name].sklearn_name, **_params(name))
+    ref = pairwise_kernels(
+        Xd.astype(np.float64),
+        Yd.astype(np.float64),
+        metric=KERNELS[name].sklearn_name,
+        **_params(name),
+    )
     _close(K, ref, dtype)
 
 
@@ -80,8 +82,11 @@ def test_sparse_tile_out_and_prepare(name, dtype):
     Yd = _sparse_data(3, 6, 7, dtype=dtype)
     kernel = resolve_kernel(name, X=Xd, **_params(name))
     expected = kernel(Xd, Yd)
-    for X, Y in [(sp.csr_matrix(Xd), sp.csr_matrix(Yd)), (sp.csr_matrix(Xd), Yd),
-                 (Xd, sp.csr_matrix(Yd))]:
+    for X, Y in [
+        (sp.csr_matrix(Xd), sp.csr_matrix(Yd)),
+        (sp.csr_matrix(Xd), Yd),
+        (Xd, sp.csr_matrix(Yd)),
+    ]:
         buf = np.full((12, 6), np.nan, dtype=dtype)  # a reused buffer, larger than needed
         out = buf[:9]
         cache = kernel.prepare(X)  # what the left operand (the support) can reuse
@@ -141,8 +146,9 @@ def test_sparse_diag_equals_dense_diag(name, fmt, dtype):
     diag = kernel.diag(KINDS[fmt](Xd))
     assert diag.shape == (21,) and diag.dtype == dtype
     _close(diag, kernel.diag(Xd), dtype)
-    ref = np.diagonal(pairwise_kernels(Xd.astype(np.float64),
-                                       metric=KERNELS[name].sklearn_name, **_params(name)))
+    ref = np.diagonal(
+        pairwise_kernels(Xd.astype(np.float64), metric=KERNELS[name].sklearn_name, **_params(name))
+    )
     _close(diag, ref, dtype)
     if name == "cosine":
         np.testing.assert_array_equal(diag, np.abs(Xd).sum(1) > 0)
@@ -209,7 +215,8 @@ def test_resolve_kernel_default_gamma_on_sparse_equals_dense(name):
 def test_kernel_gamma_accepts_sparse(name):
     Xd = _sparse_data(12, 25, 6)
     assert kernel_gamma(sp.csr_matrix(Xd), name, **_params(name)) == pytest.approx(
-        kernel_gamma(Xd, name, **_params(name)), rel=1e-12)
+        kernel_gamma(Xd, name, **_params(name)), rel=1e-12
+    )
 
 
 def test_callable_kernel_gets_sparse_rows_and_may_return_sparse():

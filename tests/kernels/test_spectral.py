@@ -76,7 +76,7 @@ def test_attach_of_fitted_points_gives_their_symmetrised_row():
     A = graph.adjacency_.toarray()
     D = _dist(X, X)
     np.fill_diagonal(D, np.inf)
-    own = np.argsort(D, axis=1, kind="stable")[:, :5]          # directed neighbours
+    own = np.argsort(D, axis=1, kind="stable")[:, :5]  # directed neighbours
     # x, a copy of fitted point i, is linked to i (distance 0), to i's 4 nearest
     # others and to every j that has i among its neighbours: i's row of A, except
     # i's 5th neighbour when that one does not have i among its own.
@@ -94,8 +94,9 @@ def test_pca_projection_is_used():
     graph = KNNGraph(6, pca_components=5, random_state=0).fit(X)
     assert graph.pca_ is not None and graph.pca_.n_components_ == 5
     Z = graph.pca_.transform(X)
-    np.testing.assert_array_equal(graph.adjacency_.toarray(),
-                                  KNNGraph(6).fit(Z).adjacency_.toarray())
+    np.testing.assert_array_equal(
+        graph.adjacency_.toarray(), KNNGraph(6).fit(Z).adjacency_.toarray()
+    )
     # fewer features than pca_components: the data themselves
     assert KNNGraph(6, pca_components=50).fit(X).pca_ is None
     with pytest.raises(ValueError, match="pca_components must be >= 1"):
@@ -123,8 +124,9 @@ def test_knn_kernel_rows_equal_enlarged_graph():
     np.testing.assert_allclose(K_rows.toarray(), B / np.outer(d_x, d), rtol=1e-14)
     np.testing.assert_allclose(diag, 1 / d_x**2, rtol=1e-14)
     # same matrix as knn_kernel on the fitted points
-    np.testing.assert_allclose(knn_kernel(X, 5).toarray(),
-                               graph.adjacency_.toarray() / np.outer(d, d))
+    np.testing.assert_allclose(
+        knn_kernel(X, 5).toarray(), graph.adjacency_.toarray() / np.outer(d, d)
+    )
 
 
 # --- eigenpairs and the rank rule -------------------------------------------------------
@@ -257,14 +259,15 @@ def test_extension_solves_the_enlarged_eigen_equation():
     d = graph.degrees_
     for i in range(6):
         d_x = 1 + B[i].sum()
-        row = B[i] / np.sqrt(d_x * d)        # N'[x, fitted]
+        row = B[i] / np.sqrt(d_x * d)  # N'[x, fitted]
         lam = spectrum.eigenvalues[:8]
         U = spectrum.eigenvectors[:, :8]
         # lam v(x) = row . v + v(x) / d_x
         np.testing.assert_allclose(lam * V_new[i], row @ U + V_new[i] / d_x, atol=1e-12)
     np.testing.assert_allclose(
-        extend_eigenvectors(graph, spectrum.eigenvalues[:3], spectrum.eigenvectors[:, :3],
-                            X_new), V_new[:, :3])
+        extend_eigenvectors(graph, spectrum.eigenvalues[:3], spectrum.eigenvectors[:, :3], X_new),
+        V_new[:, :3],
+    )
 
 
 def test_extension_of_fitted_points_is_close_to_their_values():
@@ -284,12 +287,12 @@ def test_extension_of_fitted_points_is_close_to_their_values():
 @pytest.mark.parametrize(
     ("sizes", "n_clusters", "harmful"),
     [
-        ([100], 3, False),            # connected
-        ([50, 50], 2, False),         # the components are the clusters
-        ([60, 40], None, True),       # no n_clusters: any split
+        ([100], 3, False),  # connected
+        ([50, 50], 2, False),  # the components are the clusters
+        ([60, 40], None, True),  # no n_clusters: any split
         ([40, 30, 20, 10], 3, True),  # more components than clusters
-        ([90, 10], 2, True),          # 10 < 100 / (2 * 2): too small for a cluster
-        ([75, 25], 2, False),         # 25 = 100 / (2 * 2): kept
+        ([90, 10], 2, True),  # 10 < 100 / (2 * 2): too small for a cluster
+        ([75, 25], 2, False),  # 25 = 100 / (2 * 2): kept
     ],
 )
 def test_split_is_harmful(sizes, n_clusters, harmful):
@@ -307,7 +310,7 @@ def _plain_components(A):
         while todo:
             i = todo.pop()
             size += 1
-            for j in A.indices[A.indptr[i]:A.indptr[i + 1]]:
+            for j in A.indices[A.indptr[i] : A.indptr[i + 1]]:
                 if not seen[j]:
                     seen[j] = True
                     todo.append(j)
@@ -339,7 +342,7 @@ def test_connect_graph_margin_doubles_once_more_after_a_repair():
     rng = np.random.default_rng(0)
     X = np.vstack([rng.normal(size=(150, 2)), rng.normal(size=(12, 2)) + np.array([30.0, 0.0])])
     graph, tried = connect_graph(KNNGraph(4).fit(X), n_clusters=2, margin=1)
-    assert graph.n_neighbors == 32          # 16 joined the pieces; one doubling more
+    assert graph.n_neighbors == 32  # 16 joined the pieces; one doubling more
     assert [t.tolist() for t in tried] == [[150, 12], [150, 12], [162], [162]]
     ref = KNNGraph(32).fit(X)
     assert (graph.adjacency_ != ref.adjacency_).nnz == 0

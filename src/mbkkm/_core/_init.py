@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=None,
-                           diag=None, n_local_trials=None):
+def kernel_kmeans_plusplus(
+    X, kernel, n_clusters, random_state, sample_weight=None, diag=None, n_local_trials=None
+):
     """Greedy kernel k-means++ (Arthur & Vassilvitskii 2007) in feature space.
 
     D^2(x) = K(x, x) - 2 K(x, c) + K(c, c), the squared feature-space distance to the

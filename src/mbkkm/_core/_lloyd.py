@@ -138,8 +138,9 @@ class BlockOperator:
         buf = nx.empty((min(br, n), n), self.X.dtype)  # one block of kernel rows
         for r0 in range(0, n, br):
             r1 = min(r0 + br, n)
-            Kb = self.kernel.tile(self.X[r0:r1], self.X, out=buf[: r1 - r0],
-                                  backend=nx)  # (r1 - r0, n)
+            Kb = self.kernel.tile(
+                self.X[r0:r1], self.X, out=buf[: r1 - r0], backend=nx
+            )  # (r1 - r0, n)
             out[r0:r1] = parallel_matmul(Kb, A) if nx.is_host else Kb @ A
         return out
 
@@ -293,13 +294,11 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
         W = M.sum(0)
         changed = 0 if labels_old is None else (labels != labels_old).sum()
         # The only device-to-host traffic of an iteration: four scalars, one copy.
-        obj, changed, n_empty, neg = nx.scalars_to_host(mind @ w, changed, (W <= 0).sum(),
-                                                         neg)
+        obj, changed, n_empty, neg = nx.scalars_to_host(mind @ w, changed, (W <= 0).sum(), neg)
         n_negative = max(n_negative, int(neg))
         n_iter = it + 1
         if verbose:
-            print(f"Iteration {it + 1}: objective {obj:.6g}, "
-                  f"{time.perf_counter() - t0:.2f}s")
+            print(f"Iteration {it + 1}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")
         if labels_old is not None:
             if changed == 0:
                 if verbose:
@@ -308,12 +307,16 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
             decrease = obj_old - obj
             if 0 <= decrease < tol * obj_old:
                 if verbose:
-                    print(f"Converged at iteration {it + 1}: objective decrease "
-                          f"{decrease:.3g} < tol * objective.")
+                    print(
+                        f"Converged at iteration {it + 1}: objective decrease "
+                        f"{decrease:.3g} < tol * objective."
+                    )
                 return LloydResult(center_labels, labels, mind, D, n_iter, c, n_negative)
             if decrease < 0 and verbose:
-                print(f"Iteration {it + 1}: objective rose by {-decrease:.3g} "
-                      f"({int(changed)} labels changed; an indefinite kernel?): going on.")
+                print(
+                    f"Iteration {it + 1}: objective rose by {-decrease:.3g} "
+                    f"({int(changed)} labels changed; an indefinite kernel?): going on."
+                )
         center_labels = labels
         if n_empty > 0:
             center_labels = relocate_empty(labels, mind, w, k, W)

@@ -127,7 +127,7 @@ class FitState:
         """Support points of the current centers (on a device: one small read-back)."""
         if self.windows is not None:
             return int(self.windows.support.shape[0])
-        return int((self.pool.block[:self.layout.M] != self.layout.free).sum())
+        return int((self.pool.block[: self.layout.M] != self.layout.free).sum())
 
 
 class MiniBatchLoop:
@@ -139,8 +139,11 @@ class MiniBatchLoop:
     """
 
     def __init__(self, windows, items, plan, random_state, cfg, snapshot=None):
-        self.state = (start(windows, items, plan, random_state, cfg) if snapshot is None
-                      else restore(snapshot, items, plan, random_state, cfg))
+        self.state = (
+            start(windows, items, plan, random_state, cfg)
+            if snapshot is None
+            else restore(snapshot, items, plan, random_state, cfg)
+        )
         self.items, self.cfg = items, cfg
         #: Called with the FitState whenever it is complete between iterations (after
         #: every host iteration, after every device read-back): checkpoints hook here.
@@ -164,8 +167,7 @@ class MiniBatchLoop:
 def start(windows, items, plan, random_state, cfg):
     """The FitState before the first iteration, from the initial windows."""
     nx = get_backend(windows.support)
-    fs = FitState(windows=windows, pool=None, layout=None, plan=plan,
-                  random_state=random_state)
+    fs = FitState(windows=windows, pool=None, layout=None, plan=plan, random_state=random_state)
     if not nx.is_host:
         fs.device = _DeviceLoop(fs, items, cfg)
     return fs
@@ -182,9 +184,14 @@ def run_until(fs, items, cfg, until, on_advance=None):
         fs.device.run_until(until, on_advance)
         return fs
     nx = get_backend(items)
-    options = StepOptions(cfg.kernel, cfg.rate, tau=cfg.tau, renormalize=cfg.renormalize,
-                          objective_after=cfg.tol is not None,
-                          max_tile_bytes=cfg.max_tile_bytes)
+    options = StepOptions(
+        cfg.kernel,
+        cfg.rate,
+        tau=cfg.tau,
+        renormalize=cfg.renormalize,
+        objective_after=cfg.tol is not None,
+        max_tile_bytes=cfg.max_tile_bytes,
+    )
     while fs.n_iter < until and not fs.converged:
         Xb = nx.take(items, nx.index(fs.plan[fs.n_iter]))
         res = minibatch_step(fs.windows, Xb, options)
@@ -207,30 +214,46 @@ def snapshot(fs):
     the same blocks of iterations), the counter and what the host has read back.
     The plan is left out: it is drawn again from the generator.
     """
-    out = {"n_iter": int(fs.n_iter), "objectives": [float(v) for v in fs.objectives],
-           "objectives_after": [float(v) for v in fs.objectives_after],
-           "converged": bool(fs.converged)}
+    out = {
+        "n_iter": int(fs.n_iter),
+        "objectives": [float(v) for v in fs.objectives],
+        "objectives_after": [float(v) for v in fs.objectives_after],
+        "converged": bool(fs.converged),
+    }
     if fs.device is None:
         out["windows"] = fs.windows
         return out
     out["pool"] = {name: t.detach().cpu().numpy() for name, t in zip(fs.pool._fields, fs.pool)}
-    out["layout"] = [int(fs.layout.k), int(fs.layout.L), int(fs.layout.M), int(fs.layout.b),
-                     int(fs.layout.cols)]
+    out["layout"] = [
+        int(fs.layout.k),
+        int(fs.layout.L),
+        int(fs.layout.M),
+        int(fs.layout.b),
+        int(fs.layout.cols),
+    ]
     out["first_it"], out["blocks"] = int(fs.device.first_it), int(fs.device.blocks)
     return out
 
 
 def restore(saved, items, plan, random_state, cfg):
     """The FitState that :func:`snapshot` saved, on the backend of ``items``."""
-    fs = FitState(windows=saved.get("windows"), pool=None, layout=None, plan=plan,
-                  random_state=random_state, n_iter=int(saved["n_iter"]),
-                  objectives=list(saved["objectives"]),
-                  objectives_after=list(saved["objectives_after"]),
-                  converged=bool(saved["converged"]))
+    fs = FitState(
+        windows=saved.get("windows"),
+        pool=None,
+        layout=None,
+        plan=plan,
+        random_state=random_state,
+        n_iter=int(saved["n_iter"]),
+        objectives=list(saved["objectives"]),
+        objectives_after=list(saved["objectives_after"]),
+        converged=bool(saved["converged"]),
+    )
     on_device = not get_backend(items).is_host
     if ("pool" in saved) != on_device:
-        raise ValueError("the saved fit state ran on "
-                         f"{'a device' if 'pool' in saved else 'the host'}, this fit does not")
+        raise ValueError(
+            "the saved fit state ran on "
+            f"{'a device' if 'pool' in saved else 'the host'}, this fit does not"
+        )
     if on_device:
         fs.device = _DeviceLoop(fs, items, cfg, saved=saved)
     return fs
@@ -282,16 +305,20 @@ class _DeviceLoop:
         self.torch, self.P = torch, _pool
         self.fs, self.items, self.cfg = fs, items, cfg
         windows = fs.windows
-        self.spec = _pool.StepSpec(cfg.kernel, cfg.rate, tau=cfg.tau,
-                                   renormalize=cfg.renormalize,
-                                   objective_after=cfg.tol is not None,
-                                   tol=0.0 if cfg.tol is None else cfg.tol)
+        self.spec = _pool.StepSpec(
+            cfg.kernel,
+            cfg.rate,
+            tau=cfg.tau,
+            renormalize=cfg.renormalize,
+            objective_after=cfg.tol is not None,
+            tol=0.0 if cfg.tol is None else cfg.tol,
+        )
         b = fs.plan.shape[1]
         self.first_it = windows.n_steps if saved is None else saved["first_it"]
-        self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(
-            items.device)
-        self.log = torch.zeros((2, self.first_it + fs.max_iter), dtype=torch.float64,
-                               device=items.device)
+        self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(items.device)
+        self.log = torch.zeros(
+            (2, self.first_it + fs.max_iter), dtype=torch.float64, device=items.device
+        )
         # Views made once: the plan's rows, the log's two lines (not one view a call).
         self.plan_rows = self.plan.unbind(0)
         self.log_before, self.log_after = self.log.unbind(0)
@@ -302,8 +329,12 @@ class _DeviceLoop:
             self._set_layout(_pool.layout_for(windows, b, cfg.tau), windows)
         else:  # a snapshot: its buffers as they were, so the iterations go on unchanged
             fs.layout = _pool.Layout(*saved["layout"])
-            fs.pool = _pool.Pool(*(torch.tensor(saved["pool"][name], device=items.device)
-                                   for name in _pool.Pool._fields))
+            fs.pool = _pool.Pool(
+                *(
+                    torch.tensor(saved["pool"][name], device=items.device)
+                    for name in _pool.Pool._fields
+                )
+            )
             self.consts = _pool.make_constants(fs.layout, self.spec, fs.pool.rows)
         fs.windows = None
 
@@ -317,8 +348,13 @@ class _DeviceLoop:
 
     def _set_layout(self, layout, windows):
         P = self.P
-        layout = P.Layout(layout.k, layout.L, layout.M, layout.b,
-                          cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes))
+        layout = P.Layout(
+            layout.k,
+            layout.L,
+            layout.M,
+            layout.b,
+            cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes),
+        )
         self.fs.layout = layout
         self.fs.pool = P.pack(windows, layout)
         self.consts = P.make_constants(layout, self.spec, self.fs.pool.rows)
@@ -332,8 +368,9 @@ class _DeviceLoop:
         What the eager loop runs, what a CUDA graph captures and what
         ``torch.compile(fullgraph=True)`` compiles into one graph.
         """
-        new, out = self.P.advance(pool, self.items.index_select(0, idx), self.spec,
-                                  self.fs.layout, self.consts)
+        new, out = self.P.advance(
+            pool, self.items.index_select(0, idx), self.spec, self.fs.layout, self.consts
+        )
         self.log_before.index_copy_(0, pool.it, out.objective)
         if out.after is not None:
             self.log_after.index_copy_(0, pool.it, out.after)
@@ -374,14 +411,21 @@ class _DeviceLoop:
             return graph
         except Exception as exc:  # a kernel or driver that cannot be captured: run eagerly
             self.graph_error = exc
-            warn(f"CUDA graph capture failed ({type(exc).__name__}: {exc}); the "
-                 "iterations run without it", RuntimeWarning)
+            warn(
+                f"CUDA graph capture failed ({type(exc).__name__}: {exc}); the "
+                "iterations run without it",
+                RuntimeWarning,
+            )
             return None
 
     def _use_graph(self):
         dev = self.items.device
-        return (CUDA_GRAPHS and dev.type == "cuda" and self.graph_error is None
-                and not self.cfg.kernel.is_callable)
+        return (
+            CUDA_GRAPHS
+            and dev.type == "cuda"
+            and self.graph_error is None
+            and not self.cfg.kernel.is_callable
+        )
 
     def _run_block(self, start, stop):
         fs = self.fs
@@ -432,20 +476,28 @@ class _DeviceLoop:
         lay = fs.layout
         pool = fs.pool
         a, z = self.first_it + start, self.first_it + stop
-        head = torch.cat([
-            (pool.it - self.first_it).to(torch.float64),
-            (pool.coef[lay.M] != 0).any().view(1).to(torch.float64),
-            torch.isfinite(pool.newer[:, lay.L]).any().view(1).to(torch.float64),
-            (~pool.active).to(torch.float64),
-            self.log[:, a:z].reshape(-1),
-        ]).cpu().numpy()
+        head = (
+            torch.cat(
+                [
+                    (pool.it - self.first_it).to(torch.float64),
+                    (pool.coef[lay.M] != 0).any().view(1).to(torch.float64),
+                    torch.isfinite(pool.newer[:, lay.L]).any().view(1).to(torch.float64),
+                    (~pool.active).to(torch.float64),
+                    self.log[:, a:z].reshape(-1),
+                ]
+            )
+            .cpu()
+            .numpy()
+        )
         done, rows, slots, stopped = int(head[0]), bool(head[1]), bool(head[2]), bool(head[3])
         logged = head[4:].reshape(2, z - a)
         total = float(fs.plan.shape[1])
         logged = (logged / total).tolist()
-        if not (rows or slots) and not np.all(np.isfinite(logged[0][:done - start])):
-            raise ValueError("kernel: the iteration met non-finite values (NaN or inf): the "
-                             "kernel returned them, or the data overflow its arithmetic")
+        if not (rows or slots) and not np.all(np.isfinite(logged[0][: done - start])):
+            raise ValueError(
+                "kernel: the iteration met non-finite values (NaN or inf): the "
+                "kernel returned them, or the data overflow its arithmetic"
+            )
         return done, rows, slots, stopped, logged
 
     def windows(self):

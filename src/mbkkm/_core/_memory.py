@@ -140,22 +140,31 @@ class MemoryPlan:
             f"but {gib(available)} is available there. Largest parts: "
             + ", ".join(f"{name} {gib(b)}" for name, b in big)
             + f". Lower {self.hints.get(phase, 'the batch size')}"
-            + (", or set working_memory lower (kernel blocks are then computed in "
-               "chunks)" if phase == "fit" else "")
+            + (
+                ", or set working_memory lower (kernel blocks are then computed in chunks)"
+                if phase == "fit"
+                else ""
+            )
             + "."
         )
 
     def report(self):
         """The plan as text: one line per term, the peaks, and what was measured."""
-        lines = [f"Memory plan on {self.where} ("
-                 + ", ".join(f"{k}={v}" for k, v in self.shapes.items()) + "):"]
+        lines = [
+            f"Memory plan on {self.where} ("
+            + ", ".join(f"{k}={v}" for k, v in self.shapes.items())
+            + "):"
+        ]
         width = max(len(n) for n in self.terms) if self.terms else 0
         for name, b in self.terms.items():
             lines.append(f"  {name:<{width}}  {b / _MIB:12.1f} MiB")
         for phase, b in self.peaks.items():
             got = self.measured.get(phase)
-            extra = (f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
-                     if got is not None and b else "")
+            extra = (
+                f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
+                if got is not None and b
+                else ""
+            )
             lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB{extra}")
         return "\n".join(lines)
 
@@ -216,9 +225,12 @@ CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 def _cuda_graph_bytes(t):
     """The captured CUDA graph keeps its own copy of an iteration's buffers for as long
     as it lives, and its capture one more copy of the pool (``t``: the pool's terms)."""
-    return (t["batch rows"] + t["kernel block K(rows, X_B)"]
-            + max(t["kernel operand temporaries"], t["iteration products"])
-            + t["copy of the pool (replay after an overflow)"])
+    return (
+        t["batch rows"]
+        + t["kernel block K(rows, X_B)"]
+        + max(t["kernel operand temporaries"], t["iteration products"])
+        + t["copy of the pool (replay after an overflow)"]
+    )
 
 
 def _labelling_terms(n, m, k, itemsize, rows, threads, copied_width):
@@ -312,10 +324,12 @@ def _setup_terms(r):
     trials = 2 + int(np.log(r.n_clusters))
     return {
         "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
-        "width selection (sample)": (int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8))
-                                     if r.where == "host" else 0),
-        "k-means++ subsample and candidates": (2 * n_init * r.row_bytes
-                                               + 3 * trials * n_init * 8 + 4 * n_init * 8),
+        "width selection (sample)": (
+            int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
+        ),
+        "k-means++ subsample and candidates": (
+            2 * n_init * r.row_bytes + 3 * trials * n_init * 8 + 4 * n_init * 8
+        ),
         "batch plan": (r.max_iter or 0) * b * 8,
         "data copied to the device": int(r.data_on_device),
     }
@@ -354,15 +368,29 @@ def plan_minibatch(request):
         fold = dense = 0
         if r.where.startswith("cuda"):  # torch is there
             from ..kernels._torch_tiles import FOLD_MIN_VALUES
+
             fold = FOLD_MIN_VALUES if r.kernel_name == "rbf" else 0
             dense = DENSE_SLOT_SUMS_MAX
-        t.update(_pool_terms((k, b, tau), (r.n_features, r.row_bytes, itemsize),
-                             r.max_tile_bytes, r.max_iter or 0, copies,
-                             support=max(k, r.width_sample), cuda=(fold, dense)))
-        state = sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t[
-            "batch plan"]
-        iteration = (state + t["batch rows"] + t["kernel block K(rows, X_B)"]
-                     + max(t["kernel operand temporaries"], t["iteration products"]))
+        t.update(
+            _pool_terms(
+                (k, b, tau),
+                (r.n_features, r.row_bytes, itemsize),
+                r.max_tile_bytes,
+                r.max_iter or 0,
+                copies,
+                support=max(k, r.width_sample),
+                cuda=(fold, dense),
+            )
+        )
+        state = (
+            sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t["batch plan"]
+        )
+        iteration = (
+            state
+            + t["batch rows"]
+            + t["kernel block K(rows, X_B)"]
+            + max(t["kernel operand temporaries"], t["iteration products"])
+        )
         if r.where.startswith("cuda"):
             t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
             t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
@@ -385,30 +413,54 @@ def plan_minibatch(request):
         t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
         t["pair indices"] = (L + 1) * b * 8 * 9
         t["new support"] = m * r.row_bytes
-        state = (t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
-                 + t["data copied to the device"] + t["batch plan"])
-        iteration = (state + t["batch rows"] + t["kernel blocks"]
-                     + t.get("half-batch rows", 0)
-                     + max(t["kernel operand copies"],
-                           t["block sums Q, P, QB"] + t["pair indices"] + t["new support"]))
+        state = (
+            t["support (windows)"]
+            + t["support bookkeeping"]
+            + t["block Gram"]
+            + t["data copied to the device"]
+            + t["batch plan"]
+        )
+        iteration = (
+            state
+            + t["batch rows"]
+            + t["kernel blocks"]
+            + t.get("half-batch rows", 0)
+            + max(
+                t["kernel operand copies"],
+                t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
+            )
+        )
         M = m
-    setup = (t["data copied to the device"] + t["batch plan"] + t.get(_CUBLAS, 0)
-             + max(t["width from the data (row chunks)"], t["width selection (sample)"],
-                   t["k-means++ subsample and candidates"]))
+    setup = (
+        t["data copied to the device"]
+        + t["batch plan"]
+        + t.get(_CUBLAS, 0)
+        + max(
+            t["width from the data (row chunks)"],
+            t["width selection (sample)"],
+            t["k-means++ subsample and candidates"],
+        )
+    )
     label_rows, n_threads, where = r.label_rows, r.n_threads, r.where
     rows = n if label_rows is None else max(1, min(label_rows, n))
     threads = max(1, n_threads)
-    labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads,
-                                       d2 if copies else 0)
+    labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads, d2 if copies else 0)
     t.update(labelling_terms)
     labelling = state + sum(labelling_terms.values()) + t.get(_CUBLAS, 0)
     peaks = {"fit": int(max(setup, iteration)), "labelling": int(labelling)}
     return MemoryPlan(
-        where=where, terms={k_: int(v) for k_, v in t.items() if v},
-        peaks=peaks, checked=("fit", "labelling") if r.compute_labels else ("fit",),
-        shapes={"m": m, "blocks": nb, "chunk_columns": cols, "tile_rows": rows,
-                "threads": threads, **({"pool_rows": M, "slots": L} if r.device_resident
-                                       else {})},
+        where=where,
+        terms={k_: int(v) for k_, v in t.items() if v},
+        peaks=peaks,
+        checked=("fit", "labelling") if r.compute_labels else ("fit",),
+        shapes={
+            "m": m,
+            "blocks": nb,
+            "chunk_columns": cols,
+            "tile_rows": rows,
+            "threads": threads,
+            **({"pool_rows": M, "slots": L} if r.device_resident else {}),
+        },
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
 
@@ -417,9 +469,13 @@ def plan_minibatch(request):
 
 
 #: The device pool's persistent terms (see :func:`_pool_terms`).
-_POOL_STATE = ("support pool (M + 1 + b rows)", "pool weights and slots of the rows",
-               "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)",
-               "copy of the pool (replay after an overflow)", "batch plan and log on the device")
+_POOL_STATE = (
+    "support pool (M + 1 + b rows)",
+    "pool weights and slots of the rows",
+    "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)",
+    "copy of the pool (replay after an overflow)",
+    "batch plan and log on the device",
+)
 
 
 def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 0)):
@@ -452,15 +508,25 @@ def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 
         # rbf and cosine square (or normalise) a copy of the rows for their norms; the
         # folded rbf block copies the rows and the batch, 4-aligned with two more columns
         "kernel operand temporaries": (
-            (n_rows + b) * (-(-(n_features + 2) // 4) * 4 + 1) * itemsize if fold
-            else n_rows * n_features * itemsize if copies else 0),
+            (n_rows + b) * (-(-(n_features + 2) // 4) * 4 + 1) * itemsize
+            if fold
+            else n_rows * n_features * itemsize
+            if copies
+            else 0
+        ),
         # A (M, k) in float64 and in the data's dtype, R and R * weights (M + 1 + b, k),
         # D, V, one-hot (k, b), and the block Gram's two new versions
-        "iteration products": (M * k * (8 + itemsize) + n_rows * k * (itemsize + 8)
-                               + k * b * (2 * itemsize + 8 + 1) + 2 * k * L1 * L1 * 8
-                               # the dense slot sums' mask and masked values (CUDA)
-                               + (k * L1 * n_rows * 9 if k * L1 * n_rows <= dense else 0)),
-        "_cols": cols, "_L": L, "_M": M,
+        "iteration products": (
+            M * k * (8 + itemsize)
+            + n_rows * k * (itemsize + 8)
+            + k * b * (2 * itemsize + 8 + 1)
+            + 2 * k * L1 * L1 * 8
+            # the dense slot sums' mask and masked values (CUDA)
+            + (k * L1 * n_rows * 9 if k * L1 * n_rows <= dense else 0)
+        ),
+        "_cols": cols,
+        "_L": L,
+        "_M": M,
     }
 
 
@@ -513,8 +579,9 @@ def available_memory(backend):
     return available_host_memory() if free is None else int(free)
 
 
-def plan_untruncated(*, n, row_bytes, itemsize, n_clusters, batch_size, chunk_rows,
-                     compute_labels=True):
+def plan_untruncated(
+    *, n, row_bytes, itemsize, n_clusters, batch_size, chunk_rows, compute_labels=True
+):
     """The memory plan of a ``tau=None`` fit: the dynamic program's (n, k) tables."""
     k, b = n_clusters, batch_size
     t = {
@@ -527,15 +594,22 @@ def plan_untruncated(*, n, row_bytes, itemsize, n_clusters, batch_size, chunk_ro
     }
     peaks = {"fit": sum(v for name, v in t.items() if name != "support view at the end")}
     t["distances of the points (n, k)"] = n * k * 8 * 2
-    peaks["labelling"] = (t["table T and coefficients A (n, k)"]
-                          + t["support view at the end"]
-                          + t["distances of the points (n, k)"])
-    return MemoryPlan(where="host", terms={k_: int(v) for k_, v in t.items()},
-                      peaks={p: int(v) for p, v in peaks.items()},
-                      checked=tuple(peaks) if compute_labels else ("fit",),
-                      shapes={"n": n, "k": k, "chunk_rows": chunk_rows},
-                      hints={"fit": "batch_size, or use an integer tau (windows)",
-                             "labelling": "n_clusters, or use an integer tau (windows)"})
+    peaks["labelling"] = (
+        t["table T and coefficients A (n, k)"]
+        + t["support view at the end"]
+        + t["distances of the points (n, k)"]
+    )
+    return MemoryPlan(
+        where="host",
+        terms={k_: int(v) for k_, v in t.items()},
+        peaks={p: int(v) for p, v in peaks.items()},
+        checked=tuple(peaks) if compute_labels else ("fit",),
+        shapes={"n": n, "k": k, "chunk_rows": chunk_rows},
+        hints={
+            "fit": "batch_size, or use an integer tau (windows)",
+            "labelling": "n_clusters, or use an integer tau (windows)",
+        },
+    )
 
 
 def out_of_memory_error(exc, plan, available=None):
@@ -546,7 +620,8 @@ def out_of_memory_error(exc, plan, available=None):
     does not model). The message adds the plan's numbers.
     """
     torch_oom = type(exc).__name__ == "OutOfMemoryError" or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
+    )
     if not (isinstance(exc, MemoryError) or torch_oom) or isinstance(exc, MemoryPlanError):
         return None
     first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -599,19 +674,28 @@ def plan_explicit(request):
     t = {
         "centers and counts": k * d * s * 2 + k * 8,
         "batch plan": max_iter * b * 8,
-        "k-means++ subsample and candidates": (2 * n_init * d * s + 3 * trials * n_init * 8
-                                               + 4 * n_init * 8),
+        "k-means++ subsample and candidates": (
+            2 * n_init * d * s + 3 * trials * n_init * 8 + 4 * n_init * 8
+        ),
         "batch rows and their distances": b * d * s + 2 * b * k * s + 4 * b * 8,
         "labelling chunk (distances, norms)": rows * (k + 1) * s,
         "distances of the points (n, k)": n * k * s,
         "labels and minima out": n * 16,
     }
     state = t["centers and counts"] + t["batch plan"]
-    peaks = {"fit": state + max(t["k-means++ subsample and candidates"],
-                                t["batch rows and their distances"]),
-             "labelling": state + t["labelling chunk (distances, norms)"]
-             + t["distances of the points (n, k)"] + t["labels and minima out"]}
-    return MemoryPlan(where="host", terms=t, peaks=peaks,
-                      checked=("fit", "labelling") if r.compute_labels else ("fit",),
-                      shapes={"n": n, "k": k, "chunk_rows": rows},
-                      hints={"fit": "batch_size", "labelling": "n_clusters"})
+    peaks = {
+        "fit": state
+        + max(t["k-means++ subsample and candidates"], t["batch rows and their distances"]),
+        "labelling": state
+        + t["labelling chunk (distances, norms)"]
+        + t["distances of the points (n, k)"]
+        + t["labels and minima out"],
+    }
+    return MemoryPlan(
+        where="host",
+        terms=t,
+        peaks=peaks,
+        checked=("fit", "labelling") if r.compute_labels else ("fit",),
+        shapes={"n": n, "k": k, "chunk_rows": rows},
+        hints={"fit": "batch_size", "labelling": "n_clusters"},
+    )

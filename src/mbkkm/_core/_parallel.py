@@ -64,15 +64,18 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
     """
     if not (isinstance(state.support, np.ndarray) or is_sparse(state.support)):
         # another backend (torch): its own parallelism
-        return assign(X, state, kernel, chunk_rows=chunk_rows,
-                      return_distances=return_distances)
+        return assign(X, state, kernel, chunk_rows=chunk_rows, return_distances=return_distances)
     n = X.shape[0]
     n_threads = blas_threads() if n_threads is None else n_threads
     n_threads = max(1, min(n_threads, n // _MIN_ROWS_PER_THREAD))
     rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
     if not kernel.is_callable and state.support.dtype.kind == "f":
-        rows = tile_rows(state.support.shape[0], state.support.dtype.itemsize, rows,
-                         sparse=is_sparse(X) or is_sparse(state.support))
+        rows = tile_rows(
+            state.support.shape[0],
+            state.support.dtype.itemsize,
+            rows,
+            sparse=is_sparse(X) or is_sparse(state.support),
+        )
 
     def label(r0, r1):
         part = X if (r0, r1) == (0, n) else row_range(X, r0, r1)  # a view, also for CSR

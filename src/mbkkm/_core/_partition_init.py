@@ -30,7 +30,7 @@ def partition_norms(support, labels, n_clusters, kernel):
     order, ptr = group_by(np.asarray(labels, dtype=np.intp), n_clusters)
     norms = np.zeros(n_clusters)
     for j in range(n_clusters):
-        members = order[ptr[j]:ptr[j + 1]]
+        members = order[ptr[j] : ptr[j + 1]]
         if members.size:
             S = nx.take(support, nx.index(members))
             norms[j] = float(nx.to_numpy(nx.kernel_tile(kernel, S, S)).mean())

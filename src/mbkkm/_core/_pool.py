@@ -89,7 +89,6 @@ from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
 _F64 = torch.float64
 
 
-
 @dataclass(frozen=True)
 class Layout:
     """The fixed shapes of a pool: k clusters, L slots per window, M pool rows, batch b.
@@ -179,8 +178,12 @@ def _kernel_functions(kernel):
     def diag(X):
         return impl.diag(X, **params)
 
-    return (tile, tail if impl.tile is _torch_tiles.rbf else tile, diag,
-            impl.diag is _torch_tiles.diag_ones)
+    return (
+        tile,
+        tail if impl.tile is _torch_tiles.rbf else tile,
+        diag,
+        impl.diag is _torch_tiles.diag_ones,
+    )
 
 
 class StepSpec:
@@ -314,9 +317,13 @@ def slot_sums(values, block, bounds):
     keys, order = torch.sort(block, stable=True)
     # The offsets are right by construction (nondecreasing, from 0 to n): ``unsafe``
     # leaves out any check of them, which would read them back to the host.
-    return torch.segment_reduce(values.index_select(0, order), "sum",
-                                offsets=torch.searchsorted(keys, bounds), initial=0,
-                                unsafe=True)
+    return torch.segment_reduce(
+        values.index_select(0, order),
+        "sum",
+        offsets=torch.searchsorted(keys, bounds),
+        initial=0,
+        unsafe=True,
+    )
 
 
 def _destinations(block, labels, grows, active, c):
@@ -352,7 +359,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     chunks = layout.chunks
     # 1. The batch is written to the pool's tail; one kernel block K(rows, X_B)
     # (M + 1 + b, b): K(S, B), and K(B, B) in its tail.
-    tail = rows[M + 1:]
+    tail = rows[M + 1 :]
     tail.copy_(Xb)
     K = spec.tail(rows, tail) if len(chunks) == 1 else None
     dt = rows.dtype
@@ -364,8 +371,13 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     if K is not None:
         D = torch.addmm(norms_dt, A, K[:M], alpha=-2)  # (k, b)
     else:
-        D = torch.cat([torch.addmm(norms_dt, A, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
-                       for c0, c1 in chunks], 1)
+        D = torch.cat(
+            [
+                torch.addmm(norms_dt, A, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
+                for c0, c1 in chunks
+            ],
+            1,
+        )
     mind, labels = D.min(0)
     diag = None if spec.diag_is_one else spec.diag(Xb)
     mind = (mind.add_(1) if diag is None else mind.add_(diag)).clamp_min_(0)
@@ -408,30 +420,40 @@ def advance(pool, Xb, spec, layout, c, weight=None):
             Kc = spec.tile(rows, Xb[c0:c1])
             R = R + Kc @ V[:, c0:c1].T
             if spec.objective_after:
-                Q2.append(torch.addmm(A2 @ Kc[:M], Vb, Kc[M + 1:]))
+                Q2.append(torch.addmm(A2 @ Kc[:M], Vb, Kc[M + 1 :]))
     G = slot_sums((R * coef).sum(1), block, c.slot_bounds).view(k, L1)
-    g = torch.where(new, torch.diagonal(V @ R[M + 1:])[:, None], G)  # float64
-    gram = torch.where(new[:, None, :], g[:, :, None],
-                       torch.where(new[:, :, None], g[:, None, :], pool.gram))
+    g = torch.where(new, torch.diagonal(V @ R[M + 1 :])[:, None], G)  # float64
+    gram = torch.where(
+        new[:, None, :], g[:, :, None], torch.where(new[:, :, None], g[:, None, :], pool.gram)
+    )
     norms = torch.bmm(lam[:, None, :], torch.bmm(gram, lam[:, :, None])).view(k, 1)
     after = None
     active = pool.active
     if spec.objective_after:
         # f_B(C_{i+1}) on the same batch: c' - 2 (A2 K(S, B) + Vb K(B, B)).
         if K is not None:
-            D2 = torch.addmm(torch.addmm(norms.to(dt), A2, K[:M], alpha=-2),
-                             Vb, K[M + 1:], alpha=-2)
+            D2 = torch.addmm(
+                torch.addmm(norms.to(dt), A2, K[:M], alpha=-2), Vb, K[M + 1 :], alpha=-2
+            )
         else:
             D2 = torch.cat(Q2, 1).mul_(-2).add_(norms.to(dt))
         mind2 = D2.min(0).values
         mind2 = (mind2.add_(1) if diag is None else mind2.add_(diag)).clamp_min_(0)
-        after = (mind2.sum(0, keepdim=True, dtype=_F64) if weight is None
-                 else (mind2.to(_F64) @ w64)[None])
+        after = (
+            mind2.sum(0, keepdim=True, dtype=_F64)
+            if weight is None
+            else (mind2.to(_F64) @ w64)[None]
+        )
         active = active & (objective - after >= c.tol * total)
     # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
     # none is left: an overflow), the others back to their own batch row.
-    dest = _destinations(block[:M], labels, None if weight is None else grows,
-                         pool.active if spec.objective_after else None, c)
+    dest = _destinations(
+        block[:M],
+        labels,
+        None if weight is None else grows,
+        pool.active if spec.objective_after else None,
+        c,
+    )
     rows.index_copy_(0, dest, Xb)
     block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
@@ -466,8 +488,12 @@ def overflowed(pool, layout):
     spare row M (whose ``coef`` row is 0 until then), a new block that found no free
     slot went to the spare column (never dropped). One small device-to-host copy.
     """
-    flags = torch.cat([(pool.coef[layout.M] != 0).any().view(1),
-                       torch.isfinite(pool.newer[:, layout.L]).any().view(1)])
+    flags = torch.cat(
+        [
+            (pool.coef[layout.M] != 0).any().view(1),
+            torch.isfinite(pool.newer[:, layout.L]).any().view(1),
+        ]
+    )
     rows, slots = flags.tolist()
     return bool(rows), bool(slots)
 
@@ -490,8 +516,10 @@ def pack(state, layout, *, dtype=None):
     bc = np.asarray(state.block_cluster, dtype=np.intp)
     slots = block_slots(bc, k)
     if nb and (slots.max() >= layout.L or m > M):
-        raise ValueError(f"pack: the windows need {slots.max() + 1} slots and {m} rows, the "
-                         f"layout has {layout.L} and {M}")
+        raise ValueError(
+            f"pack: the windows need {slots.max() + 1} slots and {m} rows, the "
+            f"layout has {layout.L} and {M}"
+        )
     sizes = state.block_size
     # newer[q] = points in the strictly newer blocks of q's window: per cluster, the
     # suffix sums of the sizes in age order.
@@ -604,28 +632,53 @@ def step_windows(state, Xb, options, batch_weight=None):
     b = Xb.shape[0]
     objective_after = options.objective_after
     layout = layout_for(state, b, options.tau)
-    layout = Layout(layout.k, layout.L, layout.M, b,
-                    tile_columns_for(layout, Xb, options.max_tile_bytes))
-    spec = StepSpec(options.kernel, options.rate, tau=options.tau,
-                    renormalize=options.renormalize, objective_after=objective_after,
-                    tol=-math.inf)
+    layout = Layout(
+        layout.k, layout.L, layout.M, b, tile_columns_for(layout, Xb, options.max_tile_bytes)
+    )
+    spec = StepSpec(
+        options.kernel,
+        options.rate,
+        tau=options.tau,
+        renormalize=options.renormalize,
+        objective_after=objective_after,
+        tol=-math.inf,
+    )
     pool = pack(state, layout)
     consts = make_constants(layout, spec, pool.rows)
     weight = None
     if batch_weight is not None:
         weight = torch.from_numpy(np.asarray(batch_weight, dtype=np.float64)).to(Xb.device)
     pool, out = advance(pool, Xb, spec, layout, consts, weight)
-    total = out.total if isinstance(out.total, torch.Tensor) else torch.full(
-        (1,), out.total, dtype=_F64, device=Xb.device)
+    total = (
+        out.total
+        if isinstance(out.total, torch.Tensor)
+        else torch.full((1,), out.total, dtype=_F64, device=Xb.device)
+    )
     after = out.after if out.after is not None else out.objective
-    host = torch.cat([out.objective, after, total.view(1), out.alpha.view(-1),
-                      out.labels.to(_F64)]).cpu().numpy()
+    host = (
+        torch.cat([out.objective, after, total.view(1), out.alpha.view(-1), out.labels.to(_F64)])
+        .cpu()
+        .numpy()
+    )
     k = layout.k
     objective, after_sum, total = host[0], host[1], host[2]
     new = unpack(pool, layout)
-    for name in ("support", "weight", "block_start", "block_cluster", "block_stamp", "lam",
-                 "gram", "norms", "counts", "n_steps"):
+    for name in (
+        "support",
+        "weight",
+        "block_start",
+        "block_cluster",
+        "block_stamp",
+        "lam",
+        "gram",
+        "norms",
+        "counts",
+        "n_steps",
+    ):
         setattr(state, name, getattr(new, name))
-    return StepResult(labels=host[3 + k:].astype(np.intp), objective=float(objective / total),
-                      objective_after=float(after_sum / total) if objective_after else None,
-                      alpha=host[3:3 + k].copy())
+    return StepResult(
+        labels=host[3 + k :].astype(np.intp),
+        objective=float(objective / total),
+        objective_after=float(after_sum / total) if objective_after else None,
+        alpha=host[3 : 3 + k].copy(),
+    )

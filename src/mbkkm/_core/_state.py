@@ -155,10 +155,16 @@ class WindowState:
     def copy(self):
         nx = self.backend
         return WindowState(
-            nx.copy(self.support), self.weight.copy(), self.block_start.copy(),
-            self.block_cluster.copy(), self.block_stamp.copy(), self.lam.copy(),
-            None if self.gram is None else nx.copy(self.gram), nx.copy(self.norms),
-            self.counts.copy(), self.n_steps,
+            nx.copy(self.support),
+            self.weight.copy(),
+            self.block_start.copy(),
+            self.block_cluster.copy(),
+            self.block_stamp.copy(),
+            self.lam.copy(),
+            None if self.gram is None else nx.copy(self.gram),
+            nx.copy(self.norms),
+            self.counts.copy(),
+            self.n_steps,
         )
 
 
@@ -172,8 +178,11 @@ def init_state(centers, kernel):
     k = centers.shape[0]
     diag = nx.astype(nx.kernel_diag(kernel, centers), np.float64)  # (k,) K(c_j, c_j)
     return WindowState(
-        support=(nx.copy(centers) if not nx.is_host or is_sparse(centers)
-                 else np.array(centers, copy=True)),
+        support=(
+            nx.copy(centers)
+            if not nx.is_host or is_sparse(centers)
+            else np.array(centers, copy=True)
+        ),
         weight=np.ones(k),
         block_start=np.arange(k + 1),
         block_cluster=np.arange(k),
@@ -207,7 +216,8 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     coef = np.asarray(coef, dtype=np.float64)[order]
     sizes = np.diff(ptr)
     return WindowState(
-        support=support if order.size == 0 or np.all(order == np.arange(order.size))
+        support=support
+        if order.size == 0 or np.all(order == np.arange(order.size))
         else nx.take(support, nx.index(order)),
         weight=coef / np.repeat(lam, sizes),
         block_start=ptr,
@@ -218,7 +228,6 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
         norms=nx.asarray(norms, dtype=np.float64),
         counts=np.zeros(n_clusters),
     )
-
 
 
 @dataclass

@@ -85,16 +85,20 @@ def init_table(items, start, kernel, chunk_rows=4096):
     """
     n, k = items.shape[0], start.n_clusters
     support, coef, labels = start.support, start.coef, start.labels
-    A = np.zeros((labels.size, k))                      # (m0, k): a_s on its center's column
+    A = np.zeros((labels.size, k))  # (m0, k): a_s on its center's column
     A[np.arange(labels.size), labels] = coef
     table = np.empty((n, k), dtype=np.float64)
     for r0 in range(0, n, chunk_rows):
-        table[r0:r0 + chunk_rows] = np.asarray(
-            kernel(items[r0:r0 + chunk_rows], support), dtype=np.float64) @ A
+        table[r0 : r0 + chunk_rows] = (
+            np.asarray(kernel(items[r0 : r0 + chunk_rows], support), dtype=np.float64) @ A
+        )
     return TableState(
-        table=table, norms=start.host_norms().copy(), coef=np.zeros((n, k)),
+        table=table,
+        norms=start.host_norms().copy(),
+        coef=np.zeros((n, k)),
         init_items=support.copy() if is_sparse(support) else np.array(support, copy=True),
-        init_coef=np.array(coef, dtype=np.float64), init_labels=labels.copy(),
+        init_coef=np.array(coef, dtype=np.float64),
+        init_labels=labels.copy(),
         counts=np.zeros(k),
     )
 
@@ -133,16 +137,15 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
         K_BB = np.empty((b, b))
         step = max(1, chunk_rows * b // max(n, 1))
         for start in range(0, b, step):
-            R = kernel.stored_rows(XB[start:start + step])
-            T += R.T @ W[start:start + step]
-            K_BB[start:start + step] = (R[:, XB].toarray() if is_sparse(R)
-                                        else R[:, XB])
+            R = kernel.stored_rows(XB[start : start + step])
+            T += R.T @ W[start : start + step]
+            K_BB[start : start + step] = R[:, XB].toarray() if is_sparse(R) else R[:, XB]
     else:
         K_BB = np.asarray(kernel(XB, XB), dtype=np.float64)
         # T' = (1 - alpha) T + K(X, X_B) W, in row chunks.
         for start in range(0, n, chunk_rows):
-            K = np.asarray(kernel(items[start:start + chunk_rows], XB), dtype=np.float64)
-            Tc = T[start:start + chunk_rows]
+            K = np.asarray(kernel(items[start : start + chunk_rows], XB), dtype=np.float64)
+            Tc = T[start : start + chunk_rows]
             Tc *= keep[None, :]
             Tc += K @ W
     s2 = np.einsum("ij,ik,kj->j", W, K_BB, W)

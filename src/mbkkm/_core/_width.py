@@ -108,7 +108,7 @@ AUTO_GAMMA_KERNELS = {"rbf": "sqeuclidean", "gaussian": "sqeuclidean", "laplacia
 #: for rbf, 1 / mean pairwise L1 distance for laplacian) from 1/8 to 32. (At 64x
 #: kernel k-means on the sample is in its collapse regime on every real set
 #: measured; the grid is extended when the choice lies at one of its ends.)
-DEFAULT_MULTIPLIERS = tuple(2.0 ** e for e in range(-3, 6))
+DEFAULT_MULTIPLIERS = tuple(2.0**e for e in range(-3, 6))
 
 #: A narrower width (larger gamma) replaces the mean-distance one only when its
 #: score is at most ``1 - MIN_GAIN`` times the mean-distance width's score.
@@ -135,8 +135,6 @@ MIN_POINTS_PER_CLUSTER = 10
 SAMPLE_PER_CLUSTER = 20
 SAMPLE_MIN = 500
 SAMPLE_MAX = 1000
-
-
 
 
 class WidthSolution(NamedTuple):
@@ -184,6 +182,7 @@ class SampleDraw(NamedTuple):
     seeds: np.ndarray  # (n_seeds,) k-means++ seeds
     spectral_seed: int
 
+
 def default_sample_size(n_clusters):
     """Points of the sample ``select_gamma`` draws by default (before capping at n).
 
@@ -207,9 +206,9 @@ def knn_normalized_cut(A, labels, n_clusters):
     """
     A = sparse.csr_matrix(A)
     n = labels.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(A.indptr))             # edge (rows[e], A.indices[e])
+    rows = np.repeat(np.arange(n), np.diff(A.indptr))  # edge (rows[e], A.indices[e])
     deg = np.bincount(rows, weights=A.data, minlength=n)
-    vol = np.bincount(labels, weights=deg, minlength=n_clusters)   # (k,)
+    vol = np.bincount(labels, weights=deg, minlength=n_clusters)  # (k,)
     same = labels[rows] == labels[A.indices]
     inside = np.bincount(labels[rows[same]], weights=A.data[same], minlength=n_clusters)
     ok = vol > 0
@@ -238,8 +237,11 @@ def sample_distances(Xs, metric):
     and the base width 1 / their mean over the pairs of distinct points."""
     m = Xs.shape[0]
     if sparse.issparse(Xs):  # scikit-learn's sparse distances (cdist needs dense rows)
-        D = (euclidean_distances(Xs, squared=True) if metric == "sqeuclidean"
-             else manhattan_distances(Xs))
+        D = (
+            euclidean_distances(Xs, squared=True)
+            if metric == "sqeuclidean"
+            else manhattan_distances(Xs)
+        )
         np.fill_diagonal(D, 0.0)
     else:
         D = cdist(Xs, Xs, metric)
@@ -254,8 +256,13 @@ def knn_graph(Xs, metric, n_neighbors):
     nn = min(n_neighbors, m - 1)
     if nn < 1:
         return sparse.csr_matrix((m, m))
-    G = NearestNeighbors(n_neighbors=nn, metric="euclidean" if metric == "sqeuclidean"
-                         else "manhattan").fit(Xs).kneighbors_graph(mode="connectivity")
+    G = (
+        NearestNeighbors(
+            n_neighbors=nn, metric="euclidean" if metric == "sqeuclidean" else "manhattan"
+        )
+        .fit(Xs)
+        .kneighbors_graph(mode="connectivity")
+    )
     G.setdiag(0)  # duplicate rows may list a point as its own neighbour
     G.eliminate_zeros()
     return ((G + G.T) > 0).astype(np.float64).tocsr()
@@ -289,8 +296,14 @@ def search_width(Xs, metric, n_clusters, draw, options):
     A = knn_graph(Xs, metric, options.n_neighbors)
 
     def solve(multiplier):
-        return width_solution(np.exp(-(base * multiplier) * D), A, n_clusters, draw.seeds,
-                              draw.spectral_seed, options.max_iter)
+        return width_solution(
+            np.exp(-(base * multiplier) * D),
+            A,
+            n_clusters,
+            draw.seeds,
+            draw.spectral_seed,
+            options.max_iter,
+        )
 
     mult = options.multipliers
     solutions = {float(mu): solve(mu) for mu in mult}
@@ -304,8 +317,9 @@ def search_width(Xs, metric, n_clusters, draw, options):
         raw = np.array([solutions[mu].cut for mu in grid])
         scores = smooth_scores(raw)
         noise = score_noise([solutions[mu].cuts for mu in grid])
-        best = choose_width(scores, ref, options.min_gain, options.min_gain_wider,
-                            noise, options.noise_margin)
+        best = choose_width(
+            scores, ref, options.min_gain, options.min_gain_wider, noise, options.noise_margin
+        )
         end = _grid_end(best, grid.size, ref)
         if end is None or added[end] >= options.extend:
             break
@@ -314,12 +328,19 @@ def search_width(Xs, metric, n_clusters, draw, options):
         solutions[float(mu)] = solve(mu)
     best = _off_end_plateau(raw, best, ref)
     at_edge = _grid_end(best, grid.size, ref)
-    return WidthSearch(base=float(base), grid=grid, raw=raw, scores=scores, best=best,
-                       reference=ref, at_edge=at_edge,
-                       added=0 if at_edge is None else added[at_edge],
-                       runs=[solutions[mu] for mu in grid],
-                       start_from_partition=trust_partition(scores, best, ref, options.min_gain),
-                       noise=noise)
+    return WidthSearch(
+        base=float(base),
+        grid=grid,
+        raw=raw,
+        scores=scores,
+        best=best,
+        reference=ref,
+        at_edge=at_edge,
+        added=0 if at_edge is None else added[at_edge],
+        runs=[solutions[mu] for mu in grid],
+        start_from_partition=trust_partition(scores, best, ref, options.min_gain),
+        noise=noise,
+    )
 
 
 def trust_partition(scores, best, reference, min_gain):
@@ -348,8 +369,7 @@ def trust_partition(scores, best, reference, min_gain):
     return bool(scores[best] <= (1.0 - min_gain) * scores[reference])
 
 
-def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None,
-                 noise_margin=0.0):
+def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None, noise_margin=0.0):
     """Index of the chosen candidate from the smoothed scores (lower is better).
 
     Candidates are sorted by increasing gamma, so those before ``reference`` (the
@@ -381,7 +401,7 @@ def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None,
     ok = (scores < s_ref) & (scores <= limit)
     if noise is not None and noise_margin > 0:
         noise = np.asarray(noise, dtype=np.float64)
-        clear = s_ref - scores > noise_margin * np.sqrt(noise ** 2 + noise[reference] ** 2)
+        clear = s_ref - scores > noise_margin * np.sqrt(noise**2 + noise[reference] ** 2)
         ok &= (index > reference) | clear
     ok[reference] = False
     if not ok.any():
@@ -391,7 +411,7 @@ def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None,
 
 
 def _grid_end(best, size, reference):
-    """"widest" / "narrowest" when candidate ``best`` is the first / last of
+    """ "widest" / "narrowest" when candidate ``best`` is the first / last of
     ``size`` and not the reference; else None."""
     if size == 1 or best == reference:
         return None
@@ -411,8 +431,11 @@ def _off_end_plateau(raw, best, reference):
     if reference is None or best == reference or best not in (0, last):
         return best
     step = 1 if best == 0 else -1
-    while (best + step != reference and 0 <= best + step <= last
-           and np.isclose(raw[best + step], raw[best], rtol=1e-9, atol=0.0)):
+    while (
+        best + step != reference
+        and 0 <= best + step <= last
+        and np.isclose(raw[best + step], raw[best], rtol=1e-9, atol=0.0)
+    ):
         best += step
     return best
 
@@ -431,7 +454,8 @@ def width_solution(K, A, n_clusters, seeds, spectral_seed, max_iter):
     spectral = 1 < n_clusters < m
     if spectral:
         sp_labels, sp_objective = lloyd_from_partition(
-            K, spectral_partition(K, n_clusters, spectral_seed), n_clusters, max_iter)
+            K, spectral_partition(K, n_clusters, spectral_seed), n_clusters, max_iter
+        )
         labels = np.vstack([labels, sp_labels[None]])
         objective = np.append(objective, sp_objective)
     cuts = np.array([knn_normalized_cut(A, lab, n_clusters) for lab in labels])
@@ -478,10 +502,14 @@ def kernel_kmeans_runs(K, n_clusters, seeds, max_iter, tol=1e-4):
     diag = np.diag(K).copy()
     index = IndexKernel("precomputed", K, diag=diag)
     items = np.arange(K.shape[0])
-    centers = [kernel_kmeans_plusplus(items, index, n_clusters, check_random_state(int(seed)),
-                                      None, diag=diag) for seed in seeds]
-    P0 = np.stack([K[:, c] for c in centers])                 # (R, m, k)
-    c0 = np.stack([diag[c] for c in centers])                 # (R, k)
+    centers = [
+        kernel_kmeans_plusplus(
+            items, index, n_clusters, check_random_state(int(seed)), None, diag=diag
+        )
+        for seed in seeds
+    ]
+    P0 = np.stack([K[:, c] for c in centers])  # (R, m, k)
+    c0 = np.stack([diag[c] for c in centers])  # (R, k)
     return lloyd_runs(K, diag, P0, c0, max_iter, tol)
 
 
@@ -501,7 +529,7 @@ def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
     safe = np.where(size > 0, size, 1.0)
     KM = K @ M
     P0 = KM / safe
-    c0 = np.where(size > 0, np.einsum("ij,ij->j", M, KM) / safe ** 2, np.inf)
+    c0 = np.where(size > 0, np.einsum("ij,ij->j", M, KM) / safe**2, np.inf)
     labels, objective = lloyd_runs(K, np.diag(K).copy(), P0[None], c0[None], max_iter, tol)
     return labels[0], float(objective[0])
 
@@ -529,12 +557,12 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
     w = np.ones(m)
     labels_old = objective_old = None
     for it in range(max_iter + 1):
-        D = P * -2.0                                           # (r, m, k)
+        D = P * -2.0  # (r, m, k)
         D += diag[None, :, None]
         D += c[:, None, :]
-        labels = D.argmin(axis=2)                              # (r, m)
+        labels = D.argmin(axis=2)  # (r, m)
         mind = np.take_along_axis(D, labels[:, :, None], axis=2)[:, :, 0]
-        np.maximum(mind, 0.0, out=mind)                        # rounding (as e_step)
+        np.maximum(mind, 0.0, out=mind)  # rounding (as e_step)
         objective = mind.sum(axis=1)
         if it == max_iter:
             done = np.ones(active.size, dtype=bool)
@@ -543,7 +571,8 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         else:
             decrease = objective_old - objective
             done = ((labels != labels_old).sum(axis=1) == 0) | (
-                (decrease >= 0) & (decrease < tol * objective_old))
+                (decrease >= 0) & (decrease < tol * objective_old)
+            )
         labels_out[active[done]] = labels[done]
         objective_out[active[done]] = objective[done]
         keep = ~done
@@ -558,7 +587,7 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
                 center_labels[j] = relocate_empty(center_labels[j], mind[j], w, k, counts)
         A = np.zeros((m, r, k))
         A[rows[:, None], np.arange(r)[None, :], center_labels.T] = 1.0
-        size = A.sum(axis=0)                                   # (r, k)
+        size = A.sum(axis=0)  # (r, k)
         A /= np.where(size > 0, size, 1.0)[None]
         P = (K @ A.reshape(m, r * k)).reshape(m, r, k).transpose(1, 0, 2)  # (r, m, k)
         c = np.einsum("mrk,rmk->rk", A, P)
@@ -599,8 +628,9 @@ def score_noise(run_cuts):
     this run-to-run noise, and a wider width chosen on such a difference did
     worse than the mean-distance width (``docs/gamma.md``).
     """
-    sd = np.array([np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts],
-                  dtype=np.float64)
+    sd = np.array(
+        [np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts], dtype=np.float64
+    )
     var = np.concatenate([sd[:1], sd, sd[-1:]]) ** 2
     return np.sqrt(var[:-2] / 16.0 + var[1:-1] / 4.0 + var[2:] / 16.0)
 

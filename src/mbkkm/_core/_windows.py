@@ -152,8 +152,9 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
         order = np.argsort(block_cluster, kind="stable")
         csum = np.cumsum(np.asarray(block_size, dtype=np.int64)[order])  # inclusive
         total = np.zeros(k + 1, dtype=np.int64)
-        total[1:] = np.cumsum(np.bincount(block_cluster, weights=block_size, minlength=k)
-                              .astype(np.int64))
+        total[1:] = np.cumsum(
+            np.bincount(block_cluster, weights=block_size, minlength=k).astype(np.int64)
+        )
         newer = np.empty(block_cluster.size, dtype=np.int64)
         newer[order] = total[1:][block_cluster[order]] - csum  # strictly newer old points
         keep &= ~g_b | (newer + new_size[block_cluster] < tau)
@@ -234,8 +235,7 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
     old_slots = block_slots(block_cluster, k)
     dropped = np.bincount(block_cluster[~keep], minlength=k)
     n_kept = np.bincount(block_cluster[keep], minlength=k)  # kept blocks per cluster
-    new_slots = np.concatenate([old_slots[keep] - dropped[block_cluster[keep]],
-                                n_kept[grows]])
+    new_slots = np.concatenate([old_slots[keep] - dropped[block_cluster[keep]], n_kept[grows]])
     L = max(1, int((n_kept + grows).max()))
 
     # (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j] for the kept slots
@@ -267,8 +267,20 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
     mir_i = rank_in_groups(n_kept[grows])
     mir_src = (mir_c * L + mir_i) * L + n_kept[mir_c]
     mir_dst = (mir_c * L + n_kept[mir_c]) * L + mir_i
-    return GramUpdate(new_cluster, new_slots, L, src_keep, dst_keep, pair_pt, pair_flat,
-                      pair_dst, self_flat, self_dst, mir_src, mir_dst)
+    return GramUpdate(
+        new_cluster,
+        new_slots,
+        L,
+        src_keep,
+        dst_keep,
+        pair_pt,
+        pair_flat,
+        pair_dst,
+        self_flat,
+        self_dst,
+        mir_src,
+        mir_dst,
+    )
 
 
 def _workspace(state, name, shape, dtype, nx):
@@ -286,8 +298,7 @@ def _workspace(state, name, shape, dtype, nx):
 def _tile(state, name, kernel, A, B, nx):
     """K(A, B) into a reused buffer of the state (when the kernel writes in place)."""
     dtype = nx.tile_dtype(kernel, B)
-    out = None if dtype is None else _workspace(state, name, (A.shape[0], B.shape[0]),
-                                                dtype, nx)
+    out = None if dtype is None else _workspace(state, name, (A.shape[0], B.shape[0]), dtype, nx)
     return nx.kernel_tile(kernel, A, B, out=out)
 
 
@@ -314,19 +325,23 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
     """
     n_new = int(new_ptr[-1])
     p = max(2, round(n_new / SELF_PART_ROWS))
-    cuts = [0] + [int(new_ptr[np.argmin(np.abs(new_ptr - n_new * j / p))])
-                  for j in range(1, p)] + [n_new]  # block boundaries, non-decreasing
+    cuts = (
+        [0]
+        + [int(new_ptr[np.argmin(np.abs(new_ptr - n_new * j / p))]) for j in range(1, p)]
+        + [n_new]
+    )  # block boundaries, non-decreasing
     parts = []
     for lo, hi in pairwise(cuts):
         if hi == lo:
             continue
         b0, b1 = np.searchsorted(new_ptr, [lo, hi])  # the blocks of this part
-        ptr = new_ptr[b0:b1 + 1] - lo
+        ptr = new_ptr[b0 : b1 + 1] - lo
         local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
         Xh = nx.take(Xb, new_pos_d[lo:hi])
-        Qh = _chunked_products(state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols,
-                               "K_BB")  # (blocks of the part, hi - lo)
-        flat, = nx.upload_indices(local_block * (hi - lo) + np.arange(hi - lo))
+        Qh = _chunked_products(
+            state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols, "K_BB"
+        )  # (blocks of the part, hi - lo)
+        (flat,) = nx.upload_indices(local_block * (hi - lo) + np.arange(hi - lo))
         parts.append(nx.take(nx.reshape(Qh, -1), flat))
     return parts[0] if len(parts) == 1 else nx.concatenate(parts)
 
@@ -338,10 +353,10 @@ def _chunked_products(state, kernel, nx, A, Xb, M, cols, name):
         return nx.csr_matmul(*M, _tile(state, name, kernel, A, Xb, nx))
     out = None
     for c0 in range(0, b, cols):
-        part = nx.csr_matmul(*M, _tile(state, name, kernel, A, Xb[c0:c0 + cols], nx))
+        part = nx.csr_matmul(*M, _tile(state, name, kernel, A, Xb[c0 : c0 + cols], nx))
         if out is None:
             out = nx.empty((part.shape[0], b), part.dtype)
-        out[:, c0:c0 + cols] = part
+        out[:, c0 : c0 + cols] = part
     return out
 
 
@@ -377,13 +392,25 @@ def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
         u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
     kept_sizes = state.block_size[keep]
     rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
-    g = plan_gram_update(state.block_cluster, keep, grows, new_sizes, new_pos,
-                         labels.shape[0], state.gram.shape[1])
+    g = plan_gram_update(
+        state.block_cluster, keep, grows, new_sizes, new_pos, labels.shape[0], state.gram.shape[1]
+    )
     lam_all = np.concatenate([plan.lam_kept, plan.lam_new])
     lam_pad = np.zeros(state.n_clusters * g.L)  # Lambda' padded (k, L)
     lam_pad[g.new_cluster * g.L + g.new_slots] = lam_all
-    return _Layout(new_pos, grow_ids, grow_ids.size, new_sizes, new_ptr, u_new, kept_sizes,
-                   rows_kept, g, lam_all, lam_pad)
+    return _Layout(
+        new_pos,
+        grow_ids,
+        grow_ids.size,
+        new_sizes,
+        new_ptr,
+        u_new,
+        kept_sizes,
+        rows_kept,
+        g,
+        lam_all,
+        lam_pad,
+    )
 
 
 @dataclass(frozen=True)
@@ -452,50 +479,82 @@ def minibatch_step(state, Xb, options, batch_weight=None):
     # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
     # (K(B, B) (b, b) comes in step 5, reduced the same way.)
     dtype = nx.tile_dtype(kernel, Xb)
-    cols = tile_columns(state.support.shape[0], b, 8 if dtype is None else dtype.itemsize,
-                        max_tile_bytes)
+    cols = tile_columns(
+        state.support.shape[0], b, 8 if dtype is None else dtype.itemsize, max_tile_bytes
+    )
     diag = nx.kernel_diag(kernel, Xb)
-    Q = _chunked_products(state, kernel, nx, state.support, Xb,
-                          (state.block_start, None, state.weight), cols, "K_SB")
+    Q = _chunked_products(
+        state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
+    )
     P = center_products(Q, state, nx)
     labels, mind = nx.argmin_columns_to_host(nx.distances_T(P, diag, state.norms))
 
     # 3. Batch objective, counts and learning rates (host).
-    objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, state.counts,
-                                                    batch_weight)
+    objective, bcounts, btotal, alpha = batch_rates(
+        labels, mind, k, rate, state.counts, batch_weight
+    )
     new_size = np.bincount(labels, minlength=k)
 
     # 4. Window planning (host, vectorised over blocks).
-    plan = plan_windows(state.block_cluster, sizes, state.lam, new_size, alpha, tau,
-                        options.renormalize)
+    plan = plan_windows(
+        state.block_cluster, sizes, state.lam, new_size, alpha, tau, options.renormalize
+    )
     keep = plan.keep
     lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
-    new_pos, grow_ids, n_grow, new_sizes, new_ptr = (lay.new_pos, lay.grow_ids, lay.n_grow,
-                                                     lay.new_sizes, lay.new_ptr)
+    new_pos, grow_ids, n_grow, new_sizes, new_ptr = (
+        lay.new_pos,
+        lay.grow_ids,
+        lay.n_grow,
+        lay.new_sizes,
+        lay.new_ptr,
+    )
     u_new, kept_sizes, rows_kept, g = lay.u_new, lay.kept_sizes, lay.rows_kept, lay.gram
     new_cluster, L, lam_new_all, lam_pad = g.new_cluster, g.L, lay.lam_all, lay.lam_pad
 
     # Everything the device needs, in two uploads (int64 and float64).
-    (rows_kept_d, new_pos_d, new_ptr_d, src_keep_d, dst_keep_d, pair_flat_d, pair_dst_d,
-     self_flat_d, self_dst_d, mir_src_d, mir_dst_d) = nx.upload_indices(
-        rows_kept, new_pos, new_ptr, g.src_keep, g.dst_keep, g.pair_flat, g.pair_dst,
-        g.self_flat, g.self_dst, g.mir_src, g.mir_dst)
-    u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(u_new, u_new[g.pair_pt], u_new,
-                                                              lam_pad)
+    (
+        rows_kept_d,
+        new_pos_d,
+        new_ptr_d,
+        src_keep_d,
+        dst_keep_d,
+        pair_flat_d,
+        pair_dst_d,
+        self_flat_d,
+        self_dst_d,
+        mir_src_d,
+        mir_dst_d,
+    ) = nx.upload_indices(
+        rows_kept,
+        new_pos,
+        new_ptr,
+        g.src_keep,
+        g.dst_keep,
+        g.pair_flat,
+        g.pair_dst,
+        g.self_flat,
+        g.self_dst,
+        g.mir_src,
+        g.mir_dst,
+    )
+    u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(
+        u_new, u_new[g.pair_pt], u_new, lam_pad
+    )
 
     if objective_after:
         # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
         # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
-        QB = _chunked_products(state, kernel, nx, Xb, Xb, (new_ptr_d, new_pos_d, u_new_d),
-                               cols, "K_BB")
+        QB = _chunked_products(
+            state, kernel, nx, Xb, Xb, (new_ptr_d, new_pos_d, u_new_d), cols, "K_BB"
+        )
         self_vals = nx.take(nx.reshape(QB, -1), self_flat_d)
     else:  # only the same-block values of K(B, B) are needed: about 1 / p of it
-        self_vals = _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new,
-                                        cols)
+        self_vals = _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols)
     gram = nx.zeros(k * L * L, np.float64)
     nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
-    nx.index_add(gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d),
-                                             np.float64) * u_pair_d)
+    nx.index_add(
+        gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d), np.float64) * u_pair_d
+    )
     nx.index_add(gram, self_dst_d, nx.astype(self_vals, np.float64) * u_self_d)
     nx.put(gram, mir_dst_d, nx.take(gram, mir_src_d))
     gram = nx.reshape(gram, (k, L, L))
@@ -508,12 +567,16 @@ def minibatch_step(state, Xb, options, batch_weight=None):
         lam_old = np.zeros(state.lam.size)
         lam_old[keep] = plan.lam_kept
         P2 = center_products(Q, state, nx, lam=lam_old)
-        P2 = nx.add_rows(P2, nx.index(grow_ids),
-                         QB * nx.asarray(plan.lam_new, dtype=QB.dtype)[:, None])
+        P2 = nx.add_rows(
+            P2, nx.index(grow_ids), QB * nx.asarray(plan.lam_new, dtype=QB.dtype)[:, None]
+        )
         _, mind2 = nx.argmin_columns_to_host(nx.distances_T(P2, diag, norms))
         mind2 = np.asarray(mind2, dtype=np.float64)
-        after = (float(mind2.mean()) if batch_weight is None
-                 else float(mind2 @ np.asarray(batch_weight, dtype=np.float64) / btotal))
+        after = (
+            float(mind2.mean())
+            if batch_weight is None
+            else float(mind2 @ np.asarray(batch_weight, dtype=np.float64) / btotal)
+        )
 
     # The new support: the kept rows, then the batch rows of the new blocks (dense: one
     # buffer and two gathers; CSR rows stay CSR).
@@ -522,8 +585,9 @@ def minibatch_step(state, Xb, options, batch_weight=None):
     state.block_start = np.zeros(new_cluster.size + 1, dtype=np.intp)
     np.cumsum(np.concatenate([kept_sizes, new_sizes]), out=state.block_start[1:])
     state.block_cluster = new_cluster
-    state.block_stamp = np.concatenate([state.block_stamp[keep],
-                                        np.full(n_grow, stamp, dtype=np.int64)])
+    state.block_stamp = np.concatenate(
+        [state.block_stamp[keep], np.full(n_grow, stamp, dtype=np.int64)]
+    )
     state.lam = lam_new_all
     state.gram = gram
     state.norms = norms
@@ -534,8 +598,9 @@ def minibatch_step(state, Xb, options, batch_weight=None):
 # ------------------------------------------------------------------ labelling pass
 
 
-def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=None,
-           return_distances=False):
+def assign(
+    X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=None, return_distances=False
+):
     """Labels (and minimum distances) of many points against the centers, in chunks.
 
     Every kernel estimator and backend labels through this pass: for each chunk of
@@ -583,11 +648,19 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
     (coef_d,) = nx.upload_floats(coef)
     # NumPy with a named kernel: each tile goes into one reused buffer, with what the
     # kernel can prepare for the support side computed once (rbf's augmented rows).
-    fused = (nx.is_host and cross_kernel is None and hasattr(kernel, "prepare")
-             and not kernel.is_callable and S.dtype.kind == "f")
+    fused = (
+        nx.is_host
+        and cross_kernel is None
+        and hasattr(kernel, "prepare")
+        and not kernel.is_callable
+        and S.dtype.kind == "f"
+    )
     cache = kernel.prepare(S) if fused else {}
-    tile_dt = (nx.tile_dtype(kernel, S) if not nx.is_host and cross_kernel is None
-               and not is_sparse(X_items) else None)
+    tile_dt = (
+        nx.tile_dtype(kernel, S)
+        if not nx.is_host and cross_kernel is None and not is_sparse(X_items)
+        else None
+    )
     labels = nx.empty(n, np.int64)
     mind = dist = None
     buf = None
@@ -595,7 +668,7 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
         if is_sparse(X_items):
             Xc = row_range(X_items, start, start + chunk_rows)
         else:
-            Xc = X_items[start:start + chunk_rows]
+            Xc = X_items[start : start + chunk_rows]
             if nx.is_host:
                 Xc = np.asarray(Xc)
         r = Xc.shape[0]
@@ -604,13 +677,13 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
         elif fused:
             if buf is None:
                 buf = np.empty(S.shape[0] * min(chunk_rows, n), dtype=S.dtype)
-            T = kernel(S, Xc, out=buf[:S.shape[0] * r].reshape(S.shape[0], r), **cache)
+            T = kernel(S, Xc, out=buf[: S.shape[0] * r].reshape(S.shape[0], r), **cache)
         elif tile_dt is not None:  # a device: every tile into one buffer, so that a
             # chunk's tile never coexists with the last one's (the allocator would not
             # reuse it before the old one is released)
             if buf is None:
                 buf = nx.empty(S.shape[0] * min(chunk_rows, n), tile_dt)
-            T = nx.kernel_tile(kernel, S, Xc, out=buf[:S.shape[0] * r].view(S.shape[0], r))
+            T = nx.kernel_tile(kernel, S, Xc, out=buf[: S.shape[0] * r].view(S.shape[0], r))
         else:
             T = nx.kernel_tile(kernel, S, Xc)
         dvals = nx.kernel_diag(kernel, Xc) if diag is None else diag(start, Xc)
@@ -622,10 +695,10 @@ def assign(X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=N
             mind = nx.empty(n, D.dtype)
             if return_distances:
                 dist = nx.empty((n, k), D.dtype)
-        labels[start:start + r] = lab
-        mind[start:start + r] = mc
+        labels[start : start + r] = lab
+        mind[start : start + r] = mc
         if return_distances:
-            dist[start:start + r] = D.T
+            dist[start : start + r] = D.T
     if mind is None:
         mind = nx.empty(0, np.float64)
         dist = nx.empty((0, k), np.float64) if return_distances else None

@@ -8,5 +8,13 @@ from ._atomic import atomic_write, save_figure
 from ._read import ColumnSelectionError, Table, open_table, select_columns
 from ._write import open_writer, output_kind
 
-__all__ = ["ColumnSelectionError", "Table", "atomic_write", "open_table", "open_writer",
-           "output_kind", "save_figure", "select_columns"]
+__all__ = [
+    "ColumnSelectionError",
+    "Table",
+    "atomic_write",
+    "open_table",
+    "open_writer",
+    "output_kind",
+    "save_figure",
+    "select_columns",
+]

@@ -46,8 +46,13 @@ def _is_special(path: Path) -> bool:
 
 
 @contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | None = None,
-                 newline: str | None = None) -> Iterator[IO[Any]]:
+def atomic_write(
+    path: str | os.PathLike,
+    mode: str = "wb",
+    *,
+    encoding: str | None = None,
+    newline: str | None = None,
+) -> Iterator[IO[Any]]:
     """Open a temporary file that replaces ``path`` when the block ends without error.
 
     Parameters
@@ -80,8 +85,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "wb", *, encoding: str | N
     tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # O_EXCL: never write through a file that someone else created under this name;
     # mode 0o666 less the umask, as open() would give the target.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                 0o666)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, mode, **kw) as fh:
             yield fh

@@ -42,8 +42,15 @@ BLOCK_ROWS = 2**18
 MAX_FIRST_LINE = 64 * 2**20
 
 TEXT, NPY, NPZ, PARQUET, ARROW = "text", "npy", "npz", "parquet", "arrow"
-_KINDS = {".npy": NPY, ".npz": NPZ, ".parquet": PARQUET, ".pq": PARQUET,
-          ".feather": ARROW, ".arrow": ARROW, ".ipc": ARROW}
+_KINDS = {
+    ".npy": NPY,
+    ".npz": NPZ,
+    ".parquet": PARQUET,
+    ".pq": PARQUET,
+    ".feather": ARROW,
+    ".arrow": ARROW,
+    ".ipc": ARROW,
+}
 _DELIMITERS = ",\t; "
 
 Progress = Callable[[int], object]
@@ -71,8 +78,9 @@ def _label(names: Sequence[str] | None, j: int) -> str:
     return repr(names[j]) if names is not None else f"{j} (0-based)"
 
 
-def select_columns(names: Sequence[str] | None, n_columns: int, columns=None,
-                   drop=None) -> list[int]:
+def select_columns(
+    names: Sequence[str] | None, n_columns: int, columns=None, drop=None
+) -> list[int]:
     """Indices of the columns to read, in file order for ``drop``, in the given
     order for ``columns``.
 
@@ -98,21 +106,25 @@ def select_columns(names: Sequence[str] | None, n_columns: int, columns=None,
             if isinstance(key, str) and names is not None and key in names:
                 if list(names).count(key) > 1:
                     raise ColumnSelectionError(
-                        option, f"the header holds {key!r} more than once; select it by "
-                        "index")
+                        option, f"the header holds {key!r} more than once; select it by index"
+                    )
                 out.append(list(names).index(key))
                 continue
             try:
                 j = int(key)
             except (TypeError, ValueError):
-                where = (f"the columns are {_short(names)}" if names is not None
-                         else "the file has no header: select columns by 0-based index")
-                raise ColumnSelectionError(option, f"no column named {key!r}; {where}.") \
-                    from None
+                where = (
+                    f"the columns are {_short(names)}"
+                    if names is not None
+                    else "the file has no header: select columns by 0-based index"
+                )
+                raise ColumnSelectionError(option, f"no column named {key!r}; {where}.") from None
             if not -n_columns <= j < n_columns:
                 raise ColumnSelectionError(
-                    option, f"column index {j} is out of range: the table has {n_columns} "
-                    f"column{'s' * (n_columns != 1)} (indices 0..{n_columns - 1}).")
+                    option,
+                    f"column index {j} is out of range: the table has {n_columns} "
+                    f"column{'s' * (n_columns != 1)} (indices 0..{n_columns - 1}).",
+                )
             out.append(j % n_columns)
         return out
 
@@ -122,13 +134,15 @@ def select_columns(names: Sequence[str] | None, n_columns: int, columns=None,
         dup = sorted({j for j in keep if keep.count(j) > 1})
         if dup:
             raise ColumnSelectionError(
-                "columns", f"column {_label(names, dup[0])} is selected more than once.")
+                "columns", f"column {_label(names, dup[0])} is selected more than once."
+            )
     if drop is not None:
         gone = set(resolve("drop", drop))
         keep = [j for j in keep if j not in gone]
     if not keep:
         raise ColumnSelectionError(
-            "drop" if drop is not None else "columns", "no column is left to read.")
+            "drop" if drop is not None else "columns", "no column is left to read."
+        )
     return keep
 
 
@@ -195,8 +209,7 @@ class Table:
 
     def column_label(self, j: int) -> str:
         """How messages name the j-th selected column."""
-        return (repr(self.names[j]) if self.names is not None
-                else f"{self.columns[j]} (0-based)")
+        return repr(self.names[j]) if self.names is not None else f"{self.columns[j]} (0-based)"
 
     # ------------------------------------------------------------------ reading
     def read(self, progress: Progress | None = None, n_threads: int = 1) -> np.ndarray:
@@ -217,13 +230,12 @@ class Table:
             X = np.empty((n, self.n_columns), dtype=self.dtype)
             i = 0
             for block in self.blocks(progress, n_threads):
-                X[i:i + block.shape[0]] = block
+                X[i : i + block.shape[0]] = block
                 i += block.shape[0]
             return X
         return self._read_text_growing(progress, n_threads)
 
-    def blocks(self, progress: Progress | None = None,
-               n_threads: int = 1) -> Iterator[np.ndarray]:
+    def blocks(self, progress: Progress | None = None, n_threads: int = 1) -> Iterator[np.ndarray]:
         """The table as consecutive blocks of rows, each (rows, n_columns) in ``dtype``,
         C-contiguous, checked (numeric, finite) before it is yielded.
 
@@ -237,7 +249,7 @@ class Table:
             X = self._opts["array"]
             full = self.columns == list(range(self.n_file_columns))
             for start in range(0, X.shape[0], BLOCK_ROWS):
-                part = X[start:start + BLOCK_ROWS]
+                part = X[start : start + BLOCK_ROWS]
                 part = part if full else part[:, self.columns]
                 block = np.asarray(part, dtype=self.dtype)
                 _check_finite(block, self, start)
@@ -261,9 +273,8 @@ class Table:
                 guess = math.ceil(size / max(per_row, 1.0) * 1.02) + 16
                 X = np.empty((max(guess, m), self.n_columns), dtype=self.dtype)
             if n + m > X.shape[0]:
-                X.resize((max(n + m, int(X.shape[0] * 1.25) + 16), self.n_columns),
-                         refcheck=False)
-            X[n:n + m] = block
+                X.resize((max(n + m, int(X.shape[0] * 1.25) + 16), self.n_columns), refcheck=False)
+            X[n : n + m] = block
             n += m
         if X is None:  # no block at all
             return np.empty((0, self.n_columns), dtype=self.dtype)
@@ -295,7 +306,7 @@ class Table:
                     buf = bytearray(room + _SLACK)
                 need = min(len(buf), len(carry) + BLOCK_BYTES)
                 view = memoryview(buf)
-                view[:len(carry)] = carry
+                view[: len(carry)] = carry
                 n = len(carry)
                 while n < need:
                     got = fh.readinto(view[n:need])
@@ -318,8 +329,9 @@ class Table:
                 yield _Piece(offset, buf, cut)
                 offset += cut
 
-    def _text_blocks(self, progress: Progress | None,
-                     n_threads: int = 1) -> Iterator[tuple[int, np.ndarray]]:
+    def _text_blocks(
+        self, progress: Progress | None, n_threads: int = 1
+    ) -> Iterator[tuple[int, np.ndarray]]:
         """(bytes, parsed block) for each piece of whole lines of a text table, in
         file order; the blocks are C-contiguous.
 
@@ -330,8 +342,7 @@ class Table:
         of the file is the one named).
         """
         rows = 0
-        parsed = (self._parsed_serially() if n_threads <= 1
-                  else self._parsed_in_threads(n_threads))
+        parsed = self._parsed_serially() if n_threads <= 1 else self._parsed_in_threads(n_threads)
         for nbytes, X in parsed:
             if progress is not None:
                 progress(nbytes)
@@ -339,9 +350,11 @@ class Table:
                 rows += X.shape[0]
                 yield nbytes, X
         if rows == 0:
-            raise ValueError(f"{self.path} has a header but no data rows."
-                             if self._opts["file_names"] is not None
-                             else f"{self.path} is empty.")
+            raise ValueError(
+                f"{self.path} has a header but no data rows."
+                if self._opts["file_names"] is not None
+                else f"{self.path} is empty."
+            )
 
     def _parsed_serially(self) -> Iterator[tuple[int, np.ndarray]]:
         free: list[bytearray] = []
@@ -386,7 +399,7 @@ class _Piece:
     n: int
 
     def text(self) -> bytes:
-        return bytes(memoryview(self.buf)[:self.n])
+        return bytes(memoryview(self.buf)[: self.n])
 
     def count(self, sub: bytes) -> int:
         return self.buf.count(sub, 0, self.n)
@@ -398,22 +411,23 @@ class _PieceReader(io.RawIOBase):
 
     def __init__(self, piece: _Piece):
         super().__init__()
-        self._view = memoryview(piece.buf)[:piece.n]
+        self._view = memoryview(piece.buf)[: piece.n]
         self._pos = 0
 
     def readable(self) -> bool:
         return True
 
     def read(self, size: int = -1) -> bytes:
-        end = len(self._view) if size is None or size < 0 else min(len(self._view),
-                                                                     self._pos + size)
-        chunk = bytes(self._view[self._pos:end])
+        end = (
+            len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
+        )
+        chunk = bytes(self._view[self._pos : end])
         self._pos = end
         return chunk
 
     def readinto(self, b) -> int:
         chunk = self.read(len(b))
-        b[:len(chunk)] = chunk
+        b[: len(chunk)] = chunk
         return len(chunk)
 
     def close(self) -> None:
@@ -458,9 +472,16 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
     try:
         with np.errstate(over="ignore"), _PieceReader(piece) as source:
             df = pd.read_csv(
-                source, sep=opts["sep"], header=None, names=range(width),
-                usecols=table.columns if subset else None, dtype=table.dtype, engine="c",
-                skip_blank_lines=True, na_filter=False, comment=None,
+                source,
+                sep=opts["sep"],
+                header=None,
+                names=range(width),
+                usecols=table.columns if subset else None,
+                dtype=table.dtype,
+                engine="c",
+                skip_blank_lines=True,
+                na_filter=False,
+                comment=None,
             )
     except (ValueError, pd.errors.ParserError):
         return _parse_lines(piece.text(), piece.offset, table)
@@ -502,8 +523,10 @@ def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
             continue
         cells = _split(line, opts["delimiter"])
         if len(cells) != width:
-            raise ValueError(f"{path}, line {line_of(k)}: {len(cells)} fields, expected {width} "
-                             "(every row needs the same number of fields).")
+            raise ValueError(
+                f"{path}, line {line_of(k)}: {len(cells)} fields, expected {width} "
+                "(every row needs the same number of fields)."
+            )
         row = []
         for j in table.columns:
             c = cells[j]
@@ -511,8 +534,9 @@ def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
                 v = float(c)
             except ValueError:
                 if c.strip() in MISSING_CELLS:
-                    raise ValueError(_missing(path, f"{c!r} at {where(k)}", _label(names, j))) \
-                        from None
+                    raise ValueError(
+                        _missing(path, f"{c!r} at {where(k)}", _label(names, j))
+                    ) from None
                 raise ValueError(
                     f"{path}: column {_label(names, j)} is not numeric (line {line_of(k)} holds "
                     f"{c!r}); remove or encode non-numeric columns, or leave them out."
@@ -528,9 +552,11 @@ def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
         X = np.array(rows, dtype=np.float64).reshape(-1, table.n_columns).astype(table.dtype)
     if not np.isfinite(X).all():  # finite in float64, too large for float32 (1e39)
         i, j = np.argwhere(~np.isfinite(X))[0]
-        raise ValueError(f"{path}: line {line_of(line_nos[i])}, column {table.column_label(j)}: "
-                         f"{rows[i][j]:g} is too large for {table.dtype}; read the data as "
-                         "float64.")
+        raise ValueError(
+            f"{path}: line {line_of(line_nos[i])}, column {table.column_label(j)}: "
+            f"{rows[i][j]:g} is too large for {table.dtype}; read the data as "
+            "float64."
+        )
     return X
 
 
@@ -541,45 +567,74 @@ def _split(line: str, delimiter: str) -> list[str]:
 
 #: Cells of a text table read as a missing value (pandas' default ``na_values``;
 #: "nan" and its spellings Python's ``float`` reads as NaN).
-MISSING_CELLS = frozenset({
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-    "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
-})
+MISSING_CELLS = frozenset(
+    {
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    }
+)
 
 
 def _missing(path, where: str, column: str) -> str:
     """The message of a missing value (an empty cell, NA, NaN, a null): where, and
     how to mend the table."""
-    return (f"{path}: missing value {where}, column {column}. mbkkm needs a number in "
-            "every cell: drop the rows with missing values or impute them (e.g. pandas' "
-            "DataFrame.dropna(), or sklearn.impute.SimpleImputer) and save the table "
-            "again, or leave the column out.")
+    return (
+        f"{path}: missing value {where}, column {column}. mbkkm needs a number in "
+        "every cell: drop the rows with missing values or impute them (e.g. pandas' "
+        "DataFrame.dropna(), or sklearn.impute.SimpleImputer) and save the table "
+        "again, or leave the column out."
+    )
 
 
 def _infinite(path, where: str, column: str) -> str:
-    return (f"{path}: infinite value {where}, column {column}; replace it by a finite "
-            "number or drop the row.")
+    return (
+        f"{path}: infinite value {where}, column {column}; replace it by a finite "
+        "number or drop the row."
+    )
 
 
 def _check_finite(block: np.ndarray, table: Table, start: int) -> None:
     if not np.isfinite(block).all():
         i, j = np.argwhere(~np.isfinite(block))[0]
         message = _missing if np.isnan(block[i, j]) else _infinite
-        raise ValueError(message(table.path, f"at row {start + i + 1}",
-                                 table.column_label(j)))
+        raise ValueError(message(table.path, f"at row {start + i + 1}", table.column_label(j)))
 
 
 def _check_finite_rows(X: np.ndarray, table: Table, progress: Progress | None) -> None:
     """The finite check of a memory-mapped array, in blocks (nothing copied whole)."""
     for start in range(0, X.shape[0], BLOCK_ROWS):
-        _check_finite(X[start:start + BLOCK_ROWS], table, start)
+        _check_finite(X[start : start + BLOCK_ROWS], table, start)
         if progress is not None:
             progress(min(BLOCK_ROWS, X.shape[0] - start))
 
 
 # --------------------------------------------------------------------- opening
-def open_table(path: str | os.PathLike, *, header: bool | None = None, key: str = "X",
-               columns=None, drop=None, dtype=None) -> Table:
+def open_table(
+    path: str | os.PathLike,
+    *,
+    header: bool | None = None,
+    key: str = "X",
+    columns=None,
+    drop=None,
+    dtype=None,
+) -> Table:
     """Look at a table file (kind, header, columns, rows when known) without reading it.
 
     Parameters
@@ -631,8 +686,10 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
             if not raw:
                 raise ValueError(f"{path} is empty.")
             if len(raw) > MAX_FIRST_LINE:
-                raise ValueError(f"{path}: the first line is longer than "
-                                 f"{MAX_FIRST_LINE // 2**20} MiB; not a delimited table.")
+                raise ValueError(
+                    f"{path}: the first line is longer than "
+                    f"{MAX_FIRST_LINE // 2**20} MiB; not a delimited table."
+                )
             if raw.strip():
                 break
             offset += len(raw)
@@ -649,11 +706,23 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
     width = len(cells)
     keep = select_columns(names, width, columns, drop)
     data_offset = offset + len(raw) if header else offset
-    opts = {"delimiter": delimiter, "sep": r"\s+" if delimiter == " " else delimiter,
-            "data_offset": data_offset, "data_line": line_no + bool(header),
-            "file_names": names}
-    return Table(path, TEXT, None if names is None else [names[j] for j in keep], keep, None,
-                 _default_dtype(TEXT, None, dtype), width, opts)
+    opts = {
+        "delimiter": delimiter,
+        "sep": r"\s+" if delimiter == " " else delimiter,
+        "data_offset": data_offset,
+        "data_line": line_no + bool(header),
+        "file_names": names,
+    }
+    return Table(
+        path,
+        TEXT,
+        None if names is None else [names[j] for j in keep],
+        keep,
+        None,
+        _default_dtype(TEXT, None, dtype),
+        width,
+        opts,
+    )
 
 
 def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
@@ -663,8 +732,9 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
         else:
             with np.load(path, allow_pickle=False) as f:
                 if key not in f.files:
-                    raise ValueError(f"{path} has no array {key!r} (arrays: "
-                                     f"{', '.join(f.files) or 'none'}).")
+                    raise ValueError(
+                        f"{path} has no array {key!r} (arrays: {', '.join(f.files) or 'none'})."
+                    )
                 X = f[key]
     except ValueError as exc:
         if str(exc).startswith(str(path)):
@@ -679,16 +749,25 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
     keep = select_columns(None, X.shape[1], columns, drop)
-    return Table(path, kind, None, keep, X.shape[0], _default_dtype(kind, X.dtype, dtype),
-                 X.shape[1], {"array": X})
+    return Table(
+        path,
+        kind,
+        None,
+        keep,
+        X.shape[0],
+        _default_dtype(kind, X.dtype, dtype),
+        X.shape[1],
+        {"array": X},
+    )
 
 
 def _pyarrow(path):
     try:
         import pyarrow
     except ImportError:
-        raise ImportError(f"reading {path.suffix} files needs pyarrow: pip install "
-                          "'mbkkm[parquet]' (or pyarrow).") from None
+        raise ImportError(
+            f"reading {path.suffix} files needs pyarrow: pip install 'mbkkm[parquet]' (or pyarrow)."
+        ) from None
     return pyarrow
 
 
@@ -710,15 +789,28 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
     keep = select_columns(names, len(names), columns, drop)
     for j in keep:
         t = schema.field(j).type
-        if not (pa.types.is_integer(t) or pa.types.is_floating(t)
-                or pa.types.is_boolean(t) or pa.types.is_decimal(t)):
-            raise ValueError(f"{path}: column {names[j]!r} is not numeric (type {t}); "
-                             "remove or encode non-numeric columns, or leave them out.")
+        if not (
+            pa.types.is_integer(t)
+            or pa.types.is_floating(t)
+            or pa.types.is_boolean(t)
+            or pa.types.is_decimal(t)
+        ):
+            raise ValueError(
+                f"{path}: column {names[j]!r} is not numeric (type {t}); "
+                "remove or encode non-numeric columns, or leave them out."
+            )
     if n == 0:
         raise ValueError(f"{path}: the table is empty (0 rows).")
-    return Table(path, kind, [names[j] for j in keep], keep, n,
-                 _default_dtype(kind, None, dtype), len(names),
-                 {"source": source, "file_names": names})
+    return Table(
+        path,
+        kind,
+        [names[j] for j in keep],
+        keep,
+        n,
+        _default_dtype(kind, None, dtype),
+        len(names),
+        {"source": source, "file_names": names},
+    )
 
 
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
@@ -727,8 +819,9 @@ def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarra
     if table.kind == PARQUET:
         batches = source.iter_batches(batch_size=BLOCK_ROWS, columns=names)
     else:
-        batches = (source.get_batch(i).select(table.columns)
-                   for i in range(source.num_record_batches))
+        batches = (
+            source.get_batch(i).select(table.columns) for i in range(source.num_record_batches)
+        )
     start = 0
     for batch in batches:
         m = batch.num_rows
@@ -737,8 +830,9 @@ def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarra
             col = batch.column(j)
             if col.null_count:
                 i = int(np.flatnonzero(np.asarray(col.is_null()))[0])
-                raise ValueError(_missing(table.path, f"(null) at row {start + i + 1}",
-                                          table.column_label(j)))
+                raise ValueError(
+                    _missing(table.path, f"(null) at row {start + i + 1}", table.column_label(j))
+                )
             block[:, j] = col.to_numpy(zero_copy_only=False)
         _check_finite(block, table, start)
         if progress is not None:

@@ -43,8 +43,10 @@ class _KeepOut:
             frame = frame.f_back
         if frame is not None:
             self.askers.add(frame.f_globals.get("__name__", ""))
-        raise ModuleNotFoundError(f"No module named {fullname!r} (kept out of the import of "
-                                  "skops.io by mbkkm)", name=fullname)
+        raise ModuleNotFoundError(
+            f"No module named {fullname!r} (kept out of the import of skops.io by mbkkm)",
+            name=fullname,
+        )
 
 
 def import_skops_io() -> ModuleType:
@@ -66,8 +68,10 @@ def import_skops_io() -> ModuleType:
             import skops.io
         except ImportError as exc:
             if exc.name is not None and exc.name.partition(".")[0] == "skops":
-                raise ImportError("model files need skops: pip install 'mbkkm[cli]' (or "
-                                  "pip install -e '.[cli]' in a clone)") from exc
+                raise ImportError(
+                    "model files need skops: pip install 'mbkkm[cli]' (or "
+                    "pip install -e '.[cli]' in a clone)"
+                ) from exc
             raise
         finally:
             sys.meta_path.remove(finder)

@@ -39,7 +39,8 @@ class _TextWriter:
         # pandas' writer prints each float with the shortest repr of its dtype,
         # so a float32 value reads back exactly.
         pd.DataFrame(block.reshape(block.shape[0], -1)).to_csv(
-            self.fh, header=False, index=False, sep=self.delimiter, lineterminator="\n")
+            self.fh, header=False, index=False, sep=self.delimiter, lineterminator="\n"
+        )
 
     def close(self) -> None:
         pass
@@ -62,9 +63,14 @@ class _NpyWriter:
         return (n,) if self.width is None else (n, self.width)
 
     def _header(self, n: int) -> None:
-        np.lib.format.write_array_header_1_0(self.fh, {
-            "descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False,
-            "shape": self._shape(n)})
+        np.lib.format.write_array_header_1_0(
+            self.fh,
+            {
+                "descr": np.lib.format.dtype_to_descr(self.dtype),
+                "fortran_order": False,
+                "shape": self._shape(n),
+            },
+        )
 
     def write(self, block: np.ndarray) -> None:
         block = np.ascontiguousarray(block, dtype=self.dtype)
@@ -102,15 +108,18 @@ class _ArrowWriter:
 
     def write(self, block: np.ndarray) -> None:
         cols = [block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])]
-        self.writer.write_batch(self.pa.record_batch(
-            [self.pa.array(np.ascontiguousarray(c)) for c in cols], schema=self.schema))
+        self.writer.write_batch(
+            self.pa.record_batch(
+                [self.pa.array(np.ascontiguousarray(c)) for c in cols], schema=self.schema
+            )
+        )
 
     def close(self) -> None:
         self.writer.close()
 
 
 def output_kind(path: str | os.PathLike) -> str:
-    """"npy", "parquet", "arrow" or "text", from the suffix."""
+    """ "npy", "parquet", "arrow" or "text", from the suffix."""
     suffix = Path(path).suffix.lower()
     if suffix == ".npy":
         return "npy"
@@ -155,8 +164,10 @@ def open_writer(path, *, names: list[str] | None, dtype, n_rows: int | None = No
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise ImportError(f"writing {Path(path).suffix} files needs pyarrow: pip install "
-                              "'mbkkm[parquet]' (or pyarrow).") from None
+            raise ImportError(
+                f"writing {Path(path).suffix} files needs pyarrow: pip install "
+                "'mbkkm[parquet]' (or pyarrow)."
+            ) from None
     delimiter = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
     with atomic_write(path, "wb") as fh:
         kw: dict[str, Any] = {}

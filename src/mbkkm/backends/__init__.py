@@ -166,9 +166,7 @@ def resolve_device(device):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(device, torch.device):
         return _check_torch_device(device, device)
-    raise TypeError(
-        f"device must be None, a string or a torch.device, got {type(device).__name__}"
-    )
+    raise TypeError(f"device must be None, a string or a torch.device, got {type(device).__name__}")
 
 
 def available_devices():
@@ -182,8 +180,9 @@ def available_devices():
 
     if not torch.cuda.is_available():
         return "cpu, no CUDA device"
-    names = [f"cuda:{i} ({torch.cuda.get_device_name(i)})"
-             for i in range(torch.cuda.device_count())]
+    names = [
+        f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())
+    ]
     return ", ".join(["cpu", *names])
 
 

@@ -91,8 +91,9 @@ class NumpyBackend:
         n_rows = len(indptr) - 1
         if indices is None:
             indices = np.arange(A.shape[0])
-        M = sp.csr_matrix((np.asarray(data, dtype=A.dtype), indices, indptr),
-                          shape=(n_rows, A.shape[0]))
+        M = sp.csr_matrix(
+            (np.asarray(data, dtype=A.dtype), indices, indptr), shape=(n_rows, A.shape[0])
+        )
         return np.asarray(M @ A)
 
     def distances_T(self, P, diag, norms):
@@ -210,17 +211,17 @@ class NumpyBackend:
         s = np.zeros(d)
         # One float64 chunk alive at a time (``del`` before the next is made).
         for start in range(0, n, step):
-            chunk = np.asarray(X[start:start + step], dtype=np.float64)
-            s += chunk.sum(0) if w is None else w[start:start + step] @ chunk
+            chunk = np.asarray(X[start : start + step], dtype=np.float64)
+            s += chunk.sum(0) if w is None else w[start : start + step] @ chunk
             del chunk
         mean = s / total
         ss = 0.0
         for start in range(0, n, step):
-            chunk = np.array(X[start:start + step], dtype=np.float64)
+            chunk = np.array(X[start : start + step], dtype=np.float64)
             chunk -= mean
             sq = np.einsum("ij,ij->i", chunk, chunk)
             del chunk
-            ss += sq.sum() if w is None else float(w[start:start + step] @ sq)
+            ss += sq.sum() if w is None else float(w[start : start + step] @ sq)
         return 2.0 * ss / total
 
     # ---------------------------------------------- full-batch Lloyd (KernelKMeans)

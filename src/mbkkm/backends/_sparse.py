@@ -127,7 +127,7 @@ def row_range(X, start, stop):
     start, stop, _ = slice(start, stop).indices(X.shape[0])
     stop = max(start, stop)
     lo, hi = int(X.indptr[start]), int(X.indptr[stop])
-    indptr = X.indptr[start:stop + 1] - X.indptr[start]
+    indptr = X.indptr[start : stop + 1] - X.indptr[start]
     # Built empty, then given the views: the (data, indices, indptr) constructor
     # "prunes" views of larger arrays, that is, copies them.
     out = type(X)((stop - start, X.shape[1]), dtype=X.dtype)
@@ -200,7 +200,7 @@ def row_norms_sq(X):
         return np.einsum("ij,ij->i", X, X)
     X = as_csr(X)
     n = X.shape[0]
-    data = X.data[:X.indptr[-1]]
+    data = X.data[: X.indptr[-1]]
     sq = data * data
     out = np.zeros(n, dtype=sq.dtype)
     starts = X.indptr[:-1]

@@ -53,8 +53,15 @@ import numpy as np
 MIN_PART_WORK = 10_000_000
 
 _lock = threading.RLock()
-_state = {"controller": None, "with_torch": False, "holders": 0, "limiter": None,
-          "saved_blas": None, "pool": None, "pool_size": 0}
+_state = {
+    "controller": None,
+    "with_torch": False,
+    "holders": 0,
+    "limiter": None,
+    "saved_blas": None,
+    "pool": None,
+    "pool_size": 0,
+}
 _local = threading.local()  # .budget: the thread count of this thread's current phase
 
 
@@ -67,8 +74,12 @@ def _physical_cpus():
 
         return max(1, int(cpu_count(only_physical_cores=True)))
     except Exception:  # pragma: no cover - joblib comes with scikit-learn
-        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                   else os.cpu_count() or 1)
+        return max(
+            1,
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1,
+        )
 
 
 def _omp_env():
@@ -95,8 +106,11 @@ def _controller():
 
 def _pool_threads(user_api):
     """The smallest thread count among the loaded pools of ``user_api`` (None: none)."""
-    counts = [lib.num_threads for lib in _controller().lib_controllers
-              if lib.user_api == user_api and lib.num_threads]
+    counts = [
+        lib.num_threads
+        for lib in _controller().lib_controllers
+        if lib.user_api == user_api and lib.num_threads
+    ]
     return min(counts) if counts else None
 
 
@@ -253,8 +267,9 @@ def _executor(n):
     with _lock:
         if _state["pool_size"] < n:
             old = _state["pool"]
-            _state["pool"] = ThreadPoolExecutor(n, thread_name_prefix="mbkkm",
-                                                initializer=_init_worker)
+            _state["pool"] = ThreadPoolExecutor(
+                n, thread_name_prefix="mbkkm", initializer=_init_worker
+            )
             _state["pool_size"] = n
             if old is not None:
                 old.shutdown(wait=False)
@@ -282,8 +297,9 @@ def parallel_parts(func, n, n_threads):
     try:
         if n_threads > 1:
             pool = _executor(n_threads)
-            futures = [pool.submit(func, int(bounds[i]), int(bounds[i + 1]))
-                       for i in range(1, n_threads)]
+            futures = [
+                pool.submit(func, int(bounds[i]), int(bounds[i + 1])) for i in range(1, n_threads)
+            ]
         first = func(int(bounds[0]), int(bounds[1]))
         return [first, *(f.result() for f in futures)]
     finally:

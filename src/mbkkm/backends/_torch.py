@@ -108,8 +108,11 @@ class TorchBackend:
         """
         n_rows = len(indptr) - 1
         crow = self._index_tensor(indptr)
-        col = (torch.arange(A.shape[0], device=self.device) if indices is None
-               else self._index_tensor(indices))
+        col = (
+            torch.arange(A.shape[0], device=self.device)
+            if indices is None
+            else self._index_tensor(indices)
+        )
         vals = self.asarray(data, dtype=A.dtype)
         if n_rows == 0 or col.shape[0] == 0:
             return torch.zeros((n_rows, A.shape[1]), dtype=A.dtype, device=self.device)
@@ -145,7 +148,7 @@ class TorchBackend:
         packed = packed.to(self.device)
         out, pos = [], 0
         for a in flat:
-            out.append(packed[pos:pos + a.size])
+            out.append(packed[pos : pos + a.size])
             pos += a.size
         return tuple(out)
 
@@ -184,13 +187,13 @@ class TorchBackend:
         step = 65536
         s = torch.zeros(X.shape[1], dtype=torch.float64, device=self.device)
         for start in range(0, X.shape[0], step):
-            chunk = X[start:start + step].to(torch.float64)
-            s += chunk.sum(0) if w is None else w[start:start + step] @ chunk
+            chunk = X[start : start + step].to(torch.float64)
+            s += chunk.sum(0) if w is None else w[start : start + step] @ chunk
         mean = s / total
         for start in range(0, X.shape[0], step):
-            chunk = X[start:start + step].to(torch.float64) - mean
+            chunk = X[start : start + step].to(torch.float64) - mean
             sq = (chunk * chunk).sum(1)
-            ss += float(sq.sum() if w is None else w[start:start + step] @ sq)
+            ss += float(sq.sum() if w is None else w[start : start + step] @ sq)
         return 2.0 * ss / total
 
     # ---------------------------------------------- full-batch Lloyd (KernelKMeans)
@@ -209,8 +212,9 @@ class TorchBackend:
 
     def scalars_to_host(self, *values):
         """0-d tensors (or numbers) -> Python floats, in one device-to-host copy."""
-        packed = torch.stack([torch.as_tensor(v, dtype=torch.float64, device=self.device)
-                              for v in values])
+        packed = torch.stack(
+            [torch.as_tensor(v, dtype=torch.float64, device=self.device) for v in values]
+        )
         return tuple(packed.tolist())
 
     def free_memory(self):
@@ -223,6 +227,5 @@ class TorchBackend:
         if self.device.type != "cuda":
             return None
         free = torch.cuda.mem_get_info(self.device)[0]
-        cached = (torch.cuda.memory_reserved(self.device)
-                  - torch.cuda.memory_allocated(self.device))
+        cached = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
         return int(free + max(0, cached))

@@ -45,10 +45,23 @@ def _check_int(value, name, minimum):
     return int(value)
 
 
-def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_state=None,
-                 n_samples=None, multipliers=DEFAULT_MULTIPLIERS, n_neighbors=10,
-                 n_seeds=4, max_iter=100, min_gain=MIN_GAIN, min_gain_wider=MIN_GAIN_WIDER,
-                 noise_margin=NOISE_MARGIN, extend=EXTEND):
+def select_gamma(
+    X,
+    n_clusters,
+    *,
+    kernel="rbf",
+    sample_weight=None,
+    random_state=None,
+    n_samples=None,
+    multipliers=DEFAULT_MULTIPLIERS,
+    n_neighbors=10,
+    n_seeds=4,
+    max_iter=100,
+    min_gain=MIN_GAIN,
+    min_gain_wider=MIN_GAIN_WIDER,
+    noise_margin=NOISE_MARGIN,
+    extend=EXTEND,
+):
     """Choose the width of an rbf or laplacian kernel without labels.
 
     Clusters a random sample of X with exact kernel k-means at each candidate
@@ -154,11 +167,13 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     n_seeds = _check_int(n_seeds, "n_seeds", 1)
     extend = _check_int(extend, "extend", 0)
     for name, gain in (("min_gain", min_gain), ("min_gain_wider", min_gain_wider)):
-        if (isinstance(gain, bool) or not isinstance(gain, numbers.Real)
-                or not 0 <= gain < 1):
+        if isinstance(gain, bool) or not isinstance(gain, numbers.Real) or not 0 <= gain < 1:
             raise ValueError(f"{name} must be a number in [0, 1), got {gain!r}")
-    if (isinstance(noise_margin, bool) or not isinstance(noise_margin, numbers.Real)
-            or not 0 <= noise_margin < np.inf):
+    if (
+        isinstance(noise_margin, bool)
+        or not isinstance(noise_margin, numbers.Real)
+        or not 0 <= noise_margin < np.inf
+    ):
         raise ValueError(f"noise_margin must be a finite number >= 0, got {noise_margin!r}")
     mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
     if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
@@ -168,17 +183,22 @@ def select_gamma(X, n_clusters, *, kernel="rbf", sample_weight=None, random_stat
     if n < n_clusters:
         raise ValueError(f"n_samples={n} should be >= n_clusters={n_clusters}")
     if sample_weight is not None:  # checked; unit weights are no weights (None)
-        sample_weight = check_sample_weight(rows_of(sample_weight).host_values(),
-                                            np.empty((n, 0)))
+        sample_weight = check_sample_weight(rows_of(sample_weight).host_values(), np.empty((n, 0)))
     start = time.perf_counter()
     draw = draw_sample(random_state, n, n_samples, n_seeds, sample_weight)
-    Xs = rows_of(X).host_rows(draw.indices)                           # (m, d) on the host
+    Xs = rows_of(X).host_rows(draw.indices)  # (m, d) on the host
     # Finite rows too large for distances: the estimators' overflow message, on the
     # sample this works on (the estimators check all of X once the width is known).
     check_no_overflow(Xs)
-    options = WidthOptions(multipliers=mult, n_neighbors=n_neighbors, max_iter=max_iter,
-                           min_gain=float(min_gain), min_gain_wider=float(min_gain_wider),
-                           extend=extend, noise_margin=float(noise_margin))
+    options = WidthOptions(
+        multipliers=mult,
+        n_neighbors=n_neighbors,
+        max_iter=max_iter,
+        min_gain=float(min_gain),
+        min_gain_wider=float(min_gain_wider),
+        extend=extend,
+        noise_margin=float(noise_margin),
+    )
     metric = AUTO_GAMMA_KERNELS[kernel]
     with selection_threads():
         search = search_width(Xs, metric, n_clusters, draw, options)
@@ -201,8 +221,11 @@ def _warn_at_edge(search):
     """GammaGridWarning when the choice is still at an end of the extended grid."""
     if search.at_edge is None:
         return
-    note = (" (wider still, kernel k-means approaches plain k-means)"
-            if search.at_edge == "widest" else "")
+    note = (
+        " (wider still, kernel k-means approaches plain k-means)"
+        if search.at_edge == "widest"
+        else ""
+    )
     gamma = search.base * search.grid[search.best]
     warn(
         f"gamma='auto': the criterion is lowest at the {search.at_edge} width tried, "
@@ -210,7 +233,8 @@ def _warn_at_edge(search):
         f"extending the grid by {search.added} step(s); a better width may lie beyond "
         f"it{note}: pass gamma as a number, or explore with "
         f"mbkkm.cluster.select_gamma(multipliers=...)",
-        GammaGridWarning)
+        GammaGridWarning,
+    )
 
 
 def _selection(search, indices, options, seconds, data_width=None):
@@ -222,20 +246,33 @@ def _selection(search, indices, options, seconds, data_width=None):
     if data_width is not None:
         candidates[best] = data_width
     return GammaSelection(
-        gamma=float(candidates[best]), candidates=candidates, scores=search.scores,
-        criterion="knn-normalized-cut", base_gamma=search.base, n_samples=indices.size,
-        seed_scores=np.array([r.cuts for r in runs]), sample_indices=indices,
-        sample_labels=runs[best].labels, seed_inertia=np.array([r.objectives for r in runs]),
-        seconds=seconds, raw_scores=search.raw,
+        gamma=float(candidates[best]),
+        candidates=candidates,
+        scores=search.scores,
+        criterion="knn-normalized-cut",
+        base_gamma=search.base,
+        n_samples=indices.size,
+        seed_scores=np.array([r.cuts for r in runs]),
+        sample_indices=indices,
+        sample_labels=runs[best].labels,
+        seed_inertia=np.array([r.objectives for r in runs]),
+        seconds=seconds,
+        raw_scores=search.raw,
         solution_runs=np.array([r.chosen for r in runs], dtype=np.intp),
-        reference=search.reference, min_gain=options.min_gain,
-        min_gain_wider=options.min_gain_wider, at_edge=search.at_edge,
-        start_from_partition=search.start_from_partition, noise=search.noise,
-        noise_margin=options.noise_margin, data_width=data_width is not None)
+        reference=search.reference,
+        min_gain=options.min_gain,
+        min_gain_wider=options.min_gain_wider,
+        at_edge=search.at_edge,
+        start_from_partition=search.start_from_partition,
+        noise=search.noise,
+        noise_margin=options.noise_margin,
+        data_width=data_width is not None,
+    )
 
 
-def default_selects_width(kernel, kernel_params, n, n_clusters, n_samples=SAMPLE_MAX,
-                          sample_weight=None):
+def default_selects_width(
+    kernel, kernel_params, n, n_clusters, n_samples=SAMPLE_MAX, sample_weight=None
+):
     """Whether ``gamma=None`` chooses the width as ``gamma="auto"`` does.
 
     Yes for the rbf and laplacian kernels (named) when ``kernel_params`` gives no
@@ -256,8 +293,9 @@ def default_selects_width(kernel, kernel_params, n, n_clusters, n_samples=SAMPLE
     return min(int(n), n_samples) >= MIN_POINTS_PER_CLUSTER * int(n_clusters)
 
 
-def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state,
-                       kernel_params=None):
+def resolve_auto_gamma(
+    gamma, kernel, X, n_clusters, sample_weight, random_state, kernel_params=None
+):
     """The estimators' hook: ``(gamma to pass to the kernel, GammaSelection or None)``.
 
     - ``"auto"``: :func:`select_gamma` (refuses kernels without a width);
@@ -268,8 +306,9 @@ def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state
     - a number: returned unchanged.
     """
     if gamma is None:
-        if not default_selects_width(kernel, kernel_params, X.shape[0], n_clusters,
-                                     sample_weight=sample_weight):
+        if not default_selects_width(
+            kernel, kernel_params, X.shape[0], n_clusters, sample_weight=sample_weight
+        ):
             return None, None
         gamma = "auto"
     if not isinstance(gamma, str):
@@ -281,16 +320,16 @@ def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state
         )
     if gamma == "mean-distance":
         return None, None
-    selection = select_gamma(X, n_clusters, kernel=kernel, sample_weight=sample_weight,
-                             random_state=random_state)
+    selection = select_gamma(
+        X, n_clusters, kernel=kernel, sample_weight=sample_weight, random_state=random_state
+    )
     return selection.gamma, selection
 
 
 def _start_partition(selection, n_clusters):
     """The selection's sample partition, or None when the selection does not trust it
     (``start_from_partition``) or it has an empty cluster."""
-    if (selection is None or selection.sample_labels is None
-            or not selection.start_from_partition):
+    if selection is None or selection.sample_labels is None or not selection.start_from_partition:
         return None
     labels = np.asarray(selection.sample_labels, dtype=np.intp)
     if np.bincount(labels, minlength=n_clusters).min() == 0:
@@ -328,11 +367,12 @@ def auto_start_inner(X, selection, kernel, n_clusters, chunk_rows):
         return None
     nx = get_backend(X)  # on X's backend: numpy, or torch on its device
     S = nx.take(X, nx.index(selection.sample_indices))
-    W = np.zeros((labels.size, n_clusters))                    # (m, k): 1 / |C_j| on C_j
+    W = np.zeros((labels.size, n_clusters))  # (m, k): 1 / |C_j| on C_j
     W[np.arange(labels.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
     W = nx.asarray(W, dtype=np.float64)
     P0 = nx.empty((X.shape[0], n_clusters), np.float64)
     for r0 in range(0, X.shape[0], chunk_rows):
-        P0[r0:r0 + chunk_rows] = nx.astype(nx.kernel_tile(kernel, X[r0:r0 + chunk_rows], S),
-                                           np.float64) @ W
+        P0[r0 : r0 + chunk_rows] = (
+            nx.astype(nx.kernel_tile(kernel, X[r0 : r0 + chunk_rows], S), np.float64) @ W
+        )
     return P0, nx.asarray(partition_norms(S, labels, n_clusters, kernel), dtype=np.float64)

@@ -57,8 +57,9 @@ def memory_guard(plan):
         raise err from exc
 
 
-class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
-                       BaseEstimator):
+class BaseKernelKMeans(
+    ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
+):
     """Base class of the kernel estimators (see the module docstring)."""
 
     # ------------------------------------------------------------------ checks
@@ -83,10 +84,24 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
             # a host matrix: results go out as numpy, whatever an earlier fit saw
             self._device, self._tensor_io = resolve_device(self.device), False
             return X
-        return validate_X(self, X, reset, lambda X: short_input_errors(
-            lambda X: validate_data(self, X, reset=reset, dtype=[np.float64, np.float32],
-                                    order="C", accept_sparse="csr", ensure_min_samples=1),
-            X, type(self).__name__))
+        return validate_X(
+            self,
+            X,
+            reset,
+            lambda X: short_input_errors(
+                lambda X: validate_data(
+                    self,
+                    X,
+                    reset=reset,
+                    dtype=[np.float64, np.float32],
+                    order="C",
+                    accept_sparse="csr",
+                    ensure_min_samples=1,
+                ),
+                X,
+                type(self).__name__,
+            ),
+        )
 
     # ------------------------------------------------------------------ kinds
     @property
@@ -97,7 +112,7 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
 
     @property
     def _kind(self):
-        """"point" (a kernel on rows), "precomputed" or "graph" (items are indices)."""
+        """ "point" (a kernel on rows), "precomputed" or "graph" (items are indices)."""
         return self._kernel_kind.name
 
     @property
@@ -119,11 +134,11 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return rows_of(X).labels_inertia(self, sample_weight)
 
     def _labels_inertia_of(self, X, sample_weight=None):
-        labels, mind = assign_parallel(X, self._state, self.kernel_,
-                                       chunk_rows=self._chunk_rows(X))
+        labels, mind = assign_parallel(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))
         labels, mind = _device.to_output(self, labels), get_backend(mind).to_numpy(mind)
-        inertia = float(mind.sum(dtype=np.float64) if sample_weight is None
-                        else mind @ sample_weight)
+        inertia = float(
+            mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
+        )
         return labels, inertia
 
     @with_thread_policy
@@ -175,8 +190,9 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return rows_of(X).transform(self, kernel_diag=kernel_diag)
 
     def _transform(self, X, kernel_diag=None):
-        _, _, distances = self._assign_new(X, "transform", return_distances=True,
-                                           kernel_diag=kernel_diag)
+        _, _, distances = self._assign_new(
+            X, "transform", return_distances=True, kernel_diag=kernel_diag
+        )
         return distances
 
     def fit_transform(self, X, y=None, sample_weight=None):
@@ -205,13 +221,15 @@ class BaseKernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Cluste
         return rows_of(X).score(self, sample_weight, kernel_diag=kernel_diag)
 
     def _score(self, X, sample_weight=None, kernel_diag=None):
-        _, mind, *_ = self._assign_new(X, "score", kernel_diag=kernel_diag,
-                                       return_distances=self._kernel_kind.needs_kernel_diag)
+        _, mind, *_ = self._assign_new(
+            X,
+            "score",
+            kernel_diag=kernel_diag,
+            return_distances=self._kernel_kind.needs_kernel_diag,
+        )
         mind = get_backend(mind).to_numpy(mind)
-        sample_weight = check_sample_weight(host_sample_weight(self, sample_weight),
-                                            mind[:, None])
-        return -float(mind.sum(dtype=np.float64) if sample_weight is None
-                      else mind @ sample_weight)
+        sample_weight = check_sample_weight(host_sample_weight(self, sample_weight), mind[:, None])
+        return -float(mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight)
 
     # ------------------------------------------------------- fitted attributes
     def _set_problem(self, problem):

@@ -63,29 +63,39 @@ def check_checkpoint(estimator, checkpoint, checkpoint_every):
     """
     if checkpoint is None:
         if checkpoint_every is not None:
-            raise ValueError("checkpoint_every is set but checkpoint is None: pass the file "
-                             "to save the fit in as checkpoint")
+            raise ValueError(
+                "checkpoint_every is set but checkpoint is None: pass the file "
+                "to save the fit in as checkpoint"
+            )
         return None
     try:
         path = Path(checkpoint)  # a str or an os.PathLike
     except TypeError:
-        raise TypeError(f"checkpoint must be a file path (str or os.PathLike), got "
-                        f"{type(checkpoint).__name__}") from None
+        raise TypeError(
+            f"checkpoint must be a file path (str or os.PathLike), got {type(checkpoint).__name__}"
+        ) from None
     if path.is_dir():
         raise ValueError(f"checkpoint: {str(path)!r} is a folder, expected a file path")
     if not path.parent.is_dir():
         raise ValueError(f"checkpoint: the folder of {str(path)!r} does not exist")
     if checkpoint_every is None:
         every = max(1, estimator.max_iter // 10)
-    elif (isinstance(checkpoint_every, bool)  # numpy's bool_ is not Integral either
-          or not isinstance(checkpoint_every, Integral) or checkpoint_every < 1):
-        raise ValueError(f"checkpoint_every must be an integer >= 1 (iterations between "
-                         f"two checkpoints) or None, got {checkpoint_every!r}")
+    elif (
+        isinstance(checkpoint_every, bool)  # numpy's bool_ is not Integral either
+        or not isinstance(checkpoint_every, Integral)
+        or checkpoint_every < 1
+    ):
+        raise ValueError(
+            f"checkpoint_every must be an integer >= 1 (iterations between "
+            f"two checkpoints) or None, got {checkpoint_every!r}"
+        )
     else:
         every = int(checkpoint_every)
     if estimator.tau is None:
-        raise ValueError("checkpoint needs an integer tau: tau=None (the untruncated "
-                         "algorithm) keeps a table over all points, which is not checkpointed")
+        raise ValueError(
+            "checkpoint needs an integer tau: tau=None (the untruncated "
+            "algorithm) keeps a table over all points, which is not checkpointed"
+        )
     estimator._kernel_kind.check_checkpoint(estimator)  # graph kernels: not available
     try:
         import_skops_io()
@@ -121,7 +131,8 @@ class FitCheckpoint:
             diff = _differences(saved["fingerprint"], self.fingerprint)
             raise ValueError(
                 f"checkpoint: {str(self.path)!r} was written by another fit ({diff}); "
-                "delete it or pass another file to start this fit")
+                "delete it or pass another file to start this fit"
+            )
         self.saved = saved
         self.resumed_from = int(saved["fit"]["n_iter"])
 
@@ -157,8 +168,7 @@ class FitCheckpoint:
         self._gamma_selection = estimator.gamma_selection_
         if self.saved is not None:
             self._rng_after_init = _rng_state(self.saved["random_state"])
-            loop = MiniBatchLoop(None, items, plan, random_state, cfg,
-                                 snapshot=self.saved["fit"])
+            loop = MiniBatchLoop(None, items, plan, random_state, cfg, snapshot=self.saved["fit"])
             self.saved = None  # the loop owns the state now
         else:
             loop = MiniBatchLoop(windows, items, plan, random_state, cfg)
@@ -193,8 +203,9 @@ class FitCheckpoint:
             with atomic_write(self.path, "wb") as fh:
                 fh.write(data)
         except OSError as exc:
-            raise OSError(exc.errno, f"checkpoint: cannot write {str(self.path)!r}: "
-                                     f"{exc.strerror or exc}") from exc
+            raise OSError(
+                exc.errno, f"checkpoint: cannot write {str(self.path)!r}: {exc.strerror or exc}"
+            ) from exc
 
 
 def read_checkpoint(path):
@@ -223,19 +234,24 @@ def read_checkpoint(path):
     try:
         untrusted = sio.get_untrusted_types(data=data)
     except Exception as exc:  # not a skops file (zip), or damaged
-        raise ValueError(f"checkpoint: {str(path)!r} is not an mbkkm checkpoint "
-                         f"({type(exc).__name__}: {exc}); delete it or pass another "
-                         "file") from None
+        raise ValueError(
+            f"checkpoint: {str(path)!r} is not an mbkkm checkpoint "
+            f"({type(exc).__name__}: {exc}); delete it or pass another "
+            "file"
+        ) from None
     foreign = [t for t in untrusted if not t.startswith("mbkkm.") and t not in TRUSTED_TYPES]
     if foreign:
-        raise ValueError(f"checkpoint: {str(path)!r} holds types mbkkm does not trust: "
-                         f"{', '.join(foreign)}")
+        raise ValueError(
+            f"checkpoint: {str(path)!r} holds types mbkkm does not trust: {', '.join(foreign)}"
+        )
     content = sio.loads(data, trusted=untrusted)
     if not isinstance(content, dict) or "fingerprint" not in content:
         raise ValueError(f"checkpoint: {str(path)!r} is not an mbkkm checkpoint")
     if content.get("format") != FORMAT:
-        raise ValueError(f"checkpoint: {str(path)!r} has format {content.get('format')!r}; "
-                         f"this version of mbkkm reads format {FORMAT}")
+        raise ValueError(
+            f"checkpoint: {str(path)!r} has format {content.get('format')!r}; "
+            f"this version of mbkkm reads format {FORMAT}"
+        )
     return content
 
 
@@ -246,8 +262,11 @@ def fingerprint(estimator, rows, sample_weight):
     # The package is loaded whenever this module is: its version is read there, not
     # imported, so that no module of the package imports the package's top.
     version = sys.modules[__name__.partition(".")[0]].__version__
-    params = {name: _canon(value) for name, value in estimator.get_params(deep=False).items()
-              if name not in NOT_FINGERPRINTED}
+    params = {
+        name: _canon(value)
+        for name, value in estimator.get_params(deep=False).items()
+        if name not in NOT_FINGERPRINTED
+    }
     X = rows.data
     nx = get_backend(X)
     backend = nx.name if nx.is_host else f"{nx.name}:{nx.device}"
@@ -259,8 +278,11 @@ def fingerprint(estimator, rows, sample_weight):
         "shape": [int(s) for s in X.shape],
         "dtype": str(getattr(X, "dtype", "")),
         "data": _digest(*rows.fingerprint_arrays(DIGEST_ROWS)),
-        "sample_weight": (None if sample_weight is None
-                          else _digest(np.ascontiguousarray(sample_weight, dtype=np.float64))),
+        "sample_weight": (
+            None
+            if sample_weight is None
+            else _digest(np.ascontiguousarray(sample_weight, dtype=np.float64))
+        ),
     }
 
 
@@ -343,11 +365,21 @@ def _differences(saved, current, prefix=""):
 def _rng_dict(state):
     """numpy's RandomState.get_state() tuple as plain values."""
     name, key, pos, has_gauss, cached = state
-    return {"name": str(name), "key": np.asarray(key, dtype=np.uint32), "pos": int(pos),
-            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+    return {
+        "name": str(name),
+        "key": np.asarray(key, dtype=np.uint32),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached),
+    }
 
 
 def _rng_state(saved):
     """The get_state() tuple back from :func:`_rng_dict`."""
-    return (saved["name"], np.asarray(saved["key"], dtype=np.uint32), saved["pos"],
-            saved["has_gauss"], saved["cached_gaussian"])
+    return (
+        saved["name"],
+        np.asarray(saved["key"], dtype=np.uint32),
+        saved["pos"],
+        saved["has_gauss"],
+        saved["cached_gaussian"],
+    )

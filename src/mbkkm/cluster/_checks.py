@@ -34,8 +34,11 @@ _BY_NAME = (
     "scikit-learn (tests/test_column_identity.py)"
 )
 
-_REASONS = {KernelKMeans: _RANDOM_SEEDING, MiniBatchKernelKMeans: _RANDOM_BATCHES,
-            MiniBatchKMeans: _RANDOM_BATCHES}
+_REASONS = {
+    KernelKMeans: _RANDOM_SEEDING,
+    MiniBatchKernelKMeans: _RANDOM_BATCHES,
+    MiniBatchKMeans: _RANDOM_BATCHES,
+}
 
 
 def expected_failed_checks(estimator):
@@ -80,15 +83,16 @@ def expected_failed_checks(estimator):
      'check_sample_weight_equivalence_on_sparse_data']
     """
     # The reason of the estimator's class or of the nearest of its bases.
-    reason = next((_REASONS[cls] for cls in type(estimator).__mro__ if cls in _REASONS),
-                  None)
+    reason = next((_REASONS[cls] for cls in type(estimator).__mro__ if cls in _REASONS), None)
     if reason is None:
         raise TypeError(
             "expected_failed_checks: expected a MiniBatchKernelKMeans, KernelKMeans or "
             f"MiniBatchKMeans instance, got {type(estimator).__name__}"
         )
-    checks = {"check_sample_weight_equivalence_on_dense_data": reason,
-              "check_dataframe_column_names_consistency": _BY_NAME}
+    checks = {
+        "check_sample_weight_equivalence_on_dense_data": reason,
+        "check_dataframe_column_names_consistency": _BY_NAME,
+    }
     if estimator.__sklearn_tags__().input_tags.sparse:
         checks["check_sample_weight_equivalence_on_sparse_data"] = reason
     return checks

@@ -62,7 +62,8 @@ def warn_empty_clusters(labels, n_clusters, estimator):
             f"clusters hold no point of the fitted data at the end of fit (empty "
             f"clusters); n_clusters may exceed the number of distinct points (duplicate "
             f"points in X?)",
-            EmptyClusterWarning)
+            EmptyClusterWarning,
+        )
 
 
 def restore_on_error(method):

@@ -164,49 +164,82 @@ class GammaSelection:
 
     def table(self):
         """A text table of the candidates and their scores, the choice marked."""
-        lines = [f"gamma=auto ({self.criterion}, lower is better; sample of "
-                 f"{self.n_samples} points, base width {self.base_gamma:.4g})",
-                 f"{'gamma':>12} {'x base':>8} {'score':>9}"]
+        lines = [
+            f"gamma=auto ({self.criterion}, lower is better; sample of "
+            f"{self.n_samples} points, base width {self.base_gamma:.4g})",
+            f"{'gamma':>12} {'x base':>8} {'score':>9}",
+        ]
         for i, (g, m, s) in enumerate(zip(self.candidates, self.multipliers, self.scores)):
             marks = []
             if i == self.reference:
                 marks.append("mean-distance width")
             if g == self.gamma:
                 marks.append("<- chosen")
-            lines.append(f"{g:12.5g} {m:8.3g} {s:9.4f}" + ("  " + ", ".join(marks) if marks
-                                                             else ""))
+            lines.append(
+                f"{g:12.5g} {m:8.3g} {s:9.4f}" + ("  " + ", ".join(marks) if marks else "")
+            )
         if self.reference is not None:
             s_ref = self.scores[self.reference]
-            lines.append(f"a wider width (smaller gamma) replaces the mean-distance width with "
-                         f"a score < {s_ref:.4g}" + (
-                             f" and <= {1 - self.min_gain_wider:g} x it = "
-                             f"{self.threshold_wider:.4g}" if self.min_gain_wider > 0 else "")
-                         + (f", lower by more than {self.noise_margin:g} standard errors of "
-                            f"the difference (the scores' standard errors: noise)"
-                            if self.noise is not None and self.noise_margin > 0 else ""))
-            lines.append(f"a narrower width (larger gamma) only with a score "
-                         f"<= {1 - self.min_gain:g} x {s_ref:.4g} = {self.threshold:.4g}")
+            lines.append(
+                f"a wider width (smaller gamma) replaces the mean-distance width with "
+                f"a score < {s_ref:.4g}"
+                + (
+                    f" and <= {1 - self.min_gain_wider:g} x it = {self.threshold_wider:.4g}"
+                    if self.min_gain_wider > 0
+                    else ""
+                )
+                + (
+                    f", lower by more than {self.noise_margin:g} standard errors of "
+                    f"the difference (the scores' standard errors: noise)"
+                    if self.noise is not None and self.noise_margin > 0
+                    else ""
+                )
+            )
+            lines.append(
+                f"a narrower width (larger gamma) only with a score "
+                f"<= {1 - self.min_gain:g} x {s_ref:.4g} = {self.threshold:.4g}"
+            )
         best = int(np.flatnonzero(self.candidates == self.gamma)[0])
-        if (self.raw_scores is not None and best != self.reference
-                and best != choose_width(self.scores, self.reference, self.min_gain,
-                                         self.min_gain_wider, self.noise, self.noise_margin)):
-            lines.append("the lowest scores lie on a plateau of equal cuts at the end of the "
-                         "grid: its innermost width is chosen")
+        if (
+            self.raw_scores is not None
+            and best != self.reference
+            and best
+            != choose_width(
+                self.scores,
+                self.reference,
+                self.min_gain,
+                self.min_gain_wider,
+                self.noise,
+                self.noise_margin,
+            )
+        ):
+            lines.append(
+                "the lowest scores lie on a plateau of equal cuts at the end of the "
+                "grid: its innermost width is chosen"
+            )
         if self.data_width:
-            lines.append("the mean-distance width is kept: gamma is that width of all the "
-                         "data (gamma='mean-distance'), its candidate above")
+            lines.append(
+                "the mean-distance width is kept: gamma is that width of all the "
+                "data (gamma='mean-distance'), its candidate above"
+            )
         if self.at_edge is not None:
-            lines.append(f"the choice is the {self.at_edge} width tried: the best width may "
-                         f"lie beyond the grid")
+            lines.append(
+                f"the choice is the {self.at_edge} width tried: the best width may "
+                f"lie beyond the grid"
+            )
         spread = self.plausible_range
         if spread is not None and spread[1] > spread[0]:
-            lines.append(f"within one standard error of the chosen score: widths {spread[0]:.4g} "
-                         f"to {spread[1]:.4g} ({spread[1] / spread[0]:.3g}x; plausible_range): "
-                         f"another random_state may choose any of them")
-        lines.append("the fit starts from the chosen width's sample partition"
-                     if self.start_from_partition else
-                     "the fit starts from init (k-means++): the chosen width's score is not "
-                     "clearly (by min_gain) below the mean-distance width's")
+            lines.append(
+                f"within one standard error of the chosen score: widths {spread[0]:.4g} "
+                f"to {spread[1]:.4g} ({spread[1] / spread[0]:.3g}x; plausible_range): "
+                f"another random_state may choose any of them"
+            )
+        lines.append(
+            "the fit starts from the chosen width's sample partition"
+            if self.start_from_partition
+            else "the fit starts from init (k-means++): the chosen width's score is not "
+            "clearly (by min_gain) below the mean-distance width's"
+        )
         return "\n".join(lines)
 
     def summary(self):
@@ -221,39 +254,64 @@ class GammaSelection:
         tied = np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12)
         sample = f"on a {self.n_samples}-point sample"
         if tied.all():
-            kept = ("the mean-distance width" if best == self.reference
-                    else f"{self.multipliers[best]:.3g} x the mean-distance width")
-            line = (f"gamma=auto: all {n} widths tried tie ({self.criterion} "
-                    f"{scores[best]:.4g} each {sample}): no width separates the clusters "
-                    f"better than another; kept {kept}, gamma = {self.gamma:.4g}")
+            kept = (
+                "the mean-distance width"
+                if best == self.reference
+                else f"{self.multipliers[best]:.3g} x the mean-distance width"
+            )
+            line = (
+                f"gamma=auto: all {n} widths tried tie ({self.criterion} "
+                f"{scores[best]:.4g} each {sample}): no width separates the clusters "
+                f"better than another; kept {kept}, gamma = {self.gamma:.4g}"
+            )
         elif best == self.reference:
-            line = (f"gamma=auto kept the mean-distance width, gamma = {self.gamma:.4g}: "
-                    f"none of the other {n - 1} widths tried scored clearly lower "
-                    f"({self.criterion} {scores[best]:.4g} {sample}, lower is better)")
+            line = (
+                f"gamma=auto kept the mean-distance width, gamma = {self.gamma:.4g}: "
+                f"none of the other {n - 1} widths tried scored clearly lower "
+                f"({self.criterion} {scores[best]:.4g} {sample}, lower is better)"
+            )
         else:
-            ref = ("" if self.reference is None else
-                   f" against {scores[self.reference]:.4g} at the mean-distance width")
+            ref = (
+                ""
+                if self.reference is None
+                else f" against {scores[self.reference]:.4g} at the mean-distance width"
+            )
             also = int(tied.sum()) - 1
-            line = (f"gamma=auto chose gamma = {self.gamma:.4g}, "
-                    f"{self.multipliers[best]:.3g} x the mean-distance width: "
-                    f"{self.criterion} {scores[best]:.4g}{ref} ({n} widths tried {sample}"
-                    + (f"; {also} other{'s' if also > 1 else ''} tie with it" if also else "")
-                    + ")")
+            line = (
+                f"gamma=auto chose gamma = {self.gamma:.4g}, "
+                f"{self.multipliers[best]:.3g} x the mean-distance width: "
+                f"{self.criterion} {scores[best]:.4g}{ref} ({n} widths tried {sample}"
+                + (f"; {also} other{'s' if also > 1 else ''} tie with it" if also else "")
+                + ")"
+            )
         if self.at_edge is not None:
             line += f"; the {self.at_edge} width tried, the best may lie beyond"
         return line
 
     def plot(self, ax=None):
         """The criterion against gamma (log axis), the choice marked. Returns the Axes."""
-        ax = plot_criterion(self.candidates, self.scores, self.gamma, "gamma",
-                            self.criterion, ax)
+        ax = plot_criterion(self.candidates, self.scores, self.gamma, "gamma", self.criterion, ax)
         ax.axvline(self.base_gamma, color="0.6", ls=":", label="mean-distance width")
         if self.reference is not None:
             lo, hi = self.candidates[0], self.candidates[-1]
-            ax.hlines(self.threshold_wider, lo, self.base_gamma, color="0.6", ls="-.", lw=0.8,
-                      label=f"{1 - self.min_gain_wider:g} x its score (wider widths)")
-            ax.hlines(self.threshold, self.base_gamma, hi, color="0.6", ls="--", lw=0.8,
-                      label=f"{1 - self.min_gain:g} x its score (narrower widths)")
+            ax.hlines(
+                self.threshold_wider,
+                lo,
+                self.base_gamma,
+                color="0.6",
+                ls="-.",
+                lw=0.8,
+                label=f"{1 - self.min_gain_wider:g} x its score (wider widths)",
+            )
+            ax.hlines(
+                self.threshold,
+                self.base_gamma,
+                hi,
+                color="0.6",
+                ls="--",
+                lw=0.8,
+                label=f"{1 - self.min_gain:g} x its score (narrower widths)",
+            )
         ax.set_xlabel("gamma")
         ax.legend(fontsize="small")
         return ax
@@ -286,7 +344,14 @@ def plot_criterion(candidates, scores, chosen, name, criterion, ax=None):
         _, ax = plt.subplots(figsize=(5, 3.2))
     ax.semilogx(candidates, scores, "o-", color="C0", label=criterion)
     best = int(np.flatnonzero(candidates == chosen)[0])
-    ax.semilogx([chosen], [scores[best]], "o", ms=12, mfc="none", color="C3",
-                label=f"chosen {name} = {chosen:.3g}")
+    ax.semilogx(
+        [chosen],
+        [scores[best]],
+        "o",
+        ms=12,
+        mfc="none",
+        color="C3",
+        label=f"chosen {name} = {chosen:.3g}",
+    )
     ax.set_ylabel("normalised k-NN cut (lower is better)")
     return ax

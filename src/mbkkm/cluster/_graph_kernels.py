@@ -132,7 +132,7 @@ def normalized_cut(A, degrees, labels, n_clusters):
     with both ends in C_j (self-loops count as inside). Empty clusters add nothing.
     """
     A = A.tocsr()
-    rows = np.repeat(labels, np.diff(A.indptr))               # label of each edge's row
+    rows = np.repeat(labels, np.diff(A.indptr))  # label of each edge's row
     same = rows == labels[A.indices]
     inside = np.bincount(rows[same], weights=A.data[same], minlength=n_clusters)
     vol = np.bincount(labels, weights=degrees, minlength=n_clusters)
@@ -146,11 +146,12 @@ def _nearest_center(F, C, chunk=65536):
     dist = np.empty(F.shape[0])
     cc = np.einsum("ij,ij->i", C, C)
     for s in range(0, F.shape[0], chunk):
-        Fc = F[s:s + chunk]
-        D = cc[None, :] - 2.0 * (Fc @ C.T)                     # ||f - c||^2 - ||f||^2
-        labels[s:s + chunk] = D.argmin(axis=1)
-        dist[s:s + chunk] = D[np.arange(Fc.shape[0]), labels[s:s + chunk]] \
-            + np.einsum("ij,ij->i", Fc, Fc)
+        Fc = F[s : s + chunk]
+        D = cc[None, :] - 2.0 * (Fc @ C.T)  # ||f - c||^2 - ||f||^2
+        labels[s : s + chunk] = D.argmin(axis=1)
+        dist[s : s + chunk] = D[np.arange(Fc.shape[0]), labels[s : s + chunk]] + np.einsum(
+            "ij,ij->i", Fc, Fc
+        )
     return labels, np.maximum(dist, 0.0)
 
 
@@ -204,8 +205,10 @@ class TSelection:
 
     def table(self):
         """A text table of the candidates, their ranks and scores, the choice marked."""
-        lines = [f"t=auto ({self.criterion}, lower is better; k-means on {self.n_samples} "
-                 "points)", f"{'t':>10} {'rank':>5} {'error':>9} {'score':>8}"]
+        lines = [
+            f"t=auto ({self.criterion}, lower is better; k-means on {self.n_samples} points)",
+            f"{'t':>10} {'rank':>5} {'error':>9} {'score':>8}",
+        ]
         for t, r, e, s in zip(self.candidates, self.ranks, self.errors, self.scores):
             mark = "  <- chosen" if t == self.t else ""
             lines.append(f"{t:10.4g} {r:5d} {e:9.2g} {s:8.4f}{mark}")
@@ -216,12 +219,16 @@ class TSelection:
         n, scores = len(self.candidates), np.asarray(self.scores, dtype=np.float64)
         best = int(np.flatnonzero(self.candidates == self.t)[0])
         if np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12).all():
-            return (f"t=auto: all {n} diffusion times tried tie ({self.criterion} "
-                    f"{scores[best]:.4g} each): no time separates the clusters better than "
-                    "another; "
-                    f"kept t = {self.t:.4g} (rank {self.ranks[best]})")
-        return (f"t=auto chose t = {self.t:.4g} (rank {self.ranks[best]}): "
-                f"{self.criterion} {scores[best]:.4g}, lowest of the {n} times tried")
+            return (
+                f"t=auto: all {n} diffusion times tried tie ({self.criterion} "
+                f"{scores[best]:.4g} each): no time separates the clusters better than "
+                "another; "
+                f"kept t = {self.t:.4g} (rank {self.ranks[best]})"
+            )
+        return (
+            f"t=auto chose t = {self.t:.4g} (rank {self.ranks[best]}): "
+            f"{self.criterion} {scores[best]:.4g}, lowest of the {n} times tried"
+        )
 
     def plot(self, ax=None):
         """The criterion against t (log axis), the choice marked. Returns the Axes."""
@@ -264,10 +271,20 @@ def candidate_times(spectrum, n_clusters, max_components=DEFAULT_MAX_COMPONENTS)
 _ONE_TOL = 1e-9
 
 
-def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL,
-             max_components=DEFAULT_MAX_COMPONENTS, n_runs=DEFAULT_T_RUNS,
-             sample_size=DEFAULT_T_SAMPLE, sample_weight=None, random_state=None,
-             max_iter=100, normalize=False):
+def select_t(
+    spectrum,
+    n_clusters,
+    *,
+    candidates=None,
+    rank_tol=DEFAULT_RANK_TOL,
+    max_components=DEFAULT_MAX_COMPONENTS,
+    n_runs=DEFAULT_T_RUNS,
+    sample_size=DEFAULT_T_SAMPLE,
+    sample_weight=None,
+    random_state=None,
+    max_iter=100,
+    normalize=False,
+):
     """Choose the heat kernel's diffusion time t without labels.
 
     See the module docstring. Never sees labels; the same ``random_state`` gives the
@@ -325,7 +342,7 @@ def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL
     solutions = []
     for i, t in enumerate(candidates):
         ranks[i], errors[i] = spectrum.rank(t, rank_tol, max_components)
-        F = spectrum.features(t, ranks[i], normalize)          # (n, r): K_t ~= F F^T
+        F = spectrum.features(t, ranks[i], normalize)  # (n, r): K_t ~= F F^T
         best = None
         for s, seed in enumerate(seeds):
             # One OpenMP thread: these are many short Lloyd runs on (m, r) features, and
@@ -333,24 +350,33 @@ def select_t(spectrum, n_clusters, *, candidates=None, rank_tol=DEFAULT_RANK_TOL
             # the cores, one thread was 5x (10,000 x 64) to 40x (1,797 x 20) faster.
             with warnings.catch_warnings(), threadpool_limits(1, user_api="openmp"):
                 warnings.simplefilter("ignore", ConvergenceWarning)  # duplicate points
-                km = KMeans(n_clusters, n_init=1, max_iter=max_iter,
-                            random_state=int(seed)).fit(F[idx], sample_weight=w_sample)
+                km = KMeans(n_clusters, n_init=1, max_iter=max_iter, random_state=int(seed)).fit(
+                    F[idx], sample_weight=w_sample
+                )
             labels, dist = _nearest_center(F, km.cluster_centers_)
             run_scores[i, s] = normalized_cut(A, degrees, labels, n_clusters)
-            run_inertia[i, s] = float(dist.sum() if sample_weight is None
-                                      else dist @ sample_weight)
+            run_inertia[i, s] = float(dist.sum() if sample_weight is None else dist @ sample_weight)
             if best is None or run_scores[i, s] < run_scores[i, best[0]]:
                 best = (s, labels)
         solutions.append(best[1])
     raw = run_scores.min(axis=1)
     scores = _smooth(raw)
     chosen = int(np.argmin(scores))  # ties: the shortest time
-    return TSelection(t=float(candidates[chosen]), candidates=candidates, scores=scores,
-                      raw_scores=raw, criterion="knn-normalized-cut",
-                      ranks=ranks, errors=errors, run_scores=run_scores,
-                      run_inertia=run_inertia, labels=solutions[chosen], sample_indices=idx,
-                      n_samples=m,
-                      seconds=time.perf_counter() - start)
+    return TSelection(
+        t=float(candidates[chosen]),
+        candidates=candidates,
+        scores=scores,
+        raw_scores=raw,
+        criterion="knn-normalized-cut",
+        ranks=ranks,
+        errors=errors,
+        run_scores=run_scores,
+        run_inertia=run_inertia,
+        labels=solutions[chosen],
+        sample_indices=idx,
+        n_samples=m,
+        seconds=time.perf_counter() - start,
+    )
 
 
 # ------------------------------------------------------------- the number of neighbours
@@ -400,8 +426,7 @@ def eigengap_ratio(graph, n_clusters, tol=EIGSH_TOL):
         N = normalized_adjacency(graph.adjacency_, graph.degrees_)
         lam = top_eigenpairs(N, min(k + 1, n), tol=tol)[0]
     else:
-        lam = top_heat_eigenpairs(graph.adjacency_, k + 1, tol=tol,
-                                  random_state=_GAP_START_SEED)[0]
+        lam = top_heat_eigenpairs(graph.adjacency_, k + 1, tol=tol, random_state=_GAP_START_SEED)[0]
     mu = 1.0 - np.sort(lam)[::-1]
     return float(mu[k] / mu[k - 1])
 
@@ -428,8 +453,10 @@ class NeighborSelection:
 
     def table(self):
         """A text table of the candidates and their ratios, the choice marked."""
-        lines = ["n_neighbors=auto (eigengap ratio mu_{k+1} / mu_k, higher is better)",
-                 f"{'n_neighbors':>11} {'ratio':>8}"]
+        lines = [
+            "n_neighbors=auto (eigengap ratio mu_{k+1} / mu_k, higher is better)",
+            f"{'n_neighbors':>11} {'ratio':>8}",
+        ]
         for c, r in zip(self.candidates, self.ratios):
             mark = "  <- chosen" if c == self.n_neighbors else ""
             lines.append(f"{c:11d} {r:8.4g}{mark}")
@@ -456,8 +483,7 @@ def select_n_neighbors(graph, n_clusters, candidates, tol=EIGSH_TOL):
     candidates = np.asarray(candidates, dtype=np.intp)
     ratios = np.full(candidates.size, np.nan)
     first = graph.truncated(int(candidates[0]))
-    if split_is_harmful(_component_sizes(first), n_clusters) \
-            or graph.n_samples <= n_clusters + 1:
+    if split_is_harmful(_component_sizes(first), n_clusters) or graph.n_samples <= n_clusters + 1:
         return first, NeighborSelection(int(candidates[0]), candidates, ratios)
     best, best_graph = 0, None
     for i, c in enumerate(candidates):
@@ -485,13 +511,16 @@ def _graph_params(name, kernel_params, random_state):
     params = dict(kernel_params or {})
     for key in params:
         if key not in spec.params:
-            raise ValueError(f"kernel_params: {key!r} is not a parameter of kernel "
-                             f"{spec.name!r} (its parameters: {list(spec.params)})")
+            raise ValueError(
+                f"kernel_params: {key!r} is not a parameter of kernel "
+                f"{spec.name!r} (its parameters: {list(spec.params)})"
+            )
     if spec.name == "heat" and "max_dense_bytes" in params:
         raise ValueError(
             "kernel_params: 'max_dense_bytes' sets heat_kernel's dense output; the "
             "estimators keep the heat kernel as eigenpairs (its rank is set by "
-            "'n_components', or chosen with 'rank_tol' up to 'max_components')")
+            "'n_components', or chosen with 'rank_tol' up to 'max_components')"
+        )
     if spec.name == "knn" and "n_neighbors" not in params:
         raise ValueError("kernel='knn' needs the parameter 'n_neighbors' (in kernel_params)")
     params.setdefault("random_state", random_state)
@@ -529,8 +558,9 @@ def plan_graph(name, n, n_features, itemsize, params):
     p = n_features if pca is None or n_features <= pca or n <= pca else int(pca)
     terms = {}
     if p < n_features:
-        terms["PCA: centred copy of X and the projection (n, pca_components)"] = \
+        terms["PCA: centred copy of X and the projection (n, pca_components)"] = (
             n * n_features * itemsize + n * p * itemsize
+        )
     nnz = n * (2 * max(k - 1, 0) + 1)
     terms["neighbour indices and distances (n, n_neighbors - 1)"] = 16 * n * max(k - 1, 0)
     terms["sparse adjacency while symmetrised (4 copies)"] = 4 * 12 * nnz
@@ -539,17 +569,23 @@ def plan_graph(name, n, n_features, itemsize, params):
         if n <= DENSE_MAX_SAMPLES:
             terms["dense eigendecomposition (3 n x n)"] = 3 * 8 * n * n
         else:
-            terms["eigensolver: Lanczos vectors (n, max(2 p + 1, 20))"] = \
+            terms["eigensolver: Lanczos vectors (n, max(2 p + 1, 20))"] = (
                 8 * n * min(n, max(2 * pairs + 1, 20))
+            )
         terms["eigenvectors (n, p)"] = 8 * n * pairs
-        terms["features of the selection of t and the kernel (2 x (n, rank))"] = \
-            2 * 8 * n * pairs
-    plan = MemoryPlan(where="host", terms={a: int(b) for a, b in terms.items()},
-                      peaks={"graph": int(sum(terms.values()))}, checked=("graph",),
-                      shapes={"n": n, "n_neighbors": k, "dims": p},
-                      hints={"graph": "n_neighbors or max_components (kernel_params), use "
-                                      "fewer points, or use kernel='rbf' (the mini-batch "
-                                      "estimator never builds a graph or an n x n matrix)"})
+        terms["features of the selection of t and the kernel (2 x (n, rank))"] = 2 * 8 * n * pairs
+    plan = MemoryPlan(
+        where="host",
+        terms={a: int(b) for a, b in terms.items()},
+        peaks={"graph": int(sum(terms.values()))},
+        checked=("graph",),
+        shapes={"n": n, "n_neighbors": k, "dims": p},
+        hints={
+            "graph": "n_neighbors or max_components (kernel_params), use "
+            "fewer points, or use kernel='rbf' (the mini-batch "
+            "estimator never builds a graph or an n x n matrix)"
+        },
+    )
     return plan
 
 
@@ -573,8 +609,7 @@ class GraphExtension:
         if self.name == "knn":
             return knn_kernel_rows(self.graph, X)
         K = self.matrix  # LowRankKernel: U diag(w) U^T, U = diag(s) V when normalised
-        F = extend_eigenvectors(self.graph, K.eigenvalues, K.eigenvectors, X) \
-            * np.sqrt(K.weights)
+        F = extend_eigenvectors(self.graph, K.eigenvalues, K.eigenvectors, X) * np.sqrt(K.weights)
         if K.row_scale is not None:  # the normalised kernel: unit-length features
             F = unit_rows(F)[0]
         return F, np.einsum("ij,ij->i", F, F)
@@ -597,84 +632,132 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     ``params`` record every resolved parameter (``t``, ``rank``, ``error``, the
     graph's), and its ``extension`` gives new points their kernel values.
     """
-    name, params = _graph_params(estimator.kernel, estimator.kernel_params,
-                                 estimator.random_state)
+    name, params = _graph_params(estimator.kernel, estimator.kernel_params, estimator.random_state)
     from ..kernels._graph import _check_data, _check_n_neighbors
 
     X = _check_data(X)  # dense only: "dense data is required" for sparse X
     n = X.shape[0]
 
-    auto = name == "heat" and isinstance(params["n_neighbors"], str) \
+    auto = (
+        name == "heat"
+        and isinstance(params["n_neighbors"], str)
         and params["n_neighbors"] == "auto"
+    )
     if not auto:
         if name == "heat" and isinstance(params["n_neighbors"], str):
-            raise ValueError("n_neighbors must be an integer or 'auto', got "
-                             f"{params['n_neighbors']!r}")
+            raise ValueError(
+                f"n_neighbors must be an integer or 'auto', got {params['n_neighbors']!r}"
+            )
         _check_n_neighbors(params["n_neighbors"], n)
     t = params.get("t")
     if name == "heat":
-        check_heat_params(params["form"], params["n_components"], params["max_components"],
-                          params["rank_tol"], n)
+        check_heat_params(
+            params["form"], params["n_components"], params["max_components"], params["rank_tol"], n
+        )
         check_bool(params["normalize"], "normalize")
         check_bool(params["connect"], "connect")
         if not (isinstance(t, str) and t == "auto"):
             check_t(t)
         if params["form"] != "laplacian" and isinstance(t, str):
-            raise ValueError("t='auto' is defined for form='laplacian'; pass a number t "
-                             "with form='adjacency'")
+            raise ValueError(
+                "t='auto' is defined for form='laplacian'; pass a number t with form='adjacency'"
+            )
     plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
     if estimator.verbose:
         print(plan.report())
-    plan.check(available_host_memory(), what=f"{type(estimator).__name__}.fit "
-               f"(kernel={name!r}: the k-NN graph and its eigenpairs)")
+    plan.check(
+        available_host_memory(),
+        what=f"{type(estimator).__name__}.fit (kernel={name!r}: the k-NN graph and its eigenpairs)",
+    )
     rng = check_random_state(params["random_state"])
     candidates = neighbor_candidates(n) if auto else [params["n_neighbors"]]
-    graph = KNNGraph(candidates[-1], metric=params.get("metric", "euclidean"),
-                     pca_components=params.get("pca_components"), random_state=rng,
-                     n_jobs=params.get("n_jobs")).fit(X)
+    graph = KNNGraph(
+        candidates[-1],
+        metric=params.get("metric", "euclidean"),
+        pca_components=params.get("pca_components"),
+        random_state=rng,
+        n_jobs=params.get("n_jobs"),
+    ).fit(X)
     neighbors = None
     if auto:
-        graph, neighbors = select_n_neighbors(graph, estimator.n_clusters, candidates,
-                                              params["tol"])
+        graph, neighbors = select_n_neighbors(
+            graph, estimator.n_clusters, candidates, params["tol"]
+        )
         if estimator.verbose:
             print(neighbors.table())
     asked = graph.n_neighbors
     if name == "knn":
         _warn_split(estimator, graph, [_component_sizes(graph)], params["n_neighbors"])
         K = knn_kernel_from_graph(graph)
-        return (IndexKernel("knn", K, params, dtype=X.dtype,
-                            extension=GraphExtension("knn", graph.for_new_points(), K)),
-                None, None)
+        return (
+            IndexKernel(
+                "knn",
+                K,
+                params,
+                dtype=X.dtype,
+                extension=GraphExtension("knn", graph.for_new_points(), K),
+            ),
+            None,
+            None,
+        )
     tried = [_component_sizes(graph)]
     if params["connect"]:
         graph, tried = connect_graph(
-            graph, estimator.n_clusters, margin=CONNECT_MARGIN,
-            before_rebuild=lambda g, k: _check_rebuild(estimator, name, g, k, asked, params))
+            graph,
+            estimator.n_clusters,
+            margin=CONNECT_MARGIN,
+            before_rebuild=lambda g, k: _check_rebuild(estimator, name, g, k, asked, params),
+        )
     _warn_split(estimator, graph, tried, asked)
-    spectrum = GraphSpectrum(graph, n_pairs_needed(n, params["n_components"],
-                                                   params["max_components"]),
-                             form=params["form"], tol=params["tol"], random_state=rng)
+    spectrum = GraphSpectrum(
+        graph,
+        n_pairs_needed(n, params["n_components"], params["max_components"]),
+        form=params["form"],
+        tol=params["tol"],
+        random_state=rng,
+    )
     selection = None
     if params["form"] == "laplacian" and n > estimator.n_clusters:
         selection = select_t(
-            spectrum, estimator.n_clusters,
+            spectrum,
+            estimator.n_clusters,
             candidates=None if isinstance(t, str) else [t],
-            rank_tol=params["rank_tol"], max_components=params["max_components"],
-            sample_weight=sample_weight, random_state=rng, normalize=params["normalize"])
+            rank_tol=params["rank_tol"],
+            max_components=params["max_components"],
+            sample_weight=sample_weight,
+            random_state=rng,
+            normalize=params["normalize"],
+        )
         t = selection.t
-    K = spectrum.kernel(t, params["n_components"], params["rank_tol"],
-                        params["max_components"], params["normalize"])
-    resolved = dict(params, n_neighbors=graph.n_neighbors, t=t, rank=K.rank, error=K.error,
-                    components=int(tried[-1].size), eigensolver_seconds=spectrum.seconds,
-                    **graph.seconds_)
+    K = spectrum.kernel(
+        t, params["n_components"], params["rank_tol"], params["max_components"], params["normalize"]
+    )
+    resolved = dict(
+        params,
+        n_neighbors=graph.n_neighbors,
+        t=t,
+        rank=K.rank,
+        error=K.error,
+        components=int(tried[-1].size),
+        eigensolver_seconds=spectrum.seconds,
+        **graph.seconds_,
+    )
     if graph.n_neighbors != params["n_neighbors"]:
         resolved["n_neighbors_asked"] = params["n_neighbors"]
     if neighbors is not None:
         resolved["n_neighbors_candidates"] = neighbors.candidates.tolist()
         resolved["eigengap_ratios"] = neighbors.ratios.tolist()
-    return (IndexKernel("heat", K, resolved, dtype=X.dtype,
-                        extension=GraphExtension("heat", graph.for_new_points(), K)),
-            t, selection)
+    return (
+        IndexKernel(
+            "heat",
+            K,
+            resolved,
+            dtype=X.dtype,
+            extension=GraphExtension("heat", graph.for_new_points(), K),
+        ),
+        t,
+        selection,
+    )
 
 
 def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
@@ -685,9 +768,13 @@ def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
     graph is already held, so it is in the memory no longer available; the plan counts
     what comes next: the new graph's search and adjacency, then the eigensolver.
     """
-    plan = plan_graph(name, graph.n_samples, graph.points_.shape[1],
-                      graph.points_.dtype.itemsize,
-                      dict(params, n_neighbors=n_neighbors, pca_components=None))
+    plan = plan_graph(
+        name,
+        graph.n_samples,
+        graph.points_.shape[1],
+        graph.points_.dtype.itemsize,
+        dict(params, n_neighbors=n_neighbors, pca_components=None),
+    )
     if estimator.verbose:
         print(plan.report())
     available = available_host_memory()
@@ -701,7 +788,8 @@ def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
         + ", ".join(f"{part} {gib(b)}" for part, b in big)
         + f"). Pass kernel_params={{'connect': False}} to keep the {asked}-NN "
         "graph as it is (split, with a GraphSplitWarning), fewer points, or use "
-        "kernel='rbf' (the mini-batch estimator never builds a graph or an n x n matrix).")
+        "kernel='rbf' (the mini-batch estimator never builds a graph or an n x n matrix)."
+    )
 
 
 def _component_sizes(graph):
@@ -719,13 +807,18 @@ def _warn_split(estimator, graph, tried, asked):
         return
     sizes = ", ".join(map(str, first[:5])) + (", ..." if first.size > 5 else "")
     if len(tried) > 1:
-        what = (f"Rebuilt with n_neighbors={graph.n_neighbors}: "
-                + ("connected." if last.size == 1 else
-                   f"{last.size} components (sizes "
-                   + ", ".join(map(str, last[:5])) + (", ...)." if last.size > 5 else ").")))
+        what = f"Rebuilt with n_neighbors={graph.n_neighbors}: " + (
+            "connected."
+            if last.size == 1
+            else f"{last.size} components (sizes "
+            + ", ".join(map(str, last[:5]))
+            + (", ...)." if last.size > 5 else ").")
+        )
         if len(tried) > 2 and not split_is_harmful(tried[-2], estimator.n_clusters):
-            what += (f" (twice the {graph.n_neighbors // 2} neighbours that first joined "
-                     "the pieces, whose joins are bottlenecks.)")
+            what += (
+                f" (twice the {graph.n_neighbors // 2} neighbours that first joined "
+                "the pieces, whose joins are bottlenecks.)"
+            )
     else:
         what = "Kept as it is."
     warn(
@@ -733,7 +826,9 @@ def _warn_split(estimator, graph, tried, asked):
         f"{first.size} connected components (sizes {sizes}); the kernel={estimator.kernel!r} "
         "cannot relate points of different components, and kernel k-means spends a "
         f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
-        "...}) or use kernel='rbf'.", GraphSplitWarning)
+        "...}) or use kernel='rbf'.",
+        GraphSplitWarning,
+    )
 
 
 def graph_assign(estimator, X, method, return_distances):
@@ -744,15 +839,22 @@ def graph_assign(estimator, X, method, return_distances):
     if ext is None:
         raise ValueError(
             f"{type(estimator).__name__}.{method}: this kernel={estimator.kernel!r} model "
-            "has no extension to new points (the graph was not kept); refit it")
+            "has no extension to new points (the graph was not kept); refit it"
+        )
     items, diag = ext.rows(X)
     state = estimator._state
     if ext.name == "heat" and isinstance(state.support, np.ndarray):
         return _low_rank_assign(items, diag, state, ext.matrix, return_distances)
     rows = estimator._chunk_rows(items)
-    return assign(items, state, estimator.kernel_, cross_kernel=ext.cross,
-                  diag=lambda start, chunk: diag[start:start + chunk.shape[0]],
-                  chunk_rows=rows, return_distances=return_distances)
+    return assign(
+        items,
+        state,
+        estimator.kernel_,
+        cross_kernel=ext.cross,
+        diag=lambda start, chunk: diag[start : start + chunk.shape[0]],
+        chunk_rows=rows,
+        return_distances=return_distances,
+    )
 
 
 def _low_rank_assign(F_new, diag, state, K, return_distances):
@@ -766,9 +868,10 @@ def _low_rank_assign(F_new, diag, state, K, return_distances):
     """
     k = state.n_clusters
     support = np.asarray(state.support, dtype=np.intp)
-    A = sp.csr_matrix((state.coef, (state.labels, np.arange(support.size))),
-                      shape=(k, support.size))
-    C = A @ K.features[support]                                 # (k, r)
+    A = sp.csr_matrix(
+        (state.coef, (state.labels, np.arange(support.size))), shape=(k, support.size)
+    )
+    C = A @ K.features[support]  # (k, r)
     D = diag[:, None] - 2.0 * (F_new @ C.T) + state.host_norms()[None, :]
     np.maximum(D, 0.0, out=D)
     labels = D.argmin(axis=1).astype(np.int64)
@@ -790,12 +893,14 @@ def graph_start_state(selection, kernel, n_clusters):
         return None
     # At most START_POINTS of the sample (evenly spaced in it): the means hardly move,
     # and the first iterations' kernel blocks stay small.
-    keep = np.unique(np.linspace(0, labels.size - 1, min(labels.size, START_POINTS))
-                     .astype(np.intp))
+    keep = np.unique(
+        np.linspace(0, labels.size - 1, min(labels.size, START_POINTS)).astype(np.intp)
+    )
     if np.bincount(labels[keep], minlength=n_clusters).min() == 0:
         keep = np.arange(labels.size)
-    return partition_state(selection.sample_indices[keep].astype(np.intp), labels[keep],
-                           n_clusters, kernel)
+    return partition_state(
+        selection.sample_indices[keep].astype(np.intp), labels[keep], n_clusters, kernel
+    )
 
 
 #: Sample points the mini-batch start from the selection of t keeps.
@@ -816,8 +921,8 @@ def graph_start_inner(selection, kernel, n_clusters):
     S = selection.sample_indices
     W = np.zeros((S.size, n_clusters))
     W[np.arange(S.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
-    G = K.U[S].T @ W                                           # (r, k)
-    P0 = K.U @ (K.weights[:, None] * G)                        # (n, k)
+    G = K.U[S].T @ W  # (r, k)
+    P0 = K.U @ (K.weights[:, None] * G)  # (n, k)
     c0 = np.einsum("rk,rk,r->k", G, G, K.weights)
     return P0, c0
 

@@ -339,20 +339,30 @@ torch.device, default=None
             budget = min(budget, host - others - self._working_bytes())
         where = "host" if nx.is_host else str(nx.device)
         if dense <= budget:
-            self._set_plan(where, {"kernel matrix (stored)": dense}, others,
-                           free if free is not None else host)
+            self._set_plan(
+                where, {"kernel matrix (stored)": dense}, others, free if free is not None else host
+            )
             return None
         row = 2 * (n + 3 * k) * itemsize
         budget = self._working_bytes()
         if row <= budget:
             rows = max(1, int(budget // row))
-            self._set_plan(where, {f"kernel rows ({rows} per block)": rows * row}, others,
-                           free if free is not None else host)
+            self._set_plan(
+                where,
+                {f"kernel rows ({rows} per block)": rows * row},
+                others,
+                free if free is not None else host,
+            )
             return rows
         if row > budget:
-            device = "" if free is None else (
-                f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
-                f"{headroom / _GIB:.3g} GiB)")
+            device = (
+                ""
+                if free is None
+                else (
+                    f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
+                    f"{headroom / _GIB:.3g} GiB)"
+                )
+            )
             raise KernelMemoryError(
                 f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
                 f"more than max_kernel_memory={self.max_kernel_memory} MiB "
@@ -364,11 +374,14 @@ torch.device, default=None
 
     def _set_plan(self, where, kernel_terms, others, available):
         """``memory_plan_`` of the fit, checked against ``available`` bytes."""
-        terms = {**kernel_terms, "(n, k) matrices: products, coefficients, distances":
-                 others}
-        plan = _memory.MemoryPlan(where=where, terms=terms,
-                                  peaks={"fit": sum(terms.values())}, checked=("fit",),
-                                  hints={"fit": "max_kernel_memory or working_memory"})
+        terms = {**kernel_terms, "(n, k) matrices: products, coefficients, distances": others}
+        plan = _memory.MemoryPlan(
+            where=where,
+            terms=terms,
+            peaks={"fit": sum(terms.values())},
+            checked=("fit",),
+            hints={"fit": "max_kernel_memory or working_memory"},
+        )
         self.memory_plan_ = plan
         if self.verbose:
             print(plan.report())
@@ -384,8 +397,11 @@ torch.device, default=None
             raise ValueError(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
             )
-        self._init = self.init if isinstance(self.init, str) else rows.check_init(
-            self.init, self.n_clusters, self)
+        self._init = (
+            self.init
+            if isinstance(self.init, str)
+            else rows.check_init(self.init, self.n_clusters, self)
+        )
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; a matrix kernel is its own storage.
         self._block_rows = self._kernel_kind.lloyd_storage(self, rows)
@@ -398,7 +414,8 @@ torch.device, default=None
         # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
         # starts from the selection's sample partition.
         self._auto_start = isinstance(self._init, str) and (
-            self.gamma_selection_ is not None or self.t_selection_ is not None)
+            self.gamma_selection_ is not None or self.t_selection_ is not None
+        )
         return problem, self._operator(problem)
 
     def _operator(self, problem):
@@ -420,8 +437,9 @@ torch.device, default=None
             self._kernel_storage = "stored"
             if nx.is_host:
                 K = kernel(X, X)
-                return KernelRun(MatrixOperator(K), diag,
-                                 IndexKernel("stored", K, dtype=np.float64, diag=diag))
+                return KernelRun(
+                    MatrixOperator(K), diag, IndexKernel("stored", K, dtype=np.float64, diag=diag)
+                )
             return KernelRun(MatrixOperator(self._device_matrix(X, nx)), diag, None)
         self._kernel_storage = f"blocks of {block_rows} rows"
         return KernelRun(BlockOperator(kernel, X, block_rows), diag, None)
@@ -433,7 +451,7 @@ torch.device, default=None
         K = nx.empty((n, n), X.dtype)
         rows = chunk_rows(self.working_memory, n, np.dtype(_device.host_dtype(X)).itemsize)
         for r0 in range(0, n, rows):
-            self.kernel_.tile(X[r0:r0 + rows], X, out=K[r0:r0 + rows], backend=nx)
+            self.kernel_.tile(X[r0 : r0 + rows], X, out=K[r0 : r0 + rows], backend=nx)
         return K
 
     def _initial_inner(self, rows, kernel_run, rng, sample_weight):
@@ -454,32 +472,39 @@ torch.device, default=None
                 return start
         if self._auto_start:  # gamma="auto", named init: the first run starts from the
             self._auto_start = False  # selection's sample partition (see gamma)
-            start = auto_start_inner(X, self.gamma_selection_, self.kernel_, self.n_clusters,
-                                     chunk_rows(self.working_memory, 1000, X.dtype.itemsize))
+            start = auto_start_inner(
+                X,
+                self.gamma_selection_,
+                self.kernel_,
+                self.n_clusters,
+                chunk_rows(self.working_memory, 1000, X.dtype.itemsize),
+            )
             if start is not None:
                 return start
         C = None if isinstance(init, str) else rows.init_points(init)
         if C is not None:  # explicit centers in input space: K(X, init) in blocks of rows
-            return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C),
-                                                      np.float64)
+            return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C), np.float64)
         if not isinstance(init, str):  # explicit centers as point indices
             idx = init
         else:
             if self.init_size is None:
                 sub = np.arange(n)
             else:
-                sub = draw_init_subsample(rng, n, min(self.init_size, n), self.n_clusters,
-                                          sample_weight)
+                sub = draw_init_subsample(
+                    rng, n, min(self.init_size, n), self.n_clusters, sample_weight
+                )
             wi = None if sample_weight is None else sample_weight[sub]
             if init == "k-means++":
                 diag_sub = nx.to_numpy(nx.take(diag, nx.index(sub)))
                 if index_kernel is not None:
-                    local = kernel_kmeans_plusplus(sub, index_kernel, self.n_clusters, rng,
-                                                   wi, diag=diag_sub)
+                    local = kernel_kmeans_plusplus(
+                        sub, index_kernel, self.n_clusters, rng, wi, diag=diag_sub
+                    )
                 else:
                     X_sub = nx.to_numpy(nx.take(X, nx.index(sub)))
-                    local = kernel_kmeans_plusplus(X_sub, self.kernel_, self.n_clusters,
-                                                   rng, wi, diag=diag_sub)
+                    local = kernel_kmeans_plusplus(
+                        X_sub, self.kernel_, self.n_clusters, rng, wi, diag=diag_sub
+                    )
             else:
                 local = random_init(sub.size, self.n_clusters, rng, wi)
             idx = sub[local]
@@ -496,7 +521,7 @@ torch.device, default=None
         rows = chunk_rows(self.working_memory, C.shape[0] + 2, itemsize)
         out = nx.empty((X.shape[0], C.shape[0]), np.float64)
         for r0 in range(0, X.shape[0], rows):
-            out[r0:r0 + rows] = self.kernel_.tile(X[r0:r0 + rows], C, backend=nx)
+            out[r0 : r0 + rows] = self.kernel_.tile(X[r0 : r0 + rows], C, backend=nx)
         return out
 
     @restore_on_error
@@ -515,14 +540,14 @@ torch.device, default=None
             warn(
                 f"Explicit initial center position passed: performing only one init in "
                 f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning)
+                RuntimeWarning,
+            )
             n_init = 1
         inertia, run = np.inf, None
         n_negative = 0  # negative squared distances met by any run: one warning per fit
         for _ in range(n_init):
             P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
-            candidate = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol,
-                                     self.verbose)
+            candidate = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol, self.verbose)
             n_negative = max(n_negative, candidate.n_negative)
             candidate_inertia = float(candidate.mind @ w_run)
             if self.verbose:
@@ -550,8 +575,11 @@ torch.device, default=None
         items = rows.support_items(keep)
         coef = w[keep] / W[center_labels[keep]]
         # c_j = sum_y A[y, j] P[y, j] from the last M-step (see kernel_lloyd).
-        self._publish(labelling_state(items, coef, center_labels[keep], k,
-                                      np.asarray(norms, dtype=np.float64)))
+        self._publish(
+            labelling_state(
+                items, coef, center_labels[keep], k, np.asarray(norms, dtype=np.float64)
+            )
+        )
         # support_: the training indices of the support points, in the published order
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
         self._kernel_kind.lloyd_published(self)  # index kernels: no support_vectors_
@@ -636,15 +664,19 @@ torch.device, default=None
         -------
         score : float
         """
-        return super().score(X, sample_weight=sample_weight,
-                             kernel_diag=_deprecated_diag(diag, kernel_diag))
+        return super().score(
+            X, sample_weight=sample_weight, kernel_diag=_deprecated_diag(diag, kernel_diag)
+        )
 
 
 def _deprecated_diag(diag, kernel_diag):
     if isinstance(diag, str) and diag == "deprecated":
         return kernel_diag
-    warn("diag= was renamed kernel_diag= (the keyword of every mbkkm estimator) in "
-         "0.2 and will be removed in 0.3", FutureWarning)
+    warn(
+        "diag= was renamed kernel_diag= (the keyword of every mbkkm estimator) in "
+        "0.2 and will be removed in 0.3",
+        FutureWarning,
+    )
     if kernel_diag is not None:
         raise ValueError("pass kernel_diag= only (diag= is its deprecated spelling)")
     return diag

@@ -79,9 +79,16 @@ class PointKernel:
     def assign_new(self, estimator, X, method, return_distances, kernel_diag):
         """Labels, minimum distances (and distances) of validated new rows X."""
         check_no_overflow(X, estimator.kernel_)
-        return tuple(_device.to_output(estimator, a) for a in assign_parallel(
-            X, estimator._state, estimator.kernel_, chunk_rows=estimator._chunk_rows(X),
-            return_distances=return_distances))
+        return tuple(
+            _device.to_output(estimator, a)
+            for a in assign_parallel(
+                X,
+                estimator._state,
+                estimator.kernel_,
+                chunk_rows=estimator._chunk_rows(X),
+                return_distances=return_distances,
+            )
+        )
 
     def fitted_distances(self, estimator, X):
         """Distances of the fitted points to the centers, (n, n_clusters)."""
@@ -141,9 +148,15 @@ class PrecomputedKernel(PointKernel):
         def cross(support, K_rows):
             return to_dense(K_rows[:, support].T)  # (m, r); dense from a sparse K too
 
-        return assign(X, estimator._state, estimator.kernel_, cross_kernel=cross,
-                      diag=lambda start, K_rows: diag[start:start + K_rows.shape[0]],
-                      chunk_rows=estimator._chunk_rows(X), return_distances=return_distances)
+        return assign(
+            X,
+            estimator._state,
+            estimator.kernel_,
+            cross_kernel=cross,
+            diag=lambda start, K_rows: diag[start : start + K_rows.shape[0]],
+            chunk_rows=estimator._chunk_rows(X),
+            return_distances=return_distances,
+        )
 
     @staticmethod
     def kernel_diag(estimator, kernel_diag, X, method, needed):
@@ -157,11 +170,11 @@ class PrecomputedKernel(PointKernel):
                     "need it)"
                 )
             return np.zeros(X.shape[0], dtype=X.dtype)  # the argmin does not depend on it
-        diag = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype,
-                           input_name="kernel_diag")
+        diag = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype, input_name="kernel_diag")
         if diag.shape != (X.shape[0],):
-            raise ValueError(f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), "
-                             f"got {diag.shape}")
+            raise ValueError(
+                f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), got {diag.shape}"
+            )
         return diag
 
     def lloyd_storage(self, estimator, rows):
@@ -170,14 +183,21 @@ class PrecomputedKernel(PointKernel):
     def lloyd_run(self, estimator, problem, block_rows):
         kernel = problem.kernel
         estimator._kernel_storage = self.name
-        return KernelRun(MatrixOperator(kernel.matrix),
-                         np.asarray(kernel.full_diagonal(), dtype=np.float64), kernel)
+        return KernelRun(
+            MatrixOperator(kernel.matrix),
+            np.asarray(kernel.full_diagonal(), dtype=np.float64),
+            kernel,
+        )
 
     def fitted_distances(self, estimator, X):
         items = np.arange(estimator.kernel_.n_samples)
-        _, _, distances = assign(items, estimator._state, estimator.kernel_,
-                                 chunk_rows=estimator._chunk_rows(items),
-                                 return_distances=True)
+        _, _, distances = assign(
+            items,
+            estimator._state,
+            estimator.kernel_,
+            chunk_rows=estimator._chunk_rows(items),
+            return_distances=True,
+        )
         return distances
 
 
@@ -197,8 +217,10 @@ class GraphKernel(PrecomputedKernel):
         return False  # the k-NN graph builders take dense X
 
     def check_checkpoint(self, estimator):
-        raise ValueError(f"checkpoint is not available with kernel={estimator.kernel!r}: a "
-                         "graph kernel's graph and eigenpairs are not checkpointed")
+        raise ValueError(
+            f"checkpoint is not available with kernel={estimator.kernel!r}: a "
+            "graph kernel's graph and eigenpairs are not checkpointed"
+        )
 
     def check_inductive(self, estimator, method):
         if getattr(estimator.kernel_, "extension", None) is None:

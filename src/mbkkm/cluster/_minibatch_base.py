@@ -30,9 +30,7 @@ class MiniBatchMixin:
             if init_size < self.n_clusters:
                 init_size = 3 * self.n_clusters
         elif init_size < self.n_clusters:
-            raise ValueError(
-                f"init_size={init_size} should be >= n_clusters={self.n_clusters}"
-            )
+            raise ValueError(f"init_size={init_size} should be >= n_clusters={self.n_clusters}")
         self._init_size = min(init_size, n)
 
     def _take_rows(self, X, idx):
@@ -52,7 +50,8 @@ class MiniBatchMixin:
             warn(
                 f"Explicit initial center position passed: performing only one init in "
                 f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning)
+                RuntimeWarning,
+            )
             n_init = 1
         if n_init == 1:
             return self._init_candidate(X, sample_weight, rng)
@@ -89,12 +88,13 @@ class MiniBatchMixin:
             it = run.n_iter - 1
             if self.verbose and (it % every == 0 or it == self.max_iter - 1):
                 extra = f", {run.describe()}" if hasattr(run, "describe") else ""
-                print(f"Iteration {it + 1}/{self.max_iter}: batch objective "
-                      f"{run.objectives[it]:.6g}{extra}, {time.perf_counter() - t0:.2f}s")
+                print(
+                    f"Iteration {it + 1}/{self.max_iter}: batch objective "
+                    f"{run.objectives[it]:.6g}{extra}, {time.perf_counter() - t0:.2f}s"
+                )
             if run.converged and self.verbose:
                 gain = run.objectives[it] - run.objectives_after[it]
-                print(f"Converged at iteration {it + 1}: improvement {gain:.3g} < "
-                      f"tol={self.tol}")
+                print(f"Converged at iteration {it + 1}: improvement {gain:.3g} < tol={self.tol}")
         return np.asarray(run.objectives, dtype=np.float64), run.n_iter
 
 

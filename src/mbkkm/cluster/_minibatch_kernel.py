@@ -264,8 +264,10 @@ torch.device, default=None
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
-        "kernel": [StrOptions(set(KERNEL_CONSTRAINTS["kernel"][0].options) | {"precomputed"}),
-                   callable],
+        "kernel": [
+            StrOptions(set(KERNEL_CONSTRAINTS["kernel"][0].options) | {"precomputed"}),
+            callable,
+        ],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "tau": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [StrOptions(set(LEARNING_RATES))],
@@ -325,8 +327,11 @@ torch.device, default=None
         """Sizes and ``init`` against the input (:func:`._problem.prepare`'s hook)."""
         n = rows.n_samples
         self._resolve_sizes(n)
-        self._init = self.init if isinstance(self.init, str) else rows.check_init(
-            self.init, self.n_clusters, self)
+        self._init = (
+            self.init
+            if isinstance(self.init, str)
+            else rows.check_init(self.init, self.n_clusters, self)
+        )
 
     def _prepare(self, rows, sample_weight, gamma_selection=None):
         """check -> prepare: the fit problem of checked input (:func:`._problem.
@@ -335,12 +340,13 @@ torch.device, default=None
         self._set_problem(problem)
         # gamma="auto" with a named init: the first start is the selection's partition.
         resuming = getattr(getattr(self, "_checkpoint", None), "resuming", False)
-        self._auto_start = (auto_start_state(problem.items, self.gamma_selection_,
-                                             self.kernel_, self.n_clusters)
-                            if isinstance(self._init, str) and not resuming else None)
+        self._auto_start = (
+            auto_start_state(problem.items, self.gamma_selection_, self.kernel_, self.n_clusters)
+            if isinstance(self._init, str) and not resuming
+            else None
+        )
         if self.t_selection_ is not None and isinstance(self._init, str):
-            self._auto_start = graph_start_state(self.t_selection_, self.kernel_,
-                                                 self.n_clusters)
+            self._auto_start = graph_start_state(self.t_selection_, self.kernel_, self.n_clusters)
         return problem
 
     # -------------------------------------------------------------- memory
@@ -369,9 +375,14 @@ torch.device, default=None
         k, b = self.n_clusters, self._batch_size
         if self.tau is None:
             plan = plan_untruncated(
-                n=n, row_bytes=row_bytes, itemsize=itemsize, n_clusters=k, batch_size=b,
+                n=n,
+                row_bytes=row_bytes,
+                itemsize=itemsize,
+                n_clusters=k,
+                batch_size=b,
                 chunk_rows=chunk_rows(self.working_memory, b + k, 8),
-                compute_labels=self.compute_labels)
+                compute_labels=self.compute_labels,
+            )
         else:
             m = support_size(k, b, self.tau, k + b * self.max_iter)
             rows = label_chunk_rows(self.working_memory, m, k, itemsize)
@@ -379,21 +390,36 @@ torch.device, default=None
             rows = max(1, rows // threads)
             if nx.is_host and not index and not self.kernel_.is_callable:
                 rows = tile_rows(m, itemsize, rows)
-            copied = (not nx.is_host and not getattr(self, "_tensor_io", False))
-            plan = plan_minibatch(MiniBatchPlanRequest(
-                n=n, row_bytes=row_bytes, n_features=d, itemsize=itemsize, n_clusters=k,
-                batch_size=b, tau=self.tau, kernel_name=getattr(self.kernel_, "name", ""),
-                max_tile_bytes=self._tile_budget(nx), label_rows=rows, n_threads=threads,
-                compute_labels=self.compute_labels,
-                where="host" if nx.is_host else str(nx.device),
-                data_on_device=n * row_bytes if copied else 0, max_iter=self.max_iter,
-                init_size=self._init_size,
-                data_gamma=self.gamma_selection_ is None and not index
-                and self.gamma in (None, "mean-distance")
-                and self.kernel_.name in ("rbf", "laplacian"),
-                width_sample=(0 if self.gamma_selection_ is None
-                              else self.gamma_selection_.n_samples),
-                early_stopping=self.tol is not None, device_resident=not nx.is_host))
+            copied = not nx.is_host and not getattr(self, "_tensor_io", False)
+            plan = plan_minibatch(
+                MiniBatchPlanRequest(
+                    n=n,
+                    row_bytes=row_bytes,
+                    n_features=d,
+                    itemsize=itemsize,
+                    n_clusters=k,
+                    batch_size=b,
+                    tau=self.tau,
+                    kernel_name=getattr(self.kernel_, "name", ""),
+                    max_tile_bytes=self._tile_budget(nx),
+                    label_rows=rows,
+                    n_threads=threads,
+                    compute_labels=self.compute_labels,
+                    where="host" if nx.is_host else str(nx.device),
+                    data_on_device=n * row_bytes if copied else 0,
+                    max_iter=self.max_iter,
+                    init_size=self._init_size,
+                    data_gamma=self.gamma_selection_ is None
+                    and not index
+                    and self.gamma in (None, "mean-distance")
+                    and self.kernel_.name in ("rbf", "laplacian"),
+                    width_sample=(
+                        0 if self.gamma_selection_ is None else self.gamma_selection_.n_samples
+                    ),
+                    early_stopping=self.tol is not None,
+                    device_resident=not nx.is_host,
+                )
+            )
         available = available_memory(nx)
         self.memory_plan_ = plan
         if self.verbose:
@@ -410,15 +436,15 @@ torch.device, default=None
         if not isinstance(self._init, str):
             return rows.centers(self._init)  # CSR data: CSR support rows
         if init_idx is None:
-            init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
-                                           self.n_clusters, sample_weight)
+            init_idx = draw_init_subsample(
+                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
+            )
         Xi = rows.take(init_idx)
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
             # On the host, on a host copy of the (small) subsample: the same draws
             # on every backend.
-            idx = kernel_kmeans_plusplus(rows.host_copy(Xi), self.kernel_, self.n_clusters,
-                                         rng, wi)
+            idx = kernel_kmeans_plusplus(rows.host_copy(Xi), self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return rows_of(Xi).take(idx)
@@ -486,8 +512,11 @@ torch.device, default=None
         self._checkpoint = checkpoint
         try:
             # a resumed checkpoint gives the width chosen before
-            problem = self._prepare(rows, sample_weight, gamma_selection=(
-                None if checkpoint is None else checkpoint.gamma_selection))
+            problem = self._prepare(
+                rows,
+                sample_weight,
+                gamma_selection=(None if checkpoint is None else checkpoint.gamma_selection),
+            )
             plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
             with memory_guard(plan):
                 return self._fit(problem.items, problem.rows.data, problem.sample_weight)
@@ -506,13 +535,21 @@ torch.device, default=None
         rows_of(items).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         if self.tau is None:
             return self._fit_untruncated(items, sample_weight, state, plan)
-        cfg = LoopConfig(kernel=self.kernel_, rate=LEARNING_RATES[self.learning_rate],
-                         tau=self.tau, renormalize=self.renormalize, tol=self.tol,
-                         max_tile_bytes=self._tile_budget(get_backend(items)))
+        cfg = LoopConfig(
+            kernel=self.kernel_,
+            rate=LEARNING_RATES[self.learning_rate],
+            tau=self.tau,
+            renormalize=self.renormalize,
+            tol=self.tol,
+            max_tile_bytes=self._tile_budget(get_backend(items)),
+        )
         # Everything between two iterations (centers, counter, plan, random state) is
         # loop.state; on torch the iterations run on the device, read back in blocks.
-        loop = (MiniBatchLoop(state, items, plan, rng, cfg) if checkpoint is None
-                else checkpoint.loop(self, state, items, plan, rng, cfg))
+        loop = (
+            MiniBatchLoop(state, items, plan, rng, cfg)
+            if checkpoint is None
+            else checkpoint.loop(self, state, items, plan, rng, cfg)
+        )
         objectives, n_iter = self._iterate(loop)
         self._publish(loop.finish())
         self.n_iter_ = n_iter
@@ -527,18 +564,18 @@ torch.device, default=None
         """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
         kernel = self.kernel_
         n = items.shape[0]
-        rows = chunk_rows(self.working_memory, self._batch_size + self.n_clusters,
-                          np.dtype(np.float64).itemsize)
+        rows = chunk_rows(
+            self.working_memory, self._batch_size + self.n_clusters, np.dtype(np.float64).itemsize
+        )
         table = init_table(items, state, kernel, chunk_rows=rows)
         diag_all = np.empty(n, dtype=np.float64)
         for start in range(0, n, rows):
-            diag_all[start:start + rows] = kernel.diag(items[start:start + rows])
+            diag_all[start : start + rows] = kernel.diag(items[start : start + rows])
         rate = LEARNING_RATES[self.learning_rate]
 
         def step(it):
             B = plan[it]
-            _, objective, _ = table_step(table, items, B, diag_all, kernel, rate,
-                                         chunk_rows=rows)
+            _, objective, _ = table_step(table, items, B, diag_all, kernel, rate, chunk_rows=rows)
             after = None
             if self.tol is not None:  # f_B(C_{i+1}) from the updated table
                 D = diag_all[B][:, None] - 2 * table.table[B] + table.norms[None, :]
@@ -597,8 +634,9 @@ torch.device, default=None
             state = self._auto_start  # gamma="auto": the selection's partition
             if state is None:
                 state = init_state(
-                    self._initial_centers(X, sample_weight, self._random_state,
-                                          init_idx=np.arange(X.shape[0])),
+                    self._initial_centers(
+                        X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
+                    ),
                     self.kernel_,
                 )
             self._auto_start = None
@@ -607,12 +645,17 @@ torch.device, default=None
         else:
             X = self._validate_X(X, reset=False)
             sample_weight = check_sample_weight(
-                host_sample_weight(self, sample_weight), _device.host_shape(X))
+                host_sample_weight(self, sample_weight), _device.host_shape(X)
+            )
             state = self._state.copy()
         with memory_guard(self.memory_plan_):
-            options = StepOptions(self.kernel_, LEARNING_RATES[self.learning_rate],
-                                  tau=self.tau, renormalize=self.renormalize,
-                                  max_tile_bytes=self._tile_budget(get_backend(X)))
+            options = StepOptions(
+                self.kernel_,
+                LEARNING_RATES[self.learning_rate],
+                tau=self.tau,
+                renormalize=self.renormalize,
+                max_tile_bytes=self._tile_budget(get_backend(X)),
+            )
             res = minibatch_step(state, X, options, batch_weight=sample_weight)
         self._publish(state)
         self.n_steps_ += 1

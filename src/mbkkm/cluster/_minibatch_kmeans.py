@@ -78,8 +78,7 @@ def sq_euclidean(X, centers, center_sq_norms):
     return D
 
 
-def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,
-                          objective_after=False):
+def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objective_after=False):
     """One mini-batch k-means iteration on ``Xb`` (``centers`` and ``counts`` in place).
 
     Parameters
@@ -106,8 +105,7 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,
     D = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
     labels = np.argmin(D, axis=1)
     mind = D[np.arange(b), labels]
-    objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, counts,
-                                                    batch_weight)
+    objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, counts, batch_weight)
     w = np.ones(b) if batch_weight is None else np.asarray(batch_weight, dtype=np.float64)
     # Weighted batch sums per cluster, (k, d): S_j = sum_{x in B_j} w_x x.
     # As a sparse one-hot product (np.add.at is 8x slower).
@@ -115,22 +113,25 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None,
     S = np.asarray(onehot @ Xb, dtype=np.float64)
     moved = np.flatnonzero(alpha > 0)
     # C_j <- (1 - alpha_j) C_j + alpha_j S_j / b_j
-    new = ((1.0 - alpha[moved])[:, None] * centers[moved]
-           + (alpha[moved] / bcounts[moved])[:, None] * S[moved])
+    new = (1.0 - alpha[moved])[:, None] * centers[moved] + (alpha[moved] / bcounts[moved])[
+        :, None
+    ] * S[moved]
     centers[moved] = new.astype(centers.dtype, copy=False)
     after = None
     if objective_after:
         D2 = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
         after = float(D2.min(axis=1) @ w / btotal)
-    return StepResult(labels=labels, objective=objective, objective_after=after,
-                      alpha=alpha)
+    return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 
 # ------------------------------------------------------------------------- estimator
 
 
 class MiniBatchKMeans(
-    MiniBatchMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin,
+    MiniBatchMixin,
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    ClusterMixin,
     BaseEstimator,
 ):
     """Mini-batch k-means in input space (explicit centers), the paper's baseline.
@@ -289,10 +290,19 @@ default="k-means++"
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
-        X = short_input_errors(lambda X: validate_data(
-            self, X, reset=reset, dtype=[np.float64, np.float32], order="C",
-            accept_sparse=False, ensure_min_samples=1,
-        ), X, type(self).__name__)
+        X = short_input_errors(
+            lambda X: validate_data(
+                self,
+                X,
+                reset=reset,
+                dtype=[np.float64, np.float32],
+                order="C",
+                accept_sparse=False,
+                ensure_min_samples=1,
+            ),
+            X,
+            type(self).__name__,
+        )
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
 
@@ -318,8 +328,9 @@ default="k-means++"
         if not isinstance(self._init, str):
             return self._init.copy()
         if init_idx is None:
-            init_idx = draw_init_subsample(rng, X.shape[0], self._init_size,
-                                           self.n_clusters, sample_weight)
+            init_idx = draw_init_subsample(
+                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
+            )
         Xi = X[init_idx]
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
@@ -358,11 +369,19 @@ default="k-means++"
         X = rows_of(X).fit_input(self)
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
-        self.memory_plan_ = _memory.plan_explicit(_memory.ExplicitPlanRequest(
-            n=X.shape[0], n_features=X.shape[1], itemsize=X.dtype.itemsize,
-            n_clusters=self.n_clusters, batch_size=self._batch_size, max_iter=self.max_iter,
-            chunk_rows=chunk_rows(self.working_memory, self.n_clusters + 2, X.dtype.itemsize),
-            init_size=self._init_size, compute_labels=self.compute_labels))
+        self.memory_plan_ = _memory.plan_explicit(
+            _memory.ExplicitPlanRequest(
+                n=X.shape[0],
+                n_features=X.shape[1],
+                itemsize=X.dtype.itemsize,
+                n_clusters=self.n_clusters,
+                batch_size=self._batch_size,
+                max_iter=self.max_iter,
+                chunk_rows=chunk_rows(self.working_memory, self.n_clusters + 2, X.dtype.itemsize),
+                init_size=self._init_size,
+                compute_labels=self.compute_labels,
+            )
+        )
         self.memory_plan_.check(_memory.available_host_memory(), what=f"{type(self).__name__}.fit")
         rng = check_random_state(self.random_state)
         self._random_state = rng
@@ -373,8 +392,9 @@ default="k-means++"
         rate = LEARNING_RATES[self.learning_rate]
 
         def step(it):
-            res = minibatch_kmeans_step(centers, counts, X[plan[it]], rate,
-                                        objective_after=self.tol is not None)
+            res = minibatch_kmeans_step(
+                centers, counts, X[plan[it]], rate, objective_after=self.tol is not None
+            )
             return res.objective, res.objective_after
 
         objectives, n_iter = self._iterate(StepRun(step, self.tol))
@@ -417,16 +437,18 @@ default="k-means++"
         if first:
             self._check_params_vs_input(X)
             self._random_state = check_random_state(self.random_state)
-            centers = self._initial_centers(X, sample_weight, self._random_state,
-                                            init_idx=np.arange(X.shape[0]))
+            centers = self._initial_centers(
+                X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
+            )
             counts = np.zeros(self.n_clusters)
             self.n_steps_ = 0
             self.batch_objective_ = np.empty(0)
         else:
             centers = self.cluster_centers_.copy()
             counts = self._counts.copy()
-        res = minibatch_kmeans_step(centers, counts, X, LEARNING_RATES[self.learning_rate],
-                                    batch_weight=sample_weight)
+        res = minibatch_kmeans_step(
+            centers, counts, X, LEARNING_RATES[self.learning_rate], batch_weight=sample_weight
+        )
         self.cluster_centers_ = centers
         self._counts = counts
         self._n_features_out = self.n_clusters

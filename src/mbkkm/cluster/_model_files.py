@@ -44,8 +44,10 @@ TRUSTED_TYPES = ("scipy.sparse._csr.csr_matrix",)
 #: Bytes read to tell what a file is.
 HEAD_BYTES = 1 << 16
 
-_HOW = ("save the model with mbkkm.save_model(estimator, path), or fit it with "
-        "'mbkkm fit DATA -k K --model-out model.skops'")
+_HOW = (
+    "save the model with mbkkm.save_model(estimator, path), or fit it with "
+    "'mbkkm fit DATA -k K --model-out model.skops'"
+)
 
 
 def save_model(estimator, path) -> None:
@@ -82,12 +84,13 @@ def save_model(estimator, path) -> None:
     from sklearn.utils.validation import check_is_fitted
 
     if not isinstance(estimator, ESTIMATORS):
-        raise TypeError(f"save_model: estimator must be one of mbkkm's estimators "
-                        f"({', '.join(c.__name__ for c in ESTIMATORS)}), got "
-                        f"{_qualname(type(estimator))}")
+        raise TypeError(
+            f"save_model: estimator must be one of mbkkm's estimators "
+            f"({', '.join(c.__name__ for c in ESTIMATORS)}), got "
+            f"{_qualname(type(estimator))}"
+        )
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"save_model: path must be a str or os.PathLike, got "
-                        f"{type(path).__name__}")
+        raise TypeError(f"save_model: path must be a str or os.PathLike, got {type(path).__name__}")
     check_is_fitted(estimator)
     sio = import_skops_io()
     with atomic_write(path, "wb") as fh:
@@ -123,8 +126,7 @@ def load_model(path):
         When skops is not installed (``pip install "mbkkm[cli]"``).
     """
     if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"load_model: path must be a str or os.PathLike, got "
-                        f"{type(path).__name__}")
+        raise TypeError(f"load_model: path must be a str or os.PathLike, got {type(path).__name__}")
     path = Path(path)
     with open(path, "rb") as fh:
         head = fh.read(HEAD_BYTES)
@@ -135,20 +137,22 @@ def load_model(path):
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # skops' own errors on a damaged tree
-        raise ValueError(f"{path} is a damaged model file ({type(exc).__name__}: "
-                         f"{_one_line(exc)}); {_HOW}.") from None
-    foreign = [t for t in untrusted
-               if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
+        raise ValueError(
+            f"{path} is a damaged model file ({type(exc).__name__}: {_one_line(exc)}); {_HOW}."
+        ) from None
+    foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
     if foreign:
         raise ValueError(f"{path} holds types mbkkm does not trust: {', '.join(foreign)}.")
     try:
         estimator = sio.load(path, trusted=untrusted)
     except (zipfile.BadZipFile, KeyError, EOFError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path} is a damaged model file ({type(exc).__name__}: "
-                         f"{_one_line(exc)}); {_HOW}.") from None
+        raise ValueError(
+            f"{path} is a damaged model file ({type(exc).__name__}: {_one_line(exc)}); {_HOW}."
+        ) from None
     if not isinstance(estimator, ESTIMATORS):  # pragma: no cover - checked on the schema
-        raise ValueError(f"{path} holds a {_qualname(type(estimator))}, not one of mbkkm's "
-                         f"estimators; {_HOW}.")
+        raise ValueError(
+            f"{path} holds a {_qualname(type(estimator))}, not one of mbkkm's estimators; {_HOW}."
+        )
     return estimator
 
 
@@ -184,12 +188,15 @@ def _check_is_skops(path: Path, head: bytes) -> None:
         raise ValueError(f"{path} is empty, not a model file; {_HOW}.")
     what = _pickled(head)
     if what is not None:
-        raise ValueError(f"{path} is {what}, not a model file mbkkm loads: loading a pickle "
-                         "can run any code, so mbkkm reads only its skops model files. If "
-                         "it holds an mbkkm estimator from a source you trust, load it with "
-                         f"joblib.load or pickle.load, then {_HOW}.")
-    raise ValueError(f"{path} is not a model file (a skops zip archive){_looks_like(head)}; "
-                     f"{_HOW}.")
+        raise ValueError(
+            f"{path} is {what}, not a model file mbkkm loads: loading a pickle "
+            "can run any code, so mbkkm reads only its skops model files. If "
+            "it holds an mbkkm estimator from a source you trust, load it with "
+            f"joblib.load or pickle.load, then {_HOW}."
+        )
+    raise ValueError(
+        f"{path} is not a model file (a skops zip archive){_looks_like(head)}; {_HOW}."
+    )
 
 
 def _pickled(head: bytes) -> str | None:
@@ -216,8 +223,7 @@ def _pickled(head: bytes) -> str | None:
             return f"{what.replace('a pickle file', 'a pickle')}, zlib-compressed (joblib)"
     if head[:2] == b"ZF":  # joblib < 0.10's compressed files
         return "a compressed joblib file (joblib < 0.10)"
-    if not ((head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5)
-            or _GLOBAL0.match(head)):
+    if not ((head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5) or _GLOBAL0.match(head)):
         return None
     joblib = b"joblib.numpy_pickle" in head or b"NumpyArrayWrapper" in head
     kind = "a joblib file (joblib.dump)" if joblib else "a pickle file"
@@ -256,8 +262,7 @@ def _looks_like(head: bytes) -> str:
         return f" (it starts with {head[:8]!r})"
     if text.lstrip().startswith(("{", "[")):
         return " (it is JSON-like text)"
-    return (" (it is text: a data file? 'mbkkm predict' takes the MODEL first, then "
-            "the DATA)")
+    return " (it is text: a data file? 'mbkkm predict' takes the MODEL first, then the DATA)"
 
 
 def _schema(path: Path) -> dict:
@@ -265,35 +270,51 @@ def _schema(path: Path) -> dict:
     try:
         with zipfile.ZipFile(path) as archive:
             if "schema.json" not in archive.namelist():
-                raise ValueError(f"{path} is a zip archive but not a skops file (it has no "
-                                 f"schema.json); {_HOW}.")
+                raise ValueError(
+                    f"{path} is a zip archive but not a skops file (it has no schema.json); {_HOW}."
+                )
             schema = json.loads(archive.read("schema.json"))
     except zipfile.BadZipFile as exc:
-        raise ValueError(f"{path} is a damaged or truncated zip archive ({_one_line(exc)}), "
-                         f"not a readable model file; {_HOW}.") from None
+        raise ValueError(
+            f"{path} is a damaged or truncated zip archive ({_one_line(exc)}), "
+            f"not a readable model file; {_HOW}."
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path} is a damaged skops file (its schema.json is not JSON: "
-                         f"{_one_line(exc)}); {_HOW}.") from None
+        raise ValueError(
+            f"{path} is a damaged skops file (its schema.json is not JSON: "
+            f"{_one_line(exc)}); {_HOW}."
+        ) from None
     if not isinstance(schema, dict):
-        raise ValueError(f"{path} is a damaged skops file (its schema.json is not an "
-                         f"object); {_HOW}.")
+        raise ValueError(
+            f"{path} is a damaged skops file (its schema.json is not an object); {_HOW}."
+        )
     return schema
 
 
 def _check_estimator(path: Path, schema: dict) -> None:
     """Refuse a skops file whose top-level object is not one of mbkkm's estimators."""
     module, name = schema.get("__module__"), schema.get("__class__")
-    if (isinstance(module, str) and module.startswith(TRUSTED_PREFIX)
-            and name in {c.__name__ for c in ESTIMATORS}):
+    if (
+        isinstance(module, str)
+        and module.startswith(TRUSTED_PREFIX)
+        and name in {c.__name__ for c in ESTIMATORS}
+    ):
         return
     what = f"{module}.{name}" if module and module != "builtins" else str(name)
     content = schema.get("content")
     if name == "dict" and isinstance(content, dict) and "fingerprint" in content:
-        raise ValueError(f"{path} is an mbkkm fit checkpoint ('mbkkm fit --checkpoint', "
-                         "fit(checkpoint=...)), not a model: run the same fit again to resume "
-                         f"it and finish it; {_HOW}.")
-    hint = ("; load it with skops.io.load" if isinstance(module, str)
-            and module.startswith("sklearn.") else "")
-    raise ValueError(f"{path} is a skops file holding a {what}, not one of mbkkm's estimators "
-                     f"({', '.join(c.__name__ for c in ESTIMATORS)}){hint}. mbkkm loads its own "
-                     f"models only: {_HOW}.")
+        raise ValueError(
+            f"{path} is an mbkkm fit checkpoint ('mbkkm fit --checkpoint', "
+            "fit(checkpoint=...)), not a model: run the same fit again to resume "
+            f"it and finish it; {_HOW}."
+        )
+    hint = (
+        "; load it with skops.io.load"
+        if isinstance(module, str) and module.startswith("sklearn.")
+        else ""
+    )
+    raise ValueError(
+        f"{path} is a skops file holding a {what}, not one of mbkkm's estimators "
+        f"({', '.join(c.__name__ for c in ESTIMATORS)}){hint}. mbkkm loads its own "
+        f"models only: {_HOW}."
+    )

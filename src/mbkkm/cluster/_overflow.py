@@ -31,12 +31,14 @@ def check_no_overflow(X, kernel=None, input_name="X"):
         return
     check_diag = kernel is not None and not kernel.is_callable
     with np.errstate(over="ignore", invalid="ignore"):
-        ranges = (_sparse.row_chunks(X) if sparse else
-                  ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK)))
+        ranges = (
+            _sparse.row_chunks(X)
+            if sparse
+            else ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
+        )
         for start, stop in ranges:
             chunk = _sparse.row_range(X, start, stop)  # a view (shares X's arrays)
-            sq = (_sparse.row_norms_sq(chunk) if sparse
-                  else np.einsum("ij,ij->i", chunk, chunk))
+            sq = _sparse.row_norms_sq(chunk) if sparse else np.einsum("ij,ij->i", chunk, chunk)
             if not np.all(np.isfinite(sq)):
                 big = float(np.max(np.abs(chunk.data if sparse else chunk)))
                 scaler = "MaxAbsScaler" if sparse else "StandardScaler"

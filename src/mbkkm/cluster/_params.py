@@ -12,8 +12,11 @@ from ..kernels import kernel_names
 #: Parameter constraints shared by every kernel estimator (scikit-learn's format).
 KERNEL_CONSTRAINTS = {
     "kernel": [StrOptions(set(kernel_names())), callable],
-    "gamma": [Interval(Real, 0, None, closed="neither"),
-              StrOptions({"auto", "mean-distance"}), None],
+    "gamma": [
+        Interval(Real, 0, None, closed="neither"),
+        StrOptions({"auto", "mean-distance"}),
+        None,
+    ],
     "degree": [Interval(Real, 0, None, closed="left")],
     "coef0": [Interval(Real, None, None, closed="neither")],
     "kernel_params": [dict, None],
@@ -66,6 +69,7 @@ RESOLVED_KERNEL_ATTRIBUTES = """\
 def shared_doc(cls):
     """Class decorator: the shared attribute descriptions put into ``cls.__doc__``."""
     if cls.__doc__ is not None:  # None under python -OO
-        cls.__doc__ = cls.__doc__.replace("    %(resolved_kernel_attributes)s\n",
-                                          RESOLVED_KERNEL_ATTRIBUTES)
+        cls.__doc__ = cls.__doc__.replace(
+            "    %(resolved_kernel_attributes)s\n", RESOLVED_KERNEL_ATTRIBUTES
+        )
     return cls

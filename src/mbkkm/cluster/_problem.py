@@ -78,8 +78,9 @@ class FitProblem:
         return _device.convert_output(self.tensor_io, x)
 
 
-def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None,
-            gamma_selection=None):
+def prepare(
+    estimator, X, sample_weight, *, accept_dask=True, index_dtype=None, gamma_selection=None
+):
     """Check the input, resolve the kernel: the :class:`FitProblem` of one fit.
 
     :func:`prepare_input`, then :func:`resolve_problem`; a fit that has something
@@ -98,8 +99,9 @@ def prepare(estimator, X, sample_weight, *, accept_dask=True, index_dtype=None,
     gamma_selection : GammaSelection, optional
         A width chosen before (a resumed checkpoint's): used instead of choosing again.
     """
-    rows, w = prepare_input(estimator, X, sample_weight, accept_dask=accept_dask,
-                            index_dtype=index_dtype)
+    rows, w = prepare_input(
+        estimator, X, sample_weight, accept_dask=accept_dask, index_dtype=index_dtype
+    )
     return resolve_problem(estimator, rows, w, gamma_selection=gamma_selection)
 
 
@@ -114,8 +116,9 @@ def prepare_input(estimator, X, sample_weight, *, accept_dask=True, index_dtype=
     kind = kernel_kind(estimator.kernel)
     kind.check_backend(estimator, get_backend(X))  # what the torch backend does not do
     rows = kind.fit_rows(X, index_dtype)
-    w = check_sample_weight(host_sample_weight(estimator, sample_weight),
-                            _device.host_shape(rows.data))
+    w = check_sample_weight(
+        host_sample_weight(estimator, sample_weight), _device.host_shape(rows.data)
+    )
     return rows, w
 
 
@@ -132,10 +135,22 @@ def resolve_problem(estimator, rows, sample_weight, *, gamma_selection=None):
         # choose the width on a sample (refuses kernels without one).
         with one_thread_everywhere():  # small calls: no thread pays (see _threads)
             gamma, selection = resolve_auto_gamma(
-                estimator.gamma, estimator.kernel, rows.data, estimator.n_clusters,
-                sample_weight, estimator.random_state, estimator.kernel_params)
+                estimator.gamma,
+                estimator.kernel,
+                rows.data,
+                estimator.n_clusters,
+                sample_weight,
+                estimator.random_state,
+                estimator.kernel_params,
+            )
     resolved = rows.resolve(estimator, gamma, sample_weight)
-    return FitProblem(rows=rows, items=resolved.items, kernel=resolved.kernel,
-                      sample_weight=sample_weight, gamma_selection=selection,
-                      t=resolved.t, t_selection=resolved.t_selection,
-                      tensor_io=getattr(estimator, "_tensor_io", False))
+    return FitProblem(
+        rows=rows,
+        items=resolved.items,
+        kernel=resolved.kernel,
+        sample_weight=sample_weight,
+        gamma_selection=selection,
+        t=resolved.t,
+        t_selection=resolved.t_selection,
+        tensor_io=getattr(estimator, "_tensor_io", False),
+    )

@@ -65,8 +65,7 @@ class Rows:
 
     def check_init(self, init, n_clusters, estimator):
         """``init`` given as an array: the initial centers as points, checked."""
-        init = check_array(init, dtype=_device.host_dtype(self.data), copy=True,
-                           input_name="init")
+        init = check_array(init, dtype=_device.host_dtype(self.data), copy=True, input_name="init")
         if init.shape != (n_clusters, self.n_features):
             raise ValueError(
                 f"init: the initial centers should have shape (n_clusters, n_features) = "
@@ -158,8 +157,14 @@ class Rows:
         once on a few rows), before any real work.
         """
         kernel = self._resolve_kernel(
-            estimator.kernel, gamma=gamma, degree=estimator.degree, coef0=estimator.coef0,
-            kernel_params=estimator.kernel_params, X=self.data, sample_weight=sample_weight)
+            estimator.kernel,
+            gamma=gamma,
+            degree=estimator.degree,
+            coef0=estimator.coef0,
+            kernel_params=estimator.kernel_params,
+            X=self.data,
+            sample_weight=sample_weight,
+        )
         check_no_overflow(self.data, kernel)  # finite data whose kernel arithmetic overflows
         if kernel.is_callable:
             n = self.n_samples
@@ -266,7 +271,8 @@ class DaskArrayRows(Rows):
         device = getattr(estimator, "device", None)
         if resolve_device(device) not in (None, "cpu"):
             raise ValueError(
-                f"device={device!r}: Dask input runs with numpy; use device=None or 'cpu'")
+                f"device={device!r}: Dask input runs with numpy; use device=None or 'cpu'"
+            )
         return _dask.dask_rows(estimator, self.data)  # the rows the fit gathers
 
     def predict(self, estimator):
@@ -335,8 +341,12 @@ class PrecomputedRows(Rows):
         """``init`` given as an array: the initial centers as point indices, checked."""
         n = self.n_samples
         init = np.asarray(init)
-        if (init.shape != (n_clusters,) or not np.issubdtype(init.dtype, np.integer)
-                or init.min() < 0 or init.max() >= n):
+        if (
+            init.shape != (n_clusters,)
+            or not np.issubdtype(init.dtype, np.integer)
+            or init.min() < 0
+            or init.max() >= n
+        ):
             raise ValueError(
                 f"init: with kernel={estimator.kernel!r} the initial centers are given as "
                 f"{n_clusters} point indices in [0, {n}), an integer array of shape "
@@ -408,10 +418,14 @@ class Resolved:
 
 
 #: Messages of :func:`same_library` ({got}: what was passed, {fitted}: the fit's library).
-X_MIXED = ("X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
-           "not supported; pass X as {fitted}")
-WEIGHTS_MIXED = ("sample_weight and X come from different array libraries (sample_weight "
-                 "is {got}, X {fitted}); pass both as tensors or both as numpy arrays")
+X_MIXED = (
+    "X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
+    "not supported; pass X as {fitted}"
+)
+WEIGHTS_MIXED = (
+    "sample_weight and X come from different array libraries (sample_weight "
+    "is {got}, X {fitted}); pass both as tensors or both as numpy arrays"
+)
 
 
 def same_library(est, x, message):

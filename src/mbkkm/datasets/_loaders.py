@@ -325,17 +325,14 @@ def read_dataset_file(path: str | os.PathLike, spec: DatasetSpec | None = None) 
     else:
         n_classes = int(y.max()) + 1 if y.size else 0
     if y.size and (y.min() < 0 or y.max() >= n_classes):
-        raise _corrupt(
-            path, f"labels 'y' must lie in 0..{n_classes - 1}, got {y.min()}..{y.max()}"
-        )
+        raise _corrupt(path, f"labels 'y' must lie in 0..{n_classes - 1}, got {y.min()}..{y.max()}")
     if class_names is None:
         class_names = np.array([str(c) for c in range(n_classes)])
 
     split = arrays.get("split")
     if split is not None and split.shape != y.shape:
         raise _corrupt(path, f"'split' must have shape {y.shape}, got {split.shape}")
-    return {"X": X, "y": y.astype(np.int64, copy=False), "class_names": class_names,
-            "split": split}
+    return {"X": X, "y": y.astype(np.int64, copy=False), "class_names": class_names, "split": split}
 
 
 def write_dataset_file(

@@ -367,7 +367,7 @@ def _tfidf_in_place(data, indices, indptr, df, chunk_size):
     for r0 in range(0, n_samples, chunk_size):
         r1 = min(r0 + chunk_size, n_samples)
         a = indptr[r0]
-        vals = data[a:indptr[r1]]
+        vals = data[a : indptr[r1]]
         starts = indptr[r0:r1] - a
         nonempty = rows_nnz[r0:r1] > 0
         sq = np.zeros(r1 - r0)
@@ -479,8 +479,9 @@ def make_topic_corpus(
         raise TypeError(f"dtype must be np.float32 or np.float64, got {dt}.")
     rng = _as_generator(random_state)
 
-    bg_cdf, terms_of, topic_cdfs, lam = _topic_laws(rng, n_features, n_topics,
-                                                    topic_weight, density)
+    bg_cdf, terms_of, topic_cdfs, lam = _topic_laws(
+        rng, n_features, n_topics, topic_weight, density
+    )
 
     y = np.arange(n_samples, dtype=np.int64) % n_topics
     rng.shuffle(y)
@@ -513,9 +514,9 @@ def make_topic_corpus(
         uniq, counts = np.unique(key, return_counts=True)
         r, t = np.divmod(uniq, n_features)
         m = uniq.size
-        data[nnz:nnz + m] = counts
-        indices[nnz:nnz + m] = t
-        indptr[start + 1:stop + 1] = nnz + np.cumsum(np.bincount(r, minlength=stop - start))
+        data[nnz : nnz + m] = counts
+        indices[nnz : nnz + m] = t
+        indptr[start + 1 : stop + 1] = nnz + np.cumsum(np.bincount(r, minlength=stop - start))
         df += np.bincount(t, minlength=n_features)
         nnz += m
     data.resize(nnz, refcheck=False)  # in place: no copy of the arrays

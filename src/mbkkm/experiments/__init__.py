@@ -72,4 +72,3 @@ __all__ = [
     "run_grid",
     "summarize",
 ]
-

@@ -85,44 +85,60 @@ def _fit_minibatch_kernel(X, run, kernel, *, tau, learning_rate, renormalize):
 
     data, kargs = _mbkkm_kernel_args(X, kernel)
     est = MiniBatchKernelKMeans(
-        n_clusters=run.n_clusters, batch_size=run.batch_size, tau=tau,
-        learning_rate=learning_rate, renormalize=renormalize, max_iter=run.max_iter,
-        tol=None, random_state=run.seed, **kargs,
+        n_clusters=run.n_clusters,
+        batch_size=run.batch_size,
+        tau=tau,
+        learning_rate=learning_rate,
+        renormalize=renormalize,
+        max_iter=run.max_iter,
+        tol=None,
+        random_state=run.seed,
+        **kargs,
     ).fit(data)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
 
 def _fit_truncated(X, run, kernel):
-    return _fit_minibatch_kernel(X, run, kernel, tau=run.tau, learning_rate="adaptive",
-                                 renormalize=True)
+    return _fit_minibatch_kernel(
+        X, run, kernel, tau=run.tau, learning_rate="adaptive", renormalize=True
+    )
 
 
 def _fit_truncated_literal(X, run, kernel):
-    return _fit_minibatch_kernel(X, run, kernel, tau=run.tau, learning_rate="adaptive",
-                                 renormalize=False)
+    return _fit_minibatch_kernel(
+        X, run, kernel, tau=run.tau, learning_rate="adaptive", renormalize=False
+    )
 
 
 def _fit_truncated_classic(X, run, kernel):
-    return _fit_minibatch_kernel(X, run, kernel, tau=run.tau, learning_rate="classic",
-                                 renormalize=True)
+    return _fit_minibatch_kernel(
+        X, run, kernel, tau=run.tau, learning_rate="classic", renormalize=True
+    )
 
 
 def _fit_untruncated(X, run, kernel):
-    return _fit_minibatch_kernel(X, run, kernel, tau=None, learning_rate="adaptive",
-                                 renormalize=True)
+    return _fit_minibatch_kernel(
+        X, run, kernel, tau=None, learning_rate="adaptive", renormalize=True
+    )
 
 
 def _fit_untruncated_classic(X, run, kernel):
-    return _fit_minibatch_kernel(X, run, kernel, tau=None, learning_rate="classic",
-                                 renormalize=True)
+    return _fit_minibatch_kernel(
+        X, run, kernel, tau=None, learning_rate="classic", renormalize=True
+    )
 
 
 def _fit_full_batch(X, run, kernel):
     from ..cluster._kernel_kmeans import KernelKMeans
 
     K = kernel.matrix  # dense, or sparse / low-rank for the graph kernels
-    est = KernelKMeans(n_clusters=run.n_clusters, kernel="precomputed",
-                       max_iter=run.max_iter, tol=0.0, random_state=run.seed)
+    est = KernelKMeans(
+        n_clusters=run.n_clusters,
+        kernel="precomputed",
+        max_iter=run.max_iter,
+        tol=0.0,
+        random_state=run.seed,
+    )
     est.fit(K)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
@@ -130,9 +146,14 @@ def _fit_full_batch(X, run, kernel):
 def _fit_minibatch(X, run, kernel, *, learning_rate):
     from ..cluster._minibatch_kmeans import MiniBatchKMeans
 
-    est = MiniBatchKMeans(n_clusters=run.n_clusters, batch_size=run.batch_size,
-                          learning_rate=learning_rate, max_iter=run.max_iter, tol=None,
-                          random_state=run.seed).fit(X)
+    est = MiniBatchKMeans(
+        n_clusters=run.n_clusters,
+        batch_size=run.batch_size,
+        learning_rate=learning_rate,
+        max_iter=run.max_iter,
+        tol=None,
+        random_state=run.seed,
+    ).fit(X)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
 
@@ -150,14 +171,21 @@ def _fit_nystroem(X, run, kernel):
 
     n_components = min(run.n_components, X.shape[0])
     params = dict(kernel.params)
-    features = Nystroem(kernel=kernel.name, n_components=n_components,
-                        random_state=run.seed, **params).fit_transform(X)
+    features = Nystroem(
+        kernel=kernel.name, n_components=n_components, random_state=run.seed, **params
+    ).fit_transform(X)
     # scikit-learn's max_iter counts epochs; run.max_iter counts batches.
     n_batches = run.max_iter
     epochs = max(1, int(np.ceil(n_batches * run.batch_size / X.shape[0])))
-    est = MiniBatchKMeans(n_clusters=run.n_clusters, batch_size=run.batch_size,
-                          max_iter=epochs, max_no_improvement=None, tol=0.0,
-                          n_init=1, random_state=run.seed).fit(features)
+    est = MiniBatchKMeans(
+        n_clusters=run.n_clusters,
+        batch_size=run.batch_size,
+        max_iter=epochs,
+        max_no_improvement=None,
+        tol=0.0,
+        n_init=1,
+        random_state=run.seed,
+    ).fit(features)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_steps_))
 
 
@@ -209,39 +237,119 @@ class AlgorithmSpec:
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
-        AlgorithmSpec("full-batch", "full-batch",
-                      "full-batch kernel k-means (Lloyd in feature space) on the n x n "
-                      "kernel matrix (mbkkm KernelKMeans, kernel='precomputed')",
-                      True, False, False, True, True, "kernel", _fit_full_batch),
-        AlgorithmSpec("truncated", "β-truncated",
-                      "truncated mini-batch kernel k-means, adaptive rate, renormalised "
-                      "windows (MiniBatchKernelKMeans)",
-                      True, True, True, True, False, "kernel", _fit_truncated),
-        AlgorithmSpec("truncated-literal", "β-truncated (literal)",
-                      "truncated mini-batch kernel k-means, adaptive rate, the paper's "
-                      "literal truncation (renormalize=False)",
-                      True, True, True, True, False, "kernel", _fit_truncated_literal),
-        AlgorithmSpec("untruncated", "β-untruncated",
-                      "untruncated mini-batch kernel k-means (tau=None), adaptive rate",
-                      True, True, False, True, False, "kernel", _fit_untruncated),
-        AlgorithmSpec("untruncated-classic", "untruncated (sklearn rate)",
-                      "untruncated mini-batch kernel k-means (tau=None), scikit-learn's rate",
-                      True, True, False, True, False, "kernel", _fit_untruncated_classic),
-        AlgorithmSpec("minibatch-adaptive", "β-mini-batch k-means",
-                      "non-kernel mini-batch k-means, adaptive rate (mbkkm MiniBatchKMeans)",
-                      False, True, False, False, False, "input", _fit_minibatch_adaptive),
-        AlgorithmSpec("minibatch-classic", "mini-batch k-means",
-                      "non-kernel mini-batch k-means, scikit-learn's rate (mbkkm "
-                      "MiniBatchKMeans)",
-                      False, True, False, False, False, "input", _fit_minibatch_classic),
-        AlgorithmSpec("nystroem", "Nyström + mini-batch k-means",
-                      "scikit-learn Nystroem features (n_components) + scikit-learn "
-                      "MiniBatchKMeans for about max_iter batches",
-                      True, True, False, False, False, "nystroem", _fit_nystroem),
-        AlgorithmSpec("truncated-classic", "truncated (sklearn rate)",
-                      "truncated mini-batch kernel k-means, scikit-learn's rate, renormalised "
-                      "windows (MiniBatchKernelKMeans; not in the paper's presets)",
-                      True, True, True, True, False, "kernel", _fit_truncated_classic),
+        AlgorithmSpec(
+            "full-batch",
+            "full-batch",
+            "full-batch kernel k-means (Lloyd in feature space) on the n x n "
+            "kernel matrix (mbkkm KernelKMeans, kernel='precomputed')",
+            True,
+            False,
+            False,
+            True,
+            True,
+            "kernel",
+            _fit_full_batch,
+        ),
+        AlgorithmSpec(
+            "truncated",
+            "β-truncated",
+            "truncated mini-batch kernel k-means, adaptive rate, renormalised "
+            "windows (MiniBatchKernelKMeans)",
+            True,
+            True,
+            True,
+            True,
+            False,
+            "kernel",
+            _fit_truncated,
+        ),
+        AlgorithmSpec(
+            "truncated-literal",
+            "β-truncated (literal)",
+            "truncated mini-batch kernel k-means, adaptive rate, the paper's "
+            "literal truncation (renormalize=False)",
+            True,
+            True,
+            True,
+            True,
+            False,
+            "kernel",
+            _fit_truncated_literal,
+        ),
+        AlgorithmSpec(
+            "untruncated",
+            "β-untruncated",
+            "untruncated mini-batch kernel k-means (tau=None), adaptive rate",
+            True,
+            True,
+            False,
+            True,
+            False,
+            "kernel",
+            _fit_untruncated,
+        ),
+        AlgorithmSpec(
+            "untruncated-classic",
+            "untruncated (sklearn rate)",
+            "untruncated mini-batch kernel k-means (tau=None), scikit-learn's rate",
+            True,
+            True,
+            False,
+            True,
+            False,
+            "kernel",
+            _fit_untruncated_classic,
+        ),
+        AlgorithmSpec(
+            "minibatch-adaptive",
+            "β-mini-batch k-means",
+            "non-kernel mini-batch k-means, adaptive rate (mbkkm MiniBatchKMeans)",
+            False,
+            True,
+            False,
+            False,
+            False,
+            "input",
+            _fit_minibatch_adaptive,
+        ),
+        AlgorithmSpec(
+            "minibatch-classic",
+            "mini-batch k-means",
+            "non-kernel mini-batch k-means, scikit-learn's rate (mbkkm MiniBatchKMeans)",
+            False,
+            True,
+            False,
+            False,
+            False,
+            "input",
+            _fit_minibatch_classic,
+        ),
+        AlgorithmSpec(
+            "nystroem",
+            "Nyström + mini-batch k-means",
+            "scikit-learn Nystroem features (n_components) + scikit-learn "
+            "MiniBatchKMeans for about max_iter batches",
+            True,
+            True,
+            False,
+            False,
+            False,
+            "nystroem",
+            _fit_nystroem,
+        ),
+        AlgorithmSpec(
+            "truncated-classic",
+            "truncated (sklearn rate)",
+            "truncated mini-batch kernel k-means, scikit-learn's rate, renormalised "
+            "windows (MiniBatchKernelKMeans; not in the paper's presets)",
+            True,
+            True,
+            True,
+            True,
+            False,
+            "kernel",
+            _fit_truncated_classic,
+        ),
     )
 }
 
@@ -260,7 +368,5 @@ def get_algorithm(name: str) -> AlgorithmSpec:
         If ``name`` is not registered; the message lists the known names.
     """
     if not isinstance(name, str) or name not in ALGORITHMS:
-        raise ValueError(
-            f"Unknown algorithm {name!r}; known algorithms: {', '.join(ALGORITHMS)}."
-        )
+        raise ValueError(f"Unknown algorithm {name!r}; known algorithms: {', '.join(ALGORITHMS)}.")
     return ALGORITHMS[name]

@@ -151,8 +151,11 @@ class Grid:
         """The kernel parameters of one dataset (registry values unless overridden)."""
         spec = DATASETS.get(dataset)
         if kernel == "rbf":
-            gamma = self.gamma if self.gamma is not None else (
-                spec.rbf_gamma if spec is not None else None)
+            gamma = (
+                self.gamma
+                if self.gamma is not None
+                else (spec.rbf_gamma if spec is not None else None)
+            )
             return {} if gamma is None else {"gamma": float(gamma)}
         if kernel in GRAPH_KERNELS:
             if self.n_neighbors is not None:
@@ -325,32 +328,59 @@ def load_grid(path: str | os.PathLike) -> Grid:
 
 
 _PAPER_DATASETS = ("pendigits", "har", "mnist", "letter")
-_PAPER_ALGORITHMS = ("full-batch", "truncated", "truncated-literal", "untruncated",
-                     "untruncated-classic", "minibatch-adaptive", "minibatch-classic")
-_PAPER_AXES: dict[str, Any] = dict(batch_sizes=(256, 512, 1024, 2048), taus=(50, 100, 200, 300),
-                   seeds=tuple(range(10)), max_iter=200)
+_PAPER_ALGORITHMS = (
+    "full-batch",
+    "truncated",
+    "truncated-literal",
+    "untruncated",
+    "untruncated-classic",
+    "minibatch-adaptive",
+    "minibatch-classic",
+)
+_PAPER_AXES: dict[str, Any] = dict(
+    batch_sizes=(256, 512, 1024, 2048),
+    taus=(50, 100, 200, 300),
+    seeds=tuple(range(10)),
+    max_iter=200,
+)
 
 #: The presets: one per figure of the paper (Gaussian, k-NN and heat kernel), and ``quick``.
 PRESETS: dict[str, Grid] = {
     "gaussian": Grid(
-        name="gaussian", datasets=_PAPER_DATASETS, algorithms=_PAPER_ALGORITHMS,
-        kernels=("rbf",), **_PAPER_AXES,
+        name="gaussian",
+        datasets=_PAPER_DATASETS,
+        algorithms=_PAPER_ALGORITHMS,
+        kernels=("rbf",),
+        **_PAPER_AXES,
         description="The paper's Gaussian-kernel figures: gamma = 1/(2 sigma^2) per dataset.",
     ),
     "knn": Grid(
-        name="knn", datasets=_PAPER_DATASETS, algorithms=_PAPER_ALGORITHMS,
-        kernels=("knn",), **_PAPER_AXES,
+        name="knn",
+        datasets=_PAPER_DATASETS,
+        algorithms=_PAPER_ALGORITHMS,
+        kernels=("knn",),
+        **_PAPER_AXES,
         description="The paper's k-NN-kernel figures (neighbours 1000/2000/2000/1000).",
     ),
     "heat": Grid(
-        name="heat", datasets=_PAPER_DATASETS, algorithms=_PAPER_ALGORITHMS,
-        kernels=("heat",), **_PAPER_AXES,
+        name="heat",
+        datasets=_PAPER_DATASETS,
+        algorithms=_PAPER_ALGORITHMS,
+        kernels=("heat",),
+        **_PAPER_AXES,
         description="The paper's heat-kernel figures (neighbours 500/500/200/500, t = 1).",
     ),
     "quick": Grid(
-        name="quick", datasets=("blobs", "moons"), algorithms=tuple(ALGORITHMS),
-        kernels=("rbf",), batch_sizes=(64, 128), taus=(20, 50), seeds=(0, 1),
-        max_iter=20, n_components=100, synthetic_samples=600,
+        name="quick",
+        datasets=("blobs", "moons"),
+        algorithms=tuple(ALGORITHMS),
+        kernels=("rbf",),
+        batch_sizes=(64, 128),
+        taus=(20, 50),
+        seeds=(0, 1),
+        max_iter=20,
+        n_components=100,
+        synthetic_samples=600,
         description="A small demo grid on synthetic data (seconds).",
     ),
 }
@@ -416,15 +446,25 @@ def expand(grid: Grid) -> list[RunSpec]:
                 for b in batches:
                     for tau in taus:
                         for seed in grid.seeds:
-                            runs.append(RunSpec(
-                                grid=grid.name, dataset=ds, algorithm=name, kernel=k,
-                                kernel_params=kparams, batch_size=b, tau=tau,
-                                max_iter=grid.max_iter, n_clusters=grid.n_clusters,
-                                n_components=grid.n_components if name == "nystroem" else None,
-                                seed=seed, synthetic_samples=synth,
-                            ))
+                            runs.append(
+                                RunSpec(
+                                    grid=grid.name,
+                                    dataset=ds,
+                                    algorithm=name,
+                                    kernel=k,
+                                    kernel_params=kparams,
+                                    batch_size=b,
+                                    tau=tau,
+                                    max_iter=grid.max_iter,
+                                    n_clusters=grid.n_clusters,
+                                    n_components=grid.n_components if name == "nystroem" else None,
+                                    seed=seed,
+                                    synthetic_samples=synth,
+                                )
+                            )
             kernel_free_done = kernel_free_done or any(
-                not get_algorithm(a).uses_kernel for a in grid.algorithms)
+                not get_algorithm(a).uses_kernel for a in grid.algorithms
+            )
     return runs
 
 

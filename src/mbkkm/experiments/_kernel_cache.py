@@ -37,12 +37,22 @@ from ..kernels._graph import LowRankKernel
 _META = "meta.json"
 
 
-def cache_key(*, dataset: str, synthetic_samples, n_samples: int, kernel: str, params: dict,
-              source: str) -> str:
+def cache_key(
+    *, dataset: str, synthetic_samples, n_samples: int, kernel: str, params: dict, source: str
+) -> str:
     """20 hex digits naming one matrix (see the module docstring for what it covers)."""
-    blob = json.dumps({"dataset": dataset, "synthetic_samples": synthetic_samples,
-                       "n_samples": int(n_samples), "kernel": kernel, "params": params,
-                       "source": source}, sort_keys=True, default=str)
+    blob = json.dumps(
+        {
+            "dataset": dataset,
+            "synthetic_samples": synthetic_samples,
+            "n_samples": int(n_samples),
+            "kernel": kernel,
+            "params": params,
+            "source": source,
+        },
+        sort_keys=True,
+        default=str,
+    )
     return hashlib.sha1(blob.encode()).hexdigest()[:20]
 
 

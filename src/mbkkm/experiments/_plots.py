@@ -48,8 +48,9 @@ def _stats(df, col):
 
 def _time_columns(df) -> tuple[str, str, str]:
     """(fit, kernel, label) time columns: CPU time where every row has it, else wall."""
-    if {"fit_cpu_seconds", "kernel_cpu_seconds"} <= set(df.columns) \
-            and df["fit_cpu_seconds"].notna().all():
+    if {"fit_cpu_seconds", "kernel_cpu_seconds"} <= set(df.columns) and df[
+        "fit_cpu_seconds"
+    ].notna().all():
         return "fit_cpu_seconds", "kernel_cpu_seconds", "CPU time (s)"
     return "fit_seconds", "kernel_seconds", "time (s)"
 
@@ -160,11 +161,18 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
             if not xs:
                 continue
             label = ALGORITHMS[algo].label if metric == "ari" else None
-            ax.bar(xs, means, width, yerr=errs, color=algorithm_color(algo), label=label,
-                   capsize=2, edgecolor="none")
+            ax.bar(
+                xs,
+                means,
+                width,
+                yerr=errs,
+                color=algorithm_color(algo),
+                label=label,
+                capsize=2,
+                edgecolor="none",
+            )
             if metric == "time" and any(k > 0 for k in kern):
-                ax.bar(xs, kern, width, color="black",
-                       label="kernel matrix" if i == 0 else None)
+                ax.bar(xs, kern, width, color="black", label="kernel matrix" if i == 0 else None)
         ax.set_xticks(x, [f"b={g}" if g != "full" else "full batch" for g in groups])
         ax.set_title({"ari": "ARI", "nmi": "NMI", "time": time_label}[metric])
         if metric == "time":
@@ -174,10 +182,17 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
         h, lab = ax.get_legend_handles_labels()
         handles += h
         labels += lab
-    fig.legend(handles, labels, loc="lower center", ncol=min(5, len(labels)),
-               bbox_to_anchor=(0.5, -0.12), frameon=False)
-    fig.suptitle(f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over "
-                 f"{_seed_note(df)})")
+    fig.legend(
+        handles,
+        labels,
+        loc="lower center",
+        ncol=min(5, len(labels)),
+        bbox_to_anchor=(0.5, -0.12),
+        frameon=False,
+    )
+    fig.suptitle(
+        f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over {_seed_note(df)})"
+    )
     paths = _save(fig, out, f"{dataset}-{_slug(kernel)}-panels", formats)
     plt.close(fig)
     return paths
@@ -200,9 +215,16 @@ def _tau_figure(plt, df, dataset, kernel, out, formats):
                     continue
                 g = s.groupby("tau")[metric]
                 m, e = g.mean(), g.std(ddof=0).fillna(0.0)
-                ax.errorbar(m.index, m.values, yerr=e.values, linestyle=style, color=c,
-                            marker="o", capsize=2,
-                            label=f"b={int(b)} {'renormalised' if style == '-' else 'literal'}")
+                ax.errorbar(
+                    m.index,
+                    m.values,
+                    yerr=e.values,
+                    linestyle=style,
+                    color=c,
+                    marker="o",
+                    capsize=2,
+                    label=f"b={int(b)} {'renormalised' if style == '-' else 'literal'}",
+                )
             u = unt[unt["batch_size"] == b][metric]
             if len(u):
                 ax.axhline(float(u.mean()), color=c, linestyle=":", linewidth=1)
@@ -210,15 +232,17 @@ def _tau_figure(plt, df, dataset, kernel, out, formats):
         ax.set_title("ARI" if metric == "ari" else "objective (inertia / n, feature space)")
     axes[0].legend(fontsize=7, ncol=2)
     note = _seed_note(sub, ["algorithm", "batch_size", "tau"])
-    fig.suptitle(f"{dataset}, {kernel} kernel: effect of tau (mean ± std over {note}; "
-                 "dotted: untruncated)")
+    fig.suptitle(
+        f"{dataset}, {kernel} kernel: effect of tau (mean ± std over {note}; dotted: untruncated)"
+    )
     paths = _save(fig, out, f"{dataset}-{_slug(kernel)}-tau", formats)
     plt.close(fig)
     return paths
 
 
-def plot_results(results, out: str | os.PathLike, *, tau: int | None = None,
-                 formats=FORMATS) -> list[Path]:
+def plot_results(
+    results, out: str | os.PathLike, *, tau: int | None = None, formats=FORMATS
+) -> list[Path]:
     """Draw the figures of saved result tables.
 
     Parameters
@@ -251,8 +275,14 @@ def plot_results(results, out: str | os.PathLike, *, tau: int | None = None,
     df = label_kernel_variants(df[df["status"] == "ok"])
     if df.empty:
         raise ValueError("the result table holds no successful run (status 'ok') to plot.")
-    for col in ("batch_size", "tau", "kernel_seconds", "fit_seconds", "fit_cpu_seconds",
-                "kernel_cpu_seconds"):
+    for col in (
+        "batch_size",
+        "tau",
+        "kernel_seconds",
+        "fit_seconds",
+        "fit_cpu_seconds",
+        "kernel_cpu_seconds",
+    ):
         if col not in df.columns:  # tables written before CPU times were recorded
             continue
         df[col] = pd.to_numeric(df[col], errors="coerce")
@@ -269,8 +299,7 @@ def plot_results(results, out: str | os.PathLike, *, tau: int | None = None,
             t = tau if tau is not None else (200 if 200 in taus else (taus[-1] if taus else None))
             t = None if t is None else int(t)
             paths += _panels(plt, ksub, dataset, kernel, t, out, formats)
-            paths += _tau_figure(plt, dsub[dsub["kernel"] == kernel], dataset, kernel, out,
-                                 formats)
+            paths += _tau_figure(plt, dsub[dsub["kernel"] == kernel], dataset, kernel, out, formats)
     return paths
 
 

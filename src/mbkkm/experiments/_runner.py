@@ -55,19 +55,59 @@ from ._grid import Grid, RunSpec, expand
 
 #: Columns of the result table, in order.
 COLUMNS = [
-    "run_id", "grid", "dataset", "n_samples", "n_features", "n_clusters", "algorithm",
-    "kernel", "kernel_params", "batch_size", "tau", "learning_rate", "renormalize",
-    "max_iter", "n_components", "seed", "status", "message", "ari", "nmi", "objective",
-    "objective_space", "fit_seconds", "kernel_seconds", "total_seconds", "fit_cpu_seconds",
-    "kernel_cpu_seconds", "n_iter", "memory_estimate_bytes", "load_average", "jobs",
-    "blas_threads", "mbkkm", "commit", "numpy", "scipy", "sklearn", "python", "platform",
-    "cpu", "n_cores", "timestamp",
+    "run_id",
+    "grid",
+    "dataset",
+    "n_samples",
+    "n_features",
+    "n_clusters",
+    "algorithm",
+    "kernel",
+    "kernel_params",
+    "batch_size",
+    "tau",
+    "learning_rate",
+    "renormalize",
+    "max_iter",
+    "n_components",
+    "seed",
+    "status",
+    "message",
+    "ari",
+    "nmi",
+    "objective",
+    "objective_space",
+    "fit_seconds",
+    "kernel_seconds",
+    "total_seconds",
+    "fit_cpu_seconds",
+    "kernel_cpu_seconds",
+    "n_iter",
+    "memory_estimate_bytes",
+    "load_average",
+    "jobs",
+    "blas_threads",
+    "mbkkm",
+    "commit",
+    "numpy",
+    "scipy",
+    "sklearn",
+    "python",
+    "platform",
+    "cpu",
+    "n_cores",
+    "timestamp",
 ]
 
 _LEARNING_RATE = {
-    "truncated": "adaptive", "truncated-literal": "adaptive", "untruncated": "adaptive",
-    "untruncated-classic": "classic", "minibatch-adaptive": "adaptive",
-    "minibatch-classic": "classic", "nystroem": "classic", "full-batch": "",
+    "truncated": "adaptive",
+    "truncated-literal": "adaptive",
+    "untruncated": "adaptive",
+    "untruncated-classic": "classic",
+    "minibatch-adaptive": "adaptive",
+    "minibatch-classic": "classic",
+    "nystroem": "classic",
+    "full-batch": "",
     "truncated-classic": "classic",
 }
 _RENORMALIZE = {"truncated": "True", "truncated-literal": "False", "truncated-classic": "True"}
@@ -113,13 +153,22 @@ def source_commit() -> str:
 
     here = Path(__file__).resolve().parent.parent
     try:
-        head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here,
-                              capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         if head.returncode != 0:
             return ""
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no",
-                                "--", "."], cwd=here, capture_output=True, text=True,
-                               timeout=10)
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
@@ -133,10 +182,15 @@ def environment() -> dict[str, Any]:
     from .. import __version__
 
     return {
-        "mbkkm": __version__, "commit": source_commit(), "numpy": np.__version__,
-        "scipy": scipy.__version__, "sklearn": sklearn.__version__,
-        "python": platform.python_version(), "platform": platform.platform(),
-        "cpu": _cpu_model(), "n_cores": os.cpu_count(),
+        "mbkkm": __version__,
+        "commit": source_commit(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "sklearn": sklearn.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "n_cores": os.cpu_count(),
     }
 
 
@@ -157,8 +211,9 @@ def format_bytes(n: float) -> str:
     return f"{n:.1f} TB"  # pragma: no cover
 
 
-def kernel_matrix_bytes(n: int, kernel: str, params: dict, *, dense: bool = False,
-                        n_clusters: int = 10) -> int:
+def kernel_matrix_bytes(
+    n: int, kernel: str, params: dict, *, dense: bool = False, n_clusters: int = 10
+) -> int:
     """Estimated peak bytes to build and hold the kernel matrix of n points.
 
     Pairwise kernels: the dense float64 matrix, 8 n^2. k-NN kernel: the
@@ -184,11 +239,13 @@ def kernel_matrix_bytes(n: int, kernel: str, params: dict, *, dense: bool = Fals
         )
 
         graph = 24 * n * int(params.get("n_neighbors", DEFAULT_N_NEIGHBORS))
-        if params.get("n_components") is None and \
-                8 * n * n <= params.get("max_dense_bytes", DEFAULT_MAX_DENSE_BYTES):
+        if params.get("n_components") is None and 8 * n * n <= params.get(
+            "max_dense_bytes", DEFAULT_MAX_DENSE_BYTES
+        ):
             return graph + 3 * 8 * n * n
-        pairs = (params.get("n_components") or params.get("max_components",
-                                                          DEFAULT_MAX_COMPONENTS)) + 1
+        pairs = (
+            params.get("n_components") or params.get("max_components", DEFAULT_MAX_COMPONENTS)
+        ) + 1
         return graph + 8 * n * 3 * (pairs + 1)
     return 8 * n * n
 
@@ -199,8 +256,15 @@ def needs_matrix(run: RunSpec) -> bool:
     return algo.needs_kernel_matrix or (algo.uses_kernel and run.kernel in GRAPH_KERNELS)
 
 
-def build_kernel(X: np.ndarray, kernel: str, params: dict, *, matrix: bool,
-                 cache_dir=None, cache_id: dict | None = None) -> KernelSetup:
+def build_kernel(
+    X: np.ndarray,
+    kernel: str,
+    params: dict,
+    *,
+    matrix: bool,
+    cache_dir=None,
+    cache_id: dict | None = None,
+) -> KernelSetup:
     """Resolve a kernel for a dataset; build its n x n matrix when ``matrix``.
 
     With ``cache_dir``, the matrix is read from (or built into) that kernel cache
@@ -254,8 +318,9 @@ def _one_line(exc: BaseException) -> str:
 
 def _warning_lines(caught) -> str:
     """The distinct warnings of a fit, each as 'Category: message' on one line."""
-    lines = dict.fromkeys(f"{w.category.__name__}: {' '.join(str(w.message).split())}"
-                          for w in caught)
+    lines = dict.fromkeys(
+        f"{w.category.__name__}: {' '.join(str(w.message).split())}" for w in caught
+    )
     return " | ".join(lines)
 
 
@@ -277,12 +342,16 @@ class RunSummary:
     removed_bytes: int = 0
 
     def __str__(self) -> str:
-        s = (f"{self.total} runs: {self.already_done} already in {self.path}, {self.ok} ok, "
-             f"{self.skipped} skipped, {self.error} errors, {self.not_run} not run "
-             f"({self.seconds:.1f} s)")
+        s = (
+            f"{self.total} runs: {self.already_done} already in {self.path}, {self.ok} ok, "
+            f"{self.skipped} skipped, {self.error} errors, {self.not_run} not run "
+            f"({self.seconds:.1f} s)"
+        )
         if self.removed_bytes:
-            s += (f"; removed an incomplete last row ({self.removed_bytes} bytes) left by an "
-                  "interrupted run, and ran that run again")
+            s += (
+                f"; removed an incomplete last row ({self.removed_bytes} bytes) left by an "
+                "interrupted run, and ran that run again"
+            )
         if self.stopped_by_budget:
             s += "; stopped by the time budget"
         return s
@@ -331,13 +400,15 @@ def done_run_ids(path: str | os.PathLike) -> set[str]:
     reader = csv.DictReader(io.StringIO(_complete_text(path), newline=""))
     if reader.fieldnames is None or "run_id" not in reader.fieldnames:
         raise ValueError(f"{path} is not a result table of mbkkm (no run_id column).")
-    return {r["run_id"] for r in reader
-            if r.get("status") in ("ok", "skipped") and None not in r.values()}
+    return {
+        r["run_id"]
+        for r in reader
+        if r.get("status") in ("ok", "skipped") and None not in r.values()
+    }
 
 
 #: Seconds between two fsyncs of a result table (it is also fsynced when closed).
 FSYNC_SECONDS = 2.0
-
 
 
 def _line(cells) -> bytes:
@@ -362,7 +433,7 @@ def _write_all(fd: int, data: bytes) -> None:
     """Write ``data`` with as few ``write`` calls as the OS allows (one, for a row)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _lock(fd: int, path: Path) -> None:
@@ -375,8 +446,10 @@ def _lock(fd: int, path: Path) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise ValueError(f"{path} is being written by another running experiment; wait "
-                         "for it to finish or write to another folder.") from None
+        raise ValueError(
+            f"{path} is being written by another running experiment; wait "
+            "for it to finish or write to another folder."
+        ) from None
     except OSError:  # pragma: no cover - file systems without locks
         pass
 
@@ -415,10 +488,10 @@ class _Writer:
         first = head.split(b"\n", 1)[0] + b"\n" if b"\n" in head else None
         if first is None and not _HEADER.startswith(head):
             raise ValueError(f"{path} is not a result table of mbkkm (no header line).")
-        if first is not None and next(csv.reader([first.decode(errors="replace")]),
-                                      []) != COLUMNS:
-            raise ValueError(f"{path} has other columns than this version of mbkkm "
-                             "writes; write to a new file.")
+        if first is not None and next(csv.reader([first.decode(errors="replace")]), []) != COLUMNS:
+            raise ValueError(
+                f"{path} has other columns than this version of mbkkm writes; write to a new file."
+            )
         end = self._last_newline(size) + 1
         if end < size:
             os.ftruncate(fd, end)
@@ -457,15 +530,23 @@ class _Writer:
 
 def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
     return {
-        "run_id": run.run_id, "grid": run.grid, "dataset": run.dataset,
-        "n_clusters": run.n_clusters, "algorithm": run.algorithm, "kernel": run.kernel,
+        "run_id": run.run_id,
+        "grid": run.grid,
+        "dataset": run.dataset,
+        "n_clusters": run.n_clusters,
+        "algorithm": run.algorithm,
+        "kernel": run.kernel,
         "kernel_params": json.dumps(dict(run.kernel_params), sort_keys=True),
-        "batch_size": run.batch_size, "tau": run.tau,
+        "batch_size": run.batch_size,
+        "tau": run.tau,
         "learning_rate": _LEARNING_RATE.get(run.algorithm, ""),
         "renormalize": _RENORMALIZE.get(run.algorithm, ""),
-        "max_iter": run.max_iter, "n_components": run.n_components, "seed": run.seed,
+        "max_iter": run.max_iter,
+        "n_components": run.n_components,
+        "seed": run.seed,
         "objective_space": get_algorithm(run.algorithm).objective_space,
-        "kernel_seconds": 0.0, "kernel_cpu_seconds": 0.0,
+        "kernel_seconds": 0.0,
+        "kernel_cpu_seconds": 0.0,
         **env,
     }
 
@@ -496,20 +577,28 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
             warnings.simplefilter("always")
             out: FitOutput = algo.fit(X, effective, kernel)
     except (Exception, MemoryError) as exc:
-        row.update(status="skipped" if isinstance(exc, MemoryError) else "error",
-                   message=_one_line(exc), load_average=load_average())
+        row.update(
+            status="skipped" if isinstance(exc, MemoryError) else "error",
+            message=_one_line(exc),
+            load_average=load_average(),
+        )
         row["timestamp"] = _now()
         return row
     fit_seconds = time.perf_counter() - start
     fit_cpu = time.process_time() - cpu_start
     labels = np.asarray(out.labels)
     row.update(
-        status="ok", message=_warning_lines(caught),
-        ari=adjusted_rand_score(y, labels), nmi=normalized_mutual_info_score(y, labels),
-        objective=out.inertia / X.shape[0], fit_seconds=round(fit_seconds, 6),
+        status="ok",
+        message=_warning_lines(caught),
+        ari=adjusted_rand_score(y, labels),
+        nmi=normalized_mutual_info_score(y, labels),
+        objective=out.inertia / X.shape[0],
+        fit_seconds=round(fit_seconds, 6),
         total_seconds=round(fit_seconds + float(row["kernel_seconds"]), 6),
-        fit_cpu_seconds=round(fit_cpu, 6), n_iter=out.n_iter,
-        load_average=load_average(), timestamp=_now(),
+        fit_cpu_seconds=round(fit_cpu, 6),
+        n_iter=out.n_iter,
+        load_average=load_average(),
+        timestamp=_now(),
     )
     return row
 
@@ -529,8 +618,9 @@ class _Executor:
     last kernel (matrix) it built, so that a group of runs on the same dataset and
     kernel loads and builds them once."""
 
-    def __init__(self, env: dict, *, data_home, download: bool, memory_budget: int | None,
-                 kernel_cache=None):
+    def __init__(
+        self, env: dict, *, data_home, download: bool, memory_budget: int | None, kernel_cache=None
+    ):
         self.env = env
         self.kernel_cache = kernel_cache
         self.data_home = data_home
@@ -559,22 +649,39 @@ class _Executor:
         self._load(run)
         row = _base_row(run, self.env)
         if self._data_error is not None:
-            row.update(status="skipped", message=f"dataset not available: {self._data_error}",
-                       load_average=load_average(), timestamp=_now())
+            row.update(
+                status="skipped",
+                message=f"dataset not available: {self._data_error}",
+                load_average=load_average(),
+                timestamp=_now(),
+            )
             return row
         X, y = self._data
         matrix = needs_matrix(run)
-        est = kernel_matrix_bytes(
-            X.shape[0], run.kernel, dict(run.kernel_params),
-            dense=get_algorithm(run.algorithm).needs_kernel_matrix,
-            n_clusters=run.n_clusters or len(np.unique(y))) if matrix else None
+        est = (
+            kernel_matrix_bytes(
+                X.shape[0],
+                run.kernel,
+                dict(run.kernel_params),
+                dense=get_algorithm(run.algorithm).needs_kernel_matrix,
+                n_clusters=run.n_clusters or len(np.unique(y)),
+            )
+            if matrix
+            else None
+        )
         if est is not None and self.memory_budget is not None and est > self.memory_budget:
             row.update(
-                n_samples=X.shape[0], n_features=X.shape[1], status="skipped",
-                memory_estimate_bytes=est, load_average=load_average(), timestamp=_now(),
-                message=(f"the {X.shape[0]} x {X.shape[0]} {run.kernel} kernel matrix "
-                         f"needs about {format_bytes(est)}, over the memory budget "
-                         f"of {format_bytes(self.memory_budget)}"),
+                n_samples=X.shape[0],
+                n_features=X.shape[1],
+                status="skipped",
+                memory_estimate_bytes=est,
+                load_average=load_average(),
+                timestamp=_now(),
+                message=(
+                    f"the {X.shape[0]} x {X.shape[0]} {run.kernel} kernel matrix "
+                    f"needs about {format_bytes(est)}, over the memory budget "
+                    f"of {format_bytes(self.memory_budget)}"
+                ),
             )
             return row
         kkey = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
@@ -582,21 +689,30 @@ class _Executor:
             self._kernel_key, self._kernel, self._kernel_error = kkey, None, None
             try:
                 self._kernel = build_kernel(
-                    X, run.kernel, dict(run.kernel_params), matrix=matrix,
+                    X,
+                    run.kernel,
+                    dict(run.kernel_params),
+                    matrix=matrix,
                     cache_dir=self.kernel_cache,
-                    cache_id={"dataset": run.dataset,
-                              "synthetic_samples": run.synthetic_samples,
-                              "source": self.env.get("commit") or self.env.get("mbkkm")})
+                    cache_id={
+                        "dataset": run.dataset,
+                        "synthetic_samples": run.synthetic_samples,
+                        "source": self.env.get("commit") or self.env.get("mbkkm"),
+                    },
+                )
             except (Exception, MemoryError) as exc:
                 self._kernel_error = _one_line(exc)
         if self._kernel_error is not None:
-            row.update(status="error", load_average=load_average(), timestamp=_now(),
-                       message=f"building the kernel failed: {self._kernel_error}")
+            row.update(
+                status="error",
+                load_average=load_average(),
+                timestamp=_now(),
+                message=f"building the kernel failed: {self._kernel_error}",
+            )
         else:
             assert self._kernel is not None  # built without an error
             row = execute_run(run, X, y, self._kernel, self.env)
-            row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True,
-                                              default=float)
+            row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True, default=float)
         row["memory_estimate_bytes"] = est
         return row
 
@@ -640,8 +756,9 @@ def _die_with_parent(parent: int, prctl: bool = True) -> None:
     if not armed:
         import threading
 
-        threading.Thread(target=_watch_parent, args=(parent,), daemon=True,
-                         name="mbkkm-parent-watch").start()
+        threading.Thread(
+            target=_watch_parent, args=(parent,), daemon=True, name="mbkkm-parent-watch"
+        ).start()
 
 
 def _watch_parent(parent: int) -> None:
@@ -651,16 +768,28 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _init_worker(env: dict, data_home, download: bool, memory_budget: int | None,
-                 blas_threads: int | None, kernel_cache, parent: int) -> None:
+def _init_worker(
+    env: dict,
+    data_home,
+    download: bool,
+    memory_budget: int | None,
+    blas_threads: int | None,
+    kernel_cache,
+    parent: int,
+) -> None:
     global _WORKER
     _die_with_parent(parent)
     if blas_threads is not None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(blas_threads)
-    _WORKER = _Executor(env, data_home=data_home, download=download,
-                        memory_budget=memory_budget, kernel_cache=kernel_cache)
+    _WORKER = _Executor(
+        env,
+        data_home=data_home,
+        download=download,
+        memory_budget=memory_budget,
+        kernel_cache=kernel_cache,
+    )
 
 
 def _worker_run(run: RunSpec) -> dict[str, Any]:
@@ -675,8 +804,12 @@ def _pool(jobs: int, initargs: tuple):
     # spawn: each worker is a fresh child of this process (no inherited threads or
     # locks, and the parent-death signal reaches it; a forkserver's children would
     # keep the server, and so themselves, alive).
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_init_worker, initargs=initargs)
+    return ProcessPoolExecutor(
+        max_workers=jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_init_worker,
+        initargs=initargs,
+    )
 
 
 def _check_positive_int(value, name) -> None:
@@ -739,8 +872,9 @@ def run_grid(
     """
     runs = expand(grid) if isinstance(grid, Grid) else list(grid)
     out = Path(out)
-    blas_threads, memory_budget = _check_grid_options(budget_seconds, jobs, blas_threads,
-                                                      memory_budget)
+    blas_threads, memory_budget = _check_grid_options(
+        budget_seconds, jobs, blas_threads, memory_budget
+    )
     summary = RunSummary(path=out, total=len(runs))
     # Open (and repair) the table before reading which runs it holds.
     writer = _Writer(out)
@@ -764,14 +898,23 @@ def run_grid(
     budget_each = memory_budget if memory_budget is None else memory_budget // jobs
     try:
         if jobs == 1:
-            executor = _Executor(env, data_home=data_home, download=download,
-                                 memory_budget=budget_each, kernel_cache=kernel_cache)
+            executor = _Executor(
+                env,
+                data_home=data_home,
+                download=download,
+                memory_budget=budget_each,
+                kernel_cache=kernel_cache,
+            )
             _run_serial(todo, executor, blas_threads, recorder, over_budget)
         else:
-            _run_parallel(todo, jobs,
-                          (env, data_home, download, budget_each, blas_threads, kernel_cache,
-                           os.getpid()),
-                          recorder, over_budget, summary)
+            _run_parallel(
+                todo,
+                jobs,
+                (env, data_home, download, budget_each, blas_threads, kernel_cache, os.getpid()),
+                recorder,
+                over_budget,
+                summary,
+            )
     finally:
         writer.close()
         recorder.close()
@@ -814,8 +957,7 @@ class _Recorder:
             summary.errors.append(row["message"])
         if self.bar is not None:
             self.bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-            self.bar.set_postfix_str(
-                f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+            self.bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
             self.bar.update(1)
 
     def close(self) -> None:
@@ -899,9 +1041,13 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
                         queue.append(run)
                         continue
                     row = _base_row(run, initargs[0])
-                    row.update(status="error", load_average=load_average(), timestamp=_now(),
-                               message="the worker process running this run died twice "
-                                       "(killed, or out of memory)")
+                    row.update(
+                        status="error",
+                        load_average=load_average(),
+                        timestamp=_now(),
+                        message="the worker process running this run died twice "
+                        "(killed, or out of memory)",
+                    )
                 record(row)
             if broken:
                 queue.extend(pending.values())

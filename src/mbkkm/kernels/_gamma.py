@@ -25,8 +25,15 @@ from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
 from ._registry import get_spec
 from ._spectral import normalized_adjacency
 
-__all__ = ["HeatDiagonalMax", "HeatTime", "heat_diagonal_bounds", "heat_diagonal_max",
-           "heat_time_for_gamma", "kernel_gamma", "top_heat_eigenpairs"]
+__all__ = [
+    "HeatDiagonalMax",
+    "HeatTime",
+    "heat_diagonal_bounds",
+    "heat_diagonal_max",
+    "heat_time_for_gamma",
+    "kernel_gamma",
+    "top_heat_eigenpairs",
+]
 
 _CHUNK_ROWS = 4096
 
@@ -123,7 +130,7 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
         resolved = resolve_kernel(kernel, kernel_params=kernel_params, X=X)
     top = -np.inf
     for start in range(0, X.shape[0], _CHUNK_ROWS):
-        diag = resolved.diag(X[start:start + _CHUNK_ROWS])
+        diag = resolved.diag(X[start : start + _CHUNK_ROWS])
         _gamma_from_diagonal(diag, f"kernel={resolved.name!r}")  # checks sign, finiteness
         top = max(top, float(np.max(diag)))
     return float(np.sqrt(max(top, 0.0)))
@@ -164,14 +171,27 @@ def _heat_operator(A):
     A = sp.csr_matrix(A, dtype=np.float64)
     d = np.asarray(A.sum(axis=1)).ravel()
     if np.any(d <= 0):
-        raise ValueError("the graph has a point without links (degree 0); the normalised "
-                         "Laplacian is undefined there")
+        raise ValueError(
+            "the graph has a point without links (degree 0); the normalised "
+            "Laplacian is undefined there"
+        )
     N = normalized_adjacency(A, d)
     return (sp.identity(A.shape[0], format="csr") - N).tocsr(), N
 
 
-def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=64,
-                      max_exact=4096, dense_limit=3000, eigenpairs=None, random_state=None):
+def heat_diagonal_max(
+    A,
+    t,
+    *,
+    n_components=100,
+    n_probes=32,
+    margin=4.0,
+    batch=64,
+    max_exact=4096,
+    dense_limit=3000,
+    eigenpairs=None,
+    random_state=None,
+):
     """Largest diagonal entry of the heat kernel exp(-t L) of a graph, at any size.
 
     L = I - D^-1/2 A D^-1/2 is the normalised Laplacian of the graph A. The
@@ -228,8 +248,12 @@ def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=
 
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not t > 0:
         raise ValueError(f"t must be a number > 0, got {t!r}")
-    for name, value, low in (("n_components", n_components, 1), ("n_probes", n_probes, 2),
-                             ("batch", batch, 1), ("max_exact", max_exact, 1)):
+    for name, value, low in (
+        ("n_components", n_components, 1),
+        ("n_probes", n_probes, 2),
+        ("batch", batch, 1),
+        ("max_exact", max_exact, 1),
+    ):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     n = A.shape[0]
@@ -248,8 +272,10 @@ def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=
     else:
         lam, U = (np.asarray(a, dtype=np.float64) for a in eigenpairs)
         if U.shape[0] != n or lam.shape != (U.shape[1],):
-            raise ValueError(f"eigenpairs must be (lam (r,), U (n, r)) with n = {n}, got "
-                             f"shapes {lam.shape} and {U.shape}")
+            raise ValueError(
+                f"eigenpairs must be (lam (r,), U (n, r)) with n = {n}, got "
+                f"shapes {lam.shape} and {U.shape}"
+            )
     w = np.exp(-t * (1.0 - lam))
     low = (U**2) @ w
     Z = rng.choice([-1.0, 1.0], size=(n, n_probes))
@@ -258,7 +284,7 @@ def heat_diagonal_max(A, t, *, n_components=100, n_probes=32, margin=4.0, batch=
     order = np.argsort(upper)[::-1]
     best, arg, done = -np.inf, -1, 0
     while done < min(n, max_exact) and upper[order[done]] > best:
-        idx = order[done:min(done + batch, n, max_exact)]
+        idx = order[done : min(done + batch, n, max_exact)]
         E = np.zeros((n, idx.size))
         E[idx, np.arange(idx.size)] = 1.0
         vals = spla.expm_multiply(-t * L, E)[idx, np.arange(idx.size)]
@@ -370,8 +396,10 @@ def _check_eigenpairs(eigenpairs, n):
     except (TypeError, ValueError):
         raise ValueError("eigenpairs must be a tuple (lam, U) of arrays") from None
     if U.ndim != 2 or U.shape[0] != n or lam.shape != (U.shape[1],) or lam.size == 0:
-        raise ValueError(f"eigenpairs must be (lam (r,), U (n, r)) with n = {n} and r >= 1, "
-                         f"got shapes {lam.shape} and {U.shape}")
+        raise ValueError(
+            f"eigenpairs must be (lam (r,), U (n, r)) with n = {n} and r >= 1, "
+            f"got shapes {lam.shape} and {U.shape}"
+        )
     return lam, U
 
 
@@ -381,6 +409,7 @@ def _bounds_at(kept, lam, m0, m1, m2, ts):
     upper = np.empty_like(lower)
     b = float(lam.min())
     for j, tj in enumerate(ts):
+
         def f(x, tj=tj):
             return np.exp(-tj * (1.0 - x))
 
@@ -434,13 +463,11 @@ def top_heat_eigenpairs(A, n_components, *, tol=0.0, random_state=None):
     Z = Z[:, np.argsort(-np.bincount(labels), kind="stable")]
     if k <= n_comp:
         return np.ones(k), Z[:, :k]
-    op = spla.LinearOperator((n, n), dtype=np.float64,
-                             matvec=lambda x: N @ x - Z @ (Z.T @ x))
+    op = spla.LinearOperator((n, n), dtype=np.float64, matvec=lambda x: N @ x - Z @ (Z.T @ x))
     v0 = check_random_state(random_state).uniform(-1, 1, n)
     lam, V = spla.eigsh(op, k=k - n_comp, which="LA", tol=tol, v0=v0 - Z @ (Z.T @ v0))
     order = np.argsort(lam)[::-1]
-    return (np.concatenate([np.ones(n_comp), lam[order]]),
-            np.hstack([Z, V[:, order]]))
+    return (np.concatenate([np.ones(n_comp), lam[order]]), np.hstack([Z, V[:, order]]))
 
 
 @dataclass
@@ -488,8 +515,9 @@ def _decreasing_root(g, lo=1e-6, hi=1.0, xtol=1e-4):
     return float(brentq(g, lo, hi, xtol=xtol))
 
 
-def heat_time_for_gamma(A, gamma, *, n_components=64, eigenpairs=None, n_exact=64,
-                        xtol=1e-4, random_state=None):
+def heat_time_for_gamma(
+    A, gamma, *, n_components=64, eigenpairs=None, n_exact=64, xtol=1e-4, random_state=None
+):
     """The diffusion time t at which max_x sqrt(K(x, x)) of exp(-t L) equals ``gamma``.
 
     Each K_t(x, x) = sum_i v_i(x)^2 exp(-t (1 - lam_i)) decreases with t, so the
@@ -537,8 +565,11 @@ def heat_time_for_gamma(A, gamma, *, n_components=64, eigenpairs=None, n_exact=6
         t -> infinity, d_x / vol of x's connected component, is above gamma^2).
     """
 
-    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.floating)) \
-            or not 0 < gamma < 1:
+    if (
+        isinstance(gamma, bool)
+        or not isinstance(gamma, (int, float, np.floating))
+        or not 0 < gamma < 1
+    ):
         raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
     if isinstance(n_exact, bool) or not isinstance(n_exact, (int, np.integer)) or n_exact < 0:
         raise ValueError(f"n_exact must be an integer >= 0, got {n_exact!r}")
@@ -547,8 +578,11 @@ def heat_time_for_gamma(A, gamma, *, n_components=64, eigenpairs=None, n_exact=6
         raise ValueError(f"A must be a square adjacency matrix, got shape {A.shape}")
     L, N = _heat_operator(A)
     if eigenpairs is None:
-        if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)) \
-                or not 1 <= n_components:
+        if (
+            isinstance(n_components, bool)
+            or not isinstance(n_components, (int, np.integer))
+            or not 1 <= n_components
+        ):
             raise ValueError(f"n_components must be an integer >= 1, got {n_components!r}")
         eigenpairs = top_heat_eigenpairs(A, int(n_components), random_state=random_state)
     lam, U = _check_eigenpairs(eigenpairs, n)
@@ -562,9 +596,11 @@ def heat_time_for_gamma(A, gamma, *, n_components=64, eigenpairs=None, n_exact=6
     t_lo = _decreasing_root(lambda t: bounds(t)[0].max() - target, xtol=xtol)
     t_hi = _decreasing_root(lambda t: bounds(t)[1].max() - target, xtol=xtol)
     if t_lo is None or t_hi is None:
-        raise ValueError(f"no diffusion time t gives gamma = {gamma}: the heat kernel's "
-                         "diagonal stays above gamma^2 as t grows (a small connected "
-                         "component of the graph keeps d_x / vol of it)")
+        raise ValueError(
+            f"no diffusion time t gives gamma = {gamma}: the heat kernel's "
+            "diagonal stays above gamma^2 as t grows (a small connected "
+            "component of the graph keeps d_x / vol of it)"
+        )
     t_lo = min(t_lo, t_hi)
     low, high, argmax = t_lo, t_hi, int(np.argmax(bounds(t_lo)[0]))
     k = min(int(n_exact), n)
@@ -579,8 +615,7 @@ def heat_time_for_gamma(A, gamma, *, n_components=64, eigenpairs=None, n_exact=6
             exact = _exact_diagonal_on_grid(L, cand, low, high, _REFINE_GRID)
             H = exact.max(axis=1)
             lo_curve = np.maximum(H, [bounds(t)[0].max() for t in ts])
-            up_curve = np.maximum(H, [bounds(t)[1][rest].max() if rest.any() else 0.0
-                                      for t in ts])
+            up_curve = np.maximum(H, [bounds(t)[1][rest].max() if rest.any() else 0.0 for t in ts])
             # Every curve falls with t: the time lies between the last grid time where
             # a lower curve is still >= gamma^2 and the first where an upper one is below.
             above = np.flatnonzero(lo_curve >= target)
@@ -593,8 +628,15 @@ def heat_time_for_gamma(A, gamma, *, n_components=64, eigenpairs=None, n_exact=6
             low, high = new_low, max(new_high, new_low)
             if not shrunk or high - low <= xtol:
                 break
-    return HeatTime(float(0.5 * (low + high)), float(low), float(high),
-                    (float(t_lo), float(t_hi)), int(lam.size), k, argmax)
+    return HeatTime(
+        float(0.5 * (low + high)),
+        float(low),
+        float(high),
+        (float(t_lo), float(t_hi)),
+        int(lam.size),
+        k,
+        argmax,
+    )
 
 
 #: Passes and grid points of heat_time_for_gamma's exact refinement (each pass divides
@@ -614,7 +656,7 @@ def _exact_diagonal_on_grid(L, points, start, stop, num):
     n = L.shape[0]
     out = np.empty((num, len(points)))
     for s in range(0, len(points), _EXACT_BATCH):
-        idx = np.asarray(points[s:s + _EXACT_BATCH])
+        idx = np.asarray(points[s : s + _EXACT_BATCH])
         E = np.zeros((n, idx.size))
         E[idx, np.arange(idx.size)] = 1.0
         # exp(-t L) E = exp(-(t - start) L) exp(-start L) E, the interval from 0:
@@ -622,7 +664,6 @@ def _exact_diagonal_on_grid(L, points, start, stop, num):
         # interval's scaling (scipy issue 16363, open in 1.17: relative errors of 3e-3
         # here); the short interval is cheap.
         E = spla.expm_multiply(-start * L, E)
-        vals = spla.expm_multiply(-L, E, start=0.0, stop=stop - start, num=num,
-                                  endpoint=True)
-        out[:, s:s + idx.size] = vals[:, idx, np.arange(idx.size)]
+        vals = spla.expm_multiply(-L, E, start=0.0, stop=stop - start, num=num, endpoint=True)
+        out[:, s : s + idx.size] = vals[:, idx, np.arange(idx.size)]
     return out

@@ -56,15 +56,12 @@ __all__ = [
 
 
 def _check_data(X):
-    return check_array(X, dtype=[np.float64, np.float32], ensure_min_samples=2,
-                       input_name="X")
+    return check_array(X, dtype=[np.float64, np.float32], ensure_min_samples=2, input_name="X")
 
 
 def _check_n_neighbors(n_neighbors, n_samples):
     if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, numbers.Integral):
-        raise TypeError(
-            f"n_neighbors must be an integer, got {type(n_neighbors).__name__}"
-        )
+        raise TypeError(f"n_neighbors must be an integer, got {type(n_neighbors).__name__}")
     if not 1 <= n_neighbors <= n_samples:
         raise ValueError(
             f"n_neighbors must be in [1, n_samples] = [1, {n_samples}] (it counts the "
@@ -85,8 +82,9 @@ def _check_pca_components(pca_components):
     if pca_components is None:
         return None
     if isinstance(pca_components, bool) or not isinstance(pca_components, numbers.Integral):
-        raise TypeError("pca_components must be an integer or None, got "
-                        f"{type(pca_components).__name__}")
+        raise TypeError(
+            f"pca_components must be an integer or None, got {type(pca_components).__name__}"
+        )
     if pca_components < 1:
         raise ValueError(f"pca_components must be >= 1 or None, got {pca_components}")
     return int(pca_components)
@@ -129,8 +127,15 @@ class KNNGraph:
         Wall-clock seconds of the projection and of the search.
     """
 
-    def __init__(self, n_neighbors, *, metric="euclidean", pca_components=None,
-                 random_state=None, n_jobs=None):
+    def __init__(
+        self,
+        n_neighbors,
+        *,
+        metric="euclidean",
+        pca_components=None,
+        random_state=None,
+        n_jobs=None,
+    ):
         self.n_neighbors = n_neighbors
         self.metric = metric
         self.pca_components = pca_components
@@ -151,8 +156,9 @@ class KNNGraph:
         start = time.perf_counter()
         self.pca_ = None
         if p is not None and d > p and n > p:
-            self.pca_ = PCA(p, svd_solver="randomized",
-                            random_state=check_random_state(self.random_state)).fit(X)
+            self.pca_ = PCA(
+                p, svd_solver="randomized", random_state=check_random_state(self.random_state)
+            ).fit(X)
         self.points_ = self._project(X)
         self.seconds_["projection"] = time.perf_counter() - start
         return self._link()
@@ -174,13 +180,15 @@ class KNNGraph:
         """
         k = _check_n_neighbors(n_neighbors, self.n_samples)
         if k > self.n_neighbors:
-            raise ValueError(f"n_neighbors must be at most the graph's {self.n_neighbors} to "
-                             f"truncate it, got {k}")
+            raise ValueError(
+                f"n_neighbors must be at most the graph's {self.n_neighbors} to "
+                f"truncate it, got {k}"
+            )
         other = copy.copy(self)
         other.n_neighbors = k
         other.seconds_ = {"projection": 0.0}
         dist, ind = self._lists
-        return other._link((dist[:, :k - 1], ind[:, :k - 1]))
+        return other._link((dist[:, : k - 1], ind[:, : k - 1]))
 
     def _link(self, lists=None):
         """The neighbour search on ``points_`` (or the given ``(dist, ind)`` lists) and
@@ -197,8 +205,9 @@ class KNNGraph:
             if lists is None:
                 # kneighbors() with no query excludes each point by index (duplicates
                 # stay).
-                self.index_ = NearestNeighbors(n_neighbors=k - 1, metric=self.metric,
-                                               n_jobs=self.n_jobs).fit(Z)
+                self.index_ = NearestNeighbors(
+                    n_neighbors=k - 1, metric=self.metric, n_jobs=self.n_jobs
+                ).fit(Z)
                 lists = self.index_.kneighbors()  # (n, k - 1), nearest first
             dist, ind = lists
             # Kept until the fitted graph is stored (for_new_points, pickling): the lists
@@ -210,8 +219,9 @@ class KNNGraph:
             A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
             A = A.tocsr()
             A.sort_indices()
-        self.seconds_["neighbors"] = self.seconds_.get("neighbors", 0.0) + \
-            time.perf_counter() - start
+        self.seconds_["neighbors"] = (
+            self.seconds_.get("neighbors", 0.0) + time.perf_counter() - start
+        )
         self.adjacency_ = A
         self.degrees_ = _degrees(A)
         return self
@@ -223,9 +233,9 @@ class KNNGraph:
     def _index(self):
         """The neighbour index of the fitted points (rebuilt after unpickling)."""
         if getattr(self, "index_", None) is None:
-            self.index_ = NearestNeighbors(n_neighbors=self.n_neighbors - 1,
-                                           metric=self.metric, n_jobs=self.n_jobs
-                                           ).fit(self.points_)
+            self.index_ = NearestNeighbors(
+                n_neighbors=self.n_neighbors - 1, metric=self.metric, n_jobs=self.n_jobs
+            ).fit(self.points_)
         return self.index_
 
     def __getstate__(self):
@@ -268,19 +278,23 @@ class KNNGraph:
         """
         X = check_array(X, dtype=[np.float64, np.float32], input_name="X")
         if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but the graph was built on "
-                             f"{self.n_features_in_} features")
+            raise ValueError(
+                f"X has {X.shape[1]} features, but the graph was built on "
+                f"{self.n_features_in_} features"
+            )
         n, k = self.n_samples, self.n_neighbors
         if k == 1:
-            raise ValueError("n_neighbors=1: the graph has self-loops only, so a new point "
-                             "has no link to the fitted points")
+            raise ValueError(
+                "n_neighbors=1: the graph has self-loops only, so a new point "
+                "has no link to the fitted points"
+            )
         Z = self._project(X)
         m = min(n, 2 * (k - 1))
-        dist, ind = self._index().kneighbors(Z, n_neighbors=m)     # (n_new, m)
+        dist, ind = self._index().kneighbors(Z, n_neighbors=m)  # (n_new, m)
         # A tie with j's last neighbour counts as a link, through rounding too.
         reach_j = self.radius_ * (1.0 + _TIE_RTOL)
-        keep = dist <= reach_j[ind]                                # j would take x
-        keep[:, : k - 1] = True                                    # x's own neighbours
+        keep = dist <= reach_j[ind]  # j would take x
+        keep[:, : k - 1] = True  # x's own neighbours
         rows = [np.nonzero(keep)[0]]
         cols = [ind[keep]]
         # Fitted points beyond x's m nearest, with a radius reaching that far.
@@ -291,8 +305,8 @@ class KNNGraph:
         order = np.argsort(-dist[:, -1], kind="stable")
         step = 1024
         for s in range(0, Z.shape[0], step):
-            idx = order[s:s + step]
-            far = dist[idx, -1]                                    # (chunk,)
+            idx = order[s : s + step]
+            far = dist[idx, -1]  # (chunk,)
             J = by_radius[: np.searchsorted(-reach, -far.min(), side="right")]
             if J.size == 0:
                 continue
@@ -307,8 +321,9 @@ class KNNGraph:
         return B
 
 
-def knn_adjacency(X, n_neighbors, *, metric="euclidean", pca_components=None,
-                  random_state=None, n_jobs=None):
+def knn_adjacency(
+    X, n_neighbors, *, metric="euclidean", pca_components=None, random_state=None, n_jobs=None
+):
     """Symmetrised 0/1 k-NN adjacency matrix with self-loops.
 
     Parameters
@@ -337,16 +352,26 @@ def knn_adjacency(X, n_neighbors, *, metric="euclidean", pca_components=None,
         where A_dir[i, j] = 1 when j is among the neighbours of i.
         Every row has at least ``n_neighbors`` ones.
     """
-    return KNNGraph(n_neighbors, metric=metric, pca_components=pca_components,
-                    random_state=random_state, n_jobs=n_jobs).fit(X).adjacency_
+    return (
+        KNNGraph(
+            n_neighbors,
+            metric=metric,
+            pca_components=pca_components,
+            random_state=random_state,
+            n_jobs=n_jobs,
+        )
+        .fit(X)
+        .adjacency_
+    )
 
 
 def _degrees(A):
     return np.asarray(A.sum(axis=1)).ravel()
 
 
-def knn_kernel(X, n_neighbors, *, metric="euclidean", pca_components=None,
-               random_state=None, n_jobs=None):
+def knn_kernel(
+    X, n_neighbors, *, metric="euclidean", pca_components=None, random_state=None, n_jobs=None
+):
     """The k-NN kernel matrix K = D^-1 A D^-1 of the paper.
 
     K[i, j] = A[i, j] / (d_i d_j), with A the symmetrised k-NN adjacency with
@@ -396,8 +421,13 @@ def knn_kernel(X, n_neighbors, *, metric="euclidean", pca_components=None,
            [0.167, 0.111, 0.167],
            [0.   , 0.167, 0.25 ]])
     """
-    graph = KNNGraph(n_neighbors, metric=metric, pca_components=pca_components,
-                     random_state=random_state, n_jobs=n_jobs).fit(X)
+    graph = KNNGraph(
+        n_neighbors,
+        metric=metric,
+        pca_components=pca_components,
+        random_state=random_state,
+        n_jobs=n_jobs,
+    ).fit(X)
     return knn_kernel_from_graph(graph)
 
 
@@ -485,10 +515,10 @@ class LowRankKernel:
         self.weights = weights
         self.error = float(error)
         self.description = description
-        self.eigenvalues = None if eigenvalues is None else np.asarray(eigenvalues,
-                                                                        dtype=np.float64)
-        self.row_scale = None if row_scale is None else np.asarray(row_scale,
-                                                                    dtype=np.float64)
+        self.eigenvalues = (
+            None if eigenvalues is None else np.asarray(eigenvalues, dtype=np.float64)
+        )
+        self.row_scale = None if row_scale is None else np.asarray(row_scale, dtype=np.float64)
 
     @property
     def eigenvectors(self):
@@ -510,8 +540,10 @@ class LowRankKernel:
 
     def __repr__(self):
         what = f"{self.description}, " if self.description else ""
-        return (f"LowRankKernel({what}n_samples={self.shape[0]}, rank={self.rank}, "
-                f"error={self.error:.3g})")
+        return (
+            f"LowRankKernel({what}n_samples={self.shape[0]}, rank={self.rank}, "
+            f"error={self.error:.3g})"
+        )
 
     @property
     def features(self):

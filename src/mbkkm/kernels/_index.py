@@ -36,15 +36,13 @@ class IndexKernel:
     is_callable = False
     normalized = False
 
-    def __init__(self, name, matrix, params=None, dtype=np.float64, diag=None,
-                 extension=None):
+    def __init__(self, name, matrix, params=None, dtype=np.float64, diag=None, extension=None):
         self.name = name
         self.extension = extension
         self.matrix = matrix
         self.params = dict(params or {})
         self._dtype_name = np.dtype(dtype).name  # a string: safe for skops files
-        self._diag = np.asarray(kernel_diagonal(matrix) if diag is None else diag,
-                                dtype=self.dtype)
+        self._diag = np.asarray(kernel_diagonal(matrix) if diag is None else diag, dtype=self.dtype)
 
     def __repr__(self):
         return f"IndexKernel({self.name!r}, n={self.matrix.shape[0]}, {self.params})"
@@ -144,8 +142,9 @@ def check_precomputed_matrix(K, what="X", tile=256):
             f"kernel matrix, got shape {K.shape}"
         )
     n = K.shape[0]
-    diag = np.asarray(np.diagonal(K) if isinstance(K, np.ndarray) else kernel_diagonal(K),
-                      dtype=np.float64)
+    diag = np.asarray(
+        np.diagonal(K) if isinstance(K, np.ndarray) else kernel_diagonal(K), dtype=np.float64
+    )
     if np.any(diag < 0):
         i = int(np.flatnonzero(diag < 0)[0])
         raise ValueError(
@@ -158,9 +157,9 @@ def check_precomputed_matrix(K, what="X", tile=256):
     rtol = float(np.sqrt(np.finfo(np.result_type(K.dtype, np.float32)).eps))
     step = max(1, 2**22 // max(n, 1))  # about 4M entries per block of rows
     for r0 in range(0, n, step):
-        rows = np.asarray(K[r0:r0 + step], dtype=np.float64)
+        rows = np.asarray(K[r0 : r0 + step], dtype=np.float64)
         scale = max(scale, float(np.max(np.abs(rows), initial=0.0)))
-        gap = np.abs(rows - np.asarray(K[:, r0:r0 + step], dtype=np.float64).T)
+        gap = np.abs(rows - np.asarray(K[:, r0 : r0 + step], dtype=np.float64).T)
         if np.max(gap, initial=0.0) > rtol * max(scale, np.finfo(np.float64).tiny):
             i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
             i += r0

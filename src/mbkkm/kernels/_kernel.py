@@ -145,8 +145,13 @@ class Kernel:
         Kernel k-means++ computes K(candidates, X) against one X at every step, and a
         tile in row parts each part against the same Y.
         """
-        if (self._user_func is None and self.name == "rbf" and type(Y) is np.ndarray
-                and Y.ndim == 2 and Y.dtype.kind == "f"):
+        if (
+            self._user_func is None
+            and self.name == "rbf"
+            and type(Y) is np.ndarray
+            and Y.ndim == 2
+            and Y.dtype.kind == "f"
+        ):
             return {"Y_aug": rbf_augment(Y, self.params["gamma"], Y_norms_sq)}
         return {}
 
@@ -172,9 +177,15 @@ class Kernel:
     def _tile_threads(self, X, Y):
         """Threads for the tile K(X, Y): 1 unless a large dense float tile of a GEMM
         kernel (:data:`_ROW_PARALLEL`)."""
-        if (self.name not in _ROW_PARALLEL or type(X) is not np.ndarray
-                or type(Y) is not np.ndarray or X.ndim != 2 or Y.ndim != 2
-                or X.dtype.kind != "f" or Y.dtype.kind != "f"):
+        if (
+            self.name not in _ROW_PARALLEL
+            or type(X) is not np.ndarray
+            or type(Y) is not np.ndarray
+            or X.ndim != 2
+            or Y.ndim != 2
+            or X.dtype.kind != "f"
+            or Y.dtype.kind != "f"
+        ):
             return 1
         return threads_for(X.shape[0] * Y.shape[0] * (X.shape[1] + _MAP_WORK))
 
@@ -221,8 +232,7 @@ class Kernel:
     def _impl_module(self, backend):
         """The module of a backend's helpers for callables (torch: its tiles' module)."""
         if backend.name != "torch":
-            raise ValueError(f"callable kernels are not supported on the {backend.name} "
-                             "backend")
+            raise ValueError(f"callable kernels are not supported on the {backend.name} backend")
         from . import _torch_tiles  # imports torch: only when a torch backend asks
 
         return _torch_tiles
@@ -231,9 +241,7 @@ class Kernel:
         try:
             K = self._user_func(X, Y, **self.params)
         except Exception as exc:
-            raise RuntimeError(
-                f"the callable kernel raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise RuntimeError(f"the callable kernel raised {type(exc).__name__}: {exc}") from exc
         K = K.toarray() if sp.issparse(K) else np.asarray(K)
         if K.shape != (X.shape[0], Y.shape[0]):
             raise ValueError(
@@ -258,8 +266,8 @@ class Kernel:
         out = np.empty(X.shape[0], dtype=X.dtype)
         step = 256
         for start in range(0, X.shape[0], step):
-            chunk = X[start:start + step]
-            out[start:start + step] = np.diagonal(self._call_user(chunk, chunk))
+            chunk = X[start : start + step]
+            out[start : start + step] = np.diagonal(self._call_user(chunk, chunk))
         return out
 
 
@@ -271,8 +279,9 @@ def _check_positive_number(value, name, allow_zero=False):
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
 
 
-def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None, X=None,
-                   sample_weight=None):
+def resolve_kernel(
+    kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None, X=None, sample_weight=None
+):
     """Check the kernel arguments and return a :class:`Kernel`.
 
     Parameters
@@ -297,20 +306,19 @@ def resolve_kernel(kernel, *, gamma=None, degree=3, coef0=1, kernel_params=None,
         Weights used by the data-driven gamma.
     """
     if kernel_params is not None and not isinstance(kernel_params, dict):
-        raise TypeError(
-            f"kernel_params must be a dict or None, got {type(kernel_params).__name__}"
-        )
+        raise TypeError(f"kernel_params must be a dict or None, got {type(kernel_params).__name__}")
     kernel_params = dict(kernel_params or {})
     if callable(kernel):
         return Kernel("callable", kernel_params, func=kernel)
     if not isinstance(kernel, str):
-        raise TypeError(
-            f"kernel must be a string or a callable, got {type(kernel).__name__}"
-        )
+        raise TypeError(f"kernel must be a string or a callable, got {type(kernel).__name__}")
     spec = get_spec(kernel)
     if spec is None:
-        raise ValueError(unknown_name_message("kernel", kernel, kernel_names(transductive=False),
-                                              also=["a callable"]))
+        raise ValueError(
+            unknown_name_message(
+                "kernel", kernel, kernel_names(transductive=False), also=["a callable"]
+            )
+        )
     if spec.transductive:
         spec.implementation("numpy")  # raises the registry's "graph kernel" ValueError
     name = spec.name
@@ -367,15 +375,13 @@ def check_nonnegative(X, name):
         X = _sparse.as_csr(X)
         if np.min(X.data, initial=0) < 0:
             raise ValueError(
-                f"kernel={name!r} is only defined for non-negative data, but X has "
-                "negative values"
+                f"kernel={name!r} is only defined for non-negative data, but X has negative values"
             )
         return
     for start in range(0, X.shape[0], _CHUNK_ROWS):
-        if np.min(X[start:start + _CHUNK_ROWS], initial=0) < 0:
+        if np.min(X[start : start + _CHUNK_ROWS], initial=0) < 0:
             raise ValueError(
-                f"kernel={name!r} is only defined for non-negative data, but X has "
-                "negative values"
+                f"kernel={name!r} is only defined for non-negative data, but X has negative values"
             )
 
 
@@ -401,12 +407,16 @@ def graph_kernel_matrix(name, X, **params):
     """
     spec = get_spec(name)
     if spec is None or not spec.transductive:
-        raise ValueError(f"kernel={name!r} is not a graph kernel; expected one of "
-                         f"{kernel_names(transductive=True)}")
+        raise ValueError(
+            f"kernel={name!r} is not a graph kernel; expected one of "
+            f"{kernel_names(transductive=True)}"
+        )
     for key in params:
         if key not in spec.params:
-            raise ValueError(f"kernel_params: {key!r} is not a parameter of kernel "
-                             f"{spec.name!r} (its parameters: {list(spec.params)})")
+            raise ValueError(
+                f"kernel_params: {key!r} is not a parameter of kernel "
+                f"{spec.name!r} (its parameters: {list(spec.params)})"
+            )
     for key in spec.required_params:
         if key not in params:
             raise ValueError(f"kernel={spec.name!r} needs the parameter {key!r}")

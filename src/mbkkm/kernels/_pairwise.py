@@ -147,8 +147,7 @@ def rbf_prepare(X, *, gamma, **_):
     return {"X_aug": rbf_augment_left(X, gamma)}
 
 
-def rbf(X, Y, *, gamma, out=None, X_norms_sq=None, Y_norms_sq=None, X_aug=None, Y_aug=None,
-        **_):
+def rbf(X, Y, *, gamma, out=None, X_norms_sq=None, Y_norms_sq=None, X_aug=None, Y_aug=None, **_):
     """K(x, y) = exp(-gamma ||x - y||^2).
 
     -gamma ||x - y||^2 = <[2 gamma x, -gamma |x|^2, 1], [y, 1, -gamma |y|^2]>: one GEMM
@@ -176,10 +175,8 @@ def _rbf_sparse(X, Y, gamma, out, X_norms_sq, Y_norms_sq):
     K = _gemm(X, Y, out)  # <x, y>, dense (n_x, n_y)
     dt = K.dtype.type
     g = dt(gamma)
-    x_term = np.asarray(row_norms_sq(X) if X_norms_sq is None else X_norms_sq,
-                        dtype=K.dtype) * -g
-    y_term = np.asarray(row_norms_sq(Y) if Y_norms_sq is None else Y_norms_sq,
-                        dtype=K.dtype) * -g
+    x_term = np.asarray(row_norms_sq(X) if X_norms_sq is None else X_norms_sq, dtype=K.dtype) * -g
+    y_term = np.asarray(row_norms_sq(Y) if Y_norms_sq is None else Y_norms_sq, dtype=K.dtype) * -g
     for rows in _row_chunks(K):
         Kc = K[rows]
         Kc *= dt(2.0 * gamma)

@@ -154,22 +154,28 @@ class KernelSpec:
 
     def __post_init__(self):
         if self.default_gamma not in DEFAULT_GAMMA_RULES:
-            raise ValueError(f"KernelSpec {self.name!r}: default_gamma must be one of "
-                             f"{list(DEFAULT_GAMMA_RULES)}, got {self.default_gamma!r}")
+            raise ValueError(
+                f"KernelSpec {self.name!r}: default_gamma must be one of "
+                f"{list(DEFAULT_GAMMA_RULES)}, got {self.default_gamma!r}"
+            )
         if self.transductive:
             if self.builder is None or self.tiles:
-                raise ValueError(f"KernelSpec {self.name!r}: a transductive kernel has a "
-                                 "builder and no tiles")
+                raise ValueError(
+                    f"KernelSpec {self.name!r}: a transductive kernel has a builder and no tiles"
+                )
             if not self.params:
                 object.__setattr__(self, "params", tuple(_builder_params(self.builder)))
         else:
             if self.builder is not None or "numpy" not in self.tiles:
-                raise ValueError(f"KernelSpec {self.name!r}: a pairwise kernel has numpy "
-                                 "tiles and no builder")
+                raise ValueError(
+                    f"KernelSpec {self.name!r}: a pairwise kernel has numpy tiles and no builder"
+                )
             unknown = set(self.params) - set(PAIRWISE_PARAMS)
             if unknown:
-                raise ValueError(f"KernelSpec {self.name!r}: unknown parameters "
-                                 f"{sorted(unknown)}; expected some of {list(PAIRWISE_PARAMS)}")
+                raise ValueError(
+                    f"KernelSpec {self.name!r}: unknown parameters "
+                    f"{sorted(unknown)}; expected some of {list(PAIRWISE_PARAMS)}"
+                )
         object.__setattr__(self, "tiles", dict(self.tiles))
 
     @property
@@ -200,13 +206,17 @@ class KernelSpec:
 
     def _unavailable(self, backend):
         if self.transductive:
-            return (f"kernel={self.name!r} is a graph (transductive) kernel: it is a matrix "
-                    "over the fitted points, not a function of two points. Pass it to an "
-                    "estimator's kernel= parameter, or build it with "
-                    "mbkkm.kernels.graph_kernel_matrix")
-        return (f"kernel={self.name!r} is not available on the {backend} backend; it "
-                f"supports {kernel_names(include_aliases=False, backend=backend)} and "
-                "callables. Use device=None or 'cpu' (numpy)")
+            return (
+                f"kernel={self.name!r} is a graph (transductive) kernel: it is a matrix "
+                "over the fitted points, not a function of two points. Pass it to an "
+                "estimator's kernel= parameter, or build it with "
+                "mbkkm.kernels.graph_kernel_matrix"
+            )
+        return (
+            f"kernel={self.name!r} is not available on the {backend} backend; it "
+            f"supports {kernel_names(include_aliases=False, backend=backend)} and "
+            "callables. Use device=None or 'cpu' (numpy)"
+        )
 
     # Compatibility: the numpy functions under their former names.
     @property
@@ -223,8 +233,7 @@ class KernelSpec:
 def _builder_params(builder, required=False):
     """Keyword parameters of a graph kernel builder (after X)."""
     params = list(inspect.signature(builder).parameters.values())[1:]
-    return [p.name for p in params
-            if not required or p.default is inspect.Parameter.empty]
+    return [p.name for p in params if not required or p.default is inspect.Parameter.empty]
 
 
 #: name -> spec of every registered kernel.
@@ -264,8 +273,9 @@ def get_spec(name: str) -> KernelSpec | None:
     return KERNELS.get(canonical_name(name))
 
 
-def kernel_names(include_aliases: bool = True, *, transductive: bool | None = None,
-                 backend: str | None = None) -> list[str]:
+def kernel_names(
+    include_aliases: bool = True, *, transductive: bool | None = None, backend: str | None = None
+) -> list[str]:
     """Sorted names of the registered kernels.
 
     Parameters
@@ -277,6 +287,7 @@ def kernel_names(include_aliases: bool = True, *, transductive: bool | None = No
     backend : str or None, default=None
         Only the kernels with tiles on this backend (``"numpy"``, ``"torch"``).
     """
+
     def keep(spec):
         if transductive is not None and spec.transductive != transductive:
             return False
@@ -368,46 +379,98 @@ def _tiles(tile, diag, prepare=None, *, torch=True):
     return out
 
 
-register(KernelSpec(
-    "rbf", ("gamma",), "data", normalized=True, aliases=("gaussian",),
-    formula="exp(-gamma ||x - y||^2)", sklearn_name="rbf",
-    tiles=_tiles("rbf", "diag_ones", prepare="rbf_prepare"),
-))
-register(KernelSpec(
-    "laplacian", ("gamma",), "data", normalized=True,
-    formula="exp(-gamma ||x - y||_1)", sklearn_name="laplacian",
-    tiles=_tiles("laplacian", "diag_ones"),
-))
-register(KernelSpec(
-    "polynomial", ("gamma", "degree", "coef0"), "n_features", aliases=("poly",),
-    formula="(gamma <x, y> + coef0)^degree", sklearn_name="polynomial",
-    tiles=_tiles("polynomial", "diag_polynomial"),
-))
-register(KernelSpec(
-    "linear", (), None, formula="<x, y>", sklearn_name="linear",
-    tiles=_tiles("linear", "diag_linear"),
-))
-register(KernelSpec(
-    "cosine", (), None, normalized=True,
-    formula="<x, y> / (||x|| ||y||)", sklearn_name="cosine",
-    tiles=_tiles("cosine", "diag_cosine", prepare="cosine_prepare"),
-))
-register(KernelSpec(
-    "sigmoid", ("gamma", "coef0"), "n_features",
-    formula="tanh(gamma <x, y> + coef0)", sklearn_name="sigmoid",
-    tiles=_tiles("sigmoid", "diag_sigmoid"),
-))
-register(KernelSpec(
-    # No torch tiles: sum_i (x_i - y_i)^2 / (x_i + y_i) has no GEMM form.
-    "chi2", ("gamma",), "one", normalized=True, nonnegative_data=True, accepts_sparse=False,
-    formula="exp(-gamma sum_i (x_i - y_i)^2 / (x_i + y_i))", sklearn_name="chi2",
-    tiles=_tiles("chi2", "diag_ones", torch=False),
-))
-register(KernelSpec(
-    "knn", transductive=True, builder=knn_kernel,
-    formula="D^-1 A D^-1, A the symmetrised k-NN adjacency with self-loops",
-))
-register(KernelSpec(
-    "heat", transductive=True, builder=heat_kernel,
-    formula="exp(-t (I - D^-1/2 A D^-1/2)) on the k-NN graph",
-))
+register(
+    KernelSpec(
+        "rbf",
+        ("gamma",),
+        "data",
+        normalized=True,
+        aliases=("gaussian",),
+        formula="exp(-gamma ||x - y||^2)",
+        sklearn_name="rbf",
+        tiles=_tiles("rbf", "diag_ones", prepare="rbf_prepare"),
+    )
+)
+register(
+    KernelSpec(
+        "laplacian",
+        ("gamma",),
+        "data",
+        normalized=True,
+        formula="exp(-gamma ||x - y||_1)",
+        sklearn_name="laplacian",
+        tiles=_tiles("laplacian", "diag_ones"),
+    )
+)
+register(
+    KernelSpec(
+        "polynomial",
+        ("gamma", "degree", "coef0"),
+        "n_features",
+        aliases=("poly",),
+        formula="(gamma <x, y> + coef0)^degree",
+        sklearn_name="polynomial",
+        tiles=_tiles("polynomial", "diag_polynomial"),
+    )
+)
+register(
+    KernelSpec(
+        "linear",
+        (),
+        None,
+        formula="<x, y>",
+        sklearn_name="linear",
+        tiles=_tiles("linear", "diag_linear"),
+    )
+)
+register(
+    KernelSpec(
+        "cosine",
+        (),
+        None,
+        normalized=True,
+        formula="<x, y> / (||x|| ||y||)",
+        sklearn_name="cosine",
+        tiles=_tiles("cosine", "diag_cosine", prepare="cosine_prepare"),
+    )
+)
+register(
+    KernelSpec(
+        "sigmoid",
+        ("gamma", "coef0"),
+        "n_features",
+        formula="tanh(gamma <x, y> + coef0)",
+        sklearn_name="sigmoid",
+        tiles=_tiles("sigmoid", "diag_sigmoid"),
+    )
+)
+register(
+    KernelSpec(
+        # No torch tiles: sum_i (x_i - y_i)^2 / (x_i + y_i) has no GEMM form.
+        "chi2",
+        ("gamma",),
+        "one",
+        normalized=True,
+        nonnegative_data=True,
+        accepts_sparse=False,
+        formula="exp(-gamma sum_i (x_i - y_i)^2 / (x_i + y_i))",
+        sklearn_name="chi2",
+        tiles=_tiles("chi2", "diag_ones", torch=False),
+    )
+)
+register(
+    KernelSpec(
+        "knn",
+        transductive=True,
+        builder=knn_kernel,
+        formula="D^-1 A D^-1, A the symmetrised k-NN adjacency with self-loops",
+    )
+)
+register(
+    KernelSpec(
+        "heat",
+        transductive=True,
+        builder=heat_kernel,
+        formula="exp(-t (I - D^-1/2 A D^-1/2)) on the k-NN graph",
+    )
+)

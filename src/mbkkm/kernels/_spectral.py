@@ -57,8 +57,16 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 from sklearn.utils import check_random_state
 
-__all__ = ["GraphSpectrum", "choose_rank", "extend_eigenvectors", "heat_kernel", "heat_weights",
-           "normalized_adjacency", "top_eigenpairs", "unit_rows"]
+__all__ = [
+    "GraphSpectrum",
+    "choose_rank",
+    "extend_eigenvectors",
+    "heat_kernel",
+    "heat_weights",
+    "normalized_adjacency",
+    "top_eigenpairs",
+    "unit_rows",
+]
 
 #: Graphs up to this many points are decomposed densely (all eigenpairs, exact); above
 #: it ARPACK on the sparse matrix is faster for the ~100 pairs the heat kernel keeps.
@@ -119,7 +127,7 @@ def choose_rank(weights, rank_tol, max_components):
     """
     w = np.asarray(weights, dtype=np.float64)
     cap = min(int(max_components), w.size - 1)
-    above = np.flatnonzero(w[1:cap + 1] > rank_tol * w[0])  # w[r] for r = 1..cap
+    above = np.flatnonzero(w[1 : cap + 1] > rank_tol * w[0])  # w[r] for r = 1..cap
     r = 1 if above.size == 0 else int(above[-1]) + 2
     r = min(r, cap)
     return r, float(w[r])
@@ -197,8 +205,12 @@ class GraphSpectrum:
         N = normalized_adjacency(graph.adjacency_, graph.degrees_)
         self.exact = n <= DENSE_MAX_SAMPLES or n_pairs >= n - 1
         self.eigenvalues, self.eigenvectors = top_eigenpairs(
-            N, n if self.exact else n_pairs, which="LA" if form == "laplacian" else "SA",
-            tol=tol, random_state=random_state)
+            N,
+            n if self.exact else n_pairs,
+            which="LA" if form == "laplacian" else "SA",
+            tol=tol,
+            random_state=random_state,
+        )
         self.seconds = time.perf_counter() - start
 
     @property
@@ -225,8 +237,14 @@ class GraphSpectrum:
         F = self.eigenvectors[:, :rank] * np.sqrt(self.weights(t)[:rank])
         return unit_rows(F)[0] if normalize else F
 
-    def kernel(self, t, n_components=None, rank_tol=DEFAULT_RANK_TOL,
-               max_components=DEFAULT_MAX_COMPONENTS, normalize=False):
+    def kernel(
+        self,
+        t,
+        n_components=None,
+        rank_tol=DEFAULT_RANK_TOL,
+        max_components=DEFAULT_MAX_COMPONENTS,
+        normalize=False,
+    ):
         """The heat kernel at time t as a :class:`LowRankKernel` (rank fixed or chosen);
         ``normalize``: K(x, y) / sqrt(K(x, x) K(y, y)) of the rank-r kernel, stored as
         U = diag(s) V with ``row_scale`` s."""
@@ -244,16 +262,22 @@ class GraphSpectrum:
         if normalize:
             scale = unit_rows(V * np.sqrt(w[:r]))[1]
             V = V * scale[:, None]
-        return LowRankKernel(V, w[:r], error,
-                             description=f"heat, form={self.form!r}, t={t:g}"
-                             + (", normalized" if normalize else ""),
-                             eigenvalues=self.eigenvalues[:r], row_scale=scale)
+        return LowRankKernel(
+            V,
+            w[:r],
+            error,
+            description=f"heat, form={self.form!r}, t={t:g}"
+            + (", normalized" if normalize else ""),
+            eigenvalues=self.eigenvalues[:r],
+            row_scale=scale,
+        )
 
     def extend(self, X, rank):
         """Nystroem extension of the first ``rank`` eigenvectors to new points
         (:func:`extend_eigenvectors`), shape (n_new, rank)."""
-        return extend_eigenvectors(self.graph, self.eigenvalues[:rank],
-                                   self.eigenvectors[:, :rank], X)
+        return extend_eigenvectors(
+            self.graph, self.eigenvalues[:rank], self.eigenvectors[:, :rank], X
+        )
 
 
 def extend_eigenvectors(graph, eigenvalues, eigenvectors, X):
@@ -274,8 +298,8 @@ def extend_eigenvectors(graph, eigenvalues, eigenvectors, X):
     -------
     V_new : ndarray of shape (n_new, r)
     """
-    B = graph.attach(X)                                         # (n_new, n) links
-    d_x = 1.0 + np.asarray(B.sum(axis=1)).ravel()               # self-loop included
+    B = graph.attach(X)  # (n_new, n) links
+    d_x = 1.0 + np.asarray(B.sum(axis=1)).ravel()  # self-loop included
     inv_sqrt_d = 1.0 / np.sqrt(graph.degrees_)
     # The new row of N times V: sum_j b_j v(j) / sqrt(d_j), divided by sqrt(d_x).
     NV = (B @ (eigenvectors * inv_sqrt_d[:, None])) / np.sqrt(d_x)[:, None]
@@ -325,8 +349,9 @@ def split_is_harmful(sizes, n_clusters=None):
     return bool(2 * n_clusters * sizes.min() < sizes.sum())
 
 
-def connect_graph(graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margin=0,
-                  before_rebuild=None):
+def connect_graph(
+    graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margin=0, before_rebuild=None
+):
     """The graph, rebuilt with twice the neighbours while its split is harmful.
 
     ``n_neighbors`` is doubled (on the same projected points) while
@@ -361,8 +386,10 @@ def connect_graph(graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margi
         if before_rebuild is not None:
             before_rebuild(g, k)
         g = g.with_n_neighbors(k)
-        g.seconds_ = {"projection": seconds["projection"],
-                      "neighbors": seconds["neighbors"] + g.seconds_["neighbors"]}
+        g.seconds_ = {
+            "projection": seconds["projection"],
+            "neighbors": seconds["neighbors"] + g.seconds_["neighbors"],
+        }
         return g
 
     tried = [sizes(graph)]
@@ -396,13 +423,19 @@ def check_heat_params(form, n_components, max_components, rank_tol, n_samples):
     if n_components is not None:
         if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral):
             raise TypeError(
-                f"n_components must be an integer or None, got {type(n_components).__name__}")
+                f"n_components must be an integer or None, got {type(n_components).__name__}"
+            )
         if not 1 <= n_components <= n_samples - 2:
-            raise ValueError(f"n_components must be in [1, n_samples - 2] = "
-                             f"[1, {n_samples - 2}], got {n_components}")
+            raise ValueError(
+                f"n_components must be in [1, n_samples - 2] = "
+                f"[1, {n_samples - 2}], got {n_components}"
+            )
     _check_int(max_components, "max_components", 1)
-    if isinstance(rank_tol, bool) or not isinstance(rank_tol, numbers.Real) \
-            or not 0 <= rank_tol < 1:
+    if (
+        isinstance(rank_tol, bool)
+        or not isinstance(rank_tol, numbers.Real)
+        or not 0 <= rank_tol < 1
+    ):
         raise ValueError(f"rank_tol must be a number in [0, 1), got {rank_tol!r}")
 
 
@@ -419,11 +452,24 @@ def n_pairs_needed(n_samples, n_components, max_components):
     return int(min(r + 1, n_samples - 1))
 
 
-def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
-                n_components=None, max_components=DEFAULT_MAX_COMPONENTS,
-                rank_tol=DEFAULT_RANK_TOL, pca_components=None, normalize=False,
-                connect=False, max_dense_bytes=DEFAULT_MAX_DENSE_BYTES, metric="euclidean",
-                n_jobs=None, tol=0.0, random_state=None):
+def heat_kernel(
+    X,
+    n_neighbors=DEFAULT_N_NEIGHBORS,
+    t=1.0,
+    *,
+    form="laplacian",
+    n_components=None,
+    max_components=DEFAULT_MAX_COMPONENTS,
+    rank_tol=DEFAULT_RANK_TOL,
+    pca_components=None,
+    normalize=False,
+    connect=False,
+    max_dense_bytes=DEFAULT_MAX_DENSE_BYTES,
+    metric="euclidean",
+    n_jobs=None,
+    tol=0.0,
+    random_state=None,
+):
     """Heat kernel on the k-NN graph of X.
 
     With A the symmetrised k-NN adjacency with self-loops (:func:`knn_adjacency`),
@@ -527,12 +573,16 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
     t = check_t(t)
     check_heat_params(form, n_components, max_components, rank_tol, n)
     normalize, connect = check_bool(normalize, "normalize"), check_bool(connect, "connect")
-    if isinstance(max_dense_bytes, bool) or not isinstance(max_dense_bytes, numbers.Real) \
-            or not max_dense_bytes >= 0:
+    if (
+        isinstance(max_dense_bytes, bool)
+        or not isinstance(max_dense_bytes, numbers.Real)
+        or not max_dense_bytes >= 0
+    ):
         raise ValueError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
     rng = check_random_state(random_state)
-    graph = KNNGraph(n_neighbors, metric=metric, pca_components=pca_components,
-                     random_state=rng, n_jobs=n_jobs).fit(X)
+    graph = KNNGraph(
+        n_neighbors, metric=metric, pca_components=pca_components, random_state=rng, n_jobs=n_jobs
+    ).fit(X)
     if connect:
         graph, _ = connect_graph(graph)
     if n_components is None and 8 * n * n <= max_dense_bytes:
@@ -543,6 +593,7 @@ def heat_kernel(X, n_neighbors=DEFAULT_N_NEIGHBORS, t=1.0, *, form="laplacian",
         if normalize:
             V = unit_rows(V)[0]
         return V @ V.T
-    spectrum = GraphSpectrum(graph, n_pairs_needed(n, n_components, max_components),
-                             form=form, tol=tol, random_state=rng)
+    spectrum = GraphSpectrum(
+        graph, n_pairs_needed(n, n_components, max_components), form=form, tol=tol, random_state=rng
+    )
     return spectrum.kernel(t, n_components, rank_tol, max_components, normalize)

@@ -49,8 +49,8 @@ def row_norms_sq(X):
     out = torch.empty(n, dtype=X.dtype, device=X.device)
     step = max(1, _NORM_BLOCK // max(d, 1))
     for start in range(0, n, step):
-        part = X[start:start + step]
-        torch.sum(part * part, 1, out=out[start:start + step])
+        part = X[start : start + step]
+        torch.sum(part * part, 1, out=out[start : start + step])
     return out
 
 
@@ -87,16 +87,16 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
     sums), not bit for bit.
     """
     if fold is None:
-        fold = (X.device.type in FOLD_DEVICES
-                and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES)
+        fold = X.device.type in FOLD_DEVICES and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES
     if fold:
         out = _folded_exponent(X, X.shape[0] - Y.shape[0], gamma, out)
         return out.clamp_max_(0).exp_()
     gxx = row_norms_sq(X).mul_(gamma)
     if out is None:
         out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
-    torch.addmm(gxx[X.shape[0] - Y.shape[0]:][None, :], X, Y.T, beta=-1.0, alpha=2.0 * gamma,
-                out=out)
+    torch.addmm(
+        gxx[X.shape[0] - Y.shape[0] :][None, :], X, Y.T, beta=-1.0, alpha=2.0 * gamma, out=out
+    )
     out.sub_(gxx[:, None])
     return out.clamp_max_(0).exp_()
 
@@ -112,7 +112,7 @@ def _folded_exponent(X, start, gamma, out):
     Xa[:, :d] = X
     Xa[:, d] = half
     Xa[:, d + 1] = 1
-    Xa[:, d + 2:] = 0  # the padding only: the rest is written above
+    Xa[:, d + 2 :] = 0  # the padding only: the rest is written above
     Ya = Xa[start:].clone()
     Ya[:, d] = 1
     Ya[:, d + 1] = half[start:]
@@ -199,8 +199,9 @@ def call_user(func, params, X, Y, check_finite=True):
             f"got {type(K).__name__}"
         )
     if K.device != X.device:
-        raise ValueError(f"kernel: the callable returned a tensor on {K.device}, "
-                         f"expected {X.device}")
+        raise ValueError(
+            f"kernel: the callable returned a tensor on {K.device}, expected {X.device}"
+        )
     if tuple(K.shape) != (X.shape[0], Y.shape[0]):
         raise ValueError(
             f"kernel: the callable must return an array of shape (n_x, n_y) = "
@@ -218,7 +219,8 @@ def call_user_diag(func, params, X, step=256, check_finite=True):
     """K(x, x) of a callable on tensors, from the diagonals of (step x step) tiles."""
     out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
     for start in range(0, X.shape[0], step):
-        chunk = X[start:start + step]
-        out[start:start + step] = torch.diagonal(
-            call_user(func, params, chunk, chunk, check_finite=check_finite))
+        chunk = X[start : start + step]
+        out[start : start + step] = torch.diagonal(
+            call_user(func, params, chunk, chunk, check_finite=check_finite)
+        )
     return out
