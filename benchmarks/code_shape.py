@@ -2,6 +2,9 @@
 
 ``python benchmarks/code_shape.py [--list]`` prints, for ``src/mbkkm``:
 
+- **lines of code**: of each module and in all, docstrings, comments and blank
+  lines aside (the code formatted with ``ruff format``);
+
 - **input-kind branches in cluster/**: conditions (``if``, ``elif``, ``while``,
   conditional expressions, comprehension filters, ``assert``) inside
   ``src/mbkkm/cluster`` that test the kind of an input: a call to
@@ -188,8 +191,21 @@ def functions(root=SRC):
     return out
 
 
+def lines_of_code(root=SRC):
+    """{path: lines of code} of every module: docstrings, comments and blank lines aside."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        out[path.relative_to(root)] = len(_code_lines(text) - _docstring_lines(ast.parse(text)))
+    return out
+
+
 def main(argv):
     show = "--list" in argv
+    loc = lines_of_code()
+    print(f"lines of code in src/mbkkm: {sum(loc.values())} in {len(loc)} modules; largest:")
+    for path, n in sorted(loc.items(), key=lambda kv: -kv[1])[: 8 if not show else 30]:
+        print(f"  {n:5d}  {path}")
     branches = kind_branches()
     print(f"input-kind branches in src/mbkkm/cluster: {len(branches)}")
     if show:
