@@ -1,0 +1,324 @@
+"""Fit time, labelling time and peak memory against n, from 10^3 to 10^8 points.
+
+``python benchmarks/bench_scale.py`` fits and labels 20 Gaussian blobs in 16
+dimensions (float32) at each n of ``--n`` (default 10^3 ... 10^7; add 1e8 for the
+issue's case: 6.4 GB of data on disk, about 10 minutes on 2 cores) the way a user
+would: one command, ``mbkkm fit X.npy -k 20 --labels-out labels.npy`` with its
+defaults, the rows memory-mapped from a ``.npy`` file. Each run is a fresh process,
+so that its memory is its own. For each n it records:
+
+- ``fit_s`` and ``label_s``: the times the command prints (``time: fit ... s,
+  labelling ... s``); ``wall_s``: the whole command, start-up and I/O included;
+- ``rss_anon_mb``: the peak of the command's anonymous resident memory
+  (``RssAnon`` of ``/proc/<pid>/status``, sampled every 50 ms): what it allocated,
+  the memory-mapped file aside;
+- ``limit_label_s``: the limit of the labelling pass, the plain float32 GEMM +
+  ``np.exp`` of its shapes (n x 16 rows against the m x 16 support, in chunks
+  of 8192 rows, with every core's BLAS threads), timed in this process after the
+  command on ``min(n, --limit-rows)`` rows and scaled linearly to n; ``m`` is the
+  fitted model's support size;
+- ``ari``: adjusted Rand index of the labels against the blobs (on at most 10^6
+  points drawn at random);
+- ``full_batch_s``: ``KernelKMeans(20)`` on the same data where n <= ``--full-batch-max``
+  (its n x n kernel: beyond that, the memory wall drawn on the figure);
+- the load average before and after, the machine, the date and the commit.
+
+Rows are appended to ``--out`` (CSV, default ``benchmarks/scale.csv``);
+``--plot FILE`` draws the figure (log-log: fit, labelling and the limit against n,
+peak memory on a second axis, the full batch's n x n float32 kernel against the
+machine's memory) from that file alone, so the figure always shows saved numbers.
+
+``--device cuda`` runs the estimators in Python on a GPU instead of the command
+line (``MiniBatchKernelKMeans(device="cuda")``, labels by ``predict``), for 10^9
+points on one H100/H200 generate the data on that machine with ``--data-dir`` on
+its local disk.
+
+The data files are kept in ``--data-dir`` (default: a folder under the system's
+temporary directory) and reused by later runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+K, D = 20, 16
+COLUMNS = [
+    "n", "d", "k", "device", "m", "fit_s", "label_s", "wall_s", "limit_label_s",
+    "label_vs_limit", "rss_anon_mb", "ari", "full_batch_s", "load_before",
+    "load_after", "cores", "machine", "date", "commit",
+]  # fmt: skip
+GEN_ROWS = 1_000_000  # rows generated per block
+
+
+def blobs(n, data_dir, seed=0):
+    """Paths of the rows (n x 16 float32) and labels (int8) of 20 blobs, written once."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path, truth = data_dir / f"blobs_{n}.npy", data_dir / f"blobs_{n}_labels.npy"
+    if path.exists() and truth.exists():
+        return path, truth
+    rng = np.random.default_rng(seed)
+    centers = rng.uniform(-10.0, 10.0, size=(K, D)).astype(np.float32)
+    X = np.lib.format.open_memmap(path.with_suffix(".tmp.npy"), "w+", np.float32, (n, D))
+    y = np.lib.format.open_memmap(truth.with_suffix(".tmp.npy"), "w+", np.int8, (n,))
+    for start in range(0, n, GEN_ROWS):
+        stop = min(n, start + GEN_ROWS)
+        labels = rng.integers(0, K, size=stop - start)
+        X[start:stop] = centers[labels] + rng.standard_normal((stop - start, D), np.float32)
+        y[start:stop] = labels
+    X.flush(), y.flush()
+    del X, y
+    path.with_suffix(".tmp.npy").replace(path)
+    truth.with_suffix(".tmp.npy").replace(truth)
+    return path, truth
+
+
+def _rss_anon_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def run_watched(cmd, log):
+    """Run ``cmd`` with its output into ``log``; (wall seconds, peak RssAnon in MiB, output)."""
+    peak = [0]
+    with open(log, "w") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+
+        def watch():
+            while proc.poll() is None:
+                peak[0] = max(peak[0], _rss_anon_kb(proc.pid))
+                time.sleep(0.05)
+
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        rc = proc.wait()
+        wall = time.perf_counter() - t0
+        watcher.join()
+    text = Path(log).read_text()
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(map(str, cmd))} failed ({rc}):\n{text[-2000:]}")
+    return wall, peak[0] / 1024, text
+
+
+def limit_seconds(X, m, rows, chunk=8192, seed=0):
+    """Seconds of the plain float32 GEMM + np.exp over ``rows`` rows of X against m points."""
+    # small values: exp of the products stays finite, as exp(-gamma d^2) does
+    S = 1e-3 * np.random.default_rng(seed).standard_normal((m, X.shape[1]), np.float32)
+    out = np.zeros((chunk, m), np.float32)  # touched before the clock starts
+    t0 = time.perf_counter()
+    for start in range(0, rows, chunk):
+        block = np.asarray(X[start : start + chunk], dtype=np.float32)
+        G = out[: block.shape[0]]
+        np.matmul(block, S.T, out=G)
+        np.exp(G, out=G)
+    return time.perf_counter() - t0
+
+
+def ari_on_sample(labels_path, truth_path, size=1_000_000, seed=0):
+    from sklearn.metrics import adjusted_rand_score
+
+    labels = np.load(labels_path, mmap_mode="r")
+    truth = np.load(truth_path, mmap_mode="r")
+    n = labels.shape[0]
+    idx = np.arange(n) if n <= size else np.sort(np.random.default_rng(seed).choice(n, size))
+    return adjusted_rand_score(np.asarray(truth[idx]), np.asarray(labels[idx]))
+
+
+FULL_BATCH = """
+import sys, time, numpy as np
+from mbkkm import KernelKMeans
+X = np.load(sys.argv[1])
+t0 = time.perf_counter()
+KernelKMeans(20, random_state=0).fit(X)
+print(time.perf_counter() - t0)
+"""
+
+ON_DEVICE = """
+import sys, time, numpy as np
+from mbkkm import MiniBatchKernelKMeans
+X = np.load(sys.argv[1], mmap_mode="r")
+t0 = time.perf_counter()
+est = MiniBatchKernelKMeans(20, random_state=0, device=sys.argv[3], compute_labels=False).fit(X)
+t1 = time.perf_counter()
+labels = est.predict(X)
+t2 = time.perf_counter()
+np.save(sys.argv[2], labels)
+print(f"time: fit {t1 - t0:.2f} s, labelling {t2 - t1:.2f} s")
+print(f"support: {est.support_vectors_.shape[0]}")
+"""
+
+
+def measure(n, args, out_dir):
+    path, truth = blobs(n, args.data_dir)
+    labels_path = out_dir / f"labels_{n}.npy"
+    load_before = os.getloadavg()[0]
+    if args.device == "cpu":
+        model = out_dir / f"model_{n}.skops"
+        cmd = [sys.executable, "-m", "mbkkm", "fit", str(path), "-k", str(K)]
+        cmd += ["--labels-out", str(labels_path), "--model-out", str(model), "--seed", "0"]
+    else:
+        cmd = [sys.executable, "-c", ON_DEVICE, str(path), str(labels_path), args.device]
+    wall, rss, text = run_watched(cmd, out_dir / f"log_{n}.txt")
+    fit_s, label_s = map(
+        float, re.search(r"time: fit ([\d.]+) s, labelling ([\d.]+) s", text).groups()
+    )
+    if args.device == "cpu":
+        from mbkkm import load_model
+
+        m = load_model(model).support_vectors_.shape[0]
+    else:
+        m = int(re.search(r"support: (\d+)", text).group(1))
+    X = np.load(path, mmap_mode="r")
+    rows = min(n, args.limit_rows)
+    limit = limit_seconds(X, m, rows) * n / rows
+    full_batch = ""
+    if n <= args.full_batch_max:
+        fb = subprocess.run(
+            [sys.executable, "-c", FULL_BATCH, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        full_batch = round(float(fb.stdout.split()[-1]), 3)
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "n": n, "d": D, "k": K, "device": args.device, "m": m,
+        "fit_s": fit_s, "label_s": label_s, "wall_s": round(wall, 2),
+        "limit_label_s": round(limit, 2), "label_vs_limit": round(label_s / limit, 2),
+        "rss_anon_mb": round(rss, 1), "ari": round(ari_on_sample(labels_path, truth), 4),
+        "full_batch_s": full_batch, "load_before": round(load_before, 2),
+        "load_after": round(os.getloadavg()[0], 2), "cores": os.cpu_count(),
+        "machine": f"{platform.machine()} {platform.processor() or platform.node()}",
+        "date": datetime.date.today().isoformat(), "commit": commit,
+    }  # fmt: skip
+
+
+def read_rows(path):
+    with open(path) as fh:
+        return list(csv.DictReader(fh))
+
+
+def plot(rows, image, memory_bytes):
+    """The figure, from the saved rows only: the latest row of each (n, device)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    latest = {}
+    for row in rows:
+        latest[(row["device"], int(row["n"]))] = row
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    mem = ax.twinx()
+    for device, marker in (("cpu", "o"), ("cuda", "s")):
+        pts = sorted((n, r) for (dev, n), r in latest.items() if dev == device)
+        if not pts:
+            continue
+        n = np.array([p[0] for p in pts], float)
+        get = lambda key, pts=pts: np.array([float(p[1][key]) for p in pts])  # noqa: E731
+        ax.loglog(n, get("fit_s"), marker + "-", label=f"fit ({device})")
+        ax.loglog(n, get("label_s"), marker + "-", label=f"labelling ({device})")
+        ax.loglog(
+            n,
+            get("limit_label_s"),
+            marker + ":",
+            color="grey",
+            label=f"GEMM + exp limit ({device})",
+        )
+        mem.loglog(
+            n,
+            get("rss_anon_mb") * 2**20,
+            marker + "--",
+            color="tab:purple",
+            alpha=0.6,
+            label=f"peak anonymous memory ({device})",
+        )
+        fb = [(x, float(p[1]["full_batch_s"])) for x, p in zip(n, pts) if p[1]["full_batch_s"]]
+        if fb:
+            ax.loglog(*zip(*fb), "^-", color="tab:red", label="full batch KernelKMeans")
+    lo, hi = ax.get_xlim()
+    grid = np.logspace(np.log10(lo), np.log10(hi), 50)
+    mem.loglog(
+        grid,
+        4.0 * grid**2,
+        "-",
+        color="tab:red",
+        alpha=0.35,
+        label="full batch: n x n float32 kernel",
+    )
+    mem.axhline(memory_bytes, color="black", lw=0.8, ls="-.", label="this machine's memory")
+    wall = np.sqrt(memory_bytes / 4.0)
+    ax.axvline(wall, color="tab:red", lw=0.8, ls="--")
+    ax.text(
+        wall,
+        ax.get_ylim()[1],
+        f" n x n wall\n n = {wall:,.0f}",
+        va="top",
+        fontsize=8,
+        color="tab:red",
+    )
+    mem.set_ylim(1e5, 1e13)
+    ax.set_xlabel("n (points, 16 features, 20 clusters)")
+    ax.set_ylabel("seconds")
+    mem.set_ylabel("bytes")
+    lines = ax.get_legend_handles_labels()
+    more = mem.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper left")
+    ax.set_title("MiniBatchKernelKMeans at scale: mbkkm fit X.npy -k 20 --labels-out")
+    fig.tight_layout()
+    fig.savefig(image, dpi=120)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=float, nargs="+", default=[1e3, 1e4, 1e5, 1e6, 1e7])
+    parser.add_argument("--device", default="cpu", help="cpu (the command line) or cuda")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "scale.csv")
+    parser.add_argument(
+        "--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "mbkkm_scale"
+    )
+    parser.add_argument("--limit-rows", type=int, default=2_000_000)
+    parser.add_argument("--full-batch-max", type=int, default=20_000)
+    parser.add_argument("--plot", type=Path, help="draw the figure from --out into this image")
+    parser.add_argument("--plot-only", action="store_true", help="only draw the figure")
+    args = parser.parse_args(argv)
+    if not args.plot_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in map(int, args.n):
+                row = measure(n, args, Path(tmp))
+                print(", ".join(f"{key} {row[key]}" for key in COLUMNS[:13]), flush=True)
+                new = not args.out.exists()
+                with open(args.out, "a", newline="") as fh:
+                    writer = csv.DictWriter(fh, COLUMNS)
+                    if new:
+                        writer.writeheader()
+                    writer.writerow(row)
+    if args.plot:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        plot(read_rows(args.out), args.plot, memory)
+
+
+if __name__ == "__main__":
+    main()
