@@ -5,8 +5,8 @@
 results files of ``docs/results/`` and ``benchmarks/headline.csv``, at test time:
 a re-run that changes a table changes what is expected here, and the pages must
 follow (``python docs/results/report.py --write``). ``benchmarks/headline.csv``
-itself is held to ``benchmarks/RESULTS.md``: each figure is quoted from the
-section it names.
+itself is held to ``benchmarks/README.md``: each figure is quoted from the
+section it names, which gives the figure's date.
 """
 
 from __future__ import annotations
@@ -116,17 +116,20 @@ def _sections(path):
     }
 
 
-def test_headline_figures_are_quoted_from_results_md(results):
-    sections = _sections(ROOT / "benchmarks" / "RESULTS.md")
+def test_headline_figures_are_quoted_from_the_benchmarks_readme(results):
+    sections = _sections(ROOT / "benchmarks" / "README.md")
     h = results.headline
     assert len(h) and h.index.is_unique
     for key, row in h.iterrows():
-        assert row["section"] in sections, f"{key}: no section {row['section']!r} in RESULTS.md"
+        assert row["section"] in sections, (
+            f"{key}: no section {row['section']!r} in benchmarks/README.md"
+        )
         quote = " ".join(row["quote"].split())
         assert quote in sections[row["section"]], f"{key}: quote not in its section"
         for number in re.findall(r"\d+(?:\.\d+)?", row["value"]):
             assert number in quote, f"{key}: {number} is not in its quote"
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", row["date"]) and row["machine"], key
+        assert row["date"] in sections[row["section"]], f"{key}: its section has no {row['date']}"
 
 
 @pytest.mark.parametrize(
