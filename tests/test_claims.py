@@ -248,7 +248,7 @@ NOT_RESULTS = [
     r"Nystroem\(n_components=1000\)|Nyström 1000",
     r"exp\(-sqrt\(tau / b\)\)",
 ]
-#: Passages quoted from the diagnostics of benchmarks/RESULTS.md (not the grids): each
+#: Passages quoted from the diagnostics (one-off measurements, not the grids): each
 #: from its first words to its last, left out of the check; none may go missing.
 DIAGNOSTICS = [
     ("The\nmechanism, measured on seed 0", "points)."),
@@ -258,7 +258,7 @@ DIAGNOSTICS = [
     ("**The low-rank kernel against the exact one**", "for the same reason."),
     ("PenDigits is small enough for the exact kernel today (8 n^2", "eigendecomposition)"),
     ("**Why β fails on Letter's heat kernel", "0.551 / 0.506)."),
-    ("β's step stays near 0.3", "(`benchmarks/RESULTS.md`)."),
+    ("β's step stays near 0.3", "(the same script's step column)."),
     ("The truncated algorithms starve the same way.", "largest cluster 11.4 and 10.1 %)."),
     ("Letter's exact kernel is planned at about 9.9 GB", "maps the 3.2 GB file."),
     ("because it never replaces the kernel k-means++ seeds: 11-15", "with a first step of 1"),
