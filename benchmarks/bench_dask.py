@@ -3,10 +3,10 @@
 The data is a chunked Dask array generated per block (a per-block seed), never
 materialised in one process. Run from the repository root:
 
-    .venv/bin/python benchmarks/bench_dask.py [--n 10000000] [--no-memory] [--results]
+    .venv/bin/python benchmarks/bench_dask.py [--n 10000000] [--no-memory] [--out FILE]
 
-Prints one summary row per run; ``--results`` appends a section to
-benchmarks/RESULTS.md.
+Prints one summary row per run; ``--out FILE`` also appends them to FILE as a
+markdown section with the command, machine and date (for ``benchmarks/README.md``).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def main():
     ap.add_argument("--tau", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-memory", action="store_true", help="skip the in-memory run")
-    ap.add_argument("--results", action="store_true", help="append to benchmarks/RESULTS.md")
+    ap.add_argument("--out", metavar="FILE", help="append a markdown section to FILE")
     args = ap.parse_args()
 
     import distributed
@@ -153,11 +153,11 @@ def main():
         )
     table = "\n".join(lines)
     print(table)
-    if args.results:
+    if args.out:
         cmd = "python benchmarks/bench_dask.py " + " ".join(
             f"--{k.replace('_', '-')} {v}"
             for k, v in vars(args).items()
-            if k not in ("results", "no_memory")
+            if k not in ("out", "no_memory")
         )
         text = (
             f"\n\n## Dask: fit + labels on {args.n:,} x {args.d} float32 (issue 6)\n\n"
@@ -170,7 +170,7 @@ def main():
             "the largest worker for Dask, the whole process for numpy (which holds the "
             f"{args.n * args.d * 4 / 2**20:.0f} MiB array).\n\n{table}\n"
         )
-        with open(os.path.join(os.path.dirname(__file__), "RESULTS.md"), "a") as f:
+        with open(args.out, "a") as f:
             f.write(text)
 
 

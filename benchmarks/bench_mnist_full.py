@@ -17,7 +17,7 @@ appends a markdown section to ``--out`` (default: print only).
 
 Usage::
 
-    .venv/bin/python benchmarks/bench_mnist_full.py --out benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_mnist_full.py --out mnist_full.md
 """
 
 from __future__ import annotations

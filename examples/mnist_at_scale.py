@@ -94,7 +94,7 @@ for name, model in [
 # truncated fit takes about 5 s (about 23 ms per iteration, plus about 2 s to
 # choose the width: ``docs/results/gamma.md``) and the labels a few
 # seconds more, against an estimated 390 s for full batch with its 19.6 GB
-# float32 kernel matrix (``benchmarks/RESULTS.md``). Timings on a machine
+# float32 kernel matrix (``benchmarks/README.md``). Timings on a machine
 # shared with other jobs are several times longer.
 import matplotlib.pyplot as plt
 

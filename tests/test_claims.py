@@ -5,8 +5,8 @@
 results files of ``docs/results/`` and ``benchmarks/headline.csv``, at test time:
 a re-run that changes a table changes what is expected here, and the pages must
 follow (``python docs/results/report.py --write``). ``benchmarks/headline.csv``
-itself is held to ``benchmarks/RESULTS.md``: each figure is quoted from the
-section it names.
+itself is held to ``benchmarks/README.md``: each figure is quoted from the
+section it names, which gives the figure's date.
 """
 
 from __future__ import annotations
@@ -116,17 +116,20 @@ def _sections(path):
     }
 
 
-def test_headline_figures_are_quoted_from_results_md(results):
-    sections = _sections(ROOT / "benchmarks" / "RESULTS.md")
+def test_headline_figures_are_quoted_from_the_benchmarks_readme(results):
+    sections = _sections(ROOT / "benchmarks" / "README.md")
     h = results.headline
     assert len(h) and h.index.is_unique
     for key, row in h.iterrows():
-        assert row["section"] in sections, f"{key}: no section {row['section']!r} in RESULTS.md"
+        assert row["section"] in sections, (
+            f"{key}: no section {row['section']!r} in benchmarks/README.md"
+        )
         quote = " ".join(row["quote"].split())
         assert quote in sections[row["section"]], f"{key}: quote not in its section"
         for number in re.findall(r"\d+(?:\.\d+)?", row["value"]):
             assert number in quote, f"{key}: {number} is not in its quote"
         assert re.fullmatch(r"\d{4}-\d\d-\d\d", row["date"]) and row["machine"], key
+        assert row["date"] in sections[row["section"]], f"{key}: its section has no {row['date']}"
 
 
 @pytest.mark.parametrize(
@@ -245,7 +248,7 @@ NOT_RESULTS = [
     r"Nystroem\(n_components=1000\)|Nyström 1000",
     r"exp\(-sqrt\(tau / b\)\)",
 ]
-#: Passages quoted from the diagnostics of benchmarks/RESULTS.md (not the grids): each
+#: Passages quoted from the diagnostics (one-off measurements, not the grids): each
 #: from its first words to its last, left out of the check; none may go missing.
 DIAGNOSTICS = [
     ("The\nmechanism, measured on seed 0", "points)."),
@@ -255,7 +258,7 @@ DIAGNOSTICS = [
     ("**The low-rank kernel against the exact one**", "for the same reason."),
     ("PenDigits is small enough for the exact kernel today (8 n^2", "eigendecomposition)"),
     ("**Why β fails on Letter's heat kernel", "0.551 / 0.506)."),
-    ("β's step stays near 0.3", "(`benchmarks/RESULTS.md`)."),
+    ("β's step stays near 0.3", "(the same script's step column)."),
     ("The truncated algorithms starve the same way.", "largest cluster 11.4 and 10.1 %)."),
     ("Letter's exact kernel is planned at about 9.9 GB", "maps the 3.2 GB file."),
     ("because it never replaces the kernel k-means++ seeds: 11-15", "with a first step of 1"),

@@ -427,7 +427,7 @@ PAGES = [
     ),
 ]
 #: The figures of the benchmarks that the pages quote (one row per measurement,
-#: each with the section of benchmarks/RESULTS.md that reports it).
+#: each with the section of benchmarks/README.md that quotes it).
 HEADLINE = ROOT / "benchmarks" / "headline.csv"
 
 # A table's block holds no other HTML comment (an empty block holds one line).

@@ -259,8 +259,9 @@ class _Counter:
 
 
 #: Per iteration of the fit loop: 69.6 kernel-launching calls and 94.0 in all, measured
-#: (the issue asked for <= 40 and <= 80; benchmarks/RESULTS.md counts what each one is
-#: for and why eager torch cannot go much lower). A regression guard, a little above.
+#: (the issue asked for <= 40 and <= 80, out of reach in eager torch: each call is a
+#: different quantity or shape, and only a compiler fuses the elementwise ones). A
+#: regression guard, a little above.
 MAX_KERNEL_OPS, MAX_OPS = 72, 96
 
 

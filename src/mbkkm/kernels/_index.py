@@ -126,10 +126,11 @@ def check_precomputed_matrix(K, what="X", tile=256):
     Symmetry is checked tile by tile over the upper triangle, each ``tile`` x ``tile``
     block against the transpose of its mirror block: the matrix is read once, never
     whole at once, and both blocks of a pair stay in cache (reading whole columns
-    instead touches every page of a large memmap once per block of rows; see
-    ``benchmarks/RESULTS.md``). The tolerance is sqrt(eps) of the dtype times the
-    largest |K| entry read so far; sparse and low-rank matrices (symmetric by
-    construction) are checked for shape and diagonal only.
+    instead touches every page of a large memmap once per block of rows: 14-18 s
+    against about 2 s in tiles on a memory-mapped 20,000^2 kernel). The tolerance
+    is sqrt(eps) of the dtype times the largest |K| entry read so far; sparse and
+    low-rank matrices (symmetric by construction) are checked for shape and
+    diagonal only.
 
     Returns
     -------
