@@ -114,7 +114,7 @@ def select_columns(
                 j = int(key)
             except (TypeError, ValueError):
                 where = (
-                    f"the columns are {_short(names)}"
+                    f"the columns are {names_list(names or [], limit=12)}"
                     if names is not None
                     else "the file has no header: select columns by 0-based index"
                 )
@@ -146,8 +146,9 @@ def select_columns(
     return keep
 
 
-def _short(names: Sequence[str] | None, limit: int = 12) -> str:
-    names = list(names or [])
+def names_list(names: Sequence[str], limit: int = 8) -> str:
+    """Names quoted and comma-separated, the first ``limit`` of them."""
+    names = list(names)
     shown = ", ".join(map(repr, names[:limit]))
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
