@@ -8,7 +8,7 @@ glibc's defaults a fresh process starts with a 128 KiB mmap threshold and a
 until then (and in every new thread's arena) the freed buffers go back to the
 operating system between blocks and the next block faults the same amount of
 memory in again, page by page: about twice the page faults of a reader that
-keeps its memory (benchmarks/RESULTS.md has the measurements).
+keeps its memory, measured on the text reader.
 
 So the command, before it reads anything, fixes both thresholds at 32 MiB,
 the ceiling of glibc's own adaptive mmap threshold on 64-bit Linux

@@ -153,7 +153,7 @@ def names_list(names: Sequence[str], limit: int = 8) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def _default_dtype(kind: str, file_dtype: np.dtype | None, dtype) -> np.dtype:
+def _default_dtype(file_dtype: np.dtype | None, dtype) -> np.dtype:
     if dtype is not None:
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
@@ -204,6 +204,11 @@ class Table:
         return None if names is None else list(names)
 
     @property
+    def _all_columns(self) -> bool:
+        """Whether all the file's columns are read, in file order."""
+        return self.columns == list(range(self.n_file_columns))
+
+    @property
     def size_bytes(self) -> int:
         """Bytes of the file (the unit of the text reader's progress)."""
         return self.path.stat().st_size
@@ -221,11 +226,11 @@ class Table:
         with bytes (text) or rows (other kinds) done since the last call.
         ``n_threads``: threads that parse text (other kinds: unused).
         """
-        if self.kind in (NPY, NPZ):
-            X = self._opts["array"]
-            if self.columns == list(range(self.n_file_columns)) and X.dtype == self.dtype:
-                _check_finite_rows(X, self, progress)
-                return X
+        X = self._opts.get("array")  # .npy, .npz
+        if X is not None and self._all_columns and X.dtype == self.dtype:
+            for _ in self.blocks(progress):  # views, each checked (finite): nothing copied
+                pass
+            return X
         n = self.n_rows
         if n is not None:
             X = np.empty((n, self.n_columns), dtype=self.dtype)
@@ -248,10 +253,9 @@ class Table:
                 yield block
         elif self.kind in (NPY, NPZ):
             X = self._opts["array"]
-            full = self.columns == list(range(self.n_file_columns))
             for start in range(0, X.shape[0], BLOCK_ROWS):
                 part = X[start : start + BLOCK_ROWS]
-                part = part if full else part[:, self.columns]
+                part = part if self._all_columns else part[:, self.columns]
                 block = np.asarray(part, dtype=self.dtype)
                 _check_finite(block, self, start)
                 if progress is not None:
@@ -408,7 +412,7 @@ class _Piece:
 
 class _PieceReader(io.RawIOBase):
     """A piece as a binary file for pandas' parser, which reads it a chunk at a time
-    (each chunk copied out; the piece itself is never copied whole)."""
+    with ``read`` (each chunk copied out; the piece itself is never copied whole)."""
 
     def __init__(self, piece: _Piece):
         super().__init__()
@@ -425,11 +429,6 @@ class _PieceReader(io.RawIOBase):
         chunk = bytes(self._view[self._pos : end])
         self._pos = end
         return chunk
-
-    def readinto(self, b) -> int:
-        chunk = self.read(len(b))
-        b[: len(chunk)] = chunk
-        return len(chunk)
 
     def close(self) -> None:
         self._view.release()
@@ -469,7 +468,7 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
     # quarter of the parse. With a subset of the columns the parser ignores
     # surplus fields, so rows are then checked by counting delimiters (a
     # whitespace-delimited file is parsed whole: its delimiters cannot be counted).
-    subset = table.columns != list(range(width)) and opts["sep"] != r"\s+"
+    subset = not table._all_columns and opts["sep"] != r"\s+"
     try:
         with np.errstate(over="ignore"), _PieceReader(piece) as source:
             df = pd.read_csv(
@@ -489,7 +488,7 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
     if subset and piece.count(opts["sep"].encode()) != (width - 1) * len(df):
         return _parse_lines(piece.text(), piece.offset, table)  # ragged, or quoted delimiters
     X = df.to_numpy(dtype=table.dtype)  # (rows, columns in file order), Fortran order
-    if not subset and table.columns != list(range(width)):
+    if not subset and not table._all_columns:
         X = X[:, sorted(table.columns)]
     if table.columns != sorted(table.columns):
         X = X[:, np.argsort(np.argsort(table.columns))]
@@ -569,27 +568,12 @@ def _split(line: str, delimiter: str) -> list[str]:
 #: Cells of a text table read as a missing value (pandas' default ``na_values``;
 #: "nan" and its spellings Python's ``float`` reads as NaN).
 MISSING_CELLS = frozenset(
-    {
+    [
         "",
-        "#N/A",
-        "#N/A N/A",
-        "#NA",
-        "-1.#IND",
-        "-1.#QNAN",
-        "-NaN",
-        "-nan",
-        "1.#IND",
-        "1.#QNAN",
-        "<NA>",
-        "N/A",
-        "NA",
-        "NULL",
-        "NaN",
-        "None",
-        "n/a",
-        "nan",
-        "null",
-    }
+        "#N/A N/A",  # the one marker with a space
+        *"#N/A #NA -1.#IND -1.#QNAN -NaN -nan 1.#IND 1.#QNAN <NA> N/A NA NULL NaN None".split(),
+        *"n/a nan null".split(),
+    ]
 )
 
 
@@ -616,14 +600,6 @@ def _check_finite(block: np.ndarray, table: Table, start: int) -> None:
         i, j = np.argwhere(~np.isfinite(block))[0]
         message = _missing if np.isnan(block[i, j]) else _infinite
         raise ValueError(message(table.path, f"at row {start + i + 1}", table.column_label(j)))
-
-
-def _check_finite_rows(X: np.ndarray, table: Table, progress: Progress | None) -> None:
-    """The finite check of a memory-mapped array, in blocks (nothing copied whole)."""
-    for start in range(0, X.shape[0], BLOCK_ROWS):
-        _check_finite(X[start : start + BLOCK_ROWS], table, start)
-        if progress is not None:
-            progress(min(BLOCK_ROWS, X.shape[0] - start))
 
 
 # --------------------------------------------------------------------- opening
@@ -720,7 +696,7 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
         None if names is None else [names[j] for j in keep],
         keep,
         None,
-        _default_dtype(TEXT, None, dtype),
+        _default_dtype(None, dtype),
         width,
         opts,
     )
@@ -756,7 +732,7 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
         None,
         keep,
         X.shape[0],
-        _default_dtype(kind, X.dtype, dtype),
+        _default_dtype(X.dtype, dtype),
         X.shape[1],
         {"array": X},
     )
@@ -808,7 +784,7 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
         [names[j] for j in keep],
         keep,
         n,
-        _default_dtype(kind, None, dtype),
+        _default_dtype(None, dtype),
         len(names),
         {"source": source, "file_names": names},
     )
