@@ -193,7 +193,6 @@ def _options(*decorators):
 
 def _file_option(*names, **kwargs):
     """An option naming a file to write (default None: not written)."""
-    kwargs.setdefault("default", None)
     return click.option(*names, type=click.Path(dir_okay=False, writable=True), **kwargs)
 
 
@@ -203,7 +202,7 @@ _data_options = _options(
         default=None,
         help="Whether a text file has a header line (default: detected).",
     ),
-    click.option("--key", default="X", show_default=True, help="Array name in an .npz file."),
+    click.option("--key", default="X", help="Array name in an .npz file."),
     click.option(
         "--columns",
         multiple=True,
@@ -222,7 +221,6 @@ _data_options = _options(
     click.option(
         "--dtype",
         type=click.Choice(["float32", "float64"]),
-        default=None,
         help="Precision of the data in memory. Default: float32 (as the "
         "estimators prefer); a float64 .npy/.npz keeps float64.",
     ),
@@ -608,11 +606,6 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
         for block in _named_blocks(est, blocks):
             with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
                 D = np.asarray(est.transform(block))  # (rows, k) squared distances
-            if D.shape[1] != k:  # pragma: no cover - a model that breaks its own contract
-                raise click.ClickException(
-                    f"labelling failed: the model gives {D.shape[1]} "
-                    f"distances per point for {k} clusters."
-                )
             labels = D.argmin(axis=1).astype(np.int32)
             out.inertia += float(D[np.arange(D.shape[0]), labels].sum(dtype=np.float64))
             out.sizes += np.bincount(labels, minlength=k)
@@ -654,11 +647,18 @@ def _new_figure(figsize=(6.4, 4.8)):
     return Figure(figsize=figsize)
 
 
-def _save(fig, path) -> None:
+@contextmanager
+def _writing(path):
+    """An OSError of the block as the one-line failure 'cannot write PATH: why'."""
     try:
-        save_figure(fig, path, dpi=110, bbox_inches="tight")
+        yield
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _save(fig, path) -> None:
+    with _writing(path):
+        save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def _legend_outside(ax) -> None:
@@ -809,7 +809,7 @@ _GAMMA = _NumberOr({"auto": "auto", "mean-distance": "mean-distance"})
 _TIME = _NumberOr({"auto": "auto"}, none="auto")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.version_option(__version__, prog_name="mbkkm")
 def main():
     """mbkkm: mini-batch kernel k-means (Jourdan & Schwartzman) from the command line.
@@ -854,14 +854,12 @@ _model_options = _options(
         "--kernel",
         type=_KernelChoice(graph=True),
         default="rbf",
-        show_default=True,
         help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion time --t, "
         "neighbours --n-neighbors); 'knn': the paper's k-NN kernel (needs --n-neighbors).",
     ),
     click.option(
         "--n-neighbors",
         type=click.IntRange(1),
-        default=None,
         help="Graph kernels: neighbours per point, the point itself included "
         "(heat: 10, 20 or 40 chosen by the graph's eigengap by default).",
     ),
@@ -870,14 +868,12 @@ _model_options = _options(
         "heat_t",
         type=_TIME,
         default="auto",
-        show_default=True,
         help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
         "(prints the choice; the candidates with --verbose).",
     ),
     click.option(
         "--gamma",
         type=_GAMMA,
-        default=None,
         help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to choose it "
         "without labels (prints the choice; the candidates with --verbose); 'mean-distance' "
         "for 1 / (2 sum of feature variances). Default: rbf and laplacian as 'auto' when "
@@ -893,14 +889,12 @@ _model_options = _options(
         "--batch-size",
         type=click.IntRange(1),
         default=1024,
-        show_default=True,
         help="Points per mini-batch.",
     ),
     click.option(
         "--tau",
         type=_TAU,
         default="200",
-        show_default=True,
         help="Window length (points kept per center); 'none' for the untruncated "
         "algorithm (a table over all points).",
     ),
@@ -908,17 +902,15 @@ _model_options = _options(
         "--max-iter",
         type=click.IntRange(1),
         default=200,
-        show_default=True,
         help="Number of mini-batch iterations.",
     ),
     click.option(
         "--learning-rate",
         type=click.Choice(["adaptive", "classic"]),
         default="adaptive",
-        show_default=True,
         help="Learning rate.",
     ),
-    click.option("--seed", type=int, default=0, show_default=True, help="Random seed."),
+    click.option("--seed", type=int, default=0, help="Random seed."),
 )
 
 #: The outputs of ``mbkkm fit`` and its checkpoint.
@@ -954,7 +946,6 @@ _fit_output_options = _options(
     click.option(
         "--checkpoint-every",
         type=click.IntRange(1),
-        default=None,
         metavar="N",
         help="Iterations between two checkpoints (default: max-iter / 10).",
     ),
@@ -1124,7 +1115,7 @@ class _FitOutputs:
                 f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)",
                 err=True,
             )
-        if self.gamma_plot is not None and est.gamma_selection_ is not None:
+        elif self.gamma_plot is not None:
             _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
             self.gamma_plot_written = True
         if self.plot is not None:
@@ -1143,10 +1134,8 @@ class _FitOutputs:
         if self.model is not None:
             from .cluster import save_model
 
-            try:
+            with _writing(self.model):
                 save_model(est, self.model)
-            except OSError as exc:
-                raise click.ClickException(f"cannot write {self.model}: {exc.strerror}") from None
 
     def written(self):
         """(path, what) of every output written to a file."""
@@ -1233,12 +1222,10 @@ def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables
         f"time: fit {run.seconds['fit']:.2f} s, labelling {run.seconds['labelling']:.2f} s", err=err
     )
     hint = "" if tables else " (--verbose: the table)"
-    if est.gamma_selection_ is not None:
-        selection = est.gamma_selection_
-        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
-    if getattr(est, "t_selection_", None) is not None and heat_auto:
-        selection = est.t_selection_
-        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
+    t_selection = getattr(est, "t_selection_", None) if heat_auto else None
+    for selection in (est.gamma_selection_, t_selection):
+        if selection is not None:
+            click.echo(selection.table() if tables else selection.summary() + hint, err=err)
     click.echo(
         f"inertia: {found.inertia:.6g} (objective inertia / n = {found.inertia / n:.6g})", err=err
     )
@@ -1259,7 +1246,6 @@ def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables
 @_file_option(
     "--labels-out",
     default="-",
-    show_default=True,
     help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
     "by the suffix; '-' for stdout.",
 )
@@ -1329,9 +1315,7 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
 
 
 @main.command()
-@click.option(
-    "--data-home", type=click.Path(file_okay=False), default=None, help="A folder searched first."
-)
+@click.option("--data-home", type=click.Path(file_okay=False), help="A folder searched first.")
 def datasets(data_home):
     """The paper's datasets: sizes, kernel parameters, and where they are found locally."""
     from .datasets import ENV_VAR, get_data_dirs, list_datasets
@@ -1368,35 +1352,28 @@ def datasets(data_home):
 @click.option(
     "--budget",
     type=click.FloatRange(0, min_open=True),
-    default=None,
     help="Stop cleanly between runs after this many seconds.",
 )
-@click.option(
-    "--datasets", "datasets_", default=None, help="Comma-separated datasets replacing the grid's."
-)
-@click.option("--algorithms", default=None, help="Comma-separated algorithms replacing the grid's.")
+@click.option("--datasets", "datasets_", help="Comma-separated datasets replacing the grid's.")
+@click.option("--algorithms", help="Comma-separated algorithms replacing the grid's.")
 @click.option(
     "--seeds",
     type=click.IntRange(1),
-    default=None,
     help="Number of seeds (0..N-1) replacing the grid's.",
 )
 @click.option(
     "--max-iter",
     type=click.IntRange(1),
-    default=None,
     help="Iterations per run replacing the grid's.",
 )
 @click.option(
     "--memory-budget",
     type=click.FloatRange(0, min_open=True),
-    default=None,
     help="GB a kernel matrix may take (default: 70% of the available RAM).",
 )
 @click.option(
     "--data-home",
     type=click.Path(file_okay=False),
-    default=None,
     help="A folder searched first for the datasets.",
 )
 @click.option("--download", is_flag=True, help="Fetch missing datasets from OpenML.")
@@ -1404,13 +1381,11 @@ def datasets(data_home):
     "--jobs",
     type=click.IntRange(1),
     default=1,
-    show_default=True,
     help="Runs side by side in this many processes, each with one BLAS thread.",
 )
 @click.option(
     "--kernel-cache",
     type=click.Path(file_okay=False),
-    default=None,
     help="Folder where kernel matrices are built once and shared by all "
     "processes and resumes (memory-mapped).",
 )
@@ -1496,7 +1471,6 @@ def experiment(
 @click.option(
     "--tau",
     type=click.IntRange(1),
-    default=None,
     help="tau of the truncated algorithms in the panels (default 200).",
 )
 @click.option(
@@ -1505,7 +1479,6 @@ def experiment(
     multiple=True,
     type=click.Choice(["png", "svg", "pdf"]),
     default=("png", "svg"),
-    show_default=True,
     help="Figure formats.",
 )
 def plot(results, out_dir, tau, formats):
@@ -1524,13 +1497,11 @@ def plot(results, out_dir, tau, formats):
     "--kernel",
     type=click.Choice(["rbf", "gaussian", "knn", "heat"]),
     default="rbf",
-    show_default=True,
     help="Kernel.",
 )
 @click.option(
     "--n-neighbors",
     type=click.IntRange(1),
-    default=None,
     help="Neighbours of the k-NN / heat graph (default: the paper's, per dataset).",
 )
 @click.option(
@@ -1538,20 +1509,17 @@ def plot(results, out_dir, tau, formats):
     "t",
     type=click.FloatRange(0, min_open=True),
     default=1.0,
-    show_default=True,
     help="Heat kernel diffusion time.",
 )
 @click.option(
     "--gamma",
     "rbf_gamma",
     type=click.FloatRange(0, min_open=True),
-    default=None,
     help="rbf width (default: 1 / (2 sigma^2) with the paper's sigma).",
 )
 @click.option(
     "--data-home",
     type=click.Path(file_okay=False),
-    default=None,
     help="A folder searched first for the dataset.",
 )
 def kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
