@@ -399,18 +399,22 @@ def _plural(items, word: str) -> str:
     return f"the {word}" if len(items) == 1 else f"the {word}s"
 
 
-def _named_blocks(est, blocks):
-    """The blocks as ``est.transform`` takes them: for a model with feature names,
-    DataFrames with those names (the columns have already been matched by name,
-    and scikit-learn checks them once more), else as they are."""
-    names = getattr(est, "feature_names_in_", None)
-    if names is None:
-        yield from blocks
-        return
-    import pandas as pd
+def _distances(est, blocks):
+    """``est.transform`` of each block of rows: its squared distances to the centers.
 
+    For a model with feature names the blocks go in as DataFrames with those names
+    (the columns have already been matched by name, and scikit-learn checks them
+    once more).
+    """
+    names = getattr(est, "feature_names_in_", None)
     for block in blocks:
-        yield pd.DataFrame(block, columns=names, copy=False)
+        if names is not None:
+            import pandas as pd
+
+            block = pd.DataFrame(block, columns=names, copy=False)
+        with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
+            D = np.asarray(est.transform(block))
+        yield D
 
 
 def _target(path):
@@ -582,13 +586,13 @@ class _Labelled:
     sample_labels: np.ndarray | None = None
 
 
-def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sample=None):
-    """One pass over blocks of rows: labels (argmin of ``transform``) and minimum
-    distances, written block by block to ``labels_out`` / ``transform_out``.
+def _label_blocks(distances, k, *, labels_out, transform_out, n_rows, update, sample=None):
+    """One pass over blocks of squared distances to the k centers (rows, k): labels
+    (argmin) and minimum distances, written block by block to ``labels_out`` /
+    ``transform_out``.
 
     ``sample``: sorted row indices whose labels are kept (for the plot).
     """
-    k = est.n_clusters
     out = _Labelled(np.zeros(k, dtype=np.int64))
     if sample is not None:
         out.sample_labels = np.empty(sample.shape[0], dtype=np.int32)
@@ -603,9 +607,7 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
             tw = stack.enter_context(
                 open_writer(_target(transform_out), names=names, dtype=np.float32, n_rows=n_rows)
             )
-        for block in _named_blocks(est, blocks):
-            with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
-                D = np.asarray(est.transform(block))  # (rows, k) squared distances
+        for D in distances:
             labels = D.argmin(axis=1).astype(np.int32)
             out.inertia += float(D[np.arange(D.shape[0]), labels].sum(dtype=np.float64))
             out.sizes += np.bincount(labels, minlength=k)
@@ -620,18 +622,6 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
             if update is not None:
                 update(D.shape[0])
     return out
-
-
-class _Given:
-    """Distances already computed (the fitted points of a graph kernel), passed
-    through :func:`_label_blocks` block by block."""
-
-    def __init__(self, n_clusters):
-        self.n_clusters = n_clusters
-
-    @staticmethod
-    def transform(D):
-        return D
 
 
 def _row_blocks(X, k: int):
@@ -1043,15 +1033,11 @@ def fit(
         D_fit = _fit_model(est, X, graph_params is not None, checkpoint, checkpoint_every)
     _record_columns(est, table, columns, drop)
     with run.timed("labelling"):
-        # graph kernels: the fitted points are labelled from their own kernel rows
-        # (fit_transform's distances), not as new points joining the graph
-        run.found = _label_fitted(
-            est if graph_params is None else _Given(n_clusters),
-            X if graph_params is None else D_fit,
-            outputs,
-            _plot_sample(n, seed, plot_out is not None),
-            quiet,
-        )
+        if graph_params is None:
+            distances = _distances(est, _row_blocks(X, n_clusters))
+        else:  # the fitted points' own kernel rows, not new points joining the graph
+            distances = _row_blocks(D_fit, n_clusters)
+        run.found = _label_fitted(distances, run, outputs, quiet)
     outputs.write(run, table.names)
     if checkpoint is not None:  # every output is written: the fit is not needed again
         Path(checkpoint).unlink(missing_ok=True)
@@ -1190,19 +1176,18 @@ def _plot_sample(n, seed, plotted):
     return np.sort(np.random.default_rng(seed).choice(n, size=PLOT_POINTS, replace=False))
 
 
-def _label_fitted(source, rows, outputs, sample, quiet):
-    """The labelling pass over the fitted rows, written to the outputs."""
-    n = rows.shape[0]
+def _label_fitted(distances, run, outputs, quiet):
+    """The labelling pass over the fitted rows' distances, written to the outputs."""
     try:
-        with _progress(n, "row", "labelling", not quiet) as update:
+        with _progress(run.n, "row", "labelling", not quiet) as update:
             return _label_blocks(
-                source,
-                _row_blocks(rows, source.n_clusters),
+                distances,
+                run.est.n_clusters,
                 labels_out=outputs.labels,
                 transform_out=outputs.transform,
-                n_rows=n,
+                n_rows=run.n,
                 update=update,
-                sample=sample,
+                sample=_plot_sample(run.n, run.seed, outputs.plot is not None),
             )
     except OSError as exc:
         raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
@@ -1291,8 +1276,8 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
     start = time.perf_counter()
     with _reading(table, "labelling", quiet) as read:
         found = _label_blocks(
-            est,
-            read.blocks(est.n_clusters),
+            _distances(est, read.blocks(est.n_clusters)),
+            est.n_clusters,
             labels_out=labels_out,
             transform_out=transform_out,
             n_rows=table.n_rows,
