@@ -42,7 +42,7 @@ BLOCK_ROWS = 2**18
 MAX_FIRST_LINE = 64 * 2**20
 
 TEXT, NPY, NPZ, PARQUET, ARROW = "text", "npy", "npz", "parquet", "arrow"
-_KINDS = {
+KINDS = {
     ".npy": NPY,
     ".npz": NPZ,
     ".parquet": PARQUET,
@@ -647,7 +647,7 @@ def open_table(
         For Parquet and Arrow files without pyarrow.
     """
     path = Path(path)
-    kind = _KINDS.get(path.suffix.lower(), TEXT)
+    kind = KINDS.get(path.suffix.lower(), TEXT)
     if kind in (NPY, NPZ):
         return _open_numpy(path, kind, key, columns, drop, dtype)
     if kind in (PARQUET, ARROW):
@@ -738,18 +738,19 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
     )
 
 
-def _pyarrow(path):
+def needs_pyarrow(path: Path, doing: str = "reading"):
+    """pyarrow, or an ImportError saying that ``doing`` ``path`` needs it."""
     try:
         import pyarrow
     except ImportError:
         raise ImportError(
-            f"reading {path.suffix} files needs pyarrow: pip install 'mbkkm[parquet]' (or pyarrow)."
+            f"{doing} {path.suffix} files needs pyarrow: pip install 'mbkkm[parquet]' (or pyarrow)."
         ) from None
     return pyarrow
 
 
 def _open_arrow(path, kind, columns, drop, dtype) -> Table:
-    pa = _pyarrow(path)
+    pa = needs_pyarrow(path)
     try:
         if kind == PARQUET:
             import pyarrow.parquet as pq
