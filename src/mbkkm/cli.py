@@ -1042,15 +1042,8 @@ def fit(
     if checkpoint is not None:  # every output is written: the fit is not needed again
         Path(checkpoint).unlink(missing_ok=True)
     if not quiet:
-        _fit_summary(
-            run,
-            outputs,
-            batch_size,
-            tau,
-            learning_rate,
-            heat_auto=heat_t == "auto",
-            tables=verbose or gamma_plot is not None,
-        )
+        tables = verbose or gamma_plot is not None
+        _fit_summary(run, outputs, heat_auto=heat_t == "auto", tables=tables)
 
 
 def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
@@ -1193,14 +1186,14 @@ def _label_fitted(distances, run, outputs, quiet):
         raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
 
 
-def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables=False):
+def _fit_summary(run, outputs, heat_auto, tables=False):
     """The summary of a fit: data, kernel, times, chosen widths (one line each, or
     their tables: ``tables``), inertia, sizes."""
     est, found, n, err = run.est, run.found, run.n, outputs.err
     click.echo(f"data: {run.data} ({n} points x {run.d} features)", err=err)
     click.echo(
-        f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
-        f"{est.n_iter_} iterations, {learning_rate} rate, seed {run.seed}",
+        f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
+        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {run.seed}",
         err=err,
     )
     click.echo(
