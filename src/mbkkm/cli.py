@@ -21,9 +21,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, closing, contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -534,46 +533,16 @@ def _progress(total, unit: str, desc: str, enabled: bool):
 
 @contextmanager
 def _reading(table, desc: str, quiet: bool):
-    """Read ``table`` with a progress bar (bytes of text, else rows) and the
-    library's thread count of parsing threads: ``with _reading(...) as read:``
-    then ``read.all()`` (``mbkkm fit``) or ``read.blocks(k)`` (``mbkkm predict``),
-    the one threaded reader either way. Reading errors become one-line CLI
-    errors; a stream left part way is closed here, so no parsing thread outlives
-    the command."""
-    total = table.size_bytes if table.kind == "text" else table.n_rows
-    unit = "B" if table.kind == "text" else "row"
+    """How to read ``table``: ``table.read(**how)`` (``mbkkm fit``) or
+    ``table.blocks(**how)`` (``mbkkm predict``) in ``with _reading(...) as how:``,
+    with a progress bar (bytes of text, else rows) and the library's thread count
+    of parsing threads. Reading errors become one-line CLI errors."""
+    total, unit = (table.size_bytes, "B") if table.kind == "text" else (table.n_rows, "row")
     with (
         _progress(total, unit, f"{desc} {table.path.name}", not quiet) as update,
         _fails(OSError, ValueError, ImportError),
     ):
-        read = _Reader(table, update, _reading_threads())
-        try:
-            yield read
-        finally:
-            for stream in read.streams:
-                stream.close()
-
-
-@dataclass
-class _Reader:
-    """The reading of one table (see :func:`_reading`)."""
-
-    table: Table
-    update: Callable[[int], object] | None
-    n_threads: int
-    streams: list = field(default_factory=list)
-
-    def all(self) -> np.ndarray:
-        """The whole table, shape (n_rows, n_columns)."""
-        X = self.table.read(progress=self.update, n_threads=self.n_threads)
-        release_free_memory()  # the parsing threads' kept buffers, before the fit
-        return X
-
-    def blocks(self, k: int) -> Iterator[np.ndarray]:
-        """The table as consecutive row blocks, sized for k distances per row."""
-        stream = self.table.blocks(progress=self.update, n_threads=self.n_threads)
-        self.streams.append(stream)
-        return (rows for block in stream for rows in _row_blocks(block, k))
+        yield {"progress": update, "n_threads": _reading_threads()}
 
 
 @dataclass
@@ -718,36 +687,22 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
         xy = pca.fit_transform(np.asarray(X, dtype=np.float64))
         r = pca.explained_variance_ratio_
         xlabel, ylabel = f"PC 1 ({r[0]:.0%} of the variance)", f"PC 2 ({r[1]:.0%})"
+    points = {"s": 4, "linewidths": 0, "rasterized": True}
     if n_clusters <= 20:
         import matplotlib as mpl
 
         cmap = mpl.colormaps["tab10" if n_clusters <= 10 else "tab20"]
         for j in range(n_clusters):
             sel = labels == j
-            ax.scatter(
-                xy[sel, 0],
-                xy[sel, 1],
-                s=4,
-                color=cmap(j),
-                linewidths=0,
-                rasterized=True,
-                label=f"{j} ({int(sel.sum())})",
-            )
+            label = f"{j} ({int(sel.sum())})"
+            ax.scatter(xy[sel, 0], xy[sel, 1], color=cmap(j), label=label, **points)
         _legend_outside(ax)
         ax.get_legend().set_title("cluster (points shown)", prop={"size": "small"})
         for h in ax.get_legend().legend_handles:
             h.set_sizes([20])
     else:
         sc = ax.scatter(
-            xy[:, 0],
-            xy[:, 1],
-            s=4,
-            c=labels,
-            cmap="turbo",
-            linewidths=0,
-            rasterized=True,
-            vmin=0,
-            vmax=n_clusters - 1,
+            xy[:, 0], xy[:, 1], c=labels, cmap="turbo", vmin=0, vmax=n_clusters - 1, **points
         )
         fig.colorbar(sc, ax=ax, label="cluster")
     ax.set_xlabel(xlabel)
@@ -1003,8 +958,9 @@ def fit(
     graph_params = _graph_params(kernel, n_neighbors, heat_t, GRAPH_KERNELS)
     columns, drop = _split_names(columns, "--columns"), _split_names(drop, "--drop")
     table = _open_data(data, header=header, key=key, dtype=dtype, columns=columns, drop=drop)
-    with _reading(table, "reading", quiet) as read:
-        X = read.all()
+    with _reading(table, "reading", quiet) as how:
+        X = table.read(**how)
+    release_free_memory()  # the parsing threads' kept buffers, before the fit
     n = X.shape[0]
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
@@ -1267,9 +1223,11 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
             f"{est.n_features_in_}; choose them with --columns / --drop as for the fit."
         )
     start = time.perf_counter()
-    with _reading(table, "labelling", quiet) as read:
+    # a stream left part way is closed, so no parsing thread outlives the command
+    with _reading(table, "labelling", quiet) as how, closing(table.blocks(**how)) as stream:
+        rows = (rows for block in stream for rows in _row_blocks(block, est.n_clusters))
         found = _label_blocks(
-            _distances(est, read.blocks(est.n_clusters)),
+            _distances(est, rows),
             est.n_clusters,
             labels_out=labels_out,
             transform_out=transform_out,
