@@ -153,7 +153,7 @@ def names_list(names: Sequence[str], limit: int = 8) -> str:
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def _default_dtype(file_dtype: np.dtype | None, dtype) -> np.dtype:
+def _default_dtype(dtype, file_dtype: np.dtype | None = None) -> np.dtype:
     if dtype is not None:
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
@@ -172,8 +172,9 @@ class Table:
     ----------
     path : pathlib.Path
     kind : {"text", "npy", "npz", "parquet", "arrow"}
-    names : list of str or None
-        Header names of the selected columns (None: the file has no header).
+    file_names : list of str or None
+        Header names of all the file's columns, selected or not (None: the file
+        has no header).
     columns : list of int
         0-based indices of the selected columns in the file.
     n_rows : int or None
@@ -186,7 +187,7 @@ class Table:
 
     path: Path
     kind: str
-    names: list[str] | None
+    file_names: list[str] | None
     columns: list[int]
     n_rows: int | None
     dtype: np.dtype
@@ -198,10 +199,9 @@ class Table:
         return len(self.columns)
 
     @property
-    def file_names(self) -> list[str] | None:
-        """Header names of all the file's columns, selected or not (None: no header)."""
-        names = self._opts.get("file_names")
-        return None if names is None else list(names)
+    def names(self) -> list[str] | None:
+        """Header names of the selected columns (None: the file has no header)."""
+        return None if self.file_names is None else [self.file_names[j] for j in self.columns]
 
     @property
     def _all_columns(self) -> bool:
@@ -215,7 +215,7 @@ class Table:
 
     def column_label(self, j: int) -> str:
         """How messages name the j-th selected column."""
-        return repr(self.names[j]) if self.names is not None else f"{self.columns[j]} (0-based)"
+        return _label(self.file_names, self.columns[j])
 
     # ------------------------------------------------------------------ reading
     def read(self, progress: Progress | None = None, n_threads: int = 1) -> np.ndarray:
@@ -357,7 +357,7 @@ class Table:
         if rows == 0:
             raise ValueError(
                 f"{self.path} has a header but no data rows."
-                if self._opts["file_names"] is not None
+                if self.file_names is not None
                 else f"{self.path} is empty."
             )
 
@@ -515,7 +515,7 @@ def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
         return f"row {first[1] + len(rows) + 1} (line {line})"
 
     opts = table._opts
-    path, names, width = table.path, opts["file_names"], table.n_file_columns
+    path, names, width = table.path, table.file_names, table.n_file_columns
     rows, line_nos = [], []
     for k, raw in enumerate(block.split(b"\n")):
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
@@ -688,18 +688,8 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
         "sep": r"\s+" if delimiter == " " else delimiter,
         "data_offset": data_offset,
         "data_line": line_no + bool(header),
-        "file_names": names,
     }
-    return Table(
-        path,
-        TEXT,
-        None if names is None else [names[j] for j in keep],
-        keep,
-        None,
-        _default_dtype(None, dtype),
-        width,
-        opts,
-    )
+    return Table(path, TEXT, names, keep, None, _default_dtype(dtype), width, opts)
 
 
 def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
@@ -726,16 +716,8 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
     keep = select_columns(None, X.shape[1], columns, drop)
-    return Table(
-        path,
-        kind,
-        None,
-        keep,
-        X.shape[0],
-        _default_dtype(X.dtype, dtype),
-        X.shape[1],
-        {"array": X},
-    )
+    dtype = _default_dtype(dtype, X.dtype)
+    return Table(path, kind, None, keep, X.shape[0], dtype, X.shape[1], {"array": X})
 
 
 def needs_pyarrow(path: Path, doing: str = "reading"):
@@ -779,16 +761,8 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
             )
     if n == 0:
         raise ValueError(f"{path}: the table is empty (0 rows).")
-    return Table(
-        path,
-        kind,
-        [names[j] for j in keep],
-        keep,
-        n,
-        _default_dtype(None, dtype),
-        len(names),
-        {"source": source, "file_names": names},
-    )
+    dtype = _default_dtype(dtype)
+    return Table(path, kind, names, keep, n, dtype, len(names), {"source": source})
 
 
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
