@@ -18,6 +18,7 @@ Errors are printed as one line (``Error: ...``), without a traceback.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
@@ -124,35 +125,31 @@ def load_model(path: str | Path):
     return _load_model(path)
 
 
-class _Spinner:
+@contextmanager
+def _spinner(message: str):
     """Elapsed time on stderr while a fit runs (only on a terminal)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    stop = threading.Event()
 
-    def __init__(self, message: str):
-        self.message = message
-        self._stop = threading.Event()
-        self._thread = None
-
-    def __enter__(self):
-        if sys.stderr.isatty():
-            self._thread = threading.Thread(target=self._spin, daemon=True)
-            self._thread.start()
-        return self
-
-    def _spin(self):
-        start = time.perf_counter()
-        marks = "|/-\\"
-        i = 0
-        while not self._stop.wait(0.2):
-            sys.stderr.write(f"\r{marks[i % 4]} {self.message} {time.perf_counter() - start:.1f} s")
+    def spin():
+        start, marks = time.perf_counter(), "|/-\\"
+        for i in itertools.count():
+            if stop.wait(0.2):
+                return
+            sys.stderr.write(f"\r{marks[i % 4]} {message} {time.perf_counter() - start:.1f} s")
             sys.stderr.flush()
-            i += 1
 
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            sys.stderr.write("\r" + " " * (len(self.message) + 16) + "\r")
-            sys.stderr.flush()
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")
+        sys.stderr.flush()
 
 
 # ---------------------------------------------------------------------------
@@ -1108,7 +1105,7 @@ def _fit_model(est, X, graph, checkpoint, checkpoint_every):
     n, d = X.shape
     with (
         _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: "),
-        _Spinner(f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"),
+        _spinner(f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"),
     ):
         if graph:
             return est.fit_transform(X)

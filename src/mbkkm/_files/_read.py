@@ -747,14 +747,10 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
         raise ValueError(f"{path}: cannot read as a {kind} file ({exc}).") from None
     names = list(schema.names)
     keep = select_columns(names, len(names), columns, drop)
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal)
     for j in keep:
         t = schema.field(j).type
-        if not (
-            pa.types.is_integer(t)
-            or pa.types.is_floating(t)
-            or pa.types.is_boolean(t)
-            or pa.types.is_decimal(t)
-        ):
+        if not any(is_numeric(t) for is_numeric in numeric):
             raise ValueError(
                 f"{path}: column {names[j]!r} is not numeric (type {t}); "
                 "remove or encode non-numeric columns, or leave them out."
