@@ -947,8 +947,9 @@ def fit(
     """
     from .cluster import MiniBatchKernelKMeans
 
+    images = ((plot_out, "--plot"), (gamma_plot, "--gamma-plot"))
+    _check_outputs(labels_out, transform_out, model_out, images)
     outputs = _FitOutputs(labels_out, transform_out, model_out, plot_out, gamma_plot)
-    outputs.check()
     from .kernels import GRAPH_KERNELS
 
     _check_checkpoint(checkpoint, checkpoint_every, kernel, tau, GRAPH_KERNELS)
@@ -1031,11 +1032,6 @@ class _FitOutputs:
     def err(self):
         """Whether the summary goes to stderr (the labels or distances take stdout)."""
         return "-" in (self.labels, self.transform)
-
-    def check(self):
-        """Refuse, before reading the data, an output that cannot be written."""
-        images = ((self.plot, "--plot"), (self.gamma_plot, "--gamma-plot"))
-        _check_outputs(self.labels, self.transform, self.model, images)
 
     def write(self, run, names):
         """The figures and the model (the labels and distances are written while

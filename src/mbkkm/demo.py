@@ -153,12 +153,10 @@ def format_table(rows):
         ).rstrip()
 
     lines = [fmt(header), fmt(["-" * w for w in widths])]
-    last = None
-    for cells in body:
-        if last is not None and cells[0] != last:
+    for i, cells in enumerate(body):
+        if i and cells[0] != body[i - 1][0]:  # a blank line between data sets
             lines.append("")
         lines.append(fmt(cells))
-        last = cells[0]
     return "\n".join(lines)
 
 

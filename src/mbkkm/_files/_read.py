@@ -114,7 +114,7 @@ def select_columns(
                 j = int(key)
             except (TypeError, ValueError):
                 where = (
-                    f"the columns are {names_list(names or [], limit=12)}"
+                    f"the columns are {names_list(names, limit=12)}"
                     if names is not None
                     else "the file has no header: select columns by 0-based index"
                 )
