@@ -22,6 +22,7 @@ into the requested dtype (float32 unless asked otherwise):
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import os
@@ -502,17 +503,14 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
 def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
     """The slow, exact reading of a block that starts at byte ``offset``: Python's
     csv and float, line by line (the first bad cell raises, naming its line)."""
-    first = None
+    # (line, rows) at the block's start, counted only when a message needs them
+    first = functools.cache(lambda: _line_at(table, offset))
 
     def line_of(k):  # physical line number of the block's k-th line
-        nonlocal first
-        if first is None:
-            first = _line_at(table, offset)
-        return first[0] + k
+        return first()[0] + k
 
     def where(k):  # "row r (line l)" of the block's k-th line, the next row to parse
-        line = line_of(k)
-        return f"row {first[1] + len(rows) + 1} (line {line})"
+        return f"row {first()[1] + len(rows) + 1} (line {line_of(k)})"
 
     opts = table._opts
     path, names, width = table.path, table.file_names, table.n_file_columns
