@@ -282,8 +282,7 @@ class Table:
                 X.resize((max(n + m, int(X.shape[0] * 1.25) + 16), self.n_columns), refcheck=False)
             X[n : n + m] = block
             n += m
-        if X is None:  # no block at all
-            return np.empty((0, self.n_columns), dtype=self.dtype)
+        assert X is not None  # _text_blocks refuses a table without rows
         if n != X.shape[0]:
             X.resize((n, self.n_columns), refcheck=False)
         return X
