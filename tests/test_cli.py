@@ -36,7 +36,7 @@ def _offline(monkeypatch, tmp_path):
 
 
 def test_help(runner):
-    for args in ([], ["fit"], ["datasets"], ["experiment"], ["plot"], ["gamma"]):
+    for args in ([], ["fit"], ["datasets"], ["experiment"], ["plot"], ["kernel-scale"]):
         r = runner.invoke(main, [*args, "--help"])
         assert r.exit_code == 0 and "Usage:" in r.output
 
@@ -232,35 +232,25 @@ def test_plot_errors(runner, tmp_path):
     assert r.exit_code == 1 and "not a result table" in r.output
 
 
-def test_gamma(runner, tmp_path):
-    r = runner.invoke(main, ["gamma", "iris"])
+def test_kernel_scale(runner, tmp_path):
+    r = runner.invoke(main, ["kernel-scale", "iris"])
     assert r.exit_code == 2 and "Unknown dataset 'iris'" in r.output
-    r = runner.invoke(main, ["gamma", "pendigits", "--data-home", str(tmp_path)])
+    r = runner.invoke(main, ["kernel-scale", "pendigits", "--data-home", str(tmp_path)])
     assert r.exit_code == 1 and "not available locally" in r.output
-    r = runner.invoke(main, ["gamma", "pendigits", "--kernel", "cosine"])
+    r = runner.invoke(main, ["kernel-scale", "pendigits", "--kernel", "cosine"])
     assert r.exit_code == 2
 
 
-def test_gamma_shared_pendigits(runner):
+def test_kernel_scale_shared_pendigits(runner):
     if not (SHARED_DATASETS / "pendigits.npz").exists():
         pytest.skip("shared pendigits.npz not found")
-    r = runner.invoke(main, ["gamma", "pendigits", "--data-home", str(SHARED_DATASETS)])
+    r = runner.invoke(main, ["kernel-scale", "pendigits", "--data-home", str(SHARED_DATASETS)])
     assert r.exit_code == 0 and "gamma = 1" in r.output
 
 
-def test_kernel_scale_and_deprecated_gamma_spelling(runner):
-    if not (SHARED_DATASETS / "pendigits.npz").exists():
-        pytest.skip("shared pendigits.npz not found")
-    args = ["pendigits", "--data-home", str(SHARED_DATASETS)]
-    new = runner.invoke(main, ["kernel-scale", *args])
-    old = runner.invoke(main, ["gamma", *args])
-    assert new.exit_code == old.exit_code == 0
-    assert "deprecated" not in new.output and "use 'mbkkm kernel-scale'" in old.output
-
-    def value(out):  # the result line without its timing
-        return next(ln for ln in out.splitlines() if ": gamma = " in ln).rsplit(" (", 1)[0]
-
-    assert value(new.output) == value(old.output)
+def test_the_deprecated_gamma_command_is_gone(runner):
+    r = runner.invoke(main, ["gamma", "pendigits"])
+    assert r.exit_code == 2 and "No such command 'gamma'" in r.output
 
 
 def test_fit_gamma_auto_prints_candidates_and_plots(runner, blobs, tmp_path):

@@ -52,8 +52,7 @@ def fake(monkeypatch):
     environment without MALLOC_*."""
     mallopt = FakeMallopt()
     mallopt.trim = FakeTrim()
-    monkeypatch.setattr(_alloc, "_glibc_mallopt", lambda: mallopt)
-    monkeypatch.setattr(_alloc, "_glibc_malloc_trim", lambda: mallopt.trim)
+    monkeypatch.setattr(_alloc, "_glibc", {"mallopt": mallopt, "malloc_trim": mallopt.trim}.get)
     for name in [n for n in _alloc.os.environ if n.startswith("MALLOC_")]:
         monkeypatch.delenv(name)
     monkeypatch.delenv(_alloc.OPT_OUT, raising=False)
@@ -75,13 +74,13 @@ def test_release_free_memory_trims_all_arenas(fake, monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "2")
     assert _alloc.release_free_memory() is False
     assert fake.trim.calls == [0]
-    monkeypatch.setattr(_alloc, "_glibc_malloc_trim", lambda: None)  # not glibc
+    monkeypatch.setattr(_alloc, "_glibc", lambda name: None)  # not glibc
     assert _alloc.release_free_memory(environ={}) is False
 
 
 def test_a_refused_setting_is_not_reported(monkeypatch):
     mallopt = FakeMallopt(refuse={-3})
-    monkeypatch.setattr(_alloc, "_glibc_mallopt", lambda: mallopt)
+    monkeypatch.setattr(_alloc, "_glibc", {"mallopt": mallopt}.get)
     assert _alloc.tune_allocator(environ={}) == {"M_TRIM_THRESHOLD": 32 * MIB}
     assert len(mallopt.calls) == 2
 
@@ -102,12 +101,12 @@ def test_a_refused_setting_is_not_reported(monkeypatch):
 )
 def test_opt_out_and_the_users_own_settings(environ, applied):
     mallopt = FakeMallopt()
-    original = _alloc._glibc_mallopt
-    _alloc._glibc_mallopt = lambda: mallopt
+    original = _alloc._glibc
+    _alloc._glibc = {"mallopt": mallopt}.get
     try:
         result = _alloc.tune_allocator(environ=environ)
     finally:
-        _alloc._glibc_mallopt = original
+        _alloc._glibc = original
     assert (result == CHOSEN) is applied
     assert bool(mallopt.calls) is applied
 
@@ -125,7 +124,7 @@ def test_no_op_off_glibc_linux(monkeypatch):
     monkeypatch.setattr("ctypes.CDLL", lambda name: libc)
     monkeypatch.setattr(_alloc.sys, "platform", "linux")
     monkeypatch.setattr(_alloc.platform, "libc_ver", lambda: ("glibc", "2.36"))
-    assert _alloc._glibc_mallopt() is libc.mallopt  # the fake, argument types set
+    assert _alloc._glibc("mallopt") is libc.mallopt  # the fake, argument types set
     assert libc.mallopt.argtypes is not None and libc.mallopt.restype is not None
     for system, libc_ver in [
         ("darwin", ("", "")),
@@ -135,7 +134,7 @@ def test_no_op_off_glibc_linux(monkeypatch):
     ]:
         monkeypatch.setattr(_alloc.sys, "platform", system)
         monkeypatch.setattr(_alloc.platform, "libc_ver", lambda v=libc_ver: v)
-        assert _alloc._glibc_mallopt() is None
+        assert _alloc._glibc("mallopt") is None
         assert _alloc.tune_allocator(environ={}) == {}
     assert libc.mallopt.calls == []
 

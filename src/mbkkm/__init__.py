@@ -15,19 +15,6 @@ from typing import TYPE_CHECKING
 
 __version__ = "0.2.0.dev0"  # the next release's development number (CHANGELOG.md)
 
-#: public name -> the module (relative to this package) that defines it
-_LAZY = {
-    "KernelKMeans": ".cluster",
-    "KernelMemoryError": ".cluster",
-    "MemoryPlan": ".cluster",
-    "MemoryPlanError": ".cluster",
-    "MiniBatchKMeans": ".cluster",
-    "MiniBatchKernelKMeans": ".cluster",
-    "load_model": ".cluster",
-    "measure_memory": ".cluster",
-    "save_model": ".cluster",
-}
-
 #: subpackages reachable as attributes (``mbkkm.cluster``) without their own import
 _SUBMODULES = ("backends", "cluster", "datasets", "experiments", "kernels")
 
@@ -43,6 +30,9 @@ __all__ = [
     "measure_memory",
     "save_model",
 ]
+
+#: the public names other than ``__version__``: :mod:`mbkkm.cluster`'s, imported on first use
+_LAZY = frozenset(__all__) - {"__version__"}
 
 if TYPE_CHECKING:
     from .cluster import (
@@ -60,7 +50,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str):
     if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        value = getattr(importlib.import_module(".cluster", __name__), name)
         globals()[name] = value  # the next access does not come here
         return value
     if name in _SUBMODULES:

@@ -1,4 +1,4 @@
-"""Warnings that point at the user's line.
+"""Messages to the user: warnings that point at the user's line, errors in one line.
 
 A fixed ``stacklevel`` points at the right frame only as long as nobody adds a
 decorator or a helper between the public method and the ``warnings.warn`` call
@@ -36,3 +36,10 @@ def warn(message: str, category: type[Warning]) -> None:
         frame = frame.f_back
         level += 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def one_line(exc: BaseException, *, with_type: bool = False) -> str:
+    """The message of ``exc`` on one line (its whitespace runs made single spaces),
+    after its type's name with ``with_type``."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if with_type else text

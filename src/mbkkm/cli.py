@@ -9,7 +9,6 @@ Commands::
     mbkkm experiment PRESET|FILE --out DIR    run an experiment grid (resumable)
     mbkkm plot RESULTS... --out DIR           figures from saved result tables
     mbkkm kernel-scale DATASET --kernel rbf|knn|heat  the paper's gamma = max_x sqrt(K(x, x))
-                                              (``mbkkm gamma``: deprecated spelling)
 
 Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
@@ -19,12 +18,13 @@ Errors are printed as one line (``Error: ...``), without a traceback.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from contextlib import ExitStack, closing, contextmanager
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 try:
@@ -43,12 +43,14 @@ from . import __version__
 from ._files import (
     ColumnSelectionError,
     Table,
+    names_list,
     open_table,
     open_writer,
     output_kind,
     save_figure,
 )
 from ._files._alloc import release_free_memory, tune_allocator
+from ._warn import one_line
 
 # ---------------------------------------------------------------------------
 # Reading user data
@@ -123,35 +125,31 @@ def load_model(path: str | Path):
     return _load_model(path)
 
 
-class _Spinner:
+@contextmanager
+def _spinner(message: str):
     """Elapsed time on stderr while a fit runs (only on a terminal)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    stop = threading.Event()
 
-    def __init__(self, message: str):
-        self.message = message
-        self._stop = threading.Event()
-        self._thread = None
-
-    def __enter__(self):
-        if sys.stderr.isatty():
-            self._thread = threading.Thread(target=self._spin, daemon=True)
-            self._thread.start()
-        return self
-
-    def _spin(self):
-        start = time.perf_counter()
-        marks = "|/-\\"
-        i = 0
-        while not self._stop.wait(0.2):
-            sys.stderr.write(f"\r{marks[i % 4]} {self.message} {time.perf_counter() - start:.1f} s")
+    def spin():
+        start, marks = time.perf_counter(), "|/-\\"
+        for i in itertools.count():
+            if stop.wait(0.2):
+                return
+            sys.stderr.write(f"\r{marks[i % 4]} {message} {time.perf_counter() - start:.1f} s")
             sys.stderr.flush()
-            i += 1
 
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            sys.stderr.write("\r" + " " * (len(self.message) + 16) + "\r")
-            sys.stderr.flush()
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")
+        sys.stderr.flush()
 
 
 # ---------------------------------------------------------------------------
@@ -164,49 +162,65 @@ PLOT_POINTS = 20_000
 LABEL_BLOCK_BYTES = 64 * 2**20
 
 
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())
+@contextmanager
+def _fails(*errors, prefix: str = "", usage: bool = False):
+    """The ``errors`` raised in the block as the command's one-line error, without
+    a traceback: a runtime failure (exit 1), or with ``usage`` a usage error (exit
+    2, the message as it is)."""
+    try:
+        yield
+    except errors as exc:
+        if usage:
+            raise click.UsageError(str(exc)) from None
+        raise click.ClickException(prefix + one_line(exc)) from None
 
 
-def _data_options(command):
-    """The options that choose how DATA is read (``fit`` and ``predict``)."""
-    for option in reversed(
-        [
-            click.option(
-                "--header/--no-header",
-                default=None,
-                help="Whether a text file has a header line (default: detected).",
-            ),
-            click.option(
-                "--key", default="X", show_default=True, help="Array name in an .npz file."
-            ),
-            click.option(
-                "--columns",
-                multiple=True,
-                metavar="NAMES",
-                help="Columns to use, by header name or 0-based index, comma-separated "
-                "(e.g. --columns x,y,z or --columns 0,2). Default: all (predict: "
-                "the model's, found by name; the fit's choice is saved with the "
-                "model).",
-            ),
-            click.option(
-                "--drop",
-                multiple=True,
-                metavar="NAMES",
-                help="Columns to leave out (an id, a label), by header name or 0-based "
-                "index, comma-separated (predict: default the fit's).",
-            ),
-            click.option(
-                "--dtype",
-                type=click.Choice(["float32", "float64"]),
-                default=None,
-                help="Precision of the data in memory. Default: float32 (as the "
-                "estimators prefer); a float64 .npy/.npz keeps float64.",
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
+def _options(*decorators):
+    """Click options (and arguments) declared once, applied as one decorator in
+    this order."""
+
+    def apply(command):
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return apply
+
+
+def _file_option(*names, **kwargs):
+    """An option naming a file to write (default None: not written)."""
+    return click.option(*names, type=click.Path(dir_okay=False, writable=True), **kwargs)
+
+
+_data_options = _options(
+    click.option(
+        "--header/--no-header",
+        default=None,
+        help="Whether a text file has a header line (default: detected).",
+    ),
+    click.option("--key", default="X", help="Array name in an .npz file."),
+    click.option(
+        "--columns",
+        multiple=True,
+        metavar="NAMES",
+        help="Columns to use, by header name or 0-based index, comma-separated "
+        "(e.g. --columns x,y,z or --columns 0,2). Default: all (predict: the model's, "
+        "found by name; the fit's choice is saved with the model).",
+    ),
+    click.option(
+        "--drop",
+        multiple=True,
+        metavar="NAMES",
+        help="Columns to leave out (an id, a label), by header name or 0-based "
+        "index, comma-separated (predict: default the fit's).",
+    ),
+    click.option(
+        "--dtype",
+        type=click.Choice(["float32", "float64"]),
+        help="Precision of the data in memory. Default: float32 (as the "
+        "estimators prefer); a float64 .npy/.npz keeps float64.",
+    ),
+)
 
 
 def _split_names(values, option: str) -> list[str] | None:
@@ -222,22 +236,18 @@ def _split_names(values, option: str) -> list[str] | None:
     return names
 
 
-def _open_data(data, *, header, key, columns, drop, dtype):
-    """open_table with the CLI's errors: a bad column choice is a usage error (2),
+def _open_data(
+    data, *, header, key, dtype, columns=None, drop=None, refused="--{option}: {detail}"
+) -> Table:
+    """open_table with the CLI's errors: a column choice that does not fit DATA is a
+    usage error (2; ``refused`` formatted with ``option``, ``detail`` and ``data``),
     unreadable data a runtime failure (1)."""
-    try:
-        return open_table(
-            data,
-            header=header,
-            key=key,
-            columns=_split_names(columns, "--columns"),
-            drop=_split_names(drop, "--drop"),
-            dtype=dtype,
-        )
-    except ColumnSelectionError as exc:
-        raise click.UsageError(f"--{exc.option}: {exc.detail}") from None
-    except (OSError, ValueError, ImportError) as exc:
-        raise click.ClickException(_one_line(exc)) from None
+    with _fails(OSError, ValueError, ImportError):
+        try:
+            return open_table(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
+        except ColumnSelectionError as exc:
+            message = refused.format(option=exc.option, detail=exc.detail, data=data)
+            raise click.UsageError(message) from None
 
 
 # ---------------------------------------------------------------------------
@@ -261,8 +271,8 @@ def _record_columns(est, table: Table, columns, drop) -> None:
         est,
         COLUMN_CHOICE,
         {
-            "columns": _split_names(columns, "--columns"),
-            "drop": _split_names(drop, "--drop"),
+            "columns": columns,
+            "drop": drop,
             "file_columns": int(table.n_file_columns),
             "used": [int(j) for j in table.columns],
             # header names of the file's columns not used (None: the file had no header)
@@ -271,11 +281,6 @@ def _record_columns(est, table: Table, columns, drop) -> None:
             else [str(n) for j, n in enumerate(names) if j not in table.columns],
         },
     )
-
-
-def _names_list(names, limit: int = 8) -> str:
-    shown = ", ".join(map(repr, names[:limit]))
-    return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
 def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
@@ -292,18 +297,20 @@ def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
     names = getattr(est, "feature_names_in_", None)
     names = None if names is None else [str(n) for n in names]
     saved = getattr(est, COLUMN_CHOICE, None) or {}
-    given = bool(columns or drop)
-    table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
+    columns, drop = _split_names(columns, "--columns"), _split_names(drop, "--drop")
+    given = columns is not None or drop is not None
+    reopen = partial(_open_data, data, header=header, key=key, dtype=dtype)
+    table = reopen(columns=columns, drop=drop)
     if names is not None and table.names is not None:
-        return _select_by_name(table, names, saved, given, data, header, key, dtype)
+        return _select_by_name(table, names, saved, given, data, reopen)
     if names is not None:
         click.echo(
             f"Warning: {data} has no column names, but the model was fitted on named "
-            f"columns ({_names_list(names)}); its columns are taken by position.",
+            f"columns ({names_list(names)}); its columns are taken by position.",
             err=True,
         )
         if not given and saved.get("file_columns") == table.n_file_columns:
-            table = _open_indices(data, header, key, saved["used"], dtype)
+            table = reopen(columns=saved["used"])
         return table
     if table.names is not None:
         click.echo(
@@ -313,27 +320,19 @@ def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
             err=True,
         )
     if not given and (saved.get("columns") or saved.get("drop")):
-        try:  # indices (a fit without a header): the same choice, by position
-            table = open_table(
-                data,
-                header=header,
-                key=key,
-                columns=saved["columns"],
-                drop=saved["drop"],
-                dtype=dtype,
-            )
-        except ColumnSelectionError as exc:
-            raise click.UsageError(
-                f"the model's --{exc.option} choice of the fit does not fit {data}: "
-                f"{exc.detail} Choose the columns with --columns / --drop."
-            ) from None
-        except (OSError, ValueError, ImportError) as exc:
-            raise click.ClickException(_one_line(exc)) from None
+        # indices (a fit without a header): the same choice, by position
+        table = reopen(
+            columns=saved["columns"],
+            drop=saved["drop"],
+            refused="the model's --{option} choice of the fit does not fit {data}: "
+            "{detail} Choose the columns with --columns / --drop.",
+        )
     return table
 
 
-def _select_by_name(table, names, saved, given, data, header, key, dtype) -> Table:
-    """The model's named columns of a table with a header, in the model's order."""
+def _select_by_name(table, names, saved, given, data, reopen) -> Table:
+    """The model's named columns of a table with a header, in the model's order
+    (``reopen(columns=...)`` opens DATA again with other columns)."""
     file_names = table.file_names
     if given:  # the columns chosen at predict
         candidates = list(table.columns)
@@ -351,16 +350,20 @@ def _select_by_name(table, names, saved, given, data, header, key, dtype) -> Tab
         if have != names:
             doubled = sorted({n for n in names if names.count(n) > 1})
             raise click.UsageError(
-                f"the model's columns hold {_names_list(doubled)} more than once, so they "
+                f"the model's columns hold {names_list(doubled)} more than once, so they "
                 f"cannot be found by name, and the columns of {data} "
-                f"({_names_list(have)}) are not the model's ({_names_list(names)}) in its "
+                f"({names_list(have)}) are not the model's ({names_list(names)}) in its "
                 "order; choose them with --columns (by 0-based index)."
             )
-        return (
-            table
-            if candidates == table.columns
-            else _open_indices(data, header, key, candidates, dtype)
-        )
+        order = candidates
+    else:
+        _check_names(names, have, data)
+        order = [candidates[have.index(n)] for n in names]
+    return table if order == table.columns else reopen(columns=order)
+
+
+def _check_names(names, have, data) -> None:
+    """Refuse the columns ``have`` of DATA that are not the model's ``names``."""
     missing = [n for n in names if n not in have]
     extra = [n for n in have if n not in set(names)]
     if missing or extra:
@@ -368,62 +371,46 @@ def _select_by_name(table, names, saved, given, data, header, key, dtype) -> Tab
         if missing:
             parts.append(
                 f"{data} lacks {_plural(missing, 'column')} the model was fitted on: "
-                f"{_names_list(missing)}"
+                f"{names_list(missing)}"
             )
         if extra:
             parts.append(
                 f"{data} has {_plural(extra, 'column')} the model was not fitted on: "
-                f"{_names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
+                f"{names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
                 f"out with --drop {','.join(extra)})"
             )
         raise click.UsageError(
-            "; ".join(parts) + f". The model expects {_names_list(names)}, in any order."
+            "; ".join(parts) + f". The model expects {names_list(names)}, in any order."
         )
     doubled = sorted({n for n in have if have.count(n) > 1})
     if doubled:
         raise click.UsageError(
-            f"the header of {data} holds {_names_list(doubled)} more than "
+            f"the header of {data} holds {names_list(doubled)} more than "
             "once: the model's columns cannot be found by name; choose them "
             "with --columns (by 0-based index)."
         )
-    order = [candidates[have.index(n)] for n in names]
-    if order == table.columns:
-        return table
-    return _open_indices(data, header, key, order, dtype)
 
 
 def _plural(items, word: str) -> str:
     return f"the {word}" if len(items) == 1 else f"the {word}s"
 
 
-def _open_indices(data, header, key, indices, dtype) -> Table:
-    """DATA opened with the columns of these 0-based indices, in this order."""
-    try:
-        return open_table(data, header=header, key=key, columns=list(indices), dtype=dtype)
-    except (OSError, ValueError, ImportError) as exc:
-        raise click.ClickException(_one_line(exc)) from None
+def _distances(est, blocks):
+    """``est.transform`` of each block of rows: its squared distances to the centers.
 
-
-def _named_blocks(est, blocks):
-    """The blocks as ``est.transform`` takes them: for a model with feature names,
-    DataFrames with those names (the columns have already been matched by name,
-    and scikit-learn checks them once more), else as they are."""
+    For a model with feature names the blocks go in as DataFrames with those names
+    (the columns have already been matched by name, and scikit-learn checks them
+    once more).
+    """
     names = getattr(est, "feature_names_in_", None)
-    if names is None:
-        yield from blocks
-        return
-    import pandas as pd
-
     for block in blocks:
-        yield pd.DataFrame(block, columns=names, copy=False)
+        if names is not None:
+            import pandas as pd
 
-
-def _check_stdout(labels_out, transform_out) -> None:
-    if labels_out == "-" and transform_out == "-":
-        raise click.UsageError(
-            "--transform-out: standard output already takes the labels; "
-            "write one of them to a file (--labels-out FILE)."
-        )
+            block = pd.DataFrame(block, columns=names, copy=False)
+        with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
+            D = np.asarray(est.transform(block))
+        yield D
 
 
 def _target(path):
@@ -473,17 +460,34 @@ def _note_resume(checkpoint, max_iter) -> None:
     )
 
 
-def _check_output(path, option: str, kinds=("labels",)) -> None:
-    """Refuse, before any work, an output that cannot be written: a missing folder,
+def _check_outputs(labels, transform, model=None, images=()) -> None:
+    """Refuse, before any work, outputs that cannot be written: the labels and the
+    distances both to standard output, then each in turn (``images``: (path,
+    option) of the figures)."""
+    if labels == "-" and transform == "-":
+        raise click.UsageError(
+            "--transform-out: standard output already takes the labels; "
+            "write one of them to a file (--labels-out FILE)."
+        )
+    for path, option in ((labels, "--labels-out"), (transform, "--transform-out")):
+        if path != "-":
+            _check_output(path, option)
+    _check_output(model, "--model-out")
+    for path, option in images:
+        _check_output(path, option, image=True)
+
+
+def _check_output(path, option: str, image=False) -> None:
+    """Refuse an output that cannot be written: standard output, a missing folder,
     an image format matplotlib does not write, Parquet without pyarrow."""
-    if path is None or (path == "-" and option in ("--labels-out", "--transform-out")):
+    if path is None:
         return
     if path == "-":
         raise click.UsageError(f"{option}: cannot write to standard output; give a file name.")
     path = Path(path)
     if not path.parent.is_dir():
         raise click.UsageError(f"{option}: the folder {str(path.parent)!r} does not exist.")
-    if "image" in kinds:
+    if image:
         from matplotlib.figure import Figure
 
         formats = Figure().canvas.get_supported_filetypes()
@@ -526,51 +530,16 @@ def _progress(total, unit: str, desc: str, enabled: bool):
 
 @contextmanager
 def _reading(table, desc: str, quiet: bool):
-    """Read ``table`` with a progress bar (bytes of text, else rows) and the
-    library's thread count of parsing threads: ``with _reading(...) as read:``
-    then ``read.all()`` (``mbkkm fit``) or ``read.blocks(k)`` (``mbkkm predict``),
-    the one threaded reader either way. Reading errors become one-line CLI
-    errors; a stream left part way is closed here, so no parsing thread outlives
-    the command."""
-    total = table.size_bytes if table.kind == "text" else table.n_rows
-    with _progress(
-        total, "B" if table.kind == "text" else "row", f"{desc} {table.path.name}", not quiet
-    ) as update:
-        read = _Reader(table, update, _reading_threads())
-        try:
-            yield read
-        except (OSError, ValueError, ImportError) as exc:
-            raise click.ClickException(_one_line(exc)) from None
-        finally:
-            for stream in read.streams:
-                stream.close()
-
-
-@dataclass
-class _Reader:
-    """The reading of one table (see :func:`_reading`)."""
-
-    table: Table
-    update: Callable[[int], object] | None
-    n_threads: int
-    streams: list = field(default_factory=list)
-
-    def all(self) -> np.ndarray:
-        """The whole table, shape (n_rows, n_columns)."""
-        X = self.table.read(progress=self.update, n_threads=self.n_threads)
-        release_free_memory()  # the parsing threads' kept buffers, before the fit
-        return X
-
-    def blocks(self, k: int) -> Iterator[np.ndarray]:
-        """The table as consecutive row blocks, sized for k distances per row."""
-        stream = self.table.blocks(progress=self.update, n_threads=self.n_threads)
-        self.streams.append(stream)
-        return (rows for block in stream for rows in _row_blocks(block, k))
-
-
-def _read_with_progress(table, quiet: bool):
-    with _reading(table, "reading", quiet) as read:
-        return read.all()
+    """How to read ``table``: ``table.read(**how)`` (``mbkkm fit``) or
+    ``table.blocks(**how)`` (``mbkkm predict``) in ``with _reading(...) as how:``,
+    with a progress bar (bytes of text, else rows) and the library's thread count
+    of parsing threads. Reading errors become one-line CLI errors."""
+    total, unit = (table.size_bytes, "B") if table.kind == "text" else (table.n_rows, "row")
+    with (
+        _progress(total, unit, f"{desc} {table.path.name}", not quiet) as update,
+        _fails(OSError, ValueError, ImportError),
+    ):
+        yield {"progress": update, "n_threads": _reading_threads()}
 
 
 @dataclass
@@ -583,13 +552,13 @@ class _Labelled:
     sample_labels: np.ndarray | None = None
 
 
-def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sample=None):
-    """One pass over blocks of rows: labels (argmin of ``transform``) and minimum
-    distances, written block by block to ``labels_out`` / ``transform_out``.
+def _label_blocks(distances, k, *, labels_out, transform_out, n_rows, update, sample=None):
+    """One pass over blocks of squared distances to the k centers (rows, k): labels
+    (argmin) and minimum distances, written block by block to ``labels_out`` /
+    ``transform_out``.
 
     ``sample``: sorted row indices whose labels are kept (for the plot).
     """
-    k = est.n_clusters
     out = _Labelled(np.zeros(k, dtype=np.int64))
     if sample is not None:
         out.sample_labels = np.empty(sample.shape[0], dtype=np.int32)
@@ -604,16 +573,7 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
             tw = stack.enter_context(
                 open_writer(_target(transform_out), names=names, dtype=np.float32, n_rows=n_rows)
             )
-        for block in _named_blocks(est, blocks):
-            try:
-                D = np.asarray(est.transform(block))  # (rows, k) squared distances
-            except (ValueError, MemoryError, RuntimeError) as exc:
-                raise click.ClickException(f"labelling failed: {_one_line(exc)}") from None
-            if D.shape[1] != k:  # pragma: no cover - a model that breaks its own contract
-                raise click.ClickException(
-                    f"labelling failed: the model gives {D.shape[1]} "
-                    f"distances per point for {k} clusters."
-                )
+        for D in distances:
             labels = D.argmin(axis=1).astype(np.int32)
             out.inertia += float(D[np.arange(D.shape[0]), labels].sum(dtype=np.float64))
             out.sizes += np.bincount(labels, minlength=k)
@@ -630,18 +590,6 @@ def _label_blocks(est, blocks, *, labels_out, transform_out, n_rows, update, sam
     return out
 
 
-class _Given:
-    """Distances already computed (the fitted points of a graph kernel), passed
-    through :func:`_label_blocks` block by block."""
-
-    def __init__(self, n_clusters):
-        self.n_clusters = n_clusters
-
-    @staticmethod
-    def transform(D):
-        return D
-
-
 def _row_blocks(X, k: int):
     """Consecutive row blocks of an array (views), sized for k distances per row."""
     rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**16))
@@ -655,11 +603,18 @@ def _new_figure(figsize=(6.4, 4.8)):
     return Figure(figsize=figsize)
 
 
-def _save(fig, path) -> None:
+@contextmanager
+def _writing(path):
+    """An OSError of the block as the one-line failure 'cannot write PATH: why'."""
     try:
-        save_figure(fig, path, dpi=110, bbox_inches="tight")
+        yield
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+
+
+def _save(fig, path) -> None:
+    with _writing(path):
+        save_figure(fig, path, dpi=110, bbox_inches="tight")
 
 
 def _legend_outside(ax) -> None:
@@ -729,36 +684,22 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
         xy = pca.fit_transform(np.asarray(X, dtype=np.float64))
         r = pca.explained_variance_ratio_
         xlabel, ylabel = f"PC 1 ({r[0]:.0%} of the variance)", f"PC 2 ({r[1]:.0%})"
+    points = {"s": 4, "linewidths": 0, "rasterized": True}
     if n_clusters <= 20:
         import matplotlib as mpl
 
         cmap = mpl.colormaps["tab10" if n_clusters <= 10 else "tab20"]
         for j in range(n_clusters):
             sel = labels == j
-            ax.scatter(
-                xy[sel, 0],
-                xy[sel, 1],
-                s=4,
-                color=cmap(j),
-                linewidths=0,
-                rasterized=True,
-                label=f"{j} ({int(sel.sum())})",
-            )
+            label = f"{j} ({int(sel.sum())})"
+            ax.scatter(xy[sel, 0], xy[sel, 1], color=cmap(j), label=label, **points)
         _legend_outside(ax)
         ax.get_legend().set_title("cluster (points shown)", prop={"size": "small"})
         for h in ax.get_legend().legend_handles:
             h.set_sizes([20])
     else:
         sc = ax.scatter(
-            xy[:, 0],
-            xy[:, 1],
-            s=4,
-            c=labels,
-            cmap="turbo",
-            linewidths=0,
-            rasterized=True,
-            vmin=0,
-            vmax=n_clusters - 1,
+            xy[:, 0], xy[:, 1], c=labels, cmap="turbo", vmin=0, vmax=n_clusters - 1, **points
         )
         fig.colorbar(sc, ax=ax, label="cluster")
     ax.set_xlabel(xlabel)
@@ -775,66 +716,42 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
 # ---------------------------------------------------------------------------
 
 
-class _TauType(click.ParamType):
-    """A positive integer, or 'none' (tau=None: no truncation)."""
+class _NumberOr(click.ParamType):
+    """A positive number (``integer``: a positive integer), or one of the ``words``
+    (a word -> its value, case-insensitive); ``none`` is the value of no value."""
 
-    name = "INTEGER|none"
-
-    def convert(self, value, param, ctx):
-        if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
-            return None
-        try:
-            tau = int(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a positive integer or 'none'", param, ctx)
-        if tau < 1:
-            self.fail(f"{tau} is not >= 1", param, ctx)
-        return tau
-
-
-_TAU = _TauType()
-
-
-class _GammaType(click.ParamType):
-    """A positive number, 'auto' (mbkkm.cluster.select_gamma) or 'mean-distance'."""
-
-    name = "FLOAT|auto|mean-distance"
+    def __init__(self, words: dict, integer: bool = False, none=None):
+        self.words, self.integer, self.none = words, integer, none
+        self.name = "|".join(["INTEGER" if integer else "FLOAT", *words])
 
     def convert(self, value, param, ctx):
         if value is None:
-            return None
-        if isinstance(value, str) and value.strip().lower() in ("auto", "mean-distance"):
-            return value.strip().lower()
+            return self.none
+        if isinstance(value, str) and value.strip().lower() in self.words:
+            return self.words[value.strip().lower()]
+        kinds = ["a positive " + ("integer" if self.integer else "number")]
+        kinds += map(repr, self.words)
         try:
-            gamma = float(value)
+            number = (int if self.integer else float)(value)
         except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a positive number, 'auto' or 'mean-distance'", param, ctx)
-        if not (np.isfinite(gamma) and gamma > 0):
+            either = ", ".join(kinds[:-1]) + " or " + kinds[-1]
+            self.fail(f"{value!r} is not {either}", param, ctx)
+        if self.integer and number < 1:
+            self.fail(f"{number} is not >= 1", param, ctx)
+        if not (np.isfinite(number) and number > 0):
             self.fail(f"{value!r} is not a positive number", param, ctx)
-        return gamma
+        return number
 
 
-_GAMMA = _GammaType()
+#: --tau: a window length, or 'none' (tau=None: no truncation)
+_TAU = _NumberOr({"none": None}, integer=True)
+#: --gamma: a width, 'auto' (mbkkm.cluster.select_gamma) or 'mean-distance'
+_GAMMA = _NumberOr({"auto": "auto", "mean-distance": "mean-distance"})
+#: --t: the heat kernel's diffusion time, or 'auto'
+_TIME = _NumberOr({"auto": "auto"}, none="auto")
 
 
-class _TimeType(click.ParamType):
-    """The heat kernel's diffusion time: a positive number or 'auto'."""
-
-    name = "FLOAT|auto"
-
-    def convert(self, value, param, ctx):
-        if value is None or (isinstance(value, str) and value.strip().lower() == "auto"):
-            return "auto"
-        try:
-            t = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a positive number or 'auto'", param, ctx)
-        if not (np.isfinite(t) and t > 0):
-            self.fail(f"{value!r} is not a positive number", param, ctx)
-        return t
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
 @click.version_option(__version__, prog_name="mbkkm")
 def main():
     """mbkkm: mini-batch kernel k-means (Jourdan & Schwartzman) from the command line.
@@ -854,7 +771,7 @@ class _KernelChoice(click.Choice):
     """The registry's kernel names, read on first use: the registry imports
     scikit-learn, which ``mbkkm --help`` and most option errors do without."""
 
-    def __init__(self, graph: bool):
+    def __init__(self, graph: bool = False):
         self._graph = graph
         self._choices = None
         self.case_sensitive = True
@@ -872,148 +789,109 @@ class _KernelChoice(click.Choice):
         self._choices = tuple(value)
 
 
-def _kernel_choice(graph=False):
-    return _KernelChoice(graph)
+_kernel_choice = _KernelChoice
 
+_model_options = _options(
+    click.option(
+        "--kernel",
+        type=_KernelChoice(graph=True),
+        default="rbf",
+        help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion time --t, "
+        "neighbours --n-neighbors); 'knn': the paper's k-NN kernel (needs --n-neighbors).",
+    ),
+    click.option(
+        "--n-neighbors",
+        type=click.IntRange(1),
+        help="Graph kernels: neighbours per point, the point itself included "
+        "(heat: 10, 20 or 40 chosen by the graph's eigengap by default).",
+    ),
+    click.option(
+        "--t",
+        "heat_t",
+        type=_TIME,
+        default="auto",
+        help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
+        "(prints the choice; the candidates with --verbose).",
+    ),
+    click.option(
+        "--gamma",
+        type=_GAMMA,
+        help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to choose it "
+        "without labels (prints the choice; the candidates with --verbose); 'mean-distance' "
+        "for 1 / (2 sum of feature variances). Default: rbf and laplacian as 'auto' when "
+        "the 1000-point sample has >= 10 points per cluster (k <= 100), else "
+        "'mean-distance'; other kernels their own default.",
+    ),
+    _file_option(
+        "--gamma-plot",
+        help="When the width is chosen (--gamma auto or the default): save the "
+        "criterion against gamma to this image.",
+    ),
+    click.option(
+        "--batch-size",
+        type=click.IntRange(1),
+        default=1024,
+        help="Points per mini-batch.",
+    ),
+    click.option(
+        "--tau",
+        type=_TAU,
+        default="200",
+        help="Window length (points kept per center); 'none' for the untruncated "
+        "algorithm (a table over all points).",
+    ),
+    click.option(
+        "--max-iter",
+        type=click.IntRange(1),
+        default=200,
+        help="Number of mini-batch iterations.",
+    ),
+    click.option(
+        "--learning-rate",
+        type=click.Choice(["adaptive", "classic"]),
+        default="adaptive",
+        help="Learning rate.",
+    ),
+    click.option("--seed", type=int, default=0, help="Random seed."),
+)
 
-def _model_options(command):
-    """The options of the estimator ``mbkkm fit`` builds: kernel, width (and the plot
-    of its choice), batches, iterations, seed."""
-    for option in reversed(
-        [
-            click.option(
-                "--kernel",
-                type=_kernel_choice(graph=True),
-                default="rbf",
-                show_default=True,
-                help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion "
-                "time --t, neighbours --n-neighbors); 'knn': the paper's k-NN kernel "
-                "(needs --n-neighbors).",
-            ),
-            click.option(
-                "--n-neighbors",
-                type=click.IntRange(1),
-                default=None,
-                help="Graph kernels: neighbours per point, the point itself included "
-                "(heat: 10, 20 or 40 chosen by the graph's eigengap by default).",
-            ),
-            click.option(
-                "--t",
-                "heat_t",
-                type=_TimeType(),
-                default="auto",
-                show_default=True,
-                help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
-                "(prints the choice; the candidates with --verbose).",
-            ),
-            click.option(
-                "--gamma",
-                type=_GAMMA,
-                default=None,
-                help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to "
-                "choose it without labels (prints the choice; the candidates with "
-                "--verbose); 'mean-distance' for "
-                "1 / (2 sum of feature variances). Default: rbf and laplacian as "
-                "'auto' when the 1000-point sample has >= 10 points per cluster "
-                "(k <= 100), else 'mean-distance'; other kernels their own default.",
-            ),
-            click.option(
-                "--gamma-plot",
-                type=click.Path(dir_okay=False, writable=True),
-                default=None,
-                help="When the width is chosen (--gamma auto or the default): save the "
-                "criterion against gamma to this image.",
-            ),
-            click.option(
-                "--batch-size",
-                type=click.IntRange(1),
-                default=1024,
-                show_default=True,
-                help="Points per mini-batch.",
-            ),
-            click.option(
-                "--tau",
-                type=_TAU,
-                default="200",
-                show_default=True,
-                help="Window length (points kept per center); 'none' for the untruncated "
-                "algorithm (a table over all points).",
-            ),
-            click.option(
-                "--max-iter",
-                type=click.IntRange(1),
-                default=200,
-                show_default=True,
-                help="Number of mini-batch iterations.",
-            ),
-            click.option(
-                "--learning-rate",
-                type=click.Choice(["adaptive", "classic"]),
-                default="adaptive",
-                show_default=True,
-                help="Learning rate.",
-            ),
-            click.option("--seed", type=int, default=0, show_default=True, help="Random seed."),
-        ]
-    ):
-        command = option(command)
-    return command
-
-
-def _fit_output_options(command):
-    """The outputs of ``mbkkm fit`` and its checkpoint."""
-    for option in reversed(
-        [
-            click.option(
-                "--labels-out",
-                type=click.Path(dir_okay=False, writable=True),
-                default=None,
-                help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
-                "the suffix; '-' for stdout.",
-            ),
-            click.option(
-                "--transform-out",
-                type=click.Path(dir_okay=False, writable=True),
-                default=None,
-                help="Write the squared distances of every point to the k centers (float32; "
-                "text, .npy, .parquet or .feather by the suffix; '-' for stdout).",
-            ),
-            click.option(
-                "--model-out",
-                type=click.Path(dir_okay=False, writable=True),
-                default=None,
-                help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
-                "use with 'mbkkm predict').",
-            ),
-            click.option(
-                "--plot",
-                "plot_out",
-                type=click.Path(dir_okay=False, writable=True),
-                default=None,
-                help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
-                "the two columns when there are two, else the first two principal "
-                f"components; at most {PLOT_POINTS:,} points, drawn at random.",
-            ),
-            click.option(
-                "--checkpoint",
-                "checkpoint",
-                type=click.Path(dir_okay=False, writable=True),
-                default=None,
-                help="Save the fit's state to this file every --checkpoint-every iterations; "
-                "the same command run again resumes from it (a file of another "
-                "command is refused). Removed once the outputs are written.",
-            ),
-            click.option(
-                "--checkpoint-every",
-                type=click.IntRange(1),
-                default=None,
-                metavar="N",
-                help="Iterations between two checkpoints (default: max-iter / 10).",
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
+#: The outputs of ``mbkkm fit`` and its checkpoint.
+_fit_output_options = _options(
+    _file_option(
+        "--labels-out",
+        help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
+        "the suffix; '-' for stdout.",
+    ),
+    _file_option(
+        "--transform-out",
+        help="Write the squared distances of every point to the k centers (float32; "
+        "text, .npy, .parquet or .feather by the suffix; '-' for stdout).",
+    ),
+    _file_option(
+        "--model-out",
+        help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
+        "use with 'mbkkm predict').",
+    ),
+    _file_option(
+        "--plot",
+        "plot_out",
+        help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
+        "the two columns when there are two, else the first two principal "
+        f"components; at most {PLOT_POINTS:,} points, drawn at random.",
+    ),
+    _file_option(
+        "--checkpoint",
+        help="Save the fit's state to this file every --checkpoint-every iterations; "
+        "the same command run again resumes from it (a file of another "
+        "command is refused). Removed once the outputs are written.",
+    ),
+    click.option(
+        "--checkpoint-every",
+        type=click.IntRange(1),
+        metavar="N",
+        help="Iterations between two checkpoints (default: max-iter / 10).",
+    ),
+)
 
 
 @main.command()
@@ -1069,14 +947,18 @@ def fit(
     """
     from .cluster import MiniBatchKernelKMeans
 
+    images = ((plot_out, "--plot"), (gamma_plot, "--gamma-plot"))
+    _check_outputs(labels_out, transform_out, model_out, images)
     outputs = _FitOutputs(labels_out, transform_out, model_out, plot_out, gamma_plot)
-    outputs.check()
     from .kernels import GRAPH_KERNELS
 
     _check_checkpoint(checkpoint, checkpoint_every, kernel, tau, GRAPH_KERNELS)
     graph_params = _graph_params(kernel, n_neighbors, heat_t, GRAPH_KERNELS)
-    table = _open_data(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
-    X = _read_with_progress(table, quiet)
+    columns, drop = _split_names(columns, "--columns"), _split_names(drop, "--drop")
+    table = _open_data(data, header=header, key=key, dtype=dtype, columns=columns, drop=drop)
+    with _reading(table, "reading", quiet) as how:
+        X = table.read(**how)
+    release_free_memory()  # the parsing threads' kept buffers, before the fit
     n = X.shape[0]
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
@@ -1105,28 +987,17 @@ def fit(
         D_fit = _fit_model(est, X, graph_params is not None, checkpoint, checkpoint_every)
     _record_columns(est, table, columns, drop)
     with run.timed("labelling"):
-        # graph kernels: the fitted points are labelled from their own kernel rows
-        # (fit_transform's distances), not as new points joining the graph
-        run.found = _label_fitted(
-            est if graph_params is None else _Given(n_clusters),
-            X if graph_params is None else D_fit,
-            outputs,
-            _plot_sample(n, seed, plot_out is not None),
-            quiet,
-        )
+        if graph_params is None:
+            distances = _distances(est, _row_blocks(X, n_clusters))
+        else:  # the fitted points' own kernel rows, not new points joining the graph
+            distances = _row_blocks(D_fit, n_clusters)
+        run.found = _label_fitted(distances, run, outputs, quiet)
     outputs.write(run, table.names)
     if checkpoint is not None:  # every output is written: the fit is not needed again
         Path(checkpoint).unlink(missing_ok=True)
     if not quiet:
-        _fit_summary(
-            run,
-            outputs,
-            batch_size,
-            tau,
-            learning_rate,
-            heat_auto=heat_t == "auto",
-            tables=verbose or gamma_plot is not None,
-        )
+        tables = verbose or gamma_plot is not None
+        _fit_summary(run, outputs, heat_auto=heat_t == "auto", tables=tables)
 
 
 def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
@@ -1162,18 +1033,6 @@ class _FitOutputs:
         """Whether the summary goes to stderr (the labels or distances take stdout)."""
         return "-" in (self.labels, self.transform)
 
-    def check(self):
-        """Refuse, before reading the data, an output that cannot be written."""
-        _check_stdout(self.labels, self.transform)
-        for path, option in (
-            (self.labels, "--labels-out"),
-            (self.transform, "--transform-out"),
-            (self.model, "--model-out"),
-        ):
-            _check_output(path, option)
-        for path, option in ((self.plot, "--plot"), (self.gamma_plot, "--gamma-plot")):
-            _check_output(path, option, kinds=("image",))
-
     def write(self, run, names):
         """The figures and the model (the labels and distances are written while
         labelling)."""
@@ -1184,7 +1043,7 @@ class _FitOutputs:
                 f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)",
                 err=True,
             )
-        if self.gamma_plot is not None and est.gamma_selection_ is not None:
+        elif self.gamma_plot is not None:
             _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
             self.gamma_plot_written = True
         if self.plot is not None:
@@ -1203,10 +1062,8 @@ class _FitOutputs:
         if self.model is not None:
             from .cluster import save_model
 
-            try:
+            with _writing(self.model):
                 save_model(est, self.model)
-            except OSError as exc:
-                raise click.ClickException(f"cannot write {self.model}: {exc.strerror}") from None
 
     def written(self):
         """(path, what) of every output written to a file."""
@@ -1242,14 +1099,14 @@ class _FitRun:
 def _fit_model(est, X, graph, checkpoint, checkpoint_every):
     """Fit ``est`` on X: fit_transform's distances for a graph kernel, else None."""
     n, d = X.shape
-    try:
-        with _Spinner(f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"):
-            if graph:
-                return est.fit_transform(X)
-            est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
-            return None
-    except (ValueError, MemoryError, RuntimeError, OSError) as exc:
-        raise click.ClickException(f"fit failed: {_one_line(exc)}") from None
+    with (
+        _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: "),
+        _spinner(f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"),
+    ):
+        if graph:
+            return est.fit_transform(X)
+        est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+        return None
 
 
 def _plot_sample(n, seed, plotted):
@@ -1261,44 +1118,41 @@ def _plot_sample(n, seed, plotted):
     return np.sort(np.random.default_rng(seed).choice(n, size=PLOT_POINTS, replace=False))
 
 
-def _label_fitted(source, rows, outputs, sample, quiet):
-    """The labelling pass over the fitted rows, written to the outputs."""
-    n = rows.shape[0]
+def _label_fitted(distances, run, outputs, quiet):
+    """The labelling pass over the fitted rows' distances, written to the outputs."""
     try:
-        with _progress(n, "row", "labelling", not quiet) as update:
+        with _progress(run.n, "row", "labelling", not quiet) as update:
             return _label_blocks(
-                source,
-                _row_blocks(rows, source.n_clusters),
+                distances,
+                run.est.n_clusters,
                 labels_out=outputs.labels,
                 transform_out=outputs.transform,
-                n_rows=n,
+                n_rows=run.n,
                 update=update,
-                sample=sample,
+                sample=_plot_sample(run.n, run.seed, outputs.plot is not None),
             )
     except OSError as exc:
         raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
 
 
-def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables=False):
+def _fit_summary(run, outputs, heat_auto, tables=False):
     """The summary of a fit: data, kernel, times, chosen widths (one line each, or
     their tables: ``tables``), inertia, sizes."""
     est, found, n, err = run.est, run.found, run.n, outputs.err
     click.echo(f"data: {run.data} ({n} points x {run.d} features)", err=err)
     click.echo(
-        f"kernel: {est.kernel_!r}; batch size {batch_size}, tau {tau}, "
-        f"{est.n_iter_} iterations, {learning_rate} rate, seed {run.seed}",
+        f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
+        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {run.seed}",
         err=err,
     )
     click.echo(
         f"time: fit {run.seconds['fit']:.2f} s, labelling {run.seconds['labelling']:.2f} s", err=err
     )
     hint = "" if tables else " (--verbose: the table)"
-    if est.gamma_selection_ is not None:
-        selection = est.gamma_selection_
-        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
-    if getattr(est, "t_selection_", None) is not None and heat_auto:
-        selection = est.t_selection_
-        click.echo(selection.table() if tables else selection.summary() + hint, err=err)
+    t_selection = getattr(est, "t_selection_", None) if heat_auto else None
+    for selection in (est.gamma_selection_, t_selection):
+        if selection is not None:
+            click.echo(selection.table() if tables else selection.summary() + hint, err=err)
     click.echo(
         f"inertia: {found.inertia:.6g} (objective inertia / n = {found.inertia / n:.6g})", err=err
     )
@@ -1316,18 +1170,14 @@ def _fit_summary(run, outputs, batch_size, tau, learning_rate, heat_auto, tables
 @click.argument("model", type=click.Path(exists=True, dir_okay=False))
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @_data_options
-@click.option(
+@_file_option(
     "--labels-out",
-    type=click.Path(dir_okay=False, writable=True),
     default="-",
-    show_default=True,
     help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
     "by the suffix; '-' for stdout.",
 )
-@click.option(
+@_file_option(
     "--transform-out",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
     help="Write the squared distances of every point to the k centers (float32; "
     "text, .npy, .parquet or .feather by the suffix; '-' for stdout, "
     "with --labels-out FILE).",
@@ -1346,16 +1196,14 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
     memory map (.npy), so files larger than the memory are labelled as they are
     read; the outputs are written as the blocks are done, atomically.
     """
-    _check_stdout(labels_out, transform_out)
-    for path, option in ((labels_out, "--labels-out"), (transform_out, "--transform-out")):
-        _check_output(path, option)
+    _check_outputs(labels_out, transform_out)
     try:
         est = load_model(model)
     except (ValueError, OSError, ImportError) as exc:  # says what the file is
-        raise click.ClickException(f"cannot load the model: {_one_line(exc)}") from None
+        raise click.ClickException(f"cannot load the model: {one_line(exc)}") from None
     except Exception as exc:  # pragma: no cover - skops' own errors on a damaged file
         raise click.ClickException(
-            f"cannot load the model {model}: {type(exc).__name__}: {_one_line(exc)}"
+            f"cannot load the model {model}: {one_line(exc, with_type=True)}"
         ) from None
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
         raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
@@ -1368,10 +1216,12 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
             f"{est.n_features_in_}; choose them with --columns / --drop as for the fit."
         )
     start = time.perf_counter()
-    with _reading(table, "labelling", quiet) as read:
+    # a stream left part way is closed, so no parsing thread outlives the command
+    with _reading(table, "labelling", quiet) as how, closing(table.blocks(**how)) as stream:
+        rows = (rows for block in stream for rows in _row_blocks(block, est.n_clusters))
         found = _label_blocks(
-            est,
-            read.blocks(est.n_clusters),
+            _distances(est, rows),
+            est.n_clusters,
             labels_out=labels_out,
             transform_out=transform_out,
             n_rows=table.n_rows,
@@ -1394,18 +1244,14 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
 
 
 @main.command()
-@click.option(
-    "--data-home", type=click.Path(file_okay=False), default=None, help="A folder searched first."
-)
+@click.option("--data-home", type=click.Path(file_okay=False), help="A folder searched first.")
 def datasets(data_home):
     """The paper's datasets: sizes, kernel parameters, and where they are found locally."""
     from .datasets import ENV_VAR, get_data_dirs, list_datasets
 
-    try:
+    with _fails(OSError, ValueError, TypeError, usage=True):
         infos = list_datasets(data_home=data_home)
         dirs = get_data_dirs(data_home)
-    except (OSError, ValueError, TypeError) as exc:
-        raise click.UsageError(str(exc)) from None
     click.echo(
         f"{'name':10} {'size':>12} {'classes':>7} {'sigma':>7} {'k-NN':>5} {'heat':>5}  local file"
     )
@@ -1435,35 +1281,28 @@ def datasets(data_home):
 @click.option(
     "--budget",
     type=click.FloatRange(0, min_open=True),
-    default=None,
     help="Stop cleanly between runs after this many seconds.",
 )
-@click.option(
-    "--datasets", "datasets_", default=None, help="Comma-separated datasets replacing the grid's."
-)
-@click.option("--algorithms", default=None, help="Comma-separated algorithms replacing the grid's.")
+@click.option("--datasets", "datasets_", help="Comma-separated datasets replacing the grid's.")
+@click.option("--algorithms", help="Comma-separated algorithms replacing the grid's.")
 @click.option(
     "--seeds",
     type=click.IntRange(1),
-    default=None,
     help="Number of seeds (0..N-1) replacing the grid's.",
 )
 @click.option(
     "--max-iter",
     type=click.IntRange(1),
-    default=None,
     help="Iterations per run replacing the grid's.",
 )
 @click.option(
     "--memory-budget",
     type=click.FloatRange(0, min_open=True),
-    default=None,
     help="GB a kernel matrix may take (default: 70% of the available RAM).",
 )
 @click.option(
     "--data-home",
     type=click.Path(file_okay=False),
-    default=None,
     help="A folder searched first for the datasets.",
 )
 @click.option("--download", is_flag=True, help="Fetch missing datasets from OpenML.")
@@ -1471,13 +1310,11 @@ def datasets(data_home):
     "--jobs",
     type=click.IntRange(1),
     default=1,
-    show_default=True,
     help="Runs side by side in this many processes, each with one BLAS thread.",
 )
 @click.option(
     "--kernel-cache",
     type=click.Path(file_okay=False),
-    default=None,
     help="Folder where kernel matrices are built once and shared by all "
     "processes and resumes (memory-mapped).",
 )
@@ -1509,7 +1346,7 @@ def experiment(
 
     from .experiments import GridError, done_run_ids, expand, resolve_grid, run_grid
 
-    try:
+    with _fails(GridError, ValueError, usage=True):
         g = resolve_grid(grid)
         g = g.with_options(
             datasets=None if datasets_ is None else [s.strip() for s in datasets_.split(",")],
@@ -1519,14 +1356,10 @@ def experiment(
         if algorithms is not None:
             g = replace(g, algorithms=tuple(s.strip() for s in algorithms.split(",")))
         runs = expand(g)
-    except (GridError, ValueError) as exc:
-        raise click.UsageError(str(exc)) from None
     out = Path(out_dir) / f"{g.name}.csv"
     if dry_run:
-        try:
+        with _fails(OSError, ValueError):
             done = done_run_ids(out)
-        except (OSError, ValueError) as exc:
-            raise click.ClickException(" ".join(str(exc).split())) from None
         for r in runs:
             click.echo(
                 f"{r.run_id} {r.dataset} {r.algorithm} {r.kernel} "
@@ -1538,7 +1371,7 @@ def experiment(
             f"{len(runs)} runs -> {out}: {n_done} already in it, {len(runs) - n_done} to run"
         )
         return
-    try:
+    with _fails(OSError, ValueError):
         summary = run_grid(
             runs,
             out,
@@ -1550,8 +1383,6 @@ def experiment(
             jobs=jobs,
             kernel_cache=kernel_cache,
         )
-    except (OSError, ValueError) as exc:
-        raise click.ClickException(" ".join(str(exc).split())) from None
     click.echo(str(summary))
     for msg in summary.errors[:5]:
         click.echo(f"  error: {msg}", err=True)
@@ -1569,7 +1400,6 @@ def experiment(
 @click.option(
     "--tau",
     type=click.IntRange(1),
-    default=None,
     help="tau of the truncated algorithms in the panels (default 200).",
 )
 @click.option(
@@ -1578,112 +1408,70 @@ def experiment(
     multiple=True,
     type=click.Choice(["png", "svg", "pdf"]),
     default=("png", "svg"),
-    show_default=True,
     help="Figure formats.",
 )
 def plot(results, out_dir, tau, formats):
     """Draw the paper's figures from RESULTS (result tables or folders of them)."""
     from .experiments import plot_results
 
-    try:
+    with _fails(OSError, ValueError):
         paths = plot_results(list(results), out_dir, tau=tau, formats=formats)
-    except (OSError, ValueError) as exc:
-        raise click.ClickException(" ".join(str(exc).split())) from None
     for p in paths:
         click.echo(str(p))
 
 
-def _kernel_scale_options(command):
-    """The arguments of ``kernel-scale`` (and of its deprecated spelling ``gamma``)."""
-    for option in reversed(
-        [
-            click.argument("dataset"),
-            click.option(
-                "--kernel",
-                type=click.Choice(["rbf", "gaussian", "knn", "heat"]),
-                default="rbf",
-                show_default=True,
-                help="Kernel.",
-            ),
-            click.option(
-                "--n-neighbors",
-                type=click.IntRange(1),
-                default=None,
-                help="Neighbours of the k-NN / heat graph (default: the paper's, per dataset).",
-            ),
-            click.option(
-                "--t",
-                "t",
-                type=click.FloatRange(0, min_open=True),
-                default=1.0,
-                show_default=True,
-                help="Heat kernel diffusion time.",
-            ),
-            click.option(
-                "--gamma",
-                "rbf_gamma",
-                type=click.FloatRange(0, min_open=True),
-                default=None,
-                help="rbf width (default: 1 / (2 sigma^2) with the paper's sigma).",
-            ),
-            click.option(
-                "--data-home",
-                type=click.Path(file_okay=False),
-                default=None,
-                help="A folder searched first for the dataset.",
-            ),
-        ]
-    ):
-        command = option(command)
-    return command
-
-
 @main.command("kernel-scale")
-@_kernel_scale_options
+@click.argument("dataset")
+@click.option(
+    "--kernel",
+    type=click.Choice(["rbf", "gaussian", "knn", "heat"]),
+    default="rbf",
+    help="Kernel.",
+)
+@click.option(
+    "--n-neighbors",
+    type=click.IntRange(1),
+    help="Neighbours of the k-NN / heat graph (default: the paper's, per dataset).",
+)
+@click.option(
+    "--t",
+    "t",
+    type=click.FloatRange(0, min_open=True),
+    default=1.0,
+    help="Heat kernel diffusion time.",
+)
+@click.option(
+    "--gamma",
+    "rbf_gamma",
+    type=click.FloatRange(0, min_open=True),
+    help="rbf width (default: 1 / (2 sigma^2) with the paper's sigma).",
+)
+@click.option(
+    "--data-home",
+    type=click.Path(file_okay=False),
+    help="A folder searched first for the dataset.",
+)
 def kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
     """Print the paper's gamma = max_x sqrt(K(x, x)) of DATASET (Table 1).
 
     This "gamma" is a property of kernel and data (the bound in the paper's
     analysis), not the width of the rbf kernel (``fit --gamma``).
     """
-    _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home)
-
-
-@main.command("gamma", deprecated=True)
-@_kernel_scale_options
-def gamma(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
-    """Deprecated spelling of ``kernel-scale`` (the paper's gamma, not the kernel width)."""
-    click.echo(
-        "Warning: 'mbkkm gamma' is deprecated and will be removed; use "
-        "'mbkkm kernel-scale' (the paper's gamma = max_x sqrt(K(x, x)), not the "
-        "kernel width).",
-        err=True,
-    )
-    _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home)
-
-
-def _kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
     from .datasets import get_spec, load_dataset
     from .kernels import kernel_gamma
 
-    try:
+    with _fails(ValueError, usage=True):
         spec = get_spec(dataset)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    try:
+    with _fails(OSError, ValueError):
         X, _ = load_dataset(spec.name, data_home=data_home, download=False)
-    except (OSError, ValueError) as exc:
-        raise click.ClickException(" ".join(str(exc).split())) from None
     if kernel in ("rbf", "gaussian"):
         params = {"gamma": rbf_gamma if rbf_gamma is not None else spec.rbf_gamma}
     else:
         k = n_neighbors or (spec.knn_neighbors if kernel == "knn" else spec.heat_neighbors)
         params = {"n_neighbors": k} if kernel == "knn" else {"n_neighbors": k, "t": t}
     start = time.perf_counter()
-    try:
+    with _fails(ValueError, MemoryError):
         value = kernel_gamma(X, kernel, **params)
-    except (ValueError, MemoryError) as exc:
-        raise click.ClickException(" ".join(str(exc).split())) from None
     desc = ", ".join(
         f"{a}={b:.6g}" if isinstance(b, float) else f"{a}={b}" for a, b in params.items()
     )

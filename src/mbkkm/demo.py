@@ -153,12 +153,10 @@ def format_table(rows):
         ).rstrip()
 
     lines = [fmt(header), fmt(["-" * w for w in widths])]
-    last = None
-    for cells in body:
-        if last is not None and cells[0] != last:
+    for i, cells in enumerate(body):
+        if i and cells[0] != body[i - 1][0]:  # a blank line between data sets
             lines.append("")
         lines.append(fmt(cells))
-        last = cells[0]
     return "\n".join(lines)
 
 
@@ -166,31 +164,21 @@ def write_csv(rows, path):
     with atomic_write(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["dataset", "method", "ari", "nmi", "seconds"])
-        for r in rows:
-            writer.writerow(
-                [
-                    r["dataset"],
-                    r["method"],
-                    f"{r['ari']:.6f}",
-                    f"{r['nmi']:.6f}",
-                    f"{r['seconds']:.4f}",
-                ]
-            )
+        writer.writerows(
+            [r["dataset"], r["method"], f"{r['ari']:.6f}", f"{r['nmi']:.6f}", f"{r['seconds']:.4f}"]
+            for r in rows
+        )
 
 
 def plot_clusters(rows, sets, path):
     """Clusters found on the 2-d sets: one row per set, one column per method."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
     flat = [ds for ds in sets if ds.plot]
     methods = list(dict.fromkeys(r["method"] for r in rows))
     ncols = 1 + len(methods)
-    fig, axes = plt.subplots(
-        len(flat), ncols, figsize=(3.2 * ncols, 3.2 * len(flat)), squeeze=False
-    )
+    fig = Figure(figsize=(3.2 * ncols, 3.2 * len(flat)))
+    axes = fig.subplots(len(flat), ncols, squeeze=False)
     for i, ds in enumerate(flat):
         panels = [("truth", ds.y, None)]
         panels += [(r["method"], r["labels"], r) for r in rows if r["dataset"] == ds.name]
@@ -214,7 +202,6 @@ def plot_clusters(rows, sets, path):
     fig.suptitle("MiniBatchKernelKMeans (rbf) against k-means in input space", fontsize=11)
     fig.tight_layout()
     save_figure(fig, path, dpi=100)
-    plt.close(fig)
 
 
 def build_parser():

@@ -5,13 +5,14 @@ dataset loaders, the experiments, the demo and the command line share it.
 """
 
 from ._atomic import atomic_write, save_figure
-from ._read import ColumnSelectionError, Table, open_table, select_columns
+from ._read import ColumnSelectionError, Table, names_list, open_table, select_columns
 from ._write import open_writer, output_kind
 
 __all__ = [
     "ColumnSelectionError",
     "Table",
     "atomic_write",
+    "names_list",
     "open_table",
     "open_writer",
     "output_kind",

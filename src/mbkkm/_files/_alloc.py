@@ -8,7 +8,7 @@ glibc's defaults a fresh process starts with a 128 KiB mmap threshold and a
 until then (and in every new thread's arena) the freed buffers go back to the
 operating system between blocks and the next block faults the same amount of
 memory in again, page by page: about twice the page faults of a reader that
-keeps its memory (benchmarks/RESULTS.md has the measurements).
+keeps its memory, measured on the text reader.
 
 So the command, before it reads anything, fixes both thresholds at 32 MiB,
 the ceiling of glibc's own adaptive mmap threshold on 64-bit Linux
@@ -51,16 +51,13 @@ SETTINGS = (
 )
 
 
-def _user_tuned(environ) -> bool:
-    """Whether the environment already tunes glibc's malloc."""
-    if any(name.startswith("MALLOC_") for name in environ):
-        return True
-    return "glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
-
-
 def _allowed(environ) -> bool:
-    """Neither opted out nor tuned by the user."""
-    return environ.get(OPT_OUT, "") in ("", "0") and not _user_tuned(environ)
+    """Neither opted out nor tuned by the user (the environment, default
+    ``os.environ``, already tunes glibc's malloc)."""
+    environ = os.environ if environ is None else environ
+    user_tuned = any(name.startswith("MALLOC_") for name in environ)
+    user_tuned |= "glibc.malloc." in environ.get("GLIBC_TUNABLES", "")
+    return environ.get(OPT_OUT, "") in ("", "0") and not user_tuned
 
 
 def _glibc(name: str):
@@ -79,14 +76,6 @@ def _glibc(name: str):
     return function
 
 
-def _glibc_mallopt():
-    return _glibc("mallopt")
-
-
-def _glibc_malloc_trim():
-    return _glibc("malloc_trim")
-
-
 def tune_allocator(environ=None) -> dict[str, int]:
     """Apply :data:`SETTINGS` with glibc's ``mallopt`` for this process, if allowed.
 
@@ -101,10 +90,7 @@ def tune_allocator(environ=None) -> dict[str, int]:
         The settings glibc accepted, by name; empty when nothing was done (opted
         out, the user's own ``MALLOC_*`` settings, not glibc Linux).
     """
-    environ = os.environ if environ is None else environ
-    if not _allowed(environ):
-        return {}
-    mallopt = _glibc_mallopt()
+    mallopt = _glibc("mallopt") if _allowed(environ) else None
     if mallopt is None:
         return {}
     applied = {}
@@ -128,8 +114,5 @@ def release_free_memory(environ=None) -> bool:
     released : bool
         Whether glibc gave memory back (False also when nothing was tried).
     """
-    environ = os.environ if environ is None else environ
-    if not _allowed(environ):
-        return False
-    malloc_trim = _glibc_malloc_trim()
+    malloc_trim = _glibc("malloc_trim") if _allowed(environ) else None
     return malloc_trim is not None and malloc_trim(0) == 1

@@ -22,6 +22,7 @@ into the requested dtype (float32 unless asked otherwise):
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import math
 import os
@@ -42,7 +43,7 @@ BLOCK_ROWS = 2**18
 MAX_FIRST_LINE = 64 * 2**20
 
 TEXT, NPY, NPZ, PARQUET, ARROW = "text", "npy", "npz", "parquet", "arrow"
-_KINDS = {
+KINDS = {
     ".npy": NPY,
     ".npz": NPZ,
     ".parquet": PARQUET,
@@ -114,7 +115,7 @@ def select_columns(
                 j = int(key)
             except (TypeError, ValueError):
                 where = (
-                    f"the columns are {_short(names)}"
+                    f"the columns are {names_list(names, limit=12)}"
                     if names is not None
                     else "the file has no header: select columns by 0-based index"
                 )
@@ -146,13 +147,14 @@ def select_columns(
     return keep
 
 
-def _short(names: Sequence[str] | None, limit: int = 12) -> str:
-    names = list(names or [])
+def names_list(names: Sequence[str], limit: int = 8) -> str:
+    """Names quoted and comma-separated, the first ``limit`` of them."""
+    names = list(names)
     shown = ", ".join(map(repr, names[:limit]))
     return shown + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def _default_dtype(kind: str, file_dtype: np.dtype | None, dtype) -> np.dtype:
+def _default_dtype(dtype, file_dtype: np.dtype | None = None) -> np.dtype:
     if dtype is not None:
         dtype = np.dtype(dtype)
         if dtype.kind != "f":
@@ -171,8 +173,9 @@ class Table:
     ----------
     path : pathlib.Path
     kind : {"text", "npy", "npz", "parquet", "arrow"}
-    names : list of str or None
-        Header names of the selected columns (None: the file has no header).
+    file_names : list of str or None
+        Header names of all the file's columns, selected or not (None: the file
+        has no header).
     columns : list of int
         0-based indices of the selected columns in the file.
     n_rows : int or None
@@ -185,7 +188,7 @@ class Table:
 
     path: Path
     kind: str
-    names: list[str] | None
+    file_names: list[str] | None
     columns: list[int]
     n_rows: int | None
     dtype: np.dtype
@@ -197,10 +200,14 @@ class Table:
         return len(self.columns)
 
     @property
-    def file_names(self) -> list[str] | None:
-        """Header names of all the file's columns, selected or not (None: no header)."""
-        names = self._opts.get("file_names")
-        return None if names is None else list(names)
+    def names(self) -> list[str] | None:
+        """Header names of the selected columns (None: the file has no header)."""
+        return None if self.file_names is None else [self.file_names[j] for j in self.columns]
+
+    @property
+    def _all_columns(self) -> bool:
+        """Whether all the file's columns are read, in file order."""
+        return self.columns == list(range(self.n_file_columns))
 
     @property
     def size_bytes(self) -> int:
@@ -209,7 +216,7 @@ class Table:
 
     def column_label(self, j: int) -> str:
         """How messages name the j-th selected column."""
-        return repr(self.names[j]) if self.names is not None else f"{self.columns[j]} (0-based)"
+        return _label(self.file_names, self.columns[j])
 
     # ------------------------------------------------------------------ reading
     def read(self, progress: Progress | None = None, n_threads: int = 1) -> np.ndarray:
@@ -220,11 +227,11 @@ class Table:
         with bytes (text) or rows (other kinds) done since the last call.
         ``n_threads``: threads that parse text (other kinds: unused).
         """
-        if self.kind in (NPY, NPZ):
-            X = self._opts["array"]
-            if self.columns == list(range(self.n_file_columns)) and X.dtype == self.dtype:
-                _check_finite_rows(X, self, progress)
-                return X
+        X = self._opts.get("array")  # .npy, .npz
+        if X is not None and self._all_columns and X.dtype == self.dtype:
+            for _ in self.blocks(progress):  # views, each checked (finite): nothing copied
+                pass
+            return X
         n = self.n_rows
         if n is not None:
             X = np.empty((n, self.n_columns), dtype=self.dtype)
@@ -247,10 +254,9 @@ class Table:
                 yield block
         elif self.kind in (NPY, NPZ):
             X = self._opts["array"]
-            full = self.columns == list(range(self.n_file_columns))
             for start in range(0, X.shape[0], BLOCK_ROWS):
                 part = X[start : start + BLOCK_ROWS]
-                part = part if full else part[:, self.columns]
+                part = part if self._all_columns else part[:, self.columns]
                 block = np.asarray(part, dtype=self.dtype)
                 _check_finite(block, self, start)
                 if progress is not None:
@@ -276,8 +282,7 @@ class Table:
                 X.resize((max(n + m, int(X.shape[0] * 1.25) + 16), self.n_columns), refcheck=False)
             X[n : n + m] = block
             n += m
-        if X is None:  # no block at all
-            return np.empty((0, self.n_columns), dtype=self.dtype)
+        assert X is not None  # _text_blocks refuses a table without rows
         if n != X.shape[0]:
             X.resize((n, self.n_columns), refcheck=False)
         return X
@@ -352,7 +357,7 @@ class Table:
         if rows == 0:
             raise ValueError(
                 f"{self.path} has a header but no data rows."
-                if self._opts["file_names"] is not None
+                if self.file_names is not None
                 else f"{self.path} is empty."
             )
 
@@ -407,7 +412,7 @@ class _Piece:
 
 class _PieceReader(io.RawIOBase):
     """A piece as a binary file for pandas' parser, which reads it a chunk at a time
-    (each chunk copied out; the piece itself is never copied whole)."""
+    with ``read`` (each chunk copied out; the piece itself is never copied whole)."""
 
     def __init__(self, piece: _Piece):
         super().__init__()
@@ -424,11 +429,6 @@ class _PieceReader(io.RawIOBase):
         chunk = bytes(self._view[self._pos : end])
         self._pos = end
         return chunk
-
-    def readinto(self, b) -> int:
-        chunk = self.read(len(b))
-        b[: len(chunk)] = chunk
-        return len(chunk)
 
     def close(self) -> None:
         self._view.release()
@@ -468,7 +468,7 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
     # quarter of the parse. With a subset of the columns the parser ignores
     # surplus fields, so rows are then checked by counting delimiters (a
     # whitespace-delimited file is parsed whole: its delimiters cannot be counted).
-    subset = table.columns != list(range(width)) and opts["sep"] != r"\s+"
+    subset = not table._all_columns and opts["sep"] != r"\s+"
     try:
         with np.errstate(over="ignore"), _PieceReader(piece) as source:
             df = pd.read_csv(
@@ -488,7 +488,7 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
     if subset and piece.count(opts["sep"].encode()) != (width - 1) * len(df):
         return _parse_lines(piece.text(), piece.offset, table)  # ragged, or quoted delimiters
     X = df.to_numpy(dtype=table.dtype)  # (rows, columns in file order), Fortran order
-    if not subset and table.columns != list(range(width)):
+    if not subset and not table._all_columns:
         X = X[:, sorted(table.columns)]
     if table.columns != sorted(table.columns):
         X = X[:, np.argsort(np.argsort(table.columns))]
@@ -502,20 +502,17 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
 def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
     """The slow, exact reading of a block that starts at byte ``offset``: Python's
     csv and float, line by line (the first bad cell raises, naming its line)."""
-    first = None
+    # (line, rows) at the block's start, counted only when a message needs them
+    first = functools.cache(lambda: _line_at(table, offset))
 
     def line_of(k):  # physical line number of the block's k-th line
-        nonlocal first
-        if first is None:
-            first = _line_at(table, offset)
-        return first[0] + k
+        return first()[0] + k
 
     def where(k):  # "row r (line l)" of the block's k-th line, the next row to parse
-        line = line_of(k)
-        return f"row {first[1] + len(rows) + 1} (line {line})"
+        return f"row {first()[1] + len(rows) + 1} (line {line_of(k)})"
 
     opts = table._opts
-    path, names, width = table.path, opts["file_names"], table.n_file_columns
+    path, names, width = table.path, table.file_names, table.n_file_columns
     rows, line_nos = [], []
     for k, raw in enumerate(block.split(b"\n")):
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
@@ -568,27 +565,12 @@ def _split(line: str, delimiter: str) -> list[str]:
 #: Cells of a text table read as a missing value (pandas' default ``na_values``;
 #: "nan" and its spellings Python's ``float`` reads as NaN).
 MISSING_CELLS = frozenset(
-    {
+    [
         "",
-        "#N/A",
-        "#N/A N/A",
-        "#NA",
-        "-1.#IND",
-        "-1.#QNAN",
-        "-NaN",
-        "-nan",
-        "1.#IND",
-        "1.#QNAN",
-        "<NA>",
-        "N/A",
-        "NA",
-        "NULL",
-        "NaN",
-        "None",
-        "n/a",
-        "nan",
-        "null",
-    }
+        "#N/A N/A",  # the one marker with a space
+        *"#N/A #NA -1.#IND -1.#QNAN -NaN -nan 1.#IND 1.#QNAN <NA> N/A NA NULL NaN None".split(),
+        *"n/a nan null".split(),
+    ]
 )
 
 
@@ -615,14 +597,6 @@ def _check_finite(block: np.ndarray, table: Table, start: int) -> None:
         i, j = np.argwhere(~np.isfinite(block))[0]
         message = _missing if np.isnan(block[i, j]) else _infinite
         raise ValueError(message(table.path, f"at row {start + i + 1}", table.column_label(j)))
-
-
-def _check_finite_rows(X: np.ndarray, table: Table, progress: Progress | None) -> None:
-    """The finite check of a memory-mapped array, in blocks (nothing copied whole)."""
-    for start in range(0, X.shape[0], BLOCK_ROWS):
-        _check_finite(X[start : start + BLOCK_ROWS], table, start)
-        if progress is not None:
-            progress(min(BLOCK_ROWS, X.shape[0] - start))
 
 
 # --------------------------------------------------------------------- opening
@@ -670,7 +644,7 @@ def open_table(
         For Parquet and Arrow files without pyarrow.
     """
     path = Path(path)
-    kind = _KINDS.get(path.suffix.lower(), TEXT)
+    kind = KINDS.get(path.suffix.lower(), TEXT)
     if kind in (NPY, NPZ):
         return _open_numpy(path, kind, key, columns, drop, dtype)
     if kind in (PARQUET, ARROW):
@@ -711,18 +685,8 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
         "sep": r"\s+" if delimiter == " " else delimiter,
         "data_offset": data_offset,
         "data_line": line_no + bool(header),
-        "file_names": names,
     }
-    return Table(
-        path,
-        TEXT,
-        None if names is None else [names[j] for j in keep],
-        keep,
-        None,
-        _default_dtype(TEXT, None, dtype),
-        width,
-        opts,
-    )
+    return Table(path, TEXT, names, keep, None, _default_dtype(dtype), width, opts)
 
 
 def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
@@ -749,30 +713,23 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
     keep = select_columns(None, X.shape[1], columns, drop)
-    return Table(
-        path,
-        kind,
-        None,
-        keep,
-        X.shape[0],
-        _default_dtype(kind, X.dtype, dtype),
-        X.shape[1],
-        {"array": X},
-    )
+    dtype = _default_dtype(dtype, X.dtype)
+    return Table(path, kind, None, keep, X.shape[0], dtype, X.shape[1], {"array": X})
 
 
-def _pyarrow(path):
+def needs_pyarrow(path: Path, doing: str = "reading"):
+    """pyarrow, or an ImportError saying that ``doing`` ``path`` needs it."""
     try:
         import pyarrow
     except ImportError:
         raise ImportError(
-            f"reading {path.suffix} files needs pyarrow: pip install 'mbkkm[parquet]' (or pyarrow)."
+            f"{doing} {path.suffix} files needs pyarrow: pip install 'mbkkm[parquet]' (or pyarrow)."
         ) from None
     return pyarrow
 
 
 def _open_arrow(path, kind, columns, drop, dtype) -> Table:
-    pa = _pyarrow(path)
+    pa = needs_pyarrow(path)
     try:
         if kind == PARQUET:
             import pyarrow.parquet as pq
@@ -787,30 +744,18 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
         raise ValueError(f"{path}: cannot read as a {kind} file ({exc}).") from None
     names = list(schema.names)
     keep = select_columns(names, len(names), columns, drop)
+    numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal)
     for j in keep:
         t = schema.field(j).type
-        if not (
-            pa.types.is_integer(t)
-            or pa.types.is_floating(t)
-            or pa.types.is_boolean(t)
-            or pa.types.is_decimal(t)
-        ):
+        if not any(is_numeric(t) for is_numeric in numeric):
             raise ValueError(
                 f"{path}: column {names[j]!r} is not numeric (type {t}); "
                 "remove or encode non-numeric columns, or leave them out."
             )
     if n == 0:
         raise ValueError(f"{path}: the table is empty (0 rows).")
-    return Table(
-        path,
-        kind,
-        [names[j] for j in keep],
-        keep,
-        n,
-        _default_dtype(kind, None, dtype),
-        len(names),
-        {"source": source, "file_names": names},
-    )
+    dtype = _default_dtype(dtype)
+    return Table(path, kind, names, keep, n, dtype, len(names), {"source": source})
 
 
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:

@@ -9,22 +9,20 @@ never has to be held whole.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import numpy as np
 
 from ._atomic import atomic_write
-
-_PARQUET = (".parquet", ".pq")
-_ARROW = (".feather", ".arrow", ".ipc")
+from ._read import ARROW, KINDS, NPY, NPZ, PARQUET, TEXT, needs_pyarrow
 
 
 class _TextWriter:
     """One row per line: a label, or the row's values separated by ``delimiter``."""
 
-    def __init__(self, fh: IO[bytes], names, dtype, n_rows, delimiter: str):
+    def __init__(self, fh: IO[bytes], delimiter: str):
         self.fh, self.delimiter = fh, delimiter
 
     def write(self, block: np.ndarray) -> None:
@@ -51,7 +49,7 @@ class _NpyWriter:
     rows is not known in advance, the header is written for an upper bound and
     rewritten in place at the end (both headers are padded to 128 bytes)."""
 
-    def __init__(self, fh: IO[bytes], names, dtype, n_rows, delimiter):
+    def __init__(self, fh: IO[bytes], names, dtype, n_rows):
         self.fh, self.dtype, self.n_rows = fh, np.dtype(dtype), n_rows
         self.width = None if names is None else len(names)
         self.rows = 0
@@ -93,7 +91,7 @@ class _NpyWriter:
 class _ArrowWriter:
     """Parquet (one row group per block) or an Arrow IPC (Feather v2) file."""
 
-    def __init__(self, fh: IO[bytes], names, dtype, n_rows, delimiter, *, parquet: bool):
+    def __init__(self, fh: IO[bytes], names, dtype, *, parquet: bool):
         import pyarrow as pa
 
         self.pa = pa
@@ -119,15 +117,10 @@ class _ArrowWriter:
 
 
 def output_kind(path: str | os.PathLike) -> str:
-    """ "npy", "parquet", "arrow" or "text", from the suffix."""
-    suffix = Path(path).suffix.lower()
-    if suffix == ".npy":
-        return "npy"
-    if suffix in _PARQUET:
-        return "parquet"
-    if suffix in _ARROW:
-        return "arrow"
-    return "text"
+    """ "npy", "parquet", "arrow" or "text", from the suffix, as the reader reads them
+    (no .npz is written: text)."""
+    kind = KINDS.get(Path(path).suffix.lower(), TEXT)
+    return TEXT if kind == NPZ else kind
 
 
 @contextmanager
@@ -154,30 +147,18 @@ def open_writer(path, *, names: list[str] | None, dtype, n_rows: int | None = No
     ImportError
         Parquet or Arrow output without pyarrow.
     """
-    if not isinstance(path, (str, os.PathLike)):
-        w: _NpyWriter | _TextWriter | _ArrowWriter = _TextWriter(path, names, dtype, n_rows, ",")
-        yield w
-        w.close()
-        return
-    kind = output_kind(path)
-    if kind in ("parquet", "arrow"):
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise ImportError(
-                f"writing {Path(path).suffix} files needs pyarrow: pip install "
-                "'mbkkm[parquet]' (or pyarrow)."
-            ) from None
-    delimiter = "\t" if Path(path).suffix.lower() in (".tsv", ".tab") else ","
-    with atomic_write(path, "wb") as fh:
-        kw: dict[str, Any] = {}
-        cls: type[_NpyWriter] | type[_TextWriter] | type[_ArrowWriter]
-        if kind == "npy":
-            cls = _NpyWriter
-        elif kind == "text":
-            cls = _TextWriter
+    to_file = isinstance(path, (str, os.PathLike))
+    kind = output_kind(path) if to_file else TEXT
+    if kind in (PARQUET, ARROW):
+        needs_pyarrow(Path(path), "writing")
+    delimiter = "\t" if to_file and Path(path).suffix.lower() in (".tsv", ".tab") else ","
+    with atomic_write(path, "wb") if to_file else nullcontext(path) as fh:
+        writer: _NpyWriter | _TextWriter | _ArrowWriter
+        if kind == NPY:
+            writer = _NpyWriter(fh, names, dtype, n_rows)
+        elif kind == TEXT:
+            writer = _TextWriter(fh, delimiter)
         else:
-            cls, kw = _ArrowWriter, {"parquet": kind == "parquet"}
-        w = cls(fh, names, dtype, n_rows, delimiter, **kw)
-        yield w
-        w.close()
+            writer = _ArrowWriter(fh, names, dtype, parquet=kind == PARQUET)
+        yield writer
+        writer.close()

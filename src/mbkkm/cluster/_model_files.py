@@ -26,6 +26,7 @@ from typing import Any
 
 from .._files import atomic_write
 from .._files._skops import import_skops_io
+from .._warn import one_line
 from ._kernel_kmeans import KernelKMeans
 from ._minibatch_kernel import MiniBatchKernelKMeans
 from ._minibatch_kmeans import MiniBatchKMeans
@@ -138,7 +139,7 @@ def load_model(path):
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # skops' own errors on a damaged tree
         raise ValueError(
-            f"{path} is a damaged model file ({type(exc).__name__}: {_one_line(exc)}); {_HOW}."
+            f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
         ) from None
     foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
     if foreign:
@@ -147,7 +148,7 @@ def load_model(path):
         estimator = sio.load(path, trusted=untrusted)
     except (zipfile.BadZipFile, KeyError, EOFError, json.JSONDecodeError) as exc:
         raise ValueError(
-            f"{path} is a damaged model file ({type(exc).__name__}: {_one_line(exc)}); {_HOW}."
+            f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
         ) from None
     if not isinstance(estimator, ESTIMATORS):  # pragma: no cover - checked on the schema
         raise ValueError(
@@ -170,10 +171,6 @@ _COMPRESSED: dict[bytes, tuple[str, Callable[[], Any] | None]] = {
     b"\x04\x22\x4d\x18": ("lz4", None),
 }
 _GLOBAL0 = re.compile(rb"^c([\w.]+)\n([\w.]+)\n")
-
-
-def _one_line(exc) -> str:
-    return " ".join(str(exc).split())
 
 
 def _qualname(cls) -> str:
@@ -276,13 +273,13 @@ def _schema(path: Path) -> dict:
             schema = json.loads(archive.read("schema.json"))
     except zipfile.BadZipFile as exc:
         raise ValueError(
-            f"{path} is a damaged or truncated zip archive ({_one_line(exc)}), "
+            f"{path} is a damaged or truncated zip archive ({one_line(exc)}), "
             f"not a readable model file; {_HOW}."
         ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(
             f"{path} is a damaged skops file (its schema.json is not JSON: "
-            f"{_one_line(exc)}); {_HOW}."
+            f"{one_line(exc)}); {_HOW}."
         ) from None
     if not isinstance(schema, dict):
         raise ValueError(

@@ -50,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from .._warn import one_line
 from ._algorithms import GRAPH_KERNELS, FitOutput, KernelSetup, get_algorithm
 from ._grid import Grid, RunSpec, expand
 
@@ -310,10 +311,6 @@ def load_data(run: RunSpec, *, data_home=None, download: bool = False):
     if run.dataset in SYNTHETIC:
         return SYNTHETIC[run.dataset](n_samples=run.synthetic_samples, random_state=0)
     return load_dataset(run.dataset, data_home=data_home, download=download)
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"
 
 
 def _warning_lines(caught) -> str:
@@ -579,7 +576,7 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     except (Exception, MemoryError) as exc:
         row.update(
             status="skipped" if isinstance(exc, MemoryError) else "error",
-            message=_one_line(exc),
+            message=one_line(exc, with_type=True),
             load_average=load_average(),
         )
         row["timestamp"] = _now()
@@ -642,7 +639,7 @@ class _Executor:
         try:
             self._data = load_data(run, data_home=self.data_home, download=self.download)
         except (OSError, ValueError) as exc:
-            self._data_error = _one_line(exc)
+            self._data_error = one_line(exc, with_type=True)
 
     def __call__(self, run: RunSpec) -> dict[str, Any]:
         """The row of one run (never raises for the run's own errors)."""
@@ -701,7 +698,7 @@ class _Executor:
                     },
                 )
             except (Exception, MemoryError) as exc:
-                self._kernel_error = _one_line(exc)
+                self._kernel_error = one_line(exc, with_type=True)
         if self._kernel_error is not None:
             row.update(
                 status="error",
@@ -1102,7 +1099,9 @@ def read_results(paths) -> Any:
         try:
             df = pd.read_csv(io.StringIO(_complete_text(f)))
         except Exception as exc:
-            raise ValueError(f"cannot read result table {f}: {_one_line(exc)}") from exc
+            raise ValueError(
+                f"cannot read result table {f}: {one_line(exc, with_type=True)}"
+            ) from exc
         missing = {"run_id", "dataset", "algorithm", "status"} - set(df.columns)
         if missing:
             raise ValueError(f"{f} is not a result table of mbkkm (missing {sorted(missing)}).")
