@@ -99,7 +99,8 @@ _CANDIDATE_WEIGHT = 0.01
 EIGSH_TOL = 1e-4
 
 #: The estimators' heat kernel is the normalised one (K(x, y) / sqrt(K(x, x) K(y, y)):
-#: unit-length diffusion features); see benchmarks/RESULTS.md for the comparison.
+#: unit-length diffusion features): it clustered PenDigits and Letter better than the
+#: plain form (mean NMI 0.84 against 0.82, 0.45 against 0.42) and MNIST as well.
 DEFAULT_NORMALIZE = True
 
 #: k-means runs per candidate, and the size of the sample they run on.
@@ -524,20 +525,26 @@ def _graph_params(name, kernel_params, random_state):
     if spec.name == "knn" and "n_neighbors" not in params:
         raise ValueError("kernel='knn' needs the parameter 'n_neighbors' (in kernel_params)")
     params.setdefault("random_state", random_state)
-    if spec.name == "heat":
-        params.setdefault("n_neighbors", "auto")
-        params.setdefault("pca_components", DEFAULT_PCA_COMPONENTS)
-        params.setdefault("t", "auto")
-        params.setdefault("form", "laplacian")
-        params.setdefault("n_components", None)
-        params.setdefault("max_components", DEFAULT_MAX_COMPONENTS)
-        params.setdefault("rank_tol", DEFAULT_RANK_TOL)
-        # ARPACK's relative tolerance: on the MNIST 10-NN graph, 1e-4 gave the top 61
-        # eigenvalues within 4e-11 of a 1e-6 solve, in 6.5 s (benchmarks/RESULTS.md).
-        params.setdefault("tol", EIGSH_TOL)
-        params.setdefault("connect", True)
-        params.setdefault("normalize", DEFAULT_NORMALIZE)
+    for key, value in _HEAT_DEFAULTS.items() if spec.name == "heat" else ():
+        params.setdefault(key, value)
     return spec.name, params
+
+
+#: The estimators' defaults of the heat kernel's parameters. ``tol`` is ARPACK's
+#: relative tolerance: on the MNIST 10-NN graph, 1e-4 gave the top 61 eigenvalues
+#: within 4e-11 of a 1e-6 solve, in 6.5 s.
+_HEAT_DEFAULTS = {
+    "n_neighbors": "auto",
+    "pca_components": DEFAULT_PCA_COMPONENTS,
+    "t": "auto",
+    "form": "laplacian",
+    "n_components": None,
+    "max_components": DEFAULT_MAX_COMPONENTS,
+    "rank_tol": DEFAULT_RANK_TOL,
+    "tol": EIGSH_TOL,
+    "connect": True,
+    "normalize": DEFAULT_NORMALIZE,
+}
 
 
 def plan_graph(name, n, n_features, itemsize, params):
