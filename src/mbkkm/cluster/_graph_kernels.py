@@ -82,6 +82,7 @@ from ..kernels._spectral import (
     check_bool,
     check_heat_params,
     check_t,
+    component_sizes,
     connect_graph,
     extend_eigenvectors,
     n_pairs_needed,
@@ -484,7 +485,7 @@ def select_n_neighbors(graph, n_clusters, candidates, tol=EIGSH_TOL):
     candidates = np.asarray(candidates, dtype=np.intp)
     ratios = np.full(candidates.size, np.nan)
     first = graph.truncated(int(candidates[0]))
-    if split_is_harmful(_component_sizes(first), n_clusters) or graph.n_samples <= n_clusters + 1:
+    if split_is_harmful(component_sizes(first), n_clusters) or graph.n_samples <= n_clusters + 1:
         return first, NeighborSelection(int(candidates[0]), candidates, ratios)
     best, best_graph = 0, None
     for i, c in enumerate(candidates):
@@ -640,35 +641,12 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     graph's), and its ``extension`` gives new points their kernel values.
     """
     name, params = _graph_params(estimator.kernel, estimator.kernel_params, estimator.random_state)
-    from ..kernels._graph import _check_data, _check_n_neighbors
+    from ..kernels._graph import _check_data
 
     X = _check_data(X)  # dense only: "dense data is required" for sparse X
     n = X.shape[0]
-
-    auto = (
-        name == "heat"
-        and isinstance(params["n_neighbors"], str)
-        and params["n_neighbors"] == "auto"
-    )
-    if not auto:
-        if name == "heat" and isinstance(params["n_neighbors"], str):
-            raise ValueError(
-                f"n_neighbors must be an integer or 'auto', got {params['n_neighbors']!r}"
-            )
-        _check_n_neighbors(params["n_neighbors"], n)
+    auto = _check_graph_params(name, params, n)
     t = params.get("t")
-    if name == "heat":
-        check_heat_params(
-            params["form"], params["n_components"], params["max_components"], params["rank_tol"], n
-        )
-        check_bool(params["normalize"], "normalize")
-        check_bool(params["connect"], "connect")
-        if not (isinstance(t, str) and t == "auto"):
-            check_t(t)
-        if params["form"] != "laplacian" and isinstance(t, str):
-            raise ValueError(
-                "t='auto' is defined for form='laplacian'; pass a number t with form='adjacency'"
-            )
     plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
     if estimator.verbose:
         print(plan.report())
@@ -694,20 +672,9 @@ def resolve_graph_kernel(estimator, X, sample_weight):
             print(neighbors.table())
     asked = graph.n_neighbors
     if name == "knn":
-        _warn_split(estimator, graph, [_component_sizes(graph)], params["n_neighbors"])
-        K = knn_kernel_from_graph(graph)
-        return (
-            IndexKernel(
-                "knn",
-                K,
-                params,
-                dtype=X.dtype,
-                extension=GraphExtension("knn", graph.for_new_points(), K),
-            ),
-            None,
-            None,
-        )
-    tried = [_component_sizes(graph)]
+        _warn_split(estimator, graph, [component_sizes(graph)], params["n_neighbors"])
+        return _index_kernel("knn", knn_kernel_from_graph(graph), params, graph, X), None, None
+    tried = [component_sizes(graph)]
     if params["connect"]:
         graph, tried = connect_graph(
             graph,
@@ -754,17 +721,46 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     if neighbors is not None:
         resolved["n_neighbors_candidates"] = neighbors.candidates.tolist()
         resolved["eigengap_ratios"] = neighbors.ratios.tolist()
-    return (
-        IndexKernel(
-            "heat",
-            K,
-            resolved,
-            dtype=X.dtype,
-            extension=GraphExtension("heat", graph.for_new_points(), K),
-        ),
-        t,
-        selection,
+    return _index_kernel("heat", K, resolved, graph, X), t, selection
+
+
+def _check_graph_params(name, params, n):
+    """Check the graph kernel's parameters on n points before any work; returns whether
+    the neighbours are chosen (``n_neighbors="auto"``)."""
+    from ..kernels._graph import _check_n_neighbors
+
+    auto = (
+        name == "heat"
+        and isinstance(params["n_neighbors"], str)
+        and params["n_neighbors"] == "auto"
     )
+    if not auto:
+        if name == "heat" and isinstance(params["n_neighbors"], str):
+            raise ValueError(
+                f"n_neighbors must be an integer or 'auto', got {params['n_neighbors']!r}"
+            )
+        _check_n_neighbors(params["n_neighbors"], n)
+    if name == "heat":
+        t = params["t"]
+        check_heat_params(
+            params["form"], params["n_components"], params["max_components"], params["rank_tol"], n
+        )
+        check_bool(params["normalize"], "normalize")
+        check_bool(params["connect"], "connect")
+        if not (isinstance(t, str) and t == "auto"):
+            check_t(t)
+        if params["form"] != "laplacian" and isinstance(t, str):
+            raise ValueError(
+                "t='auto' is defined for form='laplacian'; pass a number t with form='adjacency'"
+            )
+    return auto
+
+
+def _index_kernel(name, K, params, graph, X):
+    """The fitted graph kernel as the estimators hold it: its matrix over the fitted
+    points, and the graph new points join (:class:`GraphExtension`)."""
+    extension = GraphExtension(name, graph.for_new_points(), K)
+    return IndexKernel(name, K, params, dtype=X.dtype, extension=extension)
 
 
 def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
@@ -797,11 +793,6 @@ def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
         "graph as it is (split, with a GraphSplitWarning), fewer points, or use "
         "kernel='rbf' (the mini-batch estimator never builds a graph or an n x n matrix)."
     )
-
-
-def _component_sizes(graph):
-    _, labels = sp.csgraph.connected_components(graph.adjacency_, directed=False)
-    return np.sort(np.bincount(labels))[::-1]
 
 
 def _warn_split(estimator, graph, tried, asked):
