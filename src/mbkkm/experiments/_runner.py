@@ -151,24 +151,15 @@ def source_commit() -> str:
     """
     import subprocess
 
-    here = Path(__file__).resolve().parent.parent
+    def git(*args):
+        here = Path(__file__).resolve().parent.parent
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        head = git("rev-parse", "--short=12", "HEAD")
         if head.returncode != 0:
             return ""
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return ""
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
