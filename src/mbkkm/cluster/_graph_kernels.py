@@ -502,10 +502,6 @@ def select_n_neighbors(graph, n_clusters, candidates, tol=EIGSH_TOL):
 
 # ------------------------------------------------------------------- the estimators' hook
 
-#: Parameters of the selection of t and of the heat kernel's rank the estimators take
-#: in ``kernel_params`` besides the builders' own.
-_ESTIMATOR_ONLY = {"heat": ("t",), "knn": ()}
-
 
 def _graph_params(name, kernel_params, random_state):
     """The graph kernel's parameters, checked, with the estimator's defaults filled in."""
