@@ -643,29 +643,8 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     n = X.shape[0]
     auto = _check_graph_params(name, params, n)
     t = params.get("t")
-    plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
-    if estimator.verbose:
-        print(plan.report())
-    plan.check(
-        available_host_memory(),
-        what=f"{type(estimator).__name__}.fit (kernel={name!r}: the k-NN graph and its eigenpairs)",
-    )
     rng = check_random_state(params["random_state"])
-    candidates = neighbor_candidates(n) if auto else [params["n_neighbors"]]
-    graph = KNNGraph(
-        candidates[-1],
-        metric=params.get("metric", "euclidean"),
-        pca_components=params.get("pca_components"),
-        random_state=rng,
-        n_jobs=params.get("n_jobs"),
-    ).fit(X)
-    neighbors = None
-    if auto:
-        graph, neighbors = select_n_neighbors(
-            graph, estimator.n_clusters, candidates, params["tol"]
-        )
-        if estimator.verbose:
-            print(neighbors.table())
+    graph, neighbors = _build_graph(estimator, X, name, params, auto, rng)
     asked = graph.n_neighbors
     if name == "knn":
         _warn_split(estimator, graph, [component_sizes(graph)], params["n_neighbors"])
@@ -718,6 +697,34 @@ def resolve_graph_kernel(estimator, X, sample_weight):
         resolved["n_neighbors_candidates"] = neighbors.candidates.tolist()
         resolved["eigengap_ratios"] = neighbors.ratios.tolist()
     return _index_kernel("heat", K, resolved, graph, X), t, selection
+
+
+def _build_graph(estimator, X, name, params, auto, rng):
+    """The k-NN graph of X once its memory plan is checked: ``(graph, neighbors)``, with
+    ``auto`` the chosen candidate's graph and its :class:`NeighborSelection` (else
+    None)."""
+    n = X.shape[0]
+    plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
+    if estimator.verbose:
+        print(plan.report())
+    plan.check(
+        available_host_memory(),
+        what=f"{type(estimator).__name__}.fit (kernel={name!r}: the k-NN graph and its eigenpairs)",
+    )
+    candidates = neighbor_candidates(n) if auto else [params["n_neighbors"]]
+    graph = KNNGraph(
+        candidates[-1],
+        metric=params.get("metric", "euclidean"),
+        pca_components=params.get("pca_components"),
+        random_state=rng,
+        n_jobs=params.get("n_jobs"),
+    ).fit(X)
+    if not auto:
+        return graph, None
+    graph, neighbors = select_n_neighbors(graph, estimator.n_clusters, candidates, params["tol"])
+    if estimator.verbose:
+        print(neighbors.table())
+    return graph, neighbors
 
 
 def _check_graph_params(name, params, n):
