@@ -213,7 +213,8 @@ _MINIBATCH = dict(
 
 
 def _algorithm(name, label, description, fit, **axes):
-    return AlgorithmSpec(name, label, description, **{**_MINIBATCH_KERNEL, **axes}, fit=fit)
+    """An :class:`AlgorithmSpec` that is mini-batch kernel k-means but for ``axes``."""
+    return AlgorithmSpec(name, label, description, fit=fit, **dict(_MINIBATCH_KERNEL, **axes))
 
 
 #: The algorithms, by name.
