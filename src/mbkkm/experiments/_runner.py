@@ -658,6 +658,7 @@ class _Executor:
         if self._kernel_error is not None:
             _finish(row, "error", f"building the kernel failed: {self._kernel_error}")
         else:
+            assert self._kernel is not None  # built without an error
             row = execute_run(run, X, y, self._kernel, self.env)
             row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True, default=float)
         row["memory_estimate_bytes"] = est
