@@ -411,6 +411,7 @@ def expand(grid: Grid) -> list[RunSpec]:
     runs : list of RunSpec
     """
     runs: list[RunSpec] = []
+    kparams: tuple[tuple[str, Any], ...]
     kernels = dict.fromkeys(_canonical_kernel(k) for k in grid.kernels)
     for ds in grid.datasets:
         synth = grid.synthetic_samples if ds in SYNTHETIC else None
