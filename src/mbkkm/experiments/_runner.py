@@ -751,8 +751,11 @@ def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int
 
 
 def _worker_run(run: RunSpec) -> dict[str, Any]:
+    """A run's row in a worker process, with the worker's BLAS threads."""
     assert _WORKER is not None, "worker not initialised"
-    return _WORKER(run)
+    row = _WORKER(run)
+    row["blas_threads"] = blas_threads_now()
+    return row
 
 
 def _pool(jobs: int, initargs: tuple):
@@ -945,12 +948,6 @@ def blas_threads_now() -> int:
     return blas_threads()
 
 
-def _run_with_threads(run: RunSpec) -> dict[str, Any]:
-    row = _worker_run(run)
-    row["blas_threads"] = blas_threads_now()
-    return row
-
-
 def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
     """Runs in ``jobs`` worker processes, at most ``jobs`` at a time and in the
     grid's order (so a worker mostly meets the dataset and kernel it holds);
@@ -973,7 +970,7 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
         while queue or pending:
             while queue and len(pending) < jobs and not over_budget():
                 run = queue.pop()
-                pending[pool.submit(_run_with_threads, run)] = run
+                pending[pool.submit(_worker_run, run)] = run
             if not pending:  # the budget stopped the grid
                 summary.stopped_by_budget = True
                 summary.not_run = len(queue)
