@@ -54,8 +54,11 @@ from ._algorithms import ALGORITHMS, GRAPH_KERNELS, get_algorithm
 
 if sys.version_info >= (3, 11):
     import tomllib
-else:  # pragma: no cover - Python 3.10 (tomli is a dependency there)
-    import tomli as tomllib
+else:  # pragma: no cover - Python 3.10
+    try:
+        import tomli as tomllib
+    except ImportError:
+        tomllib = None
 
 
 class GridError(ValueError):
@@ -306,6 +309,8 @@ def load_grid(path: str | os.PathLike) -> Grid:
         the message names the file.
     """
     path = Path(path)
+    if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
+        raise GridError("reading grid files needs Python >= 3.11 or the package 'tomli'.")
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
