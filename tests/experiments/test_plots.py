@@ -61,30 +61,13 @@ def test_plot_without_ok_rows(tmp_path):
         plot_results(df, tmp_path)
 
 
-def test_times_are_cpu_seconds_where_recorded(table):
-    import pandas as pd
-
+def test_summary_has_wall_and_cpu_seconds(table):
     from mbkkm.experiments import read_results, summarize
-    from mbkkm.experiments._plots import _time_columns
 
-    df = read_results(table)
-    assert _time_columns(df) == ("fit_cpu_seconds", "kernel_cpu_seconds", "CPU time (s)")
-    old = df.drop(columns=["fit_cpu_seconds", "kernel_cpu_seconds"])  # an older table
-    assert _time_columns(old) == ("fit_seconds", "kernel_seconds", "time (s)")
-    assert _time_columns(pd.concat([df, old])) == ("fit_seconds", "kernel_seconds", "time (s)")
-    s = summarize(df)
-    assert {"fit_cpu_seconds_mean", "total_cpu_seconds_mean"} <= set(s.columns)
-    assert "fit_cpu_seconds_mean" not in summarize(old).columns
+    s = summarize(read_results(table))
+    assert {"fit_seconds_mean", "fit_cpu_seconds_mean", "total_cpu_seconds_mean"} <= set(s.columns)
     full = s[s["algorithm"] == "full-batch"].iloc[0]
     assert full["total_cpu_seconds_mean"] >= full["kernel_cpu_seconds_mean"] > 0
-
-
-@pytest.mark.slow
-def test_plot_an_older_table(table, tmp_path):
-    from mbkkm.experiments import read_results
-
-    old = read_results(table).drop(columns=["fit_cpu_seconds", "kernel_cpu_seconds"])
-    assert len(plot_results(old, tmp_path / "fig", formats=("png",))) == 2
 
 
 def test_seed_note_counts_runs_per_setting(table):
@@ -159,6 +142,8 @@ def _variant_rows():
                     "objective": 1.0,
                     "fit_seconds": 1.0,
                     "kernel_seconds": 2.0,
+                    "fit_cpu_seconds": 1.0,
+                    "kernel_cpu_seconds": 2.0,
                 }
             )
     rows.append(

@@ -200,24 +200,14 @@ def _pickled(head: bytes) -> str | None:
     """'a pickle file (of ...)', 'a joblib file ...', or None when ``head`` is neither."""
     for magic, (name, decompressor) in _COMPRESSED.items():
         if head.startswith(magic):
-            inner = None
-            if decompressor is not None:
-                try:
-                    inner = decompressor().decompress(head)[:HEAD_BYTES]
-                except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
-                    inner = None
-            what = _pickled(inner) if inner else None
+            what = _pickled_inside(decompressor, head)
             if what is None:
                 return f"a {name}-compressed file (joblib.dump(..., compress=...) writes these)"
-            return f"{what.replace('a pickle file', 'a pickle')}, {name}-compressed (joblib)"
+            return f"{what}, {name}-compressed (joblib)"
     if head[:1] == b"x" and len(head) > 1 and (head[0] * 256 + head[1]) % 31 == 0:
-        try:
-            inner = zlib.decompressobj().decompress(head)[:HEAD_BYTES]
-        except zlib.error:
-            inner = b""
-        what = _pickled(inner) if inner else None
+        what = _pickled_inside(zlib.decompressobj, head)
         if what is not None:
-            return f"{what.replace('a pickle file', 'a pickle')}, zlib-compressed (joblib)"
+            return f"{what}, zlib-compressed (joblib)"
     if head[:2] == b"ZF":  # joblib < 0.10's compressed files
         return "a compressed joblib file (joblib < 0.10)"
     if not ((head[:1] == b"\x80" and len(head) > 1 and 2 <= head[1] <= 5) or _GLOBAL0.match(head)):
@@ -226,6 +216,19 @@ def _pickled(head: bytes) -> str | None:
     kind = "a joblib file (joblib.dump)" if joblib else "a pickle file"
     cls = _first_class(head)
     return f"{kind} of {cls}" if cls else kind
+
+
+def _pickled_inside(decompressor, head: bytes) -> str | None:
+    """What :func:`_pickled` says of the decompressed ``head`` ("a pickle of ..."), or
+    None (no decompressor, not decompressible, or no pickle inside)."""
+    if decompressor is None:
+        return None
+    try:
+        inner = decompressor().decompress(head)[:HEAD_BYTES]
+    except (OSError, EOFError, ValueError, lzma.LZMAError, zlib.error):
+        return None
+    what = _pickled(inner) if inner else None
+    return None if what is None else what.replace("a pickle file", "a pickle")
 
 
 def _first_class(head: bytes) -> str | None:

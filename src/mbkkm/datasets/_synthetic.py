@@ -17,21 +17,23 @@ from sklearn import datasets as _skd
 _DEFAULT_CHUNK = 1 << 18
 
 
-def _check_n_samples(n_samples: Any, minimum: int = 1) -> int:
-    if isinstance(n_samples, (bool, np.bool_)) or not isinstance(n_samples, numbers.Integral):
-        raise TypeError(f"n_samples must be an int, got {type(n_samples).__name__}.")
-    if n_samples < minimum:
-        raise ValueError(f"n_samples must be >= {minimum}, got {n_samples}.")
-    return int(n_samples)
+def _check_int(value: Any, name: str, minimum: int = 1) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+    return int(value)
 
 
-def _check_float_dtype(dtype: Any) -> np.dtype:
+def _check_float_dtype(dtype: Any, single_or_double: bool = False) -> np.dtype:
     try:
         dt = np.dtype(dtype)
     except TypeError as exc:
         raise TypeError(f"dtype must be a floating numpy dtype, got {dtype!r}.") from exc
     if not np.issubdtype(dt, np.floating):
         raise TypeError(f"dtype must be a floating numpy dtype, got {dt}.")
+    if single_or_double and dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise TypeError(f"dtype must be np.float32 or np.float64, got {dt}.")
     return dt
 
 
@@ -92,7 +94,7 @@ def make_circles(
     y : ndarray of shape (n_samples,)
         0 for the outer circle, 1 for the inner one (``int64``).
     """
-    n_samples = _check_n_samples(n_samples)
+    n_samples = _check_int(n_samples, "n_samples")
     dt = _check_float_dtype(dtype)
     noise = _check_noise(noise)
     if not 0 < factor < 1:
@@ -129,7 +131,7 @@ def make_moons(
     y : ndarray of shape (n_samples,)
         The moon of each point, 0 or 1 (``int64``).
     """
-    n_samples = _check_n_samples(n_samples)
+    n_samples = _check_int(n_samples, "n_samples")
     dt = _check_float_dtype(dtype)
     noise = _check_noise(noise)
     X, y = _skd.make_moons(n_samples=n_samples, noise=noise or None, random_state=random_state)
@@ -168,15 +170,12 @@ def make_blobs(
     y : ndarray of shape (n_samples,)
         The blob of each point (``int64``).
     """
-    n_samples = _check_n_samples(n_samples)
+    n_samples = _check_int(n_samples, "n_samples")
     dt = _check_float_dtype(dtype)
-    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
-        raise TypeError(f"n_features must be an int, got {type(n_features).__name__}.")
-    if n_features < 1:
-        raise ValueError(f"n_features must be >= 1, got {n_features}.")
+    n_features = _check_int(n_features, "n_features")
     X, y = _skd.make_blobs(
         n_samples=n_samples,
-        n_features=int(n_features),
+        n_features=n_features,
         centers=centers,
         cluster_std=cluster_std,
         random_state=random_state,
@@ -239,23 +238,12 @@ def make_shells(
     >>> X.shape, X.dtype, sorted(set(y.tolist()))
     ((1000, 8), dtype('float32'), [0, 1])
     """
-    n_samples = _check_n_samples(n_samples)
-    if isinstance(n_features, bool) or not isinstance(n_features, numbers.Integral):
-        raise TypeError(f"n_features must be an int, got {type(n_features).__name__}.")
-    if n_features < 1:
-        raise ValueError(f"n_features must be >= 1, got {n_features}.")
-    if isinstance(n_shells, bool) or not isinstance(n_shells, numbers.Integral):
-        raise TypeError(f"n_shells must be an int, got {type(n_shells).__name__}.")
-    if n_shells < 1:
-        raise ValueError(f"n_shells must be >= 1, got {n_shells}.")
-    if isinstance(chunk_size, bool) or not isinstance(chunk_size, numbers.Integral):
-        raise TypeError(f"chunk_size must be an int, got {type(chunk_size).__name__}.")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}.")
+    n_samples = _check_int(n_samples, "n_samples")
+    n_features = _check_int(n_features, "n_features")
+    n_shells = _check_int(n_shells, "n_shells")
+    chunk_size = _check_int(chunk_size, "chunk_size")
     noise = _check_noise(noise)
-    dt = _check_float_dtype(dtype)
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"dtype must be np.float32 or np.float64, got {dt}.")
+    dt = _check_float_dtype(dtype, single_or_double=True)
     if radii is None:
         radii_arr = np.arange(1, n_shells + 1, dtype=np.float64)
     else:
@@ -271,10 +259,10 @@ def make_shells(
 
     y = np.arange(n_samples, dtype=np.int64) % n_shells
     rng.shuffle(y)
-    X = np.empty((n_samples, int(n_features)), dtype=dt)
+    X = np.empty((n_samples, n_features), dtype=dt)
     tiny = np.finfo(dt).tiny
-    for start in range(0, n_samples, int(chunk_size)):
-        stop = min(start + int(chunk_size), n_samples)
+    for start in range(0, n_samples, chunk_size):
+        stop = min(start + chunk_size, n_samples)
         block = X[start:stop]
         rng.standard_normal(out=block, dtype=dt)
         norms = np.sqrt(np.einsum("ij,ij->i", block, block))
@@ -313,14 +301,6 @@ def _calibrate_length(p, target):
         else:
             hi = mid
     return hi
-
-
-def _check_int(value: Any, name: str, minimum: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
-    return int(value)
 
 
 def _check_fraction(value: Any, name: str, low_open: bool) -> float:
@@ -461,7 +441,7 @@ def make_topic_corpus(
     """
     import scipy.sparse as sp
 
-    n_samples = _check_n_samples(n_samples)
+    n_samples = _check_int(n_samples, "n_samples")
     n_topics = _check_int(n_topics, "n_topics", 1)
     n_features = _check_int(n_features, "n_features", 1)
     if n_features < n_topics:
@@ -474,9 +454,7 @@ def make_topic_corpus(
     chunk_size = _check_int(chunk_size, "chunk_size", 1)
     if not isinstance(tfidf, (bool, np.bool_)):
         raise TypeError(f"tfidf must be a bool, got {type(tfidf).__name__}.")
-    dt = _check_float_dtype(dtype)
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
-        raise TypeError(f"dtype must be np.float32 or np.float64, got {dt}.")
+    dt = _check_float_dtype(dtype, single_or_double=True)
     rng = _as_generator(random_state)
 
     bg_cdf, terms_of, topic_cdfs, lam = _topic_laws(

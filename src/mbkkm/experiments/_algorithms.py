@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -80,14 +81,15 @@ def _mbkkm_kernel_args(X, kernel: KernelSetup):
     return X, args
 
 
-def _fit_minibatch_kernel(X, run, kernel, *, tau, learning_rate, renormalize):
+def _fit_minibatch_kernel(X, run, kernel, *, learning_rate, renormalize=True):
+    """MiniBatchKernelKMeans, truncated at the run's tau where the algorithm uses tau."""
     from ..cluster import MiniBatchKernelKMeans
 
     data, kargs = _mbkkm_kernel_args(X, kernel)
     est = MiniBatchKernelKMeans(
         n_clusters=run.n_clusters,
         batch_size=run.batch_size,
-        tau=tau,
+        tau=run.tau if get_algorithm(run.algorithm).uses_tau else None,
         learning_rate=learning_rate,
         renormalize=renormalize,
         max_iter=run.max_iter,
@@ -96,36 +98,6 @@ def _fit_minibatch_kernel(X, run, kernel, *, tau, learning_rate, renormalize):
         **kargs,
     ).fit(data)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
-
-
-def _fit_truncated(X, run, kernel):
-    return _fit_minibatch_kernel(
-        X, run, kernel, tau=run.tau, learning_rate="adaptive", renormalize=True
-    )
-
-
-def _fit_truncated_literal(X, run, kernel):
-    return _fit_minibatch_kernel(
-        X, run, kernel, tau=run.tau, learning_rate="adaptive", renormalize=False
-    )
-
-
-def _fit_truncated_classic(X, run, kernel):
-    return _fit_minibatch_kernel(
-        X, run, kernel, tau=run.tau, learning_rate="classic", renormalize=True
-    )
-
-
-def _fit_untruncated(X, run, kernel):
-    return _fit_minibatch_kernel(
-        X, run, kernel, tau=None, learning_rate="adaptive", renormalize=True
-    )
-
-
-def _fit_untruncated_classic(X, run, kernel):
-    return _fit_minibatch_kernel(
-        X, run, kernel, tau=None, learning_rate="classic", renormalize=True
-    )
 
 
 def _fit_full_batch(X, run, kernel):
@@ -155,14 +127,6 @@ def _fit_minibatch(X, run, kernel, *, learning_rate):
         random_state=run.seed,
     ).fit(X)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
-
-
-def _fit_minibatch_adaptive(X, run, kernel):
-    return _fit_minibatch(X, run, kernel, learning_rate="adaptive")
-
-
-def _fit_minibatch_classic(X, run, kernel):
-    return _fit_minibatch(X, run, kernel, learning_rate="classic")
 
 
 def _fit_nystroem(X, run, kernel):
@@ -233,122 +197,97 @@ class AlgorithmSpec:
     fit: Callable[..., FitOutput]
 
 
+#: What most algorithms are: mini-batch kernel k-means, on every kernel, not on tau.
+_MINIBATCH_KERNEL = dict(
+    uses_kernel=True,
+    uses_batch_size=True,
+    uses_tau=False,
+    graph_kernels=True,
+    needs_kernel_matrix=False,
+    objective_space="kernel",
+)
+#: Non-kernel mini-batch k-means: once per dataset, k-means in the input space.
+_MINIBATCH = dict(
+    _MINIBATCH_KERNEL, uses_kernel=False, graph_kernels=False, objective_space="input"
+)
+
+
+def _algorithm(name, label, description, fit, **axes):
+    """An :class:`AlgorithmSpec` that is mini-batch kernel k-means but for ``axes``."""
+    return AlgorithmSpec(name, label, description, fit=fit, **dict(_MINIBATCH_KERNEL, **axes))
+
+
 #: The algorithms, by name.
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
-        AlgorithmSpec(
+        _algorithm(
             "full-batch",
             "full-batch",
             "full-batch kernel k-means (Lloyd in feature space) on the n x n "
             "kernel matrix (mbkkm KernelKMeans, kernel='precomputed')",
-            True,
-            False,
-            False,
-            True,
-            True,
-            "kernel",
             _fit_full_batch,
+            uses_batch_size=False,
+            needs_kernel_matrix=True,
         ),
-        AlgorithmSpec(
+        _algorithm(
             "truncated",
             "β-truncated",
             "truncated mini-batch kernel k-means, adaptive rate, renormalised "
             "windows (MiniBatchKernelKMeans)",
-            True,
-            True,
-            True,
-            True,
-            False,
-            "kernel",
-            _fit_truncated,
+            partial(_fit_minibatch_kernel, learning_rate="adaptive"),
+            uses_tau=True,
         ),
-        AlgorithmSpec(
+        _algorithm(
             "truncated-literal",
             "β-truncated (literal)",
             "truncated mini-batch kernel k-means, adaptive rate, the paper's "
             "literal truncation (renormalize=False)",
-            True,
-            True,
-            True,
-            True,
-            False,
-            "kernel",
-            _fit_truncated_literal,
+            partial(_fit_minibatch_kernel, learning_rate="adaptive", renormalize=False),
+            uses_tau=True,
         ),
-        AlgorithmSpec(
+        _algorithm(
             "untruncated",
             "β-untruncated",
             "untruncated mini-batch kernel k-means (tau=None), adaptive rate",
-            True,
-            True,
-            False,
-            True,
-            False,
-            "kernel",
-            _fit_untruncated,
+            partial(_fit_minibatch_kernel, learning_rate="adaptive"),
         ),
-        AlgorithmSpec(
+        _algorithm(
             "untruncated-classic",
             "untruncated (sklearn rate)",
             "untruncated mini-batch kernel k-means (tau=None), scikit-learn's rate",
-            True,
-            True,
-            False,
-            True,
-            False,
-            "kernel",
-            _fit_untruncated_classic,
+            partial(_fit_minibatch_kernel, learning_rate="classic"),
         ),
-        AlgorithmSpec(
+        _algorithm(
             "minibatch-adaptive",
             "β-mini-batch k-means",
             "non-kernel mini-batch k-means, adaptive rate (mbkkm MiniBatchKMeans)",
-            False,
-            True,
-            False,
-            False,
-            False,
-            "input",
-            _fit_minibatch_adaptive,
+            partial(_fit_minibatch, learning_rate="adaptive"),
+            **_MINIBATCH,
         ),
-        AlgorithmSpec(
+        _algorithm(
             "minibatch-classic",
             "mini-batch k-means",
             "non-kernel mini-batch k-means, scikit-learn's rate (mbkkm MiniBatchKMeans)",
-            False,
-            True,
-            False,
-            False,
-            False,
-            "input",
-            _fit_minibatch_classic,
+            partial(_fit_minibatch, learning_rate="classic"),
+            **_MINIBATCH,
         ),
-        AlgorithmSpec(
+        _algorithm(
             "nystroem",
             "Nyström + mini-batch k-means",
             "scikit-learn Nystroem features (n_components) + scikit-learn "
             "MiniBatchKMeans for about max_iter batches",
-            True,
-            True,
-            False,
-            False,
-            False,
-            "nystroem",
             _fit_nystroem,
+            graph_kernels=False,
+            objective_space="nystroem",
         ),
-        AlgorithmSpec(
+        _algorithm(
             "truncated-classic",
             "truncated (sklearn rate)",
             "truncated mini-batch kernel k-means, scikit-learn's rate, renormalised "
             "windows (MiniBatchKernelKMeans; not in the paper's presets)",
-            True,
-            True,
-            True,
-            True,
-            False,
-            "kernel",
-            _fit_truncated_classic,
+            partial(_fit_minibatch_kernel, learning_rate="classic"),
+            uses_tau=True,
         ),
     )
 }

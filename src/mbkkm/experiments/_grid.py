@@ -41,6 +41,7 @@ three n x n float64 arrays).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import sys
@@ -150,13 +151,6 @@ class Grid:
     def kernel_params(self, dataset: str, kernel: str) -> dict[str, Any]:
         """The kernel parameters of one dataset (registry values unless overridden)."""
         spec = DATASETS.get(dataset)
-        if kernel == "rbf":
-            gamma = (
-                self.gamma
-                if self.gamma is not None
-                else (spec.rbf_gamma if spec is not None else None)
-            )
-            return {} if gamma is None else {"gamma": float(gamma)}
         if kernel in GRAPH_KERNELS:
             if self.n_neighbors is not None:
                 k = self.n_neighbors
@@ -170,7 +164,10 @@ class Grid:
                 if self.heat_max_dense_bytes is not None:
                     out["max_dense_bytes"] = int(self.heat_max_dense_bytes)
             return out
-        return {} if self.gamma is None else {"gamma": float(self.gamma)}
+        gamma = self.gamma
+        if kernel == "rbf" and gamma is None and spec is not None:
+            gamma = spec.rbf_gamma
+        return {} if gamma is None else {"gamma": float(gamma)}
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (lists), as a TOML file would hold them."""
@@ -344,32 +341,26 @@ _PAPER_AXES: dict[str, Any] = dict(
     max_iter=200,
 )
 
+#: The kernel and description of the preset of each of the paper's figures.
+_PAPER_FIGURES = {
+    "gaussian": ("rbf", "The paper's Gaussian-kernel figures: gamma = 1/(2 sigma^2) per dataset."),
+    "knn": ("knn", "The paper's k-NN-kernel figures (neighbours 1000/2000/2000/1000)."),
+    "heat": ("heat", "The paper's heat-kernel figures (neighbours 500/500/200/500, t = 1)."),
+}
+
 #: The presets: one per figure of the paper (Gaussian, k-NN and heat kernel), and ``quick``.
 PRESETS: dict[str, Grid] = {
-    "gaussian": Grid(
-        name="gaussian",
-        datasets=_PAPER_DATASETS,
-        algorithms=_PAPER_ALGORITHMS,
-        kernels=("rbf",),
-        **_PAPER_AXES,
-        description="The paper's Gaussian-kernel figures: gamma = 1/(2 sigma^2) per dataset.",
-    ),
-    "knn": Grid(
-        name="knn",
-        datasets=_PAPER_DATASETS,
-        algorithms=_PAPER_ALGORITHMS,
-        kernels=("knn",),
-        **_PAPER_AXES,
-        description="The paper's k-NN-kernel figures (neighbours 1000/2000/2000/1000).",
-    ),
-    "heat": Grid(
-        name="heat",
-        datasets=_PAPER_DATASETS,
-        algorithms=_PAPER_ALGORITHMS,
-        kernels=("heat",),
-        **_PAPER_AXES,
-        description="The paper's heat-kernel figures (neighbours 500/500/200/500, t = 1).",
-    ),
+    **{
+        name: Grid(
+            name=name,
+            datasets=_PAPER_DATASETS,
+            algorithms=_PAPER_ALGORITHMS,
+            kernels=(kernel,),
+            **_PAPER_AXES,
+            description=description,
+        )
+        for name, (kernel, description) in _PAPER_FIGURES.items()
+    },
     "quick": Grid(
         name="quick",
         datasets=("blobs", "moons"),
@@ -426,14 +417,14 @@ def expand(grid: Grid) -> list[RunSpec]:
     """
     runs: list[RunSpec] = []
     kparams: tuple[tuple[str, Any], ...]
+    kernels = dict.fromkeys(_canonical_kernel(k) for k in grid.kernels)
     for ds in grid.datasets:
         synth = grid.synthetic_samples if ds in SYNTHETIC else None
-        kernel_free_done = False
-        for kernel in dict.fromkeys(_canonical_kernel(k) for k in grid.kernels):
+        for i, kernel in enumerate(kernels):
             for name in grid.algorithms:
                 algo = get_algorithm(name)
                 if not algo.uses_kernel:
-                    if kernel_free_done:
+                    if i > 0:  # once per dataset, with the first kernel
                         continue
                     k, kparams = "none", ()
                 else:
@@ -443,28 +434,23 @@ def expand(grid: Grid) -> list[RunSpec]:
                     kparams = tuple(sorted(grid.kernel_params(ds, kernel).items()))
                 batches = grid.batch_sizes if algo.uses_batch_size else (None,)
                 taus = grid.taus if algo.uses_tau else (None,)
-                for b in batches:
-                    for tau in taus:
-                        for seed in grid.seeds:
-                            runs.append(
-                                RunSpec(
-                                    grid=grid.name,
-                                    dataset=ds,
-                                    algorithm=name,
-                                    kernel=k,
-                                    kernel_params=kparams,
-                                    batch_size=b,
-                                    tau=tau,
-                                    max_iter=grid.max_iter,
-                                    n_clusters=grid.n_clusters,
-                                    n_components=grid.n_components if name == "nystroem" else None,
-                                    seed=seed,
-                                    synthetic_samples=synth,
-                                )
-                            )
-            kernel_free_done = kernel_free_done or any(
-                not get_algorithm(a).uses_kernel for a in grid.algorithms
-            )
+                for b, tau, seed in itertools.product(batches, taus, grid.seeds):
+                    runs.append(
+                        RunSpec(
+                            grid=grid.name,
+                            dataset=ds,
+                            algorithm=name,
+                            kernel=k,
+                            kernel_params=kparams,
+                            batch_size=b,
+                            tau=tau,
+                            max_iter=grid.max_iter,
+                            n_clusters=grid.n_clusters,
+                            n_components=grid.n_components if name == "nystroem" else None,
+                            seed=seed,
+                            synthetic_samples=synth,
+                        )
+                    )
     return runs
 
 

@@ -7,9 +7,9 @@ For each dataset and kernel of the table:
   deviation); the truncated algorithms at one tau (default 200, else the
   largest run); full-batch kernel k-means, which has no batch size, is its own
   group; the time bar stacks the kernel-matrix time (black) under the fit time.
-  Times are CPU seconds of the run's process where the table records them
-  (``fit_cpu_seconds``, ``kernel_cpu_seconds``: on a shared machine the wall
-  time also counts the waits for a core), else wall seconds. The title gives
+  Times are CPU seconds of the run's process (``fit_cpu_seconds``,
+  ``kernel_cpu_seconds``: on a shared machine the wall time also counts the
+  waits for a core). The title gives
   the number of seeds behind each bar (a range where they differ).
   Non-kernel algorithms (kernel ``"none"``) appear in every kernel's panel.
 * ``<dataset>-<kernel>-tau.{png,svg}``: the effect of tau on the truncated
@@ -39,20 +39,6 @@ def _agg():
     import matplotlib.pyplot as plt
 
     return plt
-
-
-def _stats(df, col):
-    g = df.groupby("key")[col]
-    return g.mean(), g.std(ddof=0).fillna(0.0)
-
-
-def _time_columns(df) -> tuple[str, str, str]:
-    """(fit, kernel, label) time columns: CPU time where every row has it, else wall."""
-    if {"fit_cpu_seconds", "kernel_cpu_seconds"} <= set(df.columns) and df[
-        "fit_cpu_seconds"
-    ].notna().all():
-        return "fit_cpu_seconds", "kernel_cpu_seconds", "CPU time (s)"
-    return "fit_seconds", "kernel_seconds", "time (s)"
 
 
 def _seed_note(df, by="key") -> str:
@@ -139,7 +125,6 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
         groups.append("full")
     algos = [a for a in ALGORITHMS if a in set(df["algorithm"])]
     df["key"] = list(zip(df["algorithm"], df["group"]))
-    fit_col, kernel_col, time_label = _time_columns(df)
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     width = 0.8 / max(1, len(algos))
     x = np.arange(len(groups))
@@ -151,8 +136,8 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                 if sub.empty:
                     continue
                 if metric == "time":
-                    vals = sub[fit_col] + sub[kernel_col].fillna(0.0)
-                    kern.append(float(sub[kernel_col].fillna(0.0).mean()))
+                    vals = sub["fit_cpu_seconds"] + sub["kernel_cpu_seconds"].fillna(0.0)
+                    kern.append(float(sub["kernel_cpu_seconds"].fillna(0.0).mean()))
                 else:
                     vals = sub[metric]
                 xs.append(x[j] + (i - (len(algos) - 1) / 2) * width)
@@ -174,7 +159,7 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
             if metric == "time" and any(k > 0 for k in kern):
                 ax.bar(xs, kern, width, color="black", label="kernel matrix" if i == 0 else None)
         ax.set_xticks(x, [f"b={g}" if g != "full" else "full batch" for g in groups])
-        ax.set_title({"ari": "ARI", "nmi": "NMI", "time": time_label}[metric])
+        ax.set_title({"ari": "ARI", "nmi": "NMI", "time": "CPU time (s)"}[metric])
         if metric == "time":
             ax.set_yscale("log")
     handles, labels = [], []
@@ -275,16 +260,7 @@ def plot_results(
     df = label_kernel_variants(df[df["status"] == "ok"])
     if df.empty:
         raise ValueError("the result table holds no successful run (status 'ok') to plot.")
-    for col in (
-        "batch_size",
-        "tau",
-        "kernel_seconds",
-        "fit_seconds",
-        "fit_cpu_seconds",
-        "kernel_cpu_seconds",
-    ):
-        if col not in df.columns:  # tables written before CPU times were recorded
-            continue
+    for col in ("batch_size", "tau", "fit_cpu_seconds", "kernel_cpu_seconds"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -316,7 +292,7 @@ def summarize(results):
     table : pandas.DataFrame
         One row per dataset, kernel, algorithm, batch size and tau, with
         ``n_seeds`` and the mean and std of ARI, NMI, objective, fit, kernel and
-        total seconds (wall, and CPU where the table records it).
+        total seconds (wall and CPU).
     """
     import pandas as pd
 
@@ -327,11 +303,11 @@ def summarize(results):
     keys = ["dataset", "kernel", "algorithm", "objective_space", "batch_size", "tau"]
     for k in ("batch_size", "tau"):
         df[k] = pd.to_numeric(df[k], errors="coerce").fillna(-1).astype(int)
-    df["total_seconds"] = df["fit_seconds"] + df["kernel_seconds"].fillna(0.0)
-    metrics = ["ari", "nmi", "objective", "fit_seconds", "kernel_seconds", "total_seconds"]
-    if "fit_cpu_seconds" in df.columns:
-        df["total_cpu_seconds"] = df["fit_cpu_seconds"] + df["kernel_cpu_seconds"].fillna(0.0)
-        metrics += ["fit_cpu_seconds", "kernel_cpu_seconds", "total_cpu_seconds"]
+    metrics = ["ari", "nmi", "objective"]
+    for kind in ("", "_cpu"):  # wall and CPU seconds
+        fit, kernel = f"fit{kind}_seconds", f"kernel{kind}_seconds"
+        df[f"total{kind}_seconds"] = df[fit] + df[kernel].fillna(0.0)
+        metrics += [fit, kernel, f"total{kind}_seconds"]
     g = df.groupby(keys, sort=False)
     out = g[metrics].agg(["mean", "std"])
     out.columns = [f"{a}_{b}" for a, b in out.columns]

@@ -44,7 +44,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -152,24 +152,15 @@ def source_commit() -> str:
     """
     import subprocess
 
-    here = Path(__file__).resolve().parent.parent
+    def git(*args):
+        here = Path(__file__).resolve().parent.parent
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short=12", "HEAD"],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        head = git("rev-parse", "--short=12", "HEAD")
         if head.returncode != 0:
             return ""
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "."],
-            cwd=here,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
+        dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
     except (OSError, subprocess.SubprocessError):
         return ""
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
@@ -564,7 +555,7 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     if kernel.matrix is not None:
         row["kernel_seconds"] = round(kernel.seconds, 6)
         row["kernel_cpu_seconds"] = round(kernel.cpu_seconds, 6)
-    effective = run if run.n_clusters else _with_clusters(run, n_clusters)
+    effective = run if run.n_clusters else replace(run, n_clusters=n_clusters)
     algo = get_algorithm(run.algorithm)
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
@@ -574,19 +565,18 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
             warnings.simplefilter("always")
             out: FitOutput = algo.fit(X, effective, kernel)
     except (Exception, MemoryError) as exc:
-        row.update(
-            status="skipped" if isinstance(exc, MemoryError) else "error",
-            message=one_line(exc, with_type=True),
-            load_average=load_average(),
+        return _finish(
+            row,
+            "skipped" if isinstance(exc, MemoryError) else "error",
+            one_line(exc, with_type=True),
         )
-        row["timestamp"] = _now()
-        return row
     fit_seconds = time.perf_counter() - start
     fit_cpu = time.process_time() - cpu_start
     labels = np.asarray(out.labels)
-    row.update(
-        status="ok",
-        message=_warning_lines(caught),
+    return _finish(
+        row,
+        "ok",
+        _warning_lines(caught),
         ari=adjusted_rand_score(y, labels),
         nmi=normalized_mutual_info_score(y, labels),
         objective=out.inertia / X.shape[0],
@@ -594,20 +584,19 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
         total_seconds=round(fit_seconds + float(row["kernel_seconds"]), 6),
         fit_cpu_seconds=round(fit_cpu, 6),
         n_iter=out.n_iter,
-        load_average=load_average(),
-        timestamp=_now(),
     )
-    return row
-
-
-def _with_clusters(run: RunSpec, k: int) -> RunSpec:
-    from dataclasses import replace
-
-    return replace(run, n_clusters=k)
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _finish(row: dict, status: str, message: str, **cells) -> dict[str, Any]:
+    """``row`` with its status, message and other ``cells``, the load average and the
+    time of now."""
+    row.update(status=status, message=message, **cells)
+    row.update(load_average=load_average(), timestamp=_now())
+    return row
 
 
 class _Executor:
@@ -646,72 +635,59 @@ class _Executor:
         self._load(run)
         row = _base_row(run, self.env)
         if self._data_error is not None:
-            row.update(
-                status="skipped",
-                message=f"dataset not available: {self._data_error}",
-                load_average=load_average(),
-                timestamp=_now(),
-            )
-            return row
+            return _finish(row, "skipped", f"dataset not available: {self._data_error}")
         X, y = self._data
         matrix = needs_matrix(run)
-        est = (
-            kernel_matrix_bytes(
+        est = None
+        if matrix:
+            est = kernel_matrix_bytes(
                 X.shape[0],
                 run.kernel,
                 dict(run.kernel_params),
                 dense=get_algorithm(run.algorithm).needs_kernel_matrix,
                 n_clusters=run.n_clusters or len(np.unique(y)),
             )
-            if matrix
-            else None
-        )
         if est is not None and self.memory_budget is not None and est > self.memory_budget:
-            row.update(
-                n_samples=X.shape[0],
-                n_features=X.shape[1],
-                status="skipped",
-                memory_estimate_bytes=est,
-                load_average=load_average(),
-                timestamp=_now(),
-                message=(
-                    f"the {X.shape[0]} x {X.shape[0]} {run.kernel} kernel matrix "
-                    f"needs about {format_bytes(est)}, over the memory budget "
-                    f"of {format_bytes(self.memory_budget)}"
-                ),
+            message = (
+                f"the {X.shape[0]} x {X.shape[0]} {run.kernel} kernel matrix "
+                f"needs about {format_bytes(est)}, over the memory budget "
+                f"of {format_bytes(self.memory_budget)}"
             )
-            return row
-        kkey = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
-        if kkey != self._kernel_key:
-            self._kernel_key, self._kernel, self._kernel_error = kkey, None, None
-            try:
-                self._kernel = build_kernel(
-                    X,
-                    run.kernel,
-                    dict(run.kernel_params),
-                    matrix=matrix,
-                    cache_dir=self.kernel_cache,
-                    cache_id={
-                        "dataset": run.dataset,
-                        "synthetic_samples": run.synthetic_samples,
-                        "source": self.env.get("commit") or self.env.get("mbkkm"),
-                    },
-                )
-            except (Exception, MemoryError) as exc:
-                self._kernel_error = one_line(exc, with_type=True)
+            shape = {"n_samples": X.shape[0], "n_features": X.shape[1]}
+            return _finish(row, "skipped", message, memory_estimate_bytes=est, **shape)
+        self._build_kernel(run, X, matrix)
         if self._kernel_error is not None:
-            row.update(
-                status="error",
-                load_average=load_average(),
-                timestamp=_now(),
-                message=f"building the kernel failed: {self._kernel_error}",
-            )
+            _finish(row, "error", f"building the kernel failed: {self._kernel_error}")
         else:
             assert self._kernel is not None  # built without an error
             row = execute_run(run, X, y, self._kernel, self.env)
             row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True, default=float)
         row["memory_estimate_bytes"] = est
         return row
+
+    def _build_kernel(self, run: RunSpec, X, matrix: bool) -> None:
+        """The run's kernel (matrix) into ``_kernel``, or its error into
+        ``_kernel_error``, unless the last run's is the same."""
+        key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
+        if key == self._kernel_key:
+            return
+        self._kernel_key, self._kernel, self._kernel_error = key, None, None
+        cache_id = {
+            "dataset": run.dataset,
+            "synthetic_samples": run.synthetic_samples,
+            "source": self.env.get("commit") or self.env.get("mbkkm"),
+        }
+        try:
+            self._kernel = build_kernel(
+                X,
+                run.kernel,
+                dict(run.kernel_params),
+                matrix=matrix,
+                cache_dir=self.kernel_cache,
+                cache_id=cache_id,
+            )
+        except (Exception, MemoryError) as exc:
+            self._kernel_error = one_line(exc, with_type=True)
 
 
 # --- worker processes (run_grid with jobs > 1) -----------------------------------------
@@ -765,33 +741,22 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _init_worker(
-    env: dict,
-    data_home,
-    download: bool,
-    memory_budget: int | None,
-    blas_threads: int | None,
-    kernel_cache,
-    parent: int,
-) -> None:
+def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int) -> None:
     global _WORKER
     _die_with_parent(parent)
     if blas_threads is not None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(blas_threads)
-    _WORKER = _Executor(
-        env,
-        data_home=data_home,
-        download=download,
-        memory_budget=memory_budget,
-        kernel_cache=kernel_cache,
-    )
+    _WORKER = _Executor(env, **options)
 
 
 def _worker_run(run: RunSpec) -> dict[str, Any]:
+    """A run's row in a worker process, with the worker's BLAS threads."""
     assert _WORKER is not None, "worker not initialised"
-    return _WORKER(run)
+    row = _WORKER(run)
+    row["blas_threads"] = blas_threads_now()
+    return row
 
 
 def _pool(jobs: int, initargs: tuple):
@@ -892,26 +857,18 @@ def run_grid(
     def over_budget() -> bool:
         return budget_seconds is not None and time.perf_counter() - start >= budget_seconds
 
-    budget_each = memory_budget if memory_budget is None else memory_budget // jobs
+    options = dict(
+        data_home=data_home,
+        download=download,
+        memory_budget=memory_budget if memory_budget is None else memory_budget // jobs,
+        kernel_cache=kernel_cache,
+    )
     try:
         if jobs == 1:
-            executor = _Executor(
-                env,
-                data_home=data_home,
-                download=download,
-                memory_budget=budget_each,
-                kernel_cache=kernel_cache,
-            )
-            _run_serial(todo, executor, blas_threads, recorder, over_budget)
+            _run_serial(todo, _Executor(env, **options), blas_threads, recorder, over_budget)
         else:
-            _run_parallel(
-                todo,
-                jobs,
-                (env, data_home, download, budget_each, blas_threads, kernel_cache, os.getpid()),
-                recorder,
-                over_budget,
-                summary,
-            )
+            initargs = (env, options, blas_threads, os.getpid())
+            _run_parallel(todo, jobs, initargs, recorder, over_budget, summary)
     finally:
         writer.close()
         recorder.close()
@@ -992,12 +949,6 @@ def blas_threads_now() -> int:
     return blas_threads()
 
 
-def _run_with_threads(run: RunSpec) -> dict[str, Any]:
-    row = _worker_run(run)
-    row["blas_threads"] = blas_threads_now()
-    return row
-
-
 def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
     """Runs in ``jobs`` worker processes, at most ``jobs`` at a time and in the
     grid's order (so a worker mostly meets the dataset and kernel it holds);
@@ -1020,7 +971,7 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
         while queue or pending:
             while queue and len(pending) < jobs and not over_budget():
                 run = queue.pop()
-                pending[pool.submit(_run_with_threads, run)] = run
+                pending[pool.submit(_worker_run, run)] = run
             if not pending:  # the budget stopped the grid
                 summary.stopped_by_budget = True
                 summary.not_run = len(queue)
@@ -1037,13 +988,10 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
                     if deaths[run.run_id] == 1:
                         queue.append(run)
                         continue
-                    row = _base_row(run, initargs[0])
-                    row.update(
-                        status="error",
-                        load_average=load_average(),
-                        timestamp=_now(),
-                        message="the worker process running this run died twice "
-                        "(killed, or out of memory)",
+                    row = _finish(
+                        _base_row(run, initargs[0]),
+                        "error",
+                        "the worker process running this run died twice (killed, or out of memory)",
                     )
                 record(row)
             if broken:

@@ -166,6 +166,19 @@ class HeatDiagonalMax:
     exact_path: bool
 
 
+def _check_int(value, name, low):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+
+def _check_square(A):
+    """n of an (n, n) adjacency matrix."""
+    n = A.shape[0]
+    if A.ndim != 2 or A.shape[1] != n:
+        raise ValueError(f"A must be a square adjacency matrix, got shape {A.shape}")
+    return n
+
+
 def _heat_operator(A):
     """L = I - D^-1/2 A D^-1/2 (CSR) and N = D^-1/2 A D^-1/2 of a symmetric adjacency."""
     A = sp.csr_matrix(A, dtype=np.float64)
@@ -248,17 +261,11 @@ def heat_diagonal_max(
 
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not t > 0:
         raise ValueError(f"t must be a number > 0, got {t!r}")
-    for name, value, low in (
-        ("n_components", n_components, 1),
-        ("n_probes", n_probes, 2),
-        ("batch", batch, 1),
-        ("max_exact", max_exact, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    n = A.shape[0]
-    if A.ndim != 2 or A.shape[1] != n:
-        raise ValueError(f"A must be a square adjacency matrix, got shape {A.shape}")
+    _check_int(n_components, "n_components", 1)
+    _check_int(n_probes, "n_probes", 2)
+    _check_int(batch, "batch", 1)
+    _check_int(max_exact, "max_exact", 1)
+    n = _check_square(A)
     L, N = _heat_operator(A)
     t = float(t)
     if n <= max(dense_limit, n_components + 2):
@@ -380,9 +387,7 @@ def heat_diagonal_bounds(A, t, eigenpairs):
     ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
     if ts.ndim != 1 or not np.all(np.isfinite(ts)) or not np.all(ts > 0):
         raise ValueError(f"t must be a number > 0 or a 1-D array of them, got {t!r}")
-    n = A.shape[0]
-    if A.ndim != 2 or A.shape[1] != n:
-        raise ValueError(f"A must be a square adjacency matrix, got shape {A.shape}")
+    n = _check_square(A)
     lam, U = _check_eigenpairs(eigenpairs, n)
     _, N = _heat_operator(A)
     kept, m0, m1, m2 = _rest_moments(N, lam, U)
@@ -571,19 +576,11 @@ def heat_time_for_gamma(
         or not 0 < gamma < 1
     ):
         raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
-    if isinstance(n_exact, bool) or not isinstance(n_exact, (int, np.integer)) or n_exact < 0:
-        raise ValueError(f"n_exact must be an integer >= 0, got {n_exact!r}")
-    n = A.shape[0]
-    if A.ndim != 2 or A.shape[1] != n:
-        raise ValueError(f"A must be a square adjacency matrix, got shape {A.shape}")
+    _check_int(n_exact, "n_exact", 0)
+    n = _check_square(A)
     L, N = _heat_operator(A)
     if eigenpairs is None:
-        if (
-            isinstance(n_components, bool)
-            or not isinstance(n_components, (int, np.integer))
-            or not 1 <= n_components
-        ):
-            raise ValueError(f"n_components must be an integer >= 1, got {n_components!r}")
+        _check_int(n_components, "n_components", 1)
         eigenpairs = top_heat_eigenpairs(A, int(n_components), random_state=random_state)
     lam, U = _check_eigenpairs(eigenpairs, n)
     kept, m0, m1, m2 = _rest_moments(N, lam, U)

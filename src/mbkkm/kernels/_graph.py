@@ -165,10 +165,7 @@ class KNNGraph:
 
     def with_n_neighbors(self, n_neighbors):
         """The graph of the same (projected) points with another ``n_neighbors``."""
-        other = copy.copy(self)
-        other.n_neighbors = _check_n_neighbors(n_neighbors, self.n_samples)
-        other.seconds_ = {"projection": 0.0}
-        return other._link()
+        return self._with(_check_n_neighbors(n_neighbors, self.n_samples))._link()
 
     def truncated(self, n_neighbors):
         """The graph of fewer neighbours read from this graph's own search (no new one).
@@ -184,11 +181,16 @@ class KNNGraph:
                 f"n_neighbors must be at most the graph's {self.n_neighbors} to "
                 f"truncate it, got {k}"
             )
-        other = copy.copy(self)
-        other.n_neighbors = k
-        other.seconds_ = {"projection": 0.0}
         dist, ind = self._lists
-        return other._link((dist[:, : k - 1], ind[:, : k - 1]))
+        return self._with(k)._link((dist[:, : k - 1], ind[:, : k - 1]))
+
+    def _with(self, n_neighbors):
+        """A copy of this graph's points (projection included) to link with
+        ``n_neighbors``."""
+        other = copy.copy(self)
+        other.n_neighbors = n_neighbors
+        other.seconds_ = {"projection": 0.0}
+        return other
 
     def _link(self, lists=None):
         """The neighbour search on ``points_`` (or the given ``(dist, ind)`` lists) and
@@ -223,7 +225,7 @@ class KNNGraph:
             self.seconds_.get("neighbors", 0.0) + time.perf_counter() - start
         )
         self.adjacency_ = A
-        self.degrees_ = _degrees(A)
+        self.degrees_ = np.asarray(A.sum(axis=1)).ravel()
         return self
 
     @property
@@ -363,10 +365,6 @@ def knn_adjacency(
         .fit(X)
         .adjacency_
     )
-
-
-def _degrees(A):
-    return np.asarray(A.sum(axis=1)).ravel()
 
 
 def knn_kernel(

@@ -379,7 +379,7 @@ def _tiles(tile, diag, prepare=None, *, torch=True):
     return out
 
 
-register(
+for _spec in (
     KernelSpec(
         "rbf",
         ("gamma",),
@@ -389,9 +389,7 @@ register(
         formula="exp(-gamma ||x - y||^2)",
         sklearn_name="rbf",
         tiles=_tiles("rbf", "diag_ones", prepare="rbf_prepare"),
-    )
-)
-register(
+    ),
     KernelSpec(
         "laplacian",
         ("gamma",),
@@ -400,9 +398,7 @@ register(
         formula="exp(-gamma ||x - y||_1)",
         sklearn_name="laplacian",
         tiles=_tiles("laplacian", "diag_ones"),
-    )
-)
-register(
+    ),
     KernelSpec(
         "polynomial",
         ("gamma", "degree", "coef0"),
@@ -411,9 +407,7 @@ register(
         formula="(gamma <x, y> + coef0)^degree",
         sklearn_name="polynomial",
         tiles=_tiles("polynomial", "diag_polynomial"),
-    )
-)
-register(
+    ),
     KernelSpec(
         "linear",
         (),
@@ -421,9 +415,7 @@ register(
         formula="<x, y>",
         sklearn_name="linear",
         tiles=_tiles("linear", "diag_linear"),
-    )
-)
-register(
+    ),
     KernelSpec(
         "cosine",
         (),
@@ -432,9 +424,7 @@ register(
         formula="<x, y> / (||x|| ||y||)",
         sklearn_name="cosine",
         tiles=_tiles("cosine", "diag_cosine", prepare="cosine_prepare"),
-    )
-)
-register(
+    ),
     KernelSpec(
         "sigmoid",
         ("gamma", "coef0"),
@@ -442,9 +432,7 @@ register(
         formula="tanh(gamma <x, y> + coef0)",
         sklearn_name="sigmoid",
         tiles=_tiles("sigmoid", "diag_sigmoid"),
-    )
-)
-register(
+    ),
     KernelSpec(
         # No torch tiles: sum_i (x_i - y_i)^2 / (x_i + y_i) has no GEMM form.
         "chi2",
@@ -456,21 +444,18 @@ register(
         formula="exp(-gamma sum_i (x_i - y_i)^2 / (x_i + y_i))",
         sklearn_name="chi2",
         tiles=_tiles("chi2", "diag_ones", torch=False),
-    )
-)
-register(
+    ),
     KernelSpec(
         "knn",
         transductive=True,
         builder=knn_kernel,
         formula="D^-1 A D^-1, A the symmetrised k-NN adjacency with self-loops",
-    )
-)
-register(
+    ),
     KernelSpec(
         "heat",
         transductive=True,
         builder=heat_kernel,
         formula="exp(-t (I - D^-1/2 A D^-1/2)) on the k-NN graph",
-    )
-)
+    ),
+):
+    register(_spec)

@@ -250,13 +250,12 @@ class GraphSpectrum:
         U = diag(s) V with ``row_scale`` s."""
         from ._graph import LowRankKernel
 
+        w = self.weights(t)
         if n_components is None:
             r, error = self.rank(t, rank_tol, max_components)
         else:
             r = int(n_components)
-            w = self.weights(t)
             error = float(w[r]) if r < w.size else 0.0
-        w = self.weights(t)
         V = np.ascontiguousarray(self.eigenvectors[:, :r])
         scale = None
         if normalize:
@@ -349,6 +348,14 @@ def split_is_harmful(sizes, n_clusters=None):
     return bool(2 * n_clusters * sizes.min() < sizes.sum())
 
 
+def component_sizes(graph):
+    """The sizes of the connected components of a fitted graph, largest first."""
+    from scipy.sparse.csgraph import connected_components
+
+    _, labels = connected_components(graph.adjacency_, directed=False)
+    return np.sort(np.bincount(labels))[::-1]
+
+
 def connect_graph(
     graph, n_clusters=None, max_doublings=CONNECT_DOUBLINGS, margin=0, before_rebuild=None
 ):
@@ -374,11 +381,6 @@ def connect_graph(
     components : list of ndarray
         The sizes of the connected components of each graph tried, largest first.
     """
-    from scipy.sparse.csgraph import connected_components
-
-    def sizes(g):
-        _, labels = connected_components(g.adjacency_, directed=False)
-        return np.sort(np.bincount(labels))[::-1]
 
     def doubled(g):
         seconds = g.seconds_
@@ -392,18 +394,18 @@ def connect_graph(
         }
         return g
 
-    tried = [sizes(graph)]
+    tried = [component_sizes(graph)]
     for _ in range(max_doublings):
         if not split_is_harmful(tried[-1], n_clusters) or graph.n_neighbors >= graph.n_samples:
             break
         graph = doubled(graph)
-        tried.append(sizes(graph))
+        tried.append(component_sizes(graph))
     if len(tried) > 1 and not split_is_harmful(tried[-1], n_clusters):
         for _ in range(int(margin)):
             if graph.n_neighbors >= graph.n_samples:
                 break
             graph = doubled(graph)
-            tried.append(sizes(graph))
+            tried.append(component_sizes(graph))
     return graph, tried
 
 
