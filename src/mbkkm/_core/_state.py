@@ -230,6 +230,49 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     )
 
 
+#: Iterations between two read-backs of a device run (objectives, counter, overflow).
+READ_EVERY = 16
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """What every iteration of a run does, whichever step runs it (host or device).
+
+    Attributes
+    ----------
+    kernel : Kernel or IndexKernel
+    rate : callable
+        ``rate(batch_counts, batch_total, running_counts) -> alpha``, a pure rate of
+        :data:`mbkkm._core.LEARNING_RATES`.
+    tau : int or None
+        Window length; None keeps every block (no truncation).
+    renormalize : bool
+        Divide the kept coefficients by their sum after truncation.
+    tol : float or None
+        Early stopping threshold: f_B(C_{i+1}) is computed on the same batch and a run
+        stops at the first iteration with f_B(C_i) - f_B(C_{i+1}) < tol. None: neither
+        (``-inf``: f_B(C_{i+1}) computed, never stops).
+    max_tile_bytes : int or None
+        Memory for an iteration's kernel blocks; above it they are computed in column
+        chunks of the batch (:func:`tile_columns`). None: in one piece.
+    read_every : int
+        Device runs: iterations between two read-backs.
+    """
+
+    kernel: object
+    rate: object
+    tau: int | None
+    renormalize: bool
+    tol: float | None = None
+    max_tile_bytes: int | None = None
+    read_every: int = READ_EVERY
+
+    @property
+    def objective_after(self):
+        """Whether an iteration also computes f_B(C_{i+1}) (for early stopping)."""
+        return self.tol is not None
+
+
 @dataclass
 class StepResult:
     labels: np.ndarray  # (b,) assignment of the batch before the update

@@ -134,11 +134,6 @@ class NumpyBackend:
             return take_rows(x, idx) if sp.issparse(x) else x[idx]
         return x[:, idx]
 
-    def take_into(self, x, idx, out):
-        """``out[:] = x[idx]`` along axis 0 (one pass, no temporary)."""
-        np.take(x, idx, axis=0, out=out)
-        return out
-
     def new_support(self, S, rows_kept, Xb, new_pos):
         """The support after an iteration: ``S[rows_kept]`` then ``Xb[new_pos]``, one array.
 
