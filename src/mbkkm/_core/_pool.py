@@ -82,7 +82,7 @@ import numpy as np
 import torch
 
 from ..kernels import KERNELS
-from ._memory import DENSE_SLOT_SUMS_MAX
+from ._memory import DENSE_SLOT_SUMS_MAX, pool_buffers
 from ._memory import pool_capacities as capacities
 from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
 
@@ -506,38 +506,30 @@ def pack(state, layout, *, dtype=None):
     csum = np.cumsum(sizes[order])  # inclusive, over the blocks grouped by cluster
     newer = np.empty(nb)
     newer[order] = csum[ptr[1:][bc[order]] - 1] - csum
-    lam = np.zeros((k, L1))
-    lam[bc, slots] = state.lam
-    nw = np.full((k, L1), np.inf)
-    nw[bc, slots] = newer
-    stamp = np.full((k, L1), -1, dtype=np.int64)
-    stamp[bc, slots] = state.block_stamp
-    row_block = np.full(layout.n_rows, layout.free, dtype=np.int64)
-    row_block[:m] = np.repeat(bc * L1 + slots, sizes)
-    row_cluster = np.repeat(bc, sizes)
-    coef = np.zeros((layout.n_rows, k))
-    coef[np.arange(m), row_cluster] = state.weight
-    gram = np.zeros((k, L1, L1))
+    buffers = pool_buffers(k, layout.L, M, layout.b)
+    # Every buffer but the rows on the host first, as declared, then filled.
+    host = {
+        name: np.full(shape, fill, dtype)
+        for name, (shape, dtype, fill) in buffers.items()
+        if dtype is not None
+    }
+    host["lam"][bc, slots] = state.lam
+    host["newer"][bc, slots] = newer
+    host["stamp"][bc, slots] = state.block_stamp
+    host["block"][:m] = np.repeat(bc * L1 + slots, sizes)
+    host["coef"][np.arange(m), np.repeat(bc, sizes)] = state.weight
     if state.gram is not None:
         H = np.asarray(state.backend.to_numpy(state.gram), dtype=np.float64)
         n = min(H.shape[1], L1)
-        gram[:, :n, :n] = H[:, :n, :n]
-    rows = torch.zeros((layout.n_rows, *S.shape[1:]), dtype=dtype, device=dev)
+        host["gram"][:, :n, :n] = H[:, :n, :n]
+    host["counts"][:, 0] = state.counts
+    host["it"][0] = state.n_steps
+    tensors = {name: torch.from_numpy(a).to(dev) for name, a in host.items()}
+    tensors["norms"] = state.norms.to(dtype=_F64, device=dev).reshape(k, 1).clone()
+    (n_rows,), _, _ = buffers["rows"]
+    rows = torch.zeros((n_rows, *S.shape[1:]), dtype=dtype, device=dev)
     rows[:m] = S
-    f64 = dict(dtype=_F64, device=dev)
-    return Pool(
-        rows=rows,
-        block=torch.from_numpy(row_block).to(dev),
-        coef=torch.from_numpy(coef).to(**f64),
-        lam=torch.from_numpy(lam).to(**f64),
-        newer=torch.from_numpy(nw).to(**f64),
-        stamp=torch.from_numpy(stamp).to(dev),
-        gram=torch.from_numpy(gram).to(**f64),
-        norms=state.norms.to(**f64).reshape(k, 1).clone(),
-        counts=torch.from_numpy(np.asarray(state.counts, dtype=np.float64)).to(**f64)[:, None],
-        it=torch.full((1,), state.n_steps, dtype=torch.int64, device=dev),
-        active=torch.ones(1, dtype=torch.bool, device=dev),
-    )
+    return Pool(rows=rows, **tensors)
 
 
 def unpack(pool, layout):

@@ -73,6 +73,7 @@ from ..backends import get_backend
 from ..backends._sparse import is_sparse, row_range
 from ._rates import batch_rates
 from ._state import (
+    WORKSPACE_HEADROOM,
     StepResult,
     block_slots,
     concat_ranges,
@@ -281,13 +282,14 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
 
 
 def _workspace(state, name, shape, dtype, nx):
-    """A reusable buffer of the state (no fresh pages, hence no page faults, per step)."""
+    """A reusable buffer of the state (no fresh pages, hence no page faults, per step):
+    one of :func:`mbkkm._core._state.workspace_buffers`."""
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
         del buf
         state.workspace.pop(name, None)  # freed before its successor is allocated
-        buf = nx.empty(int(size * 1.25) + 1, dtype)
+        buf = nx.empty(int(size * WORKSPACE_HEADROOM) + 1, dtype)
         state.workspace[name] = buf
     return buf[:size].reshape(shape)
 
