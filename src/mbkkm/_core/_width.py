@@ -640,8 +640,7 @@ def selection_threads():
 
     Its work is a few hundred small products and eigendecompositions on a
     500-1000 point matrix, where extra threads cost more than they give, and on
-    a busy machine their spinning made it many times slower (measured in
-    ``benchmarks/RESULTS.md``). A user's tighter ``threadpool_limits`` stays in
-    force (a limit of 1 is the tightest).
+    a busy machine their spinning made it many times slower. A user's tighter
+    ``threadpool_limits`` stays in force (a limit of 1 is the tightest).
     """
     return threadpool_limits(limits=1)
