@@ -41,7 +41,7 @@ host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -301,13 +301,7 @@ def snapshot(fs):
         out["windows"] = fs.windows
         return out
     out["pool"] = {name: t.detach().cpu().numpy() for name, t in zip(fs.pool._fields, fs.pool)}
-    out["layout"] = [
-        int(fs.layout.k),
-        int(fs.layout.L),
-        int(fs.layout.M),
-        int(fs.layout.b),
-        int(fs.layout.cols),
-    ]
+    out["layout"] = [int(value) for value in astuple(fs.layout)]  # k, L, M, b, cols
     out["first_it"], out["blocks"] = int(fs.device.first_it), int(fs.device.blocks)
     return out
 

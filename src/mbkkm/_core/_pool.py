@@ -75,7 +75,7 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 import numpy as np
@@ -600,48 +600,26 @@ def step_windows(state, Xb, cfg, batch_weight=None):
     state and one batch (no overflow is possible); the results come back in one
     device-to-host copy.
     """
-    b = Xb.shape[0]
-    objective_after = cfg.objective_after
-    layout = layout_for(state, b, cfg.tau)
-    layout = Layout(
-        layout.k, layout.L, layout.M, b, tile_columns_for(layout, Xb, cfg.max_tile_bytes)
-    )
+    layout = layout_for(state, Xb.shape[0], cfg.tau)
+    layout = replace(layout, cols=tile_columns_for(layout, Xb, cfg.max_tile_bytes))
     pool = pack(state, layout)
-    consts = make_constants(layout, cfg, pool.rows)
     weight = None
     if batch_weight is not None:
         weight = torch.from_numpy(np.asarray(batch_weight, dtype=np.float64)).to(Xb.device)
-    pool, out = advance(pool, Xb, cfg, layout, consts, weight)
-    total = (
-        out.total
-        if isinstance(out.total, torch.Tensor)
-        else torch.full((1,), out.total, dtype=_F64, device=Xb.device)
-    )
-    after = out.after if out.after is not None else out.objective
-    host = (
-        torch.cat([out.objective, after, total.view(1), out.alpha.view(-1), out.labels.to(_F64)])
-        .cpu()
-        .numpy()
-    )
-    k = layout.k
-    objective, after_sum, total = host[0], host[1], host[2]
+    pool, out = advance(pool, Xb, cfg, layout, make_constants(layout, cfg, pool.rows), weight)
+    total = torch.as_tensor(out.total, dtype=_F64, device=Xb.device).view(1)
+    after = out.objective if out.after is None else out.after
+    host = torch.cat([out.objective, after, total, out.alpha.view(-1), out.labels.to(_F64)])
+    host = host.cpu().numpy()
+    objective, after, total = host[:3]
     new = unpack(pool, layout)
-    for name in (
-        "support",
-        "weight",
-        "block_start",
-        "block_cluster",
-        "block_stamp",
-        "lam",
-        "gram",
-        "norms",
-        "counts",
-        "n_steps",
-    ):
-        setattr(state, name, getattr(new, name))
+    for f in fields(WindowState):
+        if f.name != "workspace":
+            setattr(state, f.name, getattr(new, f.name))
+    k = layout.k
     return StepResult(
         labels=host[3 + k :].astype(np.intp),
         objective=float(objective / total),
-        objective_after=float(after_sum / total) if objective_after else None,
+        objective_after=float(after / total) if cfg.objective_after else None,
         alpha=host[3 : 3 + k].copy(),
     )
