@@ -6,7 +6,7 @@ its peaks (the windows, the iteration's kernel blocks and products, the
 labelling pass's tiles and outputs), and :meth:`MemoryPlan.check` compares them
 with what is available before any kernel work. The kernel blocks of an
 iteration are computed in column chunks of the batch when they exceed the
-``working_memory`` budget (:func:`mbkkm._core._windows.tile_columns`), so they are
+``working_memory`` budget (:func:`mbkkm._core._state.tile_columns`), so they are
 planned at their chunked size; what cannot be chunked (the windows, the block
 sums, the outputs) is refused with the numbers when it cannot fit.
 
