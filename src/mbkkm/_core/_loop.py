@@ -41,7 +41,7 @@ host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
 from __future__ import annotations
 
 import threading
-from dataclasses import astuple, dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -406,12 +406,8 @@ class DeviceSteps:
     def set_layout(self, layout, windows):
         """Pack ``windows`` into a pool of ``layout`` (its kernel chunks from the budget)."""
         P = self.P
-        layout = P.Layout(
-            layout.k,
-            layout.L,
-            layout.M,
-            layout.b,
-            cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes),
+        layout = replace(
+            layout, cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes)
         )
         self.fs.layout = layout
         self.fs.pool = P.pack(windows, layout)
