@@ -405,17 +405,16 @@ def plan_minibatch(request):
 
             fold = FOLD_MIN_VALUES if r.kernel_name == "rbf" else 0
             dense = DENSE_SLOT_SUMS_MAX
-        t.update(
-            _pool_terms(
-                (k, b, tau),
-                (r.n_features, r.row_bytes, itemsize),
-                r.max_tile_bytes,
-                r.max_iter or 0,
-                copies,
-                support=max(k, r.width_sample),
-                cuda=(fold, dense),
-            )
+        pool_terms, (L, M, cols) = _pool_terms(
+            (k, b, tau),
+            (r.n_features, r.row_bytes, itemsize),
+            r.max_tile_bytes,
+            r.max_iter or 0,
+            copies,
+            support=max(k, r.width_sample),
+            cuda=(fold, dense),
         )
+        t.update(pool_terms)
         state = (
             sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t["batch plan"]
         )
@@ -429,8 +428,6 @@ def plan_minibatch(request):
             t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
             t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
             iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
-        cols = t.pop("_cols")
-        L, M = t.pop("_L"), t.pop("_M")
     else:
         t["support (windows)"] = m * r.row_bytes
         t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
@@ -513,14 +510,16 @@ _POOL_STATE = (
 
 
 def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 0)):
-    """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
-    fit starts with (``support``: its initial support points); ``shape`` is
-    ``(k, b, tau)``, ``row`` ``(n_features, row_bytes, itemsize)``; ``copies``: whether
-    the kernel copies the rows; ``cuda``: ``(fold, dense)``, the least block (values)
-    whose rbf operands carry the row norms, as
-    :func:`mbkkm.kernels._torch_tiles.rbf_tail` on CUDA, and the most (slot, row)
-    pairs whose block sums are dense, as :func:`mbkkm._core._pool.slot_sums` on CUDA
-    (0: never)."""
+    """The device pool's terms in bytes (:mod:`mbkkm._core._pool`) and its shapes
+    (L, M, chunk columns), at the capacities a fit starts with.
+
+    ``shape`` is ``(k, b, tau)``; ``row`` is ``(n_features, row_bytes, itemsize)``;
+    ``support``: the fit's initial support points; ``copies``: whether the kernel
+    copies the rows; ``cuda``: ``(fold, dense)``, the least block (values) whose rbf
+    operands carry the row norms, as :func:`mbkkm.kernels._torch_tiles.rbf_tail` on
+    CUDA, and the most (slot, row) pairs whose block sums are dense, as
+    :func:`mbkkm._core._pool.slot_sums` on CUDA (0: never).
+    """
     k, b, tau = shape
     fold, dense = cuda
     n_features, row_bytes, itemsize = row
@@ -558,10 +557,7 @@ def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 
             # the dense slot sums' mask and masked values (CUDA)
             + (k * L1 * n_rows * 9 if k * L1 * n_rows <= dense else 0)
         ),
-        "_cols": cols,
-        "_L": L,
-        "_M": M,
-    }
+    }, (L, M, cols)
 
 
 def _read_int(path):
