@@ -34,7 +34,7 @@ The compile check (CPU or GPU; prints exactly one line, exit status 0 when it ho
 
     .venv/bin/python benchmarks/bench_gpu.py --device cpu --compile-check
 
-compiles one iteration of a fit's loop (:meth:`mbkkm._core._loop._DeviceLoop.iteration`,
+compiles one iteration of a fit's loop (:meth:`mbkkm._core._loop.DeviceSteps.iteration`,
 what the fit runs) with ``torch.compile(fullgraph=True, dynamic=False)``, runs 50
 consecutive iterations and prints
 ``compile-check: graph_breaks=N recompiles=R iterations=50 equal_to_eager=True|False``
@@ -92,7 +92,7 @@ sys.path.insert(0, str(REPO / "src"))
 from sklearn.metrics import adjusted_rand_score
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans, measure_memory
-from mbkkm._core import LEARNING_RATES, _loop, init_state
+from mbkkm._core import LEARNING_RATES, StepConfig, _loop, init_state
 from mbkkm.kernels import resolve_kernel
 
 # ../shared/datasets beside the clone (or beside the folder of a git worktree)
@@ -277,10 +277,8 @@ class SteadyState:
             X[dev.torch.from_numpy(rng.choice(n, k, replace=False)).to(X.device)], kernel
         )
         plan = rng.randint(0, n, size=(warmup + n_batches + 1, b))
-        cfg = _loop.LoopConfig(
-            kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau, renormalize=True
-        )
-        self.loop = _loop.MiniBatchLoop(start, X, plan, rng, cfg)
+        cfg = StepConfig(kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau, renormalize=True)
+        self.loop = _loop.fit_loop(start, X, plan, rng, cfg)
         self.loop.run_until(warmup)
         dev.sync()
 
@@ -464,17 +462,19 @@ def _compile_setup(device, iterations):
     its pool before the first iteration and the plan on the device."""
     import torch
 
+    from mbkkm._core import _pool
+
     rng = np.random.RandomState(0)
     n, d, k, b, tau = 2000, 16, 5, 64, 20
     X = torch.from_numpy(rng.rand(n, d).astype(np.float32)).to(device)
     kernel = resolve_kernel("rbf", gamma=0.5)
     plan = rng.randint(0, n, size=(iterations, b))
-    cfg = _loop.LoopConfig(
-        kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau, renormalize=True
-    )
-    loop = _loop.MiniBatchLoop(init_state(X[:k].clone(), kernel), X, plan, rng, cfg)
+    cfg = StepConfig(kernel=kernel, rate=LEARNING_RATES["adaptive"], tau=tau, renormalize=True)
+    loop = _loop.fit_loop(init_state(X[:k].clone(), kernel), X, plan, rng, cfg)
     dl = loop.state.device
-    dl.relayout(slots=tau, rows=k * tau + 2 * b)  # room for the 50 iterations: no growth
+    # room for the 50 iterations: no growth
+    windows = _pool.unpack(loop.state.pool, loop.state.layout)
+    dl.set_layout(_pool.Layout(k, tau, k * tau + 2 * b, b), windows)
     return dl, loop.state.pool.clone(), dl.plan
 
 

@@ -54,7 +54,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from mbkkm._core import LEARNING_RATES, StepOptions, assign, init_state, minibatch_step
+from mbkkm._core import LEARNING_RATES, StepConfig, assign, init_state, minibatch_step
 from mbkkm._core._memory import chunk_rows
 from mbkkm._core._parallel import assign_parallel, blas_threads
 from mbkkm.kernels import resolve_kernel
@@ -160,9 +160,9 @@ class DeviceFormulation:
 
         self.torch = torch
         self.X = torch.from_numpy(X)
-        cfg = _loop.LoopConfig(kernel=kernel, rate=rate, tau=tau, renormalize=True)
+        cfg = StepConfig(kernel=kernel, rate=rate, tau=tau, renormalize=True)
         state = init_state(torch.from_numpy(centers), kernel)
-        self.loop = _loop.MiniBatchLoop(state, self.X, batches, None, cfg)
+        self.loop = _loop.fit_loop(state, self.X, batches, None, cfg)
         self.i = 0
 
     def step(self):
@@ -207,7 +207,7 @@ def bench_dataset(
     kernel = resolve_kernel("rbf", gamma=gamma)
     rng = np.random.default_rng(seed)
     rate = LEARNING_RATES["adaptive"]
-    options = StepOptions(kernel, rate, tau=tau, renormalize=True)
+    options = StepConfig(kernel, rate, tau=tau, renormalize=True)
     centers = X[rng.choice(n, k, replace=False)]
     state = init_state(centers, kernel)
     batches = rng.integers(0, n, size=(warmup + repeats, b))

@@ -10,7 +10,7 @@ import pytest
 
 import mbkkm._core._memory as memory
 from mbkkm import MemoryPlanError, MiniBatchKernelKMeans, measure_memory
-from mbkkm._core import LEARNING_RATES, StepOptions, init_state, minibatch_step
+from mbkkm._core import LEARNING_RATES, StepConfig, init_state, minibatch_step
 from mbkkm._core._windows import tile_columns
 from mbkkm.kernels import resolve_kernel
 
@@ -112,9 +112,7 @@ def test_chunked_kernel_blocks_equal_one_piece(cols_budget):
     a, c = init_state(X[:5].copy(), kern), init_state(X[:5].copy(), kern)
     for _ in range(6):
         B = X[rng.randint(0, 500, 120)]
-        opts = StepOptions(
-            kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True, objective_after=True
-        )
+        opts = StepConfig(kern, LEARNING_RATES["adaptive"], tau=30, renormalize=True, tol=-np.inf)
         r1 = minibatch_step(a, B, opts)
         r2 = minibatch_step(c, B, dataclasses.replace(opts, max_tile_bytes=cols_budget))
         np.testing.assert_array_equal(r1.labels, r2.labels)
@@ -238,14 +236,14 @@ def test_device_plan_counts_the_pool_it_holds(budget_mib):
     ).fit(X)
     plan = km.memory_plan_
     kern = resolve_kernel("rbf", gamma=0.1)
-    cfg = _loop.LoopConfig(
+    cfg = StepConfig(
         kernel=kern,
         rate=LEARNING_RATES["adaptive"],
         tau=100,
         renormalize=True,
         max_tile_bytes=None if budget_mib is None else budget_mib * 2**20,
     )
-    loop = _loop.MiniBatchLoop(
+    loop = _loop.fit_loop(
         init_state(X[:8].clone(), kern), X, np.zeros((3, 512), dtype=np.intp), None, cfg
     )
     pool, layout = loop.state.pool, loop.state.layout

@@ -13,7 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from mbkkm import MiniBatchKernelKMeans
 from mbkkm._core import (
     LEARNING_RATES,
-    StepOptions,
+    StepConfig,
     assign,
     init_state,
     kernel_kmeans_plusplus,
@@ -91,7 +91,7 @@ def _run_core(X, k, b, iters, tau, renormalize, learning_rate="adaptive", seed=0
         res = minibatch_step(
             state,
             X[rng.randint(0, len(X), b)],
-            StepOptions(kern, LEARNING_RATES[learning_rate], tau=tau, renormalize=renormalize),
+            StepConfig(kern, LEARNING_RATES[learning_rate], tau=tau, renormalize=renormalize),
         )
         alphas.append(res.alpha)
     return state, np.array(alphas)
@@ -149,9 +149,7 @@ def test_objective_after_equals_recomputed_batch_objective():
         res = minibatch_step(
             state,
             B,
-            StepOptions(
-                kern, LEARNING_RATES["adaptive"], tau=40, renormalize=True, objective_after=True
-            ),
+            StepConfig(kern, LEARNING_RATES["adaptive"], tau=40, renormalize=True, tol=-np.inf),
         )
         _, mind = assign(B, state, kern)
         assert res.objective_after == pytest.approx(mind.mean(), rel=1e-9, abs=1e-12)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from mbkkm._core import LEARNING_RATES, StepOptions, assign, init_state, minibatch_step
+from mbkkm._core import LEARNING_RATES, StepConfig, assign, init_state, minibatch_step
 from mbkkm._core._parallel import assign_parallel, blas_threads, tile_rows
 from mbkkm.kernels import resolve_kernel
 
@@ -21,7 +21,7 @@ def fitted():
         minibatch_step(
             state,
             X[rng.randint(0, len(X), 256)],
-            StepOptions(kern, LEARNING_RATES["adaptive"], tau=50, renormalize=True),
+            StepConfig(kern, LEARNING_RATES["adaptive"], tau=50, renormalize=True),
         )
     return X, state, kern
 
@@ -50,7 +50,7 @@ def test_prepared_tiles_equal_plain_kernel(kernel):
         minibatch_step(
             state,
             X[rng.randint(0, len(X), 128)],
-            StepOptions(kern, LEARNING_RATES["classic"], tau=40, renormalize=True),
+            StepConfig(kern, LEARNING_RATES["classic"], tau=40, renormalize=True),
         )
     lab, mind, dist = assign(
         X,

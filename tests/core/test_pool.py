@@ -24,7 +24,7 @@ from test_windows import (
 )
 
 from mbkkm import MiniBatchKernelKMeans
-from mbkkm._core import LEARNING_RATES, _loop, init_state
+from mbkkm._core import LEARNING_RATES, StepConfig, _loop, init_state
 from mbkkm.kernels import resolve_kernel
 
 torch = pytest.importorskip("torch")
@@ -51,8 +51,8 @@ def _run(
     Xt = torch.from_numpy(X)
     state = init_state(Xt[:k].clone(), kern)
     layout = layout or P.layout_for(state, b, tau)
-    spec = P.StepSpec(
-        kern, rate, tau=tau, renormalize=renormalize, objective_after=objective_after, tol=-np.inf
+    spec = StepConfig(
+        kern, rate, tau=tau, renormalize=renormalize, tol=-np.inf if objective_after else None
     )
     consts = P.make_constants(layout, spec, Xt)
     pool = P.pack(state, layout)
@@ -101,7 +101,7 @@ def test_advance_equals_reference(kernel, tau, learning_rate, renormalize, weigh
         layout=layout,
         check=check,
     )
-    assert P.overflowed(pool, layout) == (False, False)
+    assert P.overflow_marks(pool, layout).tolist() == [0, 0]
     state = P.unpack(pool, layout)
     assert_windows_equal_reference(state, ref, kern)
     state.support, state.gram = state.support.numpy(), state.gram.numpy()
@@ -180,9 +180,9 @@ def test_overflows_are_marked():
     kern = resolve_kernel("rbf", gamma=0.5)
     kw = dict(tau=100, rate=LEARNING_RATES["adaptive"], renormalize=True, weighted=False)
     pool, layout = _run(kern, X, 3, 30, 4, rng=rng, layout=P.Layout(3, 2, 400, 30), **kw)
-    assert P.overflowed(pool, layout) == (False, True)
+    assert P.overflow_marks(pool, layout).tolist() == [0, 1]
     pool, layout = _run(kern, X, 3, 30, 4, rng=rng, layout=P.Layout(3, 8, 60, 30), **kw)
-    assert P.overflowed(pool, layout) == (True, False)
+    assert P.overflow_marks(pool, layout).tolist() == [1, 0]
 
 
 def _pendigits_like(n=3000, d=8, seed=0):
@@ -319,10 +319,10 @@ def test_loop_state_is_complete_between_iterations():
     kern = resolve_kernel("rbf", gamma=0.05)
     rng = np.random.RandomState(0)
     plan = rng.randint(0, 2000, (30, 100))
-    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["classic"], tau=30, renormalize=True)
-    full = _loop.MiniBatchLoop(init_state(X[:4].clone(), kern), X, plan, rng, cfg)
+    cfg = StepConfig(kernel=kern, rate=LEARNING_RATES["classic"], tau=30, renormalize=True)
+    full = _loop.fit_loop(init_state(X[:4].clone(), kern), X, plan, rng, cfg)
     full.run_until(30)
-    part = _loop.MiniBatchLoop(init_state(X[:4].clone(), kern), X, plan, rng, cfg)
+    part = _loop.fit_loop(init_state(X[:4].clone(), kern), X, plan, rng, cfg)
     part.run_until(11)
     assert part.n_iter == 11 and len(part.objectives) == 11
     part.run_until(30)
@@ -342,8 +342,8 @@ def test_finish_lets_the_device_loop_go_at_once():
     X = torch.from_numpy(_pendigits_like(n=500))
     kern = resolve_kernel("rbf", gamma=0.05)
     rng = np.random.RandomState(0)
-    cfg = _loop.LoopConfig(kernel=kern, rate=LEARNING_RATES["adaptive"], tau=20, renormalize=True)
-    loop = _loop.MiniBatchLoop(
+    cfg = StepConfig(kernel=kern, rate=LEARNING_RATES["adaptive"], tau=20, renormalize=True)
+    loop = _loop.fit_loop(
         init_state(X[:3].clone(), kern), X, rng.randint(0, 500, (5, 50)), rng, cfg
     )
     loop.run_until(5)

@@ -20,7 +20,7 @@ from _reference import RefWindows, plain_plan, reference_step
 
 from mbkkm._core import (
     LEARNING_RATES,
-    StepOptions,
+    StepConfig,
     _windows,
     assign,
     init_state,
@@ -126,7 +126,7 @@ def test_step_equals_reference(kernel, tau, learning_rate, renormalize, weighted
         res = minibatch_step(
             state,
             X[idx],
-            StepOptions(kern, rate, tau=tau, renormalize=renormalize, objective_after=True),
+            StepConfig(kern, rate, tau=tau, renormalize=renormalize, tol=-np.inf),
             batch_weight=w,
         )
         labels, objective, after = reference_step(
@@ -169,7 +169,7 @@ def stepped_state(seed, tau, steps):
         minibatch_step(
             state,
             X[rng.randint(0, 300, 40)],
-            StepOptions(kern, LEARNING_RATES["adaptive"], tau=tau, renormalize=True),
+            StepConfig(kern, LEARNING_RATES["adaptive"], tau=tau, renormalize=True),
         )
     return state, X, kern
 
@@ -244,11 +244,9 @@ def test_self_terms_from_batch_parts_equal_the_whole_block(k, weighted, part_row
     for _ in range(8):
         idx = rng.randint(0, 700, 150)
         w = rng.uniform(0.1, 2, 150) if weighted else None
-        opts = StepOptions(kern, rate, tau=40, renormalize=True)
+        opts = StepConfig(kern, rate, tau=40, renormalize=True)
         minibatch_step(halves, X[idx], opts, batch_weight=w)
-        minibatch_step(
-            whole, X[idx], dataclasses.replace(opts, objective_after=True), batch_weight=w
-        )
+        minibatch_step(whole, X[idx], dataclasses.replace(opts, tol=-np.inf), batch_weight=w)
         reference_step(ref, X[idx], kern, rate, tau=40, renormalize=True, batch_weight=w)
     np.testing.assert_allclose(halves.gram, whole.gram, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(halves.host_norms(), ref.norms(kern), rtol=1e-9, atol=1e-12)

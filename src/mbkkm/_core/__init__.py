@@ -7,20 +7,12 @@ once at the boundary (``mbkkm.cluster``) and the core never checks again.
 from ._init import kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
 from ._sampling import draw_batch_plan, draw_init_indices
-from ._windows import (
-    StepOptions,
-    WindowPlan,
-    WindowState,
-    assign,
-    init_state,
-    labelling_state,
-    minibatch_step,
-    plan_windows,
-)
+from ._state import StepConfig, WindowState, init_state, labelling_state
+from ._windows import WindowPlan, assign, minibatch_step, plan_windows
 
 __all__ = [
     "LEARNING_RATES",
-    "StepOptions",
+    "StepConfig",
     "WindowPlan",
     "WindowState",
     "assign",

@@ -1,4 +1,31 @@
-"""The mini-batch fit loop: the state between two iterations, and the iterations.
+"""The mini-batch loop: one loop, one stopping rule, for every step.
+
+:class:`Loop` runs iterations of a step until ``max_iter`` or until early stopping
+meets its rule (:func:`tol_met`, the paper's f_B(C_i) - f_B(C_{i+1}) < tol on the
+same batch), in blocks that end on a *read-back*: the moment the host knows the
+objectives of the iterations done. After every read-back it calls its hooks:
+``on_progress(iteration, max_iter, objective)`` and ``on_read_back(state)`` (a
+checkpoint saves there). A step implementation gives the loop two things:
+``block(n_iter)``, the iterations of the next block, and ``run(start, stop)``,
+which runs them and returns their objectives f_B(C_i), f_B(C_{i+1}) and whether
+the run stopped early:
+
+* :class:`FunctionSteps`: a host function of the iteration (the host-planned
+  windows step, the untruncated table step, MiniBatchKMeans' explicit centers),
+  one iteration per block;
+* :class:`DeviceSteps`: the device-resident step (:func:`mbkkm._core._pool.advance`)
+  in blocks of 1, 2, 4, ... ``read_every`` iterations without a host round trip (on
+  CUDA, replays of one captured CUDA graph), then one read-back of the objectives,
+  the iteration counter and the overflow marks. Early stopping is decided on the
+  device by the same rule: the iteration that meets it is the last one that changes
+  the state, the following ones of the block leave it as it is (at most
+  ``read_every - 1`` wasted iterations). When a block overflowed the pool's
+  capacities, the state of the block's start (a device copy) is repacked into a
+  larger layout and the block is run again: the result is the same as with enough
+  room from the start.
+
+:func:`fit_loop` chooses between the two once, where a kernel fit's loop starts,
+from the backend of the data (:func:`step_for` does the same for one step).
 
 :class:`FitState` is everything a truncated mini-batch fit holds between two
 iterations: the centers (host windows, or the device :class:`~mbkkm._core._pool.Pool`
@@ -9,72 +36,165 @@ counts N_j and the iteration stamp live inside the centers. Saving a FitState an
 the data is enough to resume a fit to the same model: :func:`snapshot` gives its
 host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
 :func:`restore` continues from them.
-
-:func:`run_until` advances a FitState:
-
-* numpy (and scipy sparse, index kernels, Dask rows): the host-planned step
-  (:func:`mbkkm._core.minibatch_step`) one iteration at a time; the objectives are
-  host floats, early stopping is decided after each iteration.
-* torch: the device-resident step (:func:`mbkkm._core._pool.advance`), blocks of
-  ``read_every`` iterations without a host round trip (on CUDA, replays of one
-  captured CUDA graph), then one read-back of the objectives, the iteration
-  counter and the overflow marks. Early stopping is decided on the device: the
-  iteration that meets the rule is the last one that changes the state, the
-  following ones of the block leave it as it is (at most ``read_every - 1``
-  wasted iterations). When a block overflowed the pool's capacities, the state of
-  the block's start (a device copy) is repacked into a larger layout and the
-  block is run again: the result is the same as with enough room from the start.
 """
 
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from .._warn import warn
 from ..backends import get_backend
-from ._windows import StepOptions, WindowState, minibatch_step
+from ._state import READ_EVERY, WindowState
+from ._windows import minibatch_step
 
-#: Iterations between two read-backs of a device run (objectives, counter, overflow).
-READ_EVERY = 16
+__all__ = [
+    "READ_EVERY",
+    "FitState",
+    "FunctionSteps",
+    "Loop",
+    "fit_loop",
+    "function_loop",
+    "step_for",
+    "tol_met",
+]
 
 #: Replay device iterations from one captured CUDA graph (False: eager calls).
 CUDA_GRAPHS = True
 
 
-@dataclass(frozen=True)
-class LoopConfig:
-    """What every iteration of a fit does.
+def tol_met(objective, after, tol):
+    """The early stopping rule (the paper's Algorithm 1): f_B(C_i) - f_B(C_{i+1}) < tol.
+
+    The device step evaluates the same rule on its own sums
+    (:func:`mbkkm._core._pool.advance`), so that it never waits for the host.
+    """
+    return tol is not None and objective - after < tol
+
+
+def step_for(backend):
+    """The one-iteration step of a :class:`WindowState` on ``backend``:
+    ``step(state, Xb, cfg, batch_weight=None) -> StepResult``, in place on state.
+
+    The host-planned step on the host; on torch the device step in fixed shapes
+    (pack, advance, unpack). Both are kept: the fixed-shape formulation on CPU
+    tensors takes about 1.7 times the host step's time per iteration.
+    """
+    if backend.is_host:
+        return minibatch_step
+    from ._pool import step_windows
+
+    return step_windows
+
+
+@dataclass(kw_only=True)
+class Progress:
+    """What the host has read back of a run: iterations done, their objectives
+    f_B(C_i) (and f_B(C_{i+1}) with early stopping), whether it stopped early."""
+
+    n_iter: int = 0
+    objectives: list = field(default_factory=list)
+    objectives_after: list = field(default_factory=list)
+    converged: bool = False
+
+
+class Loop:
+    """Iterations of one step implementation, up to ``max_iter`` or early stopping.
+
+    Parameters
+    ----------
+    steps : FunctionSteps or DeviceSteps
+        ``block(n_iter) -> int`` and ``run(start, stop) -> (objectives, afters,
+        stopped)`` (see the module docstring).
+    state : Progress
+        What the loop advances (a :class:`FitState` for a kernel fit).
+    max_iter : int
+    tol : float or None
+        Early stopping threshold (None: every iteration runs).
+    describe : callable, optional
+        ``describe() -> str``, a few words on the state for progress lines.
+    finish : callable, optional
+        ``finish() -> result``, what :meth:`finish` returns (default: ``state``).
 
     Attributes
     ----------
-    kernel : Kernel or IndexKernel
-    rate : callable
-        A rate of :data:`mbkkm._core.LEARNING_RATES`.
-    tau : int
-    renormalize : bool
-    tol : float or None
-        Early stopping threshold (None: run every iteration of the plan).
-    max_tile_bytes : int or None
-        Memory for an iteration's kernel blocks (column chunks above it).
-    read_every : int
-        Device runs: iterations between two read-backs.
+    on_progress : list of callables
+        ``callback(iteration, max_iter, objective)`` after every read-back:
+        iterations done, and the last one's batch objective.
+    on_read_back : list of callables
+        ``callback(state)`` after every read-back, ``state`` complete (checkpoints).
     """
 
-    kernel: object
-    rate: object
-    tau: int
-    renormalize: bool
-    tol: float | None = None
-    max_tile_bytes: int | None = None
-    read_every: int = READ_EVERY
+    def __init__(self, steps, state, *, max_iter, tol, describe=None, finish=None):
+        self.steps, self.state = steps, state
+        self.max_iter, self.tol = max_iter, tol
+        self._describe, self._finish = describe, finish
+        self.on_progress = []
+        self.on_read_back = []
+
+    n_iter = property(lambda self: self.state.n_iter)
+    converged = property(lambda self: self.state.converged)
+    objectives = property(lambda self: self.state.objectives)
+    objectives_after = property(lambda self: self.state.objectives_after)
+
+    def describe(self):
+        return "" if self._describe is None else self._describe()
+
+    def finish(self):
+        """The run's result; the steps are let go at once (on a device: the pool, its
+        constants and a captured CUDA graph with its private memory)."""
+        result = self.state if self._finish is None else self._finish()
+        self.steps = None
+        return result
+
+    def run_until(self, until):
+        """Advance to ``min(until, max_iter)`` iterations, or until early stopping."""
+        state = self.state
+        until = min(until, self.max_iter)
+        while state.n_iter < until and not state.converged:
+            start = state.n_iter
+            stop = min(until, start + self.steps.block(start))
+            objectives, afters, stopped = self.steps.run(start, stop)
+            if not objectives:  # a device block that overflowed: run again
+                continue
+            state.objectives.extend(objectives)
+            if self.tol is not None:
+                state.objectives_after.extend(afters)
+            state.n_iter += len(objectives)
+            state.converged = stopped
+            for callback in self.on_progress:
+                callback(state.n_iter, self.max_iter, objectives[-1])
+            for callback in self.on_read_back:
+                callback(state)
+        return state
 
 
-@dataclass
-class FitState:
+class FunctionSteps:
+    """Host iterations of ``step(i) -> (f_B(C_i), f_B(C_{i+1}) or None)``, one per block:
+    their objectives are host floats, read back as they come."""
+
+    def __init__(self, step, tol):
+        self.step, self.tol = step, tol
+
+    def block(self, n_iter):
+        return 1
+
+    def run(self, start, stop):
+        objectives, afters = [], []
+        for i in range(start, stop):
+            objective, after = self.step(i)
+            objectives.append(objective)
+            afters.append(after)
+            if tol_met(objective, after, self.tol):
+                return objectives, afters, True
+        return objectives, afters, False
+
+
+@dataclass(kw_only=True)
+class FitState(Progress):
     """Everything a mini-batch fit holds between two iterations (see the module docstring).
 
     Attributes
@@ -88,20 +208,12 @@ class FitState:
         Indices of every batch, drawn up front from ``random_state``.
     random_state : numpy.random.RandomState
         The fit's generator, in its state after the plan was drawn.
-    n_iter : int
-        Iterations done.
-    objectives : list of float
-        f_B(C_i) of every iteration done.
-    objectives_after : list of float
-        f_B(C_{i+1}) on the same batch (with early stopping).
-    converged : bool
-        Early stopping met its rule at iteration ``n_iter``.
-    device : object
-        On a device, the running loop (its copies of the plan and of the log, a
+    device : DeviceSteps or None
+        On a device, the running steps (their copies of the plan and of the log, a
         captured CUDA graph): derived from the fields above and rebuilt from them.
 
-    The fields are complete whenever :func:`run_until` has returned (it ends on a
-    read-back); in between, the device is ahead of ``n_iter``.
+    and the fields of :class:`Progress`. They are complete whenever the loop has
+    returned (it ends on a read-back); in between, the device is ahead of ``n_iter``.
     """
 
     windows: WindowState | None
@@ -109,10 +221,6 @@ class FitState:
     layout: object
     plan: np.ndarray
     random_state: object
-    n_iter: int = 0
-    objectives: list = field(default_factory=list)
-    objectives_after: list = field(default_factory=list)
-    converged: bool = False
     device: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -130,38 +238,39 @@ class FitState:
         return int((self.pool.block[: self.layout.M] != self.layout.free).sum())
 
 
-class MiniBatchLoop:
-    """A fit between iterations: its :class:`FitState`, the data and the config.
+def function_loop(step, max_iter, tol):
+    """The :class:`Loop` of a host step function ``step(i) -> (f_B(C_i), f_B(C_{i+1})
+    or None)`` (the untruncated table step, MiniBatchKMeans' explicit centers)."""
+    return Loop(FunctionSteps(step, tol), Progress(), max_iter=max_iter, tol=tol)
 
-    What :meth:`mbkkm.cluster._minibatch_base.MiniBatchMixin._iterate` drives:
-    ``run_until(until)``, ``n_iter``, ``converged``, ``objectives``,
-    ``objectives_after``.
+
+def fit_loop(windows, items, plan, random_state, cfg, saved=None):
+    """The :class:`Loop` of a kernel fit, from its initial windows or a :func:`snapshot`.
+
+    The step is chosen here, once, from the backend of ``items``: the host-planned
+    step one iteration at a time, or the device steps.
     """
+    if saved is None:
+        fs = start(windows, items, plan, random_state, cfg)
+    else:
+        fs = restore(saved, items, plan, random_state, cfg)
+    steps = fs.device
+    if steps is None:
+        nx = get_backend(items)
 
-    def __init__(self, windows, items, plan, random_state, cfg, snapshot=None):
-        self.state = (
-            start(windows, items, plan, random_state, cfg)
-            if snapshot is None
-            else restore(snapshot, items, plan, random_state, cfg)
-        )
-        self.items, self.cfg = items, cfg
-        #: Called with the FitState whenever it is complete between iterations (after
-        #: every host iteration, after every device read-back): checkpoints hook here.
-        self.on_advance = None
+        def step(i):
+            res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+            return res.objective, res.objective_after
 
-    n_iter = property(lambda self: self.state.n_iter)
-    converged = property(lambda self: self.state.converged)
-    objectives = property(lambda self: self.state.objectives)
-    objectives_after = property(lambda self: self.state.objectives_after)
-
-    def run_until(self, until):
-        run_until(self.state, self.items, self.cfg, until, self.on_advance)
-
-    def describe(self):
-        return f"{self.state.support_size()} support points"
-
-    def finish(self):
-        return finish(self.state)
+        steps = FunctionSteps(step, cfg.tol)
+    return Loop(
+        steps,
+        fs,
+        max_iter=fs.max_iter,
+        tol=cfg.tol,
+        describe=lambda: f"{fs.support_size()} support points",
+        finish=lambda: finish(fs),
+    )
 
 
 def start(windows, items, plan, random_state, cfg):
@@ -169,39 +278,7 @@ def start(windows, items, plan, random_state, cfg):
     nx = get_backend(windows.support)
     fs = FitState(windows=windows, pool=None, layout=None, plan=plan, random_state=random_state)
     if not nx.is_host:
-        fs.device = _DeviceLoop(fs, items, cfg)
-    return fs
-
-
-def run_until(fs, items, cfg, until, on_advance=None):
-    """Advance ``fs`` to ``min(until, max_iter)`` iterations, or until it converges.
-
-    ``on_advance(fs)``, when given, is called whenever ``fs`` is complete: after every
-    host iteration, after every device read-back.
-    """
-    until = min(until, fs.max_iter)
-    if fs.device is not None:
-        fs.device.run_until(until, on_advance)
-        return fs
-    nx = get_backend(items)
-    options = StepOptions(
-        cfg.kernel,
-        cfg.rate,
-        tau=cfg.tau,
-        renormalize=cfg.renormalize,
-        objective_after=cfg.tol is not None,
-        max_tile_bytes=cfg.max_tile_bytes,
-    )
-    while fs.n_iter < until and not fs.converged:
-        Xb = nx.take(items, nx.index(fs.plan[fs.n_iter]))
-        res = minibatch_step(fs.windows, Xb, options)
-        fs.objectives.append(res.objective)
-        fs.n_iter += 1
-        if cfg.tol is not None:
-            fs.objectives_after.append(res.objective_after)
-            fs.converged = res.objective - res.objective_after < cfg.tol
-        if on_advance is not None:
-            on_advance(fs)
+        fs.device = DeviceSteps(fs, items, cfg)
     return fs
 
 
@@ -224,13 +301,7 @@ def snapshot(fs):
         out["windows"] = fs.windows
         return out
     out["pool"] = {name: t.detach().cpu().numpy() for name, t in zip(fs.pool._fields, fs.pool)}
-    out["layout"] = [
-        int(fs.layout.k),
-        int(fs.layout.L),
-        int(fs.layout.M),
-        int(fs.layout.b),
-        int(fs.layout.cols),
-    ]
+    out["layout"] = [int(value) for value in astuple(fs.layout)]  # k, L, M, b, cols
     out["first_it"], out["blocks"] = int(fs.device.first_it), int(fs.device.blocks)
     return out
 
@@ -255,7 +326,7 @@ def restore(saved, items, plan, random_state, cfg):
             f"{'a device' if 'pool' in saved else 'the host'}, this fit does not"
         )
     if on_device:
-        fs.device = _DeviceLoop(fs, items, cfg, saved=saved)
+        fs.device = DeviceSteps(fs, items, cfg, saved=saved)
     return fs
 
 
@@ -294,8 +365,9 @@ def capture_stream(device):
     return stream
 
 
-class _DeviceLoop:
-    """The device side of a FitState: the pool, its iteration and its read-backs."""
+class DeviceSteps:
+    """The device side of a FitState: the pool, its iteration and its read-backs
+    (the steps of a :class:`Loop` on torch, see the module docstring)."""
 
     def __init__(self, fs, items, cfg, saved=None):
         import torch
@@ -305,14 +377,6 @@ class _DeviceLoop:
         self.torch, self.P = torch, _pool
         self.fs, self.items, self.cfg = fs, items, cfg
         windows = fs.windows
-        self.spec = _pool.StepSpec(
-            cfg.kernel,
-            cfg.rate,
-            tau=cfg.tau,
-            renormalize=cfg.renormalize,
-            objective_after=cfg.tol is not None,
-            tol=0.0 if cfg.tol is None else cfg.tol,
-        )
         b = fs.plan.shape[1]
         self.first_it = windows.n_steps if saved is None else saved["first_it"]
         self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(items.device)
@@ -326,7 +390,7 @@ class _DeviceLoop:
         self.graph_error = None
         self.blocks = 0 if saved is None else saved["blocks"]
         if saved is None:
-            self._set_layout(_pool.layout_for(windows, b, cfg.tau), windows)
+            self.set_layout(_pool.layout_for(windows, b, cfg.tau), windows)
         else:  # a snapshot: its buffers as they were, so the iterations go on unchanged
             fs.layout = _pool.Layout(*saved["layout"])
             fs.pool = _pool.Pool(
@@ -335,29 +399,19 @@ class _DeviceLoop:
                     for name in _pool.Pool._fields
                 )
             )
-            self.consts = _pool.make_constants(fs.layout, self.spec, fs.pool.rows)
+            self.consts = _pool.make_constants(fs.layout, cfg, fs.pool.rows)
         fs.windows = None
 
     # --------------------------------------------------------------- layout
-    def relayout(self, slots, rows):
-        """Move the pool to ``slots`` slots per window and ``rows`` pool rows (at least
-        what it holds), between two iterations."""
-        fs = self.fs
-        windows = self.P.unpack(fs.pool, fs.layout)
-        self._set_layout(self.P.Layout(fs.layout.k, slots, rows, fs.layout.b), windows)
-
-    def _set_layout(self, layout, windows):
+    def set_layout(self, layout, windows):
+        """Pack ``windows`` into a pool of ``layout`` (its kernel chunks from the budget)."""
         P = self.P
-        layout = P.Layout(
-            layout.k,
-            layout.L,
-            layout.M,
-            layout.b,
-            cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes),
+        layout = replace(
+            layout, cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes)
         )
         self.fs.layout = layout
         self.fs.pool = P.pack(windows, layout)
-        self.consts = P.make_constants(layout, self.spec, self.fs.pool.rows)
+        self.consts = P.make_constants(layout, self.cfg, self.fs.pool.rows)
         self.graph = None
 
     # ------------------------------------------------------------ iterations
@@ -369,7 +423,7 @@ class _DeviceLoop:
         ``torch.compile(fullgraph=True)`` compiles into one graph.
         """
         new, out = self.P.advance(
-            pool, self.items.index_select(0, idx), self.spec, self.fs.layout, self.consts
+            pool, self.items.index_select(0, idx), self.cfg, self.fs.layout, self.consts
         )
         self.log_before.index_copy_(0, pool.it, out.objective)
         if out.after is not None:
@@ -442,32 +496,29 @@ class _DeviceLoop:
         for i in range(start, stop):
             self._eager(i)
 
-    def run_until(self, until, on_advance=None):
+    def block(self, n_iter):
+        """Blocks of 1, 2, 4, ... read_every iterations: the capacities overflow (if at
+        all) in the first iterations, where a replay is then short."""
+        return min(self.cfg.read_every, 1 << self.blocks)
+
+    def run(self, start, stop):
+        """Iterations [start, stop) and one read-back: their objectives (the ones done
+        before early stopping), and whether it stopped. Nothing when the block
+        overflowed the capacities: the pool is then the block's start in a larger
+        layout, and the next block is short again (another overflow replays little)."""
         fs = self.fs
-        while fs.n_iter < until and not fs.converged:
-            start = fs.n_iter
-            # Blocks of 1, 2, 4, ... read_every iterations: the capacities overflow (if at
-            # all) in the first iterations, where a replay is then short.
-            stop = min(until, start + min(self.cfg.read_every, 1 << self.blocks))
-            self.blocks += 1
-            snapshot = fs.pool.clone()
-            self._run_block(start, stop)
-            done, rows, slots, stopped, logged = self._read_back(start, stop)
-            if rows or slots:
-                layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
-                fs.pool = snapshot
-                self._set_layout(layout, self.P.unpack(snapshot, fs.layout))
-                self.blocks = 0  # short blocks again: another overflow replays little
-                continue
-            n = done - start
-            fs.objectives.extend(logged[0][:n])
-            if self.spec.objective_after:
-                fs.objectives_after.extend(logged[1][:n])
-            fs.n_iter = done
-            fs.converged = stopped
-            del snapshot
-            if on_advance is not None:
-                on_advance(fs)
+        self.blocks += 1
+        snapshot = fs.pool.clone()
+        self._run_block(start, stop)
+        done, rows, slots, stopped, logged = self._read_back(start, stop)
+        if rows or slots:
+            layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
+            fs.pool = snapshot
+            self.set_layout(layout, self.P.unpack(snapshot, fs.layout))
+            self.blocks = 0
+            return [], [], False
+        n = done - start
+        return logged[0][:n], logged[1][:n], stopped
 
     def _read_back(self, start, stop):
         """One device-to-host copy: iterations done, overflow marks, stop flag, the log."""
@@ -480,8 +531,7 @@ class _DeviceLoop:
             torch.cat(
                 [
                     (pool.it - self.first_it).to(torch.float64),
-                    (pool.coef[lay.M] != 0).any().view(1).to(torch.float64),
-                    torch.isfinite(pool.newer[:, lay.L]).any().view(1).to(torch.float64),
+                    self.P.overflow_marks(pool, lay),
                     (~pool.active).to(torch.float64),
                     self.log[:, a:z].reshape(-1),
                 ]

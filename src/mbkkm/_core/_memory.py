@@ -6,7 +6,7 @@ its peaks (the windows, the iteration's kernel blocks and products, the
 labelling pass's tiles and outputs), and :meth:`MemoryPlan.check` compares them
 with what is available before any kernel work. The kernel blocks of an
 iteration are computed in column chunks of the batch when they exceed the
-``working_memory`` budget (:func:`mbkkm._core._windows.tile_columns`), so they are
+``working_memory`` budget (:func:`mbkkm._core._state.tile_columns`), so they are
 planned at their chunked size; what cannot be chunked (the windows, the block
 sums, the outputs) is refused with the numbers when it cannot fit.
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
-from ._state import tile_columns
+from ._state import WORKSPACE_HEADROOM, tile_columns, workspace_buffers
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -209,6 +209,41 @@ def pool_capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
     return max(L, blocks + 1), max(M, support + b)
 
 
+def pool_buffers(n_clusters, L, M, batch_size):
+    """Every tensor of the device pool (:class:`mbkkm._core._pool.Pool`), declared once:
+    name -> (shape, dtype, initial value), in the pool's field order.
+
+    ``dtype`` None is the data's: ``rows`` holds one data item per entry of its shape
+    (a row of d values, or a point index). :func:`mbkkm._core._pool.pack` allocates
+    the pool from here and the memory plan counts its bytes from here
+    (:func:`_pool_terms`), so that the two cannot differ. See the table of
+    :mod:`mbkkm._core._pool` for what each holds.
+    """
+    k, n_rows, L1 = n_clusters, M + 1 + batch_size, L + 1
+    f64, i64 = np.dtype(np.float64), np.dtype(np.int64)
+    return {
+        "rows": ((n_rows,), None, 0),
+        "block": ((n_rows,), i64, L),  # L: the slot of a free row
+        "coef": ((n_rows, k), f64, 0.0),
+        "lam": ((k, L1), f64, 0.0),
+        "newer": ((k, L1), f64, np.inf),  # inf: a free slot
+        "stamp": ((k, L1), i64, -1),
+        "gram": ((k, L1, L1), f64, 0.0),
+        "norms": ((k, 1), f64, 0.0),
+        "counts": ((k, 1), f64, 0.0),
+        "it": ((1,), i64, 0),
+        "active": ((1,), np.dtype(bool), True),
+    }
+
+
+def _pool_bytes(buffers, row_bytes):
+    """Bytes of each buffer of :func:`pool_buffers` (``row_bytes``: one data item)."""
+    return {
+        name: int(np.prod(shape)) * (row_bytes if dtype is None else dtype.itemsize)
+        for name, (shape, dtype, _) in buffers.items()
+    }
+
+
 #: The device pool's term for a captured CUDA graph (see :func:`_cuda_graph_bytes`).
 _CUDA_GRAPH = "CUDA graph: its iteration's buffers, the pool copy of the capture"
 #: The device step (:func:`mbkkm._core._pool.slot_sums`) sums the block Gram densely
@@ -355,7 +390,6 @@ def plan_minibatch(request):
     if r.max_iter is not None:  # a window holds at most one block per iteration, + the first
         blocks_per_window = min(blocks_per_window, r.max_iter + 1.0)
     nb = int(np.ceil(k * blocks_per_window))
-    per_column = (m + b) * itemsize * 1.25  # K(S, B_c) and K(B, B_c), reused buffers
     cols = tile_columns(m, b, itemsize, r.max_tile_bytes)  # the step's own chunking
     copies = r.kernel_name in _COPYING_KERNELS
     d2 = r.n_features + 2
@@ -371,17 +405,16 @@ def plan_minibatch(request):
 
             fold = FOLD_MIN_VALUES if r.kernel_name == "rbf" else 0
             dense = DENSE_SLOT_SUMS_MAX
-        t.update(
-            _pool_terms(
-                (k, b, tau),
-                (r.n_features, r.row_bytes, itemsize),
-                r.max_tile_bytes,
-                r.max_iter or 0,
-                copies,
-                support=max(k, r.width_sample),
-                cuda=(fold, dense),
-            )
+        pool_terms, (L, M, cols) = _pool_terms(
+            (k, b, tau),
+            (r.n_features, r.row_bytes, itemsize),
+            r.max_tile_bytes,
+            r.max_iter or 0,
+            copies,
+            support=max(k, r.width_sample),
+            cuda=(fold, dense),
         )
+        t.update(pool_terms)
         state = (
             sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t["batch plan"]
         )
@@ -395,20 +428,18 @@ def plan_minibatch(request):
             t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
             t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
             iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
-        cols = t.pop("_cols")
-        L, M = t.pop("_L"), t.pop("_M")
     else:
         t["support (windows)"] = m * r.row_bytes
         t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
         t["block Gram"] = 2 * k * L * L * 8
         t["batch rows"] = b * r.row_bytes
-        if r.early_stopping:  # K(S, B_c) and the whole K(B, B_c)
-            t["kernel blocks"] = int(per_column * cols)
-        else:  # K(S, B_c) and K(part, part_c) for each part of the batch (at most about
-            # half of it: p = max(2, b / 256) parts split at block boundaries)
-            half = -(-b // 2)
-            t["kernel blocks"] = int((m * cols + half * min(cols, half)) * itemsize * 1.25)
-            t["half-batch rows"] = half * r.row_bytes
+        kernel_values = sum(
+            rows * columns
+            for rows, columns in workspace_buffers(m, b, cols, r.early_stopping).values()
+        )
+        t["kernel blocks"] = int(kernel_values * itemsize * WORKSPACE_HEADROOM)
+        if not r.early_stopping:  # the rows of a part of the batch (at most about half)
+            t["half-batch rows"] = -(-b // 2) * r.row_bytes
         t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
         t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
         t["pair indices"] = (L + 1) * b * 8 * 9
@@ -479,29 +510,31 @@ _POOL_STATE = (
 
 
 def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 0)):
-    """The device pool's terms in bytes (:mod:`mbkkm._core._pool`), at the capacities a
-    fit starts with (``support``: its initial support points); ``shape`` is
-    ``(k, b, tau)``, ``row`` ``(n_features, row_bytes, itemsize)``; ``copies``: whether
-    the kernel copies the rows; ``cuda``: ``(fold, dense)``, the least block (values)
-    whose rbf operands carry the row norms, as
-    :func:`mbkkm.kernels._torch_tiles.rbf_tail` on CUDA, and the most (slot, row)
-    pairs whose block sums are dense, as :func:`mbkkm._core._pool.slot_sums` on CUDA
-    (0: never)."""
+    """The device pool's terms in bytes (:mod:`mbkkm._core._pool`) and its shapes
+    (L, M, chunk columns), at the capacities a fit starts with.
+
+    ``shape`` is ``(k, b, tau)``; ``row`` is ``(n_features, row_bytes, itemsize)``;
+    ``support``: the fit's initial support points; ``copies``: whether the kernel
+    copies the rows; ``cuda``: ``(fold, dense)``, the least block (values) whose rbf
+    operands carry the row norms, as :func:`mbkkm.kernels._torch_tiles.rbf_tail` on
+    CUDA, and the most (slot, row) pairs whose block sums are dense, as
+    :func:`mbkkm._core._pool.slot_sums` on CUDA (0: never).
+    """
     k, b, tau = shape
     fold, dense = cuda
     n_features, row_bytes, itemsize = row
     L, M = pool_capacities(k, b, tau, support=support)
     n_rows, L1 = M + 1 + b, L + 1
     cols = tile_columns(M + 1, b, itemsize, max_tile_bytes)  # as tile_columns_for
-    rows = n_rows * row_bytes
     fold = bool(fold) and cols == b and n_rows * b >= fold  # one chunk: the tail tile
-    weights = n_rows * (k * 8 + 8)  # u_s in float64 on its cluster's column, the slot
-    windows = k * L1 * 8 * 3 + k * L1 * L1 * 8 + k * 8 * 2
+    pool = _pool_bytes(pool_buffers(k, L, M, b), row_bytes)
+    weights = pool["coef"] + pool["block"]  # u_s on its cluster's column, the slot
+    windows = sum(pool[name] for name in ("lam", "newer", "stamp", "gram", "norms", "counts"))
     return {
-        "support pool (M + 1 + b rows)": rows,
+        "support pool (M + 1 + b rows)": pool["rows"],
         "pool weights and slots of the rows": weights,
         "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)": windows,
-        "copy of the pool (replay after an overflow)": rows + weights + windows,
+        "copy of the pool (replay after an overflow)": sum(pool.values()),
         "batch plan and log on the device": max_iter * (b + 2) * 8,
         "batch rows": b * row_bytes,
         "kernel block K(rows, X_B)": n_rows * cols * itemsize,
@@ -524,10 +557,7 @@ def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 
             # the dense slot sums' mask and masked values (CUDA)
             + (k * L1 * n_rows * 9 if k * L1 * n_rows <= dense else 0)
         ),
-        "_cols": cols,
-        "_L": L,
-        "_M": M,
-    }
+    }, (L, M, cols)
 
 
 def _read_int(path):

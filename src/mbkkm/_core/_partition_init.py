@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..backends import get_backend
-from ._windows import group_by, labelling_state
+from ._state import group_by, labelling_state
 
 
 def partition_norms(support, labels, n_clusters, kernel):

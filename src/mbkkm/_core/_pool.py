@@ -34,7 +34,7 @@ capacities come from the parameters
 (:func:`mbkkm._core._memory.pool_capacities`); when an iteration needs more (more
 free rows than M holds for its new points, or a free slot in a full growing
 window) it writes what does not fit to the spare row / spare column, which the
-host sees at its next read-back (:func:`overflowed`) and answers by growing the
+host sees at its next read-back (:func:`overflow_marks`) and answers by growing the
 capacities and replaying the iterations since its last copy of the pool
 (:mod:`mbkkm._core._loop`): the result is the same as with enough room.
 
@@ -75,14 +75,14 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." (Algorithm 2.)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from ..kernels import KERNELS
-from ._memory import DENSE_SLOT_SUMS_MAX
+from ._memory import DENSE_SLOT_SUMS_MAX, pool_buffers
 from ._memory import pool_capacities as capacities
 from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
 
@@ -186,37 +186,10 @@ def _kernel_functions(kernel):
     )
 
 
-class StepSpec:
-    """What every iteration of a run does; the shapes come from the pool's layout.
-
-    Parameters
-    ----------
-    kernel : Kernel
-    rate : callable
-        A pure rate of :data:`mbkkm._core.LEARNING_RATES`.
-    tau : int or None
-        Window length (None: no truncation).
-    renormalize : bool
-    objective_after : bool
-        Also compute f_B(C_{i+1}) on the same batch, and stop (on the device: later
-        iterations leave the state unchanged) at the first iteration with
-        f_B(C_i) - f_B(C_{i+1}) < ``tol``.
-    tol : float
-    """
-
-    def __init__(self, kernel, rate, *, tau, renormalize, objective_after=False, tol=0.0):
-        self.kernel = kernel
-        self.rate = rate
-        self.tau = tau
-        self.renormalize = bool(renormalize)
-        self.objective_after = bool(objective_after)
-        self.tol = float(tol)
-        self.tile, self.tail, self.diag, self.diag_is_one = _kernel_functions(kernel)
-
-
 class Constants(NamedTuple):
-    """Index and value tensors an iteration uses, made once per layout (and one work
-    buffer, ``coef_out``, that every iteration overwrites)."""
+    """What an iteration uses besides its config, made once per layout: index and value
+    tensors, one work buffer (``coef_out``, overwritten by every iteration) and the
+    kernel's torch functions (:func:`_kernel_functions`)."""
 
     cluster_col: torch.Tensor  # (k, 1): j
     slot_ids: torch.Tensor  # (1, L + 1): p
@@ -230,15 +203,21 @@ class Constants(NamedTuple):
     slot_bounds: torch.Tensor  # (k (L + 1) + 1,) int64: 0, 1, ..., k (L + 1)
     ranks: torch.Tensor  # (b,) int64: 1, ..., b
     coef_out: torch.Tensor  # (k, M) in the rows' dtype: A of the distances, written each call
+    tile: object  # tile(X, Y) -> K(X, Y)
+    tile_tail: object  # the same when Y is X's last rows
+    diag: object  # diag(X) -> K(x, x)
+    diag_is_one: bool  # K(x, x) = 1 for every x: the diagonal is not computed
 
 
-def make_constants(layout, spec, rows):
-    """The :class:`Constants` of ``layout`` on the device (and in the dtype) of ``rows``."""
+def make_constants(layout, cfg, rows):
+    """The :class:`Constants` of ``layout`` and ``cfg`` (a :class:`StepConfig`) on the
+    device (and in the dtype) of ``rows``."""
     k, L1, M, b = layout.k, layout.L + 1, layout.M, layout.b
     device = rows.device
-    tau = math.inf if spec.tau is None else float(spec.tau)
+    tau = math.inf if cfg.tau is None else float(cfg.tau)
     tau_row = torch.full((1, L1), tau, dtype=_F64, device=device)
     tau_row[0, -1] = math.inf  # a block in the spare column (an overflow) is never dropped
+    tile, tile_tail, diag, diag_is_one = _kernel_functions(cfg.kernel)
     return Constants(
         cluster_col=torch.arange(k, device=device)[:, None],
         slot_ids=torch.arange(L1, device=device)[None, :],
@@ -248,10 +227,14 @@ def make_constants(layout, spec, rows):
         zero=torch.zeros((), dtype=_F64, device=device),
         inf=torch.full((), math.inf, dtype=_F64, device=device),
         free=torch.full((), layout.free, dtype=torch.int64, device=device),
-        tol=torch.full((), spec.tol, dtype=_F64, device=device),
+        tol=torch.full((), 0.0 if cfg.tol is None else cfg.tol, dtype=_F64, device=device),
         slot_bounds=torch.arange(k * L1 + 1, device=device),
         ranks=torch.arange(1, b + 1, device=device),
         coef_out=torch.empty((k, M), dtype=rows.dtype, device=device),
+        tile=tile,
+        tile_tail=tile_tail,
+        diag=diag,
+        diag_is_one=diag_is_one,
     )
 
 
@@ -265,7 +248,7 @@ class StepOut(NamedTuple):
     alpha: torch.Tensor  # (k, 1) float64: the learning rates
 
 
-def _plan_slots(pool, spec, c, ns, alpha, grows):
+def _plan_slots(pool, cfg, c, ns, alpha, grows):
     """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
 
     An old block stays iff newer + n_j < tau and alpha_j < 1; lambda <- (1 - alpha_j)
@@ -281,7 +264,7 @@ def _plan_slots(pool, spec, c, ns, alpha, grows):
     slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
     new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
     lam = torch.where(new, alpha, lam)
-    if spec.renormalize:  # lambda / (sum over the window), for the growing clusters
+    if cfg.renormalize:  # lambda / (sum over the window), for the growing clusters
         lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
     newer = torch.where(new, c.zero, newer)
     stamp = torch.where(new, pool.it, pool.stamp)
@@ -344,7 +327,7 @@ def _destinations(block, labels, grows, active, c):
     return torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
 
 
-def advance(pool, Xb, spec, layout, c, weight=None):
+def advance(pool, Xb, cfg, layout, c, weight=None):
     """One truncated mini-batch iteration on the batch rows ``Xb`` (b, d).
 
     Returns the new :class:`Pool` (``rows``, ``block`` and ``coef`` are updated in
@@ -361,7 +344,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     # (M + 1 + b, b): K(S, B), and K(B, B) in its tail.
     tail = rows[M + 1 :]
     tail.copy_(Xb)
-    K = spec.tail(rows, tail) if len(chunks) == 1 else None
+    K = c.tile_tail(rows, tail) if len(chunks) == 1 else None
     dt = rows.dtype
     # 2. D[j, x] = c_j - 2 sum_s A[j, s] K[s, x] + K(x, x), A[j, s] = lambda_p(s) u_s in
     # the row of s's cluster: one GEMM; labels = argmin_j D.
@@ -372,14 +355,11 @@ def advance(pool, Xb, spec, layout, c, weight=None):
         D = torch.addmm(norms_dt, A, K[:M], alpha=-2)  # (k, b)
     else:
         D = torch.cat(
-            [
-                torch.addmm(norms_dt, A, spec.tile(rows[:M], Xb[c0:c1]), alpha=-2)
-                for c0, c1 in chunks
-            ],
+            [torch.addmm(norms_dt, A, c.tile(rows[:M], Xb[c0:c1]), alpha=-2) for c0, c1 in chunks],
             1,
         )
     mind, labels = D.min(0)
-    diag = None if spec.diag_is_one else spec.diag(Xb)
+    diag = None if c.diag_is_one else c.diag(Xb)
     mind = (mind.add_(1) if diag is None else mind.add_(diag)).clamp_min_(0)
     # 3. Counts and rates: b_j (weighted) and n_j (points, for the truncation), (k, 1).
     onehot = c.cluster_col == labels  # (k, b)
@@ -391,13 +371,13 @@ def advance(pool, Xb, spec, layout, c, weight=None):
         w64 = weight.to(_F64)
         bc, total = onehot.to(_F64) @ w64[:, None], w64.sum()
         objective = (mind.to(_F64) @ w64)[None]
-    if spec.objective_after:  # once stopped: no counts, no growth, the state stays
+    if cfg.objective_after:  # once stopped: no counts, no growth, the state stays
         ns = ns * pool.active
         bc = ns if weight is None else bc * pool.active
     counts = pool.counts + bc
-    alpha = spec.rate(bc, total, counts)
+    alpha = cfg.rate(bc, total, counts)
     grows = alpha > 0
-    lam, newer, slot, new, stamp, block = _plan_slots(pool, spec, c, ns, alpha, grows)
+    lam, newer, slot, new, stamp, block = _plan_slots(pool, cfg, c, ns, alpha, grows)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
     # blocks are free now), H'[j, r, r] = (V R_B)[j, j]. The sums run over every row:
@@ -408,7 +388,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     else:
         V64 = torch.where(onehot & grows, w64 / bc, c.zero)
     V = V64.to(dt)
-    if spec.objective_after:  # the coefficients after the update: kept rows, new blocks
+    if cfg.objective_after:  # the coefficients after the update: kept rows, new blocks
         # A is not used any more: A2 takes its buffer.
         A2 = torch.mul(coef[:M].T, torch.take(lam, block[:M]), out=c.coef_out)
         Vb = V * lam.gather(1, slot).to(dt)
@@ -417,9 +397,9 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     else:
         R, Q2 = 0, []
         for c0, c1 in chunks:
-            Kc = spec.tile(rows, Xb[c0:c1])
+            Kc = c.tile(rows, Xb[c0:c1])
             R = R + Kc @ V[:, c0:c1].T
-            if spec.objective_after:
+            if cfg.objective_after:
                 Q2.append(torch.addmm(A2 @ Kc[:M], Vb, Kc[M + 1 :]))
     G = slot_sums((R * coef).sum(1), block, c.slot_bounds).view(k, L1)
     g = torch.where(new, torch.diagonal(V @ R[M + 1 :])[:, None], G)  # float64
@@ -429,7 +409,7 @@ def advance(pool, Xb, spec, layout, c, weight=None):
     norms = torch.bmm(lam[:, None, :], torch.bmm(gram, lam[:, :, None])).view(k, 1)
     after = None
     active = pool.active
-    if spec.objective_after:
+    if cfg.objective_after:
         # f_B(C_{i+1}) on the same batch: c' - 2 (A2 K(S, B) + Vb K(B, B)).
         if K is not None:
             D2 = torch.addmm(
@@ -451,13 +431,13 @@ def advance(pool, Xb, spec, layout, c, weight=None):
         block[:M],
         labels,
         None if weight is None else grows,
-        pool.active if spec.objective_after else None,
+        pool.active if cfg.objective_after else None,
         c,
     )
     rows.index_copy_(0, dest, Xb)
     block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
-    it = pool.it + (pool.active if spec.objective_after else 1)
+    it = pool.it + (pool.active if cfg.objective_after else 1)
     new_pool = Pool(rows, block, coef, lam, newer, stamp, gram, norms, counts, it, active)
     return new_pool, StepOut(labels, objective, after, total, alpha)
 
@@ -481,21 +461,20 @@ def grow(layout, *, rows, slots, tau):
     return Layout(layout.k, L, M, layout.b, layout.cols)
 
 
-def overflowed(pool, layout):
-    """(rows, slots) as host booleans: whether an iteration lacked pool rows or a slot.
+def overflow_marks(pool, layout):
+    """(2,) float64 on the device: 1 where an iteration lacked pool rows, a slot.
 
     Both marks are sticky: new points that found no free row were written to the
     spare row M (whose ``coef`` row is 0 until then), a new block that found no free
-    slot went to the spare column (never dropped). One small device-to-host copy.
+    slot went to the spare column (never dropped). The host reads them with the
+    objectives, in one copy (:mod:`mbkkm._core._loop`).
     """
-    flags = torch.cat(
+    return torch.cat(
         [
             (pool.coef[layout.M] != 0).any().view(1),
             torch.isfinite(pool.newer[:, layout.L]).any().view(1),
         ]
-    )
-    rows, slots = flags.tolist()
-    return bool(rows), bool(slots)
+    ).to(_F64)
 
 
 # ------------------------------------------------------------ to and from windows
@@ -527,38 +506,30 @@ def pack(state, layout, *, dtype=None):
     csum = np.cumsum(sizes[order])  # inclusive, over the blocks grouped by cluster
     newer = np.empty(nb)
     newer[order] = csum[ptr[1:][bc[order]] - 1] - csum
-    lam = np.zeros((k, L1))
-    lam[bc, slots] = state.lam
-    nw = np.full((k, L1), np.inf)
-    nw[bc, slots] = newer
-    stamp = np.full((k, L1), -1, dtype=np.int64)
-    stamp[bc, slots] = state.block_stamp
-    row_block = np.full(layout.n_rows, layout.free, dtype=np.int64)
-    row_block[:m] = np.repeat(bc * L1 + slots, sizes)
-    row_cluster = np.repeat(bc, sizes)
-    coef = np.zeros((layout.n_rows, k))
-    coef[np.arange(m), row_cluster] = state.weight
-    gram = np.zeros((k, L1, L1))
+    buffers = pool_buffers(k, layout.L, M, layout.b)
+    # Every buffer but the rows on the host first, as declared, then filled.
+    host = {
+        name: np.full(shape, fill, dtype)
+        for name, (shape, dtype, fill) in buffers.items()
+        if dtype is not None
+    }
+    host["lam"][bc, slots] = state.lam
+    host["newer"][bc, slots] = newer
+    host["stamp"][bc, slots] = state.block_stamp
+    host["block"][:m] = np.repeat(bc * L1 + slots, sizes)
+    host["coef"][np.arange(m), np.repeat(bc, sizes)] = state.weight
     if state.gram is not None:
         H = np.asarray(state.backend.to_numpy(state.gram), dtype=np.float64)
         n = min(H.shape[1], L1)
-        gram[:, :n, :n] = H[:, :n, :n]
-    rows = torch.zeros((layout.n_rows, *S.shape[1:]), dtype=dtype, device=dev)
+        host["gram"][:, :n, :n] = H[:, :n, :n]
+    host["counts"][:, 0] = state.counts
+    host["it"][0] = state.n_steps
+    tensors = {name: torch.from_numpy(a).to(dev) for name, a in host.items()}
+    tensors["norms"] = state.norms.to(dtype=_F64, device=dev).reshape(k, 1).clone()
+    (n_rows,), _, _ = buffers["rows"]
+    rows = torch.zeros((n_rows, *S.shape[1:]), dtype=dtype, device=dev)
     rows[:m] = S
-    f64 = dict(dtype=_F64, device=dev)
-    return Pool(
-        rows=rows,
-        block=torch.from_numpy(row_block).to(dev),
-        coef=torch.from_numpy(coef).to(**f64),
-        lam=torch.from_numpy(lam).to(**f64),
-        newer=torch.from_numpy(nw).to(**f64),
-        stamp=torch.from_numpy(stamp).to(dev),
-        gram=torch.from_numpy(gram).to(**f64),
-        norms=state.norms.to(**f64).reshape(k, 1).clone(),
-        counts=torch.from_numpy(np.asarray(state.counts, dtype=np.float64)).to(**f64)[:, None],
-        it=torch.full((1,), state.n_steps, dtype=torch.int64, device=dev),
-        active=torch.ones(1, dtype=torch.bool, device=dev),
-    )
+    return Pool(rows=rows, **tensors)
 
 
 def unpack(pool, layout):
@@ -621,64 +592,34 @@ def layout_for(state, batch_size, tau):
     return Layout(k, L, M, batch_size)
 
 
-def step_windows(state, Xb, options, batch_weight=None):
+def step_windows(state, Xb, cfg, batch_weight=None):
     """One device iteration on a :class:`WindowState` (in place): pack, advance, unpack.
 
-    What :func:`mbkkm._core.minibatch_step` does for a state on torch (``partial_fit``),
-    with the same :class:`~mbkkm._core._windows.StepOptions`. The layout holds the
+    What :func:`mbkkm._core.minibatch_step` does for a state on the host
+    (``partial_fit``), with the same :class:`~mbkkm._core._state.StepConfig`. The layout holds the
     state and one batch (no overflow is possible); the results come back in one
     device-to-host copy.
     """
-    b = Xb.shape[0]
-    objective_after = options.objective_after
-    layout = layout_for(state, b, options.tau)
-    layout = Layout(
-        layout.k, layout.L, layout.M, b, tile_columns_for(layout, Xb, options.max_tile_bytes)
-    )
-    spec = StepSpec(
-        options.kernel,
-        options.rate,
-        tau=options.tau,
-        renormalize=options.renormalize,
-        objective_after=objective_after,
-        tol=-math.inf,
-    )
+    layout = layout_for(state, Xb.shape[0], cfg.tau)
+    layout = replace(layout, cols=tile_columns_for(layout, Xb, cfg.max_tile_bytes))
     pool = pack(state, layout)
-    consts = make_constants(layout, spec, pool.rows)
     weight = None
     if batch_weight is not None:
         weight = torch.from_numpy(np.asarray(batch_weight, dtype=np.float64)).to(Xb.device)
-    pool, out = advance(pool, Xb, spec, layout, consts, weight)
-    total = (
-        out.total
-        if isinstance(out.total, torch.Tensor)
-        else torch.full((1,), out.total, dtype=_F64, device=Xb.device)
-    )
-    after = out.after if out.after is not None else out.objective
-    host = (
-        torch.cat([out.objective, after, total.view(1), out.alpha.view(-1), out.labels.to(_F64)])
-        .cpu()
-        .numpy()
-    )
-    k = layout.k
-    objective, after_sum, total = host[0], host[1], host[2]
+    pool, out = advance(pool, Xb, cfg, layout, make_constants(layout, cfg, pool.rows), weight)
+    total = torch.as_tensor(out.total, dtype=_F64, device=Xb.device).view(1)
+    after = out.objective if out.after is None else out.after
+    host = torch.cat([out.objective, after, total, out.alpha.view(-1), out.labels.to(_F64)])
+    host = host.cpu().numpy()
+    objective, after, total = host[:3]
     new = unpack(pool, layout)
-    for name in (
-        "support",
-        "weight",
-        "block_start",
-        "block_cluster",
-        "block_stamp",
-        "lam",
-        "gram",
-        "norms",
-        "counts",
-        "n_steps",
-    ):
-        setattr(state, name, getattr(new, name))
+    for f in fields(WindowState):
+        if f.name != "workspace":
+            setattr(state, f.name, getattr(new, f.name))
+    k = layout.k
     return StepResult(
         labels=host[3 + k :].astype(np.intp),
         objective=float(objective / total),
-        objective_after=float(after_sum / total) if objective_after else None,
+        objective_after=float(after / total) if cfg.objective_after else None,
         alpha=host[3 : 3 + k].copy(),
     )

@@ -230,12 +230,75 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     )
 
 
+#: Iterations between two read-backs of a device run (objectives, counter, overflow).
+READ_EVERY = 16
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """What every iteration of a run does, whichever step runs it (host or device).
+
+    Attributes
+    ----------
+    kernel : Kernel or IndexKernel
+    rate : callable
+        ``rate(batch_counts, batch_total, running_counts) -> alpha``, a pure rate of
+        :data:`mbkkm._core.LEARNING_RATES`.
+    tau : int or None
+        Window length; None keeps every block (no truncation).
+    renormalize : bool
+        Divide the kept coefficients by their sum after truncation.
+    tol : float or None
+        Early stopping threshold: f_B(C_{i+1}) is computed on the same batch and a run
+        stops at the first iteration with f_B(C_i) - f_B(C_{i+1}) < tol. None: neither
+        (``-inf``: f_B(C_{i+1}) computed, never stops).
+    max_tile_bytes : int or None
+        Memory for an iteration's kernel blocks; above it they are computed in column
+        chunks of the batch (:func:`tile_columns`). None: in one piece.
+    read_every : int
+        Device runs: iterations between two read-backs.
+    """
+
+    kernel: object
+    rate: object
+    tau: int | None
+    renormalize: bool
+    tol: float | None = None
+    max_tile_bytes: int | None = None
+    read_every: int = READ_EVERY
+
+    @property
+    def objective_after(self):
+        """Whether an iteration also computes f_B(C_{i+1}) (for early stopping)."""
+        return self.tol is not None
+
+
 @dataclass
 class StepResult:
     labels: np.ndarray  # (b,) assignment of the batch before the update
     objective: float  # f_B(C_i): weighted mean of the minimum distances
     objective_after: float | None  # f_B(C_{i+1}) on the same batch (when asked)
     alpha: np.ndarray  # (k,) learning rates used
+
+
+#: The host step's reused buffers are allocated a quarter larger than asked, so that
+#: the support's small changes from one iteration to the next reuse them.
+WORKSPACE_HEADROOM = 1.25
+
+
+def workspace_buffers(m, b, cols, whole_batch):
+    """The host step's reused kernel buffers (``WindowState.workspace``), declared once:
+    name -> (rows, columns) of kernel values, for m support points, batch b and
+    ``cols`` batch columns per chunk.
+
+    ``K_SB`` holds K(S, B_c); ``K_BB`` holds K(B, B_c) whole when early stopping needs
+    f_B(C_{i+1}) (``whole_batch``), else K(part, part_c) for each part of the
+    label-sorted batch (at most about half of it). The step allocates them by these
+    names (:func:`mbkkm._core._windows._workspace`) and the memory plan counts them
+    from here, both with :data:`WORKSPACE_HEADROOM`.
+    """
+    half = -(-b // 2)
+    return {"K_SB": (m, cols), "K_BB": (b, cols) if whole_batch else (half, min(cols, half))}
 
 
 def tile_columns(m, b, itemsize, max_tile_bytes):
@@ -247,5 +310,5 @@ def tile_columns(m, b, itemsize, max_tile_bytes):
     """
     if max_tile_bytes is None:
         return b
-    per_column = (m + b) * itemsize * 1.25  # the reused buffers grow by 25 %
+    per_column = (m + b) * itemsize * WORKSPACE_HEADROOM
     return int(max(1, min(b, max_tile_bytes // max(1, per_column))))

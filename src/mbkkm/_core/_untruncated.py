@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends._sparse import is_sparse, vstack_rows
-from ._windows import labelling_state
+from ._state import labelling_state
 
 
 @dataclass

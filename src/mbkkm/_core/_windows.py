@@ -50,11 +50,11 @@ One iteration (:func:`minibatch_step`), with b batch points x and k clusters:
 The number of array-library calls does not depend on k. This host-planned step
 is what the numpy backend runs (dense rows, scipy CSR rows, point indices of the
 index kernels, Dask rows): the windows' bookkeeping is planned in numpy on the host
-every iteration (measured faster on a CPU than the fixed-shape formulation, see
-benchmarks/RESULTS.md). On torch, :func:`minibatch_step` runs the device-resident
-iteration of :mod:`mbkkm._core._pool` instead: the same iteration in fixed shapes,
-nothing read back, and a fit's loop (:mod:`mbkkm._core._loop`) reads the device at
-a cadence.
+every iteration. On torch the device-resident iteration of :mod:`mbkkm._core._pool`
+runs instead, chosen once where a run starts (:func:`mbkkm._core._loop.step_for`):
+the fixed-shape formulation on CPU tensors takes about 1.7 times the time of this
+step per iteration (MNIST, k = 10, b = 1024, tau = 200) and rounds differently, so
+the host keeps this one.
 
 References
 ----------
@@ -72,14 +72,12 @@ import numpy as np
 from ..backends import get_backend
 from ..backends._sparse import is_sparse, row_range
 from ._rates import batch_rates
-from ._state import (  # noqa: F401 (the step's state, re-exported for its users)
+from ._state import (
+    WORKSPACE_HEADROOM,
     StepResult,
-    WindowState,
     block_slots,
     concat_ranges,
     group_by,
-    init_state,
-    labelling_state,
     rank_in_groups,
     tile_columns,
 )
@@ -284,13 +282,14 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
 
 
 def _workspace(state, name, shape, dtype, nx):
-    """A reusable buffer of the state (no fresh pages, hence no page faults, per step)."""
+    """A reusable buffer of the state (no fresh pages, hence no page faults, per step):
+    one of :func:`mbkkm._core._state.workspace_buffers`."""
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
         del buf
         state.workspace.pop(name, None)  # freed before its successor is allocated
-        buf = nx.empty(int(size * 1.25) + 1, dtype)
+        buf = nx.empty(int(size * WORKSPACE_HEADROOM) + 1, dtype)
         state.workspace[name] = buf
     return buf[:size].reshape(shape)
 
@@ -314,7 +313,7 @@ def center_products(Q, state, nx, lam=None):
 SELF_PART_ROWS = 256
 
 
-def _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
+def _self_sums_in_parts(state, kernel, nx, Xb, new_pos, new_ptr, u_new, cols):
     """v[x] = sum_{y in r(x)} u_y K(y, x) for every new point x, in new-point order.
 
     H'[r, r] = sum_{x in r} u_x v[x] needs only the same-block values of K(B, B).
@@ -337,13 +336,13 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols):
         b0, b1 = np.searchsorted(new_ptr, [lo, hi])  # the blocks of this part
         ptr = new_ptr[b0 : b1 + 1] - lo
         local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
-        Xh = nx.take(Xb, new_pos_d[lo:hi])
+        Xh = nx.take(Xb, new_pos[lo:hi])
         Qh = _chunked_products(
             state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols, "K_BB"
         )  # (blocks of the part, hi - lo)
-        (flat,) = nx.upload_indices(local_block * (hi - lo) + np.arange(hi - lo))
-        parts.append(nx.take(nx.reshape(Qh, -1), flat))
-    return parts[0] if len(parts) == 1 else nx.concatenate(parts)
+        flat = local_block * (hi - lo) + np.arange(hi - lo)
+        parts.append(Qh.reshape(-1)[flat])
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _chunked_products(state, kernel, nx, A, Xb, M, cols, name):
@@ -365,7 +364,6 @@ class _Layout(NamedTuple):
 
     new_pos: np.ndarray  # (p,) batch positions of the new blocks' points, by cluster
     grow_ids: np.ndarray  # clusters that get a new block
-    n_grow: int
     new_sizes: np.ndarray  # (n_grow,) points of each new block
     new_ptr: np.ndarray  # (n_grow + 1,) their starts in new_pos
     u_new: np.ndarray  # (p,) weight of each new point in its block
@@ -401,7 +399,6 @@ def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
     return _Layout(
         new_pos,
         grow_ids,
-        grow_ids.size,
         new_sizes,
         new_ptr,
         u_new,
@@ -413,45 +410,15 @@ def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
     )
 
 
-@dataclass(frozen=True)
-class StepOptions:
-    """What a mini-batch step does, besides its state and its batch.
-
-    Attributes
-    ----------
-    kernel : Kernel or IndexKernel
-        Evaluated through the backend (``nx.kernel_tile``, ``nx.kernel_diag``), which
-        calls ``kernel.tile(A, B, out=, backend=)`` and ``kernel.diag(A, backend=)``.
-    rate : callable
-        ``rate(batch_counts, batch_total, running_counts) -> alpha`` (see _rates).
-    tau : int or None
-        Window length; None keeps every block (no truncation).
-    renormalize : bool
-        Divide the kept coefficients by their sum after truncation.
-    objective_after : bool
-        Also compute f_B(C_{i+1}) on the same batch (for early stopping).
-    max_tile_bytes : int, optional
-        Memory for the kernel blocks; above it they are computed in column chunks of
-        the batch (:func:`tile_columns`). None: in one piece.
-    """
-
-    kernel: object
-    rate: object
-    tau: int | None
-    renormalize: bool
-    objective_after: bool = False
-    max_tile_bytes: int | None = None
-
-
-def minibatch_step(state, Xb, options, batch_weight=None):
-    """One truncated mini-batch iteration on the batch items ``Xb`` (in place on state).
+def minibatch_step(state, Xb, cfg, batch_weight=None):
+    """One truncated mini-batch iteration on the host batch items ``Xb`` (in place on state).
 
     Parameters
     ----------
     state : WindowState
     Xb : ndarray of shape (b, ...)
         Batch items (rows or indices), on the backend of the state.
-    options : StepOptions
+    cfg : StepConfig
         The kernel, the rate, tau, renormalisation, f_B(C_{i+1}) and the tile budget.
     batch_weight : ndarray of shape (b,) or None
         Weights of the batch points in the update (None: unit weights).
@@ -459,118 +426,71 @@ def minibatch_step(state, Xb, options, batch_weight=None):
     Returns
     -------
     StepResult
-
-    A state on torch runs the device-resident step instead
-    (:func:`mbkkm._core._pool.step_windows`: the same iteration in fixed shapes).
     """
     nx = get_backend(state.support, Xb)
-    if not nx.is_host:
-        from ._pool import step_windows
-
-        return step_windows(state, Xb, options, batch_weight)
-    kernel, rate, tau = options.kernel, options.rate, options.tau
-    objective_after, max_tile_bytes = options.objective_after, options.max_tile_bytes
+    kernel, rate, tau = cfg.kernel, cfg.rate, cfg.tau
     b = Xb.shape[0]
     k = state.n_clusters
-    stamp = state.n_steps
-    sizes = state.block_size
 
     # 1-2. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block
     # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
     # (K(B, B) (b, b) comes in step 5, reduced the same way.)
     dtype = nx.tile_dtype(kernel, Xb)
     cols = tile_columns(
-        state.support.shape[0], b, 8 if dtype is None else dtype.itemsize, max_tile_bytes
+        state.support.shape[0], b, 8 if dtype is None else dtype.itemsize, cfg.max_tile_bytes
     )
     diag = nx.kernel_diag(kernel, Xb)
     Q = _chunked_products(
         state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
     )
     P = center_products(Q, state, nx)
-    labels, mind = nx.argmin_columns_to_host(nx.distances_T(P, diag, state.norms))
+    labels, mind = _labels_and_minima(nx.distances_T(P, diag, state.norms))
 
-    # 3. Batch objective, counts and learning rates (host).
+    # 3. Batch objective, counts and learning rates.
     objective, bcounts, btotal, alpha = batch_rates(
         labels, mind, k, rate, state.counts, batch_weight
     )
     new_size = np.bincount(labels, minlength=k)
 
-    # 4. Window planning (host, vectorised over blocks).
+    # 4. Window planning (vectorised over blocks) and the new layout.
     plan = plan_windows(
-        state.block_cluster, sizes, state.lam, new_size, alpha, tau, options.renormalize
+        state.block_cluster, state.block_size, state.lam, new_size, alpha, tau, cfg.renormalize
     )
-    keep = plan.keep
     lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
-    new_pos, grow_ids, n_grow, new_sizes, new_ptr = (
-        lay.new_pos,
-        lay.grow_ids,
-        lay.n_grow,
-        lay.new_sizes,
-        lay.new_ptr,
-    )
-    u_new, kept_sizes, rows_kept, g = lay.u_new, lay.kept_sizes, lay.rows_kept, lay.gram
-    new_cluster, L, lam_new_all, lam_pad = g.new_cluster, g.L, lay.lam_all, lay.lam_pad
+    g = lay.gram
 
-    # Everything the device needs, in two uploads (int64 and float64).
-    (
-        rows_kept_d,
-        new_pos_d,
-        new_ptr_d,
-        src_keep_d,
-        dst_keep_d,
-        pair_flat_d,
-        pair_dst_d,
-        self_flat_d,
-        self_dst_d,
-        mir_src_d,
-        mir_dst_d,
-    ) = nx.upload_indices(
-        rows_kept,
-        new_pos,
-        new_ptr,
-        g.src_keep,
-        g.dst_keep,
-        g.pair_flat,
-        g.pair_dst,
-        g.self_flat,
-        g.self_dst,
-        g.mir_src,
-        g.mir_dst,
-    )
-    u_new_d, u_pair_d, u_self_d, lam_pad_d = nx.upload_floats(
-        u_new, u_new[g.pair_pt], u_new, lam_pad
-    )
-
-    if objective_after:
+    # 5. The new block Gram H' (k, L, L), flat: the kept entries, the (new point,
+    # partner) sums (repeated destinations add up: one bincount each), the mirror.
+    if cfg.objective_after:
         # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
         # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
         QB = _chunked_products(
-            state, kernel, nx, Xb, Xb, (new_ptr_d, new_pos_d, u_new_d), cols, "K_BB"
+            state, kernel, nx, Xb, Xb, (lay.new_ptr, lay.new_pos, lay.u_new), cols, "K_BB"
         )
-        self_vals = nx.take(nx.reshape(QB, -1), self_flat_d)
+        self_vals = QB.reshape(-1)[g.self_flat]
     else:  # only the same-block values of K(B, B) are needed: about 1 / p of it
-        self_vals = _self_sums_in_parts(state, kernel, nx, Xb, new_pos_d, new_ptr, u_new, cols)
-    gram = nx.zeros(k * L * L, np.float64)
-    nx.put(gram, dst_keep_d, nx.take(nx.reshape(state.gram, -1), src_keep_d))
-    nx.index_add(
-        gram, pair_dst_d, nx.astype(nx.take(nx.reshape(Q, -1), pair_flat_d), np.float64) * u_pair_d
-    )
-    nx.index_add(gram, self_dst_d, nx.astype(self_vals, np.float64) * u_self_d)
-    nx.put(gram, mir_dst_d, nx.take(gram, mir_src_d))
-    gram = nx.reshape(gram, (k, L, L))
-    lam_pad_d = nx.reshape(lam_pad_d, (k, L))
-    norms = nx.quad_forms_padded(gram, lam_pad_d)  # c_j = lambda^T H_j lambda, float64
+        self_vals = _self_sums_in_parts(
+            state, kernel, nx, Xb, lay.new_pos, lay.new_ptr, lay.u_new, cols
+        )
+    gram = np.zeros(k * g.L * g.L)
+    gram[g.dst_keep] = state.gram.reshape(-1)[g.src_keep]
+    pair_vals = Q.reshape(-1)[g.pair_flat].astype(np.float64, copy=False) * lay.u_new[g.pair_pt]
+    gram += np.bincount(g.pair_dst, weights=pair_vals, minlength=gram.size)
+    self_vals = self_vals.astype(np.float64, copy=False) * lay.u_new
+    gram += np.bincount(g.self_dst, weights=self_vals, minlength=gram.size)
+    gram[g.mir_dst] = gram[g.mir_src]
+    gram = gram.reshape(k, g.L, g.L)
+    lam_pad = lay.lam_pad.reshape(k, g.L)
+    norms = np.einsum("cl,clm,cm->c", lam_pad, gram, lam_pad)  # c_j = lambda^T H_j lambda
 
     after = None
-    if objective_after:
+    if cfg.objective_after:
         # f_B(C_{i+1}) on the same batch from Q and QB: no new kernel work.
         lam_old = np.zeros(state.lam.size)
-        lam_old[keep] = plan.lam_kept
+        lam_old[plan.keep] = plan.lam_kept
         P2 = center_products(Q, state, nx, lam=lam_old)
-        P2 = nx.add_rows(
-            P2, nx.index(grow_ids), QB * nx.asarray(plan.lam_new, dtype=QB.dtype)[:, None]
-        )
-        _, mind2 = nx.argmin_columns_to_host(nx.distances_T(P2, diag, norms))
+        P2[lay.grow_ids] += QB * plan.lam_new.astype(QB.dtype)[:, None]
+        _, mind2 = _labels_and_minima(nx.distances_T(P2, diag, norms))
         mind2 = np.asarray(mind2, dtype=np.float64)
         after = (
             float(mind2.mean())
@@ -580,19 +500,25 @@ def minibatch_step(state, Xb, options, batch_weight=None):
 
     # The new support: the kept rows, then the batch rows of the new blocks (dense: one
     # buffer and two gathers; CSR rows stay CSR).
-    state.support = nx.new_support(state.support, rows_kept_d, Xb, new_pos_d)
-    state.weight = np.concatenate([state.weight[rows_kept], u_new])
-    state.block_start = np.zeros(new_cluster.size + 1, dtype=np.intp)
-    np.cumsum(np.concatenate([kept_sizes, new_sizes]), out=state.block_start[1:])
-    state.block_cluster = new_cluster
+    state.support = nx.new_support(state.support, lay.rows_kept, Xb, lay.new_pos)
+    state.weight = np.concatenate([state.weight[lay.rows_kept], lay.u_new])
+    state.block_start = np.zeros(g.new_cluster.size + 1, dtype=np.intp)
+    np.cumsum(np.concatenate([lay.kept_sizes, lay.new_sizes]), out=state.block_start[1:])
+    state.block_cluster = g.new_cluster
     state.block_stamp = np.concatenate(
-        [state.block_stamp[keep], np.full(n_grow, stamp, dtype=np.int64)]
+        [state.block_stamp[plan.keep], np.full(lay.grow_ids.size, state.n_steps, dtype=np.int64)]
     )
-    state.lam = lam_new_all
+    state.lam = lay.lam_all
     state.gram = gram
     state.norms = norms
     state.n_steps += 1
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
+
+
+def _labels_and_minima(D):
+    """Column argmin and minimum of the distances D (k, n): labels, minima >= 0."""
+    labels = np.argmin(D, axis=0)
+    return labels, np.maximum(D[labels, np.arange(D.shape[1])], 0)
 
 
 # ------------------------------------------------------------------ labelling pass

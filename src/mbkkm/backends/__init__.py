@@ -7,7 +7,7 @@ implementation depends on the library goes through a *backend* object ``nx``:
 ``asarray / to_numpy``        host array -> backend array, and back (one copy)
 ``index``                     host integer indices -> indices the backend gathers with
 ``upload_indices / _floats``  several host arrays -> device arrays in one copy
-``empty / zeros / copy``      buffers
+``empty / copy``              buffers
 ``kernel_tile``               K(X, Y) (delegated to the kernel), into ``out``
 ``tile_dtype``                dtype of a reusable ``out`` buffer (None: none)
 ``kernel_diag``               K(x, x)
@@ -18,11 +18,12 @@ implementation depends on the library goes through a *backend* object ``nx``:
 ``argmin_min / clip_min_``    argmin and minimum along an axis, in-place clip
 ============================  =================================================
 
-The host-planned mini-batch step (numpy) also uses ``quad_forms_padded``,
-``argmin_columns_to_host``, ``new_support``, ``put``, ``index_add`` and ``add_rows``
-of the numpy backend. On torch the iteration is :mod:`mbkkm._core._pool`: the whole
-iteration in fixed shapes on the device, written in torch directly (it must be one
-capturable sequence of device calls, so it does not go through this door).
+The host-planned mini-batch step (:mod:`mbkkm._core._windows`) runs on numpy only
+and writes its bookkeeping in numpy directly; it uses the numpy backend for the
+kernel, the products above and ``new_support`` (dense or CSR rows). On torch the
+iteration is :mod:`mbkkm._core._pool`: the whole iteration in fixed shapes on the
+device, written in torch directly (it must be one capturable sequence of device
+calls, so it does not go through this door).
 
 The backend is inferred from the arrays (:func:`get_backend`: numpy arrays ->
 numpy, torch tensors -> torch on their device, a mix -> ValueError) or chosen by

@@ -103,10 +103,6 @@ class NumpyBackend:
         P += np.asarray(norms, dtype=P.dtype)[:, None]
         return P
 
-    def quad_forms_padded(self, H, lam):
-        """c_j = lambda_j^T H_j lambda_j for (k, L, L) H and (k, L) lambda, float64 (k,)."""
-        return np.einsum("cl,clm,cm->c", lam, H, lam)
-
     # ---------------------------------------------------------------- uploads
     def upload_indices(self, *arrays):
         """Host integer arrays -> flat index arrays of this backend (here: the arrays)."""
@@ -115,11 +111,6 @@ class NumpyBackend:
     def upload_floats(self, *arrays):
         """Host float arrays -> flat float64 arrays of this backend (here: the arrays)."""
         return tuple(np.asarray(a, dtype=np.float64).ravel() for a in arrays)
-
-    def argmin_columns_to_host(self, D):
-        """Column argmin and minimum of D (k, n) as host arrays (labels, min >= 0)."""
-        lab = np.argmin(D, axis=0)
-        return lab, np.maximum(D[lab, np.arange(D.shape[1])], 0)
 
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
@@ -133,11 +124,6 @@ class NumpyBackend:
         if axis == 0:
             return take_rows(x, idx) if sp.issparse(x) else x[idx]
         return x[:, idx]
-
-    def take_into(self, x, idx, out):
-        """``out[:] = x[idx]`` along axis 0 (one pass, no temporary)."""
-        np.take(x, idx, axis=0, out=out)
-        return out
 
     def new_support(self, S, rows_kept, Xb, new_pos):
         """The support after an iteration: ``S[rows_kept]`` then ``Xb[new_pos]``, one array.
@@ -160,24 +146,6 @@ class NumpyBackend:
         if not sp.issparse(new):  # CSR support, dense batch
             new = type(S)(new)
         return vstack_rows([take_rows(S, rows_kept), new]).astype(S.dtype, copy=False)
-
-    def put(self, target, idx, values):
-        """``target[idx] = values`` (1-D, in place)."""
-        target[idx] = values
-        return target
-
-    def index_add(self, target, idx, values):
-        """``target[idx] += values`` summing repeated indices (1-D, in place)."""
-        target += np.bincount(idx, weights=values, minlength=target.shape[0])
-        return target
-
-    def add_rows(self, A, idx, rows):
-        """``A[idx] += rows`` for distinct row indices (in place)."""
-        A[idx] += rows
-        return A
-
-    def zeros(self, shape, dtype):
-        return np.zeros(shape, dtype=dtype)
 
     def reshape(self, x, shape):
         return x.reshape(shape)

@@ -159,9 +159,6 @@ class TorchBackend:
     def take(self, x, idx, axis=0):
         return torch.index_select(x, axis, idx)
 
-    def zeros(self, shape, dtype):
-        return torch.zeros(shape, dtype=self._dtype(dtype), device=self.device)
-
     def reshape(self, x, shape):
         return x.reshape(shape)
 

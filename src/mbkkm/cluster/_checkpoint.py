@@ -160,21 +160,21 @@ class FitCheckpoint:
 
     # ------------------------------------------------------------------ write
     def loop(self, estimator, windows, items, plan, random_state, cfg):
-        """The fit's :class:`~mbkkm._core._loop.MiniBatchLoop`, restored from the file or
+        """The fit's :class:`~mbkkm._core._loop.Loop`, restored from the file or
         new (then saved at once, so a kill during the first iterations keeps the init),
         saving itself every ``every`` iterations and when it is done."""
-        from .._core._loop import MiniBatchLoop
+        from .._core._loop import fit_loop
 
         self._gamma_selection = estimator.gamma_selection_
         if self.saved is not None:
             self._rng_after_init = _rng_state(self.saved["random_state"])
-            loop = MiniBatchLoop(None, items, plan, random_state, cfg, snapshot=self.saved["fit"])
+            loop = fit_loop(None, items, plan, random_state, cfg, saved=self.saved["fit"])
             self.saved = None  # the loop owns the state now
         else:
-            loop = MiniBatchLoop(windows, items, plan, random_state, cfg)
+            loop = fit_loop(windows, items, plan, random_state, cfg)
             self.save(loop.state)
         self._last = loop.state.n_iter
-        loop.on_advance = self._on_advance
+        loop.on_read_back.append(self._on_advance)
         return loop
 
     def _on_advance(self, fs):

@@ -68,52 +68,30 @@ class MiniBatchMixin:
                 best, best_inertia = centers, inertia
         return best
 
-    def _iterate(self, run):
-        """Run the iterations of ``run`` up to ``max_iter``, or until it converges.
+    def _iterate(self, loop):
+        """Run the iterations of ``loop`` (a :class:`mbkkm._core._loop.Loop`) up to
+        ``max_iter``, or until early stopping meets its rule.
 
-        ``run`` advances by ``run.run_until(i)`` (a :class:`mbkkm._core._loop.MiniBatchLoop`,
-        or :class:`StepRun` over a step function) and decides early stopping itself
-        (the paper's rule f_B(C_i) - f_B(C_{i+1}) < tol, on the same batch). With
-        ``verbose``, it stops at every ``max(1, max_iter // 10)``-th iteration for a
-        progress line (``run.describe()`` adds to it). Returns the batch objectives and
+        With ``verbose``, it stops at every ``max(1, max_iter // 10)``-th iteration for a
+        progress line (``loop.describe()`` adds to it). Returns the batch objectives and
         the number of iterations run.
         """
         every = max(1, self.max_iter // 10)
         t0 = time.perf_counter()
-        while run.n_iter < self.max_iter and not run.converged:
+        while loop.n_iter < self.max_iter and not loop.converged:
             until = self.max_iter
             if self.verbose:  # up to the next progress line
-                until = min(-(-run.n_iter // every) * every, self.max_iter - 1) + 1
-            run.run_until(until)
-            it = run.n_iter - 1
+                until = min(-(-loop.n_iter // every) * every, self.max_iter - 1) + 1
+            loop.run_until(until)
+            it = loop.n_iter - 1
             if self.verbose and (it % every == 0 or it == self.max_iter - 1):
-                extra = f", {run.describe()}" if hasattr(run, "describe") else ""
+                described = loop.describe()
+                extra = f", {described}" if described else ""
                 print(
                     f"Iteration {it + 1}/{self.max_iter}: batch objective "
-                    f"{run.objectives[it]:.6g}{extra}, {time.perf_counter() - t0:.2f}s"
+                    f"{loop.objectives[it]:.6g}{extra}, {time.perf_counter() - t0:.2f}s"
                 )
-            if run.converged and self.verbose:
-                gain = run.objectives[it] - run.objectives_after[it]
+            if loop.converged and self.verbose:
+                gain = loop.objectives[it] - loop.objectives_after[it]
                 print(f"Converged at iteration {it + 1}: improvement {gain:.3g} < tol={self.tol}")
-        return np.asarray(run.objectives, dtype=np.float64), run.n_iter
-
-
-class StepRun:
-    """The run protocol of :meth:`MiniBatchMixin._iterate` over a host step function.
-
-    ``step(it) -> (f_B(C_i), f_B(C_{i+1}) or None)``; early stopping is decided after
-    every iteration.
-    """
-
-    def __init__(self, step, tol):
-        self.step, self.tol = step, tol
-        self.n_iter, self.converged = 0, False
-        self.objectives, self.objectives_after = [], []
-
-    def run_until(self, until):
-        while self.n_iter < until and not self.converged:
-            objective, after = self.step(self.n_iter)
-            self.objectives.append(objective)
-            self.objectives_after.append(after)
-            self.n_iter += 1
-            self.converged = self.tol is not None and objective - after < self.tol
+        return np.asarray(loop.objectives, dtype=np.float64), loop.n_iter

@@ -11,15 +11,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import (
     LEARNING_RATES,
-    StepOptions,
+    StepConfig,
     assign,
     draw_batch_plan,
     init_state,
     kernel_kmeans_plusplus,
-    minibatch_step,
     random_init,
 )
-from .._core._loop import LoopConfig, MiniBatchLoop
+from .._core._loop import fit_loop, function_loop, step_for
 from .._core._memory import (
     MiniBatchPlanRequest,
     available_memory,
@@ -42,7 +41,7 @@ from ._base import BaseKernelKMeans, memory_guard
 from ._checkpoint import check_checkpoint
 from ._fitting import restore_on_error, warn_empty_clusters
 from ._graph_kernels import graph_start_state
-from ._minibatch_base import MiniBatchMixin, StepRun
+from ._minibatch_base import MiniBatchMixin
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._problem import prepare_input, resolve_problem
 from ._rows import host_sample_weight, rows_of
@@ -535,7 +534,7 @@ torch.device, default=None
         rows_of(items).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         if self.tau is None:
             return self._fit_untruncated(items, sample_weight, state, plan)
-        cfg = LoopConfig(
+        cfg = StepConfig(
             kernel=self.kernel_,
             rate=LEARNING_RATES[self.learning_rate],
             tau=self.tau,
@@ -546,7 +545,7 @@ torch.device, default=None
         # Everything between two iterations (centers, counter, plan, random state) is
         # loop.state; on torch the iterations run on the device, read back in blocks.
         loop = (
-            MiniBatchLoop(state, items, plan, rng, cfg)
+            fit_loop(state, items, plan, rng, cfg)
             if checkpoint is None
             else checkpoint.loop(self, state, items, plan, rng, cfg)
         )
@@ -582,7 +581,7 @@ torch.device, default=None
                 after = float(np.maximum(D.min(axis=1), 0).mean())
             return objective, after
 
-        objectives, n_iter = self._iterate(StepRun(step, self.tol))
+        objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
         windows = table_to_windows(table, items, kernel)
         self._publish(windows)
         self.n_iter_ = n_iter
@@ -649,14 +648,15 @@ torch.device, default=None
             )
             state = self._state.copy()
         with memory_guard(self.memory_plan_):
-            options = StepOptions(
+            nx = get_backend(X)
+            cfg = StepConfig(
                 self.kernel_,
                 LEARNING_RATES[self.learning_rate],
                 tau=self.tau,
                 renormalize=self.renormalize,
-                max_tile_bytes=self._tile_budget(get_backend(X)),
+                max_tile_bytes=self._tile_budget(nx),
             )
-            res = minibatch_step(state, X, options, batch_weight=sample_weight)
+            res = step_for(nx)(state, X, cfg, batch_weight=sample_weight)
         self._publish(state)
         self.n_steps_ += 1
         self.n_iter_ = self.n_steps_

@@ -48,9 +48,10 @@ from .._core import (
     kernel_kmeans_plusplus,
     random_init,
 )
+from .._core._loop import function_loop
 from .._core._memory import chunk_rows
 from .._core._sampling import draw_init_subsample
-from .._core._windows import StepResult  # the same record as the kernel step
+from .._core._state import StepResult  # the same record as the kernel step
 from .._validation import (
     check_sample_weight,
     check_str_options,
@@ -60,7 +61,7 @@ from .._validation import (
 from ..backends._threads import parallel_parts, threads_for, with_thread_policy
 from ..kernels import resolve_kernel
 from ._fitting import restore_on_error, warn_empty_clusters
-from ._minibatch_base import MiniBatchMixin, StepRun
+from ._minibatch_base import MiniBatchMixin
 from ._overflow import check_no_overflow
 from ._params import COMMON_CONSTRAINTS
 from ._rows import rows_of
@@ -397,7 +398,7 @@ default="k-means++"
             )
             return res.objective, res.objective_after
 
-        objectives, n_iter = self._iterate(StepRun(step, self.tol))
+        objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
         self.cluster_centers_ = centers
         self._counts = counts
         self._n_features_out = self.n_clusters
