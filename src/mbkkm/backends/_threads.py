@@ -5,7 +5,7 @@ Why. An mbkkm fit is a long sequence of small products (the iteration's kernel
 block, the Lloyd steps of the width selection, k-means++). A multi-threaded BLAS
 splits each of them across its pool and its threads spin while they wait for one
 another; when other programs hold the cores, every call waits for a thread that
-is not running, and a fit of 0.2 s took 3-17 s (``benchmarks/RESULTS.md``).
+is not running, so a fit of a fraction of a second can take many seconds.
 scikit-learn's ``KMeans`` shows the way out, and this module follows it:
 
 * inside a *phase* (a fit, a labelling pass, predict, a Dask task) BLAS runs with

@@ -111,11 +111,6 @@ class BaseKernelKMeans(
         return kernel_kind(self.kernel)
 
     @property
-    def _kind(self):
-        """ "point" (a kernel on rows), "precomputed" or "graph" (items are indices)."""
-        return self._kernel_kind.name
-
-    @property
     def _index_kernel(self):
         """Whether the kernel is a stored matrix whose items are point indices."""
         return self._kernel_kind.is_index
