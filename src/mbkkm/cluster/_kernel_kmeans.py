@@ -23,7 +23,6 @@ from .._core._memory import chunk_rows, working_memory_bytes
 from .._core._sampling import draw_init_subsample
 from .._warn import warn
 from ..backends import get_backend
-from ..backends._threads import with_thread_policy
 from ..kernels import kernel_names
 from ..kernels._index import (
     IndexKernel,
@@ -31,10 +30,11 @@ from ..kernels._index import (
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner
 from ._base import BaseKernelKMeans
-from ._fitting import restore_on_error, warn_empty_clusters, warn_indefinite_kernel
+from ._fitting import all_or_nothing, warn_empty_clusters, warn_indefinite_kernel
 from ._graph_kernels import graph_start_inner
+from ._kinds import PrecomputedKernel, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
-from ._problem import prepare
+from ._problem import fit_input, resolve_problem
 
 _MIB = 2**20
 _GIB = 2**30
@@ -389,10 +389,8 @@ torch.device, default=None
 
     # --------------------------------------------------------------------- fit
     def _check_params_vs_input(self, rows):
-        """Sizes, ``init`` and the memory plan against the input (the hook of
-        :func:`._problem.prepare`, before any kernel work)."""
-        n = rows.n_samples
-        check_n_clusters_vs_samples(self.n_clusters, n)
+        """Sizes and ``init`` against the input, before any kernel work."""
+        check_n_clusters_vs_samples(self.n_clusters, rows.n_samples)
         if self.init_size is not None and self.init_size < self.n_clusters:
             raise ValueError(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
@@ -400,29 +398,40 @@ torch.device, default=None
         self._init = (
             self.init
             if isinstance(self.init, str)
-            else rows.check_init(self.init, self.n_clusters, self)
+            else rows.check_init(self.init, self.n_clusters, self.kernel)
         )
-        # A kernel on points: the stored matrix (None) or rows per block, planned
-        # before any kernel work; a matrix kernel is its own storage.
-        self._block_rows = self._kernel_kind.lloyd_storage(self, rows)
 
     def _prepare(self, X, sample_weight):
-        """check -> prepare: the fit problem (its kernel published) and the kernel
-        operator of Lloyd's iterations."""
-        problem = prepare(self, X, sample_weight, accept_dask=False, index_dtype=np.float64)
+        """check -> resolve: the fit problem (its kernel published) and the kernel
+        operator of Lloyd's iterations (a :class:`~mbkkm._core._lloyd.KernelRun`)."""
+        data = fit_input(
+            X,
+            sample_weight,
+            kernel=self.kernel,
+            device=self.device,
+            owner=type(self).__name__,
+            accept_dask=False,
+            index_dtype=np.float64,
+        )
+        self._set_input(data)
+        rows = data.rows
+        self._check_params_vs_input(rows)
+        # A kernel on points: the stored matrix (None) or rows per block, planned
+        # before any kernel work; an index kernel's matrix is its own storage.
+        block_rows = (
+            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+        )
+        problem = resolve_problem(self, data)
         self._set_problem(problem)
         # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
         # starts from the selection's sample partition.
         self._auto_start = isinstance(self._init, str) and (
             self.gamma_selection_ is not None or self.t_selection_ is not None
         )
-        return problem, self._operator(problem)
-
-    def _operator(self, problem):
-        """The :class:`~mbkkm._core._lloyd.KernelRun` of a fit problem: the matrix of
-        an index kernel (:mod:`._kinds`), or for a kernel on points the stored matrix
-        or blocks of rows (:meth:`_point_operator`)."""
-        return self._kernel_kind.lloyd_run(self, problem, self._block_rows)
+        if problem.is_index:
+            self._kernel_storage = kernel_kind(self.kernel).name
+            return problem, PrecomputedKernel.matrix_run(problem.kernel)
+        return problem, self._point_operator(problem, block_rows)
 
     def _point_operator(self, problem, block_rows):
         """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
@@ -524,8 +533,6 @@ torch.device, default=None
             out[r0 : r0 + rows] = self.kernel_.tile(X[r0 : r0 + rows], C, backend=nx)
         return out
 
-    @restore_on_error
-    @with_thread_policy
     def _fit(self, X, sample_weight):
         problem, kernel_run = self._prepare(X, sample_weight)
         X, sample_weight = problem.rows.data, problem.sample_weight
@@ -582,7 +589,8 @@ torch.device, default=None
         )
         # support_: the training indices of the support points, in the published order
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
-        self._kernel_kind.lloyd_published(self)  # index kernels: no support_vectors_
+        if rows.is_index:
+            del self.support_vectors_  # the items are indices: they are support_
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -604,7 +612,8 @@ torch.device, default=None
         -------
         self : KernelKMeans
         """
-        self._fit(X, sample_weight)
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            self._fit(X, sample_weight)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -623,4 +632,5 @@ torch.device, default=None
         -------
         distances : ndarray of shape (n_samples, n_clusters)
         """
-        return self._fit(X, sample_weight)
+        with all_or_nothing(self):
+            return self._fit(X, sample_weight)

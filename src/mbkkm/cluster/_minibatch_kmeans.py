@@ -40,6 +40,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from .. import _dask
 from .._core import (
     LEARNING_RATES,
     _memory,
@@ -59,11 +60,10 @@ from .._validation import (
 )
 from ..backends._threads import parallel_parts, threads_for, with_thread_policy
 from ..kernels import resolve_kernel
-from ._fitting import restore_on_error, warn_empty_clusters
+from ._fitting import all_or_nothing, warn_empty_clusters
 from ._minibatch_base import MiniBatchMixin, StepRun
 from ._overflow import check_no_overflow
 from ._params import COMMON_CONSTRAINTS
-from ._rows import rows_of
 
 # ----------------------------------------------------------------------------- core
 
@@ -345,8 +345,6 @@ default="k-means++"
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    @restore_on_error
-    @with_thread_policy
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -365,8 +363,14 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
-        # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
-        X = rows_of(X).fit_input(self)
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            return self._fit(X, sample_weight)
+
+    def _fit(self, X, sample_weight):
+        if _dask.is_dask_array(X):  # a DaskRows that gathers the rows the fit reads
+            X = _dask.dask_rows(self, X)
+        else:
+            X = self._validate_X(X, reset=True)
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
         self.memory_plan_ = _memory.plan_explicit(
@@ -388,7 +392,8 @@ default="k-means++"
         centers = self._best_init(X, sample_weight, rng)
         counts = np.zeros(self.n_clusters)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        rows_of(X).prefetch(plan)  # Dask: gather the rows of every batch in few passes
+        if isinstance(X, _dask.DaskRows):  # gather the rows of every batch in few passes
+            X.prefetch(plan)
         rate = LEARNING_RATES[self.learning_rate]
 
         def step(it):
@@ -409,8 +414,6 @@ default="k-means++"
             warn_empty_clusters(self.labels_, self.n_clusters, self)
         return self
 
-    @restore_on_error
-    @with_thread_policy
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
@@ -429,6 +432,10 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            return self._partial_fit(X, sample_weight)
+
+    def _partial_fit(self, X, sample_weight):
         first = not hasattr(self, "cluster_centers_")
         if first:
             self._validate_params()
@@ -481,9 +488,8 @@ default="k-means++"
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):
-        return rows_of(X).labels_inertia(self, sample_weight, centers=centers)
-
-    def _labels_inertia_of(self, X, sample_weight=None, centers=None):
+        if isinstance(X, _dask.DaskRows):  # labels_ (a Dask array) and inertia_ in one pass
+            return X.labels_inertia(self, sample_weight)
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
@@ -502,9 +508,8 @@ default="k-means++"
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        return rows_of(X).predict(self)  # Dask: a Dask array, computed per chunk
-
-    def _predict(self, X):
+        if _dask.is_dask_array(X):
+            return _dask.dask_predict(self, X)  # a Dask array, computed per chunk
         X = self._validate_X(X, reset=False)
         return np.argmin(self._distances(X), axis=1)
 
@@ -523,9 +528,8 @@ default="k-means++"
         distances : ndarray of shape (n_samples, n_clusters)
         """
         check_is_fitted(self)
-        return rows_of(X).transform(self)  # Dask: a Dask array, computed per chunk
-
-    def _transform(self, X):
+        if _dask.is_dask_array(X):
+            return _dask.dask_transform(self, X)  # a Dask array, computed per chunk
         X = self._validate_X(X, reset=False)
         return self._distances(X)
 
@@ -543,9 +547,8 @@ default="k-means++"
         score : float
         """
         check_is_fitted(self)
-        return rows_of(X).score(self, sample_weight)  # Dask: summed over the chunks
-
-    def _score(self, X, sample_weight=None):
+        if _dask.is_dask_array(X):
+            return _dask.dask_score(self, X, sample_weight)  # summed over the chunks
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
         _, inertia = self._labels_inertia(X, sample_weight)
