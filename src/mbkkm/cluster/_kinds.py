@@ -24,7 +24,6 @@ from .._core._memory import label_chunk_rows
 from .._core._parallel import assign_parallel
 from ..backends._sparse import to_dense
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
-from ..kernels._index import is_stored_kernel, validate_stored_kernel
 from ._graph_kernels import graph_assign
 from ._overflow import check_no_overflow
 from ._rows import GraphRows, PrecomputedRows, rows_of
@@ -42,10 +41,6 @@ class PointKernel:
     def fit_rows(self, X, index_dtype=None):
         """The adapter of a fit's validated X (:mod:`._rows`)."""
         return rows_of(X)
-
-    def stored_matrix(self, X):
-        """X taken as it is (a sparse or low-rank kernel matrix), or None: validate it."""
-        return None
 
     def accepts_sparse(self, kernel):
         """Whether ``fit`` takes scipy sparse X (``kernel``: the estimator's parameter)."""
@@ -115,9 +110,6 @@ class PrecomputedKernel(PointKernel):
             f"a matrix over a fixed set of points, and {method} sees new rows"
         )
 
-    def stored_matrix(self, X):
-        return validate_stored_kernel(X) if is_stored_kernel(X) else None
-
     def check_backend(self, nx, *, kernel, tau, device):
         # a stored matrix stays on the host even when device= names a torch device
         if not nx.is_host or device not in (None, "cpu"):
@@ -183,9 +175,6 @@ class GraphKernel(PrecomputedKernel):
 
     def fit_rows(self, X, index_dtype=None):
         return GraphRows(X, index_dtype)
-
-    def stored_matrix(self, X):
-        return None
 
     def accepts_sparse(self, kernel):
         return False  # the k-NN graph builders take dense X

@@ -334,9 +334,7 @@ torch.device, default=None
 
     def _selection_start(self, problem):
         """The first start where a width or time selection trusts its sample partition
-        (``gamma="auto"``, the heat kernel's ``t``) and ``init`` is named, else None."""
-        if not isinstance(self._init, str):
-            return None
+        (``gamma="auto"``, the heat kernel's ``t``), else None."""
         if problem.t_selection is not None:
             return graph_start_state(problem.t_selection, problem.kernel, self.n_clusters)
         return auto_start_state(
@@ -425,6 +423,11 @@ torch.device, default=None
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
+        """One initialisation: the windows of k initial center points (rows of X or the
+        init array)."""
+        return init_state(self._initial_points(X, sample_weight, rng, init_idx), self.kernel_)
+
+    def _initial_points(self, X, sample_weight, rng, init_idx=None):
         """k initial center points (rows of X or the init array)."""
         rows = rows_of(X)
         if not isinstance(self._init, str):
@@ -442,12 +445,6 @@ torch.device, default=None
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return rows_of(Xi).take(idx)
-
-    def _init_candidate(self, X, sample_weight, rng):
-        if self._auto_start is not None:  # gamma="auto": used once, as the first candidate
-            start, self._auto_start = self._auto_start, None
-            return start
-        return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
 
     def _take_rows(self, X, idx):
         nx = get_backend(X)
@@ -522,19 +519,24 @@ torch.device, default=None
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = resolve_problem(self, data, gamma_selection=selection)
             self._set_problem(problem)
+            # gamma="auto" or t="auto" with a named init: the first start is the
+            # selection's sample partition, where the selection trusts it
+            start = None
             resuming = checkpoint is not None and checkpoint.resuming
-            self._auto_start = None if resuming else self._selection_start(problem)
+            selected = problem.gamma_selection is not None or problem.t_selection is not None
+            if selected and isinstance(self._init, str) and not resuming:
+                start = self._selection_start(problem)
             plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
             with memory_guard(plan):
                 return self._fit(
-                    problem.items, problem.rows.data, problem.sample_weight, checkpoint
+                    problem.items, problem.rows.data, problem.sample_weight, checkpoint, start
                 )
 
-    def _fit(self, items, X, sample_weight, checkpoint):
+    def _fit(self, items, X, sample_weight, checkpoint, start):
         rng = check_random_state(self.random_state)
         self._random_state = rng
         resuming = checkpoint is not None and checkpoint.start(rng)  # rng: after the init
-        state = None if resuming else self._best_init(items, sample_weight, rng)
+        state = None if resuming else self._best_init(items, sample_weight, rng, start)
         if checkpoint is not None:
             checkpoint.record_random_state(rng)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
@@ -652,13 +654,12 @@ torch.device, default=None
             X, sample_weight = problem.items, problem.sample_weight
             self._plan_memory(problem)
             self._random_state = check_random_state(self.random_state)
-            state = self._selection_start(problem)  # gamma="auto": the selection's partition
+            state = None
+            if isinstance(self._init, str):  # gamma="auto": the selection's partition
+                state = self._selection_start(problem)
             if state is None:
-                state = init_state(
-                    self._initial_centers(
-                        X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
-                    ),
-                    self.kernel_,
+                state = self._initial_centers(
+                    X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
                 )
             self.n_steps_ = 0
             self.batch_objective_ = np.empty(0)

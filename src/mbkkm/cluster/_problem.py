@@ -21,7 +21,7 @@ from .._validation import check_sample_weight, short_input_errors
 from ..backends import get_backend, resolve_device
 from ..backends._threads import one_thread_everywhere
 from ..kernels import resolve_kernel
-from ..kernels._index import IndexKernel
+from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel
 from ..kernels._protocol import ResolvedKernel
 from . import _device
 from ._auto_gamma import resolve_auto_gamma
@@ -98,11 +98,14 @@ def fit_input(
     if given.kind == "dask" and accept_dask:
         X, dev = _dask_fit_rows(X, kind, kernel, device, tau, working_memory), None
     else:
-        stored = kind.stored_matrix(X)  # a sparse or low-rank kernel matrix, as it is
-        if stored is not None:
-            X, dev, given = stored, resolve_device(device), rows_of(stored)
+        if kind.name == "precomputed" and is_stored_kernel(X):
+            # a sparse or low-rank kernel matrix, taken as it is, on the host
+            X, dev = validate_stored_kernel(X), resolve_device(device)
+            given = rows_of(X)
         else:
-            dev = given.run_device(device)
+            # sparse X has numpy only: "auto" (the best backend for X) is the host
+            auto = isinstance(device, str) and device == "auto"
+            dev = "cpu" if auto and given.kind == "sparse" else resolve_device(device)
             names = _get_feature_names(X)
             X = given.validated(
                 dev,
@@ -124,9 +127,11 @@ def fit_input(
     kind.check_backend(get_backend(X), kernel=kernel, tau=tau, device=dev)
     rows = kind.fit_rows(X, index_dtype)
     tensor_io = given.is_tensor
-    w = check_sample_weight(
-        host_sample_weight(sample_weight, tensor_io), _device.host_shape(rows.data)
-    )
+    w = None
+    if sample_weight is not None:
+        w = check_sample_weight(
+            host_sample_weight(sample_weight, tensor_io), _device.host_shape(rows.data)
+        )
     return FitInput(rows, w, dev, tensor_io, int(X.shape[1]), names)
 
 
@@ -210,13 +215,24 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
     it. A graph kernel: the k-NN graph of the points built and its kernel resolved.
     """
     rows, sample_weight = data.rows, data.sample_weight
-    X, n = rows.data, rows.n_samples
-    if gamma_selection is not None:
-        gamma, selection = gamma_selection.gamma, gamma_selection
-    else:
+    X, n, nx = rows.data, int(rows.data.shape[0]), get_backend(rows.data)
+    gamma, selection = estimator.gamma, gamma_selection
+    if selection is not None:
+        gamma = selection.gamma  # chosen before (a resumed checkpoint's)
+    elif gamma is None or isinstance(gamma, str):
         # gamma="auto" (and None for rbf / laplacian, see default_selects_width):
-        # choose the width on a sample (refuses kernels without one).
-        gamma, selection = _auto_gamma(estimator, X, sample_weight)
+        # choose the width on a sample (refuses kernels without one). Small calls
+        # into scikit-learn: one thread everywhere (see _threads).
+        with one_thread_everywhere():
+            gamma, selection = resolve_auto_gamma(
+                gamma,
+                estimator.kernel,
+                X,
+                estimator.n_clusters,
+                sample_weight,
+                estimator.random_state,
+                estimator.kernel_params,
+            )
     t = t_selection = None
     if rows.kind == "graph":
         kernel, t, t_selection = resolve_graph_kernel(estimator, X, sample_weight)
@@ -239,10 +255,12 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
         )
         check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
         if kernel.is_callable:  # called once on a few rows: its errors before any work
-            rows.nx.kernel_tile(kernel, X[: min(3, n)], X[: min(2, n)])
+            nx.kernel_tile(kernel, X[: min(3, n)], X[: min(2, n)])
         gamma, items = kernel.params.get("gamma"), X
-    nx = rows.nx
-    itemsize = np.dtype(kernel.dtype).itemsize if rows.is_index else rows.itemsize
+    if rows.is_index:  # the index kernel's blocks; items are indices, no features
+        itemsize, n_features = np.dtype(kernel.dtype).itemsize, 0
+    else:
+        itemsize, n_features = np.dtype(_device.host_dtype(X)).itemsize, int(X.shape[1])
     return FitProblem(
         rows=rows,
         items=items,
@@ -250,7 +268,7 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
         sample_weight=sample_weight,
         nx=nx,
         n_samples=n,
-        n_features=rows.n_features,
+        n_features=n_features,
         is_index=rows.is_index,
         itemsize=itemsize,
         gamma=gamma,
@@ -259,21 +277,3 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
         t_selection=t_selection,
         tensor_io=data.tensor_io,
     )
-
-
-def _auto_gamma(estimator, X, sample_weight):
-    """``(gamma, GammaSelection or None)`` of a kernel on points: the width search runs
-    under one thread everywhere (small calls into scikit-learn, see ``_threads``)."""
-    gamma = estimator.gamma
-    if gamma is not None and not isinstance(gamma, str):
-        return gamma, None  # a number: nothing to choose
-    with one_thread_everywhere():
-        return resolve_auto_gamma(
-            gamma,
-            estimator.kernel,
-            X,
-            estimator.n_clusters,
-            sample_weight,
-            estimator.random_state,
-            estimator.kernel_params,
-        )

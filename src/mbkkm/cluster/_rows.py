@@ -22,7 +22,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_array
 
 from .. import _dask
-from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
+from ..backends import backend_for, get_backend, is_tensor, same_device
 from ..backends._sparse import as_csr
 from ..kernels import LowRankKernel
 from ..kernels._index import check_precomputed_matrix
@@ -39,11 +39,6 @@ class Rows:
     is_tensor = False
 
     # -------------------------------------------------------------- validation
-    @staticmethod
-    def run_device(device):
-        """The device a fit on these rows runs on, for the estimator's ``device``."""
-        return resolve_device(device)
-
     def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
         """The rows checked by ``validate_numpy`` (scikit-learn's checks), then moved to
         ``dev`` (None or "cpu": they stay on the host). ``device`` is the estimator's
@@ -140,12 +135,6 @@ class SparseRows(Rows):
     """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
 
     kind = "sparse"
-
-    @staticmethod
-    def run_device(device):
-        if isinstance(device, str) and device == "auto":
-            return "cpu"  # "auto": the best backend for X; sparse X has numpy only
-        return resolve_device(device)
 
     def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
         if dev not in (None, "cpu"):
