@@ -71,7 +71,6 @@ def test_the_kernel_kind_decides_the_fit_adapter():
     assert type(kernel_kind("knn")) is GraphKernel
     assert type(kernel_kind("precomputed").fit_rows(X @ X.T)) is PrecomputedRows
     assert type(kernel_kind("heat").fit_rows(X)) is GraphRows
-    assert type(kernel_kind("rbf").fit_rows(sp.csr_matrix(X))) is SparseRows
 
 
 def _problem(est, X, w):

@@ -82,15 +82,6 @@ def _physical_cpus():
         )
 
 
-def _omp_env():
-    """OMP_NUM_THREADS as an int (its first level), or None when unset or unreadable."""
-    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    try:
-        return max(1, int(value)) if value else None
-    except ValueError:
-        return None
-
-
 def _controller():
     """threadpoolctl's view of the loaded thread pools, built once (12 ms) and again
     when torch has been imported since (its OpenMP runtime is then loaded)."""
@@ -128,7 +119,12 @@ def effective_n_threads():
     budget = getattr(_local, "budget", None)
     if budget is not None:
         return budget
-    env = _omp_env()
+    # OMP_NUM_THREADS as an int (its first level), or None when unset or unreadable
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    try:
+        env = max(1, int(env)) if env else None
+    except ValueError:
+        env = None
     omp = _pool_threads("openmp")
     n = omp if omp is not None else (env if env is not None else _physical_cpus())
     if env is None:
@@ -219,7 +215,7 @@ def thread_policy(n_threads=None):
     if phase is not None:
         _local.torch_phase = phase
     try:
-        if phase is not None:
+        if phase is not None and "torch" in sys.modules:
             torch_joins()
         yield n
     finally:

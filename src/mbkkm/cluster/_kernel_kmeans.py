@@ -388,9 +388,9 @@ torch.device, default=None
         plan.check(available, what=f"{type(self).__name__}.fit")
 
     # --------------------------------------------------------------------- fit
-    def _check_params_vs_input(self, rows):
+    def _check_params_vs_input(self, data):
         """Sizes and ``init`` against the input, before any kernel work."""
-        check_n_clusters_vs_samples(self.n_clusters, rows.n_samples)
+        check_n_clusters_vs_samples(self.n_clusters, data.n_samples)
         if self.init_size is not None and self.init_size < self.n_clusters:
             raise ValueError(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
@@ -398,7 +398,7 @@ torch.device, default=None
         self._init = (
             self.init
             if isinstance(self.init, str)
-            else rows.check_init(self.init, self.n_clusters, self.kernel)
+            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
         )
 
     def _prepare(self, X, sample_weight):
@@ -415,7 +415,7 @@ torch.device, default=None
         )
         self._set_input(data)
         rows = data.rows
-        self._check_params_vs_input(rows)
+        self._check_params_vs_input(data)
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (

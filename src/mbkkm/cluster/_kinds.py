@@ -26,7 +26,7 @@ from ..backends._sparse import to_dense
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
 from ._graph_kernels import graph_assign
 from ._overflow import check_no_overflow
-from ._rows import GraphRows, PrecomputedRows, rows_of
+from ._rows import GraphRows, PrecomputedRows
 
 
 class PointKernel:
@@ -37,10 +37,6 @@ class PointKernel:
     is_index = False
     #: Whether distances to new points need their K(x, x) passed in (``kernel_diag``).
     needs_kernel_diag = False
-
-    def fit_rows(self, X, index_dtype=None):
-        """The adapter of a fit's validated X (:mod:`._rows`)."""
-        return rows_of(X)
 
     def accepts_sparse(self, kernel):
         """Whether ``fit`` takes scipy sparse X (``kernel``: the estimator's parameter)."""
@@ -102,6 +98,7 @@ class PrecomputedKernel(PointKernel):
     needs_kernel_diag = True
 
     def fit_rows(self, X, index_dtype=None):
+        """The adapter of a fit's validated X: the core works on point indices."""
         return PrecomputedRows(X, index_dtype)
 
     def check_new_rows(self, estimator, method):

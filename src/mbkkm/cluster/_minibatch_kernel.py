@@ -5,6 +5,7 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
+from scipy.sparse import issparse
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -323,13 +324,13 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ checks
-    def _check_params_vs_input(self, rows):
+    def _check_params_vs_input(self, data):
         """Sizes (``_batch_size``, ``_init_size``) and ``init`` against the input."""
-        self._resolve_sizes(rows.n_samples)
+        self._resolve_sizes(data.n_samples)
         self._init = (
             self.init
             if isinstance(self.init, str)
-            else rows.check_init(self.init, self.n_clusters, self.kernel)
+            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
         )
 
     def _selection_start(self, problem):
@@ -425,26 +426,24 @@ torch.device, default=None
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """One initialisation: the windows of k initial center points (rows of X or the
         init array)."""
-        return init_state(self._initial_points(X, sample_weight, rng, init_idx), self.kernel_)
-
-    def _initial_points(self, X, sample_weight, rng, init_idx=None):
-        """k initial center points (rows of X or the init array)."""
-        rows = rows_of(X)
         if not isinstance(self._init, str):
-            return rows.centers(self._init)  # CSR data: CSR support rows
+            points = rows_of(X).centers(self._init)  # CSR data: CSR support rows
+            return init_state(points, self.kernel_)
         if init_idx is None:
             init_idx = draw_init_subsample(
                 rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
             )
-        Xi = rows.take(init_idx)
+        nx = get_backend(X)
+        Xi = nx.take(X, nx.index(init_idx))
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
-            # On the host, on a host copy of the (small) subsample: the same draws
-            # on every backend.
-            idx = kernel_kmeans_plusplus(rows.host_copy(Xi), self.kernel_, self.n_clusters, rng, wi)
+            # On the host, on a host copy of the (small) subsample (CSR rows as they
+            # are): the same draws on every backend.
+            Xh = Xi if issparse(Xi) else nx.to_numpy(Xi)
+            idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return rows_of(Xi).take(idx)
+        return init_state(nx.take(Xi, nx.index(idx)), self.kernel_)
 
     def _take_rows(self, X, idx):
         nx = get_backend(X)
@@ -514,7 +513,7 @@ torch.device, default=None
             self._set_input(data)
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
-            self._check_params_vs_input(data.rows)
+            self._check_params_vs_input(data)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = resolve_problem(self, data, gamma_selection=selection)
@@ -648,7 +647,7 @@ torch.device, default=None
                 accept_dask=False,
             )
             self._set_input(data)
-            self._check_params_vs_input(data.rows)
+            self._check_params_vs_input(data)
             problem = resolve_problem(self, data)
             self._set_problem(problem)
             X, sample_weight = problem.items, problem.sample_weight

@@ -47,7 +47,7 @@ class FitInput:
         Where the fit runs (the estimator's ``device`` resolved for this X).
     tensor_io : bool
         Whether results go back to the user as tensors.
-    n_features_in : int
+    n_samples, n_features_in : int
     feature_names_in : ndarray of str or None
         X's column names, when it has string ones.
     """
@@ -56,6 +56,7 @@ class FitInput:
     sample_weight: np.ndarray | None
     device: object
     tensor_io: bool
+    n_samples: int
     n_features_in: int
     feature_names_in: np.ndarray | None
 
@@ -124,15 +125,18 @@ def fit_input(
                     owner,
                 ),
             )
-    kind.check_backend(get_backend(X), kernel=kernel, tau=tau, device=dev)
-    rows = kind.fit_rows(X, index_dtype)
+    nx = get_backend(X)
+    if kind.is_index or not nx.is_host:  # what the backend cannot do with the kernel
+        kind.check_backend(nx, kernel=kernel, tau=tau, device=dev)
+    # index kernels: the core works on point indices; else on the rows of X's kind
+    rows = kind.fit_rows(X, index_dtype) if kind.is_index else rows_of(X)
     tensor_io = given.is_tensor
     w = None
     if sample_weight is not None:
         w = check_sample_weight(
             host_sample_weight(sample_weight, tensor_io), _device.host_shape(rows.data)
         )
-    return FitInput(rows, w, dev, tensor_io, int(X.shape[1]), names)
+    return FitInput(rows, w, dev, tensor_io, int(X.shape[0]), int(X.shape[1]), names)
 
 
 def _dask_fit_rows(X, kind, kernel, device, tau, working_memory):
@@ -215,7 +219,7 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
     it. A graph kernel: the k-NN graph of the points built and its kernel resolved.
     """
     rows, sample_weight = data.rows, data.sample_weight
-    X, n, nx = rows.data, int(rows.data.shape[0]), get_backend(rows.data)
+    X, n, nx = rows.data, data.n_samples, get_backend(rows.data)
     gamma, selection = estimator.gamma, gamma_selection
     if selection is not None:
         gamma = selection.gamma  # chosen before (a resumed checkpoint's)
