@@ -7,10 +7,10 @@ points with coefficients w_y / W_j. ``predict``, ``transform``, ``score`` and
 ``fit_transform`` are written here once, on one labelling pass
 (:func:`mbkkm._core.assign`), with the same keywords in every estimator.
 
-A subclass provides ``fit``, which stores its input facts with ``_set_input`` and
-sets ``kernel_`` (a
-:class:`~mbkkm.kernels.Kernel` for kernels on points, an index kernel whose items
-are point indices for "precomputed" and the graph kernels).
+A subclass provides ``fit``, which stores its problem with ``_set_problem``: the
+input's facts and ``kernel_`` (a :class:`~mbkkm.kernels.Kernel` for kernels on
+points, an index kernel whose items are point indices for "precomputed" and the
+graph kernels).
 """
 
 from __future__ import annotations
@@ -99,16 +99,6 @@ class BaseKernelKMeans(
                 owner,
             ),
         )
-
-    def _set_input(self, data):
-        """The input facts a fit keeps (:class:`._problem.FitInput`): the columns, where
-        it ran and whether results go back as tensors."""
-        self.n_features_in_ = data.n_features_in
-        if data.feature_names_in is not None:
-            self.feature_names_in_ = data.feature_names_in
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_  # fitted again on data without column names
-        self._device, self._tensor_io = data.device, data.tensor_io
 
     def _chunk_rows(self, X, state=None):
         """Rows per labelling chunk within ``working_memory``."""
@@ -231,7 +221,15 @@ class BaseKernelKMeans(
 
     # ------------------------------------------------------- fitted attributes
     def _set_problem(self, problem):
-        """The resolved kernel of a fit problem (:mod:`._problem`) as fitted attributes."""
+        """What a fit keeps of its problem (:mod:`._problem`): the input's columns, where
+        it ran, whether results go back as tensors, and the resolved kernel."""
+        data = problem.input
+        self.n_features_in_ = data.n_features_in
+        if data.feature_names_in is not None:
+            self.feature_names_in_ = data.feature_names_in
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_  # fitted again on data without column names
+        self._device, self._tensor_io = data.device, data.tensor_io
         self.kernel_ = problem.kernel
         self.gamma_ = problem.gamma
         self.gamma_selection_ = problem.gamma_selection

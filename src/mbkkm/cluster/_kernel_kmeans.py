@@ -413,7 +413,6 @@ torch.device, default=None
             accept_dask=False,
             index_dtype=np.float64,
         )
-        self._set_input(data)
         rows = data.rows
         self._check_params_vs_input(data)
         # A kernel on points: the stored matrix (None) or rows per block, planned

@@ -510,7 +510,6 @@ torch.device, default=None
                 tau=self.tau,
                 working_memory=self.working_memory,
             )
-            self._set_input(data)
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
             self._check_params_vs_input(data)
@@ -646,7 +645,6 @@ torch.device, default=None
                 working_memory=self.working_memory,
                 accept_dask=False,
             )
-            self._set_input(data)
             self._check_params_vs_input(data)
             problem = resolve_problem(self, data)
             self._set_problem(problem)

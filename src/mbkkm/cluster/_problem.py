@@ -186,6 +186,8 @@ class FitProblem:
         The heat kernel's time and its record.
     tensor_io : bool
         Whether results go back to the user as tensors.
+    input : FitInput
+        The checked input it was resolved from.
     """
 
     rows: Rows
@@ -202,6 +204,7 @@ class FitProblem:
     t: float | None = None
     t_selection: object = None
     tensor_io: bool = False
+    input: FitInput | None = None
 
     def output(self, x):
         """A result of the core in the user's array library (tensors in, tensors out)."""
@@ -264,7 +267,8 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
     if rows.is_index:  # the index kernel's blocks; items are indices, no features
         itemsize, n_features = np.dtype(kernel.dtype).itemsize, 0
     else:
-        itemsize, n_features = np.dtype(_device.host_dtype(X)).itemsize, int(X.shape[1])
+        # numpy and torch (>= 2.1) dtypes both know their itemsize
+        itemsize, n_features = X.dtype.itemsize, int(X.shape[1])
     return FitProblem(
         rows=rows,
         items=items,
@@ -280,4 +284,5 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
         t=t,
         t_selection=t_selection,
         tensor_io=data.tensor_io,
+        input=data,
     )
