@@ -31,11 +31,9 @@ from .._core._width import (
     search_width,
     selection_threads,
 )
-from .._dask import DaskRows
 from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends import get_backend
-from ..kernels import resolve_kernel
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._overflow import check_no_overflow
 from ._rows import rows_of
@@ -215,8 +213,7 @@ def mean_distance_width(X, kernel, sample_weight=None):
     """The ``gamma="mean-distance"`` width of all of X, computed as a fit computes it:
     1 / (mean squared pairwise distance), 1 when that is 0, by the kernel
     resolution of X's kind (a Dask fit's rows: one pass of Dask reductions)."""
-    resolve = X.resolve_kernel if isinstance(X, DaskRows) else resolve_kernel
-    resolved = resolve(kernel, gamma=None, X=X, sample_weight=sample_weight)
+    resolved = rows_of(X).resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
     return resolved.params["gamma"]
 
 

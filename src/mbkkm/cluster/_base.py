@@ -26,7 +26,6 @@ from sklearn.base import (
 )
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .. import _dask
 from .._core._memory import label_chunk_rows, out_of_memory_error
 from .._core._parallel import assign_parallel
 from .._validation import (
@@ -39,7 +38,7 @@ from ..backends import get_backend
 from ..backends._threads import thread_policy
 from . import _device
 from ._kinds import kernel_kind
-from ._rows import host_sample_weight, validate_new_rows
+from ._rows import host_sample_weight, rows_of, validate_new_rows
 
 
 @contextmanager
@@ -110,8 +109,9 @@ class BaseKernelKMeans(
     # -------------------------------------------------------------- labelling
     def _labels_inertia(self, X, sample_weight=None):
         """Labels and (weighted) inertia of validated items X (fitted rows or indices)."""
-        if isinstance(X, _dask.DaskRows):  # labels_ (a Dask array) and inertia_ in one pass
-            return X.labels_inertia(self, sample_weight)
+        lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
+        if lazy is not None:
+            return lazy
         with thread_policy():
             labels, mind = assign_parallel(
                 X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X)
@@ -153,8 +153,9 @@ class BaseKernelKMeans(
             A Dask array (computed per chunk) when X is one; a tensor for a model
             fitted on tensors.
         """
-        if _dask.is_dask_array(X):
-            return _dask.dask_predict(self, X)  # a Dask array, per chunk
+        lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, per chunk
+        if lazy is not None:
+            return lazy
         labels, _ = self._assign_new(X, "predict")
         return labels
 
@@ -174,8 +175,9 @@ class BaseKernelKMeans(
         distances : ndarray of shape (n_samples, n_clusters)
             Non-negative (rounding below 0 is clipped). A Dask array when X is one.
         """
-        if kernel_diag is None and _dask.is_dask_array(X):
-            return _dask.dask_transform(self, X)  # a Dask array, per chunk
+        lazy = rows_of(X).lazy_transform(self, kernel_diag)  # Dask: per chunk
+        if lazy is not None:
+            return lazy
         _, _, distances = self._assign_new(
             X, "transform", return_distances=True, kernel_diag=kernel_diag
         )
@@ -204,8 +206,10 @@ class BaseKernelKMeans(
         -------
         score : float
         """
-        if kernel_diag is None and _dask.is_dask_array(X):
-            return _dask.dask_score(self, X, sample_weight)  # one pass over the chunks
+        if kernel_diag is None:
+            lazy = rows_of(X).lazy_score(self, sample_weight)  # Dask: one pass
+            if lazy is not None:
+                return lazy
         _, mind, *_ = self._assign_new(
             X,
             "score",

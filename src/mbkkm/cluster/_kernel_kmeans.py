@@ -32,7 +32,7 @@ from ._auto_gamma import auto_start_inner
 from ._base import BaseKernelKMeans
 from ._fitting import all_or_nothing, warn_empty_clusters, warn_indefinite_kernel
 from ._graph_kernels import graph_start_inner
-from ._kinds import PrecomputedKernel, kernel_kind
+from ._kinds import kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
 from ._problem import fit_input, resolve_problem
 
@@ -427,9 +427,11 @@ torch.device, default=None
         self._auto_start = isinstance(self._init, str) and (
             self.gamma_selection_ is not None or self.t_selection_ is not None
         )
-        if problem.is_index:
+        # an index kernel: Lloyd's iterations on its stored matrix (None for points)
+        run = kernel_kind(self.kernel).matrix_run(problem.kernel)
+        if run is not None:
             self._kernel_storage = kernel_kind(self.kernel).name
-            return problem, PrecomputedKernel.matrix_run(problem.kernel)
+            return problem, run
         return problem, self._point_operator(problem, block_rows)
 
     def _point_operator(self, problem, block_rows):
@@ -588,8 +590,8 @@ torch.device, default=None
         )
         # support_: the training indices of the support points, in the published order
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
-        if rows.is_index:
-            del self.support_vectors_  # the items are indices: they are support_
+        for name in kernel_kind(self.kernel).lloyd_dropped:
+            delattr(self, name)  # index kernels: the items are indices, they are support_
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):

@@ -15,6 +15,8 @@ them apart:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from sklearn.utils.validation import check_array
 
@@ -22,11 +24,26 @@ from .._core import assign
 from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._memory import label_chunk_rows
 from .._core._parallel import assign_parallel
+from ..backends import get_backend
 from ..backends._sparse import to_dense
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
-from ._graph_kernels import graph_assign
+from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel
+from ..kernels._protocol import ResolvedKernel
+from ._graph_kernels import graph_assign, resolve_graph_kernel
 from ._overflow import check_no_overflow
-from ._rows import GraphRows, PrecomputedRows
+from ._rows import GraphRows, PrecomputedRows, rows_of
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The kernel of one fit and what it works on (:meth:`PointKernel.resolve`)."""
+
+    kernel: ResolvedKernel
+    items: object
+    gamma: float | None
+    itemsize: int  # bytes of one value the core computes with
+    t: float | None = None
+    t_selection: object = None
 
 
 class PointKernel:
@@ -37,6 +54,38 @@ class PointKernel:
     is_index = False
     #: Whether distances to new points need their K(x, x) passed in (``kernel_diag``).
     needs_kernel_diag = False
+
+    def stored_matrix(self, X):
+        """X taken as it is (a sparse or low-rank kernel matrix), or None: validate it."""
+        return None
+
+    def fit_rows(self, X, index_dtype=None):
+        """The adapter of a fit's validated X (:mod:`._rows`)."""
+        return rows_of(X)
+
+    def resolve(self, estimator, rows, gamma, sample_weight):
+        """The :class:`Resolved` kernel of checked ``rows`` (``estimator``: its kernel
+        parameters are read, nothing is written; ``gamma``: the width to use).
+
+        scikit-learn's parameters resolved on the data, then the checks that need the
+        kernel (overflow of its arithmetic, a callable called once on a few rows),
+        before any real work.
+        """
+        X, n = rows.data, rows.n_samples
+        kernel = rows.resolve_kernel(
+            estimator.kernel,
+            gamma=gamma,
+            degree=estimator.degree,
+            coef0=estimator.coef0,
+            kernel_params=estimator.kernel_params,
+            X=X,
+            sample_weight=sample_weight,
+        )
+        check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
+        if kernel.is_callable:  # called once on a few rows: its errors before any work
+            get_backend(X).kernel_tile(kernel, X[: min(3, n)], X[: min(2, n)])
+        # numpy and torch (>= 2.1) dtypes both know their itemsize
+        return Resolved(kernel, X, kernel.params.get("gamma"), X.dtype.itemsize)
 
     def accepts_sparse(self, kernel):
         """Whether ``fit`` takes scipy sparse X (``kernel``: the estimator's parameter)."""
@@ -79,15 +128,15 @@ class PointKernel:
         """Distances of the fitted points to the centers, (n, n_clusters)."""
         return estimator.transform(X)
 
-    @staticmethod
-    def matrix_run(kernel):
-        """KernelKMeans with an index kernel: the :class:`~mbkkm._core._lloyd.KernelRun`
-        over its stored matrix."""
-        return KernelRun(
-            MatrixOperator(kernel.matrix),
-            np.asarray(kernel.full_diagonal(), dtype=np.float64),
-            kernel,
-        )
+    #: The fitted attributes KernelKMeans does not keep with this kind of kernel.
+    lloyd_dropped = ()
+
+    def matrix_run(self, kernel):
+        """KernelKMeans: the :class:`~mbkkm._core._lloyd.KernelRun` over the kernel's
+        stored matrix, or None (a kernel on points: K(X, X) is computed)."""
+
+    def check_lazy_rows(self, kernel):
+        """Refuse a Dask X where the kernel needs its whole matrix."""
 
 
 class PrecomputedKernel(PointKernel):
@@ -98,8 +147,31 @@ class PrecomputedKernel(PointKernel):
     needs_kernel_diag = True
 
     def fit_rows(self, X, index_dtype=None):
-        """The adapter of a fit's validated X: the core works on point indices."""
         return PrecomputedRows(X, index_dtype)
+
+    def stored_matrix(self, X):
+        return validate_stored_kernel(X) if is_stored_kernel(X) else None
+
+    lloyd_dropped = ("support_vectors_",)  # the items are indices: they are support_
+
+    def matrix_run(self, kernel):
+        return KernelRun(
+            MatrixOperator(kernel.matrix),
+            np.asarray(kernel.full_diagonal(), dtype=np.float64),
+            kernel,
+        )
+
+    def check_lazy_rows(self, kernel):
+        raise ValueError(
+            f"kernel={kernel!r} needs the whole kernel matrix and "
+            "is not supported on a Dask array; pass a numpy array"
+        )
+
+    def resolve(self, estimator, rows, gamma, sample_weight):
+        X = rows.data
+        dtype = rows.index_dtype or getattr(X, "dtype", np.float64)
+        kernel = IndexKernel("precomputed", X, dtype=dtype, diag=rows.diag)
+        return Resolved(kernel, np.arange(rows.n_samples), None, np.dtype(kernel.dtype).itemsize)
 
     def check_new_rows(self, estimator, method):
         raise ValueError(
@@ -172,6 +244,14 @@ class GraphKernel(PrecomputedKernel):
 
     def fit_rows(self, X, index_dtype=None):
         return GraphRows(X, index_dtype)
+
+    def stored_matrix(self, X):
+        return None
+
+    def resolve(self, estimator, rows, gamma, sample_weight):
+        kernel, t, t_selection = resolve_graph_kernel(estimator, rows.data, sample_weight)
+        items = np.arange(rows.n_samples)
+        return Resolved(kernel, items, None, np.dtype(kernel.dtype).itemsize, t, t_selection)
 
     def accepts_sparse(self, kernel):
         return False  # the k-NN graph builders take dense X

@@ -5,7 +5,6 @@ from __future__ import annotations
 from numbers import Integral
 
 import numpy as np
-from scipy.sparse import issparse
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -439,7 +438,7 @@ torch.device, default=None
         if self._init == "k-means++":
             # On the host, on a host copy of the (small) subsample (CSR rows as they
             # are): the same draws on every backend.
-            Xh = Xi if issparse(Xi) else nx.to_numpy(Xi)
+            Xh = rows_of(Xi).host_copy(Xi)
             idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)

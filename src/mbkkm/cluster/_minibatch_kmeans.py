@@ -40,7 +40,6 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from .. import _dask
 from .._core import (
     LEARNING_RATES,
     _memory,
@@ -64,6 +63,7 @@ from ._fitting import all_or_nothing, warn_empty_clusters
 from ._minibatch_base import MiniBatchMixin, StepRun
 from ._overflow import check_no_overflow
 from ._params import COMMON_CONSTRAINTS
+from ._rows import rows_of
 
 # ----------------------------------------------------------------------------- core
 
@@ -367,10 +367,8 @@ default="k-means++"
             return self._fit(X, sample_weight)
 
     def _fit(self, X, sample_weight):
-        if _dask.is_dask_array(X):  # a DaskRows that gathers the rows the fit reads
-            X = _dask.dask_rows(self, X)
-        else:
-            X = self._validate_X(X, reset=True)
+        lazy = rows_of(X).lazy_fit_rows(self)  # Dask: the rows the fit gathers
+        X = self._validate_X(X, reset=True) if lazy is None else lazy
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
         self.memory_plan_ = _memory.plan_explicit(
@@ -392,8 +390,7 @@ default="k-means++"
         centers = self._best_init(X, sample_weight, rng)
         counts = np.zeros(self.n_clusters)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        if isinstance(X, _dask.DaskRows):  # gather the rows of every batch in few passes
-            X.prefetch(plan)
+        rows_of(X).prefetch(plan)  # Dask: gather the rows of every batch in few passes
         rate = LEARNING_RATES[self.learning_rate]
 
         def step(it):
@@ -488,8 +485,9 @@ default="k-means++"
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):
-        if isinstance(X, _dask.DaskRows):  # labels_ (a Dask array) and inertia_ in one pass
-            return X.labels_inertia(self, sample_weight)
+        lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
+        if lazy is not None:
+            return lazy
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
@@ -508,8 +506,9 @@ default="k-means++"
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):
-            return _dask.dask_predict(self, X)  # a Dask array, computed per chunk
+        lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, computed per chunk
+        if lazy is not None:
+            return lazy
         X = self._validate_X(X, reset=False)
         return np.argmin(self._distances(X), axis=1)
 
@@ -528,8 +527,9 @@ default="k-means++"
         distances : ndarray of shape (n_samples, n_clusters)
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):
-            return _dask.dask_transform(self, X)  # a Dask array, computed per chunk
+        lazy = rows_of(X).lazy_transform(self)  # Dask: a Dask array, computed per chunk
+        if lazy is not None:
+            return lazy
         X = self._validate_X(X, reset=False)
         return self._distances(X)
 
@@ -547,8 +547,9 @@ default="k-means++"
         score : float
         """
         check_is_fitted(self)
-        if _dask.is_dask_array(X):
-            return _dask.dask_score(self, X, sample_weight)  # summed over the chunks
+        lazy = rows_of(X).lazy_score(self, sample_weight)  # Dask: summed over the chunks
+        if lazy is not None:
+            return lazy
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
         _, inertia = self._labels_inertia(X, sample_weight)

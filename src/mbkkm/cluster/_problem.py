@@ -16,19 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.utils.validation import _get_feature_names, check_array
 
-from .. import _dask
 from .._validation import check_sample_weight, short_input_errors
 from ..backends import get_backend, resolve_device
 from ..backends._threads import one_thread_everywhere
-from ..kernels import resolve_kernel
-from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel
 from ..kernels._protocol import ResolvedKernel
 from . import _device
 from ._auto_gamma import resolve_auto_gamma
-from ._graph_kernels import resolve_graph_kernel
 from ._kinds import kernel_kind
-from ._overflow import check_no_overflow
-from ._rows import DaskFitRows, Rows, host_sample_weight, rows_of
+from ._rows import Rows, host_sample_weight, rows_of
 
 
 @dataclass(frozen=True)
@@ -94,42 +89,36 @@ def fit_input(
         dtype of the blocks of an index kernel (None: the matrix's own dtype).
     """
     kind = kernel_kind(kernel)
-    given = rows_of(X)
-    names = None
-    if given.kind == "dask" and accept_dask:
-        X, dev = _dask_fit_rows(X, kind, kernel, device, tau, working_memory), None
+    stored = kind.stored_matrix(X)
+    if stored is not None:  # a sparse or low-rank kernel matrix, taken as it is (host)
+        X, dev, given, names = stored, resolve_device(device), rows_of(stored), None
     else:
-        if kind.name == "precomputed" and is_stored_kernel(X):
-            # a sparse or low-rank kernel matrix, taken as it is, on the host
-            X, dev = validate_stored_kernel(X), resolve_device(device)
-            given = rows_of(X)
-        else:
-            # sparse X has numpy only: "auto" (the best backend for X) is the host
-            auto = isinstance(device, str) and device == "auto"
-            dev = "cpu" if auto and given.kind == "sparse" else resolve_device(device)
-            names = _get_feature_names(X)
-            X = given.validated(
-                dev,
-                device,
-                lambda X: short_input_errors(
-                    lambda X: check_array(
-                        X,
-                        input_name="X",
-                        estimator=owner,
-                        dtype=[np.float64, np.float32],
-                        order="C",
-                        accept_sparse="csr",
-                        ensure_min_samples=1,
-                    ),
+        given = rows_of(X)
+        names = _get_feature_names(X)
+        # the checks of X's kind, and where it runs (Dask: rows read lazily)
+        X, dev = given.fit_data(
+            device,
+            lambda X: short_input_errors(
+                lambda X: check_array(
                     X,
-                    owner,
+                    input_name="X",
+                    estimator=owner,
+                    dtype=[np.float64, np.float32],
+                    order="C",
+                    accept_sparse="csr",
+                    ensure_min_samples=1,
                 ),
-            )
-    nx = get_backend(X)
-    if kind.is_index or not nx.is_host:  # what the backend cannot do with the kernel
-        kind.check_backend(nx, kernel=kernel, tau=tau, device=dev)
-    # index kernels: the core works on point indices; else on the rows of X's kind
-    rows = kind.fit_rows(X, index_dtype) if kind.is_index else rows_of(X)
+                X,
+                owner,
+            ),
+            kind=kind,
+            kernel=kernel,
+            tau=tau,
+            working_memory=working_memory,
+            accept_dask=accept_dask,
+        )
+    kind.check_backend(get_backend(X), kernel=kernel, tau=tau, device=dev)
+    rows = kind.fit_rows(X, index_dtype)  # index kernels: the core works on indices
     tensor_io = given.is_tensor
     w = None
     if sample_weight is not None:
@@ -137,24 +126,6 @@ def fit_input(
             host_sample_weight(sample_weight, tensor_io), _device.host_shape(rows.data)
         )
     return FitInput(rows, w, dev, tensor_io, int(X.shape[0]), int(X.shape[1]), names)
-
-
-def _dask_fit_rows(X, kind, kernel, device, tau, working_memory):
-    """A Dask X checked: the :class:`mbkkm._dask.DaskRows` that gathers the rows the fit
-    reads, the batches of the whole plan in few passes."""
-    if resolve_device(device) not in (None, "cpu"):
-        raise ValueError(f"device={device!r}: Dask input runs with numpy; use device=None or 'cpu'")
-    if kind.is_index:
-        raise ValueError(
-            f"kernel={kernel!r} needs the whole kernel matrix and "
-            "is not supported on a Dask array; pass a numpy array"
-        )
-    if tau is None:
-        raise ValueError(
-            "tau=None (untruncated, a dynamic program over all n points) "
-            "is not supported on a Dask array; pass a numpy array or set tau"
-        )
-    return _dask.DaskRows(_dask.check_dask_array(X), working_memory)
 
 
 @dataclass(frozen=True)
@@ -216,10 +187,9 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
     selection (unless ``gamma_selection``, a width chosen before, is given), then the
     kernel (``estimator``: its kernel parameters are read, nothing is written).
 
-    A kernel on points: scikit-learn's parameters resolved on the data, then the
-    checks that need the kernel (overflow of its arithmetic, a callable called once
-    on a few rows), before any real work. A stored matrix: the index kernel over
-    it. A graph kernel: the k-NN graph of the points built and its kernel resolved.
+    The kernel's kind resolves it (:meth:`._kinds.PointKernel.resolve`): a kernel on
+    points with its checks, the index kernel of a stored matrix, or a graph kernel
+    built on the k-NN graph of the points.
     """
     rows, sample_weight = data.rows, data.sample_weight
     X, n, nx = rows.data, data.n_samples, get_backend(rows.data)
@@ -240,49 +210,21 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
                 estimator.random_state,
                 estimator.kernel_params,
             )
-    t = t_selection = None
-    if rows.kind == "graph":
-        kernel, t, t_selection = resolve_graph_kernel(estimator, X, sample_weight)
-        gamma, items = None, np.arange(n)
-    elif rows.is_index:
-        dtype = rows.index_dtype or getattr(X, "dtype", np.float64)
-        kernel = IndexKernel("precomputed", X, dtype=dtype, diag=rows.diag)
-        gamma, items = None, np.arange(n)
-    else:
-        # Dask rows: the data-driven gamma from one pass of Dask reductions
-        resolve = X.resolve_kernel if isinstance(rows, DaskFitRows) else resolve_kernel
-        kernel = resolve(
-            estimator.kernel,
-            gamma=gamma,
-            degree=estimator.degree,
-            coef0=estimator.coef0,
-            kernel_params=estimator.kernel_params,
-            X=X,
-            sample_weight=sample_weight,
-        )
-        check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
-        if kernel.is_callable:  # called once on a few rows: its errors before any work
-            nx.kernel_tile(kernel, X[: min(3, n)], X[: min(2, n)])
-        gamma, items = kernel.params.get("gamma"), X
-    if rows.is_index:  # the index kernel's blocks; items are indices, no features
-        itemsize, n_features = np.dtype(kernel.dtype).itemsize, 0
-    else:
-        # numpy and torch (>= 2.1) dtypes both know their itemsize
-        itemsize, n_features = X.dtype.itemsize, int(X.shape[1])
+    resolved = kernel_kind(estimator.kernel).resolve(estimator, rows, gamma, sample_weight)
     return FitProblem(
         rows=rows,
-        items=items,
-        kernel=kernel,
+        items=resolved.items,
+        kernel=resolved.kernel,
         sample_weight=sample_weight,
         nx=nx,
         n_samples=n,
-        n_features=n_features,
+        n_features=rows.n_features,
         is_index=rows.is_index,
-        itemsize=itemsize,
-        gamma=gamma,
+        itemsize=resolved.itemsize,
+        gamma=resolved.gamma,
         gamma_selection=selection,
-        t=t,
-        t_selection=t_selection,
+        t=resolved.t,
+        t_selection=resolved.t_selection,
         tensor_io=data.tensor_io,
         input=data,
     )

@@ -22,9 +22,9 @@ from scipy import sparse
 from sklearn.utils.validation import check_array
 
 from .. import _dask
-from ..backends import backend_for, get_backend, is_tensor, same_device
+from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
 from ..backends._sparse import as_csr
-from ..kernels import LowRankKernel
+from ..kernels import LowRankKernel, resolve_kernel
 from ..kernels._index import check_precomputed_matrix
 from . import _device
 
@@ -39,6 +39,14 @@ class Rows:
     is_tensor = False
 
     # -------------------------------------------------------------- validation
+    def fit_data(self, device, validate_numpy, **params):
+        """A fit's X checked as its kind is (:meth:`validated`), and the device the fit
+        runs on (the estimator's ``device`` resolved for it). ``params``: the
+        estimator's ``kernel``, ``tau``, ``working_memory``, the kernel's ``kind`` and
+        ``accept_dask`` (what a Dask array checks)."""
+        dev = resolve_device(device)
+        return self.validated(dev, device, validate_numpy), dev
+
     def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
         """The rows checked by ``validate_numpy`` (scikit-learn's checks), then moved to
         ``dev`` (None or "cpu": they stay on the host). ``device`` is the estimator's
@@ -127,14 +135,43 @@ class Rows:
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
 
+    def resolve_kernel(self, *args, **kwargs):
+        """:func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma)."""
+        return resolve_kernel(*args, **kwargs)
+
     def prefetch(self, plan):
         """Get ready to read the batches of ``plan`` (only Dask rows need to)."""
+
+    # What a fitted estimator does with new data of this kind, when it is not computed
+    # in memory (None: compute it in memory; a Dask array: chunk by chunk, through the
+    # estimator's public methods).
+    def lazy_fit_rows(self, estimator):
+        """MiniBatchKMeans' fit: the rows it gathers lazily (Dask), or None: validate X."""
+        return None
+
+    def lazy_predict(self, estimator):
+        return None
+
+    def lazy_transform(self, estimator, kernel_diag=None):
+        return None
+
+    def lazy_score(self, estimator, sample_weight):
+        return None
+
+    def lazy_labels_inertia(self, estimator, sample_weight):
+        return None
 
 
 class SparseRows(Rows):
     """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
 
     kind = "sparse"
+
+    def fit_data(self, device, validate_numpy, **params):
+        if isinstance(device, str) and device == "auto":
+            # "auto": the best backend for X; sparse X has numpy only
+            return self.validated("cpu", device, validate_numpy), "cpu"
+        return super().fit_data(device, validate_numpy, **params)
 
     def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
         if dev not in (None, "cpu"):
@@ -198,6 +235,36 @@ class DaskArrayRows(Rows):
     def host_rows(self, idx):
         return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
 
+    def fit_data(self, device, validate_numpy, **params):
+        if not params["accept_dask"]:  # read as an array (computed) by the validation
+            return super().fit_data(device, validate_numpy)
+        if resolve_device(device) not in (None, "cpu"):
+            raise ValueError(
+                f"device={device!r}: Dask input runs with numpy; use device=None or 'cpu'"
+            )
+        params["kind"].check_lazy_rows(params["kernel"])  # a stored or graph kernel
+        if params["tau"] is None:
+            raise ValueError(
+                "tau=None (untruncated, a dynamic program over all n points) "
+                "is not supported on a Dask array; pass a numpy array or set tau"
+            )
+        # the rows the fit gathers, the batches of the whole plan in few passes
+        return _dask.DaskRows(_dask.check_dask_array(self.data), params["working_memory"]), None
+
+    def lazy_fit_rows(self, estimator):
+        return _dask.dask_rows(estimator, self.data)
+
+    def lazy_predict(self, estimator):
+        return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
+
+    def lazy_transform(self, estimator, kernel_diag=None):
+        if kernel_diag is not None:  # K(x, x) given as an array: in memory
+            return None
+        return _dask.dask_transform(estimator, self.data)
+
+    def lazy_score(self, estimator, sample_weight):
+        return _dask.dask_score(estimator, self.data, sample_weight)  # one pass
+
 
 class DaskFitRows(Rows):
     """A Dask array during ``fit``: :class:`mbkkm._dask.DaskRows` gathers the rows the
@@ -205,8 +272,16 @@ class DaskFitRows(Rows):
 
     kind = "dask"
 
+    def resolve_kernel(self, *args, **kwargs):
+        # The data-driven gamma from one pass of Dask reductions.
+        return self.data.resolve_kernel(*args, **kwargs)
+
     def prefetch(self, plan):
         self.data.prefetch(plan)
+
+    def lazy_labels_inertia(self, estimator, sample_weight):
+        # labels_ (a Dask array) and inertia_ in one pass over the chunks
+        return self.data.labels_inertia(estimator, sample_weight)
 
     def fingerprint_index(self, count):
         # the first and last rows only: each row chunk read is a pass over the data
