@@ -69,8 +69,10 @@ def test_the_kernel_kind_decides_the_fit_adapter():
     assert isinstance(kernel_kind(lambda a, b: a @ b.T), PointKernel)
     assert type(kernel_kind("precomputed")) is PrecomputedKernel
     assert type(kernel_kind("knn")) is GraphKernel
-    assert type(kernel_kind("precomputed").fit_rows(X @ X.T)) is PrecomputedRows
-    assert type(kernel_kind("heat").fit_rows(X)) is GraphRows
+    facts = {"kernel": "precomputed", "tau": 10, "device": None}
+    assert type(kernel_kind("precomputed").fit_rows(X @ X.T, **facts)) is PrecomputedRows
+    assert type(kernel_kind("heat").fit_rows(X, **facts)) is GraphRows
+    assert type(kernel_kind("rbf").fit_rows(sp.csr_matrix(X), **facts)) is SparseRows
 
 
 def _problem(est, X, w):

@@ -42,6 +42,7 @@ class Resolved:
     items: object
     gamma: float | None
     itemsize: int  # bytes of one value the core computes with
+    n_features: int  # 0 where items are point indices
     t: float | None = None
     t_selection: object = None
 
@@ -59,8 +60,18 @@ class PointKernel:
         """X taken as it is (a sparse or low-rank kernel matrix), or None: validate it."""
         return None
 
-    def fit_rows(self, X, index_dtype=None):
-        """The adapter of a fit's validated X (:mod:`._rows`)."""
+    def fit_rows(self, X, *, kernel, tau, device, index_dtype=None):
+        """The adapter of a fit's validated X (:mod:`._rows`), after refusing what X's
+        backend does not do with ``kernel``, ``tau`` and the resolved ``device``,
+        before any work."""
+        if not get_backend(X).is_host:
+            if tau is None:
+                raise ValueError(
+                    "tau=None (the untruncated dynamic program) is available with numpy "
+                    "only; use an integer tau on the torch backend, or device=None / 'cpu' "
+                    "with numpy arrays"
+                )
+            check_torch_kernel(kernel)  # the registry: a ValueError for chi2
         return rows_of(X)
 
     def resolve(self, estimator, rows, gamma, sample_weight):
@@ -71,7 +82,8 @@ class PointKernel:
         kernel (overflow of its arithmetic, a callable called once on a few rows),
         before any real work.
         """
-        X, n = rows.data, rows.n_samples
+        X = rows.data
+        n = X.shape[0]
         kernel = rows.resolve_kernel(
             estimator.kernel,
             gamma=gamma,
@@ -85,7 +97,7 @@ class PointKernel:
         if kernel.is_callable:  # called once on a few rows: its errors before any work
             get_backend(X).kernel_tile(kernel, X[: min(3, n)], X[: min(2, n)])
         # numpy and torch (>= 2.1) dtypes both know their itemsize
-        return Resolved(kernel, X, kernel.params.get("gamma"), X.dtype.itemsize)
+        return Resolved(kernel, X, kernel.params.get("gamma"), X.dtype.itemsize, int(X.shape[1]))
 
     def accepts_sparse(self, kernel):
         """Whether ``fit`` takes scipy sparse X (``kernel``: the estimator's parameter)."""
@@ -93,19 +105,6 @@ class PointKernel:
             return True  # a callable receives CSR rows
         spec = get_spec(kernel)
         return spec is not None and spec.accepts_sparse  # chi2: no
-
-    def check_backend(self, nx, *, kernel, tau, device):
-        """Refuse what the fit's backend ``nx`` does not do with ``kernel``, ``tau`` and the
-        resolved ``device``, before any work."""
-        if nx.is_host:
-            return
-        if tau is None:
-            raise ValueError(
-                "tau=None (the untruncated dynamic program) is available with numpy only; "
-                "use an integer tau on the torch backend, or device=None / 'cpu' with numpy "
-                "arrays"
-            )
-        check_torch_kernel(kernel)  # the registry: a ValueError for chi2
 
     def check_checkpoint(self, kernel):
         """Refuse a checkpoint where the fit's state is not checkpointed (graph kernels)."""
@@ -146,8 +145,17 @@ class PrecomputedKernel(PointKernel):
     is_index = True
     needs_kernel_diag = True
 
-    def fit_rows(self, X, index_dtype=None):
-        return PrecomputedRows(X, index_dtype)
+    #: The adapter of a fit's X: the core works on point indices.
+    rows_class = PrecomputedRows
+
+    def fit_rows(self, X, *, kernel, tau, device, index_dtype=None):
+        # a stored matrix stays on the host even when device= names a torch device
+        if not get_backend(X).is_host or device not in (None, "cpu"):
+            raise ValueError(
+                f"kernel={kernel!r} is available with numpy only (its kernel is a "
+                "stored matrix); pass numpy arrays with device=None or 'cpu'"
+            )
+        return self.rows_class(X, index_dtype)
 
     def stored_matrix(self, X):
         return validate_stored_kernel(X) if is_stored_kernel(X) else None
@@ -171,21 +179,14 @@ class PrecomputedKernel(PointKernel):
         X = rows.data
         dtype = rows.index_dtype or getattr(X, "dtype", np.float64)
         kernel = IndexKernel("precomputed", X, dtype=dtype, diag=rows.diag)
-        return Resolved(kernel, np.arange(rows.n_samples), None, np.dtype(kernel.dtype).itemsize)
+        itemsize = np.dtype(kernel.dtype).itemsize
+        return Resolved(kernel, np.arange(rows.n_samples), None, itemsize, 0)
 
     def check_new_rows(self, estimator, method):
         raise ValueError(
             f"{method} is not available with kernel={estimator.kernel!r}: the kernel is "
             f"a matrix over a fixed set of points, and {method} sees new rows"
         )
-
-    def check_backend(self, nx, *, kernel, tau, device):
-        # a stored matrix stays on the host even when device= names a torch device
-        if not nx.is_host or device not in (None, "cpu"):
-            raise ValueError(
-                f"kernel={kernel!r} is available with numpy only (its kernel is a "
-                "stored matrix); pass numpy arrays with device=None or 'cpu'"
-            )
 
     def accepts_sparse(self, kernel):
         return True  # a sparse kernel matrix
@@ -242,8 +243,7 @@ class GraphKernel(PrecomputedKernel):
     name = "graph"
     needs_kernel_diag = False
 
-    def fit_rows(self, X, index_dtype=None):
-        return GraphRows(X, index_dtype)
+    rows_class = GraphRows
 
     def stored_matrix(self, X):
         return None
@@ -251,7 +251,7 @@ class GraphKernel(PrecomputedKernel):
     def resolve(self, estimator, rows, gamma, sample_weight):
         kernel, t, t_selection = resolve_graph_kernel(estimator, rows.data, sample_weight)
         items = np.arange(rows.n_samples)
-        return Resolved(kernel, items, None, np.dtype(kernel.dtype).itemsize, t, t_selection)
+        return Resolved(kernel, items, None, np.dtype(kernel.dtype).itemsize, 0, t, t_selection)
 
     def accepts_sparse(self, kernel):
         return False  # the k-NN graph builders take dense X

@@ -117,8 +117,9 @@ def fit_input(
             working_memory=working_memory,
             accept_dask=accept_dask,
         )
-    kind.check_backend(get_backend(X), kernel=kernel, tau=tau, device=dev)
-    rows = kind.fit_rows(X, index_dtype)  # index kernels: the core works on indices
+    # what X's backend cannot do with the kernel refused; index kernels: the core works
+    # on point indices
+    rows = kind.fit_rows(X, kernel=kernel, tau=tau, device=dev, index_dtype=index_dtype)
     tensor_io = given.is_tensor
     w = None
     if sample_weight is not None:
@@ -218,7 +219,7 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
         sample_weight=sample_weight,
         nx=nx,
         n_samples=n,
-        n_features=rows.n_features,
+        n_features=resolved.n_features,
         is_index=rows.is_index,
         itemsize=resolved.itemsize,
         gamma=resolved.gamma,

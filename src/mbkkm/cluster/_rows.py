@@ -129,7 +129,7 @@ class Rows:
 
     def host_copy(self, rows):
         """A host copy of some of the rows, for work done on the host (k-means++)."""
-        return self.nx.to_numpy(rows)
+        return get_backend(rows).to_numpy(rows)
 
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
