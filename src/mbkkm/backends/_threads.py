@@ -241,17 +241,6 @@ def one_thread_everywhere():
         yield
 
 
-def with_thread_policy(method):
-    """Decorator: the method runs as one phase (:func:`thread_policy`)."""
-
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        with thread_policy():
-            return method(*args, **kwargs)
-
-    return wrapper
-
-
 # ------------------------------------------------------------- our own threads
 def _init_worker():
     _local.budget = 1  # a part never splits again

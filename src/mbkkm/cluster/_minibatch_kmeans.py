@@ -57,7 +57,7 @@ from .._validation import (
     match_columns,
     short_input_errors,
 )
-from ..backends._threads import parallel_parts, threads_for, with_thread_policy
+from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
 from ._fitting import all_or_nothing, warn_empty_clusters
 from ._minibatch_base import MiniBatchMixin, StepRun
@@ -464,7 +464,6 @@ default="k-means++"
         return self
 
     # -------------------------------------------------------------- predict
-    @with_thread_policy
     def _distances(self, X, centers=None):
         """Squared distances to the centers, (n, k), in chunks of rows."""
         centers = self.cluster_centers_ if centers is None else centers
@@ -473,15 +472,16 @@ default="k-means++"
         norms = np.einsum("ij,ij->i", centers, centers)
         n = X.shape[0]
         out = np.empty((n, k), dtype=np.result_type(X.dtype, centers.dtype))
-        n_threads = threads_for(n * k * (X.shape[1] + 4))  # row parts on the policy's threads
-        rows = max(1, rows // n_threads)  # the memory budget is shared, not multiplied
 
         def part(p0, p1):
             for r0 in range(p0, p1, rows):
                 r1 = min(r0 + rows, p1)
                 out[r0:r1] = sq_euclidean(X[r0:r1], centers, norms)
 
-        parallel_parts(part, n, n_threads)
+        with thread_policy():  # row parts on the policy's threads, BLAS on one each
+            n_threads = threads_for(n * k * (X.shape[1] + 4))
+            rows = max(1, rows // n_threads)  # the memory budget is shared, not multiplied
+            parallel_parts(part, n, n_threads)
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):
