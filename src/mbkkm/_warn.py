@@ -2,7 +2,7 @@
 
 A fixed ``stacklevel`` points at the right frame only as long as nobody adds a
 decorator or a helper between the public method and the ``warnings.warn`` call
-(``@_fit_context``, ``@with_thread_policy``, ``@restore_on_error``...).
+(``@_fit_context``, a context manager's frames...).
 :func:`warn` counts the frames instead: it points the warning at the first frame
 outside mbkkm and scikit-learn (whose ``_fit_context`` and ``set_output``
 wrappers sit between the user and the estimator), as pandas' ``find_stack_level``

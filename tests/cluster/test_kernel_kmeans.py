@@ -152,11 +152,9 @@ def test_precomputed_equals_kernel_path():
         kp.transform(Kn, kernel_diag=np.ones(10)), km.transform(Xn), atol=1e-10
     )
     np.testing.assert_allclose(kp.score(Kn, kernel_diag=np.ones(10)), km.score(Xn), rtol=1e-10)
-    # the old spelling still works, with a FutureWarning
-    with pytest.warns(FutureWarning, match="kernel_diag"):
-        np.testing.assert_allclose(kp.score(Kn, diag=np.ones(10)), km.score(Xn), rtol=1e-10)
-    with pytest.warns(FutureWarning, match="kernel_diag"):
-        np.testing.assert_allclose(kp.transform(Kn, diag=np.ones(10)), km.transform(Xn))
+    # the old spelling is gone (removed in 0.2)
+    with pytest.raises(TypeError, match="diag"):
+        kp.transform(Kn, diag=np.ones(10))
     with pytest.raises(ValueError, match="diag"):
         kp.transform(Kn)
     # Explicit init as training indices equals explicit init as points.

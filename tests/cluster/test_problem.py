@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
 from mbkkm.cluster._kinds import GraphKernel, PointKernel, PrecomputedKernel, kernel_kind
-from mbkkm.cluster._problem import prepare
+from mbkkm.cluster._problem import fit_input, resolve_problem
 from mbkkm.cluster._rows import (
     DaskArrayRows,
     GraphRows,
@@ -69,25 +69,36 @@ def test_the_kernel_kind_decides_the_fit_adapter():
     assert isinstance(kernel_kind(lambda a, b: a @ b.T), PointKernel)
     assert type(kernel_kind("precomputed")) is PrecomputedKernel
     assert type(kernel_kind("knn")) is GraphKernel
-    assert type(kernel_kind("precomputed").fit_rows(X @ X.T)) is PrecomputedRows
-    assert type(kernel_kind("heat").fit_rows(X)) is GraphRows
-    assert type(kernel_kind("rbf").fit_rows(sp.csr_matrix(X))) is SparseRows
+    facts = {"kernel": "precomputed", "tau": 10, "device": None}
+    assert type(kernel_kind("precomputed").fit_rows(X @ X.T, **facts)) is PrecomputedRows
+    assert type(kernel_kind("heat").fit_rows(X, **facts)) is GraphRows
+    assert type(kernel_kind("rbf").fit_rows(sp.csr_matrix(X), **facts)) is SparseRows
+
+
+def _problem(est, X, w):
+    data = fit_input(X, w, kernel=est.kernel, device=est.device, owner="Est")
+    return data, resolve_problem(est, data)
 
 
 @pytest.mark.parametrize("Est", [KernelKMeans, MiniBatchKernelKMeans])
-def test_prepare_builds_a_frozen_problem(Est):
+def test_fit_input_and_the_problem_are_frozen_values(Est):
     est = Est(3, gamma=0.5, random_state=0)
     w = np.arange(1.0, 61.0)
-    problem = prepare(est, X, w)
+    data, problem = _problem(est, X, w)
+    assert data.n_features_in == 4 and data.feature_names_in is None and not data.tensor_io
     assert problem.rows.kind == "dense" and problem.items is problem.rows.data
     assert problem.n_samples == 60 and problem.gamma == 0.5 and problem.itemsize == 8
     np.testing.assert_array_equal(problem.sample_weight, w)
     assert isinstance(problem.kernel, ResolvedKernel)
     with pytest.raises(dataclasses.FrozenInstanceError):
         problem.kernel = None
-    pre = prepare(Est(3, kernel="precomputed"), X @ X.T, None)
-    assert pre.rows.is_index and pre.gamma is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        data.rows = None
+    _, pre = _problem(Est(3, kernel="precomputed"), X @ X.T, None)
+    assert pre.rows.is_index and pre.is_index and pre.gamma is None
     np.testing.assert_array_equal(pre.items, np.arange(60))
+    # the estimator is read, never written: nothing fitted appears on it
+    assert not [name for name in vars(est) if name.endswith("_") or name.startswith("_")]
 
 
 def test_resolved_kernels_share_the_protocol():

@@ -5,7 +5,7 @@ Why. An mbkkm fit is a long sequence of small products (the iteration's kernel
 block, the Lloyd steps of the width selection, k-means++). A multi-threaded BLAS
 splits each of them across its pool and its threads spin while they wait for one
 another; when other programs hold the cores, every call waits for a thread that
-is not running, and a fit of 0.2 s took 3-17 s (``benchmarks/RESULTS.md``).
+is not running, so a fit of a fraction of a second can take many seconds.
 scikit-learn's ``KMeans`` shows the way out, and this module follows it:
 
 * inside a *phase* (a fit, a labelling pass, predict, a Dask task) BLAS runs with
@@ -82,15 +82,6 @@ def _physical_cpus():
         )
 
 
-def _omp_env():
-    """OMP_NUM_THREADS as an int (its first level), or None when unset or unreadable."""
-    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    try:
-        return max(1, int(value)) if value else None
-    except ValueError:
-        return None
-
-
 def _controller():
     """threadpoolctl's view of the loaded thread pools, built once (12 ms) and again
     when torch has been imported since (its OpenMP runtime is then loaded)."""
@@ -128,7 +119,12 @@ def effective_n_threads():
     budget = getattr(_local, "budget", None)
     if budget is not None:
         return budget
-    env = _omp_env()
+    # OMP_NUM_THREADS as an int (its first level), or None when unset or unreadable
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    try:
+        env = max(1, int(env)) if env else None
+    except ValueError:
+        env = None
     omp = _pool_threads("openmp")
     n = omp if omp is not None else (env if env is not None else _physical_cpus())
     if env is None:
@@ -219,7 +215,7 @@ def thread_policy(n_threads=None):
     if phase is not None:
         _local.torch_phase = phase
     try:
-        if phase is not None:
+        if phase is not None and "torch" in sys.modules:
             torch_joins()
         yield n
     finally:
@@ -243,17 +239,6 @@ def one_thread_everywhere():
     spin as BLAS's do."""
     with single_thread(), _controller().limit(limits=1):
         yield
-
-
-def with_thread_policy(method):
-    """Decorator: the method runs as one phase (:func:`thread_policy`)."""
-
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        with thread_policy():
-            return method(*args, **kwargs)
-
-    return wrapper
 
 
 # ------------------------------------------------------------- our own threads

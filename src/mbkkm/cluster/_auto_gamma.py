@@ -213,7 +213,7 @@ def mean_distance_width(X, kernel, sample_weight=None):
     """The ``gamma="mean-distance"`` width of all of X, computed as a fit computes it:
     1 / (mean squared pairwise distance), 1 when that is 0, by the kernel
     resolution of X's kind (a Dask fit's rows: one pass of Dask reductions)."""
-    resolved = rows_of(X)._resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
+    resolved = rows_of(X).resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
     return resolved.params["gamma"]
 
 

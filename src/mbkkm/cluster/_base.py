@@ -7,9 +7,10 @@ points with coefficients w_y / W_j. ``predict``, ``transform``, ``score`` and
 ``fit_transform`` are written here once, on one labelling pass
 (:func:`mbkkm._core.assign`), with the same keywords in every estimator.
 
-A subclass provides ``_validate_X(X, reset)``, ``fit`` and sets ``kernel_`` (a
-:class:`~mbkkm.kernels.Kernel` for kernels on points, an index kernel whose items
-are point indices for "precomputed" and the graph kernels).
+A subclass provides ``fit``, which stores its problem with ``_set_problem``: the
+input's facts and ``kernel_`` (a :class:`~mbkkm.kernels.Kernel` for kernels on
+points, an index kernel whose items are point indices for "precomputed" and the
+graph kernels).
 """
 
 from __future__ import annotations
@@ -33,11 +34,11 @@ from .._validation import (
     match_columns,
     short_input_errors,
 )
-from ..backends import get_backend, resolve_device
-from ..backends._threads import with_thread_policy
+from ..backends import get_backend
+from ..backends._threads import thread_policy
 from . import _device
 from ._kinds import kernel_kind
-from ._rows import host_sample_weight, rows_of, validate_X
+from ._rows import host_sample_weight, rows_of, validate_new_rows
 
 
 @contextmanager
@@ -67,58 +68,36 @@ class BaseKernelKMeans(
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
 
-    def _validate_X(self, X, reset):
-        """X checked on the backend the estimator runs on (:mod:`._device`).
+    def _validate_X(self, X):
+        """New X (predict, transform, score, a later partial_fit) checked as the fit's X
+        was, on the fit's backend (:func:`._rows.validate_new_rows`).
 
-        A sparse or low-rank kernel matrix (``kernel="precomputed"``) is taken as it
-        is, on the host; numpy arrays and CSR go through ``validate_data`` (a sparse
-        X becomes canonical CSR once); tensors are checked with torch operations; all
-        are moved to ``device``.
+        The fitted columns are taken in any order, by name; numpy arrays and CSR go
+        through ``validate_data``, tensors are checked with torch operations.
         """
-        if not reset:
-            X = match_columns(self, X)  # the fitted columns in any order, by name
-        stored = self._kernel_kind.stored_matrix(self, X) if reset else None
-        if stored is not None:
-            X = stored
-            self.n_features_in_ = X.shape[1]
-            # a host matrix: results go out as numpy, whatever an earlier fit saw
-            self._device, self._tensor_io = resolve_device(self.device), False
-            return X
-        return validate_X(
-            self,
+        X = match_columns(self, X)  # the fitted columns in any order, by name
+        owner = type(self).__name__
+        return validate_new_rows(
             X,
-            reset,
-            lambda X: short_input_errors(
+            dev=getattr(self, "_device", None),
+            device=self.device,
+            tensor_io=getattr(self, "_tensor_io", None),  # None: a model saved before 0.2
+            n_features_in=self.n_features_in_,
+            owner=owner,
+            validate_numpy=lambda X: short_input_errors(
                 lambda X: validate_data(
                     self,
                     X,
-                    reset=reset,
+                    reset=False,
                     dtype=[np.float64, np.float32],
                     order="C",
                     accept_sparse="csr",
                     ensure_min_samples=1,
                 ),
                 X,
-                type(self).__name__,
+                owner,
             ),
         )
-
-    # ------------------------------------------------------------------ kinds
-    @property
-    def _kernel_kind(self):
-        """What depends on the kind of ``kernel``: on points, precomputed or graph
-        (:mod:`._kinds`)."""
-        return kernel_kind(self.kernel)
-
-    @property
-    def _kind(self):
-        """ "point" (a kernel on rows), "precomputed" or "graph" (items are indices)."""
-        return self._kernel_kind.name
-
-    @property
-    def _index_kernel(self):
-        """Whether the kernel is a stored matrix whose items are point indices."""
-        return self._kernel_kind.is_index
 
     def _chunk_rows(self, X, state=None):
         """Rows per labelling chunk within ``working_memory``."""
@@ -128,27 +107,36 @@ class BaseKernelKMeans(
         return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize)
 
     # -------------------------------------------------------------- labelling
-    @with_thread_policy
     def _labels_inertia(self, X, sample_weight=None):
         """Labels and (weighted) inertia of validated items X (fitted rows or indices)."""
-        return rows_of(X).labels_inertia(self, sample_weight)
-
-    def _labels_inertia_of(self, X, sample_weight=None):
-        labels, mind = assign_parallel(X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X))
-        labels, mind = _device.to_output(self, labels), get_backend(mind).to_numpy(mind)
+        lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
+        if lazy is not None:
+            return lazy
+        with thread_policy():
+            labels, mind = assign_parallel(
+                X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X)
+            )
+        labels = _device.convert_output(self._tensor_io, labels)
+        mind = get_backend(mind).to_numpy(mind)
         inertia = float(
             mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
         )
         return labels, inertia
 
-    @with_thread_policy
     def _assign_new(self, X, method, return_distances=False, kernel_diag=None):
-        """Labels, minimum distances (and distances) of new data after the usual checks."""
+        """Labels, minimum distances (and distances) of new data after the usual checks,
+        in the library of the fit's input."""
         check_is_fitted(self)
-        kind = self._kernel_kind
-        kind.check_inductive(self, method)
-        X = self._validate_X(X, reset=False)
-        return kind.assign_new(self, X, method, return_distances, kernel_diag)
+        with thread_policy():
+            kind = kernel_kind(self.kernel)
+            kind.check_inductive(self, method)
+            X = self._validate_X(X)
+            chunk_rows = self._chunk_rows(X)
+            found = kind.assign_new(
+                self, self._state, chunk_rows, X, method, return_distances, kernel_diag
+            )
+        tensor_io = getattr(self, "_tensor_io", False)
+        return tuple(_device.convert_output(tensor_io, a) for a in found)
 
     # ------------------------------------------------------------- public API
     def predict(self, X):
@@ -165,9 +153,9 @@ class BaseKernelKMeans(
             A Dask array (computed per chunk) when X is one; a tensor for a model
             fitted on tensors.
         """
-        return rows_of(X).predict(self)
-
-    def _predict(self, X):
+        lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, per chunk
+        if lazy is not None:
+            return lazy
         labels, _ = self._assign_new(X, "predict")
         return labels
 
@@ -187,9 +175,9 @@ class BaseKernelKMeans(
         distances : ndarray of shape (n_samples, n_clusters)
             Non-negative (rounding below 0 is clipped). A Dask array when X is one.
         """
-        return rows_of(X).transform(self, kernel_diag=kernel_diag)
-
-    def _transform(self, X, kernel_diag=None):
+        lazy = rows_of(X).lazy_transform(self, kernel_diag)  # Dask: per chunk
+        if lazy is not None:
+            return lazy
         _, _, distances = self._assign_new(
             X, "transform", return_distances=True, kernel_diag=kernel_diag
         )
@@ -201,7 +189,7 @@ class BaseKernelKMeans(
         Works for every kernel, graph and precomputed kernels included.
         """
         self.fit(X, sample_weight=sample_weight)
-        return self._kernel_kind.fitted_distances(self, X)
+        return kernel_kind(self.kernel).fitted_distances(self, self._state, X)
 
     def score(self, X, y=None, sample_weight=None, kernel_diag=None):
         """Opposite of the (weighted) inertia of X on the fitted centers.
@@ -218,22 +206,34 @@ class BaseKernelKMeans(
         -------
         score : float
         """
-        return rows_of(X).score(self, sample_weight, kernel_diag=kernel_diag)
-
-    def _score(self, X, sample_weight=None, kernel_diag=None):
+        if kernel_diag is None:
+            lazy = rows_of(X).lazy_score(self, sample_weight)  # Dask: one pass
+            if lazy is not None:
+                return lazy
         _, mind, *_ = self._assign_new(
             X,
             "score",
             kernel_diag=kernel_diag,
-            return_distances=self._kernel_kind.needs_kernel_diag,
+            return_distances=kernel_kind(self.kernel).needs_kernel_diag,
         )
         mind = get_backend(mind).to_numpy(mind)
-        sample_weight = check_sample_weight(host_sample_weight(self, sample_weight), mind[:, None])
+        tensor_io = getattr(self, "_tensor_io", False)
+        sample_weight = check_sample_weight(
+            host_sample_weight(sample_weight, tensor_io), mind[:, None]
+        )
         return -float(mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight)
 
     # ------------------------------------------------------- fitted attributes
     def _set_problem(self, problem):
-        """The resolved kernel of a fit problem (:mod:`._problem`) as fitted attributes."""
+        """What a fit keeps of its problem (:mod:`._problem`): the input's columns, where
+        it ran, whether results go back as tensors, and the resolved kernel."""
+        data = problem.input
+        self.n_features_in_ = data.n_features_in
+        if data.feature_names_in is not None:
+            self.feature_names_in_ = data.feature_names_in
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_  # fitted again on data without column names
+        self._device, self._tensor_io = data.device, data.tensor_io
         self.kernel_ = problem.kernel
         self.gamma_ = problem.gamma
         self.gamma_selection_ = problem.gamma_selection
@@ -249,7 +249,7 @@ class BaseKernelKMeans(
         state.workspace.clear()  # the iteration's reused buffers: not kept by the model
         state.group_by_cluster()
         self._state = state
-        self.support_vectors_ = _device.to_output(self, state.support)
+        self.support_vectors_ = _device.convert_output(self._tensor_io, state.support)
         self.dual_coef_ = state.coef
         self.support_labels_ = state.labels
         self.n_support_ = np.bincount(state.labels, minlength=self.n_clusters)
@@ -261,13 +261,10 @@ class BaseKernelKMeans(
         check_is_fitted(self, "_state")
         return self._state.host_norms()
 
-    def _accepts_sparse(self):
-        """Whether fit takes scipy sparse X: the kernels defined on it, callables
-        (which receive CSR rows), and "precomputed" (a sparse kernel matrix)."""
-        return self._kernel_kind.accepts_sparse(self)
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = self._accepts_sparse()
+        # fit takes scipy sparse X with the kernels defined on it, callables (which
+        # receive CSR rows) and "precomputed" (a sparse kernel matrix)
+        tags.input_tags.sparse = kernel_kind(self.kernel).accepts_sparse(self.kernel)
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags

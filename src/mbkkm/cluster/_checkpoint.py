@@ -41,6 +41,7 @@ import numpy as np
 from .._files import atomic_write
 from .._files._skops import import_skops_io
 from ..backends import get_backend
+from ._kinds import kernel_kind
 
 #: Version of the checkpoint's content; another version is refused.
 FORMAT = 1
@@ -55,8 +56,9 @@ NOT_FINGERPRINTED = ("verbose", "compute_labels")
 DIGEST_ROWS = 1024
 
 
-def check_checkpoint(estimator, checkpoint, checkpoint_every):
-    """``fit``'s checkpoint arguments checked before any work: a FitCheckpoint or None.
+def check_checkpoint(checkpoint, checkpoint_every, *, kernel, tau, max_iter):
+    """``fit``'s checkpoint arguments checked before any work: a FitCheckpoint or None
+    (``kernel``, ``tau``, ``max_iter``: the estimator's parameters).
 
     Raises TypeError / ValueError naming ``checkpoint`` or ``checkpoint_every``, and
     ImportError when skops (``mbkkm[cli]``) is missing.
@@ -79,7 +81,7 @@ def check_checkpoint(estimator, checkpoint, checkpoint_every):
     if not path.parent.is_dir():
         raise ValueError(f"checkpoint: the folder of {str(path)!r} does not exist")
     if checkpoint_every is None:
-        every = max(1, estimator.max_iter // 10)
+        every = max(1, max_iter // 10)
     elif (
         isinstance(checkpoint_every, bool)  # numpy's bool_ is not Integral either
         or not isinstance(checkpoint_every, Integral)
@@ -91,12 +93,12 @@ def check_checkpoint(estimator, checkpoint, checkpoint_every):
         )
     else:
         every = int(checkpoint_every)
-    if estimator.tau is None:
+    if tau is None:
         raise ValueError(
             "checkpoint needs an integer tau: tau=None (the untruncated "
             "algorithm) keeps a table over all points, which is not checkpointed"
         )
-    estimator._kernel_kind.check_checkpoint(estimator)  # graph kernels: not available
+    kernel_kind(kernel).check_checkpoint(kernel)  # graph kernels: not available
     try:
         import_skops_io()
     except ImportError as exc:

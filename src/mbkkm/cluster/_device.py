@@ -19,7 +19,7 @@ Rules (documented on ``MiniBatchKernelKMeans(device=...)``):
 
 The rules that depend on the kind of X live in its adapter (:mod:`._rows`: where
 it runs, how it is checked, whether it may be mixed with another library), those
-that depend on the kernel's kind in :mod:`._kinds` (``check_backend``); this module
+that depend on the kernel's kind in :mod:`._kinds` (``fit_rows``); this module
 holds what they share.
 """
 
@@ -34,8 +34,9 @@ def device_name(dev):
     return "numpy (cpu)" if dev in (None, "cpu") else str(dev)
 
 
-def validate_tensor(est, X, reset):
-    """A dense torch tensor X checked as ``validate_data`` checks arrays."""
+def validate_tensor(X, n_features_in=None, owner=""):
+    """A dense torch tensor X checked as ``validate_data`` checks arrays (against the
+    fitted ``n_features_in`` when given; ``owner``: the estimator's name)."""
     import torch
 
     X = X.detach()
@@ -66,14 +67,10 @@ def validate_tensor(est, X, reset):
     if X.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(X))).all()):
         raise ValueError("Input X contains NaN or infinity.")
     X = X.contiguous()
-    if reset:
-        est.n_features_in_ = int(X.shape[1])
-        if hasattr(est, "feature_names_in_"):
-            del est.feature_names_in_
-    elif X.shape[1] != est.n_features_in_:
+    if n_features_in is not None and X.shape[1] != n_features_in:
         raise ValueError(
-            f"X has {X.shape[1]} features, but {type(est).__name__} is expecting "
-            f"{est.n_features_in_} features as input."
+            f"X has {X.shape[1]} features, but {owner} is expecting "
+            f"{n_features_in} features as input."
         )
     return X
 
@@ -87,11 +84,6 @@ def host_dtype(X):
     """The numpy dtype matching X's dtype (X a numpy array or a float tensor: the
     name of ``torch.float32`` is "float32" past its prefix)."""
     return np.dtype(str(X.dtype).removeprefix("torch."))
-
-
-def to_output(est, x):
-    """A result of the core in the library of the input: numpy, or a tensor there."""
-    return convert_output(getattr(est, "_tensor_io", False), x)
 
 
 def convert_output(tensor_io, x):

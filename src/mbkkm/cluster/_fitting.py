@@ -3,12 +3,13 @@ when clusters end empty or the kernel is indefinite."""
 
 from __future__ import annotations
 
-import functools
+from contextlib import contextmanager
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from .._warn import warn
+from ..backends._threads import thread_policy
 
 
 class EmptyClusterWarning(ConvergenceWarning):
@@ -66,22 +67,21 @@ def warn_empty_clusters(labels, n_clusters, estimator):
         )
 
 
-def restore_on_error(method):
-    """Make a fitting method all-or-nothing: on any exception (KeyboardInterrupt
-    included) the estimator's attributes are restored to what they were before.
+@contextmanager
+def all_or_nothing(estimator):
+    """The scope of a fitting method: one phase of the thread policy
+    (:func:`mbkkm.backends._threads.thread_policy`), and all-or-nothing attributes: on
+    any exception (KeyboardInterrupt included) the estimator's attributes are restored
+    to what they were before.
 
-    The estimators never modify a fitted attribute in place (partial_fit works
-    on copies), so a shallow copy of ``__dict__`` is a complete snapshot.
+    The estimators never modify a fitted attribute in place (partial_fit works on
+    copies), so a shallow copy of ``__dict__`` is a complete snapshot.
     """
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        snapshot = dict(self.__dict__)
-        try:
-            return method(self, *args, **kwargs)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(snapshot)
-            raise
-
-    return wrapper
+    snapshot = dict(estimator.__dict__)
+    try:
+        with thread_policy():
+            yield
+    except BaseException:
+        estimator.__dict__.clear()
+        estimator.__dict__.update(snapshot)
+        raise

@@ -23,7 +23,6 @@ from .._core._memory import chunk_rows, working_memory_bytes
 from .._core._sampling import draw_init_subsample
 from .._warn import warn
 from ..backends import get_backend
-from ..backends._threads import with_thread_policy
 from ..kernels import kernel_names
 from ..kernels._index import (
     IndexKernel,
@@ -31,10 +30,11 @@ from ..kernels._index import (
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner
 from ._base import BaseKernelKMeans
-from ._fitting import restore_on_error, warn_empty_clusters, warn_indefinite_kernel
+from ._fitting import all_or_nothing, warn_empty_clusters, warn_indefinite_kernel
 from ._graph_kernels import graph_start_inner
+from ._kinds import kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
-from ._problem import prepare
+from ._problem import fit_input, resolve_problem
 
 _MIB = 2**20
 _GIB = 2**30
@@ -388,11 +388,9 @@ torch.device, default=None
         plan.check(available, what=f"{type(self).__name__}.fit")
 
     # --------------------------------------------------------------------- fit
-    def _check_params_vs_input(self, rows):
-        """Sizes, ``init`` and the memory plan against the input (the hook of
-        :func:`._problem.prepare`, before any kernel work)."""
-        n = rows.n_samples
-        check_n_clusters_vs_samples(self.n_clusters, n)
+    def _check_params_vs_input(self, data):
+        """Sizes and ``init`` against the input, before any kernel work."""
+        check_n_clusters_vs_samples(self.n_clusters, data.n_samples)
         if self.init_size is not None and self.init_size < self.n_clusters:
             raise ValueError(
                 f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
@@ -400,29 +398,41 @@ torch.device, default=None
         self._init = (
             self.init
             if isinstance(self.init, str)
-            else rows.check_init(self.init, self.n_clusters, self)
+            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
         )
-        # A kernel on points: the stored matrix (None) or rows per block, planned
-        # before any kernel work; a matrix kernel is its own storage.
-        self._block_rows = self._kernel_kind.lloyd_storage(self, rows)
 
     def _prepare(self, X, sample_weight):
-        """check -> prepare: the fit problem (its kernel published) and the kernel
-        operator of Lloyd's iterations."""
-        problem = prepare(self, X, sample_weight, accept_dask=False, index_dtype=np.float64)
+        """check -> resolve: the fit problem (its kernel published) and the kernel
+        operator of Lloyd's iterations (a :class:`~mbkkm._core._lloyd.KernelRun`)."""
+        data = fit_input(
+            X,
+            sample_weight,
+            kernel=self.kernel,
+            device=self.device,
+            owner=type(self).__name__,
+            accept_dask=False,
+            index_dtype=np.float64,
+        )
+        rows = data.rows
+        self._check_params_vs_input(data)
+        # A kernel on points: the stored matrix (None) or rows per block, planned
+        # before any kernel work; an index kernel's matrix is its own storage.
+        block_rows = (
+            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+        )
+        problem = resolve_problem(self, data)
         self._set_problem(problem)
         # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
         # starts from the selection's sample partition.
         self._auto_start = isinstance(self._init, str) and (
             self.gamma_selection_ is not None or self.t_selection_ is not None
         )
-        return problem, self._operator(problem)
-
-    def _operator(self, problem):
-        """The :class:`~mbkkm._core._lloyd.KernelRun` of a fit problem: the matrix of
-        an index kernel (:mod:`._kinds`), or for a kernel on points the stored matrix
-        or blocks of rows (:meth:`_point_operator`)."""
-        return self._kernel_kind.lloyd_run(self, problem, self._block_rows)
+        # an index kernel: Lloyd's iterations on its stored matrix (None for points)
+        run = kernel_kind(self.kernel).matrix_run(problem.kernel)
+        if run is not None:
+            self._kernel_storage = kernel_kind(self.kernel).name
+            return problem, run
+        return problem, self._point_operator(problem, block_rows)
 
     def _point_operator(self, problem, block_rows):
         """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
@@ -524,8 +534,6 @@ torch.device, default=None
             out[r0 : r0 + rows] = self.kernel_.tile(X[r0 : r0 + rows], C, backend=nx)
         return out
 
-    @restore_on_error
-    @with_thread_policy
     def _fit(self, X, sample_weight):
         problem, kernel_run = self._prepare(X, sample_weight)
         X, sample_weight = problem.rows.data, problem.sample_weight
@@ -582,7 +590,8 @@ torch.device, default=None
         )
         # support_: the training indices of the support points, in the published order
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
-        self._kernel_kind.lloyd_published(self)  # index kernels: no support_vectors_
+        for name in kernel_kind(self.kernel).lloyd_dropped:
+            delattr(self, name)  # index kernels: the items are indices, they are support_
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):
@@ -604,7 +613,8 @@ torch.device, default=None
         -------
         self : KernelKMeans
         """
-        self._fit(X, sample_weight)
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            self._fit(X, sample_weight)
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -623,60 +633,5 @@ torch.device, default=None
         -------
         distances : ndarray of shape (n_samples, n_clusters)
         """
-        return self._fit(X, sample_weight)
-
-    # ------------------------------------------------------------- out of sample
-    def transform(self, X, kernel_diag=None, diag="deprecated"):
-        """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_new, n_features) or (n_new, n_fit)
-            New points; with ``kernel="precomputed"``, K(X_new, X_fit).
-        kernel_diag : array-like of shape (n_new,), default=None
-            K(x, x) of the new points; required with ``kernel="precomputed"``,
-            ignored otherwise.
-        diag : array-like of shape (n_new,)
-            Deprecated spelling of ``kernel_diag`` (the keyword of every mbkkm
-            estimator); will be removed in 0.3.
-
-        Returns
-        -------
-        distances : ndarray of shape (n_new, n_clusters)
-            Non-negative (rounding below 0 is clipped).
-        """
-        return super().transform(X, kernel_diag=_deprecated_diag(diag, kernel_diag))
-
-    def score(self, X, y=None, sample_weight=None, kernel_diag=None, diag="deprecated"):
-        """Opposite of the (weighted) inertia of X on the fitted centers.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_new, n_features) or (n_new, n_fit)
-        y : Ignored
-        sample_weight : array-like of shape (n_new,), default=None
-        kernel_diag : array-like of shape (n_new,), default=None
-            K(x, x) of the new points; required with ``kernel="precomputed"``.
-        diag : array-like of shape (n_new,)
-            Deprecated spelling of ``kernel_diag``; will be removed in 0.3.
-
-        Returns
-        -------
-        score : float
-        """
-        return super().score(
-            X, sample_weight=sample_weight, kernel_diag=_deprecated_diag(diag, kernel_diag)
-        )
-
-
-def _deprecated_diag(diag, kernel_diag):
-    if isinstance(diag, str) and diag == "deprecated":
-        return kernel_diag
-    warn(
-        "diag= was renamed kernel_diag= (the keyword of every mbkkm estimator) in "
-        "0.2 and will be removed in 0.3",
-        FutureWarning,
-    )
-    if kernel_diag is not None:
-        raise ValueError("pass kernel_diag= only (diag= is its deprecated spelling)")
-    return diag
+        with all_or_nothing(self):
+            return self._fit(X, sample_weight)

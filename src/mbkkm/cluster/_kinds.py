@@ -15,19 +15,36 @@ them apart:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from sklearn.utils.validation import check_array
 
 from .._core import assign
 from .._core._lloyd import KernelRun, MatrixOperator
+from .._core._memory import label_chunk_rows
 from .._core._parallel import assign_parallel
+from ..backends import get_backend
 from ..backends._sparse import to_dense
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
-from ..kernels._index import is_stored_kernel, validate_stored_kernel
-from . import _device
-from ._graph_kernels import graph_assign
+from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel
+from ..kernels._protocol import ResolvedKernel
+from ._graph_kernels import graph_assign, resolve_graph_kernel
 from ._overflow import check_no_overflow
 from ._rows import GraphRows, PrecomputedRows, rows_of
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The kernel of one fit and what it works on (:meth:`PointKernel.resolve`)."""
+
+    kernel: ResolvedKernel
+    items: object
+    gamma: float | None
+    itemsize: int  # bytes of one value the core computes with
+    n_features: int  # 0 where items are point indices
+    t: float | None = None
+    t_selection: object = None
 
 
 class PointKernel:
@@ -39,35 +56,57 @@ class PointKernel:
     #: Whether distances to new points need their K(x, x) passed in (``kernel_diag``).
     needs_kernel_diag = False
 
-    def fit_rows(self, X, index_dtype=None):
-        """The adapter of a fit's validated X (:mod:`._rows`)."""
-        return rows_of(X)
-
-    def stored_matrix(self, estimator, X):
+    def stored_matrix(self, X):
         """X taken as it is (a sparse or low-rank kernel matrix), or None: validate it."""
         return None
 
-    def accepts_sparse(self, estimator):
-        """Whether ``fit`` takes scipy sparse X."""
-        if callable(estimator.kernel):
+    def fit_rows(self, X, *, kernel, tau, device, index_dtype=None):
+        """The adapter of a fit's validated X (:mod:`._rows`), after refusing what X's
+        backend does not do with ``kernel``, ``tau`` and the resolved ``device``,
+        before any work."""
+        if not get_backend(X).is_host:
+            if tau is None:
+                raise ValueError(
+                    "tau=None (the untruncated dynamic program) is available with numpy "
+                    "only; use an integer tau on the torch backend, or device=None / 'cpu' "
+                    "with numpy arrays"
+                )
+            check_torch_kernel(kernel)  # the registry: a ValueError for chi2
+        return rows_of(X)
+
+    def resolve(self, estimator, rows, gamma, sample_weight):
+        """The :class:`Resolved` kernel of checked ``rows`` (``estimator``: its kernel
+        parameters are read, nothing is written; ``gamma``: the width to use).
+
+        scikit-learn's parameters resolved on the data, then the checks that need the
+        kernel (overflow of its arithmetic, a callable called once on a few rows),
+        before any real work.
+        """
+        X = rows.data
+        n = X.shape[0]
+        kernel = rows.resolve_kernel(
+            estimator.kernel,
+            gamma=gamma,
+            degree=estimator.degree,
+            coef0=estimator.coef0,
+            kernel_params=estimator.kernel_params,
+            X=X,
+            sample_weight=sample_weight,
+        )
+        check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
+        if kernel.is_callable:  # called once on a few rows: its errors before any work
+            get_backend(X).kernel_tile(kernel, X[: min(3, n)], X[: min(2, n)])
+        # numpy and torch (>= 2.1) dtypes both know their itemsize
+        return Resolved(kernel, X, kernel.params.get("gamma"), X.dtype.itemsize, int(X.shape[1]))
+
+    def accepts_sparse(self, kernel):
+        """Whether ``fit`` takes scipy sparse X (``kernel``: the estimator's parameter)."""
+        if callable(kernel):
             return True  # a callable receives CSR rows
-        spec = get_spec(estimator.kernel)
+        spec = get_spec(kernel)
         return spec is not None and spec.accepts_sparse  # chi2: no
 
-    def check_backend(self, estimator, nx):
-        """Refuse what the torch backend does not do (``nx``: the fit's backend), before
-        any work."""
-        if nx.is_host:
-            return
-        if getattr(estimator, "tau", 0) is None:
-            raise ValueError(
-                "tau=None (the untruncated dynamic program) is available with numpy only; "
-                "use an integer tau on the torch backend, or device=None / 'cpu' with numpy "
-                "arrays"
-            )
-        check_torch_kernel(estimator.kernel)  # the registry: a ValueError for chi2
-
-    def check_checkpoint(self, estimator):
+    def check_checkpoint(self, kernel):
         """Refuse a checkpoint where the fit's state is not checkpointed (graph kernels)."""
 
     def check_inductive(self, estimator, method):
@@ -76,36 +115,27 @@ class PointKernel:
     def check_new_rows(self, estimator, method):
         """Refuse training on new rows where the kernel is a matrix over fixed points."""
 
-    def assign_new(self, estimator, X, method, return_distances, kernel_diag):
-        """Labels, minimum distances (and distances) of validated new rows X."""
+    def assign_new(self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag):
+        """Labels, minimum distances (and distances) of validated new rows X on the
+        fitted ``state`` (``chunk_rows``: rows per labelling chunk), on X's backend."""
         check_no_overflow(X, estimator.kernel_)
-        return tuple(
-            _device.to_output(estimator, a)
-            for a in assign_parallel(
-                X,
-                estimator._state,
-                estimator.kernel_,
-                chunk_rows=estimator._chunk_rows(X),
-                return_distances=return_distances,
-            )
+        return assign_parallel(
+            X, state, estimator.kernel_, chunk_rows=chunk_rows, return_distances=return_distances
         )
 
-    def fitted_distances(self, estimator, X):
+    def fitted_distances(self, estimator, state, X):
         """Distances of the fitted points to the centers, (n, n_clusters)."""
         return estimator.transform(X)
 
-    def lloyd_storage(self, estimator, rows):
-        """KernelKMeans: rows per block of kernel rows, or None for the stored matrix
-        (the memory plan; :class:`~mbkkm.KernelMemoryError` when neither fits)."""
-        return estimator._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+    #: The fitted attributes KernelKMeans does not keep with this kind of kernel.
+    lloyd_dropped = ()
 
-    def lloyd_run(self, estimator, problem, block_rows):
-        """KernelKMeans: the :class:`~mbkkm._core._lloyd.KernelRun` of the fit."""
-        return estimator._point_operator(problem, block_rows)
+    def matrix_run(self, kernel):
+        """KernelKMeans: the :class:`~mbkkm._core._lloyd.KernelRun` over the kernel's
+        stored matrix, or None (a kernel on points: K(X, X) is computed)."""
 
-    def lloyd_published(self, estimator):
-        """KernelKMeans, once the centers are published: what the kernel's kind keeps
-        of them (kernels on points: everything)."""
+    def check_lazy_rows(self, kernel):
+        """Refuse a Dask X where the kernel needs its whole matrix."""
 
 
 class PrecomputedKernel(PointKernel):
@@ -115,8 +145,42 @@ class PrecomputedKernel(PointKernel):
     is_index = True
     needs_kernel_diag = True
 
-    def fit_rows(self, X, index_dtype=None):
-        return PrecomputedRows(X, index_dtype)
+    #: The adapter of a fit's X: the core works on point indices.
+    rows_class = PrecomputedRows
+
+    def fit_rows(self, X, *, kernel, tau, device, index_dtype=None):
+        # a stored matrix stays on the host even when device= names a torch device
+        if not get_backend(X).is_host or device not in (None, "cpu"):
+            raise ValueError(
+                f"kernel={kernel!r} is available with numpy only (its kernel is a "
+                "stored matrix); pass numpy arrays with device=None or 'cpu'"
+            )
+        return self.rows_class(X, index_dtype)
+
+    def stored_matrix(self, X):
+        return validate_stored_kernel(X) if is_stored_kernel(X) else None
+
+    lloyd_dropped = ("support_vectors_",)  # the items are indices: they are support_
+
+    def matrix_run(self, kernel):
+        return KernelRun(
+            MatrixOperator(kernel.matrix),
+            np.asarray(kernel.full_diagonal(), dtype=np.float64),
+            kernel,
+        )
+
+    def check_lazy_rows(self, kernel):
+        raise ValueError(
+            f"kernel={kernel!r} needs the whole kernel matrix and "
+            "is not supported on a Dask array; pass a numpy array"
+        )
+
+    def resolve(self, estimator, rows, gamma, sample_weight):
+        X = rows.data
+        dtype = rows.index_dtype or getattr(X, "dtype", np.float64)
+        kernel = IndexKernel("precomputed", X, dtype=dtype, diag=rows.diag)
+        itemsize = np.dtype(kernel.dtype).itemsize
+        return Resolved(kernel, np.arange(rows.n_samples), None, itemsize, 0)
 
     def check_new_rows(self, estimator, method):
         raise ValueError(
@@ -124,24 +188,10 @@ class PrecomputedKernel(PointKernel):
             f"a matrix over a fixed set of points, and {method} sees new rows"
         )
 
-    def stored_matrix(self, estimator, X):
-        return validate_stored_kernel(X) if is_stored_kernel(X) else None
-
-    def check_backend(self, estimator, nx):
-        # a stored matrix stays on the host even when device= names a torch device
-        if not nx.is_host or getattr(estimator, "_device", None) not in (None, "cpu"):
-            raise ValueError(
-                f"kernel={estimator.kernel!r} is available with numpy only (its kernel is a "
-                "stored matrix); pass numpy arrays with device=None or 'cpu'"
-            )
-
-    def lloyd_published(self, estimator):
-        del estimator.support_vectors_  # the items are indices: they are support_
-
-    def accepts_sparse(self, estimator):
+    def accepts_sparse(self, kernel):
         return True  # a sparse kernel matrix
 
-    def assign_new(self, estimator, X, method, return_distances, kernel_diag):
+    def assign_new(self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag):
         # X is K(X_new, X_fit); the support items index X_fit.
         diag = self.kernel_diag(estimator, kernel_diag, X, method, needed=return_distances)
 
@@ -150,11 +200,11 @@ class PrecomputedKernel(PointKernel):
 
         return assign(
             X,
-            estimator._state,
+            state,
             estimator.kernel_,
             cross_kernel=cross,
             diag=lambda start, K_rows: diag[start : start + K_rows.shape[0]],
-            chunk_rows=estimator._chunk_rows(X),
+            chunk_rows=chunk_rows,
             return_distances=return_distances,
         )
 
@@ -177,26 +227,12 @@ class PrecomputedKernel(PointKernel):
             )
         return diag
 
-    def lloyd_storage(self, estimator, rows):
-        return None  # the kernel's own matrix: no other storage to plan
-
-    def lloyd_run(self, estimator, problem, block_rows):
-        kernel = problem.kernel
-        estimator._kernel_storage = self.name
-        return KernelRun(
-            MatrixOperator(kernel.matrix),
-            np.asarray(kernel.full_diagonal(), dtype=np.float64),
-            kernel,
-        )
-
-    def fitted_distances(self, estimator, X):
+    def fitted_distances(self, estimator, state, X):
         items = np.arange(estimator.kernel_.n_samples)
+        m = state.support.shape[0]  # items are indices: 8 bytes a value
+        chunk_rows = label_chunk_rows(estimator.working_memory, m, estimator.n_clusters, 8)
         _, _, distances = assign(
-            items,
-            estimator._state,
-            estimator.kernel_,
-            chunk_rows=estimator._chunk_rows(items),
-            return_distances=True,
+            items, state, estimator.kernel_, chunk_rows=chunk_rows, return_distances=True
         )
         return distances
 
@@ -207,18 +243,22 @@ class GraphKernel(PrecomputedKernel):
     name = "graph"
     needs_kernel_diag = False
 
-    def fit_rows(self, X, index_dtype=None):
-        return GraphRows(X, index_dtype)
+    rows_class = GraphRows
 
-    def stored_matrix(self, estimator, X):
+    def stored_matrix(self, X):
         return None
 
-    def accepts_sparse(self, estimator):
+    def resolve(self, estimator, rows, gamma, sample_weight):
+        kernel, t, t_selection = resolve_graph_kernel(estimator, rows.data, sample_weight)
+        items = np.arange(rows.n_samples)
+        return Resolved(kernel, items, None, np.dtype(kernel.dtype).itemsize, 0, t, t_selection)
+
+    def accepts_sparse(self, kernel):
         return False  # the k-NN graph builders take dense X
 
-    def check_checkpoint(self, estimator):
+    def check_checkpoint(self, kernel):
         raise ValueError(
-            f"checkpoint is not available with kernel={estimator.kernel!r}: a "
+            f"checkpoint is not available with kernel={kernel!r}: a "
             "graph kernel's graph and eigenpairs are not checkpointed"
         )
 
@@ -231,7 +271,7 @@ class GraphKernel(PrecomputedKernel):
                 "fit_transform on the fitted points, or refit on all the points"
             )
 
-    def assign_new(self, estimator, X, method, return_distances, kernel_diag):
+    def assign_new(self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag):
         return graph_assign(estimator, X, method, return_distances)  # X joins the graph
 
 

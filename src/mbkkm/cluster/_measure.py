@@ -71,7 +71,8 @@ def measure_memory(estimator, X, sample_weight=None):
 
 
 def _labels(estimator, X, sample_weight):
-    Xv = estimator._validate_X(X, reset=False)
+    """``labels_`` and ``inertia_`` of the fitted X: the labelling pass of ``fit``."""
+    Xv = estimator._validate_X(X)
     estimator.labels_, estimator.inertia_ = estimator._labels_inertia(Xv, sample_weight)
 
 

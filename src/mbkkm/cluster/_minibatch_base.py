@@ -15,7 +15,7 @@ class MiniBatchMixin:
     """Shared steps of :class:`MiniBatchKernelKMeans` and :class:`MiniBatchKMeans`.
 
     A subclass provides ``_initial_centers(X, sample_weight, rng)`` (one
-    initialisation; ``_init_candidate`` wraps it into the form ``fit`` uses) and
+    initialisation, in the form ``fit`` iterates on) and
     ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample),
     and may override ``_take_rows(X, idx)`` (rows of its data).
     """
@@ -36,14 +36,12 @@ class MiniBatchMixin:
     def _take_rows(self, X, idx):
         return X[idx]
 
-    def _init_candidate(self, X, sample_weight, rng):
-        return self._initial_centers(X, sample_weight, rng)
-
-    def _best_init(self, X, sample_weight, rng):
+    def _best_init(self, X, sample_weight, rng, start=None):
         """The initialisation with the lowest inertia on a validation subsample.
 
         As scikit-learn's MiniBatchKMeans: ``n_init`` candidates are scored on
         ``init_size`` points drawn with replacement; an explicit init runs once.
+        ``start`` (a width selection's partition) is the first candidate.
         """
         n_init = self.n_init
         if not isinstance(self._init, str) and n_init != 1:
@@ -54,13 +52,15 @@ class MiniBatchMixin:
             )
             n_init = 1
         if n_init == 1:
-            return self._init_candidate(X, sample_weight, rng)
+            return start if start is not None else self._initial_centers(X, sample_weight, rng)
         val_idx = rng.randint(0, X.shape[0], self._init_size)
         Xv = self._take_rows(X, val_idx)
         wv = None if sample_weight is None else sample_weight[val_idx]
         best, best_inertia = None, np.inf
-        for _ in range(n_init):
-            centers = self._init_candidate(X, sample_weight, rng)
+        for i in range(n_init):
+            centers = start if i == 0 and start is not None else None
+            if centers is None:
+                centers = self._initial_centers(X, sample_weight, rng)
             inertia = self._init_inertia(Xv, wv, centers)
             if self.verbose:
                 print(f"Init inertia on the validation subsample: {inertia:.6g}")

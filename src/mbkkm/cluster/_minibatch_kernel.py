@@ -34,16 +34,16 @@ from .._core._sampling import draw_init_subsample
 from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
 from ..backends import get_backend
-from ..backends._threads import with_thread_policy
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_state
 from ._base import BaseKernelKMeans, memory_guard
 from ._checkpoint import check_checkpoint
-from ._fitting import restore_on_error, warn_empty_clusters
+from ._fitting import all_or_nothing, warn_empty_clusters
 from ._graph_kernels import graph_start_state
+from ._kinds import kernel_kind
 from ._minibatch_base import MiniBatchMixin
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
-from ._problem import prepare_input, resolve_problem
+from ._problem import fit_input, resolve_problem
 from ._rows import host_sample_weight, rows_of
 
 
@@ -322,31 +322,23 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ checks
-    def _check_params_vs_input(self, rows):
-        """Sizes and ``init`` against the input (:func:`._problem.prepare`'s hook)."""
-        n = rows.n_samples
-        self._resolve_sizes(n)
+    def _check_params_vs_input(self, data):
+        """Sizes (``_batch_size``, ``_init_size``) and ``init`` against the input."""
+        self._resolve_sizes(data.n_samples)
         self._init = (
             self.init
             if isinstance(self.init, str)
-            else rows.check_init(self.init, self.n_clusters, self)
+            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
         )
 
-    def _prepare(self, rows, sample_weight, gamma_selection=None):
-        """check -> prepare: the fit problem of checked input (:func:`._problem.
-        prepare_input`), its kernel published; the first start."""
-        problem = resolve_problem(self, rows, sample_weight, gamma_selection=gamma_selection)
-        self._set_problem(problem)
-        # gamma="auto" with a named init: the first start is the selection's partition.
-        resuming = getattr(getattr(self, "_checkpoint", None), "resuming", False)
-        self._auto_start = (
-            auto_start_state(problem.items, self.gamma_selection_, self.kernel_, self.n_clusters)
-            if isinstance(self._init, str) and not resuming
-            else None
+    def _selection_start(self, problem):
+        """The first start where a width or time selection trusts its sample partition
+        (``gamma="auto"``, the heat kernel's ``t``), else None."""
+        if problem.t_selection is not None:
+            return graph_start_state(problem.t_selection, problem.kernel, self.n_clusters)
+        return auto_start_state(
+            problem.items, problem.gamma_selection, problem.kernel, self.n_clusters
         )
-        if self.t_selection_ is not None and isinstance(self._init, str):
-            self._auto_start = graph_start_state(self.t_selection_, self.kernel_, self.n_clusters)
-        return problem
 
     # -------------------------------------------------------------- memory
     def _tile_budget(self, nx):
@@ -367,9 +359,9 @@ torch.device, default=None
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
         """
-        nx, n, index = problem.nx, problem.n_samples, problem.rows.is_index
+        nx, n, index = problem.nx, problem.n_samples, problem.is_index
         itemsize = problem.itemsize
-        d = problem.rows.n_features
+        d = problem.n_features
         row_bytes = 8 if index else d * itemsize
         k, b = self.n_clusters, self._batch_size
         if self.tau is None:
@@ -389,7 +381,7 @@ torch.device, default=None
             rows = max(1, rows // threads)
             if nx.is_host and not index and not self.kernel_.is_callable:
                 rows = tile_rows(m, itemsize, rows)
-            copied = not nx.is_host and not getattr(self, "_tensor_io", False)
+            copied = not nx.is_host and not problem.tensor_io
             plan = plan_minibatch(
                 MiniBatchPlanRequest(
                     n=n,
@@ -430,29 +422,26 @@ torch.device, default=None
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
-        """k initial center points (rows of X or the init array)."""
-        rows = rows_of(X)
+        """One initialisation: the windows of k initial center points (rows of X or the
+        init array)."""
         if not isinstance(self._init, str):
-            return rows.centers(self._init)  # CSR data: CSR support rows
+            points = rows_of(X).centers(self._init)  # CSR data: CSR support rows
+            return init_state(points, self.kernel_)
         if init_idx is None:
             init_idx = draw_init_subsample(
                 rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
             )
-        Xi = rows.take(init_idx)
+        nx = get_backend(X)
+        Xi = nx.take(X, nx.index(init_idx))
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
-            # On the host, on a host copy of the (small) subsample: the same draws
-            # on every backend.
-            idx = kernel_kmeans_plusplus(rows.host_copy(Xi), self.kernel_, self.n_clusters, rng, wi)
+            # On the host, on a host copy of the (small) subsample (CSR rows as they
+            # are): the same draws on every backend.
+            Xh = rows_of(Xi).host_copy(Xi)
+            idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return rows_of(Xi).take(idx)
-
-    def _init_candidate(self, X, sample_weight, rng):
-        if self._auto_start is not None:  # gamma="auto": used once, as the first candidate
-            start, self._auto_start = self._auto_start, None
-            return start
-        return init_state(self._initial_centers(X, sample_weight, rng), self.kernel_)
+        return init_state(nx.take(Xi, nx.index(idx)), self.kernel_)
 
     def _take_rows(self, X, idx):
         nx = get_backend(X)
@@ -465,8 +454,6 @@ torch.device, default=None
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    @restore_on_error
-    @with_thread_policy
     def fit(self, X, y=None, sample_weight=None, *, checkpoint=None, checkpoint_every=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -504,30 +491,48 @@ torch.device, default=None
         -------
         self : MiniBatchKernelKMeans
         """
-        checkpoint = check_checkpoint(self, checkpoint, checkpoint_every)
-        rows, sample_weight = prepare_input(self, X, sample_weight)
-        if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
-            checkpoint.open(self, rows, sample_weight)
-        self._checkpoint = checkpoint
-        try:
-            # a resumed checkpoint gives the width chosen before
-            problem = self._prepare(
-                rows,
-                sample_weight,
-                gamma_selection=(None if checkpoint is None else checkpoint.gamma_selection),
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            checkpoint = check_checkpoint(
+                checkpoint,
+                checkpoint_every,
+                kernel=self.kernel,
+                tau=self.tau,
+                max_iter=self.max_iter,
             )
+            data = fit_input(
+                X,
+                sample_weight,
+                kernel=self.kernel,
+                device=self.device,
+                owner=type(self).__name__,
+                tau=self.tau,
+                working_memory=self.working_memory,
+            )
+            if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
+                checkpoint.open(self, data.rows, data.sample_weight)
+            self._check_params_vs_input(data)
+            # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
+            selection = None if checkpoint is None else checkpoint.gamma_selection
+            problem = resolve_problem(self, data, gamma_selection=selection)
+            self._set_problem(problem)
+            # gamma="auto" or t="auto" with a named init: the first start is the
+            # selection's sample partition, where the selection trusts it
+            start = None
+            resuming = checkpoint is not None and checkpoint.resuming
+            selected = problem.gamma_selection is not None or problem.t_selection is not None
+            if selected and isinstance(self._init, str) and not resuming:
+                start = self._selection_start(problem)
             plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
             with memory_guard(plan):
-                return self._fit(problem.items, problem.rows.data, problem.sample_weight)
-        finally:
-            del self._checkpoint
+                return self._fit(
+                    problem.items, problem.rows.data, problem.sample_weight, checkpoint, start
+                )
 
-    def _fit(self, items, X, sample_weight):
+    def _fit(self, items, X, sample_weight, checkpoint, start):
         rng = check_random_state(self.random_state)
         self._random_state = rng
-        checkpoint = self._checkpoint
         resuming = checkpoint is not None and checkpoint.start(rng)  # rng: after the init
-        state = None if resuming else self._best_init(items, sample_weight, rng)
+        state = None if resuming else self._best_init(items, sample_weight, rng, start)
         if checkpoint is not None:
             checkpoint.record_random_state(rng)
         plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
@@ -595,8 +600,6 @@ torch.device, default=None
             warn_empty_clusters(self.labels_, self.n_clusters, self)
         return self
 
-    @restore_on_error
-    @with_thread_policy
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
@@ -616,6 +619,10 @@ torch.device, default=None
         -------
         self : MiniBatchKernelKMeans
         """
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            return self._partial_fit(X, sample_weight)
+
+    def _partial_fit(self, X, sample_weight):
         first = not hasattr(self, "_state")
         if first:
             self._validate_params()
@@ -624,27 +631,37 @@ torch.device, default=None
                 "partial_fit needs an integer tau: tau=None keeps a table over a fixed "
                 "training set, which only fit has"
             )
-        self._kernel_kind.check_new_rows(self, "partial_fit")
+        kernel_kind(self.kernel).check_new_rows(self, "partial_fit")
         if first:
-            problem = self._prepare(*prepare_input(self, X, sample_weight, accept_dask=False))
+            data = fit_input(
+                X,
+                sample_weight,
+                kernel=self.kernel,
+                device=self.device,
+                owner=type(self).__name__,
+                tau=self.tau,
+                working_memory=self.working_memory,
+                accept_dask=False,
+            )
+            self._check_params_vs_input(data)
+            problem = resolve_problem(self, data)
+            self._set_problem(problem)
             X, sample_weight = problem.items, problem.sample_weight
             self._plan_memory(problem)
             self._random_state = check_random_state(self.random_state)
-            state = self._auto_start  # gamma="auto": the selection's partition
+            state = None
+            if isinstance(self._init, str):  # gamma="auto": the selection's partition
+                state = self._selection_start(problem)
             if state is None:
-                state = init_state(
-                    self._initial_centers(
-                        X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
-                    ),
-                    self.kernel_,
+                state = self._initial_centers(
+                    X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
                 )
-            self._auto_start = None
             self.n_steps_ = 0
             self.batch_objective_ = np.empty(0)
         else:
-            X = self._validate_X(X, reset=False)
+            X = self._validate_X(X)
             sample_weight = check_sample_weight(
-                host_sample_weight(self, sample_weight), _device.host_shape(X)
+                host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
             )
             state = self._state.copy()
         with memory_guard(self.memory_plan_):

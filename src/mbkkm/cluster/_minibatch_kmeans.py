@@ -58,9 +58,9 @@ from .._validation import (
     match_columns,
     short_input_errors,
 )
-from ..backends._threads import parallel_parts, threads_for, with_thread_policy
+from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._fitting import restore_on_error, warn_empty_clusters
+from ._fitting import all_or_nothing, warn_empty_clusters
 from ._minibatch_base import MiniBatchMixin
 from ._overflow import check_no_overflow
 from ._params import COMMON_CONSTRAINTS
@@ -346,8 +346,6 @@ default="k-means++"
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
-    @restore_on_error
-    @with_thread_policy
     def fit(self, X, y=None, sample_weight=None):
         """Compute the clustering with ``max_iter`` mini-batch iterations.
 
@@ -366,8 +364,12 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
-        # Dask: X becomes a DaskRows that gathers the rows the fit reads (mbkkm._dask).
-        X = rows_of(X).fit_input(self)
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            return self._fit(X, sample_weight)
+
+    def _fit(self, X, sample_weight):
+        lazy = rows_of(X).lazy_fit_rows(self)  # Dask: the rows the fit gathers
+        X = self._validate_X(X, reset=True) if lazy is None else lazy
         sample_weight = check_sample_weight(sample_weight, X)
         self._check_params_vs_input(X)
         self.memory_plan_ = _memory.plan_explicit(
@@ -410,8 +412,6 @@ default="k-means++"
             warn_empty_clusters(self.labels_, self.n_clusters, self)
         return self
 
-    @restore_on_error
-    @with_thread_policy
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
@@ -430,6 +430,10 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
+        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+            return self._partial_fit(X, sample_weight)
+
+    def _partial_fit(self, X, sample_weight):
         first = not hasattr(self, "cluster_centers_")
         if first:
             self._validate_params()
@@ -461,7 +465,6 @@ default="k-means++"
         return self
 
     # -------------------------------------------------------------- predict
-    @with_thread_policy
     def _distances(self, X, centers=None):
         """Squared distances to the centers, (n, k), in chunks of rows."""
         centers = self.cluster_centers_ if centers is None else centers
@@ -470,21 +473,22 @@ default="k-means++"
         norms = np.einsum("ij,ij->i", centers, centers)
         n = X.shape[0]
         out = np.empty((n, k), dtype=np.result_type(X.dtype, centers.dtype))
-        n_threads = threads_for(n * k * (X.shape[1] + 4))  # row parts on the policy's threads
-        rows = max(1, rows // n_threads)  # the memory budget is shared, not multiplied
 
         def part(p0, p1):
             for r0 in range(p0, p1, rows):
                 r1 = min(r0 + rows, p1)
                 out[r0:r1] = sq_euclidean(X[r0:r1], centers, norms)
 
-        parallel_parts(part, n, n_threads)
+        with thread_policy():  # row parts on the policy's threads, BLAS on one each
+            n_threads = threads_for(n * k * (X.shape[1] + 4))
+            rows = max(1, rows // n_threads)  # the memory budget is shared, not multiplied
+            parallel_parts(part, n, n_threads)
         return out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None):
-        return rows_of(X).labels_inertia(self, sample_weight, centers=centers)
-
-    def _labels_inertia_of(self, X, sample_weight=None, centers=None):
+        lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
+        if lazy is not None:
+            return lazy
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
@@ -503,9 +507,9 @@ default="k-means++"
         labels : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        return rows_of(X).predict(self)  # Dask: a Dask array, computed per chunk
-
-    def _predict(self, X):
+        lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, computed per chunk
+        if lazy is not None:
+            return lazy
         X = self._validate_X(X, reset=False)
         return np.argmin(self._distances(X), axis=1)
 
@@ -524,9 +528,9 @@ default="k-means++"
         distances : ndarray of shape (n_samples, n_clusters)
         """
         check_is_fitted(self)
-        return rows_of(X).transform(self)  # Dask: a Dask array, computed per chunk
-
-    def _transform(self, X):
+        lazy = rows_of(X).lazy_transform(self)  # Dask: a Dask array, computed per chunk
+        if lazy is not None:
+            return lazy
         X = self._validate_X(X, reset=False)
         return self._distances(X)
 
@@ -544,9 +548,9 @@ default="k-means++"
         score : float
         """
         check_is_fitted(self)
-        return rows_of(X).score(self, sample_weight)  # Dask: summed over the chunks
-
-    def _score(self, X, sample_weight=None):
+        lazy = rows_of(X).lazy_score(self, sample_weight)  # Dask: summed over the chunks
+        if lazy is not None:
+            return lazy
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
         _, inertia = self._labels_inertia(X, sample_weight)

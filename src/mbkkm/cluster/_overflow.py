@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from scipy.sparse import issparse
 
 from ..backends import _sparse
 
@@ -22,7 +23,7 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     bounded stored values that share X's arrays). Dask inputs and non-arrays are
     skipped.
     """
-    sparse = _sparse.is_sparse(X)
+    sparse = issparse(X)
     if sparse:
         X = _sparse.as_csr(X)
     elif not isinstance(X, np.ndarray) or X.ndim != 2:
@@ -37,7 +38,8 @@ def check_no_overflow(X, kernel=None, input_name="X"):
             else ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
         )
         for start, stop in ranges:
-            chunk = _sparse.row_range(X, start, stop)  # a view (shares X's arrays)
+            # a view (a CSR range shares X's arrays)
+            chunk = _sparse.row_range(X, start, stop) if sparse else X[start:stop]
             sq = _sparse.row_norms_sq(chunk) if sparse else np.einsum("ij,ij->i", chunk, chunk)
             if not np.all(np.isfinite(sq)):
                 big = float(np.max(np.abs(chunk.data if sparse else chunk)))

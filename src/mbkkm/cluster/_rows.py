@@ -1,9 +1,9 @@
 """One adapter per kind of input: all the branching on the kind of X is here.
 
 A fit's validated X is wrapped once in the adapter of its kind (by the kernel's
-kind, :mod:`._kinds`, then by :func:`rows_of`);
-the estimators and :func:`._problem.prepare` then call its methods instead of
-testing the kind again:
+kind, :mod:`._kinds`, then by :func:`rows_of`); the estimators and
+:func:`._problem.fit_input` then ask it questions instead of testing the kind
+again. The adapters return data; they never call into the estimator:
 
 - :class:`Rows`: a numpy array or memmap; the core works on its rows;
 - :class:`SparseRows`: a scipy sparse matrix (canonical CSR, never densified);
@@ -17,8 +17,6 @@ testing the kind again:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import check_array
@@ -27,11 +25,8 @@ from .. import _dask
 from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
 from ..backends._sparse import as_csr
 from ..kernels import LowRankKernel, resolve_kernel
-from ..kernels._index import IndexKernel, check_precomputed_matrix
-from ..kernels._protocol import ResolvedKernel
+from ..kernels._index import check_precomputed_matrix
 from . import _device
-from ._graph_kernels import resolve_graph_kernel
-from ._overflow import check_no_overflow
 
 
 class Rows:
@@ -44,18 +39,18 @@ class Rows:
     is_tensor = False
 
     # -------------------------------------------------------------- validation
-    def fit_input(self, estimator, accept_dask=True):
-        """The input of ``fit``, checked (:func:`validate_X` through the estimator)."""
-        return estimator._validate_X(self.data, reset=True)
+    def fit_data(self, device, validate_numpy, **params):
+        """A fit's X checked as its kind is (:meth:`validated`), and the device the fit
+        runs on (the estimator's ``device`` resolved for it). ``params``: the
+        estimator's ``kernel``, ``tau``, ``working_memory``, the kernel's ``kind`` and
+        ``accept_dask`` (what a Dask array checks)."""
+        dev = resolve_device(device)
+        return self.validated(dev, device, validate_numpy), dev
 
-    @staticmethod
-    def run_device(device):
-        """The device a fit on these rows runs on, for the estimator's ``device``."""
-        return resolve_device(device)
-
-    def validated(self, estimator, dev, reset, validate_numpy):
-        """The rows checked by ``validate_numpy`` (scikit-learn's ``validate_data``),
-        then moved to ``dev`` (None or "cpu": they stay on the host)."""
+    def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
+        """The rows checked by ``validate_numpy`` (scikit-learn's checks), then moved to
+        ``dev`` (None or "cpu": they stay on the host). ``device`` is the estimator's
+        parameter (for messages), ``n_features_in`` the fitted width (None in fit)."""
         X = validate_numpy(self.data)
         if dev not in (None, "cpu"):
             nx = backend_for(dev)
@@ -63,7 +58,7 @@ class Rows:
             X = nx.asarray(X, dtype=dtype)
         return X
 
-    def check_init(self, init, n_clusters, estimator):
+    def check_init(self, init, n_clusters, kernel):
         """``init`` given as an array: the initial centers as points, checked."""
         init = check_array(init, dtype=_device.host_dtype(self.data), copy=True, input_name="init")
         if init.shape != (n_clusters, self.n_features):
@@ -81,15 +76,6 @@ class Rows:
     def support_items(self, idx):
         """The items of the support points ``idx`` of a fitted model."""
         return self.take(idx)
-
-    def compute_itemsize(self, kernel):
-        """Bytes of one value the core computes with on these rows and ``kernel``."""
-        return self.itemsize
-
-    @staticmethod
-    def kernel_width(kernel):
-        """The width (``gamma``) ``kernel`` uses on these rows, or None."""
-        return kernel.params.get("gamma")
 
     def __init__(self, data):
         self.data = data
@@ -143,53 +129,37 @@ class Rows:
 
     def host_copy(self, rows):
         """A host copy of some of the rows, for work done on the host (k-means++)."""
-        return self.nx.to_numpy(rows)
+        return get_backend(rows).to_numpy(rows)
 
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
 
-    def resolve(self, estimator, gamma, sample_weight):
-        """The resolved kernel and the items the core works on (see the table above).
-
-        A kernel on points: scikit-learn's parameters resolved on the data, then the
-        checks that need the kernel (overflow of its arithmetic, a callable called
-        once on a few rows), before any real work.
-        """
-        kernel = self._resolve_kernel(
-            estimator.kernel,
-            gamma=gamma,
-            degree=estimator.degree,
-            coef0=estimator.coef0,
-            kernel_params=estimator.kernel_params,
-            X=self.data,
-            sample_weight=sample_weight,
-        )
-        check_no_overflow(self.data, kernel)  # finite data whose kernel arithmetic overflows
-        if kernel.is_callable:
-            n = self.n_samples
-            self.nx.kernel_tile(kernel, self.data[: min(3, n)], self.data[: min(2, n)])
-        return Resolved(kernel, self.data)
-
-    _resolve_kernel = staticmethod(resolve_kernel)
+    def resolve_kernel(self, *args, **kwargs):
+        """:func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma)."""
+        return resolve_kernel(*args, **kwargs)
 
     def prefetch(self, plan):
         """Get ready to read the batches of ``plan`` (only Dask rows need to)."""
 
-    # What a fitted estimator does with new data of this kind: in memory here (the
-    # estimator's own ``_predict``, ``_transform``, ``_score``, ``_labels_inertia_of``),
-    # chunk by chunk for Dask.
-    def predict(self, estimator):
-        return estimator._predict(self.data)
+    # What a fitted estimator does with new data of this kind, when it is not computed
+    # in memory (None: compute it in memory; a Dask array: chunk by chunk, through the
+    # estimator's public methods).
+    def lazy_fit_rows(self, estimator):
+        """MiniBatchKMeans' fit: the rows it gathers lazily (Dask), or None: validate X."""
+        return None
 
-    def transform(self, estimator, **kwargs):
-        return estimator._transform(self.data, **kwargs)
+    def lazy_predict(self, estimator):
+        return None
 
-    def score(self, estimator, sample_weight, **kwargs):
-        return estimator._score(self.data, sample_weight, **kwargs)
+    def lazy_transform(self, estimator, kernel_diag=None):
+        return None
 
-    def labels_inertia(self, estimator, sample_weight, **kwargs):
-        return estimator._labels_inertia_of(self.data, sample_weight, **kwargs)
+    def lazy_score(self, estimator, sample_weight):
+        return None
+
+    def lazy_labels_inertia(self, estimator, sample_weight):
+        return None
 
 
 class SparseRows(Rows):
@@ -197,16 +167,16 @@ class SparseRows(Rows):
 
     kind = "sparse"
 
-    @staticmethod
-    def run_device(device):
+    def fit_data(self, device, validate_numpy, **params):
         if isinstance(device, str) and device == "auto":
-            return "cpu"  # "auto": the best backend for X; sparse X has numpy only
-        return resolve_device(device)
+            # "auto": the best backend for X; sparse X has numpy only
+            return self.validated("cpu", device, validate_numpy), "cpu"
+        return super().fit_data(device, validate_numpy, **params)
 
-    def validated(self, estimator, dev, reset, validate_numpy):
+    def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
         if dev not in (None, "cpu"):
             raise ValueError(
-                f"X is a scipy.sparse matrix, but device={estimator.device!r} "
+                f"X is a scipy.sparse matrix, but device={device!r} "
                 f"({_device.device_name(dev)}) runs with PyTorch, which has no sparse path: "
                 "use device=None or 'cpu' for sparse X, or densify X (X.toarray()) if it "
                 "fits in memory"
@@ -234,15 +204,15 @@ class TensorRows(Rows):
     kind = "tensor"
     is_tensor = True
 
-    def validated(self, estimator, dev, reset, validate_numpy):
+    def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
         X = self.data
         if dev == "cpu" or (dev is not None and not same_device(dev, X.device)):
             raise ValueError(
-                f"X is a torch tensor on {X.device} but device={estimator.device!r} "
+                f"X is a torch tensor on {X.device} but device={device!r} "
                 f"({_device.device_name(dev)}); move X there, or leave device=None to run "
                 "where X lives"
             )
-        return _device.validate_tensor(estimator, X, reset)
+        return _device.validate_tensor(X, n_features_in, owner)
 
     def host_rows(self, idx):
         return np.asarray(self.nx.to_numpy(self.take(idx)), dtype=np.float64)
@@ -265,27 +235,34 @@ class DaskArrayRows(Rows):
     def host_rows(self, idx):
         return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
 
-    def fit_input(self, estimator, accept_dask=True):
-        if not accept_dask:  # read as an array (computed) by the validation
-            return super().fit_input(estimator)
-        device = getattr(estimator, "device", None)
+    def fit_data(self, device, validate_numpy, **params):
+        if not params["accept_dask"]:  # read as an array (computed) by the validation
+            return super().fit_data(device, validate_numpy)
         if resolve_device(device) not in (None, "cpu"):
             raise ValueError(
                 f"device={device!r}: Dask input runs with numpy; use device=None or 'cpu'"
             )
-        return _dask.dask_rows(estimator, self.data)  # the rows the fit gathers
+        params["kind"].check_lazy_rows(params["kernel"])  # a stored or graph kernel
+        if params["tau"] is None:
+            raise ValueError(
+                "tau=None (untruncated, a dynamic program over all n points) "
+                "is not supported on a Dask array; pass a numpy array or set tau"
+            )
+        # the rows the fit gathers, the batches of the whole plan in few passes
+        return _dask.DaskRows(_dask.check_dask_array(self.data), params["working_memory"]), None
 
-    def predict(self, estimator):
+    def lazy_fit_rows(self, estimator):
+        return _dask.dask_rows(estimator, self.data)
+
+    def lazy_predict(self, estimator):
         return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
 
-    def transform(self, estimator, kernel_diag=None):
+    def lazy_transform(self, estimator, kernel_diag=None):
         if kernel_diag is not None:  # K(x, x) given as an array: in memory
-            return super().transform(estimator, kernel_diag=kernel_diag)
+            return None
         return _dask.dask_transform(estimator, self.data)
 
-    def score(self, estimator, sample_weight, kernel_diag=None):
-        if kernel_diag is not None:
-            return super().score(estimator, sample_weight, kernel_diag=kernel_diag)
+    def lazy_score(self, estimator, sample_weight):
         return _dask.dask_score(estimator, self.data, sample_weight)  # one pass
 
 
@@ -295,21 +272,21 @@ class DaskFitRows(Rows):
 
     kind = "dask"
 
-    def _resolve_kernel(self, *args, **kwargs):
+    def resolve_kernel(self, *args, **kwargs):
         # The data-driven gamma from one pass of Dask reductions.
         return self.data.resolve_kernel(*args, **kwargs)
 
     def prefetch(self, plan):
         self.data.prefetch(plan)
 
+    def lazy_labels_inertia(self, estimator, sample_weight):
+        # labels_ (a Dask array) and inertia_ in one pass over the chunks
+        return self.data.labels_inertia(estimator, sample_weight)
+
     def fingerprint_index(self, count):
         # the first and last rows only: each row chunk read is a pass over the data
         n, half = self.n_samples, count // 2
         return np.unique(np.r_[np.arange(min(n, half)), np.arange(max(0, n - half), n)])
-
-    def labels_inertia(self, estimator, sample_weight, **kwargs):
-        # labels_ (a Dask array) and inertia_ in one pass over the chunks
-        return self.data.labels_inertia(estimator, sample_weight)
 
 
 class LowRankRows(Rows):
@@ -337,7 +314,7 @@ class PrecomputedRows(Rows):
     def n_features(self):
         return 0
 
-    def check_init(self, init, n_clusters, estimator):
+    def check_init(self, init, n_clusters, kernel):
         """``init`` given as an array: the initial centers as point indices, checked."""
         n = self.n_samples
         init = np.asarray(init)
@@ -348,7 +325,7 @@ class PrecomputedRows(Rows):
             or init.max() >= n
         ):
             raise ValueError(
-                f"init: with kernel={estimator.kernel!r} the initial centers are given as "
+                f"init: with kernel={kernel!r} the initial centers are given as "
                 f"{n_clusters} point indices in [0, {n}), an integer array of shape "
                 f"(n_clusters,); got dtype {init.dtype} and shape {init.shape}"
             )
@@ -360,20 +337,8 @@ class PrecomputedRows(Rows):
     def support_items(self, idx):
         return np.asarray(idx, dtype=np.intp)
 
-    def compute_itemsize(self, kernel):
-        return np.dtype(kernel.dtype).itemsize  # the index kernel's blocks
-
     def fingerprint_arrays(self, count):
         return rows_of(self.data).fingerprint_arrays(count)  # the matrix's own kind
-
-    @staticmethod
-    def kernel_width(kernel):
-        return None  # a stored matrix has no width
-
-    def resolve(self, estimator, gamma, sample_weight):
-        dtype = self.index_dtype or getattr(self.data, "dtype", np.float64)
-        kernel = IndexKernel("precomputed", self.data, dtype=dtype, diag=self.diag)
-        return Resolved(kernel, np.arange(self.n_samples))
 
 
 class GraphRows(PrecomputedRows):
@@ -385,10 +350,6 @@ class GraphRows(PrecomputedRows):
     def __init__(self, data, index_dtype=None):
         Rows.__init__(self, data)
         self.index_dtype = index_dtype
-
-    def resolve(self, estimator, gamma, sample_weight):
-        kernel, t, t_selection = resolve_graph_kernel(estimator, self.data, sample_weight)
-        return Resolved(kernel, np.arange(self.n_samples), t, t_selection)
 
 
 def rows_of(X):
@@ -407,16 +368,6 @@ def rows_of(X):
     return Rows(X)
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """The kernel of one fit and what it works on (:meth:`Rows.resolve`)."""
-
-    kernel: ResolvedKernel
-    items: object
-    t: float | None = None
-    t_selection: object = None
-
-
 #: Messages of :func:`same_library` ({got}: what was passed, {fitted}: the fit's library).
 X_MIXED = (
     "X is {got}, but the model was fitted on {fitted}: mixed array libraries are "
@@ -428,43 +379,35 @@ WEIGHTS_MIXED = (
 )
 
 
-def same_library(est, x, message):
+def same_library(x, tensor_io, message):
     """The adapter of ``x``, which must come from the array library of the fit's X
-    (``est._tensor_io``: torch tensors, else numpy): else a ValueError, ``message``."""
+    (``tensor_io``: torch tensors, else numpy): else a ValueError, ``message``."""
     got = rows_of(x)
-    tensor_io = getattr(est, "_tensor_io", False)
     if got.is_tensor != tensor_io:
         fitted = "torch tensors" if tensor_io else "numpy arrays"
         raise ValueError(message.format(got=got.described(), fitted=fitted))
     return got
 
 
-def host_sample_weight(est, sample_weight):
+def host_sample_weight(sample_weight, tensor_io):
     """``sample_weight`` as host values (weights drive host sampling), or None: a tensor
-    with tensor X only, a non-tensor with non-tensor X only."""
+    with tensor X only (``tensor_io``), a non-tensor with non-tensor X only."""
     if sample_weight is None:
         return None
-    return same_library(est, sample_weight, WEIGHTS_MIXED).host_values()
+    return same_library(sample_weight, tensor_io, WEIGHTS_MIXED).host_values()
 
 
-def validate_X(est, X, reset, validate_numpy):
-    """Checked X on the backend the estimator runs on (see :mod:`._device`).
+def validate_new_rows(X, *, dev, device, tensor_io, n_features_in, owner, validate_numpy):
+    """New X (predict, transform, score, a later partial_fit) checked on the backend
+    of the fit (``dev``; ``device``: the estimator's parameter, for messages).
 
-    ``validate_numpy(X)`` is the estimator's numpy validation (``validate_data``).
-    On ``reset`` it resolves ``est.device`` into ``est._device`` and records
-    whether results go out as tensors (``est._tensor_io``); otherwise X must come
-    from the library of the fit's X. The adapter of X's kind does the kind's own
-    checks: a scipy sparse X that the validation accepts comes out as canonical CSR
-    (CSC and the other formats converted once) and runs with numpy only (a
-    ValueError for a torch device); a tensor is checked with torch operations where
-    it lives.
+    X must come from the library of the fit's X (``tensor_io``; None: not known, a
+    model saved by an older version). The adapter of X's kind does the kind's own
+    checks: ``validate_numpy(X)`` (scikit-learn's ``validate_data``) for numpy and
+    scipy.sparse (which comes out as canonical CSR and runs with numpy only), torch
+    operations for a tensor, where it lives.
     """
     rows = rows_of(X)
-    if reset:
-        est._device = rows.run_device(est.device)
-    elif hasattr(est, "_tensor_io"):
-        same_library(est, X, X_MIXED)
-    X = rows.validated(est, getattr(est, "_device", None), reset, validate_numpy)
-    if reset:
-        est._tensor_io = rows.is_tensor
-    return X
+    if tensor_io is not None:
+        same_library(X, tensor_io, X_MIXED)
+    return rows.validated(dev, device, validate_numpy, n_features_in, owner)
