@@ -45,12 +45,28 @@ def npy(tmp_path_factory):
     return str(path), X, MiniBatchKernelKMeans(**PARAMS).fit(X)
 
 
-@pytest.fixture(scope="module")
-def client():
+def _local_cluster():
     cluster = distributed.LocalCluster(
         n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
     )
-    with distributed.Client(cluster) as c:
+    client = distributed.Client(cluster)
+    client.wait_for_workers(2, timeout=300)
+    return cluster, client
+
+
+@pytest.fixture(scope="module")
+def client():
+    cluster, c = _local_cluster()
+    with c:
+        yield c
+    cluster.close()
+
+
+@pytest.fixture
+def fresh_client():
+    """A cluster of its own: a test that kills a worker leaves no restart behind."""
+    cluster, c = _local_cluster()
+    with c:
         yield c
     cluster.close()
 
@@ -166,7 +182,6 @@ class KillOnFirstResult(SchedulerPlugin):
 
 
 def _with_killer(client, prefix):
-    client.wait_for_workers(2, timeout=120)
     pids = client.run(os.getpid)
     assert len(pids) == 2
     scheduler = client.cluster.scheduler
@@ -176,21 +191,19 @@ def _with_killer(client, prefix):
 
 
 def _check_killed(client, plugin):
-    name = f"kill-{plugin.prefix}"
-    client.cluster.scheduler.remove_plugin(name=name)
+    client.cluster.scheduler.remove_plugin(name=f"kill-{plugin.prefix}")
     assert plugin.killed is not None, "no worker was killed"
     # Killed mid-pass: tasks of the pass were still to run ...
     assert plugin.killed["left"] > 0
     # ... the scheduler lost the worker, and ran the result it held again.
     assert plugin.killed["worker"] in plugin.removed
     assert plugin.finished[plugin.killed["key"]] >= 2
-    # The nanny restarts the killed worker.
-    client.wait_for_workers(2, timeout=120)
     assert plugin.killed["pid"] not in client.run(os.getpid).values()
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_predict_changes_nothing(client, npy):
+def test_worker_killed_mid_predict_changes_nothing(fresh_client, npy):
+    client = fresh_client
     path, X, ref = npy
     Xd = read_npy(path, chunk_rows=CHUNK)
     km = MiniBatchKernelKMeans(**PARAMS, compute_labels=False).fit(Xd)
@@ -201,7 +214,8 @@ def test_worker_killed_mid_predict_changes_nothing(client, npy):
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_fit_gather_changes_nothing(client, npy):
+def test_worker_killed_mid_fit_gather_changes_nothing(fresh_client, npy):
+    client = fresh_client
     path, _, ref = npy
     Xd = read_npy(path, chunk_rows=CHUNK)
     plugin = _with_killer(client, "_take_rows")  # a pass gathering batch rows
@@ -213,7 +227,8 @@ def test_worker_killed_mid_fit_gather_changes_nothing(client, npy):
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_fit_labels_changes_nothing(client, npy):
+def test_worker_killed_mid_fit_labels_changes_nothing(fresh_client, npy):
+    client = fresh_client
     path, _, ref = npy
     Xd = read_npy(path, chunk_rows=CHUNK)
     plugin = _with_killer(client, "_block_labels_inertia")  # the pass of labels_
