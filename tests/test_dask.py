@@ -186,6 +186,10 @@ def test_every_task_reads_one_chunk(client):
         assert len(_block_keys(graph, Xd) & deps) == 1
         model_keys |= deps - _block_keys(graph, Xd)
     assert len(model_keys) == 1  # the model, one key shared by every task
+    # A key of the graph (run again if lost), not scattered data (a Future): with a
+    # distributed client too.
+    (model_key,) = model_keys
+    assert str(model_key).startswith("mbkkm-model-") and model_key in graph
 
 
 def test_model_shipped_once_without_client(monkeypatch):
