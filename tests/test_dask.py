@@ -182,10 +182,14 @@ def test_every_task_reads_one_chunk(client):
     assert len(out_keys) == 8
     model_keys = set()
     for key in out_keys:
-        deps = set(graph[key].dependencies)  # includes the scattered model's key
+        deps = set(graph[key].dependencies)  # includes the model's key
         assert len(_block_keys(graph, Xd) & deps) == 1
         model_keys |= deps - _block_keys(graph, Xd)
-    assert len(model_keys) == 1  # the scattered model, shared by every task
+    assert len(model_keys) == 1  # the model, one key shared by every task
+    # A key of the graph (run again if lost), not scattered data (a Future): with a
+    # distributed client too.
+    (model_key,) = model_keys
+    assert str(model_key).startswith("mbkkm-model-") and model_key in graph
 
 
 def test_model_shipped_once_without_client(monkeypatch):

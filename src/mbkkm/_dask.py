@@ -21,9 +21,16 @@ Fit
 
 Labels, predict, transform, score
     Computed per chunk with ``map_blocks`` (or one delayed task per chunk), the
-    fitted model shipped once: ``client.scatter(model, broadcast=True)`` when a
-    distributed Client is the default scheduler, else one ``dask.delayed`` object
-    that every task of the graph references by key.
+    fitted model shipped once: one ``dask.delayed`` object that every task of the
+    graph references by key (not ``client.scatter``: a key of the graph is run
+    again when the workers holding it die, scattered data is lost with them).
+
+Rows on disk
+    :func:`read_npy` opens a ``.npy`` file as a Dask array without reading it: the
+    graph holds the file's path, shape and dtype (a few hundred bytes), and each
+    chunk's task maps the file and copies its rows where it runs, on a worker.
+    (``da.from_array(np.load(path, mmap_mode="r"))`` would instead pickle the
+    whole memory map, so every row, into the graph.)
 
 Each task runs with one thread (BLAS and mbkkm's own), as Dask expects of a task:
 the scheduler's workers are the parallelism.
@@ -35,6 +42,7 @@ Dask is imported lazily: :func:`is_dask_array` looks at ``sys.modules`` first, s
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import uuid
 
@@ -53,6 +61,7 @@ __all__ = [
     "gather_rows",
     "is_dask_array",
     "is_dask_rows",
+    "read_npy",
 ]
 
 
@@ -68,6 +77,115 @@ def is_dask_array(X):
 def is_dask_rows(X):
     """Whether X is the :class:`DaskRows` that :func:`dask_rows` returns."""
     return isinstance(X, DaskRows)
+
+
+# --------------------------------------------------------------------------- files
+class NpyFile:
+    """A ``.npy`` file read where it is sliced: what :func:`read_npy` wraps.
+
+    Pickles as its path, shape, dtype and header offset (never the data);
+    ``self[key]`` maps the file read-only and returns a copy of the selected part,
+    so a task holds the rows it asked for and no open map. The file's size and
+    modification time, recorded here, are checked at each read: a file changed
+    after :func:`read_npy` raises instead of returning other rows.
+    """
+
+    def __init__(self, path):
+        self.path = os.path.abspath(os.fspath(path))
+        mm = np.load(self.path, mmap_mode="r")  # reads the header only
+        if not isinstance(mm, np.memmap):
+            raise ValueError(f"{path}: not a .npy file that can be memory-mapped")
+        self.shape, self.dtype, self.offset = tuple(mm.shape), mm.dtype, int(mm.offset)
+        self.order = "F" if mm.ndim > 1 and mm.flags.f_contiguous else "C"
+        del mm
+        self.ndim = len(self.shape)
+        self.stamp = self._stamp()
+
+    def _stamp(self):
+        st = os.stat(self.path)
+        return st.st_size, st.st_mtime_ns
+
+    def __repr__(self):
+        return f"NpyFile({self.path!r}, shape={self.shape}, dtype={self.dtype})"
+
+    def __dask_tokenize__(self):
+        return ("mbkkm.NpyFile", self.path, self.shape, str(self.dtype), self.order, self.stamp)
+
+    def __getitem__(self, key):
+        if self._stamp() != self.stamp:
+            raise RuntimeError(
+                f"{self.path} changed after it was opened as a Dask array "
+                "(size or modification time); open it again with read_npy"
+            )
+        mm = np.memmap(
+            self.path,
+            dtype=self.dtype,
+            mode="r",
+            offset=self.offset,
+            shape=self.shape,
+            order=self.order,
+        )
+        return np.array(mm[key])  # a copy: the map is closed when mm goes
+
+
+def read_npy(path, chunk_rows=None):
+    """A ``.npy`` file as a Dask array chunked by rows, read by the tasks themselves.
+
+    Only the header is read here. Each chunk's task maps the file read-only where
+    it runs and copies its rows, so on a distributed cluster the **workers** read
+    the file (the path must be readable there, e.g. a shared file system) and the
+    client never holds the rows.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.npy`` file (``numpy.save``, or ``numpy.lib.format.open_memmap`` for one
+        written piece by piece). Made absolute here: the workers' working directory
+        is not the client's.
+    chunk_rows : int or None
+        Rows per chunk (the last one may be shorter); None lets Dask choose
+        (``"auto"``: chunks of about ``array.chunk-size``, 128 MiB by default).
+        The columns are one chunk.
+
+    Returns
+    -------
+    dask.array.Array
+        Of the file's shape and dtype. Its graph holds the file's path, shape,
+        dtype and header offset, not the data.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> from mbkkm._dask import read_npy
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
+    >>> np.save(path, np.arange(12.0).reshape(6, 2))
+    >>> X = read_npy(path, chunk_rows=4)
+    >>> X.chunks
+    ((4, 2), (2,))
+    >>> X[4:].compute()
+    array([[ 8.,  9.],
+           [10., 11.]])
+    """
+    import dask.array as da
+    from dask.base import tokenize
+
+    source = NpyFile(path)
+    if source.ndim < 1:
+        raise ValueError(f"{path}: a 0-d array has no rows")
+    rows = "auto" if chunk_rows is None else int(chunk_rows)
+    if rows != "auto" and rows < 1:
+        raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
+    chunks = (rows,) + (-1,) * (source.ndim - 1)
+    name = "read-npy-" + tokenize(source, chunks)
+    return da.from_array(
+        source,
+        chunks=chunks,
+        name=name,
+        lock=False,
+        asarray=False,
+        fancy=False,
+        meta=np.empty((0,) * source.ndim, dtype=source.dtype),
+    )
 
 
 # --------------------------------------------------------------------------- checks
@@ -448,19 +566,17 @@ def dask_rows(estimator, X):
 
 # --------------------------------------------------------------------------- predict
 def _ship(obj):
-    """The model, placed once: scattered to every worker, or one delayed key."""
+    """The model as one key of the graph, that every task of a pass references.
+
+    Sent once with the graph; a distributed scheduler runs the key on one worker
+    and copies its result to the others as a dependency. Unlike data scattered with
+    ``client.scatter``, the key can be run again: a pass survives losing every
+    worker that held the model (a scattered model would be lost with them, and the
+    pass would fail).
+    """
     import dask
 
-    if "distributed" in sys.modules:
-        from distributed import default_client
-
-        try:
-            client = default_client()
-        except ValueError:
-            client = None
-        if client is not None:
-            return client.scatter(obj, broadcast=True, hash=False)
-    return dask.delayed(obj, name=f"mbkkm-model-{uuid.uuid4().hex}")
+    return dask.delayed(obj, name=f"mbkkm-model-{uuid.uuid4().hex}", pure=False)
 
 
 def _model_copy(estimator):
