@@ -47,7 +47,7 @@ def main():
     if args.scheduler:
         client = Client(args.scheduler)
     else:
-        client = Client(LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=None))
+        client = Client(LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0"))
     print(client)
     d, k, seed = 3, 2, 0
     sizes = (args.chunk,) * (args.n // args.chunk)

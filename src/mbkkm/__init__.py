@@ -28,10 +28,13 @@ __all__ = [
     "__version__",
     "load_model",
     "measure_memory",
+    "read_npy_dask",
     "save_model",
 ]
 
-#: the public names other than ``__version__``: :mod:`mbkkm.cluster`'s, imported on first use
+#: public names defined elsewhere than :mod:`mbkkm.cluster`: (module, name there)
+_ELSEWHERE = {"read_npy_dask": ("._dask", "read_npy")}
+#: the public names other than ``__version__``, imported on first use
 _LAZY = frozenset(__all__) - {"__version__"}
 
 if TYPE_CHECKING:
@@ -46,11 +49,13 @@ if TYPE_CHECKING:
         measure_memory,
         save_model,
     )
+    from ._dask import read_npy as read_npy_dask
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        value = getattr(importlib.import_module(".cluster", __name__), name)
+        module, attr = _ELSEWHERE.get(name, (".cluster", name))
+        value = getattr(importlib.import_module(module, __name__), attr)
         globals()[name] = value  # the next access does not come here
         return value
     if name in _SUBMODULES:

@@ -156,10 +156,10 @@ def read_npy(path, chunk_rows=None):
     Examples
     --------
     >>> import numpy as np, tempfile, os
-    >>> from mbkkm._dask import read_npy
+    >>> from mbkkm import read_npy_dask
     >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
     >>> np.save(path, np.arange(12.0).reshape(6, 2))
-    >>> X = read_npy(path, chunk_rows=4)
+    >>> X = read_npy_dask(path, chunk_rows=4)
     >>> X.chunks
     ((4, 2), (2,))
     >>> X[4:].compute()
