@@ -134,10 +134,11 @@ def test_warnings_point_at_the_users_line(category, fit):
     ]
 
 
-def test_deprecated_keyword_warning_points_at_the_users_line():
-    km = KernelKMeans(n_clusters=2, gamma=1.0, random_state=0).fit(_blobs())
-    with pytest.warns(FutureWarning, match="diag= was renamed kernel_diag=") as record:
-        km.score(_blobs(), diag=None)
+def test_a_warning_points_at_the_users_line():
+    X = _blobs()
+    est = MiniBatchKernelKMeans(2, gamma=1.0, init=X[:2], n_init=3, batch_size=8, max_iter=2)
+    with pytest.warns(RuntimeWarning, match="Explicit initial center position") as record:
+        est.fit(X)
     assert record[0].filename == __file__
 
 

@@ -128,7 +128,7 @@ class PointKernel:
         return estimator.transform(X)
 
     #: The fitted attributes KernelKMeans does not keep with this kind of kernel.
-    lloyd_dropped = ()
+    lloyd_dropped: tuple[str, ...] = ()
 
     def matrix_run(self, kernel):
         """KernelKMeans: the :class:`~mbkkm._core._lloyd.KernelRun` over the kernel's
