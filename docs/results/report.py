@@ -833,6 +833,18 @@ def c_bench(r, key):
     return r.headline.loc[key, "value"]
 
 
+@claim
+def c_scale(r, n, column, digits="1", device="cpu"):
+    """``column`` of benchmarks/scale.csv's latest row for ``n`` points on ``device``
+    (``bench_scale.py``); ``digits`` decimals, or ``int`` with thousands separators."""
+    import pandas as pd
+
+    t = pd.read_csv(ROOT / "benchmarks" / "scale.csv")
+    row = t[(t["n"] == int(float(n))) & (t["device"] == device)].iloc[-1]
+    value = float(row[column])
+    return f"{value:,.0f}" if digits == "int" else f"{value:.{int(digits)}f}"
+
+
 def _run(r, spec):
     """The text of the claim ``spec`` ("KEY ARG ..."), computed once per Results."""
     if spec not in r.memo:
