@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import mbkkm
-from mbkkm import MiniBatchKernelKMeans, MiniBatchKMeans
+from mbkkm import KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans
 from mbkkm._progress import DEFAULT_INTERVAL, Progress, default_interval, format_seconds
 
 
@@ -213,6 +213,18 @@ def test_a_labelling_pass_in_threads_counts_every_row(X, capsys, monkeypatch):
     assert len(lines) > 2 and lines[-1].startswith("labelling: 24,000 rows in ")
     done = [int(line.split()[1].replace(",", "")) for line in lines[:-1]]
     assert done == sorted(done) and all(0 < d < 24000 for d in done)
+
+
+def test_one_labelling_report_per_pass_and_none_for_the_inits(X, capsys):
+    # MiniBatchKMeans scores its n_init candidates on a subsample: not a pass to report
+    MiniBatchKMeans(4, n_init=3, batch_size=256, max_iter=5, random_state=0, verbose=1).fit(X)
+    out = capsys.readouterr().out
+    assert out.count("Init inertia") == 3 and out.count("labelling: ") == 1
+    # KernelKMeans labels new points through the same pass
+    est = KernelKMeans(3, gamma=0.1, random_state=0).fit(X[:500])
+    est.verbose = 1
+    est.predict(X)
+    assert capsys.readouterr().out.startswith("labelling: 6,000 rows in ")
 
 
 # -------------------------------------------------------------- the command line
