@@ -149,7 +149,7 @@ def _spinner(message: str):
         if not stop.is_set():
             stop.set()
             thread.join()
-            sys.stderr.write("\r\033[K")  # the spinner's line cleared
+            sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")  # its line cleared
             sys.stderr.flush()
 
     thread.start()
@@ -530,7 +530,8 @@ def _progress(total, unit: str, desc: str, enabled: bool):
 def _reading(table, desc: str, quiet: bool):
     """How to read ``table``: ``table.read(**how)`` (``mbkkm fit``) or
     ``table.blocks(**how)`` (``mbkkm predict``) in ``with _reading(...) as how:``,
-    with a progress bar (bytes of text, else rows) and the library's thread count
+    with its progress (bytes of text, else rows; a bar on a terminal, else lines
+    with the time left: :func:`_progress`) and the library's thread count
     of parsing threads. Reading errors become one-line CLI errors."""
     total, unit = (table.size_bytes, "bytes") if table.kind == "text" else (table.n_rows, "rows")
     with (
