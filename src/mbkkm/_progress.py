@@ -12,12 +12,36 @@ and one line at the end with the rate. On a terminal it draws a tqdm bar instead
 The estimate is the elapsed time scaled by the work left: the passes it reports
 (iterations of the same shapes, chunks of rows of the same size) run at a
 steady rate.
+
+Who reports: an estimator with ``verbose >= 1`` writes lines on stdout (as
+scikit-learn's verbose output does); inside :func:`reporting` (the ``mbkkm``
+command line) its fit's iterations go to the stream given there, a bar on a
+terminal. :func:`progress_for` decides, where a pass starts.
+
+The interval is ``MBKKM_PROGRESS_INTERVAL`` seconds (an environment variable,
+read when a pass starts), 5 by default.
 """
 
 from __future__ import annotations
 
+import contextvars
+import os
 import sys
+import threading
 import time
+from contextlib import contextmanager
+
+#: Seconds between two progress lines when MBKKM_PROGRESS_INTERVAL is not set.
+DEFAULT_INTERVAL = 5.0
+
+
+def default_interval() -> float:
+    """``MBKKM_PROGRESS_INTERVAL`` (seconds, >= 0), else :data:`DEFAULT_INTERVAL`."""
+    value = os.environ.get("MBKKM_PROGRESS_INTERVAL", "")
+    try:
+        return max(0.0, float(value)) if value.strip() else DEFAULT_INTERVAL
+    except ValueError:
+        return DEFAULT_INTERVAL
 
 
 def format_seconds(seconds: float) -> str:
@@ -31,6 +55,17 @@ def format_seconds(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
+def _format_rate(rate: float) -> str:
+    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
+def _format_amount(n: int, unit: str) -> str:
+    """``'12,400,000 rows'``; bytes in MB (``'1,234.5 MB'``)."""
+    if unit == "bytes":
+        return f"{n / 1e6:,.1f} MB"
+    return f"{n:,} {unit}"
+
+
 class Progress:
     """Report the progress of a pass of ``total`` units on ``stream``.
 
@@ -41,39 +76,63 @@ class Progress:
     desc : str
         What the pass is (``"labelling"``, ``"fit"``), the start of every line.
     unit : str, default="rows"
-        The units' name, plural.
+        The units' name, plural (``"bytes"`` are written in MB).
     stream : file-like, default=sys.stderr
         Where to write.
-    interval : float, default=5.0
-        Seconds between two lines (when ``stream`` is not a terminal).
+    interval : float, optional
+        Seconds between two lines (when ``stream`` is not a terminal); default
+        :func:`default_interval`.
     bar : bool, default=True
         Draw a tqdm bar when ``stream`` is a terminal and tqdm is installed; else
         (or with ``bar=False``) write lines.
     clock : callable, default=time.monotonic
         The clock (tests pass their own).
+    first : bool, default=False
+        Write a line at the first update too (a fit's first iteration: a sign of
+        life before the interval has passed).
+    initial : int, default=0
+        Units already done when the pass starts (a resumed fit); the time left is
+        estimated from the units done since.
+
+    ``update`` may be called from several threads at once (the labelling pass's
+    row parts): the count and the lines are kept under a lock.
 
     Examples
     --------
     >>> import io
     >>> out = io.StringIO()
-    >>> ticks = iter([0.0, 6.0, 6.0, 12.0, 12.0])
+    >>> ticks = iter([0.0, 6.0, 6.0, 12.0])
     >>> with Progress(100, "labelling", stream=out, clock=lambda: next(ticks)) as progress:
     ...     progress.update(25)
     ...     progress.update(75)
     >>> print(out.getvalue(), end="")
     labelling: 25 / 100 rows (25.0 %), 6.0 s, about 18.0 s left
-    labelling: 100 rows in 12.0 s (8 rows/s)
+    labelling: 100 rows in 12.0 s (8.33 rows/s)
     """
 
     def __init__(
-        self, total, desc, *, unit="rows", stream=None, interval=5.0, bar=True, clock=None
+        self,
+        total,
+        desc,
+        *,
+        unit="rows",
+        stream=None,
+        interval=None,
+        bar=True,
+        clock=None,
+        first=False,
+        initial=0,
     ):
         self.total, self.desc, self.unit = int(total), desc, unit
         self.stream = sys.stderr if stream is None else stream
-        self.interval = interval
+        self.interval = default_interval() if interval is None else interval
         self.clock = time.monotonic if clock is None else clock
-        self.done = 0
-        self.start = self.last = self.clock()
+        self.done = self.initial = int(initial)
+        self.start = self.clock()
+        self.last = -float("inf") if first else self.start
+        self.lines = 0
+        self.closed = False
+        self._lock = threading.Lock()
         self._bar = self._tqdm() if bar and _is_terminal(self.stream) else None
 
     def _tqdm(self):
@@ -81,10 +140,13 @@ class Progress:
             from tqdm import tqdm
         except ImportError:
             return None
+        byte = self.unit == "bytes"
         return tqdm(
             total=self.total,
-            unit=self.unit.rstrip("s") or self.unit,
+            initial=self.initial,
+            unit="B" if byte else self.unit.rstrip("s") or self.unit,
             unit_scale=True,
+            unit_divisor=1024 if byte else 1000,
             desc=self.desc,
             delay=1.0,
             leave=False,
@@ -94,43 +156,114 @@ class Progress:
 
     def update(self, n=1, note=""):
         """Count ``n`` more units done; ``note`` (an objective, say) ends the next line."""
-        self.done += n
-        if self._bar is not None:
-            self._bar.update(n)
-            return
-        now = self.clock()
-        if now - self.last >= self.interval and self.done < self.total:
-            self.last = now
-            elapsed = now - self.start
-            left = elapsed * (self.total - self.done) / max(self.done, 1)
-            line = (
-                f"{self.desc}: {self.done:,} / {self.total:,} {self.unit} "
-                f"({100 * self.done / max(self.total, 1):.1f} %), {format_seconds(elapsed)}, "
-                f"about {format_seconds(left)} left"
-            )
-            self._write(line + (f", {note}" if note else ""))
+        with self._lock:
+            self.done += n
+            if self._bar is not None:
+                if note:
+                    self._bar.set_postfix_str(note, refresh=False)
+                self._bar.update(n)
+                return
+            now = self.clock()
+            if now - self.last >= self.interval and self.done < self.total:
+                self.last = now
+                self._write(self.status(now) + (f", {note}" if note else ""))
 
-    def close(self):
-        """The last line: units done, time and rate (nothing after a bar: it clears itself)."""
-        if self._bar is not None:
-            self._bar.close()
-            return
-        elapsed = self.clock() - self.start
-        rate = self.done / elapsed if elapsed > 0 else float("inf")
-        self._write(
-            f"{self.desc}: {self.done:,} {self.unit} in {format_seconds(elapsed)} "
-            f"({rate:,.0f} {self.unit}/s)"
+    def status(self, now=None):
+        """``'12,400,000 / 100,000,000 rows (12.4 %), 1 min 23 s, about 9 min 46 s left'``
+        with ``desc`` in front."""
+        now = self.clock() if now is None else now
+        elapsed = now - self.start
+        done = self.done - self.initial
+        left = elapsed * (self.total - self.done) / max(done, 1)
+        return (
+            f"{self.desc}: {_format_amount(self.done, self.unit).rsplit(' ', 1)[0]} / "
+            f"{_format_amount(self.total, self.unit)} "
+            f"({100 * self.done / max(self.total, 1):.1f} %), {format_seconds(elapsed)}, "
+            f"about {format_seconds(left)} left"
         )
 
+    def write(self, line):
+        """One line of its own (a convergence message), below a bar if one is drawn."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.write(line, file=self.stream)
+            else:
+                self._write(line)
+
+    def close(self, note=""):
+        """The last line: units done, time and rate, then ``note`` (nothing after a bar:
+        it clears itself). Once only: a second call does nothing."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self._bar is not None:
+                self._bar.close()
+                return
+            elapsed = self.clock() - self.start
+            done = self.done - self.initial
+            rate = done / elapsed if elapsed > 0 else float("inf")
+            per = "MB" if self.unit == "bytes" else self.unit
+            if self.unit == "bytes":
+                rate /= 1e6
+            self._write(
+                f"{self.desc}: {_format_amount(self.done, self.unit)} in "
+                f"{format_seconds(elapsed)} ({_format_rate(rate)} {per}/s)"
+                + (f", {note}" if note else "")
+            )
+
     def _write(self, line):
+        self.lines += 1
         self.stream.write(line + "\n")
         self.stream.flush()
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.close()
+        elif self._bar is not None and not self.closed:  # an error: no summary line
+            self.closed = True
+            self._bar.close()
+
+
+_REPORTING: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "mbkkm_progress_reporting", default=None
+)
+
+
+@contextmanager
+def reporting(stream=None, *, bar=True, on_start=None):
+    """Within the block, passes that report (a fit's iterations) do so on ``stream``
+    (default sys.stderr) whatever the estimator's ``verbose``: the command line's
+    fit. ``on_start()`` is called where such a pass starts (the command line stops
+    its spinner there)."""
+    token = _REPORTING.set({"stream": stream, "bar": bar, "on_start": on_start})
+    try:
+        yield
+    finally:
+        _REPORTING.reset(token)
+
+
+def progress_for(verbose, total, desc, *, unit="rows", first=False, initial=0, follow=False):
+    """The :class:`Progress` of a pass, or None where nobody asked for one.
+
+    ``verbose``: the estimator's; lines on stdout (never a bar: the lines of a
+    verbose fit, also in a terminal or a notebook). ``follow``: inside
+    :func:`reporting`, report on its stream whatever ``verbose`` is (a fit's
+    iterations; the command line reports its labelling itself).
+    """
+    context = _REPORTING.get() if follow else None
+    if context is not None:
+        if context["on_start"] is not None:
+            context["on_start"]()
+        stream, bar = context["stream"], context["bar"]
+    elif verbose:
+        stream, bar = sys.stdout, False
+    else:
+        return None
+    return Progress(total, desc, unit=unit, stream=stream, bar=bar, first=first, initial=initial)
 
 
 def _is_terminal(stream):

@@ -50,6 +50,7 @@ from ._files import (
     save_figure,
 )
 from ._files._alloc import release_free_memory, tune_allocator
+from ._progress import Progress, reporting
 from ._warn import one_line
 
 # ---------------------------------------------------------------------------
@@ -127,9 +128,10 @@ def load_model(path: str | Path):
 
 @contextmanager
 def _spinner(message: str):
-    """Elapsed time on stderr while a fit runs (only on a terminal)."""
+    """Elapsed time on stderr while a fit runs (only on a terminal). Yields ``stop()``,
+    which ends it early and clears its line (a progress bar takes its place)."""
     if not sys.stderr.isatty():
-        yield
+        yield lambda: None
         return
     stop = threading.Event()
 
@@ -142,14 +144,19 @@ def _spinner(message: str):
             sys.stderr.flush()
 
     thread = threading.Thread(target=spin, daemon=True)
+
+    def end():
+        if not stop.is_set():
+            stop.set()
+            thread.join()
+            sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")  # its line cleared
+            sys.stderr.flush()
+
     thread.start()
     try:
-        yield
+        yield end
     finally:
-        stop.set()
-        thread.join()
-        sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")
-        sys.stderr.flush()
+        end()
 
 
 # ---------------------------------------------------------------------------
@@ -508,33 +515,25 @@ def _check_output(path, option: str, image=False) -> None:
 
 @contextmanager
 def _progress(total, unit: str, desc: str, enabled: bool):
-    """A tqdm bar on stderr (only on a terminal, after a second); yields its update."""
+    """The progress of a pass on stderr (:class:`mbkkm._progress.Progress`): a tqdm bar
+    on a terminal (after a second), else a line every few seconds with the time left
+    (``MBKKM_PROGRESS_INTERVAL`` seconds, 5 by default) and one at the end with the
+    rate. ``unit``: "rows" or "bytes". Yields its update (None when not enabled)."""
     if not enabled:
         yield None
         return
-    from tqdm import tqdm
-
-    with tqdm(
-        total=total,
-        unit=unit,
-        unit_scale=True,
-        desc=desc,
-        delay=1.0,
-        leave=False,
-        file=sys.stderr,
-        disable=None,
-        dynamic_ncols=True,
-    ) as bar:
-        yield bar.update
+    with Progress(total, desc, unit=unit, stream=sys.stderr) as progress:
+        yield progress.update
 
 
 @contextmanager
 def _reading(table, desc: str, quiet: bool):
     """How to read ``table``: ``table.read(**how)`` (``mbkkm fit``) or
     ``table.blocks(**how)`` (``mbkkm predict``) in ``with _reading(...) as how:``,
-    with a progress bar (bytes of text, else rows) and the library's thread count
+    with its progress (bytes of text, else rows; a bar on a terminal, else lines
+    with the time left: :func:`_progress`) and the library's thread count
     of parsing threads. Reading errors become one-line CLI errors."""
-    total, unit = (table.size_bytes, "B") if table.kind == "text" else (table.n_rows, "row")
+    total, unit = (table.size_bytes, "bytes") if table.kind == "text" else (table.n_rows, "rows")
     with (
         _progress(total, unit, f"{desc} {table.path.name}", not quiet) as update,
         _fails(OSError, ValueError, ImportError),
@@ -984,7 +983,7 @@ def fit(
         _note_resume(checkpoint, max_iter)
     run = _FitRun(est, X, data, seed)
     with run.timed("fit"):
-        D_fit = _fit_model(est, X, graph_params is not None, checkpoint, checkpoint_every)
+        D_fit = _fit_model(est, X, graph_params is not None, checkpoint, checkpoint_every, quiet)
     _record_columns(est, table, columns, drop)
     with run.timed("labelling"):
         if graph_params is None:
@@ -1096,13 +1095,22 @@ class _FitRun:
         self.seconds[step] = time.perf_counter() - start
 
 
-def _fit_model(est, X, graph, checkpoint, checkpoint_every):
-    """Fit ``est`` on X: fit_transform's distances for a graph kernel, else None."""
+def _fit_model(est, X, graph, checkpoint, checkpoint_every, quiet=False):
+    """Fit ``est`` on X: fit_transform's distances for a graph kernel, else None.
+
+    Unless ``quiet``, its progress on stderr: on a terminal a spinner, then a bar
+    over the iterations; else a line every few seconds with the time left.
+    """
     n, d = X.shape
-    with (
-        _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: "),
-        _spinner(f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"),
-    ):
+    with ExitStack() as stack:
+        stack.enter_context(
+            _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: ")
+        )
+        if not quiet:
+            message = f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"
+            stop = stack.enter_context(_spinner(message))
+            # the iterations: a bar on a terminal (the spinner stops), else lines
+            stack.enter_context(reporting(sys.stderr, on_start=stop))
         if graph:
             return est.fit_transform(X)
         est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
@@ -1121,7 +1129,7 @@ def _plot_sample(n, seed, plotted):
 def _label_fitted(distances, run, outputs, quiet):
     """The labelling pass over the fitted rows' distances, written to the outputs."""
     try:
-        with _progress(run.n, "row", "labelling", not quiet) as update:
+        with _progress(run.n, "rows", "labelling", not quiet) as update:
             return _label_blocks(
                 distances,
                 run.est.n_clusters,

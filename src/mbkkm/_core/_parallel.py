@@ -46,7 +46,9 @@ def blas_threads():
     return effective_n_threads()
 
 
-def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_distances=False):
+def assign_parallel(
+    X, state, kernel, *, chunk_rows, n_threads=None, return_distances=False, progress=None
+):
     """:func:`assign` over row parts in threads; same results as the serial pass.
 
     Parameters
@@ -61,10 +63,21 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
     n_threads : int, optional
         Default: :func:`blas_threads`.
     return_distances : bool
+    progress : Progress, optional
+        Counts the rows labelled (:class:`mbkkm._progress.Progress`, whose ``update``
+        the threads may call at once), tile by tile, over all the parts.
     """
+    count = None if progress is None else progress.update
     if not (isinstance(state.support, np.ndarray) or is_sparse(state.support)):
         # another backend (torch): its own parallelism
-        return assign(X, state, kernel, chunk_rows=chunk_rows, return_distances=return_distances)
+        return assign(
+            X,
+            state,
+            kernel,
+            chunk_rows=chunk_rows,
+            return_distances=return_distances,
+            progress=count,
+        )
     n = X.shape[0]
     n_threads = blas_threads() if n_threads is None else n_threads
     n_threads = max(1, min(n_threads, n // _MIN_ROWS_PER_THREAD))
@@ -79,7 +92,14 @@ def assign_parallel(X, state, kernel, *, chunk_rows, n_threads=None, return_dist
 
     def label(r0, r1):
         part = X if (r0, r1) == (0, n) else row_range(X, r0, r1)  # a view, also for CSR
-        return assign(part, state, kernel, chunk_rows=rows, return_distances=return_distances)
+        return assign(
+            part,
+            state,
+            kernel,
+            chunk_rows=rows,
+            return_distances=return_distances,
+            progress=count,
+        )
 
     results = parallel_parts(label, n, n_threads)  # one BLAS thread in every part
     if len(results) == 1:

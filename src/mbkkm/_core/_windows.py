@@ -525,7 +525,15 @@ def _labels_and_minima(D):
 
 
 def assign(
-    X_items, state, kernel, *, chunk_rows=4096, cross_kernel=None, diag=None, return_distances=False
+    X_items,
+    state,
+    kernel,
+    *,
+    chunk_rows=4096,
+    cross_kernel=None,
+    diag=None,
+    return_distances=False,
+    progress=None,
 ):
     """Labels (and minimum distances) of many points against the centers, in chunks.
 
@@ -549,6 +557,9 @@ def assign(
         ``diag(start, X_chunk) -> (len(chunk),)``; default ``kernel.diag``.
     return_distances : bool
         Also return the full (n, k) distance matrix.
+    progress : callable, optional
+        ``progress(rows)`` after every chunk (:meth:`mbkkm._progress.Progress.update`;
+        on a device, the rows whose work has been queued).
 
     Returns
     -------
@@ -625,6 +636,8 @@ def assign(
         mind[start : start + r] = mc
         if return_distances:
             dist[start : start + r] = D.T
+        if progress is not None:
+            progress(r)
     if mind is None:
         mind = nx.empty(0, np.float64)
         dist = nx.empty((0, k), np.float64) if return_distances else None

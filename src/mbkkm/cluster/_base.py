@@ -28,6 +28,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core._memory import label_chunk_rows, out_of_memory_error
 from .._core._parallel import assign_parallel
+from .._progress import progress_for
 from .._validation import (
     check_sample_weight,
     check_str_options,
@@ -107,14 +108,26 @@ class BaseKernelKMeans(
         return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize)
 
     # -------------------------------------------------------------- labelling
+    @contextmanager
+    def _labelling(self, X):
+        """The progress of a labelling pass over X with ``verbose`` (lines on stdout),
+        else None; its last line counts every row, also where the pass did not."""
+        progress = progress_for(getattr(self, "verbose", 0), X.shape[0], "labelling")
+        if progress is None:
+            yield None
+            return
+        with progress:
+            yield progress
+            progress.update(progress.total - progress.done)
+
     def _labels_inertia(self, X, sample_weight=None):
         """Labels and (weighted) inertia of validated items X (fitted rows or indices)."""
         lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
         if lazy is not None:
             return lazy
-        with thread_policy():
+        with thread_policy(), self._labelling(X) as progress:
             labels, mind = assign_parallel(
-                X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X)
+                X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X), progress=progress
             )
         labels = _device.convert_output(self._tensor_io, labels)
         mind = get_backend(mind).to_numpy(mind)
@@ -132,9 +145,17 @@ class BaseKernelKMeans(
             kind.check_inductive(self, method)
             X = self._validate_X(X)
             chunk_rows = self._chunk_rows(X)
-            found = kind.assign_new(
-                self, self._state, chunk_rows, X, method, return_distances, kernel_diag
-            )
+            with self._labelling(X) as progress:
+                found = kind.assign_new(
+                    self,
+                    self._state,
+                    chunk_rows,
+                    X,
+                    method,
+                    return_distances,
+                    kernel_diag,
+                    progress,
+                )
         tensor_io = getattr(self, "_tensor_io", False)
         return tuple(_device.convert_output(tensor_io, a) for a in found)
 

@@ -142,7 +142,9 @@ class KernelKMeans(BaseKernelKMeans):
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation.
     verbose : int, default=0
-        Print the objective at every iteration when > 0.
+        Print the objective at every iteration when > 0, and progress lines of
+        the labelling passes of ``predict`` and ``transform`` (see
+        :ref:`progress`).
     device : {None, "cpu", "auto", "cuda", "torch", "torch-cpu"}, "cuda:N" or \
 torch.device, default=None
         Where the kernel matrix (or its blocks) and the iterations live

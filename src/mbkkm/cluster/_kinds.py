@@ -115,12 +115,20 @@ class PointKernel:
     def check_new_rows(self, estimator, method):
         """Refuse training on new rows where the kernel is a matrix over fixed points."""
 
-    def assign_new(self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag):
+    def assign_new(
+        self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag, progress=None
+    ):
         """Labels, minimum distances (and distances) of validated new rows X on the
-        fitted ``state`` (``chunk_rows``: rows per labelling chunk), on X's backend."""
+        fitted ``state`` (``chunk_rows``: rows per labelling chunk), on X's backend;
+        ``progress`` (a :class:`~mbkkm._progress.Progress`) counts the rows done."""
         check_no_overflow(X, estimator.kernel_)
         return assign_parallel(
-            X, state, estimator.kernel_, chunk_rows=chunk_rows, return_distances=return_distances
+            X,
+            state,
+            estimator.kernel_,
+            chunk_rows=chunk_rows,
+            return_distances=return_distances,
+            progress=progress,
         )
 
     def fitted_distances(self, estimator, state, X):
@@ -191,7 +199,9 @@ class PrecomputedKernel(PointKernel):
     def accepts_sparse(self, kernel):
         return True  # a sparse kernel matrix
 
-    def assign_new(self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag):
+    def assign_new(
+        self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag, progress=None
+    ):
         # X is K(X_new, X_fit); the support items index X_fit.
         diag = self.kernel_diag(estimator, kernel_diag, X, method, needed=return_distances)
 
@@ -206,6 +216,7 @@ class PrecomputedKernel(PointKernel):
             diag=lambda start, K_rows: diag[start : start + K_rows.shape[0]],
             chunk_rows=chunk_rows,
             return_distances=return_distances,
+            progress=None if progress is None else progress.update,
         )
 
     @staticmethod
@@ -271,7 +282,9 @@ class GraphKernel(PrecomputedKernel):
                 "fit_transform on the fitted points, or refit on all the points"
             )
 
-    def assign_new(self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag):
+    def assign_new(
+        self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag, progress=None
+    ):
         return graph_assign(estimator, X, method, return_distances)  # X joins the graph
 
 

@@ -3,10 +3,9 @@ initialisations, and the iteration loop with its early stopping rule."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
+from .._progress import progress_for
 from .._warn import warn
 from ._params import check_n_clusters_vs_samples
 
@@ -72,26 +71,45 @@ class MiniBatchMixin:
         """Run the iterations of ``loop`` (a :class:`mbkkm._core._loop.Loop`) up to
         ``max_iter``, or until early stopping meets its rule.
 
-        With ``verbose``, it stops at every ``max(1, max_iter // 10)``-th iteration for a
-        progress line (``loop.describe()`` adds to it). Returns the batch objectives and
-        the number of iterations run.
+        With ``verbose`` (or inside :func:`mbkkm._progress.reporting`: the command
+        line), a progress line after the first iteration, then at most one every
+        few seconds (iterations done, elapsed time, time left, batch objective) and
+        one at the end, from the loop's ``on_progress`` hook: the loop runs in its
+        own blocks, with no read-back of its own for the lines. Returns the batch
+        objectives and the number of iterations run.
         """
-        every = max(1, self.max_iter // 10)
-        t0 = time.perf_counter()
-        while loop.n_iter < self.max_iter and not loop.converged:
-            until = self.max_iter
-            if self.verbose:  # up to the next progress line
-                until = min(-(-loop.n_iter // every) * every, self.max_iter - 1) + 1
-            loop.run_until(until)
-            it = loop.n_iter - 1
-            if self.verbose and (it % every == 0 or it == self.max_iter - 1):
-                described = loop.describe()
-                extra = f", {described}" if described else ""
-                print(
-                    f"Iteration {it + 1}/{self.max_iter}: batch objective "
-                    f"{loop.objectives[it]:.6g}{extra}, {time.perf_counter() - t0:.2f}s"
-                )
-            if loop.converged and self.verbose:
-                gain = loop.objectives[it] - loop.objectives_after[it]
-                print(f"Converged at iteration {it + 1}: improvement {gain:.3g} < tol={self.tol}")
+        progress = progress_for(
+            self.verbose,
+            self.max_iter,
+            "fit",
+            unit="iterations",
+            first=True,
+            initial=loop.n_iter,
+            follow=True,
+        )
+        if progress is None:
+            loop.run_until(self.max_iter)
+        else:
+            with progress:
+
+                def report(iteration, max_iter, objective):
+                    progress.update(iteration - progress.done, f"batch objective {objective:.6g}")
+
+                loop.on_progress.append(report)
+                try:
+                    loop.run_until(self.max_iter)
+                finally:
+                    loop.on_progress.remove(report)
+                if loop.converged:
+                    it = loop.n_iter - 1
+                    gain = loop.objectives[it] - loop.objectives_after[it]
+                    progress.write(
+                        f"Converged at iteration {it + 1}: improvement {gain:.3g} < tol={self.tol}"
+                    )
+                if loop.objectives:
+                    described = loop.describe()
+                    progress.close(
+                        f"batch objective {loop.objectives[-1]:.6g}"
+                        + (f", {described}" if described else "")
+                    )
         return np.asarray(loop.objectives, dtype=np.float64), loop.n_iter

@@ -168,7 +168,12 @@ default="k-means++"
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation and of the batch sampling.
     verbose : int, default=0
-        Print progress every ``max(1, max_iter // 10)`` iterations when > 0.
+        When > 0, progress lines on stdout: the memory plan, then the
+        iterations done with the elapsed time, the time left and the batch
+        objective (after the first iteration, then at most one line every 5
+        seconds, ``MBKKM_PROGRESS_INTERVAL``, and one at the end), and the
+        labelling passes of ``fit``, ``predict`` and ``transform`` the same way
+        (see :ref:`progress`). The model does not depend on it.
     device : {None, "cpu", "auto", "cuda", "torch", "torch-cpu"}, "cuda:N" or \
 torch.device, default=None
         Where the iterations and the labelling run (:mod:`mbkkm.backends`). None

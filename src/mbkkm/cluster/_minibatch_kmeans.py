@@ -25,6 +25,7 @@ B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from numbers import Integral
 
 import numpy as np
@@ -52,6 +53,7 @@ from .._core._loop import function_loop
 from .._core._memory import chunk_rows
 from .._core._sampling import draw_init_subsample
 from .._core._state import StepResult  # the same record as the kernel step
+from .._progress import progress_for
 from .._validation import (
     check_sample_weight,
     check_str_options,
@@ -183,7 +185,12 @@ default="k-means++"
     random_state : int, RandomState instance or None, default=None
         Seed of the initialisation and of the batch sampling.
     verbose : int, default=0
-        Print progress every ``max(1, max_iter // 10)`` iterations when > 0.
+        When > 0, progress lines on stdout: the iterations done with the
+        elapsed time, the time left and the batch objective (after the first
+        iteration, then at most one line every 5 seconds,
+        ``MBKKM_PROGRESS_INTERVAL``, and one at the end), and the labelling
+        passes of ``fit``, ``predict`` and ``transform`` the same way (see
+        :ref:`progress`). The model does not depend on it.
 
     Attributes
     ----------
@@ -466,7 +473,14 @@ default="k-means++"
 
     # -------------------------------------------------------------- predict
     def _distances(self, X, centers=None):
-        """Squared distances to the centers, (n, k), in chunks of rows."""
+        """Squared distances to the centers, (n, k), in chunks of rows.
+
+        On the fitted centers (``centers`` None: predict, transform, score, the fit's
+        labels), with ``verbose``, progress lines of the pass on stdout.
+        """
+        progress = (
+            None if centers is not None else progress_for(self.verbose, X.shape[0], "labelling")
+        )
         centers = self.cluster_centers_ if centers is None else centers
         k = centers.shape[0]
         rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
@@ -478,8 +492,11 @@ default="k-means++"
             for r0 in range(p0, p1, rows):
                 r1 = min(r0 + rows, p1)
                 out[r0:r1] = sq_euclidean(X[r0:r1], centers, norms)
+                if progress is not None:
+                    progress.update(r1 - r0)
 
-        with thread_policy():  # row parts on the policy's threads, BLAS on one each
+        with thread_policy(), progress or nullcontext():
+            # row parts on the policy's threads, BLAS on one each
             n_threads = threads_for(n * k * (X.shape[1] + 4))
             rows = max(1, rows // n_threads)  # the memory budget is shared, not multiplied
             parallel_parts(part, n, n_threads)
