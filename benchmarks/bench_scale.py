@@ -179,7 +179,8 @@ def measure(n, args, out_dir):
         cmd += ["--labels-out", str(labels_path), "--model-out", str(model), "--seed", "0"]
     else:
         cmd = [sys.executable, "-c", ON_DEVICE, str(path), str(labels_path), args.device]
-    wall, rss, text = run_watched(cmd, out_dir / f"log_{n}.txt")
+    log = (args.log_dir or out_dir) / f"log_{n}.txt"
+    wall, rss, text = run_watched(cmd, log)
     fit_s, label_s = map(
         float, re.search(r"time: fit ([\d.]+) s, labelling ([\d.]+) s", text).groups()
     )
@@ -302,6 +303,7 @@ def main(argv=None):
     )
     parser.add_argument("--limit-rows", type=int, default=2_000_000)
     parser.add_argument("--full-batch-max", type=int, default=20_000)
+    parser.add_argument("--log-dir", type=Path, help="keep each run's output (log_N.txt) here")
     parser.add_argument("--plot", type=Path, help="draw the figure from --out into this image")
     parser.add_argument("--plot-only", action="store_true", help="only draw the figure")
     args = parser.parse_args(argv)
