@@ -401,39 +401,6 @@ torch.device, default=None
             else data.rows.check_init(self.init, self.n_clusters, self.kernel)
         )
 
-    def _prepare(self, X, sample_weight):
-        """check -> resolve: the fit problem (its kernel published) and the kernel
-        operator of Lloyd's iterations (a :class:`~mbkkm._core._lloyd.KernelRun`)."""
-        data = fit_input(
-            X,
-            sample_weight,
-            kernel=self.kernel,
-            device=self.device,
-            owner=type(self).__name__,
-            accept_dask=False,
-            index_dtype=np.float64,
-        )
-        rows = data.rows
-        self._check_params_vs_input(data)
-        # A kernel on points: the stored matrix (None) or rows per block, planned
-        # before any kernel work; an index kernel's matrix is its own storage.
-        block_rows = (
-            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
-        )
-        problem = resolve_problem(self, data)
-        self._set_problem(problem)
-        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
-        # starts from the selection's sample partition.
-        self._auto_start = isinstance(self._init, str) and (
-            self.gamma_selection_ is not None or self.t_selection_ is not None
-        )
-        # an index kernel: Lloyd's iterations on its stored matrix (None for points)
-        run = kernel_kind(self.kernel).matrix_run(problem.kernel)
-        if run is not None:
-            self._kernel_storage = kernel_kind(self.kernel).name
-            return problem, run
-        return problem, self._point_operator(problem, block_rows)
-
     def _point_operator(self, problem, block_rows):
         """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
 
@@ -535,7 +502,38 @@ torch.device, default=None
         return out
 
     def _fit(self, X, sample_weight):
-        problem, kernel_run = self._prepare(X, sample_weight)
+        """``fit`` top to bottom: check, resolve the kernel, plan, initialise, run Lloyd,
+        publish; returns the training points' distances (what ``fit_transform`` gives)."""
+        data = fit_input(
+            X,
+            sample_weight,
+            kernel=self.kernel,
+            device=self.device,
+            owner=type(self).__name__,
+            accept_dask=False,
+            index_dtype=np.float64,
+        )
+        rows = data.rows
+        self._check_params_vs_input(data)
+        # A kernel on points: the stored matrix (None) or rows per block, planned
+        # before any kernel work; an index kernel's matrix is its own storage.
+        block_rows = (
+            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+        )
+        problem = resolve_problem(self, data)
+        self._set_problem(problem)
+        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
+        # starts from the selection's sample partition.
+        self._auto_start = isinstance(self._init, str) and (
+            self.gamma_selection_ is not None or self.t_selection_ is not None
+        )
+        # an index kernel: Lloyd's iterations on its stored matrix
+        kind = kernel_kind(self.kernel)
+        kernel_run = kind.matrix_run(problem.kernel)
+        if kernel_run is not None:
+            self._kernel_storage = kind.name
+        else:  # a kernel on points: K(X, X) stored, or rows per block
+            kernel_run = self._point_operator(problem, block_rows)
         X, sample_weight = problem.rows.data, problem.sample_weight
         op, diag, _ = kernel_run
         nx = get_backend(diag)
