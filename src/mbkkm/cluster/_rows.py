@@ -135,9 +135,8 @@ class Rows:
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
 
-    def resolve_kernel(self, *args, **kwargs):
-        """:func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma)."""
-        return resolve_kernel(*args, **kwargs)
+    #: :func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma).
+    resolve_kernel = staticmethod(resolve_kernel)
 
     def prefetch(self, plan):
         """Get ready to read the batches of ``plan`` (only Dask rows need to)."""
