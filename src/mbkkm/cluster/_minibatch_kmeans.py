@@ -365,8 +365,14 @@ default="k-means++"
         self : MiniBatchKMeans
         """
         with all_or_nothing(self):  # one thread policy; on an error, the model as it was
-            lazy = rows_of(X).lazy_fit_rows(self)  # Dask: the rows the fit gathers
-            X = self._validate_X(X, reset=True) if lazy is None else lazy
+            lazy = rows_of(X).lazy_fit_rows(self.working_memory)  # Dask: rows read lazily
+            if lazy is None:
+                X = self._validate_X(X, reset=True)
+            else:  # what validate_data(reset=True) sets
+                X = lazy
+                self.n_features_in_ = X.shape[1]
+                if hasattr(self, "feature_names_in_"):
+                    del self.feature_names_in_
             sample_weight = check_sample_weight(sample_weight, X)
             self._check_params_vs_input(X)
             self.memory_plan_ = _memory.plan_explicit(

@@ -144,7 +144,7 @@ class Rows:
     # What a fitted estimator does with new data of this kind, when it is not computed
     # in memory (None: compute it in memory; a Dask array: chunk by chunk, through the
     # estimator's public methods).
-    def lazy_fit_rows(self, estimator):
+    def lazy_fit_rows(self, working_memory):
         """MiniBatchKMeans' fit: the rows it gathers lazily (Dask), or None: validate X."""
         return None
 
@@ -250,8 +250,8 @@ class DaskArrayRows(Rows):
         # the rows the fit gathers, the batches of the whole plan in few passes
         return _dask.DaskRows(_dask.check_dask_array(self.data), params["working_memory"]), None
 
-    def lazy_fit_rows(self, estimator):
-        return _dask.dask_rows(estimator, self.data)
+    def lazy_fit_rows(self, working_memory):
+        return _dask.dask_rows(self.data, working_memory)
 
     def lazy_predict(self, estimator):
         return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
