@@ -32,7 +32,6 @@ from . import _device
 class Rows:
     """Dense rows on the host: a numpy array or memmap (read in rows, never copied)."""
 
-    kind = "dense"
     #: Whether the core's items are point indices (the kernel is a stored matrix).
     is_index = False
     #: Whether the rows are a torch tensor (results then go back as tensors).
@@ -164,8 +163,6 @@ class Rows:
 class SparseRows(Rows):
     """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
 
-    kind = "sparse"
-
     def fit_data(self, device, validate_numpy, **params):
         if isinstance(device, str) and device == "auto":
             # "auto": the best backend for X; sparse X has numpy only
@@ -200,7 +197,6 @@ class SparseRows(Rows):
 class TensorRows(Rows):
     """A dense torch tensor on its device (the run's backend is torch there)."""
 
-    kind = "tensor"
     is_tensor = True
 
     def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
@@ -228,8 +224,6 @@ class TensorRows(Rows):
 
 class DaskArrayRows(Rows):
     """A Dask array as given by the user (read only where rows are asked for)."""
-
-    kind = "dask"
 
     def host_rows(self, idx):
         return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
@@ -269,8 +263,6 @@ class DaskFitRows(Rows):
     """A Dask array during ``fit``: :class:`mbkkm._dask.DaskRows` gathers the rows the
     fit reads, the batches of the whole plan in few passes."""
 
-    kind = "dask"
-
     def resolve_kernel(self, *args, **kwargs):
         # The data-driven gamma from one pass of Dask reductions.
         return self.data.resolve_kernel(*args, **kwargs)
@@ -292,8 +284,6 @@ class LowRankRows(Rows):
     """A low-rank kernel matrix K ~= U diag(w) U^T (a precomputed heat kernel), read
     through its factors."""
 
-    kind = "low-rank"
-
     def fingerprint_arrays(self, count):
         return self.data.U[self.fingerprint_index(count)], np.asarray(self.data.weights)
 
@@ -301,7 +291,6 @@ class LowRankRows(Rows):
 class PrecomputedRows(Rows):
     """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
 
-    kind = "precomputed"
     is_index = True
 
     def __init__(self, data, index_dtype=None):
@@ -343,8 +332,6 @@ class PrecomputedRows(Rows):
 class GraphRows(PrecomputedRows):
     """A graph kernel ("knn", "heat"): the k-NN graph of the rows is built and the
     kernel matrix over them resolved; items are indices (transductive)."""
-
-    kind = "graph"
 
     def __init__(self, data, index_dtype=None):
         Rows.__init__(self, data)
