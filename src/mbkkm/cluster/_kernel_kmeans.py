@@ -561,12 +561,12 @@ torch.device, default=None
             if run is None or candidate_inertia < inertia:
                 inertia, run = candidate_inertia, candidate
         self._store(problem.rows, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
-        self.labels_ = problem.output(run.labels)
+        self.labels_ = _device.convert_output(self._tensor_io, run.labels)
         self.inertia_ = inertia
         self.n_iter_ = run.n_iter
         warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
         warn_indefinite_kernel(n_negative, self)
-        return problem.output(run.distances)
+        return _device.convert_output(self._tensor_io, run.distances)
 
     def _store(self, rows, center_labels, w, norms):
         """Fitted centers as windows (one block per cluster) and public attributes.
