@@ -442,22 +442,6 @@ torch.device, default=None
         nx = get_backend(diag)
         n = X.shape[0]
         init = self._init
-        if self._auto_start and self.t_selection_ is not None:  # heat: t's partition
-            self._auto_start = False
-            start = graph_start_inner(self.t_selection_, self.kernel_, self.n_clusters)
-            if start is not None:
-                return start
-        if self._auto_start:  # gamma="auto", named init: the first run starts from the
-            self._auto_start = False  # selection's sample partition (see gamma)
-            start = auto_start_inner(
-                X,
-                self.gamma_selection_,
-                self.kernel_,
-                self.n_clusters,
-                chunk_rows(self.working_memory, 1000, X.dtype.itemsize),
-            )
-            if start is not None:
-                return start
         C = None if isinstance(init, str) else rows.init_points(init)
         if C is not None:  # explicit centers in input space: K(X, init) in blocks of rows
             return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C), np.float64)
@@ -522,11 +506,6 @@ torch.device, default=None
         )
         problem = resolve_problem(self, data)
         self._set_problem(problem)
-        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
-        # starts from the selection's sample partition.
-        self._auto_start = isinstance(self._init, str) and (
-            self.gamma_selection_ is not None or self.t_selection_ is not None
-        )
         # an index kernel: Lloyd's iterations on its stored matrix
         kind = kernel_kind(self.kernel)
         kernel_run = kind.matrix_run(problem.kernel)
@@ -551,8 +530,19 @@ torch.device, default=None
             n_init = 1
         inertia, run = np.inf, None
         n_negative = 0  # negative squared distances met by any run: one warning per fit
-        for _ in range(n_init):
-            P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
+        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
+        # starts from the selection's sample partition, where the selection trusts it
+        start = None
+        if isinstance(self._init, str) and self.t_selection_ is not None:
+            start = graph_start_inner(self.t_selection_, self.kernel_, self.n_clusters)
+        elif isinstance(self._init, str) and self.gamma_selection_ is not None:
+            block = chunk_rows(self.working_memory, 1000, X.dtype.itemsize)
+            start = auto_start_inner(X, self.gamma_selection_, self.kernel_, self.n_clusters, block)
+        for i in range(n_init):
+            if i == 0 and start is not None:
+                P0, c0 = start
+            else:
+                P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
             candidate = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol, self.verbose)
             n_negative = max(n_negative, candidate.n_negative)
             candidate_inertia = float(candidate.mind @ w_run)
