@@ -529,7 +529,7 @@ torch.device, default=None
                 rng = check_random_state(self.random_state)
                 self._random_state = rng
                 if resuming:  # rng: its state after the saved fit's initialisation
-                    checkpoint.start(rng)
+                    checkpoint.restore_random_state(rng)
                     state = None
                 else:
                     state = self._best_init(items, sample_weight, rng, start)
