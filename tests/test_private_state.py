@@ -27,11 +27,7 @@ PROTOCOL = {"_parameter_constraints"}
 #: Accesses still there, each with its reason: (module, attribute) -> why. Remove an
 #: entry when its access goes; the test fails on an entry that no longer matches.
 KNOWN = {
-    ("_dask.py", "_index_kernel"): "dask_rows of MiniBatchKMeans (owned by the Dask module)",
     ("_dask.py", "_labels_inertia"): "a chunk's labelling task calls the model's pass",
-    ("cluster/_graph_kernels.py", "_state"): "graph_assign labels new points on the "
-    "fitted windows (owned by the graph-kernel module)",
-    ("cluster/_graph_kernels.py", "_chunk_rows"): "graph_assign's labelling chunks",
     ("cluster/_measure.py", "_validate_X"): "measure_memory runs the estimator's own "
     "labelling pass, apart from fit, to measure it",
     ("cluster/_measure.py", "_labels_inertia"): "the same labelling pass",

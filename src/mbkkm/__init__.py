@@ -38,6 +38,7 @@ _ELSEWHERE = {"read_npy_dask": ("._dask", "read_npy")}
 _LAZY = frozenset(__all__) - {"__version__"}
 
 if TYPE_CHECKING:
+    from ._dask import read_npy as read_npy_dask
     from .cluster import (
         KernelKMeans,
         KernelMemoryError,
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
         measure_memory,
         save_model,
     )
-    from ._dask import read_npy as read_npy_dask
 
 
 def __getattr__(name: str):

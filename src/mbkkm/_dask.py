@@ -541,27 +541,10 @@ def _block_moments(block, w):
 
 
 # --------------------------------------------------------------------------- fit
-def dask_rows(estimator, X):
-    """Check a Dask X at the start of ``fit``; the :class:`DaskRows` the fit reads.
-
-    Sets ``n_features_in_`` (and removes ``feature_names_in_``) as
-    ``validate_data(reset=True)`` would.
-    """
-    if getattr(estimator, "_index_kernel", False):
-        raise ValueError(
-            f"kernel={estimator.kernel!r} needs the whole kernel matrix and "
-            "is not supported on a Dask array; pass a numpy array"
-        )
-    if "tau" in estimator.get_params() and estimator.get_params()["tau"] is None:
-        raise ValueError(
-            "tau=None (untruncated, a dynamic program over all n points) "
-            "is not supported on a Dask array; pass a numpy array or set tau"
-        )
-    X = check_dask_array(X)
-    estimator.n_features_in_ = X.shape[1]
-    if hasattr(estimator, "feature_names_in_"):
-        del estimator.feature_names_in_
-    return DaskRows(X, getattr(estimator, "working_memory", None))
+def dask_rows(X, working_memory=None):
+    """Check a Dask X at the start of ``MiniBatchKMeans.fit``: the :class:`DaskRows` the
+    fit reads (the kernel estimators check theirs in ``fit_input``)."""
+    return DaskRows(check_dask_array(X), working_memory)
 
 
 # --------------------------------------------------------------------------- predict

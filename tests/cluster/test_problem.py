@@ -86,7 +86,7 @@ def test_fit_input_and_the_problem_are_frozen_values(Est):
     w = np.arange(1.0, 61.0)
     data, problem = _problem(est, X, w)
     assert data.n_features_in == 4 and data.feature_names_in is None and not data.tensor_io
-    assert problem.rows.kind == "dense" and problem.items is problem.rows.data
+    assert type(problem.rows) is Rows and problem.items is problem.rows.data
     assert problem.n_samples == 60 and problem.gamma == 0.5 and problem.itemsize == 8
     np.testing.assert_array_equal(problem.sample_weight, w)
     assert isinstance(problem.kernel, ResolvedKernel)

@@ -237,7 +237,7 @@ def one_thread_everywhere():
     scope: for a sequence of small calls into scikit-learn (the width selection's
     k-means and neighbour searches on a 1000-point sample), whose OpenMP threads
     spin as BLAS's do."""
-    with single_thread(), _controller().limit(limits=1):
+    with thread_policy(1), _controller().limit(limits=1):
         yield
 
 

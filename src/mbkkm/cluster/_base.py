@@ -104,8 +104,7 @@ class BaseKernelKMeans(
         """Rows per labelling chunk within ``working_memory``."""
         state = self._state if state is None else state
         m = state.support.shape[0]
-        itemsize = np.dtype(_device.host_dtype(X)).itemsize if hasattr(X, "dtype") else 8
-        return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize)
+        return label_chunk_rows(self.working_memory, m, self.n_clusters, _device.itemsize(X))
 
     # -------------------------------------------------------------- labelling
     @contextmanager

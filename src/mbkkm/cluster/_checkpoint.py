@@ -111,8 +111,9 @@ class FitCheckpoint:
 
     Used by ``MiniBatchKernelKMeans.fit`` in this order: :meth:`open` (the
     fingerprint, and the saved state when the file exists), :attr:`gamma_selection`
-    (the width to reuse), :meth:`start` (the generator's state: resume or record),
-    :meth:`loop` (the fit's loop, restored or new, with the saving hook attached).
+    (the width to reuse), :meth:`restore_random_state` (resuming: instead of the
+    initialisation), :meth:`record_random_state`, :meth:`loop` (the fit's loop,
+    restored or new, with the saving hook attached).
     """
 
     def __init__(self, path, every):
@@ -148,13 +149,10 @@ class FitCheckpoint:
         """The saved width selection (a GammaSelection), or None."""
         return None if self.saved is None else self.saved["gamma_selection"]
 
-    def start(self, random_state):
-        """Before the initialisation: True when resuming (``random_state`` then set to its
-        saved state after the initialisation, which the fit skips)."""
-        if self.saved is None:
-            return False
+    def restore_random_state(self, random_state):
+        """Resuming: ``random_state`` set to its saved state after the initialisation,
+        which the fit skips."""
         random_state.set_state(_rng_state(self.saved["random_state"]))
-        return True
 
     def record_random_state(self, random_state):
         """After the initialisation, before the plan is drawn: the generator's state."""

@@ -86,6 +86,11 @@ def host_dtype(X):
     return np.dtype(str(X.dtype).removeprefix("torch."))
 
 
+def itemsize(X):
+    """Bytes of one of X's values on the host (8 where X has no dtype: index rows)."""
+    return np.dtype(host_dtype(X)).itemsize if hasattr(X, "dtype") else 8
+
+
 def convert_output(tensor_io, x):
     """``x`` as a tensor where it is one and the input was (``tensor_io``), else numpy:
     a result on a device backend is read back to the host, a host one (numpy, CSR, a

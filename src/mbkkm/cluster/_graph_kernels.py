@@ -64,7 +64,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
-from .._core._memory import MemoryPlan, MemoryPlanError, available_host_memory, gib
+from .._core._memory import (
+    MemoryPlan,
+    MemoryPlanError,
+    available_host_memory,
+    gib,
+    label_chunk_rows,
+)
 from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends._sparse import to_dense
@@ -91,6 +97,7 @@ from ..kernels._spectral import (
     top_eigenpairs,
     unit_rows,
 )
+from . import _device
 from ._gamma_selection import plot_criterion
 
 #: The weight at which the candidate of rank r leaves the r-th eigenvector (1 / 100).
@@ -832,8 +839,9 @@ def _warn_split(estimator, graph, tried, asked):
     )
 
 
-def graph_assign(estimator, X, method, return_distances):
-    """Labels (and distances) of new points for a graph kernel (``predict``...)."""
+def graph_assign(estimator, state, X, method, return_distances):
+    """Labels (and distances) of new points for a graph kernel (``predict``...) on the
+    fitted windows ``state``."""
     from .._core import assign
 
     ext = getattr(estimator.kernel_, "extension", None)
@@ -843,10 +851,12 @@ def graph_assign(estimator, X, method, return_distances):
             "has no extension to new points (the graph was not kept); refit it"
         )
     items, diag = ext.rows(X)
-    state = estimator._state
     if ext.name == "heat" and isinstance(state.support, np.ndarray):
         return _low_rank_assign(items, diag, state, ext.matrix, return_distances)
-    rows = estimator._chunk_rows(items)
+    m = state.support.shape[0]
+    rows = label_chunk_rows(
+        estimator.working_memory, m, estimator.n_clusters, _device.itemsize(items)
+    )
     return assign(
         items,
         state,

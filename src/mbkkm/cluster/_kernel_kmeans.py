@@ -403,39 +403,6 @@ torch.device, default=None
             else data.rows.check_init(self.init, self.n_clusters, self.kernel)
         )
 
-    def _prepare(self, X, sample_weight):
-        """check -> resolve: the fit problem (its kernel published) and the kernel
-        operator of Lloyd's iterations (a :class:`~mbkkm._core._lloyd.KernelRun`)."""
-        data = fit_input(
-            X,
-            sample_weight,
-            kernel=self.kernel,
-            device=self.device,
-            owner=type(self).__name__,
-            accept_dask=False,
-            index_dtype=np.float64,
-        )
-        rows = data.rows
-        self._check_params_vs_input(data)
-        # A kernel on points: the stored matrix (None) or rows per block, planned
-        # before any kernel work; an index kernel's matrix is its own storage.
-        block_rows = (
-            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
-        )
-        problem = resolve_problem(self, data)
-        self._set_problem(problem)
-        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
-        # starts from the selection's sample partition.
-        self._auto_start = isinstance(self._init, str) and (
-            self.gamma_selection_ is not None or self.t_selection_ is not None
-        )
-        # an index kernel: Lloyd's iterations on its stored matrix (None for points)
-        run = kernel_kind(self.kernel).matrix_run(problem.kernel)
-        if run is not None:
-            self._kernel_storage = kernel_kind(self.kernel).name
-            return problem, run
-        return problem, self._point_operator(problem, block_rows)
-
     def _point_operator(self, problem, block_rows):
         """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
 
@@ -477,22 +444,6 @@ torch.device, default=None
         nx = get_backend(diag)
         n = X.shape[0]
         init = self._init
-        if self._auto_start and self.t_selection_ is not None:  # heat: t's partition
-            self._auto_start = False
-            start = graph_start_inner(self.t_selection_, self.kernel_, self.n_clusters)
-            if start is not None:
-                return start
-        if self._auto_start:  # gamma="auto", named init: the first run starts from the
-            self._auto_start = False  # selection's sample partition (see gamma)
-            start = auto_start_inner(
-                X,
-                self.gamma_selection_,
-                self.kernel_,
-                self.n_clusters,
-                chunk_rows(self.working_memory, 1000, X.dtype.itemsize),
-            )
-            if start is not None:
-                return start
         C = None if isinstance(init, str) else rows.init_points(init)
         if C is not None:  # explicit centers in input space: K(X, init) in blocks of rows
             return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C), np.float64)
@@ -537,7 +488,33 @@ torch.device, default=None
         return out
 
     def _fit(self, X, sample_weight):
-        problem, kernel_run = self._prepare(X, sample_weight)
+        """``fit`` top to bottom: check, resolve the kernel, plan, initialise, run Lloyd,
+        publish; returns the training points' distances (what ``fit_transform`` gives)."""
+        data = fit_input(
+            X,
+            sample_weight,
+            kernel=self.kernel,
+            device=self.device,
+            owner=type(self).__name__,
+            accept_dask=False,
+            index_dtype=np.float64,
+        )
+        rows = data.rows
+        self._check_params_vs_input(data)
+        # A kernel on points: the stored matrix (None) or rows per block, planned
+        # before any kernel work; an index kernel's matrix is its own storage.
+        block_rows = (
+            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+        )
+        problem = resolve_problem(self, data)
+        self._set_problem(problem)
+        # an index kernel: Lloyd's iterations on its stored matrix
+        kind = kernel_kind(self.kernel)
+        kernel_run = kind.matrix_run(problem.kernel)
+        if kernel_run is not None:
+            self._kernel_storage = kind.name
+        else:  # a kernel on points: K(X, X) stored, or rows per block
+            kernel_run = self._point_operator(problem, block_rows)
         X, sample_weight = problem.rows.data, problem.sample_weight
         op, diag, _ = kernel_run
         nx = get_backend(diag)
@@ -555,8 +532,19 @@ torch.device, default=None
             n_init = 1
         inertia, run = np.inf, None
         n_negative = 0  # negative squared distances met by any run: one warning per fit
-        for _ in range(n_init):
-            P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
+        # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
+        # starts from the selection's sample partition, where the selection trusts it
+        start = None
+        if isinstance(self._init, str) and self.t_selection_ is not None:
+            start = graph_start_inner(self.t_selection_, self.kernel_, self.n_clusters)
+        elif isinstance(self._init, str) and self.gamma_selection_ is not None:
+            block = chunk_rows(self.working_memory, 1000, X.dtype.itemsize)
+            start = auto_start_inner(X, self.gamma_selection_, self.kernel_, self.n_clusters, block)
+        for i in range(n_init):
+            if i == 0 and start is not None:
+                P0, c0 = start
+            else:
+                P0, c0 = self._initial_inner(problem.rows, kernel_run, rng, sample_weight)
             candidate = kernel_lloyd(op, diag, P0, c0, w_run, self.max_iter, self.tol, self.verbose)
             n_negative = max(n_negative, candidate.n_negative)
             candidate_inertia = float(candidate.mind @ w_run)
@@ -565,12 +553,12 @@ torch.device, default=None
             if run is None or candidate_inertia < inertia:
                 inertia, run = candidate_inertia, candidate
         self._store(problem.rows, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
-        self.labels_ = problem.output(run.labels)
+        self.labels_ = _device.convert_output(self._tensor_io, run.labels)
         self.inertia_ = inertia
         self.n_iter_ = run.n_iter
         warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
         warn_indefinite_kernel(n_negative, self)
-        return problem.output(run.distances)
+        return _device.convert_output(self._tensor_io, run.distances)
 
     def _store(self, rows, center_labels, w, norms):
         """Fitted centers as windows (one block per cluster) and public attributes.

@@ -497,13 +497,14 @@ torch.device, default=None
         self : MiniBatchKernelKMeans
         """
         with all_or_nothing(self):  # one thread policy; on an error, the model as it was
-            checkpoint = check_checkpoint(
-                checkpoint,
-                checkpoint_every,
-                kernel=self.kernel,
-                tau=self.tau,
-                max_iter=self.max_iter,
-            )
+            if checkpoint is not None or checkpoint_every is not None:
+                checkpoint = check_checkpoint(
+                    checkpoint,
+                    checkpoint_every,
+                    kernel=self.kernel,
+                    tau=self.tau,
+                    max_iter=self.max_iter,
+                )
             data = fit_input(
                 X,
                 sample_weight,
@@ -520,6 +521,7 @@ torch.device, default=None
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = resolve_problem(self, data, gamma_selection=selection)
             self._set_problem(problem)
+            items, sample_weight = problem.items, problem.sample_weight
             # gamma="auto" or t="auto" with a named init: the first start is the
             # selection's sample partition, where the selection trusts it
             start = None
@@ -529,45 +531,45 @@ torch.device, default=None
                 start = self._selection_start(problem)
             plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
             with memory_guard(plan):
-                return self._fit(
-                    problem.items, problem.rows.data, problem.sample_weight, checkpoint, start
+                rng = check_random_state(self.random_state)
+                self._random_state = rng
+                if resuming:  # rng: its state after the saved fit's initialisation
+                    checkpoint.restore_random_state(rng)
+                    state = None
+                else:
+                    state = self._best_init(items, sample_weight, rng, start)
+                if checkpoint is not None:
+                    checkpoint.record_random_state(rng)
+                batches = draw_batch_plan(
+                    rng, data.n_samples, self._batch_size, self.max_iter, sample_weight
                 )
-
-    def _fit(self, items, X, sample_weight, checkpoint, start):
-        rng = check_random_state(self.random_state)
-        self._random_state = rng
-        resuming = checkpoint is not None and checkpoint.start(rng)  # rng: after the init
-        state = None if resuming else self._best_init(items, sample_weight, rng, start)
-        if checkpoint is not None:
-            checkpoint.record_random_state(rng)
-        plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        rows_of(items).prefetch(plan)  # Dask: gather the rows of every batch in few passes
-        if self.tau is None:
-            return self._fit_untruncated(items, sample_weight, state, plan)
-        cfg = StepConfig(
-            kernel=self.kernel_,
-            rate=LEARNING_RATES[self.learning_rate],
-            tau=self.tau,
-            renormalize=self.renormalize,
-            tol=self.tol,
-            max_tile_bytes=self._tile_budget(get_backend(items)),
-        )
-        # Everything between two iterations (centers, counter, plan, random state) is
-        # loop.state; on torch the iterations run on the device, read back in blocks.
-        loop = (
-            fit_loop(state, items, plan, rng, cfg)
-            if checkpoint is None
-            else checkpoint.loop(self, state, items, plan, rng, cfg)
-        )
-        objectives, n_iter = self._iterate(loop)
-        self._publish(loop.finish())
-        self.n_iter_ = n_iter
-        self.n_steps_ = n_iter
-        self.batch_objective_ = objectives
-        if self.compute_labels:
-            self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
-            warn_empty_clusters(self.labels_, self.n_clusters, self)
-        return self
+                problem.rows.prefetch(batches)  # Dask: the rows of every batch in few passes
+                if self.tau is None:
+                    return self._fit_untruncated(items, sample_weight, state, batches)
+                cfg = StepConfig(
+                    kernel=self.kernel_,
+                    rate=LEARNING_RATES[self.learning_rate],
+                    tau=self.tau,
+                    renormalize=self.renormalize,
+                    tol=self.tol,
+                    max_tile_bytes=self._tile_budget(problem.nx),
+                )
+                # Everything between two iterations (centers, counter, plan, random
+                # state) is loop.state; on torch the iterations run on the device, read
+                # back in blocks.
+                if checkpoint is None:
+                    loop = fit_loop(state, items, batches, rng, cfg)
+                else:
+                    loop = checkpoint.loop(self, state, items, batches, rng, cfg)
+                objectives, n_iter = self._iterate(loop)
+                self._publish(loop.finish())
+                self.n_iter_ = n_iter
+                self.n_steps_ = n_iter
+                self.batch_objective_ = objectives
+                if self.compute_labels:
+                    self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
+                    warn_empty_clusters(self.labels_, self.n_clusters, self)
+                return self
 
     def _fit_untruncated(self, items, sample_weight, state, plan):
         """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
@@ -625,64 +627,61 @@ torch.device, default=None
         self : MiniBatchKernelKMeans
         """
         with all_or_nothing(self):  # one thread policy; on an error, the model as it was
-            return self._partial_fit(X, sample_weight)
-
-    def _partial_fit(self, X, sample_weight):
-        first = not hasattr(self, "_state")
-        if first:
-            self._validate_params()
-        if self.tau is None:
-            raise ValueError(
-                "partial_fit needs an integer tau: tau=None keeps a table over a fixed "
-                "training set, which only fit has"
-            )
-        kernel_kind(self.kernel).check_new_rows(self, "partial_fit")
-        if first:
-            data = fit_input(
-                X,
-                sample_weight,
-                kernel=self.kernel,
-                device=self.device,
-                owner=type(self).__name__,
-                tau=self.tau,
-                working_memory=self.working_memory,
-                accept_dask=False,
-            )
-            self._check_params_vs_input(data)
-            problem = resolve_problem(self, data)
-            self._set_problem(problem)
-            X, sample_weight = problem.items, problem.sample_weight
-            self._plan_memory(problem)
-            self._random_state = check_random_state(self.random_state)
-            state = None
-            if isinstance(self._init, str):  # gamma="auto": the selection's partition
-                state = self._selection_start(problem)
-            if state is None:
-                state = self._initial_centers(
-                    X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
+            first = not hasattr(self, "_state")
+            if first:
+                self._validate_params()
+            if self.tau is None:
+                raise ValueError(
+                    "partial_fit needs an integer tau: tau=None keeps a table over a fixed "
+                    "training set, which only fit has"
                 )
-            self.n_steps_ = 0
-            self.batch_objective_ = np.empty(0)
-        else:
-            X = self._validate_X(X)
-            sample_weight = check_sample_weight(
-                host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
-            )
-            state = self._state.copy()
-        with memory_guard(self.memory_plan_):
-            nx = get_backend(X)
-            cfg = StepConfig(
-                self.kernel_,
-                LEARNING_RATES[self.learning_rate],
-                tau=self.tau,
-                renormalize=self.renormalize,
-                max_tile_bytes=self._tile_budget(nx),
-            )
-            res = step_for(nx)(state, X, cfg, batch_weight=sample_weight)
-        self._publish(state)
-        self.n_steps_ += 1
-        self.n_iter_ = self.n_steps_
-        self.batch_objective_ = np.append(self.batch_objective_, res.objective)
-        if self.compute_labels:
-            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-        return self
+            kernel_kind(self.kernel).check_new_rows(self, "partial_fit")
+            if first:
+                data = fit_input(
+                    X,
+                    sample_weight,
+                    kernel=self.kernel,
+                    device=self.device,
+                    owner=type(self).__name__,
+                    tau=self.tau,
+                    working_memory=self.working_memory,
+                    accept_dask=False,
+                )
+                self._check_params_vs_input(data)
+                problem = resolve_problem(self, data)
+                self._set_problem(problem)
+                X, sample_weight = problem.items, problem.sample_weight
+                self._plan_memory(problem)
+                self._random_state = check_random_state(self.random_state)
+                state = None
+                if isinstance(self._init, str):  # gamma="auto": the selection's partition
+                    state = self._selection_start(problem)
+                if state is None:
+                    state = self._initial_centers(
+                        X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
+                    )
+                self.n_steps_ = 0
+                self.batch_objective_ = np.empty(0)
+            else:
+                X = self._validate_X(X)
+                sample_weight = check_sample_weight(
+                    host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
+                )
+                state = self._state.copy()
+            with memory_guard(self.memory_plan_):
+                nx = get_backend(X)
+                cfg = StepConfig(
+                    self.kernel_,
+                    LEARNING_RATES[self.learning_rate],
+                    tau=self.tau,
+                    renormalize=self.renormalize,
+                    max_tile_bytes=self._tile_budget(nx),
+                )
+                res = step_for(nx)(state, X, cfg, batch_weight=sample_weight)
+            self._publish(state)
+            self.n_steps_ += 1
+            self.n_iter_ = self.n_steps_
+            self.batch_objective_ = np.append(self.batch_objective_, res.objective)
+            if self.compute_labels:
+                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+            return self

@@ -372,52 +372,59 @@ default="k-means++"
         self : MiniBatchKMeans
         """
         with all_or_nothing(self):  # one thread policy; on an error, the model as it was
-            return self._fit(X, sample_weight)
-
-    def _fit(self, X, sample_weight):
-        lazy = rows_of(X).lazy_fit_rows(self)  # Dask: the rows the fit gathers
-        X = self._validate_X(X, reset=True) if lazy is None else lazy
-        sample_weight = check_sample_weight(sample_weight, X)
-        self._check_params_vs_input(X)
-        self.memory_plan_ = _memory.plan_explicit(
-            _memory.ExplicitPlanRequest(
-                n=X.shape[0],
-                n_features=X.shape[1],
-                itemsize=X.dtype.itemsize,
-                n_clusters=self.n_clusters,
-                batch_size=self._batch_size,
-                max_iter=self.max_iter,
-                chunk_rows=chunk_rows(self.working_memory, self.n_clusters + 2, X.dtype.itemsize),
-                init_size=self._init_size,
-                compute_labels=self.compute_labels,
+            lazy = rows_of(X).lazy_fit_rows(self.working_memory)  # Dask: rows read lazily
+            if lazy is None:
+                X = self._validate_X(X, reset=True)
+            else:  # what validate_data(reset=True) sets
+                X = lazy
+                self.n_features_in_ = X.shape[1]
+                if hasattr(self, "feature_names_in_"):
+                    del self.feature_names_in_
+            sample_weight = check_sample_weight(sample_weight, X)
+            self._check_params_vs_input(X)
+            self.memory_plan_ = _memory.plan_explicit(
+                _memory.ExplicitPlanRequest(
+                    n=X.shape[0],
+                    n_features=X.shape[1],
+                    itemsize=X.dtype.itemsize,
+                    n_clusters=self.n_clusters,
+                    batch_size=self._batch_size,
+                    max_iter=self.max_iter,
+                    chunk_rows=chunk_rows(
+                        self.working_memory, self.n_clusters + 2, X.dtype.itemsize
+                    ),
+                    init_size=self._init_size,
+                    compute_labels=self.compute_labels,
+                )
             )
-        )
-        self.memory_plan_.check(_memory.available_host_memory(), what=f"{type(self).__name__}.fit")
-        rng = check_random_state(self.random_state)
-        self._random_state = rng
-        centers = self._best_init(X, sample_weight, rng)
-        counts = np.zeros(self.n_clusters)
-        plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
-        rows_of(X).prefetch(plan)  # Dask: gather the rows of every batch in few passes
-        rate = LEARNING_RATES[self.learning_rate]
-
-        def step(it):
-            res = minibatch_kmeans_step(
-                centers, counts, X[plan[it]], rate, objective_after=self.tol is not None
+            self.memory_plan_.check(
+                _memory.available_host_memory(), what=f"{type(self).__name__}.fit"
             )
-            return res.objective, res.objective_after
+            rng = check_random_state(self.random_state)
+            self._random_state = rng
+            centers = self._best_init(X, sample_weight, rng)
+            counts = np.zeros(self.n_clusters)
+            plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
+            rows_of(X).prefetch(plan)  # Dask: gather the rows of every batch in few passes
+            rate = LEARNING_RATES[self.learning_rate]
 
-        objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
-        self.cluster_centers_ = centers
-        self._counts = counts
-        self._n_features_out = self.n_clusters
-        self.n_iter_ = n_iter
-        self.n_steps_ = n_iter
-        self.batch_objective_ = objectives
-        if self.compute_labels:
-            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-            warn_empty_clusters(self.labels_, self.n_clusters, self)
-        return self
+            def step(it):
+                res = minibatch_kmeans_step(
+                    centers, counts, X[plan[it]], rate, objective_after=self.tol is not None
+                )
+                return res.objective, res.objective_after
+
+            objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
+            self.cluster_centers_ = centers
+            self._counts = counts
+            self._n_features_out = self.n_clusters
+            self.n_iter_ = n_iter
+            self.n_steps_ = n_iter
+            self.batch_objective_ = objectives
+            if self.compute_labels:
+                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+                warn_empty_clusters(self.labels_, self.n_clusters, self)
+            return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
@@ -438,38 +445,35 @@ default="k-means++"
         self : MiniBatchKMeans
         """
         with all_or_nothing(self):  # one thread policy; on an error, the model as it was
-            return self._partial_fit(X, sample_weight)
-
-    def _partial_fit(self, X, sample_weight):
-        first = not hasattr(self, "cluster_centers_")
-        if first:
-            self._validate_params()
-        X = self._validate_X(X, reset=first)
-        sample_weight = check_sample_weight(sample_weight, X)
-        if first:
-            self._check_params_vs_input(X)
-            self._random_state = check_random_state(self.random_state)
-            centers = self._initial_centers(
-                X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
+            first = not hasattr(self, "cluster_centers_")
+            if first:
+                self._validate_params()
+            X = self._validate_X(X, reset=first)
+            sample_weight = check_sample_weight(sample_weight, X)
+            if first:
+                self._check_params_vs_input(X)
+                self._random_state = check_random_state(self.random_state)
+                centers = self._initial_centers(
+                    X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
+                )
+                counts = np.zeros(self.n_clusters)
+                self.n_steps_ = 0
+                self.batch_objective_ = np.empty(0)
+            else:
+                centers = self.cluster_centers_.copy()
+                counts = self._counts.copy()
+            res = minibatch_kmeans_step(
+                centers, counts, X, LEARNING_RATES[self.learning_rate], batch_weight=sample_weight
             )
-            counts = np.zeros(self.n_clusters)
-            self.n_steps_ = 0
-            self.batch_objective_ = np.empty(0)
-        else:
-            centers = self.cluster_centers_.copy()
-            counts = self._counts.copy()
-        res = minibatch_kmeans_step(
-            centers, counts, X, LEARNING_RATES[self.learning_rate], batch_weight=sample_weight
-        )
-        self.cluster_centers_ = centers
-        self._counts = counts
-        self._n_features_out = self.n_clusters
-        self.n_steps_ += 1
-        self.n_iter_ = self.n_steps_
-        self.batch_objective_ = np.append(self.batch_objective_, res.objective)
-        if self.compute_labels:
-            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-        return self
+            self.cluster_centers_ = centers
+            self._counts = counts
+            self._n_features_out = self.n_clusters
+            self.n_steps_ += 1
+            self.n_iter_ = self.n_steps_
+            self.batch_objective_ = np.append(self.batch_objective_, res.objective)
+            if self.compute_labels:
+                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+            return self
 
     # -------------------------------------------------------------- predict
     def _distances(self, X, centers=None):

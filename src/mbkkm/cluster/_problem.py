@@ -178,10 +178,6 @@ class FitProblem:
     tensor_io: bool = False
     input: FitInput | None = None
 
-    def output(self, x):
-        """A result of the core in the user's array library (tensors in, tensors out)."""
-        return _device.convert_output(self.tensor_io, x)
-
 
 def resolve_problem(estimator, data, *, gamma_selection=None):
     """The :class:`FitProblem` of a checked :class:`FitInput`: ``gamma="auto"``'s

@@ -32,7 +32,6 @@ from . import _device
 class Rows:
     """Dense rows on the host: a numpy array or memmap (read in rows, never copied)."""
 
-    kind = "dense"
     #: Whether the core's items are point indices (the kernel is a stored matrix).
     is_index = False
     #: Whether the rows are a torch tensor (results then go back as tensors).
@@ -135,9 +134,8 @@ class Rows:
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
 
-    def resolve_kernel(self, *args, **kwargs):
-        """:func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma)."""
-        return resolve_kernel(*args, **kwargs)
+    #: :func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma).
+    resolve_kernel = staticmethod(resolve_kernel)
 
     def prefetch(self, plan):
         """Get ready to read the batches of ``plan`` (only Dask rows need to)."""
@@ -145,7 +143,7 @@ class Rows:
     # What a fitted estimator does with new data of this kind, when it is not computed
     # in memory (None: compute it in memory; a Dask array: chunk by chunk, through the
     # estimator's public methods).
-    def lazy_fit_rows(self, estimator):
+    def lazy_fit_rows(self, working_memory):
         """MiniBatchKMeans' fit: the rows it gathers lazily (Dask), or None: validate X."""
         return None
 
@@ -164,8 +162,6 @@ class Rows:
 
 class SparseRows(Rows):
     """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
-
-    kind = "sparse"
 
     def fit_data(self, device, validate_numpy, **params):
         if isinstance(device, str) and device == "auto":
@@ -201,7 +197,6 @@ class SparseRows(Rows):
 class TensorRows(Rows):
     """A dense torch tensor on its device (the run's backend is torch there)."""
 
-    kind = "tensor"
     is_tensor = True
 
     def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
@@ -230,8 +225,6 @@ class TensorRows(Rows):
 class DaskArrayRows(Rows):
     """A Dask array as given by the user (read only where rows are asked for)."""
 
-    kind = "dask"
-
     def host_rows(self, idx):
         return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
 
@@ -251,8 +244,8 @@ class DaskArrayRows(Rows):
         # the rows the fit gathers, the batches of the whole plan in few passes
         return _dask.DaskRows(_dask.check_dask_array(self.data), params["working_memory"]), None
 
-    def lazy_fit_rows(self, estimator):
-        return _dask.dask_rows(estimator, self.data)
+    def lazy_fit_rows(self, working_memory):
+        return _dask.dask_rows(self.data, working_memory)
 
     def lazy_predict(self, estimator):
         return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
@@ -269,8 +262,6 @@ class DaskArrayRows(Rows):
 class DaskFitRows(Rows):
     """A Dask array during ``fit``: :class:`mbkkm._dask.DaskRows` gathers the rows the
     fit reads, the batches of the whole plan in few passes."""
-
-    kind = "dask"
 
     def resolve_kernel(self, *args, **kwargs):
         # The data-driven gamma from one pass of Dask reductions.
@@ -293,8 +284,6 @@ class LowRankRows(Rows):
     """A low-rank kernel matrix K ~= U diag(w) U^T (a precomputed heat kernel), read
     through its factors."""
 
-    kind = "low-rank"
-
     def fingerprint_arrays(self, count):
         return self.data.U[self.fingerprint_index(count)], np.asarray(self.data.weights)
 
@@ -302,7 +291,6 @@ class LowRankRows(Rows):
 class PrecomputedRows(Rows):
     """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
 
-    kind = "precomputed"
     is_index = True
 
     def __init__(self, data, index_dtype=None):
@@ -344,8 +332,6 @@ class PrecomputedRows(Rows):
 class GraphRows(PrecomputedRows):
     """A graph kernel ("knn", "heat"): the k-NN graph of the rows is built and the
     kernel matrix over them resolved; items are indices (transductive)."""
-
-    kind = "graph"
 
     def __init__(self, data, index_dtype=None):
         Rows.__init__(self, data)
