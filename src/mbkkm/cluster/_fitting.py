@@ -52,6 +52,19 @@ def warn_indefinite_kernel(n_negative, estimator):
         )
 
 
+def n_init_for(init, n_init, estimator):
+    """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the same
+    centers would start every run)."""
+    if isinstance(init, str) or n_init == 1:
+        return n_init
+    warn(
+        f"Explicit initial center position passed: performing only one init in "
+        f"{type(estimator).__name__} instead of n_init={n_init}.",
+        RuntimeWarning,
+    )
+    return 1
+
+
 def warn_empty_clusters(labels, n_clusters, estimator):
     """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
     if not isinstance(labels, np.ndarray) or labels.size == 0:

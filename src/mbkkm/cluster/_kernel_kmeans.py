@@ -21,7 +21,6 @@ from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_ini
 from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows, working_memory_bytes
 from .._core._sampling import draw_init_subsample
-from .._warn import warn
 from ..backends import get_backend
 from ..kernels import kernel_names
 from ..kernels._index import (
@@ -30,7 +29,7 @@ from ..kernels._index import (
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner
 from ._base import BaseKernelKMeans
-from ._fitting import all_or_nothing, warn_empty_clusters, warn_indefinite_kernel
+from ._fitting import all_or_nothing, n_init_for, warn_empty_clusters, warn_indefinite_kernel
 from ._graph_kernels import graph_start_inner
 from ._kinds import kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
@@ -522,14 +521,7 @@ torch.device, default=None
         w = np.ones(n) if sample_weight is None else sample_weight
         w_run = nx.asarray(w, dtype=np.float64)  # on the run's backend
         rng = check_random_state(self.random_state)
-        n_init = self.n_init
-        if not isinstance(self._init, str) and n_init != 1:
-            warn(
-                f"Explicit initial center position passed: performing only one init in "
-                f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning,
-            )
-            n_init = 1
+        n_init = n_init_for(self._init, self.n_init, self)
         inertia, run = np.inf, None
         n_negative = 0  # negative squared distances met by any run: one warning per fit
         # gamma="auto" or the heat kernel's t="auto" with a named init: the first run

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._progress import progress_for
-from .._warn import warn
+from ._fitting import n_init_for
 from ._params import check_n_clusters_vs_samples
 
 
@@ -42,14 +42,7 @@ class MiniBatchMixin:
         ``init_size`` points drawn with replacement; an explicit init runs once.
         ``start`` (a width selection's partition) is the first candidate.
         """
-        n_init = self.n_init
-        if not isinstance(self._init, str) and n_init != 1:
-            warn(
-                f"Explicit initial center position passed: performing only one init in "
-                f"{type(self).__name__} instead of n_init={n_init}.",
-                RuntimeWarning,
-            )
-            n_init = 1
+        n_init = n_init_for(self._init, self.n_init, self)
         if n_init == 1:
             return start if start is not None else self._initial_centers(X, sample_weight, rng)
         val_idx = rng.randint(0, X.shape[0], self._init_size)
