@@ -176,7 +176,7 @@ def init_state(centers, kernel):
     """
     nx = get_backend(centers)
     k = centers.shape[0]
-    diag = nx.astype(nx.kernel_diag(kernel, centers), np.float64)  # (k,) K(c_j, c_j)
+    diag = nx.astype(kernel.diag(centers), np.float64)  # (k,) K(c_j, c_j)
     return WindowState(
         support=(
             nx.copy(centers)
