@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
-from ._state import WORKSPACE_HEADROOM, tile_columns, workspace_buffers
+from ._state import WORKSPACE_HEADROOM, tile_columns
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -216,7 +216,7 @@ def pool_buffers(n_clusters, L, M, batch_size):
     ``dtype`` None is the data's: ``rows`` holds one data item per entry of its shape
     (a row of d values, or a point index). :func:`mbkkm._core._pool.pack` allocates
     the pool from here and the memory plan counts its bytes from here
-    (:func:`buffer_bytes`), so that the two cannot differ. See the table of
+    (:func:`term_bytes`), so that the two cannot differ. See the table of
     :mod:`mbkkm._core._pool` for what each holds.
     """
     k, n_rows, L1 = n_clusters, M + 1 + batch_size, L + 1
@@ -275,26 +275,28 @@ def host_step_buffers(m, nb, n_clusters, L, batch_size, cols, whole_batch, opera
     columns per kernel chunk.
 
     The windows (support rows, per-row and per-block bookkeeping, the block Gram
-    and its update); the iteration's batch rows, kernel buffers
-    (:func:`mbkkm._core._state.workspace_buffers`, allocated by the step from
-    there), the rows of a part of the batch (without early stopping), the kernel's
-    operand copies (``operands``), the block sums Q, P and QB, the pair indices and
-    the new support.
+    and its update); the iteration's batch rows, kernel buffers, the rows of a
+    part of the batch (without early stopping), the kernel's operand copies
+    (``operands``), the block sums Q, P and QB, the pair indices and the new
+    support.
+
+    The kernel buffers are reused across iterations (``WindowState.workspace``,
+    by these names, with :data:`~mbkkm._core._state.WORKSPACE_HEADROOM`):
+    ``K_SB`` holds K(S, B_c); ``K_BB`` holds K(B, B_c) whole when early stopping
+    needs f_B(C_{i+1}) (``whole_batch``), else K(part, part_c) for each part of the
+    label-sorted batch (at most about half of it).
     """
-    k, b = n_clusters, batch_size
+    k, b, half = n_clusters, batch_size, -(-batch_size // 2)
     i64 = np.dtype(np.int64)
-    kernel = {
-        name: (shape, "values")
-        for name, shape in workspace_buffers(m, b, cols, whole_batch).items()
-    }
     return {
         "support": ((m,), None),
         "support bookkeeping": ((4, m), i64),
         "block bookkeeping": ((6, nb), i64),
         "block Gram": ((2, k, L, L), np.dtype(np.float64)),
         "batch rows": ((b,), None),
-        **kernel,
-        "half-batch rows": ((0 if whole_batch else -(-b // 2),), None),
+        "K_SB": ((m, cols), "values"),
+        "K_BB": ((b, cols) if whole_batch else (half, min(cols, half)), "values"),
+        "half-batch rows": ((0 if whole_batch else half,), None),
         "kernel operands": (operands, "values"),
         "block sums Q, P, QB": ((nb + 2 * k, b), "values"),
         "pair indices": ((9, L + 1, b), i64),
@@ -302,15 +304,24 @@ def host_step_buffers(m, nb, n_clusters, L, batch_size, cols, whole_batch, opera
     }
 
 
-def buffer_bytes(buffers, row_bytes, itemsize=0):
-    """Bytes of each declared buffer (``row_bytes``: one data item, ``itemsize``: one
-    value of the data's float dtype)."""
-    sizes = {None: row_bytes, "values": itemsize}
-    return {
-        name: int(np.prod(shape))
-        * (dtype.itemsize if isinstance(dtype, np.dtype) else sizes[dtype])
-        for name, (shape, dtype, *_) in buffers.items()
-    }
+def term_bytes(terms, buffers, row_bytes, itemsize=0):
+    """Bytes of each term of ``terms`` (name -> the names of the buffers it sums) from
+    their declarations ``buffers``; ``row_bytes``: one data item (dtype None),
+    ``itemsize``: one value of the data's float dtype (dtype ``"values"``)."""
+    out = {}
+    for term, names in terms.items():
+        out[term] = 0
+        for name in names:
+            shape, dtype = buffers[name][:2]
+            size = (
+                row_bytes
+                if dtype is None
+                else itemsize
+                if isinstance(dtype, str)
+                else dtype.itemsize
+            )
+            out[term] += int(np.prod(shape)) * size
+    return out
 
 
 def _operand_shape(n_rows, n_features, copies, fold=0):
@@ -345,19 +356,6 @@ def _cuda_graph_bytes(t):
         + max(t["kernel operand temporaries"], t["iteration products"])
         + t["copy of the pool (replay after an overflow)"]
     )
-
-
-def _labelling_terms(n, m, k, itemsize, rows, threads, copied_width):
-    """The labelling pass' terms: per thread a tile of ``rows`` rows against the m
-    support points and the k centers' sums, the support rows copied by the kernel
-    (``copied_width`` values per row, 0 when it copies none), the coefficients; the
-    labels and distances of the n points."""
-    return {
-        "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
-        "labelling support copies": threads * m * copied_width * itemsize,
-        "labelling coefficients": threads * m * 8 * 3,
-        "labels and distances out": n * (8 + itemsize),
-    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -499,10 +497,6 @@ _POOL_STEP_TERMS = {
 }
 
 
-def _sums(terms, nbytes):
-    return {term: sum(nbytes[name] for name in names) for term, names in terms.items()}
-
-
 def plan_minibatch(request):
     """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
 
@@ -545,13 +539,12 @@ def plan_minibatch(request):
             if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
                 fold = b
             dense = DENSE_SLOT_SUMS_MAX
-        pool = buffer_bytes(pool_buffers(k, L, M, b), r.row_bytes)
+        pool = pool_buffers(k, L, M, b)
+        t.update(term_bytes({**_POOL_TERMS, _POOL_COPY: tuple(pool)}, pool, r.row_bytes))
+        t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
         operands = _operand_shape(n_rows, r.n_features, copies, fold)
         step = pool_step_buffers(k, L, M, b, cols, operands, dense)
-        t.update(_sums(_POOL_TERMS, pool))
-        t[_POOL_COPY] = sum(pool.values())
-        t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
-        t.update(_sums(_POOL_STEP_TERMS, buffer_bytes(step, r.row_bytes, itemsize)))
+        t.update(term_bytes(_POOL_STEP_TERMS, step, r.row_bytes, itemsize))
         state += sum(t[name] for name in _POOL_TERMS) + t[_POOL_COPY] + t[_POOL_LOG]
         iteration = (
             state
@@ -568,7 +561,7 @@ def plan_minibatch(request):
         cols = tile_columns(m, b, itemsize, r.max_tile_bytes)  # the step's own chunking
         operands = (m + cols, d2) if copies else (0,)
         step = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
-        t.update(_sums(_HOST_TERMS, buffer_bytes(step, r.row_bytes, itemsize)))
+        t.update(term_bytes(_HOST_TERMS, step, r.row_bytes, itemsize))
         t["kernel blocks"] = int(t["kernel blocks"] * WORKSPACE_HEADROOM)
         state += t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
         iteration = (
@@ -594,7 +587,15 @@ def plan_minibatch(request):
     )
     rows = n if r.label_rows is None else max(1, min(r.label_rows, n))
     threads = max(1, r.n_threads)
-    labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads, d2 if copies else 0)
+    # Labelling: per thread a tile of ``rows`` rows against the m support points and
+    # the k centers' sums, the support rows copied by the kernel, the coefficients;
+    # the labels and distances of the n points.
+    labelling_terms = {
+        "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
+        "labelling support copies": threads * m * (d2 if copies else 0) * itemsize,
+        "labelling coefficients": threads * m * 8 * 3,
+        "labels and distances out": n * (8 + itemsize),
+    }
     t.update(labelling_terms)
     labelling = state + sum(labelling_terms.values()) + t.get(_CUBLAS, 0)
     return MemoryPlan(

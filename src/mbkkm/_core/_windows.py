@@ -283,7 +283,7 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
 
 def _workspace(state, name, shape, dtype, nx):
     """A reusable buffer of the state (no fresh pages, hence no page faults, per step):
-    one of :func:`mbkkm._core._state.workspace_buffers`."""
+    one of the kernel buffers of :func:`mbkkm._core._memory.host_step_buffers`."""
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
