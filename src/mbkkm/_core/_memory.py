@@ -522,59 +522,15 @@ def plan_minibatch(request):
     nb = int(np.ceil(k * blocks_per_window))
     copies = r.kernel_name in _COPYING_KERNELS
     d2 = r.n_features + 2
-    cuda = r.where.startswith("cuda")
     t = _setup_terms(r)
-    state = t["data copied to the device"] + t["batch plan"]
     if r.device_resident:
-        L, M = pool_capacities(k, b, tau, support=max(k, r.width_sample))
-        n_rows = M + 1 + b
-        cols = tile_columns(M + 1, b, itemsize, r.max_tile_bytes)  # as tile_columns_for
-        fold = dense = 0
-        if cuda:
-            # On CUDA a large rbf block in one chunk folds the row norms into its
-            # operands (_torch_tiles.rbf_tail), and small pools sum their blocks
-            # densely (_pool.slot_sums)
-            from ..kernels._torch_tiles import FOLD_MIN_VALUES  # torch is there
-
-            if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
-                fold = b
-            dense = DENSE_SLOT_SUMS_MAX
-        pool = pool_buffers(k, L, M, b)
-        t.update(term_bytes({**_POOL_TERMS, _POOL_COPY: tuple(pool)}, pool, r.row_bytes))
-        t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
-        operands = _operand_shape(n_rows, r.n_features, copies, fold)
-        step = pool_step_buffers(k, L, M, b, cols, operands, dense)
-        t.update(term_bytes(_POOL_STEP_TERMS, step, r.row_bytes, itemsize))
-        state += sum(t[name] for name in _POOL_TERMS) + t[_POOL_COPY] + t[_POOL_LOG]
-        iteration = (
-            state
-            + t["batch rows"]
-            + t["kernel block K(rows, X_B)"]
-            + max(t["kernel operand temporaries"], t["iteration products"])
-        )
-        if cuda:
-            t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
-            t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
-            iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
+        step, state, iteration, shapes = _pool_terms(r, copies)
     else:
         L = int(np.ceil(blocks_per_window)) + 1
-        cols = tile_columns(m, b, itemsize, r.max_tile_bytes)  # the step's own chunking
-        operands = (m + cols, d2) if copies else (0,)
-        step = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
-        t.update(term_bytes(_HOST_TERMS, step, r.row_bytes, itemsize))
-        t["kernel blocks"] = int(t["kernel blocks"] * WORKSPACE_HEADROOM)
-        state += t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
-        iteration = (
-            state
-            + t["batch rows"]
-            + t["kernel blocks"]
-            + t["half-batch rows"]
-            + max(
-                t["kernel operand copies"],
-                t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
-            )
-        )
-        M = m
+        step, state, iteration, shapes = _host_terms(r, m, nb, L, copies)
+    t.update(step)
+    state += t["data copied to the device"] + t["batch plan"]
+    iteration += state
     setup = (
         t["data copied to the device"]
         + t["batch plan"]
@@ -606,13 +562,73 @@ def plan_minibatch(request):
         shapes={
             "m": m,
             "blocks": nb,
-            "chunk_columns": cols,
+            "chunk_columns": shapes.pop("chunk_columns"),
             "tile_rows": rows,
             "threads": threads,
-            **({"pool_rows": M, "slots": L} if r.device_resident else {}),
+            **shapes,
         },
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
+
+
+def _pool_terms(r, copies):
+    """The device pool's terms (request ``r``), the bytes of its state and of one
+    iteration besides, and its shapes: the pool and the iteration at the capacities
+    a fit starts with (:func:`pool_capacities`)."""
+    k, b = r.n_clusters, r.batch_size
+    L, M = pool_capacities(k, b, r.tau, support=max(k, r.width_sample))
+    n_rows = M + 1 + b
+    cols = tile_columns(M + 1, b, r.itemsize, r.max_tile_bytes)  # as tile_columns_for
+    cuda = r.where.startswith("cuda")
+    fold = dense = 0
+    if cuda:
+        # On CUDA a large rbf block in one chunk folds the row norms into its
+        # operands (_torch_tiles.rbf_tail), and small pools sum their blocks
+        # densely (_pool.slot_sums)
+        from ..kernels._torch_tiles import FOLD_MIN_VALUES  # torch is there
+
+        if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
+            fold = b
+        dense = DENSE_SLOT_SUMS_MAX
+    pool = pool_buffers(k, L, M, b)
+    t = term_bytes({**_POOL_TERMS, _POOL_COPY: tuple(pool)}, pool, r.row_bytes)
+    t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
+    operands = _operand_shape(n_rows, r.n_features, copies, fold)
+    step = pool_step_buffers(k, L, M, b, cols, operands, dense)
+    t.update(term_bytes(_POOL_STEP_TERMS, step, r.row_bytes, r.itemsize))
+    state = sum(t[name] for name in _POOL_TERMS) + t[_POOL_COPY] + t[_POOL_LOG]
+    iteration = (
+        t["batch rows"]
+        + t["kernel block K(rows, X_B)"]
+        + max(t["kernel operand temporaries"], t["iteration products"])
+    )
+    if cuda:
+        t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
+        t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
+        iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
+    return t, state, iteration, {"chunk_columns": cols, "pool_rows": M, "slots": L}
+
+
+def _host_terms(r, m, nb, L, copies):
+    """The host step's terms (request ``r``; m support points in nb blocks, L per
+    window), the bytes of its state and of one iteration besides, and its shapes."""
+    k, b = r.n_clusters, r.batch_size
+    cols = tile_columns(m, b, r.itemsize, r.max_tile_bytes)  # the step's own chunking
+    operands = (m + cols, r.n_features + 2) if copies else (0,)
+    step = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
+    t = term_bytes(_HOST_TERMS, step, r.row_bytes, r.itemsize)
+    t["kernel blocks"] = int(t["kernel blocks"] * WORKSPACE_HEADROOM)
+    state = t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
+    iteration = (
+        t["batch rows"]
+        + t["kernel blocks"]
+        + t["half-batch rows"]
+        + max(
+            t["kernel operand copies"],
+            t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
+        )
+    )
+    return t, state, iteration, {"chunk_columns": cols}
 
 
 # ------------------------------------------------------------------ availability
