@@ -477,24 +477,14 @@ _POOL_TERMS = {
 }
 _POOL_COPY = "copy of the pool (replay after an overflow)"
 _POOL_LOG = "batch plan and log on the device"
-#: The device iteration's terms (:func:`pool_step_buffers`).
+#: The device iteration's terms (:func:`pool_step_buffers`); the step's other
+#: buffers are its products (``_PRODUCTS``).
 _POOL_STEP_TERMS = {
     "batch rows": ("batch rows",),
     "kernel block K(rows, X_B)": ("kernel block",),
     "kernel operand temporaries": ("kernel operands",),
-    "iteration products": (
-        "coef_out",
-        "A",
-        "R",
-        "R * weights",
-        "D, V",
-        "one-hot",
-        "one-hot mask",
-        "new block Grams",
-        "dense slot sums",
-        "dense slot sums mask",
-    ),
 }
+_PRODUCTS = "iteration products"
 
 
 def plan_minibatch(request):
@@ -595,12 +585,14 @@ def _pool_terms(r, copies):
     t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
     operands = _operand_shape(n_rows, r.n_features, copies, fold)
     step = pool_step_buffers(k, L, M, b, cols, operands, dense)
-    t.update(term_bytes(_POOL_STEP_TERMS, step, r.row_bytes, r.itemsize))
+    products = tuple(name for name in step if (name,) not in _POOL_STEP_TERMS.values())
+    terms = {**_POOL_STEP_TERMS, _PRODUCTS: products}
+    t.update(term_bytes(terms, step, r.row_bytes, r.itemsize))
     state = sum(t[name] for name in _POOL_TERMS) + t[_POOL_COPY] + t[_POOL_LOG]
     iteration = (
         t["batch rows"]
         + t["kernel block K(rows, X_B)"]
-        + max(t["kernel operand temporaries"], t["iteration products"])
+        + max(t["kernel operand temporaries"], t[_PRODUCTS])
     )
     if cuda:
         t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
