@@ -42,43 +42,38 @@ def test_kernel_tile_and_diag_equal_numpy(nx, name, dtype):
     ref = kernel(X, Y)
     if nx.name == "torch" and name not in TORCH_NAMES:
         with pytest.raises(ValueError, match="not available on the torch backend"):
-            nx.kernel_tile(kernel, nx.asarray(X), nx.asarray(Y))
+            kernel.tile(nx.asarray(X), nx.asarray(Y))
         return
     Xd, Yd = nx.asarray(X), nx.asarray(Y)
-    K = nx.to_numpy(nx.kernel_tile(kernel, Xd, Yd))
+    K = nx.to_numpy(kernel.tile(Xd, Yd))
     assert K.dtype == dtype
     np.testing.assert_allclose(K, ref, **_tol(dtype, nx))
-    out = nx.empty((40, 30), nx.tile_dtype(kernel, Xd))
-    K2 = nx.kernel_tile(kernel, Xd, Yd, out=out)
+    out = nx.empty((40, 30), nx.float_dtype(Xd))
+    K2 = kernel.tile(Xd, Yd, out=out)
     assert K2 is out
     np.testing.assert_allclose(nx.to_numpy(out), ref, **_tol(dtype, nx))
-    np.testing.assert_allclose(
-        nx.to_numpy(nx.kernel_diag(kernel, Xd)), kernel.diag(X), **_tol(dtype, nx)
-    )
+    np.testing.assert_allclose(nx.to_numpy(kernel.diag(Xd)), kernel.diag(X), **_tol(dtype, nx))
 
 
 def test_callable_kernel(nx):
     X = _data(0, 20, 4, np.float64)
     kernel = resolve_kernel(lambda A, B: A @ B.T)
-    K = nx.to_numpy(nx.kernel_tile(kernel, nx.asarray(X), nx.asarray(X)))
+    K = nx.to_numpy(kernel.tile(nx.asarray(X), nx.asarray(X)))
     np.testing.assert_allclose(K, X @ X.T, rtol=1e-12)
-    np.testing.assert_allclose(
-        nx.to_numpy(nx.kernel_diag(kernel, nx.asarray(X))), (X * X).sum(1), rtol=1e-12
-    )
+    np.testing.assert_allclose(nx.to_numpy(kernel.diag(nx.asarray(X))), (X * X).sum(1), rtol=1e-12)
 
 
 @needs_torch
 def test_torch_callable_kernel_must_return_a_tensor():
     import torch
 
-    nx = backend_for("torch")
     X = torch.ones(3, 2, dtype=torch.float64)
     with pytest.raises(TypeError, match="must return a torch tensor"):
-        nx.kernel_tile(resolve_kernel(lambda A, B: np.ones((3, 3))), X, X)
+        resolve_kernel(lambda A, B: np.ones((3, 3))).tile(X, X)
     with pytest.raises(ValueError, match="shape"):
-        nx.kernel_tile(resolve_kernel(lambda A, B: torch.ones(2, 2)), X, X)
+        resolve_kernel(lambda A, B: torch.ones(2, 2)).tile(X, X)
     with pytest.raises(ValueError, match="non-finite"):
-        nx.kernel_tile(resolve_kernel(lambda A, B: A @ B.T * float("nan")), X, X)
+        resolve_kernel(lambda A, B: A @ B.T * float("nan")).tile(X, X)
 
 
 def test_products_gathers_reductions(nx):

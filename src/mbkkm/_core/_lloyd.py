@@ -138,9 +138,7 @@ class BlockOperator:
         buf = nx.empty((min(br, n), n), self.X.dtype)  # one block of kernel rows
         for r0 in range(0, n, br):
             r1 = min(r0 + br, n)
-            Kb = self.kernel.tile(
-                self.X[r0:r1], self.X, out=buf[: r1 - r0], backend=nx
-            )  # (r1 - r0, n)
+            Kb = self.kernel.tile(self.X[r0:r1], self.X, out=buf[: r1 - r0])  # (r1 - r0, n)
             out[r0:r1] = parallel_matmul(Kb, A) if nx.is_host else Kb @ A
         return out
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
-from ._state import WORKSPACE_HEADROOM, tile_columns, workspace_buffers
+from ._state import WORKSPACE_HEADROOM, tile_columns
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -216,7 +216,7 @@ def pool_buffers(n_clusters, L, M, batch_size):
     ``dtype`` None is the data's: ``rows`` holds one data item per entry of its shape
     (a row of d values, or a point index). :func:`mbkkm._core._pool.pack` allocates
     the pool from here and the memory plan counts its bytes from here
-    (:func:`_pool_terms`), so that the two cannot differ. See the table of
+    (:func:`term_bytes`), so that the two cannot differ. See the table of
     :mod:`mbkkm._core._pool` for what each holds.
     """
     k, n_rows, L1 = n_clusters, M + 1 + batch_size, L + 1
@@ -236,12 +236,102 @@ def pool_buffers(n_clusters, L, M, batch_size):
     }
 
 
-def _pool_bytes(buffers, row_bytes):
-    """Bytes of each buffer of :func:`pool_buffers` (``row_bytes``: one data item)."""
+def pool_step_buffers(n_clusters, L, M, batch_size, cols, operands=(0,), dense=0):
+    """The device iteration's arrays besides the pool, declared once: name -> (shape,
+    dtype); ``dtype`` None is one data item, ``"values"`` the data's float dtype.
+
+    ``coef_out`` is the one work buffer the step keeps (allocated from here by
+    :func:`mbkkm._core._pool.make_constants`); the others are the iteration's
+    temporaries: the batch rows, the kernel block, its operands' copies
+    (``operands``: their shape, see :func:`_operand_shape`), the products A (M, k) in
+    float64 and in the data's dtype, R and R * weights (M + 1 + b, k), D, V, the
+    one-hot and its mask (k, b), the block Gram's two new versions, and the dense
+    slot sums with their mask when k (L + 1) (M + 1 + b) <= ``dense`` (CUDA).
+    """
+    k, b, n_rows, L1 = n_clusters, batch_size, M + 1 + batch_size, L + 1
+    f64, mask = np.dtype(np.float64), np.dtype(bool)
+    slot_sums = (k * L1, n_rows) if k * L1 * n_rows <= dense else (0,)
     return {
-        name: int(np.prod(shape)) * (row_bytes if dtype is None else dtype.itemsize)
-        for name, (shape, dtype, _) in buffers.items()
+        "coef_out": ((k, M), "values"),
+        "batch rows": ((b,), None),
+        "kernel block": ((n_rows, cols), "values"),
+        "kernel operands": (operands, "values"),
+        "A": ((M, k), f64),
+        "R": ((n_rows, k), "values"),
+        "R * weights": ((n_rows, k), f64),
+        "D, V": ((2, k, b), "values"),
+        "one-hot": ((k, b), f64),
+        "one-hot mask": ((k, b), mask),
+        "new block Grams": ((2, k, L1, L1), f64),
+        "dense slot sums": (slot_sums, f64),
+        "dense slot sums mask": (slot_sums, mask),
     }
+
+
+def host_step_buffers(m, nb, n_clusters, L, batch_size, cols, whole_batch, operands=(0,)):
+    """The host step's arrays (:mod:`mbkkm._core._windows`), declared once: name ->
+    (shape, dtype), ``dtype`` None one data item and ``"values"`` the data's float
+    dtype; m support points in nb blocks, L blocks per window, ``cols`` batch
+    columns per kernel chunk.
+
+    The windows (support rows, per-row and per-block bookkeeping, the block Gram
+    and its update); the iteration's batch rows, kernel buffers, the rows of a
+    part of the batch (without early stopping), the kernel's operand copies
+    (``operands``), the block sums Q, P and QB, the pair indices and the new
+    support.
+
+    The kernel buffers are reused across iterations (``WindowState.workspace``,
+    by these names, with :data:`~mbkkm._core._state.WORKSPACE_HEADROOM`):
+    ``K_SB`` holds K(S, B_c); ``K_BB`` holds K(B, B_c) whole when early stopping
+    needs f_B(C_{i+1}) (``whole_batch``), else K(part, part_c) for each part of the
+    label-sorted batch (at most about half of it).
+    """
+    k, b, half = n_clusters, batch_size, -(-batch_size // 2)
+    i64 = np.dtype(np.int64)
+    return {
+        "support": ((m,), None),
+        "support bookkeeping": ((4, m), i64),
+        "block bookkeeping": ((6, nb), i64),
+        "block Gram": ((2, k, L, L), np.dtype(np.float64)),
+        "batch rows": ((b,), None),
+        "K_SB": ((m, cols), "values"),
+        "K_BB": ((b, cols) if whole_batch else (half, min(cols, half)), "values"),
+        "half-batch rows": ((0 if whole_batch else half,), None),
+        "kernel operands": (operands, "values"),
+        "block sums Q, P, QB": ((nb + 2 * k, b), "values"),
+        "pair indices": ((9, L + 1, b), i64),
+        "new support": ((m,), None),
+    }
+
+
+def term_bytes(terms, buffers, row_bytes, itemsize=0):
+    """Bytes of each term of ``terms`` (name -> the names of the buffers it sums) from
+    their declarations ``buffers``; ``row_bytes``: one data item (dtype None),
+    ``itemsize``: one value of the data's float dtype (dtype ``"values"``)."""
+    out = {}
+    for term, names in terms.items():
+        out[term] = 0
+        for name in names:
+            shape, dtype = buffers[name][:2]
+            size = (
+                row_bytes
+                if dtype is None
+                else itemsize
+                if isinstance(dtype, str)
+                else dtype.itemsize
+            )
+            out[term] += int(np.prod(shape)) * size
+    return out
+
+
+def _operand_shape(n_rows, n_features, copies, fold=0):
+    """Shape of the copies a kernel makes of its operands for a block of ``n_rows``
+    rows: rbf and cosine square (or normalise) a copy of the rows for their norms
+    (``copies``); the folded rbf block on CUDA (``fold``: the batch's b rows with
+    them) copies the rows and the batch, 4-aligned with two more columns."""
+    if fold:
+        return (n_rows + fold, -(-(n_features + 2) // 4) * 4 + 1)
+    return (n_rows, n_features) if copies else (0,)
 
 
 #: The device pool's term for a captured CUDA graph (see :func:`_cuda_graph_bytes`).
@@ -266,19 +356,6 @@ def _cuda_graph_bytes(t):
         + max(t["kernel operand temporaries"], t["iteration products"])
         + t["copy of the pool (replay after an overflow)"]
     )
-
-
-def _labelling_terms(n, m, k, itemsize, rows, threads, copied_width):
-    """The labelling pass' terms: per thread a tile of ``rows`` rows against the m
-    support points and the k centers' sums, the support rows copied by the kernel
-    (``copied_width`` values per row, 0 when it copies none), the coefficients; the
-    labels and distances of the n points."""
-    return {
-        "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
-        "labelling support copies": threads * m * copied_width * itemsize,
-        "labelling coefficients": threads * m * 8 * 3,
-        "labels and distances out": n * (8 + itemsize),
-    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -370,8 +447,52 @@ def _setup_terms(r):
     }
 
 
+#: The plan's terms of the host step, each the sum of declared buffers
+#: (:func:`host_step_buffers`); the kernel blocks with the workspace's headroom.
+_HOST_TERMS = {
+    "support (windows)": ("support",),
+    "support bookkeeping": ("support bookkeeping", "block bookkeeping"),
+    "block Gram": ("block Gram",),
+    "batch rows": ("batch rows",),
+    "kernel blocks": ("K_SB", "K_BB"),
+    "half-batch rows": ("half-batch rows",),
+    "kernel operand copies": ("kernel operands",),
+    "block sums Q, P, QB": ("block sums Q, P, QB",),
+    "pair indices": ("pair indices",),
+    "new support": ("new support",),
+}
+#: The device pool's persistent terms (:func:`pool_buffers`); the fit holds a copy
+#: of the whole pool besides (a replay after a capacity overflow starts from it).
+_POOL_TERMS = {
+    "support pool (M + 1 + b rows)": ("rows",),
+    "pool weights and slots of the rows": ("coef", "block"),
+    "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)": (
+        "lam",
+        "newer",
+        "stamp",
+        "gram",
+        "norms",
+        "counts",
+    ),
+}
+_POOL_COPY = "copy of the pool (replay after an overflow)"
+_POOL_LOG = "batch plan and log on the device"
+#: The device iteration's terms (:func:`pool_step_buffers`); the step's other
+#: buffers are its products (``_PRODUCTS``).
+_POOL_STEP_TERMS = {
+    "batch rows": ("batch rows",),
+    "kernel block K(rows, X_B)": ("kernel block",),
+    "kernel operand temporaries": ("kernel operands",),
+}
+_PRODUCTS = "iteration products"
+
+
 def plan_minibatch(request):
     """The memory plan of one MiniBatchKernelKMeans fit (see the module docstring).
+
+    Every term of the iterations is a sum of declared buffers (:func:`pool_buffers`
+    and :func:`pool_step_buffers` on the device pool, :func:`host_step_buffers` on
+    the host); the peaks add what lives together.
 
     Parameters
     ----------
@@ -384,84 +505,22 @@ def plan_minibatch(request):
     """
     r = request
     n, k, b, tau, itemsize = r.n, r.n_clusters, r.batch_size, r.tau, r.itemsize
-    n_points = None if r.max_iter is None else k + b * r.max_iter
-    m = support_size(k, b, tau, n_points)
+    m = support_size(k, b, tau, None if r.max_iter is None else k + b * r.max_iter)
     blocks_per_window = max(1.0, tau / max(1.0, b / k)) + 2
     if r.max_iter is not None:  # a window holds at most one block per iteration, + the first
         blocks_per_window = min(blocks_per_window, r.max_iter + 1.0)
     nb = int(np.ceil(k * blocks_per_window))
-    cols = tile_columns(m, b, itemsize, r.max_tile_bytes)  # the step's own chunking
     copies = r.kernel_name in _COPYING_KERNELS
     d2 = r.n_features + 2
-    L = int(np.ceil(blocks_per_window)) + 1
     t = _setup_terms(r)
     if r.device_resident:
-        # On CUDA a large rbf block's operands carry the row norms
-        # (_torch_tiles.rbf_tail) and small pools sum their blocks densely
-        # (_pool.slot_sums)
-        fold = dense = 0
-        if r.where.startswith("cuda"):  # torch is there
-            from ..kernels._torch_tiles import FOLD_MIN_VALUES
-
-            fold = FOLD_MIN_VALUES if r.kernel_name == "rbf" else 0
-            dense = DENSE_SLOT_SUMS_MAX
-        pool_terms, (L, M, cols) = _pool_terms(
-            (k, b, tau),
-            (r.n_features, r.row_bytes, itemsize),
-            r.max_tile_bytes,
-            r.max_iter or 0,
-            copies,
-            support=max(k, r.width_sample),
-            cuda=(fold, dense),
-        )
-        t.update(pool_terms)
-        state = (
-            sum(t[name] for name in _POOL_STATE) + t["data copied to the device"] + t["batch plan"]
-        )
-        iteration = (
-            state
-            + t["batch rows"]
-            + t["kernel block K(rows, X_B)"]
-            + max(t["kernel operand temporaries"], t["iteration products"])
-        )
-        if r.where.startswith("cuda"):
-            t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
-            t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
-            iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
+        step, state, iteration, shapes = _pool_terms(r, copies)
     else:
-        t["support (windows)"] = m * r.row_bytes
-        t["support bookkeeping"] = m * 8 * 4 + nb * 8 * 6
-        t["block Gram"] = 2 * k * L * L * 8
-        t["batch rows"] = b * r.row_bytes
-        kernel_values = sum(
-            rows * columns
-            for rows, columns in workspace_buffers(m, b, cols, r.early_stopping).values()
-        )
-        t["kernel blocks"] = int(kernel_values * itemsize * WORKSPACE_HEADROOM)
-        if not r.early_stopping:  # the rows of a part of the batch (at most about half)
-            t["half-batch rows"] = -(-b // 2) * r.row_bytes
-        t["kernel operand copies"] = (m + cols) * d2 * itemsize if copies else 0
-        t["block sums Q, P, QB"] = (nb + 2 * k) * b * itemsize
-        t["pair indices"] = (L + 1) * b * 8 * 9
-        t["new support"] = m * r.row_bytes
-        state = (
-            t["support (windows)"]
-            + t["support bookkeeping"]
-            + t["block Gram"]
-            + t["data copied to the device"]
-            + t["batch plan"]
-        )
-        iteration = (
-            state
-            + t["batch rows"]
-            + t["kernel blocks"]
-            + t.get("half-batch rows", 0)
-            + max(
-                t["kernel operand copies"],
-                t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
-            )
-        )
-        M = m
+        L = int(np.ceil(blocks_per_window)) + 1
+        step, state, iteration, shapes = _host_terms(r, m, nb, L, copies)
+    t.update(step)
+    state += t["data copied to the device"] + t["batch plan"]
+    iteration += state
     setup = (
         t["data copied to the device"]
         + t["batch plan"]
@@ -472,92 +531,99 @@ def plan_minibatch(request):
             t["k-means++ subsample and candidates"],
         )
     )
-    label_rows, n_threads, where = r.label_rows, r.n_threads, r.where
-    rows = n if label_rows is None else max(1, min(label_rows, n))
-    threads = max(1, n_threads)
-    labelling_terms = _labelling_terms(n, m, k, itemsize, rows, threads, d2 if copies else 0)
+    rows = n if r.label_rows is None else max(1, min(r.label_rows, n))
+    threads = max(1, r.n_threads)
+    # Labelling: per thread a tile of ``rows`` rows against the m support points and
+    # the k centers' sums, the support rows copied by the kernel, the coefficients;
+    # the labels and distances of the n points.
+    labelling_terms = {
+        "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
+        "labelling support copies": threads * m * (d2 if copies else 0) * itemsize,
+        "labelling coefficients": threads * m * 8 * 3,
+        "labels and distances out": n * (8 + itemsize),
+    }
     t.update(labelling_terms)
     labelling = state + sum(labelling_terms.values()) + t.get(_CUBLAS, 0)
-    peaks = {"fit": int(max(setup, iteration)), "labelling": int(labelling)}
     return MemoryPlan(
-        where=where,
-        terms={k_: int(v) for k_, v in t.items() if v},
-        peaks=peaks,
+        where=r.where,
+        terms={name: int(v) for name, v in t.items() if v},
+        peaks={"fit": int(max(setup, iteration)), "labelling": int(labelling)},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
         shapes={
             "m": m,
             "blocks": nb,
-            "chunk_columns": cols,
+            "chunk_columns": shapes.pop("chunk_columns"),
             "tile_rows": rows,
             "threads": threads,
-            **({"pool_rows": M, "slots": L} if r.device_resident else {}),
+            **shapes,
         },
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
 
 
+def _pool_terms(r, copies):
+    """The device pool's terms (request ``r``), the bytes of its state and of one
+    iteration besides, and its shapes: the pool and the iteration at the capacities
+    a fit starts with (:func:`pool_capacities`)."""
+    k, b = r.n_clusters, r.batch_size
+    L, M = pool_capacities(k, b, r.tau, support=max(k, r.width_sample))
+    n_rows = M + 1 + b
+    cols = tile_columns(M + 1, b, r.itemsize, r.max_tile_bytes)  # as tile_columns_for
+    cuda = r.where.startswith("cuda")
+    fold = dense = 0
+    if cuda:
+        # On CUDA a large rbf block in one chunk folds the row norms into its
+        # operands (_torch_tiles.rbf_tail), and small pools sum their blocks
+        # densely (_pool.slot_sums)
+        from ..kernels._torch_tiles import FOLD_MIN_VALUES  # torch is there
+
+        if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
+            fold = b
+        dense = DENSE_SLOT_SUMS_MAX
+    pool = pool_buffers(k, L, M, b)
+    t = term_bytes({**_POOL_TERMS, _POOL_COPY: tuple(pool)}, pool, r.row_bytes)
+    t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
+    operands = _operand_shape(n_rows, r.n_features, copies, fold)
+    step = pool_step_buffers(k, L, M, b, cols, operands, dense)
+    products = tuple(name for name in step if (name,) not in _POOL_STEP_TERMS.values())
+    terms = {**_POOL_STEP_TERMS, _PRODUCTS: products}
+    t.update(term_bytes(terms, step, r.row_bytes, r.itemsize))
+    state = sum(t[name] for name in _POOL_TERMS) + t[_POOL_COPY] + t[_POOL_LOG]
+    iteration = (
+        t["batch rows"]
+        + t["kernel block K(rows, X_B)"]
+        + max(t["kernel operand temporaries"], t[_PRODUCTS])
+    )
+    if cuda:
+        t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
+        t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
+        iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
+    return t, state, iteration, {"chunk_columns": cols, "pool_rows": M, "slots": L}
+
+
+def _host_terms(r, m, nb, L, copies):
+    """The host step's terms (request ``r``; m support points in nb blocks, L per
+    window), the bytes of its state and of one iteration besides, and its shapes."""
+    k, b = r.n_clusters, r.batch_size
+    cols = tile_columns(m, b, r.itemsize, r.max_tile_bytes)  # the step's own chunking
+    operands = (m + cols, r.n_features + 2) if copies else (0,)
+    step = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
+    t = term_bytes(_HOST_TERMS, step, r.row_bytes, r.itemsize)
+    t["kernel blocks"] = int(t["kernel blocks"] * WORKSPACE_HEADROOM)
+    state = t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
+    iteration = (
+        t["batch rows"]
+        + t["kernel blocks"]
+        + t["half-batch rows"]
+        + max(
+            t["kernel operand copies"],
+            t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
+        )
+    )
+    return t, state, iteration, {"chunk_columns": cols}
+
+
 # ------------------------------------------------------------------ availability
-
-
-#: The device pool's persistent terms (see :func:`_pool_terms`).
-_POOL_STATE = (
-    "support pool (M + 1 + b rows)",
-    "pool weights and slots of the rows",
-    "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)",
-    "copy of the pool (replay after an overflow)",
-    "batch plan and log on the device",
-)
-
-
-def _pool_terms(shape, row, max_tile_bytes, max_iter, copies, support, cuda=(0, 0)):
-    """The device pool's terms in bytes (:mod:`mbkkm._core._pool`) and its shapes
-    (L, M, chunk columns), at the capacities a fit starts with.
-
-    ``shape`` is ``(k, b, tau)``; ``row`` is ``(n_features, row_bytes, itemsize)``;
-    ``support``: the fit's initial support points; ``copies``: whether the kernel
-    copies the rows; ``cuda``: ``(fold, dense)``, the least block (values) whose rbf
-    operands carry the row norms, as :func:`mbkkm.kernels._torch_tiles.rbf_tail` on
-    CUDA, and the most (slot, row) pairs whose block sums are dense, as
-    :func:`mbkkm._core._pool.slot_sums` on CUDA (0: never).
-    """
-    k, b, tau = shape
-    fold, dense = cuda
-    n_features, row_bytes, itemsize = row
-    L, M = pool_capacities(k, b, tau, support=support)
-    n_rows, L1 = M + 1 + b, L + 1
-    cols = tile_columns(M + 1, b, itemsize, max_tile_bytes)  # as tile_columns_for
-    fold = bool(fold) and cols == b and n_rows * b >= fold  # one chunk: the tail tile
-    pool = _pool_bytes(pool_buffers(k, L, M, b), row_bytes)
-    weights = pool["coef"] + pool["block"]  # u_s on its cluster's column, the slot
-    windows = sum(pool[name] for name in ("lam", "newer", "stamp", "gram", "norms", "counts"))
-    return {
-        "support pool (M + 1 + b rows)": pool["rows"],
-        "pool weights and slots of the rows": weights,
-        "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)": windows,
-        "copy of the pool (replay after an overflow)": sum(pool.values()),
-        "batch plan and log on the device": max_iter * (b + 2) * 8,
-        "batch rows": b * row_bytes,
-        "kernel block K(rows, X_B)": n_rows * cols * itemsize,
-        # rbf and cosine square (or normalise) a copy of the rows for their norms; the
-        # folded rbf block copies the rows and the batch, 4-aligned with two more columns
-        "kernel operand temporaries": (
-            (n_rows + b) * (-(-(n_features + 2) // 4) * 4 + 1) * itemsize
-            if fold
-            else n_rows * n_features * itemsize
-            if copies
-            else 0
-        ),
-        # A (M, k) in float64 and in the data's dtype, R and R * weights (M + 1 + b, k),
-        # D, V, one-hot (k, b), and the block Gram's two new versions
-        "iteration products": (
-            M * k * (8 + itemsize)
-            + n_rows * k * (itemsize + 8)
-            + k * b * (2 * itemsize + 8 + 1)
-            + 2 * k * L1 * L1 * 8
-            # the dense slot sums' mask and masked values (CUDA)
-            + (k * L1 * n_rows * 9 if k * L1 * n_rows <= dense else 0)
-        ),
-    }, (L, M, cols)
 
 
 def _read_int(path):

@@ -33,7 +33,7 @@ def partition_norms(support, labels, n_clusters, kernel):
         members = order[ptr[j] : ptr[j + 1]]
         if members.size:
             S = nx.take(support, nx.index(members))
-            norms[j] = float(nx.to_numpy(nx.kernel_tile(kernel, S, S)).mean())
+            norms[j] = float(nx.to_numpy(kernel.tile(S, S)).mean())
     return norms
 
 

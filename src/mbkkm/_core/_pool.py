@@ -82,7 +82,7 @@ import numpy as np
 import torch
 
 from ..kernels import KERNELS
-from ._memory import DENSE_SLOT_SUMS_MAX, pool_buffers
+from ._memory import DENSE_SLOT_SUMS_MAX, pool_buffers, pool_step_buffers
 from ._memory import pool_capacities as capacities
 from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
 
@@ -218,6 +218,7 @@ def make_constants(layout, cfg, rows):
     tau_row = torch.full((1, L1), tau, dtype=_F64, device=device)
     tau_row[0, -1] = math.inf  # a block in the spare column (an overflow) is never dropped
     tile, tile_tail, diag, diag_is_one = _kernel_functions(cfg.kernel)
+    coef_out, _ = pool_step_buffers(k, layout.L, M, b, layout.cols)["coef_out"]
     return Constants(
         cluster_col=torch.arange(k, device=device)[:, None],
         slot_ids=torch.arange(L1, device=device)[None, :],
@@ -230,7 +231,7 @@ def make_constants(layout, cfg, rows):
         tol=torch.full((), 0.0 if cfg.tol is None else cfg.tol, dtype=_F64, device=device),
         slot_bounds=torch.arange(k * L1 + 1, device=device),
         ranks=torch.arange(1, b + 1, device=device),
-        coef_out=torch.empty((k, M), dtype=rows.dtype, device=device),
+        coef_out=torch.empty(coef_out, dtype=rows.dtype, device=device),
         tile=tile,
         tile_tail=tile_tail,
         diag=diag,

@@ -176,7 +176,7 @@ def init_state(centers, kernel):
     """
     nx = get_backend(centers)
     k = centers.shape[0]
-    diag = nx.astype(nx.kernel_diag(kernel, centers), np.float64)  # (k,) K(c_j, c_j)
+    diag = nx.astype(kernel.diag(centers), np.float64)  # (k,) K(c_j, c_j)
     return WindowState(
         support=(
             nx.copy(centers)
@@ -284,21 +284,6 @@ class StepResult:
 #: The host step's reused buffers are allocated a quarter larger than asked, so that
 #: the support's small changes from one iteration to the next reuse them.
 WORKSPACE_HEADROOM = 1.25
-
-
-def workspace_buffers(m, b, cols, whole_batch):
-    """The host step's reused kernel buffers (``WindowState.workspace``), declared once:
-    name -> (rows, columns) of kernel values, for m support points, batch b and
-    ``cols`` batch columns per chunk.
-
-    ``K_SB`` holds K(S, B_c); ``K_BB`` holds K(B, B_c) whole when early stopping needs
-    f_B(C_{i+1}) (``whole_batch``), else K(part, part_c) for each part of the
-    label-sorted batch (at most about half of it). The step allocates them by these
-    names (:func:`mbkkm._core._windows._workspace`) and the memory plan counts them
-    from here, both with :data:`WORKSPACE_HEADROOM`.
-    """
-    half = -(-b // 2)
-    return {"K_SB": (m, cols), "K_BB": (b, cols) if whole_batch else (half, min(cols, half))}
 
 
 def tile_columns(m, b, itemsize, max_tile_bytes):

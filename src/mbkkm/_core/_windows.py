@@ -283,7 +283,7 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
 
 def _workspace(state, name, shape, dtype, nx):
     """A reusable buffer of the state (no fresh pages, hence no page faults, per step):
-    one of :func:`mbkkm._core._state.workspace_buffers`."""
+    one of the kernel buffers of :func:`mbkkm._core._memory.host_step_buffers`."""
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
@@ -296,9 +296,15 @@ def _workspace(state, name, shape, dtype, nx):
 
 def _tile(state, name, kernel, A, B, nx):
     """K(A, B) into a reused buffer of the state (when the kernel writes in place)."""
-    dtype = nx.tile_dtype(kernel, B)
+    dtype = _out_dtype(kernel, B, nx)
     out = None if dtype is None else _workspace(state, name, (A.shape[0], B.shape[0]), dtype, nx)
-    return nx.kernel_tile(kernel, A, B, out=out)
+    return kernel.tile(A, B, out=out)
+
+
+def _out_dtype(kernel, X, nx):
+    """dtype of a reusable ``out`` buffer for ``kernel.tile(., X)`` (None: a callable,
+    which makes its own result, or items that are not floats)."""
+    return None if kernel.is_callable else nx.float_dtype(X)
 
 
 def center_products(Q, state, nx, lam=None):
@@ -435,11 +441,11 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     # 1-2. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block
     # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
     # (K(B, B) (b, b) comes in step 5, reduced the same way.)
-    dtype = nx.tile_dtype(kernel, Xb)
+    dtype = _out_dtype(kernel, Xb, nx)
     cols = tile_columns(
         state.support.shape[0], b, 8 if dtype is None else dtype.itemsize, cfg.max_tile_bytes
     )
-    diag = nx.kernel_diag(kernel, Xb)
+    diag = kernel.diag(Xb)
     Q = _chunked_products(
         state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
     )
@@ -594,7 +600,7 @@ def assign(
     )
     cache = kernel.prepare(S) if fused else {}
     tile_dt = (
-        nx.tile_dtype(kernel, S)
+        _out_dtype(kernel, S, nx)
         if not nx.is_host and cross_kernel is None and not is_sparse(X_items)
         else None
     )
@@ -620,10 +626,10 @@ def assign(
             # reuse it before the old one is released)
             if buf is None:
                 buf = nx.empty(S.shape[0] * min(chunk_rows, n), tile_dt)
-            T = nx.kernel_tile(kernel, S, Xc, out=buf[: S.shape[0] * r].view(S.shape[0], r))
+            T = kernel.tile(S, Xc, out=buf[: S.shape[0] * r].view(S.shape[0], r))
         else:
-            T = nx.kernel_tile(kernel, S, Xc)
-        dvals = nx.kernel_diag(kernel, Xc) if diag is None else diag(start, Xc)
+            T = kernel.tile(S, Xc)
+        dvals = kernel.diag(Xc) if diag is None else diag(start, Xc)
         P = nx.csr_matmul(ptr_d, order_d, coef_d, T)  # (k, r)
         D = nx.distances_T(P, dvals, state.norms)  # (k, r)
         nx.clip_min_(D, 0)

@@ -8,9 +8,7 @@ implementation depends on the library goes through a *backend* object ``nx``:
 ``index``                     host integer indices -> indices the backend gathers with
 ``upload_indices / _floats``  several host arrays -> device arrays in one copy
 ``empty / copy``              buffers
-``kernel_tile``               K(X, Y) (delegated to the kernel), into ``out``
-``tile_dtype``                dtype of a reusable ``out`` buffer (None: none)
-``kernel_diag``               K(x, x)
+``float_dtype``               the floating dtype of items (None: not floats)
 ``csr_matmul``                a CSR matrix times a dense one (segment sums: the
                               block sums Q and centre products P of an iteration)
 ``distances_T``               D = K(x, x) - 2 P + c, in place, (k, n)

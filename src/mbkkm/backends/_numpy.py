@@ -57,27 +57,6 @@ class NumpyBackend:
     def copy(self, x):
         return x.copy()
 
-    # ---------------------------------------------------------------- kernels
-    def kernel_tile(self, kernel, X, Y, out=None):
-        """K(X, Y), shape (len(X), len(Y)), into ``out`` when given (X's dtype).
-
-        The kernel picks its numpy implementation (``kernel.tile``, see
-        :class:`mbkkm.kernels.Kernel`); the backends never import the kernels.
-        """
-        if out is not None and not kernel.is_callable:
-            return kernel.tile(X, Y, out=out, backend=self)
-        return np.asarray(kernel.tile(X, Y, backend=self))
-
-    def tile_dtype(self, kernel, X):
-        """dtype of a reusable ``out`` buffer for :meth:`kernel_tile` (None: no buffer)."""
-        if kernel.is_callable:
-            return None
-        return self.float_dtype(X)
-
-    def kernel_diag(self, kernel, X):
-        """K(x, x) for each item of X, shape (n,)."""
-        return np.asarray(kernel.diag(X, backend=self))
-
     # --------------------------------------------------------------- products
     def csr_matmul(self, indptr, indices, data, A):
         """R = M A with M the CSR matrix (indptr, indices, data), shape (len(indptr) - 1, ...).

@@ -4,10 +4,8 @@ Imported only when a tensor or a torch device is seen (``import mbkkm`` never
 imports torch). The mini-batch iteration on torch does not go through this door:
 it is :mod:`mbkkm._core._pool` (fixed shapes, written in torch directly); the door
 serves the labelling pass, full-batch kernel k-means and the setup. Kernel tiles
-come from the kernel (``kernel.tile(X, Y, out=, backend=self)``), which takes them
-from the registry's torch entries (:mod:`mbkkm.kernels._torch_tiles`); a kernel
-without one (chi2) raises the registry's ValueError. Callables are called with
-tensors and must return a tensor of shape (n_x, n_y) on the same device.
+are the kernel's (``kernel.tile(X, Y)`` on tensors, from the registry's torch
+entries); the backend never calls the kernel.
 """
 
 from __future__ import annotations
@@ -76,27 +74,6 @@ class TorchBackend:
 
     def copy(self, x):
         return x.clone()
-
-    # ---------------------------------------------------------------- kernels
-    def kernel_tile(self, kernel, X, Y, out=None):
-        """K(X, Y) on this device, into ``out`` when given: the kernel picks its torch
-        tile (``kernel.tile``; a ValueError when it has none, e.g. chi2)."""
-        if kernel.is_callable:
-            return kernel.tile(X, Y, backend=self)
-        return kernel.tile(X, Y, out=out, backend=self)
-
-    def tile_dtype(self, kernel, X):
-        if kernel.is_callable:
-            return None
-        return self.float_dtype(X)
-
-    def kernel_diag(self, kernel, X):
-        """K(x, x) on this device (the kernel's torch diagonal)."""
-        return kernel.diag(X, backend=self)
-
-    def _call_user(self, kernel, X, Y):
-        """A callable kernel's tile on tensors, checked (see ``kernel.tile``)."""
-        return kernel.tile(X, Y, backend=self)
 
     # --------------------------------------------------------------- products
     def csr_matmul(self, indptr, indices, data, A):

@@ -373,6 +373,6 @@ def auto_start_inner(X, selection, kernel, n_clusters, chunk_rows):
     P0 = nx.empty((X.shape[0], n_clusters), np.float64)
     for r0 in range(0, X.shape[0], chunk_rows):
         P0[r0 : r0 + chunk_rows] = (
-            nx.astype(nx.kernel_tile(kernel, X[r0 : r0 + chunk_rows], S), np.float64) @ W
+            nx.astype(kernel.tile(X[r0 : r0 + chunk_rows], S), np.float64) @ W
         )
     return P0, nx.asarray(partition_norms(S, labels, n_clusters, kernel), dtype=np.float64)

@@ -410,7 +410,7 @@ torch.device, default=None
         """
         rows, kernel, nx = problem.rows, problem.kernel, problem.nx
         X = rows.data
-        diag = nx.astype(nx.kernel_diag(kernel, X), np.float64)
+        diag = nx.astype(kernel.diag(X), np.float64)
         if block_rows is None:
             self._kernel_storage = "stored"
             if nx.is_host:
@@ -429,7 +429,7 @@ torch.device, default=None
         K = nx.empty((n, n), X.dtype)
         rows = chunk_rows(self.working_memory, n, np.dtype(_device.host_dtype(X)).itemsize)
         for r0 in range(0, n, rows):
-            self.kernel_.tile(X[r0 : r0 + rows], X, out=K[r0 : r0 + rows], backend=nx)
+            self.kernel_.tile(X[r0 : r0 + rows], X, out=K[r0 : r0 + rows])
         return K
 
     def _initial_inner(self, rows, kernel_run, rng, sample_weight):
@@ -445,7 +445,7 @@ torch.device, default=None
         init = self._init
         C = None if isinstance(init, str) else rows.init_points(init)
         if C is not None:  # explicit centers in input space: K(X, init) in blocks of rows
-            return self._cross_point(X, C), nx.astype(nx.kernel_diag(self.kernel_, C), np.float64)
+            return self._cross_point(X, C), nx.astype(self.kernel_.diag(C), np.float64)
         if not isinstance(init, str):  # explicit centers as point indices
             idx = init
         else:
@@ -483,7 +483,7 @@ torch.device, default=None
         rows = chunk_rows(self.working_memory, C.shape[0] + 2, itemsize)
         out = nx.empty((X.shape[0], C.shape[0]), np.float64)
         for r0 in range(0, X.shape[0], rows):
-            out[r0 : r0 + rows] = self.kernel_.tile(X[r0 : r0 + rows], C, backend=nx)
+            out[r0 : r0 + rows] = self.kernel_.tile(X[r0 : r0 + rows], C)
         return out
 
     def _fit(self, X, sample_weight):

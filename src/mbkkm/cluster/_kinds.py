@@ -95,7 +95,7 @@ class PointKernel:
         )
         check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
         if kernel.is_callable:  # called once on a few rows: its errors before any work
-            get_backend(X).kernel_tile(kernel, X[: min(3, n)], X[: min(2, n)])
+            kernel.tile(X[: min(3, n)], X[: min(2, n)])
         # numpy and torch (>= 2.1) dtypes both know their itemsize
         return Resolved(kernel, X, kernel.params.get("gamma"), X.dtype.itemsize, int(X.shape[1]))
 

@@ -79,25 +79,16 @@ class IndexKernel:
             return M.block(rows, np.arange(M.shape[0]))
         return np.asarray(np.take(M, rows, axis=0), dtype=np.float64)
 
-    def tile(self, rows, cols, out=None, backend=None):
-        """The block K[rows][:, cols] (what ``nx.kernel_tile`` calls); numpy only."""
-        _check_numpy(backend, self.name)
+    def tile(self, rows, cols, out=None):
+        """The block K[rows][:, cols] (host index arrays: a stored kernel is numpy only,
+        which the estimators check before a fit)."""
         return self(rows, cols, out=out)
 
-    def diag(self, rows, backend=None):
-        _check_numpy(backend, self.name)
+    def diag(self, rows):
         return self._diag[np.asarray(rows, dtype=np.intp)]
 
     def full_diagonal(self):
         return self._diag
-
-
-def _check_numpy(backend, name):
-    if backend is not None and backend.name != "numpy":
-        raise ValueError(
-            f"kernel={name!r} is available with numpy only (its kernel is a stored "
-            f"matrix), not on the {backend.name} backend"
-        )
 
 
 def is_stored_kernel(K):

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import unknown_name_message
-from ..backends import _sparse, get_backend
+from ..backends import _sparse, get_backend, is_tensor
 from ..backends._threads import parallel_parts, threads_for
 from ._pairwise import rbf_augment
 from ._registry import KERNELS, get_spec, kernel_names
@@ -84,11 +84,11 @@ def _msd_sparse(X, sample_weight=None):
 class Kernel:
     """A kernel with every parameter resolved.
 
-    ``kernel(X, Y, out=None)`` returns the ``(len(X), len(Y))`` block of numpy
-    arrays in X's dtype; ``kernel.diag(X)`` returns K(x, x) for each row.
-    ``kernel.tile(X, Y, out=None, backend=nx)`` and ``kernel.diag(X, backend=nx)`` do
-    the same on the arrays of any backend of :mod:`mbkkm.backends`, with the
-    functions the registry lists for it (what ``nx.kernel_tile`` calls).
+    ``kernel.tile(X, Y, out=None)`` returns the ``(len(X), len(Y))`` block in X's
+    dtype and ``kernel.diag(X)`` K(x, x) for each row, of numpy arrays or torch
+    tensors (the registry's function for X's library); no backend is passed, and
+    no backend calls the kernel. ``kernel(X, Y, out=None, **cache)`` is the numpy
+    tile with what :meth:`prepare` computed for X.
 
     Parameters
     ----------
@@ -209,33 +209,28 @@ class Kernel:
         parallel_parts(part, X.shape[0], n_threads)
         return out
 
-    def tile(self, X, Y, out=None, backend=None):
-        """K(X, Y), shape (len(X), len(Y)), on ``backend`` (None: numpy), into ``out``.
+    def tile(self, X, Y, out=None):
+        """K(X, Y), shape (len(X), len(Y)), into ``out`` when given (a callable's
+        tile is copied into it): numpy arrays (dense or CSR) or torch tensors, the
+        implementation inferred from X.
 
         Raises
         ------
         ValueError
-            When the registry has no tile of this kernel for the backend (chi2 on
-            torch).
+            When the registry has no tile of this kernel for torch (chi2).
         """
-        if backend is None or backend.name == "numpy":
+        if not is_tensor(X):
             return self(X, Y, out=out)
         if self._user_func is None:
-            impl = KERNELS[self.name].implementation(backend.name)
+            impl = KERNELS[self.name].implementation("torch")
             return impl.tile(X, Y, out=out, **self.params)
-        K = self._impl_module(backend).call_user(self._user_func, self.params, X, Y)
+        from . import _torch_tiles  # imports torch: only for tensors
+
+        K = _torch_tiles.call_user(self._user_func, self.params, X, Y)
         if out is not None:
             out[...] = K
             return out
         return K
-
-    def _impl_module(self, backend):
-        """The module of a backend's helpers for callables (torch: its tiles' module)."""
-        if backend.name != "torch":
-            raise ValueError(f"callable kernels are not supported on the {backend.name} backend")
-        from . import _torch_tiles  # imports torch: only when a torch backend asks
-
-        return _torch_tiles
 
     def _call_user(self, X, Y):
         try:
@@ -255,12 +250,14 @@ class Kernel:
             raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
         return K
 
-    def diag(self, X, backend=None):
-        """K(x, x) for each row of X, shape (n,), on ``backend`` (None: numpy)."""
-        if backend is not None and backend.name != "numpy":
+    def diag(self, X):
+        """K(x, x) for each row of X, shape (n,): numpy arrays or torch tensors."""
+        if is_tensor(X):
             if self._user_func is None:
-                return KERNELS[self.name].implementation(backend.name).diag(X, **self.params)
-            return self._impl_module(backend).call_user_diag(self._user_func, self.params, X)
+                return KERNELS[self.name].implementation("torch").diag(X, **self.params)
+            from . import _torch_tiles
+
+            return _torch_tiles.call_user_diag(self._user_func, self.params, X)
         if self._user_func is None:
             return self._diag(X, **self.params)
         out = np.empty(X.shape[0], dtype=X.dtype)

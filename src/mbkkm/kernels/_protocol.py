@@ -3,8 +3,8 @@
 Two kinds implement it: :class:`mbkkm.kernels.Kernel` (a kernel on points: named
 or a user's callable, every parameter resolved) and
 :class:`mbkkm.kernels._index.IndexKernel` (a stored kernel matrix whose items are
-point indices: "precomputed" and the graph kernels). The core, the backends and
-the estimators read only these members, so either can stand wherever a kernel is
+point indices: "precomputed" and the graph kernels). The core and the estimators
+read only these members (the backends never call a kernel), so either can stand wherever a kernel is
 passed, in the spirit of scipy's ``LinearOperator``: a small interface, not a
 class hierarchy.
 """
@@ -37,9 +37,9 @@ class ResolvedKernel(Protocol):
     is_callable: bool
     normalized: bool
 
-    def tile(self, X, Y, out=None, backend=None):
-        """K(X, Y), shape (len(X), len(Y)), on ``backend`` (None: numpy), into
-        ``out`` when given."""
+    def tile(self, X, Y, out=None):
+        """K(X, Y), shape (len(X), len(Y)), into ``out`` when given; the library
+        (numpy or torch) is X's."""
 
-    def diag(self, X, backend=None):
-        """K(x, x) for each item of X, shape (len(X),), on ``backend``."""
+    def diag(self, X):
+        """K(x, x) for each item of X, shape (len(X),)."""

@@ -87,13 +87,10 @@ class Tiles:
     diag: str
     prepare: str | None = None
 
-    def load(self) -> Implementation:
-        """The functions (the module is imported on the first call)."""
-        return _load(self)
-
 
 @functools.cache
 def _load(tiles: Tiles) -> Implementation:
+    """The functions of ``tiles`` (the module is imported on the first call)."""
     module = importlib.import_module(tiles.module, package=__package__)
     prepare = getattr(module, tiles.prepare) if tiles.prepare else None
     return Implementation(getattr(module, tiles.tile), getattr(module, tiles.diag), prepare)
@@ -202,7 +199,7 @@ class KernelSpec:
         tiles = self.tiles.get(backend)
         if tiles is None:
             raise ValueError(self._unavailable(backend))
-        return tiles.load()
+        return _load(tiles)
 
     def _unavailable(self, backend):
         if self.transductive:
@@ -270,7 +267,7 @@ def get_spec(name: str) -> KernelSpec | None:
     """The spec of a registry name or alias; None for anything else (a callable...)."""
     if not isinstance(name, str):
         return None
-    return KERNELS.get(canonical_name(name))
+    return KERNELS.get(ALIASES.get(name, name))
 
 
 def kernel_names(
