@@ -56,7 +56,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 from mbkkm._core import LEARNING_RATES, StepConfig, assign, init_state, minibatch_step
 from mbkkm._core._memory import chunk_rows
-from mbkkm._core._parallel import assign_parallel, blas_threads
+from mbkkm._core._parallel import assign_parallel
+from mbkkm.backends._threads import effective_n_threads
 from mbkkm.kernels import resolve_kernel
 
 # ../shared/datasets beside the clone (or beside the folder of a git worktree)
@@ -363,7 +364,7 @@ def bench_dataset(
             f"{res['label_frac_chunk']:.0%} of the chunk GEMM rate"
         )
         print(
-            f"     threaded assign_parallel ({blas_threads()} threads, as "
+            f"     threaded assign_parallel ({effective_n_threads()} threads, as "
             f"the estimator): {t_par:.3f} s, {par_rate:.1f} GFLOP/s = "
             f"{res['label_par_frac']:.0%} of the iteration GEMM rate"
         )

@@ -7,7 +7,8 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from mbkkm._core import LEARNING_RATES, StepConfig, assign, init_state, minibatch_step
-from mbkkm._core._parallel import assign_parallel, blas_threads, tile_rows
+from mbkkm._core._parallel import assign_parallel, tile_rows
+from mbkkm.backends._threads import effective_n_threads
 from mbkkm.kernels import resolve_kernel
 
 
@@ -69,4 +70,4 @@ def test_prepared_tiles_equal_plain_kernel(kernel):
 
 def test_thread_count_follows_user_limit():
     with threadpool_limits(1, user_api="blas"):
-        assert blas_threads() == 1
+        assert effective_n_threads() == 1

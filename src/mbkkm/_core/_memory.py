@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
+from ..backends._threads import effective_n_threads
+from ._parallel import MIN_ROWS_PER_THREAD, tile_rows
 from ._state import WORKSPACE_HEADROOM, tile_columns
 
 _GIB = 2.0**30
@@ -377,10 +379,20 @@ class MiniBatchPlanRequest:
         The resolved kernel's name (its tiles' temporaries depend on it).
     max_tile_bytes : int or None
         Budget of the iteration's kernel blocks (column chunks above it).
-    label_rows : int or None
-        Rows per labelling tile per thread (None: the whole of n).
+    label_rows : int, None or "auto"
+        Rows per labelling tile per thread (None: the whole of n). "auto": the
+        labelling pass's own (:func:`mbkkm._core._parallel.assign_parallel`): its
+        ``working_memory`` rows (:func:`label_chunk_rows`) shared by its threads, in
+        cache tiles when ``tiled_labels``, and ``n_threads`` its threads (the
+        threading policy's, one per 4096 points at most; one on a device).
     n_threads : int
-        Threads of the labelling pass.
+        Threads of the labelling pass (unless ``label_rows="auto"``).
+    working_memory : float or None
+        The fit's ``working_memory`` (MiB; None: scikit-learn's), for
+        ``label_rows="auto"``.
+    tiled_labels : bool
+        Whether the labelling pass cuts its rows in cache tiles (a named kernel on
+        float rows on the host; :func:`mbkkm._core._parallel.tile_rows`).
     compute_labels : bool
         Whether the fit labels the n points at the end.
     where : str
@@ -413,8 +425,10 @@ class MiniBatchPlanRequest:
     tau: int
     kernel_name: str
     max_tile_bytes: int | None = None
-    label_rows: int | None = None
+    label_rows: int | str | None = None
     n_threads: int = 1
+    working_memory: float | None = None
+    tiled_labels: bool = False
     compute_labels: bool = True
     where: str = "host"
     data_on_device: int = 0
@@ -531,8 +545,15 @@ def plan_minibatch(request):
             t["k-means++ subsample and candidates"],
         )
     )
-    rows = n if r.label_rows is None else max(1, min(r.label_rows, n))
-    threads = max(1, r.n_threads)
+    rows, threads = r.label_rows, r.n_threads
+    if rows == "auto":  # as assign_parallel sizes them
+        threads = 1 if r.device_resident else min(effective_n_threads(), n // MIN_ROWS_PER_THREAD)
+        threads = max(1, threads)
+        rows = max(1, label_chunk_rows(r.working_memory, m, k, itemsize) // threads)
+        if r.tiled_labels:
+            rows = tile_rows(m, itemsize, rows)
+    rows = n if rows is None else max(1, min(rows, n))
+    threads = max(1, threads)
     # Labelling: per thread a tile of ``rows`` rows against the m support points and
     # the k centers' sums, the support rows copied by the kernel, the coefficients;
     # the labels and distances of the n points.
@@ -626,15 +647,6 @@ def _host_terms(r, m, nb, L, copies):
 # ------------------------------------------------------------------ availability
 
 
-def _read_int(path):
-    try:
-        with open(path) as fh:
-            text = fh.read().strip()
-    except OSError:
-        return None
-    return None if text in ("", "max") else int(text.split()[0])
-
-
 def available_host_memory():
     """Bytes this process can still allocate on the host (None when unknown).
 
@@ -651,10 +663,17 @@ def available_host_memory():
                     break
     except OSError:
         pass
-    limit = _read_int("/sys/fs/cgroup/memory.max")
+    cgroup = []  # its limit and what it uses (None: unknown, or no limit)
+    for name in ("memory.max", "memory.current"):
+        try:
+            with open(f"/sys/fs/cgroup/{name}") as fh:
+                text = fh.read().strip()
+        except OSError:
+            text = ""
+        cgroup.append(None if text in ("", "max") else int(text.split()[0]))
+    limit, used = cgroup
     if limit is not None:
-        used = _read_int("/sys/fs/cgroup/memory.current") or 0
-        candidates.append(max(0, limit - used))
+        candidates.append(max(0, limit - (used or 0)))
     try:
         import resource
 
@@ -666,13 +685,6 @@ def available_host_memory():
     except (ImportError, OSError, ValueError):
         pass
     return min(candidates) if candidates else None
-
-
-def available_memory(backend):
-    """Bytes available where ``backend`` computes: the device's free memory
-    (``backend.free_memory()``), or the host's for the host and torch on the CPU."""
-    free = backend.free_memory()
-    return available_host_memory() if free is None else int(free)
 
 
 def plan_untruncated(

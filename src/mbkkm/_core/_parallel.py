@@ -17,7 +17,7 @@ from ..backends._sparse import is_sparse, row_range
 from ..backends._threads import effective_n_threads, parallel_parts
 from ._windows import assign
 
-_MIN_ROWS_PER_THREAD = 4096
+MIN_ROWS_PER_THREAD = 4096
 _TILE_BYTES = 2 * 1024 * 1024  # one kernel tile: fewer Python calls per row, still in L2/L3
 # Sparse rows: the tile is a sparse-times-sparse product (scipy's, with a sparse result
 # as large as the tile before it is written out dense), whose cost per tile row does
@@ -41,11 +41,6 @@ def tile_rows(m, itemsize, max_rows=None, sparse=False):
     return rows if max_rows is None else max(1, min(rows, max_rows))
 
 
-def blas_threads():
-    """The number of threads the labelling pass may use now (the policy's count)."""
-    return effective_n_threads()
-
-
 def assign_parallel(
     X, state, kernel, *, chunk_rows, n_threads=None, return_distances=False, progress=None
 ):
@@ -61,7 +56,8 @@ def assign_parallel(
         so the memory budget is shared, not multiplied). Named kernels on float data
         use cache-sized tiles (:func:`tile_rows`), far smaller than any budget.
     n_threads : int, optional
-        Default: :func:`blas_threads`.
+        Default: the threading policy's count
+        (:func:`~mbkkm.backends._threads.effective_n_threads`).
     return_distances : bool
     progress : Progress, optional
         Counts the rows labelled (:class:`mbkkm._progress.Progress`, whose ``update``
@@ -79,8 +75,8 @@ def assign_parallel(
             progress=count,
         )
     n = X.shape[0]
-    n_threads = blas_threads() if n_threads is None else n_threads
-    n_threads = max(1, min(n_threads, n // _MIN_ROWS_PER_THREAD))
+    n_threads = effective_n_threads() if n_threads is None else n_threads
+    n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
     rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
     if not kernel.is_callable and state.support.dtype.kind == "f":
         rows = tile_rows(

@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from .._core import (
     LEARNING_RATES,
     StepConfig,
+    _memory,
     assign,
     draw_batch_plan,
     init_state,
@@ -21,15 +22,11 @@ from .._core import (
 from .._core._loop import fit_loop, function_loop, step_for
 from .._core._memory import (
     MiniBatchPlanRequest,
-    available_memory,
     chunk_rows,
-    label_chunk_rows,
     plan_minibatch,
     plan_untruncated,
-    support_size,
     working_memory_bytes,
 )
-from .._core._parallel import blas_threads, tile_rows
 from .._core._sampling import draw_init_subsample
 from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
@@ -380,13 +377,6 @@ torch.device, default=None
                 compute_labels=self.compute_labels,
             )
         else:
-            m = support_size(k, b, self.tau, k + b * self.max_iter)
-            rows = label_chunk_rows(self.working_memory, m, k, itemsize)
-            threads = max(1, min(blas_threads(), n // 4096)) if nx.is_host else 1
-            rows = max(1, rows // threads)
-            if nx.is_host and not index and not self.kernel_.is_callable:
-                rows = tile_rows(m, itemsize, rows)
-            copied = not nx.is_host and not problem.tensor_io
             plan = plan_minibatch(
                 MiniBatchPlanRequest(
                     n=n,
@@ -398,11 +388,12 @@ torch.device, default=None
                     tau=self.tau,
                     kernel_name=getattr(self.kernel_, "name", ""),
                     max_tile_bytes=self._tile_budget(nx),
-                    label_rows=rows,
-                    n_threads=threads,
+                    label_rows="auto",
+                    working_memory=self.working_memory,
+                    tiled_labels=nx.is_host and not index and not self.kernel_.is_callable,
                     compute_labels=self.compute_labels,
                     where="host" if nx.is_host else str(nx.device),
-                    data_on_device=n * row_bytes if copied else 0,
+                    data_on_device=n * row_bytes if not nx.is_host and not problem.tensor_io else 0,
                     max_iter=self.max_iter,
                     init_size=self._init_size,
                     data_gamma=self.gamma_selection_ is None
@@ -416,7 +407,8 @@ torch.device, default=None
                     device_resident=not nx.is_host,
                 )
             )
-        available = available_memory(nx)
+        free = nx.free_memory()  # None on the host and for torch on the CPU
+        available = _memory.available_host_memory() if free is None else int(free)
         self.memory_plan_ = plan
         if self.verbose:
             print(plan.report())

@@ -944,9 +944,9 @@ def _run_serial(todo, executor, blas_threads, record, over_budget) -> None:
 
 def blas_threads_now() -> int:
     """BLAS threads this process may use now (threadpoolctl; 1 when unknown)."""
-    from .._core._parallel import blas_threads
+    from ..backends._threads import effective_n_threads
 
-    return blas_threads()
+    return effective_n_threads()
 
 
 def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
