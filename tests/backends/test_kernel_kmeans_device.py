@@ -187,6 +187,7 @@ def test_one_host_transfer_per_iteration(blobs, monkeypatch):
     import torch
 
     from mbkkm.backends._torch import TorchBackend
+    from mbkkm.cluster._problem import fit_input, resolve_problem
 
     calls = {"scalars": 0, "to_numpy": 0}
     scalars, to_numpy = TorchBackend.scalars_to_host, TorchBackend.to_numpy
@@ -201,8 +202,18 @@ def test_one_host_transfer_per_iteration(blobs, monkeypatch):
 
     X = torch.from_numpy(blobs)
     est = KernelKMeans(**PARAMS)
-    est.fit(X)  # builds the operator and the init
-    problem, kernel_run = est._prepare(X, None)
+    est.fit(X)  # resolves the kernel
+    data = fit_input(
+        X,
+        None,
+        kernel=est.kernel,
+        device=est.device,
+        owner="KernelKMeans",
+        accept_dask=False,
+        index_dtype=np.float64,
+    )
+    problem = resolve_problem(est, data)
+    kernel_run = est._point_operator(problem, None)  # K(X, X) stored on the device
     op, diag, _ = kernel_run
     rng = np.random.RandomState(0)
     P0, c0 = est._initial_inner(problem.rows, kernel_run, rng, None)
