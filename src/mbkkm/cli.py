@@ -130,29 +130,27 @@ def load_model(path: str | Path):
 def _spinner(message: str):
     """Elapsed time on stderr while a fit runs (only on a terminal). Yields ``stop()``,
     which ends it early and clears its line (a progress bar takes its place)."""
-    if not sys.stderr.isatty():
-        yield lambda: None
-        return
     stop = threading.Event()
 
     def spin():
-        start, marks = time.perf_counter(), "|/-\\"
-        for i in itertools.count():
+        start = time.perf_counter()
+        for mark in itertools.cycle("|/-\\"):
             if stop.wait(0.2):
-                return
-            sys.stderr.write(f"\r{marks[i % 4]} {message} {time.perf_counter() - start:.1f} s")
+                break
+            sys.stderr.write(f"\r{mark} {message} {time.perf_counter() - start:.1f} s")
             sys.stderr.flush()
+        sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")  # its line cleared
+        sys.stderr.flush()
 
     thread = threading.Thread(target=spin, daemon=True)
 
     def end():
-        if not stop.is_set():
-            stop.set()
+        stop.set()
+        if thread.ident is not None:  # started: on a terminal
             thread.join()
-            sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")  # its line cleared
-            sys.stderr.flush()
 
-    thread.start()
+    if sys.stderr.isatty():
+        thread.start()
     try:
         yield end
     finally:
@@ -706,14 +704,6 @@ def _check_output(path, option: str, image=False) -> None:
             ) from None
 
 
-def _target(path):
-    """Where an output goes: the path, or standard output for '-'."""
-    if path == "-":
-        sys.stdout.flush()  # the text written so far goes first
-        return sys.stdout.buffer
-    return path
-
-
 def _distances(est, blocks):
     """``est.transform`` of each block of rows: its squared distances to the centers.
 
@@ -760,12 +750,14 @@ def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
         out.sample_labels = np.empty(sample.shape[0], dtype=np.int32)
     with ExitStack() as stack:
 
-        def writer(path, names, dtype):
-            if path is None:
-                return None
-            return stack.enter_context(
-                open_writer(_target(path), names=names, dtype=dtype, n_rows=n_rows)
-            )
+        def writer(path, names, dtype):  # "-": standard output
+            if path == "-":
+                sys.stdout.flush()  # the text written so far goes first
+                path = sys.stdout.buffer
+            if path is not None:
+                return stack.enter_context(
+                    open_writer(path, names=names, dtype=dtype, n_rows=n_rows)
+                )
 
         lw = writer(outputs.labels, None, np.int32)
         tw = writer(outputs.transform, [f"distance_{j}" for j in range(k)], np.float32)

@@ -62,10 +62,8 @@ def make_sets(quick=False, seed=0):
     Xc, yc = make_circles(n_samples=n, factor=0.3, noise=0.05, random_state=seed)
     Xm, ym = make_moons(n_samples=n, noise=0.05, random_state=seed)
     digits = load_digits()
-    Xd = StandardScaler().fit_transform(digits.data)
-    yd = digits.target
-    if quick:
-        Xd, yd = Xd[:500], yd[:500]
+    m = 500 if quick else None  # the first rows, standardised as in the whole set
+    Xd, yd = StandardScaler().fit_transform(digits.data)[:m], digits.target[:m]
     return [
         DemoSet("circles", Xc.astype(np.float32), yc, 2, True),
         DemoSet("moons", Xm.astype(np.float32), ym, 2, True),
@@ -79,27 +77,12 @@ def _methods(ds, quick, seed):
 
     from mbkkm import MiniBatchKernelKMeans
 
-    batch = 256
+    common = {"n_clusters": ds.n_clusters, "n_init": 3, "random_state": seed}
+    kernel = {"kernel": "rbf", "tau": 200, "max_iter": 40 if quick else 100}
     return [
-        ("KMeans", KMeans(n_clusters=ds.n_clusters, n_init=3, random_state=seed)),
-        (
-            "MiniBatchKMeans",
-            MiniBatchKMeans(
-                n_clusters=ds.n_clusters, batch_size=batch, n_init=3, random_state=seed
-            ),
-        ),
-        (
-            "MiniBatchKernelKMeans",
-            MiniBatchKernelKMeans(
-                n_clusters=ds.n_clusters,
-                kernel="rbf",
-                batch_size=batch,
-                tau=200,
-                max_iter=40 if quick else 100,
-                n_init=3,
-                random_state=seed,
-            ),
-        ),
+        ("KMeans", KMeans(**common)),
+        ("MiniBatchKMeans", MiniBatchKMeans(batch_size=256, **common)),
+        ("MiniBatchKernelKMeans", MiniBatchKernelKMeans(batch_size=256, **kernel, **common)),
     ]
 
 
