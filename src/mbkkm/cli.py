@@ -208,6 +208,11 @@ def _options(*decorators, into=None):
     return apply
 
 
+def _out_option(help: str):
+    """The folder ``--out`` of a command's results."""
+    return click.option("--out", "out_dir", type=_FOLDER, required=True, help=help)
+
+
 def _file_option(*names, **kwargs):
     """An option naming a file to write (default None: not written)."""
     return click.option(*names, type=click.Path(dir_okay=False, writable=True), **kwargs)
@@ -664,17 +669,9 @@ class _Outputs:
 
     def written(self):
         """(path, what) of every output written to a file."""
-        return [
-            (path, what)
-            for path, what in (
-                (self.labels, "labels"),
-                (self.transform, "distances"),
-                (self.plot, "plot"),
-                (self.gamma_plot, "gamma plot"),
-                (self.model, "model"),
-            )
-            if path not in (None, "-")
-        ]
+        paths = (self.labels, self.transform, self.plot, self.gamma_plot, self.model)
+        whats = ("labels", "distances", "plot", "gamma plot", "model")
+        return [(path, what) for path, what in zip(paths, whats) if path not in (None, "-")]
 
 
 def _check_output(path, option: str, image=False) -> None:
@@ -898,8 +895,7 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
             xy[:, 0], xy[:, 1], c=labels, cmap="turbo", vmin=0, vmax=n_clusters - 1, **points
         )
         fig.colorbar(sc, ax=ax, label="cluster")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     n_total = m if n_total is None else n_total
     shown = f", {m:,} drawn at random" if m < n_total else ""
     how = "" if d <= 2 else "; PCA projection"
@@ -1180,13 +1176,7 @@ def _comma(value):
 
 @main.command()
 @click.argument("grid")
-@click.option(
-    "--out",
-    "out_dir",
-    type=_FOLDER,
-    required=True,
-    help="Folder of the result table (<grid name>.csv).",
-)
+@_out_option("Folder of the result table (<grid name>.csv).")
 @click.option(
     "--budget",
     "budget_seconds",
@@ -1271,7 +1261,7 @@ def experiment(
 
 @main.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True))
-@click.option("--out", "out_dir", type=_FOLDER, required=True, help="Folder of the figures.")
+@_out_option("Folder of the figures.")
 @click.option(
     "--tau", type=_POSITIVE, help="tau of the truncated algorithms in the panels (default 200)."
 )
