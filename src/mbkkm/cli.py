@@ -232,6 +232,12 @@ def _split_names(ctx, param, values) -> list[str] | None:
     return names
 
 
+def _names_option(name: str, help: str):
+    """A repeatable option of comma-separated column names (received as a list, or
+    None)."""
+    return click.option(name, multiple=True, metavar="NAMES", callback=_split_names, help=help)
+
+
 #: The options of ``open_table``, received as one dict ``source``.
 _data_options = _options(
     click.option(
@@ -240,21 +246,15 @@ _data_options = _options(
         help="Whether a text file has a header line (default: detected).",
     ),
     click.option("--key", default="X", help="Array name in an .npz file."),
-    click.option(
+    _names_option(
         "--columns",
-        multiple=True,
-        metavar="NAMES",
-        callback=_split_names,
-        help="Columns to use, by header name or 0-based index, comma-separated "
+        "Columns to use, by header name or 0-based index, comma-separated "
         "(e.g. --columns x,y,z or --columns 0,2). Default: all (predict: the model's, "
         "found by name; the fit's choice is saved with the model).",
     ),
-    click.option(
+    _names_option(
         "--drop",
-        multiple=True,
-        metavar="NAMES",
-        callback=_split_names,
-        help="Columns to leave out (an id, a label), by header name or 0-based "
+        "Columns to leave out (an id, a label), by header name or 0-based "
         "index, comma-separated (predict: default the fit's).",
     ),
     click.option(
