@@ -128,11 +128,10 @@ def format_table(rows):
         for r in rows
     ]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *body)]
-    numeric = [False, False, True, True, True]
 
-    def fmt(cells):
+    def fmt(cells):  # the names to the left, the numbers to the right
         return "  ".join(
-            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)
+            c.rjust(w) if j >= 2 else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))
         ).rstrip()
 
     lines = [fmt(header), fmt(["-" * w for w in widths])]
@@ -158,29 +157,18 @@ def plot_clusters(rows, sets, path):
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
     flat = [ds for ds in sets if ds.plot]
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    ncols = 1 + len(methods)
+    ncols = 1 + len({r["method"] for r in rows})  # the true labels, then each method
     fig = Figure(figsize=(3.2 * ncols, 3.2 * len(flat)))
     axes = fig.subplots(len(flat), ncols, squeeze=False)
     for i, ds in enumerate(flat):
-        panels = [("truth", ds.y, None)]
+        panels = [(f"{ds.name}: true labels", ds.y, None)]
         panels += [(r["method"], r["labels"], r) for r in rows if r["dataset"] == ds.name]
         for ax, (title, labels, r) in zip(axes[i], panels):
-            ax.scatter(
-                ds.X[:, 0],
-                ds.X[:, 1],
-                c=labels,
-                s=3,
-                cmap="coolwarm",
-                linewidths=0,
-                rasterized=True,
-            )
-            if r is None:
-                ax.set_title(f"{ds.name}: true labels", fontsize=9)
-            else:
-                ax.set_title(f"{title}\nARI {r['ari']:.2f}, {r['seconds']:.2f} s", fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.scatter(*ds.X.T, c=labels, s=3, cmap="coolwarm", linewidths=0, rasterized=True)
+            if r is not None:
+                title = f"{title}\nARI {r['ari']:.2f}, {r['seconds']:.2f} s"
+            ax.set_title(title, fontsize=9)
+            ax.set(xticks=[], yticks=[])
             ax.set_aspect("equal", adjustable="datalim")
     fig.suptitle("MiniBatchKernelKMeans (rbf) against k-means in input space", fontsize=11)
     fig.tight_layout()
