@@ -366,20 +366,17 @@ _model_options = _options(
     into="params",
 )
 
+#: The help of --labels-out and --transform-out (of fit and predict): the formats.
+_LABEL_FILES = "one per line (text), or .npy, .parquet, .feather by the suffix; '-' for stdout."
+_DISTANCE_FILES = (
+    "Write the squared distances of every point to the k centers (float32; "
+    "text, .npy, .parquet or .feather by the suffix; '-' for stdout"
+)
+
 #: The outputs of ``mbkkm fit`` and its checkpoint, received as one dict ``outputs``.
 _fit_output_options = _options(
-    _file_option(
-        "--labels-out",
-        "labels",
-        help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
-        "the suffix; '-' for stdout.",
-    ),
-    _file_option(
-        "--transform-out",
-        "transform",
-        help="Write the squared distances of every point to the k centers (float32; "
-        "text, .npy, .parquet or .feather by the suffix; '-' for stdout).",
-    ),
+    _file_option("--labels-out", "labels", help="Write the labels: " + _LABEL_FILES),
+    _file_option("--transform-out", "transform", help=_DISTANCE_FILES + ")."),
     _file_option(
         "--model-out",
         "model",
@@ -1083,20 +1080,8 @@ def _fit_summary(est, found, data, d, seconds, outputs, heat_auto, tables):
 @click.argument("model", type=_INPUT)
 @click.argument("data", type=_INPUT)
 @_data_options
-@_file_option(
-    "--labels-out",
-    "labels",
-    default="-",
-    help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
-    "by the suffix; '-' for stdout.",
-)
-@_file_option(
-    "--transform-out",
-    "transform",
-    help="Write the squared distances of every point to the k centers (float32; "
-    "text, .npy, .parquet or .feather by the suffix; '-' for stdout, "
-    "with --labels-out FILE).",
-)
+@_file_option("--labels-out", "labels", default="-", help="Where the labels go: " + _LABEL_FILES)
+@_file_option("--transform-out", "transform", help=_DISTANCE_FILES + ", with --labels-out FILE).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary or progress bar.")
 def predict(model, data, source, labels, transform, quiet):
     """Label DATA with a MODEL saved by 'mbkkm fit --model-out'.
