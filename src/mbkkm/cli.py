@@ -881,16 +881,13 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
         cmap = mpl.colormaps["tab10" if n_clusters <= 10 else "tab20"]
         for j in range(n_clusters):
             sel = labels == j
-            label = f"{j} ({int(sel.sum())})"
-            ax.scatter(xy[sel, 0], xy[sel, 1], color=cmap(j), label=label, **points)
+            ax.scatter(*xy[sel].T, color=cmap(j), label=f"{j} ({int(sel.sum())})", **points)
         _legend_outside(ax)
         ax.get_legend().set_title("cluster (points shown)", prop={"size": "small"})
         for h in ax.get_legend().legend_handles:
             h.set_sizes([20])
     else:
-        sc = ax.scatter(
-            xy[:, 0], xy[:, 1], c=labels, cmap="turbo", vmin=0, vmax=n_clusters - 1, **points
-        )
+        sc = ax.scatter(*xy.T, c=labels, cmap="turbo", vmin=0, vmax=n_clusters - 1, **points)
         fig.colorbar(sc, ax=ax, label="cluster")
     ax.set(xlabel=xlabel, ylabel=ylabel)
     n_total = m if n_total is None else n_total
