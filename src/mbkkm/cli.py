@@ -528,11 +528,12 @@ def _check_names(names, have, data) -> None:
     parts = []
     if missing:
         parts.append(
-            f"{data} lacks {_the(missing, 'column')} the model was fitted on: {names_list(missing)}"
+            f"{data} lacks the column{'s' * (len(missing) != 1)} the model was fitted "
+            f"on: {names_list(missing)}"
         )
     if extra:
         parts.append(
-            f"{data} has {_the(extra, 'column')} the model was not fitted on: "
+            f"{data} has the column{'s' * (len(extra) != 1)} the model was not fitted on: "
             f"{names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
             f"out with --drop {','.join(extra)})"
         )
@@ -547,10 +548,6 @@ def _check_names(names, have, data) -> None:
             "once: the model's columns cannot be found by name; choose them "
             "with --columns (by 0-based index)."
         )
-
-
-def _the(items, word: str) -> str:
-    return f"the {word}" if len(items) == 1 else f"the {word}s"
 
 
 @contextmanager
