@@ -24,7 +24,7 @@ import threading
 import time
 from contextlib import ExitStack, closing, contextmanager
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial, wraps
 from pathlib import Path
 
 try:
@@ -130,29 +130,27 @@ def load_model(path: str | Path):
 def _spinner(message: str):
     """Elapsed time on stderr while a fit runs (only on a terminal). Yields ``stop()``,
     which ends it early and clears its line (a progress bar takes its place)."""
-    if not sys.stderr.isatty():
-        yield lambda: None
-        return
     stop = threading.Event()
 
     def spin():
-        start, marks = time.perf_counter(), "|/-\\"
-        for i in itertools.count():
+        start = time.perf_counter()
+        for mark in itertools.cycle("|/-\\"):
             if stop.wait(0.2):
-                return
-            sys.stderr.write(f"\r{marks[i % 4]} {message} {time.perf_counter() - start:.1f} s")
+                break
+            sys.stderr.write(f"\r{mark} {message} {time.perf_counter() - start:.1f} s")
             sys.stderr.flush()
+        sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")  # its line cleared
+        sys.stderr.flush()
 
     thread = threading.Thread(target=spin, daemon=True)
 
     def end():
-        if not stop.is_set():
-            stop.set()
+        stop.set()
+        if thread.ident is not None:  # started: on a terminal
             thread.join()
-            sys.stderr.write("\r" + " " * (len(message) + 16) + "\r")  # its line cleared
-            sys.stderr.flush()
 
-    thread.start()
+    if sys.stderr.isatty():
+        thread.start()
     try:
         yield end
     finally:
@@ -160,13 +158,18 @@ def _spinner(message: str):
 
 
 # ---------------------------------------------------------------------------
-# Data in, labels and distances out, progress
+# Options declared once
 # ---------------------------------------------------------------------------
 
 #: Points drawn in a ``--plot`` (a random sample of the rows beyond it).
 PLOT_POINTS = 20_000
 #: Bytes of distances per labelling block (bounds the block's rows for large k).
 LABEL_BLOCK_BYTES = 64 * 2**20
+
+_POSITIVE = click.IntRange(1)
+_POSITIVE_FLOAT = click.FloatRange(0, min_open=True)
+_INPUT = click.Path(exists=True, dir_okay=False)
+_FOLDER = click.Path(file_okay=False)
 
 
 @contextmanager
@@ -182,11 +185,22 @@ def _fails(*errors, prefix: str = "", usage: bool = False):
         raise click.ClickException(prefix + one_line(exc)) from None
 
 
-def _options(*decorators):
+def _options(*decorators, into=None):
     """Click options (and arguments) declared once, applied as one decorator in
-    this order."""
+    this order; with ``into``, the command receives their values as one dict of
+    that name."""
 
     def apply(command):
+        if into is not None:
+            probe = _options(*decorators)(lambda: None)
+            names = [param.name for param in probe.__click_params__]
+            inner = command
+
+            @wraps(inner)
+            def command(**kwargs):
+                kwargs[into] = {name: kwargs.pop(name) for name in names}
+                return inner(**kwargs)
+
         for decorator in reversed(decorators):
             command = decorator(command)
         return command
@@ -194,11 +208,37 @@ def _options(*decorators):
     return apply
 
 
+def _out_option(help: str):
+    """The folder ``--out`` of a command's results."""
+    return click.option("--out", "out_dir", type=_FOLDER, required=True, help=help)
+
+
 def _file_option(*names, **kwargs):
     """An option naming a file to write (default None: not written)."""
     return click.option(*names, type=click.Path(dir_okay=False, writable=True), **kwargs)
 
 
+def _split_names(ctx, param, values) -> list[str] | None:
+    """Comma-separated column names of a repeatable option (its callback); None
+    when not given."""
+    if not values:
+        return None
+    names = [v.strip() for value in values for v in value.split(",") if v.strip()]
+    if not names:
+        raise click.UsageError(
+            f"{param.opts[0]}: no column named (an empty list); give header "
+            "names or 0-based indices, comma-separated."
+        )
+    return names
+
+
+def _names_option(name: str, help: str):
+    """A repeatable option of comma-separated column names (received as a list, or
+    None)."""
+    return click.option(name, multiple=True, metavar="NAMES", callback=_split_names, help=help)
+
+
+#: The options of ``open_table``, received as one dict ``source``.
 _data_options = _options(
     click.option(
         "--header/--no-header",
@@ -206,19 +246,15 @@ _data_options = _options(
         help="Whether a text file has a header line (default: detected).",
     ),
     click.option("--key", default="X", help="Array name in an .npz file."),
-    click.option(
+    _names_option(
         "--columns",
-        multiple=True,
-        metavar="NAMES",
-        help="Columns to use, by header name or 0-based index, comma-separated "
+        "Columns to use, by header name or 0-based index, comma-separated "
         "(e.g. --columns x,y,z or --columns 0,2). Default: all (predict: the model's, "
         "found by name; the fit's choice is saved with the model).",
     ),
-    click.option(
+    _names_option(
         "--drop",
-        multiple=True,
-        metavar="NAMES",
-        help="Columns to leave out (an id, a label), by header name or 0-based "
+        "Columns to leave out (an id, a label), by header name or 0-based "
         "index, comma-separated (predict: default the fit's).",
     ),
     click.option(
@@ -227,39 +263,163 @@ _data_options = _options(
         help="Precision of the data in memory. Default: float32 (as the "
         "estimators prefer); a float64 .npy/.npz keeps float64.",
     ),
+    into="source",
 )
 
 
-def _split_names(values, option: str) -> list[str] | None:
-    """Comma-separated column names of a repeatable option; None when not given."""
-    if not values:
-        return None
-    names = [v.strip() for value in values for v in value.split(",") if v.strip()]
-    if not names:
-        raise click.UsageError(
-            f"{option}: no column named (an empty list); give header "
-            "names or 0-based indices, comma-separated."
-        )
-    return names
+class _NumberOr(click.ParamType):
+    """A positive number (``integer``: a positive integer), or one of the ``words``
+    (a word -> its value, case-insensitive)."""
+
+    def __init__(self, words: dict, integer: bool = False):
+        self.words, self.integer = words, integer
+        self.name = "|".join(["INTEGER" if integer else "FLOAT", *words])
+
+    def convert(self, value, param, ctx):
+        if str(value).strip().lower() in self.words:
+            return self.words[str(value).strip().lower()]
+        try:
+            number = (int if self.integer else float)(value)
+        except (TypeError, ValueError):
+            kinds = ["a positive " + ("integer" if self.integer else "number")]
+            kinds += map(repr, self.words)
+            self.fail(f"{value!r} is not {', '.join(kinds[:-1])} or {kinds[-1]}", param, ctx)
+        if self.integer and number < 1:
+            self.fail(f"{number} is not >= 1", param, ctx)
+        if not (np.isfinite(number) and number > 0):
+            self.fail(f"{value!r} is not a positive number", param, ctx)
+        return number
 
 
-def _open_data(
-    data, *, header, key, dtype, columns=None, drop=None, refused="--{option}: {detail}"
-) -> Table:
+class _KernelChoice(click.Choice):
+    """The registry's kernel names, read on first use: the registry imports
+    scikit-learn, which ``mbkkm --help`` and most option errors do without."""
+
+    def __init__(self, graph: bool = False):
+        self.graph, self.case_sensitive = graph, True
+
+    @cached_property
+    def choices(self):
+        from .kernels import kernel_names
+
+        return tuple(kernel_names(transductive=None if self.graph else False))
+
+
+_kernel_choice = _KernelChoice
+
+#: The estimator's options of ``mbkkm fit`` (with --n-neighbors, --t and
+#: --gamma-plot, which are not), received as one dict ``params``.
+_model_options = _options(
+    click.option(
+        "--kernel",
+        type=_KernelChoice(graph=True),
+        default="rbf",
+        help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion time --t, "
+        "neighbours --n-neighbors); 'knn': the paper's k-NN kernel (needs --n-neighbors).",
+    ),
+    click.option(
+        "--n-neighbors",
+        type=_POSITIVE,
+        help="Graph kernels: neighbours per point, the point itself included "
+        "(heat: 10, 20 or 40 chosen by the graph's eigengap by default).",
+    ),
+    click.option(
+        "--t",
+        "heat_t",
+        type=_NumberOr({"auto": "auto"}),
+        default="auto",
+        help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
+        "(prints the choice; the candidates with --verbose).",
+    ),
+    click.option(
+        "--gamma",
+        type=_NumberOr({"auto": "auto", "mean-distance": "mean-distance"}),
+        help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to choose it "
+        "without labels (prints the choice; the candidates with --verbose); 'mean-distance' "
+        "for 1 / (2 sum of feature variances). Default: rbf and laplacian as 'auto' when "
+        "the 1000-point sample has >= 10 points per cluster (k <= 100), else "
+        "'mean-distance'; other kernels their own default.",
+    ),
+    _file_option(
+        "--gamma-plot",
+        help="When the width is chosen (--gamma auto or the default): save the "
+        "criterion against gamma to this image.",
+    ),
+    click.option("--batch-size", type=_POSITIVE, default=1024, help="Points per mini-batch."),
+    click.option(
+        "--tau",
+        type=_NumberOr({"none": None}, integer=True),
+        default="200",
+        help="Window length (points kept per center); 'none' for the untruncated "
+        "algorithm (a table over all points).",
+    ),
+    click.option(
+        "--max-iter", type=_POSITIVE, default=200, help="Number of mini-batch iterations."
+    ),
+    click.option(
+        "--learning-rate",
+        type=click.Choice(["adaptive", "classic"]),
+        default="adaptive",
+        help="Learning rate.",
+    ),
+    click.option("--seed", "random_state", type=int, default=0, help="Random seed."),
+    into="params",
+)
+
+#: The help of --labels-out and --transform-out (of fit and predict): the formats.
+_LABEL_FILES = "one per line (text), or .npy, .parquet, .feather by the suffix; '-' for stdout."
+_DISTANCE_FILES = (
+    "Write the squared distances of every point to the k centers (float32; "
+    "text, .npy, .parquet or .feather by the suffix; '-' for stdout"
+)
+
+#: The outputs of ``mbkkm fit`` and its checkpoint, received as one dict ``outputs``.
+_fit_output_options = _options(
+    _file_option("--labels-out", "labels", help="Write the labels: " + _LABEL_FILES),
+    _file_option("--transform-out", "transform", help=_DISTANCE_FILES + ")."),
+    _file_option(
+        "--model-out",
+        "model",
+        help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
+        "use with 'mbkkm predict').",
+    ),
+    _file_option(
+        "--plot",
+        help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
+        "the two columns when there are two, else the first two principal "
+        f"components; at most {PLOT_POINTS:,} points, drawn at random.",
+    ),
+    _file_option(
+        "--checkpoint",
+        help="Save the fit's state to this file every --checkpoint-every iterations; "
+        "the same command run again resumes from it (a file of another "
+        "command is refused). Removed once the outputs are written.",
+    ),
+    click.option(
+        "--checkpoint-every",
+        type=_POSITIVE,
+        metavar="N",
+        help="Iterations between two checkpoints (default: max-iter / 10).",
+    ),
+    into="outputs",
+)
+
+# ---------------------------------------------------------------------------
+# Data in: the columns, the fit's choice saved with the model, matched at predict
+# ---------------------------------------------------------------------------
+
+
+def _open_data(data, refused="--{option}: {detail}", **source) -> Table:
     """open_table with the CLI's errors: a column choice that does not fit DATA is a
     usage error (2; ``refused`` formatted with ``option``, ``detail`` and ``data``),
     unreadable data a runtime failure (1)."""
     with _fails(OSError, ValueError, ImportError):
         try:
-            return open_table(data, header=header, key=key, columns=columns, drop=drop, dtype=dtype)
+            return open_table(data, **source)
         except ColumnSelectionError as exc:
             message = refused.format(option=exc.option, detail=exc.detail, data=data)
             raise click.UsageError(message) from None
 
-
-# ---------------------------------------------------------------------------
-# Column identity: the fit's columns saved with the model, matched at predict
-# ---------------------------------------------------------------------------
 
 #: The attribute in which ``mbkkm fit`` saves its column choice with the model
 #: (see :func:`_record_columns`); models fitted in Python have none.
@@ -274,23 +434,16 @@ def _record_columns(est, table: Table, columns, drop) -> None:
     names = table.file_names
     if table.names is not None:
         est.feature_names_in_ = np.asarray(table.names, dtype=object)
-    setattr(
-        est,
-        COLUMN_CHOICE,
-        {
-            "columns": columns,
-            "drop": drop,
-            "file_columns": int(table.n_file_columns),
-            "used": [int(j) for j in table.columns],
-            # header names of the file's columns not used (None: the file had no header)
-            "left_out": None
-            if names is None
-            else [str(n) for j, n in enumerate(names) if j not in table.columns],
-        },
-    )
+    choice = {"columns": columns, "drop": drop, "file_columns": int(table.n_file_columns)}
+    choice["used"] = [int(j) for j in table.columns]
+    # header names of the file's columns not used (None: the file had no header)
+    choice["left_out"] = None
+    if names is not None:
+        choice["left_out"] = [str(n) for j, n in enumerate(names) if j not in table.columns]
+    setattr(est, COLUMN_CHOICE, choice)
 
 
-def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
+def _predict_table(est, data, source) -> Table:
     """DATA opened with the model's columns, in the model's order.
 
     The model's feature names (``feature_names_in_``) and a header in DATA: the
@@ -304,10 +457,9 @@ def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
     names = getattr(est, "feature_names_in_", None)
     names = None if names is None else [str(n) for n in names]
     saved = getattr(est, COLUMN_CHOICE, None) or {}
-    columns, drop = _split_names(columns, "--columns"), _split_names(drop, "--drop")
-    given = columns is not None or drop is not None
-    reopen = partial(_open_data, data, header=header, key=key, dtype=dtype)
-    table = reopen(columns=columns, drop=drop)
+    given = source["columns"] is not None or source["drop"] is not None
+    reopen = partial(_open_data, data, **source)
+    table = reopen()
     if names is not None and table.names is not None:
         return _select_by_name(table, names, saved, given, data, reopen)
     if names is not None:
@@ -339,7 +491,7 @@ def _predict_table(est, data, *, header, key, columns, drop, dtype) -> Table:
 
 def _select_by_name(table, names, saved, given, data, reopen) -> Table:
     """The model's named columns of a table with a header, in the model's order
-    (``reopen(columns=...)`` opens DATA again with other columns)."""
+    (``reopen(columns=..., drop=None)`` opens DATA again with other columns)."""
     file_names = table.file_names
     if given:  # the columns chosen at predict
         candidates = list(table.columns)
@@ -366,26 +518,26 @@ def _select_by_name(table, names, saved, given, data, reopen) -> Table:
     else:
         _check_names(names, have, data)
         order = [candidates[have.index(n)] for n in names]
-    return table if order == table.columns else reopen(columns=order)
+    return table if order == table.columns else reopen(columns=order, drop=None)
 
 
 def _check_names(names, have, data) -> None:
     """Refuse the columns ``have`` of DATA that are not the model's ``names``."""
     missing = [n for n in names if n not in have]
     extra = [n for n in have if n not in set(names)]
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(
-                f"{data} lacks {_plural(missing, 'column')} the model was fitted on: "
-                f"{names_list(missing)}"
-            )
-        if extra:
-            parts.append(
-                f"{data} has {_plural(extra, 'column')} the model was not fitted on: "
-                f"{names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
-                f"out with --drop {','.join(extra)})"
-            )
+    parts = []
+    if missing:
+        parts.append(
+            f"{data} lacks the column{'s' * (len(missing) != 1)} the model was fitted "
+            f"on: {names_list(missing)}"
+        )
+    if extra:
+        parts.append(
+            f"{data} has the column{'s' * (len(extra) != 1)} the model was not fitted on: "
+            f"{names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
+            f"out with --drop {','.join(extra)})"
+        )
+    if parts:
         raise click.UsageError(
             "; ".join(parts) + f". The model expects {names_list(names)}, in any order."
         )
@@ -396,121 +548,6 @@ def _check_names(names, have, data) -> None:
             "once: the model's columns cannot be found by name; choose them "
             "with --columns (by 0-based index)."
         )
-
-
-def _plural(items, word: str) -> str:
-    return f"the {word}" if len(items) == 1 else f"the {word}s"
-
-
-def _distances(est, blocks):
-    """``est.transform`` of each block of rows: its squared distances to the centers.
-
-    For a model with feature names the blocks go in as DataFrames with those names
-    (the columns have already been matched by name, and scikit-learn checks them
-    once more).
-    """
-    names = getattr(est, "feature_names_in_", None)
-    for block in blocks:
-        if names is not None:
-            import pandas as pd
-
-            block = pd.DataFrame(block, columns=names, copy=False)
-        with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
-            D = np.asarray(est.transform(block))
-        yield D
-
-
-def _target(path):
-    """Where an output goes: the path, or standard output for '-'."""
-    if path == "-":
-        sys.stdout.flush()  # the text written so far goes first
-        return sys.stdout.buffer
-    return path
-
-
-def _check_checkpoint(checkpoint, every, kernel, tau, graph_kernels) -> None:
-    """Refuse, before reading the data, a checkpoint the fit cannot save."""
-    if checkpoint is None:
-        if every is not None:
-            raise click.UsageError("--checkpoint-every needs --checkpoint FILE.")
-        return
-    if checkpoint == "-":
-        raise click.UsageError("--checkpoint: cannot be standard output; give a file name.")
-    if not Path(checkpoint).parent.is_dir():
-        raise click.UsageError(
-            f"--checkpoint: the folder {str(Path(checkpoint).parent)!r} does not exist."
-        )
-    if kernel in graph_kernels:
-        raise click.UsageError(
-            f"--checkpoint is not available with --kernel {kernel} (a graph "
-            "kernel's graph and eigenpairs are not checkpointed)."
-        )
-    if tau is None:
-        raise click.UsageError(
-            "--checkpoint needs an integer --tau (the untruncated algorithm is not checkpointed)."
-        )
-
-
-def _note_resume(checkpoint, max_iter) -> None:
-    """Say on stderr where a fit resumes (nothing when the file is absent or unreadable:
-    the fit itself refuses a file it cannot resume, with the reason)."""
-    from .cluster._checkpoint import read_checkpoint
-
-    if not Path(checkpoint).exists():
-        return
-    try:
-        done = int(read_checkpoint(checkpoint)["fit"]["n_iter"])
-    except (ValueError, OSError, KeyError):
-        return
-    click.echo(
-        f"note: resuming the fit saved in {checkpoint} at iteration {done} of {max_iter}", err=True
-    )
-
-
-def _check_outputs(labels, transform, model=None, images=()) -> None:
-    """Refuse, before any work, outputs that cannot be written: the labels and the
-    distances both to standard output, then each in turn (``images``: (path,
-    option) of the figures)."""
-    if labels == "-" and transform == "-":
-        raise click.UsageError(
-            "--transform-out: standard output already takes the labels; "
-            "write one of them to a file (--labels-out FILE)."
-        )
-    for path, option in ((labels, "--labels-out"), (transform, "--transform-out")):
-        if path != "-":
-            _check_output(path, option)
-    _check_output(model, "--model-out")
-    for path, option in images:
-        _check_output(path, option, image=True)
-
-
-def _check_output(path, option: str, image=False) -> None:
-    """Refuse an output that cannot be written: standard output, a missing folder,
-    an image format matplotlib does not write, Parquet without pyarrow."""
-    if path is None:
-        return
-    if path == "-":
-        raise click.UsageError(f"{option}: cannot write to standard output; give a file name.")
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise click.UsageError(f"{option}: the folder {str(path.parent)!r} does not exist.")
-    if image:
-        from matplotlib.figure import Figure
-
-        formats = Figure().canvas.get_supported_filetypes()
-        fmt = path.suffix[1:].lower()
-        if fmt not in formats:
-            raise click.UsageError(
-                f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
-                f"use one of {', '.join(sorted(formats))}."
-            )
-    elif output_kind(path) in ("parquet", "arrow"):
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise click.UsageError(
-                f"{option}: writing {path.suffix} needs pyarrow (pip install 'mbkkm[parquet]')."
-            ) from None
 
 
 @contextmanager
@@ -541,6 +578,147 @@ def _reading(table, desc: str, quiet: bool):
         yield {"progress": update, "n_threads": _reading_threads()}
 
 
+# ---------------------------------------------------------------------------
+# Labels, distances, figures and the model out
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class _Outputs:
+    """The files a command writes (None: not asked for; "-": standard output)."""
+
+    labels: str | None = None
+    transform: str | None = None
+    model: str | None = None
+    plot: str | None = None
+    gamma_plot: str | None = None
+    checkpoint: str | None = None
+    checkpoint_every: int | None = None
+
+    @property
+    def err(self):
+        """Whether the summary goes to stderr (the labels or distances take stdout)."""
+        return "-" in (self.labels, self.transform)
+
+    def check(self, kernel=None, tau=None) -> None:
+        """Refuse, before any work, outputs that cannot be written: the labels and the
+        distances both to standard output, then each in turn, then a checkpoint the
+        fit (of ``kernel`` and ``tau``) cannot save."""
+        if self.labels == "-" and self.transform == "-":
+            raise click.UsageError(
+                "--transform-out: standard output already takes the labels; "
+                "write one of them to a file (--labels-out FILE)."
+            )
+        for path, option in ((self.labels, "--labels-out"), (self.transform, "--transform-out")):
+            if path != "-":
+                _check_output(path, option)
+        _check_output(self.model, "--model-out")
+        _check_output(self.plot, "--plot", image=True)
+        _check_output(self.gamma_plot, "--gamma-plot", image=True)
+        if self.checkpoint is None:
+            if self.checkpoint_every is not None:
+                raise click.UsageError("--checkpoint-every needs --checkpoint FILE.")
+            return
+        if self.checkpoint == "-":
+            raise click.UsageError("--checkpoint: cannot be standard output; give a file name.")
+        folder = Path(self.checkpoint).parent
+        if not folder.is_dir():
+            raise click.UsageError(f"--checkpoint: the folder {str(folder)!r} does not exist.")
+        from .kernels import GRAPH_KERNELS
+
+        if kernel in GRAPH_KERNELS:
+            raise click.UsageError(
+                f"--checkpoint is not available with --kernel {kernel} (a graph "
+                "kernel's graph and eigenpairs are not checkpointed)."
+            )
+        if tau is None:
+            raise click.UsageError(
+                "--checkpoint needs an integer --tau (the untruncated algorithm is not "
+                "checkpointed)."
+            )
+
+    def write(self, est, X, sample, labels, names) -> None:
+        """The figures (the sampled rows of X, their ``labels``) and the model; a
+        gamma plot of a width not chosen here is not written (and said so)."""
+        if self.gamma_plot is not None and est.gamma_selection_ is None:
+            click.echo(
+                f"--gamma-plot: nothing written, the width was not chosen here "
+                f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)",
+                err=True,
+            )
+            self.gamma_plot = None
+        elif self.gamma_plot is not None:
+            _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
+        if self.plot is not None:
+            k, n, seed = est.n_clusters, X.shape[0], est.random_state
+            figure = cluster_figure(
+                np.asarray(X[sample]), labels, k, names=names, n_total=n, seed=seed
+            )
+            _save(figure, self.plot)
+        if self.model is not None:
+            from .cluster import save_model
+
+            with _writing(self.model):
+                save_model(est, self.model)
+
+    def written(self):
+        """(path, what) of every output written to a file."""
+        paths = (self.labels, self.transform, self.plot, self.gamma_plot, self.model)
+        whats = ("labels", "distances", "plot", "gamma plot", "model")
+        return [(path, what) for path, what in zip(paths, whats) if path not in (None, "-")]
+
+
+def _check_output(path, option: str, image=False) -> None:
+    """Refuse an output that cannot be written: standard output, a missing folder,
+    an image format matplotlib does not write, Parquet without pyarrow."""
+    if path is None:
+        return
+    if path == "-":
+        raise click.UsageError(f"{option}: cannot write to standard output; give a file name.")
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise click.UsageError(f"{option}: the folder {str(path.parent)!r} does not exist.")
+    if image:
+        formats = _new_figure().canvas.get_supported_filetypes()
+        fmt = path.suffix[1:].lower()
+        if fmt not in formats:
+            raise click.UsageError(
+                f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
+                f"use one of {', '.join(sorted(formats))}."
+            )
+    elif output_kind(path) in ("parquet", "arrow"):
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise click.UsageError(
+                f"{option}: writing {path.suffix} needs pyarrow (pip install 'mbkkm[parquet]')."
+            ) from None
+
+
+def _distances(est, blocks):
+    """``est.transform`` of each block of rows: its squared distances to the centers.
+
+    For a model with feature names the blocks go in as DataFrames with those names
+    (the columns have already been matched by name, and scikit-learn checks them
+    once more).
+    """
+    names = getattr(est, "feature_names_in_", None)
+    for block in blocks:
+        if names is not None:
+            import pandas as pd
+
+            block = pd.DataFrame(block, columns=names, copy=False)
+        with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
+            yield np.asarray(est.transform(block))
+
+
+def _row_blocks(X, k: int):
+    """Consecutive row blocks of an array (views), sized for k distances per row."""
+    rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**16))
+    for start in range(0, X.shape[0], rows):
+        yield X[start : start + rows]
+
+
 @dataclass
 class _Labelled:
     """What one labelling pass found: cluster sizes, inertia, rows, sampled labels."""
@@ -551,27 +729,29 @@ class _Labelled:
     sample_labels: np.ndarray | None = None
 
 
-def _label_blocks(distances, k, *, labels_out, transform_out, n_rows, update, sample=None):
+def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
     """One pass over blocks of squared distances to the k centers (rows, k): labels
-    (argmin) and minimum distances, written block by block to ``labels_out`` /
-    ``transform_out``.
+    (argmin) and minimum distances, written block by block to ``outputs.labels`` /
+    ``outputs.transform``; ``update(rows)`` after each block.
 
     ``sample``: sorted row indices whose labels are kept (for the plot).
     """
     out = _Labelled(np.zeros(k, dtype=np.int64))
     if sample is not None:
         out.sample_labels = np.empty(sample.shape[0], dtype=np.int32)
-    names = [f"distance_{j}" for j in range(k)]
     with ExitStack() as stack:
-        lw = tw = None
-        if labels_out is not None:
-            lw = stack.enter_context(
-                open_writer(_target(labels_out), names=None, dtype=np.int32, n_rows=n_rows)
-            )
-        if transform_out is not None:
-            tw = stack.enter_context(
-                open_writer(_target(transform_out), names=names, dtype=np.float32, n_rows=n_rows)
-            )
+
+        def writer(path, names, dtype):  # "-": standard output
+            if path == "-":
+                sys.stdout.flush()  # the text written so far goes first
+                path = sys.stdout.buffer
+            if path is not None:
+                return stack.enter_context(
+                    open_writer(path, names=names, dtype=dtype, n_rows=n_rows)
+                )
+
+        lw = writer(outputs.labels, None, np.int32)
+        tw = writer(outputs.transform, [f"distance_{j}" for j in range(k)], np.float32)
         for D in distances:
             labels = D.argmin(axis=1).astype(np.int32)
             out.inertia += float(D[np.arange(D.shape[0]), labels].sum(dtype=np.float64))
@@ -589,11 +769,19 @@ def _label_blocks(distances, k, *, labels_out, transform_out, n_rows, update, sa
     return out
 
 
-def _row_blocks(X, k: int):
-    """Consecutive row blocks of an array (views), sized for k distances per row."""
-    rows = int(np.clip(LABEL_BLOCK_BYTES // (8 * k), 1024, 2**16))
-    for start in range(0, X.shape[0], rows):
-        yield X[start : start + rows]
+def _echo_found(found, outputs, inertia="inertia", empty_note=False) -> None:
+    """The end of a summary: inertia, cluster sizes (``empty_note``: and how many
+    are empty), the files written."""
+    err = outputs.err
+    click.echo(
+        f"inertia: {found.inertia:.6g} ({inertia} / n = {found.inertia / found.n:.6g})", err=err
+    )
+    click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
+    empty = int((found.sizes == 0).sum())
+    if empty_note and empty:
+        click.echo(f"note: {empty} of the {len(found.sizes)} clusters are empty", err=err)
+    for path, what in outputs.written():
+        click.echo(f"{what} written to {path}", err=err)
 
 
 def _new_figure(figsize=(6.4, 4.8)):
@@ -608,7 +796,7 @@ def _writing(path):
     try:
         yield
     except OSError as exc:
-        raise click.ClickException(f"cannot write {path}: {exc.strerror}") from None
+        raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _save(fig, path) -> None:
@@ -690,19 +878,15 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
         cmap = mpl.colormaps["tab10" if n_clusters <= 10 else "tab20"]
         for j in range(n_clusters):
             sel = labels == j
-            label = f"{j} ({int(sel.sum())})"
-            ax.scatter(xy[sel, 0], xy[sel, 1], color=cmap(j), label=label, **points)
+            ax.scatter(*xy[sel].T, color=cmap(j), label=f"{j} ({int(sel.sum())})", **points)
         _legend_outside(ax)
         ax.get_legend().set_title("cluster (points shown)", prop={"size": "small"})
         for h in ax.get_legend().legend_handles:
             h.set_sizes([20])
     else:
-        sc = ax.scatter(
-            xy[:, 0], xy[:, 1], c=labels, cmap="turbo", vmin=0, vmax=n_clusters - 1, **points
-        )
+        sc = ax.scatter(*xy.T, c=labels, cmap="turbo", vmin=0, vmax=n_clusters - 1, **points)
         fig.colorbar(sc, ax=ax, label="cluster")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
+    ax.set(xlabel=xlabel, ylabel=ylabel)
     n_total = m if n_total is None else n_total
     shown = f", {m:,} drawn at random" if m < n_total else ""
     how = "" if d <= 2 else "; PCA projection"
@@ -713,41 +897,6 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
 # ---------------------------------------------------------------------------
 # Commands
 # ---------------------------------------------------------------------------
-
-
-class _NumberOr(click.ParamType):
-    """A positive number (``integer``: a positive integer), or one of the ``words``
-    (a word -> its value, case-insensitive); ``none`` is the value of no value."""
-
-    def __init__(self, words: dict, integer: bool = False, none=None):
-        self.words, self.integer, self.none = words, integer, none
-        self.name = "|".join(["INTEGER" if integer else "FLOAT", *words])
-
-    def convert(self, value, param, ctx):
-        if value is None:
-            return self.none
-        if isinstance(value, str) and value.strip().lower() in self.words:
-            return self.words[value.strip().lower()]
-        kinds = ["a positive " + ("integer" if self.integer else "number")]
-        kinds += map(repr, self.words)
-        try:
-            number = (int if self.integer else float)(value)
-        except (TypeError, ValueError):
-            either = ", ".join(kinds[:-1]) + " or " + kinds[-1]
-            self.fail(f"{value!r} is not {either}", param, ctx)
-        if self.integer and number < 1:
-            self.fail(f"{number} is not >= 1", param, ctx)
-        if not (np.isfinite(number) and number > 0):
-            self.fail(f"{value!r} is not a positive number", param, ctx)
-        return number
-
-
-#: --tau: a window length, or 'none' (tau=None: no truncation)
-_TAU = _NumberOr({"none": None}, integer=True)
-#: --gamma: a width, 'auto' (mbkkm.cluster.select_gamma) or 'mean-distance'
-_GAMMA = _NumberOr({"auto": "auto", "mean-distance": "mean-distance"})
-#: --t: the heat kernel's diffusion time, or 'auto'
-_TIME = _NumberOr({"auto": "auto"}, none="auto")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
@@ -766,138 +915,9 @@ def main():
     tune_allocator()
 
 
-class _KernelChoice(click.Choice):
-    """The registry's kernel names, read on first use: the registry imports
-    scikit-learn, which ``mbkkm --help`` and most option errors do without."""
-
-    def __init__(self, graph: bool = False):
-        self._graph = graph
-        self._choices = None
-        self.case_sensitive = True
-
-    @property
-    def choices(self):
-        if self._choices is None:
-            from .kernels import kernel_names
-
-            self._choices = tuple(kernel_names(transductive=None if self._graph else False))
-        return self._choices
-
-    @choices.setter
-    def choices(self, value):
-        self._choices = tuple(value)
-
-
-_kernel_choice = _KernelChoice
-
-_model_options = _options(
-    click.option(
-        "--kernel",
-        type=_KernelChoice(graph=True),
-        default="rbf",
-        help="Kernel. 'heat': the heat kernel of the data's k-NN graph (diffusion time --t, "
-        "neighbours --n-neighbors); 'knn': the paper's k-NN kernel (needs --n-neighbors).",
-    ),
-    click.option(
-        "--n-neighbors",
-        type=click.IntRange(1),
-        help="Graph kernels: neighbours per point, the point itself included "
-        "(heat: 10, 20 or 40 chosen by the graph's eigengap by default).",
-    ),
-    click.option(
-        "--t",
-        "heat_t",
-        type=_TIME,
-        default="auto",
-        help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
-        "(prints the choice; the candidates with --verbose).",
-    ),
-    click.option(
-        "--gamma",
-        type=_GAMMA,
-        help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to choose it "
-        "without labels (prints the choice; the candidates with --verbose); 'mean-distance' "
-        "for 1 / (2 sum of feature variances). Default: rbf and laplacian as 'auto' when "
-        "the 1000-point sample has >= 10 points per cluster (k <= 100), else "
-        "'mean-distance'; other kernels their own default.",
-    ),
-    _file_option(
-        "--gamma-plot",
-        help="When the width is chosen (--gamma auto or the default): save the "
-        "criterion against gamma to this image.",
-    ),
-    click.option(
-        "--batch-size",
-        type=click.IntRange(1),
-        default=1024,
-        help="Points per mini-batch.",
-    ),
-    click.option(
-        "--tau",
-        type=_TAU,
-        default="200",
-        help="Window length (points kept per center); 'none' for the untruncated "
-        "algorithm (a table over all points).",
-    ),
-    click.option(
-        "--max-iter",
-        type=click.IntRange(1),
-        default=200,
-        help="Number of mini-batch iterations.",
-    ),
-    click.option(
-        "--learning-rate",
-        type=click.Choice(["adaptive", "classic"]),
-        default="adaptive",
-        help="Learning rate.",
-    ),
-    click.option("--seed", type=int, default=0, help="Random seed."),
-)
-
-#: The outputs of ``mbkkm fit`` and its checkpoint.
-_fit_output_options = _options(
-    _file_option(
-        "--labels-out",
-        help="Write the labels: one per line (text), or .npy, .parquet, .feather by "
-        "the suffix; '-' for stdout.",
-    ),
-    _file_option(
-        "--transform-out",
-        help="Write the squared distances of every point to the k centers (float32; "
-        "text, .npy, .parquet or .feather by the suffix; '-' for stdout).",
-    ),
-    _file_option(
-        "--model-out",
-        help="Save the fitted model (skops format; load with mbkkm.cli.load_model, "
-        "use with 'mbkkm predict').",
-    ),
-    _file_option(
-        "--plot",
-        "plot_out",
-        help="Save a scatter plot of the clusters to this image (.png, .svg, .pdf): "
-        "the two columns when there are two, else the first two principal "
-        f"components; at most {PLOT_POINTS:,} points, drawn at random.",
-    ),
-    _file_option(
-        "--checkpoint",
-        help="Save the fit's state to this file every --checkpoint-every iterations; "
-        "the same command run again resumes from it (a file of another "
-        "command is refused). Removed once the outputs are written.",
-    ),
-    click.option(
-        "--checkpoint-every",
-        type=click.IntRange(1),
-        metavar="N",
-        help="Iterations between two checkpoints (default: max-iter / 10).",
-    ),
-)
-
-
 @main.command()
-@click.argument("data", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "-k", "--n-clusters", type=click.IntRange(1), required=True, help="Number of clusters."
-)
+@click.argument("data", type=_INPUT)
+@click.option("-k", "--n-clusters", type=_POSITIVE, required=True, help="Number of clusters.")
 @_model_options
 @_data_options
 @_fit_output_options
@@ -909,33 +929,7 @@ _fit_output_options = _options(
     help="Print how the width (and the heat kernel's time) was chosen as a table "
     "of the candidates and their scores (default: one line).",
 )
-def fit(
-    data,
-    n_clusters,
-    kernel,
-    n_neighbors,
-    heat_t,
-    gamma,
-    gamma_plot,
-    batch_size,
-    tau,
-    max_iter,
-    learning_rate,
-    seed,
-    header,
-    key,
-    columns,
-    drop,
-    dtype,
-    labels_out,
-    transform_out,
-    model_out,
-    plot_out,
-    checkpoint,
-    checkpoint_every,
-    quiet,
-    verbose,
-):
+def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
 
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
@@ -946,63 +940,55 @@ def fit(
     """
     from .cluster import MiniBatchKernelKMeans
 
-    images = ((plot_out, "--plot"), (gamma_plot, "--gamma-plot"))
-    _check_outputs(labels_out, transform_out, model_out, images)
-    outputs = _FitOutputs(labels_out, transform_out, model_out, plot_out, gamma_plot)
-    from .kernels import GRAPH_KERNELS
-
-    _check_checkpoint(checkpoint, checkpoint_every, kernel, tau, GRAPH_KERNELS)
-    graph_params = _graph_params(kernel, n_neighbors, heat_t, GRAPH_KERNELS)
-    columns, drop = _split_names(columns, "--columns"), _split_names(drop, "--drop")
-    table = _open_data(data, header=header, key=key, dtype=dtype, columns=columns, drop=drop)
+    outputs = _Outputs(gamma_plot=params.pop("gamma_plot"), **outputs)
+    outputs.check(params["kernel"], params["tau"])
+    heat_t = params.pop("heat_t")
+    graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
+    table = _open_data(data, **source)
     with _reading(table, "reading", quiet) as how:
         X = table.read(**how)
     release_free_memory()  # the parsing threads' kept buffers, before the fit
     n = X.shape[0]
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
-    if batch_size > n and not quiet:
+    if params["batch_size"] > n and not quiet:
         click.echo(
-            f"note: --batch-size {batch_size} is larger than the {n} rows of {data}: "
-            f"every batch is all {n} rows (batch_size is capped at n).",
+            f"note: --batch-size {params['batch_size']} is larger than the {n} rows of "
+            f"{data}: every batch is all {n} rows (batch_size is capped at n).",
             err=True,
         )
     est = MiniBatchKernelKMeans(
-        n_clusters=n_clusters,
-        kernel=kernel,
-        gamma=gamma,
-        kernel_params=graph_params,
-        batch_size=batch_size,
-        tau=tau,
-        max_iter=max_iter,
-        learning_rate=learning_rate,
-        random_state=seed,
-        compute_labels=False,
+        n_clusters=n_clusters, kernel_params=graph_params, compute_labels=False, **params
     )
-    if checkpoint is not None and not quiet:
-        _note_resume(checkpoint, max_iter)
-    run = _FitRun(est, X, data, seed)
-    with run.timed("fit"):
-        D_fit = _fit_model(est, X, graph_params is not None, checkpoint, checkpoint_every, quiet)
-    _record_columns(est, table, columns, drop)
-    with run.timed("labelling"):
-        if graph_params is None:
-            distances = _distances(est, _row_blocks(X, n_clusters))
-        else:  # the fitted points' own kernel rows, not new points joining the graph
-            distances = _row_blocks(D_fit, n_clusters)
-        run.found = _label_fitted(distances, run, outputs, quiet)
-    outputs.write(run, table.names)
-    if checkpoint is not None:  # every output is written: the fit is not needed again
-        Path(checkpoint).unlink(missing_ok=True)
+    if outputs.checkpoint is not None and not quiet:
+        _note_resume(outputs.checkpoint, est.max_iter)
+    start = time.perf_counter()
+    D_fit = _fit_model(est, X, graph_params is not None, outputs, quiet)
+    seconds = [time.perf_counter() - start]
+    _record_columns(est, table, source["columns"], source["drop"])
+    start = time.perf_counter()
+    if graph_params is None:
+        distances = _distances(est, _row_blocks(X, n_clusters))
+    else:  # the fitted points' own kernel rows, not new points joining the graph
+        distances = _row_blocks(D_fit, n_clusters)
+    sample = _plot_sample(n, est.random_state, outputs.plot is not None)
+    with _writing("the labels"), _progress(n, "rows", "labelling", not quiet) as update:
+        found = _label_blocks(distances, n_clusters, outputs, n, update, sample)
+    seconds.append(time.perf_counter() - start)
+    tables = verbose or outputs.gamma_plot is not None
+    outputs.write(est, X, sample, found.sample_labels, table.names)
+    if outputs.checkpoint is not None:  # every output is written: the fit is not needed again
+        Path(outputs.checkpoint).unlink(missing_ok=True)
     if not quiet:
-        tables = verbose or gamma_plot is not None
-        _fit_summary(run, outputs, heat_auto=heat_t == "auto", tables=tables)
+        _fit_summary(est, found, data, X.shape[1], seconds, outputs, heat_t == "auto", tables)
 
 
-def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
+def _graph_params(kernel, n_neighbors, heat_t):
     """The ``kernel_params`` of a graph kernel from --n-neighbors and --t (None for
     kernels on points, which take neither)."""
-    if kernel not in graph_kernels:
+    from .kernels import GRAPH_KERNELS
+
+    if kernel not in GRAPH_KERNELS:
         if n_neighbors is not None or heat_t != "auto":
             raise click.UsageError(
                 "--n-neighbors and --t are options of the graph kernels (--kernel heat or knn)."
@@ -1016,86 +1002,23 @@ def _graph_params(kernel, n_neighbors, heat_t, graph_kernels):
     return params
 
 
-@dataclass
-class _FitOutputs:
-    """The files ``mbkkm fit`` writes (None: not asked for; "-": standard output)."""
+def _note_resume(checkpoint, max_iter) -> None:
+    """Say on stderr where a fit resumes (nothing when the file is absent or unreadable:
+    the fit itself refuses a file it cannot resume, with the reason)."""
+    from .cluster._checkpoint import read_checkpoint
 
-    labels: str | None
-    transform: str | None
-    model: str | None
-    plot: str | None
-    gamma_plot: str | None
-    gamma_plot_written: bool = False
-
-    @property
-    def err(self):
-        """Whether the summary goes to stderr (the labels or distances take stdout)."""
-        return "-" in (self.labels, self.transform)
-
-    def write(self, run, names):
-        """The figures and the model (the labels and distances are written while
-        labelling)."""
-        est = run.est
-        if self.gamma_plot is not None and est.gamma_selection_ is None:
-            click.echo(
-                f"--gamma-plot: nothing written, the width was not chosen here "
-                f"(gamma_ = {est.gamma_!r}; pass --gamma auto to choose it)",
-                err=True,
-            )
-        elif self.gamma_plot is not None:
-            _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
-            self.gamma_plot_written = True
-        if self.plot is not None:
-            sample = _plot_sample(run.n, run.seed, True)
-            _save(
-                cluster_figure(
-                    np.asarray(run.X[sample]),
-                    run.found.sample_labels,
-                    est.n_clusters,
-                    names=names,
-                    n_total=run.n,
-                    seed=run.seed,
-                ),
-                self.plot,
-            )
-        if self.model is not None:
-            from .cluster import save_model
-
-            with _writing(self.model):
-                save_model(est, self.model)
-
-    def written(self):
-        """(path, what) of every output written to a file."""
-        return [
-            (path, what)
-            for path, what in (
-                (self.labels, "labels"),
-                (self.transform, "distances"),
-                (self.plot, "plot"),
-                (self.gamma_plot if self.gamma_plot_written else None, "gamma plot"),
-                (self.model, "model"),
-            )
-            if path not in (None, "-")
-        ]
+    if not Path(checkpoint).exists():
+        return
+    try:
+        done = int(read_checkpoint(checkpoint)["fit"]["n_iter"])
+    except (ValueError, OSError, KeyError):
+        return
+    click.echo(
+        f"note: resuming the fit saved in {checkpoint} at iteration {done} of {max_iter}", err=True
+    )
 
 
-class _FitRun:
-    """One ``mbkkm fit``: the model, its data, the time of each step, the labelling."""
-
-    def __init__(self, est, X, data, seed):
-        self.est, self.X, self.data, self.seed = est, X, data, seed
-        self.n, self.d = X.shape
-        self.seconds = {}
-        self.found = None
-
-    @contextmanager
-    def timed(self, step):
-        start = time.perf_counter()
-        yield
-        self.seconds[step] = time.perf_counter() - start
-
-
-def _fit_model(est, X, graph, checkpoint, checkpoint_every, quiet=False):
+def _fit_model(est, X, graph, outputs, quiet=False):
     """Fit ``est`` on X: fit_transform's distances for a graph kernel, else None.
 
     Unless ``quiet``, its progress on stderr: on a terminal a spinner, then a bar
@@ -1113,7 +1036,7 @@ def _fit_model(est, X, graph, checkpoint, checkpoint_every, quiet=False):
             stack.enter_context(reporting(sys.stderr, on_start=stop))
         if graph:
             return est.fit_transform(X)
-        est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
+        est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)
         return None
 
 
@@ -1126,72 +1049,35 @@ def _plot_sample(n, seed, plotted):
     return np.sort(np.random.default_rng(seed).choice(n, size=PLOT_POINTS, replace=False))
 
 
-def _label_fitted(distances, run, outputs, quiet):
-    """The labelling pass over the fitted rows' distances, written to the outputs."""
-    try:
-        with _progress(run.n, "rows", "labelling", not quiet) as update:
-            return _label_blocks(
-                distances,
-                run.est.n_clusters,
-                labels_out=outputs.labels,
-                transform_out=outputs.transform,
-                n_rows=run.n,
-                update=update,
-                sample=_plot_sample(run.n, run.seed, outputs.plot is not None),
-            )
-    except OSError as exc:
-        raise click.ClickException(f"cannot write the labels: {exc.strerror or exc}") from None
-
-
-def _fit_summary(run, outputs, heat_auto, tables=False):
+def _fit_summary(est, found, data, d, seconds, outputs, heat_auto, tables):
     """The summary of a fit: data, kernel, times, chosen widths (one line each, or
-    their tables: ``tables``), inertia, sizes."""
-    est, found, n, err = run.est, run.found, run.n, outputs.err
-    click.echo(f"data: {run.data} ({n} points x {run.d} features)", err=err)
+    their tables: ``tables``), inertia, sizes, files written."""
+    err = outputs.err
+    click.echo(f"data: {data} ({found.n} points x {d} features)", err=err)
     click.echo(
         f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
-        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {run.seed}",
+        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}",
         err=err,
     )
-    click.echo(
-        f"time: fit {run.seconds['fit']:.2f} s, labelling {run.seconds['labelling']:.2f} s", err=err
-    )
+    click.echo(f"time: fit {seconds[0]:.2f} s, labelling {seconds[1]:.2f} s", err=err)
     hint = "" if tables else " (--verbose: the table)"
     t_selection = getattr(est, "t_selection_", None) if heat_auto else None
     for selection in (est.gamma_selection_, t_selection):
         if selection is not None:
             click.echo(selection.table() if tables else selection.summary() + hint, err=err)
-    click.echo(
-        f"inertia: {found.inertia:.6g} (objective inertia / n = {found.inertia / n:.6g})", err=err
-    )
-    click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
-    empty = int((found.sizes == 0).sum())
-    if empty:
-        click.echo(f"note: {empty} of the {est.n_clusters} clusters are empty", err=err)
-    for path, what in outputs.written():
-        click.echo(f"{what} written to {path}", err=err)
+    _echo_found(found, outputs, "objective inertia", empty_note=True)
     if outputs.labels is None:
         click.echo("(labels not written: pass --labels-out FILE)", err=err)
 
 
 @main.command()
-@click.argument("model", type=click.Path(exists=True, dir_okay=False))
-@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@click.argument("model", type=_INPUT)
+@click.argument("data", type=_INPUT)
 @_data_options
-@_file_option(
-    "--labels-out",
-    default="-",
-    help="Where the labels go: one per line (text), or .npy, .parquet, .feather "
-    "by the suffix; '-' for stdout.",
-)
-@_file_option(
-    "--transform-out",
-    help="Write the squared distances of every point to the k centers (float32; "
-    "text, .npy, .parquet or .feather by the suffix; '-' for stdout, "
-    "with --labels-out FILE).",
-)
+@_file_option("--labels-out", "labels", default="-", help="Where the labels go: " + _LABEL_FILES)
+@_file_option("--transform-out", "transform", help=_DISTANCE_FILES + ", with --labels-out FILE).")
 @click.option("-q", "--quiet", is_flag=True, help="No summary or progress bar.")
-def predict(model, data, header, key, columns, drop, dtype, labels_out, transform_out, quiet):
+def predict(model, data, source, labels, transform, quiet):
     """Label DATA with a MODEL saved by 'mbkkm fit --model-out'.
 
     A model fitted on a file with a header finds its columns in DATA by name, in
@@ -1204,7 +1090,8 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
     memory map (.npy), so files larger than the memory are labelled as they are
     read; the outputs are written as the blocks are done, atomically.
     """
-    _check_outputs(labels_out, transform_out)
+    outputs = _Outputs(labels, transform)
+    outputs.check()
     try:
         est = load_model(model)
     except (ValueError, OSError, ImportError) as exc:  # says what the file is
@@ -1215,9 +1102,7 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
         ) from None
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
         raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
-    table = _predict_table(
-        est, data, header=header, key=key, columns=columns, drop=drop, dtype=dtype
-    )
+    table = _predict_table(est, data, source)
     if table.n_columns != est.n_features_in_:
         raise click.ClickException(
             f"{data} has {table.n_columns} columns to use, the model expects "
@@ -1227,32 +1112,18 @@ def predict(model, data, header, key, columns, drop, dtype, labels_out, transfor
     # a stream left part way is closed, so no parsing thread outlives the command
     with _reading(table, "labelling", quiet) as how, closing(table.blocks(**how)) as stream:
         rows = (rows for block in stream for rows in _row_blocks(block, est.n_clusters))
-        found = _label_blocks(
-            _distances(est, rows),
-            est.n_clusters,
-            labels_out=labels_out,
-            transform_out=transform_out,
-            n_rows=table.n_rows,
-            update=None,
-        )
+        found = _label_blocks(_distances(est, rows), est.n_clusters, outputs, table.n_rows)
     if not quiet:
-        err = "-" in (labels_out, transform_out)
         click.echo(
             f"labelled {found.n} points x {table.n_columns} features of {data} in "
             f"{time.perf_counter() - start:.2f} s",
-            err=err,
+            err=outputs.err,
         )
-        click.echo(
-            f"inertia: {found.inertia:.6g} (inertia / n = {found.inertia / found.n:.6g})", err=err
-        )
-        click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
-        for path, what in ((labels_out, "labels"), (transform_out, "distances")):
-            if path not in (None, "-"):
-                click.echo(f"{what} written to {path}", err=err)
+        _echo_found(found, outputs)
 
 
 @main.command()
-@click.option("--data-home", type=click.Path(file_okay=False), help="A folder searched first.")
+@click.option("--data-home", type=_FOLDER, help="A folder searched first.")
 def datasets(data_home):
     """The paper's datasets: sizes, kernel parameters, and where they are found locally."""
     from .datasets import ENV_VAR, get_data_dirs, list_datasets
@@ -1270,59 +1141,47 @@ def datasets(data_home):
             f"{s.name:10} {s.n_samples:>6}x{s.n_features:<5} {s.n_classes:>7} "
             f"{s.sigma:>7.4g} {s.knn_neighbors:>5} {s.heat_neighbors:>5}  {where}"
         )
-        if not info.available and info.spec.offline_note:
-            click.echo(f"{'':10} note: {info.spec.offline_note}")
+        if not info.available and s.offline_note:
+            click.echo(f"{'':10} note: {s.offline_note}")
     click.echo(f"searched (in order; set ${ENV_VAR} or --data-home to add folders):")
     for d in dirs:
         click.echo(f"  {d}")
 
 
+def _comma(value):
+    """The items of a comma-separated option (None when not given)."""
+    return None if value is None else [s.strip() for s in value.split(",")]
+
+
 @main.command()
 @click.argument("grid")
-@click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False),
-    required=True,
-    help="Folder of the result table (<grid name>.csv).",
-)
+@_out_option("Folder of the result table (<grid name>.csv).")
 @click.option(
     "--budget",
-    type=click.FloatRange(0, min_open=True),
+    "budget_seconds",
+    type=_POSITIVE_FLOAT,
     help="Stop cleanly between runs after this many seconds.",
 )
 @click.option("--datasets", "datasets_", help="Comma-separated datasets replacing the grid's.")
 @click.option("--algorithms", help="Comma-separated algorithms replacing the grid's.")
-@click.option(
-    "--seeds",
-    type=click.IntRange(1),
-    help="Number of seeds (0..N-1) replacing the grid's.",
-)
-@click.option(
-    "--max-iter",
-    type=click.IntRange(1),
-    help="Iterations per run replacing the grid's.",
-)
+@click.option("--seeds", type=_POSITIVE, help="Number of seeds (0..N-1) replacing the grid's.")
+@click.option("--max-iter", type=_POSITIVE, help="Iterations per run replacing the grid's.")
 @click.option(
     "--memory-budget",
-    type=click.FloatRange(0, min_open=True),
+    type=_POSITIVE_FLOAT,
     help="GB a kernel matrix may take (default: 70% of the available RAM).",
 )
-@click.option(
-    "--data-home",
-    type=click.Path(file_okay=False),
-    help="A folder searched first for the datasets.",
-)
+@click.option("--data-home", type=_FOLDER, help="A folder searched first for the datasets.")
 @click.option("--download", is_flag=True, help="Fetch missing datasets from OpenML.")
 @click.option(
     "--jobs",
-    type=click.IntRange(1),
+    type=_POSITIVE,
     default=1,
     help="Runs side by side in this many processes, each with one BLAS thread.",
 )
 @click.option(
     "--kernel-cache",
-    type=click.Path(file_okay=False),
+    type=_FOLDER,
     help="Folder where kernel matrices are built once and shared by all "
     "processes and resumes (memory-mapped).",
 )
@@ -1335,18 +1194,14 @@ def datasets(data_home):
 def experiment(
     grid,
     out_dir,
-    budget,
     datasets_,
     algorithms,
     seeds,
     max_iter,
     memory_budget,
-    data_home,
-    download,
-    jobs,
-    kernel_cache,
     dry_run,
     no_progress,
+    **run,
 ):
     """Run GRID (a preset: gaussian, knn, heat, quick; or a TOML grid file) and
     append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
@@ -1355,60 +1210,39 @@ def experiment(
     from .experiments import GridError, done_run_ids, expand, resolve_grid, run_grid
 
     with _fails(GridError, ValueError, usage=True):
-        g = resolve_grid(grid)
-        g = g.with_options(
-            datasets=None if datasets_ is None else [s.strip() for s in datasets_.split(",")],
-            seeds=seeds,
-            max_iter=max_iter,
+        g = resolve_grid(grid).with_options(
+            datasets=_comma(datasets_), seeds=seeds, max_iter=max_iter
         )
         if algorithms is not None:
-            g = replace(g, algorithms=tuple(s.strip() for s in algorithms.split(",")))
+            g = replace(g, algorithms=tuple(_comma(algorithms)))
         runs = expand(g)
     out = Path(out_dir) / f"{g.name}.csv"
-    if dry_run:
+    if not dry_run:
+        memory_budget = -1 if memory_budget is None else int(memory_budget * 1e9)
         with _fails(OSError, ValueError):
-            done = done_run_ids(out)
-        for r in runs:
-            click.echo(
-                f"{r.run_id} {r.dataset} {r.algorithm} {r.kernel} "
-                f"b={r.batch_size} tau={r.tau} seed={r.seed}"
-                + (" (done)" if r.run_id in done else "")
+            summary = run_grid(
+                runs, out, memory_budget=memory_budget, progress=not no_progress, **run
             )
-        n_done = sum(r.run_id in done for r in runs)
-        click.echo(
-            f"{len(runs)} runs -> {out}: {n_done} already in it, {len(runs) - n_done} to run"
-        )
+        click.echo(str(summary))
+        for msg in summary.errors[:5]:
+            click.echo(f"  error: {msg}", err=True)
         return
     with _fails(OSError, ValueError):
-        summary = run_grid(
-            runs,
-            out,
-            data_home=data_home,
-            download=download,
-            budget_seconds=budget,
-            memory_budget=-1 if memory_budget is None else int(memory_budget * 1e9),
-            progress=not no_progress,
-            jobs=jobs,
-            kernel_cache=kernel_cache,
+        done = done_run_ids(out)
+    for r in runs:
+        click.echo(
+            f"{r.run_id} {r.dataset} {r.algorithm} {r.kernel} "
+            f"b={r.batch_size} tau={r.tau} seed={r.seed}" + (" (done)" if r.run_id in done else "")
         )
-    click.echo(str(summary))
-    for msg in summary.errors[:5]:
-        click.echo(f"  error: {msg}", err=True)
+    n_done = sum(r.run_id in done for r in runs)
+    click.echo(f"{len(runs)} runs -> {out}: {n_done} already in it, {len(runs) - n_done} to run")
 
 
 @main.command()
 @click.argument("results", nargs=-1, required=True, type=click.Path(exists=True))
+@_out_option("Folder of the figures.")
 @click.option(
-    "--out",
-    "out_dir",
-    type=click.Path(file_okay=False),
-    required=True,
-    help="Folder of the figures.",
-)
-@click.option(
-    "--tau",
-    type=click.IntRange(1),
-    help="tau of the truncated algorithms in the panels (default 200).",
+    "--tau", type=_POSITIVE, help="tau of the truncated algorithms in the panels (default 200)."
 )
 @click.option(
     "--format",
@@ -1438,27 +1272,17 @@ def plot(results, out_dir, tau, formats):
 )
 @click.option(
     "--n-neighbors",
-    type=click.IntRange(1),
+    type=_POSITIVE,
     help="Neighbours of the k-NN / heat graph (default: the paper's, per dataset).",
 )
-@click.option(
-    "--t",
-    "t",
-    type=click.FloatRange(0, min_open=True),
-    default=1.0,
-    help="Heat kernel diffusion time.",
-)
+@click.option("--t", type=_POSITIVE_FLOAT, default=1.0, help="Heat kernel diffusion time.")
 @click.option(
     "--gamma",
     "rbf_gamma",
-    type=click.FloatRange(0, min_open=True),
+    type=_POSITIVE_FLOAT,
     help="rbf width (default: 1 / (2 sigma^2) with the paper's sigma).",
 )
-@click.option(
-    "--data-home",
-    type=click.Path(file_okay=False),
-    help="A folder searched first for the dataset.",
-)
+@click.option("--data-home", type=_FOLDER, help="A folder searched first for the dataset.")
 def kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
     """Print the paper's gamma = max_x sqrt(K(x, x)) of DATASET (Table 1).
 

@@ -62,10 +62,8 @@ def make_sets(quick=False, seed=0):
     Xc, yc = make_circles(n_samples=n, factor=0.3, noise=0.05, random_state=seed)
     Xm, ym = make_moons(n_samples=n, noise=0.05, random_state=seed)
     digits = load_digits()
-    Xd = StandardScaler().fit_transform(digits.data)
-    yd = digits.target
-    if quick:
-        Xd, yd = Xd[:500], yd[:500]
+    m = 500 if quick else None  # the first rows, standardised as in the whole set
+    Xd, yd = StandardScaler().fit_transform(digits.data)[:m], digits.target[:m]
     return [
         DemoSet("circles", Xc.astype(np.float32), yc, 2, True),
         DemoSet("moons", Xm.astype(np.float32), ym, 2, True),
@@ -79,27 +77,12 @@ def _methods(ds, quick, seed):
 
     from mbkkm import MiniBatchKernelKMeans
 
-    batch = 256
+    common = {"n_clusters": ds.n_clusters, "n_init": 3, "random_state": seed}
+    kernel = {"kernel": "rbf", "tau": 200, "max_iter": 40 if quick else 100}
     return [
-        ("KMeans", KMeans(n_clusters=ds.n_clusters, n_init=3, random_state=seed)),
-        (
-            "MiniBatchKMeans",
-            MiniBatchKMeans(
-                n_clusters=ds.n_clusters, batch_size=batch, n_init=3, random_state=seed
-            ),
-        ),
-        (
-            "MiniBatchKernelKMeans",
-            MiniBatchKernelKMeans(
-                n_clusters=ds.n_clusters,
-                kernel="rbf",
-                batch_size=batch,
-                tau=200,
-                max_iter=40 if quick else 100,
-                n_init=3,
-                random_state=seed,
-            ),
-        ),
+        ("KMeans", KMeans(**common)),
+        ("MiniBatchKMeans", MiniBatchKMeans(batch_size=256, **common)),
+        ("MiniBatchKernelKMeans", MiniBatchKernelKMeans(batch_size=256, **kernel, **common)),
     ]
 
 
@@ -145,11 +128,10 @@ def format_table(rows):
         for r in rows
     ]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *body)]
-    numeric = [False, False, True, True, True]
 
-    def fmt(cells):
+    def fmt(cells):  # the names to the left, the numbers to the right
         return "  ".join(
-            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric)
+            c.rjust(w) if j >= 2 else c.ljust(w) for j, (c, w) in enumerate(zip(cells, widths))
         ).rstrip()
 
     lines = [fmt(header), fmt(["-" * w for w in widths])]
@@ -175,29 +157,18 @@ def plot_clusters(rows, sets, path):
     from matplotlib.figure import Figure  # no pyplot: no global state, no GUI backend
 
     flat = [ds for ds in sets if ds.plot]
-    methods = list(dict.fromkeys(r["method"] for r in rows))
-    ncols = 1 + len(methods)
+    ncols = 1 + len({r["method"] for r in rows})  # the true labels, then each method
     fig = Figure(figsize=(3.2 * ncols, 3.2 * len(flat)))
     axes = fig.subplots(len(flat), ncols, squeeze=False)
     for i, ds in enumerate(flat):
-        panels = [("truth", ds.y, None)]
+        panels = [(f"{ds.name}: true labels", ds.y, None)]
         panels += [(r["method"], r["labels"], r) for r in rows if r["dataset"] == ds.name]
         for ax, (title, labels, r) in zip(axes[i], panels):
-            ax.scatter(
-                ds.X[:, 0],
-                ds.X[:, 1],
-                c=labels,
-                s=3,
-                cmap="coolwarm",
-                linewidths=0,
-                rasterized=True,
-            )
-            if r is None:
-                ax.set_title(f"{ds.name}: true labels", fontsize=9)
-            else:
-                ax.set_title(f"{title}\nARI {r['ari']:.2f}, {r['seconds']:.2f} s", fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            ax.scatter(*ds.X.T, c=labels, s=3, cmap="coolwarm", linewidths=0, rasterized=True)
+            if r is not None:
+                title = f"{title}\nARI {r['ari']:.2f}, {r['seconds']:.2f} s"
+            ax.set_title(title, fontsize=9)
+            ax.set(xticks=[], yticks=[])
             ax.set_aspect("equal", adjustable="datalim")
     fig.suptitle("MiniBatchKernelKMeans (rbf) against k-means in input space", fontsize=11)
     fig.tight_layout()

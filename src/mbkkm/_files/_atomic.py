@@ -29,9 +29,8 @@ def _fsync_folder(folder: Path) -> None:
     except OSError:  # e.g. Windows: folders are not opened this way
         return
     try:
-        os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on a folder
-        pass
+        with suppress(OSError):  # some file systems refuse fsync on a folder
+            os.fsync(fd)
     finally:
         os.close(fd)
 

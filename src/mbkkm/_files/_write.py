@@ -50,25 +50,16 @@ class _NpyWriter:
     rewritten in place at the end (both headers are padded to 128 bytes)."""
 
     def __init__(self, fh: IO[bytes], names, dtype, n_rows):
-        self.fh, self.dtype, self.n_rows = fh, np.dtype(dtype), n_rows
-        self.width = None if names is None else len(names)
-        self.rows = 0
+        self.fh, self.dtype, self.n_rows, self.rows = fh, np.dtype(dtype), n_rows, 0
+        self.width = () if names is None else (len(names),)  # the shape after the rows
         self.start = fh.tell()
         self._header(n_rows if n_rows is not None else 2**62)
         self.header_bytes = fh.tell() - self.start
 
-    def _shape(self, n):
-        return (n,) if self.width is None else (n, self.width)
-
     def _header(self, n: int) -> None:
-        np.lib.format.write_array_header_1_0(
-            self.fh,
-            {
-                "descr": np.lib.format.dtype_to_descr(self.dtype),
-                "fortran_order": False,
-                "shape": self._shape(n),
-            },
-        )
+        descr = np.lib.format.dtype_to_descr(self.dtype)
+        header = {"descr": descr, "fortran_order": False, "shape": (n, *self.width)}
+        np.lib.format.write_array_header_1_0(self.fh, header)
 
     def write(self, block: np.ndarray) -> None:
         block = np.ascontiguousarray(block, dtype=self.dtype)
