@@ -71,9 +71,7 @@ def _mbkkm_kernel_args(X, kernel: KernelSetup):
         return kernel.matrix, {"kernel": "precomputed"}
     args: dict[str, Any] = {"kernel": kernel.name}
     params = dict(kernel.params)
-    if "gamma" in params:
-        args["gamma"] = params.pop("gamma")
-    for key in ("degree", "coef0"):
+    for key in ("gamma", "degree", "coef0"):
         if key in params:
             args[key] = params.pop(key)
     if params:
