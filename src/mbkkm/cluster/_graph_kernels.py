@@ -514,12 +514,7 @@ def _graph_params(name, kernel_params, random_state):
     """The graph kernel's parameters, checked, with the estimator's defaults filled in."""
     spec = get_spec(name)
     params = dict(kernel_params or {})
-    for key in params:
-        if key not in spec.params:
-            raise ValueError(
-                f"kernel_params: {key!r} is not a parameter of kernel "
-                f"{spec.name!r} (its parameters: {list(spec.params)})"
-            )
+    spec.check_params(params)
     if spec.name == "heat" and "max_dense_bytes" in params:
         raise ValueError(
             "kernel_params: 'max_dense_bytes' sets heat_kernel's dense output; the "

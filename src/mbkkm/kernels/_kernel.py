@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from .._validation import unknown_name_message
 from ..backends import _sparse, get_backend, is_tensor
 from ..backends._threads import parallel_parts, threads_for
-from ._pairwise import rbf_augment
+from ._pairwise import rbf_augment, write_into
 from ._registry import KERNELS, get_spec, kernel_names
 
 _CHUNK_ROWS = 65536
@@ -168,11 +168,7 @@ class Kernel:
             if n_threads > 1:
                 return self._tile_in_parts(X, Y, out, cache, n_threads)
             return self._func(X, Y, out=out, **cache, **self.params)
-        K = self._call_user(X, Y)
-        if out is not None:
-            out[...] = K
-            return out
-        return K
+        return write_into(out, self._call_user(X, Y))
 
     def _tile_threads(self, X, Y):
         """Threads for the tile K(X, Y): 1 unless a large dense float tile of a GEMM
@@ -226,11 +222,7 @@ class Kernel:
             return impl.tile(X, Y, out=out, **self.params)
         from . import _torch_tiles  # imports torch: only for tensors
 
-        K = _torch_tiles.call_user(self._user_func, self.params, X, Y)
-        if out is not None:
-            out[...] = K
-            return out
-        return K
+        return write_into(out, _torch_tiles.call_user(self._user_func, self.params, X, Y))
 
     def _call_user(self, X, Y):
         try:
@@ -326,14 +318,8 @@ def resolve_kernel(
             "if it fits in memory, or choose one of the kernels that take sparse data: "
             f"{sorted(n for n, o in KERNELS.items() if not o.transductive and o.accepts_sparse)}"
         )
-    values = {"gamma": gamma, "degree": degree, "coef0": coef0}
-    for key, value in kernel_params.items():
-        if key not in spec.params:
-            raise ValueError(
-                f"kernel_params: {key!r} is not a parameter of kernel {name!r} "
-                f"(its parameters: {list(spec.params)})"
-            )
-        values[key] = value
+    spec.check_params(kernel_params)
+    values = {"gamma": gamma, "degree": degree, "coef0": coef0, **kernel_params}
     params = {}
     if "gamma" in spec.params:
         g = values["gamma"]
@@ -369,17 +355,13 @@ def resolve_kernel(
 def check_nonnegative(X, name):
     """Raise when X has a negative entry (chunked, so a memmap is not read at once)."""
     if sp.issparse(X):
-        X = _sparse.as_csr(X)
-        if np.min(X.data, initial=0) < 0:
-            raise ValueError(
-                f"kernel={name!r} is only defined for non-negative data, but X has negative values"
-            )
-        return
-    for start in range(0, X.shape[0], _CHUNK_ROWS):
-        if np.min(X[start : start + _CHUNK_ROWS], initial=0) < 0:
-            raise ValueError(
-                f"kernel={name!r} is only defined for non-negative data, but X has negative values"
-            )
+        parts = [_sparse.as_csr(X).data]
+    else:
+        parts = (X[start : start + _CHUNK_ROWS] for start in range(0, X.shape[0], _CHUNK_ROWS))
+    if any(np.min(part, initial=0) < 0 for part in parts):
+        raise ValueError(
+            f"kernel={name!r} is only defined for non-negative data, but X has negative values"
+        )
 
 
 def graph_kernel_matrix(name, X, **params):
@@ -408,12 +390,7 @@ def graph_kernel_matrix(name, X, **params):
             f"kernel={name!r} is not a graph kernel; expected one of "
             f"{kernel_names(transductive=True)}"
         )
-    for key in params:
-        if key not in spec.params:
-            raise ValueError(
-                f"kernel_params: {key!r} is not a parameter of kernel "
-                f"{spec.name!r} (its parameters: {list(spec.params)})"
-            )
+    spec.check_params(params)
     for key in spec.required_params:
         if key not in params:
             raise ValueError(f"kernel={spec.name!r} needs the parameter {key!r}")

@@ -187,6 +187,15 @@ class KernelSpec:
             return ()
         return tuple(_builder_params(self.builder, required=True))
 
+    def check_params(self, names) -> None:
+        """Raise a ValueError at the first of ``names`` that is not one of :attr:`params`."""
+        for key in names:
+            if key not in self.params:
+                raise ValueError(
+                    f"kernel_params: {key!r} is not a parameter of kernel {self.name!r} "
+                    f"(its parameters: {list(self.params)})"
+                )
+
     def implementation(self, backend: str = "numpy") -> Implementation:
         """The tile, diagonal and prepare functions on ``backend``.
 
