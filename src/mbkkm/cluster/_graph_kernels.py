@@ -734,17 +734,12 @@ def _check_graph_params(name, params, n):
     the neighbours are chosen (``n_neighbors="auto"``)."""
     from ..kernels._graph import _check_n_neighbors
 
-    auto = (
-        name == "heat"
-        and isinstance(params["n_neighbors"], str)
-        and params["n_neighbors"] == "auto"
-    )
+    k = params["n_neighbors"]
+    auto = name == "heat" and isinstance(k, str) and k == "auto"
     if not auto:
-        if name == "heat" and isinstance(params["n_neighbors"], str):
-            raise ValueError(
-                f"n_neighbors must be an integer or 'auto', got {params['n_neighbors']!r}"
-            )
-        _check_n_neighbors(params["n_neighbors"], n)
+        if name == "heat" and isinstance(k, str):
+            raise ValueError(f"n_neighbors must be an integer or 'auto', got {k!r}")
+        _check_n_neighbors(k, n)
     if name == "heat":
         t = params["t"]
         check_heat_params(
@@ -808,14 +803,13 @@ def _warn_split(estimator, graph, tried, asked):
     first, last = tried[0], tried[-1]
     if not split_is_harmful(first, estimator.n_clusters):
         return
-    sizes = ", ".join(map(str, first[:5])) + (", ..." if first.size > 5 else "")
+
+    def listed(sizes):
+        return ", ".join(map(str, sizes[:5])) + (", ..." if sizes.size > 5 else "")
+
     if len(tried) > 1:
         what = f"Rebuilt with n_neighbors={graph.n_neighbors}: " + (
-            "connected."
-            if last.size == 1
-            else f"{last.size} components (sizes "
-            + ", ".join(map(str, last[:5]))
-            + (", ...)." if last.size > 5 else ").")
+            "connected." if last.size == 1 else f"{last.size} components (sizes {listed(last)})."
         )
         if len(tried) > 2 and not split_is_harmful(tried[-2], estimator.n_clusters):
             what += (
@@ -826,7 +820,8 @@ def _warn_split(estimator, graph, tried, asked):
         what = "Kept as it is."
     warn(
         f"{type(estimator).__name__}: the {asked}-NN graph of the data falls apart into "
-        f"{first.size} connected components (sizes {sizes}); the kernel={estimator.kernel!r} "
+        f"{first.size} connected components (sizes {listed(first)}); the "
+        f"kernel={estimator.kernel!r} "
         "cannot relate points of different components, and kernel k-means spends a "
         f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
         "...}) or use kernel='rbf'.",

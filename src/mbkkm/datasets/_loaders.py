@@ -31,6 +31,7 @@ above and written to the cache folder, where later calls find it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import zipfile
 from collections.abc import Sequence
@@ -74,11 +75,8 @@ def get_cache_dir() -> Path:
     -------
     path : pathlib.Path
     """
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg).expanduser() if xdg and Path(xdg).expanduser().is_absolute() else None
-    if base is None:
-        base = Path.home() / ".cache"
-    return base / "mbkkm"
+    xdg = Path(os.environ.get("XDG_CACHE_HOME", "")).expanduser()  # unset: "."
+    return (xdg if xdg.is_absolute() else Path.home() / ".cache") / "mbkkm"
 
 
 def _check_data_home(data_home: Any) -> Path | None:
@@ -401,17 +399,12 @@ def _fetch_from_openml(spec: DatasetSpec, cache_dir: Path) -> Path:
     """
     from sklearn.datasets import fetch_openml
 
-    try:  # the faster parser needs pandas, which mbkkm does not require
-        import pandas  # noqa: F401
-
-        parser = "auto"
-    except ImportError:
-        parser = "liac-arff"
     bunch = fetch_openml(
         spec.openml_name,
         version=spec.openml_version,
         as_frame=False,
-        parser=parser,
+        # the faster parser needs pandas, which mbkkm does not require
+        parser="auto" if importlib.util.find_spec("pandas") else "liac-arff",
         data_home=str(cache_dir / "openml"),
     )
     X = bunch.data

@@ -207,10 +207,8 @@ class KNNGraph:
             if lists is None:
                 # kneighbors() with no query excludes each point by index (duplicates
                 # stay).
-                self.index_ = NearestNeighbors(
-                    n_neighbors=k - 1, metric=self.metric, n_jobs=self.n_jobs
-                ).fit(Z)
-                lists = self.index_.kneighbors()  # (n, k - 1), nearest first
+                self.index_ = None  # a copy's index has another n_neighbors
+                lists = self._index().kneighbors()  # (n, k - 1), nearest first
             dist, ind = lists
             # Kept until the fitted graph is stored (for_new_points, pickling): the lists
             # a graph of fewer neighbours is read from (truncated).
