@@ -108,8 +108,7 @@ def _fit_full_batch(X, run, kernel):
         max_iter=run.max_iter,
         tol=0.0,
         random_state=run.seed,
-    )
-    est.fit(K)
+    ).fit(K)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
 
