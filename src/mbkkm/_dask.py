@@ -52,17 +52,6 @@ from ._validation import check_sample_weight
 from .backends._threads import single_thread
 from .kernels import get_spec, resolve_kernel
 
-__all__ = [
-    "DaskRows",
-    "dask_predict",
-    "dask_rows",
-    "dask_score",
-    "dask_transform",
-    "gather_rows",
-    "is_dask_array",
-    "read_npy",
-]
-
 
 def is_dask_array(X):
     """Whether X is a Dask collection (array, DataFrame, ...), without importing dask."""

@@ -438,16 +438,3 @@ def expand(grid: Grid) -> list[RunSpec]:
                         )
                     )
     return runs
-
-
-__all__ = [
-    "PRESETS",
-    "Grid",
-    "GridError",
-    "RunSpec",
-    "expand",
-    "get_preset",
-    "grid_from_dict",
-    "load_grid",
-    "resolve_grid",
-]

@@ -25,16 +25,6 @@ from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
 from ._registry import get_spec
 from ._spectral import normalized_adjacency
 
-__all__ = [
-    "HeatDiagonalMax",
-    "HeatTime",
-    "heat_diagonal_bounds",
-    "heat_diagonal_max",
-    "heat_time_for_gamma",
-    "kernel_gamma",
-    "top_heat_eigenpairs",
-]
-
 _CHUNK_ROWS = 4096
 
 

@@ -41,17 +41,6 @@ from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state
 
-__all__ = [
-    "KNNGraph",
-    "LowRankKernel",
-    "kernel_block",
-    "kernel_diagonal",
-    "knn_adjacency",
-    "knn_kernel",
-    "knn_kernel_from_graph",
-    "knn_kernel_rows",
-]
-
 # --- checks ---------------------------------------------------------------------------
 
 

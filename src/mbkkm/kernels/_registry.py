@@ -33,22 +33,6 @@ from typing import NamedTuple
 from ._graph import knn_kernel
 from ._spectral import heat_kernel
 
-__all__ = [
-    "ALIASES",
-    "GRAPH_KERNELS",
-    "KERNELS",
-    "Implementation",
-    "KernelSpec",
-    "Tiles",
-    "canonical_name",
-    "check_backend_kernel",
-    "check_torch_kernel",
-    "describe_kernels",
-    "get_spec",
-    "kernel_names",
-    "register",
-]
-
 #: What ``gamma=None`` may mean (see :attr:`KernelSpec.default_gamma`).
 DEFAULT_GAMMA_RULES = ("data", "n_features", "one", None)
 

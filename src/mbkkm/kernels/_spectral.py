@@ -57,17 +57,6 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 from sklearn.utils import check_random_state
 
-__all__ = [
-    "GraphSpectrum",
-    "choose_rank",
-    "extend_eigenvectors",
-    "heat_kernel",
-    "heat_weights",
-    "normalized_adjacency",
-    "top_eigenpairs",
-    "unit_rows",
-]
-
 #: Graphs up to this many points are decomposed densely (all eigenpairs, exact); above
 #: it ARPACK on the sparse matrix is faster for the ~100 pairs the heat kernel keeps.
 DENSE_MAX_SAMPLES = 500
