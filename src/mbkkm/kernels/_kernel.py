@@ -29,6 +29,11 @@ _ROW_PARALLEL = frozenset({"rbf", "linear", "polynomial", "sigmoid", "cosine"})
 _MAP_WORK = 16
 
 
+def _dense_float(A):
+    """Whether A is a 2-D numpy array of floats (not a subclass, sparse or a tensor)."""
+    return type(A) is np.ndarray and A.ndim == 2 and A.dtype.kind == "f"
+
+
 def mean_squared_pairwise_distance(X, sample_weight=None):
     """Mean of ||x - y||^2 over all ordered pairs (x, y) of rows of X, in O(n d).
 
@@ -105,16 +110,12 @@ class Kernel:
         self.name = name
         self.params = dict(params)
         self._user_func = func
+        self._func = self._diag = None
+        self.normalized = False
         if func is None:
             spec = KERNELS[name]
-            impl = spec.implementation("numpy")
-            self._func = impl.tile
-            self._diag = impl.diag
+            self._func, self._diag, _ = spec.implementation("numpy")
             self.normalized = spec.normalized
-        else:
-            self._func = None
-            self._diag = None
-            self.normalized = False
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -145,13 +146,7 @@ class Kernel:
         Kernel k-means++ computes K(candidates, X) against one X at every step, and a
         tile in row parts each part against the same Y.
         """
-        if (
-            self._user_func is None
-            and self.name == "rbf"
-            and type(Y) is np.ndarray
-            and Y.ndim == 2
-            and Y.dtype.kind == "f"
-        ):
+        if self._user_func is None and self.name == "rbf" and _dense_float(Y):
             return {"Y_aug": rbf_augment(Y, self.params["gamma"], Y_norms_sq)}
         return {}
 
@@ -173,15 +168,7 @@ class Kernel:
     def _tile_threads(self, X, Y):
         """Threads for the tile K(X, Y): 1 unless a large dense float tile of a GEMM
         kernel (:data:`_ROW_PARALLEL`)."""
-        if (
-            self.name not in _ROW_PARALLEL
-            or type(X) is not np.ndarray
-            or type(Y) is not np.ndarray
-            or X.ndim != 2
-            or Y.ndim != 2
-            or X.dtype.kind != "f"
-            or Y.dtype.kind != "f"
-        ):
+        if self.name not in _ROW_PARALLEL or not (_dense_float(X) and _dense_float(Y)):
             return 1
         return threads_for(X.shape[0] * Y.shape[0] * (X.shape[1] + _MAP_WORK))
 
@@ -260,12 +247,15 @@ class Kernel:
         return out
 
 
-def _check_positive_number(value, name, allow_zero=False):
+def _check_number(value, name, bound=None):
+    """A finite real number (and ``"> 0"`` or ``">= 0"`` when ``bound`` says so)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
+    if bound is None and not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if bound and not (np.isfinite(value) and (value > 0 or (value == 0 and bound == ">= 0"))):
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return value
 
 
 def resolve_kernel(
@@ -334,19 +324,12 @@ def resolve_kernel(
             else:
                 g = 1.0
         else:
-            _check_positive_number(g, "gamma")
+            _check_number(g, "gamma", "> 0")
         params["gamma"] = float(g)
     if "degree" in spec.params:
-        d = values["degree"]
-        _check_positive_number(d, "degree", allow_zero=True)
-        params["degree"] = d
+        params["degree"] = _check_number(values["degree"], "degree", ">= 0")
     if "coef0" in spec.params:
-        c = values["coef0"]
-        if isinstance(c, bool) or not isinstance(c, numbers.Real):
-            raise TypeError(f"coef0 must be a real number, got {type(c).__name__}")
-        if not np.isfinite(c):
-            raise ValueError(f"coef0 must be finite, got {c!r}")
-        params["coef0"] = float(c)
+        params["coef0"] = float(_check_number(values["coef0"], "coef0"))
     if spec.nonnegative_data and X is not None:
         check_nonnegative(X, name)
     return Kernel(name, params)
