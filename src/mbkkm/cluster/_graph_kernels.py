@@ -76,7 +76,13 @@ from .._warn import warn
 from ..backends._sparse import to_dense
 from ..kernels import get_spec
 from ..kernels._gamma import top_heat_eigenpairs
-from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
+from ..kernels._graph import (
+    KNNGraph,
+    _check_data,
+    _check_n_neighbors,
+    knn_kernel_from_graph,
+    knn_kernel_rows,
+)
 from ..kernels._index import IndexKernel
 from ..kernels._spectral import (
     CONNECT_MARGIN,
@@ -639,8 +645,6 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     graph's), and its ``extension`` gives new points their kernel values.
     """
     name, params = _graph_params(estimator.kernel, estimator.kernel_params, estimator.random_state)
-    from ..kernels._graph import _check_data
-
     X = _check_data(X)  # dense only: "dense data is required" for sparse X
     n = X.shape[0]
     auto = _check_graph_params(name, params, n)
@@ -732,8 +736,6 @@ def _build_graph(estimator, X, name, params, auto, rng):
 def _check_graph_params(name, params, n):
     """Check the graph kernel's parameters on n points before any work; returns whether
     the neighbours are chosen (``n_neighbors="auto"``)."""
-    from ..kernels._graph import _check_n_neighbors
-
     k = params["n_neighbors"]
     auto = name == "heat" and isinstance(k, str) and k == "auto"
     if not auto:
