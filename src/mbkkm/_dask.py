@@ -564,45 +564,33 @@ def _check_predict_input(estimator, X):
     return check_dask_array(X, n_features=estimator.n_features_in_)
 
 
-def _probe(model, method, X):
-    """Output dtype and width of ``model.<method>`` from one zero row."""
-    out = getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype))
-    return np.asarray(out)
-
-
 def _block_call(block, model, method):
     with single_thread():  # Dask's workers are the parallelism: one thread per task
         return getattr(model, method)(block)
 
 
-def dask_predict(estimator, X):
-    """``estimator.predict`` per chunk: a Dask array of shape (n_samples,)."""
+def _per_chunk(estimator, X, method):
+    """``estimator.<method>`` on each chunk of X, the model shipped once; the output's
+    dtype and width are those of the method on one zero row."""
     X = _check_predict_input(estimator, X)
     model = _model_copy(estimator)
-    dtype = _probe(model, "predict", X).dtype
-    return X.map_blocks(
-        _block_call,
-        _ship(model),
-        "predict",
-        drop_axis=1,
-        dtype=dtype,
-        meta=np.empty((0,), dtype=dtype),
-    )
+    out = np.asarray(getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
+    if out.ndim == 1:
+        shape = {"drop_axis": 1}
+    else:
+        shape = {"chunks": (X.chunks[0], (out.shape[1],))}
+    meta = np.empty((0,) * out.ndim, dtype=out.dtype)
+    return X.map_blocks(_block_call, _ship(model), method, dtype=out.dtype, meta=meta, **shape)
+
+
+def dask_predict(estimator, X):
+    """``estimator.predict`` per chunk: a Dask array of shape (n_samples,)."""
+    return _per_chunk(estimator, X, "predict")
 
 
 def dask_transform(estimator, X):
     """``estimator.transform`` per chunk: a Dask array of shape (n_samples, n_out)."""
-    X = _check_predict_input(estimator, X)
-    model = _model_copy(estimator)
-    out = _probe(model, "transform", X)
-    return X.map_blocks(
-        _block_call,
-        _ship(model),
-        "transform",
-        dtype=out.dtype,
-        chunks=(X.chunks[0], (out.shape[1],)),
-        meta=np.empty((0, 0), dtype=out.dtype),
-    )
+    return _per_chunk(estimator, X, "transform")
 
 
 def _block_score(block, w, model):
