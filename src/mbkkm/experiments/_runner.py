@@ -736,10 +736,9 @@ def _watch_parent(parent: int) -> None:
 def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int) -> None:
     global _WORKER
     _die_with_parent(parent)
-    if blas_threads is not None:
-        from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits
 
-        threadpool_limits(blas_threads)
+    threadpool_limits(blas_threads)  # None: unchanged
     _WORKER = _Executor(env, **options)
 
 

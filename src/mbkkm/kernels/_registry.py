@@ -343,9 +343,7 @@ def check_backend_kernel(kernel, backend: str) -> None:
     :class:`~mbkkm.kernels.Kernel`, or a callable; callables run on every backend,
     and a name the registry does not know is left to the parameter validation.
     """
-    if callable(kernel) and not hasattr(kernel, "name"):
-        return
-    if getattr(kernel, "is_callable", False):
+    if (callable(kernel) and not hasattr(kernel, "name")) or getattr(kernel, "is_callable", False):
         return
     spec = get_spec(getattr(kernel, "name", kernel))
     if spec is not None and backend not in spec.tiles:
