@@ -118,12 +118,10 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
         resolved = kernel
     else:
         resolved = resolve_kernel(kernel, kernel_params=kernel_params, X=X)
-    top = -np.inf
-    for start in range(0, X.shape[0], _CHUNK_ROWS):
-        diag = resolved.diag(X[start : start + _CHUNK_ROWS])
-        _gamma_from_diagonal(diag, f"kernel={resolved.name!r}")  # checks sign, finiteness
-        top = max(top, float(np.max(diag)))
-    return float(np.sqrt(max(top, 0.0)))
+    # Chunk by chunk (each checked for sign and finiteness); sqrt keeps the order.
+    what = f"kernel={resolved.name!r}"
+    starts = range(0, X.shape[0], _CHUNK_ROWS)
+    return max(_gamma_from_diagonal(resolved.diag(X[s : s + _CHUNK_ROWS]), what) for s in starts)
 
 
 @dataclass
