@@ -407,10 +407,7 @@ def _fetch_from_openml(spec: DatasetSpec, cache_dir: Path) -> Path:
         parser="auto" if importlib.util.find_spec("pandas") else "liac-arff",
         data_home=str(cache_dir / "openml"),
     )
-    X = bunch.data
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    X = np.asarray(X)
+    X = np.asarray(bunch.data.toarray() if hasattr(bunch.data, "toarray") else bunch.data)
     if spec.x_dtype == "uint8":
         Xf = np.asarray(X, dtype=np.float64)
         if not (np.all(Xf == np.round(Xf)) and Xf.min() >= 0 and Xf.max() <= 255):
@@ -596,10 +593,9 @@ def load_dataset(
     """
     spec = get_spec(name)
     method = _resolve_preprocess(preprocess, spec)
-    if not isinstance(download, (bool, np.bool_)):
-        raise TypeError(f"download must be a bool, got {type(download).__name__}.")
-    if not isinstance(return_X_y, (bool, np.bool_)):
-        raise TypeError(f"return_X_y must be a bool, got {type(return_X_y).__name__}.")
+    for flag, value in (("download", download), ("return_X_y", return_X_y)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{flag} must be a bool, got {type(value).__name__}.")
     if dtype is not None:
         try:
             np.dtype(dtype)
