@@ -310,6 +310,17 @@ class KNNGraph:
         return B
 
 
+def fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs):
+    """The :class:`KNNGraph` of X, fitted: what the graph kernel builders start from."""
+    return KNNGraph(
+        n_neighbors,
+        metric=metric,
+        pca_components=pca_components,
+        random_state=random_state,
+        n_jobs=n_jobs,
+    ).fit(X)
+
+
 def knn_adjacency(
     X, n_neighbors, *, metric="euclidean", pca_components=None, random_state=None, n_jobs=None
 ):
@@ -341,17 +352,7 @@ def knn_adjacency(
         where A_dir[i, j] = 1 when j is among the neighbours of i.
         Every row has at least ``n_neighbors`` ones.
     """
-    return (
-        KNNGraph(
-            n_neighbors,
-            metric=metric,
-            pca_components=pca_components,
-            random_state=random_state,
-            n_jobs=n_jobs,
-        )
-        .fit(X)
-        .adjacency_
-    )
+    return fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs).adjacency_
 
 
 def knn_kernel(
@@ -406,13 +407,7 @@ def knn_kernel(
            [0.167, 0.111, 0.167],
            [0.   , 0.167, 0.25 ]])
     """
-    graph = KNNGraph(
-        n_neighbors,
-        metric=metric,
-        pca_components=pca_components,
-        random_state=random_state,
-        n_jobs=n_jobs,
-    ).fit(X)
+    graph = fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs)
     return knn_kernel_from_graph(graph)
 
 

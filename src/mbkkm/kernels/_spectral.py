@@ -556,7 +556,7 @@ def heat_kernel(
     >>> K.shape, bool(np.allclose(K, K.T))
     ((4, 4), True)
     """
-    from ._graph import KNNGraph, _check_data, _check_n_neighbors
+    from ._graph import _check_data, _check_n_neighbors, fit_knn_graph
 
     X = _check_data(X)
     n = X.shape[0]
@@ -571,9 +571,7 @@ def heat_kernel(
     ):
         raise ValueError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
     rng = check_random_state(random_state)
-    graph = KNNGraph(
-        n_neighbors, metric=metric, pca_components=pca_components, random_state=rng, n_jobs=n_jobs
-    ).fit(X)
+    graph = fit_knn_graph(X, n_neighbors, metric, pca_components, rng, n_jobs)
     if connect:
         graph, _ = connect_graph(graph)
     if n_components is None and 8 * n * n <= max_dense_bytes:
