@@ -17,8 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
-from sklearn.utils import check_array
+import scipy.sparse.linalg as spla
+from sklearn.utils import check_array, check_random_state
 
 from ._graph import LowRankKernel, kernel_diagonal
 from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
@@ -243,10 +245,6 @@ def heat_diagonal_max(
     -------
     HeatDiagonalMax
     """
-    import scipy.linalg as sla
-    import scipy.sparse.linalg as spla
-    from sklearn.utils import check_random_state
-
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not t > 0:
         raise ValueError(f"t must be a number > 0, got {t!r}")
     _check_int(n_components, "n_components", 1)
@@ -438,10 +436,7 @@ def top_heat_eigenpairs(A, n_components, *, tol=0.0, random_state=None):
     U : ndarray of shape (n, n_components)
         Orthonormal eigenvectors.
     """
-    import scipy.linalg as sla
-    import scipy.sparse.linalg as spla
     from scipy.sparse.csgraph import connected_components
-    from sklearn.utils import check_random_state
 
     _, N = _heat_operator(A)
     n, k = N.shape[0], int(n_components)
@@ -636,8 +631,6 @@ _EXACT_BATCH = 16
 def _exact_diagonal_on_grid(L, points, start, stop, num):
     """K_t(x, x) = e_x^T exp(-t L) e_x for the given points at ``num`` times from
     ``start`` to ``stop``, shape (num, len(points))."""
-    import scipy.sparse.linalg as spla
-
     n = L.shape[0]
     out = np.empty((num, len(points)))
     for s in range(0, len(points), _EXACT_BATCH):

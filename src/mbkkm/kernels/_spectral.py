@@ -57,6 +57,8 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 from sklearn.utils import check_random_state
 
+from ._graph import LowRankKernel, _check_data, _check_n_neighbors, fit_knn_graph
+
 #: Graphs up to this many points are decomposed densely (all eigenpairs, exact); above
 #: it ARPACK on the sparse matrix is faster for the ~100 pairs the heat kernel keeps.
 DENSE_MAX_SAMPLES = 500
@@ -237,8 +239,6 @@ class GraphSpectrum:
         """The heat kernel at time t as a :class:`LowRankKernel` (rank fixed or chosen);
         ``normalize``: K(x, y) / sqrt(K(x, x) K(y, y)) of the rank-r kernel, stored as
         U = diag(s) V with ``row_scale`` s."""
-        from ._graph import LowRankKernel
-
         w = self.weights(t)
         if n_components is None:
             r, error = self.rank(t, rank_tol, max_components)
@@ -556,8 +556,6 @@ def heat_kernel(
     >>> K.shape, bool(np.allclose(K, K.T))
     ((4, 4), True)
     """
-    from ._graph import _check_data, _check_n_neighbors, fit_knn_graph
-
     X = _check_data(X)
     n = X.shape[0]
     _check_n_neighbors(n_neighbors, n)
