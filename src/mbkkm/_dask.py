@@ -52,18 +52,6 @@ from ._validation import check_sample_weight
 from .backends._threads import single_thread
 from .kernels import get_spec, resolve_kernel
 
-__all__ = [
-    "DaskRows",
-    "dask_predict",
-    "dask_rows",
-    "dask_score",
-    "dask_transform",
-    "gather_rows",
-    "is_dask_array",
-    "is_dask_rows",
-    "read_npy",
-]
-
 
 def is_dask_array(X):
     """Whether X is a Dask collection (array, DataFrame, ...), without importing dask."""
@@ -72,11 +60,6 @@ def is_dask_array(X):
     from dask import is_dask_collection
 
     return is_dask_collection(X)
-
-
-def is_dask_rows(X):
-    """Whether X is the :class:`DaskRows` that :func:`dask_rows` returns."""
-    return isinstance(X, DaskRows)
 
 
 # --------------------------------------------------------------------------- files
@@ -189,12 +172,6 @@ def read_npy(path, chunk_rows=None):
 
 
 # --------------------------------------------------------------------------- checks
-def _is_scipy_sparse(x):
-    """Whether x is a scipy.sparse matrix (without importing scipy when it is not loaded)."""
-    sparse = sys.modules.get("scipy.sparse")
-    return sparse is not None and sparse.issparse(x)
-
-
 def check_dask_array(X, *, n_features=None, input_name="X"):
     """A 2-D float32/float64 Dask array with known chunks and one chunk of columns.
 
@@ -211,7 +188,8 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
             hint = f"; convert it with {input_name}.to_dask_array(lengths=True)"
         raise TypeError(f"{input_name}: a Dask {kind} is not supported, only a Dask array is{hint}")
     meta = getattr(X, "_meta", None)
-    if meta is not None and _is_scipy_sparse(meta):
+    sparse = sys.modules.get("scipy.sparse")  # not imported here when it is not loaded
+    if sparse is not None and sparse.issparse(meta):
         raise ValueError(
             f"{input_name}: a Dask array of scipy.sparse chunks ({type(meta).__name__}) is "
             "not supported. Either compute it into one scipy.sparse CSR matrix "
@@ -238,16 +216,12 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
             "expected real numbers (float32 is kept, other real dtypes "
             "become float64)"
         )
-    if X.shape[0] < 1:
-        raise ValueError(
-            f"{input_name}: found array with 0 sample(s) (shape {X.shape}) "
-            "while a minimum of 1 is required"
-        )
-    if X.shape[1] < 1:
-        raise ValueError(
-            f"{input_name}: found array with 0 feature(s) (shape {X.shape}) "
-            "while a minimum of 1 is required"
-        )
+    for size, what in zip(X.shape, ("sample", "feature")):
+        if size < 1:
+            raise ValueError(
+                f"{input_name}: found array with 0 {what}(s) (shape {X.shape}) "
+                "while a minimum of 1 is required"
+            )
     if n_features is not None and X.shape[1] != n_features:
         raise ValueError(
             f"{input_name} has {X.shape[1]} features, but the estimator is "
@@ -258,14 +232,6 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
     if len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})
     return X
-
-
-def _budget_bytes(working_memory):
-    if working_memory is None:
-        from sklearn import get_config
-
-        working_memory = get_config()["working_memory"]
-    return int(working_memory * 2**20)
 
 
 # --------------------------------------------------------------------------- gather
@@ -303,9 +269,7 @@ def gather_rows(X, indices):
     -------
     rows : ndarray of shape (len(indices), n_features)
     """
-    indices = np.asarray(indices, dtype=np.intp)
-    rows = DaskRows(X)
-    return rows[indices]
+    return DaskRows(X)[np.asarray(indices, dtype=np.intp)]
 
 
 class DaskRows:
@@ -336,7 +300,11 @@ class DaskRows:
         self.shape = tuple(int(s) for s in X.shape)
         self.dtype = X.dtype
         self.ndim = 2
-        self.budget = _budget_bytes(working_memory)
+        if working_memory is None:
+            from sklearn import get_config
+
+            working_memory = get_config()["working_memory"]
+        self.budget = int(working_memory * 2**20)
         self._bounds = np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
         self._blocks = X.to_delayed(optimize_graph=True).ravel()
         self._keys = np.empty(0, dtype=np.intp)
@@ -446,7 +414,25 @@ class DaskRows:
         Each chunk's task calls ``estimator._labels_inertia(block, w_block)`` on the
         model shipped once.
         """
-        return labels_inertia(self, estimator, sample_weight)
+        import dask
+        import dask.array as da
+
+        model = _ship(_model_copy(estimator))
+        bounds = self._bounds
+        parts, labels = [], []
+        for i, block in enumerate(self._blocks):
+            w = None
+            if sample_weight is not None:
+                w = np.asarray(sample_weight[bounds[i] : bounds[i + 1]])
+            part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
+            parts.append(part[1])
+            labels.append(
+                da.from_delayed(part[0], shape=(int(bounds[i + 1] - bounds[i]),), dtype=np.intp)
+            )
+        labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
+        inertia = dask.delayed(sum, pure=True)(parts)
+        labels, inertia = dask.persist(labels, inertia)
+        return labels, float(inertia.compute())
 
     # ------------------------------------------------------------------ kernel
     def resolve_kernel(
@@ -511,14 +497,14 @@ class DaskRows:
         total, mean, m2, low = stats[0]
         for w_b, mean_b, m2_b, low_b in stats[1:]:
             # Chan, Golub & LeVeque: merge (count, mean, M2) of two parts.
-            n_ab = total + w_b
+            low = min(low, low_b)
             if w_b == 0:
-                low = min(low, low_b)
                 continue
+            n_ab = total + w_b
             delta = mean_b - mean
             mean = mean + delta * (w_b / n_ab)
             m2 = m2 + m2_b + delta * delta * (total * w_b / n_ab)
-            total, low = n_ab, min(low, low_b)
+            total = n_ab
         if not (np.all(np.isfinite(m2)) and np.isfinite(low)):
             raise ValueError("Input X contains NaN or infinity.")
         return 2.0 * float(m2.sum()) / total, float(low)
@@ -578,45 +564,33 @@ def _check_predict_input(estimator, X):
     return check_dask_array(X, n_features=estimator.n_features_in_)
 
 
-def _probe(model, method, X):
-    """Output dtype and width of ``model.<method>`` from one zero row."""
-    out = getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype))
-    return np.asarray(out)
-
-
 def _block_call(block, model, method):
     with single_thread():  # Dask's workers are the parallelism: one thread per task
         return getattr(model, method)(block)
 
 
-def dask_predict(estimator, X):
-    """``estimator.predict`` per chunk: a Dask array of shape (n_samples,)."""
+def _per_chunk(estimator, X, method):
+    """``estimator.<method>`` on each chunk of X, the model shipped once; the output's
+    dtype and width are those of the method on one zero row."""
     X = _check_predict_input(estimator, X)
     model = _model_copy(estimator)
-    dtype = _probe(model, "predict", X).dtype
-    return X.map_blocks(
-        _block_call,
-        _ship(model),
-        "predict",
-        drop_axis=1,
-        dtype=dtype,
-        meta=np.empty((0,), dtype=dtype),
-    )
+    out = np.asarray(getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
+    if out.ndim == 1:
+        shape = {"drop_axis": 1}
+    else:
+        shape = {"chunks": (X.chunks[0], (out.shape[1],))}
+    meta = np.empty((0,) * out.ndim, dtype=out.dtype)
+    return X.map_blocks(_block_call, _ship(model), method, dtype=out.dtype, meta=meta, **shape)
+
+
+def dask_predict(estimator, X):
+    """``estimator.predict`` per chunk: a Dask array of shape (n_samples,)."""
+    return _per_chunk(estimator, X, "predict")
 
 
 def dask_transform(estimator, X):
     """``estimator.transform`` per chunk: a Dask array of shape (n_samples, n_out)."""
-    X = _check_predict_input(estimator, X)
-    model = _model_copy(estimator)
-    out = _probe(model, "transform", X)
-    return X.map_blocks(
-        _block_call,
-        _ship(model),
-        "transform",
-        dtype=out.dtype,
-        chunks=(X.chunks[0], (out.shape[1],)),
-        meta=np.empty((0, 0), dtype=out.dtype),
-    )
+    return _per_chunk(estimator, X, "transform")
 
 
 def _block_score(block, w, model):
@@ -631,22 +605,15 @@ def dask_score(estimator, X, sample_weight=None):
 
     X = _check_predict_input(estimator, X)
     w = _weights_like(X, sample_weight)
-    model = _ship(_model_copy(estimator))
-    nblocks = len(X.chunks[0])
-    if w is None:
-        parts = X.map_blocks(
-            _block_score, None, model, drop_axis=1, chunks=((1,) * nblocks,), dtype=np.float64
-        )
-    else:
-        parts = da.map_blocks(
-            _block_score,
-            X,
-            w[:, None],
-            model,
-            drop_axis=1,
-            chunks=((1,) * nblocks,),
-            dtype=np.float64,
-        )
+    parts = da.map_blocks(
+        _block_score,
+        X,
+        None if w is None else w[:, None],
+        _ship(_model_copy(estimator)),
+        drop_axis=1,
+        chunks=((1,) * len(X.chunks[0]),),
+        dtype=np.float64,
+    )
     return float(parts.sum().compute())
 
 
@@ -667,26 +634,3 @@ def _block_labels_inertia(model, block, w):
     with single_thread():
         labels, inertia = model._labels_inertia(np.ascontiguousarray(block), w)
     return labels, float(inertia)
-
-
-def labels_inertia(rows, estimator, sample_weight=None):
-    """labels_ (a persisted Dask array) and inertia_ (a float) in one pass."""
-    import dask
-    import dask.array as da
-
-    model = _ship(_model_copy(estimator))
-    bounds = rows._bounds
-    parts, labels = [], []
-    for i, block in enumerate(rows._blocks):
-        w = None
-        if sample_weight is not None:
-            w = np.asarray(sample_weight[bounds[i] : bounds[i + 1]])
-        part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
-        parts.append(part[1])
-        labels.append(
-            da.from_delayed(part[0], shape=(int(bounds[i + 1] - bounds[i]),), dtype=np.intp)
-        )
-    labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
-    inertia = dask.delayed(sum, pure=True)(parts)
-    labels, inertia = dask.persist(labels, inertia)
-    return labels, float(inertia.compute())

@@ -294,24 +294,12 @@ class GammaSelection:
         ax.axvline(self.base_gamma, color="0.6", ls=":", label="mean-distance width")
         if self.reference is not None:
             lo, hi = self.candidates[0], self.candidates[-1]
-            ax.hlines(
-                self.threshold_wider,
-                lo,
-                self.base_gamma,
-                color="0.6",
-                ls="-.",
-                lw=0.8,
-                label=f"{1 - self.min_gain_wider:g} x its score (wider widths)",
-            )
-            ax.hlines(
-                self.threshold,
-                self.base_gamma,
-                hi,
-                color="0.6",
-                ls="--",
-                lw=0.8,
-                label=f"{1 - self.min_gain:g} x its score (narrower widths)",
-            )
+            for level, start, stop, ls, gain, side in (
+                (self.threshold_wider, lo, self.base_gamma, "-.", self.min_gain_wider, "wider"),
+                (self.threshold, self.base_gamma, hi, "--", self.min_gain, "narrower"),
+            ):
+                label = f"{1 - gain:g} x its score ({side} widths)"
+                ax.hlines(level, start, stop, color="0.6", ls=ls, lw=0.8, label=label)
         ax.set_xlabel("gamma")
         ax.legend(fontsize="small")
         return ax

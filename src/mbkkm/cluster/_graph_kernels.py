@@ -76,7 +76,13 @@ from .._warn import warn
 from ..backends._sparse import to_dense
 from ..kernels import get_spec
 from ..kernels._gamma import top_heat_eigenpairs
-from ..kernels._graph import KNNGraph, knn_kernel_from_graph, knn_kernel_rows
+from ..kernels._graph import (
+    KNNGraph,
+    _check_data,
+    _check_n_neighbors,
+    knn_kernel_from_graph,
+    knn_kernel_rows,
+)
 from ..kernels._index import IndexKernel
 from ..kernels._spectral import (
     CONNECT_MARGIN,
@@ -514,12 +520,7 @@ def _graph_params(name, kernel_params, random_state):
     """The graph kernel's parameters, checked, with the estimator's defaults filled in."""
     spec = get_spec(name)
     params = dict(kernel_params or {})
-    for key in params:
-        if key not in spec.params:
-            raise ValueError(
-                f"kernel_params: {key!r} is not a parameter of kernel "
-                f"{spec.name!r} (its parameters: {list(spec.params)})"
-            )
+    spec.check_params(params)
     if spec.name == "heat" and "max_dense_bytes" in params:
         raise ValueError(
             "kernel_params: 'max_dense_bytes' sets heat_kernel's dense output; the "
@@ -644,8 +645,6 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     graph's), and its ``extension`` gives new points their kernel values.
     """
     name, params = _graph_params(estimator.kernel, estimator.kernel_params, estimator.random_state)
-    from ..kernels._graph import _check_data
-
     X = _check_data(X)  # dense only: "dense data is required" for sparse X
     n = X.shape[0]
     auto = _check_graph_params(name, params, n)
@@ -737,19 +736,12 @@ def _build_graph(estimator, X, name, params, auto, rng):
 def _check_graph_params(name, params, n):
     """Check the graph kernel's parameters on n points before any work; returns whether
     the neighbours are chosen (``n_neighbors="auto"``)."""
-    from ..kernels._graph import _check_n_neighbors
-
-    auto = (
-        name == "heat"
-        and isinstance(params["n_neighbors"], str)
-        and params["n_neighbors"] == "auto"
-    )
+    k = params["n_neighbors"]
+    auto = name == "heat" and isinstance(k, str) and k == "auto"
     if not auto:
-        if name == "heat" and isinstance(params["n_neighbors"], str):
-            raise ValueError(
-                f"n_neighbors must be an integer or 'auto', got {params['n_neighbors']!r}"
-            )
-        _check_n_neighbors(params["n_neighbors"], n)
+        if name == "heat" and isinstance(k, str):
+            raise ValueError(f"n_neighbors must be an integer or 'auto', got {k!r}")
+        _check_n_neighbors(k, n)
     if name == "heat":
         t = params["t"]
         check_heat_params(
@@ -813,14 +805,13 @@ def _warn_split(estimator, graph, tried, asked):
     first, last = tried[0], tried[-1]
     if not split_is_harmful(first, estimator.n_clusters):
         return
-    sizes = ", ".join(map(str, first[:5])) + (", ..." if first.size > 5 else "")
+
+    def listed(sizes):
+        return ", ".join(map(str, sizes[:5])) + (", ..." if sizes.size > 5 else "")
+
     if len(tried) > 1:
         what = f"Rebuilt with n_neighbors={graph.n_neighbors}: " + (
-            "connected."
-            if last.size == 1
-            else f"{last.size} components (sizes "
-            + ", ".join(map(str, last[:5]))
-            + (", ...)." if last.size > 5 else ").")
+            "connected." if last.size == 1 else f"{last.size} components (sizes {listed(last)})."
         )
         if len(tried) > 2 and not split_is_harmful(tried[-2], estimator.n_clusters):
             what += (
@@ -831,7 +822,8 @@ def _warn_split(estimator, graph, tried, asked):
         what = "Kept as it is."
     warn(
         f"{type(estimator).__name__}: the {asked}-NN graph of the data falls apart into "
-        f"{first.size} connected components (sizes {sizes}); the kernel={estimator.kernel!r} "
+        f"{first.size} connected components (sizes {listed(first)}); the "
+        f"kernel={estimator.kernel!r} "
         "cannot relate points of different components, and kernel k-means spends a "
         f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
         "...}) or use kernel='rbf'.",

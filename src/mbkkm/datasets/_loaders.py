@@ -31,6 +31,7 @@ above and written to the cache folder, where later calls find it.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import zipfile
 from collections.abc import Sequence
@@ -74,11 +75,8 @@ def get_cache_dir() -> Path:
     -------
     path : pathlib.Path
     """
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg).expanduser() if xdg and Path(xdg).expanduser().is_absolute() else None
-    if base is None:
-        base = Path.home() / ".cache"
-    return base / "mbkkm"
+    xdg = Path(os.environ.get("XDG_CACHE_HOME", "")).expanduser()  # unset: "."
+    return (xdg if xdg.is_absolute() else Path.home() / ".cache") / "mbkkm"
 
 
 def _check_data_home(data_home: Any) -> Path | None:
@@ -401,23 +399,15 @@ def _fetch_from_openml(spec: DatasetSpec, cache_dir: Path) -> Path:
     """
     from sklearn.datasets import fetch_openml
 
-    try:  # the faster parser needs pandas, which mbkkm does not require
-        import pandas  # noqa: F401
-
-        parser = "auto"
-    except ImportError:
-        parser = "liac-arff"
     bunch = fetch_openml(
         spec.openml_name,
         version=spec.openml_version,
         as_frame=False,
-        parser=parser,
+        # the faster parser needs pandas, which mbkkm does not require
+        parser="auto" if importlib.util.find_spec("pandas") else "liac-arff",
         data_home=str(cache_dir / "openml"),
     )
-    X = bunch.data
-    if hasattr(X, "toarray"):
-        X = X.toarray()
-    X = np.asarray(X)
+    X = np.asarray(bunch.data.toarray() if hasattr(bunch.data, "toarray") else bunch.data)
     if spec.x_dtype == "uint8":
         Xf = np.asarray(X, dtype=np.float64)
         if not (np.all(Xf == np.round(Xf)) and Xf.min() >= 0 and Xf.max() <= 255):
@@ -603,10 +593,9 @@ def load_dataset(
     """
     spec = get_spec(name)
     method = _resolve_preprocess(preprocess, spec)
-    if not isinstance(download, (bool, np.bool_)):
-        raise TypeError(f"download must be a bool, got {type(download).__name__}.")
-    if not isinstance(return_X_y, (bool, np.bool_)):
-        raise TypeError(f"return_X_y must be a bool, got {type(return_X_y).__name__}.")
+    for flag, value in (("download", download), ("return_X_y", return_X_y)):
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"{flag} must be a bool, got {type(value).__name__}.")
     if dtype is not None:
         try:
             np.dtype(dtype)

@@ -50,15 +50,14 @@ def _check_noise(noise: Any) -> float:
 
 def _as_generator(random_state: Any) -> np.random.Generator:
     """A :class:`numpy.random.Generator` from None, an int, a Generator or a RandomState."""
-    if random_state is None or isinstance(random_state, (numbers.Integral, np.random.SeedSequence)):
-        if isinstance(random_state, (bool, np.bool_)):
-            raise TypeError("random_state must be None, an int or a numpy random generator.")
-        seed = int(random_state) if isinstance(random_state, numbers.Integral) else random_state
-        return np.random.default_rng(seed)
-    if isinstance(random_state, np.random.Generator):
-        return random_state
+    if isinstance(random_state, bool):
+        raise TypeError("random_state must be None, an int or a numpy random generator.")
     if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+        random_state = random_state.randint(np.iinfo(np.int32).max)
+    if random_state is None or isinstance(
+        random_state, (numbers.Integral, np.random.SeedSequence, np.random.Generator)
+    ):
+        return np.random.default_rng(random_state)  # a Generator is returned as it is
     raise TypeError(
         "random_state must be None, an int, a numpy Generator or a RandomState, "
         f"got {type(random_state).__name__}."

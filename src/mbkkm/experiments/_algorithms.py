@@ -71,9 +71,7 @@ def _mbkkm_kernel_args(X, kernel: KernelSetup):
         return kernel.matrix, {"kernel": "precomputed"}
     args: dict[str, Any] = {"kernel": kernel.name}
     params = dict(kernel.params)
-    if "gamma" in params:
-        args["gamma"] = params.pop("gamma")
-    for key in ("degree", "coef0"):
+    for key in ("gamma", "degree", "coef0"):
         if key in params:
             args[key] = params.pop(key)
     if params:
@@ -110,8 +108,7 @@ def _fit_full_batch(X, run, kernel):
         max_iter=run.max_iter,
         tol=0.0,
         random_state=run.seed,
-    )
-    est.fit(K)
+    ).fit(K)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
 

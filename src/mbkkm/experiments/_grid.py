@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..datasets import DATASETS, SYNTHETIC
+from ..kernels import canonical_name, kernel_names
 from ._algorithms import ALGORITHMS, GRAPH_KERNELS, get_algorithm
 
 if sys.version_info >= (3, 11):
@@ -63,18 +64,6 @@ else:  # pragma: no cover - Python 3.10
 
 class GridError(ValueError):
     """A grid (preset or file) is malformed or names unknown things."""
-
-
-def _kernel_choices() -> list[str]:
-    from ..kernels import kernel_names
-
-    return kernel_names()
-
-
-def _canonical_kernel(name: str) -> str:
-    from ..kernels import canonical_name
-
-    return canonical_name(name)
 
 
 @dataclass(frozen=True)
@@ -209,6 +198,17 @@ def _seeds(value) -> tuple[int, ...]:
     return _int_tuple(value, "seeds", minimum=0)
 
 
+def _check_known(names, what, known, listed=None) -> tuple[str, ...]:
+    """``names``, a non-empty list of strings, each one of ``known`` (else a GridError
+    that lists them, or says ``listed``)."""
+    for name in _str_tuple(list(names), f"{what}s"):
+        if name not in known:
+            raise GridError(
+                f"Unknown {what} {name!r}; known {what}s: {listed or ', '.join(known)}."
+            )
+    return tuple(names)
+
+
 def _check_int(value, name, minimum=1, allow_none=False):
     if value is None and allow_none:
         return
@@ -226,22 +226,11 @@ def _check_number(value, name, allow_none=False):
 def _validate(grid: Grid) -> None:
     if not isinstance(grid.name, str) or not grid.name:
         raise GridError(f"name must be a non-empty string, got {grid.name!r}.")
-    for ds in _str_tuple(list(grid.datasets), "datasets"):
-        if ds not in DATASETS and ds not in SYNTHETIC:
-            raise GridError(
-                f"Unknown dataset {ds!r}; known datasets: {', '.join(DATASETS)} "
-                f"(the paper's) and {', '.join(SYNTHETIC)} (synthetic)."
-            )
-    for name in _str_tuple(list(grid.algorithms), "algorithms"):
-        if name not in ALGORITHMS:
-            raise GridError(
-                f"Unknown algorithm {name!r}; known algorithms: {', '.join(ALGORITHMS)}."
-            )
-    kernels = _str_tuple(list(grid.kernels), "kernels")
-    known = _kernel_choices()
-    for k in kernels:
-        if k not in known:
-            raise GridError(f"Unknown kernel {k!r}; known kernels: {', '.join(known)}.")
+    paper, synthetic = ", ".join(DATASETS), ", ".join(SYNTHETIC)
+    listed = f"{paper} (the paper's) and {synthetic} (synthetic)"
+    _check_known(grid.datasets, "dataset", {**DATASETS, **SYNTHETIC}, listed)
+    _check_known(grid.algorithms, "algorithm", ALGORITHMS)
+    _check_known(grid.kernels, "kernel", kernel_names())
     _int_tuple(list(grid.batch_sizes), "batch_sizes")
     _int_tuple(list(grid.taus), "taus")
     _int_tuple(list(grid.seeds), "seeds", minimum=0)
@@ -291,11 +280,8 @@ def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
         elif key != "name":
             kwargs[key] = value
     if "kernels" in kwargs:
-        known = _kernel_choices()
-        for k in kwargs["kernels"]:
-            if k not in known:
-                raise GridError(f"Unknown kernel {k!r}; known kernels: {', '.join(known)}.")
-        kwargs["kernels"] = tuple(dict.fromkeys(_canonical_kernel(k) for k in kwargs["kernels"]))
+        kernels = _check_known(kwargs["kernels"], "kernel", kernel_names())
+        kwargs["kernels"] = tuple(dict.fromkeys(canonical_name(k) for k in kernels))
     return Grid(**kwargs)
 
 
@@ -417,7 +403,7 @@ def expand(grid: Grid) -> list[RunSpec]:
     """
     runs: list[RunSpec] = []
     kparams: tuple[tuple[str, Any], ...]
-    kernels = dict.fromkeys(_canonical_kernel(k) for k in grid.kernels)
+    kernels = dict.fromkeys(canonical_name(k) for k in grid.kernels)
     for ds in grid.datasets:
         synth = grid.synthetic_samples if ds in SYNTHETIC else None
         for i, kernel in enumerate(kernels):
@@ -452,16 +438,3 @@ def expand(grid: Grid) -> list[RunSpec]:
                         )
                     )
     return runs
-
-
-__all__ = [
-    "PRESETS",
-    "Grid",
-    "GridError",
-    "RunSpec",
-    "expand",
-    "get_preset",
-    "grid_from_dict",
-    "load_grid",
-    "resolve_grid",
-]

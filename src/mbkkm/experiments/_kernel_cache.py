@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .._files import atomic_write
 from ..kernels._graph import LowRankKernel
 
 _META = "meta.json"
@@ -82,15 +83,10 @@ def _save(folder: Path, K, meta: dict) -> None:
     else:
         raise TypeError(f"cannot cache a kernel matrix of type {type(K).__name__}")
     for name, arr in arrays.items():
-        with open(tmp / f"{name}.npy", "wb") as f:
+        with atomic_write(tmp / f"{name}.npy") as f:  # fsynced
             np.save(f, np.ascontiguousarray(arr))
-            f.flush()
-            os.fsync(f.fileno())
-    meta = {**meta, "kind": kind, "shape": list(K.shape)}
-    with open(tmp / _META, "w") as f:
-        json.dump(meta, f, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
+    with atomic_write(tmp / _META, "w") as f:
+        json.dump({**meta, "kind": kind, "shape": list(K.shape)}, f, sort_keys=True)
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
 

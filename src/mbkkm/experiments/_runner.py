@@ -44,6 +44,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from .._warn import one_line
+from ..backends._threads import effective_n_threads
 from ._algorithms import GRAPH_KERNELS, FitOutput, KernelSetup, get_algorithm
 from ._grid import Grid, RunSpec, expand
 
@@ -99,19 +101,6 @@ COLUMNS = [
     "n_cores",
     "timestamp",
 ]
-
-_LEARNING_RATE = {
-    "truncated": "adaptive",
-    "truncated-literal": "adaptive",
-    "untruncated": "adaptive",
-    "untruncated-classic": "classic",
-    "minibatch-adaptive": "adaptive",
-    "minibatch-classic": "classic",
-    "nystroem": "classic",
-    "full-batch": "",
-    "truncated-classic": "classic",
-}
-_RENORMALIZE = {"truncated": "True", "truncated-literal": "False", "truncated-classic": "True"}
 
 #: Fraction of the available RAM used as the default memory budget.
 MEMORY_FRACTION = 0.7
@@ -517,6 +506,10 @@ class _Writer:
 
 
 def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
+    algo = get_algorithm(run.algorithm)
+    # The mini-batch algorithms' rate and renormalisation, as their fit is called with;
+    # the Nystroem baseline's scikit-learn MiniBatchKMeans has the classic rate.
+    options = getattr(algo.fit, "keywords", {})
     return {
         "run_id": run.run_id,
         "grid": run.grid,
@@ -527,12 +520,14 @@ def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
         "kernel_params": json.dumps(dict(run.kernel_params), sort_keys=True),
         "batch_size": run.batch_size,
         "tau": run.tau,
-        "learning_rate": _LEARNING_RATE.get(run.algorithm, ""),
-        "renormalize": _RENORMALIZE.get(run.algorithm, ""),
+        "learning_rate": options.get(
+            "learning_rate", "classic" if algo.objective_space == "nystroem" else ""
+        ),
+        "renormalize": str(options.get("renormalize", True)) if algo.uses_tau else "",
         "max_iter": run.max_iter,
         "n_components": run.n_components,
         "seed": run.seed,
-        "objective_space": get_algorithm(run.algorithm).objective_space,
+        "objective_space": algo.objective_space,
         "kernel_seconds": 0.0,
         "kernel_cpu_seconds": 0.0,
         **env,
@@ -587,15 +582,12 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     )
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def _finish(row: dict, status: str, message: str, **cells) -> dict[str, Any]:
     """``row`` with its status, message and other ``cells``, the load average and the
     time of now."""
     row.update(status=status, message=message, **cells)
-    row.update(load_average=load_average(), timestamp=_now())
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    row.update(load_average=load_average(), timestamp=now)
     return row
 
 
@@ -744,10 +736,9 @@ def _watch_parent(parent: int) -> None:
 def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int) -> None:
     global _WORKER
     _die_with_parent(parent)
-    if blas_threads is not None:
-        from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits
 
-        threadpool_limits(blas_threads)
+    threadpool_limits(blas_threads)  # None: unchanged
     _WORKER = _Executor(env, **options)
 
 
@@ -755,7 +746,7 @@ def _worker_run(run: RunSpec) -> dict[str, Any]:
     """A run's row in a worker process, with the worker's BLAS threads."""
     assert _WORKER is not None, "worker not initialised"
     row = _WORKER(run)
-    row["blas_threads"] = blas_threads_now()
+    row["blas_threads"] = effective_n_threads()  # BLAS threads of this process
     return row
 
 
@@ -834,9 +825,15 @@ def run_grid(
     """
     runs = expand(grid) if isinstance(grid, Grid) else list(grid)
     out = Path(out)
-    blas_threads, memory_budget = _check_grid_options(
-        budget_seconds, jobs, blas_threads, memory_budget
-    )
+    if budget_seconds is not None and not budget_seconds > 0:
+        raise ValueError(f"budget_seconds must be positive, got {budget_seconds!r}.")
+    _check_positive_int(jobs, "jobs")
+    if blas_threads is not None:
+        _check_positive_int(blas_threads, "blas_threads")
+    elif jobs > 1:
+        blas_threads = 1  # jobs processes share the cores
+    if memory_budget == -1:
+        memory_budget = default_memory_budget()
     summary = RunSummary(path=out, total=len(runs))
     # Open (and repair) the table before reading which runs it holds.
     writer = _Writer(out)
@@ -876,21 +873,6 @@ def run_grid(
     return summary
 
 
-def _check_grid_options(budget_seconds, jobs, blas_threads, memory_budget):
-    """:func:`run_grid`'s options checked: ``(blas_threads, memory_budget)`` resolved
-    (1 BLAS thread per process with several jobs; -1: the default memory budget)."""
-    if budget_seconds is not None and not budget_seconds > 0:
-        raise ValueError(f"budget_seconds must be positive, got {budget_seconds!r}.")
-    _check_positive_int(jobs, "jobs")
-    if blas_threads is not None:
-        _check_positive_int(blas_threads, "blas_threads")
-    elif jobs > 1:
-        blas_threads = 1
-    if memory_budget == -1:
-        memory_budget = default_memory_budget()
-    return blas_threads, memory_budget
-
-
 class _Recorder:
     """Writes each finished run's row, counts it in the summary, moves the bar."""
 
@@ -922,31 +904,18 @@ class _Recorder:
 def _run_serial(todo, executor, blas_threads, record, over_budget) -> None:
     """Runs one after the other in this process (with ``blas_threads`` BLAS threads
     when given), until done or over the time budget."""
-    summary = record.summary
-    limits = None
-    if blas_threads is not None:
-        from threadpoolctl import threadpool_limits
+    from threadpoolctl import threadpool_limits
 
-        limits = threadpool_limits(blas_threads)
-    try:
+    summary = record.summary
+    with nullcontext() if blas_threads is None else threadpool_limits(blas_threads):
         for i, run in enumerate(todo):
             if over_budget():
                 summary.stopped_by_budget = True
                 summary.not_run = len(todo) - i
                 break
             row = executor(run)
-            row["blas_threads"] = blas_threads_now()
+            row["blas_threads"] = effective_n_threads()  # BLAS threads of this process
             record(row)
-    finally:
-        if limits is not None:
-            limits.restore_original_limits()
-
-
-def blas_threads_now() -> int:
-    """BLAS threads this process may use now (threadpoolctl; 1 when unknown)."""
-    from ..backends._threads import effective_n_threads
-
-    return effective_n_threads()
 
 
 def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:

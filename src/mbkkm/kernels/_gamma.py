@@ -17,23 +17,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
-from sklearn.utils import check_array
+import scipy.sparse.linalg as spla
+from sklearn.utils import check_array, check_random_state
 
 from ._graph import LowRankKernel, kernel_diagonal
 from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
 from ._registry import get_spec
 from ._spectral import normalized_adjacency
-
-__all__ = [
-    "HeatDiagonalMax",
-    "HeatTime",
-    "heat_diagonal_bounds",
-    "heat_diagonal_max",
-    "heat_time_for_gamma",
-    "kernel_gamma",
-    "top_heat_eigenpairs",
-]
 
 _CHUNK_ROWS = 4096
 
@@ -128,12 +120,10 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
         resolved = kernel
     else:
         resolved = resolve_kernel(kernel, kernel_params=kernel_params, X=X)
-    top = -np.inf
-    for start in range(0, X.shape[0], _CHUNK_ROWS):
-        diag = resolved.diag(X[start : start + _CHUNK_ROWS])
-        _gamma_from_diagonal(diag, f"kernel={resolved.name!r}")  # checks sign, finiteness
-        top = max(top, float(np.max(diag)))
-    return float(np.sqrt(max(top, 0.0)))
+    # Chunk by chunk (each checked for sign and finiteness); sqrt keeps the order.
+    what = f"kernel={resolved.name!r}"
+    starts = range(0, X.shape[0], _CHUNK_ROWS)
+    return max(_gamma_from_diagonal(resolved.diag(X[s : s + _CHUNK_ROWS]), what) for s in starts)
 
 
 @dataclass
@@ -255,10 +245,6 @@ def heat_diagonal_max(
     -------
     HeatDiagonalMax
     """
-    import scipy.linalg as sla
-    import scipy.sparse.linalg as spla
-    from sklearn.utils import check_random_state
-
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not t > 0:
         raise ValueError(f"t must be a number > 0, got {t!r}")
     _check_int(n_components, "n_components", 1)
@@ -450,10 +436,7 @@ def top_heat_eigenpairs(A, n_components, *, tol=0.0, random_state=None):
     U : ndarray of shape (n, n_components)
         Orthonormal eigenvectors.
     """
-    import scipy.linalg as sla
-    import scipy.sparse.linalg as spla
     from scipy.sparse.csgraph import connected_components
-    from sklearn.utils import check_random_state
 
     _, N = _heat_operator(A)
     n, k = N.shape[0], int(n_components)
@@ -648,8 +631,6 @@ _EXACT_BATCH = 16
 def _exact_diagonal_on_grid(L, points, start, stop, num):
     """K_t(x, x) = e_x^T exp(-t L) e_x for the given points at ``num`` times from
     ``start`` to ``stop``, shape (num, len(points))."""
-    import scipy.sparse.linalg as spla
-
     n = L.shape[0]
     out = np.empty((num, len(points)))
     for s in range(0, len(points), _EXACT_BATCH):

@@ -41,17 +41,6 @@ from sklearn.metrics import pairwise_distances
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils import check_array, check_random_state
 
-__all__ = [
-    "KNNGraph",
-    "LowRankKernel",
-    "kernel_block",
-    "kernel_diagonal",
-    "knn_adjacency",
-    "knn_kernel",
-    "knn_kernel_from_graph",
-    "knn_kernel_rows",
-]
-
 # --- checks ---------------------------------------------------------------------------
 
 
@@ -207,10 +196,8 @@ class KNNGraph:
             if lists is None:
                 # kneighbors() with no query excludes each point by index (duplicates
                 # stay).
-                self.index_ = NearestNeighbors(
-                    n_neighbors=k - 1, metric=self.metric, n_jobs=self.n_jobs
-                ).fit(Z)
-                lists = self.index_.kneighbors()  # (n, k - 1), nearest first
+                self.index_ = None  # a copy's index has another n_neighbors
+                lists = self._index().kneighbors()  # (n, k - 1), nearest first
             dist, ind = lists
             # Kept until the fitted graph is stored (for_new_points, pickling): the lists
             # a graph of fewer neighbours is read from (truncated).
@@ -323,6 +310,17 @@ class KNNGraph:
         return B
 
 
+def fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs):
+    """The :class:`KNNGraph` of X, fitted: what the graph kernel builders start from."""
+    return KNNGraph(
+        n_neighbors,
+        metric=metric,
+        pca_components=pca_components,
+        random_state=random_state,
+        n_jobs=n_jobs,
+    ).fit(X)
+
+
 def knn_adjacency(
     X, n_neighbors, *, metric="euclidean", pca_components=None, random_state=None, n_jobs=None
 ):
@@ -354,17 +352,7 @@ def knn_adjacency(
         where A_dir[i, j] = 1 when j is among the neighbours of i.
         Every row has at least ``n_neighbors`` ones.
     """
-    return (
-        KNNGraph(
-            n_neighbors,
-            metric=metric,
-            pca_components=pca_components,
-            random_state=random_state,
-            n_jobs=n_jobs,
-        )
-        .fit(X)
-        .adjacency_
-    )
+    return fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs).adjacency_
 
 
 def knn_kernel(
@@ -419,13 +407,7 @@ def knn_kernel(
            [0.167, 0.111, 0.167],
            [0.   , 0.167, 0.25 ]])
     """
-    graph = KNNGraph(
-        n_neighbors,
-        metric=metric,
-        pca_components=pca_components,
-        random_state=random_state,
-        n_jobs=n_jobs,
-    ).fit(X)
+    graph = fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs)
     return knn_kernel_from_graph(graph)
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._graph import LowRankKernel, kernel_block, kernel_diagonal
+from ._pairwise import write_into
 
 
 class IndexKernel:
@@ -56,11 +57,7 @@ class IndexKernel:
         return self.matrix.shape[0]
 
     def __call__(self, rows, cols, out=None):
-        block = np.asarray(kernel_block(self.matrix, rows, cols), dtype=self.dtype)
-        if out is not None:
-            out[...] = block
-            return out
-        return block
+        return write_into(out, np.asarray(kernel_block(self.matrix, rows, cols), dtype=self.dtype))
 
     def stored_rows(self, rows):
         """The rows ``K[rows]`` of the stored matrix, shape (len(rows), n).

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from .._validation import unknown_name_message
 from ..backends import _sparse, get_backend, is_tensor
 from ..backends._threads import parallel_parts, threads_for
-from ._pairwise import rbf_augment
+from ._pairwise import rbf_augment, write_into
 from ._registry import KERNELS, get_spec, kernel_names
 
 _CHUNK_ROWS = 65536
@@ -27,6 +27,11 @@ _ROW_PARALLEL = frozenset({"rbf", "linear", "polynomial", "sigmoid", "cosine"})
 #: The elementwise map (clip and exp for rbf) per tile entry, counted as this many
 #: multiply-adds of the GEMM when sizing the parts.
 _MAP_WORK = 16
+
+
+def _dense_float(A):
+    """Whether A is a 2-D numpy array of floats (not a subclass, sparse or a tensor)."""
+    return type(A) is np.ndarray and A.ndim == 2 and A.dtype.kind == "f"
 
 
 def mean_squared_pairwise_distance(X, sample_weight=None):
@@ -105,16 +110,12 @@ class Kernel:
         self.name = name
         self.params = dict(params)
         self._user_func = func
+        self._func = self._diag = None
+        self.normalized = False
         if func is None:
             spec = KERNELS[name]
-            impl = spec.implementation("numpy")
-            self._func = impl.tile
-            self._diag = impl.diag
+            self._func, self._diag, _ = spec.implementation("numpy")
             self.normalized = spec.normalized
-        else:
-            self._func = None
-            self._diag = None
-            self.normalized = False
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -145,13 +146,7 @@ class Kernel:
         Kernel k-means++ computes K(candidates, X) against one X at every step, and a
         tile in row parts each part against the same Y.
         """
-        if (
-            self._user_func is None
-            and self.name == "rbf"
-            and type(Y) is np.ndarray
-            and Y.ndim == 2
-            and Y.dtype.kind == "f"
-        ):
+        if self._user_func is None and self.name == "rbf" and _dense_float(Y):
             return {"Y_aug": rbf_augment(Y, self.params["gamma"], Y_norms_sq)}
         return {}
 
@@ -168,24 +163,12 @@ class Kernel:
             if n_threads > 1:
                 return self._tile_in_parts(X, Y, out, cache, n_threads)
             return self._func(X, Y, out=out, **cache, **self.params)
-        K = self._call_user(X, Y)
-        if out is not None:
-            out[...] = K
-            return out
-        return K
+        return write_into(out, self._call_user(X, Y))
 
     def _tile_threads(self, X, Y):
         """Threads for the tile K(X, Y): 1 unless a large dense float tile of a GEMM
         kernel (:data:`_ROW_PARALLEL`)."""
-        if (
-            self.name not in _ROW_PARALLEL
-            or type(X) is not np.ndarray
-            or type(Y) is not np.ndarray
-            or X.ndim != 2
-            or Y.ndim != 2
-            or X.dtype.kind != "f"
-            or Y.dtype.kind != "f"
-        ):
+        if self.name not in _ROW_PARALLEL or not (_dense_float(X) and _dense_float(Y)):
             return 1
         return threads_for(X.shape[0] * Y.shape[0] * (X.shape[1] + _MAP_WORK))
 
@@ -226,11 +209,7 @@ class Kernel:
             return impl.tile(X, Y, out=out, **self.params)
         from . import _torch_tiles  # imports torch: only for tensors
 
-        K = _torch_tiles.call_user(self._user_func, self.params, X, Y)
-        if out is not None:
-            out[...] = K
-            return out
-        return K
+        return write_into(out, _torch_tiles.call_user(self._user_func, self.params, X, Y))
 
     def _call_user(self, X, Y):
         try:
@@ -268,12 +247,15 @@ class Kernel:
         return out
 
 
-def _check_positive_number(value, name, allow_zero=False):
+def _check_number(value, name, bound=None):
+    """A finite real number (and ``"> 0"`` or ``">= 0"`` when ``bound`` says so)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
-    if not np.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
+    if bound is None and not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    if bound and not (np.isfinite(value) and (value > 0 or (value == 0 and bound == ">= 0"))):
         raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return value
 
 
 def resolve_kernel(
@@ -326,14 +308,8 @@ def resolve_kernel(
             "if it fits in memory, or choose one of the kernels that take sparse data: "
             f"{sorted(n for n, o in KERNELS.items() if not o.transductive and o.accepts_sparse)}"
         )
-    values = {"gamma": gamma, "degree": degree, "coef0": coef0}
-    for key, value in kernel_params.items():
-        if key not in spec.params:
-            raise ValueError(
-                f"kernel_params: {key!r} is not a parameter of kernel {name!r} "
-                f"(its parameters: {list(spec.params)})"
-            )
-        values[key] = value
+    spec.check_params(kernel_params)
+    values = {"gamma": gamma, "degree": degree, "coef0": coef0, **kernel_params}
     params = {}
     if "gamma" in spec.params:
         g = values["gamma"]
@@ -348,19 +324,12 @@ def resolve_kernel(
             else:
                 g = 1.0
         else:
-            _check_positive_number(g, "gamma")
+            _check_number(g, "gamma", "> 0")
         params["gamma"] = float(g)
     if "degree" in spec.params:
-        d = values["degree"]
-        _check_positive_number(d, "degree", allow_zero=True)
-        params["degree"] = d
+        params["degree"] = _check_number(values["degree"], "degree", ">= 0")
     if "coef0" in spec.params:
-        c = values["coef0"]
-        if isinstance(c, bool) or not isinstance(c, numbers.Real):
-            raise TypeError(f"coef0 must be a real number, got {type(c).__name__}")
-        if not np.isfinite(c):
-            raise ValueError(f"coef0 must be finite, got {c!r}")
-        params["coef0"] = float(c)
+        params["coef0"] = float(_check_number(values["coef0"], "coef0"))
     if spec.nonnegative_data and X is not None:
         check_nonnegative(X, name)
     return Kernel(name, params)
@@ -369,17 +338,13 @@ def resolve_kernel(
 def check_nonnegative(X, name):
     """Raise when X has a negative entry (chunked, so a memmap is not read at once)."""
     if sp.issparse(X):
-        X = _sparse.as_csr(X)
-        if np.min(X.data, initial=0) < 0:
-            raise ValueError(
-                f"kernel={name!r} is only defined for non-negative data, but X has negative values"
-            )
-        return
-    for start in range(0, X.shape[0], _CHUNK_ROWS):
-        if np.min(X[start : start + _CHUNK_ROWS], initial=0) < 0:
-            raise ValueError(
-                f"kernel={name!r} is only defined for non-negative data, but X has negative values"
-            )
+        parts = [_sparse.as_csr(X).data]
+    else:
+        parts = (X[start : start + _CHUNK_ROWS] for start in range(0, X.shape[0], _CHUNK_ROWS))
+    if any(np.min(part, initial=0) < 0 for part in parts):
+        raise ValueError(
+            f"kernel={name!r} is only defined for non-negative data, but X has negative values"
+        )
 
 
 def graph_kernel_matrix(name, X, **params):
@@ -408,12 +373,7 @@ def graph_kernel_matrix(name, X, **params):
             f"kernel={name!r} is not a graph kernel; expected one of "
             f"{kernel_names(transductive=True)}"
         )
-    for key in params:
-        if key not in spec.params:
-            raise ValueError(
-                f"kernel_params: {key!r} is not a parameter of kernel "
-                f"{spec.name!r} (its parameters: {list(spec.params)})"
-            )
+    spec.check_params(params)
     for key in spec.required_params:
         if key not in params:
             raise ValueError(f"kernel={spec.name!r} needs the parameter {key!r}")

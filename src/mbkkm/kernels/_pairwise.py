@@ -76,6 +76,14 @@ def _sparse_product(X, Y, out):
     return out
 
 
+def write_into(out, K):
+    """``K``, or ``out`` with K copied into it when given (a tile computed elsewhere)."""
+    if out is None:
+        return K
+    out[...] = K
+    return out
+
+
 def _gemm(X, Y, out):
     """``out[:] = X @ Y.T`` without a temporary (shape (n_x, n_y))."""
     if sp.issparse(X) or sp.issparse(Y):
@@ -246,11 +254,7 @@ def laplacian(X, Y, *, gamma, out=None, **_):
     """K(x, y) = exp(-gamma ||x - y||_1)."""
     if sp.issparse(X) or sp.issparse(Y):
         return _laplacian_sparse(X, Y, gamma, out)
-    K = laplacian_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False)
-    if out is not None:
-        out[...] = K
-        return out
-    return K
+    return write_into(out, laplacian_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False))
 
 
 def _laplacian_sparse(X, Y, gamma, out):
@@ -279,11 +283,7 @@ def chi2(X, Y, *, gamma, out=None, **_):
             "dense arrays); densify X with X.toarray() if it fits in memory, or choose "
             "another kernel (for text: 'cosine' or 'rbf')"
         )
-    K = chi2_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False)
-    if out is not None:
-        out[...] = K
-        return out
-    return K
+    return write_into(out, chi2_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False))
 
 
 # --- diagonals K(x, x), shape (n,) -------------------------------------------------

@@ -33,22 +33,6 @@ from typing import NamedTuple
 from ._graph import knn_kernel
 from ._spectral import heat_kernel
 
-__all__ = [
-    "ALIASES",
-    "GRAPH_KERNELS",
-    "KERNELS",
-    "Implementation",
-    "KernelSpec",
-    "Tiles",
-    "canonical_name",
-    "check_backend_kernel",
-    "check_torch_kernel",
-    "describe_kernels",
-    "get_spec",
-    "kernel_names",
-    "register",
-]
-
 #: What ``gamma=None`` may mean (see :attr:`KernelSpec.default_gamma`).
 DEFAULT_GAMMA_RULES = ("data", "n_features", "one", None)
 
@@ -186,6 +170,15 @@ class KernelSpec:
         if self.builder is None:
             return ()
         return tuple(_builder_params(self.builder, required=True))
+
+    def check_params(self, names) -> None:
+        """Raise a ValueError at the first of ``names`` that is not one of :attr:`params`."""
+        for key in names:
+            if key not in self.params:
+                raise ValueError(
+                    f"kernel_params: {key!r} is not a parameter of kernel {self.name!r} "
+                    f"(its parameters: {list(self.params)})"
+                )
 
     def implementation(self, backend: str = "numpy") -> Implementation:
         """The tile, diagonal and prepare functions on ``backend``.
@@ -350,9 +343,7 @@ def check_backend_kernel(kernel, backend: str) -> None:
     :class:`~mbkkm.kernels.Kernel`, or a callable; callables run on every backend,
     and a name the registry does not know is left to the parameter validation.
     """
-    if callable(kernel) and not hasattr(kernel, "name"):
-        return
-    if getattr(kernel, "is_callable", False):
+    if (callable(kernel) and not hasattr(kernel, "name")) or getattr(kernel, "is_callable", False):
         return
     spec = get_spec(getattr(kernel, "name", kernel))
     if spec is not None and backend not in spec.tiles:

@@ -57,16 +57,7 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 from sklearn.utils import check_random_state
 
-__all__ = [
-    "GraphSpectrum",
-    "choose_rank",
-    "extend_eigenvectors",
-    "heat_kernel",
-    "heat_weights",
-    "normalized_adjacency",
-    "top_eigenpairs",
-    "unit_rows",
-]
+from ._graph import LowRankKernel, _check_data, _check_n_neighbors, fit_knn_graph
 
 #: Graphs up to this many points are decomposed densely (all eigenpairs, exact); above
 #: it ARPACK on the sparse matrix is faster for the ~100 pairs the heat kernel keeps.
@@ -248,8 +239,6 @@ class GraphSpectrum:
         """The heat kernel at time t as a :class:`LowRankKernel` (rank fixed or chosen);
         ``normalize``: K(x, y) / sqrt(K(x, x) K(y, y)) of the rank-r kernel, stored as
         U = diag(s) V with ``row_scale`` s."""
-        from ._graph import LowRankKernel
-
         w = self.weights(t)
         if n_components is None:
             r, error = self.rank(t, rank_tol, max_components)
@@ -567,8 +556,6 @@ def heat_kernel(
     >>> K.shape, bool(np.allclose(K, K.T))
     ((4, 4), True)
     """
-    from ._graph import KNNGraph, _check_data, _check_n_neighbors
-
     X = _check_data(X)
     n = X.shape[0]
     _check_n_neighbors(n_neighbors, n)
@@ -582,9 +569,7 @@ def heat_kernel(
     ):
         raise ValueError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
     rng = check_random_state(random_state)
-    graph = KNNGraph(
-        n_neighbors, metric=metric, pca_components=pca_components, random_state=rng, n_jobs=n_jobs
-    ).fit(X)
+    graph = fit_knn_graph(X, n_neighbors, metric, pca_components, rng, n_jobs)
     if connect:
         graph, _ = connect_graph(graph)
     if n_components is None and 8 * n * n <= max_dense_bytes:

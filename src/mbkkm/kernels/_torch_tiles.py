@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from ._pairwise import write_into
+
 
 def _mm(X, Y, out):
     if out is None:
@@ -148,11 +150,7 @@ def cosine(X, Y, *, out=None, **_):
 def laplacian(X, Y, *, gamma, out=None, **_):
     """K(x, y) = exp(-gamma ||x - y||_1)."""
     D = torch.cdist(X, Y, p=1)  # (n_x, n_y) L1 distances
-    if out is None:
-        out = D
-    else:
-        out.copy_(D)
-    return out.mul_(-gamma).exp_()
+    return write_into(out, D).mul_(-gamma).exp_()
 
 
 # --- diagonals K(x, x), shape (n,) -------------------------------------------------
