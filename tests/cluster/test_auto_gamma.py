@@ -535,18 +535,17 @@ def test_partition_start_is_the_feature_space_mean_of_each_cluster(seed):
 
 @pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
 def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monkeypatch):
-    import mbkkm._core._loop as loop  # the fit loop's step (numpy input)
+    import mbkkm._core._loop as loop  # where the fit loop starts (numpy input)
 
     X, _ = moons(400)
     starts = []
-    real_step = loop.minibatch_step
+    real_start = loop.start
 
-    def spy(state, Xb, options, *args, **kwargs):
-        if state.n_steps == 0:  # the state fit starts from, before its first step
-            starts.append(assign(X, state.copy(), options.kernel)[0])
-        return real_step(state, Xb, options, *args, **kwargs)
+    def spy(windows, items, plan, random_state, cfg):  # the state the fit starts from
+        starts.append(assign(X, windows.copy(), cfg.kernel)[0])
+        return real_start(windows, items, plan, random_state, cfg)
 
-    monkeypatch.setattr(loop, "minibatch_step", spy)
+    monkeypatch.setattr(loop, "start", spy)
     params = (
         dict(batch_size=128, tau=50, max_iter=1)
         if Est is MiniBatchKernelKMeans

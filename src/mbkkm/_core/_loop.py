@@ -49,6 +49,7 @@ import numpy as np
 from .._warn import warn
 from ..backends import get_backend
 from ._state import READ_EVERY, WindowState
+from ._stored import stored_kernel_for, stored_step, to_rows
 from ._windows import minibatch_step
 
 __all__ = [
@@ -211,6 +212,9 @@ class FitState(Progress):
     device : DeviceSteps or None
         On a device, the running steps (their copies of the plan and of the log, a
         captured CUDA graph): derived from the fields above and rebuilt from them.
+    stored : StoredKernel or None
+        Small n on the host: the kernel matrix the iterations index
+        (:mod:`mbkkm._core._stored`); ``windows`` then holds items, not rows.
 
     and the fields of :class:`Progress`. They are complete whenever the loop has
     returned (it ends on a read-back); in between, the device is ahead of ``n_iter``.
@@ -222,6 +226,7 @@ class FitState(Progress):
     plan: np.ndarray
     random_state: object
     device: object = field(default=None, repr=False, compare=False)
+    stored: object = field(default=None, repr=False, compare=False)
 
     @property
     def max_iter(self):
@@ -255,7 +260,14 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
     else:
         fs = restore(saved, items, plan, random_state, cfg)
     steps = fs.device
-    if steps is None:
+    if steps is None and fs.stored is not None:
+
+        def step(i):
+            res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+            return res.objective, res.objective_after
+
+        steps = FunctionSteps(step, cfg.tol)
+    elif steps is None:
         nx = get_backend(items)
 
         def step(i):
@@ -269,7 +281,7 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
         max_iter=fs.max_iter,
         tol=cfg.tol,
         describe=lambda: f"{fs.support_size()} support points",
-        finish=lambda: finish(fs),
+        finish=lambda: finish(fs, items),
     )
 
 
@@ -279,6 +291,10 @@ def start(windows, items, plan, random_state, cfg):
     fs = FitState(windows=windows, pool=None, layout=None, plan=plan, random_state=random_state)
     if not nx.is_host:
         fs.device = DeviceSteps(fs, items, cfg)
+    else:
+        stored = stored_kernel_for(items, windows, cfg.kernel)
+        if stored is not None:
+            fs.stored, fs.windows = stored
     return fs
 
 
@@ -299,6 +315,10 @@ def snapshot(fs):
     }
     if fs.device is None:
         out["windows"] = fs.windows
+        if fs.stored is not None:  # items: E, to compute the same matrix on resume
+            out["stored"] = True
+            if fs.stored.extra is not None:
+                out["stored_extra"] = fs.stored.extra
         return out
     out["pool"] = {name: t.detach().cpu().numpy() for name, t in zip(fs.pool._fields, fs.pool)}
     out["layout"] = [int(value) for value in astuple(fs.layout)]  # k, L, M, b, cols
@@ -327,11 +347,14 @@ def restore(saved, items, plan, random_state, cfg):
         )
     if on_device:
         fs.device = DeviceSteps(fs, items, cfg, saved=saved)
+    elif saved.get("stored", False):
+        fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
     return fs
 
 
-def finish(fs):
-    """The centers as a :class:`WindowState` (the device pool unpacked). The device
+def finish(fs, items):
+    """The centers as a :class:`WindowState` (the device pool unpacked, or the stored
+    kernel's items turned into data rows with their block Gram). The device
     side is let go at once (the pool, its constants and a captured CUDA graph with
     its private memory), before the labelling that follows a fit: ``fs`` and its
     device loop refer to each other, so dropping the loop alone would wait for the
@@ -339,6 +362,9 @@ def finish(fs):
     if fs.device is not None:
         fs.windows = fs.device.windows()
         fs.device = fs.pool = None
+    if fs.stored is not None:
+        fs.windows = to_rows(fs.windows, items, fs.stored)
+        fs.stored = None
     return fs.windows
 
 

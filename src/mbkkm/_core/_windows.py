@@ -380,9 +380,13 @@ class _Layout(NamedTuple):
     lam_pad: np.ndarray  # (k * L,) the same padded per cluster, for the norms
 
 
-def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
-    """The new block layout: the kept old blocks (as they were), then one block per
-    growing cluster (cluster order), each contiguous in the support."""
+def support_layout(state, plan, labels, new_size, bcounts, batch_weight):
+    """Where the support goes after a step: the kept old blocks (as they were), then one
+    block per growing cluster (cluster order), each contiguous.
+
+    Returns ``(new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept)``
+    (see :class:`_Layout`).
+    """
     keep, grows = plan.keep, plan.grows
     order = np.argsort(labels, kind="stable")
     new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
@@ -396,8 +400,36 @@ def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
         u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
     kept_sizes = state.block_size[keep]
     rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
+    return new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept
+
+
+def _advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids):
+    """The block arrays after a step: the kept old blocks, then the new ones."""
+    state.block_start = np.zeros(kept_sizes.size + new_sizes.size + 1, dtype=np.intp)
+    np.cumsum(np.concatenate([kept_sizes, new_sizes]), out=state.block_start[1:])
+    state.block_cluster = np.concatenate(
+        [np.asarray(state.block_cluster, dtype=np.intp)[plan.keep], grow_ids]
+    )
+    state.block_stamp = np.concatenate(
+        [state.block_stamp[plan.keep], np.full(grow_ids.size, state.n_steps, dtype=np.int64)]
+    )
+    state.lam = np.concatenate([plan.lam_kept, plan.lam_new])
+    state.n_steps += 1
+
+
+def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
+    """The new block layout (:func:`support_layout`) and its block Gram update."""
+    new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
+        state, plan, labels, new_size, bcounts, batch_weight
+    )
     g = plan_gram_update(
-        state.block_cluster, keep, grows, new_sizes, new_pos, labels.shape[0], state.gram.shape[1]
+        state.block_cluster,
+        plan.keep,
+        plan.grows,
+        new_sizes,
+        new_pos,
+        labels.shape[0],
+        state.gram.shape[1],
     )
     lam_all = np.concatenate([plan.lam_kept, plan.lam_new])
     lam_pad = np.zeros(state.n_clusters * g.L)  # Lambda' padded (k, L)
@@ -434,13 +466,12 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     StepResult
     """
     nx = get_backend(state.support, Xb)
-    kernel, rate, tau = cfg.kernel, cfg.rate, cfg.tau
+    kernel = cfg.kernel
     b = Xb.shape[0]
-    k = state.n_clusters
 
     # 1-2. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block
-    # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b); P = Lambda Q (k, b); distances.
-    # (K(B, B) (b, b) comes in step 5, reduced the same way.)
+    # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b). (K(B, B) (b, b) comes in step 5,
+    # reduced the same way.)
     dtype = _out_dtype(kernel, Xb, nx)
     cols = tile_columns(
         state.support.shape[0], b, 8 if dtype is None else dtype.itemsize, cfg.max_tile_bytes
@@ -449,35 +480,74 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     Q = _chunked_products(
         state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
     )
+
+    def new_block_sums(lay, plan):
+        if cfg.objective_after:
+            # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
+            # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
+            QB = _chunked_products(
+                state, kernel, nx, Xb, Xb, (lay.new_ptr, lay.new_pos, lay.u_new), cols, "K_BB"
+            )
+            return QB, QB.reshape(-1)[lay.gram.self_flat]
+        # only the same-block values of K(B, B) are needed: about 1 / p of it
+        self_vals = _self_sums_in_parts(
+            state, kernel, nx, Xb, lay.new_pos, lay.new_ptr, lay.u_new, cols
+        )
+        return None, self_vals
+
+    def new_support(lay, plan):
+        # the kept rows, then the batch rows of the new blocks (dense: one buffer and
+        # two gathers; CSR rows stay CSR)
+        return nx.new_support(state.support, lay.rows_kept, Xb, lay.new_pos)
+
+    return advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_weight)
+
+
+def advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_weight=None):
+    """Steps 2-5 of an iteration, from the block sums Q of the batch (in place on state).
+
+    Parameters
+    ----------
+    state : WindowState
+    nx : backend
+    cfg : StepConfig
+    Q : ndarray of shape (nb, b)
+        Q[q, x] = sum_{s in q} u_s K(s, x) for the blocks q and the batch points x.
+    diag : ndarray of shape (b,)
+        K(x, x) of the batch points.
+    new_block_sums : callable
+        ``new_block_sums(layout, plan) -> (QB or None, self_vals)``: the new blocks'
+        sums QB[r, x] = sum_{y in r} u_y K(y, x) over the batch (needed with early
+        stopping), and v[x] = QB[r(x), x] for every new point x, in new-point order.
+    new_support : callable
+        ``new_support(layout, plan)``: the support items of the new layout.
+    batch_weight : ndarray of shape (b,) or None
+
+    Returns
+    -------
+    StepResult
+    """
+    k = state.n_clusters
+    # 2. P = Lambda Q (k, b); distances; labels.
     P = center_products(Q, state, nx)
     labels, mind = _labels_and_minima(nx.distances_T(P, diag, state.norms))
 
     # 3. Batch objective, counts and learning rates.
     objective, bcounts, btotal, alpha = batch_rates(
-        labels, mind, k, rate, state.counts, batch_weight
+        labels, mind, k, cfg.rate, state.counts, batch_weight
     )
     new_size = np.bincount(labels, minlength=k)
 
     # 4. Window planning (vectorised over blocks) and the new layout.
     plan = plan_windows(
-        state.block_cluster, state.block_size, state.lam, new_size, alpha, tau, cfg.renormalize
+        state.block_cluster, state.block_size, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
     )
     lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
     g = lay.gram
 
     # 5. The new block Gram H' (k, L, L), flat: the kept entries, the (new point,
     # partner) sums (repeated destinations add up: one bincount each), the mirror.
-    if cfg.objective_after:
-        # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
-        # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
-        QB = _chunked_products(
-            state, kernel, nx, Xb, Xb, (lay.new_ptr, lay.new_pos, lay.u_new), cols, "K_BB"
-        )
-        self_vals = QB.reshape(-1)[g.self_flat]
-    else:  # only the same-block values of K(B, B) are needed: about 1 / p of it
-        self_vals = _self_sums_in_parts(
-            state, kernel, nx, Xb, lay.new_pos, lay.new_ptr, lay.u_new, cols
-        )
+    QB, self_vals = new_block_sums(lay, plan)
     gram = np.zeros(k * g.L * g.L)
     gram[g.dst_keep] = state.gram.reshape(-1)[g.src_keep]
     pair_vals = Q.reshape(-1)[g.pair_flat].astype(np.float64, copy=False) * lay.u_new[g.pair_pt]
@@ -504,20 +574,11 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
             else float(mind2 @ np.asarray(batch_weight, dtype=np.float64) / btotal)
         )
 
-    # The new support: the kept rows, then the batch rows of the new blocks (dense: one
-    # buffer and two gathers; CSR rows stay CSR).
-    state.support = nx.new_support(state.support, lay.rows_kept, Xb, lay.new_pos)
+    state.support = new_support(lay, plan)
     state.weight = np.concatenate([state.weight[lay.rows_kept], lay.u_new])
-    state.block_start = np.zeros(g.new_cluster.size + 1, dtype=np.intp)
-    np.cumsum(np.concatenate([lay.kept_sizes, lay.new_sizes]), out=state.block_start[1:])
-    state.block_cluster = g.new_cluster
-    state.block_stamp = np.concatenate(
-        [state.block_stamp[plan.keep], np.full(lay.grow_ids.size, state.n_steps, dtype=np.int64)]
-    )
-    state.lam = lay.lam_all
+    _advance_blocks(state, plan, lay.kept_sizes, lay.new_sizes, lay.grow_ids)
     state.gram = gram
     state.norms = norms
-    state.n_steps += 1
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 
