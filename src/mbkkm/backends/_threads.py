@@ -181,13 +181,6 @@ def torch_joins():
         torch.set_num_threads(phase["n"])
 
 
-def _torch_leave(phase):
-    """Restore torch's thread count at the end of the outermost phase (if it joined)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and phase["old"] is not None and phase["old"] != phase["n"]:
-        torch.set_num_threads(phase["old"])
-
-
 @contextmanager
 def thread_policy(n_threads=None):
     """Run a phase under the policy; yields its number of threads.
@@ -219,9 +212,11 @@ def thread_policy(n_threads=None):
             torch_joins()
         yield n
     finally:
-        if phase is not None:
+        if phase is not None:  # torch's count restored (if it joined)
             _local.torch_phase = None
-            _torch_leave(phase)
+            torch = sys.modules.get("torch")
+            if torch is not None and phase["old"] is not None and phase["old"] != phase["n"]:
+                torch.set_num_threads(phase["old"])
         _local.budget = outer
         _release_blas()
 

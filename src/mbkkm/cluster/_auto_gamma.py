@@ -35,8 +35,7 @@ from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends import get_backend
 from ._gamma_selection import GammaGridWarning, GammaSelection
-from ._overflow import check_no_overflow
-from ._rows import rows_of
+from ._rows import check_no_overflow, rows_of
 
 
 def _check_int(value, name, minimum):

@@ -28,11 +28,17 @@ from ..kernels._index import (
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner
-from ._base import BaseKernelKMeans
-from ._fitting import all_or_nothing, n_init_for, warn_empty_clusters, warn_indefinite_kernel
+from ._base import (
+    BaseKernelKMeans,
+    all_or_nothing,
+    check_n_clusters_vs_samples,
+    n_init_for,
+    warn_empty_clusters,
+    warn_indefinite_kernel,
+)
 from ._graph_kernels import graph_start_inner
 from ._kinds import kernel_kind
-from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._problem import fit_input, resolve_problem
 
 _MIB = 2**20

@@ -30,8 +30,7 @@ from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
 from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel
 from ..kernels._protocol import ResolvedKernel
 from ._graph_kernels import graph_assign, resolve_graph_kernel
-from ._overflow import check_no_overflow
-from ._rows import GraphRows, PrecomputedRows, rows_of
+from ._rows import GraphRows, PrecomputedRows, check_no_overflow, rows_of
 
 
 @dataclass(frozen=True)

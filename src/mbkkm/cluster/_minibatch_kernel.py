@@ -33,12 +33,16 @@ from .._validation import check_sample_weight
 from ..backends import get_backend
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_state
-from ._base import BaseKernelKMeans, memory_guard
+from ._base import (
+    BaseKernelKMeans,
+    MiniBatchMixin,
+    all_or_nothing,
+    memory_guard,
+    warn_empty_clusters,
+)
 from ._checkpoint import check_checkpoint
-from ._fitting import all_or_nothing, warn_empty_clusters
 from ._graph_kernels import graph_start_state
 from ._kinds import kernel_kind
-from ._minibatch_base import MiniBatchMixin
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._problem import fit_input, resolve_problem
 from ._rows import host_sample_weight, rows_of

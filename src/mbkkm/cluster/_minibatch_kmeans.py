@@ -62,11 +62,9 @@ from .._validation import (
 )
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._fitting import all_or_nothing, warn_empty_clusters
-from ._minibatch_base import MiniBatchMixin
-from ._overflow import check_no_overflow
+from ._base import MiniBatchMixin, all_or_nothing, warn_empty_clusters
 from ._params import COMMON_CONSTRAINTS
-from ._rows import rows_of
+from ._rows import check_no_overflow, rows_of
 
 # ----------------------------------------------------------------------------- core
 
