@@ -256,11 +256,6 @@ def _executor(n):
         return _state["pool"]
 
 
-def part_bounds(n, n_parts):
-    """Boundaries of ``n_parts`` contiguous, near-equal parts of ``range(n)``."""
-    return np.linspace(0, n, n_parts + 1).astype(np.intp)
-
-
 def parallel_parts(func, n, n_threads):
     """``[func(start, stop) for each part]`` over ``n_threads`` row parts of ``range(n)``.
 
@@ -269,7 +264,7 @@ def parallel_parts(func, n, n_threads):
     caller. The results come in part order.
     """
     n_threads = max(1, min(int(n_threads), n))
-    bounds = part_bounds(n, n_threads)
+    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)  # near-equal parts
     outer = getattr(_local, "budget", None)
     _hold_blas()
     _local.budget = 1  # the caller computes the first part, and a part never splits again

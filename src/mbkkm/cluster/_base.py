@@ -345,8 +345,9 @@ class BaseKernelKMeans(
 
     # ------------------------------------------------------- fitted attributes
     def _set_problem(self, problem):
-        """What a fit keeps of its problem (:mod:`._problem`): the input's columns, where
-        it ran, whether results go back as tensors, and the resolved kernel."""
+        """What a fit keeps of its problem (:func:`._kinds.resolve_problem`): the input's
+        columns, where it ran, whether results go back as tensors, and the resolved
+        kernel."""
         data = problem.input
         self.n_features_in_ = data.n_features_in
         if data.feature_names_in is not None:

@@ -37,9 +37,8 @@ from ._base import (
     warn_indefinite_kernel,
 )
 from ._graph_kernels import graph_start_inner
-from ._kinds import kernel_kind
+from ._kinds import fit_input, kernel_kind, resolve_problem
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
-from ._problem import fit_input, resolve_problem
 
 _MIB = 2**20
 _GIB = 2**30

@@ -42,9 +42,8 @@ from ._base import (
 )
 from ._checkpoint import check_checkpoint
 from ._graph_kernels import graph_start_state
-from ._kinds import kernel_kind
+from ._kinds import fit_input, kernel_kind, resolve_problem
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
-from ._problem import fit_input, resolve_problem
 from ._rows import host_sample_weight, rows_of
 
 

@@ -2,7 +2,7 @@
 
 A fit's validated X is wrapped once in the adapter of its kind (by the kernel's
 kind, :mod:`._kinds`, then by :func:`rows_of`); the estimators and
-:func:`._problem.fit_input` then ask it questions instead of testing the kind
+:func:`._kinds.fit_input` then ask it questions instead of testing the kind
 again. The adapters return data; they never call into the estimator:
 
 - :class:`Rows`: a numpy array or memmap; the core works on its rows;
