@@ -321,9 +321,6 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ helpers
-    def _working_bytes(self):
-        return working_memory_bytes(self.working_memory)
-
     def _plan_memory(self, n, itemsize, nx):
         """Stored matrix (None) or rows per block; KernelMemoryError when neither fits.
 
@@ -331,58 +328,46 @@ torch.device, default=None
         on a device also within its free memory less a headroom: the run's other
         arrays (about 6 (n, k) float64 matrices), one block of kernel rows while the
         matrix is built, and a fixed margin for the allocator and library workspaces.
+        The plan (``memory_plan_``) is checked against the memory available.
         """
         k = self.n_clusters
         dense = n * n * itemsize
         budget = self.max_kernel_memory * _MIB
+        working = working_memory_bytes(self.working_memory)
         free = nx.free_memory()
         host = None if free is not None else _memory.available_host_memory()
         others = 6 * n * (k + 1) * 8  # the run's (n, k) float64 matrices
         if free is not None:
-            headroom = _DEVICE_MARGIN + others + self._working_bytes()
+            headroom = _DEVICE_MARGIN + others + working
             budget = min(budget, free - headroom)
         elif host is not None:  # the host: a stored matrix must fit the RAM left too
-            budget = min(budget, host - others - self._working_bytes())
-        where = "host" if nx.is_host else str(nx.device)
+            budget = min(budget, host - others - working)
         if dense <= budget:
-            self._set_plan(
-                where, {"kernel matrix (stored)": dense}, others, free if free is not None else host
-            )
-            return None
-        row = 2 * (n + 3 * k) * itemsize
-        budget = self._working_bytes()
-        if row <= budget:
-            rows = max(1, int(budget // row))
-            self._set_plan(
-                where,
-                {f"kernel rows ({rows} per block)": rows * row},
-                others,
-                free if free is not None else host,
-            )
-            return rows
-        if row > budget:
-            device = (
-                ""
-                if free is None
-                else (
-                    f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
-                    f"{headroom / _GIB:.3g} GiB)"
+            rows, kernel_terms = None, {"kernel matrix (stored)": dense}
+        else:
+            row = 2 * (n + 3 * k) * itemsize
+            if row > working:
+                device = (
+                    ""
+                    if free is None
+                    else (
+                        f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
+                        f"{headroom / _GIB:.3g} GiB)"
+                    )
                 )
-            )
-            raise KernelMemoryError(
-                f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
-                f"more than max_kernel_memory={self.max_kernel_memory} MiB "
-                f"({self.max_kernel_memory * _MIB / _GIB:.3g} GiB){device}, and one block "
-                f"of kernel rows needs {row / _GIB:.3g} GiB, more than working_memory "
-                f"({budget / _GIB:.3g} GiB). Raise max_kernel_memory or working_memory, "
-                "or use MiniBatchKernelKMeans, which never builds the kernel matrix."
-            )
-
-    def _set_plan(self, where, kernel_terms, others, available):
-        """``memory_plan_`` of the fit, checked against ``available`` bytes."""
+                raise KernelMemoryError(
+                    f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
+                    f"more than max_kernel_memory={self.max_kernel_memory} MiB "
+                    f"({self.max_kernel_memory * _MIB / _GIB:.3g} GiB){device}, and one block "
+                    f"of kernel rows needs {row / _GIB:.3g} GiB, more than working_memory "
+                    f"({working / _GIB:.3g} GiB). Raise max_kernel_memory or working_memory, "
+                    "or use MiniBatchKernelKMeans, which never builds the kernel matrix."
+                )
+            rows = max(1, int(working // row))
+            kernel_terms = {f"kernel rows ({rows} per block)": rows * row}
         terms = {**kernel_terms, "(n, k) matrices: products, coefficients, distances": others}
         plan = _memory.MemoryPlan(
-            where=where,
+            where="host" if nx.is_host else str(nx.device),
             terms=terms,
             peaks={"fit": sum(terms.values())},
             checked=("fit",),
@@ -391,7 +376,8 @@ torch.device, default=None
         self.memory_plan_ = plan
         if self.verbose:
             print(plan.report())
-        plan.check(available, what=f"{type(self).__name__}.fit")
+        plan.check(free if free is not None else host, what=f"{type(self).__name__}.fit")
+        return rows
 
     # --------------------------------------------------------------------- fit
     def _check_params_vs_input(self, data):
@@ -508,7 +494,7 @@ torch.device, default=None
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (
-            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+            None if rows.is_index else self._plan_memory(data.n_samples, rows.itemsize, rows.nx)
         )
         problem = resolve_problem(self, data)
         self._set_problem(problem)

@@ -435,9 +435,9 @@ torch.device, default=None
         Xi = nx.take(X, nx.index(init_idx))
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
-            # On the host, on a host copy of the (small) subsample (CSR rows as they
-            # are): the same draws on every backend.
-            Xh = rows_of(Xi).host_copy(Xi)
+            # On the host, on a host copy of the (small) subsample (host rows, CSR
+            # included, as they are): the same draws on every backend.
+            Xh = Xi if nx.is_host else nx.to_numpy(Xi)
             idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)

@@ -126,10 +126,6 @@ class Rows:
         nx = self.nx
         return nx.take(self.data, nx.index(idx))
 
-    def host_copy(self, rows):
-        """A host copy of some of the rows, for work done on the host (k-means++)."""
-        return get_backend(rows).to_numpy(rows)
-
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
@@ -186,9 +182,6 @@ class SparseRows(Rows):
     def fingerprint_arrays(self, count):
         rows = self.data[self.fingerprint_index(count)]
         return rows.data, rows.indices, rows.indptr
-
-    def host_copy(self, rows):
-        return rows
 
     def centers(self, init):
         return type(self.data)(init.astype(self.data.dtype, copy=False))
