@@ -39,7 +39,7 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core import (
     LEARNING_RATES,
@@ -314,16 +314,11 @@ default="k-means++"
 
     def _check_params_vs_input(self, X):
         self._resolve_sizes(X.shape[0])
-        if isinstance(self.init, str):
-            self._init = self.init
-        else:
-            init = check_array(self.init, dtype=X.dtype, copy=True, input_name="init")
-            if init.shape != (self.n_clusters, X.shape[1]):
-                raise ValueError(
-                    f"init: the initial centers should have shape (n_clusters, n_features)"
-                    f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
-                )
-            self._init = init
+        self._init = (
+            self.init
+            if isinstance(self.init, str)
+            else rows_of(X).check_init(self.init, self.n_clusters, "linear")  # as points
+        )
         # k-means++ is the package's kernel k-means++ with the linear kernel, so the
         # random draws are those of MiniBatchKernelKMeans(kernel="linear").
         self._linear = resolve_kernel("linear")
