@@ -58,10 +58,6 @@ class KernelMemoryError(MemoryError, ValueError):
 # ------------------------------------------------------------------------- estimator
 
 
-def _kernel_options():
-    return set(kernel_names()) | {"precomputed"}
-
-
 @shared_doc
 class KernelKMeans(BaseKernelKMeans):
     """Exact full-batch kernel k-means: Lloyd's algorithm in feature space.
@@ -277,7 +273,7 @@ torch.device, default=None
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
-        "kernel": [StrOptions(_kernel_options()), callable],
+        "kernel": [StrOptions(set(kernel_names()) | {"precomputed"}), callable],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "max_kernel_memory": [Interval(Real, 0, None, closed="neither")],
         "device": "no_validation",  # checked by mbkkm.backends.resolve_device
@@ -409,19 +405,16 @@ torch.device, default=None
                 return KernelRun(
                     MatrixOperator(K), diag, IndexKernel("stored", K, dtype=np.float64, diag=diag)
                 )
-            return KernelRun(MatrixOperator(self._device_matrix(X, nx)), diag, None)
+            # K(X, X) on X's device, written block of rows by block of rows (the blocks'
+            # temporaries within working_memory; the rbf tile has none)
+            n = X.shape[0]
+            K = nx.empty((n, n), X.dtype)
+            step = chunk_rows(self.working_memory, n, np.dtype(_device.host_dtype(X)).itemsize)
+            for r0 in range(0, n, step):
+                kernel.tile(X[r0 : r0 + step], X, out=K[r0 : r0 + step])
+            return KernelRun(MatrixOperator(K), diag, None)
         self._kernel_storage = f"blocks of {block_rows} rows"
         return KernelRun(BlockOperator(kernel, X, block_rows), diag, None)
-
-    def _device_matrix(self, X, nx):
-        """K(X, X) on X's device, written block of rows by block of rows (the blocks'
-        temporaries within ``working_memory``; the rbf tile has none)."""
-        n = X.shape[0]
-        K = nx.empty((n, n), X.dtype)
-        rows = chunk_rows(self.working_memory, n, np.dtype(_device.host_dtype(X)).itemsize)
-        for r0 in range(0, n, rows):
-            self.kernel_.tile(X[r0 : r0 + rows], X, out=K[r0 : r0 + rows])
-        return K
 
     def _initial_inner(self, rows, kernel_run, rng, sample_weight):
         """(P0, c0) of one initialisation: inner products with the initial centers.
