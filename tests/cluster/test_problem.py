@@ -1,4 +1,4 @@
-"""The fit problem and the input adapters (mbkkm.cluster._problem, _rows, _kinds)."""
+"""The fit problem and the input adapters (mbkkm.cluster._kinds, _rows)."""
 
 from __future__ import annotations
 

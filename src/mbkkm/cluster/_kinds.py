@@ -33,7 +33,7 @@ from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._memory import label_chunk_rows
 from .._core._parallel import assign_parallel
 from .._validation import check_sample_weight, short_input_errors
-from ..backends import get_backend, resolve_device
+from ..backends import get_backend
 from ..backends._sparse import to_dense
 from ..backends._threads import one_thread_everywhere
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
@@ -374,34 +374,31 @@ def fit_input(
         dtype of the blocks of an index kernel (None: the matrix's own dtype).
     """
     kind = kernel_kind(kernel)
-    stored = kind.stored_matrix(X)
-    if stored is not None:  # a sparse or low-rank kernel matrix, taken as it is (host)
-        X, dev, given, names = stored, resolve_device(device), rows_of(stored), None
-    else:
-        given = rows_of(X)
-        names = _get_feature_names(X)
-        # the checks of X's kind, and where it runs (Dask: rows read lazily)
-        X, dev = given.fit_data(
-            device,
-            lambda X: short_input_errors(
-                lambda X: check_array(
-                    X,
-                    input_name="X",
-                    estimator=owner,
-                    dtype=[np.float64, np.float32],
-                    order="C",
-                    accept_sparse="csr",
-                    ensure_min_samples=1,
-                ),
+    given = rows_of(X)
+    names = _get_feature_names(X)
+    # the checks of X's kind (a sparse or low-rank kernel matrix taken as it is), and
+    # where it runs (Dask: rows read lazily)
+    X, dev = given.fit_data(
+        device,
+        lambda X: short_input_errors(
+            lambda X: check_array(
                 X,
-                owner,
+                input_name="X",
+                estimator=owner,
+                dtype=[np.float64, np.float32],
+                order="C",
+                accept_sparse="csr",
+                ensure_min_samples=1,
             ),
-            kind=kind,
-            kernel=kernel,
-            tau=tau,
-            working_memory=working_memory,
-            accept_dask=accept_dask,
-        )
+            X,
+            owner,
+        ),
+        kind=kind,
+        kernel=kernel,
+        tau=tau,
+        working_memory=working_memory,
+        accept_dask=accept_dask,
+    )
     # what X's backend cannot do with the kernel refused; index kernels: the core works
     # on point indices
     rows = kind.fit_rows(X, kernel=kernel, tau=tau, device=dev, index_dtype=index_dtype)

@@ -160,6 +160,9 @@ class SparseRows(Rows):
     """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
 
     def fit_data(self, device, validate_numpy, **params):
+        stored = params["kind"].stored_matrix(self.data)
+        if stored is not None:  # "precomputed": the kernel matrix as it is, on the host
+            return stored, resolve_device(device)
         if isinstance(device, str) and device == "auto":
             # "auto": the best backend for X; sparse X has numpy only
             return self.validated("cpu", device, validate_numpy), "cpu"
@@ -276,6 +279,12 @@ class DaskFitRows(Rows):
 class LowRankRows(Rows):
     """A low-rank kernel matrix K ~= U diag(w) U^T (a precomputed heat kernel), read
     through its factors."""
+
+    def fit_data(self, device, validate_numpy, **params):
+        stored = params["kind"].stored_matrix(self.data)
+        if stored is not None:  # "precomputed": the kernel matrix as it is, on the host
+            return stored, resolve_device(device)
+        return super().fit_data(device, validate_numpy, **params)
 
     def fingerprint_arrays(self, count):
         return self.data.U[self.fingerprint_index(count)], np.asarray(self.data.weights)
