@@ -516,25 +516,10 @@ def plan_minibatch(request):
     }
     if r.device_resident:
         step, state, iteration, shapes = _pool_terms(r, copies)
-        t.update(step)
-    else:  # the host step, with its own chunking of the kernel blocks
+    else:
         L = int(np.ceil(blocks_per_window)) + 1
-        cols = tile_columns(m, b, itemsize, r.max_tile_bytes)
-        operands = (m + cols, d2) if copies else (0,)
-        step = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
-        t.update(term_bytes(_HOST_TERMS, step, r.row_bytes, itemsize))
-        t["kernel blocks"] = int(t["kernel blocks"] * WORKSPACE_HEADROOM)
-        state = t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
-        iteration = (
-            t["batch rows"]
-            + t["kernel blocks"]
-            + t["half-batch rows"]
-            + max(
-                t["kernel operand copies"],
-                t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
-            )
-        )
-        shapes = {"chunk_columns": cols}
+        step, state, iteration, shapes = _host_terms(r, m, nb, L, copies)
+    t.update(step)
     state += t["data copied to the device"] + t["batch plan"]
     iteration += state
     setup = (
@@ -622,6 +607,28 @@ def _pool_terms(r, copies):
         t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
         iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
     return t, state, iteration, {"chunk_columns": cols, "pool_rows": M, "slots": L}
+
+
+def _host_terms(r, m, nb, L, copies):
+    """The host step's terms (request ``r``; m support points in nb blocks, L per
+    window), the bytes of its state and of one iteration besides, and its shapes."""
+    k, b = r.n_clusters, r.batch_size
+    cols = tile_columns(m, b, r.itemsize, r.max_tile_bytes)  # the step's own chunking
+    operands = (m + cols, r.n_features + 2) if copies else (0,)
+    step = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
+    t = term_bytes(_HOST_TERMS, step, r.row_bytes, r.itemsize)
+    t["kernel blocks"] = int(t["kernel blocks"] * WORKSPACE_HEADROOM)
+    state = t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
+    iteration = (
+        t["batch rows"]
+        + t["kernel blocks"]
+        + t["half-batch rows"]
+        + max(
+            t["kernel operand copies"],
+            t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
+        )
+    )
+    return t, state, iteration, {"chunk_columns": cols}
 
 
 # ------------------------------------------------------------------ availability
