@@ -400,8 +400,11 @@ class MiniBatchMixin:
     and may override ``_take_rows(X, idx)`` (rows of its data).
     """
 
-    def _resolve_sizes(self, n):
-        """Batch and init sizes for n samples (``_batch_size``, ``_init_size``)."""
+    def _check_sizes_and_init(self, rows, kernel):
+        """Batch and init sizes (``_batch_size``, ``_init_size``) and ``init``
+        (``_init``) against the input (``rows``: its adapter, which checks an init
+        array; ``kernel``: the kernel's name in its messages)."""
+        n = int(rows.data.shape[0])
         check_n_clusters_vs_samples(self.n_clusters, n)
         self._batch_size = min(self.batch_size, n)
         init_size = self.init_size
@@ -412,6 +415,11 @@ class MiniBatchMixin:
         elif init_size < self.n_clusters:
             raise ValueError(f"init_size={init_size} should be >= n_clusters={self.n_clusters}")
         self._init_size = min(init_size, n)
+        self._init = (
+            self.init
+            if isinstance(self.init, str)
+            else rows.check_init(self.init, self.n_clusters, kernel)
+        )
 
     def _take_rows(self, X, idx):
         return X[idx]

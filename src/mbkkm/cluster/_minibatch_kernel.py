@@ -327,15 +327,6 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ checks
-    def _check_params_vs_input(self, data):
-        """Sizes (``_batch_size``, ``_init_size``) and ``init`` against the input."""
-        self._resolve_sizes(data.n_samples)
-        self._init = (
-            self.init
-            if isinstance(self.init, str)
-            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
-        )
-
     def _selection_start(self, problem):
         """The first start where a width or time selection trusts its sample partition
         (``gamma="auto"``, the heat kernel's ``t``), else None."""
@@ -511,7 +502,7 @@ torch.device, default=None
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
-            self._check_params_vs_input(data)
+            self._check_sizes_and_init(data.rows, self.kernel)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = resolve_problem(self, data, gamma_selection=selection)
@@ -642,7 +633,7 @@ torch.device, default=None
                     working_memory=self.working_memory,
                     accept_dask=False,
                 )
-                self._check_params_vs_input(data)
+                self._check_sizes_and_init(data.rows, self.kernel)
                 problem = resolve_problem(self, data)
                 self._set_problem(problem)
                 X, sample_weight = problem.items, problem.sample_weight

@@ -313,12 +313,7 @@ default="k-means++"
         return X
 
     def _check_params_vs_input(self, X):
-        self._resolve_sizes(X.shape[0])
-        self._init = (
-            self.init
-            if isinstance(self.init, str)
-            else rows_of(X).check_init(self.init, self.n_clusters, "linear")  # as points
-        )
+        self._check_sizes_and_init(rows_of(X), "linear")  # an init array: points
         # k-means++ is the package's kernel k-means++ with the linear kernel, so the
         # random draws are those of MiniBatchKernelKMeans(kernel="linear").
         self._linear = resolve_kernel("linear")
