@@ -129,7 +129,7 @@ def test_numpy_backend_gathers_sparse_rows():
 
 
 def test_check_no_overflow_on_sparse():
-    from mbkkm.cluster._overflow import check_no_overflow
+    from mbkkm.cluster._rows import check_no_overflow
 
     A = _dense(9, 10, 4, np.float32)
     check_no_overflow(sp.csr_matrix(A))  # fine

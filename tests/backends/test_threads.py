@@ -35,7 +35,6 @@ from mbkkm.backends._threads import (
     effective_n_threads,
     parallel_matmul,
     parallel_parts,
-    part_bounds,
     single_thread,
     thread_policy,
 )
@@ -213,7 +212,7 @@ def test_parallel_matmul_equals_matmul(two_threads):
     with threadpool_limits(limits=1):
         ref = K @ A
         # each part is the one-thread product of its rows: the same call, exactly
-        bounds = part_bounds(3000, 2)
+        bounds = np.linspace(0, 3000, 3).astype(np.intp)  # parallel_parts' parts
         for r0, r1 in itertools.pairwise(bounds):
             np.testing.assert_array_equal(out[r0:r1], K[r0:r1] @ A)
     # The whole product in one call sums each entry's 2000 terms in the kernel's
@@ -236,7 +235,7 @@ def test_tile_in_parts_equals_one_piece(two_threads, name):
     tile = kern(X, Y)
     out = np.empty_like(tile)
     prepared = kern(X, Y, out=out, **kern.prepare(X))
-    bounds = part_bounds(X.shape[0], 2)
+    bounds = np.linspace(0, X.shape[0], 3).astype(np.intp)  # parallel_parts' parts
     with threadpool_limits(limits=1):
         assert kern._tile_threads(X, Y) == 1
         ref = kern(X, Y)

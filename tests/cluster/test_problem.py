@@ -1,4 +1,4 @@
-"""The fit problem and the input adapters (mbkkm.cluster._problem, _rows, _kinds)."""
+"""The fit problem and the input adapters (mbkkm.cluster._kinds, _rows)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ import pytest
 import scipy.sparse as sp
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
-from mbkkm.cluster._kinds import GraphKernel, PointKernel, PrecomputedKernel, kernel_kind
-from mbkkm.cluster._problem import fit_input, resolve_problem
+from mbkkm.cluster._kinds import (
+    GraphKernel,
+    PointKernel,
+    PrecomputedKernel,
+    fit_input,
+    kernel_kind,
+    resolve_problem,
+)
 from mbkkm.cluster._rows import (
     DaskArrayRows,
     GraphRows,

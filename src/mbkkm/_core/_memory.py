@@ -173,20 +173,6 @@ class MemoryPlan:
     __str__ = report
 
 
-def support_size(n_clusters, batch_size, tau, n_points=None):
-    """Expected number of support points in steady state (see the module docstring).
-
-    A window keeps its newest tau points and about half a block more, or, when one
-    batch brings a cluster more than tau points (b / k > tau), its newest block alone:
-    m ~ max(k tau + b / 2, b).
-    """
-    m = max(n_clusters * tau + batch_size // 2, batch_size)
-    m = min(m, n_clusters * (tau - 1 + batch_size))
-    if n_points is not None:
-        m = min(m, n_points)
-    return max(m, n_clusters)
-
-
 def pool_capacities(n_clusters, batch_size, tau, *, blocks=1, support=0):
     """(L, M): slots per window and rows of the device pool that a fit rarely outgrows.
 
@@ -440,27 +426,6 @@ class MiniBatchPlanRequest:
     device_resident: bool = False
 
 
-def _setup_terms(r):
-    """Bytes held while the fit sets up: the data-driven width (float64 row chunks),
-    the width's selection sample, k-means++ on its subsample (the rows, their host
-    copy, and 2 + log k candidate kernel rows in float64), the batch plan, the data
-    copied to the device."""
-    n, d, b = r.n, r.n_features, r.batch_size
-    n_init = min(n, 3 * b if r.init_size is None else r.init_size)
-    trials = 2 + int(np.log(r.n_clusters))
-    return {
-        "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
-        "width selection (sample)": (
-            int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
-        ),
-        "k-means++ subsample and candidates": (
-            2 * n_init * r.row_bytes + 3 * trials * n_init * 8 + 4 * n_init * 8
-        ),
-        "batch plan": (r.max_iter or 0) * b * 8,
-        "data copied to the device": int(r.data_on_device),
-    }
-
-
 #: The plan's terms of the host step, each the sum of declared buffers
 #: (:func:`host_step_buffers`); the kernel blocks with the workspace's headroom.
 _HOST_TERMS = {
@@ -518,15 +483,37 @@ def plan_minibatch(request):
     MemoryPlan
     """
     r = request
-    n, k, b, tau, itemsize = r.n, r.n_clusters, r.batch_size, r.tau, r.itemsize
-    m = support_size(k, b, tau, None if r.max_iter is None else k + b * r.max_iter)
+    n, d, k, b, tau, itemsize = r.n, r.n_features, r.n_clusters, r.batch_size, r.tau, r.itemsize
+    # Support points in steady state: each window keeps its newest tau points and about
+    # half a block more, or, when one batch brings a cluster more than tau points
+    # (b / k > tau), its newest block alone: m ~ max(k tau + b / 2, b); at most what
+    # the iterations can bring.
+    m = min(max(k * tau + b // 2, b), k * (tau - 1 + b))
+    if r.max_iter is not None:
+        m = min(m, k + b * r.max_iter)
+    m = max(m, k)
     blocks_per_window = max(1.0, tau / max(1.0, b / k)) + 2
     if r.max_iter is not None:  # a window holds at most one block per iteration, + the first
         blocks_per_window = min(blocks_per_window, r.max_iter + 1.0)
     nb = int(np.ceil(k * blocks_per_window))
     copies = r.kernel_name in _COPYING_KERNELS
-    d2 = r.n_features + 2
-    t = _setup_terms(r)
+    d2 = d + 2
+    # Setup: the data-driven width (float64 row chunks), the width's selection sample,
+    # k-means++ on its subsample (the rows, their host copy, and 2 + log k candidate
+    # kernel rows in float64), the batch plan, the data copied to the device.
+    n_init = min(n, 3 * b if r.init_size is None else r.init_size)
+    trials = 2 + int(np.log(k))
+    t = {
+        "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
+        "width selection (sample)": (
+            int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
+        ),
+        "k-means++ subsample and candidates": (
+            2 * n_init * r.row_bytes + 3 * trials * n_init * 8 + 4 * n_init * 8
+        ),
+        "batch plan": (r.max_iter or 0) * b * 8,
+        "data copied to the device": int(r.data_on_device),
+    }
     if r.device_resident:
         step, state, iteration, shapes = _pool_terms(r, copies)
     else:

@@ -145,22 +145,24 @@ def threads_for(work, n_threads=None):
 
 
 # ------------------------------------------------------------------------ phases
-def _hold_blas():
-    """Limit BLAS to one thread for the process (the first holder only)."""
+@contextmanager
+def _one_blas_thread():
+    """BLAS limited to one thread for the process inside: the first holder takes the
+    limit, the last one out restores it."""
     with _lock:
         if _state["holders"] == 0:
             _state["saved_blas"] = _pool_threads("blas")
             _state["limiter"] = _controller().limit(limits=1, user_api="blas")
         _state["holders"] += 1
-
-
-def _release_blas():
-    with _lock:
-        _state["holders"] -= 1
-        if _state["holders"] == 0:
-            limiter, _state["limiter"] = _state["limiter"], None
-            _state["saved_blas"] = None
-            limiter.restore_original_limits()
+    try:
+        yield
+    finally:
+        with _lock:
+            _state["holders"] -= 1
+            if _state["holders"] == 0:
+                limiter, _state["limiter"] = _state["limiter"], None
+                _state["saved_blas"] = None
+                limiter.restore_original_limits()
 
 
 def torch_joins():
@@ -179,13 +181,6 @@ def torch_joins():
     phase["old"] = torch.get_num_threads()
     if phase["old"] != phase["n"]:
         torch.set_num_threads(phase["n"])
-
-
-def _torch_leave(phase):
-    """Restore torch's thread count at the end of the outermost phase (if it joined)."""
-    torch = sys.modules.get("torch")
-    if torch is not None and phase["old"] is not None and phase["old"] != phase["n"]:
-        torch.set_num_threads(phase["old"])
 
 
 @contextmanager
@@ -207,23 +202,24 @@ def thread_policy(n_threads=None):
     n = effective_n_threads() if outer is None else outer
     if n_threads is not None:
         n = max(1, min(n, int(n_threads)))
-    _hold_blas()
-    _local.budget = n
-    # torch's pool: set for the outermost phase only (a call costs a pool resize),
-    # now if torch is imported, else when the phase starts using it (torch_joins)
-    phase = {"n": n, "old": None} if outer is None else None
-    if phase is not None:
-        _local.torch_phase = phase
-    try:
-        if phase is not None and "torch" in sys.modules:
-            torch_joins()
-        yield n
-    finally:
+    with _one_blas_thread():
+        _local.budget = n
+        # torch's pool: set for the outermost phase only (a call costs a pool resize),
+        # now if torch is imported, else when the phase starts using it (torch_joins)
+        phase = {"n": n, "old": None} if outer is None else None
         if phase is not None:
-            _local.torch_phase = None
-            _torch_leave(phase)
-        _local.budget = outer
-        _release_blas()
+            _local.torch_phase = phase
+        try:
+            if phase is not None and "torch" in sys.modules:
+                torch_joins()
+            yield n
+        finally:
+            if phase is not None:  # torch's count restored (if it joined)
+                _local.torch_phase = None
+                torch = sys.modules.get("torch")
+                if torch is not None and phase["old"] is not None and phase["old"] != phase["n"]:
+                    torch.set_num_threads(phase["old"])
+            _local.budget = outer
 
 
 def single_thread():
@@ -261,11 +257,6 @@ def _executor(n):
         return _state["pool"]
 
 
-def part_bounds(n, n_parts):
-    """Boundaries of ``n_parts`` contiguous, near-equal parts of ``range(n)``."""
-    return np.linspace(0, n, n_parts + 1).astype(np.intp)
-
-
 def parallel_parts(func, n, n_threads):
     """``[func(start, stop) for each part]`` over ``n_threads`` row parts of ``range(n)``.
 
@@ -274,24 +265,24 @@ def parallel_parts(func, n, n_threads):
     caller. The results come in part order.
     """
     n_threads = max(1, min(int(n_threads), n))
-    bounds = part_bounds(n, n_threads)
+    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)  # near-equal parts
     outer = getattr(_local, "budget", None)
-    _hold_blas()
-    _local.budget = 1  # the caller computes the first part, and a part never splits again
-    futures = []
-    try:
-        if n_threads > 1:
-            pool = _executor(n_threads)
-            futures = [
-                pool.submit(func, int(bounds[i]), int(bounds[i + 1])) for i in range(1, n_threads)
-            ]
-        first = func(int(bounds[0]), int(bounds[1]))
-        return [first, *(f.result() for f in futures)]
-    finally:
-        for f in futures:  # on an error: no part left running outside the BLAS limit
-            f.cancel() or f.exception()
-        _local.budget = outer
-        _release_blas()
+    with _one_blas_thread():
+        _local.budget = 1  # the caller computes the first part, and a part never splits again
+        futures = []
+        try:
+            if n_threads > 1:
+                pool = _executor(n_threads)
+                futures = [
+                    pool.submit(func, int(bounds[i]), int(bounds[i + 1]))
+                    for i in range(1, n_threads)
+                ]
+            first = func(int(bounds[0]), int(bounds[1]))
+            return [first, *(f.result() for f in futures)]
+        finally:
+            for f in futures:  # on an error: no part left running outside the BLAS limit
+                f.cancel() or f.exception()
+            _local.budget = outer
 
 
 def parallel_matmul(K, A, out=None):

@@ -16,8 +16,8 @@
 
 from .._core._memory import MemoryPlan, MemoryPlanError
 from ._auto_gamma import select_gamma
+from ._base import EmptyClusterWarning, IndefiniteKernelWarning
 from ._checks import expected_failed_checks
-from ._fitting import EmptyClusterWarning, IndefiniteKernelWarning
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._graph_kernels import GraphSplitWarning, TSelection, select_t
 from ._kernel_kmeans import KernelKMeans, KernelMemoryError

@@ -35,8 +35,7 @@ from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends import get_backend
 from ._gamma_selection import GammaGridWarning, GammaSelection
-from ._overflow import check_no_overflow
-from ._rows import rows_of
+from ._rows import check_no_overflow, rows_of
 
 
 def _check_int(value, name, minimum):
@@ -205,16 +204,12 @@ def select_gamma(
     _warn_at_edge(search)
     data_width = None
     if search.best == search.reference and metric == "sqeuclidean":
-        data_width = mean_distance_width(X, kernel, sample_weight)
+        # the gamma="mean-distance" width of all of X, computed as a fit computes it,
+        # by the kernel resolution of X's kind (a Dask fit's rows: one pass of Dask
+        # reductions)
+        resolved = rows_of(X).resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
+        data_width = resolved.params["gamma"]
     return _selection(search, draw.indices, options, time.perf_counter() - start, data_width)
-
-
-def mean_distance_width(X, kernel, sample_weight=None):
-    """The ``gamma="mean-distance"`` width of all of X, computed as a fit computes it:
-    1 / (mean squared pairwise distance), 1 when that is 0, by the kernel
-    resolution of X's kind (a Dask fit's rows: one pass of Dask reductions)."""
-    resolved = rows_of(X).resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
-    return resolved.params["gamma"]
 
 
 def _warn_at_edge(search):

@@ -1,4 +1,6 @@
-"""What every kernel estimator shares once fitted: labelling, distances and scores.
+"""What the estimators share: every fit's scope and warnings, the mini-batch
+estimators' sizes, initialisations and iteration loop, and what every kernel
+estimator does once fitted: labelling, distances and scores.
 
 A fitted kernel estimator holds its centers as windows of support points
 (``self._state``, a :class:`mbkkm._core.WindowState`): the mini-batch estimator's
@@ -24,6 +26,7 @@ from sklearn.base import (
     ClusterMixin,
     TransformerMixin,
 )
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core._memory import label_chunk_rows, out_of_memory_error
@@ -35,11 +38,108 @@ from .._validation import (
     match_columns,
     short_input_errors,
 )
+from .._warn import warn
 from ..backends import get_backend
 from ..backends._threads import thread_policy
 from . import _device
 from ._kinds import kernel_kind
 from ._rows import host_sample_weight, rows_of, validate_new_rows
+
+
+class EmptyClusterWarning(ConvergenceWarning):
+    """Some clusters hold no point of the fitted data at the end of fit.
+
+    A subclass of :class:`sklearn.exceptions.ConvergenceWarning`, so
+    ``warnings.simplefilter("ignore", ConvergenceWarning)`` silences it too.
+    Typical causes: ``n_clusters`` larger than the number of distinct points,
+    or duplicate points.
+    """
+
+
+class IndefiniteKernelWarning(UserWarning):
+    """The kernel of a :class:`~mbkkm.KernelKMeans` fit is not positive semi-definite.
+
+    Raised once per fit when some squared feature-space distances
+    ||phi(x) - C_j||^2 = K(x, x) - 2 <phi(x), C_j> + ||C_j||^2 come out clearly
+    negative (below -1e-3 times K(x, x) + ||C_j||^2, far beyond rounding): the
+    kernel is indefinite (the k-NN graph kernel, the sigmoid kernel, many
+    precomputed similarities). What it means: a cluster's mean no longer minimises
+    its points' squared distances, so Lloyd's iterations are not monotone and the
+    objective can rise. What the library does: the E-step still assigns each point
+    to its smallest (possibly negative) distance, a rise of the objective never
+    stops the run, and the run ends where the labels stop changing (or at
+    ``max_iter``); ``inertia_`` and ``transform`` clip distances at 0. Silence it
+    with ``warnings.simplefilter("ignore", IndefiniteKernelWarning)``.
+    """
+
+
+def warn_indefinite_kernel(n_negative, estimator):
+    """Warn (IndefiniteKernelWarning) when a fit met negative squared distances."""
+    if n_negative > 0:
+        warn(
+            f"{type(estimator).__name__}: the kernel is not positive semi-definite: "
+            f"{n_negative} squared feature-space distances of one iteration were "
+            f"negative. Lloyd's iterations are not monotone on such a kernel (the "
+            f"objective can rise); a rise does not stop the run, which ends where the "
+            f"labels stop changing or at max_iter (n_iter_={estimator.n_iter_}).",
+            IndefiniteKernelWarning,
+        )
+
+
+def n_init_for(init, n_init, estimator):
+    """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the same
+    centers would start every run)."""
+    if isinstance(init, str) or n_init == 1:
+        return n_init
+    warn(
+        f"Explicit initial center position passed: performing only one init in "
+        f"{type(estimator).__name__} instead of n_init={n_init}.",
+        RuntimeWarning,
+    )
+    return 1
+
+
+def warn_empty_clusters(labels, n_clusters, estimator):
+    """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
+    if not isinstance(labels, np.ndarray) or labels.size == 0:
+        return  # a Dask array: counting would compute it
+    n_empty = n_clusters - np.unique(labels).size
+    if n_empty > 0:
+        warn(
+            f"{type(estimator).__name__}: {n_empty} of the n_clusters={n_clusters} "
+            f"clusters hold no point of the fitted data at the end of fit (empty "
+            f"clusters); n_clusters may exceed the number of distinct points (duplicate "
+            f"points in X?)",
+            EmptyClusterWarning,
+        )
+
+
+@contextmanager
+def all_or_nothing(estimator):
+    """The scope of a fitting method: one phase of the thread policy
+    (:func:`mbkkm.backends._threads.thread_policy`), and all-or-nothing attributes: on
+    any exception (KeyboardInterrupt included) the estimator's attributes are restored
+    to what they were before.
+
+    The estimators never modify a fitted attribute in place (partial_fit works on
+    copies), so a shallow copy of ``__dict__`` is a complete snapshot.
+    """
+    snapshot = dict(estimator.__dict__)
+    try:
+        with thread_policy():
+            yield
+    except BaseException:
+        estimator.__dict__.clear()
+        estimator.__dict__.update(snapshot)
+        raise
+
+
+def check_n_clusters_vs_samples(n_clusters, n_samples):
+    if n_samples < n_clusters:
+        raise ValueError(
+            f"n_samples={n_samples} should be >= n_clusters={n_clusters}: fewer samples "
+            "than clusters"
+        )
 
 
 @contextmanager
@@ -245,8 +345,9 @@ class BaseKernelKMeans(
 
     # ------------------------------------------------------- fitted attributes
     def _set_problem(self, problem):
-        """What a fit keeps of its problem (:mod:`._problem`): the input's columns, where
-        it ran, whether results go back as tensors, and the resolved kernel."""
+        """What a fit keeps of its problem (:func:`._kinds.resolve_problem`): the input's
+        columns, where it ran, whether results go back as tensors, and the resolved
+        kernel."""
         data = problem.input
         self.n_features_in_ = data.n_features_in
         if data.feature_names_in is not None:
@@ -288,3 +389,109 @@ class BaseKernelKMeans(
         tags.input_tags.sparse = kernel_kind(self.kernel).accepts_sparse(self.kernel)
         tags.input_tags.pairwise = self.kernel == "precomputed"
         return tags
+
+
+class MiniBatchMixin:
+    """Shared steps of :class:`MiniBatchKernelKMeans` and :class:`MiniBatchKMeans`.
+
+    A subclass provides ``_initial_centers(X, sample_weight, rng)`` (one
+    initialisation, in the form ``fit`` iterates on) and
+    ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample),
+    and may override ``_take_rows(X, idx)`` (rows of its data).
+    """
+
+    def _check_sizes_and_init(self, rows, kernel):
+        """Batch and init sizes (``_batch_size``, ``_init_size``) and ``init``
+        (``_init``) against the input (``rows``: its adapter, which checks an init
+        array; ``kernel``: the kernel's name in its messages)."""
+        n = int(rows.data.shape[0])
+        check_n_clusters_vs_samples(self.n_clusters, n)
+        self._batch_size = min(self.batch_size, n)
+        init_size = self.init_size
+        if init_size is None:
+            init_size = 3 * self._batch_size
+            if init_size < self.n_clusters:
+                init_size = 3 * self.n_clusters
+        elif init_size < self.n_clusters:
+            raise ValueError(f"init_size={init_size} should be >= n_clusters={self.n_clusters}")
+        self._init_size = min(init_size, n)
+        self._init = (
+            self.init
+            if isinstance(self.init, str)
+            else rows.check_init(self.init, self.n_clusters, kernel)
+        )
+
+    def _take_rows(self, X, idx):
+        return X[idx]
+
+    def _best_init(self, X, sample_weight, rng, start=None):
+        """The initialisation with the lowest inertia on a validation subsample.
+
+        As scikit-learn's MiniBatchKMeans: ``n_init`` candidates are scored on
+        ``init_size`` points drawn with replacement; an explicit init runs once.
+        ``start`` (a width selection's partition) is the first candidate.
+        """
+        n_init = n_init_for(self._init, self.n_init, self)
+        if n_init == 1:
+            return start if start is not None else self._initial_centers(X, sample_weight, rng)
+        val_idx = rng.randint(0, X.shape[0], self._init_size)
+        Xv = self._take_rows(X, val_idx)
+        wv = None if sample_weight is None else sample_weight[val_idx]
+        best, best_inertia = None, np.inf
+        for i in range(n_init):
+            centers = start if i == 0 and start is not None else None
+            if centers is None:
+                centers = self._initial_centers(X, sample_weight, rng)
+            inertia = self._init_inertia(Xv, wv, centers)
+            if self.verbose:
+                print(f"Init inertia on the validation subsample: {inertia:.6g}")
+            if inertia < best_inertia:
+                best, best_inertia = centers, inertia
+        return best
+
+    def _iterate(self, loop):
+        """Run the iterations of ``loop`` (a :class:`mbkkm._core._loop.Loop`) up to
+        ``max_iter``, or until early stopping meets its rule.
+
+        With ``verbose`` (or inside :func:`mbkkm._progress.reporting`: the command
+        line), a progress line after the first iteration, then at most one every
+        few seconds (iterations done, elapsed time, time left, batch objective) and
+        one at the end, from the loop's ``on_progress`` hook: the loop runs in its
+        own blocks, with no read-back of its own for the lines. Returns the batch
+        objectives and the number of iterations run.
+        """
+        progress = progress_for(
+            self.verbose,
+            self.max_iter,
+            "fit",
+            unit="iterations",
+            first=True,
+            initial=loop.n_iter,
+            follow=True,
+        )
+        if progress is None:
+            loop.run_until(self.max_iter)
+        else:
+            with progress:
+
+                def report(iteration, max_iter, objective):
+                    progress.update(iteration - progress.done, f"batch objective {objective:.6g}")
+
+                loop.on_progress.append(report)
+                try:
+                    loop.run_until(self.max_iter)
+                finally:
+                    loop.on_progress.remove(report)
+                if loop.converged:
+                    it = loop.n_iter - 1
+                    gain = loop.objectives[it] - loop.objectives_after[it]
+                    progress.write(
+                        f"Converged at iteration {it + 1}: improvement {gain:.3g} < tol={self.tol}"
+                    )
+                if loop.objectives:
+                    described = loop.describe()
+                    progress.close(
+                        f"batch objective {loop.objectives[-1]:.6g}"
+                        + (f", {described}" if described else "")
+                    )
+        return np.asarray(loop.objectives, dtype=np.float64), loop.n_iter

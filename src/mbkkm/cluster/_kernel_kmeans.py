@@ -28,12 +28,17 @@ from ..kernels._index import (
 )
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner
-from ._base import BaseKernelKMeans
-from ._fitting import all_or_nothing, n_init_for, warn_empty_clusters, warn_indefinite_kernel
+from ._base import (
+    BaseKernelKMeans,
+    all_or_nothing,
+    check_n_clusters_vs_samples,
+    n_init_for,
+    warn_empty_clusters,
+    warn_indefinite_kernel,
+)
 from ._graph_kernels import graph_start_inner
-from ._kinds import kernel_kind
-from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, check_n_clusters_vs_samples, shared_doc
-from ._problem import fit_input, resolve_problem
+from ._kinds import fit_input, kernel_kind, resolve_problem
+from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 
 _MIB = 2**20
 _GIB = 2**30
@@ -51,10 +56,6 @@ class KernelMemoryError(MemoryError, ValueError):
 
 
 # ------------------------------------------------------------------------- estimator
-
-
-def _kernel_options():
-    return set(kernel_names()) | {"precomputed"}
 
 
 @shared_doc
@@ -272,7 +273,7 @@ torch.device, default=None
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
-        "kernel": [StrOptions(_kernel_options()), callable],
+        "kernel": [StrOptions(set(kernel_names()) | {"precomputed"}), callable],
         "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "max_kernel_memory": [Interval(Real, 0, None, closed="neither")],
         "device": "no_validation",  # checked by mbkkm.backends.resolve_device
@@ -316,9 +317,6 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ helpers
-    def _working_bytes(self):
-        return working_memory_bytes(self.working_memory)
-
     def _plan_memory(self, n, itemsize, nx):
         """Stored matrix (None) or rows per block; KernelMemoryError when neither fits.
 
@@ -326,58 +324,46 @@ torch.device, default=None
         on a device also within its free memory less a headroom: the run's other
         arrays (about 6 (n, k) float64 matrices), one block of kernel rows while the
         matrix is built, and a fixed margin for the allocator and library workspaces.
+        The plan (``memory_plan_``) is checked against the memory available.
         """
         k = self.n_clusters
         dense = n * n * itemsize
         budget = self.max_kernel_memory * _MIB
+        working = working_memory_bytes(self.working_memory)
         free = nx.free_memory()
         host = None if free is not None else _memory.available_host_memory()
         others = 6 * n * (k + 1) * 8  # the run's (n, k) float64 matrices
         if free is not None:
-            headroom = _DEVICE_MARGIN + others + self._working_bytes()
+            headroom = _DEVICE_MARGIN + others + working
             budget = min(budget, free - headroom)
         elif host is not None:  # the host: a stored matrix must fit the RAM left too
-            budget = min(budget, host - others - self._working_bytes())
-        where = "host" if nx.is_host else str(nx.device)
+            budget = min(budget, host - others - working)
         if dense <= budget:
-            self._set_plan(
-                where, {"kernel matrix (stored)": dense}, others, free if free is not None else host
-            )
-            return None
-        row = 2 * (n + 3 * k) * itemsize
-        budget = self._working_bytes()
-        if row <= budget:
-            rows = max(1, int(budget // row))
-            self._set_plan(
-                where,
-                {f"kernel rows ({rows} per block)": rows * row},
-                others,
-                free if free is not None else host,
-            )
-            return rows
-        if row > budget:
-            device = (
-                ""
-                if free is None
-                else (
-                    f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
-                    f"{headroom / _GIB:.3g} GiB)"
+            rows, kernel_terms = None, {"kernel matrix (stored)": dense}
+        else:
+            row = 2 * (n + 3 * k) * itemsize
+            if row > working:
+                device = (
+                    ""
+                    if free is None
+                    else (
+                        f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
+                        f"{headroom / _GIB:.3g} GiB)"
+                    )
                 )
-            )
-            raise KernelMemoryError(
-                f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
-                f"more than max_kernel_memory={self.max_kernel_memory} MiB "
-                f"({self.max_kernel_memory * _MIB / _GIB:.3g} GiB){device}, and one block "
-                f"of kernel rows needs {row / _GIB:.3g} GiB, more than working_memory "
-                f"({budget / _GIB:.3g} GiB). Raise max_kernel_memory or working_memory, "
-                "or use MiniBatchKernelKMeans, which never builds the kernel matrix."
-            )
-
-    def _set_plan(self, where, kernel_terms, others, available):
-        """``memory_plan_`` of the fit, checked against ``available`` bytes."""
+                raise KernelMemoryError(
+                    f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
+                    f"more than max_kernel_memory={self.max_kernel_memory} MiB "
+                    f"({self.max_kernel_memory * _MIB / _GIB:.3g} GiB){device}, and one block "
+                    f"of kernel rows needs {row / _GIB:.3g} GiB, more than working_memory "
+                    f"({working / _GIB:.3g} GiB). Raise max_kernel_memory or working_memory, "
+                    "or use MiniBatchKernelKMeans, which never builds the kernel matrix."
+                )
+            rows = max(1, int(working // row))
+            kernel_terms = {f"kernel rows ({rows} per block)": rows * row}
         terms = {**kernel_terms, "(n, k) matrices: products, coefficients, distances": others}
         plan = _memory.MemoryPlan(
-            where=where,
+            where="host" if nx.is_host else str(nx.device),
             terms=terms,
             peaks={"fit": sum(terms.values())},
             checked=("fit",),
@@ -386,7 +372,8 @@ torch.device, default=None
         self.memory_plan_ = plan
         if self.verbose:
             print(plan.report())
-        plan.check(available, what=f"{type(self).__name__}.fit")
+        plan.check(free if free is not None else host, what=f"{type(self).__name__}.fit")
+        return rows
 
     # --------------------------------------------------------------------- fit
     def _check_params_vs_input(self, data):
@@ -418,19 +405,16 @@ torch.device, default=None
                 return KernelRun(
                     MatrixOperator(K), diag, IndexKernel("stored", K, dtype=np.float64, diag=diag)
                 )
-            return KernelRun(MatrixOperator(self._device_matrix(X, nx)), diag, None)
+            # K(X, X) on X's device, written block of rows by block of rows (the blocks'
+            # temporaries within working_memory; the rbf tile has none)
+            n = X.shape[0]
+            K = nx.empty((n, n), X.dtype)
+            step = chunk_rows(self.working_memory, n, np.dtype(_device.host_dtype(X)).itemsize)
+            for r0 in range(0, n, step):
+                kernel.tile(X[r0 : r0 + step], X, out=K[r0 : r0 + step])
+            return KernelRun(MatrixOperator(K), diag, None)
         self._kernel_storage = f"blocks of {block_rows} rows"
         return KernelRun(BlockOperator(kernel, X, block_rows), diag, None)
-
-    def _device_matrix(self, X, nx):
-        """K(X, X) on X's device, written block of rows by block of rows (the blocks'
-        temporaries within ``working_memory``; the rbf tile has none)."""
-        n = X.shape[0]
-        K = nx.empty((n, n), X.dtype)
-        rows = chunk_rows(self.working_memory, n, np.dtype(_device.host_dtype(X)).itemsize)
-        for r0 in range(0, n, rows):
-            self.kernel_.tile(X[r0 : r0 + rows], X, out=K[r0 : r0 + rows])
-        return K
 
     def _initial_inner(self, rows, kernel_run, rng, sample_weight):
         """(P0, c0) of one initialisation: inner products with the initial centers.
@@ -503,7 +487,7 @@ torch.device, default=None
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (
-            None if rows.is_index else self._plan_memory(rows.n_samples, rows.itemsize, rows.nx)
+            None if rows.is_index else self._plan_memory(data.n_samples, rows.itemsize, rows.nx)
         )
         problem = resolve_problem(self, data)
         self._set_problem(problem)

@@ -15,13 +15,6 @@ from sklearn.utils.validation import check_is_fitted
 from ..backends import get_backend
 
 
-def _device_of(X):
-    """The CUDA device X lives on, or None (numpy, Dask and the CPU have no device
-    peak to read)."""
-    device = get_backend(X).device
-    return device if getattr(device, "type", None) == "cuda" else None
-
-
 def measure_memory(estimator, X, sample_weight=None):
     """Fit ``estimator`` on X and return its memory plan with the measured peaks.
 
@@ -54,7 +47,9 @@ def measure_memory(estimator, X, sample_weight=None):
     >>> sorted(plan.measured)
     ['fit', 'labelling']
     """
-    device = _device_of(X)
+    # the CUDA device X lives on, or None (numpy, Dask and the CPU have no device peak)
+    device = get_backend(X).device
+    device = device if getattr(device, "type", None) == "cuda" else None
     compute_labels = estimator.get_params()["compute_labels"]
     estimator.set_params(compute_labels=False)
     try:

@@ -33,14 +33,17 @@ from .._validation import check_sample_weight
 from ..backends import get_backend
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_state
-from ._base import BaseKernelKMeans, memory_guard
+from ._base import (
+    BaseKernelKMeans,
+    MiniBatchMixin,
+    all_or_nothing,
+    memory_guard,
+    warn_empty_clusters,
+)
 from ._checkpoint import check_checkpoint
-from ._fitting import all_or_nothing, warn_empty_clusters
 from ._graph_kernels import graph_start_state
-from ._kinds import kernel_kind
-from ._minibatch_base import MiniBatchMixin
+from ._kinds import fit_input, kernel_kind, resolve_problem
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
-from ._problem import fit_input, resolve_problem
 from ._rows import host_sample_weight, rows_of
 
 
@@ -324,15 +327,6 @@ torch.device, default=None
         self.device = device
 
     # ------------------------------------------------------------------ checks
-    def _check_params_vs_input(self, data):
-        """Sizes (``_batch_size``, ``_init_size``) and ``init`` against the input."""
-        self._resolve_sizes(data.n_samples)
-        self._init = (
-            self.init
-            if isinstance(self.init, str)
-            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
-        )
-
     def _selection_start(self, problem):
         """The first start where a width or time selection trusts its sample partition
         (``gamma="auto"``, the heat kernel's ``t``), else None."""
@@ -432,9 +426,9 @@ torch.device, default=None
         Xi = nx.take(X, nx.index(init_idx))
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
-            # On the host, on a host copy of the (small) subsample (CSR rows as they
-            # are): the same draws on every backend.
-            Xh = rows_of(Xi).host_copy(Xi)
+            # On the host, on a host copy of the (small) subsample (host rows, CSR
+            # included, as they are): the same draws on every backend.
+            Xh = Xi if nx.is_host else nx.to_numpy(Xi)
             idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
@@ -508,7 +502,7 @@ torch.device, default=None
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
-            self._check_params_vs_input(data)
+            self._check_sizes_and_init(data.rows, self.kernel)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = resolve_problem(self, data, gamma_selection=selection)
@@ -639,7 +633,7 @@ torch.device, default=None
                     working_memory=self.working_memory,
                     accept_dask=False,
                 )
-                self._check_params_vs_input(data)
+                self._check_sizes_and_init(data.rows, self.kernel)
                 problem = resolve_problem(self, data)
                 self._set_problem(problem)
                 X, sample_weight = problem.items, problem.sample_weight

@@ -39,7 +39,7 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core import (
     LEARNING_RATES,
@@ -62,11 +62,9 @@ from .._validation import (
 )
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._fitting import all_or_nothing, warn_empty_clusters
-from ._minibatch_base import MiniBatchMixin
-from ._overflow import check_no_overflow
+from ._base import MiniBatchMixin, all_or_nothing, warn_empty_clusters
 from ._params import COMMON_CONSTRAINTS
-from ._rows import rows_of
+from ._rows import check_no_overflow, rows_of
 
 # ----------------------------------------------------------------------------- core
 
@@ -315,17 +313,7 @@ default="k-means++"
         return X
 
     def _check_params_vs_input(self, X):
-        self._resolve_sizes(X.shape[0])
-        if isinstance(self.init, str):
-            self._init = self.init
-        else:
-            init = check_array(self.init, dtype=X.dtype, copy=True, input_name="init")
-            if init.shape != (self.n_clusters, X.shape[1]):
-                raise ValueError(
-                    f"init: the initial centers should have shape (n_clusters, n_features)"
-                    f" = ({self.n_clusters}, {X.shape[1]}), got {init.shape}"
-                )
-            self._init = init
+        self._check_sizes_and_init(rows_of(X), "linear")  # an init array: points
         # k-means++ is the package's kernel k-means++ with the linear kernel, so the
         # random draws are those of MiniBatchKernelKMeans(kernel="linear").
         self._linear = resolve_kernel("linear")

@@ -34,14 +34,6 @@ COMMON_CONSTRAINTS = {
 }
 
 
-def check_n_clusters_vs_samples(n_clusters, n_samples):
-    if n_samples < n_clusters:
-        raise ValueError(
-            f"n_samples={n_samples} should be >= n_clusters={n_clusters}: fewer samples "
-            "than clusters"
-        )
-
-
 #: The fitted attributes of the resolved kernel, the same in every kernel estimator's
 #: docstring (where ``%(resolved_kernel_attributes)s`` stands); see :func:`shared_doc`.
 RESOLVED_KERNEL_ATTRIBUTES = """\

@@ -2,7 +2,7 @@
 
 A fit's validated X is wrapped once in the adapter of its kind (by the kernel's
 kind, :mod:`._kinds`, then by :func:`rows_of`); the estimators and
-:func:`._problem.fit_input` then ask it questions instead of testing the kind
+:func:`._kinds.fit_input` then ask it questions instead of testing the kind
 again. The adapters return data; they never call into the estimator:
 
 - :class:`Rows`: a numpy array or memmap; the core works on its rows;
@@ -22,7 +22,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_array
 
 from .. import _dask
-from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
+from ..backends import _sparse, backend_for, get_backend, is_tensor, resolve_device, same_device
 from ..backends._sparse import as_csr
 from ..kernels import LowRankKernel, resolve_kernel
 from ..kernels._index import check_precomputed_matrix
@@ -126,10 +126,6 @@ class Rows:
         nx = self.nx
         return nx.take(self.data, nx.index(idx))
 
-    def host_copy(self, rows):
-        """A host copy of some of the rows, for work done on the host (k-means++)."""
-        return get_backend(rows).to_numpy(rows)
-
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
@@ -164,6 +160,9 @@ class SparseRows(Rows):
     """A scipy sparse matrix as canonical CSR: rows are CSR slices, never densified."""
 
     def fit_data(self, device, validate_numpy, **params):
+        stored = params["kind"].stored_matrix(self.data)
+        if stored is not None:  # "precomputed": the kernel matrix as it is, on the host
+            return stored, resolve_device(device)
         if isinstance(device, str) and device == "auto":
             # "auto": the best backend for X; sparse X has numpy only
             return self.validated("cpu", device, validate_numpy), "cpu"
@@ -186,9 +185,6 @@ class SparseRows(Rows):
     def fingerprint_arrays(self, count):
         rows = self.data[self.fingerprint_index(count)]
         return rows.data, rows.indices, rows.indptr
-
-    def host_copy(self, rows):
-        return rows
 
     def centers(self, init):
         return type(self.data)(init.astype(self.data.dtype, copy=False))
@@ -284,6 +280,12 @@ class LowRankRows(Rows):
     """A low-rank kernel matrix K ~= U diag(w) U^T (a precomputed heat kernel), read
     through its factors."""
 
+    def fit_data(self, device, validate_numpy, **params):
+        stored = params["kind"].stored_matrix(self.data)
+        if stored is not None:  # "precomputed": the kernel matrix as it is, on the host
+            return stored, resolve_device(device)
+        return super().fit_data(device, validate_numpy, **params)
+
     def fingerprint_arrays(self, count):
         return self.data.U[self.fingerprint_index(count)], np.asarray(self.data.weights)
 
@@ -336,6 +338,59 @@ class GraphRows(PrecomputedRows):
     def __init__(self, data, index_dtype=None):
         Rows.__init__(self, data)
         self.index_dtype = index_dtype
+
+
+_OVERFLOW_CHUNK = 65536
+
+
+def check_no_overflow(X, kernel=None, input_name="X"):
+    """Raise a ValueError when X is finite but too large for the kernel arithmetic.
+
+    The kernel blocks are computed in X's dtype from squared row norms and dot
+    products (||x - y||^2 = ||x||^2 - 2 <x, y> + ||y||^2), so finite data whose
+    squared norms overflow (|x| above about 1e154 in float64, 1e19 in float32)
+    would silently give NaN distances. With a resolved point ``kernel``, K(x, x)
+    must be finite too (for a positive semi-definite kernel that bounds every
+    |K(x, y)| <= sqrt(K(x, x) K(y, y))). Read in row chunks (a memmap is never
+    loaded whole, a scipy sparse X never densified: its rows are read in ranges of
+    bounded stored values that share X's arrays). Dask inputs and non-arrays are
+    skipped.
+    """
+    csr = sparse.issparse(X)
+    if csr:
+        X = _sparse.as_csr(X)
+    elif not isinstance(X, np.ndarray) or X.ndim != 2:
+        return
+    if X.dtype.kind != "f":
+        return
+    check_diag = kernel is not None and not kernel.is_callable
+    with np.errstate(over="ignore", invalid="ignore"):
+        ranges = (
+            _sparse.row_chunks(X)
+            if csr
+            else ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
+        )
+        for start, stop in ranges:
+            # a view (a CSR range shares X's arrays)
+            chunk = _sparse.row_range(X, start, stop) if csr else X[start:stop]
+            sq = _sparse.row_norms_sq(chunk) if csr else np.einsum("ij,ij->i", chunk, chunk)
+            if not np.all(np.isfinite(sq)):
+                big = float(np.max(np.abs(chunk.data if csr else chunk)))
+                scaler = "MaxAbsScaler" if csr else "StandardScaler"
+                raise ValueError(
+                    f"{input_name} has values too large for {X.dtype} arithmetic: squared "
+                    f"row norms overflow (max |{input_name}| = {big:.3g}). Rescale "
+                    f"{input_name} (for example with sklearn.preprocessing.{scaler})"
+                    + (" or use float64" if X.dtype != np.float64 else "")
+                )
+            if check_diag:
+                diag = np.asarray(kernel.diag(chunk))
+                if not np.all(np.isfinite(diag)):
+                    raise ValueError(
+                        f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
+                        f"these values (K(x, x) is not finite). Rescale {input_name} or "
+                        "change the kernel parameters"
+                    )
 
 
 def rows_of(X):
