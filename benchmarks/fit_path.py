@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 #: The functions that are "the step": the first call of one ends the path.
-STEPS = {"minibatch_step", "step_windows", "advance", "_mini_batch_step"}
+STEPS = {"minibatch_step", "stored_step", "step_windows", "advance", "_mini_batch_step"}
 
 
 def _profile(fit, package_dir):
