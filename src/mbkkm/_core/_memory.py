@@ -44,6 +44,7 @@ from sklearn import get_config
 from ..backends._threads import effective_n_threads
 from ._parallel import MIN_ROWS_PER_THREAD, tile_rows
 from ._state import WORKSPACE_HEADROOM, tile_columns
+from ._stored import STORED_KERNEL_BYTES
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -519,6 +520,13 @@ def plan_minibatch(request):
     else:
         L = int(np.ceil(blocks_per_window)) + 1
         step, state, iteration, shapes = _host_terms(r, m, nb, L, copies)
+        # Small n on dense rows: the kernel matrix of the rows and of initial centers
+        # outside them (at most k), the blocks' rows and the centers' rows over it
+        # (:mod:`mbkkm._core._stored`); they live until the loop ends.
+        N = n + k
+        if r.tiled_labels and N * N * itemsize <= STORED_KERNEL_BYTES:
+            step["kernel matrix (small n)"] = (N + nb + k) * N * itemsize
+            iteration += step["kernel matrix (small n)"]
     t.update(step)
     state += t["data copied to the device"] + t["batch plan"]
     iteration += state
