@@ -38,7 +38,7 @@ import numpy as np
 from ..backends import get_backend
 from ..backends._sparse import is_sparse
 from ._rates import batch_rates
-from ._state import StepResult, block_slots
+from ._state import StepResult, block_slots, group_by
 from ._windows import _advance_blocks, plan_windows, support_layout
 
 #: The largest kernel matrix a mini-batch fit stores to index instead of computing
@@ -157,10 +157,9 @@ def block_sums(ptr, items, weights, K):
 def center_rows(state, R):
     """PA = Lambda R (k, N), the inner products of the centers with every point, and
     the norms c_j = sum_{s in W_j} a_s PA[j, s]."""
-    k, nb = state.n_clusters, state.block_cluster.size
-    Lam = np.zeros((k, nb), dtype=R.dtype)
-    Lam[state.block_cluster, np.arange(nb)] = state.lam
-    PA = Lam @ R
+    k = state.n_clusters
+    order, ptr = group_by(state.block_cluster, k)  # one sparse row per center
+    PA = get_backend(R).csr_matmul(ptr, order, state.lam[order], R)
     labels = state.labels
     norms = np.bincount(labels, weights=state.coef * PA[labels, state.support], minlength=k).astype(
         np.float64
