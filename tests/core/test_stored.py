@@ -136,6 +136,17 @@ def test_the_rule(monkeypatch, tmp_path):
     assert stored_kernel_for(X, init, kern) is None
 
 
+def test_large_data_is_refused_before_any_work_over_its_rows(monkeypatch):
+    # (a per-row pass over 10^8 rows took minutes before the budget was checked)
+    def refused(*args):
+        raise AssertionError("the rows were read")
+
+    monkeypatch.setattr(_stored, "_find_rows", refused)
+    X = np.zeros((5_000, 2))  # 5,000^2 float64 = 191 MiB > 128 MiB
+    init = init_state(X[:3].copy(), resolve_kernel("rbf", gamma=0.5, X=X))
+    assert stored_kernel_for(X, init, resolve_kernel("rbf", gamma=0.5, X=X)) is None
+
+
 def _digits():
     from sklearn.datasets import load_digits
     from sklearn.preprocessing import StandardScaler

@@ -118,6 +118,8 @@ def stored_kernel_for(items, windows, kernel, extra=None):
     ):
         return None
     n = items.shape[0]
+    if n * n * items.dtype.itemsize > budget:  # before any work over the rows
+        return None
     if extra is None:
         found = _find_rows(items, windows.support)
         extra = windows.support[found < 0]
