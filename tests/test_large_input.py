@@ -134,3 +134,37 @@ def test_fit_of_a_memmap_draws_one_permutation_and_the_same_model(
     assert after.gamma_ == before.gamma_
     np.testing.assert_array_equal(after.support_vectors_, before.support_vectors_)
     np.testing.assert_array_equal(after.predict(X[:500]), before.predict(X[:500]))
+
+
+def _two_passes(X, step):
+    """The data width's mean squared distance as chunks of float64 rows compute it."""
+    s = np.zeros(X.shape[1])
+    for start in range(0, X.shape[0], step):
+        s += np.asarray(X[start : start + step], dtype=np.float64).sum(0)
+    mean = s / X.shape[0]
+    ss = 0.0
+    for start in range(0, X.shape[0], step):
+        chunk = np.array(X[start : start + step], dtype=np.float64) - mean
+        ss += np.einsum("ij,ij->i", chunk, chunk).sum()
+    return 2.0 * ss / X.shape[0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("block_rows", [7, 100, 4096])
+def test_mean_squared_distance_in_blocks_and_threads_is_bit_identical(
+    tmp_path, monkeypatch, dtype, block_rows
+):
+    from mbkkm.backends import _numpy, _threads
+    from mbkkm.kernels import mean_squared_pairwise_distance
+
+    rng = np.random.default_rng(block_rows)
+    X = rng.standard_normal((5003, 6)) * np.logspace(-3, 3, 6) + rng.uniform(-1e3, 1e3, 6)
+    X[::7, 2] = -0.0
+    np.save(tmp_path / "X.npy", X.astype(dtype))
+    X = np.load(tmp_path / "X.npy", mmap_mode="r")
+    monkeypatch.setattr(_numpy, "_MSD_CHUNK_BYTES", 8 * 6 * 999)  # 6 chunks, the last short
+    monkeypatch.setattr(_numpy, "_MSD_BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(_threads, "MIN_PART_WORK", 1000)  # parts on 2 threads
+    with _threads.thread_policy(2):
+        got = mean_squared_pairwise_distance(X)
+    assert got.hex() == float(_two_passes(X, 999)).hex()
