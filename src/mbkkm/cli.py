@@ -1110,7 +1110,8 @@ def _fit_model(est, X, graph, checkpoint, checkpoint_every, quiet=False):
             message = f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"
             stop = stack.enter_context(_spinner(message))
             # the iterations: a bar on a terminal (the spinner stops), else lines
-            stack.enter_context(reporting(sys.stderr, on_start=stop))
+            waiting = f"preparing the fit of {n:,} x {d} (checks, width, initialisation)"
+            stack.enter_context(reporting(sys.stderr, on_start=stop, waiting=waiting))
         if graph:
             return est.fit_transform(X)
         est.fit(X, checkpoint=checkpoint, checkpoint_every=checkpoint_every)
