@@ -237,8 +237,9 @@ _REPORTING: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
 
 class Waiting:
     """While work that reports no progress of its own runs, a line every ``interval``
-    seconds (at least :data:`WAITING_MIN_INTERVAL`) on ``stream`` from a thread of its own: ``desc``, the time
-    so far (``'preparing the fit: 10.0 s'``), until :meth:`stop`.
+    seconds (at least :data:`WAITING_MIN_INTERVAL`) on ``stream`` from a thread of
+    its own: ``desc``, the time so far (``'preparing the fit: 10.0 s'``), until
+    :meth:`stop`.
 
     The work before a fit's first iteration (the checks of X, the width selection,
     the initialisation) reads all the rows a few times: tens of seconds for 10^8
