@@ -168,3 +168,40 @@ def test_mean_squared_distance_in_blocks_and_threads_is_bit_identical(
     with _threads.thread_policy(2):
         got = mean_squared_pairwise_distance(X)
     assert got.hex() == float(_two_passes(X, 999)).hex()
+
+
+def test_mbkkm_fit_checks_the_rows_finite_once(tmp_path, monkeypatch):
+    """The command line checks every block finite as it reads; the fit does not read
+    all the rows again for scikit-learn's check (a pass over 6.4 GB at 10^8 rows)."""
+    pytest.importorskip("click")
+    import traceback
+
+    import sklearn
+    from click.testing import CliRunner
+    from sklearn.utils import validation
+
+    from mbkkm.cli import main
+
+    rng = np.random.default_rng(0)
+    path = tmp_path / "X.npy"
+    np.save(path, rng.standard_normal((3000, 3)).astype(np.float32))
+    checked = []
+    real = validation._assert_all_finite
+
+    def spy(X, *args, **kwargs):
+        if not sklearn.get_config()["assume_finite"]:  # checked, by whom
+            checked.append({frame.name for frame in traceback.extract_stack()})
+        return real(X, *args, **kwargs)
+
+    monkeypatch.setattr(validation, "_assert_all_finite", spy)
+    fit = ["fit", str(path), "-k", "3", "--max-iter", "5", "--batch-size", "256", "-q"]
+    r = CliRunner().invoke(main, [*fit, "--labels-out", str(tmp_path / "labels.npy")])
+    assert r.exit_code == 0, r.output
+    # the labelling checks the blocks it labels (each read anyway), the fit nothing
+    assert checked and not any("_fit_model" in names for names in checked)
+    # a NaN is still refused, by the reading, with its row
+    X = np.load(path)
+    X[1234, 1] = np.nan
+    np.save(path, X)
+    r = CliRunner().invoke(main, fit)
+    assert r.exit_code != 0 and "row 1235" in r.output

@@ -1101,11 +1101,15 @@ def _fit_model(est, X, graph, checkpoint, checkpoint_every, quiet=False):
     Unless ``quiet``, its progress on stderr: on a terminal a spinner, then a bar
     over the iterations; else a line every few seconds with the time left.
     """
+    from sklearn import config_context
+
     n, d = X.shape
     with ExitStack() as stack:
         stack.enter_context(
             _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: ")
         )
+        # X's blocks were checked finite as they were read: not a second pass over X
+        stack.enter_context(config_context(assume_finite=True))
         if not quiet:
             message = f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"
             stop = stack.enter_context(_spinner(message))
