@@ -301,3 +301,76 @@ def test_the_progress_stays_off_stdout_and_quiet_has_none(data_npy, tmp_path, mo
     assert "left" in r.stderr and "labelling: 140,000 rows in" in r.stderr
     r = runner.invoke(main, [*fit, "--labels-out", str(tmp_path / "l.npy"), "-q"])
     assert r.exit_code == 0 and r.stdout == "" and r.stderr == ""
+
+
+# ---------------------------------------------------- before the first iteration
+
+
+class Lines(io.StringIO):
+    """A stream that wakes a test up at its n-th line."""
+
+    def __init__(self, n, tty=False):
+        super().__init__()
+        self.n, self.tty, self.enough = n, tty, threading.Event()
+
+    def write(self, text):
+        out = super().write(text)
+        if self.getvalue().count("\n") >= self.n:
+            self.enough.set()
+        return out
+
+    def isatty(self):
+        return self.tty
+
+
+@pytest.fixture
+def fast_waiting(monkeypatch):
+    import mbkkm._progress as progress
+
+    monkeypatch.setattr(progress, "WAITING_MIN_INTERVAL", 0.01)
+    monkeypatch.setenv("MBKKM_PROGRESS_INTERVAL", "0")
+
+
+def test_waiting_writes_the_time_so_far_until_stopped(fast_waiting):
+    from mbkkm._progress import Waiting
+
+    out, clock = Lines(3), Clock()
+
+    def tick():
+        clock.now += 5.0
+        return clock.now
+
+    waiting = Waiting("preparing the fit", out, clock=tick)
+    assert out.enough.wait(10)
+    waiting.stop()
+    lines = out.getvalue().splitlines()
+    assert lines[:3] == [f"preparing the fit: {s:.1f} s" for s in (5.0, 10.0, 15.0)]
+    stopped = out.getvalue()
+    waiting._thread.join(10)
+    assert out.getvalue() == stopped  # nothing after stop()
+    assert Waiting("x", io.StringIO(), interval=0.0).interval == 0.01
+
+
+def test_reporting_waits_until_the_first_pass_starts(fast_waiting):
+    from mbkkm._progress import progress_for, reporting
+
+    out, started = Lines(2), []
+    with reporting(out, on_start=lambda: started.append(True), waiting="preparing"):
+        assert out.enough.wait(10)
+        progress = progress_for(0, 10, "fit", unit="iterations", follow=True)
+        after = out.getvalue()
+        progress.update(10)
+        progress.close()
+    assert started == [True]
+    assert all(re.fullmatch(r"preparing: [\d.]+ s", s) for s in after.splitlines())
+    assert out.getvalue()[len(after) :].splitlines()[-1].startswith("fit: 10 iterations in ")
+    assert "preparing" not in out.getvalue()[len(after) :]
+
+
+def test_reporting_on_a_terminal_or_without_waiting_writes_no_waiting_line(fast_waiting):
+    from mbkkm._progress import reporting
+
+    for stream, waiting in ((Lines(1, tty=True), "preparing"), (Lines(1), None)):
+        with reporting(stream, bar=False, waiting=waiting):
+            assert not stream.enough.wait(0.2)
+        assert stream.getvalue() == ""

@@ -33,6 +33,8 @@ from contextlib import contextmanager
 
 #: Seconds between two progress lines when MBKKM_PROGRESS_INTERVAL is not set.
 DEFAULT_INTERVAL = 5.0
+#: The shortest interval of a :class:`Waiting`'s lines (it has no update to wait for).
+WAITING_MIN_INTERVAL = 1.0
 
 
 def default_interval() -> float:
@@ -233,16 +235,68 @@ _REPORTING: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
 )
 
 
+class Waiting:
+    """While work that reports no progress of its own runs, a line every ``interval``
+    seconds (at least :data:`WAITING_MIN_INTERVAL`) on ``stream`` from a thread of
+    its own: ``desc``, the time so far (``'preparing the fit: 10.0 s'``), until
+    :meth:`stop`.
+
+    The work before a fit's first iteration (the checks of X, the width selection,
+    the initialisation) reads all the rows a few times: tens of seconds for 10^8
+    rows on disk, with nothing else to show in a log.
+    """
+
+    def __init__(self, desc, stream=None, *, interval=None, clock=None):
+        self.desc = desc
+        self.stream = sys.stderr if stream is None else stream
+        self.interval = max(
+            WAITING_MIN_INTERVAL, default_interval() if interval is None else interval
+        )
+        self.clock = time.monotonic if clock is None else clock
+        self.start = self.clock()
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="mbkkm-waiting", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stopped.wait(self.interval):
+            with self._lock:
+                if not self._stopped.is_set():
+                    line = f"{self.desc}: {format_seconds(self.clock() - self.start)}"
+                    self.stream.write(line + "\n")
+                    self.stream.flush()
+
+    def stop(self):
+        """No line after this returns (once or more)."""
+        with self._lock:
+            self._stopped.set()
+
+
 @contextmanager
-def reporting(stream=None, *, bar=True, on_start=None):
+def reporting(stream=None, *, bar=True, on_start=None, waiting=None):
     """Within the block, passes that report (a fit's iterations) do so on ``stream``
     (default sys.stderr) whatever the estimator's ``verbose``: the command line's
     fit. ``on_start()`` is called where such a pass starts (the command line stops
-    its spinner there)."""
-    token = _REPORTING.set({"stream": stream, "bar": bar, "on_start": on_start})
+    its spinner there). ``waiting``: what runs before that pass, reported by a
+    :class:`Waiting` until it starts when ``stream`` is not a terminal (a terminal
+    has the command line's spinner)."""
+    waiter = None
+    if waiting is not None and not _is_terminal(sys.stderr if stream is None else stream):
+        waiter = Waiting(waiting, stream)
+
+    def started():
+        if waiter is not None:
+            waiter.stop()
+        if on_start is not None:
+            on_start()
+
+    token = _REPORTING.set({"stream": stream, "bar": bar, "on_start": started})
     try:
         yield
     finally:
+        if waiter is not None:
+            waiter.stop()
         _REPORTING.reset(token)
 
 

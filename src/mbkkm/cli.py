@@ -1024,16 +1024,21 @@ def _fit_model(est, X, graph, outputs, quiet=False):
     Unless ``quiet``, its progress on stderr: on a terminal a spinner, then a bar
     over the iterations; else a line every few seconds with the time left.
     """
+    from sklearn import config_context
+
     n, d = X.shape
     with ExitStack() as stack:
         stack.enter_context(
             _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: ")
         )
+        # X's blocks were checked finite as they were read: not a second pass over X
+        stack.enter_context(config_context(assume_finite=True))
         if not quiet:
             message = f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"
             stop = stack.enter_context(_spinner(message))
             # the iterations: a bar on a terminal (the spinner stops), else lines
-            stack.enter_context(reporting(sys.stderr, on_start=stop))
+            waiting = f"preparing the fit of {n:,} x {d} (checks, width, initialisation)"
+            stack.enter_context(reporting(sys.stderr, on_start=stop, waiting=waiting))
         if graph:
             return est.fit_transform(X)
         est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)

@@ -100,6 +100,7 @@ from threadpoolctl import threadpool_limits
 from ..kernels._index import IndexKernel
 from ._init import kernel_kmeans_plusplus
 from ._lloyd import relocate_empty
+from ._sampling import choice_without_replacement
 
 #: Kernels whose width gamma="auto" chooses, with the metric of their exponent.
 AUTO_GAMMA_KERNELS = {"rbf": "sqeuclidean", "gaussian": "sqeuclidean", "laplacian": "cityblock"}
@@ -226,7 +227,12 @@ def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):
         w = np.asarray(sample_weight, dtype=np.float64)
         p = w / w.sum()
         m = min(m, int(np.count_nonzero(w)))
-    idx = np.sort(rng.choice(n, size=m, replace=False, p=p)) if m < n else np.arange(n)
+    if m >= n:
+        idx = np.arange(n)
+    elif p is None:  # the same rows as rng.choice, remembered for the initialisation's
+        idx = np.sort(choice_without_replacement(rng, n, m))
+    else:
+        idx = np.sort(rng.choice(n, size=m, replace=False, p=p))
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_seeds)
     spectral_seed = int(rng.randint(np.iinfo(np.int32).max))  # drawn last: the rest unchanged
     return SampleDraw(idx, seeds, spectral_seed)

@@ -11,11 +11,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._sparse import take_rows, vstack_rows
+from ._threads import parallel_parts, threads_for
 
 _BLAS_CONTROLLER = None
 
 #: float64 bytes of one row chunk of the data-driven width (whatever the width of X).
 _MSD_CHUNK_BYTES = 64 * 2**20
+#: Rows of the blocks in which a chunk is converted to float64 (in cache; same sums).
+_MSD_BLOCK_ROWS = 8192
 
 
 class NumpyBackend:
@@ -155,11 +158,13 @@ class NumpyBackend:
         w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
         total = float(n) if w is None else float(w.sum())
         step = max(1, _MSD_CHUNK_BYTES // (8 * max(1, d)))  # rows of one float64 chunk
+        if w is None:
+            return 2.0 * _centred_squares(X, step) / total
         s = np.zeros(d)
         # One float64 chunk alive at a time (``del`` before the next is made).
         for start in range(0, n, step):
             chunk = np.asarray(X[start : start + step], dtype=np.float64)
-            s += chunk.sum(0) if w is None else w[start : start + step] @ chunk
+            s += w[start : start + step] @ chunk
             del chunk
         mean = s / total
         ss = 0.0
@@ -168,7 +173,7 @@ class NumpyBackend:
             chunk -= mean
             sq = np.einsum("ij,ij->i", chunk, chunk)
             del chunk
-            ss += sq.sum() if w is None else float(w[start : start + step] @ sq)
+            ss += float(w[start : start + step] @ sq)
         return 2.0 * ss / total
 
     # ---------------------------------------------- full-batch Lloyd (KernelKMeans)
@@ -194,3 +199,56 @@ class NumpyBackend:
     def free_memory(self):
         """Free bytes on this backend's device (None: the host, not measured)."""
         return None
+
+
+def _centred_squares(X, step):
+    """sum_x ||x - mean||^2 over the rows of X in float64, as two passes over chunks of
+    ``step`` rows compute it: the column sums of each chunk (down each column, row
+    after row) added chunk after chunk, then each chunk's squared norms of its
+    centred rows summed, those sums added chunk after chunk.
+
+    The same numbers, faster: a chunk is converted to float64 in blocks of
+    :data:`_MSD_BLOCK_ROWS` rows that stay in cache (a block's column sums start
+    from the chunk's running sums, its squared norms go into the chunk's), and the
+    chunks are computed in row parts on the thread policy's threads, their results
+    added in chunk order.
+    """
+    n, d = X.shape
+    starts = range(0, n, step)
+
+    def column_sums(start):
+        block = np.empty((min(_MSD_BLOCK_ROWS, step) + 1, d))
+        sums = np.zeros(d)
+        for a in range(start, min(n, start + step), _MSD_BLOCK_ROWS):
+            rows = X[a : min(n, start + step, a + _MSD_BLOCK_ROWS)]
+            block[0] = sums
+            block[1 : rows.shape[0] + 1] = rows
+            sums = block[: rows.shape[0] + 1].sum(0)
+        return sums
+
+    def squares(start):
+        sq = np.empty(min(n, start + step) - start)
+        block = np.empty((min(_MSD_BLOCK_ROWS, step), d))
+        for a in range(0, sq.shape[0], _MSD_BLOCK_ROWS):
+            part = block[: min(sq.shape[0] - a, _MSD_BLOCK_ROWS)]
+            part[...] = X[start + a : start + a + part.shape[0]]
+            part -= mean
+            np.einsum("ij,ij->i", part, part, out=sq[a : a + part.shape[0]])
+        return sq.sum()
+
+    def in_parts(per_chunk):
+        parts = parallel_parts(
+            lambda i, j: [per_chunk(start) for start in starts[i:j]],
+            len(starts),
+            threads_for(n * d),
+        )
+        return [value for part in parts for value in part]
+
+    s = np.zeros(d)
+    for sums in in_parts(column_sums):
+        s += sums
+    mean = s / n
+    ss = 0.0
+    for value in in_parts(squares):
+        ss += value
+    return ss
