@@ -31,13 +31,13 @@ from ._auto_gamma import auto_start_inner
 from ._base import (
     BaseKernelKMeans,
     all_or_nothing,
-    check_n_clusters_vs_samples,
+    check_sizes_and_init,
     n_init_for,
     warn_empty_clusters,
     warn_indefinite_kernel,
 )
 from ._graph_kernels import graph_start_inner
-from ._kinds import fit_input, kernel_kind, resolve_problem
+from ._kinds import kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 
 _MIB = 2**20
@@ -376,19 +376,6 @@ torch.device, default=None
         return rows
 
     # --------------------------------------------------------------------- fit
-    def _check_params_vs_input(self, data):
-        """Sizes and ``init`` against the input, before any kernel work."""
-        check_n_clusters_vs_samples(self.n_clusters, data.n_samples)
-        if self.init_size is not None and self.init_size < self.n_clusters:
-            raise ValueError(
-                f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
-            )
-        self._init = (
-            self.init
-            if isinstance(self.init, str)
-            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
-        )
-
     def _point_operator(self, problem, block_rows):
         """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
 
@@ -473,24 +460,15 @@ torch.device, default=None
     def _fit(self, X, sample_weight):
         """``fit`` top to bottom: check, resolve the kernel, plan, initialise, run Lloyd,
         publish; returns the training points' distances (what ``fit_transform`` gives)."""
-        data = fit_input(
-            X,
-            sample_weight,
-            kernel=self.kernel,
-            device=self.device,
-            owner=type(self).__name__,
-            accept_dask=False,
-            index_dtype=np.float64,
-        )
+        data = self._fit_input(X, sample_weight, accept_dask=False, index_dtype=np.float64)
         rows = data.rows
-        self._check_params_vs_input(data)
+        _, self._init = check_sizes_and_init(self, rows, self.kernel)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (
             None if rows.is_index else self._plan_memory(data.n_samples, rows.itemsize, rows.nx)
         )
-        problem = resolve_problem(self, data)
-        self._set_problem(problem)
+        problem = self._resolve(data)
         # an index kernel: Lloyd's iterations on its stored matrix
         kind = kernel_kind(self.kernel)
         kernel_run = kind.matrix_run(problem.kernel)

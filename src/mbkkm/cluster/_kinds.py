@@ -412,22 +412,19 @@ def fit_input(
 
 
 @dataclass(frozen=True)
-class FitProblem:
-    """One fit's inputs with the kernel resolved (built by :func:`resolve_problem`).
+class FitProblem(FitInput):
+    """One fit's checked input (the fields of :class:`FitInput`) with the kernel
+    resolved (built by :func:`resolve_problem`).
 
     Attributes
     ----------
-    rows : Rows
-        The validated input in its adapter (``rows.data``: on the run's backend).
     items : ndarray, sparse matrix, tensor, DaskRows or ndarray of indices
         What the core iterates on: the rows, or point indices for index kernels.
     kernel : ResolvedKernel
-    sample_weight : ndarray of shape (n_samples,) or None
-        Host weights (they drive sampling on the host).
     nx : Backend
         The backend the rows live on.
-    n_samples, n_features : int
-        The input's shape (``n_features`` is 0 for index kernels).
+    n_features : int
+        The number of columns the core sees (0 for index kernels).
     is_index : bool
         Whether the items are point indices (a stored or graph kernel).
     itemsize : int
@@ -438,18 +435,11 @@ class FitProblem:
         ``gamma="auto"``'s record (None when no width was chosen).
     t, t_selection : float or None, TSelection or None
         The heat kernel's time and its record.
-    tensor_io : bool
-        Whether results go back to the user as tensors.
-    input : FitInput
-        The checked input it was resolved from.
     """
 
-    rows: Rows
     items: object
     kernel: ResolvedKernel
-    sample_weight: np.ndarray | None
     nx: object
-    n_samples: int
     n_features: int
     is_index: bool
     itemsize: int
@@ -457,8 +447,6 @@ class FitProblem:
     gamma_selection: object = None
     t: float | None = None
     t_selection: object = None
-    tensor_io: bool = False
-    input: FitInput | None = None
 
 
 def resolve_problem(estimator, data, *, gamma_selection=None):
@@ -471,7 +459,7 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
     built on the k-NN graph of the points.
     """
     rows, sample_weight = data.rows, data.sample_weight
-    X, n, nx = rows.data, data.n_samples, get_backend(rows.data)
+    X, nx = rows.data, get_backend(rows.data)
     gamma, selection = estimator.gamma, gamma_selection
     if selection is not None:
         gamma = selection.gamma  # chosen before (a resumed checkpoint's)
@@ -491,19 +479,5 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
             )
     resolved = kernel_kind(estimator.kernel).resolve(estimator, rows, gamma, sample_weight)
     return FitProblem(
-        rows=rows,
-        items=resolved.items,
-        kernel=resolved.kernel,
-        sample_weight=sample_weight,
-        nx=nx,
-        n_samples=n,
-        n_features=resolved.n_features,
-        is_index=rows.is_index,
-        itemsize=resolved.itemsize,
-        gamma=resolved.gamma,
-        gamma_selection=selection,
-        t=resolved.t,
-        t_selection=resolved.t_selection,
-        tensor_io=data.tensor_io,
-        input=data,
+        **vars(data), **vars(resolved), nx=nx, is_index=rows.is_index, gamma_selection=selection
     )

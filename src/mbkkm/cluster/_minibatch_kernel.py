@@ -38,11 +38,10 @@ from ._base import (
     MiniBatchMixin,
     all_or_nothing,
     memory_guard,
-    warn_empty_clusters,
 )
 from ._checkpoint import check_checkpoint
 from ._graph_kernels import graph_start_state
-from ._kinds import fit_input, kernel_kind, resolve_problem
+from ._kinds import kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of
 
@@ -491,22 +490,15 @@ torch.device, default=None
                     tau=self.tau,
                     max_iter=self.max_iter,
                 )
-            data = fit_input(
-                X,
-                sample_weight,
-                kernel=self.kernel,
-                device=self.device,
-                owner=type(self).__name__,
-                tau=self.tau,
-                working_memory=self.working_memory,
+            data = self._fit_input(
+                X, sample_weight, tau=self.tau, working_memory=self.working_memory
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
             self._check_sizes_and_init(data.rows, self.kernel)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
-            problem = resolve_problem(self, data, gamma_selection=selection)
-            self._set_problem(problem)
+            problem = self._resolve(data, gamma_selection=selection)
             items, sample_weight = problem.items, problem.sample_weight
             # gamma="auto" or t="auto" with a named init: the first start is the
             # selection's sample partition, where the selection trusts it
@@ -549,13 +541,9 @@ torch.device, default=None
                     loop = checkpoint.loop(self, state, items, batches, rng, cfg)
                 objectives, n_iter = self._iterate(loop)
                 self._publish(loop.finish())
-                self.n_iter_ = n_iter
-                self.n_steps_ = n_iter
-                self.batch_objective_ = objectives
-                if self.compute_labels:
-                    self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
-                    warn_empty_clusters(self.labels_, self.n_clusters, self)
-                return self
+                return self._record_fit(
+                    objectives, n_iter, lambda: self._labels_inertia(items, sample_weight)
+                )
 
     def _fit_untruncated(self, items, sample_weight, state, plan):
         """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
@@ -580,18 +568,15 @@ torch.device, default=None
             return objective, after
 
         objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
-        windows = table_to_windows(table, items, kernel)
-        self._publish(windows)
-        self.n_iter_ = n_iter
-        self.n_steps_ = n_iter
-        self.batch_objective_ = objectives
-        if self.compute_labels:
+        self._publish(table_to_windows(table, items, kernel))
+
+        def labels_inertia():
             D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
-            self.labels_ = np.argmin(D, axis=1)
-            mind = np.maximum(D[np.arange(n), self.labels_], 0)
-            self.inertia_ = float(mind.sum() if sample_weight is None else mind @ sample_weight)
-            warn_empty_clusters(self.labels_, self.n_clusters, self)
-        return self
+            labels = np.argmin(D, axis=1)
+            mind = np.maximum(D[np.arange(n), labels], 0)
+            return labels, float(mind.sum() if sample_weight is None else mind @ sample_weight)
+
+        return self._record_fit(objectives, n_iter, labels_inertia)
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
@@ -623,19 +608,15 @@ torch.device, default=None
                 )
             kernel_kind(self.kernel).check_new_rows(self, "partial_fit")
             if first:
-                data = fit_input(
+                data = self._fit_input(
                     X,
                     sample_weight,
-                    kernel=self.kernel,
-                    device=self.device,
-                    owner=type(self).__name__,
                     tau=self.tau,
                     working_memory=self.working_memory,
                     accept_dask=False,
                 )
                 self._check_sizes_and_init(data.rows, self.kernel)
-                problem = resolve_problem(self, data)
-                self._set_problem(problem)
+                problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)
                 self._random_state = check_random_state(self.random_state)
@@ -646,8 +627,6 @@ torch.device, default=None
                     state = self._initial_centers(
                         X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
                     )
-                self.n_steps_ = 0
-                self.batch_objective_ = np.empty(0)
             else:
                 X = self._validate_X(X)
                 sample_weight = check_sample_weight(
@@ -665,9 +644,4 @@ torch.device, default=None
                 )
                 res = step_for(nx)(state, X, cfg, batch_weight=sample_weight)
             self._publish(state)
-            self.n_steps_ += 1
-            self.n_iter_ = self.n_steps_
-            self.batch_objective_ = np.append(self.batch_objective_, res.objective)
-            if self.compute_labels:
-                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-            return self
+            return self._record_step(first, res.objective, X, sample_weight)

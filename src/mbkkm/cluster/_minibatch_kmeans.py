@@ -62,7 +62,7 @@ from .._validation import (
 )
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import MiniBatchMixin, all_or_nothing, warn_empty_clusters
+from ._base import MiniBatchMixin, all_or_nothing
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -406,13 +406,9 @@ default="k-means++"
             self.cluster_centers_ = centers
             self._counts = counts
             self._n_features_out = self.n_clusters
-            self.n_iter_ = n_iter
-            self.n_steps_ = n_iter
-            self.batch_objective_ = objectives
-            if self.compute_labels:
-                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-                warn_empty_clusters(self.labels_, self.n_clusters, self)
-            return self
+            return self._record_fit(
+                objectives, n_iter, lambda: self._labels_inertia(X, sample_weight)
+            )
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
@@ -445,8 +441,6 @@ default="k-means++"
                     X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
                 )
                 counts = np.zeros(self.n_clusters)
-                self.n_steps_ = 0
-                self.batch_objective_ = np.empty(0)
             else:
                 centers = self.cluster_centers_.copy()
                 counts = self._counts.copy()
@@ -456,12 +450,7 @@ default="k-means++"
             self.cluster_centers_ = centers
             self._counts = counts
             self._n_features_out = self.n_clusters
-            self.n_steps_ += 1
-            self.n_iter_ = self.n_steps_
-            self.batch_objective_ = np.append(self.batch_objective_, res.objective)
-            if self.compute_labels:
-                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-            return self
+            return self._record_step(first, res.objective, X, sample_weight)
 
     # -------------------------------------------------------------- predict
     def _distances(self, X, centers=None):
