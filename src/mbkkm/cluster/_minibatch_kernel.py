@@ -32,7 +32,7 @@ from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
 from ..backends import get_backend
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import auto_start_state
+from ._auto_gamma import start_state
 from ._base import (
     BaseKernelKMeans,
     MiniBatchMixin,
@@ -40,7 +40,6 @@ from ._base import (
     memory_guard,
 )
 from ._checkpoint import check_checkpoint
-from ._graph_kernels import graph_start_state
 from ._kinds import kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of
@@ -325,16 +324,6 @@ torch.device, default=None
         self.verbose = verbose
         self.device = device
 
-    # ------------------------------------------------------------------ checks
-    def _selection_start(self, problem):
-        """The first start where a width or time selection trusts its sample partition
-        (``gamma="auto"``, the heat kernel's ``t``), else None."""
-        if problem.t_selection is not None:
-            return graph_start_state(problem.t_selection, problem.kernel, self.n_clusters)
-        return auto_start_state(
-            problem.items, problem.gamma_selection, problem.kernel, self.n_clusters
-        )
-
     # -------------------------------------------------------------- memory
     def _tile_budget(self, nx):
         """Bytes for an iteration's kernel blocks (above it: column chunks).
@@ -504,9 +493,9 @@ torch.device, default=None
             # selection's sample partition, where the selection trusts it
             start = None
             resuming = checkpoint is not None and checkpoint.resuming
-            selected = problem.gamma_selection is not None or problem.t_selection is not None
-            if selected and isinstance(self._init, str) and not resuming:
-                start = self._selection_start(problem)
+            selection = problem.t_selection or problem.gamma_selection
+            if selection is not None and isinstance(self._init, str) and not resuming:
+                start = start_state(problem.items, selection, problem.kernel, self.n_clusters)
             plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
             with memory_guard(plan):
                 rng = check_random_state(self.random_state)
@@ -622,7 +611,8 @@ torch.device, default=None
                 self._random_state = check_random_state(self.random_state)
                 state = None
                 if isinstance(self._init, str):  # gamma="auto": the selection's partition
-                    state = self._selection_start(problem)
+                    selection = problem.t_selection or problem.gamma_selection
+                    state = start_state(problem.items, selection, problem.kernel, self.n_clusters)
                 if state is None:
                     state = self._initial_centers(
                         X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
