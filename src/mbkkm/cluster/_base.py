@@ -147,6 +147,24 @@ def check_sizes_and_init(estimator, rows, kernel):
     return n, init if isinstance(init, str) else rows.check_init(init, k, kernel)
 
 
+def validated(estimator, X, reset=False, accept_sparse="csr"):
+    """X checked by scikit-learn's ``validate_data`` as the estimators check it (float64
+    or float32, C order, at least one row; CSR, or no sparse X), its errors short."""
+    return short_input_errors(
+        lambda X: validate_data(
+            estimator,
+            X,
+            reset=reset,
+            dtype=[np.float64, np.float32],
+            order="C",
+            accept_sparse=accept_sparse,
+            ensure_min_samples=1,
+        ),
+        X,
+        type(estimator).__name__,
+    )
+
+
 @contextmanager
 def memory_guard(plan):
     """Re-raise an out-of-memory error met mid-fit with the memory plan's numbers.
@@ -181,28 +199,14 @@ class BaseKernelKMeans(
         The fitted columns are taken in any order, by name; numpy arrays and CSR go
         through ``validate_data``, tensors are checked with torch operations.
         """
-        X = match_columns(self, X)  # the fitted columns in any order, by name
-        owner = type(self).__name__
         return validate_new_rows(
-            X,
+            match_columns(self, X),  # the fitted columns in any order, by name
             dev=getattr(self, "_device", None),
             device=self.device,
             tensor_io=getattr(self, "_tensor_io", None),  # None: a model saved before 0.2
             n_features_in=self.n_features_in_,
-            owner=owner,
-            validate_numpy=lambda X: short_input_errors(
-                lambda X: validate_data(
-                    self,
-                    X,
-                    reset=False,
-                    dtype=[np.float64, np.float32],
-                    order="C",
-                    accept_sparse="csr",
-                    ensure_min_samples=1,
-                ),
-                X,
-                owner,
-            ),
+            owner=type(self).__name__,
+            validate_numpy=lambda X: validated(self, X),
         )
 
     def _chunk_rows(self, X, state=None):

@@ -840,17 +840,13 @@ def _warn_split(estimator, graph, tried, asked):
     )
 
 
-def graph_assign(estimator, state, X, method, return_distances):
+def graph_assign(estimator, state, X, return_distances):
     """Labels (and distances) of new points for a graph kernel (``predict``...) on the
-    fitted windows ``state``."""
+    fitted windows ``state``, once the model is known to have an extension to new
+    points (:meth:`._kinds.GraphKernel.check_inductive`)."""
     from .._core import assign
 
-    ext = getattr(estimator.kernel_, "extension", None)
-    if ext is None:
-        raise ValueError(
-            f"{type(estimator).__name__}.{method}: this kernel={estimator.kernel!r} model "
-            "has no extension to new points (the graph was not kept); refit it"
-        )
+    ext = estimator.kernel_.extension
     items, diag = ext.rows(X)
     if ext.name == "heat" and isinstance(state.support, np.ndarray):
         return _low_rank_assign(items, diag, state, ext.matrix, return_distances)

@@ -296,7 +296,7 @@ class GraphKernel(PrecomputedKernel):
     def assign_new(
         self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag, progress=None
     ):
-        return graph_assign(estimator, state, X, method, return_distances)  # X joins the graph
+        return graph_assign(estimator, state, X, return_distances)  # X joins the graph
 
 
 _POINT = PointKernel()

@@ -39,7 +39,7 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._core import (
     LEARNING_RATES,
@@ -58,11 +58,10 @@ from .._validation import (
     check_sample_weight,
     check_str_options,
     match_columns,
-    short_input_errors,
 )
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import MiniBatchMixin, all_or_nothing
+from ._base import MiniBatchMixin, all_or_nothing, validated
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -296,19 +295,7 @@ default="k-means++"
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
-        X = short_input_errors(
-            lambda X: validate_data(
-                self,
-                X,
-                reset=reset,
-                dtype=[np.float64, np.float32],
-                order="C",
-                accept_sparse=False,
-                ensure_min_samples=1,
-            ),
-            X,
-            type(self).__name__,
-        )
+        X = validated(self, X, reset=reset, accept_sparse=False)
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
 
