@@ -10,19 +10,18 @@ initial centers and publishes the fitted attributes.
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows, working_memory_bytes
 from .._core._sampling import draw_init_subsample
 from ..backends import get_backend
-from ..kernels import kernel_names
 from ..kernels._index import (
     IndexKernel,
 )
@@ -273,10 +272,7 @@ torch.device, default=None
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
-        "kernel": [StrOptions(set(kernel_names()) | {"precomputed"}), callable],
-        "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "max_kernel_memory": [Interval(Real, 0, None, closed="neither")],
-        "device": "no_validation",  # checked by mbkkm.backends.resolve_device
     }
 
     def __init__(

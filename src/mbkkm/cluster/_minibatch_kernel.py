@@ -266,17 +266,11 @@ torch.device, default=None
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
-        "kernel": [
-            StrOptions(set(KERNEL_CONSTRAINTS["kernel"][0].options) | {"precomputed"}),
-            callable,
-        ],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "tau": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [StrOptions(set(LEARNING_RATES))],
         "renormalize": ["boolean"],
-        "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "compute_labels": ["boolean"],
-        "device": "no_validation",  # checked by mbkkm.backends.resolve_device
     }
 
     def __init__(

@@ -254,7 +254,6 @@ default="k-means++"
         **COMMON_CONSTRAINTS,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [StrOptions(set(LEARNING_RATES))],
-        "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "compute_labels": ["boolean"],
     }
 
