@@ -165,15 +165,13 @@ def select_gamma(
     n_neighbors = _check_int(n_neighbors, "n_neighbors", 1)
     n_seeds = _check_int(n_seeds, "n_seeds", 1)
     extend = _check_int(extend, "extend", 0)
-    for name, gain in (("min_gain", min_gain), ("min_gain_wider", min_gain_wider)):
-        if isinstance(gain, bool) or not isinstance(gain, numbers.Real) or not 0 <= gain < 1:
-            raise ValueError(f"{name} must be a number in [0, 1), got {gain!r}")
-    if (
-        isinstance(noise_margin, bool)
-        or not isinstance(noise_margin, numbers.Real)
-        or not 0 <= noise_margin < np.inf
+    for name, value, high, what in (
+        ("min_gain", min_gain, 1, "a number in [0, 1)"),
+        ("min_gain_wider", min_gain_wider, 1, "a number in [0, 1)"),
+        ("noise_margin", noise_margin, np.inf, "a finite number >= 0"),
     ):
-        raise ValueError(f"noise_margin must be a finite number >= 0, got {noise_margin!r}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < high:
+            raise ValueError(f"{name} must be {what}, got {value!r}")
     mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
     if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
         raise ValueError(f"multipliers must be positive finite numbers, got {multipliers!r}")
