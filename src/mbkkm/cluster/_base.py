@@ -42,7 +42,7 @@ from .._warn import warn
 from ..backends import get_backend
 from ..backends._threads import thread_policy
 from . import _device
-from ._kinds import fit_input, kernel_kind, resolve_problem
+from ._kinds import kernel_kind, resolve_problem
 from ._rows import host_sample_weight, rows_of, validate_new_rows
 
 
@@ -353,17 +353,6 @@ class BaseKernelKMeans(
         return -float(mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight)
 
     # ------------------------------------------------------- fitted attributes
-    def _fit_input(self, X, sample_weight, **options):
-        """:func:`._kinds.fit_input` with this estimator's kernel, device and name."""
-        return fit_input(
-            X,
-            sample_weight,
-            kernel=self.kernel,
-            device=self.device,
-            owner=type(self).__name__,
-            **options,
-        )
-
     def _resolve(self, data, gamma_selection=None):
         """The fit's problem (:func:`._kinds.resolve_problem`), and what the fit keeps of
         it: the input's columns, where it ran, whether results go back as tensors, and
@@ -436,17 +425,6 @@ class MiniBatchMixin:
     def _take_rows(self, X, idx):
         return X[idx]
 
-    def _record_fit(self, objectives, n_iter, labels_inertia):
-        """A fit's iterations, and with ``compute_labels`` the labels and inertia of the
-        fitted points (``labels_inertia()``); returns the estimator."""
-        self.n_iter_ = n_iter
-        self.n_steps_ = n_iter
-        self.batch_objective_ = objectives
-        if self.compute_labels:
-            self.labels_, self.inertia_ = labels_inertia()
-            warn_empty_clusters(self.labels_, self.n_clusters, self)
-        return self
-
     def _record_step(self, first, objective, X, sample_weight):
         """A ``partial_fit`` step (the first one when ``first``), and with
         ``compute_labels`` the labels and inertia of its rows; returns the estimator."""
@@ -491,8 +469,9 @@ class MiniBatchMixin:
         line), a progress line after the first iteration, then at most one every
         few seconds (iterations done, elapsed time, time left, batch objective) and
         one at the end, from the loop's ``on_progress`` hook: the loop runs in its
-        own blocks, with no read-back of its own for the lines. Returns the batch
-        objectives and the number of iterations run.
+        own blocks, with no read-back of its own for the lines. Sets the number of
+        iterations run (``n_iter_``, ``n_steps_``) and the batch objectives
+        (``batch_objective_``).
         """
         progress = progress_for(
             self.verbose,
@@ -528,4 +507,6 @@ class MiniBatchMixin:
                         f"batch objective {loop.objectives[-1]:.6g}"
                         + (f", {described}" if described else "")
                     )
-        return np.asarray(loop.objectives, dtype=np.float64), loop.n_iter
+        self.n_iter_ = loop.n_iter
+        self.n_steps_ = loop.n_iter
+        self.batch_objective_ = np.asarray(loop.objectives, dtype=np.float64)

@@ -36,7 +36,7 @@ from ._base import (
     warn_indefinite_kernel,
 )
 from ._graph_kernels import graph_start_inner
-from ._kinds import kernel_kind
+from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 
 _MIB = 2**20
@@ -456,7 +456,7 @@ torch.device, default=None
     def _fit(self, X, sample_weight):
         """``fit`` top to bottom: check, resolve the kernel, plan, initialise, run Lloyd,
         publish; returns the training points' distances (what ``fit_transform`` gives)."""
-        data = self._fit_input(X, sample_weight, accept_dask=False, index_dtype=np.float64)
+        data = fit_input(X, sample_weight, self, accept_dask=False, index_dtype=np.float64)
         rows = data.rows
         _, self._init = check_sizes_and_init(self, rows, self.kernel)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned

@@ -342,16 +342,7 @@ class FitInput:
 
 
 def fit_input(
-    X,
-    sample_weight,
-    *,
-    kernel,
-    device,
-    owner,
-    tau=0,
-    working_memory=None,
-    accept_dask=True,
-    index_dtype=None,
+    X, sample_weight, estimator, *, tau=0, working_memory=None, accept_dask=True, index_dtype=None
 ):
     """Check a fit's X and ``sample_weight``: the :class:`FitInput`, before any work.
 
@@ -364,15 +355,17 @@ def fit_input(
     ----------
     X : array-like, sparse matrix, tensor or Dask array
     sample_weight : array-like of shape (n_samples,) or None
-    kernel, device, tau, working_memory
+    estimator : BaseKernelKMeans
+        Its ``kernel`` and ``device`` are read (nothing is written), its name is in
+        the messages.
+    tau, working_memory
         The estimator's parameters (``tau=0``: an estimator without one).
-    owner : str
-        The estimator's name, for the messages.
     accept_dask : bool, default=True
         Whether a Dask array is read as Dask rows (else it is validated as an array).
     index_dtype : numpy dtype, optional
         dtype of the blocks of an index kernel (None: the matrix's own dtype).
     """
+    kernel, device, owner = estimator.kernel, estimator.device, type(estimator).__name__
     kind = kernel_kind(kernel)
     given = rows_of(X)
     names = _get_feature_names(X)

@@ -38,9 +38,10 @@ from ._base import (
     MiniBatchMixin,
     all_or_nothing,
     memory_guard,
+    warn_empty_clusters,
 )
 from ._checkpoint import check_checkpoint
-from ._kinds import kernel_kind
+from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of
 
@@ -473,8 +474,8 @@ torch.device, default=None
                     tau=self.tau,
                     max_iter=self.max_iter,
                 )
-            data = self._fit_input(
-                X, sample_weight, tau=self.tau, working_memory=self.working_memory
+            data = fit_input(
+                X, sample_weight, self, tau=self.tau, working_memory=self.working_memory
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
@@ -522,11 +523,12 @@ torch.device, default=None
                     loop = fit_loop(state, items, batches, rng, cfg)
                 else:
                     loop = checkpoint.loop(self, state, items, batches, rng, cfg)
-                objectives, n_iter = self._iterate(loop)
+                self._iterate(loop)
                 self._publish(loop.finish())
-                return self._record_fit(
-                    objectives, n_iter, lambda: self._labels_inertia(items, sample_weight)
-                )
+                if self.compute_labels:
+                    self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
+                    warn_empty_clusters(self.labels_, self.n_clusters, self)
+                return self
 
     def _fit_untruncated(self, items, sample_weight, state, plan):
         """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
@@ -550,16 +552,15 @@ torch.device, default=None
                 after = float(np.maximum(D.min(axis=1), 0).mean())
             return objective, after
 
-        objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
+        self._iterate(function_loop(step, self.max_iter, self.tol))
         self._publish(table_to_windows(table, items, kernel))
-
-        def labels_inertia():
+        if self.compute_labels:
             D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
-            labels = np.argmin(D, axis=1)
-            mind = np.maximum(D[np.arange(n), labels], 0)
-            return labels, float(mind.sum() if sample_weight is None else mind @ sample_weight)
-
-        return self._record_fit(objectives, n_iter, labels_inertia)
+            self.labels_ = np.argmin(D, axis=1)
+            mind = np.maximum(D[np.arange(n), self.labels_], 0)
+            self.inertia_ = float(mind.sum() if sample_weight is None else mind @ sample_weight)
+            warn_empty_clusters(self.labels_, self.n_clusters, self)
+        return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
@@ -591,9 +592,10 @@ torch.device, default=None
                 )
             kernel_kind(self.kernel).check_new_rows(self, "partial_fit")
             if first:
-                data = self._fit_input(
+                data = fit_input(
                     X,
                     sample_weight,
+                    self,
                     tau=self.tau,
                     working_memory=self.working_memory,
                     accept_dask=False,

@@ -61,7 +61,7 @@ from .._validation import (
 )
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import MiniBatchMixin, all_or_nothing, validated
+from ._base import MiniBatchMixin, all_or_nothing, validated, warn_empty_clusters
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -388,13 +388,14 @@ default="k-means++"
                 )
                 return res.objective, res.objective_after
 
-            objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
+            self._iterate(function_loop(step, self.max_iter, self.tol))
             self.cluster_centers_ = centers
             self._counts = counts
             self._n_features_out = self.n_clusters
-            return self._record_fit(
-                objectives, n_iter, lambda: self._labels_inertia(X, sample_weight)
-            )
+            if self.compute_labels:
+                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+                warn_empty_clusters(self.labels_, self.n_clusters, self)
+            return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
