@@ -327,13 +327,12 @@ torch.device, default=None
         budget = self.max_kernel_memory * _MIB
         working = working_memory_bytes(self.working_memory)
         free = nx.free_memory()
-        host = None if free is not None else _memory.available_host_memory()
+        available = _memory.available_host_memory() if free is None else free
         others = 6 * n * (k + 1) * 8  # the run's (n, k) float64 matrices
-        if free is not None:
-            headroom = _DEVICE_MARGIN + others + working
-            budget = min(budget, free - headroom)
-        elif host is not None:  # the host: a stored matrix must fit the RAM left too
-            budget = min(budget, host - others - working)
+        # the memory left must also hold the run's other arrays (on a device: a margin)
+        headroom = (0 if free is None else _DEVICE_MARGIN) + others + working
+        if available is not None:
+            budget = min(budget, available - headroom)
         if dense <= budget:
             rows, kernel_terms = None, {"kernel matrix (stored)": dense}
         else:
@@ -368,7 +367,7 @@ torch.device, default=None
         self.memory_plan_ = plan
         if self.verbose:
             print(plan.report())
-        plan.check(free if free is not None else host, what=f"{type(self).__name__}.fit")
+        plan.check(available, what=f"{type(self).__name__}.fit")
         return rows
 
     # --------------------------------------------------------------------- fit
