@@ -424,15 +424,13 @@ torch.device, default=None
             wi = None if sample_weight is None else sample_weight[sub]
             if init == "k-means++":
                 diag_sub = nx.to_numpy(nx.take(diag, nx.index(sub)))
-                if index_kernel is not None:
-                    local = kernel_kmeans_plusplus(
-                        sub, index_kernel, self.n_clusters, rng, wi, diag=diag_sub
-                    )
-                else:
-                    X_sub = nx.to_numpy(nx.take(X, nx.index(sub)))
-                    local = kernel_kmeans_plusplus(
-                        X_sub, self.kernel_, self.n_clusters, rng, wi, diag=diag_sub
-                    )
+                if index_kernel is not None:  # the subsample's indices, on the stored matrix
+                    points, kernel = sub, index_kernel
+                else:  # a host copy of the subsample's rows
+                    points, kernel = nx.to_numpy(nx.take(X, nx.index(sub))), self.kernel_
+                local = kernel_kmeans_plusplus(
+                    points, kernel, self.n_clusters, rng, wi, diag=diag_sub
+                )
             else:
                 local = random_init(sub.size, self.n_clusters, rng, wi)
             idx = sub[local]
