@@ -203,15 +203,7 @@ def test_one_host_transfer_per_iteration(blobs, monkeypatch):
     X = torch.from_numpy(blobs)
     est = KernelKMeans(**PARAMS)
     est.fit(X)  # resolves the kernel
-    data = fit_input(
-        X,
-        None,
-        kernel=est.kernel,
-        device=est.device,
-        owner="KernelKMeans",
-        accept_dask=False,
-        index_dtype=np.float64,
-    )
+    data = fit_input(X, None, est, accept_dask=False, index_dtype=np.float64)
     problem = resolve_problem(est, data)
     kernel_run = est._point_operator(problem, None)  # K(X, X) stored on the device
     op, diag, _ = kernel_run

@@ -153,7 +153,7 @@ def test_resume_runs_neither_the_width_selection_nor_the_init(tmp_path, monkeypa
         raise AssertionError("run again on resume")
 
     monkeypatch.setattr(_kinds, "resolve_auto_gamma", refused)
-    monkeypatch.setattr(_minibatch_kernel, "auto_start_state", refused)
+    monkeypatch.setattr(_minibatch_kernel, "start_state", refused)
     monkeypatch.setattr(MiniBatchKernelKMeans, "_best_init", refused)
     got = make().fit(X, checkpoint=path, checkpoint_every=5)
     _assert_same_model(got, ref)

@@ -82,7 +82,7 @@ def test_the_kernel_kind_decides_the_fit_adapter():
 
 
 def _problem(est, X, w):
-    data = fit_input(X, w, kernel=est.kernel, device=est.device, owner="Est")
+    data = fit_input(X, w, est)
     return data, resolve_problem(est, data)
 
 

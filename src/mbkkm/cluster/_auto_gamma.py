@@ -165,15 +165,13 @@ def select_gamma(
     n_neighbors = _check_int(n_neighbors, "n_neighbors", 1)
     n_seeds = _check_int(n_seeds, "n_seeds", 1)
     extend = _check_int(extend, "extend", 0)
-    for name, gain in (("min_gain", min_gain), ("min_gain_wider", min_gain_wider)):
-        if isinstance(gain, bool) or not isinstance(gain, numbers.Real) or not 0 <= gain < 1:
-            raise ValueError(f"{name} must be a number in [0, 1), got {gain!r}")
-    if (
-        isinstance(noise_margin, bool)
-        or not isinstance(noise_margin, numbers.Real)
-        or not 0 <= noise_margin < np.inf
+    for name, value, high, what in (
+        ("min_gain", min_gain, 1, "a number in [0, 1)"),
+        ("min_gain_wider", min_gain_wider, 1, "a number in [0, 1)"),
+        ("noise_margin", noise_margin, np.inf, "a finite number >= 0"),
     ):
-        raise ValueError(f"noise_margin must be a finite number >= 0, got {noise_margin!r}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < high:
+            raise ValueError(f"{name} must be {what}, got {value!r}")
     mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
     if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
         raise ValueError(f"multipliers must be positive finite numbers, got {multipliers!r}")
@@ -321,33 +319,46 @@ def resolve_auto_gamma(
     return selection.gamma, selection
 
 
-def _start_partition(selection, n_clusters):
-    """The selection's sample partition, or None when the selection does not trust it
-    (``start_from_partition``) or it has an empty cluster."""
+def start_partition(selection, n_clusters):
+    """``(sample indices, labels)``: the sample partition of a width or time selection
+    (``gamma="auto"``, the heat kernel's ``t``), or None without a selection, when the
+    selection does not trust its partition (``start_from_partition``: its width is not
+    clearly better than the mean-distance width) or when it has an empty cluster."""
     if selection is None or selection.sample_labels is None or not selection.start_from_partition:
         return None
     labels = np.asarray(selection.sample_labels, dtype=np.intp)
     if np.bincount(labels, minlength=n_clusters).min() == 0:
         return None
-    return labels
+    return selection.sample_indices, labels
 
 
-def auto_start_state(X, selection, kernel, n_clusters):
-    """Mini-batch start for ``gamma="auto"``: centers = the sample partition's means.
+#: Sample points the mini-batch start from a selection's partition keeps at most.
+START_POINTS = 2048
 
-    Center j is the mean in feature space of the sample points that the chosen
-    width's best sample partition puts in cluster j (see
-    :func:`mbkkm._core._partition_init.partition_state`). Returns None (use the
-    estimator's ``init``) without a selection, when the selection does not trust its
-    partition (``start_from_partition``: its width is not clearly better than the
-    mean-distance width) or when that partition has an empty cluster.
+
+def start_state(items, selection, kernel, n_clusters):
+    """Mini-batch start from a width or time selection: centers = its sample
+    partition's means.
+
+    Center j is the mean in feature space of the sample points that the selection's
+    partition puts in cluster j (see
+    :func:`mbkkm._core._partition_init.partition_state`; ``items``: the fit's rows, or
+    point indices). None (use the estimator's ``init``) as :func:`start_partition`.
     """
-    labels = _start_partition(selection, n_clusters)
-    if labels is None:
+    found = start_partition(selection, n_clusters)
+    if found is None:
         return None
-    nx = get_backend(X)
-    support = nx.take(X, nx.index(selection.sample_indices))
-    return partition_state(support, labels, n_clusters, kernel)
+    indices, labels = found
+    # At most START_POINTS of the sample (evenly spaced in it): the means hardly move,
+    # and the first iterations' kernel blocks stay small.
+    keep = np.unique(
+        np.linspace(0, labels.size - 1, min(labels.size, START_POINTS)).astype(np.intp)
+    )
+    if np.bincount(labels[keep], minlength=n_clusters).min() == 0:
+        keep = np.arange(labels.size)
+    nx = get_backend(items)
+    support = nx.take(items, nx.index(indices[keep]))
+    return partition_state(support, labels[keep], n_clusters, kernel)
 
 
 def auto_start_inner(X, selection, kernel, n_clusters, chunk_rows):
@@ -355,13 +366,14 @@ def auto_start_inner(X, selection, kernel, n_clusters, chunk_rows):
 
     P0[x, j] = <phi(x), C_j> = mean over s in C_j of K(x, s), computed in blocks
     of ``chunk_rows`` rows of X against the sample; c0[j] = ||C_j||^2. None as in
-    :func:`auto_start_state`.
+    :func:`start_partition`.
     """
-    labels = _start_partition(selection, n_clusters)
-    if labels is None:
+    found = start_partition(selection, n_clusters)
+    if found is None:
         return None
+    indices, labels = found
     nx = get_backend(X)  # on X's backend: numpy, or torch on its device
-    S = nx.take(X, nx.index(selection.sample_indices))
+    S = nx.take(X, nx.index(indices))
     W = np.zeros((labels.size, n_clusters))  # (m, k): 1 / |C_j| on C_j
     W[np.arange(labels.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
     W = nx.asarray(W, dtype=np.float64)

@@ -9,7 +9,7 @@ points with coefficients w_y / W_j. ``predict``, ``transform``, ``score`` and
 ``fit_transform`` are written here once, on one labelling pass
 (:func:`mbkkm._core.assign`), with the same keywords in every estimator.
 
-A subclass provides ``fit``, which stores its problem with ``_set_problem``: the
+A subclass provides ``fit``, which resolves its problem with ``_resolve``: the
 input's facts and ``kernel_`` (a :class:`~mbkkm.kernels.Kernel` for kernels on
 points, an index kernel whose items are point indices for "precomputed" and the
 graph kernels).
@@ -42,7 +42,7 @@ from .._warn import warn
 from ..backends import get_backend
 from ..backends._threads import thread_policy
 from . import _device
-from ._kinds import kernel_kind
+from ._kinds import kernel_kind, resolve_problem
 from ._rows import host_sample_weight, rows_of, validate_new_rows
 
 
@@ -134,12 +134,35 @@ def all_or_nothing(estimator):
         raise
 
 
-def check_n_clusters_vs_samples(n_clusters, n_samples):
-    if n_samples < n_clusters:
-        raise ValueError(
-            f"n_samples={n_samples} should be >= n_clusters={n_clusters}: fewer samples "
-            "than clusters"
-        )
+def check_sizes_and_init(estimator, rows, kernel):
+    """``n_clusters`` and ``init_size`` against the input; ``(n_samples, init)``, the
+    init array checked (``rows``: the input's adapter, which checks it; ``kernel``: the
+    kernel's name in its messages)."""
+    n, k, init_size = int(rows.data.shape[0]), estimator.n_clusters, estimator.init_size
+    if n < k:
+        raise ValueError(f"n_samples={n} should be >= n_clusters={k}: fewer samples than clusters")
+    if init_size is not None and init_size < k:
+        raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
+    init = estimator.init
+    return n, init if isinstance(init, str) else rows.check_init(init, k, kernel)
+
+
+def validated(estimator, X, reset=False, accept_sparse="csr"):
+    """X checked by scikit-learn's ``validate_data`` as the estimators check it (float64
+    or float32, C order, at least one row; CSR, or no sparse X), its errors short."""
+    return short_input_errors(
+        lambda X: validate_data(
+            estimator,
+            X,
+            reset=reset,
+            dtype=[np.float64, np.float32],
+            order="C",
+            accept_sparse=accept_sparse,
+            ensure_min_samples=1,
+        ),
+        X,
+        type(estimator).__name__,
+    )
 
 
 @contextmanager
@@ -176,28 +199,14 @@ class BaseKernelKMeans(
         The fitted columns are taken in any order, by name; numpy arrays and CSR go
         through ``validate_data``, tensors are checked with torch operations.
         """
-        X = match_columns(self, X)  # the fitted columns in any order, by name
-        owner = type(self).__name__
         return validate_new_rows(
-            X,
+            match_columns(self, X),  # the fitted columns in any order, by name
             dev=getattr(self, "_device", None),
             device=self.device,
             tensor_io=getattr(self, "_tensor_io", None),  # None: a model saved before 0.2
             n_features_in=self.n_features_in_,
-            owner=owner,
-            validate_numpy=lambda X: short_input_errors(
-                lambda X: validate_data(
-                    self,
-                    X,
-                    reset=False,
-                    dtype=[np.float64, np.float32],
-                    order="C",
-                    accept_sparse="csr",
-                    ensure_min_samples=1,
-                ),
-                X,
-                owner,
-            ),
+            owner=type(self).__name__,
+            validate_numpy=lambda X: validated(self, X),
         )
 
     def _chunk_rows(self, X, state=None):
@@ -344,21 +353,22 @@ class BaseKernelKMeans(
         return -float(mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight)
 
     # ------------------------------------------------------- fitted attributes
-    def _set_problem(self, problem):
-        """What a fit keeps of its problem (:func:`._kinds.resolve_problem`): the input's
-        columns, where it ran, whether results go back as tensors, and the resolved
-        kernel."""
-        data = problem.input
-        self.n_features_in_ = data.n_features_in
-        if data.feature_names_in is not None:
-            self.feature_names_in_ = data.feature_names_in
+    def _resolve(self, data, gamma_selection=None):
+        """The fit's problem (:func:`._kinds.resolve_problem`), and what the fit keeps of
+        it: the input's columns, where it ran, whether results go back as tensors, and
+        the resolved kernel."""
+        problem = resolve_problem(self, data, gamma_selection=gamma_selection)
+        self.n_features_in_ = problem.n_features_in
+        if problem.feature_names_in is not None:
+            self.feature_names_in_ = problem.feature_names_in
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_  # fitted again on data without column names
-        self._device, self._tensor_io = data.device, data.tensor_io
+        self._device, self._tensor_io = problem.device, problem.tensor_io
         self.kernel_ = problem.kernel
         self.gamma_ = problem.gamma
         self.gamma_selection_ = problem.gamma_selection
         self.t_, self.t_selection_ = problem.t, problem.t_selection
+        return problem
 
     def _publish(self, state):
         """The fitted centers as public attributes, support grouped by cluster.
@@ -402,27 +412,29 @@ class MiniBatchMixin:
 
     def _check_sizes_and_init(self, rows, kernel):
         """Batch and init sizes (``_batch_size``, ``_init_size``) and ``init``
-        (``_init``) against the input (``rows``: its adapter, which checks an init
-        array; ``kernel``: the kernel's name in its messages)."""
-        n = int(rows.data.shape[0])
-        check_n_clusters_vs_samples(self.n_clusters, n)
+        (``_init``) against the input (:func:`check_sizes_and_init`)."""
+        n, self._init = check_sizes_and_init(self, rows, kernel)
         self._batch_size = min(self.batch_size, n)
         init_size = self.init_size
         if init_size is None:
             init_size = 3 * self._batch_size
             if init_size < self.n_clusters:
                 init_size = 3 * self.n_clusters
-        elif init_size < self.n_clusters:
-            raise ValueError(f"init_size={init_size} should be >= n_clusters={self.n_clusters}")
         self._init_size = min(init_size, n)
-        self._init = (
-            self.init
-            if isinstance(self.init, str)
-            else rows.check_init(self.init, self.n_clusters, kernel)
-        )
 
     def _take_rows(self, X, idx):
         return X[idx]
+
+    def _record_step(self, first, objective, X, sample_weight):
+        """A ``partial_fit`` step (the first one when ``first``), and with
+        ``compute_labels`` the labels and inertia of its rows; returns the estimator."""
+        self.n_steps_ = 1 if first else self.n_steps_ + 1
+        self.n_iter_ = self.n_steps_
+        previous = np.empty(0) if first else self.batch_objective_
+        self.batch_objective_ = np.append(previous, objective)
+        if self.compute_labels:
+            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+        return self
 
     def _best_init(self, X, sample_weight, rng, start=None):
         """The initialisation with the lowest inertia on a validation subsample.
@@ -457,8 +469,9 @@ class MiniBatchMixin:
         line), a progress line after the first iteration, then at most one every
         few seconds (iterations done, elapsed time, time left, batch objective) and
         one at the end, from the loop's ``on_progress`` hook: the loop runs in its
-        own blocks, with no read-back of its own for the lines. Returns the batch
-        objectives and the number of iterations run.
+        own blocks, with no read-back of its own for the lines. Sets the number of
+        iterations run (``n_iter_``, ``n_steps_``) and the batch objectives
+        (``batch_objective_``).
         """
         progress = progress_for(
             self.verbose,
@@ -494,4 +507,6 @@ class MiniBatchMixin:
                         f"batch objective {loop.objectives[-1]:.6g}"
                         + (f", {described}" if described else "")
                     )
-        return np.asarray(loop.objectives, dtype=np.float64), loop.n_iter
+        self.n_iter_ = loop.n_iter
+        self.n_steps_ = loop.n_iter
+        self.batch_objective_ = np.asarray(loop.objectives, dtype=np.float64)

@@ -104,6 +104,7 @@ from ..kernels._spectral import (
     unit_rows,
 )
 from . import _device
+from ._auto_gamma import start_partition
 from ._gamma_selection import plot_criterion
 
 #: The weight at which the candidate of rank r leaves the r-th eigenvector (1 / 100).
@@ -217,6 +218,14 @@ class TSelection:
     sample_indices: np.ndarray | None = field(repr=False, default=None)
     n_samples: int = 0
     seconds: float | None = field(repr=False, default=None)
+
+    #: The fits start from the chosen partition (:func:`._auto_gamma.start_partition`).
+    start_from_partition = True
+
+    @property
+    def sample_labels(self):
+        """The chosen partition's labels of the sample points (None without a sample)."""
+        return None if self.sample_indices is None else self.labels[self.sample_indices]
 
     def table(self):
         """A text table of the candidates, their ranks and scores, the choice marked."""
@@ -831,17 +840,13 @@ def _warn_split(estimator, graph, tried, asked):
     )
 
 
-def graph_assign(estimator, state, X, method, return_distances):
+def graph_assign(estimator, state, X, return_distances):
     """Labels (and distances) of new points for a graph kernel (``predict``...) on the
-    fitted windows ``state``."""
+    fitted windows ``state``, once the model is known to have an extension to new
+    points (:meth:`._kinds.GraphKernel.check_inductive`)."""
     from .._core import assign
 
-    ext = getattr(estimator.kernel_, "extension", None)
-    if ext is None:
-        raise ValueError(
-            f"{type(estimator).__name__}.{method}: this kernel={estimator.kernel!r} model "
-            "has no extension to new points (the graph was not kept); refit it"
-        )
+    ext = estimator.kernel_.extension
     items, diag = ext.rows(X)
     if ext.name == "heat" and isinstance(state.support, np.ndarray):
         return _low_rank_assign(items, diag, state, ext.matrix, return_distances)
@@ -882,34 +887,6 @@ def _low_rank_assign(F_new, diag, state, K, return_distances):
     return (labels, mind, D) if return_distances else (labels, mind)
 
 
-def graph_start_state(selection, kernel, n_clusters):
-    """Mini-batch start from the selection of t: centers = its sample clusters' means.
-
-    Center j is the mean in feature space of the sample points the chosen
-    candidate's partition puts in cluster j (items are point indices). None when
-    that partition has an empty cluster.
-    """
-    from .._core._partition_init import partition_state
-
-    labels = _sample_partition(selection, n_clusters)
-    if labels is None:
-        return None
-    # At most START_POINTS of the sample (evenly spaced in it): the means hardly move,
-    # and the first iterations' kernel blocks stay small.
-    keep = np.unique(
-        np.linspace(0, labels.size - 1, min(labels.size, START_POINTS)).astype(np.intp)
-    )
-    if np.bincount(labels[keep], minlength=n_clusters).min() == 0:
-        keep = np.arange(labels.size)
-    return partition_state(
-        selection.sample_indices[keep].astype(np.intp), labels[keep], n_clusters, kernel
-    )
-
-
-#: Sample points the mini-batch start from the selection of t keeps.
-START_POINTS = 2048
-
-
 def graph_start_inner(selection, kernel, n_clusters):
     """Kernel k-means start from the selection of t: ``(P0, c0)`` of its clusters' means.
 
@@ -917,23 +894,14 @@ def graph_start_inner(selection, kernel, n_clusters):
     (1 / |C_j| on C_j): P0 = K[:, S] W = U (w * (U_S^T W)), c0_j = ||diag(sqrt w) U_S^T
     W_j||^2; never an n x m block.
     """
-    labels = _sample_partition(selection, n_clusters)
-    if labels is None:
+    found = start_partition(selection, n_clusters)
+    if found is None:
         return None
+    S, labels = found
     K = kernel.matrix
-    S = selection.sample_indices
     W = np.zeros((S.size, n_clusters))
     W[np.arange(S.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
     G = K.U[S].T @ W  # (r, k)
     P0 = K.U @ (K.weights[:, None] * G)  # (n, k)
     c0 = np.einsum("rk,rk,r->k", G, G, K.weights)
     return P0, c0
-
-
-def _sample_partition(selection, n_clusters):
-    if selection is None or selection.sample_indices is None:
-        return None
-    labels = np.asarray(selection.labels[selection.sample_indices], dtype=np.intp)
-    if np.bincount(labels, minlength=n_clusters).min() == 0:
-        return None
-    return labels

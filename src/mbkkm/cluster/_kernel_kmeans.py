@@ -10,19 +10,18 @@ initial centers and publishes the fitted attributes.
 
 from __future__ import annotations
 
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Interval
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
 from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows, working_memory_bytes
 from .._core._sampling import draw_init_subsample
 from ..backends import get_backend
-from ..kernels import kernel_names
 from ..kernels._index import (
     IndexKernel,
 )
@@ -31,13 +30,13 @@ from ._auto_gamma import auto_start_inner
 from ._base import (
     BaseKernelKMeans,
     all_or_nothing,
-    check_n_clusters_vs_samples,
+    check_sizes_and_init,
     n_init_for,
     warn_empty_clusters,
     warn_indefinite_kernel,
 )
 from ._graph_kernels import graph_start_inner
-from ._kinds import fit_input, kernel_kind, resolve_problem
+from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 
 _MIB = 2**20
@@ -273,10 +272,7 @@ torch.device, default=None
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
-        "kernel": [StrOptions(set(kernel_names()) | {"precomputed"}), callable],
-        "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "max_kernel_memory": [Interval(Real, 0, None, closed="neither")],
-        "device": "no_validation",  # checked by mbkkm.backends.resolve_device
     }
 
     def __init__(
@@ -331,13 +327,12 @@ torch.device, default=None
         budget = self.max_kernel_memory * _MIB
         working = working_memory_bytes(self.working_memory)
         free = nx.free_memory()
-        host = None if free is not None else _memory.available_host_memory()
+        available = _memory.available_host_memory() if free is None else free
         others = 6 * n * (k + 1) * 8  # the run's (n, k) float64 matrices
-        if free is not None:
-            headroom = _DEVICE_MARGIN + others + working
-            budget = min(budget, free - headroom)
-        elif host is not None:  # the host: a stored matrix must fit the RAM left too
-            budget = min(budget, host - others - working)
+        # the memory left must also hold the run's other arrays (on a device: a margin)
+        headroom = (0 if free is None else _DEVICE_MARGIN) + others + working
+        if available is not None:
+            budget = min(budget, available - headroom)
         if dense <= budget:
             rows, kernel_terms = None, {"kernel matrix (stored)": dense}
         else:
@@ -372,23 +367,10 @@ torch.device, default=None
         self.memory_plan_ = plan
         if self.verbose:
             print(plan.report())
-        plan.check(free if free is not None else host, what=f"{type(self).__name__}.fit")
+        plan.check(available, what=f"{type(self).__name__}.fit")
         return rows
 
     # --------------------------------------------------------------------- fit
-    def _check_params_vs_input(self, data):
-        """Sizes and ``init`` against the input, before any kernel work."""
-        check_n_clusters_vs_samples(self.n_clusters, data.n_samples)
-        if self.init_size is not None and self.init_size < self.n_clusters:
-            raise ValueError(
-                f"init_size={self.init_size} should be >= n_clusters={self.n_clusters}"
-            )
-        self._init = (
-            self.init
-            if isinstance(self.init, str)
-            else data.rows.check_init(self.init, self.n_clusters, self.kernel)
-        )
-
     def _point_operator(self, problem, block_rows):
         """A kernel on points: K(X, X) stored, or recomputed ``block_rows`` rows at a time.
 
@@ -442,15 +424,13 @@ torch.device, default=None
             wi = None if sample_weight is None else sample_weight[sub]
             if init == "k-means++":
                 diag_sub = nx.to_numpy(nx.take(diag, nx.index(sub)))
-                if index_kernel is not None:
-                    local = kernel_kmeans_plusplus(
-                        sub, index_kernel, self.n_clusters, rng, wi, diag=diag_sub
-                    )
-                else:
-                    X_sub = nx.to_numpy(nx.take(X, nx.index(sub)))
-                    local = kernel_kmeans_plusplus(
-                        X_sub, self.kernel_, self.n_clusters, rng, wi, diag=diag_sub
-                    )
+                if index_kernel is not None:  # the subsample's indices, on the stored matrix
+                    points, kernel = sub, index_kernel
+                else:  # a host copy of the subsample's rows
+                    points, kernel = nx.to_numpy(nx.take(X, nx.index(sub))), self.kernel_
+                local = kernel_kmeans_plusplus(
+                    points, kernel, self.n_clusters, rng, wi, diag=diag_sub
+                )
             else:
                 local = random_init(sub.size, self.n_clusters, rng, wi)
             idx = sub[local]
@@ -473,24 +453,15 @@ torch.device, default=None
     def _fit(self, X, sample_weight):
         """``fit`` top to bottom: check, resolve the kernel, plan, initialise, run Lloyd,
         publish; returns the training points' distances (what ``fit_transform`` gives)."""
-        data = fit_input(
-            X,
-            sample_weight,
-            kernel=self.kernel,
-            device=self.device,
-            owner=type(self).__name__,
-            accept_dask=False,
-            index_dtype=np.float64,
-        )
+        data = fit_input(X, sample_weight, self, accept_dask=False, index_dtype=np.float64)
         rows = data.rows
-        self._check_params_vs_input(data)
+        _, self._init = check_sizes_and_init(self, rows, self.kernel)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (
             None if rows.is_index else self._plan_memory(data.n_samples, rows.itemsize, rows.nx)
         )
-        problem = resolve_problem(self, data)
-        self._set_problem(problem)
+        problem = self._resolve(data)
         # an index kernel: Lloyd's iterations on its stored matrix
         kind = kernel_kind(self.kernel)
         kernel_run = kind.matrix_run(problem.kernel)

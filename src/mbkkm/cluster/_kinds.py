@@ -296,7 +296,7 @@ class GraphKernel(PrecomputedKernel):
     def assign_new(
         self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag, progress=None
     ):
-        return graph_assign(estimator, state, X, method, return_distances)  # X joins the graph
+        return graph_assign(estimator, state, X, return_distances)  # X joins the graph
 
 
 _POINT = PointKernel()
@@ -342,16 +342,7 @@ class FitInput:
 
 
 def fit_input(
-    X,
-    sample_weight,
-    *,
-    kernel,
-    device,
-    owner,
-    tau=0,
-    working_memory=None,
-    accept_dask=True,
-    index_dtype=None,
+    X, sample_weight, estimator, *, tau=0, working_memory=None, accept_dask=True, index_dtype=None
 ):
     """Check a fit's X and ``sample_weight``: the :class:`FitInput`, before any work.
 
@@ -364,15 +355,17 @@ def fit_input(
     ----------
     X : array-like, sparse matrix, tensor or Dask array
     sample_weight : array-like of shape (n_samples,) or None
-    kernel, device, tau, working_memory
+    estimator : BaseKernelKMeans
+        Its ``kernel`` and ``device`` are read (nothing is written), its name is in
+        the messages.
+    tau, working_memory
         The estimator's parameters (``tau=0``: an estimator without one).
-    owner : str
-        The estimator's name, for the messages.
     accept_dask : bool, default=True
         Whether a Dask array is read as Dask rows (else it is validated as an array).
     index_dtype : numpy dtype, optional
         dtype of the blocks of an index kernel (None: the matrix's own dtype).
     """
+    kernel, device, owner = estimator.kernel, estimator.device, type(estimator).__name__
     kind = kernel_kind(kernel)
     given = rows_of(X)
     names = _get_feature_names(X)
@@ -412,22 +405,19 @@ def fit_input(
 
 
 @dataclass(frozen=True)
-class FitProblem:
-    """One fit's inputs with the kernel resolved (built by :func:`resolve_problem`).
+class FitProblem(FitInput):
+    """One fit's checked input (the fields of :class:`FitInput`) with the kernel
+    resolved (built by :func:`resolve_problem`).
 
     Attributes
     ----------
-    rows : Rows
-        The validated input in its adapter (``rows.data``: on the run's backend).
     items : ndarray, sparse matrix, tensor, DaskRows or ndarray of indices
         What the core iterates on: the rows, or point indices for index kernels.
     kernel : ResolvedKernel
-    sample_weight : ndarray of shape (n_samples,) or None
-        Host weights (they drive sampling on the host).
     nx : Backend
         The backend the rows live on.
-    n_samples, n_features : int
-        The input's shape (``n_features`` is 0 for index kernels).
+    n_features : int
+        The number of columns the core sees (0 for index kernels).
     is_index : bool
         Whether the items are point indices (a stored or graph kernel).
     itemsize : int
@@ -438,18 +428,11 @@ class FitProblem:
         ``gamma="auto"``'s record (None when no width was chosen).
     t, t_selection : float or None, TSelection or None
         The heat kernel's time and its record.
-    tensor_io : bool
-        Whether results go back to the user as tensors.
-    input : FitInput
-        The checked input it was resolved from.
     """
 
-    rows: Rows
     items: object
     kernel: ResolvedKernel
-    sample_weight: np.ndarray | None
     nx: object
-    n_samples: int
     n_features: int
     is_index: bool
     itemsize: int
@@ -457,8 +440,6 @@ class FitProblem:
     gamma_selection: object = None
     t: float | None = None
     t_selection: object = None
-    tensor_io: bool = False
-    input: FitInput | None = None
 
 
 def resolve_problem(estimator, data, *, gamma_selection=None):
@@ -471,7 +452,7 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
     built on the k-NN graph of the points.
     """
     rows, sample_weight = data.rows, data.sample_weight
-    X, n, nx = rows.data, data.n_samples, get_backend(rows.data)
+    X, nx = rows.data, get_backend(rows.data)
     gamma, selection = estimator.gamma, gamma_selection
     if selection is not None:
         gamma = selection.gamma  # chosen before (a resumed checkpoint's)
@@ -491,19 +472,5 @@ def resolve_problem(estimator, data, *, gamma_selection=None):
             )
     resolved = kernel_kind(estimator.kernel).resolve(estimator, rows, gamma, sample_weight)
     return FitProblem(
-        rows=rows,
-        items=resolved.items,
-        kernel=resolved.kernel,
-        sample_weight=sample_weight,
-        nx=nx,
-        n_samples=n,
-        n_features=resolved.n_features,
-        is_index=rows.is_index,
-        itemsize=resolved.itemsize,
-        gamma=resolved.gamma,
-        gamma_selection=selection,
-        t=resolved.t,
-        t_selection=resolved.t_selection,
-        tensor_io=data.tensor_io,
-        input=data,
+        **vars(data), **vars(resolved), nx=nx, is_index=rows.is_index, gamma_selection=selection
     )

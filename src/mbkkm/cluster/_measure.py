@@ -65,10 +65,17 @@ def measure_memory(estimator, X, sample_weight=None):
     return plan
 
 
-def _labels(estimator, X, sample_weight):
-    """``labels_`` and ``inertia_`` of the fitted X: the labelling pass of ``fit``."""
+def _peaks(estimator, X, sample_weight, reset, peak):
+    """The peaks of the fit and of its labelling pass (``labels_`` and ``inertia_`` set
+    as ``fit`` sets them): ``reset()`` before each, ``peak()`` (bytes above the start)
+    after."""
+    reset()
+    estimator.fit(X, sample_weight=sample_weight)
+    fit = peak()
+    reset()
     Xv = estimator._validate_X(X)
     estimator.labels_, estimator.inertia_ = estimator._labels_inertia(Xv, sample_weight)
+    return {"fit": fit, "labelling": peak()}
 
 
 def _measure_host(estimator, X, sample_weight):
@@ -77,16 +84,16 @@ def _measure_host(estimator, X, sample_weight):
         tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        tracemalloc.reset_peak()
-        estimator.fit(X, sample_weight=sample_weight)
-        fit = tracemalloc.get_traced_memory()[1] - base
-        tracemalloc.reset_peak()
-        _labels(estimator, X, sample_weight)
-        labelling = tracemalloc.get_traced_memory()[1] - base
+        return _peaks(
+            estimator,
+            X,
+            sample_weight,
+            tracemalloc.reset_peak,
+            lambda: tracemalloc.get_traced_memory()[1] - base,
+        )
     finally:
         if not was_tracing:
             tracemalloc.stop()
-    return {"fit": fit, "labelling": labelling}
 
 
 def _measure_cuda(estimator, X, sample_weight, device):
@@ -94,12 +101,11 @@ def _measure_cuda(estimator, X, sample_weight, device):
 
     torch.cuda.synchronize(device)
     base = torch.cuda.memory_allocated(device)
-    torch.cuda.reset_peak_memory_stats(device)
-    estimator.fit(X, sample_weight=sample_weight)
-    torch.cuda.synchronize(device)
-    fit = torch.cuda.max_memory_allocated(device) - base
-    torch.cuda.reset_peak_memory_stats(device)
-    _labels(estimator, X, sample_weight)
-    torch.cuda.synchronize(device)
-    labelling = torch.cuda.max_memory_allocated(device) - base
-    return {"fit": fit, "labelling": labelling}
+
+    def peak():
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+
+    return _peaks(
+        estimator, X, sample_weight, lambda: torch.cuda.reset_peak_memory_stats(device), peak
+    )

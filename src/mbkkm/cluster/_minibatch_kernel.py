@@ -32,7 +32,7 @@ from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
 from ..backends import get_backend
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
-from ._auto_gamma import auto_start_state
+from ._auto_gamma import start_state
 from ._base import (
     BaseKernelKMeans,
     MiniBatchMixin,
@@ -41,8 +41,7 @@ from ._base import (
     warn_empty_clusters,
 )
 from ._checkpoint import check_checkpoint
-from ._graph_kernels import graph_start_state
-from ._kinds import fit_input, kernel_kind, resolve_problem
+from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of
 
@@ -268,17 +267,11 @@ torch.device, default=None
     _parameter_constraints: dict = {
         **COMMON_CONSTRAINTS,
         **KERNEL_CONSTRAINTS,
-        "kernel": [
-            StrOptions(set(KERNEL_CONSTRAINTS["kernel"][0].options) | {"precomputed"}),
-            callable,
-        ],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "tau": [Interval(Integral, 1, None, closed="left"), None],
         "learning_rate": [StrOptions(set(LEARNING_RATES))],
         "renormalize": ["boolean"],
-        "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "compute_labels": ["boolean"],
-        "device": "no_validation",  # checked by mbkkm.backends.resolve_device
     }
 
     def __init__(
@@ -325,16 +318,6 @@ torch.device, default=None
         self.random_state = random_state
         self.verbose = verbose
         self.device = device
-
-    # ------------------------------------------------------------------ checks
-    def _selection_start(self, problem):
-        """The first start where a width or time selection trusts its sample partition
-        (``gamma="auto"``, the heat kernel's ``t``), else None."""
-        if problem.t_selection is not None:
-            return graph_start_state(problem.t_selection, problem.kernel, self.n_clusters)
-        return auto_start_state(
-            problem.items, problem.gamma_selection, problem.kernel, self.n_clusters
-        )
 
     # -------------------------------------------------------------- memory
     def _tile_budget(self, nx):
@@ -492,29 +475,22 @@ torch.device, default=None
                     max_iter=self.max_iter,
                 )
             data = fit_input(
-                X,
-                sample_weight,
-                kernel=self.kernel,
-                device=self.device,
-                owner=type(self).__name__,
-                tau=self.tau,
-                working_memory=self.working_memory,
+                X, sample_weight, self, tau=self.tau, working_memory=self.working_memory
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
             self._check_sizes_and_init(data.rows, self.kernel)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
-            problem = resolve_problem(self, data, gamma_selection=selection)
-            self._set_problem(problem)
+            problem = self._resolve(data, gamma_selection=selection)
             items, sample_weight = problem.items, problem.sample_weight
             # gamma="auto" or t="auto" with a named init: the first start is the
             # selection's sample partition, where the selection trusts it
             start = None
             resuming = checkpoint is not None and checkpoint.resuming
-            selected = problem.gamma_selection is not None or problem.t_selection is not None
-            if selected and isinstance(self._init, str) and not resuming:
-                start = self._selection_start(problem)
+            selection = problem.t_selection or problem.gamma_selection
+            if selection is not None and isinstance(self._init, str) and not resuming:
+                start = start_state(problem.items, selection, problem.kernel, self.n_clusters)
             plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
             with memory_guard(plan):
                 rng = check_random_state(self.random_state)
@@ -547,11 +523,8 @@ torch.device, default=None
                     loop = fit_loop(state, items, batches, rng, cfg)
                 else:
                     loop = checkpoint.loop(self, state, items, batches, rng, cfg)
-                objectives, n_iter = self._iterate(loop)
+                self._iterate(loop)
                 self._publish(loop.finish())
-                self.n_iter_ = n_iter
-                self.n_steps_ = n_iter
-                self.batch_objective_ = objectives
                 if self.compute_labels:
                     self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
                     warn_empty_clusters(self.labels_, self.n_clusters, self)
@@ -579,12 +552,8 @@ torch.device, default=None
                 after = float(np.maximum(D.min(axis=1), 0).mean())
             return objective, after
 
-        objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
-        windows = table_to_windows(table, items, kernel)
-        self._publish(windows)
-        self.n_iter_ = n_iter
-        self.n_steps_ = n_iter
-        self.batch_objective_ = objectives
+        self._iterate(function_loop(step, self.max_iter, self.tol))
+        self._publish(table_to_windows(table, items, kernel))
         if self.compute_labels:
             D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
             self.labels_ = np.argmin(D, axis=1)
@@ -626,28 +595,24 @@ torch.device, default=None
                 data = fit_input(
                     X,
                     sample_weight,
-                    kernel=self.kernel,
-                    device=self.device,
-                    owner=type(self).__name__,
+                    self,
                     tau=self.tau,
                     working_memory=self.working_memory,
                     accept_dask=False,
                 )
                 self._check_sizes_and_init(data.rows, self.kernel)
-                problem = resolve_problem(self, data)
-                self._set_problem(problem)
+                problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)
                 self._random_state = check_random_state(self.random_state)
                 state = None
                 if isinstance(self._init, str):  # gamma="auto": the selection's partition
-                    state = self._selection_start(problem)
+                    selection = problem.t_selection or problem.gamma_selection
+                    state = start_state(problem.items, selection, problem.kernel, self.n_clusters)
                 if state is None:
                     state = self._initial_centers(
                         X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
                     )
-                self.n_steps_ = 0
-                self.batch_objective_ = np.empty(0)
             else:
                 X = self._validate_X(X)
                 sample_weight = check_sample_weight(
@@ -665,9 +630,4 @@ torch.device, default=None
                 )
                 res = step_for(nx)(state, X, cfg, batch_weight=sample_weight)
             self._publish(state)
-            self.n_steps_ += 1
-            self.n_iter_ = self.n_steps_
-            self.batch_objective_ = np.append(self.batch_objective_, res.objective)
-            if self.compute_labels:
-                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-            return self
+            return self._record_step(first, res.objective, X, sample_weight)

@@ -39,7 +39,7 @@ from sklearn.base import (
 )
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._core import (
     LEARNING_RATES,
@@ -58,11 +58,10 @@ from .._validation import (
     check_sample_weight,
     check_str_options,
     match_columns,
-    short_input_errors,
 )
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import MiniBatchMixin, all_or_nothing, warn_empty_clusters
+from ._base import MiniBatchMixin, all_or_nothing, validated, warn_empty_clusters
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -255,7 +254,6 @@ default="k-means++"
         **COMMON_CONSTRAINTS,
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "learning_rate": [StrOptions(set(LEARNING_RATES))],
-        "init_size": [Interval(Integral, 1, None, closed="left"), None],
         "compute_labels": ["boolean"],
     }
 
@@ -296,19 +294,7 @@ default="k-means++"
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
-        X = short_input_errors(
-            lambda X: validate_data(
-                self,
-                X,
-                reset=reset,
-                dtype=[np.float64, np.float32],
-                order="C",
-                accept_sparse=False,
-                ensure_min_samples=1,
-            ),
-            X,
-            type(self).__name__,
-        )
+        X = validated(self, X, reset=reset, accept_sparse=False)
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
 
@@ -402,13 +388,10 @@ default="k-means++"
                 )
                 return res.objective, res.objective_after
 
-            objectives, n_iter = self._iterate(function_loop(step, self.max_iter, self.tol))
+            self._iterate(function_loop(step, self.max_iter, self.tol))
             self.cluster_centers_ = centers
             self._counts = counts
             self._n_features_out = self.n_clusters
-            self.n_iter_ = n_iter
-            self.n_steps_ = n_iter
-            self.batch_objective_ = objectives
             if self.compute_labels:
                 self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
                 warn_empty_clusters(self.labels_, self.n_clusters, self)
@@ -445,8 +428,6 @@ default="k-means++"
                     X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
                 )
                 counts = np.zeros(self.n_clusters)
-                self.n_steps_ = 0
-                self.batch_objective_ = np.empty(0)
             else:
                 centers = self.cluster_centers_.copy()
                 counts = self._counts.copy()
@@ -456,12 +437,7 @@ default="k-means++"
             self.cluster_centers_ = centers
             self._counts = counts
             self._n_features_out = self.n_clusters
-            self.n_steps_ += 1
-            self.n_iter_ = self.n_steps_
-            self.batch_objective_ = np.append(self.batch_objective_, res.objective)
-            if self.compute_labels:
-                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-            return self
+            return self._record_step(first, res.objective, X, sample_weight)
 
     # -------------------------------------------------------------- predict
     def _distances(self, X, centers=None):

@@ -11,7 +11,7 @@ from ..kernels import kernel_names
 
 #: Parameter constraints shared by every kernel estimator (scikit-learn's format).
 KERNEL_CONSTRAINTS = {
-    "kernel": [StrOptions(set(kernel_names())), callable],
+    "kernel": [StrOptions(set(kernel_names()) | {"precomputed"}), callable],
     "gamma": [
         Interval(Real, 0, None, closed="neither"),
         StrOptions({"auto", "mean-distance"}),
@@ -20,12 +20,14 @@ KERNEL_CONSTRAINTS = {
     "degree": [Interval(Real, 0, None, closed="left")],
     "coef0": [Interval(Real, None, None, closed="neither")],
     "kernel_params": [dict, None],
+    "device": "no_validation",  # checked by mbkkm.backends.resolve_device
 }
 
 COMMON_CONSTRAINTS = {
     "n_clusters": [Interval(Integral, 1, None, closed="left")],
     "init": [StrOptions({"k-means++", "random"}), "array-like"],
     "n_init": [Interval(Integral, 1, None, closed="left")],
+    "init_size": [Interval(Integral, 1, None, closed="left"), None],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
     "tol": [Interval(Real, 0, None, closed="left"), None],
     "random_state": ["random_state"],
