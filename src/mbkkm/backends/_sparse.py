@@ -183,10 +183,7 @@ def vstack_rows(parts):
     if len(d) != 1:
         raise ValueError(f"vstack_rows: the parts have different numbers of columns {sorted(d)}")
     dtype = np.result_type(*[p.dtype for p in parts])
-    out = sp.vstack(parts, format="csr", dtype=dtype)
-    if out.format != "csr":  # scipy returns CSR for format="csr"; be explicit anyway
-        out = out.tocsr()
-    return _sorted(out)
+    return _sorted(sp.vstack(parts, format="csr", dtype=dtype))
 
 
 def row_norms_sq(X):

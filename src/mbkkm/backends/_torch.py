@@ -49,12 +49,9 @@ class TorchBackend:
 
     def asarray(self, a, dtype=None):
         """A host array (or tensor) -> a tensor on this device."""
-        dtype = self._dtype(dtype)
-        if isinstance(a, torch.Tensor):
-            return a.to(device=self.device, dtype=dtype)
-        a = np.asarray(a)
-        t = torch.from_numpy(np.ascontiguousarray(a))
-        return t.to(device=self.device, dtype=dtype)
+        if not isinstance(a, torch.Tensor):
+            a = torch.from_numpy(np.ascontiguousarray(a))
+        return a.to(device=self.device, dtype=self._dtype(dtype))
 
     def to_numpy(self, x):
         """A tensor -> a host numpy array (one device-to-host copy)."""
@@ -122,12 +119,7 @@ class TorchBackend:
     def _upload(self, arrays, dtype):
         flat = [np.asarray(a, dtype=dtype).ravel() for a in arrays]
         packed = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype))
-        packed = packed.to(self.device)
-        out, pos = [], 0
-        for a in flat:
-            out.append(packed[pos : pos + a.size])
-            pos += a.size
-        return tuple(out)
+        return packed.to(self.device).split([a.size for a in flat])
 
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
