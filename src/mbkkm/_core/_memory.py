@@ -475,16 +475,12 @@ def plan_minibatch(request):
     # Setup: the data-driven width (float64 row chunks), the width's selection sample,
     # k-means++ on its subsample (the rows, their host copy, and 2 + log k candidate
     # kernel rows in float64), the batch plan, the data copied to the device.
-    n_init = min(n, 3 * b if r.init_size is None else r.init_size)
-    trials = 2 + int(np.log(k))
     t = {
         "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
         "width selection (sample)": (
             int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
         ),
-        "k-means++ subsample and candidates": (
-            2 * n_init * r.row_bytes + 3 * trials * n_init * 8 + 4 * n_init * 8
-        ),
+        "k-means++ subsample and candidates": _kmeanspp_bytes(r, r.row_bytes),
         "batch plan": (r.max_iter or 0) * b * 8,
         "data copied to the device": int(r.data_on_device),
     }
@@ -739,21 +735,24 @@ class ExplicitPlanRequest:
     compute_labels: bool = True
 
 
+def _kmeanspp_bytes(r, row_bytes):
+    """k-means++ on its subsample (request ``r``): the rows of ``row_bytes`` bytes, their
+    host copy, and 2 + log k candidate kernel rows in float64."""
+    n_init = min(r.n, 3 * r.batch_size if r.init_size is None else r.init_size)
+    trials = 2 + int(np.log(r.n_clusters))
+    return 2 * n_init * row_bytes + 3 * trials * n_init * 8 + 4 * n_init * 8
+
+
 def plan_explicit(request):
     """The memory plan of a non-kernel MiniBatchKMeans fit (explicit centers), from an
     :class:`ExplicitPlanRequest`."""
     r = request
-    n, max_iter, chunk_rows, init_size = r.n, r.max_iter, r.chunk_rows, r.init_size
-    k, b, d, s = r.n_clusters, r.batch_size, r.n_features, r.itemsize
-    n_init = min(n, 3 * b if init_size is None else init_size)
-    trials = 2 + int(np.log(k))
-    rows = min(chunk_rows, n)
+    n, k, b, d, s = r.n, r.n_clusters, r.batch_size, r.n_features, r.itemsize
+    rows = min(r.chunk_rows, n)
     t = {
         "centers and counts": k * d * s * 2 + k * 8,
-        "batch plan": max_iter * b * 8,
-        "k-means++ subsample and candidates": (
-            2 * n_init * d * s + 3 * trials * n_init * 8 + 4 * n_init * 8
-        ),
+        "batch plan": r.max_iter * b * 8,
+        "k-means++ subsample and candidates": _kmeanspp_bytes(r, d * s),
         "batch rows and their distances": b * d * s + 2 * b * k * s + 4 * b * 8,
         "labelling chunk (distances, norms)": rows * (k + 1) * s,
         "distances of the points (n, k)": n * k * s,

@@ -141,8 +141,7 @@ class WindowState:
         nx = self.backend
         self.support = nx.take(self.support, nx.index(order))
         self.weight = self.weight[order]
-        self.block_start = np.zeros(border.size + 1, dtype=np.intp)
-        np.cumsum(sizes, out=self.block_start[1:])
+        self.block_start = np.r_[0, np.cumsum(sizes)]
         self.block_cluster = self.block_cluster[border]
         self.block_stamp = self.block_stamp[border]
         self.lam = self.lam[border]

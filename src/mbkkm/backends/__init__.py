@@ -79,11 +79,7 @@ def torch_available():
 
 def cuda_available():
     """Whether torch is installed and sees a CUDA device."""
-    if not torch_available():
-        return False
-    import torch
-
-    return bool(torch.cuda.is_available())
+    return torch_available() and bool(sys.modules["torch"].cuda.is_available())
 
 
 def _torch_backend(device):

@@ -69,12 +69,9 @@ def as_csr(X):
     """
     if not sp.issparse(X):
         raise TypeError(f"expected a scipy.sparse matrix, got {type(X).__name__}")
-    if X.format != "csr":
-        X = X.tocsr()  # a new object: canonicalising it in place is safe
-        X.sum_duplicates()
-        return X
-    if not X.has_canonical_format:
-        X = X.copy()
+    if X.format != "csr" or not X.has_canonical_format:
+        # a new object (converted, or copied): canonicalising it in place is safe
+        X = X.tocsr() if X.format != "csr" else X.copy()
         X.sum_duplicates()
     return X
 

@@ -144,11 +144,8 @@ class TorchBackend:
 
     def mean_squared_pairwise_distance(self, X, sample_weight=None):
         """mean_{x,y} ||x - y||^2 = 2 sum_f Var(X[:, f]), in float64 on the device."""
-        total = float(X.shape[0])
-        w = None
-        if sample_weight is not None:
-            w = self.asarray(sample_weight, dtype=torch.float64)
-            total = float(w.sum())
+        w = None if sample_weight is None else self.asarray(sample_weight, dtype=torch.float64)
+        total = float(X.shape[0] if w is None else w.sum())
         ss = 0.0
         step = 65536
         s = torch.zeros(X.shape[1], dtype=torch.float64, device=self.device)
