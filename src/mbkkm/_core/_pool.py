@@ -153,22 +153,25 @@ def _kernel_functions(kernel):
     ``diag(X) -> (n,)``; ``diag_is_one`` for kernels with K(x, x) = 1 for every x (rbf,
     laplacian), whose diagonal is not computed.
     A callable is called without the per-tile finiteness check (a device sync): a
-    non-finite value shows in the batch objectives the host reads back.
+    non-finite value shows in the batch objectives the host reads back. By the names
+    of the :class:`Constants` fields.
     """
     from ..kernels import _torch_tiles
 
     if kernel.is_callable:
         user = (kernel._user_func, kernel.params)
         tile = partial(_torch_tiles.call_user, *user, check_finite=False)
-        return tile, tile, partial(_torch_tiles.call_user_diag, *user, check_finite=False), False
+        diag = partial(_torch_tiles.call_user_diag, *user, check_finite=False)
+        return dict(tile=tile, tile_tail=tile, diag=diag, diag_is_one=False)
     impl = KERNELS[kernel.name].implementation("torch")
     params = dict(kernel.params)
     tile = partial(impl.tile, **params)
-    return (
-        tile,
-        partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile,
-        partial(impl.diag, **params),
-        impl.diag is _torch_tiles.diag_ones,
+    tail = partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile
+    return dict(
+        tile=tile,
+        tile_tail=tail,
+        diag=partial(impl.diag, **params),
+        diag_is_one=impl.diag is _torch_tiles.diag_ones,
     )
 
 
@@ -203,7 +206,6 @@ def make_constants(layout, cfg, rows):
     tau = math.inf if cfg.tau is None else float(cfg.tau)
     tau_row = torch.full((1, L1), tau, dtype=_F64, device=device)
     tau_row[0, -1] = math.inf  # a block in the spare column (an overflow) is never dropped
-    tile, tile_tail, diag, diag_is_one = _kernel_functions(cfg.kernel)
     coef_out, _ = pool_step_buffers(k, layout.L, M, b, layout.cols)["coef_out"]
     return Constants(
         cluster_col=torch.arange(k, device=device)[:, None],
@@ -218,10 +220,7 @@ def make_constants(layout, cfg, rows):
         slot_bounds=torch.arange(k * L1 + 1, device=device),
         ranks=torch.arange(1, b + 1, device=device),
         coef_out=torch.empty(coef_out, dtype=rows.dtype, device=device),
-        tile=tile,
-        tile_tail=tile_tail,
-        diag=diag,
-        diag_is_one=diag_is_one,
+        **_kernel_functions(cfg.kernel),
     )
 
 
@@ -533,22 +532,19 @@ def unpack(pool, layout):
         t.cpu().numpy() for t in (pool.lam, pool.newer, pool.stamp, pool.gram)
     )
     occupied = np.flatnonzero(row_block != layout.free)
-    bl = row_block[occupied]
-    cl, sl = bl // L1, bl % L1
+    cl, sl = np.divmod(row_block[occupied], L1)
     # Age of a slot: its newer count (strictly larger for older blocks of a window).
-    order = np.lexsort((occupied, -newer[cl, sl], cl))
-    rows_sorted, cl, sl = occupied[order], cl[order], sl[order]
-    key = cl * L1 + sl
+    rows_sorted = occupied[np.lexsort((occupied, -newer[cl, sl], cl))]
+    key = row_block[rows_sorted]  # the rows' slots, j (L + 1) + p
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     sizes = np.diff(np.r_[starts, key.size])
-    block_cluster, block_slot = cl[starts], sl[starts]
+    block_cluster, block_slot = np.divmod(key[starts], L1)
     n_blocks = np.bincount(block_cluster, minlength=k)
     Lp = max(1, int(n_blocks.max()))
     rank = rank_in_groups(n_blocks)
-    perm = np.zeros((k, Lp), dtype=np.intp)
-    used = np.zeros((k, Lp), dtype=bool)
+    perm = np.full((k, Lp), -1, dtype=np.intp)  # -1: no block
     perm[block_cluster, rank] = block_slot
-    used[block_cluster, rank] = True
+    used = perm >= 0
     sub = np.take_along_axis(np.take_along_axis(gram, perm[:, :, None], 1), perm[:, None, :], 2)
     H = np.where(used[:, :, None] & used[:, None, :], sub, 0.0)
     idx = torch.from_numpy(rows_sorted).to(pool.rows.device)
