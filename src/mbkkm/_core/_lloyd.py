@@ -298,17 +298,17 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
         if verbose:
             print(f"Iteration {it + 1}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")
         if labels_old is not None:
-            if changed == 0:
-                if verbose:
-                    print(f"Converged at iteration {it + 1}: strict convergence.")
-                return LloydResult(center_labels, labels, mind, D, n_iter, c, n_negative)
             decrease = obj_old - obj
-            if 0 <= decrease < tol * obj_old:
+            converged = (
+                "strict convergence"
+                if changed == 0
+                else f"objective decrease {decrease:.3g} < tol * objective"
+                if 0 <= decrease < tol * obj_old
+                else None
+            )
+            if converged:
                 if verbose:
-                    print(
-                        f"Converged at iteration {it + 1}: objective decrease "
-                        f"{decrease:.3g} < tol * objective."
-                    )
+                    print(f"Converged at iteration {it + 1}: {converged}.")
                 return LloydResult(center_labels, labels, mind, D, n_iter, c, n_negative)
             if decrease < 0 and verbose:
                 print(

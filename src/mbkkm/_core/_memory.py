@@ -232,7 +232,7 @@ def pool_step_buffers(n_clusters, L, M, batch_size, cols, operands=(0,), dense=0
     ``coef_out`` is the one work buffer the step keeps (allocated from here by
     :func:`mbkkm._core._pool.make_constants`); the others are the iteration's
     temporaries: the batch rows, the kernel block, its operands' copies
-    (``operands``: their shape, see :func:`_operand_shape`), the products A (M, k) in
+    (``operands``: their shape, as :func:`_pool_terms` sizes them), the products A (M, k) in
     float64 and in the data's dtype, R and R * weights (M + 1 + b, k), D, V, the
     one-hot and its mask (k, b), the block Gram's two new versions, and the dense
     slot sums with their mask when k (L + 1) (M + 1 + b) <= ``dense`` (CUDA).
@@ -297,33 +297,18 @@ def term_bytes(terms, buffers, row_bytes, itemsize=0):
     """Bytes of each term of ``terms`` (name -> the names of the buffers it sums) from
     their declarations ``buffers``; ``row_bytes``: one data item (dtype None),
     ``itemsize``: one value of the data's float dtype (dtype ``"values"``)."""
-    out = {}
-    for term, names in terms.items():
-        out[term] = 0
-        for name in names:
-            shape, dtype = buffers[name][:2]
-            size = (
-                row_bytes
-                if dtype is None
-                else itemsize
-                if isinstance(dtype, str)
-                else dtype.itemsize
-            )
-            out[term] += int(np.prod(shape)) * size
-    return out
+    sizes = {None: row_bytes, "values": itemsize}
+
+    def nbytes(shape, dtype, *_):
+        return int(np.prod(shape)) * (
+            dtype.itemsize if isinstance(dtype, np.dtype) else sizes[dtype]
+        )
+
+    return {term: sum(nbytes(*buffers[name]) for name in names) for term, names in terms.items()}
 
 
-def _operand_shape(n_rows, n_features, copies, fold=0):
-    """Shape of the copies a kernel makes of its operands for a block of ``n_rows``
-    rows: rbf and cosine square (or normalise) a copy of the rows for their norms
-    (``copies``); the folded rbf block on CUDA (``fold``: the batch's b rows with
-    them) copies the rows and the batch, 4-aligned with two more columns."""
-    if fold:
-        return (n_rows + fold, -(-(n_features + 2) // 4) * 4 + 1)
-    return (n_rows, n_features) if copies else (0,)
-
-
-#: The device pool's term for a captured CUDA graph (see :func:`_cuda_graph_bytes`).
+#: The device pool's term for a captured CUDA graph: it keeps its own copy of an
+#: iteration's buffers for as long as it lives, and its capture one more copy of the pool.
 _CUDA_GRAPH = "CUDA graph: its iteration's buffers, the pool copy of the capture"
 #: The device step (:func:`mbkkm._core._pool.slot_sums`) sums the block Gram densely
 #: on CUDA for at most this many (slot, row) pairs (a (Q, n) float64 temporary of
@@ -334,17 +319,6 @@ DENSE_SLOT_SUMS_MAX = 1 << 24
 #: current stream's and the capture stream's (``_loop.capture_stream``).
 _CUBLAS = "cuBLAS workspaces (the current and the capture stream)"
 CUBLAS_WORKSPACE_BYTES = 32 * 2**20
-
-
-def _cuda_graph_bytes(t):
-    """The captured CUDA graph keeps its own copy of an iteration's buffers for as long
-    as it lives, and its capture one more copy of the pool (``t``: the pool's terms)."""
-    return (
-        t["batch rows"]
-        + t["kernel block K(rows, X_B)"]
-        + max(t["kernel operand temporaries"], t["iteration products"])
-        + t["copy of the pool (replay after an overflow)"]
-    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -498,20 +472,15 @@ def plan_minibatch(request):
         blocks_per_window = min(blocks_per_window, r.max_iter + 1.0)
     nb = int(np.ceil(k * blocks_per_window))
     copies = r.kernel_name in _COPYING_KERNELS
-    d2 = d + 2
     # Setup: the data-driven width (float64 row chunks), the width's selection sample,
     # k-means++ on its subsample (the rows, their host copy, and 2 + log k candidate
     # kernel rows in float64), the batch plan, the data copied to the device.
-    n_init = min(n, 3 * b if r.init_size is None else r.init_size)
-    trials = 2 + int(np.log(k))
     t = {
         "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
         "width selection (sample)": (
             int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
         ),
-        "k-means++ subsample and candidates": (
-            2 * n_init * r.row_bytes + 3 * trials * n_init * 8 + 4 * n_init * 8
-        ),
+        "k-means++ subsample and candidates": _kmeanspp_bytes(r, r.row_bytes),
         "batch plan": (r.max_iter or 0) * b * 8,
         "data copied to the device": int(r.data_on_device),
     }
@@ -543,8 +512,7 @@ def plan_minibatch(request):
     rows, threads = r.label_rows, r.n_threads
     if rows == "auto":  # as assign_parallel sizes them
         threads = 1 if r.device_resident else min(effective_n_threads(), n // MIN_ROWS_PER_THREAD)
-        threads = max(1, threads)
-        rows = max(1, label_chunk_rows(r.working_memory, m, k, itemsize) // threads)
+        rows = max(1, label_chunk_rows(r.working_memory, m, k, itemsize) // max(1, threads))
         if r.tiled_labels:
             rows = tile_rows(m, itemsize, rows)
     rows = n if rows is None else max(1, min(rows, n))
@@ -554,7 +522,7 @@ def plan_minibatch(request):
     # the labels and distances of the n points.
     labelling_terms = {
         "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
-        "labelling support copies": threads * m * (d2 if copies else 0) * itemsize,
+        "labelling support copies": threads * m * (d + 2 if copies else 0) * itemsize,
         "labelling coefficients": threads * m * 8 * 3,
         "labels and distances out": n * (8 + itemsize),
     }
@@ -599,7 +567,12 @@ def _pool_terms(r, copies):
     pool = pool_buffers(k, L, M, b)
     t = term_bytes({**_POOL_TERMS, _POOL_COPY: tuple(pool)}, pool, r.row_bytes)
     t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
-    operands = _operand_shape(n_rows, r.n_features, copies, fold)
+    # The copies a kernel makes of its operands: rbf and cosine square (or normalise) a
+    # copy of the rows for their norms; the folded rbf block copies the rows and the
+    # batch, 4-aligned with two more columns.
+    operands = (n_rows, r.n_features) if copies else (0,)
+    if fold:
+        operands = (n_rows + fold, -(-(r.n_features + 2) // 4) * 4 + 1)
     step = pool_step_buffers(k, L, M, b, cols, operands, dense)
     products = tuple(name for name in step if (name,) not in _POOL_STEP_TERMS.values())
     terms = {**_POOL_STEP_TERMS, _PRODUCTS: products}
@@ -611,7 +584,7 @@ def _pool_terms(r, copies):
         + max(t["kernel operand temporaries"], t[_PRODUCTS])
     )
     if cuda:
-        t[_CUDA_GRAPH] = _cuda_graph_bytes(t)
+        t[_CUDA_GRAPH] = iteration + t[_POOL_COPY]
         t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
         iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
     return t, state, iteration, {"chunk_columns": cols, "pool_rows": M, "slots": L}
@@ -649,24 +622,22 @@ def available_host_memory():
     limit less what the cgroup uses (containers, ``systemd-run -p MemoryMax``) and
     the address-space limit (``ulimit -v``) less what the process maps.
     """
-    candidates = []
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    candidates.append(int(line.split()[1]) * 1024)
-                    break
-    except OSError:
-        pass
-    cgroup = []  # its limit and what it uses (None: unknown, or no limit)
-    for name in ("memory.max", "memory.current"):
+
+    def read(path):  # "" when unreadable
         try:
-            with open(f"/sys/fs/cgroup/{name}") as fh:
-                text = fh.read().strip()
+            with open(path) as fh:
+                return fh.read()
         except OSError:
-            text = ""
-        cgroup.append(None if text in ("", "max") else int(text.split()[0]))
-    limit, used = cgroup
+            return ""
+
+    def number(text):  # the first number of a file (None: none, or "max")
+        return None if text.strip() in ("", "max") else int(text.split()[0])
+
+    available = [
+        line for line in read("/proc/meminfo").splitlines() if line.startswith("MemAvailable:")
+    ]
+    candidates = [int(available[0].split()[1]) * 1024] if available else []
+    limit, used = (number(read(f"/sys/fs/cgroup/memory.{n}")) for n in ("max", "current"))
     if limit is not None:
         candidates.append(max(0, limit - (used or 0)))
     try:
@@ -674,10 +645,9 @@ def available_host_memory():
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft not in (resource.RLIM_INFINITY, -1):
-            with open(f"/proc/{os.getpid()}/statm") as fh:
-                vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            vm = number(read(f"/proc/{os.getpid()}/statm")) * os.sysconf("SC_PAGE_SIZE")
             candidates.append(max(0, soft - vm))
-    except (ImportError, OSError, ValueError):
+    except (ImportError, TypeError, ValueError):
         pass
     return min(candidates) if candidates else None
 
@@ -765,21 +735,24 @@ class ExplicitPlanRequest:
     compute_labels: bool = True
 
 
+def _kmeanspp_bytes(r, row_bytes):
+    """k-means++ on its subsample (request ``r``): the rows of ``row_bytes`` bytes, their
+    host copy, and 2 + log k candidate kernel rows in float64."""
+    n_init = min(r.n, 3 * r.batch_size if r.init_size is None else r.init_size)
+    trials = 2 + int(np.log(r.n_clusters))
+    return 2 * n_init * row_bytes + 3 * trials * n_init * 8 + 4 * n_init * 8
+
+
 def plan_explicit(request):
     """The memory plan of a non-kernel MiniBatchKMeans fit (explicit centers), from an
     :class:`ExplicitPlanRequest`."""
     r = request
-    n, max_iter, chunk_rows, init_size = r.n, r.max_iter, r.chunk_rows, r.init_size
-    k, b, d, s = r.n_clusters, r.batch_size, r.n_features, r.itemsize
-    n_init = min(n, 3 * b if init_size is None else init_size)
-    trials = 2 + int(np.log(k))
-    rows = min(chunk_rows, n)
+    n, k, b, d, s = r.n, r.n_clusters, r.batch_size, r.n_features, r.itemsize
+    rows = min(r.chunk_rows, n)
     t = {
         "centers and counts": k * d * s * 2 + k * 8,
-        "batch plan": max_iter * b * 8,
-        "k-means++ subsample and candidates": (
-            2 * n_init * d * s + 3 * trials * n_init * 8 + 4 * n_init * 8
-        ),
+        "batch plan": r.max_iter * b * 8,
+        "k-means++ subsample and candidates": _kmeanspp_bytes(r, d * s),
         "batch rows and their distances": b * d * s + 2 * b * k * s + 4 * b * 8,
         "labelling chunk (distances, norms)": rows * (k + 1) * s,
         "distances of the points (n, k)": n * k * s,

@@ -64,27 +64,19 @@ def assign_parallel(
         the threads may call at once), tile by tile, over all the parts.
     """
     count = None if progress is None else progress.update
-    if not (isinstance(state.support, np.ndarray) or is_sparse(state.support)):
-        # another backend (torch): its own parallelism
-        return assign(
-            X,
-            state,
-            kernel,
-            chunk_rows=chunk_rows,
-            return_distances=return_distances,
-            progress=count,
-        )
-    n = X.shape[0]
-    n_threads = effective_n_threads() if n_threads is None else n_threads
-    n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
-    rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
-    if not kernel.is_callable and state.support.dtype.kind == "f":
-        rows = tile_rows(
-            state.support.shape[0],
-            state.support.dtype.itemsize,
-            rows,
-            sparse=is_sparse(X) or is_sparse(state.support),
-        )
+    n, rows = X.shape[0], chunk_rows
+    host = isinstance(state.support, np.ndarray) or is_sparse(state.support)
+    if host:
+        n_threads = effective_n_threads() if n_threads is None else n_threads
+        n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
+        rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
+        if not kernel.is_callable and state.support.dtype.kind == "f":
+            rows = tile_rows(
+                state.support.shape[0],
+                state.support.dtype.itemsize,
+                rows,
+                sparse=is_sparse(X) or is_sparse(state.support),
+            )
 
     def label(r0, r1):
         part = X if (r0, r1) == (0, n) else row_range(X, r0, r1)  # a view, also for CSR
@@ -97,6 +89,8 @@ def assign_parallel(
             progress=count,
         )
 
+    if not host:  # another backend (torch): its own parallelism
+        return label(0, n)
     results = parallel_parts(label, n, n_threads)  # one BLAS thread in every part
     if len(results) == 1:
         return results[0]

@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -84,7 +85,7 @@ import torch
 from ..kernels import KERNELS
 from ._memory import DENSE_SLOT_SUMS_MAX, pool_buffers, pool_step_buffers
 from ._memory import pool_capacities as capacities
-from ._state import StepResult, WindowState, block_slots, group_by, tile_columns
+from ._state import StepResult, WindowState, block_slots, group_by, rank_in_groups, tile_columns
 
 _F64 = torch.float64
 
@@ -152,37 +153,25 @@ def _kernel_functions(kernel):
     ``diag(X) -> (n,)``; ``diag_is_one`` for kernels with K(x, x) = 1 for every x (rbf,
     laplacian), whose diagonal is not computed.
     A callable is called without the per-tile finiteness check (a device sync): a
-    non-finite value shows in the batch objectives the host reads back.
+    non-finite value shows in the batch objectives the host reads back. By the names
+    of the :class:`Constants` fields.
     """
     from ..kernels import _torch_tiles
 
     if kernel.is_callable:
-        func, params = kernel._user_func, kernel.params
-
-        def tile(X, Y):
-            return _torch_tiles.call_user(func, params, X, Y, check_finite=False)
-
-        def diag(X):
-            return _torch_tiles.call_user_diag(func, params, X, check_finite=False)
-
-        return tile, tile, diag, False
+        user = (kernel._user_func, kernel.params)
+        tile = partial(_torch_tiles.call_user, *user, check_finite=False)
+        diag = partial(_torch_tiles.call_user_diag, *user, check_finite=False)
+        return dict(tile=tile, tile_tail=tile, diag=diag, diag_is_one=False)
     impl = KERNELS[kernel.name].implementation("torch")
     params = dict(kernel.params)
-
-    def tile(X, Y):
-        return impl.tile(X, Y, **params)
-
-    def tail(X, Y):
-        return _torch_tiles.rbf_tail(X, Y, **params)
-
-    def diag(X):
-        return impl.diag(X, **params)
-
-    return (
-        tile,
-        tail if impl.tile is _torch_tiles.rbf else tile,
-        diag,
-        impl.diag is _torch_tiles.diag_ones,
+    tile = partial(impl.tile, **params)
+    tail = partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile
+    return dict(
+        tile=tile,
+        tile_tail=tail,
+        diag=partial(impl.diag, **params),
+        diag_is_one=impl.diag is _torch_tiles.diag_ones,
     )
 
 
@@ -217,7 +206,6 @@ def make_constants(layout, cfg, rows):
     tau = math.inf if cfg.tau is None else float(cfg.tau)
     tau_row = torch.full((1, L1), tau, dtype=_F64, device=device)
     tau_row[0, -1] = math.inf  # a block in the spare column (an overflow) is never dropped
-    tile, tile_tail, diag, diag_is_one = _kernel_functions(cfg.kernel)
     coef_out, _ = pool_step_buffers(k, layout.L, M, b, layout.cols)["coef_out"]
     return Constants(
         cluster_col=torch.arange(k, device=device)[:, None],
@@ -232,10 +220,7 @@ def make_constants(layout, cfg, rows):
         slot_bounds=torch.arange(k * L1 + 1, device=device),
         ranks=torch.arange(1, b + 1, device=device),
         coef_out=torch.empty(coef_out, dtype=rows.dtype, device=device),
-        tile=tile,
-        tile_tail=tile_tail,
-        diag=diag,
-        diag_is_one=diag_is_one,
+        **_kernel_functions(cfg.kernel),
     )
 
 
@@ -359,19 +344,25 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
             [torch.addmm(norms_dt, A, c.tile(rows[:M], Xb[c0:c1]), alpha=-2) for c0, c1 in chunks],
             1,
         )
-    mind, labels = D.min(0)
     diag = None if c.diag_is_one else c.diag(Xb)
-    mind = (mind.add_(1) if diag is None else mind.add_(diag)).clamp_min_(0)
+    w64 = None if weight is None else weight.to(_F64)
+
+    def batch_sum(D):
+        """The labels, and sum_x w_x min_j D[j, x] with K(x, x) added and clipped at 0."""
+        mind, labels = D.min(0)
+        mind = (mind.add_(1) if diag is None else mind.add_(diag)).clamp_min_(0)
+        if weight is None:
+            return labels, mind.sum(0, keepdim=True, dtype=_F64)
+        return labels, (mind.to(_F64) @ w64)[None]
+
+    labels, objective = batch_sum(D)
     # 3. Counts and rates: b_j (weighted) and n_j (points, for the truncation), (k, 1).
     onehot = c.cluster_col == labels  # (k, b)
     ns = onehot.sum(1, keepdim=True, dtype=_F64)
     if weight is None:
         bc, total = ns, float(Xb.shape[0])
-        objective = mind.sum(0, keepdim=True, dtype=_F64)
     else:
-        w64 = weight.to(_F64)
         bc, total = onehot.to(_F64) @ w64[:, None], w64.sum()
-        objective = (mind.to(_F64) @ w64)[None]
     if cfg.objective_after:  # once stopped: no counts, no growth, the state stays
         ns = ns * pool.active
         bc = ns if weight is None else bc * pool.active
@@ -418,13 +409,7 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
             )
         else:
             D2 = torch.cat(Q2, 1).mul_(-2).add_(norms.to(dt))
-        mind2 = D2.min(0).values
-        mind2 = (mind2.add_(1) if diag is None else mind2.add_(diag)).clamp_min_(0)
-        after = (
-            mind2.sum(0, keepdim=True, dtype=_F64)
-            if weight is None
-            else (mind2.to(_F64) @ w64)[None]
-        )
+        after = batch_sum(D2)[1]
         active = active & (objective - after >= c.tol * total)
     # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
     # none is left: an overflow), the others back to their own batch row.
@@ -543,37 +528,30 @@ def unpack(pool, layout):
     k, L1, M = layout.k, layout.L + 1, layout.M
     row_block = pool.block[:M].cpu().numpy()
     weight = pool.coef[:M].sum(1).cpu().numpy()  # one non-zero per row: u_s
-    lam = pool.lam.cpu().numpy()
-    newer = pool.newer.cpu().numpy()
-    stamp = pool.stamp.cpu().numpy()
-    gram = pool.gram.cpu().numpy()
+    lam, newer, stamp, gram = (
+        t.cpu().numpy() for t in (pool.lam, pool.newer, pool.stamp, pool.gram)
+    )
     occupied = np.flatnonzero(row_block != layout.free)
-    bl = row_block[occupied]
-    cl, sl = bl // L1, bl % L1
+    cl, sl = np.divmod(row_block[occupied], L1)
     # Age of a slot: its newer count (strictly larger for older blocks of a window).
-    order = np.lexsort((occupied, -newer[cl, sl], cl))
-    rows_sorted, cl, sl = occupied[order], cl[order], sl[order]
-    key = cl * L1 + sl
+    rows_sorted = occupied[np.lexsort((occupied, -newer[cl, sl], cl))]
+    key = row_block[rows_sorted]  # the rows' slots, j (L + 1) + p
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
     sizes = np.diff(np.r_[starts, key.size])
-    block_cluster, block_slot = cl[starts], sl[starts]
+    block_cluster, block_slot = np.divmod(key[starts], L1)
     n_blocks = np.bincount(block_cluster, minlength=k)
-    Lp = max(1, int(n_blocks.max()) if n_blocks.size else 1)
-    rank = np.arange(block_cluster.size) - np.repeat(np.cumsum(n_blocks) - n_blocks, n_blocks)
-    H = np.zeros((k, Lp, Lp))
-    perm = np.zeros((k, Lp), dtype=np.intp)
-    used = np.zeros((k, Lp), dtype=bool)
+    Lp = max(1, int(n_blocks.max()))
+    rank = rank_in_groups(n_blocks)
+    perm = np.full((k, Lp), -1, dtype=np.intp)  # -1: no block
     perm[block_cluster, rank] = block_slot
-    used[block_cluster, rank] = True
+    used = perm >= 0
     sub = np.take_along_axis(np.take_along_axis(gram, perm[:, :, None], 1), perm[:, None, :], 2)
-    H[:] = np.where(used[:, :, None] & used[:, None, :], sub, 0.0)
+    H = np.where(used[:, :, None] & used[:, None, :], sub, 0.0)
     idx = torch.from_numpy(rows_sorted).to(pool.rows.device)
-    block_start = np.zeros(block_cluster.size + 1, dtype=np.intp)
-    np.cumsum(sizes, out=block_start[1:])
     return WindowState(
         support=pool.rows.index_select(0, idx),
         weight=weight[rows_sorted],
-        block_start=block_start,
+        block_start=np.r_[0, np.cumsum(sizes)],
         block_cluster=block_cluster.astype(np.intp),
         block_stamp=stamp[block_cluster, block_slot].astype(np.int64),
         lam=lam[block_cluster, block_slot].astype(np.float64),

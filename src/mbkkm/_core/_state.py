@@ -22,11 +22,7 @@ from ..backends._sparse import is_sparse
 def concat_ranges(starts, lengths):
     """The concatenation of ``arange(s, s + l)`` for each (s, l), vectorised."""
     lengths = np.asarray(lengths, dtype=np.intp)
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.intp)
-    offsets = np.cumsum(lengths) - lengths  # where each range begins in the output
-    return np.repeat(np.asarray(starts, dtype=np.intp) - offsets, lengths) + np.arange(total)
+    return np.repeat(np.asarray(starts, dtype=np.intp), lengths) + rank_in_groups(lengths)
 
 
 def rank_in_groups(counts):
@@ -47,7 +43,7 @@ def block_slots(block_cluster, n_clusters):
     """Rank of each block inside its cluster (oldest first), shape (nb,)."""
     order, ptr = group_by(block_cluster, n_clusters)
     slots = np.empty(block_cluster.size, dtype=np.intp)
-    slots[order] = np.arange(block_cluster.size) - ptr[block_cluster[order]]
+    slots[order] = rank_in_groups(np.diff(ptr))
     return slots
 
 
@@ -145,8 +141,7 @@ class WindowState:
         nx = self.backend
         self.support = nx.take(self.support, nx.index(order))
         self.weight = self.weight[order]
-        self.block_start = np.zeros(border.size + 1, dtype=np.intp)
-        np.cumsum(sizes, out=self.block_start[1:])
+        self.block_start = np.r_[0, np.cumsum(sizes)]
         self.block_cluster = self.block_cluster[border]
         self.block_stamp = self.block_stamp[border]
         self.lam = self.lam[border]

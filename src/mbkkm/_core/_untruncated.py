@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends import numpy_backend
 from ..backends._sparse import is_sparse, vstack_rows
 from ._state import labelling_state
 
@@ -85,8 +86,7 @@ def init_table(items, start, kernel, chunk_rows=4096):
     """
     n, k = items.shape[0], start.n_clusters
     support, coef, labels = start.support, start.coef, start.labels
-    A = np.zeros((labels.size, k))  # (m0, k): a_s on its center's column
-    A[np.arange(labels.size), labels] = coef
+    A = numpy_backend().one_hot(labels, coef, k)  # (m0, k): a_s on its center's column
     table = np.empty((n, k), dtype=np.float64)
     for r0 in range(0, n, chunk_rows):
         table[r0 : r0 + chunk_rows] = (
@@ -123,9 +123,8 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
     state.counts += bcounts
     alpha = rate(bcounts, float(b), state.counts)
     alpha = np.where(bcounts > 0, alpha, 0.0)
-    W = np.zeros((b, k))
-    nz = bcounts[labels] > 0
-    W[np.arange(b)[nz], labels[nz]] = (alpha / np.maximum(bcounts, 1))[labels[nz]]
+    u = (alpha / np.maximum(bcounts, 1))[labels]  # the weight of each batch point
+    W = numpy_backend().one_hot(labels, u, k)
     keep = 1.0 - alpha
     XB = items[batch_idx]
     # c' from the old table (before T is overwritten).
@@ -151,7 +150,7 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
     s2 = np.einsum("ij,ik,kj->j", W, K_BB, W)
     state.norms = keep**2 * state.norms + 2.0 * keep * s1 + s2
     state.coef *= keep[None, :]
-    np.add.at(state.coef, (batch_idx[nz], labels[nz]), W[np.arange(b)[nz], labels[nz]])
+    np.add.at(state.coef, (batch_idx, labels), u)
     state.init_coef *= keep[state.init_labels]
     state.n_steps += 1
     return labels, objective, alpha

@@ -79,11 +79,7 @@ def torch_available():
 
 def cuda_available():
     """Whether torch is installed and sees a CUDA device."""
-    if not torch_available():
-        return False
-    import torch
-
-    return bool(torch.cuda.is_available())
+    return torch_available() and bool(sys.modules["torch"].cuda.is_available())
 
 
 def _torch_backend(device):
@@ -105,22 +101,15 @@ def get_backend(*arrays):
     ValueError
         When numpy arrays and tensors are mixed, or tensors live on different devices.
     """
-    devices = set()
-    n_host = 0
-    for a in arrays:
-        if a is None:
-            continue
-        if is_tensor(a):
-            devices.add(a.device)
-        else:
-            n_host += 1
-    if not devices:
+    tensors = [a for a in arrays if is_tensor(a)]
+    if not tensors:
         return _NUMPY
-    if n_host:
+    if len(tensors) < sum(a is not None for a in arrays):
         raise ValueError(
             "mixed array libraries: got torch tensors together with numpy arrays (or other "
             "host arrays); pass all inputs as tensors on one device, or all as numpy arrays"
         )
+    devices = {t.device for t in tensors}
     if len(devices) > 1:
         raise ValueError(
             f"tensors on different devices: {sorted(str(d) for d in devices)}; move them to "
@@ -236,27 +225,22 @@ def _check_torch_device(dev, device):
 def backend_for(device):
     """The backend of a resolved device (see :func:`resolve_device`): numpy for
     None and "cpu", torch for a torch device."""
-    if device is None or (isinstance(device, str) and device == "cpu"):
-        return _NUMPY
     if isinstance(device, str):
-        device = resolve_device(device)
-        if isinstance(device, str):
-            return _NUMPY
-    return _torch_backend(device)
+        device = resolve_device(device)  # "cpu", or a torch device
+    return _NUMPY if device is None or isinstance(device, str) else _torch_backend(device)
 
 
 def same_device(a, b):
     """Whether two torch devices are the same ("cuda" and "cuda:<current>" are)."""
-    return _canon(a) == _canon(b)
-
-
-def _canon(dev):
     import torch
 
-    dev = torch.device(dev)
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", torch.cuda.current_device())
-    return dev
+    def canon(dev):
+        dev = torch.device(dev)
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", torch.cuda.current_device())
+        return dev
+
+    return canon(a) == canon(b)
 
 
 def numpy_backend():

@@ -69,12 +69,9 @@ def as_csr(X):
     """
     if not sp.issparse(X):
         raise TypeError(f"expected a scipy.sparse matrix, got {type(X).__name__}")
-    if X.format != "csr":
-        X = X.tocsr()  # a new object: canonicalising it in place is safe
-        X.sum_duplicates()
-        return X
-    if not X.has_canonical_format:
-        X = X.copy()
+    if X.format != "csr" or not X.has_canonical_format:
+        # a new object (converted, or copied): canonicalising it in place is safe
+        X = X.tocsr() if X.format != "csr" else X.copy()
         X.sum_duplicates()
     return X
 
@@ -183,10 +180,7 @@ def vstack_rows(parts):
     if len(d) != 1:
         raise ValueError(f"vstack_rows: the parts have different numbers of columns {sorted(d)}")
     dtype = np.result_type(*[p.dtype for p in parts])
-    out = sp.vstack(parts, format="csr", dtype=dtype)
-    if out.format != "csr":  # scipy returns CSR for format="csr"; be explicit anyway
-        out = out.tocsr()
-    return _sorted(out)
+    return _sorted(sp.vstack(parts, format="csr", dtype=dtype))
 
 
 def row_norms_sq(X):

@@ -49,12 +49,9 @@ class TorchBackend:
 
     def asarray(self, a, dtype=None):
         """A host array (or tensor) -> a tensor on this device."""
-        dtype = self._dtype(dtype)
-        if isinstance(a, torch.Tensor):
-            return a.to(device=self.device, dtype=dtype)
-        a = np.asarray(a)
-        t = torch.from_numpy(np.ascontiguousarray(a))
-        return t.to(device=self.device, dtype=dtype)
+        if not isinstance(a, torch.Tensor):
+            a = torch.from_numpy(np.ascontiguousarray(a))
+        return a.to(device=self.device, dtype=self._dtype(dtype))
 
     def to_numpy(self, x):
         """A tensor -> a host numpy array (one device-to-host copy)."""
@@ -122,12 +119,7 @@ class TorchBackend:
     def _upload(self, arrays, dtype):
         flat = [np.asarray(a, dtype=dtype).ravel() for a in arrays]
         packed = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype))
-        packed = packed.to(self.device)
-        out, pos = [], 0
-        for a in flat:
-            out.append(packed[pos : pos + a.size])
-            pos += a.size
-        return tuple(out)
+        return packed.to(self.device).split([a.size for a in flat])
 
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
@@ -152,11 +144,8 @@ class TorchBackend:
 
     def mean_squared_pairwise_distance(self, X, sample_weight=None):
         """mean_{x,y} ||x - y||^2 = 2 sum_f Var(X[:, f]), in float64 on the device."""
-        total = float(X.shape[0])
-        w = None
-        if sample_weight is not None:
-            w = self.asarray(sample_weight, dtype=torch.float64)
-            total = float(w.sum())
+        w = None if sample_weight is None else self.asarray(sample_weight, dtype=torch.float64)
+        total = float(X.shape[0] if w is None else w.sum())
         ss = 0.0
         step = 65536
         s = torch.zeros(X.shape[1], dtype=torch.float64, device=self.device)
