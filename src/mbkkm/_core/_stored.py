@@ -128,9 +128,11 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         return None
     E = np.asarray(extra, dtype=items.dtype)
     N = n + E.shape[0]
-    K = np.empty((N, N), dtype=items.dtype)
-    K[:n, :n] = kernel.tile(items, items)
-    if E.shape[0]:
+    if E.shape[0] == 0:  # the usual case: the initial centers are rows of X
+        K = np.asarray(kernel.tile(items, items), dtype=items.dtype)
+    else:
+        K = np.empty((N, N), dtype=items.dtype)
+        K[:n, :n] = kernel.tile(items, items)
         K[:n, n:] = kernel.tile(items, E)
         K[n:, :n] = K[:n, n:].T
         K[n:, n:] = kernel.tile(E, E)
