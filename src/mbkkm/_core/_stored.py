@@ -39,7 +39,13 @@ from ..backends import get_backend
 from ..backends._sparse import is_sparse
 from ._rates import batch_rates
 from ._state import StepResult, block_slots, group_by
-from ._windows import _advance_blocks, plan_windows, support_layout
+from ._windows import (
+    advance_blocks,
+    batch_mean,
+    labels_and_minima,
+    plan_windows,
+    support_layout,
+)
 
 #: The largest kernel matrix a mini-batch fit stores to index instead of computing
 #: kernel blocks: 128 MiB, 4,096 float64 points (5,792 float32). Up to about this n
@@ -202,9 +208,7 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     R, PA, norms = _rows_of(state, stored)
     diag = stored.diag[batch]
     nx = get_backend(R)
-    D = nx.distances_T(PA[:, batch], diag, norms)
-    labels = np.argmin(D, axis=0)
-    mind = np.maximum(D[labels, np.arange(batch.size)], 0)
+    labels, mind = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
     objective, bcounts, btotal, alpha = batch_rates(
         labels, mind, k, cfg.rate, state.counts, batch_weight
     )
@@ -218,19 +222,14 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     R = np.concatenate([R[plan.keep], block_sums(new_ptr, batch[new_pos], u_new, stored.matrix)])
     state.support = np.concatenate([state.support[rows_kept], batch[new_pos]])
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
-    _advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
+    advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
     PA, norms = center_rows(state, R)
     state.norms = norms
     state.workspace["stored_rows"] = (state.n_steps, R, PA, norms)
     after = None
     if cfg.objective_after:  # f_B(C_{i+1}) on the same batch: no new work
-        D2 = nx.distances_T(PA[:, batch], diag, norms)
-        mind2 = np.maximum(D2.min(axis=0), 0).astype(np.float64)
-        after = (
-            float(mind2.mean())
-            if batch_weight is None
-            else float(mind2 @ np.asarray(batch_weight, dtype=np.float64) / btotal)
-        )
+        _, mind2 = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
+        after = batch_mean(mind2, batch_weight, btotal)
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 

@@ -403,7 +403,7 @@ def support_layout(state, plan, labels, new_size, bcounts, batch_weight):
     return new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept
 
 
-def _advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids):
+def advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids):
     """The block arrays after a step: the kept old blocks, then the new ones."""
     state.block_start = np.zeros(kept_sizes.size + new_sizes.size + 1, dtype=np.intp)
     np.cumsum(np.concatenate([kept_sizes, new_sizes]), out=state.block_start[1:])
@@ -530,7 +530,7 @@ def advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_
     k = state.n_clusters
     # 2. P = Lambda Q (k, b); distances; labels.
     P = center_products(Q, state, nx)
-    labels, mind = _labels_and_minima(nx.distances_T(P, diag, state.norms))
+    labels, mind = labels_and_minima(nx.distances_T(P, diag, state.norms))
 
     # 3. Batch objective, counts and learning rates.
     objective, bcounts, btotal, alpha = batch_rates(
@@ -566,23 +566,26 @@ def advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_
         lam_old[plan.keep] = plan.lam_kept
         P2 = center_products(Q, state, nx, lam=lam_old)
         P2[lay.grow_ids] += QB * plan.lam_new.astype(QB.dtype)[:, None]
-        _, mind2 = _labels_and_minima(nx.distances_T(P2, diag, norms))
-        mind2 = np.asarray(mind2, dtype=np.float64)
-        after = (
-            float(mind2.mean())
-            if batch_weight is None
-            else float(mind2 @ np.asarray(batch_weight, dtype=np.float64) / btotal)
-        )
+        _, mind2 = labels_and_minima(nx.distances_T(P2, diag, norms))
+        after = batch_mean(mind2, batch_weight, btotal)
 
     state.support = new_support(lay, plan)
     state.weight = np.concatenate([state.weight[lay.rows_kept], lay.u_new])
-    _advance_blocks(state, plan, lay.kept_sizes, lay.new_sizes, lay.grow_ids)
+    advance_blocks(state, plan, lay.kept_sizes, lay.new_sizes, lay.grow_ids)
     state.gram = gram
     state.norms = norms
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 
-def _labels_and_minima(D):
+def batch_mean(mind, batch_weight, total):
+    """The (weighted) mean of a batch's minimum distances, f_B, as a float."""
+    mind = np.asarray(mind, dtype=np.float64)
+    if batch_weight is None:
+        return float(mind.mean())
+    return float(mind @ np.asarray(batch_weight, dtype=np.float64) / total)
+
+
+def labels_and_minima(D):
     """Column argmin and minimum of the distances D (k, n): labels, minima >= 0."""
     labels = np.argmin(D, axis=0)
     return labels, np.maximum(D[labels, np.arange(D.shape[1])], 0)
