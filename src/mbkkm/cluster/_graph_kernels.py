@@ -91,7 +91,6 @@ from ..kernels._spectral import (
     DEFAULT_RANK_TOL,
     DENSE_MAX_SAMPLES,
     GraphSpectrum,
-    check_bool,
     check_heat_params,
     check_t,
     component_sizes,
@@ -745,11 +744,8 @@ def _check_graph_params(name, params, n):
         _check_n_neighbors(k, n)
     if name == "heat":
         t = params["t"]
-        check_heat_params(
-            params["form"], params["n_components"], params["max_components"], params["rank_tol"], n
-        )
-        check_bool(params["normalize"], "normalize")
-        check_bool(params["connect"], "connect")
+        keys = ("form", "n_components", "max_components", "rank_tol", "normalize", "connect")
+        check_heat_params(n, *(params[key] for key in keys))
         if not (isinstance(t, str) and t == "auto"):
             check_t(t)
         if params["form"] != "laplacian" and isinstance(t, str):

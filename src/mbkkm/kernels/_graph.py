@@ -31,6 +31,7 @@ References
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 import time
 
@@ -531,17 +532,14 @@ class LowRankKernel:
             f"error={self.error:.3g})"
         )
 
-    @property
+    @functools.cached_property
     def features(self):
         """F = U diag(sqrt w), shape (n_samples, rank): K = F F^T (computed once)."""
-        F = self.__dict__.get("_features")
-        if F is None:
-            F = self._features = self.U * np.sqrt(self.weights)
-        return F
+        return self.U * np.sqrt(self.weights)
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_features", None)  # recomputed from U and the weights
+        state.pop("features", None)  # recomputed from U and the weights
         return state
 
     def block(self, rows, cols):

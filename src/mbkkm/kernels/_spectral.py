@@ -389,8 +389,8 @@ def check_t(t):
     return float(t)
 
 
-def check_heat_params(form, n_components, max_components, rank_tol, n_samples):
-    """Check the rank parameters of the heat kernel (before any work)."""
+def check_heat_params(n_samples, form, n_components, max_components, rank_tol, normalize, connect):
+    """Check the rank parameters and the flags of the heat kernel (before any work)."""
     if form not in HEAT_FORMS:
         raise ValueError(f"form must be one of {list(HEAT_FORMS)}, got {form!r}")
     if n_components is not None:
@@ -409,13 +409,14 @@ def check_heat_params(form, n_components, max_components, rank_tol, n_samples):
         or not 0 <= rank_tol < 1
     ):
         raise ValueError(f"rank_tol must be a number in [0, 1), got {rank_tol!r}")
+    check_bool(normalize, "normalize")
+    check_bool(connect, "connect")
 
 
 def check_bool(value, name):
     """A flag given as a bool (numpy's included)."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def n_pairs_needed(n_samples, n_components, max_components):
@@ -541,8 +542,7 @@ def heat_kernel(
     n = X.shape[0]
     _check_n_neighbors(n_neighbors, n)
     t = check_t(t)
-    check_heat_params(form, n_components, max_components, rank_tol, n)
-    normalize, connect = check_bool(normalize, "normalize"), check_bool(connect, "connect")
+    check_heat_params(n, form, n_components, max_components, rank_tol, normalize, connect)
     if (
         isinstance(max_dense_bytes, bool)
         or not isinstance(max_dense_bytes, numbers.Real)
