@@ -607,7 +607,8 @@ class GraphExtension:
     """How a new point gets its kernel values against the fitted points.
 
     For the heat kernel, its features f(x) = v(x) diag(sqrt w) from the Nystroem
-    extension of the kept eigenvectors (:meth:`GraphSpectrum.extend`), divided by its
+    extension of the kept eigenvectors
+    (:func:`~mbkkm.kernels._spectral.extend_eigenvectors`), divided by its
     length for the normalised kernel: K(x, y) = <f(x), f(y)>, K(x, x) = ||f(x)||^2.
     For the k-NN kernel, its row
     K(x, j) = b_j / (d_x d_j) and K(x, x) = 1 / d_x^2 (:func:`knn_kernel_rows`).
