@@ -235,10 +235,6 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
 
 
 # --------------------------------------------------------------------------- gather
-def _take_rows(block, local_idx):
-    return np.asarray(block)[local_idx]
-
-
 def _gather_tasks(blocks, bounds, indices):
     """One delayed task per chunk holding some of the sorted distinct ``indices``."""
     import dask
@@ -251,7 +247,7 @@ def _gather_tasks(blocks, bounds, indices):
             continue
         i = int(block_of[part[0]])
         local = (indices[part] - bounds[i]).astype(np.intp)
-        tasks.append(dask.delayed(_take_rows, pure=True)(blocks[i], local))
+        tasks.append(dask.delayed(np.take, pure=True)(blocks[i], local, axis=0))
     return tasks
 
 
@@ -408,6 +404,12 @@ class DaskRows:
         self._load(np.unique(self._plan[it:stop]))
         self._next_it = stop
 
+    def _block_weights(self, sample_weight, i):
+        """The weights of the rows of chunk i, float64 (None without weights)."""
+        if sample_weight is None:
+            return None
+        return np.asarray(sample_weight[self._bounds[i] : self._bounds[i + 1]], dtype=np.float64)
+
     def labels_inertia(self, estimator, sample_weight=None):
         """labels_ (a persisted Dask array) and inertia_ (a float) in one pass.
 
@@ -421,9 +423,7 @@ class DaskRows:
         bounds = self._bounds
         parts, labels = [], []
         for i, block in enumerate(self._blocks):
-            w = None
-            if sample_weight is not None:
-                w = np.asarray(sample_weight[bounds[i] : bounds[i + 1]])
+            w = self._block_weights(sample_weight, i)
             part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
             parts.append(part[1])
             labels.append(
@@ -484,15 +484,9 @@ class DaskRows:
         """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""
         import dask
 
-        stats = []
-        for i, block in enumerate(self._blocks):
-            w = None
-            if sample_weight is not None:
-                w = np.asarray(
-                    sample_weight[self._bounds[i] : self._bounds[i + 1]], dtype=np.float64
-                )
-            stats.append(dask.delayed(_block_moments, pure=True)(block, w))
-        stats = dask.compute(*stats)
+        moments = dask.delayed(_block_moments, pure=True)
+        weights = [self._block_weights(sample_weight, i) for i in range(len(self._blocks))]
+        stats = dask.compute(*map(moments, self._blocks, weights))
         self.n_passes += 1
         total, mean, m2, low = stats[0]
         for w_b, mean_b, m2_b, low_b in stats[1:]:

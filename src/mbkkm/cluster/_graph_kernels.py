@@ -91,7 +91,6 @@ from ..kernels._spectral import (
     DEFAULT_RANK_TOL,
     DENSE_MAX_SAMPLES,
     GraphSpectrum,
-    check_bool,
     check_heat_params,
     check_t,
     component_sizes,
@@ -262,12 +261,6 @@ class TSelection:
         return ax
 
 
-def _smooth(scores):
-    """(s_{i-1} + 2 s_i + s_{i+1}) / 4 over the grid, the end values repeated."""
-    padded = np.concatenate([scores[:1], scores, scores[-1:]])
-    return 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
-
-
 def candidate_times(spectrum, n_clusters, max_components=DEFAULT_MAX_COMPONENTS):
     """t="auto"'s candidates: ``(times, ranks)``, increasing times (decreasing ranks).
 
@@ -367,7 +360,7 @@ def select_t(
     for i, t in enumerate(candidates):
         ranks[i], errors[i] = spectrum.rank(t, rank_tol, max_components)
         F = spectrum.features(t, ranks[i], normalize)  # (n, r): K_t ~= F F^T
-        best = None
+        runs = []
         for s, seed in enumerate(seeds):
             # One OpenMP thread: these are many short Lloyd runs on (m, r) features, and
             # their per-iteration thread synchronisation dominates; with other work on
@@ -380,11 +373,12 @@ def select_t(
             labels, dist = _nearest_center(F, km.cluster_centers_)
             run_scores[i, s] = normalized_cut(A, degrees, labels, n_clusters)
             run_inertia[i, s] = float(dist.sum() if sample_weight is None else dist @ sample_weight)
-            if best is None or run_scores[i, s] < run_scores[i, best[0]]:
-                best = (s, labels)
-        solutions.append(best[1])
+            runs.append(labels)
+        solutions.append(runs[int(np.argmin(run_scores[i]))])  # ties: the first run
     raw = run_scores.min(axis=1)
-    scores = _smooth(raw)
+    # (s_{i-1} + 2 s_i + s_{i+1}) / 4 over the grid, the end values repeated
+    padded = np.concatenate([raw[:1], raw, raw[-1:]])
+    scores = 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
     chosen = int(np.argmin(scores))  # ties: the shortest time
     return TSelection(
         t=float(candidates[chosen]),
@@ -595,7 +589,7 @@ def plan_graph(name, n, n_features, itemsize, params):
             )
         terms["eigenvectors (n, p)"] = 8 * n * pairs
         terms["features of the selection of t and the kernel (2 x (n, rank))"] = 2 * 8 * n * pairs
-    plan = MemoryPlan(
+    return MemoryPlan(
         where="host",
         terms={a: int(b) for a, b in terms.items()},
         peaks={"graph": int(sum(terms.values()))},
@@ -607,14 +601,14 @@ def plan_graph(name, n, n_features, itemsize, params):
             "estimator never builds a graph or an n x n matrix)"
         },
     )
-    return plan
 
 
 class GraphExtension:
     """How a new point gets its kernel values against the fitted points.
 
     For the heat kernel, its features f(x) = v(x) diag(sqrt w) from the Nystroem
-    extension of the kept eigenvectors (:meth:`GraphSpectrum.extend`), divided by its
+    extension of the kept eigenvectors
+    (:func:`~mbkkm.kernels._spectral.extend_eigenvectors`), divided by its
     length for the normalised kernel: K(x, y) = <f(x), f(y)>, K(x, x) = ||f(x)||^2.
     For the k-NN kernel, its row
     K(x, j) = b_j / (d_x d_j) and K(x, x) = 1 / d_x^2 (:func:`knn_kernel_rows`).
@@ -660,12 +654,8 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     t = params.get("t")
     rng = check_random_state(params["random_state"])
     graph, neighbors = _build_graph(estimator, X, name, params, auto, rng)
-    asked = graph.n_neighbors
-    if name == "knn":
-        _warn_split(estimator, graph, [component_sizes(graph)], params["n_neighbors"])
-        return _index_kernel("knn", knn_kernel_from_graph(graph), params, graph, X), None, None
-    tried = [component_sizes(graph)]
-    if params["connect"]:
+    tried, asked = [component_sizes(graph)], graph.n_neighbors
+    if name == "heat" and params["connect"]:
         graph, tried = connect_graph(
             graph,
             estimator.n_clusters,
@@ -673,6 +663,8 @@ def resolve_graph_kernel(estimator, X, sample_weight):
             before_rebuild=lambda g, k: _check_rebuild(estimator, name, g, k, asked, params),
         )
     _warn_split(estimator, graph, tried, asked)
+    if name == "knn":
+        return _index_kernel("knn", knn_kernel_from_graph(graph), params, graph, X), None, None
     spectrum = GraphSpectrum(
         graph,
         n_pairs_needed(n, params["n_components"], params["max_components"]),
@@ -753,11 +745,8 @@ def _check_graph_params(name, params, n):
         _check_n_neighbors(k, n)
     if name == "heat":
         t = params["t"]
-        check_heat_params(
-            params["form"], params["n_components"], params["max_components"], params["rank_tol"], n
-        )
-        check_bool(params["normalize"], "normalize")
-        check_bool(params["connect"], "connect")
+        keys = ("form", "n_components", "max_components", "rank_tol", "normalize", "connect")
+        check_heat_params(n, *(params[key] for key in keys))
         if not (isinstance(t, str) and t == "auto"):
             check_t(t)
         if params["form"] != "laplacian" and isinstance(t, str):

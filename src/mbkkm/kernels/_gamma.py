@@ -278,9 +278,7 @@ def heat_diagonal_max(
     best, arg, done = -np.inf, -1, 0
     while done < min(n, max_exact) and upper[order[done]] > best:
         idx = order[done : min(done + batch, n, max_exact)]
-        E = np.zeros((n, idx.size))
-        E[idx, np.arange(idx.size)] = 1.0
-        vals = spla.expm_multiply(-t * L, E)[idx, np.arange(idx.size)]
+        vals = spla.expm_multiply(-t * L, _unit_columns(n, idx))[idx, np.arange(idx.size)]
         j = int(np.argmax(vals))
         if vals[j] > best:
             best, arg = float(vals[j]), int(idx[j])
@@ -628,6 +626,13 @@ _REFINE_GRID = 17
 _EXACT_BATCH = 16
 
 
+def _unit_columns(n, idx):
+    """The (n, len(idx)) matrix of the unit vectors e_i, i in idx."""
+    E = np.zeros((n, idx.size))
+    E[idx, np.arange(idx.size)] = 1.0
+    return E
+
+
 def _exact_diagonal_on_grid(L, points, start, stop, num):
     """K_t(x, x) = e_x^T exp(-t L) e_x for the given points at ``num`` times from
     ``start`` to ``stop``, shape (num, len(points))."""
@@ -635,13 +640,11 @@ def _exact_diagonal_on_grid(L, points, start, stop, num):
     out = np.empty((num, len(points)))
     for s in range(0, len(points), _EXACT_BATCH):
         idx = np.asarray(points[s : s + _EXACT_BATCH])
-        E = np.zeros((n, idx.size))
-        E[idx, np.arange(idx.size)] = 1.0
         # exp(-t L) E = exp(-(t - start) L) exp(-start L) E, the interval from 0:
         # expm_multiply over an interval that starts elsewhere steps with the whole
         # interval's scaling (scipy issue 16363, open in 1.17: relative errors of 3e-3
         # here); the short interval is cheap.
-        E = spla.expm_multiply(-start * L, E)
+        E = spla.expm_multiply(-start * L, _unit_columns(n, idx))
         vals = spla.expm_multiply(-L, E, start=0.0, stop=stop - start, num=num, endpoint=True)
         out[:, s : s + idx.size] = vals[:, idx, np.arange(idx.size)]
     return out

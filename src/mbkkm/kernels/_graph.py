@@ -31,6 +31,7 @@ References
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 import time
 
@@ -48,9 +49,16 @@ def _check_data(X):
     return check_array(X, dtype=[np.float64, np.float32], ensure_min_samples=2, input_name="X")
 
 
+def check_integer(value, name, or_none=False):
+    """TypeError unless ``value`` is an integer (not a bool); ``or_none`` says, in the
+    message, that None is accepted too (the caller lets it through)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        what = "an integer or None" if or_none else "an integer"
+        raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+
+
 def _check_n_neighbors(n_neighbors, n_samples):
-    if isinstance(n_neighbors, bool) or not isinstance(n_neighbors, numbers.Integral):
-        raise TypeError(f"n_neighbors must be an integer, got {type(n_neighbors).__name__}")
+    check_integer(n_neighbors, "n_neighbors")
     if not 1 <= n_neighbors <= n_samples:
         raise ValueError(
             f"n_neighbors must be in [1, n_samples] = [1, {n_samples}] (it counts the "
@@ -65,18 +73,6 @@ _TIE_RTOL = 1e-6
 
 
 # --- the graph ------------------------------------------------------------------------
-
-
-def _check_pca_components(pca_components):
-    if pca_components is None:
-        return None
-    if isinstance(pca_components, bool) or not isinstance(pca_components, numbers.Integral):
-        raise TypeError(
-            f"pca_components must be an integer or None, got {type(pca_components).__name__}"
-        )
-    if pca_components < 1:
-        raise ValueError(f"pca_components must be >= 1 or None, got {pca_components}")
-    return int(pca_components)
 
 
 class KNNGraph:
@@ -139,14 +135,18 @@ class KNNGraph:
         X = _check_data(X)
         n, d = X.shape
         _check_n_neighbors(self.n_neighbors, n)
-        p = _check_pca_components(self.pca_components)
+        p = self.pca_components
+        if p is not None:
+            check_integer(p, "pca_components", or_none=True)
+            if p < 1:
+                raise ValueError(f"pca_components must be >= 1 or None, got {p}")
         self.n_features_in_ = d
         self.seconds_ = {}
         start = time.perf_counter()
         self.pca_ = None
         if p is not None and d > p and n > p:
             self.pca_ = PCA(
-                p, svd_solver="randomized", random_state=check_random_state(self.random_state)
+                int(p), svd_solver="randomized", random_state=check_random_state(self.random_state)
             ).fit(X)
         self.points_ = self._project(X)
         self.seconds_["projection"] = time.perf_counter() - start
@@ -178,7 +178,7 @@ class KNNGraph:
         ``n_neighbors``."""
         other = copy.copy(self)
         other.n_neighbors = n_neighbors
-        other.seconds_ = {"projection": 0.0}
+        other.seconds_ = dict(self.seconds_)  # the search's time adds to this one's
         return other
 
     def _link(self, lists=None):
@@ -411,14 +411,22 @@ def knn_kernel(
     return knn_kernel_from_graph(graph)
 
 
+def _pattern_product(M, left, right):
+    """``left[i] * right[j]`` at each stored entry (i, j) of the CSR matrix M."""
+    rows = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+    return left[rows] * right[M.indices]
+
+
+def scale_symmetric(A, s):
+    """diag(s) A diag(s), a CSR copy of A with the same stored entries."""
+    M = A.tocsr(copy=True)
+    M.data = M.data * _pattern_product(M, s, s)
+    return M
+
+
 def knn_kernel_from_graph(graph):
     """D^-1 A D^-1 of a fitted :class:`KNNGraph`, sparse (n, n)."""
-    inv = 1.0 / graph.degrees_
-    # D^-1 A D^-1 on the stored entries: K_ij = A_ij * inv_i * inv_j.
-    K = graph.adjacency_.copy()
-    rows = np.repeat(np.arange(K.shape[0]), np.diff(K.indptr))
-    K.data *= inv[rows] * inv[K.indices]
-    return K
+    return scale_symmetric(graph.adjacency_, 1.0 / graph.degrees_)
 
 
 def knn_kernel_rows(graph, X):
@@ -441,8 +449,7 @@ def knn_kernel_rows(graph, X):
     """
     B = graph.attach(X)
     d_x = 1.0 + np.asarray(B.sum(axis=1)).ravel()
-    rows = np.repeat(np.arange(B.shape[0]), np.diff(B.indptr))
-    B.data = B.data / (d_x[rows] * graph.degrees_[B.indices])
+    B.data = B.data / _pattern_product(B, d_x, graph.degrees_)
     return B, 1.0 / d_x**2
 
 
@@ -525,17 +532,14 @@ class LowRankKernel:
             f"error={self.error:.3g})"
         )
 
-    @property
+    @functools.cached_property
     def features(self):
         """F = U diag(sqrt w), shape (n_samples, rank): K = F F^T (computed once)."""
-        F = self.__dict__.get("_features")
-        if F is None:
-            F = self._features = self.U * np.sqrt(self.weights)
-        return F
+        return self.U * np.sqrt(self.weights)
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_features", None)  # recomputed from U and the weights
+        state.pop("features", None)  # recomputed from U and the weights
         return state
 
     def block(self, rows, cols):

@@ -76,10 +76,9 @@ class IndexKernel:
             return M.block(rows, np.arange(M.shape[0]))
         return np.asarray(np.take(M, rows, axis=0), dtype=np.float64)
 
-    def tile(self, rows, cols, out=None):
-        """The block K[rows][:, cols] (host index arrays: a stored kernel is numpy only,
-        which the estimators check before a fit)."""
-        return self(rows, cols, out=out)
+    #: The block K[rows][:, cols] (host index arrays: a stored kernel is numpy only,
+    #: which the estimators check before a fit).
+    tile = __call__
 
     def diag(self, rows):
         return self._diag[np.asarray(rows, dtype=np.intp)]

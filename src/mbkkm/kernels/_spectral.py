@@ -57,7 +57,14 @@ import scipy.linalg as sla
 import scipy.sparse.linalg as spla
 from sklearn.utils import check_random_state
 
-from ._graph import LowRankKernel, _check_data, _check_n_neighbors, fit_knn_graph
+from ._graph import (
+    LowRankKernel,
+    _check_data,
+    _check_n_neighbors,
+    check_integer,
+    fit_knn_graph,
+    scale_symmetric,
+)
 
 #: Graphs up to this many points are decomposed densely (all eigenpairs, exact); above
 #: it ARPACK on the sparse matrix is faster for the ~100 pairs the heat kernel keeps.
@@ -73,11 +80,7 @@ HEAT_FORMS = ("laplacian", "adjacency")
 def normalized_adjacency(A, degrees=None):
     """N = D^-1/2 A D^-1/2 (sparse CSR, same pattern as A); eigenvalues in [-1, 1]."""
     d = np.asarray(A.sum(axis=1)).ravel() if degrees is None else degrees
-    s = 1.0 / np.sqrt(d)
-    N = A.tocsr(copy=True)
-    rows = np.repeat(np.arange(N.shape[0]), np.diff(N.indptr))
-    N.data = N.data * (s[rows] * s[N.indices])
-    return N
+    return scale_symmetric(A, 1.0 / np.sqrt(d))
 
 
 def unit_rows(F):
@@ -122,14 +125,6 @@ def choose_rank(weights, rank_tol, max_components):
     r = 1 if above.size == 0 else int(above[-1]) + 2
     r = min(r, cap)
     return r, float(w[r])
-
-
-def _check_int(value, name, low):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
 
 
 def top_eigenpairs(N, n_pairs, *, which="LA", tol=0.0, random_state=None):
@@ -260,13 +255,6 @@ class GraphSpectrum:
             row_scale=scale,
         )
 
-    def extend(self, X, rank):
-        """Nystroem extension of the first ``rank`` eigenvectors to new points
-        (:func:`extend_eigenvectors`), shape (n_new, rank)."""
-        return extend_eigenvectors(
-            self.graph, self.eigenvalues[:rank], self.eigenvectors[:, :rank], X
-        )
-
 
 def extend_eigenvectors(graph, eigenvalues, eigenvectors, X):
     """Nystroem extension of eigenvectors of N to new points (Bengio et al. 2004).
@@ -371,17 +359,11 @@ def connect_graph(
         The sizes of the connected components of each graph tried, largest first.
     """
 
-    def doubled(g):
-        seconds = g.seconds_
+    def doubled(g):  # its seconds_ add the new search's to g's
         k = min(2 * g.n_neighbors, g.n_samples)
         if before_rebuild is not None:
             before_rebuild(g, k)
-        g = g.with_n_neighbors(k)
-        g.seconds_ = {
-            "projection": seconds["projection"],
-            "neighbors": seconds["neighbors"] + g.seconds_["neighbors"],
-        }
-        return g
+        return g.with_n_neighbors(k)
 
     tried = [component_sizes(graph)]
     for _ in range(max_doublings):
@@ -407,34 +389,34 @@ def check_t(t):
     return float(t)
 
 
-def check_heat_params(form, n_components, max_components, rank_tol, n_samples):
-    """Check the rank parameters of the heat kernel (before any work)."""
+def check_heat_params(n_samples, form, n_components, max_components, rank_tol, normalize, connect):
+    """Check the rank parameters and the flags of the heat kernel (before any work)."""
     if form not in HEAT_FORMS:
         raise ValueError(f"form must be one of {list(HEAT_FORMS)}, got {form!r}")
     if n_components is not None:
-        if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral):
-            raise TypeError(
-                f"n_components must be an integer or None, got {type(n_components).__name__}"
-            )
+        check_integer(n_components, "n_components", or_none=True)
         if not 1 <= n_components <= n_samples - 2:
             raise ValueError(
                 f"n_components must be in [1, n_samples - 2] = "
                 f"[1, {n_samples - 2}], got {n_components}"
             )
-    _check_int(max_components, "max_components", 1)
+    check_integer(max_components, "max_components")
+    if max_components < 1:
+        raise ValueError(f"max_components must be >= 1, got {max_components}")
     if (
         isinstance(rank_tol, bool)
         or not isinstance(rank_tol, numbers.Real)
         or not 0 <= rank_tol < 1
     ):
         raise ValueError(f"rank_tol must be a number in [0, 1), got {rank_tol!r}")
+    check_bool(normalize, "normalize")
+    check_bool(connect, "connect")
 
 
 def check_bool(value, name):
     """A flag given as a bool (numpy's included)."""
     if not isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be True or False, got {value!r}")
-    return bool(value)
 
 
 def n_pairs_needed(n_samples, n_components, max_components):
@@ -560,8 +542,7 @@ def heat_kernel(
     n = X.shape[0]
     _check_n_neighbors(n_neighbors, n)
     t = check_t(t)
-    check_heat_params(form, n_components, max_components, rank_tol, n)
-    normalize, connect = check_bool(normalize, "normalize"), check_bool(connect, "connect")
+    check_heat_params(n, form, n_components, max_components, rank_tol, normalize, connect)
     if (
         isinstance(max_dense_bytes, bool)
         or not isinstance(max_dense_bytes, numbers.Real)
