@@ -121,29 +121,6 @@ def test_block_sums_merge_repeated_items():
     np.testing.assert_allclose(block_sums(ptr, items, u, K), expected, rtol=1e-13, atol=1e-13)
 
 
-def test_block_rows_kept_in_place_equal_fresh_sums():
-    # the rows of the blocks live in a pool that an iteration writes into, not copies:
-    # after many iterations (blocks dropped, the pool grown) every block's row is the
-    # one computed afresh from its items, bit for bit, and so are the centers' rows
-    rng = np.random.RandomState(5)
-    X = rng.normal(size=(300, 3))
-    kern = resolve_kernel("rbf", gamma=0.5, X=X)
-    stored, state = stored_kernel_for(X, init_state(X[:4].copy(), kern), kern)
-    cfg = StepConfig(kern, LEARNING_RATES["classic"], tau=25, renormalize=True, tol=-np.inf)
-    sizes = set()
-    for _ in range(30):
-        stored_step(state, rng.randint(0, 300, 40), stored, cfg)
-        rows, row_of, PA, norms = _stored._rows_of(state, stored)
-        sizes.add(rows.shape[0])
-        fresh = block_sums(state.block_start, state.support, state.weight, stored.matrix)
-        np.testing.assert_array_equal(rows[row_of], fresh)
-        assert np.unique(row_of).size == row_of.size  # one row per block
-        PA_fresh, norms_fresh = _stored.center_rows(state, fresh, np.arange(fresh.shape[0]))
-        np.testing.assert_array_equal(PA, PA_fresh)
-        np.testing.assert_array_equal(norms, norms_fresh)
-    assert len(sizes) > 1  # the pool grew on the way
-
-
 def test_the_rule(monkeypatch, tmp_path):
     X = np.random.RandomState(4).normal(size=(100, 3))
     kern = resolve_kernel("rbf", gamma=0.5, X=X)

@@ -164,13 +164,12 @@ def block_sums(ptr, items, weights, K):
     return get_backend(K).csr_matmul(indptr, item, merged, K)
 
 
-def center_rows(state, rows, row_of):
+def center_rows(state, R):
     """PA = Lambda R (k, N), the inner products of the centers with every point, and
-    the norms c_j = sum_{s in W_j} a_s PA[j, s]; block q's row R[q] is
-    ``rows[row_of[q]]``."""
+    the norms c_j = sum_{s in W_j} a_s PA[j, s]."""
     k = state.n_clusters
     order, ptr = group_by(state.block_cluster, k)  # one sparse row per center
-    PA = get_backend(rows).csr_matmul(ptr, row_of[order], state.lam[order], rows)
+    PA = get_backend(R).csr_matmul(ptr, order, state.lam[order], R)
     labels = state.labels
     norms = np.bincount(labels, weights=state.coef * PA[labels, state.support], minlength=k).astype(
         np.float64
@@ -179,32 +178,13 @@ def center_rows(state, rows, row_of):
 
 
 def _rows_of(state, stored):
-    """(rows, row_of, PA, norms) of the state: the block rows R[q] = rows[row_of[q]], kept
-    in its workspace from one iteration to the next (computed here at the start, or
-    when resuming: the same values)."""
+    """(R, PA, norms) of the state, kept in its workspace from one iteration to the
+    next (computed here at the start, or when resuming: the same values)."""
     cached = state.workspace.get("stored_rows")
     if cached is not None and cached[0] == state.n_steps:
         return cached[1:]
     R = block_sums(state.block_start, state.support, state.weight, stored.matrix)
-    row_of = np.arange(R.shape[0])
-    return (R, row_of, *center_rows(state, R, row_of))
-
-
-def _place(rows, kept, new):
-    """The slots of the kept blocks then of the ``new`` rows, written into the rows of
-    ``rows`` that no kept block uses (a pool that an iteration does not copy; it
-    doubles when full). Returns ``(rows, row_of)``."""
-    used = np.zeros(rows.shape[0], dtype=bool)
-    used[kept] = True
-    free = np.flatnonzero(~used)
-    if free.size < new.shape[0]:
-        grown = np.empty((2 * rows.shape[0] + new.shape[0], rows.shape[1]), dtype=rows.dtype)
-        grown[: rows.shape[0]] = rows
-        free = np.concatenate([free, np.arange(rows.shape[0], grown.shape[0])])
-        rows = grown
-    free = free[: new.shape[0]]
-    rows[free] = new
-    return rows, np.concatenate([kept, free])
+    return (R, *center_rows(state, R))
 
 
 def stored_step(state, batch, stored, cfg, batch_weight=None):
@@ -225,9 +205,9 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     StepResult
     """
     k = state.n_clusters
-    rows, row_of, PA, norms = _rows_of(state, stored)
+    R, PA, norms = _rows_of(state, stored)
     diag = stored.diag[batch]
-    nx = get_backend(rows)
+    nx = get_backend(R)
     labels, mind = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
     objective, bcounts, btotal, alpha = batch_rates(
         labels, mind, k, cfg.rate, state.counts, batch_weight
@@ -239,14 +219,13 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
         state, plan, labels, new_size, bcounts, batch_weight
     )
-    new_rows = block_sums(new_ptr, batch[new_pos], u_new, stored.matrix)
-    rows, row_of = _place(rows, row_of[plan.keep], new_rows)
+    R = np.concatenate([R[plan.keep], block_sums(new_ptr, batch[new_pos], u_new, stored.matrix)])
     state.support = np.concatenate([state.support[rows_kept], batch[new_pos]])
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
-    PA, norms = center_rows(state, rows, row_of)
+    PA, norms = center_rows(state, R)
     state.norms = norms
-    state.workspace["stored_rows"] = (state.n_steps, rows, row_of, PA, norms)
+    state.workspace["stored_rows"] = (state.n_steps, R, PA, norms)
     after = None
     if cfg.objective_after:  # f_B(C_{i+1}) on the same batch: no new work
         _, mind2 = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
@@ -260,7 +239,7 @@ def to_rows(state, X, stored):
 
         H_j[p, q] = sum_{t in q} u_t R[p, t]   for the blocks p, q of window j.
     """
-    rows, row_of, _, _ = _rows_of(state, stored)
+    R, _, _ = _rows_of(state, stored)
     k = state.n_clusters
     slot = block_slots(state.block_cluster, k)
     L = max(1, int(slot.max()) + 1) if slot.size else 1
@@ -271,9 +250,7 @@ def to_rows(state, X, stored):
         entries = np.flatnonzero(state.block_cluster[entry_block] == j)
         onehot = np.zeros((entries.size, L))
         onehot[np.arange(entries.size), slot[entry_block[entries]]] = state.weight[entries]
-        gram[j, slot[blocks]] = (
-            rows[row_of[blocks]][:, state.support[entries]].astype(np.float64) @ onehot
-        )
+        gram[j, slot[blocks]] = R[blocks][:, state.support[entries]].astype(np.float64) @ onehot
     lam = np.zeros((k, L))
     lam[state.block_cluster, slot] = state.lam
     state.gram = gram
