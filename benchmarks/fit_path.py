@@ -20,6 +20,10 @@ import numpy as np
 #: The functions that are "the step": the first call of one ends the path.
 STEPS = {"minibatch_step", "stored_step", "step_windows", "advance", "_mini_batch_step"}
 
+#: Code objects that are expressions, not functions: every comprehension (Python 3.12
+#: inlines them, PEP 709, so that they would not be counted there either) and lambdas.
+EXPRESSIONS = {"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>", "<lambda>"}
+
 
 def _profile(fit, package_dir):
     """(functions before the first step, functions in the whole fit), in call order."""
@@ -35,7 +39,7 @@ def _profile(fit, package_dir):
         if code.co_name in STEPS and before is None:
             before = list(seen)
         key = (code.co_filename, code.co_qualname)
-        if key not in seen and code.co_name not in {"<genexpr>", "<listcomp>", "<lambda>"}:
+        if key not in seen and code.co_name not in EXPRESSIONS:
             seen.append(key)
 
     sys.setprofile(hook)
