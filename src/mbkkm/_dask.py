@@ -235,6 +235,10 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
 
 
 # --------------------------------------------------------------------------- gather
+def _take_rows(block, local_idx):
+    return np.asarray(block)[local_idx]
+
+
 def _gather_tasks(blocks, bounds, indices):
     """One delayed task per chunk holding some of the sorted distinct ``indices``."""
     import dask
@@ -247,7 +251,7 @@ def _gather_tasks(blocks, bounds, indices):
             continue
         i = int(block_of[part[0]])
         local = (indices[part] - bounds[i]).astype(np.intp)
-        tasks.append(dask.delayed(np.take, pure=True)(blocks[i], local, axis=0))
+        tasks.append(dask.delayed(_take_rows, pure=True)(blocks[i], local))
     return tasks
 
 
