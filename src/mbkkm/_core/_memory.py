@@ -477,15 +477,19 @@ def plan_minibatch(request):
     # Setup: the data-driven width (float64 row chunks), the width's selection sample,
     # k-means++ on its subsample (the rows, their host copy, and 2 + log k candidate
     # kernel rows in float64), the batch plan, the data copied to the device.
-    t = {
+    setup_terms = {  # the setup's phases, one after the other
         "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
         "width selection (sample)": (
             int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
         ),
         "k-means++ subsample and candidates": _kmeanspp_bytes(r, r.row_bytes),
+    }
+    t = {
+        **setup_terms,
         "batch plan": (r.max_iter or 0) * b * 8,
         "data copied to the device": int(r.data_on_device),
     }
+    held = t["batch plan"] + t["data copied to the device"]  # from the setup to the end
     if r.device_resident:
         step, state, iteration, shapes = _pool_terms(r, copies)
     else:
@@ -497,15 +501,9 @@ def plan_minibatch(request):
         step = term_bytes(_HOST_TERMS, buffers, r.row_bytes, itemsize)
         step["kernel blocks"] = int(step["kernel blocks"] * WORKSPACE_HEADROOM)
         state = step["support (windows)"] + step["support bookkeeping"] + step["block Gram"]
-        iteration = (
-            step["batch rows"]
-            + step["kernel blocks"]
-            + step["half-batch rows"]
-            + max(
-                step["kernel operand copies"],
-                step["block sums Q, P, QB"] + step["pair indices"] + step["new support"],
-            )
-        )
+        products = step["block sums Q, P, QB"] + step["pair indices"] + step["new support"]
+        iteration = step["batch rows"] + step["kernel blocks"] + step["half-batch rows"]
+        iteration += max(step["kernel operand copies"], products)
         shapes = {"chunk_columns": cols}
         # Small n on dense rows: the kernel matrix of the rows and of initial centers
         # outside them (at most k), the blocks' rows and the centers' rows over it
@@ -515,18 +513,9 @@ def plan_minibatch(request):
             step["kernel matrix (small n)"] = (N + nb + k) * N * itemsize
             iteration += step["kernel matrix (small n)"]
     t.update(step)
-    state += t["data copied to the device"] + t["batch plan"]
+    state += held
     iteration += state
-    setup = (
-        t["data copied to the device"]
-        + t["batch plan"]
-        + t.get(_CUBLAS, 0)
-        + max(
-            t["width from the data (row chunks)"],
-            t["width selection (sample)"],
-            t["k-means++ subsample and candidates"],
-        )
-    )
+    setup = held + t.get(_CUBLAS, 0) + max(setup_terms.values())
     rows, threads = r.label_rows, r.n_threads
     if rows == "auto":  # as assign_parallel sizes them
         threads = 1 if r.device_resident else min(effective_n_threads(), n // MIN_ROWS_PER_THREAD)
