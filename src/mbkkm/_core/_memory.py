@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
-from ..backends._threads import effective_n_threads
-from ._parallel import MIN_ROWS_PER_THREAD, tile_rows
+from ._parallel import label_tiles
 from ._state import WORKSPACE_HEADROOM, tile_columns
 from ._stored import STORED_KERNEL_BYTES
 
@@ -355,7 +354,7 @@ class MiniBatchPlanRequest:
         ``label_rows="auto"``.
     tiled_labels : bool
         Whether the labelling pass cuts its rows in cache tiles (a named kernel on
-        float rows on the host; :func:`mbkkm._core._parallel.tile_rows`).
+        float rows on the host; :func:`mbkkm._core._parallel.label_tiles`).
     compute_labels : bool
         Whether the fit labels the n points at the end.
     where : str
@@ -517,11 +516,10 @@ def plan_minibatch(request):
     iteration += state
     setup = held + t.get(_CUBLAS, 0) + max(setup_terms.values())
     rows, threads = r.label_rows, r.n_threads
-    if rows == "auto":  # as assign_parallel sizes them
-        threads = 1 if r.device_resident else min(effective_n_threads(), n // MIN_ROWS_PER_THREAD)
-        rows = max(1, label_chunk_rows(r.working_memory, m, k, itemsize) // max(1, threads))
-        if r.tiled_labels:
-            rows = tile_rows(m, itemsize, rows)
+    if rows == "auto":  # as assign_parallel sizes them (one thread on a device)
+        budget = label_chunk_rows(r.working_memory, m, k, itemsize)
+        threads = 1 if r.device_resident else None
+        rows, threads = label_tiles(n, m, itemsize, budget, threads, r.tiled_labels)
     rows = n if rows is None else max(1, min(rows, n))
     threads = max(1, threads)
     # Labelling: per thread a tile of ``rows`` rows against the m support points and
