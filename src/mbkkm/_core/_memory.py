@@ -133,11 +133,9 @@ class MemoryPlan:
 
         ``available=None`` (unknown) checks nothing.
         """
-        if available is None:
-            return
         phase = max((p for p in self.checked if p in self.peaks), key=self.peaks.get, default=None)
         peak = self.peaks.get(phase, 0)  # self.peak
-        if peak <= available:
+        if available is None or peak <= available:
             return
         big = sorted(self.terms.items(), key=lambda t: -t[1])[:3]
         raise MemoryPlanError(
