@@ -7,7 +7,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from mbkkm._core import LEARNING_RATES, StepConfig, assign, init_state, minibatch_step
-from mbkkm._core._parallel import assign_parallel, tile_rows
+from mbkkm._core._parallel import assign_parallel, label_tiles
 from mbkkm.backends._threads import effective_n_threads
 from mbkkm.kernels import resolve_kernel
 
@@ -61,7 +61,7 @@ def test_prepared_tiles_equal_plain_kernel(kernel):
         return_distances=True,
         cross_kernel=lambda S, Xc: kern(S, Xc),
     )
-    rows = tile_rows(state.support.shape[0], 8)
+    rows, _ = label_tiles(X.shape[0], state.support.shape[0], 8, 2**40, n_threads=1)
     flab, fmind, fdist = assign(X, state, kern, chunk_rows=rows, return_distances=True)
     np.testing.assert_array_equal(flab, lab)
     np.testing.assert_allclose(fmind, mind, rtol=1e-10, atol=1e-12)

@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
-from ..backends._threads import effective_n_threads
-from ._parallel import MIN_ROWS_PER_THREAD, tile_rows
+from ._parallel import label_tiles
 from ._state import WORKSPACE_HEADROOM, tile_columns
 from ._stored import STORED_KERNEL_BYTES
 
@@ -134,12 +133,13 @@ class MemoryPlan:
 
         ``available=None`` (unknown) checks nothing.
         """
-        if available is None or self.peak <= available:
+        phase = max((p for p in self.checked if p in self.peaks), key=self.peaks.get, default=None)
+        peak = self.peaks.get(phase, 0)  # self.peak
+        if available is None or peak <= available:
             return
-        phase = max((p for p in self.checked if p in self.peaks), key=self.peaks.get)
         big = sorted(self.terms.items(), key=lambda t: -t[1])[:3]
         raise MemoryPlanError(
-            f"{what} needs about {gib(self.peak)} on {self.where} at its {phase} peak, "
+            f"{what} needs about {gib(peak)} on {self.where} at its {phase} peak, "
             f"but {gib(available)} is available there. Largest parts: "
             + ", ".join(f"{name} {gib(b)}" for name, b in big)
             + f". Lower {self.hints.get(phase, 'the batch size')}"
@@ -298,13 +298,12 @@ def term_bytes(terms, buffers, row_bytes, itemsize=0):
     their declarations ``buffers``; ``row_bytes``: one data item (dtype None),
     ``itemsize``: one value of the data's float dtype (dtype ``"values"``)."""
     sizes = {None: row_bytes, "values": itemsize}
-
-    def nbytes(shape, dtype, *_):
-        return int(np.prod(shape)) * (
-            dtype.itemsize if isinstance(dtype, np.dtype) else sizes[dtype]
-        )
-
-    return {term: sum(nbytes(*buffers[name]) for name in names) for term, names in terms.items()}
+    nbytes = {
+        name: int(np.prod(shape))
+        * (dtype.itemsize if isinstance(dtype, np.dtype) else sizes[dtype])
+        for name, (shape, dtype, *_) in buffers.items()
+    }
+    return {term: sum(nbytes[name] for name in names) for term, names in terms.items()}
 
 
 #: The device pool's term for a captured CUDA graph: it keeps its own copy of an
@@ -353,7 +352,7 @@ class MiniBatchPlanRequest:
         ``label_rows="auto"``.
     tiled_labels : bool
         Whether the labelling pass cuts its rows in cache tiles (a named kernel on
-        float rows on the host; :func:`mbkkm._core._parallel.tile_rows`).
+        float rows on the host; :func:`mbkkm._core._parallel.label_tiles`).
     compute_labels : bool
         Whether the fit labels the n points at the end.
     where : str
@@ -475,20 +474,34 @@ def plan_minibatch(request):
     # Setup: the data-driven width (float64 row chunks), the width's selection sample,
     # k-means++ on its subsample (the rows, their host copy, and 2 + log k candidate
     # kernel rows in float64), the batch plan, the data copied to the device.
-    t = {
+    setup_terms = {  # the setup's phases, one after the other
         "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
         "width selection (sample)": (
             int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
         ),
         "k-means++ subsample and candidates": _kmeanspp_bytes(r, r.row_bytes),
+    }
+    t = {
+        **setup_terms,
         "batch plan": (r.max_iter or 0) * b * 8,
         "data copied to the device": int(r.data_on_device),
     }
+    held = t["batch plan"] + t["data copied to the device"]  # from the setup to the end
     if r.device_resident:
         step, state, iteration, shapes = _pool_terms(r, copies)
     else:
+        # The host step's terms, the bytes of its state and of one iteration besides
         L = int(np.ceil(blocks_per_window)) + 1
-        step, state, iteration, shapes = _host_terms(r, m, nb, L, copies)
+        cols = tile_columns(m, b, itemsize, r.max_tile_bytes)  # the step's own chunking
+        operands = (m + cols, d + 2) if copies else (0,)
+        buffers = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
+        step = term_bytes(_HOST_TERMS, buffers, r.row_bytes, itemsize)
+        step["kernel blocks"] = int(step["kernel blocks"] * WORKSPACE_HEADROOM)
+        state = step["support (windows)"] + step["support bookkeeping"] + step["block Gram"]
+        products = step["block sums Q, P, QB"] + step["pair indices"] + step["new support"]
+        iteration = step["batch rows"] + step["kernel blocks"] + step["half-batch rows"]
+        iteration += max(step["kernel operand copies"], products)
+        shapes = {"chunk_columns": cols}
         # Small n on dense rows: the kernel matrix of the rows and of initial centers
         # outside them (at most k), the blocks' rows and the centers' rows over it
         # (:mod:`mbkkm._core._stored`); they live until the loop ends.
@@ -497,24 +510,14 @@ def plan_minibatch(request):
             step["kernel matrix (small n)"] = (N + nb + k) * N * itemsize
             iteration += step["kernel matrix (small n)"]
     t.update(step)
-    state += t["data copied to the device"] + t["batch plan"]
+    state += held
     iteration += state
-    setup = (
-        t["data copied to the device"]
-        + t["batch plan"]
-        + t.get(_CUBLAS, 0)
-        + max(
-            t["width from the data (row chunks)"],
-            t["width selection (sample)"],
-            t["k-means++ subsample and candidates"],
-        )
-    )
+    setup = held + t.get(_CUBLAS, 0) + max(setup_terms.values())
     rows, threads = r.label_rows, r.n_threads
-    if rows == "auto":  # as assign_parallel sizes them
-        threads = 1 if r.device_resident else min(effective_n_threads(), n // MIN_ROWS_PER_THREAD)
-        rows = max(1, label_chunk_rows(r.working_memory, m, k, itemsize) // max(1, threads))
-        if r.tiled_labels:
-            rows = tile_rows(m, itemsize, rows)
+    if rows == "auto":  # as assign_parallel sizes them (one thread on a device)
+        budget = label_chunk_rows(r.working_memory, m, k, itemsize)
+        threads = 1 if r.device_resident else None
+        rows, threads = label_tiles(n, m, itemsize, budget, threads, r.tiled_labels)
     rows = n if rows is None else max(1, min(rows, n))
     threads = max(1, threads)
     # Labelling: per thread a tile of ``rows`` rows against the m support points and
@@ -590,28 +593,6 @@ def _pool_terms(r, copies):
     return t, state, iteration, {"chunk_columns": cols, "pool_rows": M, "slots": L}
 
 
-def _host_terms(r, m, nb, L, copies):
-    """The host step's terms (request ``r``; m support points in nb blocks, L per
-    window), the bytes of its state and of one iteration besides, and its shapes."""
-    k, b = r.n_clusters, r.batch_size
-    cols = tile_columns(m, b, r.itemsize, r.max_tile_bytes)  # the step's own chunking
-    operands = (m + cols, r.n_features + 2) if copies else (0,)
-    step = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
-    t = term_bytes(_HOST_TERMS, step, r.row_bytes, r.itemsize)
-    t["kernel blocks"] = int(t["kernel blocks"] * WORKSPACE_HEADROOM)
-    state = t["support (windows)"] + t["support bookkeeping"] + t["block Gram"]
-    iteration = (
-        t["batch rows"]
-        + t["kernel blocks"]
-        + t["half-batch rows"]
-        + max(
-            t["kernel operand copies"],
-            t["block sums Q, P, QB"] + t["pair indices"] + t["new support"],
-        )
-    )
-    return t, state, iteration, {"chunk_columns": cols}
-
-
 # ------------------------------------------------------------------ availability
 
 
@@ -622,22 +603,18 @@ def available_host_memory():
     limit less what the cgroup uses (containers, ``systemd-run -p MemoryMax``) and
     the address-space limit (``ulimit -v``) less what the process maps.
     """
-
-    def read(path):  # "" when unreadable
+    texts = []  # each file's text, "" when unreadable
+    for path in ("/proc/meminfo", "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"):
         try:
             with open(path) as fh:
-                return fh.read()
+                texts.append(fh.read())
         except OSError:
-            return ""
-
-    def number(text):  # the first number of a file (None: none, or "max")
-        return None if text.strip() in ("", "max") else int(text.split()[0])
-
-    available = [
-        line for line in read("/proc/meminfo").splitlines() if line.startswith("MemAvailable:")
-    ]
+            texts.append("")
+    meminfo, limit, used = texts
+    available = [line for line in meminfo.splitlines() if line.startswith("MemAvailable:")]
     candidates = [int(available[0].split()[1]) * 1024] if available else []
-    limit, used = (number(read(f"/sys/fs/cgroup/memory.{n}")) for n in ("max", "current"))
+    # the cgroup files' first numbers (None: none, or "max")
+    limit, used = (None if t.strip() in ("", "max") else int(t.split()[0]) for t in (limit, used))
     if limit is not None:
         candidates.append(max(0, limit - (used or 0)))
     try:
@@ -645,9 +622,10 @@ def available_host_memory():
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft not in (resource.RLIM_INFINITY, -1):
-            vm = number(read(f"/proc/{os.getpid()}/statm")) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{os.getpid()}/statm") as fh:
+                vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
             candidates.append(max(0, soft - vm))
-    except (ImportError, TypeError, ValueError):
+    except (ImportError, OSError, IndexError, ValueError):
         pass
     return min(candidates) if candidates else None
 

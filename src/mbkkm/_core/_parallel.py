@@ -29,16 +29,24 @@ _TILE_BYTES = 2 * 1024 * 1024  # one kernel tile: fewer Python calls per row, st
 _SPARSE_TILE_BYTES = 4 * 1024 * 1024
 
 
-def tile_rows(m, itemsize, max_rows=None, sparse=False):
-    """Rows of one labelling tile K(S, X_chunk) of about 2 MiB (m support points).
+def label_tiles(n, m, itemsize, chunk_rows, n_threads=None, tiled=True, sparse=False):
+    """(rows per tile, threads) of the host labelling pass of n points against m
+    support points: :func:`assign_parallel`'s sizing, which the memory plan reads.
 
-    The tile, its products and its distances then stay in cache, so the pass costs
-    the GEMM plus the kernel's elementwise map, not more memory passes.
-    ``max_rows`` caps it (a memory budget smaller than one tile). ``sparse``: scipy
-    sparse rows, whose tiles are about 4 MiB (see ``_SPARSE_TILE_BYTES``).
+    At most one thread per ``MIN_ROWS_PER_THREAD`` points (``n_threads`` None: the
+    threading policy's count), which share the ``chunk_rows`` budget. ``tiled``:
+    tiles of about 2 MiB (4 MiB for scipy sparse rows, ``sparse``, see
+    ``_SPARSE_TILE_BYTES``), so that the tile, its products and its distances stay
+    in cache and the pass costs the GEMM plus the kernel's elementwise map, not more
+    memory passes; the budget caps them (a budget smaller than one tile).
     """
-    rows = max(16, (_SPARSE_TILE_BYTES if sparse else _TILE_BYTES) // max(1, m * itemsize))
-    return rows if max_rows is None else max(1, min(rows, max_rows))
+    n_threads = effective_n_threads() if n_threads is None else n_threads
+    n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
+    rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
+    if tiled:
+        tile = max(16, (_SPARSE_TILE_BYTES if sparse else _TILE_BYTES) // max(1, m * itemsize))
+        rows = max(1, min(tile, rows))
+    return rows, n_threads
 
 
 def assign_parallel(
@@ -54,7 +62,7 @@ def assign_parallel(
     chunk_rows : int
         Rows per chunk for the whole pass (each thread gets ``chunk_rows // n_threads``,
         so the memory budget is shared, not multiplied). Named kernels on float data
-        use cache-sized tiles (:func:`tile_rows`), far smaller than any budget.
+        use cache-sized tiles (:func:`label_tiles`), far smaller than any budget.
     n_threads : int, optional
         Default: the threading policy's count
         (:func:`~mbkkm.backends._threads.effective_n_threads`).
@@ -67,16 +75,15 @@ def assign_parallel(
     n, rows = X.shape[0], chunk_rows
     host = isinstance(state.support, np.ndarray) or is_sparse(state.support)
     if host:
-        n_threads = effective_n_threads() if n_threads is None else n_threads
-        n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
-        rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
-        if not kernel.is_callable and state.support.dtype.kind == "f":
-            rows = tile_rows(
-                state.support.shape[0],
-                state.support.dtype.itemsize,
-                rows,
-                sparse=is_sparse(X) or is_sparse(state.support),
-            )
+        rows, n_threads = label_tiles(
+            n,
+            state.support.shape[0],
+            state.support.dtype.itemsize,
+            chunk_rows,
+            n_threads,
+            tiled=not kernel.is_callable and state.support.dtype.kind == "f",
+            sparse=is_sparse(X) or is_sparse(state.support),
+        )
 
     def label(r0, r1):
         part = X if (r0, r1) == (0, n) else row_range(X, r0, r1)  # a view, also for CSR

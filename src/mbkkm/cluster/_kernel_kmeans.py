@@ -326,7 +326,7 @@ torch.device, default=None
         dense = n * n * itemsize
         budget = self.max_kernel_memory * _MIB
         working = working_memory_bytes(self.working_memory)
-        free = nx.free_memory()
+        free = None if nx.is_host else nx.free_memory()  # None for torch on the CPU
         available = _memory.available_host_memory() if free is None else free
         others = 6 * n * (k + 1) * 8  # the run's (n, k) float64 matrices
         # the memory left must also hold the run's other arrays (on a device: a margin)

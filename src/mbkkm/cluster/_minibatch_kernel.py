@@ -326,8 +326,8 @@ torch.device, default=None
         ``working_memory`` when set; else scikit-learn's working_memory on the host,
         and a quarter of the free memory on a device that reports it.
         """
-        if self.working_memory is None:
-            free = nx.free_memory()  # None on the host and for torch on the CPU
+        if self.working_memory is None and not nx.is_host:
+            free = nx.free_memory()  # None for torch on the CPU
             if free is not None:
                 return int(free // 4)
         return int(working_memory_bytes(self.working_memory))
@@ -384,7 +384,7 @@ torch.device, default=None
                     device_resident=not nx.is_host,
                 )
             )
-        free = nx.free_memory()  # None on the host and for torch on the CPU
+        free = None if nx.is_host else nx.free_memory()  # None for torch on the CPU
         available = _memory.available_host_memory() if free is None else int(free)
         self.memory_plan_ = plan
         if self.verbose:
