@@ -38,6 +38,7 @@ import csv
 import datetime as _dt
 import io
 import json
+import mmap
 import os
 import platform
 import sys
@@ -56,51 +57,16 @@ from ..backends._threads import effective_n_threads
 from ._algorithms import GRAPH_KERNELS, FitOutput, KernelSetup, get_algorithm
 from ._grid import Grid, RunSpec, expand
 
-#: Columns of the result table, in order.
-COLUMNS = [
-    "run_id",
-    "grid",
-    "dataset",
-    "n_samples",
-    "n_features",
-    "n_clusters",
-    "algorithm",
-    "kernel",
-    "kernel_params",
-    "batch_size",
-    "tau",
-    "learning_rate",
-    "renormalize",
-    "max_iter",
-    "n_components",
-    "seed",
-    "status",
-    "message",
-    "ari",
-    "nmi",
-    "objective",
-    "objective_space",
-    "fit_seconds",
-    "kernel_seconds",
-    "total_seconds",
-    "fit_cpu_seconds",
-    "kernel_cpu_seconds",
-    "n_iter",
-    "memory_estimate_bytes",
-    "load_average",
-    "jobs",
-    "blas_threads",
-    "mbkkm",
-    "commit",
-    "numpy",
-    "scipy",
-    "sklearn",
-    "python",
-    "platform",
-    "cpu",
-    "n_cores",
-    "timestamp",
-]
+#: Columns of the result table, in order: the run, its outcome and times, the
+#: machine's state, then the library versions and the machine.
+COLUMNS = """
+    run_id grid dataset n_samples n_features n_clusters algorithm kernel kernel_params
+    batch_size tau learning_rate renormalize max_iter n_components seed
+    status message ari nmi objective objective_space fit_seconds kernel_seconds
+    total_seconds fit_cpu_seconds kernel_cpu_seconds n_iter memory_estimate_bytes
+    load_average jobs blas_threads
+    mbkkm commit numpy scipy sklearn python platform cpu n_cores timestamp
+""".split()
 
 #: Fraction of the available RAM used as the default memory budget.
 MEMORY_FRACTION = 0.7
@@ -293,14 +259,6 @@ def load_data(run: RunSpec, *, data_home=None, download: bool = False):
     return load_dataset(run.dataset, data_home=data_home, download=download)
 
 
-def _warning_lines(caught) -> str:
-    """The distinct warnings of a fit, each as 'Category: message' on one line."""
-    lines = dict.fromkeys(
-        f"{w.category.__name__}: {' '.join(str(w.message).split())}" for w in caught
-    )
-    return " | ".join(lines)
-
-
 @dataclass
 class RunSummary:
     """What :func:`run_grid` did."""
@@ -461,7 +419,9 @@ class _Writer:
     def _repair(self) -> None:
         fd, path = self._fd, self.path
         size = os.fstat(fd).st_size
-        head = os.pread(fd, min(size, 2 * len(_HEADER) + 1), 0)
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else nullcontext(b"") as data:
+            head = data[: 2 * len(_HEADER) + 1]
+            end = data.rfind(b"\n") + 1  # after the last complete line
         first = head.split(b"\n", 1)[0] + b"\n" if b"\n" in head else None
         if first is None and not _HEADER.startswith(head):
             raise ValueError(f"{path} is not a result table of mbkkm (no header line).")
@@ -469,7 +429,6 @@ class _Writer:
             raise ValueError(
                 f"{path} has other columns than this version of mbkkm writes; write to a new file."
             )
-        end = self._last_newline(size) + 1
         if end < size:
             os.ftruncate(fd, end)
             self.removed_bytes = size - end
@@ -477,17 +436,6 @@ class _Writer:
             _write_all(fd, _HEADER)
         if end < size or end == 0:
             os.fsync(fd)
-
-    def _last_newline(self, size: int) -> int:
-        """Offset of the last newline of the file, -1 if none (read backwards)."""
-        pos = size
-        while pos > 0:
-            start = max(0, pos - 65536)
-            i = os.pread(self._fd, pos - start, start).rfind(b"\n")
-            if i >= 0:
-                return start + i
-            pos = start
-        return -1
 
     def write(self, row: dict) -> None:
         _write_all(self._fd, _line([_cell(row.get(k)) for k in COLUMNS]))
@@ -568,10 +516,11 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     fit_seconds = time.perf_counter() - start
     fit_cpu = time.process_time() - cpu_start
     labels = np.asarray(out.labels)
+    warned = (f"{w.category.__name__}: {' '.join(str(w.message).split())}" for w in caught)
     return _finish(
         row,
         "ok",
-        _warning_lines(caught),
+        " | ".join(dict.fromkeys(warned)),  # the distinct warnings, one line each
         ari=adjusted_rand_score(y, labels),
         nmi=normalized_mutual_info_score(y, labels),
         objective=out.inertia / X.shape[0],
