@@ -540,6 +540,14 @@ def _finish(row: dict, status: str, message: str, **cells) -> dict[str, Any]:
     return row
 
 
+def _attempt(make, errors=(Exception, MemoryError)) -> tuple[Any, str | None]:
+    """``(make(), None)``, or ``(None, the error on one line)`` for ``errors``."""
+    try:
+        return make(), None
+    except errors as exc:
+        return None, one_line(exc, with_type=True)
+
+
 class _Executor:
     """Runs one run after another in one process, keeping the last dataset and the
     last kernel (matrix) it built, so that a group of runs on the same dataset and
@@ -553,31 +561,27 @@ class _Executor:
         self.data_home = data_home
         self.download = download
         self.memory_budget = memory_budget
+        # the key of the last dataset and of the last kernel, and (value, error message)
         self._data_key: Any = None
-        self._data: Any = None
-        self._data_error: str | None = None
         self._kernel_key: Any = None
-        self._kernel: KernelSetup | None = None
-        self._kernel_error: str | None = None
-
-    def _load(self, run: RunSpec) -> None:
-        key = (run.dataset, run.synthetic_samples)
-        if key == self._data_key:
-            return
-        self._data_key, self._data, self._data_error = key, None, None
-        self._kernel_key, self._kernel = None, None  # free the old matrix first
-        try:
-            self._data = load_data(run, data_home=self.data_home, download=self.download)
-        except (OSError, ValueError) as exc:
-            self._data_error = one_line(exc, with_type=True)
+        self._data: tuple[Any, str | None] = (None, None)
+        self._kernel: tuple[Any, str | None] = (None, None)
 
     def __call__(self, run: RunSpec) -> dict[str, Any]:
         """The row of one run (never raises for the run's own errors)."""
-        self._load(run)
+        key = (run.dataset, run.synthetic_samples)
+        if key != self._data_key:
+            self._kernel_key, self._kernel = None, (None, None)  # free the old matrix first
+            self._data_key, self._data = key, (None, None)
+            self._data = _attempt(
+                lambda: load_data(run, data_home=self.data_home, download=self.download),
+                (OSError, ValueError),
+            )
         row = _base_row(run, self.env)
-        if self._data_error is not None:
-            return _finish(row, "skipped", f"dataset not available: {self._data_error}")
-        X, y = self._data
+        data, error = self._data
+        if error is not None:
+            return _finish(row, "skipped", f"dataset not available: {error}")
+        X, y = data
         matrix = needs_matrix(run)
         est = None
         if matrix:
@@ -596,39 +600,32 @@ class _Executor:
             )
             shape = {"n_samples": X.shape[0], "n_features": X.shape[1]}
             return _finish(row, "skipped", message, memory_estimate_bytes=est, **shape)
-        self._build_kernel(run, X, matrix)
-        if self._kernel_error is not None:
-            _finish(row, "error", f"building the kernel failed: {self._kernel_error}")
+        key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
+        if key != self._kernel_key:
+            cache_id = {
+                "dataset": run.dataset,
+                "synthetic_samples": run.synthetic_samples,
+                "source": self.env.get("commit") or self.env.get("mbkkm"),
+            }
+            self._kernel_key, self._kernel = key, (None, None)
+            self._kernel = _attempt(
+                lambda: build_kernel(
+                    X,
+                    run.kernel,
+                    dict(run.kernel_params),
+                    matrix=matrix,
+                    cache_dir=self.kernel_cache,
+                    cache_id=cache_id,
+                )
+            )
+        kernel, error = self._kernel
+        if error is not None:
+            _finish(row, "error", f"building the kernel failed: {error}")
         else:
-            assert self._kernel is not None  # built without an error
-            row = execute_run(run, X, y, self._kernel, self.env)
-            row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True, default=float)
+            row = execute_run(run, X, y, kernel, self.env)
+            row["kernel_params"] = json.dumps(kernel.params, sort_keys=True, default=float)
         row["memory_estimate_bytes"] = est
         return row
-
-    def _build_kernel(self, run: RunSpec, X, matrix: bool) -> None:
-        """The run's kernel (matrix) into ``_kernel``, or its error into
-        ``_kernel_error``, unless the last run's is the same."""
-        key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
-        if key == self._kernel_key:
-            return
-        self._kernel_key, self._kernel, self._kernel_error = key, None, None
-        cache_id = {
-            "dataset": run.dataset,
-            "synthetic_samples": run.synthetic_samples,
-            "source": self.env.get("commit") or self.env.get("mbkkm"),
-        }
-        try:
-            self._kernel = build_kernel(
-                X,
-                run.kernel,
-                dict(run.kernel_params),
-                matrix=matrix,
-                cache_dir=self.kernel_cache,
-                cache_id=cache_id,
-            )
-        except (Exception, MemoryError) as exc:
-            self._kernel_error = one_line(exc, with_type=True)
 
 
 # --- worker processes (run_grid with jobs > 1) -----------------------------------------
