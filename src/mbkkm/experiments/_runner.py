@@ -794,11 +794,27 @@ def run_grid(
     except BaseException:
         writer.close()
         raise
-    recorder = _Recorder(writer, summary, len(todo) if progress else None)
+    bar = None
+    if progress:  # a progress bar on stderr
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True)
     start = time.perf_counter()
 
     def over_budget() -> bool:
         return budget_seconds is not None and time.perf_counter() - start >= budget_seconds
+
+    def record(row: dict) -> None:
+        """Write a finished run's row, count it in the summary, move the bar."""
+        writer.write(row)
+        status = row["status"]
+        setattr(summary, status, getattr(summary, status) + 1)
+        if status == "error" and row["message"] not in summary.errors:
+            summary.errors.append(row["message"])
+        if bar is not None:
+            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
+            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+            bar.update(1)
 
     options = dict(
         data_home=data_home,
@@ -808,66 +824,39 @@ def run_grid(
     )
     try:
         if jobs == 1:
-            _run_serial(todo, _Executor(env, **options), blas_threads, recorder, over_budget)
+            executor = _Executor(env, **options)
+            summary.not_run = _run_serial(todo, executor, blas_threads, record, over_budget)
         else:
             initargs = (env, options, blas_threads, os.getpid())
-            _run_parallel(todo, jobs, initargs, recorder, over_budget, summary)
+            summary.not_run = _run_parallel(todo, jobs, initargs, record, over_budget)
+        summary.stopped_by_budget = summary.not_run > 0
     finally:
         writer.close()
-        recorder.close()
+        if bar is not None:
+            bar.close()
         summary.seconds = time.perf_counter() - start
     return summary
 
 
-class _Recorder:
-    """Writes each finished run's row, counts it in the summary, moves the bar."""
-
-    def __init__(self, writer, summary, total):
-        self.writer, self.summary = writer, summary
-        self.bar = None
-        if total is not None:  # a progress bar on stderr
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, unit="run", dynamic_ncols=True)
-
-    def __call__(self, row: dict) -> None:
-        self.writer.write(row)
-        status = row["status"]
-        summary = self.summary
-        setattr(summary, status, getattr(summary, status) + 1)
-        if status == "error" and row["message"] not in summary.errors:
-            summary.errors.append(row["message"])
-        if self.bar is not None:
-            self.bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-            self.bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _run_serial(todo, executor, blas_threads, record, over_budget) -> None:
+def _run_serial(todo, executor, blas_threads, record, over_budget) -> int:
     """Runs one after the other in this process (with ``blas_threads`` BLAS threads
-    when given), until done or over the time budget."""
+    when given), until done or over the time budget; returns the runs not run."""
     from threadpoolctl import threadpool_limits
 
-    summary = record.summary
     with nullcontext() if blas_threads is None else threadpool_limits(blas_threads):
         for i, run in enumerate(todo):
             if over_budget():
-                summary.stopped_by_budget = True
-                summary.not_run = len(todo) - i
-                break
+                return len(todo) - i
             row = executor(run)
             row["blas_threads"] = effective_n_threads()  # BLAS threads of this process
             record(row)
+    return 0
 
 
-def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
+def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
     """Runs in ``jobs`` worker processes, at most ``jobs`` at a time and in the
     grid's order (so a worker mostly meets the dataset and kernel it holds);
-    rows recorded as they come.
+    rows recorded as they come. Returns the runs not run (over the time budget).
 
     A worker that dies (killed, out of memory) breaks the pool: the runs it held
     are queued again once on a new pool; a run that meets a dying worker twice
@@ -881,15 +870,12 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
     pool = _pool(jobs, initargs)
     pending: dict[Any, RunSpec] = {}
     deaths: dict[str, int] = {}
-    clean = False
     try:
         while queue or pending:
             while queue and len(pending) < jobs and not over_budget():
                 run = queue.pop()
                 pending[pool.submit(_worker_run, run)] = run
             if not pending:  # the budget stopped the grid
-                summary.stopped_by_budget = True
-                summary.not_run = len(queue)
                 break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             broken = False
@@ -914,12 +900,11 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
                 pending.clear()
                 _stop(pool)
                 pool = _pool(jobs, initargs)
-        clean = True
-    finally:
-        if clean:
-            pool.shutdown(wait=True)
-        else:
-            _stop(pool)
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+    return len(queue)
 
 
 def _stop(pool) -> None:
