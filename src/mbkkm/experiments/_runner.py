@@ -46,7 +46,7 @@ import time
 import warnings
 from collections.abc import Iterable
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -459,22 +459,13 @@ def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
     # the Nystroem baseline's scikit-learn MiniBatchKMeans has the classic rate.
     options = getattr(algo.fit, "keywords", {})
     return {
+        **asdict(run),  # its synthetic_samples is no column: not written
         "run_id": run.run_id,
-        "grid": run.grid,
-        "dataset": run.dataset,
-        "n_clusters": run.n_clusters,
-        "algorithm": run.algorithm,
-        "kernel": run.kernel,
         "kernel_params": json.dumps(dict(run.kernel_params), sort_keys=True),
-        "batch_size": run.batch_size,
-        "tau": run.tau,
         "learning_rate": options.get(
             "learning_rate", "classic" if algo.objective_space == "nystroem" else ""
         ),
         "renormalize": str(options.get("renormalize", True)) if algo.uses_tau else "",
-        "max_iter": run.max_iter,
-        "n_components": run.n_components,
-        "seed": run.seed,
         "objective_space": algo.objective_space,
         "kernel_seconds": 0.0,
         "kernel_cpu_seconds": 0.0,
