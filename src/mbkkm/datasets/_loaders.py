@@ -137,12 +137,9 @@ def find_dataset_file(name: str, data_home: str | os.PathLike | None = None) -> 
     path : pathlib.Path or None
         ``None`` when the file is in none of the folders of :func:`get_data_dirs`.
     """
-    spec = get_spec(name)
-    for folder in get_data_dirs(data_home):
-        path = folder / spec.filename
-        if path.is_file():
-            return path
-    return None
+    filename = get_spec(name).filename
+    paths = (folder / filename for folder in get_data_dirs(data_home))
+    return next((path for path in paths if path.is_file()), None)
 
 
 # ---------------------------------------------------------------------------
@@ -230,11 +227,8 @@ def dataset_info(name: str, *, data_home: str | os.PathLike | None = None) -> Da
         If ``name`` is not a registered dataset.
     """
     spec = get_spec(name)
-    return DatasetInfo(
-        spec=spec,
-        path=find_dataset_file(spec.name, data_home),
-        searched=tuple(get_data_dirs(data_home)),
-    )
+    searched = tuple(get_data_dirs(data_home))
+    return DatasetInfo(spec, find_dataset_file(spec.name, data_home), searched)
 
 
 def list_datasets(*, data_home: str | os.PathLike | None = None) -> list[DatasetInfo]:
