@@ -79,25 +79,18 @@ def get_cache_dir() -> Path:
     return (xdg if xdg.is_absolute() else Path.home() / ".cache") / "mbkkm"
 
 
-def _check_data_home(data_home: Any) -> Path | None:
-    if data_home is None:
-        return None
-    if not isinstance(data_home, (str, os.PathLike)):
-        raise TypeError(
-            "data_home must be None, a str or an os.PathLike naming a folder, "
-            f"got {type(data_home).__name__}."
-        )
-    if isinstance(data_home, str) and not data_home.strip():
-        raise ValueError("data_home must name a folder, got an empty string.")
-    return Path(data_home).expanduser()
-
-
 def _search_locations(data_home: Any = None) -> list[tuple[Path, str]]:
     """``(folder, where it comes from)`` pairs, in search order."""
     locations: list[tuple[Path, str]] = []
-    home = _check_data_home(data_home)
-    if home is not None:
-        locations.append((home, "data_home"))
+    if data_home is not None:
+        if not isinstance(data_home, (str, os.PathLike)):
+            raise TypeError(
+                "data_home must be None, a str or an os.PathLike naming a folder, "
+                f"got {type(data_home).__name__}."
+            )
+        if isinstance(data_home, str) and not data_home.strip():
+            raise ValueError("data_home must name a folder, got an empty string.")
+        locations.append((Path(data_home).expanduser(), "data_home"))
     for part in os.environ.get(ENV_VAR, "").split(os.pathsep):
         if part.strip():
             locations.append((Path(part).expanduser(), f"${ENV_VAR}"))

@@ -179,11 +179,8 @@ class Grid:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (lists), as a TOML file would hold them."""
-        out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            out[f.name] = list(v) if isinstance(v, tuple) else v
-        return out
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
 def _str_tuple(value, name) -> tuple[str, ...]:

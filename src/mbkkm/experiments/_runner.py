@@ -179,19 +179,15 @@ def kernel_matrix_bytes(
     if kernel == "knn":
         return 24 * n * int(params.get("n_neighbors", 10))
     if kernel == "heat":
-        from ..kernels._spectral import (
-            DEFAULT_MAX_COMPONENTS,
-            DEFAULT_MAX_DENSE_BYTES,
-            DEFAULT_N_NEIGHBORS,
-        )
+        from ..kernels import _spectral
 
-        graph = 24 * n * int(params.get("n_neighbors", DEFAULT_N_NEIGHBORS))
-        if params.get("n_components") is None and 8 * n * n <= params.get(
-            "max_dense_bytes", DEFAULT_MAX_DENSE_BYTES
-        ):
+        graph = 24 * n * int(params.get("n_neighbors", _spectral.DEFAULT_N_NEIGHBORS))
+        max_dense = params.get("max_dense_bytes", _spectral.DEFAULT_MAX_DENSE_BYTES)
+        if params.get("n_components") is None and 8 * n * n <= max_dense:
             return graph + 3 * 8 * n * n
         pairs = (
-            params.get("n_components") or params.get("max_components", DEFAULT_MAX_COMPONENTS)
+            params.get("n_components")
+            or params.get("max_components", _spectral.DEFAULT_MAX_COMPONENTS)
         ) + 1
         return graph + 8 * n * 3 * (pairs + 1)
     return 8 * n * n
@@ -359,9 +355,7 @@ _HEADER = _line(COLUMNS)
 def _cell(value) -> str:
     """A value as written in the table; one row is always one physical line, which
     is what lets an interrupted write be found and removed."""
-    if value is None:
-        return ""
-    return str(value).replace("\r", " ").replace("\n", " ")
+    return "" if value is None else str(value).replace("\r", " ").replace("\n", " ")
 
 
 def _write_all(fd: int, data: bytes) -> None:
