@@ -347,8 +347,7 @@ class Table:
         of the file is the one named).
         """
         rows = 0
-        parsed = self._parsed_serially() if n_threads <= 1 else self._parsed_in_threads(n_threads)
-        for nbytes, X in parsed:
+        for nbytes, X in self._parsed(n_threads):
             if progress is not None:
                 progress(nbytes)
             if X.shape[0]:
@@ -361,19 +360,19 @@ class Table:
                 else f"{self.path} is empty."
             )
 
-    def _parsed_serially(self) -> Iterator[tuple[int, np.ndarray]]:
-        free: list[bytearray] = []
-        for piece in self._text_pieces(free):
-            X = _parse_text_block(piece, self)
-            free.append(piece.buf)
-            yield piece.n, X
-
-    def _parsed_in_threads(self, n_threads: int) -> Iterator[tuple[int, np.ndarray]]:
+    def _parsed(self, n_threads: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(bytes, parsed block) of each piece: parsed here, or in ``n_threads`` > 1 threads."""
+        free: list[bytearray] = []  # at most n_threads + 2 buffers: those in flight
+        if n_threads <= 1:
+            for piece in self._text_pieces(free):
+                X = _parse_text_block(piece, self)
+                free.append(piece.buf)
+                yield piece.n, X
+            return
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(n_threads, thread_name_prefix="mbkkm-read")
         pending: deque = deque()
-        free: list[bytearray] = []  # at most n_threads + 2 buffers: those in flight
         try:
             for piece in self._text_pieces(free):
                 pending.append((piece, pool.submit(_parse_text_block, piece, self)))

@@ -585,14 +585,14 @@ class _Executor:
             )
             shape = {"n_samples": X.shape[0], "n_features": X.shape[1]}
             return _finish(row, "skipped", message, memory_estimate_bytes=est, **shape)
-        key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
-        if key != self._kernel_key:
+        kernel_key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
+        if kernel_key != self._kernel_key:
             cache_id = {
                 "dataset": run.dataset,
                 "synthetic_samples": run.synthetic_samples,
                 "source": self.env.get("commit") or self.env.get("mbkkm"),
             }
-            self._kernel_key, self._kernel = key, (None, None)
+            self._kernel_key, self._kernel = kernel_key, (None, None)
             self._kernel = _attempt(
                 lambda: build_kernel(
                     X,
