@@ -57,10 +57,6 @@ def format_seconds(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min"
 
 
-def _format_rate(rate: float) -> str:
-    return f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
-
-
 def _format_amount(n: int, unit: str) -> str:
     """``'12,400,000 rows'``; bytes in MB (``'1,234.5 MB'``)."""
     if unit == "bytes":
@@ -208,10 +204,10 @@ class Progress:
             per = "MB" if self.unit == "bytes" else self.unit
             if self.unit == "bytes":
                 rate /= 1e6
+            rate_text = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
             self._write(
                 f"{self.desc}: {_format_amount(self.done, self.unit)} in "
-                f"{format_seconds(elapsed)} ({_format_rate(rate)} {per}/s)"
-                + (f", {note}" if note else "")
+                f"{format_seconds(elapsed)} ({rate_text} {per}/s)" + (f", {note}" if note else "")
             )
 
     def _write(self, line):

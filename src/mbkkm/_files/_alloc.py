@@ -40,15 +40,9 @@ import sys
 #: The environment variable that turns the tuning off (``MBKKM_NO_MALLOPT=1``).
 OPT_OUT = "MBKKM_NO_MALLOPT"
 
-# mallopt's parameter numbers (glibc's <malloc.h>).
-M_TRIM_THRESHOLD = -1
-M_MMAP_THRESHOLD = -3
-
-#: The settings applied, in order: (name, mallopt parameter, value in bytes).
-SETTINGS = (
-    ("M_MMAP_THRESHOLD", M_MMAP_THRESHOLD, 32 * 2**20),
-    ("M_TRIM_THRESHOLD", M_TRIM_THRESHOLD, 32 * 2**20),
-)
+#: The settings applied, in order: (name, mallopt's parameter number in glibc's
+#: <malloc.h>, value in bytes).
+SETTINGS = (("M_MMAP_THRESHOLD", -3, 32 * 2**20), ("M_TRIM_THRESHOLD", -1, 32 * 2**20))
 
 
 def _allowed(environ) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -33,15 +32,6 @@ def _fsync_folder(folder: Path) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _is_special(path: Path) -> bool:
-    """A target that cannot be replaced by a rename: a device, a pipe, a socket."""
-    try:
-        mode = os.stat(path).st_mode
-    except FileNotFoundError:
-        return False
-    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
 @contextmanager
@@ -77,7 +67,7 @@ def atomic_write(
     if mode == "w":
         kw = {"encoding": encoding or "utf-8", "newline": newline}
     target = Path(os.path.realpath(path))
-    if _is_special(target):
+    if target.exists() and not (target.is_file() or target.is_dir()):  # a device, a pipe
         with open(target, mode, **kw) as fh:
             yield fh
         return

@@ -347,8 +347,7 @@ class Table:
         of the file is the one named).
         """
         rows = 0
-        parsed = self._parsed_serially() if n_threads <= 1 else self._parsed_in_threads(n_threads)
-        for nbytes, X in parsed:
+        for nbytes, X in self._parsed(n_threads):
             if progress is not None:
                 progress(nbytes)
             if X.shape[0]:
@@ -361,19 +360,19 @@ class Table:
                 else f"{self.path} is empty."
             )
 
-    def _parsed_serially(self) -> Iterator[tuple[int, np.ndarray]]:
-        free: list[bytearray] = []
-        for piece in self._text_pieces(free):
-            X = _parse_text_block(piece, self)
-            free.append(piece.buf)
-            yield piece.n, X
-
-    def _parsed_in_threads(self, n_threads: int) -> Iterator[tuple[int, np.ndarray]]:
+    def _parsed(self, n_threads: int) -> Iterator[tuple[int, np.ndarray]]:
+        """(bytes, parsed block) of each piece: parsed here, or in ``n_threads`` > 1 threads."""
+        free: list[bytearray] = []  # at most n_threads + 2 buffers: those in flight
+        if n_threads <= 1:
+            for piece in self._text_pieces(free):
+                X = _parse_text_block(piece, self)
+                free.append(piece.buf)
+                yield piece.n, X
+            return
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(n_threads, thread_name_prefix="mbkkm-read")
         pending: deque = deque()
-        free: list[bytearray] = []  # at most n_threads + 2 buffers: those in flight
         try:
             for piece in self._text_pieces(free):
                 pending.append((piece, pool.submit(_parse_text_block, piece, self)))
@@ -403,12 +402,6 @@ class _Piece:
     buf: bytearray
     n: int
 
-    def text(self) -> bytes:
-        return bytes(memoryview(self.buf)[: self.n])
-
-    def count(self, sub: bytes) -> int:
-        return self.buf.count(sub, 0, self.n)
-
 
 class _PieceReader(io.RawIOBase):
     """A piece as a binary file for pandas' parser, which reads it a chunk at a time
@@ -423,11 +416,9 @@ class _PieceReader(io.RawIOBase):
         return True
 
     def read(self, size: int = -1) -> bytes:
-        end = (
-            len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
-        )
-        chunk = bytes(self._view[self._pos : end])
-        self._pos = end
+        stop = None if size is None or size < 0 else self._pos + size
+        chunk = bytes(self._view[self._pos : stop])
+        self._pos += len(chunk)
         return chunk
 
     def close(self) -> None:
@@ -484,37 +475,37 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
                 comment=None,
             )
     except (ValueError, pd.errors.ParserError):
-        return _parse_lines(piece.text(), piece.offset, table)
-    if subset and piece.count(opts["sep"].encode()) != (width - 1) * len(df):
-        return _parse_lines(piece.text(), piece.offset, table)  # ragged, or quoted delimiters
+        return _parse_lines(piece, table)
+    if subset and piece.buf.count(opts["sep"].encode(), 0, piece.n) != (width - 1) * len(df):
+        return _parse_lines(piece, table)  # ragged, or quoted delimiters
     X = df.to_numpy(dtype=table.dtype)  # (rows, columns in file order), Fortran order
     if not subset and not table._all_columns:
         X = X[:, sorted(table.columns)]
     if table.columns != sorted(table.columns):
         X = X[:, np.argsort(np.argsort(table.columns))]
     if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
-        return _parse_lines(piece.text(), piece.offset, table)
+        return _parse_lines(piece, table)
     # C order here, in the parsing thread, so that the copy into the array is a
     # plain memory copy
     return np.ascontiguousarray(X)
 
 
-def _parse_lines(block: bytes, offset: int, table: Table) -> np.ndarray:
-    """The slow, exact reading of a block that starts at byte ``offset``: Python's
-    csv and float, line by line (the first bad cell raises, naming its line)."""
-    # (line, rows) at the block's start, counted only when a message needs them
-    first = functools.cache(lambda: _line_at(table, offset))
+def _parse_lines(piece: _Piece, table: Table) -> np.ndarray:
+    """The slow, exact reading of a piece: Python's csv and float, line by line (the
+    first bad cell raises, naming its line)."""
+    # (line, rows) at the piece's start, counted only when a message needs them
+    first = functools.cache(lambda: _line_at(table, piece.offset))
 
-    def line_of(k):  # physical line number of the block's k-th line
+    def line_of(k):  # physical line number of the piece's k-th line
         return first()[0] + k
 
-    def where(k):  # "row r (line l)" of the block's k-th line, the next row to parse
+    def where(k):  # "row r (line l)" of the piece's k-th line, the next row to parse
         return f"row {first()[1] + len(rows) + 1} (line {line_of(k)})"
 
     opts = table._opts
     path, names, width = table.path, table.file_names, table.n_file_columns
     rows, line_nos = [], []
-    for k, raw in enumerate(block.split(b"\n")):
+    for k, raw in enumerate(piece.buf[: piece.n].split(b"\n")):
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
         if not line.strip():
             continue

@@ -79,25 +79,18 @@ def get_cache_dir() -> Path:
     return (xdg if xdg.is_absolute() else Path.home() / ".cache") / "mbkkm"
 
 
-def _check_data_home(data_home: Any) -> Path | None:
-    if data_home is None:
-        return None
-    if not isinstance(data_home, (str, os.PathLike)):
-        raise TypeError(
-            "data_home must be None, a str or an os.PathLike naming a folder, "
-            f"got {type(data_home).__name__}."
-        )
-    if isinstance(data_home, str) and not data_home.strip():
-        raise ValueError("data_home must name a folder, got an empty string.")
-    return Path(data_home).expanduser()
-
-
 def _search_locations(data_home: Any = None) -> list[tuple[Path, str]]:
     """``(folder, where it comes from)`` pairs, in search order."""
     locations: list[tuple[Path, str]] = []
-    home = _check_data_home(data_home)
-    if home is not None:
-        locations.append((home, "data_home"))
+    if data_home is not None:
+        if not isinstance(data_home, (str, os.PathLike)):
+            raise TypeError(
+                "data_home must be None, a str or an os.PathLike naming a folder, "
+                f"got {type(data_home).__name__}."
+            )
+        if isinstance(data_home, str) and not data_home.strip():
+            raise ValueError("data_home must name a folder, got an empty string.")
+        locations.append((Path(data_home).expanduser(), "data_home"))
     for part in os.environ.get(ENV_VAR, "").split(os.pathsep):
         if part.strip():
             locations.append((Path(part).expanduser(), f"${ENV_VAR}"))
@@ -137,12 +130,9 @@ def find_dataset_file(name: str, data_home: str | os.PathLike | None = None) -> 
     path : pathlib.Path or None
         ``None`` when the file is in none of the folders of :func:`get_data_dirs`.
     """
-    spec = get_spec(name)
-    for folder in get_data_dirs(data_home):
-        path = folder / spec.filename
-        if path.is_file():
-            return path
-    return None
+    filename = get_spec(name).filename
+    paths = (folder / filename for folder in get_data_dirs(data_home))
+    return next((path for path in paths if path.is_file()), None)
 
 
 # ---------------------------------------------------------------------------
@@ -230,11 +220,8 @@ def dataset_info(name: str, *, data_home: str | os.PathLike | None = None) -> Da
         If ``name`` is not a registered dataset.
     """
     spec = get_spec(name)
-    return DatasetInfo(
-        spec=spec,
-        path=find_dataset_file(spec.name, data_home),
-        searched=tuple(get_data_dirs(data_home)),
-    )
+    searched = tuple(get_data_dirs(data_home))
+    return DatasetInfo(spec, find_dataset_file(spec.name, data_home), searched)
 
 
 def list_datasets(*, data_home: str | os.PathLike | None = None) -> list[DatasetInfo]:

@@ -124,7 +124,26 @@ class Grid:
     description: str = ""
 
     def __post_init__(self) -> None:
-        _validate(self)
+        if not isinstance(self.name, str) or not self.name:
+            raise GridError(f"name must be a non-empty string, got {self.name!r}.")
+        paper, synthetic = ", ".join(DATASETS), ", ".join(SYNTHETIC)
+        listed = f"{paper} (the paper's) and {synthetic} (synthetic)"
+        _check_known(self.datasets, "dataset", {**DATASETS, **SYNTHETIC}, listed)
+        _check_known(self.algorithms, "algorithm", ALGORITHMS)
+        _check_known(self.kernels, "kernel", kernel_names())
+        _int_tuple(list(self.batch_sizes), "batch_sizes")
+        _int_tuple(list(self.taus), "taus")
+        _int_tuple(list(self.seeds), "seeds", minimum=0)
+        _check_int(self.max_iter, "max_iter")
+        _check_int(self.n_clusters, "n_clusters", allow_none=True)
+        _check_number(self.gamma, "gamma", allow_none=True)
+        _check_int(self.n_neighbors, "n_neighbors", allow_none=True)
+        _check_number(self.heat_t, "heat_t")
+        _check_int(self.heat_max_dense_bytes, "heat_max_dense_bytes", minimum=0, allow_none=True)
+        _check_int(self.n_components, "n_components")
+        _check_int(self.synthetic_samples, "synthetic_samples", minimum=2)
+        if not isinstance(self.description, str):
+            raise GridError(f"description must be a string, got {self.description!r}.")
 
     def with_options(self, *, datasets=None, seeds=None, max_iter=None) -> Grid:
         """A copy with some datasets, a number (or list) of seeds, or max_iter replaced."""
@@ -160,11 +179,8 @@ class Grid:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (lists), as a TOML file would hold them."""
-        out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            out[f.name] = list(v) if isinstance(v, tuple) else v
-        return out
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
 
 
 def _str_tuple(value, name) -> tuple[str, ...]:
@@ -221,29 +237,6 @@ def _check_number(value, name, allow_none=False):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise GridError(f"{name} must be a positive number, got {value!r}.")
-
-
-def _validate(grid: Grid) -> None:
-    if not isinstance(grid.name, str) or not grid.name:
-        raise GridError(f"name must be a non-empty string, got {grid.name!r}.")
-    paper, synthetic = ", ".join(DATASETS), ", ".join(SYNTHETIC)
-    listed = f"{paper} (the paper's) and {synthetic} (synthetic)"
-    _check_known(grid.datasets, "dataset", {**DATASETS, **SYNTHETIC}, listed)
-    _check_known(grid.algorithms, "algorithm", ALGORITHMS)
-    _check_known(grid.kernels, "kernel", kernel_names())
-    _int_tuple(list(grid.batch_sizes), "batch_sizes")
-    _int_tuple(list(grid.taus), "taus")
-    _int_tuple(list(grid.seeds), "seeds", minimum=0)
-    _check_int(grid.max_iter, "max_iter")
-    _check_int(grid.n_clusters, "n_clusters", allow_none=True)
-    _check_number(grid.gamma, "gamma", allow_none=True)
-    _check_int(grid.n_neighbors, "n_neighbors", allow_none=True)
-    _check_number(grid.heat_t, "heat_t")
-    _check_int(grid.heat_max_dense_bytes, "heat_max_dense_bytes", minimum=0, allow_none=True)
-    _check_int(grid.n_components, "n_components")
-    _check_int(grid.synthetic_samples, "synthetic_samples", minimum=2)
-    if not isinstance(grid.description, str):
-        raise GridError(f"description must be a string, got {grid.description!r}.")
 
 
 _LIST_FIELDS = {"datasets", "algorithms", "kernels"}

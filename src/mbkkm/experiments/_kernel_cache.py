@@ -42,18 +42,8 @@ def cache_key(
     *, dataset: str, synthetic_samples, n_samples: int, kernel: str, params: dict, source: str
 ) -> str:
     """20 hex digits naming one matrix (see the module docstring for what it covers)."""
-    blob = json.dumps(
-        {
-            "dataset": dataset,
-            "synthetic_samples": synthetic_samples,
-            "n_samples": int(n_samples),
-            "kernel": kernel,
-            "params": params,
-            "source": source,
-        },
-        sort_keys=True,
-        default=str,
-    )
+    parts = {**locals(), "n_samples": int(n_samples)}  # the arguments, by name
+    blob = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha1(blob.encode()).hexdigest()[:20]
 
 

@@ -32,15 +32,6 @@ from ._algorithms import ALGORITHMS
 FORMATS = ("png", "svg")
 
 
-def _agg():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _seed_note(df, by="key") -> str:
     """'10 seeds', or '3-10 seeds' where the settings grouped by ``by`` differ."""
     counts = df.groupby(by).size()
@@ -88,6 +79,17 @@ def label_kernel_variants(df):
     return df
 
 
+def _successful(results):
+    """The rows with status ``ok`` of result tables (paths, or a DataFrame), kernel
+    variants labelled (:func:`label_kernel_variants`)."""
+    import pandas as pd
+
+    from ._runner import read_results
+
+    df = results if isinstance(results, pd.DataFrame) else read_results(results)
+    return label_kernel_variants(df[df["status"] == "ok"])
+
+
 def _slug(text: str) -> str:
     """``text`` as a file-name part: letters, digits, ".", "_" and single dashes."""
     import re
@@ -96,11 +98,13 @@ def _slug(text: str) -> str:
 
 
 def _save(fig, out: Path, stem: str, formats) -> list[Path]:
-    paths = []
-    for fmt in formats:
-        p = out / f"{stem}.{fmt}"
+    """``fig`` saved as ``<out>/<stem>.<format>`` in each format, then closed: the paths."""
+    import matplotlib.pyplot as plt
+
+    paths = [out / f"{stem}.{fmt}" for fmt in formats]
+    for p in paths:
         save_figure(fig, p, dpi=120, bbox_inches="tight")
-        paths.append(p)
+    plt.close(fig)
     return paths
 
 
@@ -162,25 +166,17 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
         ax.set_title({"ari": "ARI", "nmi": "NMI", "time": "CPU time (s)"}[metric])
         if metric == "time":
             ax.set_yscale("log")
-    handles, labels = [], []
-    for ax in axes:
-        h, lab = ax.get_legend_handles_labels()
-        handles += h
-        labels += lab
-    fig.legend(
-        handles,
-        labels,
+    n_labels = sum(len(ax.get_legend_handles_labels()[1]) for ax in axes)
+    fig.legend(  # the labelled bars of every panel
         loc="lower center",
-        ncol=min(5, len(labels)),
+        ncol=min(5, n_labels),
         bbox_to_anchor=(0.5, -0.12),
         frameon=False,
     )
     fig.suptitle(
         f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over {_seed_note(df)})"
     )
-    paths = _save(fig, out, f"{dataset}-{_slug(kernel)}-panels", formats)
-    plt.close(fig)
-    return paths
+    return _save(fig, out, f"{dataset}-{_slug(kernel)}-panels", formats)
 
 
 def _tau_figure(plt, df, dataset, kernel, out, formats):
@@ -220,9 +216,7 @@ def _tau_figure(plt, df, dataset, kernel, out, formats):
     fig.suptitle(
         f"{dataset}, {kernel} kernel: effect of tau (mean ± std over {note}; dotted: untruncated)"
     )
-    paths = _save(fig, out, f"{dataset}-{_slug(kernel)}-tau", formats)
-    plt.close(fig)
-    return paths
+    return _save(fig, out, f"{dataset}-{_slug(kernel)}-tau", formats)
 
 
 def plot_results(
@@ -254,17 +248,18 @@ def plot_results(
     """
     import pandas as pd
 
-    from ._runner import read_results
-
-    df = results if isinstance(results, pd.DataFrame) else read_results(results)
-    df = label_kernel_variants(df[df["status"] == "ok"])
+    df = _successful(results)
     if df.empty:
         raise ValueError("the result table holds no successful run (status 'ok') to plot.")
     for col in ("batch_size", "tau", "fit_cpu_seconds", "kernel_cpu_seconds"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    plt = _agg()
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
     paths: list[Path] = []
     for dataset in dict.fromkeys(df["dataset"]):
         dsub = df[df["dataset"] == dataset]
@@ -296,10 +291,7 @@ def summarize(results):
     """
     import pandas as pd
 
-    from ._runner import read_results
-
-    df = results if isinstance(results, pd.DataFrame) else read_results(results)
-    df = label_kernel_variants(df[df["status"] == "ok"])
+    df = _successful(results)
     keys = ["dataset", "kernel", "algorithm", "objective_space", "batch_size", "tau"]
     for k in ("batch_size", "tau"):
         df[k] = pd.to_numeric(df[k], errors="coerce").fillna(-1).astype(int)

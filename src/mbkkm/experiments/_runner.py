@@ -38,6 +38,7 @@ import csv
 import datetime as _dt
 import io
 import json
+import mmap
 import os
 import platform
 import sys
@@ -45,7 +46,7 @@ import time
 import warnings
 from collections.abc import Iterable
 from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,51 +57,16 @@ from ..backends._threads import effective_n_threads
 from ._algorithms import GRAPH_KERNELS, FitOutput, KernelSetup, get_algorithm
 from ._grid import Grid, RunSpec, expand
 
-#: Columns of the result table, in order.
-COLUMNS = [
-    "run_id",
-    "grid",
-    "dataset",
-    "n_samples",
-    "n_features",
-    "n_clusters",
-    "algorithm",
-    "kernel",
-    "kernel_params",
-    "batch_size",
-    "tau",
-    "learning_rate",
-    "renormalize",
-    "max_iter",
-    "n_components",
-    "seed",
-    "status",
-    "message",
-    "ari",
-    "nmi",
-    "objective",
-    "objective_space",
-    "fit_seconds",
-    "kernel_seconds",
-    "total_seconds",
-    "fit_cpu_seconds",
-    "kernel_cpu_seconds",
-    "n_iter",
-    "memory_estimate_bytes",
-    "load_average",
-    "jobs",
-    "blas_threads",
-    "mbkkm",
-    "commit",
-    "numpy",
-    "scipy",
-    "sklearn",
-    "python",
-    "platform",
-    "cpu",
-    "n_cores",
-    "timestamp",
-]
+#: Columns of the result table, in order: the run, its outcome and times, the
+#: machine's state, then the library versions and the machine.
+COLUMNS = """
+    run_id grid dataset n_samples n_features n_clusters algorithm kernel kernel_params
+    batch_size tau learning_rate renormalize max_iter n_components seed
+    status message ari nmi objective objective_space fit_seconds kernel_seconds
+    total_seconds fit_cpu_seconds kernel_cpu_seconds n_iter memory_estimate_bytes
+    load_average jobs blas_threads
+    mbkkm commit numpy scipy sklearn python platform cpu n_cores timestamp
+""".split()
 
 #: Fraction of the available RAM used as the default memory budget.
 MEMORY_FRACTION = 0.7
@@ -213,19 +179,15 @@ def kernel_matrix_bytes(
     if kernel == "knn":
         return 24 * n * int(params.get("n_neighbors", 10))
     if kernel == "heat":
-        from ..kernels._spectral import (
-            DEFAULT_MAX_COMPONENTS,
-            DEFAULT_MAX_DENSE_BYTES,
-            DEFAULT_N_NEIGHBORS,
-        )
+        from ..kernels import _spectral
 
-        graph = 24 * n * int(params.get("n_neighbors", DEFAULT_N_NEIGHBORS))
-        if params.get("n_components") is None and 8 * n * n <= params.get(
-            "max_dense_bytes", DEFAULT_MAX_DENSE_BYTES
-        ):
+        graph = 24 * n * int(params.get("n_neighbors", _spectral.DEFAULT_N_NEIGHBORS))
+        max_dense = params.get("max_dense_bytes", _spectral.DEFAULT_MAX_DENSE_BYTES)
+        if params.get("n_components") is None and 8 * n * n <= max_dense:
             return graph + 3 * 8 * n * n
         pairs = (
-            params.get("n_components") or params.get("max_components", DEFAULT_MAX_COMPONENTS)
+            params.get("n_components")
+            or params.get("max_components", _spectral.DEFAULT_MAX_COMPONENTS)
         ) + 1
         return graph + 8 * n * 3 * (pairs + 1)
     return 8 * n * n
@@ -291,14 +253,6 @@ def load_data(run: RunSpec, *, data_home=None, download: bool = False):
     if run.dataset in SYNTHETIC:
         return SYNTHETIC[run.dataset](n_samples=run.synthetic_samples, random_state=0)
     return load_dataset(run.dataset, data_home=data_home, download=download)
-
-
-def _warning_lines(caught) -> str:
-    """The distinct warnings of a fit, each as 'Category: message' on one line."""
-    lines = dict.fromkeys(
-        f"{w.category.__name__}: {' '.join(str(w.message).split())}" for w in caught
-    )
-    return " | ".join(lines)
 
 
 @dataclass
@@ -401,9 +355,7 @@ _HEADER = _line(COLUMNS)
 def _cell(value) -> str:
     """A value as written in the table; one row is always one physical line, which
     is what lets an interrupted write be found and removed."""
-    if value is None:
-        return ""
-    return str(value).replace("\r", " ").replace("\n", " ")
+    return "" if value is None else str(value).replace("\r", " ").replace("\n", " ")
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -461,7 +413,9 @@ class _Writer:
     def _repair(self) -> None:
         fd, path = self._fd, self.path
         size = os.fstat(fd).st_size
-        head = os.pread(fd, min(size, 2 * len(_HEADER) + 1), 0)
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else nullcontext(b"") as data:
+            head = data[: 2 * len(_HEADER) + 1]
+            end = data.rfind(b"\n") + 1  # after the last complete line
         first = head.split(b"\n", 1)[0] + b"\n" if b"\n" in head else None
         if first is None and not _HEADER.startswith(head):
             raise ValueError(f"{path} is not a result table of mbkkm (no header line).")
@@ -469,7 +423,6 @@ class _Writer:
             raise ValueError(
                 f"{path} has other columns than this version of mbkkm writes; write to a new file."
             )
-        end = self._last_newline(size) + 1
         if end < size:
             os.ftruncate(fd, end)
             self.removed_bytes = size - end
@@ -477,17 +430,6 @@ class _Writer:
             _write_all(fd, _HEADER)
         if end < size or end == 0:
             os.fsync(fd)
-
-    def _last_newline(self, size: int) -> int:
-        """Offset of the last newline of the file, -1 if none (read backwards)."""
-        pos = size
-        while pos > 0:
-            start = max(0, pos - 65536)
-            i = os.pread(self._fd, pos - start, start).rfind(b"\n")
-            if i >= 0:
-                return start + i
-            pos = start
-        return -1
 
     def write(self, row: dict) -> None:
         _write_all(self._fd, _line([_cell(row.get(k)) for k in COLUMNS]))
@@ -511,22 +453,13 @@ def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
     # the Nystroem baseline's scikit-learn MiniBatchKMeans has the classic rate.
     options = getattr(algo.fit, "keywords", {})
     return {
+        **asdict(run),  # its synthetic_samples is no column: not written
         "run_id": run.run_id,
-        "grid": run.grid,
-        "dataset": run.dataset,
-        "n_clusters": run.n_clusters,
-        "algorithm": run.algorithm,
-        "kernel": run.kernel,
         "kernel_params": json.dumps(dict(run.kernel_params), sort_keys=True),
-        "batch_size": run.batch_size,
-        "tau": run.tau,
         "learning_rate": options.get(
             "learning_rate", "classic" if algo.objective_space == "nystroem" else ""
         ),
         "renormalize": str(options.get("renormalize", True)) if algo.uses_tau else "",
-        "max_iter": run.max_iter,
-        "n_components": run.n_components,
-        "seed": run.seed,
         "objective_space": algo.objective_space,
         "kernel_seconds": 0.0,
         "kernel_cpu_seconds": 0.0,
@@ -568,10 +501,11 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     fit_seconds = time.perf_counter() - start
     fit_cpu = time.process_time() - cpu_start
     labels = np.asarray(out.labels)
+    warned = (f"{w.category.__name__}: {' '.join(str(w.message).split())}" for w in caught)
     return _finish(
         row,
         "ok",
-        _warning_lines(caught),
+        " | ".join(dict.fromkeys(warned)),  # the distinct warnings, one line each
         ari=adjusted_rand_score(y, labels),
         nmi=normalized_mutual_info_score(y, labels),
         objective=out.inertia / X.shape[0],
@@ -591,6 +525,14 @@ def _finish(row: dict, status: str, message: str, **cells) -> dict[str, Any]:
     return row
 
 
+def _attempt(make, errors=(Exception, MemoryError)) -> tuple[Any, str | None]:
+    """``(make(), None)``, or ``(None, the error on one line)`` for ``errors``."""
+    try:
+        return make(), None
+    except errors as exc:
+        return None, one_line(exc, with_type=True)
+
+
 class _Executor:
     """Runs one run after another in one process, keeping the last dataset and the
     last kernel (matrix) it built, so that a group of runs on the same dataset and
@@ -604,31 +546,27 @@ class _Executor:
         self.data_home = data_home
         self.download = download
         self.memory_budget = memory_budget
+        # the key of the last dataset and of the last kernel, and (value, error message)
         self._data_key: Any = None
-        self._data: Any = None
-        self._data_error: str | None = None
         self._kernel_key: Any = None
-        self._kernel: KernelSetup | None = None
-        self._kernel_error: str | None = None
-
-    def _load(self, run: RunSpec) -> None:
-        key = (run.dataset, run.synthetic_samples)
-        if key == self._data_key:
-            return
-        self._data_key, self._data, self._data_error = key, None, None
-        self._kernel_key, self._kernel = None, None  # free the old matrix first
-        try:
-            self._data = load_data(run, data_home=self.data_home, download=self.download)
-        except (OSError, ValueError) as exc:
-            self._data_error = one_line(exc, with_type=True)
+        self._data: tuple[Any, str | None] = (None, None)
+        self._kernel: tuple[Any, str | None] = (None, None)
 
     def __call__(self, run: RunSpec) -> dict[str, Any]:
         """The row of one run (never raises for the run's own errors)."""
-        self._load(run)
+        key = (run.dataset, run.synthetic_samples)
+        if key != self._data_key:
+            self._kernel_key, self._kernel = None, (None, None)  # free the old matrix first
+            self._data_key, self._data = key, (None, None)
+            self._data = _attempt(
+                lambda: load_data(run, data_home=self.data_home, download=self.download),
+                (OSError, ValueError),
+            )
         row = _base_row(run, self.env)
-        if self._data_error is not None:
-            return _finish(row, "skipped", f"dataset not available: {self._data_error}")
-        X, y = self._data
+        data, error = self._data
+        if error is not None:
+            return _finish(row, "skipped", f"dataset not available: {error}")
+        X, y = data
         matrix = needs_matrix(run)
         est = None
         if matrix:
@@ -647,39 +585,32 @@ class _Executor:
             )
             shape = {"n_samples": X.shape[0], "n_features": X.shape[1]}
             return _finish(row, "skipped", message, memory_estimate_bytes=est, **shape)
-        self._build_kernel(run, X, matrix)
-        if self._kernel_error is not None:
-            _finish(row, "error", f"building the kernel failed: {self._kernel_error}")
+        kernel_key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
+        if kernel_key != self._kernel_key:
+            cache_id = {
+                "dataset": run.dataset,
+                "synthetic_samples": run.synthetic_samples,
+                "source": self.env.get("commit") or self.env.get("mbkkm"),
+            }
+            self._kernel_key, self._kernel = kernel_key, (None, None)
+            self._kernel = _attempt(
+                lambda: build_kernel(
+                    X,
+                    run.kernel,
+                    dict(run.kernel_params),
+                    matrix=matrix,
+                    cache_dir=self.kernel_cache,
+                    cache_id=cache_id,
+                )
+            )
+        kernel, error = self._kernel
+        if error is not None:
+            _finish(row, "error", f"building the kernel failed: {error}")
         else:
-            assert self._kernel is not None  # built without an error
-            row = execute_run(run, X, y, self._kernel, self.env)
-            row["kernel_params"] = json.dumps(self._kernel.params, sort_keys=True, default=float)
+            row = execute_run(run, X, y, kernel, self.env)
+            row["kernel_params"] = json.dumps(kernel.params, sort_keys=True, default=float)
         row["memory_estimate_bytes"] = est
         return row
-
-    def _build_kernel(self, run: RunSpec, X, matrix: bool) -> None:
-        """The run's kernel (matrix) into ``_kernel``, or its error into
-        ``_kernel_error``, unless the last run's is the same."""
-        key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
-        if key == self._kernel_key:
-            return
-        self._kernel_key, self._kernel, self._kernel_error = key, None, None
-        cache_id = {
-            "dataset": run.dataset,
-            "synthetic_samples": run.synthetic_samples,
-            "source": self.env.get("commit") or self.env.get("mbkkm"),
-        }
-        try:
-            self._kernel = build_kernel(
-                X,
-                run.kernel,
-                dict(run.kernel_params),
-                matrix=matrix,
-                cache_dir=self.kernel_cache,
-                cache_id=cache_id,
-            )
-        except (Exception, MemoryError) as exc:
-            self._kernel_error = one_line(exc, with_type=True)
 
 
 # --- worker processes (run_grid with jobs > 1) -----------------------------------------
@@ -848,11 +779,27 @@ def run_grid(
     except BaseException:
         writer.close()
         raise
-    recorder = _Recorder(writer, summary, len(todo) if progress else None)
+    bar = None
+    if progress:  # a progress bar on stderr
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True)
     start = time.perf_counter()
 
     def over_budget() -> bool:
         return budget_seconds is not None and time.perf_counter() - start >= budget_seconds
+
+    def record(row: dict) -> None:
+        """Write a finished run's row, count it in the summary, move the bar."""
+        writer.write(row)
+        status = row["status"]
+        setattr(summary, status, getattr(summary, status) + 1)
+        if status == "error" and row["message"] not in summary.errors:
+            summary.errors.append(row["message"])
+        if bar is not None:
+            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
+            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+            bar.update(1)
 
     options = dict(
         data_home=data_home,
@@ -862,66 +809,39 @@ def run_grid(
     )
     try:
         if jobs == 1:
-            _run_serial(todo, _Executor(env, **options), blas_threads, recorder, over_budget)
+            executor = _Executor(env, **options)
+            summary.not_run = _run_serial(todo, executor, blas_threads, record, over_budget)
         else:
             initargs = (env, options, blas_threads, os.getpid())
-            _run_parallel(todo, jobs, initargs, recorder, over_budget, summary)
+            summary.not_run = _run_parallel(todo, jobs, initargs, record, over_budget)
+        summary.stopped_by_budget = summary.not_run > 0
     finally:
         writer.close()
-        recorder.close()
+        if bar is not None:
+            bar.close()
         summary.seconds = time.perf_counter() - start
     return summary
 
 
-class _Recorder:
-    """Writes each finished run's row, counts it in the summary, moves the bar."""
-
-    def __init__(self, writer, summary, total):
-        self.writer, self.summary = writer, summary
-        self.bar = None
-        if total is not None:  # a progress bar on stderr
-            from tqdm.auto import tqdm
-
-            self.bar = tqdm(total=total, unit="run", dynamic_ncols=True)
-
-    def __call__(self, row: dict) -> None:
-        self.writer.write(row)
-        status = row["status"]
-        summary = self.summary
-        setattr(summary, status, getattr(summary, status) + 1)
-        if status == "error" and row["message"] not in summary.errors:
-            summary.errors.append(row["message"])
-        if self.bar is not None:
-            self.bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-            self.bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
-            self.bar.update(1)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _run_serial(todo, executor, blas_threads, record, over_budget) -> None:
+def _run_serial(todo, executor, blas_threads, record, over_budget) -> int:
     """Runs one after the other in this process (with ``blas_threads`` BLAS threads
-    when given), until done or over the time budget."""
+    when given), until done or over the time budget; returns the runs not run."""
     from threadpoolctl import threadpool_limits
 
-    summary = record.summary
     with nullcontext() if blas_threads is None else threadpool_limits(blas_threads):
         for i, run in enumerate(todo):
             if over_budget():
-                summary.stopped_by_budget = True
-                summary.not_run = len(todo) - i
-                break
+                return len(todo) - i
             row = executor(run)
             row["blas_threads"] = effective_n_threads()  # BLAS threads of this process
             record(row)
+    return 0
 
 
-def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
+def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
     """Runs in ``jobs`` worker processes, at most ``jobs`` at a time and in the
     grid's order (so a worker mostly meets the dataset and kernel it holds);
-    rows recorded as they come.
+    rows recorded as they come. Returns the runs not run (over the time budget).
 
     A worker that dies (killed, out of memory) breaks the pool: the runs it held
     are queued again once on a new pool; a run that meets a dying worker twice
@@ -935,15 +855,12 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
     pool = _pool(jobs, initargs)
     pending: dict[Any, RunSpec] = {}
     deaths: dict[str, int] = {}
-    clean = False
     try:
         while queue or pending:
             while queue and len(pending) < jobs and not over_budget():
                 run = queue.pop()
                 pending[pool.submit(_worker_run, run)] = run
             if not pending:  # the budget stopped the grid
-                summary.stopped_by_budget = True
-                summary.not_run = len(queue)
                 break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             broken = False
@@ -968,12 +885,11 @@ def _run_parallel(todo, jobs, initargs, record, over_budget, summary) -> None:
                 pending.clear()
                 _stop(pool)
                 pool = _pool(jobs, initargs)
-        clean = True
-    finally:
-        if clean:
-            pool.shutdown(wait=True)
-        else:
-            _stop(pool)
+    except BaseException:
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+    return len(queue)
 
 
 def _stop(pool) -> None:
