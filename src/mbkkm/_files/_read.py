@@ -667,11 +667,10 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
     names = list(cells) if header else None
     width = len(cells)
     keep = select_columns(names, width, columns, drop)
-    data_offset = offset + len(raw) if header else offset
     opts = {
         "delimiter": delimiter,
         "sep": r"\s+" if delimiter == " " else delimiter,
-        "data_offset": data_offset,
+        "data_offset": offset + len(raw) if header else offset,
         "data_line": line_no + bool(header),
     }
     return Table(path, TEXT, names, keep, None, _default_dtype(dtype), width, opts)
