@@ -521,18 +521,15 @@ def _parse_lines(piece: _Piece, table: Table) -> np.ndarray:
             try:
                 v = float(c)
             except ValueError:
-                if c.strip() in MISSING_CELLS:
+                if c.strip() not in MISSING_CELLS:
                     raise ValueError(
-                        _missing(path, f"{c!r} at {where(k)}", _label(names, j))
+                        f"{path}: column {_label(names, j)} is not numeric (line {line_of(k)} "
+                        f"holds {c!r}); remove or encode non-numeric columns, or leave them out."
                     ) from None
-                raise ValueError(
-                    f"{path}: column {_label(names, j)} is not numeric (line {line_of(k)} holds "
-                    f"{c!r}); remove or encode non-numeric columns, or leave them out."
-                ) from None
-            if math.isnan(v):
-                raise ValueError(_missing(path, f"{c!r} at {where(k)}", _label(names, j)))
+                v = math.nan  # a missing cell
             if not math.isfinite(v):
-                raise ValueError(_infinite(path, f"{c!r} at {where(k)}", _label(names, j)))
+                message = _missing if math.isnan(v) else _infinite
+                raise ValueError(message(path, f"{c!r} at {where(k)}", _label(names, j)))
             row.append(v)
         rows.append(row)
         line_nos.append(k)
@@ -670,11 +667,10 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
     names = list(cells) if header else None
     width = len(cells)
     keep = select_columns(names, width, columns, drop)
-    data_offset = offset + len(raw) if header else offset
     opts = {
         "delimiter": delimiter,
         "sep": r"\s+" if delimiter == " " else delimiter,
-        "data_offset": data_offset,
+        "data_offset": offset + len(raw) if header else offset,
         "data_line": line_no + bool(header),
     }
     return Table(path, TEXT, names, keep, None, _default_dtype(dtype), width, opts)

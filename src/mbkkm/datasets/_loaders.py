@@ -176,17 +176,12 @@ class DatasetInfo:
         info : dict
         """
         spec = self.spec
+        numbers = "n_samples n_features n_classes preprocessing sigma knn_neighbors heat_neighbors"
         return {
             "name": spec.name,
             "available": self.available,
             "path": None if self.path is None else str(self.path),
-            "n_samples": spec.n_samples,
-            "n_features": spec.n_features,
-            "n_classes": spec.n_classes,
-            "preprocessing": spec.preprocessing,
-            "sigma": spec.sigma,
-            "knn_neighbors": spec.knn_neighbors,
-            "heat_neighbors": spec.heat_neighbors,
+            **{name: getattr(spec, name) for name in numbers.split()},
             "openml": f"{spec.openml_name} (version {spec.openml_version})",
             "note": "" if self.available else spec.offline_note,
         }

@@ -105,70 +105,34 @@ _HAR_NOTE = (
     "har.npz in a data folder."
 )
 
-#: The paper's datasets, by name (in the order of the paper's tables).
-DATASETS: dict[str, DatasetSpec] = {
-    spec.name: spec
-    for spec in (
-        DatasetSpec(
-            name="pendigits",
-            openml_name="pendigits",
-            openml_version=1,
-            n_samples=10992,
-            n_features=16,
-            n_classes=10,
-            preprocessing="standardize",
-            sigma=math.sqrt(5.0),
-            knn_neighbors=1000,
-            heat_neighbors=500,
-            title="Pen-Based Recognition of Handwritten Digits",
-            source="UCI Machine Learning Repository (Alpaydin, Alimoglu)",
-        ),
-        DatasetSpec(
-            name="har",
-            openml_name="har",
-            openml_version=1,
-            n_samples=10299,
-            n_features=561,
-            n_classes=6,
-            preprocessing="none",
-            sigma=4.25,
-            knn_neighbors=2000,
-            heat_neighbors=500,
-            title="Human Activity Recognition Using Smartphones",
-            source="UCI Machine Learning Repository (Anguita et al.)",
-            offline_note=_HAR_NOTE,
-        ),
-        DatasetSpec(
-            name="mnist",
-            openml_name="mnist_784",
-            openml_version=1,
-            n_samples=70000,
-            n_features=784,
-            n_classes=10,
-            preprocessing="divide_255",
-            sigma=5.8301,
-            knn_neighbors=2000,
-            heat_neighbors=200,
-            x_dtype="uint8",
-            title="MNIST handwritten digits",
-            source="LeCun, Cortes, Burges",
-        ),
-        DatasetSpec(
-            name="letter",
-            openml_name="letter",
-            openml_version=1,
-            n_samples=20000,
-            n_features=16,
-            n_classes=26,
-            preprocessing="standardize",
-            sigma=3.0,
-            knn_neighbors=1000,
-            heat_neighbors=500,
-            title="Letter Recognition",
-            source="UCI Machine Learning Repository (Slate)",
-        ),
-    )
+#: The paper's numbers of each dataset (in the order of the paper's tables): name,
+#: OpenML name and version, n_samples, n_features, n_classes, preprocessing, sigma,
+#: knn_neighbors and heat_neighbors.
+_NUMBERS = (
+    ("pendigits", "pendigits", 1, 10992, 16, 10, "standardize", math.sqrt(5.0), 1000, 500),
+    ("har", "har", 1, 10299, 561, 6, "none", 4.25, 2000, 500),
+    ("mnist", "mnist_784", 1, 70000, 784, 10, "divide_255", 5.8301, 2000, 200),
+    ("letter", "letter", 1, 20000, 16, 26, "standardize", 3.0, 1000, 500),
+)
+#: The other fields of each dataset.
+_MORE = {
+    "pendigits": dict(
+        title="Pen-Based Recognition of Handwritten Digits",
+        source="UCI Machine Learning Repository (Alpaydin, Alimoglu)",
+    ),
+    "har": dict(
+        title="Human Activity Recognition Using Smartphones",
+        source="UCI Machine Learning Repository (Anguita et al.)",
+        offline_note=_HAR_NOTE,
+    ),
+    "mnist": dict(
+        x_dtype="uint8", title="MNIST handwritten digits", source="LeCun, Cortes, Burges"
+    ),
+    "letter": dict(title="Letter Recognition", source="UCI Machine Learning Repository (Slate)"),
 }
+
+#: The paper's datasets, by name (in the order of the paper's tables).
+DATASETS: dict[str, DatasetSpec] = {row[0]: DatasetSpec(*row, **_MORE[row[0]]) for row in _NUMBERS}
 
 
 def dataset_names() -> list[str]:

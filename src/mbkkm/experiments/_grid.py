@@ -304,14 +304,9 @@ def load_grid(path: str | os.PathLike) -> Grid:
 
 
 _PAPER_DATASETS = ("pendigits", "har", "mnist", "letter")
-_PAPER_ALGORITHMS = (
-    "full-batch",
-    "truncated",
-    "truncated-literal",
-    "untruncated",
-    "untruncated-classic",
-    "minibatch-adaptive",
-    "minibatch-classic",
+_PAPER_ALGORITHMS = tuple(
+    "full-batch truncated truncated-literal untruncated untruncated-classic "
+    "minibatch-adaptive minibatch-classic".split()
 )
 _PAPER_AXES: dict[str, Any] = dict(
     batch_sizes=(256, 512, 1024, 2048),

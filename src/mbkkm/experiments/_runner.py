@@ -193,12 +193,6 @@ def kernel_matrix_bytes(
     return 8 * n * n
 
 
-def needs_matrix(run: RunSpec) -> bool:
-    """Whether the run uses a kernel matrix built by the runner."""
-    algo = get_algorithm(run.algorithm)
-    return algo.needs_kernel_matrix or (algo.uses_kernel and run.kernel in GRAPH_KERNELS)
-
-
 def build_kernel(
     X: np.ndarray,
     kernel: str,
@@ -567,14 +561,16 @@ class _Executor:
         if error is not None:
             return _finish(row, "skipped", f"dataset not available: {error}")
         X, y = data
-        matrix = needs_matrix(run)
+        # Does the run use a kernel matrix built here (full batch, or a graph kernel)?
+        algo = get_algorithm(run.algorithm)
+        matrix = algo.needs_kernel_matrix or (algo.uses_kernel and run.kernel in GRAPH_KERNELS)
         est = None
         if matrix:
             est = kernel_matrix_bytes(
                 X.shape[0],
                 run.kernel,
                 dict(run.kernel_params),
-                dense=get_algorithm(run.algorithm).needs_kernel_matrix,
+                dense=algo.needs_kernel_matrix,
                 n_clusters=run.n_clusters or len(np.unique(y)),
             )
         if est is not None and self.memory_budget is not None and est > self.memory_budget:
