@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 #: Preprocessing steps :func:`mbkkm.datasets.load_dataset` knows, with a one-line description.
 PREPROCESSING: dict[str, str] = {
@@ -115,7 +116,7 @@ _NUMBERS = (
     ("letter", "letter", 1, 20000, 16, 26, "standardize", 3.0, 1000, 500),
 )
 #: The other fields of each dataset.
-_MORE = {
+_MORE: dict[str, dict[str, Any]] = {
     "pendigits": dict(
         title="Pen-Based Recognition of Handwritten Digits",
         source="UCI Machine Learning Repository (Alpaydin, Alimoglu)",
