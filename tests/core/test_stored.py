@@ -187,3 +187,18 @@ def test_fit_takes_the_stored_step_and_keeps_the_host_step_model(params, monkeyp
     fast.partial_fit(X[:200])
     host.partial_fit(X[:200])
     np.testing.assert_allclose(fast.center_norms_, host.center_norms_, rtol=1e-9)
+
+
+def test_training_labels_equal_the_labelling_pass():
+    # the fit's labels_ and inertia_ come from the rows the stored step kept; with an
+    # explicit init outside the data (items [X; E]) and weights, they are the labels
+    # of the labelling pass over the fitted model
+    from mbkkm._core import assign
+
+    X = _digits()[:600]
+    w = np.random.RandomState(0).rand(600)
+    est = MiniBatchKernelKMeans(10, init=X[:10] + 0.5, gamma=0.01, max_iter=20, random_state=0)
+    est.fit(X, sample_weight=w)
+    labels, mind = assign(X, est._state, est.kernel_)
+    np.testing.assert_array_equal(est.labels_, labels)
+    assert est.inertia_ == pytest.approx(mind @ w, rel=1e-12)

@@ -49,7 +49,7 @@ import numpy as np
 from .._warn import warn
 from ..backends import get_backend
 from ._state import READ_EVERY, WindowState
-from ._stored import stored_kernel_for, stored_step, to_rows
+from ._stored import stored_kernel_for, stored_step, to_rows, training_labels
 from ._windows import minibatch_step
 
 __all__ = [
@@ -215,6 +215,9 @@ class FitState(Progress):
     stored : StoredKernel or None
         Small n on the host: the kernel matrix the iterations index
         (:mod:`mbkkm._core._stored`); ``windows`` then holds items, not rows.
+    labelled : tuple of ndarray or None
+        With a stored kernel, once finished: the labels and minimum distances of the
+        training points, read from the rows the iterations kept.
 
     and the fields of :class:`Progress`. They are complete whenever the loop has
     returned (it ends on a read-back); in between, the device is ahead of ``n_iter``.
@@ -227,6 +230,7 @@ class FitState(Progress):
     random_state: object
     device: object = field(default=None, repr=False, compare=False)
     stored: object = field(default=None, repr=False, compare=False)
+    labelled: object = field(default=None, repr=False, compare=False)
 
     @property
     def max_iter(self):
@@ -363,6 +367,7 @@ def finish(fs, items):
         fs.windows = fs.device.windows()
         fs.device = fs.pool = None
     if fs.stored is not None:
+        fs.labelled = training_labels(fs.windows, fs.stored)
         fs.windows = to_rows(fs.windows, items, fs.stored)
         fs.stored = None
     return fs.windows

@@ -233,6 +233,16 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 
+def training_labels(state, stored):
+    """Labels and minimum distances of the n training items against the final centers,
+    from the center rows the loop keeps (PA): no kernel work, where the labelling pass
+    over the fitted model would compute K(S, X) again."""
+    _, PA, norms = _rows_of(state, stored)
+    n = stored.n
+    D = get_backend(PA).distances_T(PA[:, :n].copy(), stored.diag[:n], norms)
+    return labels_and_minima(D)
+
+
 def to_rows(state, X, stored):
     """The windows with data rows as support and their block Gram (the host step's
     form), c_j = lambda_j^T H_j lambda_j:

@@ -228,8 +228,16 @@ class BaseKernelKMeans(
             yield progress
             progress.update(progress.total - progress.done)
 
-    def _labels_inertia(self, X, sample_weight=None):
-        """Labels and (weighted) inertia of validated items X (fitted rows or indices)."""
+    def _labels_inertia(self, X, sample_weight=None, labelled=None):
+        """Labels and (weighted) inertia of validated items X (fitted rows or indices).
+
+        ``labelled``: the labels and minimum distances of X that the fit already has
+        (small n: read from the stored kernel's rows), or None to label X now.
+        """
+        if labelled is not None:
+            labels, mind = labelled
+            inertia = mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
+            return labels, float(inertia)
         lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
         if lazy is not None:
             return lazy

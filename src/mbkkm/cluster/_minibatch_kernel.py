@@ -526,7 +526,9 @@ torch.device, default=None
                 self._iterate(loop)
                 self._publish(loop.finish())
                 if self.compute_labels:
-                    self.labels_, self.inertia_ = self._labels_inertia(items, sample_weight)
+                    self.labels_, self.inertia_ = self._labels_inertia(
+                        items, sample_weight, loop.state.labelled
+                    )
                     warn_empty_clusters(self.labels_, self.n_clusters, self)
                 return self
 
