@@ -242,21 +242,6 @@ def _init_worker():
     _local.budget = 1  # a part never splits again
 
 
-def _executor(n):
-    """A process-wide pool of at least ``n`` worker threads, created once (grown when
-    a larger phase asks): no thread start per call."""
-    with _lock:
-        if _state["pool_size"] < n:
-            old = _state["pool"]
-            _state["pool"] = ThreadPoolExecutor(
-                n, thread_name_prefix="mbkkm", initializer=_init_worker
-            )
-            _state["pool_size"] = n
-            if old is not None:
-                old.shutdown(wait=False)
-        return _state["pool"]
-
-
 def parallel_parts(func, n, n_threads):
     """``[func(start, stop) for each part]`` over ``n_threads`` row parts of ``range(n)``.
 
@@ -272,7 +257,18 @@ def parallel_parts(func, n, n_threads):
         futures = []
         try:
             if n_threads > 1:
-                pool = _executor(n_threads)
+                # a process-wide pool, created once (grown when a larger phase asks): no
+                # thread start per call
+                with _lock:
+                    if _state["pool_size"] < n_threads:
+                        old = _state["pool"]
+                        _state["pool"] = ThreadPoolExecutor(
+                            n_threads, thread_name_prefix="mbkkm", initializer=_init_worker
+                        )
+                        _state["pool_size"] = n_threads
+                        if old is not None:
+                            old.shutdown(wait=False)
+                    pool = _state["pool"]
                 futures = [
                     pool.submit(func, int(bounds[i]), int(bounds[i + 1]))
                     for i in range(1, n_threads)
