@@ -135,25 +135,16 @@ def all_or_nothing(estimator):
 
 
 def check_sizes_and_init(estimator, rows, kernel):
-    """``n_clusters`` and ``init_size`` against the input; ``(init, batch_size,
-    init_size)``: the init array checked (``rows``: the input's adapter, which checks
-    it; ``kernel``: the kernel's name in its messages), and a mini-batch estimator's
-    batch and init sizes (None for other estimators)."""
+    """``n_clusters`` and ``init_size`` against the input; ``(n_samples, init)``, the
+    init array checked (``rows``: the input's adapter, which checks it; ``kernel``: the
+    kernel's name in its messages)."""
     n, k, init_size = int(rows.data.shape[0]), estimator.n_clusters, estimator.init_size
     if n < k:
         raise ValueError(f"n_samples={n} should be >= n_clusters={k}: fewer samples than clusters")
     if init_size is not None and init_size < k:
         raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
     init = estimator.init
-    init = init if isinstance(init, str) else rows.check_init(init, k, kernel)
-    if not isinstance(estimator, MiniBatchMixin):
-        return init, None, None
-    batch_size = min(estimator.batch_size, n)
-    if init_size is None:
-        init_size = 3 * batch_size
-        if init_size < k:
-            init_size = 3 * k
-    return init, batch_size, min(init_size, n)
+    return n, init if isinstance(init, str) else rows.check_init(init, k, kernel)
 
 
 def validated(estimator, X, reset=False, accept_sparse="csr"):
@@ -418,6 +409,18 @@ class MiniBatchMixin:
     ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample),
     and may override ``_take_rows(X, idx)`` (rows of its data).
     """
+
+    def _check_sizes_and_init(self, rows, kernel):
+        """Batch and init sizes (``_batch_size``, ``_init_size``) and ``init``
+        (``_init``) against the input (:func:`check_sizes_and_init`)."""
+        n, self._init = check_sizes_and_init(self, rows, kernel)
+        self._batch_size = min(self.batch_size, n)
+        init_size = self.init_size
+        if init_size is None:
+            init_size = 3 * self._batch_size
+            if init_size < self.n_clusters:
+                init_size = 3 * self.n_clusters
+        self._init_size = min(init_size, n)
 
     def _take_rows(self, X, idx):
         return X[idx]

@@ -455,7 +455,7 @@ torch.device, default=None
         publish; returns the training points' distances (what ``fit_transform`` gives)."""
         data = fit_input(X, sample_weight, self, accept_dask=False, index_dtype=np.float64)
         rows = data.rows
-        self._init = check_sizes_and_init(self, rows, self.kernel)[0]  # before kernel work
+        _, self._init = check_sizes_and_init(self, rows, self.kernel)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (

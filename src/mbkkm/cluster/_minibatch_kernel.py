@@ -37,7 +37,6 @@ from ._base import (
     BaseKernelKMeans,
     MiniBatchMixin,
     all_or_nothing,
-    check_sizes_and_init,
     memory_guard,
     warn_empty_clusters,
 )
@@ -481,9 +480,7 @@ torch.device, default=None
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
-            self._init, self._batch_size, self._init_size = check_sizes_and_init(
-                self, data.rows, self.kernel
-            )
+            self._check_sizes_and_init(data.rows, self.kernel)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = self._resolve(data, gamma_selection=selection)
@@ -604,9 +601,7 @@ torch.device, default=None
                     working_memory=self.working_memory,
                     accept_dask=False,
                 )
-                self._init, self._batch_size, self._init_size = check_sizes_and_init(
-                    self, data.rows, self.kernel
-                )
+                self._check_sizes_and_init(data.rows, self.kernel)
                 problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)

@@ -61,13 +61,7 @@ from .._validation import (
 )
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import (
-    MiniBatchMixin,
-    all_or_nothing,
-    check_sizes_and_init,
-    validated,
-    warn_empty_clusters,
-)
+from ._base import MiniBatchMixin, all_or_nothing, validated, warn_empty_clusters
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -305,10 +299,7 @@ default="k-means++"
         return X
 
     def _check_params_vs_input(self, X):
-        # an init array: points
-        self._init, self._batch_size, self._init_size = check_sizes_and_init(
-            self, rows_of(X), "linear"
-        )
+        self._check_sizes_and_init(rows_of(X), "linear")  # an init array: points
         # k-means++ is the package's kernel k-means++ with the linear kernel, so the
         # random draws are those of MiniBatchKernelKMeans(kernel="linear").
         self._linear = resolve_kernel("linear")
