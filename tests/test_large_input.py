@@ -14,7 +14,7 @@ import pytest
 
 from mbkkm import MiniBatchKernelKMeans
 from mbkkm._core import _sampling
-from mbkkm._core._sampling import choice_without_replacement, draw_init_indices
+from mbkkm._core._sampling import choice_without_replacement, draw_init_subsample
 from mbkkm._core._width import draw_sample
 
 
@@ -105,7 +105,7 @@ def test_width_sample_then_init_draw_one_permutation(memo_from, permutations):
     memo_from(1000)
     n = 5000
     draw = draw_sample(0, n, 500, 4)
-    init = draw_init_indices(np.random.RandomState(0), n, 3072)
+    init = draw_init_subsample(np.random.RandomState(0), n, 3072, 4)
     ref = np.random.RandomState(0)
     np.testing.assert_array_equal(draw.indices, np.sort(ref.choice(n, 500, replace=False)))
     ref = np.random.RandomState(0)

@@ -6,7 +6,7 @@ once at the boundary (``mbkkm.cluster``) and the core never checks again.
 
 from ._init import kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
-from ._sampling import draw_batch_plan, draw_init_indices
+from ._sampling import draw_batch_plan, draw_init_subsample
 from ._state import StepConfig, WindowState, init_state, labelling_state
 from ._windows import WindowPlan, assign, minibatch_step, plan_windows
 
@@ -18,7 +18,7 @@ __all__ = [
     "assign",
     "batch_rates",
     "draw_batch_plan",
-    "draw_init_indices",
+    "draw_init_subsample",
     "init_state",
     "kernel_kmeans_plusplus",
     "labelling_state",

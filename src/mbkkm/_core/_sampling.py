@@ -92,28 +92,27 @@ def _permutation(random_state, n):
     return random_state.permutation(n)
 
 
-def draw_init_indices(random_state, n_samples, init_size):
-    """Indices of the subsample used by the initialisation (without replacement)."""
-    if init_size >= n_samples:
-        return np.arange(n_samples)
-    return np.sort(choice_without_replacement(random_state, n_samples, init_size))
-
-
 def draw_init_subsample(random_state, n_samples, init_size, n_clusters, sample_weight=None):
-    """Indices of the initialisation subsample, sorted; with weights, of positive weight.
+    """Indices of the initialisation subsample (without replacement), sorted; with
+    weights, of positive weight.
 
     k-means++ and "random" draw centers with probability proportional to the weights,
     so a subsample made only of zero-weight points has no valid draw (0 / 0). With
     weights the subsample is drawn among the positive-weight points; when they are
     fewer than ``n_clusters``, it is all of them plus zero-weight points up to
-    ``init_size``. Without zero weights the draws are exactly those of
-    :func:`mbkkm._core.draw_init_indices`.
+    ``init_size``. Without zero weights the draws are those of no weights: the first
+    ``init_size`` rows of a permutation (:func:`choice_without_replacement`), or all
+    rows when ``init_size >= n_samples``.
     """
     if sample_weight is None or np.all(sample_weight > 0):
-        return draw_init_indices(random_state, n_samples, init_size)
+        if init_size >= n_samples:
+            return np.arange(n_samples)
+        return np.sort(choice_without_replacement(random_state, n_samples, init_size))
     pos = np.flatnonzero(sample_weight > 0)
     if pos.size >= n_clusters:
-        return pos[draw_init_indices(random_state, pos.size, min(init_size, pos.size))]
+        size = min(init_size, pos.size)
+        return pos[draw_init_subsample(random_state, pos.size, size, n_clusters)]
     zero = np.flatnonzero(sample_weight <= 0)
-    fill = zero[draw_init_indices(random_state, zero.size, max(0, init_size - pos.size))]
+    size = max(0, init_size - pos.size)
+    fill = zero[draw_init_subsample(random_state, zero.size, size, n_clusters)]
     return np.sort(np.concatenate([pos, fill]))

@@ -82,9 +82,11 @@ def _physical_cpus():
         )
 
 
-def _controller():
+def _pools():
     """threadpoolctl's view of the loaded thread pools, built once (12 ms) and again
-    when torch has been imported since (its OpenMP runtime is then loaded)."""
+    when torch has been imported since (its OpenMP runtime is then loaded), and the
+    smallest thread count among its loaded pools of each API (``{"openmp": ...,
+    "blas": ...}``; None: no pool of that API)."""
     with _lock:
         torch_loaded = "torch" in sys.modules
         if _state["controller"] is None or (torch_loaded and not _state["with_torch"]):
@@ -92,17 +94,13 @@ def _controller():
 
             _state["controller"] = ThreadpoolController()
             _state["with_torch"] = torch_loaded
-        return _state["controller"]
-
-
-def _pool_threads(user_api):
-    """The smallest thread count among the loaded pools of ``user_api`` (None: none)."""
-    counts = [
-        lib.num_threads
-        for lib in _controller().lib_controllers
-        if lib.user_api == user_api and lib.num_threads
-    ]
-    return min(counts) if counts else None
+        controller = _state["controller"]
+    counts = {"openmp": None, "blas": None}
+    for lib in controller.lib_controllers:
+        if lib.user_api in counts and lib.num_threads:
+            old = counts[lib.user_api]
+            counts[lib.user_api] = lib.num_threads if old is None else min(old, lib.num_threads)
+    return controller, counts
 
 
 def effective_n_threads():
@@ -125,12 +123,13 @@ def effective_n_threads():
         env = max(1, int(env)) if env else None
     except ValueError:
         env = None
-    omp = _pool_threads("openmp")
+    with _lock:  # while a phase holds BLAS at one thread, the limit before it counts
+        counts = _pools()[1]
+        blas = _state["saved_blas"] if _state["holders"] else counts["blas"]
+    omp = counts["openmp"]
     n = omp if omp is not None else (env if env is not None else _physical_cpus())
     if env is None:
         n = min(n, _physical_cpus())
-    with _lock:  # while a phase holds BLAS at one thread, the limit before it counts
-        blas = _state["saved_blas"] if _state["holders"] else _pool_threads("blas")
     if blas is not None:
         n = min(n, blas)
     return max(1, int(n))
@@ -151,8 +150,9 @@ def _one_blas_thread():
     limit, the last one out restores it."""
     with _lock:
         if _state["holders"] == 0:
-            _state["saved_blas"] = _pool_threads("blas")
-            _state["limiter"] = _controller().limit(limits=1, user_api="blas")
+            controller, counts = _pools()
+            _state["saved_blas"] = counts["blas"]
+            _state["limiter"] = controller.limit(limits=1, user_api="blas")
         _state["holders"] += 1
     try:
         yield
@@ -233,28 +233,13 @@ def one_thread_everywhere():
     scope: for a sequence of small calls into scikit-learn (the width selection's
     k-means and neighbour searches on a 1000-point sample), whose OpenMP threads
     spin as BLAS's do."""
-    with thread_policy(1), _controller().limit(limits=1):
+    with thread_policy(1), _pools()[0].limit(limits=1):
         yield
 
 
 # ------------------------------------------------------------- our own threads
 def _init_worker():
     _local.budget = 1  # a part never splits again
-
-
-def _executor(n):
-    """A process-wide pool of at least ``n`` worker threads, created once (grown when
-    a larger phase asks): no thread start per call."""
-    with _lock:
-        if _state["pool_size"] < n:
-            old = _state["pool"]
-            _state["pool"] = ThreadPoolExecutor(
-                n, thread_name_prefix="mbkkm", initializer=_init_worker
-            )
-            _state["pool_size"] = n
-            if old is not None:
-                old.shutdown(wait=False)
-        return _state["pool"]
 
 
 def parallel_parts(func, n, n_threads):
@@ -272,7 +257,18 @@ def parallel_parts(func, n, n_threads):
         futures = []
         try:
             if n_threads > 1:
-                pool = _executor(n_threads)
+                # a process-wide pool, created once (grown when a larger phase asks): no
+                # thread start per call
+                with _lock:
+                    if _state["pool_size"] < n_threads:
+                        old = _state["pool"]
+                        _state["pool"] = ThreadPoolExecutor(
+                            n_threads, thread_name_prefix="mbkkm", initializer=_init_worker
+                        )
+                        _state["pool_size"] = n_threads
+                        if old is not None:
+                            old.shutdown(wait=False)
+                    pool = _state["pool"]
                 futures = [
                     pool.submit(func, int(bounds[i]), int(bounds[i + 1]))
                     for i in range(1, n_threads)

@@ -406,7 +406,8 @@ torch.device, default=None
                 rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
             )
         nx = get_backend(X)
-        Xi = nx.take(X, nx.index(init_idx))
+        dense = isinstance(X, np.ndarray)  # numpy rows: numpy's own gathers
+        Xi = X[init_idx] if dense else nx.take(X, nx.index(init_idx))
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
             # On the host, on a host copy of the (small) subsample (host rows, CSR
@@ -415,7 +416,7 @@ torch.device, default=None
             idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return init_state(nx.take(Xi, nx.index(idx)), self.kernel_)
+        return init_state(Xi[idx] if dense else nx.take(Xi, nx.index(idx)), self.kernel_)
 
     def _take_rows(self, X, idx):
         nx = get_backend(X)

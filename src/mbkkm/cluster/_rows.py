@@ -396,6 +396,8 @@ def check_no_overflow(X, kernel=None, input_name="X"):
 def rows_of(X):
     """The adapter of data X by its kind (no kernel involved): the one place that
     tells the kinds of arrays apart."""
+    if type(X) is np.ndarray:  # the common kind first: dense rows on the host
+        return Rows(X)
     if isinstance(X, _dask.DaskRows):
         return DaskFitRows(X)
     if _dask.is_dask_array(X):
