@@ -219,11 +219,8 @@ class Progress:
         return self
 
     def __exit__(self, exc_type, *exc):
-        if exc_type is None:
+        if exc_type is None or self._bar is not None:  # an error: no summary line
             self.close()
-        elif self._bar is not None and not self.closed:  # an error: no summary line
-            self.closed = True
-            self._bar.close()
 
 
 _REPORTING: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
