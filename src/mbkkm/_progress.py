@@ -199,11 +199,8 @@ class Progress:
                 self._bar.close()
                 return
             elapsed = self.clock() - self.start
-            done = self.done - self.initial
-            rate = done / elapsed if elapsed > 0 else float("inf")
-            per = "MB" if self.unit == "bytes" else self.unit
-            if self.unit == "bytes":
-                rate /= 1e6
+            scale, per = (1e6, "MB") if self.unit == "bytes" else (1, self.unit)
+            rate = (self.done - self.initial) / elapsed / scale if elapsed > 0 else float("inf")
             rate_text = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
             self._write(
                 f"{self.desc}: {_format_amount(self.done, self.unit)} in "
