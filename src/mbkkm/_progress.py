@@ -253,8 +253,7 @@ class Waiting:
         while not self._stopped.wait(self.interval):
             with self._lock:
                 if not self._stopped.is_set():
-                    line = f"{self.desc}: {format_seconds(self.clock() - self.start)}"
-                    self.stream.write(line + "\n")
+                    self.stream.write(f"{self.desc}: {format_seconds(self.clock() - self.start)}\n")
                     self.stream.flush()
 
     def stop(self):
