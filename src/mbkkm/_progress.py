@@ -199,11 +199,8 @@ class Progress:
                 self._bar.close()
                 return
             elapsed = self.clock() - self.start
-            done = self.done - self.initial
-            rate = done / elapsed if elapsed > 0 else float("inf")
-            per = "MB" if self.unit == "bytes" else self.unit
-            if self.unit == "bytes":
-                rate /= 1e6
+            scale, per = (1e6, "MB") if self.unit == "bytes" else (1, self.unit)
+            rate = (self.done - self.initial) / elapsed / scale if elapsed > 0 else float("inf")
             rate_text = f"{rate:,.0f}" if rate >= 100 else f"{rate:.3g}"
             self._write(
                 f"{self.desc}: {_format_amount(self.done, self.unit)} in "
@@ -219,11 +216,8 @@ class Progress:
         return self
 
     def __exit__(self, exc_type, *exc):
-        if exc_type is None:
+        if exc_type is None or self._bar is not None:  # an error: no summary line
             self.close()
-        elif self._bar is not None and not self.closed:  # an error: no summary line
-            self.closed = True
-            self._bar.close()
 
 
 _REPORTING: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
@@ -259,8 +253,7 @@ class Waiting:
         while not self._stopped.wait(self.interval):
             with self._lock:
                 if not self._stopped.is_set():
-                    line = f"{self.desc}: {format_seconds(self.clock() - self.start)}"
-                    self.stream.write(line + "\n")
+                    self.stream.write(f"{self.desc}: {format_seconds(self.clock() - self.start)}\n")
                     self.stream.flush()
 
     def stop(self):

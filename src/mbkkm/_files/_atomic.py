@@ -23,15 +23,13 @@ from typing import IO, Any
 
 def _fsync_folder(folder: Path) -> None:
     """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
-    try:
+    # Windows does not open folders this way; some file systems refuse fsync on one.
+    with suppress(OSError):
         fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # e.g. Windows: folders are not opened this way
-        return
-    try:
-        with suppress(OSError):  # some file systems refuse fsync on a folder
+        try:
             os.fsync(fd)
-    finally:
-        os.close(fd)
+        finally:
+            os.close(fd)
 
 
 @contextmanager

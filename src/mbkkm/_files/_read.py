@@ -257,11 +257,7 @@ class Table:
             for start in range(0, X.shape[0], BLOCK_ROWS):
                 part = X[start : start + BLOCK_ROWS]
                 part = part if self._all_columns else part[:, self.columns]
-                block = np.asarray(part, dtype=self.dtype)
-                _check_finite(block, self, start)
-                if progress is not None:
-                    progress(block.shape[0])
-                yield block
+                yield _checked(np.asarray(part, dtype=self.dtype), self, start, progress)
         else:
             yield from _arrow_blocks(self, progress)
 
@@ -580,11 +576,15 @@ def _infinite(path, where: str, column: str) -> str:
     )
 
 
-def _check_finite(block: np.ndarray, table: Table, start: int) -> None:
+def _checked(block: np.ndarray, table: Table, start: int, progress: Progress | None):
+    """``block`` (rows from ``start``), once found finite and counted in ``progress``."""
     if not np.isfinite(block).all():
         i, j = np.argwhere(~np.isfinite(block))[0]
         message = _missing if np.isnan(block[i, j]) else _infinite
         raise ValueError(message(table.path, f"at row {start + i + 1}", table.column_label(j)))
+    if progress is not None:
+        progress(block.shape[0])
+    return block
 
 
 # --------------------------------------------------------------------- opening
@@ -766,8 +766,5 @@ def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarra
                     _missing(table.path, f"(null) at row {start + i + 1}", table.column_label(j))
                 )
             block[:, j] = col.to_numpy(zero_copy_only=False)
-        _check_finite(block, table, start)
-        if progress is not None:
-            progress(m)
+        yield _checked(block, table, start, progress)
         start += m
-        yield block

@@ -29,8 +29,7 @@ class _TextWriter:
         if block.shape[0] == 0:
             return
         if block.ndim == 1 and block.dtype.kind in "iub":
-            text = "\n".join(map(str, block.tolist())) + "\n"
-            self.fh.write(text.encode())
+            self.fh.write(("\n".join(map(str, block.tolist())) + "\n").encode())
             return
         import pandas as pd
 
