@@ -185,25 +185,20 @@ def _fails(*errors, prefix: str = "", usage: bool = False):
         raise click.ClickException(prefix + one_line(exc)) from None
 
 
-def _options(*decorators, into=None):
+def _options(*decorators, into: str):
     """Click options (and arguments) declared once, applied as one decorator in
-    this order; with ``into``, the command receives their values as one dict of
-    that name."""
+    this order; the command receives their values as one dict named ``into``."""
+    names = [decorator(lambda: None).__click_params__[0].name for decorator in decorators]
 
     def apply(command):
-        if into is not None:
-            probe = _options(*decorators)(lambda: None)
-            names = [param.name for param in probe.__click_params__]
-            inner = command
-
-            @wraps(inner)
-            def command(**kwargs):
-                kwargs[into] = {name: kwargs.pop(name) for name in names}
-                return inner(**kwargs)
+        @wraps(command)
+        def receive(**kwargs):
+            kwargs[into] = {name: kwargs.pop(name) for name in names}
+            return command(**kwargs)
 
         for decorator in reversed(decorators):
-            command = decorator(command)
-        return command
+            receive = decorator(receive)
+        return receive
 
     return apply
 
@@ -613,17 +608,13 @@ class _Outputs:
             if path != "-":
                 _check_output(path, option)
         _check_output(self.model, "--model-out")
-        _check_output(self.plot, "--plot", image=True)
-        _check_output(self.gamma_plot, "--gamma-plot", image=True)
+        _check_output(self.plot, "--plot", kind="image")
+        _check_output(self.gamma_plot, "--gamma-plot", kind="image")
         if self.checkpoint is None:
             if self.checkpoint_every is not None:
                 raise click.UsageError("--checkpoint-every needs --checkpoint FILE.")
             return
-        if self.checkpoint == "-":
-            raise click.UsageError("--checkpoint: cannot be standard output; give a file name.")
-        folder = Path(self.checkpoint).parent
-        if not folder.is_dir():
-            raise click.UsageError(f"--checkpoint: the folder {str(folder)!r} does not exist.")
+        _check_output(self.checkpoint, "--checkpoint", kind="checkpoint")
         from .kernels import GRAPH_KERNELS
 
         if kernel in GRAPH_KERNELS:
@@ -668,17 +659,19 @@ class _Outputs:
         return [(path, what) for path, what in zip(paths, whats) if path not in (None, "-")]
 
 
-def _check_output(path, option: str, image=False) -> None:
-    """Refuse an output that cannot be written: standard output, a missing folder,
-    an image format matplotlib does not write, Parquet without pyarrow."""
+def _check_output(path, option: str, kind="table") -> None:
+    """Refuse an output (a "table", "image" or "checkpoint") that cannot be written:
+    standard output, a missing folder, an image format matplotlib does not write,
+    Parquet without pyarrow."""
     if path is None:
         return
     if path == "-":
-        raise click.UsageError(f"{option}: cannot write to standard output; give a file name.")
+        how = "be standard output" if kind == "checkpoint" else "write to standard output"
+        raise click.UsageError(f"{option}: cannot {how}; give a file name.")
     path = Path(path)
     if not path.parent.is_dir():
         raise click.UsageError(f"{option}: the folder {str(path.parent)!r} does not exist.")
-    if image:
+    if kind == "image":
         formats = _new_figure().canvas.get_supported_filetypes()
         fmt = path.suffix[1:].lower()
         if fmt not in formats:
@@ -686,7 +679,7 @@ def _check_output(path, option: str, image=False) -> None:
                 f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
                 f"use one of {', '.join(sorted(formats))}."
             )
-    elif output_kind(path) in ("parquet", "arrow"):
+    elif kind == "table" and output_kind(path) in ("parquet", "arrow"):
         try:
             import pyarrow  # noqa: F401
         except ImportError:
