@@ -500,16 +500,16 @@ def _select_by_name(table, names, saved, given, data, reopen) -> Table:
             else:
                 candidates.append(j)
     have = [file_names[j] for j in candidates]
-    if len(set(names)) < len(names):  # the fit's header held a name twice: by position
-        if have != names:
-            doubled = sorted({n for n in names if names.count(n) > 1})
-            raise click.UsageError(
-                f"the model's columns hold {names_list(doubled)} more than once, so they "
-                f"cannot be found by name, and the columns of {data} "
-                f"({names_list(have)}) are not the model's ({names_list(names)}) in its "
-                "order; choose them with --columns (by 0-based index)."
-            )
+    if have == names:  # the model's columns in its order (a name held twice: by position)
         order = candidates
+    elif len(set(names)) < len(names):  # the fit's header held a name twice
+        doubled = sorted({n for n in names if names.count(n) > 1})
+        raise click.UsageError(
+            f"the model's columns hold {names_list(doubled)} more than once, so they "
+            f"cannot be found by name, and the columns of {data} "
+            f"({names_list(have)}) are not the model's ({names_list(names)}) in its "
+            "order; choose them with --columns (by 0-based index)."
+        )
     else:
         _check_names(names, have, data)
         order = [candidates[have.index(n)] for n in names]
@@ -652,12 +652,6 @@ class _Outputs:
             with _writing(self.model):
                 save_model(est, self.model)
 
-    def written(self):
-        """(path, what) of every output written to a file."""
-        paths = (self.labels, self.transform, self.plot, self.gamma_plot, self.model)
-        whats = ("labels", "distances", "plot", "gamma plot", "model")
-        return [(path, what) for path, what in zip(paths, whats) if path not in (None, "-")]
-
 
 def _check_output(path, option: str, kind="table") -> None:
     """Refuse an output (a "table", "image" or "checkpoint") that cannot be written:
@@ -773,8 +767,10 @@ def _echo_found(found, outputs, inertia="inertia", empty_note=False) -> None:
     empty = int((found.sizes == 0).sum())
     if empty_note and empty:
         click.echo(f"note: {empty} of the {len(found.sizes)} clusters are empty", err=err)
-    for path, what in outputs.written():
-        click.echo(f"{what} written to {path}", err=err)
+    paths = (outputs.labels, outputs.transform, outputs.plot, outputs.gamma_plot, outputs.model)
+    for path, what in zip(paths, ("labels", "distances", "plot", "gamma plot", "model")):
+        if path not in (None, "-"):  # written to a file
+            click.echo(f"{what} written to {path}", err=err)
 
 
 def _new_figure(figsize=(6.4, 4.8)):
