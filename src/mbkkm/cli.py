@@ -22,7 +22,7 @@ import itertools
 import sys
 import threading
 import time
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import ExitStack, closing, contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property, partial, wraps
 from pathlib import Path
@@ -185,25 +185,20 @@ def _fails(*errors, prefix: str = "", usage: bool = False):
         raise click.ClickException(prefix + one_line(exc)) from None
 
 
-def _options(*decorators, into=None):
+def _options(*decorators, into: str):
     """Click options (and arguments) declared once, applied as one decorator in
-    this order; with ``into``, the command receives their values as one dict of
-    that name."""
+    this order; the command receives their values as one dict named ``into``."""
+    names = [decorator(lambda: None).__click_params__[0].name for decorator in decorators]
 
     def apply(command):
-        if into is not None:
-            probe = _options(*decorators)(lambda: None)
-            names = [param.name for param in probe.__click_params__]
-            inner = command
-
-            @wraps(inner)
-            def command(**kwargs):
-                kwargs[into] = {name: kwargs.pop(name) for name in names}
-                return inner(**kwargs)
+        @wraps(command)
+        def receive(**kwargs):
+            kwargs[into] = {name: kwargs.pop(name) for name in names}
+            return command(**kwargs)
 
         for decorator in reversed(decorators):
-            command = decorator(command)
-        return command
+            receive = decorator(receive)
+        return receive
 
     return apply
 
@@ -505,16 +500,16 @@ def _select_by_name(table, names, saved, given, data, reopen) -> Table:
             else:
                 candidates.append(j)
     have = [file_names[j] for j in candidates]
-    if len(set(names)) < len(names):  # the fit's header held a name twice: by position
-        if have != names:
-            doubled = sorted({n for n in names if names.count(n) > 1})
-            raise click.UsageError(
-                f"the model's columns hold {names_list(doubled)} more than once, so they "
-                f"cannot be found by name, and the columns of {data} "
-                f"({names_list(have)}) are not the model's ({names_list(names)}) in its "
-                "order; choose them with --columns (by 0-based index)."
-            )
+    if have == names:  # the model's columns in its order (a name held twice: by position)
         order = candidates
+    elif len(set(names)) < len(names):  # the fit's header held a name twice
+        doubled = sorted({n for n in names if names.count(n) > 1})
+        raise click.UsageError(
+            f"the model's columns hold {names_list(doubled)} more than once, so they "
+            f"cannot be found by name, and the columns of {data} "
+            f"({names_list(have)}) are not the model's ({names_list(names)}) in its "
+            "order; choose them with --columns (by 0-based index)."
+        )
     else:
         _check_names(names, have, data)
         order = [candidates[have.index(n)] for n in names]
@@ -613,17 +608,13 @@ class _Outputs:
             if path != "-":
                 _check_output(path, option)
         _check_output(self.model, "--model-out")
-        _check_output(self.plot, "--plot", image=True)
-        _check_output(self.gamma_plot, "--gamma-plot", image=True)
+        _check_output(self.plot, "--plot", kind="image")
+        _check_output(self.gamma_plot, "--gamma-plot", kind="image")
         if self.checkpoint is None:
             if self.checkpoint_every is not None:
                 raise click.UsageError("--checkpoint-every needs --checkpoint FILE.")
             return
-        if self.checkpoint == "-":
-            raise click.UsageError("--checkpoint: cannot be standard output; give a file name.")
-        folder = Path(self.checkpoint).parent
-        if not folder.is_dir():
-            raise click.UsageError(f"--checkpoint: the folder {str(folder)!r} does not exist.")
+        _check_output(self.checkpoint, "--checkpoint", kind="checkpoint")
         from .kernels import GRAPH_KERNELS
 
         if kernel in GRAPH_KERNELS:
@@ -661,24 +652,20 @@ class _Outputs:
             with _writing(self.model):
                 save_model(est, self.model)
 
-    def written(self):
-        """(path, what) of every output written to a file."""
-        paths = (self.labels, self.transform, self.plot, self.gamma_plot, self.model)
-        whats = ("labels", "distances", "plot", "gamma plot", "model")
-        return [(path, what) for path, what in zip(paths, whats) if path not in (None, "-")]
 
-
-def _check_output(path, option: str, image=False) -> None:
-    """Refuse an output that cannot be written: standard output, a missing folder,
-    an image format matplotlib does not write, Parquet without pyarrow."""
+def _check_output(path, option: str, kind="table") -> None:
+    """Refuse an output (a "table", "image" or "checkpoint") that cannot be written:
+    standard output, a missing folder, an image format matplotlib does not write,
+    Parquet without pyarrow."""
     if path is None:
         return
     if path == "-":
-        raise click.UsageError(f"{option}: cannot write to standard output; give a file name.")
+        how = "be standard output" if kind == "checkpoint" else "write to standard output"
+        raise click.UsageError(f"{option}: cannot {how}; give a file name.")
     path = Path(path)
     if not path.parent.is_dir():
         raise click.UsageError(f"{option}: the folder {str(path.parent)!r} does not exist.")
-    if image:
+    if kind == "image":
         formats = _new_figure().canvas.get_supported_filetypes()
         fmt = path.suffix[1:].lower()
         if fmt not in formats:
@@ -686,7 +673,7 @@ def _check_output(path, option: str, image=False) -> None:
                 f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
                 f"use one of {', '.join(sorted(formats))}."
             )
-    elif output_kind(path) in ("parquet", "arrow"):
+    elif kind == "table" and output_kind(path) in ("parquet", "arrow"):
         try:
             import pyarrow  # noqa: F401
         except ImportError:
@@ -780,8 +767,10 @@ def _echo_found(found, outputs, inertia="inertia", empty_note=False) -> None:
     empty = int((found.sizes == 0).sum())
     if empty_note and empty:
         click.echo(f"note: {empty} of the {len(found.sizes)} clusters are empty", err=err)
-    for path, what in outputs.written():
-        click.echo(f"{what} written to {path}", err=err)
+    paths = (outputs.labels, outputs.transform, outputs.plot, outputs.gamma_plot, outputs.model)
+    for path, what in zip(paths, ("labels", "distances", "plot", "gamma plot", "model")):
+        if path not in (None, "-"):  # written to a file
+            click.echo(f"{what} written to {path}", err=err)
 
 
 def _new_figure(figsize=(6.4, 4.8)):
@@ -938,7 +927,10 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     With --checkpoint, a fit killed part way resumes where it was saved when the
     same command runs again, and ends with the model of an uninterrupted run.
     """
+    from sklearn import config_context
+
     from .cluster import MiniBatchKernelKMeans
+    from .cluster._checkpoint import read_checkpoint
 
     outputs = _Outputs(gamma_plot=params.pop("gamma_plot"), **outputs)
     outputs.check(params["kernel"], params["tau"])
@@ -948,7 +940,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     with _reading(table, "reading", quiet) as how:
         X = table.read(**how)
     release_free_memory()  # the parsing threads' kept buffers, before the fit
-    n = X.shape[0]
+    n, d = X.shape
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
     if params["batch_size"] > n and not quiet:
@@ -960,27 +952,70 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     est = MiniBatchKernelKMeans(
         n_clusters=n_clusters, kernel_params=graph_params, compute_labels=False, **params
     )
-    if outputs.checkpoint is not None and not quiet:
-        _note_resume(outputs.checkpoint, est.max_iter)
+    done = None  # the iteration a fit resumes at (an unreadable file: the fit says why)
+    if outputs.checkpoint is not None and not quiet and Path(outputs.checkpoint).exists():
+        with suppress(ValueError, OSError, KeyError):
+            done = int(read_checkpoint(outputs.checkpoint)["fit"]["n_iter"])
+    if done is not None:
+        click.echo(
+            f"note: resuming the fit saved in {outputs.checkpoint} at iteration {done} of "
+            f"{est.max_iter}",
+            err=True,
+        )
     start = time.perf_counter()
-    D_fit = _fit_model(est, X, graph_params is not None, outputs, quiet)
-    seconds = [time.perf_counter() - start]
+    # on stderr unless quiet: on a terminal a spinner, then a bar over the
+    # iterations; else a line every few seconds with the time left
+    with (
+        _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: "),
+        # X's blocks were checked finite as they were read: not a second pass over X
+        config_context(assume_finite=True),
+        ExitStack() as stack,
+    ):
+        if not quiet:
+            message = f"fitting {n} x {d}, k={n_clusters}, {est.max_iter} iterations"
+            stop = stack.enter_context(_spinner(message))
+            waiting = f"preparing the fit of {n:,} x {d} (checks, width, initialisation)"
+            stack.enter_context(reporting(sys.stderr, on_start=stop, waiting=waiting))
+        if graph_params is None:
+            est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)
+            distances = _distances(est, _row_blocks(X, n_clusters))
+        else:  # the fitted points' own kernel rows, not new points joining the graph
+            distances = _row_blocks(est.fit_transform(X), n_clusters)
+    fit_seconds = time.perf_counter() - start
     _record_columns(est, table, source["columns"], source["drop"])
     start = time.perf_counter()
-    if graph_params is None:
-        distances = _distances(est, _row_blocks(X, n_clusters))
-    else:  # the fitted points' own kernel rows, not new points joining the graph
-        distances = _row_blocks(D_fit, n_clusters)
-    sample = _plot_sample(n, est.random_state, outputs.plot is not None)
+    sample = None  # the rows drawn for the plot: at most PLOT_POINTS
+    if outputs.plot is not None and n <= PLOT_POINTS:
+        sample = np.arange(n)
+    elif outputs.plot is not None:
+        rng = np.random.default_rng(est.random_state)
+        sample = np.sort(rng.choice(n, size=PLOT_POINTS, replace=False))
     with _writing("the labels"), _progress(n, "rows", "labelling", not quiet) as update:
         found = _label_blocks(distances, n_clusters, outputs, n, update, sample)
-    seconds.append(time.perf_counter() - start)
-    tables = verbose or outputs.gamma_plot is not None
+    label_seconds = time.perf_counter() - start
+    tables = verbose or outputs.gamma_plot is not None  # before a gamma plot not written
     outputs.write(est, X, sample, found.sample_labels, table.names)
     if outputs.checkpoint is not None:  # every output is written: the fit is not needed again
         Path(outputs.checkpoint).unlink(missing_ok=True)
-    if not quiet:
-        _fit_summary(est, found, data, X.shape[1], seconds, outputs, heat_t == "auto", tables)
+    if quiet:
+        return
+    err = outputs.err
+    click.echo(f"data: {data} ({found.n} points x {d} features)", err=err)
+    click.echo(
+        f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
+        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}",
+        err=err,
+    )
+    click.echo(f"time: fit {fit_seconds:.2f} s, labelling {label_seconds:.2f} s", err=err)
+    # the widths (and the heat kernel's time) chosen: one line each, or their tables
+    hint = "" if tables else " (--verbose: the table)"
+    t_selection = getattr(est, "t_selection_", None) if heat_t == "auto" else None
+    for selection in (est.gamma_selection_, t_selection):
+        if selection is not None:
+            click.echo(selection.table() if tables else selection.summary() + hint, err=err)
+    _echo_found(found, outputs, "objective inertia", empty_note=True)
+    if outputs.labels is None:
+        click.echo("(labels not written: pass --labels-out FILE)", err=err)
 
 
 def _graph_params(kernel, n_neighbors, heat_t):
@@ -1000,79 +1035,6 @@ def _graph_params(kernel, n_neighbors, heat_t):
     if kernel == "heat":
         params["t"] = heat_t
     return params
-
-
-def _note_resume(checkpoint, max_iter) -> None:
-    """Say on stderr where a fit resumes (nothing when the file is absent or unreadable:
-    the fit itself refuses a file it cannot resume, with the reason)."""
-    from .cluster._checkpoint import read_checkpoint
-
-    if not Path(checkpoint).exists():
-        return
-    try:
-        done = int(read_checkpoint(checkpoint)["fit"]["n_iter"])
-    except (ValueError, OSError, KeyError):
-        return
-    click.echo(
-        f"note: resuming the fit saved in {checkpoint} at iteration {done} of {max_iter}", err=True
-    )
-
-
-def _fit_model(est, X, graph, outputs, quiet=False):
-    """Fit ``est`` on X: fit_transform's distances for a graph kernel, else None.
-
-    Unless ``quiet``, its progress on stderr: on a terminal a spinner, then a bar
-    over the iterations; else a line every few seconds with the time left.
-    """
-    from sklearn import config_context
-
-    n, d = X.shape
-    with ExitStack() as stack:
-        stack.enter_context(
-            _fails(ValueError, MemoryError, RuntimeError, OSError, prefix="fit failed: ")
-        )
-        # X's blocks were checked finite as they were read: not a second pass over X
-        stack.enter_context(config_context(assume_finite=True))
-        if not quiet:
-            message = f"fitting {n} x {d}, k={est.n_clusters}, {est.max_iter} iterations"
-            stop = stack.enter_context(_spinner(message))
-            # the iterations: a bar on a terminal (the spinner stops), else lines
-            waiting = f"preparing the fit of {n:,} x {d} (checks, width, initialisation)"
-            stack.enter_context(reporting(sys.stderr, on_start=stop, waiting=waiting))
-        if graph:
-            return est.fit_transform(X)
-        est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)
-        return None
-
-
-def _plot_sample(n, seed, plotted):
-    """Sorted row indices drawn for the scatter plot (at most PLOT_POINTS), or None."""
-    if not plotted:
-        return None
-    if n <= PLOT_POINTS:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size=PLOT_POINTS, replace=False))
-
-
-def _fit_summary(est, found, data, d, seconds, outputs, heat_auto, tables):
-    """The summary of a fit: data, kernel, times, chosen widths (one line each, or
-    their tables: ``tables``), inertia, sizes, files written."""
-    err = outputs.err
-    click.echo(f"data: {data} ({found.n} points x {d} features)", err=err)
-    click.echo(
-        f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
-        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}",
-        err=err,
-    )
-    click.echo(f"time: fit {seconds[0]:.2f} s, labelling {seconds[1]:.2f} s", err=err)
-    hint = "" if tables else " (--verbose: the table)"
-    t_selection = getattr(est, "t_selection_", None) if heat_auto else None
-    for selection in (est.gamma_selection_, t_selection):
-        if selection is not None:
-            click.echo(selection.table() if tables else selection.summary() + hint, err=err)
-    _echo_found(found, outputs, "objective inertia", empty_note=True)
-    if outputs.labels is None:
-        click.echo("(labels not written: pass --labels-out FILE)", err=err)
 
 
 @main.command()
