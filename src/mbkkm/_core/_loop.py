@@ -48,20 +48,9 @@ import numpy as np
 
 from .._warn import warn
 from ..backends import get_backend
-from ._state import READ_EVERY, WindowState
+from ._state import READ_EVERY, WindowState  # noqa: F401 (READ_EVERY re-exported)
 from ._stored import stored_kernel_for, stored_step, to_rows, training_labels
 from ._windows import minibatch_step
-
-__all__ = [
-    "READ_EVERY",
-    "FitState",
-    "FunctionSteps",
-    "Loop",
-    "fit_loop",
-    "function_loop",
-    "step_for",
-    "tol_met",
-]
 
 #: Replay device iterations from one captured CUDA graph (False: eager calls).
 CUDA_GRAPHS = True
@@ -116,7 +105,8 @@ class Loop:
     tol : float or None
         Early stopping threshold (None: every iteration runs).
     describe : callable, optional
-        ``describe() -> str``, a few words on the state for progress lines.
+        ``describe() -> str``, a few words on the state for progress lines (default:
+        none).
     finish : callable, optional
         ``finish() -> result``, what :meth:`finish` returns (default: ``state``).
 
@@ -129,10 +119,10 @@ class Loop:
         ``callback(state)`` after every read-back, ``state`` complete (checkpoints).
     """
 
-    def __init__(self, steps, state, *, max_iter, tol, describe=None, finish=None):
+    def __init__(self, steps, state, *, max_iter, tol, describe=str, finish=None):
         self.steps, self.state = steps, state
         self.max_iter, self.tol = max_iter, tol
-        self._describe, self._finish = describe, finish
+        self.describe, self._finish = describe, finish
         self.on_progress = []
         self.on_read_back = []
 
@@ -140,9 +130,6 @@ class Loop:
     converged = property(lambda self: self.state.converged)
     objectives = property(lambda self: self.state.objectives)
     objectives_after = property(lambda self: self.state.objectives_after)
-
-    def describe(self):
-        return "" if self._describe is None else self._describe()
 
     def finish(self):
         """The run's result; the steps are let go at once (on a device: the pool, its
@@ -184,14 +171,9 @@ class FunctionSteps:
         return 1
 
     def run(self, start, stop):
-        objectives, afters = [], []
-        for i in range(start, stop):
-            objective, after = self.step(i)
-            objectives.append(objective)
-            afters.append(after)
-            if tol_met(objective, after, self.tol):
-                return objectives, afters, True
-        return objectives, afters, False
+        # stop == start + 1: one iteration per block
+        objective, after = self.step(start)
+        return [objective], [after], tol_met(objective, after, self.tol)
 
 
 @dataclass(kw_only=True)
@@ -264,18 +246,14 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
     else:
         fs = restore(saved, items, plan, random_state, cfg)
     steps = fs.device
-    if steps is None and fs.stored is not None:
-
-        def step(i):
-            res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
-            return res.objective, res.objective_after
-
-        steps = FunctionSteps(step, cfg.tol)
-    elif steps is None:
+    if steps is None:
         nx = get_backend(items)
 
         def step(i):
-            res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+            if fs.stored is not None:
+                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+            else:
+                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
             return res.objective, res.objective_after
 
         steps = FunctionSteps(step, cfg.tol)
@@ -364,7 +342,7 @@ def finish(fs, items):
     device loop refer to each other, so dropping the loop alone would wait for the
     garbage collector."""
     if fs.device is not None:
-        fs.windows = fs.device.windows()
+        fs.windows = fs.device.P.unpack(fs.pool, fs.layout)
         fs.device = fs.pool = None
     if fs.stored is not None:
         fs.labelled = training_labels(fs.windows, fs.stored)
@@ -503,18 +481,14 @@ class DeviceSteps:
             )
             return None
 
-    def _use_graph(self):
-        dev = self.items.device
-        return (
-            CUDA_GRAPHS
-            and dev.type == "cuda"
-            and self.graph_error is None
-            and not self.cfg.kernel.is_callable
-        )
-
     def _run_block(self, start, stop):
         fs = self.fs
-        if self._use_graph():
+        if (
+            CUDA_GRAPHS
+            and self.items.device.type == "cuda"
+            and self.graph_error is None
+            and not self.cfg.kernel.is_callable
+        ):
             if self.graph is None and stop - start > 1:
                 self._eager(start)  # warm-up: the allocator and the kernels' first call
                 start += 1
@@ -537,32 +511,17 @@ class DeviceSteps:
         before early stopping), and whether it stopped. Nothing when the block
         overflowed the capacities: the pool is then the block's start in a larger
         layout, and the next block is short again (another overflow replays little)."""
-        fs = self.fs
+        torch, fs = self.torch, self.fs
         self.blocks += 1
         snapshot = fs.pool.clone()
         self._run_block(start, stop)
-        done, rows, slots, stopped, logged = self._read_back(start, stop)
-        if rows or slots:
-            layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
-            fs.pool = snapshot
-            self.set_layout(layout, self.P.unpack(snapshot, fs.layout))
-            self.blocks = 0
-            return [], [], False
-        n = done - start
-        return logged[0][:n], logged[1][:n], stopped
-
-    def _read_back(self, start, stop):
-        """One device-to-host copy: iterations done, overflow marks, stop flag, the log."""
-        torch = self.torch
-        fs = self.fs
-        lay = fs.layout
-        pool = fs.pool
-        a, z = self.first_it + start, self.first_it + stop
+        # One device-to-host copy: iterations done, overflow marks, stop flag, the log.
+        pool, a, z = fs.pool, self.first_it + start, self.first_it + stop
         head = (
             torch.cat(
                 [
                     (pool.it - self.first_it).to(torch.float64),
-                    self.P.overflow_marks(pool, lay),
+                    self.P.overflow_marks(pool, fs.layout),
                     (~pool.active).to(torch.float64),
                     self.log[:, a:z].reshape(-1),
                 ]
@@ -571,15 +530,17 @@ class DeviceSteps:
             .numpy()
         )
         done, rows, slots, stopped = int(head[0]), bool(head[1]), bool(head[2]), bool(head[3])
-        logged = head[4:].reshape(2, z - a)
-        total = float(fs.plan.shape[1])
-        logged = (logged / total).tolist()
-        if not (rows or slots) and not np.all(np.isfinite(logged[0][: done - start])):
+        if rows or slots:
+            layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
+            fs.pool = snapshot
+            self.set_layout(layout, self.P.unpack(snapshot, fs.layout))
+            self.blocks = 0
+            return [], [], False
+        n = done - start
+        logged = (head[4:].reshape(2, z - a) / float(fs.plan.shape[1])).tolist()
+        if not np.all(np.isfinite(logged[0][:n])):
             raise ValueError(
                 "kernel: the iteration met non-finite values (NaN or inf): the "
                 "kernel returned them, or the data overflow its arithmetic"
             )
-        return done, rows, slots, stopped, logged
-
-    def windows(self):
-        return self.P.unpack(self.fs.pool, self.fs.layout)
+        return logged[0][:n], logged[1][:n], stopped
