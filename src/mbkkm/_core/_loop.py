@@ -35,7 +35,7 @@ it was drawn from (its state after the draw), and what the host has read back
 counts N_j and the iteration stamp live inside the centers. Saving a FitState and
 the data is enough to resume a fit to the same model: :func:`snapshot` gives its
 host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
-:func:`restore` continues from them.
+:func:`start` continues from them.
 """
 
 from __future__ import annotations
@@ -241,10 +241,7 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
     The step is chosen here, once, from the backend of ``items``: the host-planned
     step one iteration at a time, or the device steps.
     """
-    if saved is None:
-        fs = start(windows, items, plan, random_state, cfg)
-    else:
-        fs = restore(saved, items, plan, random_state, cfg)
+    fs = start(windows, items, plan, random_state, cfg, saved)
     steps = fs.device
     if steps is None:
         nx = get_backend(items)
@@ -267,16 +264,31 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
     )
 
 
-def start(windows, items, plan, random_state, cfg):
-    """The FitState before the first iteration, from the initial windows."""
-    nx = get_backend(windows.support)
+def start(windows, items, plan, random_state, cfg, saved=None):
+    """The FitState before the first iteration, from the initial windows, or the one
+    that :func:`snapshot` saved (``saved``), on the backend of ``items``."""
     fs = FitState(windows=windows, pool=None, layout=None, plan=plan, random_state=random_state)
-    if not nx.is_host:
-        fs.device = DeviceSteps(fs, items, cfg)
+    if saved is None:
+        on_device = not get_backend(windows.support).is_host
     else:
+        fs.windows = saved.get("windows")
+        fs.n_iter, fs.converged = int(saved["n_iter"]), bool(saved["converged"])
+        fs.objectives = list(saved["objectives"])
+        fs.objectives_after = list(saved["objectives_after"])
+        on_device = not get_backend(items).is_host
+        if ("pool" in saved) != on_device:
+            raise ValueError(
+                "the saved fit state ran on "
+                f"{'a device' if 'pool' in saved else 'the host'}, this fit does not"
+            )
+    if on_device:
+        fs.device = DeviceSteps(fs, items, cfg, saved=saved)
+    elif saved is None:
         stored = stored_kernel_for(items, windows, cfg.kernel)
         if stored is not None:
             fs.stored, fs.windows = stored
+    elif saved.get("stored", False):
+        fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
     return fs
 
 
@@ -285,7 +297,7 @@ def snapshot(fs):
 
     What a checkpoint saves (:mod:`mbkkm.cluster._checkpoint`): the centers (host
     windows; on a device, every pool buffer copied to numpy as it is, its layout and
-    the read-back cadence, so that :func:`restore` continues with the same shapes and
+    the read-back cadence, so that :func:`start` continues with the same shapes and
     the same blocks of iterations), the counter and what the host has read back.
     The plan is left out: it is drawn again from the generator.
     """
@@ -306,32 +318,6 @@ def snapshot(fs):
     out["layout"] = [int(value) for value in astuple(fs.layout)]  # k, L, M, b, cols
     out["first_it"], out["blocks"] = int(fs.device.first_it), int(fs.device.blocks)
     return out
-
-
-def restore(saved, items, plan, random_state, cfg):
-    """The FitState that :func:`snapshot` saved, on the backend of ``items``."""
-    fs = FitState(
-        windows=saved.get("windows"),
-        pool=None,
-        layout=None,
-        plan=plan,
-        random_state=random_state,
-        n_iter=int(saved["n_iter"]),
-        objectives=list(saved["objectives"]),
-        objectives_after=list(saved["objectives_after"]),
-        converged=bool(saved["converged"]),
-    )
-    on_device = not get_backend(items).is_host
-    if ("pool" in saved) != on_device:
-        raise ValueError(
-            "the saved fit state ran on "
-            f"{'a device' if 'pool' in saved else 'the host'}, this fit does not"
-        )
-    if on_device:
-        fs.device = DeviceSteps(fs, items, cfg, saved=saved)
-    elif saved.get("stored", False):
-        fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
-    return fs
 
 
 def finish(fs, items):
