@@ -424,12 +424,6 @@ _POOL_TERMS = {
 }
 _POOL_COPY = "copy of the pool (replay after an overflow)"
 _POOL_LOG = "batch plan and log on the device"
-#: The device iteration's terms (:func:`pool_step_buffers`); the step's other
-#: buffers are its products (``_PRODUCTS``).
-_POOL_STEP_TERMS = {
-    "kernel block": "kernel block K(rows, X_B)",
-    "kernel operands": "kernel operand temporaries",
-}
 _PRODUCTS = "iteration products"
 
 
@@ -456,12 +450,11 @@ def plan_minibatch(request):
     # (b / k > tau), its newest block alone: m ~ max(k tau + b / 2, b); at most what
     # the iterations can bring.
     m = min(max(k * tau + b // 2, b), k * (tau - 1 + b))
-    if r.max_iter is not None:
-        m = min(m, k + b * r.max_iter)
-    m = max(m, k)
     blocks_per_window = max(1.0, tau / max(1.0, b / k)) + 2
     if r.max_iter is not None:  # a window holds at most one block per iteration, + the first
+        m = min(m, k + b * r.max_iter)
         blocks_per_window = min(blocks_per_window, r.max_iter + 1.0)
+    m = max(m, k)
     nb = int(np.ceil(k * blocks_per_window))
     copies = r.kernel_name in _COPYING_KERNELS
     # Setup: the data-driven width (float64 row chunks), the width's selection sample,
@@ -549,30 +542,34 @@ def _pool_terms(r, copies):
     L, M = pool_capacities(k, b, r.tau, support=max(k, r.width_sample))
     n_rows = M + 1 + b
     cols = tile_columns(M + 1, b, r.itemsize, r.max_tile_bytes)  # as tile_columns_for
+    # The copies a kernel makes of its operands: rbf and cosine square (or normalise) a
+    # copy of the rows for their norms.
+    operands = (n_rows, r.n_features) if copies else (0,)
     cuda = r.where.startswith("cuda")
-    fold = dense = 0
+    dense = 0
     if cuda:
         # On CUDA a large rbf block in one chunk folds the row norms into its
-        # operands (_torch_tiles.rbf_tail), and small pools sum their blocks
-        # densely (_pool.slot_sums)
+        # operands (_torch_tiles.rbf_tail): it copies the rows and the batch, 4-aligned
+        # with two more columns; and small pools sum their blocks densely
+        # (_pool.slot_sums)
         from ..kernels._torch_tiles import FOLD_MIN_VALUES  # torch is there
 
         if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
-            fold = b
+            operands = (n_rows + b, -(-(r.n_features + 2) // 4) * 4 + 1)
         dense = DENSE_SLOT_SUMS_MAX
     pool = pool_buffers(k, L, M, b)
     t = term_bytes(pool, _POOL_TERMS, r.row_bytes)
     t.update(term_bytes(pool, dict.fromkeys(pool, _POOL_COPY), r.row_bytes))
     t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
     state = sum(t.values())  # the pool's terms, its copy and the log
-    # The copies a kernel makes of its operands: rbf and cosine square (or normalise) a
-    # copy of the rows for their norms; the folded rbf block copies the rows and the
-    # batch, 4-aligned with two more columns.
-    operands = (n_rows, r.n_features) if copies else (0,)
-    if fold:
-        operands = (n_rows + fold, -(-(r.n_features + 2) // 4) * 4 + 1)
     step = pool_step_buffers(k, L, M, b, cols, operands, dense)
-    terms = dict.fromkeys(step, _PRODUCTS) | {"batch rows": "batch rows"} | _POOL_STEP_TERMS
+    # The device iteration's terms: its batch rows, kernel block and operand copies;
+    # every other buffer is one of its products
+    terms = dict.fromkeys(step, _PRODUCTS) | {
+        "batch rows": "batch rows",
+        "kernel block": "kernel block K(rows, X_B)",
+        "kernel operands": "kernel operand temporaries",
+    }
     t.update(term_bytes(step, terms, r.row_bytes, r.itemsize))
     iteration = (
         t["batch rows"]
