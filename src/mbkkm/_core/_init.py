@@ -41,9 +41,7 @@ def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=No
     """
     n = X.shape[0]
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    if diag is None:
-        diag = kernel.diag(X)
-    diag = np.asarray(diag, dtype=np.float64)
+    diag = np.asarray(kernel.diag(X) if diag is None else diag, dtype=np.float64)
     n_local_trials = 2 + int(np.log(n_clusters))
 
     # X's side of every K(candidates, X), prepared once (rbf: the augmented GEMM

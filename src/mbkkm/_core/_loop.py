@@ -372,7 +372,6 @@ class DeviceSteps:
         self.torch, self.P = torch, _pool
         self.fs, self.items, self.cfg = fs, items, cfg
         windows = fs.windows
-        b = fs.plan.shape[1]
         self.first_it = windows.n_steps if saved is None else saved["first_it"]
         self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(items.device)
         self.log = torch.zeros(
@@ -385,7 +384,7 @@ class DeviceSteps:
         self.graph_error = None
         self.blocks = 0 if saved is None else saved["blocks"]
         if saved is None:
-            self.set_layout(_pool.layout_for(windows, b, cfg.tau), windows)
+            self.set_layout(_pool.layout_for(windows, fs.plan.shape[1], cfg.tau), windows)
         else:  # a snapshot: its buffers as they were, so the iterations go on unchanged
             fs.layout = _pool.Layout(*saved["layout"])
             fs.pool = _pool.Pool(
