@@ -123,8 +123,7 @@ class Loop:
         self.steps, self.state = steps, state
         self.max_iter, self.tol = max_iter, tol
         self.describe, self._finish = describe, finish
-        self.on_progress = []
-        self.on_read_back = []
+        self.on_progress, self.on_read_back = [], []
 
     n_iter = property(lambda self: self.state.n_iter)
     converged = property(lambda self: self.state.converged)
@@ -380,8 +379,7 @@ class DeviceSteps:
         # Views made once: the plan's rows, the log's two lines (not one view a call).
         self.plan_rows = self.plan.unbind(0)
         self.log_before, self.log_after = self.log.unbind(0)
-        self.graph = None
-        self.graph_error = None
+        self.graph = self.graph_error = None
         self.blocks = 0 if saved is None else saved["blocks"]
         if saved is None:
             self.set_layout(_pool.layout_for(windows, fs.plan.shape[1], cfg.tau), windows)
@@ -467,7 +465,6 @@ class DeviceSteps:
             return None
 
     def _run_block(self, start, stop):
-        fs = self.fs
         if (
             CUDA_GRAPHS
             and self.items.device.type == "cuda"
@@ -481,7 +478,7 @@ class DeviceSteps:
             if self.graph is not None:
                 for _ in range(start, stop):
                     self.graph.replay()
-                fs.pool = self.static
+                self.fs.pool = self.static
                 return
         for i in range(start, stop):
             self._eager(i)
