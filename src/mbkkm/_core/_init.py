@@ -9,15 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 
-def kernel_kmeans_plusplus(
-    X, kernel, n_clusters, random_state, sample_weight=None, diag=None, n_local_trials=None
-):
+def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=None, diag=None):
     """Greedy kernel k-means++ (Arthur & Vassilvitskii 2007) in feature space.
 
     D^2(x) = K(x, x) - 2 K(x, c) + K(c, c), the squared feature-space distance to the
-    nearest chosen center. Each step draws ``n_local_trials`` (default 2 + log k, as
-    scikit-learn) candidates with probability proportional to w(x) D^2(x) and keeps
-    the one that lowers the potential sum_x w(x) D^2(x) most.
+    nearest chosen center. Each step draws 2 + log k candidates (as scikit-learn) with
+    probability proportional to w(x) D^2(x) and keeps the one that lowers the potential
+    sum_x w(x) D^2(x) most.
 
     Parameters
     ----------
@@ -43,11 +41,8 @@ def kernel_kmeans_plusplus(
     """
     n = X.shape[0]
     w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    if diag is None:
-        diag = kernel.diag(X)
-    diag = np.asarray(diag, dtype=np.float64)
-    if n_local_trials is None:
-        n_local_trials = 2 + int(np.log(n_clusters))
+    diag = np.asarray(kernel.diag(X) if diag is None else diag, dtype=np.float64)
+    n_local_trials = 2 + int(np.log(n_clusters))
 
     # X's side of every K(candidates, X), prepared once (rbf: the augmented GEMM
     # operand, which otherwise costs more than the small GEMM itself).

@@ -35,7 +35,7 @@ it was drawn from (its state after the draw), and what the host has read back
 counts N_j and the iteration stamp live inside the centers. Saving a FitState and
 the data is enough to resume a fit to the same model: :func:`snapshot` gives its
 host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
-:func:`restore` continues from them.
+:func:`start` continues from them.
 """
 
 from __future__ import annotations
@@ -48,20 +48,9 @@ import numpy as np
 
 from .._warn import warn
 from ..backends import get_backend
-from ._state import READ_EVERY, WindowState
+from ._state import READ_EVERY, WindowState  # noqa: F401 (READ_EVERY re-exported)
 from ._stored import stored_kernel_for, stored_step, to_rows, training_labels
 from ._windows import minibatch_step
-
-__all__ = [
-    "READ_EVERY",
-    "FitState",
-    "FunctionSteps",
-    "Loop",
-    "fit_loop",
-    "function_loop",
-    "step_for",
-    "tol_met",
-]
 
 #: Replay device iterations from one captured CUDA graph (False: eager calls).
 CUDA_GRAPHS = True
@@ -116,7 +105,8 @@ class Loop:
     tol : float or None
         Early stopping threshold (None: every iteration runs).
     describe : callable, optional
-        ``describe() -> str``, a few words on the state for progress lines.
+        ``describe() -> str``, a few words on the state for progress lines (default:
+        none).
     finish : callable, optional
         ``finish() -> result``, what :meth:`finish` returns (default: ``state``).
 
@@ -129,20 +119,16 @@ class Loop:
         ``callback(state)`` after every read-back, ``state`` complete (checkpoints).
     """
 
-    def __init__(self, steps, state, *, max_iter, tol, describe=None, finish=None):
+    def __init__(self, steps, state, *, max_iter, tol, describe=str, finish=None):
         self.steps, self.state = steps, state
         self.max_iter, self.tol = max_iter, tol
-        self._describe, self._finish = describe, finish
-        self.on_progress = []
-        self.on_read_back = []
+        self.describe, self._finish = describe, finish
+        self.on_progress, self.on_read_back = [], []
 
     n_iter = property(lambda self: self.state.n_iter)
     converged = property(lambda self: self.state.converged)
     objectives = property(lambda self: self.state.objectives)
     objectives_after = property(lambda self: self.state.objectives_after)
-
-    def describe(self):
-        return "" if self._describe is None else self._describe()
 
     def finish(self):
         """The run's result; the steps are let go at once (on a device: the pool, its
@@ -184,14 +170,9 @@ class FunctionSteps:
         return 1
 
     def run(self, start, stop):
-        objectives, afters = [], []
-        for i in range(start, stop):
-            objective, after = self.step(i)
-            objectives.append(objective)
-            afters.append(after)
-            if tol_met(objective, after, self.tol):
-                return objectives, afters, True
-        return objectives, afters, False
+        # stop == start + 1: one iteration per block
+        objective, after = self.step(start)
+        return [objective], [after], tol_met(objective, after, self.tol)
 
 
 @dataclass(kw_only=True)
@@ -259,23 +240,16 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
     The step is chosen here, once, from the backend of ``items``: the host-planned
     step one iteration at a time, or the device steps.
     """
-    if saved is None:
-        fs = start(windows, items, plan, random_state, cfg)
-    else:
-        fs = restore(saved, items, plan, random_state, cfg)
+    fs = start(windows, items, plan, random_state, cfg, saved)
     steps = fs.device
-    if steps is None and fs.stored is not None:
-
-        def step(i):
-            res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
-            return res.objective, res.objective_after
-
-        steps = FunctionSteps(step, cfg.tol)
-    elif steps is None:
+    if steps is None:
         nx = get_backend(items)
 
         def step(i):
-            res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+            if fs.stored is not None:
+                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+            else:
+                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
             return res.objective, res.objective_after
 
         steps = FunctionSteps(step, cfg.tol)
@@ -289,16 +263,31 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
     )
 
 
-def start(windows, items, plan, random_state, cfg):
-    """The FitState before the first iteration, from the initial windows."""
-    nx = get_backend(windows.support)
+def start(windows, items, plan, random_state, cfg, saved=None):
+    """The FitState before the first iteration, from the initial windows, or the one
+    that :func:`snapshot` saved (``saved``), on the backend of ``items``."""
     fs = FitState(windows=windows, pool=None, layout=None, plan=plan, random_state=random_state)
-    if not nx.is_host:
-        fs.device = DeviceSteps(fs, items, cfg)
+    if saved is None:
+        on_device = not get_backend(windows.support).is_host
     else:
+        fs.windows = saved.get("windows")
+        fs.n_iter, fs.converged = int(saved["n_iter"]), bool(saved["converged"])
+        fs.objectives = list(saved["objectives"])
+        fs.objectives_after = list(saved["objectives_after"])
+        on_device = not get_backend(items).is_host
+        if ("pool" in saved) != on_device:
+            raise ValueError(
+                "the saved fit state ran on "
+                f"{'a device' if 'pool' in saved else 'the host'}, this fit does not"
+            )
+    if on_device:
+        fs.device = DeviceSteps(fs, items, cfg, saved=saved)
+    elif saved is None:
         stored = stored_kernel_for(items, windows, cfg.kernel)
         if stored is not None:
             fs.stored, fs.windows = stored
+    elif saved.get("stored", False):
+        fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
     return fs
 
 
@@ -307,7 +296,7 @@ def snapshot(fs):
 
     What a checkpoint saves (:mod:`mbkkm.cluster._checkpoint`): the centers (host
     windows; on a device, every pool buffer copied to numpy as it is, its layout and
-    the read-back cadence, so that :func:`restore` continues with the same shapes and
+    the read-back cadence, so that :func:`start` continues with the same shapes and
     the same blocks of iterations), the counter and what the host has read back.
     The plan is left out: it is drawn again from the generator.
     """
@@ -330,32 +319,6 @@ def snapshot(fs):
     return out
 
 
-def restore(saved, items, plan, random_state, cfg):
-    """The FitState that :func:`snapshot` saved, on the backend of ``items``."""
-    fs = FitState(
-        windows=saved.get("windows"),
-        pool=None,
-        layout=None,
-        plan=plan,
-        random_state=random_state,
-        n_iter=int(saved["n_iter"]),
-        objectives=list(saved["objectives"]),
-        objectives_after=list(saved["objectives_after"]),
-        converged=bool(saved["converged"]),
-    )
-    on_device = not get_backend(items).is_host
-    if ("pool" in saved) != on_device:
-        raise ValueError(
-            "the saved fit state ran on "
-            f"{'a device' if 'pool' in saved else 'the host'}, this fit does not"
-        )
-    if on_device:
-        fs.device = DeviceSteps(fs, items, cfg, saved=saved)
-    elif saved.get("stored", False):
-        fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
-    return fs
-
-
 def finish(fs, items):
     """The centers as a :class:`WindowState` (the device pool unpacked, or the stored
     kernel's items turned into data rows with their block Gram). The device
@@ -364,7 +327,7 @@ def finish(fs, items):
     device loop refer to each other, so dropping the loop alone would wait for the
     garbage collector."""
     if fs.device is not None:
-        fs.windows = fs.device.windows()
+        fs.windows = fs.device.P.unpack(fs.pool, fs.layout)
         fs.device = fs.pool = None
     if fs.stored is not None:
         fs.labelled = training_labels(fs.windows, fs.stored)
@@ -408,7 +371,6 @@ class DeviceSteps:
         self.torch, self.P = torch, _pool
         self.fs, self.items, self.cfg = fs, items, cfg
         windows = fs.windows
-        b = fs.plan.shape[1]
         self.first_it = windows.n_steps if saved is None else saved["first_it"]
         self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(items.device)
         self.log = torch.zeros(
@@ -417,11 +379,10 @@ class DeviceSteps:
         # Views made once: the plan's rows, the log's two lines (not one view a call).
         self.plan_rows = self.plan.unbind(0)
         self.log_before, self.log_after = self.log.unbind(0)
-        self.graph = None
-        self.graph_error = None
+        self.graph = self.graph_error = None
         self.blocks = 0 if saved is None else saved["blocks"]
         if saved is None:
-            self.set_layout(_pool.layout_for(windows, b, cfg.tau), windows)
+            self.set_layout(_pool.layout_for(windows, fs.plan.shape[1], cfg.tau), windows)
         else:  # a snapshot: its buffers as they were, so the iterations go on unchanged
             fs.layout = _pool.Layout(*saved["layout"])
             fs.pool = _pool.Pool(
@@ -503,18 +464,13 @@ class DeviceSteps:
             )
             return None
 
-    def _use_graph(self):
-        dev = self.items.device
-        return (
+    def _run_block(self, start, stop):
+        if (
             CUDA_GRAPHS
-            and dev.type == "cuda"
+            and self.items.device.type == "cuda"
             and self.graph_error is None
             and not self.cfg.kernel.is_callable
-        )
-
-    def _run_block(self, start, stop):
-        fs = self.fs
-        if self._use_graph():
+        ):
             if self.graph is None and stop - start > 1:
                 self._eager(start)  # warm-up: the allocator and the kernels' first call
                 start += 1
@@ -522,7 +478,7 @@ class DeviceSteps:
             if self.graph is not None:
                 for _ in range(start, stop):
                     self.graph.replay()
-                fs.pool = self.static
+                self.fs.pool = self.static
                 return
         for i in range(start, stop):
             self._eager(i)
@@ -537,32 +493,17 @@ class DeviceSteps:
         before early stopping), and whether it stopped. Nothing when the block
         overflowed the capacities: the pool is then the block's start in a larger
         layout, and the next block is short again (another overflow replays little)."""
-        fs = self.fs
+        torch, fs = self.torch, self.fs
         self.blocks += 1
         snapshot = fs.pool.clone()
         self._run_block(start, stop)
-        done, rows, slots, stopped, logged = self._read_back(start, stop)
-        if rows or slots:
-            layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
-            fs.pool = snapshot
-            self.set_layout(layout, self.P.unpack(snapshot, fs.layout))
-            self.blocks = 0
-            return [], [], False
-        n = done - start
-        return logged[0][:n], logged[1][:n], stopped
-
-    def _read_back(self, start, stop):
-        """One device-to-host copy: iterations done, overflow marks, stop flag, the log."""
-        torch = self.torch
-        fs = self.fs
-        lay = fs.layout
-        pool = fs.pool
-        a, z = self.first_it + start, self.first_it + stop
+        # One device-to-host copy: iterations done, overflow marks, stop flag, the log.
+        pool, a, z = fs.pool, self.first_it + start, self.first_it + stop
         head = (
             torch.cat(
                 [
                     (pool.it - self.first_it).to(torch.float64),
-                    self.P.overflow_marks(pool, lay),
+                    self.P.overflow_marks(pool, fs.layout),
                     (~pool.active).to(torch.float64),
                     self.log[:, a:z].reshape(-1),
                 ]
@@ -571,15 +512,17 @@ class DeviceSteps:
             .numpy()
         )
         done, rows, slots, stopped = int(head[0]), bool(head[1]), bool(head[2]), bool(head[3])
-        logged = head[4:].reshape(2, z - a)
-        total = float(fs.plan.shape[1])
-        logged = (logged / total).tolist()
-        if not (rows or slots) and not np.all(np.isfinite(logged[0][: done - start])):
+        if rows or slots:
+            layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
+            fs.pool = snapshot
+            self.set_layout(layout, self.P.unpack(snapshot, fs.layout))
+            self.blocks = 0
+            return [], [], False
+        n = done - start
+        logged = (head[4:].reshape(2, z - a) / float(fs.plan.shape[1])).tolist()
+        if not np.all(np.isfinite(logged[0][:n])):
             raise ValueError(
                 "kernel: the iteration met non-finite values (NaN or inf): the "
                 "kernel returned them, or the data overflow its arithmetic"
             )
-        return done, rows, slots, stopped, logged
-
-    def windows(self):
-        return self.P.unpack(self.fs.pool, self.fs.layout)
+        return logged[0][:n], logged[1][:n], stopped

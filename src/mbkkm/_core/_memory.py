@@ -79,8 +79,7 @@ def chunk_rows(working_memory, row_floats, itemsize):
     scikit-learn's global ``working_memory`` setting (default 1024 MiB).
     """
     budget = working_memory_bytes(working_memory)
-    rows = int(budget // max(1, 2 * row_floats * itemsize))
-    return max(1, rows)
+    return max(1, int(budget // max(1, 2 * row_floats * itemsize)))
 
 
 def label_chunk_rows(working_memory, n_support, n_clusters, itemsize):
@@ -241,10 +240,10 @@ def pool_step_buffers(n_clusters, L, M, batch_size, cols, operands=(0,), dense=0
     f64, mask = np.dtype(np.float64), np.dtype(bool)
     slot_sums = (k * L1, n_rows) if k * L1 * n_rows <= dense else (0,)
     return {
-        "coef_out": ((k, M), "values"),
         "batch rows": ((b,), None),
         "kernel block": ((n_rows, cols), "values"),
         "kernel operands": (operands, "values"),
+        "coef_out": ((k, M), "values"),
         "A": ((M, k), f64),
         "R": ((n_rows, k), "values"),
         "R * weights": ((n_rows, k), f64),
@@ -293,17 +292,19 @@ def host_step_buffers(m, nb, n_clusters, L, batch_size, cols, whole_batch, opera
     }
 
 
-def term_bytes(terms, buffers, row_bytes, itemsize=0):
-    """Bytes of each term of ``terms`` (name -> the names of the buffers it sums) from
-    their declarations ``buffers``; ``row_bytes``: one data item (dtype None),
-    ``itemsize``: one value of the data's float dtype (dtype ``"values"``)."""
+def term_bytes(buffers, terms, row_bytes, itemsize=0):
+    """Bytes of each term from the buffers' declarations ``buffers``, in the order of
+    their first buffer: ``terms`` names the term that sums a buffer (None: no term; a
+    buffer it leaves out is a term of its own); ``row_bytes``: one data item (dtype
+    None), ``itemsize``: one value of the data's float dtype (dtype ``"values"``)."""
     sizes = {None: row_bytes, "values": itemsize}
-    nbytes = {
-        name: int(np.prod(shape))
-        * (dtype.itemsize if isinstance(dtype, np.dtype) else sizes[dtype])
-        for name, (shape, dtype, *_) in buffers.items()
-    }
-    return {term: sum(nbytes[name] for name in names) for term, names in terms.items()}
+    out = {}
+    for name, (shape, dtype, *_) in buffers.items():
+        term = terms.get(name, name)
+        if term is not None:
+            size = dtype.itemsize if isinstance(dtype, np.dtype) else sizes[dtype]
+            out[term] = out.get(term, 0) + int(np.prod(shape)) * size
+    return out
 
 
 #: The device pool's term for a captured CUDA graph: it keeps its own copy of an
@@ -400,43 +401,29 @@ class MiniBatchPlanRequest:
     device_resident: bool = False
 
 
-#: The plan's terms of the host step, each the sum of declared buffers
-#: (:func:`host_step_buffers`); the kernel blocks with the workspace's headroom.
+#: The plan's terms of the host step (:func:`host_step_buffers`, :func:`term_bytes`):
+#: the buffers summed or renamed; the kernel blocks with the workspace's headroom.
 _HOST_TERMS = {
-    "support (windows)": ("support",),
-    "support bookkeeping": ("support bookkeeping", "block bookkeeping"),
-    "block Gram": ("block Gram",),
-    "batch rows": ("batch rows",),
-    "kernel blocks": ("K_SB", "K_BB"),
-    "half-batch rows": ("half-batch rows",),
-    "kernel operand copies": ("kernel operands",),
-    "block sums Q, P, QB": ("block sums Q, P, QB",),
-    "pair indices": ("pair indices",),
-    "new support": ("new support",),
+    "support": "support (windows)",
+    "block bookkeeping": "support bookkeeping",
+    "K_SB": "kernel blocks",
+    "K_BB": "kernel blocks",
+    "kernel operands": "kernel operand copies",
 }
+_WEIGHTS = "pool weights and slots of the rows"
+_WINDOWS = "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)"
 #: The device pool's persistent terms (:func:`pool_buffers`); the fit holds a copy
 #: of the whole pool besides (a replay after a capacity overflow starts from it).
 _POOL_TERMS = {
-    "support pool (M + 1 + b rows)": ("rows",),
-    "pool weights and slots of the rows": ("coef", "block"),
-    "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)": (
-        "lam",
-        "newer",
-        "stamp",
-        "gram",
-        "norms",
-        "counts",
-    ),
+    "rows": "support pool (M + 1 + b rows)",
+    "block": _WEIGHTS,
+    "coef": _WEIGHTS,
+    **dict.fromkeys(("lam", "newer", "stamp", "gram", "norms", "counts"), _WINDOWS),
+    "it": None,
+    "active": None,
 }
 _POOL_COPY = "copy of the pool (replay after an overflow)"
 _POOL_LOG = "batch plan and log on the device"
-#: The device iteration's terms (:func:`pool_step_buffers`); the step's other
-#: buffers are its products (``_PRODUCTS``).
-_POOL_STEP_TERMS = {
-    "batch rows": ("batch rows",),
-    "kernel block K(rows, X_B)": ("kernel block",),
-    "kernel operand temporaries": ("kernel operands",),
-}
 _PRODUCTS = "iteration products"
 
 
@@ -463,12 +450,11 @@ def plan_minibatch(request):
     # (b / k > tau), its newest block alone: m ~ max(k tau + b / 2, b); at most what
     # the iterations can bring.
     m = min(max(k * tau + b // 2, b), k * (tau - 1 + b))
-    if r.max_iter is not None:
-        m = min(m, k + b * r.max_iter)
-    m = max(m, k)
     blocks_per_window = max(1.0, tau / max(1.0, b / k)) + 2
     if r.max_iter is not None:  # a window holds at most one block per iteration, + the first
+        m = min(m, k + b * r.max_iter)
         blocks_per_window = min(blocks_per_window, r.max_iter + 1.0)
+    m = max(m, k)
     nb = int(np.ceil(k * blocks_per_window))
     copies = r.kernel_name in _COPYING_KERNELS
     # Setup: the data-driven width (float64 row chunks), the width's selection sample,
@@ -495,7 +481,7 @@ def plan_minibatch(request):
         cols = tile_columns(m, b, itemsize, r.max_tile_bytes)  # the step's own chunking
         operands = (m + cols, d + 2) if copies else (0,)
         buffers = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
-        step = term_bytes(_HOST_TERMS, buffers, r.row_bytes, itemsize)
+        step = term_bytes(buffers, _HOST_TERMS, r.row_bytes, itemsize)
         step["kernel blocks"] = int(step["kernel blocks"] * WORKSPACE_HEADROOM)
         state = step["support (windows)"] + step["support bookkeeping"] + step["block Gram"]
         products = step["block sums Q, P, QB"] + step["pair indices"] + step["new support"]
@@ -556,31 +542,35 @@ def _pool_terms(r, copies):
     L, M = pool_capacities(k, b, r.tau, support=max(k, r.width_sample))
     n_rows = M + 1 + b
     cols = tile_columns(M + 1, b, r.itemsize, r.max_tile_bytes)  # as tile_columns_for
+    # The copies a kernel makes of its operands: rbf and cosine square (or normalise) a
+    # copy of the rows for their norms.
+    operands = (n_rows, r.n_features) if copies else (0,)
     cuda = r.where.startswith("cuda")
-    fold = dense = 0
+    dense = 0
     if cuda:
         # On CUDA a large rbf block in one chunk folds the row norms into its
-        # operands (_torch_tiles.rbf_tail), and small pools sum their blocks
-        # densely (_pool.slot_sums)
+        # operands (_torch_tiles.rbf_tail): it copies the rows and the batch, 4-aligned
+        # with two more columns; and small pools sum their blocks densely
+        # (_pool.slot_sums)
         from ..kernels._torch_tiles import FOLD_MIN_VALUES  # torch is there
 
         if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
-            fold = b
+            operands = (n_rows + b, -(-(r.n_features + 2) // 4) * 4 + 1)
         dense = DENSE_SLOT_SUMS_MAX
     pool = pool_buffers(k, L, M, b)
-    t = term_bytes({**_POOL_TERMS, _POOL_COPY: tuple(pool)}, pool, r.row_bytes)
+    t = term_bytes(pool, _POOL_TERMS, r.row_bytes)
+    t.update(term_bytes(pool, dict.fromkeys(pool, _POOL_COPY), r.row_bytes))
     t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
-    # The copies a kernel makes of its operands: rbf and cosine square (or normalise) a
-    # copy of the rows for their norms; the folded rbf block copies the rows and the
-    # batch, 4-aligned with two more columns.
-    operands = (n_rows, r.n_features) if copies else (0,)
-    if fold:
-        operands = (n_rows + fold, -(-(r.n_features + 2) // 4) * 4 + 1)
+    state = sum(t.values())  # the pool's terms, its copy and the log
     step = pool_step_buffers(k, L, M, b, cols, operands, dense)
-    products = tuple(name for name in step if (name,) not in _POOL_STEP_TERMS.values())
-    terms = {**_POOL_STEP_TERMS, _PRODUCTS: products}
-    t.update(term_bytes(terms, step, r.row_bytes, r.itemsize))
-    state = sum(t[name] for name in _POOL_TERMS) + t[_POOL_COPY] + t[_POOL_LOG]
+    # The device iteration's terms: its batch rows, kernel block and operand copies;
+    # every other buffer is one of its products
+    terms = dict.fromkeys(step, _PRODUCTS) | {
+        "batch rows": "batch rows",
+        "kernel block": "kernel block K(rows, X_B)",
+        "kernel operands": "kernel operand temporaries",
+    }
+    t.update(term_bytes(step, terms, r.row_bytes, r.itemsize))
     iteration = (
         t["batch rows"]
         + t["kernel block K(rows, X_B)"]

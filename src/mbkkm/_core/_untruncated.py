@@ -121,8 +121,7 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
     objective = float(np.maximum(D[np.arange(b), labels], 0).mean())
     bcounts = np.bincount(labels, minlength=k).astype(np.float64)
     state.counts += bcounts
-    alpha = rate(bcounts, float(b), state.counts)
-    alpha = np.where(bcounts > 0, alpha, 0.0)
+    alpha = np.where(bcounts > 0, rate(bcounts, float(b), state.counts), 0.0)
     u = (alpha / np.maximum(bcounts, 1))[labels]  # the weight of each batch point
     W = numpy_backend().one_hot(labels, u, k)
     keep = 1.0 - alpha
