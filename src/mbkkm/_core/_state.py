@@ -164,8 +164,7 @@ class WindowState:
 
 
 def init_state(centers, kernel):
-    """Windows of one point each (coefficient 1) from k initial center items: the
-    labelling state of k one-point clusters, with their block Gram.
+    """Windows of one point each (coefficient 1) from k initial center items.
 
     The state lives on the backend of ``centers`` (numpy array, scipy CSR rows or
     torch tensor).
@@ -173,13 +172,21 @@ def init_state(centers, kernel):
     nx = get_backend(centers)
     k = centers.shape[0]
     diag = nx.astype(kernel.diag(centers), np.float64)  # (k,) K(c_j, c_j)
-    if nx.is_host and not is_sparse(centers):
-        support = np.array(centers, copy=True)
-    else:
-        support = nx.copy(centers)
-    state = labelling_state(support, np.ones(k), np.arange(k), k, nx.copy(diag))
-    state.gram = diag.reshape(k, 1, 1)  # H_j = [[K(c_j, c_j)]]
-    return state
+    return WindowState(
+        support=(
+            nx.copy(centers)
+            if not nx.is_host or is_sparse(centers)
+            else np.array(centers, copy=True)
+        ),
+        weight=np.ones(k),
+        block_start=np.arange(k + 1),
+        block_cluster=np.arange(k),
+        block_stamp=np.full(k, -1, dtype=np.int64),
+        lam=np.ones(k),
+        gram=diag.reshape(k, 1, 1),  # H_j = [[K(c_j, c_j)]]
+        norms=nx.copy(diag),
+        counts=np.zeros(k),
+    )
 
 
 def labelling_state(support, coef, cluster, n_clusters, norms):
