@@ -27,7 +27,7 @@ from mbkkm._core import (
     minibatch_step,
     plan_windows,
 )
-from mbkkm._core._windows import block_slots, concat_ranges, rank_in_groups
+from mbkkm._core._windows import block_slots, concat_ranges, group_by, rank_in_groups
 from mbkkm.kernels import resolve_kernel
 
 
@@ -77,7 +77,7 @@ def test_plan_windows_equals_plain_rule(tau, renormalize, seed):
 
 def _grouped(state):
     """Support, coefficients and stamps grouped by cluster (oldest first), as lists."""
-    order, ptr = state.by_cluster()
+    order, ptr = group_by(state.labels, state.n_clusters)
     stamps = np.repeat(state.block_stamp, state.block_size)
     S, a, st = np.asarray(state.support)[order], state.coef[order], stamps[order]
     return [

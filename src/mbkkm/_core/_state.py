@@ -125,17 +125,14 @@ class WindowState:
         """c_j as a host float64 array."""
         return np.asarray(self.backend.to_numpy(self.norms), dtype=np.float64)
 
-    def by_cluster(self):
-        """Support positions grouped by cluster (stable: oldest first), and the pointers."""
-        return group_by(self.labels, self.n_clusters)
-
     def group_by_cluster(self):
         """Reorder the support (and the blocks) by cluster, in place (stable).
 
         Blocks stay contiguous and, within each cluster, oldest first, which is all
         the iteration needs of the layout; the Gram slots do not change.
         """
-        order, _ = self.by_cluster()  # (always a gather: the same calls whatever the order)
+        # support positions by cluster (always a gather: the same calls whatever the order)
+        order, _ = group_by(self.labels, self.n_clusters)
         border = np.argsort(self.block_cluster, kind="stable")
         sizes = self.block_size[border]
         nx = self.backend

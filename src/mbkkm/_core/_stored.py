@@ -77,16 +77,6 @@ class StoredKernel:
     extra: np.ndarray | None
     n: int
 
-    def rows(self, X, items):
-        """The data rows of ``items`` (support rows of the fitted model)."""
-        if self.extra is None:
-            return items
-        out = np.empty((items.size, X.shape[1]), dtype=X.dtype)
-        mine = items < self.n
-        out[mine] = X[items[mine]]
-        out[~mine] = self.extra[items[~mine] - self.n]
-        return out
-
 
 def _find_rows(X, E):
     """For each row of E, the index of an equal row of X, or -1 (exact equality)."""
@@ -265,6 +255,11 @@ def to_rows(state, X, stored):
     lam[state.block_cluster, slot] = state.lam
     state.gram = gram
     state.norms = np.einsum("cl,clm,cm->c", lam, gram, lam)
-    state.support = stored.rows(X, state.support)
+    if stored.extra is not None:  # the data rows of the items: X's, then E's
+        items = state.support
+        state.support = np.empty((items.size, X.shape[1]), dtype=X.dtype)
+        mine = items < stored.n
+        state.support[mine] = X[items[mine]]
+        state.support[~mine] = stored.extra[items[~mine] - stored.n]
     state.workspace.clear()
     return state
