@@ -602,30 +602,20 @@ def dask_score(estimator, X, sample_weight=None):
     import dask.array as da
 
     X = _check_predict_input(estimator, X)
-    w = _weights_like(X, sample_weight)
+    if is_dask_array(sample_weight):
+        sample_weight = np.asarray(sample_weight.compute())
+    # Chunked like the rows of X; None: no weights or unit weights (check_sample_weight).
+    w = check_sample_weight(sample_weight, np.empty((X.shape[0], 0)))
     parts = da.map_blocks(
         _block_score,
         X,
-        None if w is None else w[:, None],
+        None if w is None else da.from_array(w, chunks=(X.chunks[0],))[:, None],
         _ship(_model_copy(estimator)),
         drop_axis=1,
         chunks=((1,) * len(X.chunks[0]),),
         dtype=np.float64,
     )
     return float(parts.sum().compute())
-
-
-def _weights_like(X, sample_weight):
-    """Sample weights as a Dask array chunked like the rows of X (or None: no weights
-    or unit weights, see :func:`mbkkm._validation.check_sample_weight`)."""
-    if sample_weight is None:
-        return None
-    import dask.array as da
-
-    if is_dask_array(sample_weight):
-        sample_weight = np.asarray(sample_weight.compute())
-    sw = check_sample_weight(sample_weight, np.empty((X.shape[0], 0)))
-    return None if sw is None else da.from_array(sw, chunks=(X.chunks[0],))
 
 
 def _block_labels_inertia(model, block, w):
