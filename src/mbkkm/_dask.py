@@ -209,8 +209,7 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
             f"{X.shape}); call {input_name}.compute_chunk_sizes() first, or "
             "build it with known lengths (e.g. to_dask_array(lengths=True))"
         )
-    kind = X.dtype.kind
-    if kind not in "biuf":
+    if X.dtype.kind not in "biuf":
         raise TypeError(
             f"{input_name}: a Dask array of dtype {X.dtype} is not supported; "
             "expected real numbers (float32 is kept, other real dtypes "
@@ -408,11 +407,12 @@ class DaskRows:
         self._load(np.unique(self._plan[it:stop]))
         self._next_it = stop
 
-    def _block_weights(self, sample_weight, i):
-        """The weights of the rows of chunk i, float64 (None without weights)."""
+    def _block_weights(self, sample_weight):
+        """The weights of the rows of each chunk, float64 (Nones without weights)."""
         if sample_weight is None:
-            return None
-        return np.asarray(sample_weight[self._bounds[i] : self._bounds[i + 1]], dtype=np.float64)
+            return [None] * len(self._blocks)
+        parts = np.split(np.asarray(sample_weight), self._bounds[1:-1])
+        return [np.asarray(w, dtype=np.float64) for w in parts]
 
     def labels_inertia(self, estimator, sample_weight=None):
         """labels_ (a persisted Dask array) and inertia_ (a float) in one pass.
@@ -426,8 +426,7 @@ class DaskRows:
         model = _ship(_model_copy(estimator))
         bounds = self._bounds
         parts, labels = [], []
-        for i, block in enumerate(self._blocks):
-            w = self._block_weights(sample_weight, i)
+        for i, (block, w) in enumerate(zip(self._blocks, self._block_weights(sample_weight))):
             part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
             parts.append(part[1])
             labels.append(
@@ -489,8 +488,7 @@ class DaskRows:
         import dask
 
         moments = dask.delayed(_block_moments, pure=True)
-        weights = [self._block_weights(sample_weight, i) for i in range(len(self._blocks))]
-        stats = dask.compute(*map(moments, self._blocks, weights))
+        stats = dask.compute(*map(moments, self._blocks, self._block_weights(sample_weight)))
         self.n_passes += 1
         total, mean, m2, low = stats[0]
         for w_b, mean_b, m2_b, low_b in stats[1:]:
@@ -573,10 +571,7 @@ def _per_chunk(estimator, X, method):
     X = _check_predict_input(estimator, X)
     model = _model_copy(estimator)
     out = np.asarray(getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
-    if out.ndim == 1:
-        shape = {"drop_axis": 1}
-    else:
-        shape = {"chunks": (X.chunks[0], (out.shape[1],))}
+    shape = {"drop_axis": 1} if out.ndim == 1 else {"chunks": (X.chunks[0], (out.shape[1],))}
     meta = np.empty((0,) * out.ndim, dtype=out.dtype)
     return X.map_blocks(_block_call, _ship(model), method, dtype=out.dtype, meta=meta, **shape)
 
