@@ -336,7 +336,7 @@ def select_t(
     """
     start = time.perf_counter()
     rng = check_random_state(random_state)
-    n = spectrum.n_samples
+    n = spectrum.graph.n_samples
     A, degrees = spectrum.graph.adjacency_, spectrum.graph.degrees_
     if candidates is None:
         candidates, _ = candidate_times(spectrum, n_clusters, max_components)

@@ -199,10 +199,6 @@ class GraphSpectrum:
         )
         self.seconds = time.perf_counter() - start
 
-    @property
-    def n_samples(self):
-        return self.eigenvectors.shape[0]
-
     def weights(self, t):
         """Heat weights of the computed eigenpairs at time t (decreasing)."""
         return heat_weights(self.eigenvalues, t, self.form)
