@@ -141,7 +141,6 @@ class KNNGraph:
             if p < 1:
                 raise ValueError(f"pca_components must be >= 1 or None, got {p}")
         self.n_features_in_ = d
-        self.seconds_ = {}
         start = time.perf_counter()
         self.pca_ = None
         if p is not None and d > p and n > p:
@@ -149,7 +148,7 @@ class KNNGraph:
                 int(p), svd_solver="randomized", random_state=check_random_state(self.random_state)
             ).fit(X)
         self.points_ = self._project(X)
-        self.seconds_["projection"] = time.perf_counter() - start
+        self.seconds_ = {"projection": time.perf_counter() - start}
         return self._link()
 
     def with_n_neighbors(self, n_neighbors):

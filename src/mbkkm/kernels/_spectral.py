@@ -188,10 +188,9 @@ class GraphSpectrum:
         self.graph = graph
         self.form = form
         start = time.perf_counter()
-        N = normalized_adjacency(graph.adjacency_, graph.degrees_)
         self.exact = n <= DENSE_MAX_SAMPLES or n_pairs >= n - 1
         self.eigenvalues, self.eigenvectors = top_eigenpairs(
-            N,
+            normalized_adjacency(graph.adjacency_, graph.degrees_),
             n if self.exact else n_pairs,
             which="LA" if form == "laplacian" else "SA",
             tol=tol,
