@@ -100,14 +100,7 @@ class NpyFile:
                 f"{self.path} changed after it was opened as a Dask array "
                 "(size or modification time); open it again with read_npy"
             )
-        mm = np.memmap(
-            self.path,
-            dtype=self.dtype,
-            mode="r",
-            offset=self.offset,
-            shape=self.shape,
-            order=self.order,
-        )
+        mm = np.load(self.path, mmap_mode="r")  # the same file (stamp): same header
         return np.array(mm[key])  # a copy: the map is closed when mm goes
 
 
