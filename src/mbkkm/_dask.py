@@ -417,14 +417,12 @@ class DaskRows:
         import dask.array as da
 
         model = _ship(_model_copy(estimator))
-        bounds = self._bounds
         parts, labels = [], []
-        for i, (block, w) in enumerate(zip(self._blocks, self._block_weights(sample_weight))):
+        weights = self._block_weights(sample_weight)
+        for block, w, size in zip(self._blocks, weights, np.diff(self._bounds)):
             part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
             parts.append(part[1])
-            labels.append(
-                da.from_delayed(part[0], shape=(int(bounds[i + 1] - bounds[i]),), dtype=np.intp)
-            )
+            labels.append(da.from_delayed(part[0], shape=(int(size),), dtype=np.intp))
         labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
         inertia = dask.delayed(sum, pure=True)(parts)
         labels, inertia = dask.persist(labels, inertia)
