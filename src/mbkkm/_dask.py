@@ -100,14 +100,7 @@ class NpyFile:
                 f"{self.path} changed after it was opened as a Dask array "
                 "(size or modification time); open it again with read_npy"
             )
-        mm = np.memmap(
-            self.path,
-            dtype=self.dtype,
-            mode="r",
-            offset=self.offset,
-            shape=self.shape,
-            order=self.order,
-        )
+        mm = np.load(self.path, mmap_mode="r")  # the same file (stamp): same header
         return np.array(mm[key])  # a copy: the map is closed when mm goes
 
 
@@ -209,8 +202,7 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
             f"{X.shape}); call {input_name}.compute_chunk_sizes() first, or "
             "build it with known lengths (e.g. to_dask_array(lengths=True))"
         )
-    kind = X.dtype.kind
-    if kind not in "biuf":
+    if X.dtype.kind not in "biuf":
         raise TypeError(
             f"{input_name}: a Dask array of dtype {X.dtype} is not supported; "
             "expected real numbers (float32 is kept, other real dtypes "
@@ -408,11 +400,12 @@ class DaskRows:
         self._load(np.unique(self._plan[it:stop]))
         self._next_it = stop
 
-    def _block_weights(self, sample_weight, i):
-        """The weights of the rows of chunk i, float64 (None without weights)."""
+    def _block_weights(self, sample_weight):
+        """The weights of the rows of each chunk, float64 (Nones without weights)."""
         if sample_weight is None:
-            return None
-        return np.asarray(sample_weight[self._bounds[i] : self._bounds[i + 1]], dtype=np.float64)
+            return [None] * len(self._blocks)
+        parts = np.split(np.asarray(sample_weight), self._bounds[1:-1])
+        return [np.asarray(w, dtype=np.float64) for w in parts]
 
     def labels_inertia(self, estimator, sample_weight=None):
         """labels_ (a persisted Dask array) and inertia_ (a float) in one pass.
@@ -424,15 +417,12 @@ class DaskRows:
         import dask.array as da
 
         model = _ship(_model_copy(estimator))
-        bounds = self._bounds
         parts, labels = [], []
-        for i, block in enumerate(self._blocks):
-            w = self._block_weights(sample_weight, i)
+        weights = self._block_weights(sample_weight)
+        for block, w, size in zip(self._blocks, weights, np.diff(self._bounds)):
             part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
             parts.append(part[1])
-            labels.append(
-                da.from_delayed(part[0], shape=(int(bounds[i + 1] - bounds[i]),), dtype=np.intp)
-            )
+            labels.append(da.from_delayed(part[0], shape=(int(size),), dtype=np.intp))
         labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
         inertia = dask.delayed(sum, pure=True)(parts)
         labels, inertia = dask.persist(labels, inertia)
@@ -489,8 +479,7 @@ class DaskRows:
         import dask
 
         moments = dask.delayed(_block_moments, pure=True)
-        weights = [self._block_weights(sample_weight, i) for i in range(len(self._blocks))]
-        stats = dask.compute(*map(moments, self._blocks, weights))
+        stats = dask.compute(*map(moments, self._blocks, self._block_weights(sample_weight)))
         self.n_passes += 1
         total, mean, m2, low = stats[0]
         for w_b, mean_b, m2_b, low_b in stats[1:]:
@@ -573,10 +562,7 @@ def _per_chunk(estimator, X, method):
     X = _check_predict_input(estimator, X)
     model = _model_copy(estimator)
     out = np.asarray(getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
-    if out.ndim == 1:
-        shape = {"drop_axis": 1}
-    else:
-        shape = {"chunks": (X.chunks[0], (out.shape[1],))}
+    shape = {"drop_axis": 1} if out.ndim == 1 else {"chunks": (X.chunks[0], (out.shape[1],))}
     meta = np.empty((0,) * out.ndim, dtype=out.dtype)
     return X.map_blocks(_block_call, _ship(model), method, dtype=out.dtype, meta=meta, **shape)
 
@@ -602,30 +588,20 @@ def dask_score(estimator, X, sample_weight=None):
     import dask.array as da
 
     X = _check_predict_input(estimator, X)
-    w = _weights_like(X, sample_weight)
+    if is_dask_array(sample_weight):
+        sample_weight = np.asarray(sample_weight.compute())
+    # Chunked like the rows of X; None: no weights or unit weights (check_sample_weight).
+    w = check_sample_weight(sample_weight, np.empty((X.shape[0], 0)))
     parts = da.map_blocks(
         _block_score,
         X,
-        None if w is None else w[:, None],
+        None if w is None else da.from_array(w, chunks=(X.chunks[0],))[:, None],
         _ship(_model_copy(estimator)),
         drop_axis=1,
         chunks=((1,) * len(X.chunks[0]),),
         dtype=np.float64,
     )
     return float(parts.sum().compute())
-
-
-def _weights_like(X, sample_weight):
-    """Sample weights as a Dask array chunked like the rows of X (or None: no weights
-    or unit weights, see :func:`mbkkm._validation.check_sample_weight`)."""
-    if sample_weight is None:
-        return None
-    import dask.array as da
-
-    if is_dask_array(sample_weight):
-        sample_weight = np.asarray(sample_weight.compute())
-    sw = check_sample_weight(sample_weight, np.empty((X.shape[0], 0)))
-    return None if sw is None else da.from_array(sw, chunks=(X.chunks[0],))
 
 
 def _block_labels_inertia(model, block, w):

@@ -336,7 +336,7 @@ def select_t(
     """
     start = time.perf_counter()
     rng = check_random_state(random_state)
-    n = spectrum.n_samples
+    n = spectrum.graph.n_samples
     A, degrees = spectrum.graph.adjacency_, spectrum.graph.degrees_
     if candidates is None:
         candidates, _ = candidate_times(spectrum, n_clusters, max_components)
@@ -653,7 +653,29 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     auto = _check_graph_params(name, params, n)
     t = params.get("t")
     rng = check_random_state(params["random_state"])
-    graph, neighbors = _build_graph(estimator, X, name, params, auto, rng)
+    plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
+    if estimator.verbose:
+        print(plan.report())
+    plan.check(
+        available_host_memory(),
+        what=f"{type(estimator).__name__}.fit (kernel={name!r}: the k-NN graph and its eigenpairs)",
+    )
+    # n_neighbors="auto": one search for the largest candidate, the others read from it
+    candidates = neighbor_candidates(n) if auto else [params["n_neighbors"]]
+    graph = KNNGraph(
+        candidates[-1],
+        metric=params.get("metric", "euclidean"),
+        pca_components=params.get("pca_components"),
+        random_state=rng,
+        n_jobs=params.get("n_jobs"),
+    ).fit(X)
+    neighbors = None  # the NeighborSelection of "auto"
+    if auto:
+        graph, neighbors = select_n_neighbors(
+            graph, estimator.n_clusters, candidates, params["tol"]
+        )
+        if estimator.verbose:
+            print(neighbors.table())
     tried, asked = [component_sizes(graph)], graph.n_neighbors
     if name == "heat" and params["connect"]:
         graph, tried = connect_graph(
@@ -704,34 +726,6 @@ def resolve_graph_kernel(estimator, X, sample_weight):
         resolved["n_neighbors_candidates"] = neighbors.candidates.tolist()
         resolved["eigengap_ratios"] = neighbors.ratios.tolist()
     return _index_kernel("heat", K, resolved, graph, X), t, selection
-
-
-def _build_graph(estimator, X, name, params, auto, rng):
-    """The k-NN graph of X once its memory plan is checked: ``(graph, neighbors)``, with
-    ``auto`` the chosen candidate's graph and its :class:`NeighborSelection` (else
-    None)."""
-    n = X.shape[0]
-    plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
-    if estimator.verbose:
-        print(plan.report())
-    plan.check(
-        available_host_memory(),
-        what=f"{type(estimator).__name__}.fit (kernel={name!r}: the k-NN graph and its eigenpairs)",
-    )
-    candidates = neighbor_candidates(n) if auto else [params["n_neighbors"]]
-    graph = KNNGraph(
-        candidates[-1],
-        metric=params.get("metric", "euclidean"),
-        pca_components=params.get("pca_components"),
-        random_state=rng,
-        n_jobs=params.get("n_jobs"),
-    ).fit(X)
-    if not auto:
-        return graph, None
-    graph, neighbors = select_n_neighbors(graph, estimator.n_clusters, candidates, params["tol"])
-    if estimator.verbose:
-        print(neighbors.table())
-    return graph, neighbors
 
 
 def _check_graph_params(name, params, n):
@@ -838,7 +832,23 @@ def graph_assign(estimator, state, X, return_distances):
     ext = estimator.kernel_.extension
     items, diag = ext.rows(X)
     if ext.name == "heat" and isinstance(state.support, np.ndarray):
-        return _low_rank_assign(items, diag, state, ext.matrix, return_distances)
+        # The low-rank heat kernel K = F F^T, through the centers: center j is the
+        # feature vector C_j = sum_s a_s F[S_s] over its support points (coefficients
+        # a_s), so D[x, j] = K(x, x) - 2 <f(x), C_j> + c_j costs O(n_new k r) once the
+        # (k, r) centers are formed, instead of the (m, n_new) kernel tile of every
+        # support point against every new point (m is all n fitted points for
+        # KernelKMeans).
+        support = np.asarray(state.support, dtype=np.intp)
+        A = sp.csr_matrix(
+            (state.coef, (state.labels, np.arange(support.size))),
+            shape=(state.n_clusters, support.size),
+        )
+        C = A @ ext.matrix.features[support]  # (k, r)
+        D = diag[:, None] - 2.0 * (items @ C.T) + state.host_norms()[None, :]
+        np.maximum(D, 0.0, out=D)
+        labels = D.argmin(axis=1).astype(np.int64)
+        mind = D[np.arange(D.shape[0]), labels]
+        return (labels, mind, D) if return_distances else (labels, mind)
     m = state.support.shape[0]
     rows = label_chunk_rows(
         estimator.working_memory, m, estimator.n_clusters, _device.itemsize(items)
@@ -852,28 +862,6 @@ def graph_assign(estimator, state, X, return_distances):
         chunk_rows=rows,
         return_distances=return_distances,
     )
-
-
-def _low_rank_assign(F_new, diag, state, K, return_distances):
-    """:func:`~mbkkm._core.assign` for the low-rank heat kernel, through the centers.
-
-    With K = F F^T, center j is the feature vector C_j = sum_s a_s F[S_s] over its
-    support points (coefficients a_s), so D[x, j] = K(x, x) - 2 <f(x), C_j> + c_j
-    costs O(n_new k r) once the (k, r) centers are formed, instead of the (m, n_new)
-    kernel tile of every support point against every new point (m is all n fitted
-    points for KernelKMeans).
-    """
-    k = state.n_clusters
-    support = np.asarray(state.support, dtype=np.intp)
-    A = sp.csr_matrix(
-        (state.coef, (state.labels, np.arange(support.size))), shape=(k, support.size)
-    )
-    C = A @ K.features[support]  # (k, r)
-    D = diag[:, None] - 2.0 * (F_new @ C.T) + state.host_norms()[None, :]
-    np.maximum(D, 0.0, out=D)
-    labels = D.argmin(axis=1).astype(np.int64)
-    mind = D[np.arange(D.shape[0]), labels]
-    return (labels, mind, D) if return_distances else (labels, mind)
 
 
 def graph_start_inner(selection, kernel, n_clusters):

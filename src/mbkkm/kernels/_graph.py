@@ -141,7 +141,6 @@ class KNNGraph:
             if p < 1:
                 raise ValueError(f"pca_components must be >= 1 or None, got {p}")
         self.n_features_in_ = d
-        self.seconds_ = {}
         start = time.perf_counter()
         self.pca_ = None
         if p is not None and d > p and n > p:
@@ -149,7 +148,7 @@ class KNNGraph:
                 int(p), svd_solver="randomized", random_state=check_random_state(self.random_state)
             ).fit(X)
         self.points_ = self._project(X)
-        self.seconds_["projection"] = time.perf_counter() - start
+        self.seconds_ = {"projection": time.perf_counter() - start}
         return self._link()
 
     def with_n_neighbors(self, n_neighbors):
@@ -187,27 +186,23 @@ class KNNGraph:
         Z = self.points_
         n, k = Z.shape[0], self.n_neighbors
         start = time.perf_counter()
-        if k == 1:
+        if k == 1:  # self-loops only: no search
             self.index_ = None
-            self.radius_ = np.zeros(n)
-            self._lists = (np.zeros((n, 0)), np.zeros((n, 0), dtype=np.intp))
-            A = sp.identity(n, dtype=np.float64, format="csr")
-        else:
-            if lists is None:
-                # kneighbors() with no query excludes each point by index (duplicates
-                # stay).
-                self.index_ = None  # a copy's index has another n_neighbors
-                lists = self._index().kneighbors()  # (n, k - 1), nearest first
-            dist, ind = lists
-            # Kept until the fitted graph is stored (for_new_points, pickling): the lists
-            # a graph of fewer neighbours is read from (truncated).
-            self._lists = lists
-            self.radius_ = dist[:, -1].astype(np.float64)
-            indptr = np.arange(0, n * (k - 1) + 1, k - 1)
-            A = sp.csr_matrix((np.ones(ind.size), ind.ravel(), indptr), shape=(n, n))
-            A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
-            A = A.tocsr()
-            A.sort_indices()
+            lists = (np.zeros((n, 0)), np.zeros((n, 0), dtype=np.intp))
+        elif lists is None:
+            # kneighbors() with no query excludes each point by index (duplicates stay).
+            self.index_ = None  # a copy's index has another n_neighbors
+            lists = self._index().kneighbors()  # (n, k - 1), nearest first
+        dist, ind = lists
+        # Kept until the fitted graph is stored (for_new_points, pickling): the lists a
+        # graph of fewer neighbours is read from (truncated).
+        self._lists = lists
+        self.radius_ = np.zeros(n) if k == 1 else dist[:, -1].astype(np.float64)
+        indptr = np.arange(n + 1) * (k - 1)
+        A = sp.csr_matrix((np.ones(ind.size), ind.ravel(), indptr), shape=(n, n))
+        A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
+        A = A.tocsr()
+        A.sort_indices()
         self.seconds_["neighbors"] = (
             self.seconds_.get("neighbors", 0.0) + time.perf_counter() - start
         )

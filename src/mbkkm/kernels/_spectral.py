@@ -188,20 +188,15 @@ class GraphSpectrum:
         self.graph = graph
         self.form = form
         start = time.perf_counter()
-        N = normalized_adjacency(graph.adjacency_, graph.degrees_)
         self.exact = n <= DENSE_MAX_SAMPLES or n_pairs >= n - 1
         self.eigenvalues, self.eigenvectors = top_eigenpairs(
-            N,
+            normalized_adjacency(graph.adjacency_, graph.degrees_),
             n if self.exact else n_pairs,
             which="LA" if form == "laplacian" else "SA",
             tol=tol,
             random_state=random_state,
         )
         self.seconds = time.perf_counter() - start
-
-    @property
-    def n_samples(self):
-        return self.eigenvectors.shape[0]
 
     def weights(self, t):
         """Heat weights of the computed eigenpairs at time t (decreasing)."""
@@ -380,9 +375,14 @@ def connect_graph(
     return graph, tried
 
 
+def _is_real(value):
+    """Whether ``value`` is a real number (a bool is not one)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def check_t(t):
     """A diffusion time: a finite real number > 0 (as float)."""
-    if isinstance(t, bool) or not isinstance(t, numbers.Real):
+    if not _is_real(t):
         raise TypeError(f"t must be a real number, got {type(t).__name__}")
     if not (np.isfinite(t) and t > 0):
         raise ValueError(f"t must be a finite number > 0, got {t!r}")
@@ -403,11 +403,7 @@ def check_heat_params(n_samples, form, n_components, max_components, rank_tol, n
     check_integer(max_components, "max_components")
     if max_components < 1:
         raise ValueError(f"max_components must be >= 1, got {max_components}")
-    if (
-        isinstance(rank_tol, bool)
-        or not isinstance(rank_tol, numbers.Real)
-        or not 0 <= rank_tol < 1
-    ):
+    if not (_is_real(rank_tol) and 0 <= rank_tol < 1):
         raise ValueError(f"rank_tol must be a number in [0, 1), got {rank_tol!r}")
     check_bool(normalize, "normalize")
     check_bool(connect, "connect")
@@ -543,11 +539,7 @@ def heat_kernel(
     _check_n_neighbors(n_neighbors, n)
     t = check_t(t)
     check_heat_params(n, form, n_components, max_components, rank_tol, normalize, connect)
-    if (
-        isinstance(max_dense_bytes, bool)
-        or not isinstance(max_dense_bytes, numbers.Real)
-        or not max_dense_bytes >= 0
-    ):
+    if not (_is_real(max_dense_bytes) and max_dense_bytes >= 0):
         raise ValueError(f"max_dense_bytes must be a number >= 0, got {max_dense_bytes!r}")
     rng = check_random_state(random_state)
     graph = fit_knn_graph(X, n_neighbors, metric, pca_components, rng, n_jobs)
