@@ -160,22 +160,6 @@ class WidthOptions(NamedTuple):
     noise_margin: float = NOISE_MARGIN
 
 
-class WidthSearch(NamedTuple):
-    """The result of :func:`search_width`: every width tried and the choice."""
-
-    base: float  # the mean-distance width the grid multiplies
-    grid: np.ndarray  # (G,) multipliers tried, increasing
-    raw: np.ndarray  # (G,) cut of each width's solution
-    scores: np.ndarray  # (G,) raw smoothed over the grid
-    best: int  # index of the chosen width
-    reference: int | None  # index of multiplier 1
-    at_edge: str | None  # "widest" / "narrowest": the choice is still at an end
-    added: int  # grid steps added on the side of at_edge
-    runs: list  # (G,) WidthSolution of each width
-    start_from_partition: bool  # the fit starts from runs[best].labels (trust_partition)
-    noise: np.ndarray  # (G,) standard error of each score (score_noise)
-
-
 class SampleDraw(NamedTuple):
     """The random draws of one selection, in the order they are made."""
 
@@ -296,7 +280,20 @@ def search_width(Xs, metric, n_clusters, draw, options):
 
     Returns
     -------
-    WidthSearch
+    fields : dict
+        The search's fields of :class:`~mbkkm.cluster.GammaSelection`: ``base_gamma``
+        (the mean-distance width the grid multiplies), ``candidates`` (base_gamma
+        times the multipliers tried, increasing), ``raw_scores`` (the cut of each
+        width's solution), ``scores`` (raw_scores smoothed), ``reference`` (index
+        of multiplier 1), ``at_edge`` ("widest" / "narrowest": the choice is still
+        at an end), ``start_from_partition`` (:func:`trust_partition`), ``noise``
+        (:func:`score_noise`), ``seed_scores``, ``seed_inertia`` and
+        ``solution_runs`` (the cuts, objectives and chosen run of each width's
+        :class:`WidthSolution`) and ``sample_labels`` (the chosen width's solution).
+    best : int
+        Index of the chosen width.
+    added : int
+        Grid steps added on the side of ``at_edge``.
     """
     D, base = sample_distances(Xs, metric)
     A = knn_graph(Xs, metric, options.n_neighbors)
@@ -334,19 +331,22 @@ def search_width(Xs, metric, n_clusters, draw, options):
         solutions[float(mu)] = solve(mu)
     best = _off_end_plateau(raw, best, ref)
     at_edge = _grid_end(best, grid.size, ref)
-    return WidthSearch(
-        base=float(base),
-        grid=grid,
-        raw=raw,
+    runs = [solutions[mu] for mu in grid]
+    fields = dict(
+        base_gamma=float(base),
+        candidates=base * grid,
+        raw_scores=raw,
         scores=scores,
-        best=best,
         reference=ref,
         at_edge=at_edge,
-        added=0 if at_edge is None else added[at_edge],
-        runs=[solutions[mu] for mu in grid],
         start_from_partition=trust_partition(scores, best, ref, options.min_gain),
         noise=noise,
+        seed_scores=np.array([r.cuts for r in runs]),
+        seed_inertia=np.array([r.objectives for r in runs]),
+        solution_runs=np.array([r.chosen for r in runs], dtype=np.intp),
+        sample_labels=runs[best].labels,
     )
+    return fields, best, 0 if at_edge is None else added[at_edge]
 
 
 def trust_partition(scores, best, reference, min_gain):

@@ -198,68 +198,42 @@ def select_gamma(
     )
     metric = AUTO_GAMMA_KERNELS[kernel]
     with selection_threads():
-        search = search_width(Xs, metric, n_clusters, draw, options)
-    _warn_at_edge(search)
-    data_width = None
-    if search.best == search.reference and metric == "sqeuclidean":
+        fields, best, added = search_width(Xs, metric, n_clusters, draw, options)
+    if fields["at_edge"] is not None:
+        _warn_at_edge(fields, best, added)
+    data_width = fields["reference"] == best and metric == "sqeuclidean"
+    if data_width:
         # the gamma="mean-distance" width of all of X, computed as a fit computes it,
         # by the kernel resolution of X's kind (a Dask fit's rows: one pass of Dask
-        # reductions)
+        # reductions); it replaces its sample estimate, the candidate base_gamma * 1
         resolved = rows_of(X).resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
-        data_width = resolved.params["gamma"]
-    return _selection(search, draw.indices, options, time.perf_counter() - start, data_width)
-
-
-def _warn_at_edge(search):
-    """GammaGridWarning when the choice is still at an end of the extended grid."""
-    if search.at_edge is None:
-        return
-    note = (
-        " (wider still, kernel k-means approaches plain k-means)"
-        if search.at_edge == "widest"
-        else ""
+        fields["candidates"][best] = resolved.params["gamma"]
+    return GammaSelection(
+        gamma=float(fields["candidates"][best]),
+        criterion="knn-normalized-cut",
+        n_samples=draw.indices.size,
+        sample_indices=draw.indices,
+        seconds=time.perf_counter() - start,
+        min_gain=options.min_gain,
+        min_gain_wider=options.min_gain_wider,
+        noise_margin=options.noise_margin,
+        data_width=data_width,
+        **fields,
     )
-    gamma = search.base * search.grid[search.best]
+
+
+def _warn_at_edge(fields, best, added):
+    """GammaGridWarning: the choice is still at an end of the extended grid."""
+    side = fields["at_edge"]
+    note = " (wider still, kernel k-means approaches plain k-means)" if side == "widest" else ""
     warn(
-        f"gamma='auto': the criterion is lowest at the {search.at_edge} width tried, "
-        f"{gamma:.4g} ({search.grid[search.best]:.4g} x the mean-distance width), after "
-        f"extending the grid by {search.added} step(s); a better width may lie beyond "
+        f"gamma='auto': the criterion is lowest at the {side} width tried, "
+        f"{fields['candidates'][best]:.4g} "
+        f"({fields['candidates'][best] / fields['base_gamma']:.4g} x the mean-distance width), "
+        f"after extending the grid by {added} step(s); a better width may lie beyond "
         f"it{note}: pass gamma as a number, or explore with "
         f"mbkkm.cluster.select_gamma(multipliers=...)",
         GammaGridWarning,
-    )
-
-
-def _selection(search, indices, options, seconds, data_width=None):
-    """The public record of one search (:class:`GammaSelection`); ``data_width``: the
-    kept reference's width computed on all the data (the candidate it replaces is
-    its sample estimate, ``base * 1``)."""
-    runs, best = search.runs, search.best
-    candidates = search.base * search.grid
-    if data_width is not None:
-        candidates[best] = data_width
-    return GammaSelection(
-        gamma=float(candidates[best]),
-        candidates=candidates,
-        scores=search.scores,
-        criterion="knn-normalized-cut",
-        base_gamma=search.base,
-        n_samples=indices.size,
-        seed_scores=np.array([r.cuts for r in runs]),
-        sample_indices=indices,
-        sample_labels=runs[best].labels,
-        seed_inertia=np.array([r.objectives for r in runs]),
-        seconds=seconds,
-        raw_scores=search.raw,
-        solution_runs=np.array([r.chosen for r in runs], dtype=np.intp),
-        reference=search.reference,
-        min_gain=options.min_gain,
-        min_gain_wider=options.min_gain_wider,
-        at_edge=search.at_edge,
-        start_from_partition=search.start_from_partition,
-        noise=search.noise,
-        noise_margin=options.noise_margin,
-        data_width=data_width is not None,
     )
 
 
