@@ -180,39 +180,26 @@ class GammaSelection:
             )
         if self.reference is not None:
             s_ref = self.scores[self.reference]
-            lines.append(
-                f"a wider width (smaller gamma) replaces the mean-distance width with "
+            wider = (
+                "a wider width (smaller gamma) replaces the mean-distance width with "
                 f"a score < {s_ref:.4g}"
-                + (
-                    f" and <= {1 - self.min_gain_wider:g} x it = {self.threshold_wider:.4g}"
-                    if self.min_gain_wider > 0
-                    else ""
-                )
-                + (
+            )
+            if self.min_gain_wider > 0:
+                wider += f" and <= {1 - self.min_gain_wider:g} x it = {self.threshold_wider:.4g}"
+            if self.noise is not None and self.noise_margin > 0:
+                wider += (
                     f", lower by more than {self.noise_margin:g} standard errors of "
                     f"the difference (the scores' standard errors: noise)"
-                    if self.noise is not None and self.noise_margin > 0
-                    else ""
                 )
-            )
+            lines.append(wider)
             lines.append(
                 f"a narrower width (larger gamma) only with a score "
                 f"<= {1 - self.min_gain:g} x {s_ref:.4g} = {self.threshold:.4g}"
             )
         best = int(np.flatnonzero(self.candidates == self.gamma)[0])
-        if (
-            self.raw_scores is not None
-            and best != self.reference
-            and best
-            != choose_width(
-                self.scores,
-                self.reference,
-                self.min_gain,
-                self.min_gain_wider,
-                self.noise,
-                self.noise_margin,
-            )
-        ):
+        rule = (self.min_gain, self.min_gain_wider, self.noise, self.noise_margin)
+        plateau = self.raw_scores is not None and best != self.reference
+        if plateau and best != choose_width(self.scores, self.reference, *rule):
             lines.append(
                 "the lowest scores lie on a plateau of equal cuts at the end of the "
                 "grid: its innermost width is chosen"
