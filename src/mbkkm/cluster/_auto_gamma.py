@@ -34,14 +34,9 @@ from .._core._width import (
 from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends import get_backend
+from ..kernels._gamma import check_int
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._rows import check_no_overflow, rows_of
-
-
-def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
 
 
 def select_gamma(
@@ -158,13 +153,13 @@ def select_gamma(
             f"gamma='auto' chooses the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
             f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
         )
-    n_clusters = _check_int(n_clusters, "n_clusters", 1)
+    n_clusters = check_int(n_clusters, "n_clusters", 1)
     if n_samples is None:
         n_samples = default_sample_size(n_clusters)
-    n_samples = _check_int(n_samples, "n_samples", 2)
-    n_neighbors = _check_int(n_neighbors, "n_neighbors", 1)
-    n_seeds = _check_int(n_seeds, "n_seeds", 1)
-    extend = _check_int(extend, "extend", 0)
+    n_samples = check_int(n_samples, "n_samples", 2)
+    n_neighbors = check_int(n_neighbors, "n_neighbors", 1)
+    n_seeds = check_int(n_seeds, "n_seeds", 1)
+    extend = check_int(extend, "extend", 0)
     for name, value, high, what in (
         ("min_gain", min_gain, 1, "a number in [0, 1)"),
         ("min_gain_wider", min_gain_wider, 1, "a number in [0, 1)"),

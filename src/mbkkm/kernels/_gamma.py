@@ -14,6 +14,7 @@ References
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -156,9 +157,11 @@ class HeatDiagonalMax:
     exact_path: bool
 
 
-def _check_int(value, name, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+def check_int(value, name, low):
+    """``int(value)``, or a ValueError when it is not an integer >= ``low``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
 
 
 def _check_square(A):
@@ -247,10 +250,10 @@ def heat_diagonal_max(
     """
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not t > 0:
         raise ValueError(f"t must be a number > 0, got {t!r}")
-    _check_int(n_components, "n_components", 1)
-    _check_int(n_probes, "n_probes", 2)
-    _check_int(batch, "batch", 1)
-    _check_int(max_exact, "max_exact", 1)
+    check_int(n_components, "n_components", 1)
+    check_int(n_probes, "n_probes", 2)
+    check_int(batch, "batch", 1)
+    check_int(max_exact, "max_exact", 1)
     n = _check_square(A)
     L, N = _heat_operator(A)
     t = float(t)
@@ -557,11 +560,11 @@ def heat_time_for_gamma(
         or not 0 < gamma < 1
     ):
         raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
-    _check_int(n_exact, "n_exact", 0)
+    check_int(n_exact, "n_exact", 0)
     n = _check_square(A)
     L, N = _heat_operator(A)
     if eigenpairs is None:
-        _check_int(n_components, "n_components", 1)
+        check_int(n_components, "n_components", 1)
         eigenpairs = top_heat_eigenpairs(A, int(n_components), random_state=random_state)
     lam, U = _check_eigenpairs(eigenpairs, n)
     kept, m0, m1, m2 = _rest_moments(N, lam, U)
