@@ -204,19 +204,14 @@ def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):
     """The sample's rows (with probability proportional to the weights, without
     replacement; all rows when n <= n_samples) and the seeds of the runs."""
     rng = check_random_state(random_state)
-    m = min(n_samples, n)
-    if sample_weight is None:
-        p = None
-    else:
-        w = np.asarray(sample_weight, dtype=np.float64)
-        p = w / w.sum()
-        m = min(m, int(np.count_nonzero(w)))
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    m = min(n_samples, n, n if w is None else int(np.count_nonzero(w)))
     if m >= n:
         idx = np.arange(n)
-    elif p is None:  # the same rows as rng.choice, remembered for the initialisation's
+    elif w is None:  # the same rows as rng.choice, remembered for the initialisation's
         idx = np.sort(choice_without_replacement(rng, n, m))
     else:
-        idx = np.sort(rng.choice(n, size=m, replace=False, p=p))
+        idx = np.sort(rng.choice(n, size=m, replace=False, p=w / w.sum()))
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_seeds)
     spectral_seed = int(rng.randint(np.iinfo(np.int32).max))  # drawn last: the rest unchanged
     return SampleDraw(idx, seeds, spectral_seed)
@@ -299,14 +294,8 @@ def search_width(Xs, metric, n_clusters, draw, options):
     A = knn_graph(Xs, metric, options.n_neighbors)
 
     def solve(multiplier):
-        return width_solution(
-            np.exp(-(base * multiplier) * D),
-            A,
-            n_clusters,
-            draw.seeds,
-            draw.spectral_seed,
-            options.max_iter,
-        )
+        K = np.exp(-(base * multiplier) * D)
+        return width_solution(K, A, n_clusters, draw, options.max_iter)
 
     mult = options.multipliers
     solutions = {float(mu): solve(mu) for mu in mult}
@@ -446,21 +435,22 @@ def _off_end_plateau(raw, best, reference):
     return best
 
 
-def width_solution(K, A, n_clusters, seeds, spectral_seed, max_iter):
+def width_solution(K, A, n_clusters, draw, max_iter):
     """Kernel k-means on a sample's kernel matrix K and the cut of its solution.
 
-    Runs kernel k-means from ``len(seeds)`` kernel k-means++ initialisations and,
-    where 1 < k < m, once from the spectral partition of K (last run). The
+    Runs kernel k-means from the ``draw.seeds`` kernel k-means++ initialisations
+    (:class:`SampleDraw`) and, where 1 < k < m, once from the spectral partition of
+    K (seeded by ``draw.spectral_seed``; last run). The
     solution is the run with the lowest objective (scikit-learn's ``n_init``
     rule; ties: the earlier run), or the spectral-start run when it cuts fewer
     edges of A. Returns a :class:`WidthSolution`.
     """
     m = K.shape[0]
-    labels, objective = kernel_kmeans_runs(K, n_clusters, seeds, max_iter)
+    labels, objective = kernel_kmeans_runs(K, n_clusters, draw.seeds, max_iter)
     spectral = 1 < n_clusters < m
     if spectral:
         sp_labels, sp_objective = lloyd_from_partition(
-            K, spectral_partition(K, n_clusters, spectral_seed), n_clusters, max_iter
+            K, spectral_partition(K, n_clusters, draw.spectral_seed), n_clusters, max_iter
         )
         labels = np.vstack([labels, sp_labels[None]])
         objective = np.append(objective, sp_objective)
@@ -570,15 +560,11 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         mind = np.take_along_axis(D, labels[:, :, None], axis=2)[:, :, 0]
         np.maximum(mind, 0.0, out=mind)  # rounding (as e_step)
         objective = mind.sum(axis=1)
-        if it == max_iter:
-            done = np.ones(active.size, dtype=bool)
-        elif labels_old is None:
-            done = np.zeros(active.size, dtype=bool)
-        else:
+        done = np.full(active.size, it == max_iter)
+        if labels_old is not None:  # converged: no label changed, or a small fall
             decrease = objective_old - objective
-            done = ((labels != labels_old).sum(axis=1) == 0) | (
-                (decrease >= 0) & (decrease < tol * objective_old)
-            )
+            small_fall = (decrease >= 0) & (decrease < tol * objective_old)
+            done |= (labels == labels_old).all(axis=1) | small_fall
         labels_out[active[done]] = labels[done]
         objective_out[active[done]] = objective[done]
         keep = ~done
