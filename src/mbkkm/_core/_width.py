@@ -221,15 +221,12 @@ def sample_distances(Xs, metric):
     """(m, m) pairwise exponents of the kernel over gamma (squared Euclidean or L1)
     and the base width 1 / their mean over the pairs of distinct points."""
     m = Xs.shape[0]
-    if sparse.issparse(Xs):  # scikit-learn's sparse distances (cdist needs dense rows)
-        D = (
-            euclidean_distances(Xs, squared=True)
-            if metric == "sqeuclidean"
-            else manhattan_distances(Xs)
-        )
-        np.fill_diagonal(D, 0.0)
-    else:
+    if not sparse.issparse(Xs):
         D = cdist(Xs, Xs, metric)
+    else:  # scikit-learn's sparse distances (cdist needs dense rows)
+        sq = metric == "sqeuclidean"
+        D = euclidean_distances(Xs, squared=True) if sq else manhattan_distances(Xs)
+        np.fill_diagonal(D, 0.0)
     mean_d = D.sum() / max(m * (m - 1), 1)
     return D, (1.0 / mean_d if mean_d > 0 else 1.0)
 
@@ -241,13 +238,8 @@ def knn_graph(Xs, metric, n_neighbors):
     nn = min(n_neighbors, m - 1)
     if nn < 1:
         return sparse.csr_matrix((m, m))
-    G = (
-        NearestNeighbors(
-            n_neighbors=nn, metric="euclidean" if metric == "sqeuclidean" else "manhattan"
-        )
-        .fit(Xs)
-        .kneighbors_graph(mode="connectivity")
-    )
+    name = "euclidean" if metric == "sqeuclidean" else "manhattan"
+    G = NearestNeighbors(n_neighbors=nn, metric=name).fit(Xs).kneighbors_graph(mode="connectivity")
     G.setdiag(0)  # duplicate rows may list a point as its own neighbour
     G.eliminate_zeros()
     return ((G + G.T) > 0).astype(np.float64).tocsr()
@@ -498,12 +490,8 @@ def kernel_kmeans_runs(K, n_clusters, seeds, max_iter, tol=1e-4):
     diag = np.diag(K).copy()
     index = IndexKernel("precomputed", K, diag=diag)
     items = np.arange(K.shape[0])
-    centers = [
-        kernel_kmeans_plusplus(
-            items, index, n_clusters, check_random_state(int(seed)), None, diag=diag
-        )
-        for seed in seeds
-    ]
+    rngs = [check_random_state(int(seed)) for seed in seeds]
+    centers = [kernel_kmeans_plusplus(items, index, n_clusters, r, None, diag=diag) for r in rngs]
     P0 = np.stack([K[:, c] for c in centers])  # (R, m, k)
     c0 = np.stack([diag[c] for c in centers])  # (R, k)
     return lloyd_runs(K, diag, P0, c0, max_iter, tol)

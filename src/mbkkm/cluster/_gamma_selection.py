@@ -241,11 +241,9 @@ class GammaSelection:
         tied = np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12)
         sample = f"on a {self.n_samples}-point sample"
         if tied.all():
-            kept = (
-                "the mean-distance width"
-                if best == self.reference
-                else f"{self.multipliers[best]:.3g} x the mean-distance width"
-            )
+            kept = "the mean-distance width"
+            if best != self.reference:
+                kept = f"{self.multipliers[best]:.3g} x {kept}"
             line = (
                 f"gamma=auto: all {n} widths tried tie ({self.criterion} "
                 f"{scores[best]:.4g} each {sample}): no width separates the clusters "
@@ -258,11 +256,9 @@ class GammaSelection:
                 f"({self.criterion} {scores[best]:.4g} {sample}, lower is better)"
             )
         else:
-            ref = (
-                ""
-                if self.reference is None
-                else f" against {scores[self.reference]:.4g} at the mean-distance width"
-            )
+            ref = ""
+            if self.reference is not None:
+                ref = f" against {scores[self.reference]:.4g} at the mean-distance width"
             also = int(tied.sum()) - 1
             line = (
                 f"gamma=auto chose gamma = {self.gamma:.4g}, "
@@ -319,14 +315,7 @@ def plot_criterion(candidates, scores, chosen, name, criterion, ax=None):
         _, ax = plt.subplots(figsize=(5, 3.2))
     ax.semilogx(candidates, scores, "o-", color="C0", label=criterion)
     best = int(np.flatnonzero(candidates == chosen)[0])
-    ax.semilogx(
-        [chosen],
-        [scores[best]],
-        "o",
-        ms=12,
-        mfc="none",
-        color="C3",
-        label=f"chosen {name} = {chosen:.3g}",
-    )
+    label = f"chosen {name} = {chosen:.3g}"
+    ax.semilogx([chosen], [scores[best]], "o", ms=12, mfc="none", color="C3", label=label)
     ax.set_ylabel("normalised k-NN cut (lower is better)")
     return ax

@@ -609,14 +609,9 @@ def heat_time_for_gamma(
             low, high = new_low, max(new_high, new_low)
             if not shrunk or high - low <= xtol:
                 break
+    bracket = (float(t_lo), float(t_hi))
     return HeatTime(
-        float(0.5 * (low + high)),
-        float(low),
-        float(high),
-        (float(t_lo), float(t_hi)),
-        int(lam.size),
-        k,
-        argmax,
+        float(0.5 * (low + high)), float(low), float(high), bracket, lam.size, k, argmax
     )
 
 
