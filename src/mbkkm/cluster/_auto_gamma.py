@@ -39,6 +39,15 @@ from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._rows import check_no_overflow, rows_of
 
 
+def _check_kernel(kernel, says):
+    """A ValueError unless gamma="auto" chooses the width of ``kernel``."""
+    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
+        raise ValueError(
+            f"{says} the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
+            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
+        )
+
+
 def select_gamma(
     X,
     n_clusters,
@@ -148,11 +157,7 @@ def select_gamma(
     >>> bool(sel.scores[sel.candidates == sel.gamma][0] <= sel.threshold)
     True
     """
-    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
-        raise ValueError(
-            f"gamma='auto' chooses the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
-            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
-        )
+    _check_kernel(kernel, "gamma='auto' chooses")
     n_clusters = check_int(n_clusters, "n_clusters", 1)
     if n_samples is None:
         n_samples = default_sample_size(n_clusters)
@@ -167,10 +172,9 @@ def select_gamma(
     ):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < high:
             raise ValueError(f"{name} must be {what}, got {value!r}")
-    mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
+    mult = np.unique(np.asarray(multipliers, dtype=np.float64))  # sorted
     if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
         raise ValueError(f"multipliers must be positive finite numbers, got {multipliers!r}")
-    mult = np.unique(mult)
     n = int(X.shape[0])
     if n < n_clusters:
         raise ValueError(f"n_samples={n} should be >= n_clusters={n_clusters}")
@@ -275,11 +279,7 @@ def resolve_auto_gamma(
         gamma = "auto"
     if not isinstance(gamma, str):
         return gamma, None
-    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
-        raise ValueError(
-            f"gamma={gamma!r} sets the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
-            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
-        )
+    _check_kernel(kernel, f"gamma={gamma!r} sets")
     if gamma == "mean-distance":
         return None, None
     selection = select_gamma(
@@ -320,11 +320,10 @@ def start_state(items, selection, kernel, n_clusters):
     indices, labels = found
     # At most START_POINTS of the sample (evenly spaced in it): the means hardly move,
     # and the first iterations' kernel blocks stay small.
-    keep = np.unique(
-        np.linspace(0, labels.size - 1, min(labels.size, START_POINTS)).astype(np.intp)
-    )
+    m = labels.size
+    keep = np.unique(np.linspace(0, m - 1, min(m, START_POINTS)).astype(np.intp))
     if np.bincount(labels[keep], minlength=n_clusters).min() == 0:
-        keep = np.arange(labels.size)
+        keep = np.arange(m)
     nx = get_backend(items)
     support = nx.take(items, nx.index(indices[keep]))
     return partition_state(support, labels[keep], n_clusters, kernel)
@@ -348,7 +347,6 @@ def auto_start_inner(X, selection, kernel, n_clusters, chunk_rows):
     W = nx.asarray(W, dtype=np.float64)
     P0 = nx.empty((X.shape[0], n_clusters), np.float64)
     for r0 in range(0, X.shape[0], chunk_rows):
-        P0[r0 : r0 + chunk_rows] = (
-            nx.astype(kernel.tile(X[r0 : r0 + chunk_rows], S), np.float64) @ W
-        )
+        rows = slice(r0, r0 + chunk_rows)
+        P0[rows] = nx.astype(kernel.tile(X[rows], S), np.float64) @ W
     return P0, nx.asarray(partition_norms(S, labels, n_clusters, kernel), dtype=np.float64)

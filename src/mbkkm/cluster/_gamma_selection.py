@@ -175,9 +175,8 @@ class GammaSelection:
                 marks.append("mean-distance width")
             if g == self.gamma:
                 marks.append("<- chosen")
-            lines.append(
-                f"{g:12.5g} {m:8.3g} {s:9.4f}" + ("  " + ", ".join(marks) if marks else "")
-            )
+            row = f"{g:12.5g} {m:8.3g} {s:9.4f}"
+            lines.append(row + ("  " + ", ".join(marks) if marks else ""))
         if self.reference is not None:
             s_ref = self.scores[self.reference]
             wider = (

@@ -105,10 +105,9 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
             raise ValueError(
                 f"kernel='precomputed' takes no parameters, got {sorted(kernel_params)}"
             )
-        K = X
-        if not (isinstance(K, LowRankKernel) or sp.issparse(K)):
-            K = check_array(K, dtype=[np.float64, np.float32], input_name="X")
-        return _gamma_from_diagonal(kernel_diagonal(K), "kernel='precomputed'")
+        if not (isinstance(X, LowRankKernel) or sp.issparse(X)):
+            X = check_array(X, dtype=[np.float64, np.float32], input_name="X")
+        return _gamma_from_diagonal(kernel_diagonal(X), "kernel='precomputed'")
     spec = get_spec(kernel)
     if spec is not None and spec.transductive:
         K = graph_kernel_matrix(spec.name, X, **kernel_params)
@@ -299,10 +298,9 @@ def _rest_moments(N, lam, U):
     """
     N = sp.csr_matrix(N)
     kept = U**2
-    sq = N.multiply(N)
     m0 = 1.0 - kept.sum(axis=1)
     m1 = np.asarray(N.diagonal()).ravel() - kept @ lam
-    m2 = np.asarray(sq.sum(axis=1)).ravel() - kept @ lam**2
+    m2 = np.asarray(N.multiply(N).sum(axis=1)).ravel() - kept @ lam**2
     return kept, m0, m1, m2
 
 
