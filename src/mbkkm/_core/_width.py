@@ -217,20 +217,6 @@ def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):
     return SampleDraw(idx, seeds, spectral_seed)
 
 
-def sample_distances(Xs, metric):
-    """(m, m) pairwise exponents of the kernel over gamma (squared Euclidean or L1)
-    and the base width 1 / their mean over the pairs of distinct points."""
-    m = Xs.shape[0]
-    if not sparse.issparse(Xs):
-        D = cdist(Xs, Xs, metric)
-    else:  # scikit-learn's sparse distances (cdist needs dense rows)
-        sq = metric == "sqeuclidean"
-        D = euclidean_distances(Xs, squared=True) if sq else manhattan_distances(Xs)
-        np.fill_diagonal(D, 0.0)
-    mean_d = D.sum() / max(m * (m - 1), 1)
-    return D, (1.0 / mean_d if mean_d > 0 else 1.0)
-
-
 def knn_graph(Xs, metric, n_neighbors):
     """The yardstick: the symmetrised k-NN graph A = (G + G^T > 0) of the sample,
     no self loops, CSR (m, m); the same for all widths."""
@@ -282,7 +268,17 @@ def search_width(Xs, metric, n_clusters, draw, options):
     added : int
         Grid steps added on the side of ``at_edge``.
     """
-    D, base = sample_distances(Xs, metric)
+    # D: the (m, m) pairwise exponents of the kernel over gamma (squared Euclidean or
+    # L1); base: 1 / their mean over the pairs of distinct points
+    m = Xs.shape[0]
+    if not sparse.issparse(Xs):
+        D = cdist(Xs, Xs, metric)
+    else:  # scikit-learn's sparse distances (cdist needs dense rows)
+        sq = metric == "sqeuclidean"
+        D = euclidean_distances(Xs, squared=True) if sq else manhattan_distances(Xs)
+        np.fill_diagonal(D, 0.0)
+    mean_d = D.sum() / max(m * (m - 1), 1)
+    base = 1.0 / mean_d if mean_d > 0 else 1.0
     A = knn_graph(Xs, metric, options.n_neighbors)
 
     def solve(multiplier):
@@ -563,8 +559,7 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         center_labels = labels.copy()
         for j in range(r):
             counts = np.bincount(center_labels[j], minlength=k).astype(np.float64)
-            if counts.min() <= 0:
-                center_labels[j] = relocate_empty(center_labels[j], mind[j], w, k, counts)
+            center_labels[j] = relocate_empty(center_labels[j], mind[j], w, k, counts)
         A = np.zeros((m, r, k))
         A[rows[:, None], np.arange(r)[None, :], center_labels.T] = 1.0
         size = A.sum(axis=0)  # (r, k)

@@ -223,15 +223,13 @@ def select_gamma(
 
 def _warn_at_edge(fields, best, added):
     """GammaGridWarning: the choice is still at an end of the extended grid."""
-    side = fields["at_edge"]
+    side, gamma = fields["at_edge"], fields["candidates"][best]
     note = " (wider still, kernel k-means approaches plain k-means)" if side == "widest" else ""
     warn(
-        f"gamma='auto': the criterion is lowest at the {side} width tried, "
-        f"{fields['candidates'][best]:.4g} "
-        f"({fields['candidates'][best] / fields['base_gamma']:.4g} x the mean-distance width), "
-        f"after extending the grid by {added} step(s); a better width may lie beyond "
-        f"it{note}: pass gamma as a number, or explore with "
-        f"mbkkm.cluster.select_gamma(multipliers=...)",
+        f"gamma='auto': the criterion is lowest at the {side} width tried, {gamma:.4g} "
+        f"({gamma / fields['base_gamma']:.4g} x the mean-distance width), after extending "
+        f"the grid by {added} step(s); a better width may lie beyond it{note}: pass gamma "
+        f"as a number, or explore with mbkkm.cluster.select_gamma(multipliers=...)",
         GammaGridWarning,
     )
 

@@ -552,11 +552,8 @@ def heat_time_for_gamma(
         t -> infinity, d_x / vol of x's connected component, is above gamma^2).
     """
 
-    if (
-        isinstance(gamma, bool)
-        or not isinstance(gamma, (int, float, np.floating))
-        or not 0 < gamma < 1
-    ):
+    number = isinstance(gamma, (int, float, np.floating)) and not isinstance(gamma, bool)
+    if not (number and 0 < gamma < 1):
         raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
     check_int(n_exact, "n_exact", 0)
     n = _check_square(A)
