@@ -502,9 +502,7 @@ def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
     the squared distance to their center (KernelKMeans' ``inertia_``). An empty
     cluster gets no point (c0 = inf) and is relocated by Lloyd as usual.
     """
-    m = K.shape[0]
-    M = np.zeros((m, n_clusters))
-    M[np.arange(m), labels] = 1.0
+    M = np.eye(n_clusters)[labels]  # (m, k) one-hot
     size = M.sum(axis=0)
     safe = np.where(size > 0, size, 1.0)
     KM = K @ M
@@ -533,7 +531,6 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
     objective_out = np.empty(R)
     active = np.arange(R)
     P, c = P0, c0
-    rows = np.arange(m)
     w = np.ones(m)
     labels_old = objective_old = None
     for it in range(max_iter + 1):
@@ -560,8 +557,7 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         for j in range(r):
             counts = np.bincount(center_labels[j], minlength=k).astype(np.float64)
             center_labels[j] = relocate_empty(center_labels[j], mind[j], w, k, counts)
-        A = np.zeros((m, r, k))
-        A[rows[:, None], np.arange(r)[None, :], center_labels.T] = 1.0
+        A = np.eye(k)[center_labels.T]  # (m, r, k) one-hot
         size = A.sum(axis=0)  # (r, k)
         A /= np.where(size > 0, size, 1.0)[None]
         P = (K @ A.reshape(m, r * k)).reshape(m, r, k).transpose(1, 0, 2)  # (r, m, k)

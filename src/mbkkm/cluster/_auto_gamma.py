@@ -340,8 +340,8 @@ def auto_start_inner(X, selection, kernel, n_clusters, chunk_rows):
     indices, labels = found
     nx = get_backend(X)  # on X's backend: numpy, or torch on its device
     S = nx.take(X, nx.index(indices))
-    W = np.zeros((labels.size, n_clusters))  # (m, k): 1 / |C_j| on C_j
-    W[np.arange(labels.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
+    # (m, k): 1 / |C_j| on C_j (no cluster is empty)
+    W = np.eye(n_clusters)[labels] / np.bincount(labels, minlength=n_clusters)
     W = nx.asarray(W, dtype=np.float64)
     P0 = nx.empty((X.shape[0], n_clusters), np.float64)
     for r0 in range(0, X.shape[0], chunk_rows):
