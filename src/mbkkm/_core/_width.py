@@ -413,12 +413,8 @@ def _off_end_plateau(raw, best, reference):
     last = raw.size - 1
     if reference is None or best == reference or best not in (0, last):
         return best
-    step = 1 if best == 0 else -1
-    while (
-        best + step != reference
-        and 0 <= best + step <= last
-        and np.isclose(raw[best + step], raw[best], rtol=1e-9, atol=0.0)
-    ):
+    step = 1 if best == 0 else -1  # inwards: the reference is met before the other end
+    while best + step != reference and np.isclose(raw[best + step], raw[best], rtol=1e-9, atol=0):
         best += step
     return best
 

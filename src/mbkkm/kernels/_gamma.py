@@ -582,8 +582,7 @@ def heat_time_for_gamma(
     k = min(int(n_exact), n)
     if k and t_hi - t_lo > xtol:
         cand = np.argsort(bounds(t_hi)[1])[::-1][:k]
-        rest = np.ones(n, dtype=bool)
-        rest[cand] = False
+        rest = ~np.isin(np.arange(n), cand)  # the points not computed exactly
         for _ in range(_REFINE_PASSES):
             # One expm_multiply per pass gives the candidates' exact K_t(x, x) on a grid
             # of times (its cost is about that of the last time alone).
