@@ -141,8 +141,7 @@ SAMPLE_MAX = 1000
 class WidthSolution(NamedTuple):
     """Kernel k-means on the sample at one width (:func:`width_solution`)."""
 
-    cut: float  # normalised k-NN cut of the solution
-    cuts: np.ndarray  # (R,) cut of every run
+    cuts: np.ndarray  # (R,) normalised k-NN cut of every run
     objectives: np.ndarray  # (R,) kernel k-means objective of every run
     chosen: int  # the run that is the solution
     labels: np.ndarray  # (m,) its labels
@@ -292,11 +291,12 @@ def search_width(Xs, metric, n_clusters, draw, options):
     added = {"widest": 0, "narrowest": 0}
     while True:
         grid = np.array(sorted(solutions))
+        runs = [solutions[mu] for mu in grid]
         ref = np.flatnonzero(np.isclose(grid, 1.0, rtol=1e-12, atol=0.0))
         ref = int(ref[0]) if ref.size else None
-        raw = np.array([solutions[mu].cut for mu in grid])
+        raw = np.array([r.cuts[r.chosen] for r in runs])  # the cut of each solution
         scores = smooth_scores(raw)
-        noise = score_noise([solutions[mu].cuts for mu in grid])
+        noise = score_noise([r.cuts for r in runs])
         best = choose_width(
             scores, ref, options.min_gain, options.min_gain_wider, noise, options.noise_margin
         )
@@ -308,7 +308,6 @@ def search_width(Xs, metric, n_clusters, draw, options):
         solutions[float(mu)] = solve(mu)
     best = _off_end_plateau(raw, best, ref)
     at_edge = _grid_end(best, grid.size, ref)
-    runs = [solutions[mu] for mu in grid]
     fields = dict(
         base_gamma=float(base),
         candidates=base * grid,
@@ -429,9 +428,8 @@ def width_solution(K, A, n_clusters, draw, max_iter):
     rule; ties: the earlier run), or the spectral-start run when it cuts fewer
     edges of A. Returns a :class:`WidthSolution`.
     """
-    m = K.shape[0]
     labels, objective = kernel_kmeans_runs(K, n_clusters, draw.seeds, max_iter)
-    spectral = 1 < n_clusters < m
+    spectral = 1 < n_clusters < K.shape[0]
     if spectral:
         sp_labels, sp_objective = lloyd_from_partition(
             K, spectral_partition(K, n_clusters, draw.spectral_seed), n_clusters, max_iter
@@ -442,7 +440,7 @@ def width_solution(K, A, n_clusters, draw, max_iter):
     chosen = int(np.argmin(objective))
     if spectral and cuts[-1] < cuts[chosen]:
         chosen = labels.shape[0] - 1
-    return WidthSolution(float(cuts[chosen]), cuts, objective, chosen, labels[chosen])
+    return WidthSolution(cuts, objective, chosen, labels[chosen])
 
 
 def spectral_partition(K, n_clusters, random_state):
