@@ -505,23 +505,26 @@ def margins(args):
             )
             with selection_threads(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                s = search_width(X[draw.indices], "sqeuclidean", k, draw, options)
+                s, s_best, _ = search_width(X[draw.indices], "sqeuclidean", k, draw, options)
+            mult = s["candidates"] / s["base_gamma"]
             for z in args.margins:
-                best = choose_width(s.scores, s.reference, MIN_GAIN, MIN_GAIN_WIDER, s.noise, z)
-                if best == s.reference:
+                best = choose_width(
+                    s["scores"], s["reference"], MIN_GAIN, MIN_GAIN_WIDER, s["noise"], z
+                )
+                if best == s["reference"]:
                     how, ari = "mean-distance", grid_ari[(name, seed, 1.0)]
-                elif best == s.best:
+                elif best == s_best:
                     how, ari = "auto", auto_ari[(name, seed)]
                 else:
-                    near = grid_m[np.argmin(np.abs(np.log(grid_m / s.grid[best])))]
+                    near = grid_m[np.argmin(np.abs(np.log(grid_m / mult[best])))]
                     how, ari = "grid", grid_ari[(name, seed, float(near))]
                 rows.append(
                     dict(
                         dataset=name,
                         seed=seed,
                         margin=z,
-                        mult=f"{s.grid[best]:.4g}",
-                        trusted=int(trust_partition(s.scores, best, s.reference, MIN_GAIN)),
+                        mult=f"{mult[best]:.4g}",
+                        trusted=int(trust_partition(s["scores"], best, s["reference"], MIN_GAIN)),
                         how=how,
                         ari=f"{ari:.4f}",
                     )

@@ -141,8 +141,7 @@ SAMPLE_MAX = 1000
 class WidthSolution(NamedTuple):
     """Kernel k-means on the sample at one width (:func:`width_solution`)."""
 
-    cut: float  # normalised k-NN cut of the solution
-    cuts: np.ndarray  # (R,) cut of every run
+    cuts: np.ndarray  # (R,) normalised k-NN cut of every run
     objectives: np.ndarray  # (R,) kernel k-means objective of every run
     chosen: int  # the run that is the solution
     labels: np.ndarray  # (m,) its labels
@@ -158,22 +157,6 @@ class WidthOptions(NamedTuple):
     min_gain_wider: float
     extend: int
     noise_margin: float = NOISE_MARGIN
-
-
-class WidthSearch(NamedTuple):
-    """The result of :func:`search_width`: every width tried and the choice."""
-
-    base: float  # the mean-distance width the grid multiplies
-    grid: np.ndarray  # (G,) multipliers tried, increasing
-    raw: np.ndarray  # (G,) cut of each width's solution
-    scores: np.ndarray  # (G,) raw smoothed over the grid
-    best: int  # index of the chosen width
-    reference: int | None  # index of multiplier 1
-    at_edge: str | None  # "widest" / "narrowest": the choice is still at an end
-    added: int  # grid steps added on the side of at_edge
-    runs: list  # (G,) WidthSolution of each width
-    start_from_partition: bool  # the fit starts from runs[best].labels (trust_partition)
-    noise: np.ndarray  # (G,) standard error of each score (score_noise)
 
 
 class SampleDraw(NamedTuple):
@@ -220,39 +203,17 @@ def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):
     """The sample's rows (with probability proportional to the weights, without
     replacement; all rows when n <= n_samples) and the seeds of the runs."""
     rng = check_random_state(random_state)
-    m = min(n_samples, n)
-    if sample_weight is None:
-        p = None
-    else:
-        w = np.asarray(sample_weight, dtype=np.float64)
-        p = w / w.sum()
-        m = min(m, int(np.count_nonzero(w)))
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    m = min(n_samples, n, n if w is None else int(np.count_nonzero(w)))
     if m >= n:
         idx = np.arange(n)
-    elif p is None:  # the same rows as rng.choice, remembered for the initialisation's
+    elif w is None:  # the same rows as rng.choice, remembered for the initialisation's
         idx = np.sort(choice_without_replacement(rng, n, m))
     else:
-        idx = np.sort(rng.choice(n, size=m, replace=False, p=p))
+        idx = np.sort(rng.choice(n, size=m, replace=False, p=w / w.sum()))
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_seeds)
     spectral_seed = int(rng.randint(np.iinfo(np.int32).max))  # drawn last: the rest unchanged
     return SampleDraw(idx, seeds, spectral_seed)
-
-
-def sample_distances(Xs, metric):
-    """(m, m) pairwise exponents of the kernel over gamma (squared Euclidean or L1)
-    and the base width 1 / their mean over the pairs of distinct points."""
-    m = Xs.shape[0]
-    if sparse.issparse(Xs):  # scikit-learn's sparse distances (cdist needs dense rows)
-        D = (
-            euclidean_distances(Xs, squared=True)
-            if metric == "sqeuclidean"
-            else manhattan_distances(Xs)
-        )
-        np.fill_diagonal(D, 0.0)
-    else:
-        D = cdist(Xs, Xs, metric)
-    mean_d = D.sum() / max(m * (m - 1), 1)
-    return D, (1.0 / mean_d if mean_d > 0 else 1.0)
 
 
 def knn_graph(Xs, metric, n_neighbors):
@@ -262,13 +223,8 @@ def knn_graph(Xs, metric, n_neighbors):
     nn = min(n_neighbors, m - 1)
     if nn < 1:
         return sparse.csr_matrix((m, m))
-    G = (
-        NearestNeighbors(
-            n_neighbors=nn, metric="euclidean" if metric == "sqeuclidean" else "manhattan"
-        )
-        .fit(Xs)
-        .kneighbors_graph(mode="connectivity")
-    )
+    name = "euclidean" if metric == "sqeuclidean" else "manhattan"
+    G = NearestNeighbors(n_neighbors=nn, metric=name).fit(Xs).kneighbors_graph(mode="connectivity")
     G.setdiag(0)  # duplicate rows may list a point as its own neighbour
     G.eliminate_zeros()
     return ((G + G.T) > 0).astype(np.float64).tocsr()
@@ -296,20 +252,37 @@ def search_width(Xs, metric, n_clusters, draw, options):
 
     Returns
     -------
-    WidthSearch
+    fields : dict
+        The search's fields of :class:`~mbkkm.cluster.GammaSelection`: ``base_gamma``
+        (the mean-distance width the grid multiplies), ``candidates`` (base_gamma
+        times the multipliers tried, increasing), ``raw_scores`` (the cut of each
+        width's solution), ``scores`` (raw_scores smoothed), ``reference`` (index
+        of multiplier 1), ``at_edge`` ("widest" / "narrowest": the choice is still
+        at an end), ``start_from_partition`` (:func:`trust_partition`), ``noise``
+        (:func:`score_noise`), ``seed_scores``, ``seed_inertia`` and
+        ``solution_runs`` (the cuts, objectives and chosen run of each width's
+        :class:`WidthSolution`) and ``sample_labels`` (the chosen width's solution).
+    best : int
+        Index of the chosen width.
+    added : int
+        Grid steps added on the side of ``at_edge``.
     """
-    D, base = sample_distances(Xs, metric)
+    # D: the (m, m) pairwise exponents of the kernel over gamma (squared Euclidean or
+    # L1); base: 1 / their mean over the pairs of distinct points
+    m = Xs.shape[0]
+    if not sparse.issparse(Xs):
+        D = cdist(Xs, Xs, metric)
+    else:  # scikit-learn's sparse distances (cdist needs dense rows)
+        sq = metric == "sqeuclidean"
+        D = euclidean_distances(Xs, squared=True) if sq else manhattan_distances(Xs)
+        np.fill_diagonal(D, 0.0)
+    mean_d = D.sum() / max(m * (m - 1), 1)
+    base = 1.0 / mean_d if mean_d > 0 else 1.0
     A = knn_graph(Xs, metric, options.n_neighbors)
 
     def solve(multiplier):
-        return width_solution(
-            np.exp(-(base * multiplier) * D),
-            A,
-            n_clusters,
-            draw.seeds,
-            draw.spectral_seed,
-            options.max_iter,
-        )
+        K = np.exp(-(base * multiplier) * D)
+        return width_solution(K, A, n_clusters, draw, options.max_iter)
 
     mult = options.multipliers
     solutions = {float(mu): solve(mu) for mu in mult}
@@ -318,11 +291,12 @@ def search_width(Xs, metric, n_clusters, draw, options):
     added = {"widest": 0, "narrowest": 0}
     while True:
         grid = np.array(sorted(solutions))
+        runs = [solutions[mu] for mu in grid]
         ref = np.flatnonzero(np.isclose(grid, 1.0, rtol=1e-12, atol=0.0))
         ref = int(ref[0]) if ref.size else None
-        raw = np.array([solutions[mu].cut for mu in grid])
+        raw = np.array([r.cuts[r.chosen] for r in runs])  # the cut of each solution
         scores = smooth_scores(raw)
-        noise = score_noise([solutions[mu].cuts for mu in grid])
+        noise = score_noise([r.cuts for r in runs])
         best = choose_width(
             scores, ref, options.min_gain, options.min_gain_wider, noise, options.noise_margin
         )
@@ -334,19 +308,21 @@ def search_width(Xs, metric, n_clusters, draw, options):
         solutions[float(mu)] = solve(mu)
     best = _off_end_plateau(raw, best, ref)
     at_edge = _grid_end(best, grid.size, ref)
-    return WidthSearch(
-        base=float(base),
-        grid=grid,
-        raw=raw,
+    fields = dict(
+        base_gamma=float(base),
+        candidates=base * grid,
+        raw_scores=raw,
         scores=scores,
-        best=best,
         reference=ref,
         at_edge=at_edge,
-        added=0 if at_edge is None else added[at_edge],
-        runs=[solutions[mu] for mu in grid],
         start_from_partition=trust_partition(scores, best, ref, options.min_gain),
         noise=noise,
+        seed_scores=np.array([r.cuts for r in runs]),
+        seed_inertia=np.array([r.objectives for r in runs]),
+        solution_runs=np.array([r.chosen for r in runs], dtype=np.intp),
+        sample_labels=runs[best].labels,
     )
+    return fields, best, 0 if at_edge is None else added[at_edge]
 
 
 def trust_partition(scores, best, reference, min_gain):
@@ -436,31 +412,27 @@ def _off_end_plateau(raw, best, reference):
     last = raw.size - 1
     if reference is None or best == reference or best not in (0, last):
         return best
-    step = 1 if best == 0 else -1
-    while (
-        best + step != reference
-        and 0 <= best + step <= last
-        and np.isclose(raw[best + step], raw[best], rtol=1e-9, atol=0.0)
-    ):
+    step = 1 if best == 0 else -1  # inwards: the reference is met before the other end
+    while best + step != reference and np.isclose(raw[best + step], raw[best], rtol=1e-9, atol=0):
         best += step
     return best
 
 
-def width_solution(K, A, n_clusters, seeds, spectral_seed, max_iter):
+def width_solution(K, A, n_clusters, draw, max_iter):
     """Kernel k-means on a sample's kernel matrix K and the cut of its solution.
 
-    Runs kernel k-means from ``len(seeds)`` kernel k-means++ initialisations and,
-    where 1 < k < m, once from the spectral partition of K (last run). The
+    Runs kernel k-means from the ``draw.seeds`` kernel k-means++ initialisations
+    (:class:`SampleDraw`) and, where 1 < k < m, once from the spectral partition of
+    K (seeded by ``draw.spectral_seed``; last run). The
     solution is the run with the lowest objective (scikit-learn's ``n_init``
     rule; ties: the earlier run), or the spectral-start run when it cuts fewer
     edges of A. Returns a :class:`WidthSolution`.
     """
-    m = K.shape[0]
-    labels, objective = kernel_kmeans_runs(K, n_clusters, seeds, max_iter)
-    spectral = 1 < n_clusters < m
+    labels, objective = kernel_kmeans_runs(K, n_clusters, draw.seeds, max_iter)
+    spectral = 1 < n_clusters < K.shape[0]
     if spectral:
         sp_labels, sp_objective = lloyd_from_partition(
-            K, spectral_partition(K, n_clusters, spectral_seed), n_clusters, max_iter
+            K, spectral_partition(K, n_clusters, draw.spectral_seed), n_clusters, max_iter
         )
         labels = np.vstack([labels, sp_labels[None]])
         objective = np.append(objective, sp_objective)
@@ -468,7 +440,7 @@ def width_solution(K, A, n_clusters, seeds, spectral_seed, max_iter):
     chosen = int(np.argmin(objective))
     if spectral and cuts[-1] < cuts[chosen]:
         chosen = labels.shape[0] - 1
-    return WidthSolution(float(cuts[chosen]), cuts, objective, chosen, labels[chosen])
+    return WidthSolution(cuts, objective, chosen, labels[chosen])
 
 
 def spectral_partition(K, n_clusters, random_state):
@@ -508,12 +480,8 @@ def kernel_kmeans_runs(K, n_clusters, seeds, max_iter, tol=1e-4):
     diag = np.diag(K).copy()
     index = IndexKernel("precomputed", K, diag=diag)
     items = np.arange(K.shape[0])
-    centers = [
-        kernel_kmeans_plusplus(
-            items, index, n_clusters, check_random_state(int(seed)), None, diag=diag
-        )
-        for seed in seeds
-    ]
+    rngs = [check_random_state(int(seed)) for seed in seeds]
+    centers = [kernel_kmeans_plusplus(items, index, n_clusters, r, None, diag=diag) for r in rngs]
     P0 = np.stack([K[:, c] for c in centers])  # (R, m, k)
     c0 = np.stack([diag[c] for c in centers])  # (R, k)
     return lloyd_runs(K, diag, P0, c0, max_iter, tol)
@@ -528,9 +496,7 @@ def lloyd_from_partition(K, labels, n_clusters, max_iter, tol=1e-4):
     the squared distance to their center (KernelKMeans' ``inertia_``). An empty
     cluster gets no point (c0 = inf) and is relocated by Lloyd as usual.
     """
-    m = K.shape[0]
-    M = np.zeros((m, n_clusters))
-    M[np.arange(m), labels] = 1.0
+    M = np.eye(n_clusters)[labels]  # (m, k) one-hot
     size = M.sum(axis=0)
     safe = np.where(size > 0, size, 1.0)
     KM = K @ M
@@ -559,7 +525,6 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
     objective_out = np.empty(R)
     active = np.arange(R)
     P, c = P0, c0
-    rows = np.arange(m)
     w = np.ones(m)
     labels_old = objective_old = None
     for it in range(max_iter + 1):
@@ -570,15 +535,11 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         mind = np.take_along_axis(D, labels[:, :, None], axis=2)[:, :, 0]
         np.maximum(mind, 0.0, out=mind)  # rounding (as e_step)
         objective = mind.sum(axis=1)
-        if it == max_iter:
-            done = np.ones(active.size, dtype=bool)
-        elif labels_old is None:
-            done = np.zeros(active.size, dtype=bool)
-        else:
+        done = np.full(active.size, it == max_iter)
+        if labels_old is not None:  # converged: no label changed, or a small fall
             decrease = objective_old - objective
-            done = ((labels != labels_old).sum(axis=1) == 0) | (
-                (decrease >= 0) & (decrease < tol * objective_old)
-            )
+            small_fall = (decrease >= 0) & (decrease < tol * objective_old)
+            done |= (labels == labels_old).all(axis=1) | small_fall
         labels_out[active[done]] = labels[done]
         objective_out[active[done]] = objective[done]
         keep = ~done
@@ -589,10 +550,8 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         center_labels = labels.copy()
         for j in range(r):
             counts = np.bincount(center_labels[j], minlength=k).astype(np.float64)
-            if counts.min() <= 0:
-                center_labels[j] = relocate_empty(center_labels[j], mind[j], w, k, counts)
-        A = np.zeros((m, r, k))
-        A[rows[:, None], np.arange(r)[None, :], center_labels.T] = 1.0
+            center_labels[j] = relocate_empty(center_labels[j], mind[j], w, k, counts)
+        A = np.eye(k)[center_labels.T]  # (m, r, k) one-hot
         size = A.sum(axis=0)  # (r, k)
         A /= np.where(size > 0, size, 1.0)[None]
         P = (K @ A.reshape(m, r * k)).reshape(m, r, k).transpose(1, 0, 2)  # (r, m, k)

@@ -34,14 +34,18 @@ from .._core._width import (
 from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends import get_backend
+from ..kernels._gamma import check_int
 from ._gamma_selection import GammaGridWarning, GammaSelection
 from ._rows import check_no_overflow, rows_of
 
 
-def _check_int(value, name, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+def _check_kernel(kernel, says):
+    """A ValueError unless gamma="auto" chooses the width of ``kernel``."""
+    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
+        raise ValueError(
+            f"{says} the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
+            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
+        )
 
 
 def select_gamma(
@@ -153,18 +157,14 @@ def select_gamma(
     >>> bool(sel.scores[sel.candidates == sel.gamma][0] <= sel.threshold)
     True
     """
-    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
-        raise ValueError(
-            f"gamma='auto' chooses the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
-            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
-        )
-    n_clusters = _check_int(n_clusters, "n_clusters", 1)
+    _check_kernel(kernel, "gamma='auto' chooses")
+    n_clusters = check_int(n_clusters, "n_clusters", 1)
     if n_samples is None:
         n_samples = default_sample_size(n_clusters)
-    n_samples = _check_int(n_samples, "n_samples", 2)
-    n_neighbors = _check_int(n_neighbors, "n_neighbors", 1)
-    n_seeds = _check_int(n_seeds, "n_seeds", 1)
-    extend = _check_int(extend, "extend", 0)
+    n_samples = check_int(n_samples, "n_samples", 2)
+    n_neighbors = check_int(n_neighbors, "n_neighbors", 1)
+    n_seeds = check_int(n_seeds, "n_seeds", 1)
+    extend = check_int(extend, "extend", 0)
     for name, value, high, what in (
         ("min_gain", min_gain, 1, "a number in [0, 1)"),
         ("min_gain_wider", min_gain_wider, 1, "a number in [0, 1)"),
@@ -172,10 +172,9 @@ def select_gamma(
     ):
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < high:
             raise ValueError(f"{name} must be {what}, got {value!r}")
-    mult = np.sort(np.asarray(multipliers, dtype=np.float64).ravel())
+    mult = np.unique(np.asarray(multipliers, dtype=np.float64))  # sorted
     if mult.size == 0 or not np.all(np.isfinite(mult)) or mult[0] <= 0:
         raise ValueError(f"multipliers must be positive finite numbers, got {multipliers!r}")
-    mult = np.unique(mult)
     n = int(X.shape[0])
     if n < n_clusters:
         raise ValueError(f"n_samples={n} should be >= n_clusters={n_clusters}")
@@ -198,68 +197,40 @@ def select_gamma(
     )
     metric = AUTO_GAMMA_KERNELS[kernel]
     with selection_threads():
-        search = search_width(Xs, metric, n_clusters, draw, options)
-    _warn_at_edge(search)
-    data_width = None
-    if search.best == search.reference and metric == "sqeuclidean":
+        fields, best, added = search_width(Xs, metric, n_clusters, draw, options)
+    if fields["at_edge"] is not None:
+        _warn_at_edge(fields, best, added)
+    data_width = fields["reference"] == best and metric == "sqeuclidean"
+    if data_width:
         # the gamma="mean-distance" width of all of X, computed as a fit computes it,
         # by the kernel resolution of X's kind (a Dask fit's rows: one pass of Dask
-        # reductions)
+        # reductions); it replaces its sample estimate, the candidate base_gamma * 1
         resolved = rows_of(X).resolve_kernel(kernel, gamma=None, X=X, sample_weight=sample_weight)
-        data_width = resolved.params["gamma"]
-    return _selection(search, draw.indices, options, time.perf_counter() - start, data_width)
-
-
-def _warn_at_edge(search):
-    """GammaGridWarning when the choice is still at an end of the extended grid."""
-    if search.at_edge is None:
-        return
-    note = (
-        " (wider still, kernel k-means approaches plain k-means)"
-        if search.at_edge == "widest"
-        else ""
-    )
-    gamma = search.base * search.grid[search.best]
-    warn(
-        f"gamma='auto': the criterion is lowest at the {search.at_edge} width tried, "
-        f"{gamma:.4g} ({search.grid[search.best]:.4g} x the mean-distance width), after "
-        f"extending the grid by {search.added} step(s); a better width may lie beyond "
-        f"it{note}: pass gamma as a number, or explore with "
-        f"mbkkm.cluster.select_gamma(multipliers=...)",
-        GammaGridWarning,
-    )
-
-
-def _selection(search, indices, options, seconds, data_width=None):
-    """The public record of one search (:class:`GammaSelection`); ``data_width``: the
-    kept reference's width computed on all the data (the candidate it replaces is
-    its sample estimate, ``base * 1``)."""
-    runs, best = search.runs, search.best
-    candidates = search.base * search.grid
-    if data_width is not None:
-        candidates[best] = data_width
+        fields["candidates"][best] = resolved.params["gamma"]
     return GammaSelection(
-        gamma=float(candidates[best]),
-        candidates=candidates,
-        scores=search.scores,
+        gamma=float(fields["candidates"][best]),
         criterion="knn-normalized-cut",
-        base_gamma=search.base,
-        n_samples=indices.size,
-        seed_scores=np.array([r.cuts for r in runs]),
-        sample_indices=indices,
-        sample_labels=runs[best].labels,
-        seed_inertia=np.array([r.objectives for r in runs]),
-        seconds=seconds,
-        raw_scores=search.raw,
-        solution_runs=np.array([r.chosen for r in runs], dtype=np.intp),
-        reference=search.reference,
+        n_samples=draw.indices.size,
+        sample_indices=draw.indices,
+        seconds=time.perf_counter() - start,
         min_gain=options.min_gain,
         min_gain_wider=options.min_gain_wider,
-        at_edge=search.at_edge,
-        start_from_partition=search.start_from_partition,
-        noise=search.noise,
         noise_margin=options.noise_margin,
-        data_width=data_width is not None,
+        data_width=data_width,
+        **fields,
+    )
+
+
+def _warn_at_edge(fields, best, added):
+    """GammaGridWarning: the choice is still at an end of the extended grid."""
+    side, gamma = fields["at_edge"], fields["candidates"][best]
+    note = " (wider still, kernel k-means approaches plain k-means)" if side == "widest" else ""
+    warn(
+        f"gamma='auto': the criterion is lowest at the {side} width tried, {gamma:.4g} "
+        f"({gamma / fields['base_gamma']:.4g} x the mean-distance width), after extending "
+        f"the grid by {added} step(s); a better width may lie beyond it{note}: pass gamma "
+        f"as a number, or explore with mbkkm.cluster.select_gamma(multipliers=...)",
+        GammaGridWarning,
     )
 
 
@@ -306,11 +277,7 @@ def resolve_auto_gamma(
         gamma = "auto"
     if not isinstance(gamma, str):
         return gamma, None
-    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
-        raise ValueError(
-            f"gamma={gamma!r} sets the width of the kernels {sorted(AUTO_GAMMA_KERNELS)}; "
-            f"kernel={kernel!r} has no width to choose (pass gamma as a number or None)"
-        )
+    _check_kernel(kernel, f"gamma={gamma!r} sets")
     if gamma == "mean-distance":
         return None, None
     selection = select_gamma(
@@ -351,11 +318,10 @@ def start_state(items, selection, kernel, n_clusters):
     indices, labels = found
     # At most START_POINTS of the sample (evenly spaced in it): the means hardly move,
     # and the first iterations' kernel blocks stay small.
-    keep = np.unique(
-        np.linspace(0, labels.size - 1, min(labels.size, START_POINTS)).astype(np.intp)
-    )
+    m = labels.size
+    keep = np.unique(np.linspace(0, m - 1, min(m, START_POINTS)).astype(np.intp))
     if np.bincount(labels[keep], minlength=n_clusters).min() == 0:
-        keep = np.arange(labels.size)
+        keep = np.arange(m)
     nx = get_backend(items)
     support = nx.take(items, nx.index(indices[keep]))
     return partition_state(support, labels[keep], n_clusters, kernel)
@@ -374,12 +340,11 @@ def auto_start_inner(X, selection, kernel, n_clusters, chunk_rows):
     indices, labels = found
     nx = get_backend(X)  # on X's backend: numpy, or torch on its device
     S = nx.take(X, nx.index(indices))
-    W = np.zeros((labels.size, n_clusters))  # (m, k): 1 / |C_j| on C_j
-    W[np.arange(labels.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
+    # (m, k): 1 / |C_j| on C_j (no cluster is empty)
+    W = np.eye(n_clusters)[labels] / np.bincount(labels, minlength=n_clusters)
     W = nx.asarray(W, dtype=np.float64)
     P0 = nx.empty((X.shape[0], n_clusters), np.float64)
     for r0 in range(0, X.shape[0], chunk_rows):
-        P0[r0 : r0 + chunk_rows] = (
-            nx.astype(kernel.tile(X[r0 : r0 + chunk_rows], S), np.float64) @ W
-        )
+        rows = slice(r0, r0 + chunk_rows)
+        P0[rows] = nx.astype(kernel.tile(X[rows], S), np.float64) @ W
     return P0, nx.asarray(partition_norms(S, labels, n_clusters, kernel), dtype=np.float64)

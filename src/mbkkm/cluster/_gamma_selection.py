@@ -175,44 +175,30 @@ class GammaSelection:
                 marks.append("mean-distance width")
             if g == self.gamma:
                 marks.append("<- chosen")
-            lines.append(
-                f"{g:12.5g} {m:8.3g} {s:9.4f}" + ("  " + ", ".join(marks) if marks else "")
-            )
+            row = f"{g:12.5g} {m:8.3g} {s:9.4f}"
+            lines.append(row + ("  " + ", ".join(marks) if marks else ""))
         if self.reference is not None:
             s_ref = self.scores[self.reference]
-            lines.append(
-                f"a wider width (smaller gamma) replaces the mean-distance width with "
+            wider = (
+                "a wider width (smaller gamma) replaces the mean-distance width with "
                 f"a score < {s_ref:.4g}"
-                + (
-                    f" and <= {1 - self.min_gain_wider:g} x it = {self.threshold_wider:.4g}"
-                    if self.min_gain_wider > 0
-                    else ""
-                )
-                + (
+            )
+            if self.min_gain_wider > 0:
+                wider += f" and <= {1 - self.min_gain_wider:g} x it = {self.threshold_wider:.4g}"
+            if self.noise is not None and self.noise_margin > 0:
+                wider += (
                     f", lower by more than {self.noise_margin:g} standard errors of "
                     f"the difference (the scores' standard errors: noise)"
-                    if self.noise is not None and self.noise_margin > 0
-                    else ""
                 )
-            )
+            lines.append(wider)
             lines.append(
                 f"a narrower width (larger gamma) only with a score "
                 f"<= {1 - self.min_gain:g} x {s_ref:.4g} = {self.threshold:.4g}"
             )
         best = int(np.flatnonzero(self.candidates == self.gamma)[0])
-        if (
-            self.raw_scores is not None
-            and best != self.reference
-            and best
-            != choose_width(
-                self.scores,
-                self.reference,
-                self.min_gain,
-                self.min_gain_wider,
-                self.noise,
-                self.noise_margin,
-            )
-        ):
+        rule = (self.min_gain, self.min_gain_wider, self.noise, self.noise_margin)
+        plateau = self.raw_scores is not None and best != self.reference
+        if plateau and best != choose_width(self.scores, self.reference, *rule):
             lines.append(
                 "the lowest scores lie on a plateau of equal cuts at the end of the "
                 "grid: its innermost width is chosen"
@@ -254,11 +240,9 @@ class GammaSelection:
         tied = np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12)
         sample = f"on a {self.n_samples}-point sample"
         if tied.all():
-            kept = (
-                "the mean-distance width"
-                if best == self.reference
-                else f"{self.multipliers[best]:.3g} x the mean-distance width"
-            )
+            kept = "the mean-distance width"
+            if best != self.reference:
+                kept = f"{self.multipliers[best]:.3g} x {kept}"
             line = (
                 f"gamma=auto: all {n} widths tried tie ({self.criterion} "
                 f"{scores[best]:.4g} each {sample}): no width separates the clusters "
@@ -271,11 +255,9 @@ class GammaSelection:
                 f"({self.criterion} {scores[best]:.4g} {sample}, lower is better)"
             )
         else:
-            ref = (
-                ""
-                if self.reference is None
-                else f" against {scores[self.reference]:.4g} at the mean-distance width"
-            )
+            ref = ""
+            if self.reference is not None:
+                ref = f" against {scores[self.reference]:.4g} at the mean-distance width"
             also = int(tied.sum()) - 1
             line = (
                 f"gamma=auto chose gamma = {self.gamma:.4g}, "
@@ -332,14 +314,7 @@ def plot_criterion(candidates, scores, chosen, name, criterion, ax=None):
         _, ax = plt.subplots(figsize=(5, 3.2))
     ax.semilogx(candidates, scores, "o-", color="C0", label=criterion)
     best = int(np.flatnonzero(candidates == chosen)[0])
-    ax.semilogx(
-        [chosen],
-        [scores[best]],
-        "o",
-        ms=12,
-        mfc="none",
-        color="C3",
-        label=f"chosen {name} = {chosen:.3g}",
-    )
+    label = f"chosen {name} = {chosen:.3g}"
+    ax.semilogx([chosen], [scores[best]], "o", ms=12, mfc="none", color="C3", label=label)
     ax.set_ylabel("normalised k-NN cut (lower is better)")
     return ax

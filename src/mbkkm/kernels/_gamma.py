@@ -14,6 +14,7 @@ References
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,10 +105,9 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
             raise ValueError(
                 f"kernel='precomputed' takes no parameters, got {sorted(kernel_params)}"
             )
-        K = X
-        if not (isinstance(K, LowRankKernel) or sp.issparse(K)):
-            K = check_array(K, dtype=[np.float64, np.float32], input_name="X")
-        return _gamma_from_diagonal(kernel_diagonal(K), "kernel='precomputed'")
+        if not (isinstance(X, LowRankKernel) or sp.issparse(X)):
+            X = check_array(X, dtype=[np.float64, np.float32], input_name="X")
+        return _gamma_from_diagonal(kernel_diagonal(X), "kernel='precomputed'")
     spec = get_spec(kernel)
     if spec is not None and spec.transductive:
         K = graph_kernel_matrix(spec.name, X, **kernel_params)
@@ -156,9 +156,11 @@ class HeatDiagonalMax:
     exact_path: bool
 
 
-def _check_int(value, name, low):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+def check_int(value, name, low):
+    """``int(value)``, or a ValueError when it is not an integer >= ``low``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
 
 
 def _check_square(A):
@@ -247,10 +249,10 @@ def heat_diagonal_max(
     """
     if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or not t > 0:
         raise ValueError(f"t must be a number > 0, got {t!r}")
-    _check_int(n_components, "n_components", 1)
-    _check_int(n_probes, "n_probes", 2)
-    _check_int(batch, "batch", 1)
-    _check_int(max_exact, "max_exact", 1)
+    check_int(n_components, "n_components", 1)
+    check_int(n_probes, "n_probes", 2)
+    check_int(batch, "batch", 1)
+    check_int(max_exact, "max_exact", 1)
     n = _check_square(A)
     L, N = _heat_operator(A)
     t = float(t)
@@ -296,10 +298,9 @@ def _rest_moments(N, lam, U):
     """
     N = sp.csr_matrix(N)
     kept = U**2
-    sq = N.multiply(N)
     m0 = 1.0 - kept.sum(axis=1)
     m1 = np.asarray(N.diagonal()).ravel() - kept @ lam
-    m2 = np.asarray(sq.sum(axis=1)).ravel() - kept @ lam**2
+    m2 = np.asarray(N.multiply(N).sum(axis=1)).ravel() - kept @ lam**2
     return kept, m0, m1, m2
 
 
@@ -551,17 +552,14 @@ def heat_time_for_gamma(
         t -> infinity, d_x / vol of x's connected component, is above gamma^2).
     """
 
-    if (
-        isinstance(gamma, bool)
-        or not isinstance(gamma, (int, float, np.floating))
-        or not 0 < gamma < 1
-    ):
+    number = isinstance(gamma, (int, float, np.floating)) and not isinstance(gamma, bool)
+    if not (number and 0 < gamma < 1):
         raise ValueError(f"gamma must be a number in (0, 1), got {gamma!r}")
-    _check_int(n_exact, "n_exact", 0)
+    check_int(n_exact, "n_exact", 0)
     n = _check_square(A)
     L, N = _heat_operator(A)
     if eigenpairs is None:
-        _check_int(n_components, "n_components", 1)
+        check_int(n_components, "n_components", 1)
         eigenpairs = top_heat_eigenpairs(A, int(n_components), random_state=random_state)
     lam, U = _check_eigenpairs(eigenpairs, n)
     kept, m0, m1, m2 = _rest_moments(N, lam, U)
@@ -584,8 +582,7 @@ def heat_time_for_gamma(
     k = min(int(n_exact), n)
     if k and t_hi - t_lo > xtol:
         cand = np.argsort(bounds(t_hi)[1])[::-1][:k]
-        rest = np.ones(n, dtype=bool)
-        rest[cand] = False
+        rest = ~np.isin(np.arange(n), cand)  # the points not computed exactly
         for _ in range(_REFINE_PASSES):
             # One expm_multiply per pass gives the candidates' exact K_t(x, x) on a grid
             # of times (its cost is about that of the last time alone).
@@ -606,14 +603,9 @@ def heat_time_for_gamma(
             low, high = new_low, max(new_high, new_low)
             if not shrunk or high - low <= xtol:
                 break
+    bracket = (float(t_lo), float(t_hi))
     return HeatTime(
-        float(0.5 * (low + high)),
-        float(low),
-        float(high),
-        (float(t_lo), float(t_hi)),
-        int(lam.size),
-        k,
-        argmax,
+        float(0.5 * (low + high)), float(low), float(high), bracket, lam.size, k, argmax
     )
 
 
