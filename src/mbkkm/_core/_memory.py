@@ -117,7 +117,7 @@ class MemoryPlan:
     where: str
     terms: dict = field(default_factory=dict)
     peaks: dict = field(default_factory=dict)
-    checked: tuple = ("iteration", "labelling")
+    checked: tuple = ("fit", "labelling")
     shapes: dict = field(default_factory=dict)
     hints: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
