@@ -541,9 +541,9 @@ def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monk
     starts = []
     real_start = loop.start
 
-    def spy(windows, items, plan, random_state, cfg):  # the state the fit starts from
+    def spy(windows, items, plan, random_state, cfg, saved=None):  # the fit's first state
         starts.append(assign(X, windows.copy(), cfg.kernel)[0])
-        return real_start(windows, items, plan, random_state, cfg)
+        return real_start(windows, items, plan, random_state, cfg, saved)
 
     monkeypatch.setattr(loop, "start", spy)
     params = (
