@@ -15,8 +15,6 @@ import scipy.sparse as sp
 from ._sparse import take_rows, vstack_rows
 from ._threads import parallel_parts, threads_for
 
-_BLAS_CONTROLLER = None
-
 #: float64 bytes of one row chunk of the data-driven width (whatever the width of X).
 _MSD_CHUNK_BYTES = 64 * 2**20
 #: Rows of the blocks in which a chunk is converted to float64 (in cache; same sums).

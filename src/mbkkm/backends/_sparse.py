@@ -13,7 +13,6 @@ function whatever the input is:
 ``row_chunks``         row ranges of at most a given number of stored values
 ``vstack_rows``        rows of several matrices, one under the other
 ``row_norms_sq``       ||x||^2 of each row, never densifying
-``nbytes``             memory held by X (data + indices + indptr for CSR)
 =====================  ======================================================
 
 A sparse result always has sorted column indices (scipy's canonical format), the
@@ -29,7 +28,6 @@ import scipy.sparse as sp
 __all__ = [
     "as_csr",
     "is_sparse",
-    "nbytes",
     "row_chunks",
     "row_norms_sq",
     "row_range",
@@ -204,17 +202,3 @@ def row_norms_sq(X):
         # between own no entries, so that is exactly row i.
         out[nonempty] = np.add.reduceat(sq, starts[nonempty])
     return out
-
-
-def nbytes(X):
-    """Bytes that X holds: ``data + indices + indptr`` for CSR/CSC, ``X.nbytes`` otherwise.
-
-    For memory planning (how many rows fit a budget). For COO, ``data + row + col``.
-    """
-    if not sp.issparse(X):
-        return int(X.nbytes) if hasattr(X, "nbytes") else int(np.asarray(X).nbytes)
-    if X.format in ("csr", "csc", "bsr"):
-        return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
-    if X.format == "coo":
-        return int(X.data.nbytes + X.row.nbytes + X.col.nbytes)
-    return nbytes(X.tocsr())

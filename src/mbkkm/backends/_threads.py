@@ -69,17 +69,9 @@ _local = threading.local()  # .budget: the thread count of this thread's current
 @functools.lru_cache(maxsize=1)
 def _physical_cpus():
     """Physical cores this process may use (affinity and cgroup quota included)."""
-    try:
-        from joblib import cpu_count  # scikit-learn's own choice (a dependency of it)
+    from joblib import cpu_count  # scikit-learn's own choice (a dependency of it)
 
-        return max(1, int(cpu_count(only_physical_cores=True)))
-    except Exception:  # pragma: no cover - joblib comes with scikit-learn
-        return max(
-            1,
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1,
-        )
+    return max(1, int(cpu_count(only_physical_cores=True)))
 
 
 def _pools():

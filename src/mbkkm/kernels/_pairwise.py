@@ -23,16 +23,17 @@ are untouched: each function tests ``issparse`` once and branches.
 - rbf: -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |x|^2 - gamma |y|^2, from the
   same product and the row norms (the augmented GEMM needs dense rows).
 - cosine: the rows are scaled to unit norm (zero rows stay zero) before the product.
-- laplacian: scikit-learn's ``manhattan_distances``, which has a sparse path.
+- laplacian: scikit-learn's ``laplacian_kernel``, which has a sparse path.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel, manhattan_distances
+from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel
 
 from ..backends import _sparse
+from ..backends._sparse import row_norms_sq
 
 
 def _tile_dtype(X, Y):
@@ -92,13 +93,6 @@ def _gemm(X, Y, out):
         return X @ Y.T
     np.matmul(X, Y.T, out=out)
     return out
-
-
-def row_norms_sq(X):
-    """Squared Euclidean norm of each row, shape (n,), in X's dtype (X dense or sparse)."""
-    if sp.issparse(X):
-        return _sparse.row_norms_sq(X)
-    return np.einsum("ij,ij->i", X, X)
 
 
 def _row_chunks(K):
@@ -251,28 +245,18 @@ def cosine(X, Y, *, out=None, X_unit=None, **_):
 
 
 def laplacian(X, Y, *, gamma, out=None, **_):
-    """K(x, y) = exp(-gamma ||x - y||_1)."""
-    if sp.issparse(X) or sp.issparse(Y):
-        return _laplacian_sparse(X, Y, gamma, out)
-    return write_into(out, laplacian_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False))
+    """K(x, y) = exp(-gamma ||x - y||_1).
 
-
-def _laplacian_sparse(X, Y, gamma, out):
-    """laplacian when X or Y is sparse: scikit-learn's sparse L1 distances, then exp.
-
-    ``manhattan_distances`` turns a dense operand into CSR and merges the sorted
-    column indices of every pair of rows (O(n_x n_y (nnz_x + nnz_y)), in float64).
+    Sparse X or Y: scikit-learn's sparse L1 distances (it turns a dense operand into
+    CSR and merges the sorted column indices of every pair of rows, O(n_x n_y
+    (nnz_x + nnz_y)), in float64), never densified; the tile in
+    ``result_type(X.dtype, Y.dtype)``.
     """
-    dt = _tile_dtype(X, Y)
-    Xc = _sparse.as_csr(X) if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
-    Yc = _sparse.as_csr(Y) if sp.issparse(Y) else sp.csr_matrix(np.asarray(Y))
-    D = manhattan_distances(Xc, Yc)  # float64 (n_x, n_y)
-    D *= -gamma
-    np.exp(D, out=D)
-    if out is None:
-        return D.astype(dt, copy=False)
-    out[...] = D
-    return out
+    dt = X.dtype
+    if sp.issparse(X) or sp.issparse(Y):
+        dt = _tile_dtype(X, Y)
+        X, Y = (_sparse.as_csr(A) if sp.issparse(A) else A for A in (X, Y))
+    return write_into(out, laplacian_kernel(X, Y, gamma=gamma).astype(dt, copy=False))
 
 
 def chi2(X, Y, *, gamma, out=None, **_):
