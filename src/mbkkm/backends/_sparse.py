@@ -40,9 +40,8 @@ __all__ = [
 CHUNK_NNZ = 2**19
 
 
-def is_sparse(X):
-    """Whether X is a scipy.sparse matrix or array (any format)."""
-    return sp.issparse(X)
+#: Whether X is a scipy.sparse matrix or array (any format).
+is_sparse = sp.issparse
 
 
 def to_dense(X):
@@ -74,12 +73,6 @@ def as_csr(X):
     return X
 
 
-def _sorted(X):
-    if not X.has_sorted_indices:
-        X.sort_indices()
-    return X
-
-
 def take_rows(X, idx):
     """``X[idx]``: the rows ``idx`` (repeats allowed), in that order, as a copy.
 
@@ -96,7 +89,9 @@ def take_rows(X, idx):
         return X[idx]
     if X.format != "csr":
         X = as_csr(X)
-    return _sorted(X[np.asarray(idx, dtype=np.intp)])
+    rows = X[np.asarray(idx, dtype=np.intp)]
+    rows.sort_indices()  # a no-op when scipy kept them sorted
+    return rows
 
 
 def row_range(X, start, stop):
@@ -178,7 +173,9 @@ def vstack_rows(parts):
     if len(d) != 1:
         raise ValueError(f"vstack_rows: the parts have different numbers of columns {sorted(d)}")
     dtype = np.result_type(*[p.dtype for p in parts])
-    return _sorted(sp.vstack(parts, format="csr", dtype=dtype))
+    stacked = sp.vstack(parts, format="csr", dtype=dtype)
+    stacked.sort_indices()
+    return stacked
 
 
 def row_norms_sq(X):

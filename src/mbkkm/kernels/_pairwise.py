@@ -71,10 +71,7 @@ def _sparse_product(X, Y, out):
             (_sparse.row_range(X, start, stop) @ YT).toarray(out=out[start:stop])
         return out
     P = X @ Y.T if xs else (Y @ X.T).T  # dense (n_x, n_y), C or F order
-    if out is None:
-        return np.ascontiguousarray(P)
-    out[...] = P
-    return out
+    return np.ascontiguousarray(P) if out is None else write_into(out, P)
 
 
 def write_into(out, K):
@@ -189,31 +186,33 @@ def _rbf_sparse(X, Y, gamma, out, X_norms_sq, Y_norms_sq):
     return K
 
 
-def polynomial(X, Y, *, gamma, degree, coef0, out=None, **_):
-    """K(x, y) = (gamma <x, y> + coef0) ** degree."""
+def _affine_map(X, Y, out, gamma, coef0, finish):
+    """gamma <x, y> + coef0 in the dtype of the product, then ``finish(rows)`` in place,
+    on row chunks that stay in cache."""
     K = _gemm(X, Y, out)
     dt = K.dtype.type
     g, c = dt(gamma), dt(coef0)
-    p = int(degree) if float(degree).is_integer() else dt(degree)
     for rows in _row_chunks(K):
         Kc = K[rows]
         Kc *= g
         Kc += c
-        np.power(Kc, p, out=Kc)
+        finish(Kc)
     return K
+
+
+def polynomial(X, Y, *, gamma, degree, coef0, out=None, **_):
+    """K(x, y) = (gamma <x, y> + coef0) ** degree."""
+
+    def power(Kc):
+        p = int(degree) if float(degree).is_integer() else Kc.dtype.type(degree)
+        return np.power(Kc, p, out=Kc)
+
+    return _affine_map(X, Y, out, gamma, coef0, power)
 
 
 def sigmoid(X, Y, *, gamma, coef0, out=None, **_):
     """K(x, y) = tanh(gamma <x, y> + coef0)."""
-    K = _gemm(X, Y, out)
-    dt = K.dtype.type
-    g, c = dt(gamma), dt(coef0)
-    for rows in _row_chunks(K):
-        Kc = K[rows]
-        Kc *= g
-        Kc += c
-        np.tanh(Kc, out=Kc)
-    return K
+    return _affine_map(X, Y, out, gamma, coef0, lambda Kc: np.tanh(Kc, out=Kc))
 
 
 def _unit_rows(X):
