@@ -208,9 +208,8 @@ def thread_policy(n_threads=None):
         finally:
             if phase is not None:  # torch's count restored (if it joined)
                 _local.torch_phase = None
-                torch = sys.modules.get("torch")
-                if torch is not None and phase["old"] is not None and phase["old"] != phase["n"]:
-                    torch.set_num_threads(phase["old"])
+                if phase["old"] not in (None, phase["n"]):  # torch joined: it is imported
+                    sys.modules["torch"].set_num_threads(phase["old"])
             _local.budget = outer
 
 

@@ -64,21 +64,20 @@ def _msd_sparse(X, sample_weight=None):
     n, d = X.shape
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total = float(n) if w is None else float(w.sum())
+
+    def chunks():  # each row chunk, with the weight of its row for each stored value
+        for start, stop in _sparse.row_chunks(X):
+            chunk = _sparse.row_range(X, start, stop)
+            wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
+            yield chunk, np.repeat(wc, np.diff(chunk.indptr))
+
     s = np.zeros(d)
-    chunks = list(_sparse.row_chunks(X))
-    for start, stop in chunks:
-        chunk = _sparse.row_range(X, start, stop)
-        wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
-        # w^T chunk as a (d,) vector: stored values times their row's weight.
-        we = np.repeat(wc, np.diff(chunk.indptr))
+    for chunk, we in chunks():  # w^T chunk as a (d,) vector
         s += np.bincount(chunk.indices, weights=we * chunk.data, minlength=d)
     mean = s / total
     ss = 0.0
     w_stored = np.zeros(d)
-    for start, stop in chunks:
-        chunk = _sparse.row_range(X, start, stop)
-        wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
-        we = np.repeat(wc, np.diff(chunk.indptr))
+    for chunk, we in chunks():
         dc = chunk.data.astype(np.float64) - mean[chunk.indices]
         ss += float(we @ (dc * dc))
         w_stored += np.bincount(chunk.indices, weights=we, minlength=d)
@@ -205,8 +204,7 @@ class Kernel:
         if not is_tensor(X):
             return self(X, Y, out=out)
         if self._user_func is None:
-            impl = KERNELS[self.name].implementation("torch")
-            return impl.tile(X, Y, out=out, **self.params)
+            return KERNELS[self.name].implementation("torch").tile(X, Y, out=out, **self.params)
         from . import _torch_tiles  # imports torch: only for tensors
 
         return write_into(out, _torch_tiles.call_user(self._user_func, self.params, X, Y))

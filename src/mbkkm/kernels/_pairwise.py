@@ -62,8 +62,7 @@ def _sparse_product(X, Y, out):
     Y = _sparse.as_csr(Y).astype(dt, copy=False) if ys else np.asarray(Y, dtype=dt)
     if xs and ys:
         n_x, n_y = X.shape[0], Y.shape[0]
-        if out is None:
-            out = np.empty((n_x, n_y), dtype=dt)
+        out = np.empty((n_x, n_y), dtype=dt) if out is None else out
         YT = Y.T.tocsr()  # (d, n_y)
         step = max(1, _PRODUCT_ENTRIES // max(1, n_y))
         for start in range(0, n_x, step):

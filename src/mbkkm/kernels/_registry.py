@@ -279,9 +279,7 @@ def kernel_names(
     """
 
     def keep(spec):
-        if transductive is not None and spec.transductive != transductive:
-            return False
-        return backend is None or backend in spec.tiles
+        return transductive in (None, spec.transductive) and backend in (None, *spec.tiles)
 
     names = [n for n, s in KERNELS.items() if keep(s)]
     if include_aliases:
@@ -320,8 +318,7 @@ class _GraphKernelNames(Sequence):
         return len(self._names())
 
     def __contains__(self, name):
-        spec = get_spec(name)
-        return spec is not None and spec.transductive
+        return getattr(get_spec(name), "transductive", False)
 
     def __eq__(self, other):
         return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented

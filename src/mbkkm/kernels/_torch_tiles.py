@@ -19,13 +19,6 @@ import torch
 
 from ._pairwise import write_into
 
-
-def _mm(X, Y, out):
-    if out is None:
-        return X @ Y.T
-    return torch.mm(X, Y.T, out=out)
-
-
 #: Device types on which :func:`rbf_tail` folds the row norms into its GEMM ...
 FOLD_DEVICES = ("cuda",)
 #: ... for blocks of at least this many values (64 MiB in float32). Measured on an
@@ -58,7 +51,7 @@ def row_norms_sq(X):
 
 def linear(X, Y, *, out=None, **_):
     """K(x, y) = <x, y>."""
-    return _mm(X, Y, out)
+    return X @ Y.T if out is None else torch.mm(X, Y.T, out=out)
 
 
 def rbf(X, Y, *, gamma, out=None, **_):
@@ -66,8 +59,7 @@ def rbf(X, Y, *, gamma, out=None, **_):
     # -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |y|^2 - gamma |x|^2: the |y|^2 term
     # rides in the GEMM (addmm's input), the rest in place; clipped at 0 (K <= 1).
     gyy = row_norms_sq(Y).mul_(-gamma)[None, :]
-    if out is None:
-        out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
+    out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
     torch.addmm(gyy, X, Y.T, beta=1.0, alpha=2.0 * gamma, out=out)
     out.sub_(row_norms_sq(X).mul_(gamma)[:, None])
     return out.clamp_max_(0).exp_()
@@ -94,8 +86,7 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
         out = _folded_exponent(X, X.shape[0] - Y.shape[0], gamma, out)
         return out.clamp_max_(0).exp_()
     gxx = row_norms_sq(X).mul_(gamma)
-    if out is None:
-        out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
+    out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
     torch.addmm(
         gxx[X.shape[0] - Y.shape[0] :][None, :], X, Y.T, beta=-1.0, alpha=2.0 * gamma, out=out
     )
@@ -118,8 +109,7 @@ def _folded_exponent(X, start, gamma, out):
     Ya = Xa[start:].clone()
     Ya[:, d] = 1
     Ya[:, d + 1] = half[start:]
-    if out is None:
-        out = X.new_empty((n, n - start))
+    out = X.new_empty((n, n - start)) if out is None else out
     return torch.addmm(out, Xa, Ya.T, beta=0, alpha=2.0 * gamma, out=out)
 
 
@@ -129,12 +119,12 @@ def _power(degree):
 
 def polynomial(X, Y, *, gamma, degree, coef0, out=None, **_):
     """K(x, y) = (gamma <x, y> + coef0) ** degree."""
-    return _mm(X, Y, out).mul_(gamma).add_(coef0).pow_(_power(degree))
+    return linear(X, Y, out=out).mul_(gamma).add_(coef0).pow_(_power(degree))
 
 
 def sigmoid(X, Y, *, gamma, coef0, out=None, **_):
     """K(x, y) = tanh(gamma <x, y> + coef0)."""
-    return _mm(X, Y, out).mul_(gamma).add_(coef0).tanh_()
+    return linear(X, Y, out=out).mul_(gamma).add_(coef0).tanh_()
 
 
 def _unit_rows(X):
@@ -144,7 +134,7 @@ def _unit_rows(X):
 
 def cosine(X, Y, *, out=None, **_):
     """K(x, y) = <x, y> / (|x| |y|) (0 for a zero vector, as in scikit-learn)."""
-    return _mm(_unit_rows(X), _unit_rows(Y), out)
+    return linear(_unit_rows(X), _unit_rows(Y), out=out)
 
 
 def laplacian(X, Y, *, gamma, out=None, **_):
