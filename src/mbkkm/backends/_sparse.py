@@ -188,10 +188,9 @@ def row_norms_sq(X):
     if not sp.issparse(X):
         return np.einsum("ij,ij->i", X, X)
     X = as_csr(X)
-    n = X.shape[0]
     data = X.data[: X.indptr[-1]]
     sq = data * data
-    out = np.zeros(n, dtype=sq.dtype)
+    out = np.zeros(X.shape[0], dtype=sq.dtype)
     starts = X.indptr[:-1]
     nonempty = X.indptr[1:] > starts
     if sq.size:

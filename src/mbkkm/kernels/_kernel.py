@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from .._validation import unknown_name_message
 from ..backends import _sparse, get_backend, is_tensor
 from ..backends._threads import parallel_parts, threads_for
-from ._pairwise import rbf_augment, write_into
+from ._pairwise import check_callable_tile, diag_of_tiles, rbf_augment, write_into
 from ._registry import KERNELS, get_spec, kernel_names
 
 _CHUNK_ROWS = 65536
@@ -215,13 +215,7 @@ class Kernel:
         except Exception as exc:
             raise RuntimeError(f"the callable kernel raised {type(exc).__name__}: {exc}") from exc
         K = K.toarray() if sp.issparse(K) else np.asarray(K)
-        if K.shape != (X.shape[0], Y.shape[0]):
-            raise ValueError(
-                f"kernel: the callable must return an array of shape (n_x, n_y) = "
-                f"({X.shape[0]}, {Y.shape[0]}), got shape {K.shape}"
-            )
-        if not np.issubdtype(K.dtype, np.number) or np.iscomplexobj(K):
-            raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
+        check_callable_tile(K, X, Y, np.issubdtype(K.dtype, np.number) and not np.iscomplexobj(K))
         K = K.astype(X.dtype, copy=False)
         if not np.all(np.isfinite(K)):
             raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
@@ -237,12 +231,7 @@ class Kernel:
             return _torch_tiles.call_user_diag(self._user_func, self.params, X)
         if self._user_func is None:
             return self._diag(X, **self.params)
-        out = np.empty(X.shape[0], dtype=X.dtype)
-        step = 256
-        for start in range(0, X.shape[0], step):
-            chunk = X[start : start + step]
-            out[start : start + step] = np.diagonal(self._call_user(chunk, chunk))
-        return out
+        return diag_of_tiles(self._call_user, X, np.empty(X.shape[0], dtype=X.dtype))
 
 
 def _check_number(value, name, bound=None):

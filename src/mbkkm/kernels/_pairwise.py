@@ -81,6 +81,27 @@ def write_into(out, K):
     return out
 
 
+def diag_of_tiles(tile, X, out, step=256):
+    """K(x, x) for each row of X, into ``out``: the diagonals of the (step x step) tiles
+    ``tile(chunk, chunk)`` (numpy arrays or torch tensors), for a callable kernel."""
+    for start in range(0, X.shape[0], step):
+        chunk = X[start : start + step]
+        out[start : start + step] = tile(chunk, chunk).diagonal()
+    return out
+
+
+def check_callable_tile(K, X, Y, real):
+    """Raise when a callable kernel's tile K (a numpy array or a torch tensor) is not of
+    shape (len(X), len(Y)), or not ``real`` (its dtype is not a real number's)."""
+    if tuple(K.shape) != (X.shape[0], Y.shape[0]):
+        raise ValueError(
+            f"kernel: the callable must return an array of shape (n_x, n_y) = "
+            f"({X.shape[0]}, {Y.shape[0]}), got shape {tuple(K.shape)}"
+        )
+    if not real:
+        raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
+
+
 def _gemm(X, Y, out):
     """``out[:] = X @ Y.T`` without a temporary (shape (n_x, n_y))."""
     if sp.issparse(X) or sp.issparse(Y):

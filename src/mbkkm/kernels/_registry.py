@@ -167,9 +167,7 @@ class KernelSpec:
     @property
     def required_params(self) -> tuple[str, ...]:
         """Graph kernels: the builder's parameters without a default."""
-        if self.builder is None:
-            return ()
-        return tuple(_builder_params(self.builder, required=True))
+        return () if self.builder is None else tuple(_builder_params(self.builder, required=True))
 
     def check_params(self, names) -> None:
         """Raise a ValueError at the first of ``names`` that is not one of :attr:`params`."""

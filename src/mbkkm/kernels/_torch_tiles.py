@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ._pairwise import write_into
+from ._pairwise import check_callable_tile, diag_of_tiles, write_into
 
 #: Device types on which :func:`rbf_tail` folds the row norms into its GEMM ...
 FOLD_DEVICES = ("cuda",)
@@ -190,13 +190,7 @@ def call_user(func, params, X, Y, check_finite=True):
         raise ValueError(
             f"kernel: the callable returned a tensor on {K.device}, expected {X.device}"
         )
-    if tuple(K.shape) != (X.shape[0], Y.shape[0]):
-        raise ValueError(
-            f"kernel: the callable must return an array of shape (n_x, n_y) = "
-            f"({X.shape[0]}, {Y.shape[0]}), got shape {tuple(K.shape)}"
-        )
-    if K.is_complex() or K.dtype == torch.bool:
-        raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
+    check_callable_tile(K, X, Y, not (K.is_complex() or K.dtype == torch.bool))
     K = K.to(X.dtype)
     if check_finite and not bool(torch.isfinite(K).all()):
         raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
@@ -205,10 +199,8 @@ def call_user(func, params, X, Y, check_finite=True):
 
 def call_user_diag(func, params, X, step=256, check_finite=True):
     """K(x, x) of a callable on tensors, from the diagonals of (step x step) tiles."""
-    out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
-    for start in range(0, X.shape[0], step):
-        chunk = X[start : start + step]
-        out[start : start + step] = torch.diagonal(
-            call_user(func, params, chunk, chunk, check_finite=check_finite)
-        )
-    return out
+
+    def tile(A, B):
+        return call_user(func, params, A, B, check_finite=check_finite)
+
+    return diag_of_tiles(tile, X, X.new_empty(X.shape[0]), step)
