@@ -287,7 +287,6 @@ def resolve_kernel(
         )
     if spec.transductive:
         spec.implementation("numpy")  # raises the registry's "graph kernel" ValueError
-    name = spec.name
     if X is not None and sp.issparse(X) and not spec.accepts_sparse:
         raise ValueError(
             f"kernel={kernel!r} does not support sparse X (scikit-learn's "
@@ -318,8 +317,8 @@ def resolve_kernel(
     if "coef0" in spec.params:
         params["coef0"] = float(_check_number(values["coef0"], "coef0"))
     if spec.nonnegative_data and X is not None:
-        check_nonnegative(X, name)
-    return Kernel(name, params)
+        check_nonnegative(X, spec.name)
+    return Kernel(spec.name, params)
 
 
 def check_nonnegative(X, name):

@@ -250,9 +250,7 @@ def _unit_rows(X):
 def cosine_prepare(X, **_):
     """What :func:`cosine` reuses for every tile against the same left operand ``X``:
     its rows scaled to unit length (``X_unit``; sparse X stays sparse)."""
-    if X.dtype.kind != "f":
-        return {}
-    return {"X_unit": _unit_rows(X)}
+    return {"X_unit": _unit_rows(X)} if X.dtype.kind == "f" else {}
 
 
 def cosine(X, Y, *, out=None, X_unit=None, **_):

@@ -244,8 +244,7 @@ def register(spec: KernelSpec) -> KernelSpec:
         if owner is not None and owner != spec.name:
             raise ValueError(f"kernel name {name!r} is already registered for {owner!r}")
     KERNELS[spec.name] = spec
-    for alias in spec.aliases:
-        ALIASES[alias] = spec.name
+    ALIASES.update(dict.fromkeys(spec.aliases, spec.name))
     return spec
 
 
@@ -256,9 +255,7 @@ def canonical_name(name: str) -> str:
 
 def get_spec(name: str) -> KernelSpec | None:
     """The spec of a registry name or alias; None for anything else (a callable...)."""
-    if not isinstance(name, str):
-        return None
-    return KERNELS.get(ALIASES.get(name, name))
+    return KERNELS.get(ALIASES.get(name, name)) if isinstance(name, str) else None
 
 
 def kernel_names(

@@ -83,8 +83,7 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
     if fold is None:
         fold = X.device.type in FOLD_DEVICES and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES
     if fold:
-        out = _folded_exponent(X, X.shape[0] - Y.shape[0], gamma, out)
-        return out.clamp_max_(0).exp_()
+        return _folded_exponent(X, X.shape[0] - Y.shape[0], gamma, out).clamp_max_(0).exp_()
     gxx = row_norms_sq(X).mul_(gamma)
     out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
     torch.addmm(
