@@ -7,7 +7,6 @@ import scipy.sparse as sp
 from mbkkm.backends import numpy_backend
 from mbkkm.backends._sparse import (
     as_csr,
-    nbytes,
     row_norms_sq,
     take_rows,
     vstack_rows,
@@ -98,18 +97,6 @@ def test_as_csr_does_not_modify_its_input():
     assert as_csr(C) is C  # canonical CSR: no copy
     with pytest.raises(TypeError, match=r"scipy\.sparse"):
         as_csr(np.zeros((2, 2)))
-
-
-def test_nbytes():
-    A = _dense(7, 50, 20, np.float32)
-    M = sp.csr_matrix(A)
-    assert nbytes(M) == M.data.nbytes + M.indices.nbytes + M.indptr.nbytes
-    assert nbytes(M.tocsc()) == (
-        M.tocsc().data.nbytes + M.tocsc().indices.nbytes + M.tocsc().indptr.nbytes
-    )
-    coo = M.tocoo()
-    assert nbytes(coo) == coo.data.nbytes + coo.row.nbytes + coo.col.nbytes
-    assert nbytes(A) == A.nbytes
 
 
 def test_numpy_backend_gathers_sparse_rows():

@@ -15,8 +15,6 @@ import scipy.sparse as sp
 from ._sparse import take_rows, vstack_rows
 from ._threads import parallel_parts, threads_for
 
-_BLAS_CONTROLLER = None
-
 #: float64 bytes of one row chunk of the data-driven width (whatever the width of X).
 _MSD_CHUNK_BYTES = 64 * 2**20
 #: Rows of the blocks in which a chunk is converted to float64 (in cache; same sums).
@@ -156,19 +154,16 @@ class NumpyBackend:
         if w is None:
             return 2.0 * _centred_squares(X, step) / total
         s = np.zeros(d)
-        # One float64 chunk alive at a time (``del`` before the next is made).
+        # One float64 chunk alive at a time (a temporary, or ``del`` before the next).
         for start in range(0, n, step):
-            chunk = np.asarray(X[start : start + step], dtype=np.float64)
-            s += w[start : start + step] @ chunk
-            del chunk
+            s += w[start : start + step] @ np.asarray(X[start : start + step], dtype=np.float64)
         mean = s / total
         ss = 0.0
         for start in range(0, n, step):
             chunk = np.array(X[start : start + step], dtype=np.float64)
             chunk -= mean
-            sq = np.einsum("ij,ij->i", chunk, chunk)
+            ss += float(w[start : start + step] @ np.einsum("ij,ij->i", chunk, chunk))
             del chunk
-            ss += float(w[start : start + step] @ sq)
         return 2.0 * ss / total
 
     # ---------------------------------------------- full-batch Lloyd (KernelKMeans)

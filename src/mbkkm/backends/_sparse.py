@@ -13,7 +13,6 @@ function whatever the input is:
 ``row_chunks``         row ranges of at most a given number of stored values
 ``vstack_rows``        rows of several matrices, one under the other
 ``row_norms_sq``       ||x||^2 of each row, never densifying
-``nbytes``             memory held by X (data + indices + indptr for CSR)
 =====================  ======================================================
 
 A sparse result always has sorted column indices (scipy's canonical format), the
@@ -29,7 +28,6 @@ import scipy.sparse as sp
 __all__ = [
     "as_csr",
     "is_sparse",
-    "nbytes",
     "row_chunks",
     "row_norms_sq",
     "row_range",
@@ -42,9 +40,8 @@ __all__ = [
 CHUNK_NNZ = 2**19
 
 
-def is_sparse(X):
-    """Whether X is a scipy.sparse matrix or array (any format)."""
-    return sp.issparse(X)
+#: Whether X is a scipy.sparse matrix or array (any format).
+is_sparse = sp.issparse
 
 
 def to_dense(X):
@@ -76,12 +73,6 @@ def as_csr(X):
     return X
 
 
-def _sorted(X):
-    if not X.has_sorted_indices:
-        X.sort_indices()
-    return X
-
-
 def take_rows(X, idx):
     """``X[idx]``: the rows ``idx`` (repeats allowed), in that order, as a copy.
 
@@ -98,7 +89,9 @@ def take_rows(X, idx):
         return X[idx]
     if X.format != "csr":
         X = as_csr(X)
-    return _sorted(X[np.asarray(idx, dtype=np.intp)])
+    rows = X[np.asarray(idx, dtype=np.intp)]
+    rows.sort_indices()  # a no-op when scipy kept them sorted
+    return rows
 
 
 def row_range(X, start, stop):
@@ -180,7 +173,9 @@ def vstack_rows(parts):
     if len(d) != 1:
         raise ValueError(f"vstack_rows: the parts have different numbers of columns {sorted(d)}")
     dtype = np.result_type(*[p.dtype for p in parts])
-    return _sorted(sp.vstack(parts, format="csr", dtype=dtype))
+    stacked = sp.vstack(parts, format="csr", dtype=dtype)
+    stacked.sort_indices()
+    return stacked
 
 
 def row_norms_sq(X):
@@ -193,10 +188,9 @@ def row_norms_sq(X):
     if not sp.issparse(X):
         return np.einsum("ij,ij->i", X, X)
     X = as_csr(X)
-    n = X.shape[0]
     data = X.data[: X.indptr[-1]]
     sq = data * data
-    out = np.zeros(n, dtype=sq.dtype)
+    out = np.zeros(X.shape[0], dtype=sq.dtype)
     starts = X.indptr[:-1]
     nonempty = X.indptr[1:] > starts
     if sq.size:
@@ -204,17 +198,3 @@ def row_norms_sq(X):
         # between own no entries, so that is exactly row i.
         out[nonempty] = np.add.reduceat(sq, starts[nonempty])
     return out
-
-
-def nbytes(X):
-    """Bytes that X holds: ``data + indices + indptr`` for CSR/CSC, ``X.nbytes`` otherwise.
-
-    For memory planning (how many rows fit a budget). For COO, ``data + row + col``.
-    """
-    if not sp.issparse(X):
-        return int(X.nbytes) if hasattr(X, "nbytes") else int(np.asarray(X).nbytes)
-    if X.format in ("csr", "csc", "bsr"):
-        return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
-    if X.format == "coo":
-        return int(X.data.nbytes + X.row.nbytes + X.col.nbytes)
-    return nbytes(X.tocsr())

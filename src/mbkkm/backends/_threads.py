@@ -69,17 +69,9 @@ _local = threading.local()  # .budget: the thread count of this thread's current
 @functools.lru_cache(maxsize=1)
 def _physical_cpus():
     """Physical cores this process may use (affinity and cgroup quota included)."""
-    try:
-        from joblib import cpu_count  # scikit-learn's own choice (a dependency of it)
+    from joblib import cpu_count  # scikit-learn's own choice (a dependency of it)
 
-        return max(1, int(cpu_count(only_physical_cores=True)))
-    except Exception:  # pragma: no cover - joblib comes with scikit-learn
-        return max(
-            1,
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1,
-        )
+    return max(1, int(cpu_count(only_physical_cores=True)))
 
 
 def _pools():
@@ -216,9 +208,8 @@ def thread_policy(n_threads=None):
         finally:
             if phase is not None:  # torch's count restored (if it joined)
                 _local.torch_phase = None
-                torch = sys.modules.get("torch")
-                if torch is not None and phase["old"] is not None and phase["old"] != phase["n"]:
-                    torch.set_num_threads(phase["old"])
+                if phase["old"] not in (None, phase["n"]):  # torch joined: it is imported
+                    sys.modules["torch"].set_num_threads(phase["old"])
             _local.budget = outer
 
 

@@ -11,6 +11,7 @@ entries); the backend never calls the kernel.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -23,23 +24,20 @@ _NP_TO_TORCH = {
 }
 
 
+@dataclass(frozen=True, repr=False)
 class TorchBackend:
-    """Array operations of the core on torch tensors of one device."""
+    """Array operations of the core on torch tensors of one device (equal backends:
+    the same device)."""
 
+    device: torch.device
     name = "torch"
+    is_host = False
 
-    def __init__(self, device):
-        self.device = torch.device(device)
-        self.is_host = False
+    def __post_init__(self):
+        object.__setattr__(self, "device", torch.device(self.device))
 
     def __repr__(self):
         return f"TorchBackend({str(self.device)!r})"
-
-    def __eq__(self, other):
-        return isinstance(other, TorchBackend) and other.device == self.device
-
-    def __hash__(self):
-        return hash(("torch", str(self.device)))
 
     # ------------------------------------------------------------ conversions
     def _dtype(self, dtype):
@@ -60,7 +58,10 @@ class TorchBackend:
         return np.asarray(x)
 
     def index(self, idx):
-        """Host integer indices -> an int64 tensor on this device (for gathers)."""
+        """Host integer indices -> an int64 tensor on this device (for gathers); a
+        tensor is used as it is."""
+        if isinstance(idx, torch.Tensor):
+            return idx
         return torch.from_numpy(np.ascontiguousarray(idx, dtype=np.int64)).to(self.device)
 
     def float_dtype(self, x):
@@ -81,11 +82,9 @@ class TorchBackend:
         rows of M. Host arrays are uploaded; device tensors are used as they are.
         """
         n_rows = len(indptr) - 1
-        crow = self._index_tensor(indptr)
+        crow = self.index(indptr)
         col = (
-            torch.arange(A.shape[0], device=self.device)
-            if indices is None
-            else self._index_tensor(indices)
+            torch.arange(A.shape[0], device=self.device) if indices is None else self.index(indices)
         )
         vals = self.asarray(data, dtype=A.dtype)
         if n_rows == 0 or col.shape[0] == 0:
@@ -94,11 +93,6 @@ class TorchBackend:
             warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
             M = torch.sparse_csr_tensor(crow, col, vals, size=(n_rows, A.shape[0]))
             return M @ A
-
-    def _index_tensor(self, idx):
-        if isinstance(idx, torch.Tensor):
-            return idx
-        return self.index(np.asarray(idx))
 
     def distances_T(self, P, diag, norms):
         """D[j, x] = K(x, x) - 2 P[j, x] + c_j, in place in P, shape (k, n)."""

@@ -9,6 +9,15 @@ Any callable ``k(X, Y) -> (n_x, n_y)`` is accepted too (on every backend), and t
 estimators take ``kernel="precomputed"``.
 """
 
+from ._gamma import kernel_gamma
+from ._graph import (
+    KNNGraph,
+    LowRankKernel,
+    kernel_block,
+    kernel_diagonal,
+    knn_adjacency,
+    knn_kernel,
+)
 from ._kernel import Kernel, graph_kernel_matrix, mean_squared_pairwise_distance, resolve_kernel
 from ._registry import (
     ALIASES,
@@ -24,13 +33,16 @@ from ._registry import (
     kernel_names,
     register,
 )
+from ._spectral import heat_kernel
 
 __all__ = [
     "ALIASES",
     "GRAPH_KERNELS",
     "KERNELS",
+    "KNNGraph",
     "Kernel",
     "KernelSpec",
+    "LowRankKernel",
     "Tiles",
     "canonical_name",
     "check_backend_kernel",
@@ -38,32 +50,16 @@ __all__ = [
     "describe_kernels",
     "get_spec",
     "graph_kernel_matrix",
-    "kernel_names",
-    "mean_squared_pairwise_distance",
-    "register",
-    "resolve_kernel",
-]
-
-from ._gamma import kernel_gamma
-from ._graph import (
-    KNNGraph,
-    LowRankKernel,
-    kernel_block,
-    kernel_diagonal,
-    knn_adjacency,
-    knn_kernel,
-)
-from ._spectral import heat_kernel
-
-__all__ += [
-    "KNNGraph",
-    "LowRankKernel",
     "heat_kernel",
     "kernel_block",
     "kernel_diagonal",
     "kernel_gamma",
+    "kernel_names",
     "knn_adjacency",
     "knn_kernel",
+    "mean_squared_pairwise_distance",
+    "register",
+    "resolve_kernel",
 ]
 
 if __doc__ is not None:  # None under python -OO

@@ -130,9 +130,7 @@ def check_precomputed_matrix(K, what="X", tile=256):
             f"kernel matrix, got shape {K.shape}"
         )
     n = K.shape[0]
-    diag = np.asarray(
-        np.diagonal(K) if isinstance(K, np.ndarray) else kernel_diagonal(K), dtype=np.float64
-    )
+    diag = np.asarray(kernel_diagonal(K), dtype=np.float64)
     if np.any(diag < 0):
         i = int(np.flatnonzero(diag < 0)[0])
         raise ValueError(

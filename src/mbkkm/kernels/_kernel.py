@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from .._validation import unknown_name_message
 from ..backends import _sparse, get_backend, is_tensor
 from ..backends._threads import parallel_parts, threads_for
-from ._pairwise import rbf_augment, write_into
+from ._pairwise import check_callable_tile, diag_of_tiles, rbf_augment, write_into
 from ._registry import KERNELS, get_spec, kernel_names
 
 _CHUNK_ROWS = 65536
@@ -64,21 +64,20 @@ def _msd_sparse(X, sample_weight=None):
     n, d = X.shape
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total = float(n) if w is None else float(w.sum())
+
+    def chunks():  # each row chunk, with the weight of its row for each stored value
+        for start, stop in _sparse.row_chunks(X):
+            chunk = _sparse.row_range(X, start, stop)
+            wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
+            yield chunk, np.repeat(wc, np.diff(chunk.indptr))
+
     s = np.zeros(d)
-    chunks = list(_sparse.row_chunks(X))
-    for start, stop in chunks:
-        chunk = _sparse.row_range(X, start, stop)
-        wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
-        # w^T chunk as a (d,) vector: stored values times their row's weight.
-        we = np.repeat(wc, np.diff(chunk.indptr))
+    for chunk, we in chunks():  # w^T chunk as a (d,) vector
         s += np.bincount(chunk.indices, weights=we * chunk.data, minlength=d)
     mean = s / total
     ss = 0.0
     w_stored = np.zeros(d)
-    for start, stop in chunks:
-        chunk = _sparse.row_range(X, start, stop)
-        wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
-        we = np.repeat(wc, np.diff(chunk.indptr))
+    for chunk, we in chunks():
         dc = chunk.data.astype(np.float64) - mean[chunk.indices]
         ss += float(we @ (dc * dc))
         w_stored += np.bincount(chunk.indices, weights=we, minlength=d)
@@ -205,8 +204,7 @@ class Kernel:
         if not is_tensor(X):
             return self(X, Y, out=out)
         if self._user_func is None:
-            impl = KERNELS[self.name].implementation("torch")
-            return impl.tile(X, Y, out=out, **self.params)
+            return KERNELS[self.name].implementation("torch").tile(X, Y, out=out, **self.params)
         from . import _torch_tiles  # imports torch: only for tensors
 
         return write_into(out, _torch_tiles.call_user(self._user_func, self.params, X, Y))
@@ -217,13 +215,7 @@ class Kernel:
         except Exception as exc:
             raise RuntimeError(f"the callable kernel raised {type(exc).__name__}: {exc}") from exc
         K = K.toarray() if sp.issparse(K) else np.asarray(K)
-        if K.shape != (X.shape[0], Y.shape[0]):
-            raise ValueError(
-                f"kernel: the callable must return an array of shape (n_x, n_y) = "
-                f"({X.shape[0]}, {Y.shape[0]}), got shape {K.shape}"
-            )
-        if not np.issubdtype(K.dtype, np.number) or np.iscomplexobj(K):
-            raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
+        check_callable_tile(K, X, Y, np.issubdtype(K.dtype, np.number) and not np.iscomplexobj(K))
         K = K.astype(X.dtype, copy=False)
         if not np.all(np.isfinite(K)):
             raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
@@ -239,12 +231,7 @@ class Kernel:
             return _torch_tiles.call_user_diag(self._user_func, self.params, X)
         if self._user_func is None:
             return self._diag(X, **self.params)
-        out = np.empty(X.shape[0], dtype=X.dtype)
-        step = 256
-        for start in range(0, X.shape[0], step):
-            chunk = X[start : start + step]
-            out[start : start + step] = np.diagonal(self._call_user(chunk, chunk))
-        return out
+        return diag_of_tiles(self._call_user, X, np.empty(X.shape[0], dtype=X.dtype))
 
 
 def _check_number(value, name, bound=None):
@@ -300,7 +287,6 @@ def resolve_kernel(
         )
     if spec.transductive:
         spec.implementation("numpy")  # raises the registry's "graph kernel" ValueError
-    name = spec.name
     if X is not None and sp.issparse(X) and not spec.accepts_sparse:
         raise ValueError(
             f"kernel={kernel!r} does not support sparse X (scikit-learn's "
@@ -331,8 +317,8 @@ def resolve_kernel(
     if "coef0" in spec.params:
         params["coef0"] = float(_check_number(values["coef0"], "coef0"))
     if spec.nonnegative_data and X is not None:
-        check_nonnegative(X, name)
-    return Kernel(name, params)
+        check_nonnegative(X, spec.name)
+    return Kernel(spec.name, params)
 
 
 def check_nonnegative(X, name):

@@ -23,16 +23,17 @@ are untouched: each function tests ``issparse`` once and branches.
 - rbf: -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |x|^2 - gamma |y|^2, from the
   same product and the row norms (the augmented GEMM needs dense rows).
 - cosine: the rows are scaled to unit norm (zero rows stay zero) before the product.
-- laplacian: scikit-learn's ``manhattan_distances``, which has a sparse path.
+- laplacian: scikit-learn's ``laplacian_kernel``, which has a sparse path.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel, manhattan_distances
+from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel
 
 from ..backends import _sparse
+from ..backends._sparse import row_norms_sq
 
 
 def _tile_dtype(X, Y):
@@ -61,8 +62,7 @@ def _sparse_product(X, Y, out):
     Y = _sparse.as_csr(Y).astype(dt, copy=False) if ys else np.asarray(Y, dtype=dt)
     if xs and ys:
         n_x, n_y = X.shape[0], Y.shape[0]
-        if out is None:
-            out = np.empty((n_x, n_y), dtype=dt)
+        out = np.empty((n_x, n_y), dtype=dt) if out is None else out
         YT = Y.T.tocsr()  # (d, n_y)
         step = max(1, _PRODUCT_ENTRIES // max(1, n_y))
         for start in range(0, n_x, step):
@@ -70,10 +70,7 @@ def _sparse_product(X, Y, out):
             (_sparse.row_range(X, start, stop) @ YT).toarray(out=out[start:stop])
         return out
     P = X @ Y.T if xs else (Y @ X.T).T  # dense (n_x, n_y), C or F order
-    if out is None:
-        return np.ascontiguousarray(P)
-    out[...] = P
-    return out
+    return np.ascontiguousarray(P) if out is None else write_into(out, P)
 
 
 def write_into(out, K):
@@ -84,6 +81,27 @@ def write_into(out, K):
     return out
 
 
+def diag_of_tiles(tile, X, out, step=256):
+    """K(x, x) for each row of X, into ``out``: the diagonals of the (step x step) tiles
+    ``tile(chunk, chunk)`` (numpy arrays or torch tensors), for a callable kernel."""
+    for start in range(0, X.shape[0], step):
+        chunk = X[start : start + step]
+        out[start : start + step] = tile(chunk, chunk).diagonal()
+    return out
+
+
+def check_callable_tile(K, X, Y, real):
+    """Raise when a callable kernel's tile K (a numpy array or a torch tensor) is not of
+    shape (len(X), len(Y)), or not ``real`` (its dtype is not a real number's)."""
+    if tuple(K.shape) != (X.shape[0], Y.shape[0]):
+        raise ValueError(
+            f"kernel: the callable must return an array of shape (n_x, n_y) = "
+            f"({X.shape[0]}, {Y.shape[0]}), got shape {tuple(K.shape)}"
+        )
+    if not real:
+        raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
+
+
 def _gemm(X, Y, out):
     """``out[:] = X @ Y.T`` without a temporary (shape (n_x, n_y))."""
     if sp.issparse(X) or sp.issparse(Y):
@@ -92,13 +110,6 @@ def _gemm(X, Y, out):
         return X @ Y.T
     np.matmul(X, Y.T, out=out)
     return out
-
-
-def row_norms_sq(X):
-    """Squared Euclidean norm of each row, shape (n,), in X's dtype (X dense or sparse)."""
-    if sp.issparse(X):
-        return _sparse.row_norms_sq(X)
-    return np.einsum("ij,ij->i", X, X)
 
 
 def _row_chunks(K):
@@ -195,31 +206,33 @@ def _rbf_sparse(X, Y, gamma, out, X_norms_sq, Y_norms_sq):
     return K
 
 
-def polynomial(X, Y, *, gamma, degree, coef0, out=None, **_):
-    """K(x, y) = (gamma <x, y> + coef0) ** degree."""
+def _affine_map(X, Y, out, gamma, coef0, finish):
+    """gamma <x, y> + coef0 in the dtype of the product, then ``finish(rows)`` in place,
+    on row chunks that stay in cache."""
     K = _gemm(X, Y, out)
     dt = K.dtype.type
     g, c = dt(gamma), dt(coef0)
-    p = int(degree) if float(degree).is_integer() else dt(degree)
     for rows in _row_chunks(K):
         Kc = K[rows]
         Kc *= g
         Kc += c
-        np.power(Kc, p, out=Kc)
+        finish(Kc)
     return K
+
+
+def polynomial(X, Y, *, gamma, degree, coef0, out=None, **_):
+    """K(x, y) = (gamma <x, y> + coef0) ** degree."""
+
+    def power(Kc):
+        p = int(degree) if float(degree).is_integer() else Kc.dtype.type(degree)
+        return np.power(Kc, p, out=Kc)
+
+    return _affine_map(X, Y, out, gamma, coef0, power)
 
 
 def sigmoid(X, Y, *, gamma, coef0, out=None, **_):
     """K(x, y) = tanh(gamma <x, y> + coef0)."""
-    K = _gemm(X, Y, out)
-    dt = K.dtype.type
-    g, c = dt(gamma), dt(coef0)
-    for rows in _row_chunks(K):
-        Kc = K[rows]
-        Kc *= g
-        Kc += c
-        np.tanh(Kc, out=Kc)
-    return K
+    return _affine_map(X, Y, out, gamma, coef0, lambda Kc: np.tanh(Kc, out=Kc))
 
 
 def _unit_rows(X):
@@ -237,9 +250,7 @@ def _unit_rows(X):
 def cosine_prepare(X, **_):
     """What :func:`cosine` reuses for every tile against the same left operand ``X``:
     its rows scaled to unit length (``X_unit``; sparse X stays sparse)."""
-    if X.dtype.kind != "f":
-        return {}
-    return {"X_unit": _unit_rows(X)}
+    return {"X_unit": _unit_rows(X)} if X.dtype.kind == "f" else {}
 
 
 def cosine(X, Y, *, out=None, X_unit=None, **_):
@@ -251,28 +262,18 @@ def cosine(X, Y, *, out=None, X_unit=None, **_):
 
 
 def laplacian(X, Y, *, gamma, out=None, **_):
-    """K(x, y) = exp(-gamma ||x - y||_1)."""
-    if sp.issparse(X) or sp.issparse(Y):
-        return _laplacian_sparse(X, Y, gamma, out)
-    return write_into(out, laplacian_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False))
+    """K(x, y) = exp(-gamma ||x - y||_1).
 
-
-def _laplacian_sparse(X, Y, gamma, out):
-    """laplacian when X or Y is sparse: scikit-learn's sparse L1 distances, then exp.
-
-    ``manhattan_distances`` turns a dense operand into CSR and merges the sorted
-    column indices of every pair of rows (O(n_x n_y (nnz_x + nnz_y)), in float64).
+    Sparse X or Y: scikit-learn's sparse L1 distances (it turns a dense operand into
+    CSR and merges the sorted column indices of every pair of rows, O(n_x n_y
+    (nnz_x + nnz_y)), in float64), never densified; the tile in
+    ``result_type(X.dtype, Y.dtype)``.
     """
-    dt = _tile_dtype(X, Y)
-    Xc = _sparse.as_csr(X) if sp.issparse(X) else sp.csr_matrix(np.asarray(X))
-    Yc = _sparse.as_csr(Y) if sp.issparse(Y) else sp.csr_matrix(np.asarray(Y))
-    D = manhattan_distances(Xc, Yc)  # float64 (n_x, n_y)
-    D *= -gamma
-    np.exp(D, out=D)
-    if out is None:
-        return D.astype(dt, copy=False)
-    out[...] = D
-    return out
+    dt = X.dtype
+    if sp.issparse(X) or sp.issparse(Y):
+        dt = _tile_dtype(X, Y)
+        X, Y = (_sparse.as_csr(A) if sp.issparse(A) else A for A in (X, Y))
+    return write_into(out, laplacian_kernel(X, Y, gamma=gamma).astype(dt, copy=False))
 
 
 def chi2(X, Y, *, gamma, out=None, **_):

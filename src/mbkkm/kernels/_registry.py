@@ -167,9 +167,7 @@ class KernelSpec:
     @property
     def required_params(self) -> tuple[str, ...]:
         """Graph kernels: the builder's parameters without a default."""
-        if self.builder is None:
-            return ()
-        return tuple(_builder_params(self.builder, required=True))
+        return () if self.builder is None else tuple(_builder_params(self.builder, required=True))
 
     def check_params(self, names) -> None:
         """Raise a ValueError at the first of ``names`` that is not one of :attr:`params`."""
@@ -246,8 +244,7 @@ def register(spec: KernelSpec) -> KernelSpec:
         if owner is not None and owner != spec.name:
             raise ValueError(f"kernel name {name!r} is already registered for {owner!r}")
     KERNELS[spec.name] = spec
-    for alias in spec.aliases:
-        ALIASES[alias] = spec.name
+    ALIASES.update(dict.fromkeys(spec.aliases, spec.name))
     return spec
 
 
@@ -258,9 +255,7 @@ def canonical_name(name: str) -> str:
 
 def get_spec(name: str) -> KernelSpec | None:
     """The spec of a registry name or alias; None for anything else (a callable...)."""
-    if not isinstance(name, str):
-        return None
-    return KERNELS.get(ALIASES.get(name, name))
+    return KERNELS.get(ALIASES.get(name, name)) if isinstance(name, str) else None
 
 
 def kernel_names(
@@ -279,9 +274,7 @@ def kernel_names(
     """
 
     def keep(spec):
-        if transductive is not None and spec.transductive != transductive:
-            return False
-        return backend is None or backend in spec.tiles
+        return transductive in (None, spec.transductive) and backend in (None, *spec.tiles)
 
     names = [n for n, s in KERNELS.items() if keep(s)]
     if include_aliases:
@@ -320,8 +313,7 @@ class _GraphKernelNames(Sequence):
         return len(self._names())
 
     def __contains__(self, name):
-        spec = get_spec(name)
-        return spec is not None and spec.transductive
+        return getattr(get_spec(name), "transductive", False)
 
     def __eq__(self, other):
         return tuple(self) == tuple(other) if isinstance(other, Sequence) else NotImplemented

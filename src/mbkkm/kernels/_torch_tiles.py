@@ -17,14 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ._pairwise import write_into
-
-
-def _mm(X, Y, out):
-    if out is None:
-        return X @ Y.T
-    return torch.mm(X, Y.T, out=out)
-
+from ._pairwise import check_callable_tile, diag_of_tiles, write_into
 
 #: Device types on which :func:`rbf_tail` folds the row norms into its GEMM ...
 FOLD_DEVICES = ("cuda",)
@@ -58,7 +51,7 @@ def row_norms_sq(X):
 
 def linear(X, Y, *, out=None, **_):
     """K(x, y) = <x, y>."""
-    return _mm(X, Y, out)
+    return X @ Y.T if out is None else torch.mm(X, Y.T, out=out)
 
 
 def rbf(X, Y, *, gamma, out=None, **_):
@@ -66,8 +59,7 @@ def rbf(X, Y, *, gamma, out=None, **_):
     # -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |y|^2 - gamma |x|^2: the |y|^2 term
     # rides in the GEMM (addmm's input), the rest in place; clipped at 0 (K <= 1).
     gyy = row_norms_sq(Y).mul_(-gamma)[None, :]
-    if out is None:
-        out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
+    out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
     torch.addmm(gyy, X, Y.T, beta=1.0, alpha=2.0 * gamma, out=out)
     out.sub_(row_norms_sq(X).mul_(gamma)[:, None])
     return out.clamp_max_(0).exp_()
@@ -91,11 +83,9 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
     if fold is None:
         fold = X.device.type in FOLD_DEVICES and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES
     if fold:
-        out = _folded_exponent(X, X.shape[0] - Y.shape[0], gamma, out)
-        return out.clamp_max_(0).exp_()
+        return _folded_exponent(X, X.shape[0] - Y.shape[0], gamma, out).clamp_max_(0).exp_()
     gxx = row_norms_sq(X).mul_(gamma)
-    if out is None:
-        out = torch.empty((X.shape[0], Y.shape[0]), dtype=X.dtype, device=X.device)
+    out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
     torch.addmm(
         gxx[X.shape[0] - Y.shape[0] :][None, :], X, Y.T, beta=-1.0, alpha=2.0 * gamma, out=out
     )
@@ -118,8 +108,7 @@ def _folded_exponent(X, start, gamma, out):
     Ya = Xa[start:].clone()
     Ya[:, d] = 1
     Ya[:, d + 1] = half[start:]
-    if out is None:
-        out = X.new_empty((n, n - start))
+    out = X.new_empty((n, n - start)) if out is None else out
     return torch.addmm(out, Xa, Ya.T, beta=0, alpha=2.0 * gamma, out=out)
 
 
@@ -129,12 +118,12 @@ def _power(degree):
 
 def polynomial(X, Y, *, gamma, degree, coef0, out=None, **_):
     """K(x, y) = (gamma <x, y> + coef0) ** degree."""
-    return _mm(X, Y, out).mul_(gamma).add_(coef0).pow_(_power(degree))
+    return linear(X, Y, out=out).mul_(gamma).add_(coef0).pow_(_power(degree))
 
 
 def sigmoid(X, Y, *, gamma, coef0, out=None, **_):
     """K(x, y) = tanh(gamma <x, y> + coef0)."""
-    return _mm(X, Y, out).mul_(gamma).add_(coef0).tanh_()
+    return linear(X, Y, out=out).mul_(gamma).add_(coef0).tanh_()
 
 
 def _unit_rows(X):
@@ -144,7 +133,7 @@ def _unit_rows(X):
 
 def cosine(X, Y, *, out=None, **_):
     """K(x, y) = <x, y> / (|x| |y|) (0 for a zero vector, as in scikit-learn)."""
-    return _mm(_unit_rows(X), _unit_rows(Y), out)
+    return linear(_unit_rows(X), _unit_rows(Y), out=out)
 
 
 def laplacian(X, Y, *, gamma, out=None, **_):
@@ -200,13 +189,7 @@ def call_user(func, params, X, Y, check_finite=True):
         raise ValueError(
             f"kernel: the callable returned a tensor on {K.device}, expected {X.device}"
         )
-    if tuple(K.shape) != (X.shape[0], Y.shape[0]):
-        raise ValueError(
-            f"kernel: the callable must return an array of shape (n_x, n_y) = "
-            f"({X.shape[0]}, {Y.shape[0]}), got shape {tuple(K.shape)}"
-        )
-    if K.is_complex() or K.dtype == torch.bool:
-        raise TypeError(f"kernel: the callable returned non-real dtype {K.dtype}")
+    check_callable_tile(K, X, Y, not (K.is_complex() or K.dtype == torch.bool))
     K = K.to(X.dtype)
     if check_finite and not bool(torch.isfinite(K).all()):
         raise ValueError("kernel: the callable returned non-finite values (NaN or inf)")
@@ -215,10 +198,8 @@ def call_user(func, params, X, Y, check_finite=True):
 
 def call_user_diag(func, params, X, step=256, check_finite=True):
     """K(x, x) of a callable on tensors, from the diagonals of (step x step) tiles."""
-    out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
-    for start in range(0, X.shape[0], step):
-        chunk = X[start : start + step]
-        out[start : start + step] = torch.diagonal(
-            call_user(func, params, chunk, chunk, check_finite=check_finite)
-        )
-    return out
+
+    def tile(A, B):
+        return call_user(func, params, A, B, check_finite=check_finite)
+
+    return diag_of_tiles(tile, X, X.new_empty(X.shape[0]), step)
