@@ -66,3 +66,26 @@ def test_a_memmap_is_checked_like_the_array(tmp_path):
     np.save(path, K)
     with pytest.raises(ValueError, match=r"K\[0, 39\]"):
         check_precomputed_matrix(np.load(path, mmap_mode="r"), tile=8)
+
+
+class _Reads(np.ndarray):
+    """An array that records the shape of every block of it that is read."""
+
+    def __getitem__(self, key):
+        out = super().__getitem__(key)
+        if isinstance(out, np.ndarray) and out.ndim == 2:
+            self.reads.append(out.shape)
+        return out
+
+
+def test_reads_tiles_never_whole_rows_or_columns():
+    # the point of the tiles: a memory-mapped matrix read block by block, each block
+    # and its mirror small enough to stay in cache (never a block of whole columns,
+    # which touches every page of the file once per block of rows)
+    K = _gram(50, np.float64).view(_Reads)
+    K.reads = []
+    check_precomputed_matrix(K, tile=8)
+    assert K.reads and max(r * c for r, c in K.reads) <= 8 * 8
+    # the upper triangle of tiles and their mirrors: each tile pair read once
+    n_tiles = -(-50 // 8)
+    assert len(K.reads) == 2 * n_tiles * (n_tiles + 1) // 2

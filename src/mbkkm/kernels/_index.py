@@ -141,16 +141,21 @@ def check_precomputed_matrix(K, what="X", tile=256):
         return diag
     scale = float(np.max(np.abs(diag), initial=0.0))
     rtol = float(np.sqrt(np.finfo(np.result_type(K.dtype, np.float32)).eps))
-    step = max(1, 2**22 // max(n, 1))  # about 4M entries per block of rows
-    for r0 in range(0, n, step):
-        rows = np.asarray(K[r0 : r0 + step], dtype=np.float64)
-        scale = max(scale, float(np.max(np.abs(rows), initial=0.0)))
-        gap = np.abs(rows - np.asarray(K[:, r0 : r0 + step], dtype=np.float64).T)
-        if np.max(gap, initial=0.0) > rtol * max(scale, np.finfo(np.float64).tiny):
-            i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
-            i += r0
-            raise ValueError(
-                f"kernel='precomputed': {what} is not a symmetric kernel matrix "
-                f"(K[{i}, {j}] = {K[i, j]:.6g} but K[{j}, {i}] = {K[j, i]:.6g})"
+    for r0 in range(0, n, tile):
+        for c0 in range(r0, n, tile):
+            upper = np.asarray(K[r0 : r0 + tile, c0 : c0 + tile], dtype=np.float64)
+            mirror = np.asarray(K[c0 : c0 + tile, r0 : r0 + tile], dtype=np.float64).T
+            scale = max(
+                scale,
+                float(np.max(np.abs(upper), initial=0.0)),
+                float(np.max(np.abs(mirror), initial=0.0)),
             )
+            gap = np.abs(upper - mirror)
+            if np.max(gap, initial=0.0) > rtol * max(scale, np.finfo(np.float64).tiny):
+                i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)
+                i, j = i + r0, j + c0
+                raise ValueError(
+                    f"kernel='precomputed': {what} is not a symmetric kernel matrix "
+                    f"(K[{i}, {j}] = {K[i, j]:.6g} but K[{j}, {i}] = {K[j, i]:.6g})"
+                )
     return diag
