@@ -467,9 +467,9 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     """
     nx = get_backend(state.support, Xb)
     kernel = cfg.kernel
-    b = Xb.shape[0]
+    k, b = state.n_clusters, Xb.shape[0]
 
-    # 1-2. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block
+    # 1. The iteration's kernel work, K(S, B) (m, b), reduced at once to the block
     # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b). (K(B, B) (b, b) comes in step 5,
     # reduced the same way.)
     dtype = _out_dtype(kernel, Xb, nx)
@@ -481,53 +481,6 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
         state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
     )
 
-    def new_block_sums(lay, plan):
-        if cfg.objective_after:
-            # QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every batch point x (the
-            # centres after the update, for f_B(C_{i+1})), from K(B, B) (symmetric).
-            QB = _chunked_products(
-                state, kernel, nx, Xb, Xb, (lay.new_ptr, lay.new_pos, lay.u_new), cols, "K_BB"
-            )
-            return QB, QB.reshape(-1)[lay.gram.self_flat]
-        # only the same-block values of K(B, B) are needed: about 1 / p of it
-        self_vals = _self_sums_in_parts(
-            state, kernel, nx, Xb, lay.new_pos, lay.new_ptr, lay.u_new, cols
-        )
-        return None, self_vals
-
-    def new_support(lay, plan):
-        # the kept rows, then the batch rows of the new blocks (dense: one buffer and
-        # two gathers; CSR rows stay CSR)
-        return nx.new_support(state.support, lay.rows_kept, Xb, lay.new_pos)
-
-    return advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_weight)
-
-
-def advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_weight=None):
-    """Steps 2-5 of an iteration, from the block sums Q of the batch (in place on state).
-
-    Parameters
-    ----------
-    state : WindowState
-    nx : backend
-    cfg : StepConfig
-    Q : ndarray of shape (nb, b)
-        Q[q, x] = sum_{s in q} u_s K(s, x) for the blocks q and the batch points x.
-    diag : ndarray of shape (b,)
-        K(x, x) of the batch points.
-    new_block_sums : callable
-        ``new_block_sums(layout, plan) -> (QB or None, self_vals)``: the new blocks'
-        sums QB[r, x] = sum_{y in r} u_y K(y, x) over the batch (needed with early
-        stopping), and v[x] = QB[r(x), x] for every new point x, in new-point order.
-    new_support : callable
-        ``new_support(layout, plan)``: the support items of the new layout.
-    batch_weight : ndarray of shape (b,) or None
-
-    Returns
-    -------
-    StepResult
-    """
-    k = state.n_clusters
     # 2. P = Lambda Q (k, b); distances; labels.
     P = center_products(Q, state, nx)
     labels, mind = labels_and_minima(nx.distances_T(P, diag, state.norms))
@@ -545,9 +498,23 @@ def advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_
     lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
     g = lay.gram
 
-    # 5. The new block Gram H' (k, L, L), flat: the kept entries, the (new point,
-    # partner) sums (repeated destinations add up: one bincount each), the mirror.
-    QB, self_vals = new_block_sums(lay, plan)
+    # 5. The new blocks' own kernel sums, v[x] = sum_{y in r(x)} u_y K(y, x) for every
+    # new point x: only the same-block values of K(B, B) (about 1 / p of it), or with
+    # early stopping the whole QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every
+    # batch point x (the centres after the update, for f_B(C_{i+1})), from K(B, B)
+    # (symmetric).
+    if cfg.objective_after:
+        QB = _chunked_products(
+            state, kernel, nx, Xb, Xb, (lay.new_ptr, lay.new_pos, lay.u_new), cols, "K_BB"
+        )
+        self_vals = QB.reshape(-1)[g.self_flat]
+    else:
+        QB = None
+        self_vals = _self_sums_in_parts(
+            state, kernel, nx, Xb, lay.new_pos, lay.new_ptr, lay.u_new, cols
+        )
+    # The new block Gram H' (k, L, L), flat: the kept entries, the (new point, partner)
+    # sums (repeated destinations add up: one bincount each), the mirror.
     gram = np.zeros(k * g.L * g.L)
     gram[g.dst_keep] = state.gram.reshape(-1)[g.src_keep]
     pair_vals = Q.reshape(-1)[g.pair_flat].astype(np.float64, copy=False) * lay.u_new[g.pair_pt]
@@ -569,7 +536,9 @@ def advance_windows(state, nx, cfg, Q, diag, new_block_sums, new_support, batch_
         _, mind2 = labels_and_minima(nx.distances_T(P2, diag, norms))
         after = batch_mean(mind2, batch_weight, btotal)
 
-    state.support = new_support(lay, plan)
+    # The kept rows, then the batch rows of the new blocks (dense: one buffer and two
+    # gathers; CSR rows stay CSR).
+    state.support = nx.new_support(state.support, lay.rows_kept, Xb, lay.new_pos)
     state.weight = np.concatenate([state.weight[lay.rows_kept], lay.u_new])
     advance_blocks(state, plan, lay.kept_sizes, lay.new_sizes, lay.grow_ids)
     state.gram = gram
