@@ -64,65 +64,45 @@ class FitOutput:
     n_iter: int
 
 
-def _mbkkm_kernel_args(X, kernel: KernelSetup):
-    """(data, estimator kernel keyword arguments) for MiniBatchKernelKMeans."""
-    if kernel.is_graph:
-        # The graph kernel's matrix, built once per dataset by the runner.
-        return kernel.matrix, {"kernel": "precomputed"}
-    args: dict[str, Any] = {"kernel": kernel.name}
-    params = dict(kernel.params)
-    for key in ("gamma", "degree", "coef0"):
-        if key in params:
-            args[key] = params.pop(key)
-    if params:
-        args["kernel_params"] = params
-    return X, args
+def _fit_minibatch(X, run, kernel, *, learning_rate, renormalize=True):
+    """Mini-batch k-means at ``learning_rate``: mbkkm's MiniBatchKMeans for the algorithms
+    without a kernel, else MiniBatchKernelKMeans, truncated at the run's tau where the
+    algorithm uses tau."""
+    from ..cluster import MiniBatchKernelKMeans, MiniBatchKMeans
 
-
-def _fit_minibatch_kernel(X, run, kernel, *, learning_rate, renormalize=True):
-    """MiniBatchKernelKMeans, truncated at the run's tau where the algorithm uses tau."""
-    from ..cluster import MiniBatchKernelKMeans
-
-    data, kargs = _mbkkm_kernel_args(X, kernel)
-    est = MiniBatchKernelKMeans(
+    algo = get_algorithm(run.algorithm)
+    options: dict[str, Any] = dict(
         n_clusters=run.n_clusters,
         batch_size=run.batch_size,
-        tau=run.tau if get_algorithm(run.algorithm).uses_tau else None,
         learning_rate=learning_rate,
-        renormalize=renormalize,
         max_iter=run.max_iter,
         tol=None,
         random_state=run.seed,
-        **kargs,
-    ).fit(data)
+    )
+    if algo.uses_kernel:
+        tau = run.tau if algo.uses_tau else None
+        options.update(tau=tau, renormalize=renormalize, kernel=kernel.name)
+        if kernel.is_graph:
+            # The graph kernel's matrix, built once per dataset by the runner.
+            X, options["kernel"] = kernel.matrix, "precomputed"
+        else:
+            params = dict(kernel.params)
+            named = {key: params.pop(key) for key in ("gamma", "degree", "coef0") if key in params}
+            options.update(named, kernel_params=params or None)
+    est = (MiniBatchKernelKMeans if algo.uses_kernel else MiniBatchKMeans)(**options).fit(X)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
 
 def _fit_full_batch(X, run, kernel):
     from ..cluster._kernel_kmeans import KernelKMeans
 
-    K = kernel.matrix  # dense, or sparse / low-rank for the graph kernels
     est = KernelKMeans(
         n_clusters=run.n_clusters,
         kernel="precomputed",
         max_iter=run.max_iter,
         tol=0.0,
         random_state=run.seed,
-    ).fit(K)
-    return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
-
-
-def _fit_minibatch(X, run, kernel, *, learning_rate):
-    from ..cluster._minibatch_kmeans import MiniBatchKMeans
-
-    est = MiniBatchKMeans(
-        n_clusters=run.n_clusters,
-        batch_size=run.batch_size,
-        learning_rate=learning_rate,
-        max_iter=run.max_iter,
-        tol=None,
-        random_state=run.seed,
-    ).fit(X)
+    ).fit(kernel.matrix)  # dense, or sparse / low-rank for the graph kernels
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
 
@@ -131,13 +111,11 @@ def _fit_nystroem(X, run, kernel):
     from sklearn.kernel_approximation import Nystroem
 
     n_components = min(run.n_components, X.shape[0])
-    params = dict(kernel.params)
     features = Nystroem(
-        kernel=kernel.name, n_components=n_components, random_state=run.seed, **params
+        kernel=kernel.name, n_components=n_components, random_state=run.seed, **kernel.params
     ).fit_transform(X)
     # scikit-learn's max_iter counts epochs; run.max_iter counts batches.
-    n_batches = run.max_iter
-    epochs = max(1, int(np.ceil(n_batches * run.batch_size / X.shape[0])))
+    epochs = max(1, int(np.ceil(run.max_iter * run.batch_size / X.shape[0])))
     est = MiniBatchKMeans(
         n_clusters=run.n_clusters,
         batch_size=run.batch_size,
@@ -232,7 +210,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "β-truncated",
             "truncated mini-batch kernel k-means, adaptive rate, renormalised "
             "windows (MiniBatchKernelKMeans)",
-            partial(_fit_minibatch_kernel, learning_rate="adaptive"),
+            partial(_fit_minibatch, learning_rate="adaptive"),
             uses_tau=True,
         ),
         _algorithm(
@@ -240,20 +218,20 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "β-truncated (literal)",
             "truncated mini-batch kernel k-means, adaptive rate, the paper's "
             "literal truncation (renormalize=False)",
-            partial(_fit_minibatch_kernel, learning_rate="adaptive", renormalize=False),
+            partial(_fit_minibatch, learning_rate="adaptive", renormalize=False),
             uses_tau=True,
         ),
         _algorithm(
             "untruncated",
             "β-untruncated",
             "untruncated mini-batch kernel k-means (tau=None), adaptive rate",
-            partial(_fit_minibatch_kernel, learning_rate="adaptive"),
+            partial(_fit_minibatch, learning_rate="adaptive"),
         ),
         _algorithm(
             "untruncated-classic",
             "untruncated (sklearn rate)",
             "untruncated mini-batch kernel k-means (tau=None), scikit-learn's rate",
-            partial(_fit_minibatch_kernel, learning_rate="classic"),
+            partial(_fit_minibatch, learning_rate="classic"),
         ),
         _algorithm(
             "minibatch-adaptive",
@@ -283,7 +261,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "truncated (sklearn rate)",
             "truncated mini-batch kernel k-means, scikit-learn's rate, renormalised "
             "windows (MiniBatchKernelKMeans; not in the paper's presets)",
-            partial(_fit_minibatch_kernel, learning_rate="classic"),
+            partial(_fit_minibatch, learning_rate="classic"),
             uses_tau=True,
         ),
     )
