@@ -435,10 +435,8 @@ def _not_found_message(spec: DatasetSpec, data_home: Any, download_note: str) ->
 
 
 def _resolve_preprocess(preprocess: Any, spec: DatasetSpec) -> str:
-    if isinstance(preprocess, (bool, np.bool_)):
+    if preprocess is None or isinstance(preprocess, (bool, np.bool_)):
         return spec.preprocessing if preprocess else "none"
-    if preprocess is None:
-        return "none"
     if isinstance(preprocess, str):
         if preprocess not in PREPROCESSING:
             raise ValueError(

@@ -160,12 +160,9 @@ class Grid:
         """The kernel parameters of one dataset (registry values unless overridden)."""
         spec = DATASETS.get(dataset)
         if kernel in GRAPH_KERNELS:
-            if self.n_neighbors is not None:
-                k = self.n_neighbors
-            elif spec is not None:
+            k = self.n_neighbors or 10
+            if self.n_neighbors is None and spec is not None:
                 k = spec.knn_neighbors if kernel == "knn" else spec.heat_neighbors
-            else:
-                k = 10
             out: dict[str, Any] = {"n_neighbors": int(k)}
             if kernel == "heat":
                 out["t"] = float(self.heat_t)
@@ -239,10 +236,6 @@ def _check_number(value, name, allow_none=False):
         raise GridError(f"{name} must be a positive number, got {value!r}.")
 
 
-_LIST_FIELDS = {"datasets", "algorithms", "kernels"}
-_INT_LIST_FIELDS = {"batch_sizes", "taus"}
-
-
 def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
     """Build a :class:`Grid` from plain values (a parsed TOML table).
 
@@ -264,9 +257,9 @@ def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
             raise GridError(f"the grid lacks the required key {key!r}.")
     kwargs: dict[str, Any] = {"name": data.get("name", default_name)}
     for key, value in data.items():
-        if key in _LIST_FIELDS:
+        if key in ("datasets", "algorithms", "kernels"):
             kwargs[key] = _str_tuple(value, key)
-        elif key in _INT_LIST_FIELDS:
+        elif key in ("batch_sizes", "taus"):
             kwargs[key] = _int_tuple(value, key)
         elif key == "seeds":
             kwargs[key] = _seeds(value)

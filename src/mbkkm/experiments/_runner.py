@@ -47,6 +47,7 @@ import warnings
 from collections.abc import Iterable
 from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -193,22 +194,14 @@ def kernel_matrix_bytes(
     return 8 * n * n
 
 
-def build_kernel(
-    X: np.ndarray,
-    kernel: str,
-    params: dict,
-    *,
-    matrix: bool,
-    cache_dir=None,
-    cache_id: dict | None = None,
-) -> KernelSetup:
-    """Resolve a kernel for a dataset; build its n x n matrix when ``matrix``.
+def build_kernel(X: np.ndarray, run: RunSpec, *, matrix: bool, cache_dir=None, source=None):
+    """Resolve a run's kernel for its dataset ``X``; build its n x n matrix when ``matrix``.
 
     With ``cache_dir``, the matrix is read from (or built into) that kernel cache
-    (:mod:`._kernel_cache`) under a key made of ``cache_id`` (dataset, synthetic
-    size, source) and the kernel with its resolved parameters.
+    (:mod:`._kernel_cache`) under a key made of the run's dataset (and synthetic
+    size), the ``source`` and the kernel with its resolved parameters.
     """
-    params = dict(params)
+    kernel, params = run.kernel, dict(run.kernel_params)
     if kernel not in GRAPH_KERNELS and kernel != "none":
         # Resolve data-driven defaults (e.g. gamma=None) once, so every algorithm
         # of the group uses the same value and the row records it.
@@ -231,13 +224,18 @@ def build_kernel(
         return K, time.perf_counter() - start, time.process_time() - cpu_start
 
     if cache_dir is None:
-        K, seconds, cpu_seconds = build()
-    else:
-        from ._kernel_cache import cache_key, cached_matrix
+        return KernelSetup(kernel, dict(params), *build())
+    from ._kernel_cache import cache_key, cached_matrix
 
-        key = cache_key(n_samples=X.shape[0], kernel=kernel, params=params, **(cache_id or {}))
-        K, seconds, cpu_seconds = cached_matrix(cache_dir, key, build)
-    return KernelSetup(kernel, dict(params), K, seconds, cpu_seconds)
+    key = cache_key(
+        dataset=run.dataset,
+        synthetic_samples=run.synthetic_samples,
+        n_samples=X.shape[0],
+        kernel=kernel,
+        params=params,
+        source=source,
+    )
+    return KernelSetup(kernel, dict(params), *cached_matrix(cache_dir, key, build))
 
 
 def load_data(run: RunSpec, *, data_home=None, download: bool = False):
@@ -537,8 +535,7 @@ class _Executor:
     ):
         self.env = env
         self.kernel_cache = kernel_cache
-        self.data_home = data_home
-        self.download = download
+        self.load_data = partial(load_data, data_home=data_home, download=download)
         self.memory_budget = memory_budget
         # the key of the last dataset and of the last kernel, and (value, error message)
         self._data_key: Any = None
@@ -552,10 +549,7 @@ class _Executor:
         if key != self._data_key:
             self._kernel_key, self._kernel = None, (None, None)  # free the old matrix first
             self._data_key, self._data = key, (None, None)
-            self._data = _attempt(
-                lambda: load_data(run, data_home=self.data_home, download=self.download),
-                (OSError, ValueError),
-            )
+            self._data = _attempt(partial(self.load_data, run), (OSError, ValueError))
         row = _base_row(run, self.env)
         data, error = self._data
         if error is not None:
@@ -583,22 +577,10 @@ class _Executor:
             return _finish(row, "skipped", message, memory_estimate_bytes=est, **shape)
         kernel_key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
         if kernel_key != self._kernel_key:
-            cache_id = {
-                "dataset": run.dataset,
-                "synthetic_samples": run.synthetic_samples,
-                "source": self.env.get("commit") or self.env.get("mbkkm"),
-            }
-            self._kernel_key, self._kernel = kernel_key, (None, None)
-            self._kernel = _attempt(
-                lambda: build_kernel(
-                    X,
-                    run.kernel,
-                    dict(run.kernel_params),
-                    matrix=matrix,
-                    cache_dir=self.kernel_cache,
-                    cache_id=cache_id,
-                )
-            )
+            source = self.env.get("commit") or self.env.get("mbkkm")
+            options = dict(matrix=matrix, cache_dir=self.kernel_cache, source=source)
+            self._kernel_key, self._kernel = kernel_key, (None, None)  # free the old matrix first
+            self._kernel = _attempt(lambda: build_kernel(X, run, **options))
         kernel, error = self._kernel
         if error is not None:
             _finish(row, "error", f"building the kernel failed: {error}")
@@ -775,11 +757,10 @@ def run_grid(
     except BaseException:
         writer.close()
         raise
-    bar = None
-    if progress:  # a progress bar on stderr
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True)
+    # a progress bar on stderr; a disabled bar draws nothing
+    bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True, disable=not progress)
     start = time.perf_counter()
 
     def over_budget() -> bool:
@@ -792,10 +773,9 @@ def run_grid(
         setattr(summary, status, getattr(summary, status) + 1)
         if status == "error" and row["message"] not in summary.errors:
             summary.errors.append(row["message"])
-        if bar is not None:
-            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
-            bar.update(1)
+        bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
+        bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+        bar.update(1)
 
     options = dict(
         data_home=data_home,
@@ -813,8 +793,7 @@ def run_grid(
         summary.stopped_by_budget = summary.not_run > 0
     finally:
         writer.close()
-        if bar is not None:
-            bar.close()
+        bar.close()
         summary.seconds = time.perf_counter() - start
     return summary
 
@@ -824,7 +803,7 @@ def _run_serial(todo, executor, blas_threads, record, over_budget) -> int:
     when given), until done or over the time budget; returns the runs not run."""
     from threadpoolctl import threadpool_limits
 
-    with nullcontext() if blas_threads is None else threadpool_limits(blas_threads):
+    with threadpool_limits(blas_threads):  # None: unchanged
         for i, run in enumerate(todo):
             if over_budget():
                 return len(todo) - i
