@@ -118,15 +118,12 @@ def algorithm_color(name: str):
 def _panels(plt, df, dataset, kernel, tau, out, formats):
     import pandas as pd
 
-    df = df.copy()
     trunc = df["algorithm"].isin([a for a, spec in ALGORITHMS.items() if spec.uses_tau])
-    df = df[~trunc | (df["tau"] == tau)]
+    df = df[~trunc | (df["tau"] == tau)].copy()
     if df.empty:
         return []
     df["group"] = df["batch_size"].map(lambda b: "full" if pd.isna(b) else str(int(b)))
-    groups = sorted({g for g in df["group"] if g != "full"}, key=int)
-    if (df["group"] == "full").any():
-        groups.append("full")
+    groups = sorted(set(df["group"]), key=lambda g: np.inf if g == "full" else int(g))  # full last
     algos = [a for a in ALGORITHMS if a in set(df["algorithm"])]
     df["key"] = list(zip(df["algorithm"], df["group"]))
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
