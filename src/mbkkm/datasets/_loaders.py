@@ -598,9 +598,8 @@ def load_dataset(
 
     arrays = read_dataset_file(path, spec)
     X = preprocess_features(arrays["X"], method, dtype=dtype)
-    y = arrays["y"]
     if return_X_y:
-        return X, y
+        return X, arrays["y"]
     descr = (
         f"{spec.title} ({spec.source}): {X.shape[0]} samples, {X.shape[1]} features, "
         f"{len(arrays['class_names'])} classes. Preprocessing: {PREPROCESSING[method]}. "
@@ -608,7 +607,7 @@ def load_dataset(
     )
     return Bunch(
         data=X,
-        target=y,
+        target=arrays["y"],
         target_names=arrays["class_names"],
         class_names=arrays["class_names"],
         split=arrays["split"],

@@ -211,7 +211,7 @@ def _seeds(value) -> tuple[int, ...]:
     return _int_tuple(value, "seeds", minimum=0)
 
 
-def _check_known(names, what, known, listed=None) -> tuple[str, ...]:
+def _check_known(names, what, known, listed=None) -> None:
     """``names``, a non-empty list of strings, each one of ``known`` (else a GridError
     that lists them, or says ``listed``)."""
     for name in _str_tuple(list(names), f"{what}s"):
@@ -219,7 +219,6 @@ def _check_known(names, what, known, listed=None) -> tuple[str, ...]:
             raise GridError(
                 f"Unknown {what} {name!r}; known {what}s: {listed or ', '.join(known)}."
             )
-    return tuple(names)
 
 
 def _check_int(value, name, minimum=1, allow_none=False):
@@ -266,8 +265,8 @@ def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
         elif key != "name":
             kwargs[key] = value
     if "kernels" in kwargs:
-        kernels = _check_known(kwargs["kernels"], "kernel", kernel_names())
-        kwargs["kernels"] = tuple(dict.fromkeys(canonical_name(k) for k in kernels))
+        _check_known(kwargs["kernels"], "kernel", kernel_names())
+        kwargs["kernels"] = tuple(dict.fromkeys(map(canonical_name, kwargs["kernels"])))
     return Grid(**kwargs)
 
 
@@ -394,11 +393,10 @@ def expand(grid: Grid) -> list[RunSpec]:
                     if i > 0:  # once per dataset, with the first kernel
                         continue
                     k, kparams = "none", ()
+                elif kernel in GRAPH_KERNELS and not algo.graph_kernels:
+                    continue
                 else:
-                    if kernel in GRAPH_KERNELS and not algo.graph_kernels:
-                        continue
-                    k = kernel
-                    kparams = tuple(sorted(grid.kernel_params(ds, kernel).items()))
+                    k, kparams = kernel, tuple(sorted(grid.kernel_params(ds, kernel).items()))
                 batches = grid.batch_sizes if algo.uses_batch_size else (None,)
                 taus = grid.taus if algo.uses_tau else (None,)
                 for b, tau, seed in itertools.product(batches, taus, grid.seeds):

@@ -184,12 +184,10 @@ def kernel_matrix_bytes(
 
         graph = 24 * n * int(params.get("n_neighbors", _spectral.DEFAULT_N_NEIGHBORS))
         max_dense = params.get("max_dense_bytes", _spectral.DEFAULT_MAX_DENSE_BYTES)
-        if params.get("n_components") is None and 8 * n * n <= max_dense:
+        components = params.get("n_components")
+        if components is None and 8 * n * n <= max_dense:
             return graph + 3 * 8 * n * n
-        pairs = (
-            params.get("n_components")
-            or params.get("max_components", _spectral.DEFAULT_MAX_COMPONENTS)
-        ) + 1
+        pairs = (components or params.get("max_components", _spectral.DEFAULT_MAX_COMPONENTS)) + 1
         return graph + 8 * n * 3 * (pairs + 1)
     return 8 * n * n
 
@@ -829,7 +827,7 @@ def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
     queue = list(reversed(todo))
     pool = _pool(jobs, initargs)
     pending: dict[Any, RunSpec] = {}
-    deaths: dict[str, int] = {}
+    died: set[str] = set()  # the runs that met a dying worker once
     try:
         while queue or pending:
             while queue and len(pending) < jobs and not over_budget():
@@ -845,8 +843,8 @@ def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
                     row = fut.result()
                 except BrokenProcessPool:
                     broken = True
-                    deaths[run.run_id] = deaths.get(run.run_id, 0) + 1
-                    if deaths[run.run_id] == 1:
+                    if run.run_id not in died:
+                        died.add(run.run_id)
                         queue.append(run)
                         continue
                     row = _finish(
