@@ -91,11 +91,9 @@ def _search_locations(data_home: Any = None) -> list[tuple[Path, str]]:
         if isinstance(data_home, str) and not data_home.strip():
             raise ValueError("data_home must name a folder, got an empty string.")
         locations.append((Path(data_home).expanduser(), "data_home"))
-    for part in os.environ.get(ENV_VAR, "").split(os.pathsep):
-        if part.strip():
-            locations.append((Path(part).expanduser(), f"${ENV_VAR}"))
-    locations.append((get_cache_dir(), "cache"))
-    return locations
+    parts = os.environ.get(ENV_VAR, "").split(os.pathsep)
+    locations += [(Path(part).expanduser(), f"${ENV_VAR}") for part in parts if part.strip()]
+    return [*locations, (get_cache_dir(), "cache")]
 
 
 def get_data_dirs(data_home: str | os.PathLike | None = None) -> list[Path]:
@@ -271,8 +269,6 @@ def read_dataset_file(path: str | os.PathLike, spec: DatasetSpec | None = None) 
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as npz:
-            if not hasattr(npz, "files"):
-                raise _corrupt(path, "it holds a single array, not an .npz archive")
             missing = [key for key in _REQUIRED_KEYS if key not in npz.files]
             if missing:
                 raise _corrupt(path, f"missing key(s) {missing} (keys present: {npz.files})")

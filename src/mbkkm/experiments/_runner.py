@@ -45,7 +45,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -75,10 +75,9 @@ MEMORY_FRACTION = 0.7
 
 def available_memory() -> int | None:
     """Bytes of RAM available now (``os.sysconf``), or None where unknown."""
-    try:
+    with suppress(ValueError, OSError, AttributeError):
         return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+    return None
 
 
 def default_memory_budget() -> int | None:
@@ -88,13 +87,10 @@ def default_memory_budget() -> int | None:
 
 
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -144,10 +140,9 @@ def environment() -> dict[str, Any]:
 
 def load_average() -> float | None:
     """The machine's 1-minute load average now (None where unknown)."""
-    try:
+    with suppress(OSError, AttributeError):  # not on POSIX: None
         return round(os.getloadavg()[0], 2)
-    except (OSError, AttributeError):  # pragma: no cover - not on POSIX
-        return None
+    return None  # pragma: no cover
 
 
 def format_bytes(n: float) -> str:
@@ -615,14 +610,12 @@ def _die_with_parent(parent: int, prctl: bool = True) -> None:
     """
     armed = False
     if prctl and sys.platform.startswith("linux"):
-        try:
+        with suppress(OSError, AttributeError):  # else not armed
             import ctypes
             import signal
 
             libc = ctypes.CDLL(None, use_errno=True)
             armed = libc.prctl(1, int(signal.SIGKILL)) == 0  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover
-            armed = False
     if os.getppid() != parent:
         os._exit(1)
     if not armed:
