@@ -341,8 +341,7 @@ def write_dataset_file(
     path : pathlib.Path
     """
     path = Path(path)
-    X = np.asarray(X)
-    y = np.asarray(y)
+    X, y = np.asarray(X), np.asarray(y)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-dimensional, got shape {X.shape}.")
     if y.shape != (X.shape[0],):
@@ -365,8 +364,7 @@ def _labels_to_codes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(names.astype(np.float64), kind="stable")
     except ValueError:  # not all numeric: keep the lexicographic order
         order = np.arange(len(names))
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[order] = np.arange(len(names))
+    rank = np.argsort(order)  # the place of each name in that order
     return rank[inverse], names[order]
 
 

@@ -50,10 +50,6 @@ class KernelSetup:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
 
-    @property
-    def is_graph(self) -> bool:
-        return self.name in GRAPH_KERNELS
-
 
 @dataclass
 class FitOutput:
@@ -80,7 +76,7 @@ def _fit_mbkkm(X, run, kernel, **options):
     else:
         tau = run.tau if algo.uses_tau else None
         options.update(batch_size=run.batch_size, tol=None, tau=tau, kernel=kernel.name)
-        if kernel.is_graph:
+        if kernel.name in GRAPH_KERNELS:
             # The graph kernel's matrix, built once per dataset by the runner.
             X, options["kernel"] = kernel.matrix, "precomputed"
         else:

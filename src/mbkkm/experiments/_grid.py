@@ -126,8 +126,7 @@ class Grid:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise GridError(f"name must be a non-empty string, got {self.name!r}.")
-        paper, synthetic = ", ".join(DATASETS), ", ".join(SYNTHETIC)
-        listed = f"{paper} (the paper's) and {synthetic} (synthetic)"
+        listed = f"{', '.join(DATASETS)} (the paper's) and {', '.join(SYNTHETIC)} (synthetic)"
         _check_known(self.datasets, "dataset", {**DATASETS, **SYNTHETIC}, listed)
         _check_known(self.algorithms, "algorithm", ALGORITHMS)
         _check_known(self.kernels, "kernel", kernel_names())
@@ -147,14 +146,12 @@ class Grid:
 
     def with_options(self, *, datasets=None, seeds=None, max_iter=None) -> Grid:
         """A copy with some datasets, a number (or list) of seeds, or max_iter replaced."""
-        changes: dict[str, Any] = {}
-        if datasets is not None:
-            changes["datasets"] = _str_tuple(list(datasets), "datasets")
-        if seeds is not None:
-            changes["seeds"] = _seeds(seeds)
-        if max_iter is not None:
-            changes["max_iter"] = max_iter
-        return replace(self, **changes)
+        return replace(
+            self,
+            datasets=self.datasets if datasets is None else _str_tuple(list(datasets), "datasets"),
+            seeds=self.seeds if seeds is None else _seeds(seeds),
+            max_iter=self.max_iter if max_iter is None else max_iter,
+        )
 
     def kernel_params(self, dataset: str, kernel: str) -> dict[str, Any]:
         """The kernel parameters of one dataset (registry values unless overridden)."""
@@ -176,8 +173,7 @@ class Grid:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (lists), as a TOML file would hold them."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 def _str_tuple(value, name) -> tuple[str, ...]:
@@ -283,8 +279,7 @@ def load_grid(path: str | os.PathLike) -> Grid:
     if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
         raise GridError("reading grid files needs Python >= 3.11 or the package 'tomli'.")
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(path.read_bytes().decode())  # as tomllib.load does
     except OSError as exc:
         raise GridError(f"cannot read grid file {path}: {exc.strerror or exc}.") from exc
     except tomllib.TOMLDecodeError as exc:

@@ -145,14 +145,13 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                 errs.append(float(vals.std(ddof=0)) if len(vals) > 1 else 0.0)
             if not xs:
                 continue
-            label = ALGORITHMS[algo].label if metric == "ari" else None
             ax.bar(
                 xs,
                 means,
                 width,
                 yerr=errs,
                 color=algorithm_color(algo),
-                label=label,
+                label=ALGORITHMS[algo].label if metric == "ari" else None,
                 capsize=2,
                 edgecolor="none",
             )

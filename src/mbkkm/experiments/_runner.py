@@ -504,9 +504,8 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
 def _finish(row: dict, status: str, message: str, **cells) -> dict[str, Any]:
     """``row`` with its status, message and other ``cells``, the load average and the
     time of now."""
-    row.update(status=status, message=message, **cells)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    row.update(load_average=load_average(), timestamp=now)
+    row.update(status=status, message=message, load_average=load_average(), timestamp=now, **cells)
     return row
 
 
