@@ -91,11 +91,9 @@ def _search_locations(data_home: Any = None) -> list[tuple[Path, str]]:
         if isinstance(data_home, str) and not data_home.strip():
             raise ValueError("data_home must name a folder, got an empty string.")
         locations.append((Path(data_home).expanduser(), "data_home"))
-    for part in os.environ.get(ENV_VAR, "").split(os.pathsep):
-        if part.strip():
-            locations.append((Path(part).expanduser(), f"${ENV_VAR}"))
-    locations.append((get_cache_dir(), "cache"))
-    return locations
+    parts = os.environ.get(ENV_VAR, "").split(os.pathsep)
+    locations += [(Path(part).expanduser(), f"${ENV_VAR}") for part in parts if part.strip()]
+    return [*locations, (get_cache_dir(), "cache")]
 
 
 def get_data_dirs(data_home: str | os.PathLike | None = None) -> list[Path]:
@@ -271,8 +269,6 @@ def read_dataset_file(path: str | os.PathLike, spec: DatasetSpec | None = None) 
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as npz:
-            if not hasattr(npz, "files"):
-                raise _corrupt(path, "it holds a single array, not an .npz archive")
             missing = [key for key in _REQUIRED_KEYS if key not in npz.files]
             if missing:
                 raise _corrupt(path, f"missing key(s) {missing} (keys present: {npz.files})")
@@ -345,8 +341,7 @@ def write_dataset_file(
     path : pathlib.Path
     """
     path = Path(path)
-    X = np.asarray(X)
-    y = np.asarray(y)
+    X, y = np.asarray(X), np.asarray(y)
     if X.ndim != 2:
         raise ValueError(f"X must be 2-dimensional, got shape {X.shape}.")
     if y.shape != (X.shape[0],):
@@ -369,8 +364,7 @@ def _labels_to_codes(labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(names.astype(np.float64), kind="stable")
     except ValueError:  # not all numeric: keep the lexicographic order
         order = np.arange(len(names))
-    rank = np.empty(len(names), dtype=np.int64)
-    rank[order] = np.arange(len(names))
+    rank = np.argsort(order)  # the place of each name in that order
     return rank[inverse], names[order]
 
 
@@ -435,10 +429,8 @@ def _not_found_message(spec: DatasetSpec, data_home: Any, download_note: str) ->
 
 
 def _resolve_preprocess(preprocess: Any, spec: DatasetSpec) -> str:
-    if isinstance(preprocess, (bool, np.bool_)):
+    if preprocess is None or isinstance(preprocess, (bool, np.bool_)):
         return spec.preprocessing if preprocess else "none"
-    if preprocess is None:
-        return "none"
     if isinstance(preprocess, str):
         if preprocess not in PREPROCESSING:
             raise ValueError(
@@ -600,9 +592,8 @@ def load_dataset(
 
     arrays = read_dataset_file(path, spec)
     X = preprocess_features(arrays["X"], method, dtype=dtype)
-    y = arrays["y"]
     if return_X_y:
-        return X, y
+        return X, arrays["y"]
     descr = (
         f"{spec.title} ({spec.source}): {X.shape[0]} samples, {X.shape[1]} features, "
         f"{len(arrays['class_names'])} classes. Preprocessing: {PREPROCESSING[method]}. "
@@ -610,7 +601,7 @@ def load_dataset(
     )
     return Bunch(
         data=X,
-        target=y,
+        target=arrays["y"],
         target_names=arrays["class_names"],
         class_names=arrays["class_names"],
         split=arrays["split"],

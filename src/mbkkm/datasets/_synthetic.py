@@ -245,16 +245,13 @@ def make_shells(
     chunk_size = _check_int(chunk_size, "chunk_size")
     noise = _check_noise(noise)
     dt = _check_float_dtype(dtype, single_or_double=True)
-    if radii is None:
-        radii_arr = np.arange(1, n_shells + 1, dtype=np.float64)
-    else:
-        radii_arr = np.asarray(radii, dtype=np.float64)
-        if radii_arr.shape != (n_shells,):
-            raise ValueError(
-                f"radii must have shape ({n_shells},) (one per shell), got {radii_arr.shape}."
-            )
-        if not np.all(np.isfinite(radii_arr)) or np.any(radii_arr <= 0):
-            raise ValueError(f"radii must be positive and finite, got {radii_arr.tolist()}.")
+    radii_arr = np.asarray(np.arange(1, n_shells + 1) if radii is None else radii, dtype=np.float64)
+    if radii_arr.shape != (n_shells,):
+        raise ValueError(
+            f"radii must have shape ({n_shells},) (one per shell), got {radii_arr.shape}."
+        )
+    if not np.all(np.isfinite(radii_arr)) or np.any(radii_arr <= 0):
+        raise ValueError(f"radii must be positive and finite, got {radii_arr.tolist()}.")
     radii_dt = radii_arr.astype(dt)
     rng = _as_generator(random_state)
 

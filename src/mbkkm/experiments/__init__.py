@@ -28,11 +28,9 @@ from ._grid import (
     load_grid,
     resolve_grid,
 )
-from ._plots import (  # matplotlib and pandas: imported when called
-    label_kernel_variants,
-    plot_results,
-    summarize,
-)
+
+# matplotlib and pandas: imported when the plotting functions are called
+from ._plots import label_kernel_variants, plot_results, summarize
 from ._runner import (
     COLUMNS,
     RunSummary,

@@ -50,10 +50,6 @@ class KernelSetup:
     seconds: float = 0.0
     cpu_seconds: float = 0.0
 
-    @property
-    def is_graph(self) -> bool:
-        return self.name in GRAPH_KERNELS
-
 
 @dataclass
 class FitOutput:
@@ -64,65 +60,30 @@ class FitOutput:
     n_iter: int
 
 
-def _mbkkm_kernel_args(X, kernel: KernelSetup):
-    """(data, estimator kernel keyword arguments) for MiniBatchKernelKMeans."""
-    if kernel.is_graph:
-        # The graph kernel's matrix, built once per dataset by the runner.
-        return kernel.matrix, {"kernel": "precomputed"}
-    args: dict[str, Any] = {"kernel": kernel.name}
-    params = dict(kernel.params)
-    for key in ("gamma", "degree", "coef0"):
-        if key in params:
-            args[key] = params.pop(key)
-    if params:
-        args["kernel_params"] = params
-    return X, args
+def _fit_mbkkm(X, run, kernel, **options):
+    """One of mbkkm's estimators, with ``options`` (the rate, the renormalisation) and
+    early stopping off: KernelKMeans for full batch, on the n x n kernel matrix the
+    runner built; MiniBatchKMeans for the algorithms without a kernel; else
+    MiniBatchKernelKMeans, truncated at the run's tau where the algorithm uses tau."""
+    from ..cluster import KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans
 
-
-def _fit_minibatch_kernel(X, run, kernel, *, learning_rate, renormalize=True):
-    """MiniBatchKernelKMeans, truncated at the run's tau where the algorithm uses tau."""
-    from ..cluster import MiniBatchKernelKMeans
-
-    data, kargs = _mbkkm_kernel_args(X, kernel)
-    est = MiniBatchKernelKMeans(
-        n_clusters=run.n_clusters,
-        batch_size=run.batch_size,
-        tau=run.tau if get_algorithm(run.algorithm).uses_tau else None,
-        learning_rate=learning_rate,
-        renormalize=renormalize,
-        max_iter=run.max_iter,
-        tol=None,
-        random_state=run.seed,
-        **kargs,
-    ).fit(data)
-    return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
-
-
-def _fit_full_batch(X, run, kernel):
-    from ..cluster._kernel_kmeans import KernelKMeans
-
-    K = kernel.matrix  # dense, or sparse / low-rank for the graph kernels
-    est = KernelKMeans(
-        n_clusters=run.n_clusters,
-        kernel="precomputed",
-        max_iter=run.max_iter,
-        tol=0.0,
-        random_state=run.seed,
-    ).fit(K)
-    return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
-
-
-def _fit_minibatch(X, run, kernel, *, learning_rate):
-    from ..cluster._minibatch_kmeans import MiniBatchKMeans
-
-    est = MiniBatchKMeans(
-        n_clusters=run.n_clusters,
-        batch_size=run.batch_size,
-        learning_rate=learning_rate,
-        max_iter=run.max_iter,
-        tol=None,
-        random_state=run.seed,
-    ).fit(X)
+    algo = get_algorithm(run.algorithm)
+    options.update(n_clusters=run.n_clusters, max_iter=run.max_iter, random_state=run.seed)
+    if algo.needs_kernel_matrix:  # dense, or sparse / low-rank for the graph kernels
+        est = KernelKMeans(kernel="precomputed", tol=0.0, **options).fit(kernel.matrix)
+    elif not algo.uses_kernel:
+        est = MiniBatchKMeans(batch_size=run.batch_size, tol=None, **options).fit(X)
+    else:
+        tau = run.tau if algo.uses_tau else None
+        options.update(batch_size=run.batch_size, tol=None, tau=tau, kernel=kernel.name)
+        if kernel.name in GRAPH_KERNELS:
+            # The graph kernel's matrix, built once per dataset by the runner.
+            X, options["kernel"] = kernel.matrix, "precomputed"
+        else:
+            params = dict(kernel.params)
+            named = {key: params.pop(key) for key in ("gamma", "degree", "coef0") if key in params}
+            options.update(named, kernel_params=params or None)
+        est = MiniBatchKernelKMeans(**options).fit(X)
     return FitOutput(est.labels_, float(est.inertia_), int(est.n_iter_))
 
 
@@ -131,13 +92,11 @@ def _fit_nystroem(X, run, kernel):
     from sklearn.kernel_approximation import Nystroem
 
     n_components = min(run.n_components, X.shape[0])
-    params = dict(kernel.params)
     features = Nystroem(
-        kernel=kernel.name, n_components=n_components, random_state=run.seed, **params
+        kernel=kernel.name, n_components=n_components, random_state=run.seed, **kernel.params
     ).fit_transform(X)
     # scikit-learn's max_iter counts epochs; run.max_iter counts batches.
-    n_batches = run.max_iter
-    epochs = max(1, int(np.ceil(n_batches * run.batch_size / X.shape[0])))
+    epochs = max(1, int(np.ceil(run.max_iter * run.batch_size / X.shape[0])))
     est = MiniBatchKMeans(
         n_clusters=run.n_clusters,
         batch_size=run.batch_size,
@@ -223,7 +182,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "full-batch",
             "full-batch kernel k-means (Lloyd in feature space) on the n x n "
             "kernel matrix (mbkkm KernelKMeans, kernel='precomputed')",
-            _fit_full_batch,
+            _fit_mbkkm,
             uses_batch_size=False,
             needs_kernel_matrix=True,
         ),
@@ -232,7 +191,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "β-truncated",
             "truncated mini-batch kernel k-means, adaptive rate, renormalised "
             "windows (MiniBatchKernelKMeans)",
-            partial(_fit_minibatch_kernel, learning_rate="adaptive"),
+            partial(_fit_mbkkm, learning_rate="adaptive"),
             uses_tau=True,
         ),
         _algorithm(
@@ -240,33 +199,33 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "β-truncated (literal)",
             "truncated mini-batch kernel k-means, adaptive rate, the paper's "
             "literal truncation (renormalize=False)",
-            partial(_fit_minibatch_kernel, learning_rate="adaptive", renormalize=False),
+            partial(_fit_mbkkm, learning_rate="adaptive", renormalize=False),
             uses_tau=True,
         ),
         _algorithm(
             "untruncated",
             "β-untruncated",
             "untruncated mini-batch kernel k-means (tau=None), adaptive rate",
-            partial(_fit_minibatch_kernel, learning_rate="adaptive"),
+            partial(_fit_mbkkm, learning_rate="adaptive"),
         ),
         _algorithm(
             "untruncated-classic",
             "untruncated (sklearn rate)",
             "untruncated mini-batch kernel k-means (tau=None), scikit-learn's rate",
-            partial(_fit_minibatch_kernel, learning_rate="classic"),
+            partial(_fit_mbkkm, learning_rate="classic"),
         ),
         _algorithm(
             "minibatch-adaptive",
             "β-mini-batch k-means",
             "non-kernel mini-batch k-means, adaptive rate (mbkkm MiniBatchKMeans)",
-            partial(_fit_minibatch, learning_rate="adaptive"),
+            partial(_fit_mbkkm, learning_rate="adaptive"),
             **_MINIBATCH,
         ),
         _algorithm(
             "minibatch-classic",
             "mini-batch k-means",
             "non-kernel mini-batch k-means, scikit-learn's rate (mbkkm MiniBatchKMeans)",
-            partial(_fit_minibatch, learning_rate="classic"),
+            partial(_fit_mbkkm, learning_rate="classic"),
             **_MINIBATCH,
         ),
         _algorithm(
@@ -283,7 +242,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             "truncated (sklearn rate)",
             "truncated mini-batch kernel k-means, scikit-learn's rate, renormalised "
             "windows (MiniBatchKernelKMeans; not in the paper's presets)",
-            partial(_fit_minibatch_kernel, learning_rate="classic"),
+            partial(_fit_mbkkm, learning_rate="classic"),
             uses_tau=True,
         ),
     )

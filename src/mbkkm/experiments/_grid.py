@@ -126,8 +126,7 @@ class Grid:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise GridError(f"name must be a non-empty string, got {self.name!r}.")
-        paper, synthetic = ", ".join(DATASETS), ", ".join(SYNTHETIC)
-        listed = f"{paper} (the paper's) and {synthetic} (synthetic)"
+        listed = f"{', '.join(DATASETS)} (the paper's) and {', '.join(SYNTHETIC)} (synthetic)"
         _check_known(self.datasets, "dataset", {**DATASETS, **SYNTHETIC}, listed)
         _check_known(self.algorithms, "algorithm", ALGORITHMS)
         _check_known(self.kernels, "kernel", kernel_names())
@@ -147,25 +146,20 @@ class Grid:
 
     def with_options(self, *, datasets=None, seeds=None, max_iter=None) -> Grid:
         """A copy with some datasets, a number (or list) of seeds, or max_iter replaced."""
-        changes: dict[str, Any] = {}
-        if datasets is not None:
-            changes["datasets"] = _str_tuple(list(datasets), "datasets")
-        if seeds is not None:
-            changes["seeds"] = _seeds(seeds)
-        if max_iter is not None:
-            changes["max_iter"] = max_iter
-        return replace(self, **changes)
+        return replace(
+            self,
+            datasets=self.datasets if datasets is None else _str_tuple(list(datasets), "datasets"),
+            seeds=self.seeds if seeds is None else _seeds(seeds),
+            max_iter=self.max_iter if max_iter is None else max_iter,
+        )
 
     def kernel_params(self, dataset: str, kernel: str) -> dict[str, Any]:
         """The kernel parameters of one dataset (registry values unless overridden)."""
         spec = DATASETS.get(dataset)
         if kernel in GRAPH_KERNELS:
-            if self.n_neighbors is not None:
-                k = self.n_neighbors
-            elif spec is not None:
+            k = self.n_neighbors or 10
+            if self.n_neighbors is None and spec is not None:
                 k = spec.knn_neighbors if kernel == "knn" else spec.heat_neighbors
-            else:
-                k = 10
             out: dict[str, Any] = {"n_neighbors": int(k)}
             if kernel == "heat":
                 out["t"] = float(self.heat_t)
@@ -179,8 +173,7 @@ class Grid:
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values (lists), as a TOML file would hold them."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in values.items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
 def _str_tuple(value, name) -> tuple[str, ...]:
@@ -214,7 +207,7 @@ def _seeds(value) -> tuple[int, ...]:
     return _int_tuple(value, "seeds", minimum=0)
 
 
-def _check_known(names, what, known, listed=None) -> tuple[str, ...]:
+def _check_known(names, what, known, listed=None) -> None:
     """``names``, a non-empty list of strings, each one of ``known`` (else a GridError
     that lists them, or says ``listed``)."""
     for name in _str_tuple(list(names), f"{what}s"):
@@ -222,7 +215,6 @@ def _check_known(names, what, known, listed=None) -> tuple[str, ...]:
             raise GridError(
                 f"Unknown {what} {name!r}; known {what}s: {listed or ', '.join(known)}."
             )
-    return tuple(names)
 
 
 def _check_int(value, name, minimum=1, allow_none=False):
@@ -237,10 +229,6 @@ def _check_number(value, name, allow_none=False):
         return
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise GridError(f"{name} must be a positive number, got {value!r}.")
-
-
-_LIST_FIELDS = {"datasets", "algorithms", "kernels"}
-_INT_LIST_FIELDS = {"batch_sizes", "taus"}
 
 
 def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
@@ -264,17 +252,17 @@ def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
             raise GridError(f"the grid lacks the required key {key!r}.")
     kwargs: dict[str, Any] = {"name": data.get("name", default_name)}
     for key, value in data.items():
-        if key in _LIST_FIELDS:
+        if key in ("datasets", "algorithms", "kernels"):
             kwargs[key] = _str_tuple(value, key)
-        elif key in _INT_LIST_FIELDS:
+        elif key in ("batch_sizes", "taus"):
             kwargs[key] = _int_tuple(value, key)
         elif key == "seeds":
             kwargs[key] = _seeds(value)
         elif key != "name":
             kwargs[key] = value
     if "kernels" in kwargs:
-        kernels = _check_known(kwargs["kernels"], "kernel", kernel_names())
-        kwargs["kernels"] = tuple(dict.fromkeys(canonical_name(k) for k in kernels))
+        _check_known(kwargs["kernels"], "kernel", kernel_names())
+        kwargs["kernels"] = tuple(dict.fromkeys(map(canonical_name, kwargs["kernels"])))
     return Grid(**kwargs)
 
 
@@ -291,8 +279,7 @@ def load_grid(path: str | os.PathLike) -> Grid:
     if tomllib is None:  # pragma: no cover - Python 3.10 without tomli
         raise GridError("reading grid files needs Python >= 3.11 or the package 'tomli'.")
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(path.read_bytes().decode())  # as tomllib.load does
     except OSError as exc:
         raise GridError(f"cannot read grid file {path}: {exc.strerror or exc}.") from exc
     except tomllib.TOMLDecodeError as exc:
@@ -401,11 +388,10 @@ def expand(grid: Grid) -> list[RunSpec]:
                     if i > 0:  # once per dataset, with the first kernel
                         continue
                     k, kparams = "none", ()
+                elif kernel in GRAPH_KERNELS and not algo.graph_kernels:
+                    continue
                 else:
-                    if kernel in GRAPH_KERNELS and not algo.graph_kernels:
-                        continue
-                    k = kernel
-                    kparams = tuple(sorted(grid.kernel_params(ds, kernel).items()))
+                    k, kparams = kernel, tuple(sorted(grid.kernel_params(ds, kernel).items()))
                 batches = grid.batch_sizes if algo.uses_batch_size else (None,)
                 taus = grid.taus if algo.uses_tau else (None,)
                 for b, tau, seed in itertools.product(batches, taus, grid.seeds):

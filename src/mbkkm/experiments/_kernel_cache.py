@@ -82,8 +82,7 @@ def _save(folder: Path, K, meta: dict) -> None:
 
 
 def _load(folder: Path) -> tuple[Any, dict]:
-    with open(folder / _META) as f:
-        meta = json.load(f)
+    meta = json.loads((folder / _META).read_text())
 
     def arr(name):
         return np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False)

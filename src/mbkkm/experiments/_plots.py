@@ -118,17 +118,16 @@ def algorithm_color(name: str):
 def _panels(plt, df, dataset, kernel, tau, out, formats):
     import pandas as pd
 
-    df = df.copy()
     trunc = df["algorithm"].isin([a for a, spec in ALGORITHMS.items() if spec.uses_tau])
-    df = df[~trunc | (df["tau"] == tau)]
+    df = df[~trunc | (df["tau"] == tau)].copy()
     if df.empty:
         return []
     df["group"] = df["batch_size"].map(lambda b: "full" if pd.isna(b) else str(int(b)))
-    groups = sorted({g for g in df["group"] if g != "full"}, key=int)
-    if (df["group"] == "full").any():
-        groups.append("full")
+    groups = sorted(set(df["group"]), key=lambda g: np.inf if g == "full" else int(g))  # full last
     algos = [a for a in ALGORITHMS if a in set(df["algorithm"])]
     df["key"] = list(zip(df["algorithm"], df["group"]))
+    df["kernel_time"] = df["kernel_cpu_seconds"].fillna(0.0)
+    df["time"] = df["fit_cpu_seconds"] + df["kernel_time"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
     width = 0.8 / max(1, len(algos))
     x = np.arange(len(groups))
@@ -139,24 +138,20 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                 sub = df[(df["algorithm"] == algo) & (df["group"] == grp)]
                 if sub.empty:
                     continue
-                if metric == "time":
-                    vals = sub["fit_cpu_seconds"] + sub["kernel_cpu_seconds"].fillna(0.0)
-                    kern.append(float(sub["kernel_cpu_seconds"].fillna(0.0).mean()))
-                else:
-                    vals = sub[metric]
+                vals = sub[metric]
+                kern.append(float(sub["kernel_time"].mean()))  # drawn on the time panel
                 xs.append(x[j] + (i - (len(algos) - 1) / 2) * width)
                 means.append(float(vals.mean()))
                 errs.append(float(vals.std(ddof=0)) if len(vals) > 1 else 0.0)
             if not xs:
                 continue
-            label = ALGORITHMS[algo].label if metric == "ari" else None
             ax.bar(
                 xs,
                 means,
                 width,
                 yerr=errs,
                 color=algorithm_color(algo),
-                label=label,
+                label=ALGORITHMS[algo].label if metric == "ari" else None,
                 capsize=2,
                 edgecolor="none",
             )

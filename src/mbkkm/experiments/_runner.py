@@ -45,8 +45,9 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -74,10 +75,9 @@ MEMORY_FRACTION = 0.7
 
 def available_memory() -> int | None:
     """Bytes of RAM available now (``os.sysconf``), or None where unknown."""
-    try:
+    with suppress(ValueError, OSError, AttributeError):
         return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return None
+    return None
 
 
 def default_memory_budget() -> int | None:
@@ -87,13 +87,10 @@ def default_memory_budget() -> int | None:
 
 
 def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
+    with suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
 
 
@@ -143,10 +140,9 @@ def environment() -> dict[str, Any]:
 
 def load_average() -> float | None:
     """The machine's 1-minute load average now (None where unknown)."""
-    try:
+    with suppress(OSError, AttributeError):  # not on POSIX: None
         return round(os.getloadavg()[0], 2)
-    except (OSError, AttributeError):  # pragma: no cover - not on POSIX
-        return None
+    return None  # pragma: no cover
 
 
 def format_bytes(n: float) -> str:
@@ -183,32 +179,22 @@ def kernel_matrix_bytes(
 
         graph = 24 * n * int(params.get("n_neighbors", _spectral.DEFAULT_N_NEIGHBORS))
         max_dense = params.get("max_dense_bytes", _spectral.DEFAULT_MAX_DENSE_BYTES)
-        if params.get("n_components") is None and 8 * n * n <= max_dense:
+        components = params.get("n_components")
+        if components is None and 8 * n * n <= max_dense:
             return graph + 3 * 8 * n * n
-        pairs = (
-            params.get("n_components")
-            or params.get("max_components", _spectral.DEFAULT_MAX_COMPONENTS)
-        ) + 1
+        pairs = (components or params.get("max_components", _spectral.DEFAULT_MAX_COMPONENTS)) + 1
         return graph + 8 * n * 3 * (pairs + 1)
     return 8 * n * n
 
 
-def build_kernel(
-    X: np.ndarray,
-    kernel: str,
-    params: dict,
-    *,
-    matrix: bool,
-    cache_dir=None,
-    cache_id: dict | None = None,
-) -> KernelSetup:
-    """Resolve a kernel for a dataset; build its n x n matrix when ``matrix``.
+def build_kernel(X: np.ndarray, run: RunSpec, *, matrix: bool, cache_dir=None, source=None):
+    """Resolve a run's kernel for its dataset ``X``; build its n x n matrix when ``matrix``.
 
     With ``cache_dir``, the matrix is read from (or built into) that kernel cache
-    (:mod:`._kernel_cache`) under a key made of ``cache_id`` (dataset, synthetic
-    size, source) and the kernel with its resolved parameters.
+    (:mod:`._kernel_cache`) under a key made of the run's dataset (and synthetic
+    size), the ``source`` and the kernel with its resolved parameters.
     """
-    params = dict(params)
+    kernel, params = run.kernel, dict(run.kernel_params)
     if kernel not in GRAPH_KERNELS and kernel != "none":
         # Resolve data-driven defaults (e.g. gamma=None) once, so every algorithm
         # of the group uses the same value and the row records it.
@@ -231,13 +217,18 @@ def build_kernel(
         return K, time.perf_counter() - start, time.process_time() - cpu_start
 
     if cache_dir is None:
-        K, seconds, cpu_seconds = build()
-    else:
-        from ._kernel_cache import cache_key, cached_matrix
+        return KernelSetup(kernel, dict(params), *build())
+    from ._kernel_cache import cache_key, cached_matrix
 
-        key = cache_key(n_samples=X.shape[0], kernel=kernel, params=params, **(cache_id or {}))
-        K, seconds, cpu_seconds = cached_matrix(cache_dir, key, build)
-    return KernelSetup(kernel, dict(params), K, seconds, cpu_seconds)
+    key = cache_key(
+        dataset=run.dataset,
+        synthetic_samples=run.synthetic_samples,
+        n_samples=X.shape[0],
+        kernel=kernel,
+        params=params,
+        source=source,
+    )
+    return KernelSetup(kernel, dict(params), *cached_matrix(cache_dir, key, build))
 
 
 def load_data(run: RunSpec, *, data_home=None, download: bool = False):
@@ -513,9 +504,8 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
 def _finish(row: dict, status: str, message: str, **cells) -> dict[str, Any]:
     """``row`` with its status, message and other ``cells``, the load average and the
     time of now."""
-    row.update(status=status, message=message, **cells)
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    row.update(load_average=load_average(), timestamp=now)
+    row.update(status=status, message=message, load_average=load_average(), timestamp=now, **cells)
     return row
 
 
@@ -537,8 +527,7 @@ class _Executor:
     ):
         self.env = env
         self.kernel_cache = kernel_cache
-        self.data_home = data_home
-        self.download = download
+        self.load_data = partial(load_data, data_home=data_home, download=download)
         self.memory_budget = memory_budget
         # the key of the last dataset and of the last kernel, and (value, error message)
         self._data_key: Any = None
@@ -552,10 +541,7 @@ class _Executor:
         if key != self._data_key:
             self._kernel_key, self._kernel = None, (None, None)  # free the old matrix first
             self._data_key, self._data = key, (None, None)
-            self._data = _attempt(
-                lambda: load_data(run, data_home=self.data_home, download=self.download),
-                (OSError, ValueError),
-            )
+            self._data = _attempt(partial(self.load_data, run), (OSError, ValueError))
         row = _base_row(run, self.env)
         data, error = self._data
         if error is not None:
@@ -583,22 +569,10 @@ class _Executor:
             return _finish(row, "skipped", message, memory_estimate_bytes=est, **shape)
         kernel_key = (run.dataset, run.synthetic_samples, run.kernel, run.kernel_params, matrix)
         if kernel_key != self._kernel_key:
-            cache_id = {
-                "dataset": run.dataset,
-                "synthetic_samples": run.synthetic_samples,
-                "source": self.env.get("commit") or self.env.get("mbkkm"),
-            }
-            self._kernel_key, self._kernel = kernel_key, (None, None)
-            self._kernel = _attempt(
-                lambda: build_kernel(
-                    X,
-                    run.kernel,
-                    dict(run.kernel_params),
-                    matrix=matrix,
-                    cache_dir=self.kernel_cache,
-                    cache_id=cache_id,
-                )
-            )
+            source = self.env.get("commit") or self.env.get("mbkkm")
+            options = dict(matrix=matrix, cache_dir=self.kernel_cache, source=source)
+            self._kernel_key, self._kernel = kernel_key, (None, None)  # free the old matrix first
+            self._kernel = _attempt(lambda: build_kernel(X, run, **options))
         kernel, error = self._kernel
         if error is not None:
             _finish(row, "error", f"building the kernel failed: {error}")
@@ -635,14 +609,12 @@ def _die_with_parent(parent: int, prctl: bool = True) -> None:
     """
     armed = False
     if prctl and sys.platform.startswith("linux"):
-        try:
+        with suppress(OSError, AttributeError):  # else not armed
             import ctypes
             import signal
 
             libc = ctypes.CDLL(None, use_errno=True)
             armed = libc.prctl(1, int(signal.SIGKILL)) == 0  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover
-            armed = False
     if os.getppid() != parent:
         os._exit(1)
     if not armed:
@@ -775,11 +747,10 @@ def run_grid(
     except BaseException:
         writer.close()
         raise
-    bar = None
-    if progress:  # a progress bar on stderr
-        from tqdm.auto import tqdm
+    from tqdm.auto import tqdm
 
-        bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True)
+    # a progress bar on stderr; a disabled bar draws nothing
+    bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True, disable=not progress)
     start = time.perf_counter()
 
     def over_budget() -> bool:
@@ -792,10 +763,9 @@ def run_grid(
         setattr(summary, status, getattr(summary, status) + 1)
         if status == "error" and row["message"] not in summary.errors:
             summary.errors.append(row["message"])
-        if bar is not None:
-            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
-            bar.update(1)
+        bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
+        bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+        bar.update(1)
 
     options = dict(
         data_home=data_home,
@@ -813,8 +783,7 @@ def run_grid(
         summary.stopped_by_budget = summary.not_run > 0
     finally:
         writer.close()
-        if bar is not None:
-            bar.close()
+        bar.close()
         summary.seconds = time.perf_counter() - start
     return summary
 
@@ -824,7 +793,7 @@ def _run_serial(todo, executor, blas_threads, record, over_budget) -> int:
     when given), until done or over the time budget; returns the runs not run."""
     from threadpoolctl import threadpool_limits
 
-    with nullcontext() if blas_threads is None else threadpool_limits(blas_threads):
+    with threadpool_limits(blas_threads):  # None: unchanged
         for i, run in enumerate(todo):
             if over_budget():
                 return len(todo) - i
@@ -850,7 +819,7 @@ def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
     queue = list(reversed(todo))
     pool = _pool(jobs, initargs)
     pending: dict[Any, RunSpec] = {}
-    deaths: dict[str, int] = {}
+    died: set[str] = set()  # the runs that met a dying worker once
     try:
         while queue or pending:
             while queue and len(pending) < jobs and not over_budget():
@@ -866,8 +835,8 @@ def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
                     row = fut.result()
                 except BrokenProcessPool:
                     broken = True
-                    deaths[run.run_id] = deaths.get(run.run_id, 0) + 1
-                    if deaths[run.run_id] == 1:
+                    if run.run_id not in died:
+                        died.add(run.run_id)
                         queue.append(run)
                         continue
                     row = _finish(
