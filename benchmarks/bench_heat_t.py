@@ -52,8 +52,14 @@ def _peak_gb():
 def _fill_cache(args):
     """The exact heat kernel of a grid, into the runner's cache, from a saved decomposition."""
     from mbkkm.experiments import expand, load_grid
+    from mbkkm.experiments._algorithms import get_algorithm
     from mbkkm.experiments._kernel_cache import cache_key, cached_matrix
-    from mbkkm.experiments._runner import environment, load_data, needs_matrix
+    from mbkkm.experiments._runner import environment, load_data
+    from mbkkm.kernels import GRAPH_KERNELS
+
+    def needs_matrix(run):  # as the runner decides it: full batch, or a graph kernel
+        algo = get_algorithm(run.algorithm)
+        return algo.needs_kernel_matrix or (algo.uses_kernel and run.kernel in GRAPH_KERNELS)
 
     run = next(
         r

@@ -50,6 +50,11 @@ import numpy as np
 from _rss import reset_peak, status_kb
 
 
+def _csr_bytes(X):
+    """Bytes a CSR matrix holds: data, indices and indptr."""
+    return X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+
+
 def _best(f, repeats):
     best = np.inf
     for _ in range(repeats):
@@ -73,7 +78,7 @@ def _corpus(args, n_docs=None):
 
 # ----------------------------------------------------------------------------- tiles
 def tiles(args):
-    from mbkkm.backends._sparse import nbytes, take_rows, vstack_rows
+    from mbkkm.backends._sparse import take_rows, vstack_rows
 
     t0 = time.perf_counter()
     X, _ = _corpus(args)
@@ -81,7 +86,7 @@ def tiles(args):
     density = X.nnz / np.prod(X.shape)
     print(
         f"corpus: {X.shape[0]} x {X.shape[1]}, nnz {X.nnz} (density {density:.5f}),"
-        f" CSR {nbytes(X) / MB:.0f} MB, made in {t_data:.1f} s"
+        f" CSR {_csr_bytes(X) / MB:.0f} MB, made in {t_data:.1f} s"
     )
     rng = np.random.default_rng(args.seed)
     b, m = args.batch_size, args.n_support
@@ -175,8 +180,6 @@ def child(args):
     rss_start = status_kb("VmRSS")
     from sklearn.metrics import adjusted_rand_score
 
-    from mbkkm.backends._sparse import nbytes
-
     rss_imports = status_kb("VmRSS")
     t0 = time.perf_counter()
     X, y = _corpus(args, args.child_docs)
@@ -198,7 +201,7 @@ def child(args):
                 "kernel": args.child_kernel,
                 "dense": bool(args.child_dense),
                 "n_docs": int(X.shape[0]),
-                "data_mb": nbytes(X) / MB,
+                "data_mb": _csr_bytes(X) / MB,
                 "model_mb": model / MB,
                 "n_support": int(getattr(km, "support_vectors_", np.empty((0,))).shape[0]),
                 "rss_start_mb": rss_start * 1e3 / MB,
