@@ -182,16 +182,21 @@ def memory_guard(plan):
         raise err from exc
 
 
-class BaseKernelKMeans(
+class ClusterEstimator(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
 ):
-    """Base class of the kernel estimators (see the module docstring)."""
+    """Base class of every estimator: scikit-learn's mixins, and an unknown option name
+    refused with the nearest known one."""
 
-    # ------------------------------------------------------------------ checks
     def _validate_params(self):
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
 
+
+class BaseKernelKMeans(ClusterEstimator):
+    """Base class of the kernel estimators (see the module docstring)."""
+
+    # ------------------------------------------------------------------ checks
     def _validate_X(self, X):
         """New X (predict, transform, score, a later partial_fit) checked as the fit's X
         was, on the fit's backend (:func:`._rows.validate_new_rows`).
@@ -236,21 +241,18 @@ class BaseKernelKMeans(
         """
         if labelled is not None:
             labels, mind = labelled
-            inertia = mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
-            return labels, float(inertia)
-        lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
-        if lazy is not None:
-            return lazy
-        with thread_policy(), self._labelling(X) as progress:
-            labels, mind = assign_parallel(
-                X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X), progress=progress
-            )
-        labels = _device.convert_output(self._tensor_io, labels)
-        mind = get_backend(mind).to_numpy(mind)
-        inertia = float(
-            mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
-        )
-        return labels, inertia
+        else:
+            lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
+            if lazy is not None:
+                return lazy
+            with thread_policy(), self._labelling(X) as progress:
+                labels, mind = assign_parallel(
+                    X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X), progress=progress
+                )
+            labels = _device.convert_output(self._tensor_io, labels)
+            mind = get_backend(mind).to_numpy(mind)
+        inertia = mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
+        return labels, float(inertia)
 
     def _assign_new(self, X, method, return_distances=False, kernel_diag=None):
         """Labels, minimum distances (and distances) of new data after the usual checks,

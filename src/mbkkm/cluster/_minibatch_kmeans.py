@@ -30,13 +30,7 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
-    TransformerMixin,
-    _fit_context,
-)
+from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -54,14 +48,16 @@ from .._core._memory import chunk_rows
 from .._core._sampling import draw_init_subsample
 from .._core._state import StepResult  # the same record as the kernel step
 from .._progress import progress_for
-from .._validation import (
-    check_sample_weight,
-    check_str_options,
-    match_columns,
-)
+from .._validation import check_sample_weight, match_columns
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import MiniBatchMixin, all_or_nothing, validated, warn_empty_clusters
+from ._base import (
+    ClusterEstimator,
+    MiniBatchMixin,
+    all_or_nothing,
+    validated,
+    warn_empty_clusters,
+)
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -127,13 +123,7 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objectiv
 # ------------------------------------------------------------------------- estimator
 
 
-class MiniBatchKMeans(
-    MiniBatchMixin,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    ClusterMixin,
-    BaseEstimator,
-):
+class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
     """Mini-batch k-means in input space (explicit centers), the paper's baseline.
 
     The same algorithm as :class:`~mbkkm.cluster.MiniBatchKernelKMeans` with the
@@ -287,10 +277,6 @@ default="k-means++"
         self.verbose = verbose
 
     # ------------------------------------------------------------------ checks
-    def _validate_params(self):
-        check_str_options(self)  # an unknown name: the sorted options, the nearest first
-        super()._validate_params()
-
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
@@ -322,8 +308,7 @@ default="k-means++"
         return Xi[idx]
 
     def _init_inertia(self, Xv, wv, centers):
-        _, inertia = self._labels_inertia(Xv, wv, centers)
-        return inertia
+        return self._labels_inertia(Xv, wv, centers)[1]
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)

@@ -67,11 +67,6 @@ class Rows:
             )
         return init
 
-    def init_points(self, init):
-        """Initial centers given as points, on the rows' backend (None for index rows:
-        their init holds point indices)."""
-        return self.nx.asarray(init, dtype=self.data.dtype)
-
     def support_items(self, idx):
         """The items of the support points ``idx`` of a fitted model."""
         return self.take(idx)
@@ -129,6 +124,10 @@ class Rows:
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
+
+    #: KernelKMeans' initial centers given as points: dense, on the rows' backend, for
+    #: every kind of rows (None for index rows: their init holds point indices).
+    init_points = centers
 
     #: :func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma).
     resolve_kernel = staticmethod(resolve_kernel)
