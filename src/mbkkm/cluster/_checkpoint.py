@@ -30,7 +30,6 @@ recomputed from the parameters and the data, deterministically.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import sys
 from numbers import Integral
@@ -286,54 +285,28 @@ def fingerprint(estimator, rows, sample_weight):
     }
 
 
-@functools.singledispatch
 def _canon(value):
     """A parameter as a plain, comparable value (arrays, generators and callables hashed)."""
-    if value is None:
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, np.random.RandomState):  # its state at the start of the fit
+        return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
+    if isinstance(value, np.random.Generator):
+        return f"Generator:{value.bit_generator.state!r}"
+    if isinstance(value, dict):
+        return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
     if callable(value) and hasattr(value, "__qualname__"):
         return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
     if hasattr(value, "shape"):  # an init array, numpy or tensor
         arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
         return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
     return repr(value)
-
-
-@_canon.register(bool)
-@_canon.register(str)
-def _(value):
-    return value
-
-
-@_canon.register(Integral)
-def _(value):
-    return int(value)
-
-
-@_canon.register(float)
-def _(value):
-    return float(value)
-
-
-@_canon.register(np.random.RandomState)
-def _(value):  # its state at the start of the fit
-    return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
-
-
-@_canon.register(np.random.Generator)
-def _(value):
-    return f"Generator:{value.bit_generator.state!r}"
-
-
-@_canon.register(dict)
-def _(value):
-    return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-
-
-@_canon.register(list)
-@_canon.register(tuple)
-def _(value):
-    return [_canon(v) for v in value]
 
 
 def _digest(*arrays):
