@@ -416,8 +416,7 @@ class MiniBatchMixin:
 
     A subclass provides ``_initial_centers(X, sample_weight, rng)`` (one
     initialisation, in the form ``fit`` iterates on) and
-    ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample),
-    and may override ``_take_rows(X, idx)`` (rows of its data).
+    ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample).
     """
 
     def _check_sizes_and_init(self, rows, kernel):
@@ -431,9 +430,6 @@ class MiniBatchMixin:
             if init_size < self.n_clusters:
                 init_size = 3 * self.n_clusters
         self._init_size = min(init_size, n)
-
-    def _take_rows(self, X, idx):
-        return X[idx]
 
     def _record_step(self, first, objective, X, sample_weight):
         """A ``partial_fit`` step (the first one when ``first``), and with
@@ -457,7 +453,8 @@ class MiniBatchMixin:
         if n_init == 1:
             return start if start is not None else self._initial_centers(X, sample_weight, rng)
         val_idx = rng.randint(0, X.shape[0], self._init_size)
-        Xv = self._take_rows(X, val_idx)
+        nx = get_backend(X)
+        Xv = nx.take(X, nx.index(val_idx))
         wv = None if sample_weight is None else sample_weight[val_idx]
         best, best_inertia = None, np.inf
         for i in range(n_init):

@@ -418,10 +418,6 @@ torch.device, default=None
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return init_state(Xi[idx] if dense else nx.take(Xi, nx.index(idx)), self.kernel_)
 
-    def _take_rows(self, X, idx):
-        nx = get_backend(X)
-        return nx.take(X, nx.index(idx))
-
     def _init_inertia(self, Xv, wv, state):
         _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(Xv, state))
         mind = get_backend(mind).to_numpy(mind)

@@ -284,12 +284,6 @@ default="k-means++"
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
 
-    def _check_params_vs_input(self, X):
-        self._check_sizes_and_init(rows_of(X), "linear")  # an init array: points
-        # k-means++ is the package's kernel k-means++ with the linear kernel, so the
-        # random draws are those of MiniBatchKernelKMeans(kernel="linear").
-        self._linear = resolve_kernel("linear")
-
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """(k, d) initial centers: rows of X, or the init array (a copy)."""
@@ -302,7 +296,9 @@ default="k-means++"
         Xi = X[init_idx]
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
-            idx = kernel_kmeans_plusplus(Xi, self._linear, self.n_clusters, rng, wi)
+            # the package's kernel k-means++ with the linear kernel: the random draws are
+            # those of MiniBatchKernelKMeans(kernel="linear")
+            idx = kernel_kmeans_plusplus(Xi, resolve_kernel("linear"), self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return Xi[idx]
@@ -340,7 +336,7 @@ default="k-means++"
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
             sample_weight = check_sample_weight(sample_weight, X)
-            self._check_params_vs_input(X)
+            self._check_sizes_and_init(rows_of(X), "linear")  # init: points
             self.memory_plan_ = _memory.plan_explicit(
                 _memory.ExplicitPlanRequest(
                     n=X.shape[0],
@@ -407,7 +403,7 @@ default="k-means++"
             X = self._validate_X(X, reset=first)
             sample_weight = check_sample_weight(sample_weight, X)
             if first:
-                self._check_params_vs_input(X)
+                self._check_sizes_and_init(rows_of(X), "linear")  # init: points
                 self._random_state = check_random_state(self.random_state)
                 centers = self._initial_centers(
                     X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
