@@ -18,6 +18,7 @@ graph kernels).
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 from sklearn.base import (
@@ -151,17 +152,11 @@ def validated(estimator, X, reset=False, accept_sparse="csr"):
     """X checked by scikit-learn's ``validate_data`` as the estimators check it (float64
     or float32, C order, at least one row; CSR, or no sparse X), its errors short."""
     return short_input_errors(
-        lambda X: validate_data(
-            estimator,
-            X,
-            reset=reset,
-            dtype=[np.float64, np.float32],
-            order="C",
-            accept_sparse=accept_sparse,
-            ensure_min_samples=1,
-        ),
+        partial(validate_data, estimator),
         X,
         type(estimator).__name__,
+        reset=reset,
+        accept_sparse=accept_sparse,
     )
 
 

@@ -374,17 +374,7 @@ def fit_input(
     X, dev = given.fit_data(
         device,
         lambda X: short_input_errors(
-            lambda X: check_array(
-                X,
-                input_name="X",
-                estimator=owner,
-                dtype=[np.float64, np.float32],
-                order="C",
-                accept_sparse="csr",
-                ensure_min_samples=1,
-            ),
-            X,
-            owner,
+            check_array, X, owner, input_name="X", estimator=owner, accept_sparse="csr"
         ),
         kind=kind,
         kernel=kernel,
