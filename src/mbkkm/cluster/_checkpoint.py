@@ -165,8 +165,7 @@ class FitCheckpoint:
         from .._core._loop import fit_loop
 
         self._gamma_selection = estimator.gamma_selection_
-        if self.saved is not None:
-            self._rng_after_init = _rng_state(self.saved["random_state"])
+        if self.saved is not None:  # (the generator's state: recorded after its restore)
             loop = fit_loop(None, items, plan, random_state, cfg, saved=self.saved["fit"])
             self.saved = None  # the loop owns the state now
         else:

@@ -338,14 +338,12 @@ torch.device, default=None
         else:
             row = 2 * (n + 3 * k) * itemsize
             if row > working:
-                device = (
-                    ""
-                    if free is None
-                    else (
+                device = ""
+                if free is not None:
+                    device = (
                         f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
                         f"{headroom / _GIB:.3g} GiB)"
                     )
-                )
                 raise KernelMemoryError(
                     f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
                     f"more than max_kernel_memory={self.max_kernel_memory} MiB "

@@ -253,10 +253,9 @@ class PrecomputedKernel(PointKernel):
         items = np.arange(estimator.kernel_.n_samples)
         m = state.support.shape[0]  # items are indices: 8 bytes a value
         chunk_rows = label_chunk_rows(estimator.working_memory, m, estimator.n_clusters, 8)
-        _, _, distances = assign(
+        return assign(
             items, state, estimator.kernel_, chunk_rows=chunk_rows, return_distances=True
-        )
-        return distances
+        )[2]
 
 
 class GraphKernel(PrecomputedKernel):

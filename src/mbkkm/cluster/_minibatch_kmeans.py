@@ -519,8 +519,7 @@ default="k-means++"
             return lazy
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
-        _, inertia = self._labels_inertia(X, sample_weight)
-        return -inertia
+        return -self._labels_inertia(X, sample_weight)[1]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

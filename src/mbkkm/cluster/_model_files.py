@@ -138,18 +138,14 @@ def load_model(path):
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # skops' own errors on a damaged tree
-        raise ValueError(
-            f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
-        ) from None
+        raise ValueError(_damaged(path, exc)) from None
     foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
     if foreign:
         raise ValueError(f"{path} holds types mbkkm does not trust: {', '.join(foreign)}.")
     try:
         estimator = sio.load(path, trusted=untrusted)
     except (zipfile.BadZipFile, KeyError, EOFError, json.JSONDecodeError) as exc:
-        raise ValueError(
-            f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
-        ) from None
+        raise ValueError(_damaged(path, exc)) from None
     if not isinstance(estimator, ESTIMATORS):  # pragma: no cover - checked on the schema
         raise ValueError(
             f"{path} holds a {_qualname(type(estimator))}, not one of mbkkm's estimators; {_HOW}."
@@ -175,6 +171,10 @@ _GLOBAL0 = re.compile(rb"^c([\w.]+)\n([\w.]+)\n")
 
 def _qualname(cls) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _damaged(path: Path, exc: Exception) -> str:
+    return f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
 
 
 def _check_is_skops(path: Path, head: bytes) -> None:
