@@ -55,9 +55,9 @@ NOT_FINGERPRINTED = ("verbose", "compute_labels")
 DIGEST_ROWS = 1024
 
 
-def check_checkpoint(checkpoint, checkpoint_every, *, kernel, tau, max_iter):
+def check_checkpoint(checkpoint, checkpoint_every, estimator):
     """``fit``'s checkpoint arguments checked before any work: a FitCheckpoint or None
-    (``kernel``, ``tau``, ``max_iter``: the estimator's parameters).
+    (the estimator's ``kernel``, ``tau`` and ``max_iter`` are read).
 
     Raises TypeError / ValueError naming ``checkpoint`` or ``checkpoint_every``, and
     ImportError when skops (``mbkkm[cli]``) is missing.
@@ -80,7 +80,7 @@ def check_checkpoint(checkpoint, checkpoint_every, *, kernel, tau, max_iter):
     if not path.parent.is_dir():
         raise ValueError(f"checkpoint: the folder of {str(path)!r} does not exist")
     if checkpoint_every is None:
-        every = max(1, max_iter // 10)
+        every = max(1, estimator.max_iter // 10)
     elif (
         isinstance(checkpoint_every, bool)  # numpy's bool_ is not Integral either
         or not isinstance(checkpoint_every, Integral)
@@ -92,12 +92,12 @@ def check_checkpoint(checkpoint, checkpoint_every, *, kernel, tau, max_iter):
         )
     else:
         every = int(checkpoint_every)
-    if tau is None:
+    if estimator.tau is None:
         raise ValueError(
             "checkpoint needs an integer tau: tau=None (the untruncated "
             "algorithm) keeps a table over all points, which is not checkpointed"
         )
-    kernel_kind(kernel).check_checkpoint(kernel)  # graph kernels: not available
+    kernel_kind(estimator.kernel).check_checkpoint(estimator.kernel)  # graph kernels: refused
     try:
         import_skops_io()
     except ImportError as exc:
@@ -110,9 +110,9 @@ class FitCheckpoint:
 
     Used by ``MiniBatchKernelKMeans.fit`` in this order: :meth:`open` (the
     fingerprint, and the saved state when the file exists), :attr:`gamma_selection`
-    (the width to reuse), :meth:`restore_random_state` (resuming: instead of the
-    initialisation), :meth:`record_random_state`, :meth:`loop` (the fit's loop,
-    restored or new, with the saving hook attached).
+    (the width to reuse), :meth:`record_random_state` (after the initialisation, or
+    resuming instead of it), :meth:`loop` (the fit's loop, restored or new, with the
+    saving hook attached).
     """
 
     def __init__(self, path, every):
@@ -148,13 +148,14 @@ class FitCheckpoint:
         """The saved width selection (a GammaSelection), or None."""
         return None if self.saved is None else self.saved["gamma_selection"]
 
-    def restore_random_state(self, random_state):
-        """Resuming: ``random_state`` set to its saved state after the initialisation,
-        which the fit skips."""
-        random_state.set_state(_rng_state(self.saved["random_state"]))
-
     def record_random_state(self, random_state):
-        """After the initialisation, before the plan is drawn: the generator's state."""
+        """After the initialisation, before the plan is drawn: the generator's state.
+
+        Resuming, the fit skips the initialisation: ``random_state`` is first set to
+        its saved state after it.
+        """
+        if self.saved is not None:
+            random_state.set_state(_rng_state(self.saved["random_state"]))
         self._rng_after_init = random_state.get_state()
 
     # ------------------------------------------------------------------ write

@@ -464,13 +464,7 @@ torch.device, default=None
         """
         with all_or_nothing(self):  # one thread policy; on an error, the model as it was
             if checkpoint is not None or checkpoint_every is not None:
-                checkpoint = check_checkpoint(
-                    checkpoint,
-                    checkpoint_every,
-                    kernel=self.kernel,
-                    tau=self.tau,
-                    max_iter=self.max_iter,
-                )
+                checkpoint = check_checkpoint(checkpoint, checkpoint_every, self)
             data = fit_input(
                 X, sample_weight, self, tau=self.tau, working_memory=self.working_memory
             )
@@ -492,12 +486,8 @@ torch.device, default=None
             with memory_guard(plan):
                 rng = check_random_state(self.random_state)
                 self._random_state = rng
-                if resuming:  # rng: its state after the saved fit's initialisation
-                    checkpoint.restore_random_state(rng)
-                    state = None
-                else:
-                    state = self._best_init(items, sample_weight, rng, start)
-                if checkpoint is not None:
+                state = None if resuming else self._best_init(items, sample_weight, rng, start)
+                if checkpoint is not None:  # resuming: rng set to its state after the init
                     checkpoint.record_random_state(rng)
                 batches = draw_batch_plan(
                     rng, data.n_samples, self._batch_size, self.max_iter, sample_weight
