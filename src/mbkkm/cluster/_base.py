@@ -44,7 +44,7 @@ from ..backends import get_backend
 from ..backends._threads import thread_policy
 from . import _device
 from ._kinds import kernel_kind, resolve_problem
-from ._rows import host_sample_weight, rows_of, validate_new_rows
+from ._rows import X_MIXED, host_sample_weight, rows_of, same_library
 
 
 class EmptyClusterWarning(ConvergenceWarning):
@@ -194,19 +194,23 @@ class BaseKernelKMeans(ClusterEstimator):
     # ------------------------------------------------------------------ checks
     def _validate_X(self, X):
         """New X (predict, transform, score, a later partial_fit) checked as the fit's X
-        was, on the fit's backend (:func:`._rows.validate_new_rows`).
+        was, on the fit's backend.
 
-        The fitted columns are taken in any order, by name; numpy arrays and CSR go
-        through ``validate_data``, tensors are checked with torch operations.
+        The fitted columns are taken in any order, by name. X must come from the array
+        library of the fit's X (unknown for a model saved before 0.2). The adapter of
+        X's kind does the kind's own checks: ``validate_data`` for numpy and
+        scipy.sparse (which comes out as canonical CSR and runs with numpy only), torch
+        operations for a tensor, where it lives.
         """
-        return validate_new_rows(
-            match_columns(self, X),  # the fitted columns in any order, by name
-            dev=getattr(self, "_device", None),
-            device=self.device,
-            tensor_io=getattr(self, "_tensor_io", None),  # None: a model saved before 0.2
-            n_features_in=self.n_features_in_,
-            owner=type(self).__name__,
-            validate_numpy=lambda X: validated(self, X),
+        X = match_columns(self, X)  # the fitted columns in any order, by name
+        tensor_io = getattr(self, "_tensor_io", None)  # None: a model saved before 0.2
+        rows = rows_of(X) if tensor_io is None else same_library(X, tensor_io, X_MIXED)
+        return rows.validated(
+            getattr(self, "_device", None),
+            self.device,
+            lambda X: validated(self, X),
+            self.n_features_in_,
+            type(self).__name__,
         )
 
     def _chunk_rows(self, X, state=None):

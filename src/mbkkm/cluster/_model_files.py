@@ -294,12 +294,8 @@ def _schema(path: Path) -> dict:
 def _check_estimator(path: Path, schema: dict) -> None:
     """Refuse a skops file whose top-level object is not one of mbkkm's estimators."""
     module, name = schema.get("__module__"), schema.get("__class__")
-    if (
-        isinstance(module, str)
-        and module.startswith(TRUSTED_PREFIX)
-        and name in {c.__name__ for c in ESTIMATORS}
-    ):
-        return
+    if str(module).startswith(TRUSTED_PREFIX) and name in {c.__name__ for c in ESTIMATORS}:
+        return  # (only a str module starts with a prefix: JSON has no other kind that does)
     what = f"{module}.{name}" if module and module != "builtins" else str(name)
     content = schema.get("content")
     if name == "dict" and isinstance(content, dict) and "fingerprint" in content:
@@ -308,11 +304,7 @@ def _check_estimator(path: Path, schema: dict) -> None:
             "fit(checkpoint=...)), not a model: run the same fit again to resume "
             f"it and finish it; {_HOW}."
         )
-    hint = (
-        "; load it with skops.io.load"
-        if isinstance(module, str) and module.startswith("sklearn.")
-        else ""
-    )
+    hint = "; load it with skops.io.load" if str(module).startswith("sklearn.") else ""
     raise ValueError(
         f"{path} is a skops file holding a {what}, not one of mbkkm's estimators "
         f"({', '.join(c.__name__ for c in ESTIMATORS)}){hint}. mbkkm loads its own "
