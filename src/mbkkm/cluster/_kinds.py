@@ -394,9 +394,9 @@ def fit_input(
 
 
 @dataclass(frozen=True)
-class FitProblem(FitInput):
+class FitProblem(Resolved, FitInput):
     """One fit's checked input (the fields of :class:`FitInput`) with the kernel
-    resolved (built by :func:`resolve_problem`).
+    resolved (those of :class:`Resolved`), built by :func:`resolve_problem`.
 
     Attributes
     ----------
@@ -419,16 +419,9 @@ class FitProblem(FitInput):
         The heat kernel's time and its record.
     """
 
-    items: object
-    kernel: ResolvedKernel
-    nx: object
-    n_features: int
-    is_index: bool
-    itemsize: int
-    gamma: float | None = None
+    nx: object = None  # (always given: fields with defaults follow Resolved's)
+    is_index: bool = False
     gamma_selection: object = None
-    t: float | None = None
-    t_selection: object = None
 
 
 def resolve_problem(estimator, data, *, gamma_selection=None):

@@ -399,8 +399,8 @@ torch.device, default=None
         """One initialisation: the windows of k initial center points (rows of X or the
         init array)."""
         if not isinstance(self._init, str):
-            points = rows_of(X).centers(self._init)  # CSR data: CSR support rows
-            return init_state(points, self.kernel_)
+            # CSR data: CSR support rows
+            return init_state(rows_of(X).centers(self._init), self.kernel_)
         if init_idx is None:
             init_idx = draw_init_subsample(
                 rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
