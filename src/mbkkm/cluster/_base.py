@@ -355,9 +355,8 @@ class BaseKernelKMeans(ClusterEstimator):
             return_distances=kernel_kind(self.kernel).needs_kernel_diag,
         )
         mind = get_backend(mind).to_numpy(mind)
-        tensor_io = getattr(self, "_tensor_io", False)
         sample_weight = check_sample_weight(
-            host_sample_weight(sample_weight, tensor_io), mind[:, None]
+            host_sample_weight(sample_weight, getattr(self, "_tensor_io", False)), mind[:, None]
         )
         return -float(mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight)
 

@@ -305,9 +305,7 @@ _KINDS = {"precomputed": PrecomputedKernel(), **dict.fromkeys(GRAPH_KERNELS, Gra
 
 def kernel_kind(kernel):
     """The kind of an estimator's ``kernel`` parameter (a name or a callable)."""
-    if not isinstance(kernel, str):
-        return _POINT  # a callable: a kernel on points
-    return _KINDS.get(kernel, _POINT)
+    return _KINDS.get(kernel, _POINT) if isinstance(kernel, str) else _POINT  # a callable
 
 
 @dataclass(frozen=True)

@@ -458,8 +458,7 @@ default="k-means++"
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
-        inertia = float(mind.sum() if sample_weight is None else mind @ sample_weight)
-        return labels, inertia
+        return labels, float(mind.sum() if sample_weight is None else mind @ sample_weight)
 
     def predict(self, X):
         """Index of the nearest center for each row of X.
@@ -476,8 +475,7 @@ default="k-means++"
         lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, computed per chunk
         if lazy is not None:
             return lazy
-        X = self._validate_X(X, reset=False)
-        return np.argmin(self._distances(X), axis=1)
+        return np.argmin(self._distances(self._validate_X(X, reset=False)), axis=1)
 
     def transform(self, X):
         """Squared Euclidean distances ||x - C_j||^2 to every center.
@@ -497,8 +495,7 @@ default="k-means++"
         lazy = rows_of(X).lazy_transform(self)  # Dask: a Dask array, computed per chunk
         if lazy is not None:
             return lazy
-        X = self._validate_X(X, reset=False)
-        return self._distances(X)
+        return self._distances(self._validate_X(X, reset=False))
 
     def score(self, X, y=None, sample_weight=None):
         """Opposite of the (weighted) inertia of X on the fitted centers.
