@@ -139,9 +139,10 @@ def check_str_options(estimator):
 
 
 # ------------------------------------------------------------------ input data
-def short_input_errors(validate, X, owner):
-    """``validate(X)`` (scikit-learn's checks) with short messages for the usual
-    mistakes.
+def short_input_errors(check, X, owner, **options):
+    """``check(X, **options)`` (scikit-learn's ``check_array`` or ``validate_data``) as
+    the estimators check X (float64 or float32, C order, at least one row), with short
+    messages for the usual mistakes.
 
     scikit-learn's messages print a whole 1-D or complex array, do not name the
     column of a DataFrame that holds strings, and answer NaN with advice about
@@ -150,15 +151,18 @@ def short_input_errors(validate, X, owner):
 
     Parameters
     ----------
-    validate : callable
-        ``validate(X)`` returns the checked X (``validate_data`` with its options).
+    check : callable
+        ``check(X, dtype=..., order=..., ensure_min_samples=..., **options)`` returns
+        the checked X.
     X : array-like
         The input as the user gave it.
     owner : str
         The estimator's name, for the messages.
+    **options
+        More keywords of ``check`` (``accept_sparse``, ...).
     """
     try:
-        return validate(X)
+        return check(X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1, **options)
     except ValueError as exc:
         msg = _rewrite(str(exc), X, owner)
         if msg is None:

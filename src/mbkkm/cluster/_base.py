@@ -18,6 +18,7 @@ graph kernels).
 from __future__ import annotations
 
 from contextlib import contextmanager
+from functools import partial
 
 import numpy as np
 from sklearn.base import (
@@ -43,7 +44,7 @@ from ..backends import get_backend
 from ..backends._threads import thread_policy
 from . import _device
 from ._kinds import kernel_kind, resolve_problem
-from ._rows import host_sample_weight, rows_of, validate_new_rows
+from ._rows import X_MIXED, host_sample_weight, rows_of, same_library
 
 
 class EmptyClusterWarning(ConvergenceWarning):
@@ -151,17 +152,11 @@ def validated(estimator, X, reset=False, accept_sparse="csr"):
     """X checked by scikit-learn's ``validate_data`` as the estimators check it (float64
     or float32, C order, at least one row; CSR, or no sparse X), its errors short."""
     return short_input_errors(
-        lambda X: validate_data(
-            estimator,
-            X,
-            reset=reset,
-            dtype=[np.float64, np.float32],
-            order="C",
-            accept_sparse=accept_sparse,
-            ensure_min_samples=1,
-        ),
+        partial(validate_data, estimator),
         X,
         type(estimator).__name__,
+        reset=reset,
+        accept_sparse=accept_sparse,
     )
 
 
@@ -182,31 +177,40 @@ def memory_guard(plan):
         raise err from exc
 
 
-class BaseKernelKMeans(
+class ClusterEstimator(
     ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, BaseEstimator
 ):
-    """Base class of the kernel estimators (see the module docstring)."""
+    """Base class of every estimator: scikit-learn's mixins, and an unknown option name
+    refused with the nearest known one."""
 
-    # ------------------------------------------------------------------ checks
     def _validate_params(self):
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
 
+
+class BaseKernelKMeans(ClusterEstimator):
+    """Base class of the kernel estimators (see the module docstring)."""
+
+    # ------------------------------------------------------------------ checks
     def _validate_X(self, X):
         """New X (predict, transform, score, a later partial_fit) checked as the fit's X
-        was, on the fit's backend (:func:`._rows.validate_new_rows`).
+        was, on the fit's backend.
 
-        The fitted columns are taken in any order, by name; numpy arrays and CSR go
-        through ``validate_data``, tensors are checked with torch operations.
+        The fitted columns are taken in any order, by name. X must come from the array
+        library of the fit's X (unknown for a model saved before 0.2). The adapter of
+        X's kind does the kind's own checks: ``validate_data`` for numpy and
+        scipy.sparse (which comes out as canonical CSR and runs with numpy only), torch
+        operations for a tensor, where it lives.
         """
-        return validate_new_rows(
-            match_columns(self, X),  # the fitted columns in any order, by name
-            dev=getattr(self, "_device", None),
-            device=self.device,
-            tensor_io=getattr(self, "_tensor_io", None),  # None: a model saved before 0.2
-            n_features_in=self.n_features_in_,
-            owner=type(self).__name__,
-            validate_numpy=lambda X: validated(self, X),
+        X = match_columns(self, X)  # the fitted columns in any order, by name
+        tensor_io = getattr(self, "_tensor_io", None)  # None: a model saved before 0.2
+        rows = rows_of(X) if tensor_io is None else same_library(X, tensor_io, X_MIXED)
+        return rows.validated(
+            getattr(self, "_device", None),
+            self.device,
+            lambda X: validated(self, X),
+            self.n_features_in_,
+            type(self).__name__,
         )
 
     def _chunk_rows(self, X, state=None):
@@ -236,21 +240,18 @@ class BaseKernelKMeans(
         """
         if labelled is not None:
             labels, mind = labelled
-            inertia = mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
-            return labels, float(inertia)
-        lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
-        if lazy is not None:
-            return lazy
-        with thread_policy(), self._labelling(X) as progress:
-            labels, mind = assign_parallel(
-                X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X), progress=progress
-            )
-        labels = _device.convert_output(self._tensor_io, labels)
-        mind = get_backend(mind).to_numpy(mind)
-        inertia = float(
-            mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
-        )
-        return labels, inertia
+        else:
+            lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
+            if lazy is not None:
+                return lazy
+            with thread_policy(), self._labelling(X) as progress:
+                labels, mind = assign_parallel(
+                    X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X), progress=progress
+                )
+            labels = _device.convert_output(self._tensor_io, labels)
+            mind = get_backend(mind).to_numpy(mind)
+        inertia = mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight
+        return labels, float(inertia)
 
     def _assign_new(self, X, method, return_distances=False, kernel_diag=None):
         """Labels, minimum distances (and distances) of new data after the usual checks,
@@ -354,9 +355,8 @@ class BaseKernelKMeans(
             return_distances=kernel_kind(self.kernel).needs_kernel_diag,
         )
         mind = get_backend(mind).to_numpy(mind)
-        tensor_io = getattr(self, "_tensor_io", False)
         sample_weight = check_sample_weight(
-            host_sample_weight(sample_weight, tensor_io), mind[:, None]
+            host_sample_weight(sample_weight, getattr(self, "_tensor_io", False)), mind[:, None]
         )
         return -float(mind.sum(dtype=np.float64) if sample_weight is None else mind @ sample_weight)
 
@@ -414,8 +414,7 @@ class MiniBatchMixin:
 
     A subclass provides ``_initial_centers(X, sample_weight, rng)`` (one
     initialisation, in the form ``fit`` iterates on) and
-    ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample),
-    and may override ``_take_rows(X, idx)`` (rows of its data).
+    ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample).
     """
 
     def _check_sizes_and_init(self, rows, kernel):
@@ -429,9 +428,6 @@ class MiniBatchMixin:
             if init_size < self.n_clusters:
                 init_size = 3 * self.n_clusters
         self._init_size = min(init_size, n)
-
-    def _take_rows(self, X, idx):
-        return X[idx]
 
     def _record_step(self, first, objective, X, sample_weight):
         """A ``partial_fit`` step (the first one when ``first``), and with
@@ -455,7 +451,8 @@ class MiniBatchMixin:
         if n_init == 1:
             return start if start is not None else self._initial_centers(X, sample_weight, rng)
         val_idx = rng.randint(0, X.shape[0], self._init_size)
-        Xv = self._take_rows(X, val_idx)
+        nx = get_backend(X)
+        Xv = nx.take(X, nx.index(val_idx))
         wv = None if sample_weight is None else sample_weight[val_idx]
         best, best_inertia = None, np.inf
         for i in range(n_init):

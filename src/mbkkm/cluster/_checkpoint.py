@@ -56,9 +56,9 @@ NOT_FINGERPRINTED = ("verbose", "compute_labels")
 DIGEST_ROWS = 1024
 
 
-def check_checkpoint(checkpoint, checkpoint_every, *, kernel, tau, max_iter):
+def check_checkpoint(checkpoint, checkpoint_every, estimator):
     """``fit``'s checkpoint arguments checked before any work: a FitCheckpoint or None
-    (``kernel``, ``tau``, ``max_iter``: the estimator's parameters).
+    (the estimator's ``kernel``, ``tau`` and ``max_iter`` are read).
 
     Raises TypeError / ValueError naming ``checkpoint`` or ``checkpoint_every``, and
     ImportError when skops (``mbkkm[cli]``) is missing.
@@ -81,7 +81,7 @@ def check_checkpoint(checkpoint, checkpoint_every, *, kernel, tau, max_iter):
     if not path.parent.is_dir():
         raise ValueError(f"checkpoint: the folder of {str(path)!r} does not exist")
     if checkpoint_every is None:
-        every = max(1, max_iter // 10)
+        every = max(1, estimator.max_iter // 10)
     elif (
         isinstance(checkpoint_every, bool)  # numpy's bool_ is not Integral either
         or not isinstance(checkpoint_every, Integral)
@@ -93,12 +93,12 @@ def check_checkpoint(checkpoint, checkpoint_every, *, kernel, tau, max_iter):
         )
     else:
         every = int(checkpoint_every)
-    if tau is None:
+    if estimator.tau is None:
         raise ValueError(
             "checkpoint needs an integer tau: tau=None (the untruncated "
             "algorithm) keeps a table over all points, which is not checkpointed"
         )
-    kernel_kind(kernel).check_checkpoint(kernel)  # graph kernels: not available
+    kernel_kind(estimator.kernel).check_checkpoint(estimator.kernel)  # graph kernels: refused
     try:
         import_skops_io()
     except ImportError as exc:
@@ -111,9 +111,9 @@ class FitCheckpoint:
 
     Used by ``MiniBatchKernelKMeans.fit`` in this order: :meth:`open` (the
     fingerprint, and the saved state when the file exists), :attr:`gamma_selection`
-    (the width to reuse), :meth:`restore_random_state` (resuming: instead of the
-    initialisation), :meth:`record_random_state`, :meth:`loop` (the fit's loop,
-    restored or new, with the saving hook attached).
+    (the width to reuse), :meth:`record_random_state` (after the initialisation, or
+    resuming instead of it), :meth:`loop` (the fit's loop, restored or new, with the
+    saving hook attached).
     """
 
     def __init__(self, path, every):
@@ -149,13 +149,14 @@ class FitCheckpoint:
         """The saved width selection (a GammaSelection), or None."""
         return None if self.saved is None else self.saved["gamma_selection"]
 
-    def restore_random_state(self, random_state):
-        """Resuming: ``random_state`` set to its saved state after the initialisation,
-        which the fit skips."""
-        random_state.set_state(_rng_state(self.saved["random_state"]))
-
     def record_random_state(self, random_state):
-        """After the initialisation, before the plan is drawn: the generator's state."""
+        """After the initialisation, before the plan is drawn: the generator's state.
+
+        Resuming, the fit skips the initialisation: ``random_state`` is first set to
+        its saved state after it.
+        """
+        if self.saved is not None:
+            random_state.set_state(_rng_state(self.saved["random_state"]))
         self._rng_after_init = random_state.get_state()
 
     # ------------------------------------------------------------------ write
@@ -166,8 +167,7 @@ class FitCheckpoint:
         from .._core._loop import fit_loop
 
         self._gamma_selection = estimator.gamma_selection_
-        if self.saved is not None:
-            self._rng_after_init = _rng_state(self.saved["random_state"])
+        if self.saved is not None:  # (the generator's state: recorded after its restore)
             loop = fit_loop(None, items, plan, random_state, cfg, saved=self.saved["fit"])
             self.saved = None  # the loop owns the state now
         else:
@@ -289,8 +289,14 @@ def fingerprint(estimator, rows, sample_weight):
 @functools.singledispatch
 def _canon(value):
     """A parameter as a plain, comparable value (arrays, generators and callables hashed)."""
-    if value is None:
+    if value is None or isinstance(value, (bool, str)):
         return value
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, dict):
+        return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if callable(value) and hasattr(value, "__qualname__"):
         return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
     if hasattr(value, "shape"):  # an init array, numpy or tensor
@@ -299,20 +305,10 @@ def _canon(value):
     return repr(value)
 
 
-@_canon.register(bool)
-@_canon.register(str)
+@_canon.register(list)
+@_canon.register(tuple)
 def _(value):
-    return value
-
-
-@_canon.register(Integral)
-def _(value):
-    return int(value)
-
-
-@_canon.register(float)
-def _(value):
-    return float(value)
+    return [_canon(v) for v in value]
 
 
 @_canon.register(np.random.RandomState)
@@ -323,17 +319,6 @@ def _(value):  # its state at the start of the fit
 @_canon.register(np.random.Generator)
 def _(value):
     return f"Generator:{value.bit_generator.state!r}"
-
-
-@_canon.register(dict)
-def _(value):
-    return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-
-
-@_canon.register(list)
-@_canon.register(tuple)
-def _(value):
-    return [_canon(v) for v in value]
 
 
 def _digest(*arrays):

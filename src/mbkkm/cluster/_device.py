@@ -52,16 +52,12 @@ def validate_tensor(X, n_features_in=None, owner=""):
         raise TypeError(f"X: complex data is not supported, got dtype {X.dtype}")
     if X.dtype not in (torch.float32, torch.float64):
         X = X.to(torch.float32)
-    if X.shape[0] < 1:
-        raise ValueError(
-            f"Found array with 0 sample(s) (shape={tuple(X.shape)}) while a "
-            "minimum of 1 is required."
-        )
-    if X.shape[1] < 1:
-        raise ValueError(
-            f"Found array with 0 feature(s) (shape={tuple(X.shape)}) while a "
-            "minimum of 1 is required."
-        )
+    for axis, what in enumerate(("sample(s)", "feature(s)")):
+        if X.shape[axis] < 1:
+            raise ValueError(
+                f"Found array with 0 {what} (shape={tuple(X.shape)}) while a "
+                "minimum of 1 is required."
+            )
     # min and max propagate NaN and show inf: one reduction, no temporary of X's size
     # (isfinite(X) takes 1.75 times X's memory on CUDA)
     if X.numel() and not bool(torch.isfinite(torch.stack(torch.aminmax(X))).all()):

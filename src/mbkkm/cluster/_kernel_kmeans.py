@@ -338,14 +338,12 @@ torch.device, default=None
         else:
             row = 2 * (n + 3 * k) * itemsize
             if row > working:
-                device = (
-                    ""
-                    if free is None
-                    else (
+                device = ""
+                if free is not None:
+                    device = (
                         f" (on {nx.device}: {free / _GIB:.3g} GiB free, less a headroom of "
                         f"{headroom / _GIB:.3g} GiB)"
                     )
-                )
                 raise KernelMemoryError(
                     f"KernelKMeans: the {n} x {n} kernel matrix needs {dense / _GIB:.3g} GiB, "
                     f"more than max_kernel_memory={self.max_kernel_memory} MiB "
@@ -377,8 +375,7 @@ torch.device, default=None
         Everything in it lives on the backend the run uses (numpy, or torch on the
         device of ``self._device`` / of X).
         """
-        rows, kernel, nx = problem.rows, problem.kernel, problem.nx
-        X = rows.data
+        X, kernel, nx = problem.rows.data, problem.kernel, problem.nx
         diag = nx.astype(kernel.diag(X), np.float64)
         if block_rows is None:
             self._kernel_storage = "stored"
@@ -472,8 +469,7 @@ torch.device, default=None
         X, sample_weight = problem.rows.data, problem.sample_weight
         op, diag, _ = kernel_run
         nx = get_backend(diag)
-        n = X.shape[0]
-        w = np.ones(n) if sample_weight is None else sample_weight
+        w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
         w_run = nx.asarray(w, dtype=np.float64)  # on the run's backend
         rng = check_random_state(self.random_state)
         n_init = n_init_for(self._init, self.n_init, self)
@@ -499,36 +495,26 @@ torch.device, default=None
                 print(f"Run inertia: {candidate_inertia:.6g}")
             if run is None or candidate_inertia < inertia:
                 inertia, run = candidate_inertia, candidate
-        self._store(problem.rows, nx.to_numpy(run.center_labels), w, nx.to_numpy(run.norms))
+        # The fitted centers as windows, one block per cluster: center j is
+        # sum_{y in A_j} (w_y / W_j) phi(y), its support points the training points of
+        # positive weight assigned to it (indices for index kernels).
+        center_labels = nx.to_numpy(run.center_labels)
+        W = np.bincount(center_labels, weights=w, minlength=self.n_clusters)
+        keep = np.flatnonzero(w > 0)
+        items = problem.rows.support_items(keep)
+        coef = w[keep] / W[center_labels[keep]]
+        norms = np.asarray(nx.to_numpy(run.norms), dtype=np.float64)  # of the last M-step
+        self._publish(labelling_state(items, coef, center_labels[keep], self.n_clusters, norms))
+        # support_: the training indices of the support points, in the published order
+        self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
+        for name in kind.lloyd_dropped:
+            delattr(self, name)  # index kernels: the items are indices, they are support_
         self.labels_ = _device.convert_output(self._tensor_io, run.labels)
         self.inertia_ = inertia
         self.n_iter_ = run.n_iter
         warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
         warn_indefinite_kernel(n_negative, self)
         return _device.convert_output(self._tensor_io, run.distances)
-
-    def _store(self, rows, center_labels, w, norms):
-        """Fitted centers as windows (one block per cluster) and public attributes.
-
-        Center j is sum_{y in A_j} (w_y / W_j) phi(y): its support points are the
-        training points of positive weight assigned to it (indices for index kernels).
-        ``center_labels``, ``w`` and ``norms`` are host arrays; the rows on their backend.
-        """
-        k = self.n_clusters
-        W = np.bincount(center_labels, weights=w, minlength=k)
-        keep = np.flatnonzero(w > 0)
-        items = rows.support_items(keep)
-        coef = w[keep] / W[center_labels[keep]]
-        # c_j = sum_y A[y, j] P[y, j] from the last M-step (see kernel_lloyd).
-        self._publish(
-            labelling_state(
-                items, coef, center_labels[keep], k, np.asarray(norms, dtype=np.float64)
-            )
-        )
-        # support_: the training indices of the support points, in the published order
-        self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
-        for name in kernel_kind(self.kernel).lloyd_dropped:
-            delattr(self, name)  # index kernels: the items are indices, they are support_
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):

@@ -253,10 +253,9 @@ class PrecomputedKernel(PointKernel):
         items = np.arange(estimator.kernel_.n_samples)
         m = state.support.shape[0]  # items are indices: 8 bytes a value
         chunk_rows = label_chunk_rows(estimator.working_memory, m, estimator.n_clusters, 8)
-        _, _, distances = assign(
+        return assign(
             items, state, estimator.kernel_, chunk_rows=chunk_rows, return_distances=True
-        )
-        return distances
+        )[2]
 
 
 class GraphKernel(PrecomputedKernel):
@@ -306,9 +305,7 @@ _KINDS = {"precomputed": PrecomputedKernel(), **dict.fromkeys(GRAPH_KERNELS, Gra
 
 def kernel_kind(kernel):
     """The kind of an estimator's ``kernel`` parameter (a name or a callable)."""
-    if not isinstance(kernel, str):
-        return _POINT  # a callable: a kernel on points
-    return _KINDS.get(kernel, _POINT)
+    return _KINDS.get(kernel, _POINT) if isinstance(kernel, str) else _POINT  # a callable
 
 
 @dataclass(frozen=True)
@@ -374,17 +371,7 @@ def fit_input(
     X, dev = given.fit_data(
         device,
         lambda X: short_input_errors(
-            lambda X: check_array(
-                X,
-                input_name="X",
-                estimator=owner,
-                dtype=[np.float64, np.float32],
-                order="C",
-                accept_sparse="csr",
-                ensure_min_samples=1,
-            ),
-            X,
-            owner,
+            check_array, X, owner, input_name="X", estimator=owner, accept_sparse="csr"
         ),
         kind=kind,
         kernel=kernel,
@@ -405,9 +392,9 @@ def fit_input(
 
 
 @dataclass(frozen=True)
-class FitProblem(FitInput):
+class FitProblem(Resolved, FitInput):
     """One fit's checked input (the fields of :class:`FitInput`) with the kernel
-    resolved (built by :func:`resolve_problem`).
+    resolved (those of :class:`Resolved`), built by :func:`resolve_problem`.
 
     Attributes
     ----------
@@ -430,16 +417,9 @@ class FitProblem(FitInput):
         The heat kernel's time and its record.
     """
 
-    items: object
-    kernel: ResolvedKernel
-    nx: object
-    n_features: int
-    is_index: bool
-    itemsize: int
-    gamma: float | None = None
+    nx: object = None  # (always given: fields with defaults follow Resolved's)
+    is_index: bool = False
     gamma_selection: object = None
-    t: float | None = None
-    t_selection: object = None
 
 
 def resolve_problem(estimator, data, *, gamma_selection=None):

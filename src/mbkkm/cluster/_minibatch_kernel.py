@@ -399,8 +399,8 @@ torch.device, default=None
         """One initialisation: the windows of k initial center points (rows of X or the
         init array)."""
         if not isinstance(self._init, str):
-            points = rows_of(X).centers(self._init)  # CSR data: CSR support rows
-            return init_state(points, self.kernel_)
+            # CSR data: CSR support rows
+            return init_state(rows_of(X).centers(self._init), self.kernel_)
         if init_idx is None:
             init_idx = draw_init_subsample(
                 rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
@@ -417,10 +417,6 @@ torch.device, default=None
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return init_state(Xi[idx] if dense else nx.take(Xi, nx.index(idx)), self.kernel_)
-
-    def _take_rows(self, X, idx):
-        nx = get_backend(X)
-        return nx.take(X, nx.index(idx))
 
     def _init_inertia(self, Xv, wv, state):
         _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(Xv, state))
@@ -468,13 +464,7 @@ torch.device, default=None
         """
         with all_or_nothing(self):  # one thread policy; on an error, the model as it was
             if checkpoint is not None or checkpoint_every is not None:
-                checkpoint = check_checkpoint(
-                    checkpoint,
-                    checkpoint_every,
-                    kernel=self.kernel,
-                    tau=self.tau,
-                    max_iter=self.max_iter,
-                )
+                checkpoint = check_checkpoint(checkpoint, checkpoint_every, self)
             data = fit_input(
                 X, sample_weight, self, tau=self.tau, working_memory=self.working_memory
             )
@@ -496,12 +486,8 @@ torch.device, default=None
             with memory_guard(plan):
                 rng = check_random_state(self.random_state)
                 self._random_state = rng
-                if resuming:  # rng: its state after the saved fit's initialisation
-                    checkpoint.restore_random_state(rng)
-                    state = None
-                else:
-                    state = self._best_init(items, sample_weight, rng, start)
-                if checkpoint is not None:
+                state = None if resuming else self._best_init(items, sample_weight, rng, start)
+                if checkpoint is not None:  # resuming: rng set to its state after the init
                     checkpoint.record_random_state(rng)
                 batches = draw_batch_plan(
                     rng, data.n_samples, self._batch_size, self.max_iter, sample_weight

@@ -30,13 +30,7 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
-    ClusterMixin,
-    TransformerMixin,
-    _fit_context,
-)
+from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -54,14 +48,16 @@ from .._core._memory import chunk_rows
 from .._core._sampling import draw_init_subsample
 from .._core._state import StepResult  # the same record as the kernel step
 from .._progress import progress_for
-from .._validation import (
-    check_sample_weight,
-    check_str_options,
-    match_columns,
-)
+from .._validation import check_sample_weight, match_columns
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import MiniBatchMixin, all_or_nothing, validated, warn_empty_clusters
+from ._base import (
+    ClusterEstimator,
+    MiniBatchMixin,
+    all_or_nothing,
+    validated,
+    warn_empty_clusters,
+)
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -127,13 +123,7 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objectiv
 # ------------------------------------------------------------------------- estimator
 
 
-class MiniBatchKMeans(
-    MiniBatchMixin,
-    ClassNamePrefixFeaturesOutMixin,
-    TransformerMixin,
-    ClusterMixin,
-    BaseEstimator,
-):
+class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
     """Mini-batch k-means in input space (explicit centers), the paper's baseline.
 
     The same algorithm as :class:`~mbkkm.cluster.MiniBatchKernelKMeans` with the
@@ -287,22 +277,12 @@ default="k-means++"
         self.verbose = verbose
 
     # ------------------------------------------------------------------ checks
-    def _validate_params(self):
-        check_str_options(self)  # an unknown name: the sorted options, the nearest first
-        super()._validate_params()
-
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
         X = validated(self, X, reset=reset, accept_sparse=False)
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
-
-    def _check_params_vs_input(self, X):
-        self._check_sizes_and_init(rows_of(X), "linear")  # an init array: points
-        # k-means++ is the package's kernel k-means++ with the linear kernel, so the
-        # random draws are those of MiniBatchKernelKMeans(kernel="linear").
-        self._linear = resolve_kernel("linear")
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
@@ -316,14 +296,15 @@ default="k-means++"
         Xi = X[init_idx]
         wi = None if sample_weight is None else sample_weight[init_idx]
         if self._init == "k-means++":
-            idx = kernel_kmeans_plusplus(Xi, self._linear, self.n_clusters, rng, wi)
+            # the package's kernel k-means++ with the linear kernel: the random draws are
+            # those of MiniBatchKernelKMeans(kernel="linear")
+            idx = kernel_kmeans_plusplus(Xi, resolve_kernel("linear"), self.n_clusters, rng, wi)
         else:
             idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
         return Xi[idx]
 
     def _init_inertia(self, Xv, wv, centers):
-        _, inertia = self._labels_inertia(Xv, wv, centers)
-        return inertia
+        return self._labels_inertia(Xv, wv, centers)[1]
 
     # ----------------------------------------------------------------- fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -355,7 +336,7 @@ default="k-means++"
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
             sample_weight = check_sample_weight(sample_weight, X)
-            self._check_params_vs_input(X)
+            self._check_sizes_and_init(rows_of(X), "linear")  # init: points
             self.memory_plan_ = _memory.plan_explicit(
                 _memory.ExplicitPlanRequest(
                     n=X.shape[0],
@@ -422,7 +403,7 @@ default="k-means++"
             X = self._validate_X(X, reset=first)
             sample_weight = check_sample_weight(sample_weight, X)
             if first:
-                self._check_params_vs_input(X)
+                self._check_sizes_and_init(rows_of(X), "linear")  # init: points
                 self._random_state = check_random_state(self.random_state)
                 centers = self._initial_centers(
                     X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
@@ -477,8 +458,7 @@ default="k-means++"
         D = self._distances(X, centers)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
-        inertia = float(mind.sum() if sample_weight is None else mind @ sample_weight)
-        return labels, inertia
+        return labels, float(mind.sum() if sample_weight is None else mind @ sample_weight)
 
     def predict(self, X):
         """Index of the nearest center for each row of X.
@@ -495,8 +475,7 @@ default="k-means++"
         lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, computed per chunk
         if lazy is not None:
             return lazy
-        X = self._validate_X(X, reset=False)
-        return np.argmin(self._distances(X), axis=1)
+        return np.argmin(self._distances(self._validate_X(X, reset=False)), axis=1)
 
     def transform(self, X):
         """Squared Euclidean distances ||x - C_j||^2 to every center.
@@ -516,8 +495,7 @@ default="k-means++"
         lazy = rows_of(X).lazy_transform(self)  # Dask: a Dask array, computed per chunk
         if lazy is not None:
             return lazy
-        X = self._validate_X(X, reset=False)
-        return self._distances(X)
+        return self._distances(self._validate_X(X, reset=False))
 
     def score(self, X, y=None, sample_weight=None):
         """Opposite of the (weighted) inertia of X on the fitted centers.
@@ -538,8 +516,7 @@ default="k-means++"
             return lazy
         X = self._validate_X(X, reset=False)
         sample_weight = check_sample_weight(sample_weight, X)
-        _, inertia = self._labels_inertia(X, sample_weight)
-        return -inertia
+        return -self._labels_inertia(X, sample_weight)[1]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -138,18 +138,14 @@ def load_model(path):
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # skops' own errors on a damaged tree
-        raise ValueError(
-            f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
-        ) from None
+        raise ValueError(_damaged(path, exc)) from None
     foreign = [t for t in untrusted if not t.startswith(TRUSTED_PREFIX) and t not in TRUSTED_TYPES]
     if foreign:
         raise ValueError(f"{path} holds types mbkkm does not trust: {', '.join(foreign)}.")
     try:
         estimator = sio.load(path, trusted=untrusted)
     except (zipfile.BadZipFile, KeyError, EOFError, json.JSONDecodeError) as exc:
-        raise ValueError(
-            f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
-        ) from None
+        raise ValueError(_damaged(path, exc)) from None
     if not isinstance(estimator, ESTIMATORS):  # pragma: no cover - checked on the schema
         raise ValueError(
             f"{path} holds a {_qualname(type(estimator))}, not one of mbkkm's estimators; {_HOW}."
@@ -175,6 +171,10 @@ _GLOBAL0 = re.compile(rb"^c([\w.]+)\n([\w.]+)\n")
 
 def _qualname(cls) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _damaged(path: Path, exc: Exception) -> str:
+    return f"{path} is a damaged model file ({type(exc).__name__}: {one_line(exc)}); {_HOW}."
 
 
 def _check_is_skops(path: Path, head: bytes) -> None:
@@ -294,12 +294,8 @@ def _schema(path: Path) -> dict:
 def _check_estimator(path: Path, schema: dict) -> None:
     """Refuse a skops file whose top-level object is not one of mbkkm's estimators."""
     module, name = schema.get("__module__"), schema.get("__class__")
-    if (
-        isinstance(module, str)
-        and module.startswith(TRUSTED_PREFIX)
-        and name in {c.__name__ for c in ESTIMATORS}
-    ):
-        return
+    if str(module).startswith(TRUSTED_PREFIX) and name in {c.__name__ for c in ESTIMATORS}:
+        return  # (only a str module starts with a prefix: JSON has no other kind that does)
     what = f"{module}.{name}" if module and module != "builtins" else str(name)
     content = schema.get("content")
     if name == "dict" and isinstance(content, dict) and "fingerprint" in content:
@@ -308,11 +304,7 @@ def _check_estimator(path: Path, schema: dict) -> None:
             "fit(checkpoint=...)), not a model: run the same fit again to resume "
             f"it and finish it; {_HOW}."
         )
-    hint = (
-        "; load it with skops.io.load"
-        if isinstance(module, str) and module.startswith("sklearn.")
-        else ""
-    )
+    hint = "; load it with skops.io.load" if str(module).startswith("sklearn.") else ""
     raise ValueError(
         f"{path} is a skops file holding a {what}, not one of mbkkm's estimators "
         f"({', '.join(c.__name__ for c in ESTIMATORS)}){hint}. mbkkm loads its own "

@@ -67,11 +67,6 @@ class Rows:
             )
         return init
 
-    def init_points(self, init):
-        """Initial centers given as points, on the rows' backend (None for index rows:
-        their init holds point indices)."""
-        return self.nx.asarray(init, dtype=self.data.dtype)
-
     def support_items(self, idx):
         """The items of the support points ``idx`` of a fitted model."""
         return self.take(idx)
@@ -129,6 +124,10 @@ class Rows:
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
+
+    #: KernelKMeans' initial centers given as points: dense, on the rows' backend, for
+    #: every kind of rows (None for index rows: their init holds point indices).
+    init_points = centers
 
     #: :func:`mbkkm.kernels.resolve_kernel` on these rows (a data-driven gamma).
     resolve_kernel = staticmethod(resolve_kernel)
@@ -438,19 +437,3 @@ def host_sample_weight(sample_weight, tensor_io):
     if sample_weight is None:
         return None
     return same_library(sample_weight, tensor_io, WEIGHTS_MIXED).host_values()
-
-
-def validate_new_rows(X, *, dev, device, tensor_io, n_features_in, owner, validate_numpy):
-    """New X (predict, transform, score, a later partial_fit) checked on the backend
-    of the fit (``dev``; ``device``: the estimator's parameter, for messages).
-
-    X must come from the library of the fit's X (``tensor_io``; None: not known, a
-    model saved by an older version). The adapter of X's kind does the kind's own
-    checks: ``validate_numpy(X)`` (scikit-learn's ``validate_data``) for numpy and
-    scipy.sparse (which comes out as canonical CSR and runs with numpy only), torch
-    operations for a tensor, where it lives.
-    """
-    rows = rows_of(X)
-    if tensor_io is not None:
-        same_library(X, tensor_io, X_MIXED)
-    return rows.validated(dev, device, validate_numpy, n_features_in, owner)
