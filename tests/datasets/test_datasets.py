@@ -353,6 +353,16 @@ def test_corrupt_file(tmp_path):
     assert isinstance(excinfo.value, ValueError)
 
 
+def test_a_single_array_under_an_npz_name(tmp_path):
+    # np.load returns an array, not an archive: a clear error, not a TypeError
+    path = tmp_path / "pendigits.npz"
+    with open(path, "wb") as f:
+        np.save(f, np.zeros((3, 16)))
+    with pytest.raises(DatasetFormatError, match="single array") as excinfo:
+        load_dataset("pendigits", data_home=tmp_path)
+    assert str(path) in str(excinfo.value)
+
+
 def test_truncated_file(tmp_path):
     path = _write_small(tmp_path, n=200)
     data = path.read_bytes()

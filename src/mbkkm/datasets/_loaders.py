@@ -268,7 +268,10 @@ def read_dataset_file(path: str | os.PathLike, spec: DatasetSpec | None = None) 
     """
     path = Path(path)
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):  # an .npy file (a single array has no `with`)
+            raise _corrupt(path, "it holds a single array, not an .npz archive")
+        with loaded as npz:
             missing = [key for key in _REQUIRED_KEYS if key not in npz.files]
             if missing:
                 raise _corrupt(path, f"missing key(s) {missing} (keys present: {npz.files})")
