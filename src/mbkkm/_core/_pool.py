@@ -85,7 +85,8 @@ import torch
 from ..kernels import KERNELS
 from ._memory import DENSE_SLOT_SUMS_MAX, pool_buffers, pool_step_buffers
 from ._memory import pool_capacities as capacities
-from ._state import StepResult, WindowState, block_slots, group_by, rank_in_groups, tile_columns
+from ._state import StepResult, WindowState, block_slots, rank_in_groups, tile_columns
+from ._windows import newer_points
 
 _F64 = torch.float64
 
@@ -114,10 +115,6 @@ class Layout:
     def free(self):
         """The ``block`` value of a free row: the spare column of cluster 0."""
         return self.L
-
-    @property
-    def n_rows(self):
-        return self.M + 1 + self.b
 
 
 class Pool(NamedTuple):
@@ -234,30 +231,6 @@ class StepOut(NamedTuple):
     alpha: torch.Tensor  # (k, 1) float64: the learning rates
 
 
-def _plan_slots(pool, cfg, c, ns, alpha, grows):
-    """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
-
-    An old block stays iff newer + n_j < tau and alpha_j < 1; lambda <- (1 - alpha_j)
-    lambda; the new block takes the first free slot (newer = inf), the spare column
-    when none is free (an overflow: a block there is never dropped). Returns the new
-    ``lam``, ``newer``, the slot of each cluster's new block (k, 1), the mask of new
-    blocks, their stamps and the rows' blocks (dropped rows: free).
-    """
-    tot = pool.newer + ns
-    keep = (tot < c.tau_row) & (alpha < 1)
-    lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
-    newer = torch.where(keep, tot, c.inf)
-    slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
-    new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
-    lam = torch.where(new, alpha, lam)
-    if cfg.renormalize:  # lambda / (sum over the window), for the growing clusters
-        lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
-    newer = torch.where(new, c.zero, newer)
-    stamp = torch.where(new, pool.it, pool.stamp)
-    block = torch.where(torch.take(keep, pool.block), pool.block, c.free)
-    return lam, newer, slot, new, stamp, block
-
-
 #: Device types on which :func:`slot_sums` sums small problems densely (of at most
 #: :data:`mbkkm._core._memory.DENSE_SLOT_SUMS_MAX` (slot, row) pairs).
 DENSE_SLOT_SUMS_DEVICES = ("cuda",)
@@ -293,24 +266,6 @@ def slot_sums(values, block, bounds):
         initial=0,
         unsafe=True,
     )
-
-
-def _destinations(block, labels, grows, active, c):
-    """Step 6 of :func:`advance`: the pool row of each batch point, (b,) int64.
-
-    A point that joins its cluster's new block goes to the first free row of
-    ``block`` (M,) in the batch's order (the spare row M when none is left: an
-    overflow), any other to its own batch row. ``grows`` (k, 1): the growing clusters,
-    or None when every point's cluster grows (an unweighted batch: n_j >= 1 gives
-    alpha_j > 0); ``active`` (1,): early stopping has not stopped the run (None: no
-    early stopping).
-    """
-    rank_rows = (block == c.free).cumsum(0)  # (M,): free rows up to each row
-    if grows is None:
-        dest = torch.searchsorted(rank_rows, c.ranks)
-        return dest if active is None else torch.where(active, dest, c.tail)
-    isnew = torch.take(grows, labels)  # a cluster whose points all weigh 0 does not grow
-    return torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
 
 
 def advance(pool, Xb, cfg, layout, c, weight=None):
@@ -369,7 +324,22 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
     counts = pool.counts + bc
     alpha = cfg.rate(bc, total, counts)
     grows = alpha > 0
-    lam, newer, slot, new, stamp, block = _plan_slots(pool, cfg, c, ns, alpha, grows)
+    # 4. The windows' slots, (k, L + 1): an old block stays iff newer + n_j < tau and
+    # alpha_j < 1; lambda <- (1 - alpha_j) lambda; the new block takes the first free
+    # slot (newer = inf), the spare column when none is free (an overflow: a block there
+    # is never dropped). The rows of dropped blocks become free.
+    tot = pool.newer + ns
+    keep = (tot < c.tau_row) & (alpha < 1)
+    lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
+    newer = torch.where(keep, tot, c.inf)
+    slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
+    new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
+    lam = torch.where(new, alpha, lam)
+    if cfg.renormalize:  # lambda / (sum over the window), for the growing clusters
+        lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
+    newer = torch.where(new, c.zero, newer)
+    stamp = torch.where(new, pool.it, pool.stamp)
+    block = torch.where(torch.take(keep, pool.block), pool.block, c.free)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
     # blocks are free now), H'[j, r, r] = (V R_B)[j, j]. The sums run over every row:
@@ -411,15 +381,19 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
             D2 = torch.cat(Q2, 1).mul_(-2).add_(norms.to(dt))
         after = batch_sum(D2)[1]
         active = active & (objective - after >= c.tol * total)
-    # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
-    # none is left: an overflow), the others back to their own batch row.
-    dest = _destinations(
-        block[:M],
-        labels,
-        None if weight is None else grows,
-        pool.active if cfg.objective_after else None,
-        c,
-    )
+    # 6. Rows: a point that joins its cluster's new block goes to the first free row of
+    # the pool in the batch's order (the spare row M when none is left: an overflow),
+    # any other back to its own batch row. Unweighted, every point's cluster grows
+    # (n_j >= 1 gives alpha_j > 0), unless early stopping has stopped the run; weighted,
+    # a cluster whose points all weigh 0 does not grow.
+    rank_rows = (block[:M] == c.free).cumsum(0)  # (M,): free rows up to each row
+    if weight is None:
+        dest = torch.searchsorted(rank_rows, c.ranks)
+        if cfg.objective_after:
+            dest = torch.where(pool.active, dest, c.tail)
+    else:
+        isnew = torch.take(grows, labels)
+        dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
     rows.index_copy_(0, dest, Xb)
     block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
@@ -486,12 +460,6 @@ def pack(state, layout, *, dtype=None):
             f"layout has {layout.L} and {M}"
         )
     sizes = state.block_size
-    # newer[q] = points in the strictly newer blocks of q's window: per cluster, the
-    # suffix sums of the sizes in age order.
-    order, ptr = group_by(bc, k)
-    csum = np.cumsum(sizes[order])  # inclusive, over the blocks grouped by cluster
-    newer = np.empty(nb)
-    newer[order] = csum[ptr[1:][bc[order]] - 1] - csum
     buffers = pool_buffers(k, layout.L, M, layout.b)
     # Every buffer but the rows on the host first, as declared, then filled.
     host = {
@@ -500,7 +468,7 @@ def pack(state, layout, *, dtype=None):
         if dtype is not None
     }
     host["lam"][bc, slots] = state.lam
-    host["newer"][bc, slots] = newer
+    host["newer"][bc, slots] = newer_points(bc, sizes, k)
     host["stamp"][bc, slots] = state.block_stamp
     host["block"][:m] = np.repeat(bc * L1 + slots, sizes)
     host["coef"][np.arange(m), np.repeat(bc, sizes)] = state.weight

@@ -135,8 +135,7 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
     old blocks, a new block of b_j points with lambda = alpha_j, and an old block
     stays iff b_j + (points in its strictly newer old blocks) < tau; with
     alpha_j >= 1 the old coefficients are exactly zero and every old block goes.
-    The newer-points count of a block is the suffix sum of sizes in its cluster,
-    computed for all blocks with one cumulative sum over blocks grouped by cluster.
+    The newer-points count of a block is :func:`newer_points`.
     """
     k = alpha.shape[0]
     block_cluster = np.asarray(block_cluster, dtype=np.intp)
@@ -146,14 +145,7 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
     lam_scaled = np.where(g_b, lam * (1.0 - a_b), lam)
     keep = ~(g_b & (a_b >= 1.0))
     if tau is not None:
-        order = np.argsort(block_cluster, kind="stable")
-        csum = np.cumsum(np.asarray(block_size, dtype=np.int64)[order])  # inclusive
-        total = np.zeros(k + 1, dtype=np.int64)
-        total[1:] = np.cumsum(
-            np.bincount(block_cluster, weights=block_size, minlength=k).astype(np.int64)
-        )
-        newer = np.empty(block_cluster.size, dtype=np.int64)
-        newer[order] = total[1:][block_cluster[order]] - csum  # strictly newer old points
+        newer = newer_points(block_cluster, block_size, k)
         keep &= ~g_b | (newer + new_size[block_cluster] < tau)
     lam_kept = lam_scaled[keep]
     lam_new = alpha[grows].astype(np.float64)
@@ -164,6 +156,20 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
         lam_kept = lam_kept * scale[block_cluster[keep]]
         lam_new = lam_new * scale[grows]
     return WindowPlan(keep=keep, lam_kept=lam_kept, grows=grows, lam_new=lam_new)
+
+
+def newer_points(block_cluster, block_size, k):
+    """Points in the strictly newer blocks of each block's window, shape (nb,) int64.
+
+    Within a cluster, blocks are oldest first: the count is the suffix sum of the
+    sizes in the block's cluster, for all blocks with one cumulative sum over the
+    blocks grouped by cluster.
+    """
+    order, ptr = group_by(block_cluster, k)
+    csum = np.cumsum(np.asarray(block_size, dtype=np.int64)[order])  # inclusive
+    newer = np.empty(block_cluster.size, dtype=np.int64)
+    newer[order] = csum[ptr[1:][block_cluster[order]] - 1] - csum
+    return newer
 
 
 # ---------------------------------------------------------------------- the step
