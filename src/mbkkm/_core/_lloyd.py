@@ -210,10 +210,9 @@ def m_step(op, labels, w, k, M=None):
     none = W <= 0
     scale = nx.copy(W)
     scale[none] = 1.0
-    A = M
-    A /= scale[None, :]
-    P = op.product(A)
-    c = (A * P).sum(0)
+    M /= scale[None, :]  # A, in place
+    P = op.product(M)
+    c = (M * P).sum(0)
     c[none] = np.inf  # a cluster with no weight attracts no point
     return P, c
 

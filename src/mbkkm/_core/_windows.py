@@ -263,9 +263,16 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     return gram, np.einsum("cl,clm,cm->c", lam_pad, gram, lam_pad)
 
 
-def _workspace(state, name, shape, dtype, nx):
-    """A reusable buffer of the state (no fresh pages, hence no page faults, per step):
-    one of the kernel buffers of :func:`mbkkm._core._memory.host_step_buffers`."""
+def _tile(state, name, kernel, A, B, nx):
+    """K(A, B), into a reused buffer of the state when the kernel writes in place.
+
+    The buffer (no fresh pages, hence no page faults, per step) is one of the kernel
+    buffers of :func:`mbkkm._core._memory.host_step_buffers`.
+    """
+    dtype = _out_dtype(kernel, B, nx)
+    if dtype is None:
+        return kernel.tile(A, B)
+    shape = (A.shape[0], B.shape[0])
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
@@ -273,14 +280,7 @@ def _workspace(state, name, shape, dtype, nx):
         state.workspace.pop(name, None)  # freed before its successor is allocated
         buf = nx.empty(int(size * WORKSPACE_HEADROOM) + 1, dtype)
         state.workspace[name] = buf
-    return buf[:size].reshape(shape)
-
-
-def _tile(state, name, kernel, A, B, nx):
-    """K(A, B) into a reused buffer of the state (when the kernel writes in place)."""
-    dtype = _out_dtype(kernel, B, nx)
-    out = None if dtype is None else _workspace(state, name, (A.shape[0], B.shape[0]), dtype, nx)
-    return kernel.tile(A, B, out=out)
+    return kernel.tile(A, B, out=buf[:size].reshape(shape))
 
 
 def _out_dtype(kernel, X, nx):
@@ -566,12 +566,9 @@ def assign(
     mind = dist = None
     buf = None
     for start in range(0, n, chunk_rows):
-        if is_sparse(X_items):
-            Xc = row_range(X_items, start, start + chunk_rows)
-        else:
-            Xc = X_items[start : start + chunk_rows]
-            if nx.is_host:
-                Xc = np.asarray(Xc)
+        Xc = row_range(X_items, start, start + chunk_rows)  # CSR rows: a view
+        if nx.is_host and not is_sparse(Xc):
+            Xc = np.asarray(Xc)
         r = Xc.shape[0]
         if cross_kernel is not None:
             T = cross_kernel(S, Xc)
