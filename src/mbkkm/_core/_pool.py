@@ -116,6 +116,10 @@ class Layout:
         """The ``block`` value of a free row: the spare column of cluster 0."""
         return self.L
 
+    @property
+    def n_rows(self):
+        return self.M + 1 + self.b
+
 
 class Pool(NamedTuple):
     """Device-resident windows in fixed shapes (see the module docstring)."""
@@ -231,6 +235,30 @@ class StepOut(NamedTuple):
     alpha: torch.Tensor  # (k, 1) float64: the learning rates
 
 
+def _plan_slots(pool, cfg, c, ns, alpha, grows):
+    """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
+
+    An old block stays iff newer + n_j < tau and alpha_j < 1; lambda <- (1 - alpha_j)
+    lambda; the new block takes the first free slot (newer = inf), the spare column
+    when none is free (an overflow: a block there is never dropped). Returns the new
+    ``lam``, ``newer``, the slot of each cluster's new block (k, 1), the mask of new
+    blocks, their stamps and the rows' blocks (dropped rows: free).
+    """
+    tot = pool.newer + ns
+    keep = (tot < c.tau_row) & (alpha < 1)
+    lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
+    newer = torch.where(keep, tot, c.inf)
+    slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
+    new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
+    lam = torch.where(new, alpha, lam)
+    if cfg.renormalize:  # lambda / (sum over the window), for the growing clusters
+        lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
+    newer = torch.where(new, c.zero, newer)
+    stamp = torch.where(new, pool.it, pool.stamp)
+    block = torch.where(torch.take(keep, pool.block), pool.block, c.free)
+    return lam, newer, slot, new, stamp, block
+
+
 #: Device types on which :func:`slot_sums` sums small problems densely (of at most
 #: :data:`mbkkm._core._memory.DENSE_SLOT_SUMS_MAX` (slot, row) pairs).
 DENSE_SLOT_SUMS_DEVICES = ("cuda",)
@@ -324,22 +352,7 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
     counts = pool.counts + bc
     alpha = cfg.rate(bc, total, counts)
     grows = alpha > 0
-    # 4. The windows' slots, (k, L + 1): an old block stays iff newer + n_j < tau and
-    # alpha_j < 1; lambda <- (1 - alpha_j) lambda; the new block takes the first free
-    # slot (newer = inf), the spare column when none is free (an overflow: a block there
-    # is never dropped). The rows of dropped blocks become free.
-    tot = pool.newer + ns
-    keep = (tot < c.tau_row) & (alpha < 1)
-    lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
-    newer = torch.where(keep, tot, c.inf)
-    slot = newer.argmax(1, keepdim=True)  # (k, 1): the first free slot
-    new = (c.slot_ids == slot) & grows  # (k, L + 1): where each new block goes
-    lam = torch.where(new, alpha, lam)
-    if cfg.renormalize:  # lambda / (sum over the window), for the growing clusters
-        lam = torch.where(grows, lam / lam.sum(1, keepdim=True), lam)
-    newer = torch.where(new, c.zero, newer)
-    stamp = torch.where(new, pool.it, pool.stamp)
-    block = torch.where(torch.take(keep, pool.block), pool.block, c.free)
+    lam, newer, slot, new, stamp, block = _plan_slots(pool, cfg, c, ns, alpha, grows)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
     # blocks are free now), H'[j, r, r] = (V R_B)[j, j]. The sums run over every row:
