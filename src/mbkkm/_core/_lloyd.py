@@ -281,8 +281,7 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
         diag, c0 = np.asarray(diag, dtype=np.float64), np.asarray(c0, dtype=np.float64)
     k = P0.shape[1]
     P, c = P0, c0
-    center_labels = None
-    labels_old, obj_old = None, None
+    center_labels = labels_old = obj_old = None
     t0 = time.perf_counter()
     n_iter = n_negative = 0
     for it in range(max_iter):

@@ -464,10 +464,9 @@ def pack(state, layout, *, dtype=None):
     dtype = S.dtype if dtype is None else dtype
     k, L1, M = layout.k, layout.L + 1, layout.M
     m = S.shape[0]
-    nb = state.block_cluster.size
     bc = np.asarray(state.block_cluster, dtype=np.intp)
     slots = block_slots(bc, k)
-    if nb and (slots.max() >= layout.L or m > M):
+    if bc.size and (slots.max() >= layout.L or m > M):
         raise ValueError(
             f"pack: the windows need {slots.max() + 1} slots and {m} rows, the "
             f"layout has {layout.L} and {M}"

@@ -312,11 +312,8 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos, new_ptr, u_new, cols):
     """
     n_new = int(new_ptr[-1])
     p = max(2, round(n_new / SELF_PART_ROWS))
-    cuts = (
-        [0]
-        + [int(new_ptr[np.argmin(np.abs(new_ptr - n_new * j / p))]) for j in range(1, p)]
-        + [n_new]
-    )  # block boundaries, non-decreasing
+    near = [int(new_ptr[np.argmin(np.abs(new_ptr - n_new * j / p))]) for j in range(1, p)]
+    cuts = [0, *near, n_new]  # block boundaries, non-decreasing
     parts = []
     for lo, hi in pairwise(cuts):
         if hi == lo:
@@ -347,16 +344,21 @@ def _chunked_products(state, kernel, nx, A, Xb, M, cols, name):
     return out
 
 
-def support_layout(state, plan, labels, new_size, bcounts, batch_weight):
-    """Where the support goes after a step: the kept old blocks (as they were), then one
-    block per growing cluster (cluster order), each contiguous.
+def support_layout(state, labels, alpha, bcounts, cfg, batch_weight):
+    """The windows' plan (:func:`plan_windows`) after a step and where the support goes:
+    the kept old blocks (as they were), then one block per growing cluster (cluster
+    order), each contiguous.
 
-    Returns ``(new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept)``:
-    the batch positions of the new blocks' points (by cluster), the clusters that get
-    a new block, the new blocks' sizes and starts in ``new_pos`` (n_grow + 1,), the
-    weight of each new point in its block, the kept old blocks' sizes and their
-    support rows.
+    Returns ``(plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes,
+    rows_kept)``: the :class:`WindowPlan`, the batch positions of the new blocks'
+    points (by cluster), the clusters that get a new block, the new blocks' sizes and
+    starts in ``new_pos`` (n_grow + 1,), the weight of each new point in its block,
+    the kept old blocks' sizes and their support rows.
     """
+    new_size = np.bincount(labels, minlength=state.n_clusters)
+    plan = plan_windows(
+        state.block_cluster, state.block_size, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
+    )
     keep, grows = plan.keep, plan.grows
     order = np.argsort(labels, kind="stable")
     new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
@@ -370,7 +372,7 @@ def support_layout(state, plan, labels, new_size, bcounts, batch_weight):
         u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
     kept_sizes = state.block_size[keep]
     rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
-    return new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept
+    return plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept
 
 
 def advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids):
@@ -428,14 +430,10 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     objective, bcounts, btotal, alpha = batch_rates(
         labels, mind, k, cfg.rate, state.counts, batch_weight
     )
-    new_size = np.bincount(labels, minlength=k)
 
     # 4. Window planning (vectorised over blocks) and the new layout.
-    plan = plan_windows(
-        state.block_cluster, state.block_size, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
-    )
-    new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
-        state, plan, labels, new_size, bcounts, batch_weight
+    plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
+        state, labels, alpha, bcounts, cfg, batch_weight
     )
     pt_block = np.repeat(np.arange(grow_ids.size), new_sizes)  # new block of each new point
 
@@ -563,8 +561,7 @@ def assign(
         else None
     )
     labels = nx.empty(n, np.int64)
-    mind = dist = None
-    buf = None
+    mind = dist = buf = None
     for start in range(0, n, chunk_rows):
         Xc = row_range(X_items, start, start + chunk_rows)  # CSR rows: a view
         if nx.is_host and not is_sparse(Xc):
@@ -602,6 +599,4 @@ def assign(
     if mind is None:
         mind = nx.empty(0, np.float64)
         dist = nx.empty((0, k), np.float64) if return_distances else None
-    if return_distances:
-        return labels, mind, dist
-    return labels, mind
+    return (labels, mind, dist) if return_distances else (labels, mind)
