@@ -210,10 +210,9 @@ def m_step(op, labels, w, k, M=None):
     none = W <= 0
     scale = nx.copy(W)
     scale[none] = 1.0
-    A = M
-    A /= scale[None, :]
-    P = op.product(A)
-    c = (A * P).sum(0)
+    M /= scale[None, :]  # A, in place
+    P = op.product(M)
+    c = (M * P).sum(0)
     c[none] = np.inf  # a cluster with no weight attracts no point
     return P, c
 
@@ -282,8 +281,7 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
         diag, c0 = np.asarray(diag, dtype=np.float64), np.asarray(c0, dtype=np.float64)
     k = P0.shape[1]
     P, c = P0, c0
-    center_labels = None
-    labels_old, obj_old = None, None
+    center_labels = labels_old = obj_old = None
     t0 = time.perf_counter()
     n_iter = n_negative = 0
     for it in range(max_iter):

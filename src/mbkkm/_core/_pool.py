@@ -85,7 +85,8 @@ import torch
 from ..kernels import KERNELS
 from ._memory import DENSE_SLOT_SUMS_MAX, pool_buffers, pool_step_buffers
 from ._memory import pool_capacities as capacities
-from ._state import StepResult, WindowState, block_slots, group_by, rank_in_groups, tile_columns
+from ._state import StepResult, WindowState, block_slots, rank_in_groups, tile_columns
+from ._windows import newer_points
 
 _F64 = torch.float64
 
@@ -295,24 +296,6 @@ def slot_sums(values, block, bounds):
     )
 
 
-def _destinations(block, labels, grows, active, c):
-    """Step 6 of :func:`advance`: the pool row of each batch point, (b,) int64.
-
-    A point that joins its cluster's new block goes to the first free row of
-    ``block`` (M,) in the batch's order (the spare row M when none is left: an
-    overflow), any other to its own batch row. ``grows`` (k, 1): the growing clusters,
-    or None when every point's cluster grows (an unweighted batch: n_j >= 1 gives
-    alpha_j > 0); ``active`` (1,): early stopping has not stopped the run (None: no
-    early stopping).
-    """
-    rank_rows = (block == c.free).cumsum(0)  # (M,): free rows up to each row
-    if grows is None:
-        dest = torch.searchsorted(rank_rows, c.ranks)
-        return dest if active is None else torch.where(active, dest, c.tail)
-    isnew = torch.take(grows, labels)  # a cluster whose points all weigh 0 does not grow
-    return torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
-
-
 def advance(pool, Xb, cfg, layout, c, weight=None):
     """One truncated mini-batch iteration on the batch rows ``Xb`` (b, d).
 
@@ -411,15 +394,19 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
             D2 = torch.cat(Q2, 1).mul_(-2).add_(norms.to(dt))
         after = batch_sum(D2)[1]
         active = active & (objective - after >= c.tol * total)
-    # 6. Rows: the new points go to the first free rows of the pool (the spare row M when
-    # none is left: an overflow), the others back to their own batch row.
-    dest = _destinations(
-        block[:M],
-        labels,
-        None if weight is None else grows,
-        pool.active if cfg.objective_after else None,
-        c,
-    )
+    # 6. Rows: a point that joins its cluster's new block goes to the first free row of
+    # the pool in the batch's order (the spare row M when none is left: an overflow),
+    # any other back to its own batch row. Unweighted, every point's cluster grows
+    # (n_j >= 1 gives alpha_j > 0), unless early stopping has stopped the run; weighted,
+    # a cluster whose points all weigh 0 does not grow.
+    rank_rows = (block[:M] == c.free).cumsum(0)  # (M,): free rows up to each row
+    if weight is None:
+        dest = torch.searchsorted(rank_rows, c.ranks)
+        if cfg.objective_after:
+            dest = torch.where(pool.active, dest, c.tail)
+    else:
+        isnew = torch.take(grows, labels)
+        dest = torch.where(isnew, torch.searchsorted(rank_rows, isnew.cumsum(0)), c.tail)
     rows.index_copy_(0, dest, Xb)
     block.index_copy_(0, dest, torch.take(c.slot_base + slot, labels))
     coef.index_copy_(0, dest, V64.T)
@@ -477,21 +464,14 @@ def pack(state, layout, *, dtype=None):
     dtype = S.dtype if dtype is None else dtype
     k, L1, M = layout.k, layout.L + 1, layout.M
     m = S.shape[0]
-    nb = state.block_cluster.size
     bc = np.asarray(state.block_cluster, dtype=np.intp)
     slots = block_slots(bc, k)
-    if nb and (slots.max() >= layout.L or m > M):
+    if bc.size and (slots.max() >= layout.L or m > M):
         raise ValueError(
             f"pack: the windows need {slots.max() + 1} slots and {m} rows, the "
             f"layout has {layout.L} and {M}"
         )
     sizes = state.block_size
-    # newer[q] = points in the strictly newer blocks of q's window: per cluster, the
-    # suffix sums of the sizes in age order.
-    order, ptr = group_by(bc, k)
-    csum = np.cumsum(sizes[order])  # inclusive, over the blocks grouped by cluster
-    newer = np.empty(nb)
-    newer[order] = csum[ptr[1:][bc[order]] - 1] - csum
     buffers = pool_buffers(k, layout.L, M, layout.b)
     # Every buffer but the rows on the host first, as declared, then filled.
     host = {
@@ -500,7 +480,7 @@ def pack(state, layout, *, dtype=None):
         if dtype is not None
     }
     host["lam"][bc, slots] = state.lam
-    host["newer"][bc, slots] = newer
+    host["newer"][bc, slots] = newer_points(bc, sizes, k)
     host["stamp"][bc, slots] = state.block_stamp
     host["block"][:m] = np.repeat(bc * L1 + slots, sizes)
     host["coef"][np.arange(m), np.repeat(bc, sizes)] = state.weight

@@ -43,7 +43,6 @@ from ._windows import (
     advance_blocks,
     batch_mean,
     labels_and_minima,
-    plan_windows,
     support_layout,
 )
 
@@ -202,12 +201,8 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     objective, bcounts, btotal, alpha = batch_rates(
         labels, mind, k, cfg.rate, state.counts, batch_weight
     )
-    new_size = np.bincount(labels, minlength=k)
-    plan = plan_windows(
-        state.block_cluster, state.block_size, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
-    )
-    new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
-        state, plan, labels, new_size, bcounts, batch_weight
+    plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
+        state, labels, alpha, bcounts, cfg, batch_weight
     )
     R = np.concatenate([R[plan.keep], block_sums(new_ptr, batch[new_pos], u_new, stored.matrix)])
     state.support = np.concatenate([state.support[rows_kept], batch[new_pos]])

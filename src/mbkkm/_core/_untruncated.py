@@ -32,7 +32,9 @@ import numpy as np
 
 from ..backends import numpy_backend
 from ..backends._sparse import is_sparse, vstack_rows
+from ._rates import batch_rates
 from ._state import labelling_state
+from ._windows import labels_and_minima
 
 
 @dataclass
@@ -117,11 +119,8 @@ def table_step(state, items, batch_idx, diag_all, kernel, rate, *, chunk_rows=40
     n, k = T.shape
     b = batch_idx.size
     D = diag_all[batch_idx][:, None] - 2.0 * T[batch_idx] + state.norms[None, :]
-    labels = np.argmin(D, axis=1)
-    objective = float(np.maximum(D[np.arange(b), labels], 0).mean())
-    bcounts = np.bincount(labels, minlength=k).astype(np.float64)
-    state.counts += bcounts
-    alpha = np.where(bcounts > 0, rate(bcounts, float(b), state.counts), 0.0)
+    labels, mind = labels_and_minima(D.T)
+    objective, bcounts, _, alpha = batch_rates(labels, mind, k, rate, state.counts)
     u = (alpha / np.maximum(bcounts, 1))[labels]  # the weight of each batch point
     W = numpy_backend().one_hot(labels, u, k)
     keep = 1.0 - alpha

@@ -65,7 +65,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import NamedTuple
 
 import numpy as np
 
@@ -136,8 +135,7 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
     old blocks, a new block of b_j points with lambda = alpha_j, and an old block
     stays iff b_j + (points in its strictly newer old blocks) < tau; with
     alpha_j >= 1 the old coefficients are exactly zero and every old block goes.
-    The newer-points count of a block is the suffix sum of sizes in its cluster,
-    computed for all blocks with one cumulative sum over blocks grouped by cluster.
+    The newer-points count of a block is :func:`newer_points`.
     """
     k = alpha.shape[0]
     block_cluster = np.asarray(block_cluster, dtype=np.intp)
@@ -147,14 +145,7 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
     lam_scaled = np.where(g_b, lam * (1.0 - a_b), lam)
     keep = ~(g_b & (a_b >= 1.0))
     if tau is not None:
-        order = np.argsort(block_cluster, kind="stable")
-        csum = np.cumsum(np.asarray(block_size, dtype=np.int64)[order])  # inclusive
-        total = np.zeros(k + 1, dtype=np.int64)
-        total[1:] = np.cumsum(
-            np.bincount(block_cluster, weights=block_size, minlength=k).astype(np.int64)
-        )
-        newer = np.empty(block_cluster.size, dtype=np.int64)
-        newer[order] = total[1:][block_cluster[order]] - csum  # strictly newer old points
+        newer = newer_points(block_cluster, block_size, k)
         keep &= ~g_b | (newer + new_size[block_cluster] < tau)
     lam_kept = lam_scaled[keep]
     lam_new = alpha[grows].astype(np.float64)
@@ -167,53 +158,50 @@ def plan_windows(block_cluster, block_size, lam, new_size, alpha, tau, renormali
     return WindowPlan(keep=keep, lam_kept=lam_kept, grows=grows, lam_new=lam_new)
 
 
+def newer_points(block_cluster, block_size, k):
+    """Points in the strictly newer blocks of each block's window, shape (nb,) int64.
+
+    Within a cluster, blocks are oldest first: the count is the suffix sum of the
+    sizes in the block's cluster, for all blocks with one cumulative sum over the
+    blocks grouped by cluster.
+    """
+    order, ptr = group_by(block_cluster, k)
+    csum = np.cumsum(np.asarray(block_size, dtype=np.int64)[order])  # inclusive
+    newer = np.empty(block_cluster.size, dtype=np.int64)
+    newer[order] = csum[ptr[1:][block_cluster[order]] - 1] - csum
+    return newer
+
+
 # ---------------------------------------------------------------------- the step
 
 
-class GramUpdate(NamedTuple):
-    """Where each entry of the new block Gram comes from (see :func:`plan_gram_update`).
-
-    Flat indices into the old Gram (k, L_old, L_old), the block sums Q (nb, b), the
-    new blocks' sums QB (n_grow, b) and the new Gram (k, L, L).
-    """
-
-    new_cluster: np.ndarray  # (nb',) cluster of each block of the new layout
-    new_slots: np.ndarray  # (nb',) its slot in its cluster's window
-    L: int  # slots per window in the new Gram
-    src_keep: np.ndarray  # kept entries: old Gram -> new Gram
-    dst_keep: np.ndarray
-    pair_pt: np.ndarray  # (pairs,) new point of each (new point, kept partner) pair
-    pair_flat: np.ndarray  # into Q
-    pair_dst: np.ndarray  # into the new Gram: H'[j, p, r]
-    self_flat: np.ndarray  # into QB
-    self_dst: np.ndarray  # H'[j, r, r]
-    mir_src: np.ndarray  # H'[j, r, p] = H'[j, p, r]
-    mir_dst: np.ndarray
-
-
-def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
-    """The index arithmetic of one block Gram update, for all clusters at once (host).
+def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
+    """The block Gram H' (k, L, L) after one step and the norms c_j = lambda_j^T H'_j
+    lambda_j, for all clusters at once (host index arithmetic, then three scatters).
 
     Parameters
     ----------
-    block_cluster : ndarray of shape (nb,)
-        Cluster of each old block (layout order, oldest first within a cluster).
-    keep : ndarray of shape (nb,), bool
-        Old blocks that stay (a suffix of each window: :func:`plan_windows`).
-    grows : ndarray of shape (k,), bool
-        Clusters that receive a new block.
-    new_sizes : ndarray of shape (grows.sum(),)
-        Points of each new block.
-    new_pos : ndarray of shape (new_sizes.sum(),)
+    state : WindowState
+        The windows before the step (their blocks and Gram H (k, L_old, L_old)).
+    plan : WindowPlan
+        What the step does to them (:func:`plan_windows`).
+    Q : ndarray of shape (nb, b)
+        Block sums Q[q, x] = sum_{s in q} u_s K(s, x) of the old blocks.
+    self_vals : ndarray of shape (new_pos.size,)
+        v[x] = sum_{y in r(x)} u_y K(y, x) for every new point x (r(x): its new block).
+    new_pos : ndarray of shape (p,)
         Batch positions of the new points, grouped by new block.
-    b : int
-        Batch size (the row length of Q and QB).
-    L_old : int
-        Slots per window of the old Gram.
+    pt_block : ndarray of shape (p,)
+        The new block of each new point (its rank among the growing clusters).
+    grow_ids : ndarray of shape (n_grow,)
+        Clusters that receive a new block.
+    u_new : ndarray of shape (p,)
+        The weight of each new point in its block.
 
     Returns
     -------
-    GramUpdate
+    gram : ndarray of shape (k, L, L)
+    norms : ndarray of shape (k,)
 
     Notes
     -----
@@ -221,13 +209,14 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
     cluster. (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j] for the kept
     slots i, i' < n_kept[j] (d_j: dropped blocks of j). (b) New block r of cluster j
     and a partner block p of its window (its kept blocks, and r itself):
-    H'[j, p, r] = sum_{x in r} u_x Q'[p, x], with Q' = Q for a kept block and QB for
-    r: one (new point, partner) pair per term, O(b L) in all; then the mirror
-    H'[j, r, p]. Every index here is a vectorised expression over all clusters.
+    H'[j, p, r] = sum_{x in r} u_x Q'[p, x], with Q' = Q for a kept block and v for
+    r: one (new point, partner) pair per term, O(b L) in all (repeated destinations
+    add up: one bincount each); then the mirror H'[j, r, p]. Every index here is a
+    vectorised expression over all clusters.
     """
-    k = grows.shape[0]
-    block_cluster = np.asarray(block_cluster, dtype=np.intp)
-    grow_ids = np.flatnonzero(grows)
+    k, b, L_old = state.n_clusters, Q.shape[1], state.gram.shape[1]
+    keep, grows = plan.keep, plan.grows
+    block_cluster = np.asarray(state.block_cluster, dtype=np.intp)
     kept_ids = np.flatnonzero(keep)
     new_cluster = np.concatenate([block_cluster[keep], grow_ids])
     old_slots = block_slots(block_cluster, k)
@@ -236,18 +225,13 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
     new_slots = np.concatenate([old_slots[keep] - dropped[block_cluster[keep]], n_kept[grows]])
     L = max(1, int((n_kept + grows).max()))
 
-    # (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j] for the kept slots
-    # i, i' < n_kept[j] (d_j = dropped blocks of j).
+    # (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j].
     cl = np.repeat(np.arange(k), n_kept**2)
     within = rank_in_groups(n_kept**2)
     i, i2 = within // np.maximum(n_kept[cl], 1), within % np.maximum(n_kept[cl], 1)
     src_keep = (cl * L_old + i + dropped[cl]) * L_old + i2 + dropped[cl]
     dst_keep = (cl * L + i) * L + i2
-    # (b) New block r of cluster j, partner block p of the same window (its kept
-    # blocks and r itself): H'[j, p, r] = sum_{x in r} u_x Q'[p, x], with Q' = Q for a
-    # kept block and QB = (sum_{y in r} u_y K(y, .)) for r: one (point, partner) pair
-    # per term, O(b L) in all.
-    pt_block = np.repeat(np.arange(grow_ids.size), new_sizes)  # new block of each new point
+    # (b) (new point, kept partner) pairs: H'[j, p, r] = sum_{x in r} u_x Q[p, x].
     pt_cluster = grow_ids[pt_block]
     n_partners = n_kept[pt_cluster]  # kept partners of each new point
     pair_pt = np.repeat(np.arange(new_pos.size), n_partners)
@@ -258,32 +242,37 @@ def plan_gram_update(block_cluster, keep, grows, new_sizes, new_pos, b, L_old):
     pair_c = pt_cluster[pair_pt]
     pair_flat = pair_q * b + new_pos[pair_pt]  # into Q (nb, b)
     pair_dst = (pair_c * L + pair_i) * L + n_kept[pair_c]
-    self_flat = pt_block * b + new_pos  # into QB (n_grow, b)
     self_dst = (pt_cluster * L + n_kept[pt_cluster]) * L + n_kept[pt_cluster]
-    # mirror H'[j, r, p] = H'[j, p, r]
+    # the mirror H'[j, r, p] = H'[j, p, r]
     mir_c = np.repeat(grow_ids, n_kept[grows])
     mir_i = rank_in_groups(n_kept[grows])
     mir_src = (mir_c * L + mir_i) * L + n_kept[mir_c]
     mir_dst = (mir_c * L + n_kept[mir_c]) * L + mir_i
-    return GramUpdate(
-        new_cluster,
-        new_slots,
-        L,
-        src_keep,
-        dst_keep,
-        pair_pt,
-        pair_flat,
-        pair_dst,
-        self_flat,
-        self_dst,
-        mir_src,
-        mir_dst,
-    )
+    lam_pad = np.zeros(k * L)  # Lambda' padded (k, L)
+    lam_pad[new_cluster * L + new_slots] = np.concatenate([plan.lam_kept, plan.lam_new])
+
+    gram = np.zeros(k * L * L)
+    gram[dst_keep] = state.gram.reshape(-1)[src_keep]
+    pair_vals = Q.reshape(-1)[pair_flat].astype(np.float64, copy=False) * u_new[pair_pt]
+    gram += np.bincount(pair_dst, weights=pair_vals, minlength=gram.size)
+    self_vals = self_vals.astype(np.float64, copy=False) * u_new
+    gram += np.bincount(self_dst, weights=self_vals, minlength=gram.size)
+    gram[mir_dst] = gram[mir_src]
+    gram = gram.reshape(k, L, L)
+    lam_pad = lam_pad.reshape(k, L)
+    return gram, np.einsum("cl,clm,cm->c", lam_pad, gram, lam_pad)
 
 
-def _workspace(state, name, shape, dtype, nx):
-    """A reusable buffer of the state (no fresh pages, hence no page faults, per step):
-    one of the kernel buffers of :func:`mbkkm._core._memory.host_step_buffers`."""
+def _tile(state, name, kernel, A, B, nx):
+    """K(A, B), into a reused buffer of the state when the kernel writes in place.
+
+    The buffer (no fresh pages, hence no page faults, per step) is one of the kernel
+    buffers of :func:`mbkkm._core._memory.host_step_buffers`.
+    """
+    dtype = _out_dtype(kernel, B, nx)
+    if dtype is None:
+        return kernel.tile(A, B)
+    shape = (A.shape[0], B.shape[0])
     size = int(np.prod(shape))
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
@@ -291,14 +280,7 @@ def _workspace(state, name, shape, dtype, nx):
         state.workspace.pop(name, None)  # freed before its successor is allocated
         buf = nx.empty(int(size * WORKSPACE_HEADROOM) + 1, dtype)
         state.workspace[name] = buf
-    return buf[:size].reshape(shape)
-
-
-def _tile(state, name, kernel, A, B, nx):
-    """K(A, B) into a reused buffer of the state (when the kernel writes in place)."""
-    dtype = _out_dtype(kernel, B, nx)
-    out = None if dtype is None else _workspace(state, name, (A.shape[0], B.shape[0]), dtype, nx)
-    return kernel.tile(A, B, out=out)
+    return kernel.tile(A, B, out=buf[:size].reshape(shape))
 
 
 def _out_dtype(kernel, X, nx):
@@ -330,11 +312,8 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos, new_ptr, u_new, cols):
     """
     n_new = int(new_ptr[-1])
     p = max(2, round(n_new / SELF_PART_ROWS))
-    cuts = (
-        [0]
-        + [int(new_ptr[np.argmin(np.abs(new_ptr - n_new * j / p))]) for j in range(1, p)]
-        + [n_new]
-    )  # block boundaries, non-decreasing
+    near = [int(new_ptr[np.argmin(np.abs(new_ptr - n_new * j / p))]) for j in range(1, p)]
+    cuts = [0, *near, n_new]  # block boundaries, non-decreasing
     parts = []
     for lo, hi in pairwise(cuts):
         if hi == lo:
@@ -365,28 +344,21 @@ def _chunked_products(state, kernel, nx, A, Xb, M, cols, name):
     return out
 
 
-class _Layout(NamedTuple):
-    """The support after a step, planned on the host (see :func:`_new_layout`)."""
+def support_layout(state, labels, alpha, bcounts, cfg, batch_weight):
+    """The windows' plan (:func:`plan_windows`) after a step and where the support goes:
+    the kept old blocks (as they were), then one block per growing cluster (cluster
+    order), each contiguous.
 
-    new_pos: np.ndarray  # (p,) batch positions of the new blocks' points, by cluster
-    grow_ids: np.ndarray  # clusters that get a new block
-    new_sizes: np.ndarray  # (n_grow,) points of each new block
-    new_ptr: np.ndarray  # (n_grow + 1,) their starts in new_pos
-    u_new: np.ndarray  # (p,) weight of each new point in its block
-    kept_sizes: np.ndarray  # sizes of the kept old blocks
-    rows_kept: np.ndarray  # support rows of the kept old blocks
-    gram: GramUpdate  # where each entry of the new block Gram comes from
-    lam_all: np.ndarray  # block coefficients: the kept blocks', then the new blocks'
-    lam_pad: np.ndarray  # (k * L,) the same padded per cluster, for the norms
-
-
-def support_layout(state, plan, labels, new_size, bcounts, batch_weight):
-    """Where the support goes after a step: the kept old blocks (as they were), then one
-    block per growing cluster (cluster order), each contiguous.
-
-    Returns ``(new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept)``
-    (see :class:`_Layout`).
+    Returns ``(plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes,
+    rows_kept)``: the :class:`WindowPlan`, the batch positions of the new blocks'
+    points (by cluster), the clusters that get a new block, the new blocks' sizes and
+    starts in ``new_pos`` (n_grow + 1,), the weight of each new point in its block,
+    the kept old blocks' sizes and their support rows.
     """
+    new_size = np.bincount(labels, minlength=state.n_clusters)
+    plan = plan_windows(
+        state.block_cluster, state.block_size, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
+    )
     keep, grows = plan.keep, plan.grows
     order = np.argsort(labels, kind="stable")
     new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
@@ -400,7 +372,7 @@ def support_layout(state, plan, labels, new_size, bcounts, batch_weight):
         u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
     kept_sizes = state.block_size[keep]
     rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
-    return new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept
+    return plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept
 
 
 def advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids):
@@ -415,37 +387,6 @@ def advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids):
     )
     state.lam = np.concatenate([plan.lam_kept, plan.lam_new])
     state.n_steps += 1
-
-
-def _new_layout(state, plan, labels, new_size, bcounts, batch_weight):
-    """The new block layout (:func:`support_layout`) and its block Gram update."""
-    new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
-        state, plan, labels, new_size, bcounts, batch_weight
-    )
-    g = plan_gram_update(
-        state.block_cluster,
-        plan.keep,
-        plan.grows,
-        new_sizes,
-        new_pos,
-        labels.shape[0],
-        state.gram.shape[1],
-    )
-    lam_all = np.concatenate([plan.lam_kept, plan.lam_new])
-    lam_pad = np.zeros(state.n_clusters * g.L)  # Lambda' padded (k, L)
-    lam_pad[g.new_cluster * g.L + g.new_slots] = lam_all
-    return _Layout(
-        new_pos,
-        grow_ids,
-        new_sizes,
-        new_ptr,
-        u_new,
-        kept_sizes,
-        rows_kept,
-        g,
-        lam_all,
-        lam_pad,
-    )
 
 
 def minibatch_step(state, Xb, cfg, batch_weight=None):
@@ -489,42 +430,24 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     objective, bcounts, btotal, alpha = batch_rates(
         labels, mind, k, cfg.rate, state.counts, batch_weight
     )
-    new_size = np.bincount(labels, minlength=k)
 
     # 4. Window planning (vectorised over blocks) and the new layout.
-    plan = plan_windows(
-        state.block_cluster, state.block_size, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
+    plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
+        state, labels, alpha, bcounts, cfg, batch_weight
     )
-    lay = _new_layout(state, plan, labels, new_size, bcounts, batch_weight)
-    g = lay.gram
+    pt_block = np.repeat(np.arange(grow_ids.size), new_sizes)  # new block of each new point
 
     # 5. The new blocks' own kernel sums, v[x] = sum_{y in r(x)} u_y K(y, x) for every
     # new point x: only the same-block values of K(B, B) (about 1 / p of it), or with
     # early stopping the whole QB[r, x] = sum_{y in r} u_y K(y, x) (n_grow, b) for every
     # batch point x (the centres after the update, for f_B(C_{i+1})), from K(B, B)
-    # (symmetric).
+    # (symmetric). Then the new block Gram and the norms.
     if cfg.objective_after:
-        QB = _chunked_products(
-            state, kernel, nx, Xb, Xb, (lay.new_ptr, lay.new_pos, lay.u_new), cols, "K_BB"
-        )
-        self_vals = QB.reshape(-1)[g.self_flat]
+        QB = _chunked_products(state, kernel, nx, Xb, Xb, (new_ptr, new_pos, u_new), cols, "K_BB")
+        self_vals = QB.reshape(-1)[pt_block * b + new_pos]
     else:
-        QB = None
-        self_vals = _self_sums_in_parts(
-            state, kernel, nx, Xb, lay.new_pos, lay.new_ptr, lay.u_new, cols
-        )
-    # The new block Gram H' (k, L, L), flat: the kept entries, the (new point, partner)
-    # sums (repeated destinations add up: one bincount each), the mirror.
-    gram = np.zeros(k * g.L * g.L)
-    gram[g.dst_keep] = state.gram.reshape(-1)[g.src_keep]
-    pair_vals = Q.reshape(-1)[g.pair_flat].astype(np.float64, copy=False) * lay.u_new[g.pair_pt]
-    gram += np.bincount(g.pair_dst, weights=pair_vals, minlength=gram.size)
-    self_vals = self_vals.astype(np.float64, copy=False) * lay.u_new
-    gram += np.bincount(g.self_dst, weights=self_vals, minlength=gram.size)
-    gram[g.mir_dst] = gram[g.mir_src]
-    gram = gram.reshape(k, g.L, g.L)
-    lam_pad = lay.lam_pad.reshape(k, g.L)
-    norms = np.einsum("cl,clm,cm->c", lam_pad, gram, lam_pad)  # c_j = lambda^T H_j lambda
+        self_vals = _self_sums_in_parts(state, kernel, nx, Xb, new_pos, new_ptr, u_new, cols)
+    gram, norms = new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new)
 
     after = None
     if cfg.objective_after:
@@ -532,15 +455,15 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
         lam_old = np.zeros(state.lam.size)
         lam_old[plan.keep] = plan.lam_kept
         P2 = center_products(Q, state, nx, lam=lam_old)
-        P2[lay.grow_ids] += QB * plan.lam_new.astype(QB.dtype)[:, None]
+        P2[grow_ids] += QB * plan.lam_new.astype(QB.dtype)[:, None]
         _, mind2 = labels_and_minima(nx.distances_T(P2, diag, norms))
         after = batch_mean(mind2, batch_weight, btotal)
 
     # The kept rows, then the batch rows of the new blocks (dense: one buffer and two
     # gathers; CSR rows stay CSR).
-    state.support = nx.new_support(state.support, lay.rows_kept, Xb, lay.new_pos)
-    state.weight = np.concatenate([state.weight[lay.rows_kept], lay.u_new])
-    advance_blocks(state, plan, lay.kept_sizes, lay.new_sizes, lay.grow_ids)
+    state.support = nx.new_support(state.support, rows_kept, Xb, new_pos)
+    state.weight = np.concatenate([state.weight[rows_kept], u_new])
+    advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
     state.gram = gram
     state.norms = norms
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
@@ -638,15 +561,11 @@ def assign(
         else None
     )
     labels = nx.empty(n, np.int64)
-    mind = dist = None
-    buf = None
+    mind = dist = buf = None
     for start in range(0, n, chunk_rows):
-        if is_sparse(X_items):
-            Xc = row_range(X_items, start, start + chunk_rows)
-        else:
-            Xc = X_items[start : start + chunk_rows]
-            if nx.is_host:
-                Xc = np.asarray(Xc)
+        Xc = row_range(X_items, start, start + chunk_rows)  # CSR rows: a view
+        if nx.is_host and not is_sparse(Xc):
+            Xc = np.asarray(Xc)
         r = Xc.shape[0]
         if cross_kernel is not None:
             T = cross_kernel(S, Xc)
@@ -680,6 +599,4 @@ def assign(
     if mind is None:
         mind = nx.empty(0, np.float64)
         dist = nx.empty((0, k), np.float64) if return_distances else None
-    if return_distances:
-        return labels, mind, dist
-    return labels, mind
+    return (labels, mind, dist) if return_distances else (labels, mind)
