@@ -18,10 +18,13 @@ from mbkkm.kernels import resolve_kernel
 
 
 def test_tol_rule():
-    assert _loop.tol_met(1.0, 0.95, 0.1)
-    assert not _loop.tol_met(1.0, 0.85, 0.1)
-    assert not _loop.tol_met(1.0, 1.0, None)  # no early stopping
-    assert not _loop.tol_met(1.0, 1.0, -np.inf)  # f_B(C_{i+1}) computed, never stops
+    def stopped(objective, after, tol):
+        return _loop.FunctionSteps(lambda i: (objective, after), tol).run(0, 1)[2]
+
+    assert stopped(1.0, 0.95, 0.1)
+    assert not stopped(1.0, 0.85, 0.1)
+    assert not stopped(1.0, 1.0, None)  # no early stopping
+    assert not stopped(1.0, 1.0, -np.inf)  # f_B(C_{i+1}) computed, never stops
 
 
 def test_function_loop_stops_on_the_rule_and_reports_every_iteration():

@@ -1,8 +1,8 @@
 """The mini-batch loop: one loop, one stopping rule, for every step.
 
 :class:`Loop` runs iterations of a step until ``max_iter`` or until early stopping
-meets its rule (:func:`tol_met`, the paper's f_B(C_i) - f_B(C_{i+1}) < tol on the
-same batch), in blocks that end on a *read-back*: the moment the host knows the
+meets its rule (the paper's f_B(C_i) - f_B(C_{i+1}) < tol on the same batch,
+:meth:`FunctionSteps.run`), in blocks that end on a *read-back*: the moment the host knows the
 objectives of the iterations done. After every read-back it calls its hooks:
 ``on_progress(iteration, max_iter, objective)`` and ``on_read_back(state)`` (a
 checkpoint saves there). A step implementation gives the loop two things:
@@ -56,15 +56,6 @@ from ._windows import minibatch_step
 CUDA_GRAPHS = True
 
 
-def tol_met(objective, after, tol):
-    """The early stopping rule (the paper's Algorithm 1): f_B(C_i) - f_B(C_{i+1}) < tol.
-
-    The device step evaluates the same rule on its own sums
-    (:func:`mbkkm._core._pool.advance`), so that it never waits for the host.
-    """
-    return tol is not None and objective - after < tol
-
-
 def step_for(backend):
     """The one-iteration step of a :class:`WindowState` on ``backend``:
     ``step(state, Xb, cfg, batch_weight=None) -> StepResult``, in place on state.
@@ -107,8 +98,9 @@ class Loop:
     describe : callable, optional
         ``describe() -> str``, a few words on the state for progress lines (default:
         none).
-    finish : callable, optional
-        ``finish() -> result``, what :meth:`finish` returns (default: ``state``).
+    items : array or tensor, optional
+        A kernel fit's items (its loop's :meth:`finish` turns stored-kernel items into
+        their rows).
 
     Attributes
     ----------
@@ -119,10 +111,10 @@ class Loop:
         ``callback(state)`` after every read-back, ``state`` complete (checkpoints).
     """
 
-    def __init__(self, steps, state, *, max_iter, tol, describe=str, finish=None):
+    def __init__(self, steps, state, *, max_iter, tol, describe=str, items=None):
         self.steps, self.state = steps, state
         self.max_iter, self.tol = max_iter, tol
-        self.describe, self._finish = describe, finish
+        self.describe, self.items = describe, items
         self.on_progress, self.on_read_back = [], []
 
     n_iter = property(lambda self: self.state.n_iter)
@@ -131,11 +123,23 @@ class Loop:
     objectives_after = property(lambda self: self.state.objectives_after)
 
     def finish(self):
-        """The run's result; the steps are let go at once (on a device: the pool, its
-        constants and a captured CUDA graph with its private memory)."""
-        result = self.state if self._finish is None else self._finish()
-        self.steps = None
-        return result
+        """A kernel fit's centers as a :class:`WindowState` (the device pool unpacked, or
+        the stored kernel's items turned into data rows with their block Gram).
+
+        The steps and the device side are let go at once (the pool, its constants and
+        a captured CUDA graph with its private memory), before the labelling that
+        follows a fit: the FitState and its device steps refer to each other, so
+        dropping the loop alone would wait for the garbage collector.
+        """
+        fs, self.steps = self.state, None
+        if fs.device is not None:
+            fs.windows = fs.device.P.unpack(fs.pool, fs.layout)
+            fs.device = fs.pool = None
+        if fs.stored is not None:
+            fs.labelled = training_labels(fs.windows, fs.stored)
+            fs.windows = to_rows(fs.windows, self.items, fs.stored)
+            fs.stored = None
+        return fs.windows
 
     def run_until(self, until):
         """Advance to ``min(until, max_iter)`` iterations, or until early stopping."""
@@ -170,9 +174,12 @@ class FunctionSteps:
         return 1
 
     def run(self, start, stop):
-        # stop == start + 1: one iteration per block
+        """Iteration ``start`` (stop == start + 1: one iteration per block), and whether
+        it meets the early stopping rule (the paper's Algorithm 1): f_B(C_i) - f_B(C_{i+1})
+        < tol. The device step evaluates the same rule on its own sums
+        (:func:`mbkkm._core._pool.advance`), so that it never waits for the host."""
         objective, after = self.step(start)
-        return [objective], [after], tol_met(objective, after, self.tol)
+        return [objective], [after], self.tol is not None and objective - after < self.tol
 
 
 @dataclass(kw_only=True)
@@ -256,10 +263,10 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
     return Loop(
         steps,
         fs,
-        max_iter=fs.max_iter,
+        max_iter=plan.shape[0],
         tol=cfg.tol,
         describe=lambda: f"{fs.support_size()} support points",
-        finish=lambda: finish(fs, items),
+        items=items,
     )
 
 
@@ -317,23 +324,6 @@ def snapshot(fs):
     out["layout"] = [int(value) for value in astuple(fs.layout)]  # k, L, M, b, cols
     out["first_it"], out["blocks"] = int(fs.device.first_it), int(fs.device.blocks)
     return out
-
-
-def finish(fs, items):
-    """The centers as a :class:`WindowState` (the device pool unpacked, or the stored
-    kernel's items turned into data rows with their block Gram). The device
-    side is let go at once (the pool, its constants and a captured CUDA graph with
-    its private memory), before the labelling that follows a fit: ``fs`` and its
-    device loop refer to each other, so dropping the loop alone would wait for the
-    garbage collector."""
-    if fs.device is not None:
-        fs.windows = fs.device.P.unpack(fs.pool, fs.layout)
-        fs.device = fs.pool = None
-    if fs.stored is not None:
-        fs.labelled = training_labels(fs.windows, fs.stored)
-        fs.windows = to_rows(fs.windows, items, fs.stored)
-        fs.stored = None
-    return fs.windows
 
 
 #: The side stream of the captures, one per (thread, device): see :func:`capture_stream`.
