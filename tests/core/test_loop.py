@@ -19,7 +19,8 @@ from mbkkm.kernels import resolve_kernel
 
 def test_tol_rule():
     def stopped(objective, after, tol):
-        return _loop.FunctionSteps(lambda i: (objective, after), tol).run(0, 1)[2]
+        loop = _loop.function_loop(lambda i: (objective, after), max_iter=1, tol=tol)
+        return loop.run_until(1).converged
 
     assert stopped(1.0, 0.95, 0.1)
     assert not stopped(1.0, 0.85, 0.1)

@@ -1,19 +1,20 @@
 """The mini-batch loop: one loop, one stopping rule, for every step.
 
 :class:`Loop` runs iterations of a step until ``max_iter`` or until early stopping
-meets its rule (the paper's f_B(C_i) - f_B(C_{i+1}) < tol on the same batch,
-:meth:`FunctionSteps.run`), in blocks that end on a *read-back*: the moment the host knows the
+meets its rule (the paper's Algorithm 1: f_B(C_i) - f_B(C_{i+1}) < tol on the same
+batch), in blocks that end on a *read-back*: the moment the host knows the
 objectives of the iterations done. After every read-back it calls its hooks:
 ``on_progress(iteration, max_iter, objective)`` and ``on_read_back(state)`` (a
-checkpoint saves there). A step implementation gives the loop two things:
-``block(n_iter)``, the iterations of the next block, and ``run(start, stop)``,
-which runs them and returns their objectives f_B(C_i), f_B(C_{i+1}) and whether
-the run stopped early:
+checkpoint saves there). The steps are one of two kinds:
 
-* :class:`FunctionSteps`: a host function of the iteration (the host-planned
-  windows step, the untruncated table step, MiniBatchKMeans' explicit centers),
-  one iteration per block;
-* :class:`DeviceSteps`: the device-resident step (:func:`mbkkm._core._pool.advance`)
+* a host function of the iteration, ``step(i) -> (f_B(C_i), f_B(C_{i+1}) or
+  None)`` (the host-planned windows step, the untruncated table step,
+  MiniBatchKMeans' explicit centers): one iteration per block, its objectives host
+  floats read back as they come, the rule applied by the loop;
+* :class:`DeviceSteps`, which gives the loop ``block(n_iter)``, the iterations of
+  the next block, and ``run(start, stop)``, which runs them and returns their
+  objectives f_B(C_i), f_B(C_{i+1}) and whether the run stopped early: the
+  device-resident step (:func:`mbkkm._core._pool.advance`)
   in blocks of 1, 2, 4, ... ``read_every`` iterations without a host round trip (on
   CUDA, replays of one captured CUDA graph), then one read-back of the objectives,
   the iteration counter and the overflow marks. Early stopping is decided on the
@@ -87,8 +88,9 @@ class Loop:
 
     Parameters
     ----------
-    steps : FunctionSteps or DeviceSteps
-        ``block(n_iter) -> int`` and ``run(start, stop) -> (objectives, afters,
+    steps : callable or DeviceSteps
+        A host function ``step(i) -> (f_B(C_i), f_B(C_{i+1}) or None)``, or the device
+        steps' ``block(n_iter) -> int`` and ``run(start, stop) -> (objectives, afters,
         stopped)`` (see the module docstring).
     state : Progress
         What the loop advances (a :class:`FitState` for a kernel fit).
@@ -147,10 +149,15 @@ class Loop:
         until = min(until, self.max_iter)
         while state.n_iter < until and not state.converged:
             start = state.n_iter
-            stop = min(until, start + self.steps.block(start))
-            objectives, afters, stopped = self.steps.run(start, stop)
-            if not objectives:  # a device block that overflowed: run again
-                continue
+            if isinstance(self.steps, DeviceSteps):
+                stop = min(until, start + self.steps.block(start))
+                objectives, afters, stopped = self.steps.run(start, stop)
+                if not objectives:  # a device block that overflowed: run again
+                    continue
+            else:  # a host function: one iteration, and the early stopping rule
+                objective, after = self.steps(start)
+                objectives, afters = [objective], [after]
+                stopped = self.tol is not None and objective - after < self.tol
             state.objectives.extend(objectives)
             if self.tol is not None:
                 state.objectives_after.extend(afters)
@@ -161,25 +168,6 @@ class Loop:
             for callback in self.on_read_back:
                 callback(state)
         return state
-
-
-class FunctionSteps:
-    """Host iterations of ``step(i) -> (f_B(C_i), f_B(C_{i+1}) or None)``, one per block:
-    their objectives are host floats, read back as they come."""
-
-    def __init__(self, step, tol):
-        self.step, self.tol = step, tol
-
-    def block(self, n_iter):
-        return 1
-
-    def run(self, start, stop):
-        """Iteration ``start`` (stop == start + 1: one iteration per block), and whether
-        it meets the early stopping rule (the paper's Algorithm 1): f_B(C_i) - f_B(C_{i+1})
-        < tol. The device step evaluates the same rule on its own sums
-        (:func:`mbkkm._core._pool.advance`), so that it never waits for the host."""
-        objective, after = self.step(start)
-        return [objective], [after], self.tol is not None and objective - after < self.tol
 
 
 @dataclass(kw_only=True)
@@ -238,7 +226,7 @@ class FitState(Progress):
 def function_loop(step, max_iter, tol):
     """The :class:`Loop` of a host step function ``step(i) -> (f_B(C_i), f_B(C_{i+1})
     or None)`` (the untruncated table step, MiniBatchKMeans' explicit centers)."""
-    return Loop(FunctionSteps(step, tol), Progress(), max_iter=max_iter, tol=tol)
+    return Loop(step, Progress(), max_iter=max_iter, tol=tol)
 
 
 def fit_loop(windows, items, plan, random_state, cfg, saved=None):
@@ -259,7 +247,7 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
                 res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
             return res.objective, res.objective_after
 
-        steps = FunctionSteps(step, cfg.tol)
+        steps = step
     return Loop(
         steps,
         fs,
