@@ -36,7 +36,7 @@ it was drawn from (its state after the draw), and what the host has read back
 counts N_j and the iteration stamp live inside the centers. Saving a FitState and
 the data is enough to resume a fit to the same model: :func:`snapshot` gives its
 host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
-:func:`start` continues from them.
+:func:`fit_loop` continues from them.
 """
 
 from __future__ import annotations
@@ -230,37 +230,12 @@ def function_loop(step, max_iter, tol):
 
 
 def fit_loop(windows, items, plan, random_state, cfg, saved=None):
-    """The :class:`Loop` of a kernel fit, from its initial windows or a :func:`snapshot`.
+    """The :class:`Loop` of a kernel fit, from its initial windows or the FitState
+    that :func:`snapshot` saved (``saved``), on the backend of ``items``.
 
     The step is chosen here, once, from the backend of ``items``: the host-planned
     step one iteration at a time, or the device steps.
     """
-    fs = start(windows, items, plan, random_state, cfg, saved)
-    steps = fs.device
-    if steps is None:
-        nx = get_backend(items)
-
-        def step(i):
-            if fs.stored is not None:
-                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
-            else:
-                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
-            return res.objective, res.objective_after
-
-        steps = step
-    return Loop(
-        steps,
-        fs,
-        max_iter=plan.shape[0],
-        tol=cfg.tol,
-        describe=lambda: f"{fs.support_size()} support points",
-        items=items,
-    )
-
-
-def start(windows, items, plan, random_state, cfg, saved=None):
-    """The FitState before the first iteration, from the initial windows, or the one
-    that :func:`snapshot` saved (``saved``), on the backend of ``items``."""
     fs = FitState(windows=windows, pool=None, layout=None, plan=plan, random_state=random_state)
     if saved is None:
         on_device = not get_backend(windows.support).is_host
@@ -283,7 +258,26 @@ def start(windows, items, plan, random_state, cfg, saved=None):
             fs.stored, fs.windows = stored
     elif saved.get("stored", False):
         fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
-    return fs
+    steps = fs.device
+    if steps is None:
+        nx = get_backend(items)
+
+        def step(i):
+            if fs.stored is not None:
+                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+            else:
+                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+            return res.objective, res.objective_after
+
+        steps = step
+    return Loop(
+        steps,
+        fs,
+        max_iter=plan.shape[0],
+        tol=cfg.tol,
+        describe=lambda: f"{fs.support_size()} support points",
+        items=items,
+    )
 
 
 def snapshot(fs):
@@ -291,7 +285,7 @@ def snapshot(fs):
 
     What a checkpoint saves (:mod:`mbkkm.cluster._checkpoint`): the centers (host
     windows; on a device, every pool buffer copied to numpy as it is, its layout and
-    the read-back cadence, so that :func:`start` continues with the same shapes and
+    the read-back cadence, so that :func:`fit_loop` continues with the same shapes and
     the same blocks of iterations), the counter and what the host has read back.
     The plan is left out: it is drawn again from the generator.
     """
