@@ -157,19 +157,16 @@ class Kernel:
         with one BLAS thread: the same numbers up to rounding (a GEMM may round a
         row according to its place in the call), in less time where it pays: one
         thread unless a large dense float tile of a GEMM kernel (:data:`_ROW_PARALLEL`).
+        The parts are written into one (len(X), len(Y)) array; the left side's prepared
+        values (``cache``: rows of X) are cut with them.
         """
-        if self._user_func is None:
-            n_threads = 1
-            if self.name in _ROW_PARALLEL and _dense_float(X) and _dense_float(Y):
-                n_threads = threads_for(X.shape[0] * Y.shape[0] * (X.shape[1] + _MAP_WORK))
-            if n_threads > 1:
-                return self._tile_in_parts(X, Y, out, cache, n_threads)
+        if self._user_func is not None:
+            return write_into(out, self._call_user(X, Y))
+        n_threads = 1
+        if self.name in _ROW_PARALLEL and _dense_float(X) and _dense_float(Y):
+            n_threads = threads_for(X.shape[0] * Y.shape[0] * (X.shape[1] + _MAP_WORK))
+        if n_threads == 1:
             return self._func(X, Y, out=out, **cache, **self.params)
-        return write_into(out, self._call_user(X, Y))
-
-    def _tile_in_parts(self, X, Y, out, cache, n_threads):
-        """K(X, Y) by row parts of X into one (len(X), len(Y)) array; the left side's
-        prepared values (``cache``: rows of X) are cut with it."""
         if out is None:
             out = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(X.dtype, Y.dtype))
 
