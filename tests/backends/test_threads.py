@@ -23,6 +23,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -39,7 +40,7 @@ from mbkkm.backends._threads import (
     thread_policy,
 )
 from mbkkm.cluster import MiniBatchKMeans
-from mbkkm.kernels import resolve_kernel
+from mbkkm.kernels import _kernel, resolve_kernel
 
 
 def blas_counts():
@@ -222,6 +223,13 @@ def test_parallel_matmul_equals_matmul(two_threads):
     np.testing.assert_allclose(out, ref, rtol=5e-13, atol=0)
 
 
+def tile_threads(kern, X, Y):
+    """The threads the tile K(X, Y) runs on (1: in one piece, no parallel parts)."""
+    with mock.patch.object(_kernel, "parallel_parts", wraps=_kernel.parallel_parts) as parts:
+        kern(X, Y)
+    return parts.call_args.args[2] if parts.called else 1
+
+
 @pytest.mark.parametrize("name", ["rbf", "linear", "polynomial", "sigmoid", "cosine"])
 def test_tile_in_parts_equals_one_piece(two_threads, name):
     """A large tile computed in row parts on two threads: each part is exactly the
@@ -231,16 +239,16 @@ def test_tile_in_parts_equals_one_piece(two_threads, name):
     X = rng.standard_normal((1500, 40)).astype(np.float32)
     Y = rng.standard_normal((1200, 40)).astype(np.float32)
     kern = resolve_kernel(name, gamma=0.01)
-    assert kern._tile_threads(X, Y) == 2
+    assert tile_threads(kern, X, Y) == 2
     tile = kern(X, Y)
     out = np.empty_like(tile)
     prepared = kern(X, Y, out=out, **kern.prepare(X))
     bounds = np.linspace(0, X.shape[0], 3).astype(np.intp)  # parallel_parts' parts
     with threadpool_limits(limits=1):
-        assert kern._tile_threads(X, Y) == 1
+        assert tile_threads(kern, X, Y) == 1
         ref = kern(X, Y)
         for r0, r1 in itertools.pairwise(bounds):
-            assert kern._tile_threads(X[r0:r1], Y) == 1
+            assert tile_threads(kern, X[r0:r1], Y) == 1
             np.testing.assert_array_equal(tile[r0:r1], kern(X[r0:r1], Y))
     np.testing.assert_array_equal(prepared, tile)  # the same parts, prepared once
     # One piece against parts: an inner product of d float32 terms summed in another

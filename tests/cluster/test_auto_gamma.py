@@ -535,17 +535,17 @@ def test_partition_start_is_the_feature_space_mean_of_each_cluster(seed):
 
 @pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
 def test_auto_starts_from_the_sample_partition_unless_init_is_an_array(Est, monkeypatch):
-    import mbkkm._core._loop as loop  # where the fit loop starts (numpy input)
+    import mbkkm.cluster._minibatch_kernel as mbk  # where the fit loop starts
 
     X, _ = moons(400)
     starts = []
-    real_start = loop.start
+    real_fit_loop = mbk.fit_loop
 
     def spy(windows, items, plan, random_state, cfg, saved=None):  # the fit's first state
         starts.append(assign(X, windows.copy(), cfg.kernel)[0])
-        return real_start(windows, items, plan, random_state, cfg, saved)
+        return real_fit_loop(windows, items, plan, random_state, cfg, saved)
 
-    monkeypatch.setattr(loop, "start", spy)
+    monkeypatch.setattr(mbk, "fit_loop", spy)
     params = (
         dict(batch_size=128, tau=50, max_iter=1)
         if Est is MiniBatchKernelKMeans

@@ -18,10 +18,14 @@ from mbkkm.kernels import resolve_kernel
 
 
 def test_tol_rule():
-    assert _loop.tol_met(1.0, 0.95, 0.1)
-    assert not _loop.tol_met(1.0, 0.85, 0.1)
-    assert not _loop.tol_met(1.0, 1.0, None)  # no early stopping
-    assert not _loop.tol_met(1.0, 1.0, -np.inf)  # f_B(C_{i+1}) computed, never stops
+    def stopped(objective, after, tol):
+        loop = _loop.function_loop(lambda i: (objective, after), max_iter=1, tol=tol)
+        return loop.run_until(1).converged
+
+    assert stopped(1.0, 0.95, 0.1)
+    assert not stopped(1.0, 0.85, 0.1)
+    assert not stopped(1.0, 1.0, None)  # no early stopping
+    assert not stopped(1.0, 1.0, -np.inf)  # f_B(C_{i+1}) computed, never stops
 
 
 def test_function_loop_stops_on_the_rule_and_reports_every_iteration():

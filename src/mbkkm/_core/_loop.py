@@ -1,19 +1,20 @@
 """The mini-batch loop: one loop, one stopping rule, for every step.
 
 :class:`Loop` runs iterations of a step until ``max_iter`` or until early stopping
-meets its rule (:func:`tol_met`, the paper's f_B(C_i) - f_B(C_{i+1}) < tol on the
-same batch), in blocks that end on a *read-back*: the moment the host knows the
+meets its rule (the paper's Algorithm 1: f_B(C_i) - f_B(C_{i+1}) < tol on the same
+batch), in blocks that end on a *read-back*: the moment the host knows the
 objectives of the iterations done. After every read-back it calls its hooks:
 ``on_progress(iteration, max_iter, objective)`` and ``on_read_back(state)`` (a
-checkpoint saves there). A step implementation gives the loop two things:
-``block(n_iter)``, the iterations of the next block, and ``run(start, stop)``,
-which runs them and returns their objectives f_B(C_i), f_B(C_{i+1}) and whether
-the run stopped early:
+checkpoint saves there). The steps are one of two kinds:
 
-* :class:`FunctionSteps`: a host function of the iteration (the host-planned
-  windows step, the untruncated table step, MiniBatchKMeans' explicit centers),
-  one iteration per block;
-* :class:`DeviceSteps`: the device-resident step (:func:`mbkkm._core._pool.advance`)
+* a host function of the iteration, ``step(i) -> (f_B(C_i), f_B(C_{i+1}) or
+  None)`` (the host-planned windows step, the untruncated table step,
+  MiniBatchKMeans' explicit centers): one iteration per block, its objectives host
+  floats read back as they come, the rule applied by the loop;
+* :class:`DeviceSteps`, which gives the loop ``block(n_iter)``, the iterations of
+  the next block, and ``run(start, stop)``, which runs them and returns their
+  objectives f_B(C_i), f_B(C_{i+1}) and whether the run stopped early: the
+  device-resident step (:func:`mbkkm._core._pool.advance`)
   in blocks of 1, 2, 4, ... ``read_every`` iterations without a host round trip (on
   CUDA, replays of one captured CUDA graph), then one read-back of the objectives,
   the iteration counter and the overflow marks. Early stopping is decided on the
@@ -35,7 +36,7 @@ it was drawn from (its state after the draw), and what the host has read back
 counts N_j and the iteration stamp live inside the centers. Saving a FitState and
 the data is enough to resume a fit to the same model: :func:`snapshot` gives its
 host values (what a checkpoint saves, :mod:`mbkkm.cluster._checkpoint`) and
-:func:`start` continues from them.
+:func:`fit_loop` continues from them.
 """
 
 from __future__ import annotations
@@ -54,15 +55,6 @@ from ._windows import minibatch_step
 
 #: Replay device iterations from one captured CUDA graph (False: eager calls).
 CUDA_GRAPHS = True
-
-
-def tol_met(objective, after, tol):
-    """The early stopping rule (the paper's Algorithm 1): f_B(C_i) - f_B(C_{i+1}) < tol.
-
-    The device step evaluates the same rule on its own sums
-    (:func:`mbkkm._core._pool.advance`), so that it never waits for the host.
-    """
-    return tol is not None and objective - after < tol
 
 
 def step_for(backend):
@@ -96,8 +88,9 @@ class Loop:
 
     Parameters
     ----------
-    steps : FunctionSteps or DeviceSteps
-        ``block(n_iter) -> int`` and ``run(start, stop) -> (objectives, afters,
+    steps : callable or DeviceSteps
+        A host function ``step(i) -> (f_B(C_i), f_B(C_{i+1}) or None)``, or the device
+        steps' ``block(n_iter) -> int`` and ``run(start, stop) -> (objectives, afters,
         stopped)`` (see the module docstring).
     state : Progress
         What the loop advances (a :class:`FitState` for a kernel fit).
@@ -107,8 +100,9 @@ class Loop:
     describe : callable, optional
         ``describe() -> str``, a few words on the state for progress lines (default:
         none).
-    finish : callable, optional
-        ``finish() -> result``, what :meth:`finish` returns (default: ``state``).
+    items : array or tensor, optional
+        A kernel fit's items (its loop's :meth:`finish` turns stored-kernel items into
+        their rows).
 
     Attributes
     ----------
@@ -119,10 +113,10 @@ class Loop:
         ``callback(state)`` after every read-back, ``state`` complete (checkpoints).
     """
 
-    def __init__(self, steps, state, *, max_iter, tol, describe=str, finish=None):
+    def __init__(self, steps, state, *, max_iter, tol, describe=str, items=None):
         self.steps, self.state = steps, state
         self.max_iter, self.tol = max_iter, tol
-        self.describe, self._finish = describe, finish
+        self.describe, self.items = describe, items
         self.on_progress, self.on_read_back = [], []
 
     n_iter = property(lambda self: self.state.n_iter)
@@ -131,11 +125,23 @@ class Loop:
     objectives_after = property(lambda self: self.state.objectives_after)
 
     def finish(self):
-        """The run's result; the steps are let go at once (on a device: the pool, its
-        constants and a captured CUDA graph with its private memory)."""
-        result = self.state if self._finish is None else self._finish()
-        self.steps = None
-        return result
+        """A kernel fit's centers as a :class:`WindowState` (the device pool unpacked, or
+        the stored kernel's items turned into data rows with their block Gram).
+
+        The steps and the device side are let go at once (the pool, its constants and
+        a captured CUDA graph with its private memory), before the labelling that
+        follows a fit: the FitState and its device steps refer to each other, so
+        dropping the loop alone would wait for the garbage collector.
+        """
+        fs, self.steps = self.state, None
+        if fs.device is not None:
+            fs.windows = fs.device.P.unpack(fs.pool, fs.layout)
+            fs.device = fs.pool = None
+        if fs.stored is not None:
+            fs.labelled = training_labels(fs.windows, fs.stored)
+            fs.windows = to_rows(fs.windows, self.items, fs.stored)
+            fs.stored = None
+        return fs.windows
 
     def run_until(self, until):
         """Advance to ``min(until, max_iter)`` iterations, or until early stopping."""
@@ -143,10 +149,15 @@ class Loop:
         until = min(until, self.max_iter)
         while state.n_iter < until and not state.converged:
             start = state.n_iter
-            stop = min(until, start + self.steps.block(start))
-            objectives, afters, stopped = self.steps.run(start, stop)
-            if not objectives:  # a device block that overflowed: run again
-                continue
+            if isinstance(self.steps, DeviceSteps):
+                stop = min(until, start + self.steps.block(start))
+                objectives, afters, stopped = self.steps.run(start, stop)
+                if not objectives:  # a device block that overflowed: run again
+                    continue
+            else:  # a host function: one iteration, and the early stopping rule
+                objective, after = self.steps(start)
+                objectives, afters = [objective], [after]
+                stopped = self.tol is not None and objective - after < self.tol
             state.objectives.extend(objectives)
             if self.tol is not None:
                 state.objectives_after.extend(afters)
@@ -157,22 +168,6 @@ class Loop:
             for callback in self.on_read_back:
                 callback(state)
         return state
-
-
-class FunctionSteps:
-    """Host iterations of ``step(i) -> (f_B(C_i), f_B(C_{i+1}) or None)``, one per block:
-    their objectives are host floats, read back as they come."""
-
-    def __init__(self, step, tol):
-        self.step, self.tol = step, tol
-
-    def block(self, n_iter):
-        return 1
-
-    def run(self, start, stop):
-        # stop == start + 1: one iteration per block
-        objective, after = self.step(start)
-        return [objective], [after], tol_met(objective, after, self.tol)
 
 
 @dataclass(kw_only=True)
@@ -231,41 +226,16 @@ class FitState(Progress):
 def function_loop(step, max_iter, tol):
     """The :class:`Loop` of a host step function ``step(i) -> (f_B(C_i), f_B(C_{i+1})
     or None)`` (the untruncated table step, MiniBatchKMeans' explicit centers)."""
-    return Loop(FunctionSteps(step, tol), Progress(), max_iter=max_iter, tol=tol)
+    return Loop(step, Progress(), max_iter=max_iter, tol=tol)
 
 
 def fit_loop(windows, items, plan, random_state, cfg, saved=None):
-    """The :class:`Loop` of a kernel fit, from its initial windows or a :func:`snapshot`.
+    """The :class:`Loop` of a kernel fit, from its initial windows or the FitState
+    that :func:`snapshot` saved (``saved``), on the backend of ``items``.
 
     The step is chosen here, once, from the backend of ``items``: the host-planned
     step one iteration at a time, or the device steps.
     """
-    fs = start(windows, items, plan, random_state, cfg, saved)
-    steps = fs.device
-    if steps is None:
-        nx = get_backend(items)
-
-        def step(i):
-            if fs.stored is not None:
-                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
-            else:
-                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
-            return res.objective, res.objective_after
-
-        steps = FunctionSteps(step, cfg.tol)
-    return Loop(
-        steps,
-        fs,
-        max_iter=fs.max_iter,
-        tol=cfg.tol,
-        describe=lambda: f"{fs.support_size()} support points",
-        finish=lambda: finish(fs, items),
-    )
-
-
-def start(windows, items, plan, random_state, cfg, saved=None):
-    """The FitState before the first iteration, from the initial windows, or the one
-    that :func:`snapshot` saved (``saved``), on the backend of ``items``."""
     fs = FitState(windows=windows, pool=None, layout=None, plan=plan, random_state=random_state)
     if saved is None:
         on_device = not get_backend(windows.support).is_host
@@ -288,7 +258,26 @@ def start(windows, items, plan, random_state, cfg, saved=None):
             fs.stored, fs.windows = stored
     elif saved.get("stored", False):
         fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
-    return fs
+    steps = fs.device
+    if steps is None:
+        nx = get_backend(items)
+
+        def step(i):
+            if fs.stored is not None:
+                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+            else:
+                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+            return res.objective, res.objective_after
+
+        steps = step
+    return Loop(
+        steps,
+        fs,
+        max_iter=plan.shape[0],
+        tol=cfg.tol,
+        describe=lambda: f"{fs.support_size()} support points",
+        items=items,
+    )
 
 
 def snapshot(fs):
@@ -296,7 +285,7 @@ def snapshot(fs):
 
     What a checkpoint saves (:mod:`mbkkm.cluster._checkpoint`): the centers (host
     windows; on a device, every pool buffer copied to numpy as it is, its layout and
-    the read-back cadence, so that :func:`start` continues with the same shapes and
+    the read-back cadence, so that :func:`fit_loop` continues with the same shapes and
     the same blocks of iterations), the counter and what the host has read back.
     The plan is left out: it is drawn again from the generator.
     """
@@ -317,23 +306,6 @@ def snapshot(fs):
     out["layout"] = [int(value) for value in astuple(fs.layout)]  # k, L, M, b, cols
     out["first_it"], out["blocks"] = int(fs.device.first_it), int(fs.device.blocks)
     return out
-
-
-def finish(fs, items):
-    """The centers as a :class:`WindowState` (the device pool unpacked, or the stored
-    kernel's items turned into data rows with their block Gram). The device
-    side is let go at once (the pool, its constants and a captured CUDA graph with
-    its private memory), before the labelling that follows a fit: ``fs`` and its
-    device loop refer to each other, so dropping the loop alone would wait for the
-    garbage collector."""
-    if fs.device is not None:
-        fs.windows = fs.device.P.unpack(fs.pool, fs.layout)
-        fs.device = fs.pool = None
-    if fs.stored is not None:
-        fs.labelled = training_labels(fs.windows, fs.stored)
-        fs.windows = to_rows(fs.windows, items, fs.stored)
-        fs.stored = None
-    return fs.windows
 
 
 #: The side stream of the captures, one per (thread, device): see :func:`capture_stream`.

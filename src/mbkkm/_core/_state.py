@@ -123,7 +123,7 @@ class WindowState:
 
     def host_norms(self):
         """c_j as a host float64 array."""
-        return np.asarray(self.backend.to_numpy(self.norms), dtype=np.float64)
+        return np.asarray(get_backend(self.support).to_numpy(self.norms), dtype=np.float64)
 
     def group_by_cluster(self):
         """Reorder the support (and the blocks) by cluster, in place (stable).
@@ -135,7 +135,7 @@ class WindowState:
         order, _ = group_by(self.labels, self.n_clusters)
         border = np.argsort(self.block_cluster, kind="stable")
         sizes = self.block_size[border]
-        nx = self.backend
+        nx = get_backend(self.support)
         self.support = nx.take(self.support, nx.index(order))
         self.weight = self.weight[order]
         self.block_start = np.r_[0, np.cumsum(sizes)]
@@ -145,7 +145,7 @@ class WindowState:
         return self
 
     def copy(self):
-        nx = self.backend
+        nx = get_backend(self.support)
         return WindowState(
             nx.copy(self.support),
             self.weight.copy(),

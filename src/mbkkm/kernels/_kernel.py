@@ -155,25 +155,18 @@ class Kernel:
         A large dense tile of a GEMM kernel is computed in row parts of X on the
         threads of the threading policy (:mod:`mbkkm.backends._threads`), each
         with one BLAS thread: the same numbers up to rounding (a GEMM may round a
-        row according to its place in the call), in less time where it pays.
+        row according to its place in the call), in less time where it pays: one
+        thread unless a large dense float tile of a GEMM kernel (:data:`_ROW_PARALLEL`).
+        The parts are written into one (len(X), len(Y)) array; the left side's prepared
+        values (``cache``: rows of X) are cut with them.
         """
-        if self._user_func is None:
-            n_threads = self._tile_threads(X, Y)
-            if n_threads > 1:
-                return self._tile_in_parts(X, Y, out, cache, n_threads)
+        if self._user_func is not None:
+            return write_into(out, self._call_user(X, Y))
+        n_threads = 1
+        if self.name in _ROW_PARALLEL and _dense_float(X) and _dense_float(Y):
+            n_threads = threads_for(X.shape[0] * Y.shape[0] * (X.shape[1] + _MAP_WORK))
+        if n_threads == 1:
             return self._func(X, Y, out=out, **cache, **self.params)
-        return write_into(out, self._call_user(X, Y))
-
-    def _tile_threads(self, X, Y):
-        """Threads for the tile K(X, Y): 1 unless a large dense float tile of a GEMM
-        kernel (:data:`_ROW_PARALLEL`)."""
-        if self.name not in _ROW_PARALLEL or not (_dense_float(X) and _dense_float(Y)):
-            return 1
-        return threads_for(X.shape[0] * Y.shape[0] * (X.shape[1] + _MAP_WORK))
-
-    def _tile_in_parts(self, X, Y, out, cache, n_threads):
-        """K(X, Y) by row parts of X into one (len(X), len(Y)) array; the left side's
-        prepared values (``cache``: rows of X) are cut with it."""
         if out is None:
             out = np.empty((X.shape[0], Y.shape[0]), dtype=np.result_type(X.dtype, Y.dtype))
 
