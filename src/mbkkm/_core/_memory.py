@@ -620,9 +620,7 @@ def available_host_memory():
     return min(candidates) if candidates else None
 
 
-def plan_untruncated(
-    *, n, row_bytes, itemsize, n_clusters, batch_size, chunk_rows, compute_labels=True
-):
+def plan_untruncated(*, n, row_bytes, n_clusters, batch_size, chunk_rows, compute_labels=True):
     """The memory plan of a ``tau=None`` fit: the dynamic program's (n, k) tables."""
     k, b = n_clusters, batch_size
     t = {

@@ -165,7 +165,7 @@ def _reads_stored_rows(kernel, items):
     return n == kernel.n_samples and bool(np.array_equal(items, np.arange(n)))
 
 
-def table_to_windows(state, items, kernel):
+def table_to_windows(state, items):
     """Support-point view of the centers (for predict and the public attributes).
 
     Point x is a support point of center j when A[x, j] != 0; the initial centers

@@ -347,7 +347,6 @@ torch.device, default=None
             plan = plan_untruncated(
                 n=n,
                 row_bytes=row_bytes,
-                itemsize=itemsize,
                 n_clusters=k,
                 batch_size=b,
                 chunk_rows=chunk_rows(self.working_memory, b + k, 8),
@@ -542,7 +541,7 @@ torch.device, default=None
             return objective, after
 
         self._iterate(function_loop(step, self.max_iter, self.tol))
-        self._publish(table_to_windows(table, items, kernel))
+        self._publish(table_to_windows(table, items))
         if self.compute_labels:
             D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
             self.labels_ = np.argmin(D, axis=1)
