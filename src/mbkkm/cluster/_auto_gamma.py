@@ -254,9 +254,7 @@ def default_selects_width(kernel, kernel_params, n, n_clusters, sample_weight=No
     return min(int(n), SAMPLE_MAX) >= MIN_POINTS_PER_CLUSTER * int(n_clusters)
 
 
-def resolve_auto_gamma(
-    gamma, kernel, X, n_clusters, sample_weight, random_state, kernel_params=None
-):
+def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state, kernel_params):
     """The estimators' hook: ``(gamma to pass to the kernel, GammaSelection or None)``.
 
     - ``"auto"``: :func:`select_gamma` (refuses kernels without a width);
@@ -267,9 +265,7 @@ def resolve_auto_gamma(
     - a number: returned unchanged.
     """
     if gamma is None:
-        if not default_selects_width(
-            kernel, kernel_params, X.shape[0], n_clusters, sample_weight=sample_weight
-        ):
+        if not default_selects_width(kernel, kernel_params, X.shape[0], n_clusters, sample_weight):
             return None, None
         gamma = "auto"
     if not isinstance(gamma, str):
