@@ -591,9 +591,7 @@ def score_noise(run_cuts):
     this run-to-run noise, and a wider width chosen on such a difference did
     worse than the mean-distance width (``docs/gamma.md``).
     """
-    sd = np.array(
-        [np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts], dtype=np.float64
-    )
+    sd = np.array([np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts])
     var = np.concatenate([sd[:1], sd, sd[-1:]]) ** 2
     return np.sqrt(var[:-2] / 16.0 + var[1:-1] / 4.0 + var[2:] / 16.0)
 
