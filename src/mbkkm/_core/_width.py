@@ -344,11 +344,9 @@ def trust_partition(scores, best, reference, min_gain):
     (measured: digits resampled to 80 % .. 0.2 %, ARI 0.116 from the partition,
     0.150 from k-means++ at the same widths; ``docs/gamma.md``).
     """
-    if reference is None:
-        return True
     if best == reference:
         return False
-    return bool(scores[best] <= (1.0 - min_gain) * scores[reference])
+    return reference is None or bool(scores[best] <= (1.0 - min_gain) * scores[reference])
 
 
 def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None, noise_margin=0.0):
@@ -593,9 +591,7 @@ def score_noise(run_cuts):
     this run-to-run noise, and a wider width chosen on such a difference did
     worse than the mean-distance width (``docs/gamma.md``).
     """
-    sd = np.array(
-        [np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts], dtype=np.float64
-    )
+    sd = np.array([np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts])
     var = np.concatenate([sd[:1], sd, sd[-1:]]) ** 2
     return np.sqrt(var[:-2] / 16.0 + var[1:-1] / 4.0 + var[2:] / 16.0)
 

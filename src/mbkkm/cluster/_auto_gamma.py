@@ -234,9 +234,7 @@ def _warn_at_edge(fields, best, added):
     )
 
 
-def default_selects_width(
-    kernel, kernel_params, n, n_clusters, n_samples=SAMPLE_MAX, sample_weight=None
-):
+def default_selects_width(kernel, kernel_params, n, n_clusters, sample_weight=None):
     """Whether ``gamma=None`` chooses the width as ``gamma="auto"`` does.
 
     Yes for the rbf and laplacian kernels (named) when ``kernel_params`` gives no
@@ -248,18 +246,15 @@ def default_selects_width(
     laplacian): with fewer points per cluster the sample's k-NN cut no longer
     describes the clusters, and exact kernel k-means on it grows with k.
     """
-    if not isinstance(kernel, str) or kernel not in AUTO_GAMMA_KERNELS:
-        return False
-    if kernel_params and kernel_params.get("gamma") is not None:
+    named = isinstance(kernel, str) and kernel in AUTO_GAMMA_KERNELS
+    if not named or (kernel_params or {}).get("gamma") is not None:
         return False
     if sample_weight is not None:
         n = int(np.count_nonzero(np.asarray(sample_weight)))
-    return min(int(n), n_samples) >= MIN_POINTS_PER_CLUSTER * int(n_clusters)
+    return min(int(n), SAMPLE_MAX) >= MIN_POINTS_PER_CLUSTER * int(n_clusters)
 
 
-def resolve_auto_gamma(
-    gamma, kernel, X, n_clusters, sample_weight, random_state, kernel_params=None
-):
+def resolve_auto_gamma(gamma, kernel, X, n_clusters, sample_weight, random_state, kernel_params):
     """The estimators' hook: ``(gamma to pass to the kernel, GammaSelection or None)``.
 
     - ``"auto"``: :func:`select_gamma` (refuses kernels without a width);
@@ -270,9 +265,7 @@ def resolve_auto_gamma(
     - a number: returned unchanged.
     """
     if gamma is None:
-        if not default_selects_width(
-            kernel, kernel_params, X.shape[0], n_clusters, sample_weight=sample_weight
-        ):
+        if not default_selects_width(kernel, kernel_params, X.shape[0], n_clusters, sample_weight):
             return None, None
         gamma = "auto"
     if not isinstance(gamma, str):
