@@ -50,7 +50,9 @@ def atomic_write(
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}.")
-    kw = {"encoding": encoding or "utf-8", "newline": newline} if mode == "w" else {}
+    kw: dict[str, Any] = (
+        {"encoding": encoding or "utf-8", "newline": newline} if mode == "w" else {}
+    )
     target = Path(os.path.realpath(path))
     if target.exists() and not (target.is_file() or target.is_dir()):  # a device, a pipe
         with open(target, mode, **kw) as fh:
