@@ -21,17 +21,6 @@ from pathlib import Path
 from typing import IO, Any
 
 
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a no-op where folders cannot be opened)."""
-    # Windows does not open folders this way; some file systems refuse fsync on one.
-    with suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 @contextmanager
 def atomic_write(
     path: str | os.PathLike,
@@ -61,9 +50,9 @@ def atomic_write(
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}.")
-    kw: dict[str, Any] = {}
-    if mode == "w":
-        kw = {"encoding": encoding or "utf-8", "newline": newline}
+    kw: dict[str, Any] = (
+        {"encoding": encoding or "utf-8", "newline": newline} if mode == "w" else {}
+    )
     target = Path(os.path.realpath(path))
     if target.exists() and not (target.is_file() or target.is_dir()):  # a device, a pipe
         with open(target, mode, **kw) as fh:
@@ -78,15 +67,21 @@ def atomic_write(
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        if target.exists():
-            with suppress(OSError):  # keep the permissions of the file being replaced
-                shutil.copymode(target, tmp)
+        with suppress(OSError):  # keep the permissions of the file being replaced, if any
+            shutil.copymode(target, tmp)
         os.replace(tmp, target)
     except BaseException:
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-    _fsync_folder(target.parent)
+    # the folder fsynced, so that the rename survives a power cut (Windows does not
+    # open folders this way; some file systems refuse fsync on one)
+    with suppress(OSError):
+        fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:

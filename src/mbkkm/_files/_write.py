@@ -89,18 +89,12 @@ class _ArrowWriter:
         self.schema = pa.schema([(n, pa.from_numpy_dtype(np.dtype(dtype))) for n in self.names])
         if parquet:
             import pyarrow.parquet as pq
-
-            self.writer = pq.ParquetWriter(fh, self.schema)
-        else:
-            self.writer = pa.ipc.new_file(fh, self.schema)
+        self.writer = (pq.ParquetWriter if parquet else pa.ipc.new_file)(fh, self.schema)
 
     def write(self, block: np.ndarray) -> None:
-        cols = [block] if block.ndim == 1 else [block[:, j] for j in range(block.shape[1])]
-        self.writer.write_batch(
-            self.pa.record_batch(
-                [self.pa.array(np.ascontiguousarray(c)) for c in cols], schema=self.schema
-            )
-        )
+        cols = [block] if block.ndim == 1 else block.T
+        arrays = [self.pa.array(np.ascontiguousarray(c)) for c in cols]
+        self.writer.write_batch(self.pa.record_batch(arrays, schema=self.schema))
 
     def close(self) -> None:
         self.writer.close()

@@ -80,19 +80,13 @@ def check_checkpoint(checkpoint, checkpoint_every, estimator):
         raise ValueError(f"checkpoint: {str(path)!r} is a folder, expected a file path")
     if not path.parent.is_dir():
         raise ValueError(f"checkpoint: the folder of {str(path)!r} does not exist")
-    if checkpoint_every is None:
-        every = max(1, estimator.max_iter // 10)
-    elif (
-        isinstance(checkpoint_every, bool)  # numpy's bool_ is not Integral either
-        or not isinstance(checkpoint_every, Integral)
-        or checkpoint_every < 1
-    ):
+    every = max(1, estimator.max_iter // 10) if checkpoint_every is None else checkpoint_every
+    # (numpy's bool_ is not Integral either)
+    if isinstance(every, bool) or not isinstance(every, Integral) or every < 1:
         raise ValueError(
             f"checkpoint_every must be an integer >= 1 (iterations between "
             f"two checkpoints) or None, got {checkpoint_every!r}"
         )
-    else:
-        every = int(checkpoint_every)
     if estimator.tau is None:
         raise ValueError(
             "checkpoint needs an integer tau: tau=None (the untruncated "
@@ -103,7 +97,7 @@ def check_checkpoint(checkpoint, checkpoint_every, estimator):
         import_skops_io()
     except ImportError as exc:
         raise ImportError("checkpoint needs skops: pip install 'mbkkm[cli]'") from exc
-    return FitCheckpoint(path, every)
+    return FitCheckpoint(path, int(every))
 
 
 class FitCheckpoint:
@@ -120,7 +114,6 @@ class FitCheckpoint:
         self.path, self.every = Path(path), every
         self.saved = None
         self.fingerprint = None
-        self.resumed_from = None  # the iteration the fit resumed at (None: a new fit)
 
     # ------------------------------------------------------------------- read
     def open(self, estimator, rows, sample_weight):
@@ -137,7 +130,6 @@ class FitCheckpoint:
                 "delete it or pass another file to start this fit"
             )
         self.saved = saved
-        self.resumed_from = int(saved["fit"]["n_iter"])
 
     @property
     def resuming(self):
@@ -347,24 +339,19 @@ def _differences(saved, current, prefix=""):
     return "; ".join(out[:4]) + ("; ..." if len(out) > 4 else "")
 
 
+#: The fields of numpy's RandomState.get_state() tuple, as a checkpoint names them.
+_RNG_FIELDS = ("name", "key", "pos", "has_gauss", "cached_gaussian")
+
+
 def _rng_dict(state):
     """numpy's RandomState.get_state() tuple as plain values."""
     name, key, pos, has_gauss, cached = state
-    return {
-        "name": str(name),
-        "key": np.asarray(key, dtype=np.uint32),
-        "pos": int(pos),
-        "has_gauss": int(has_gauss),
-        "cached_gaussian": float(cached),
-    }
+    values = (str(name), np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(cached))
+    return dict(zip(_RNG_FIELDS, values))
 
 
 def _rng_state(saved):
     """The get_state() tuple back from :func:`_rng_dict`."""
-    return (
-        saved["name"],
-        np.asarray(saved["key"], dtype=np.uint32),
-        saved["pos"],
-        saved["has_gauss"],
-        saved["cached_gaussian"],
-    )
+    state = [saved[name] for name in _RNG_FIELDS]
+    state[1] = np.asarray(state[1], dtype=np.uint32)
+    return tuple(state)
