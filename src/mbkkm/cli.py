@@ -683,20 +683,21 @@ def _check_output(path, option: str, kind="table") -> None:
 
 
 def _distances(est, blocks):
-    """``est.transform`` of each block of rows: its squared distances to the centers.
+    """``est.transform`` of the rows of each block, a few at a time (:func:`_row_blocks`):
+    their squared distances to the centers.
 
     For a model with feature names the blocks go in as DataFrames with those names
     (the columns have already been matched by name, and scikit-learn checks them
     once more).
     """
     names = getattr(est, "feature_names_in_", None)
-    for block in blocks:
+    for rows in (rows for block in blocks for rows in _row_blocks(block, est.n_clusters)):
         if names is not None:
             import pandas as pd
 
-            block = pd.DataFrame(block, columns=names, copy=False)
+            rows = pd.DataFrame(rows, columns=names, copy=False)
         with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
-            yield np.asarray(est.transform(block))
+            yield np.asarray(est.transform(rows))
 
 
 def _row_blocks(X, k: int):
@@ -977,7 +978,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
             stack.enter_context(reporting(sys.stderr, on_start=stop, waiting=waiting))
         if graph_params is None:
             est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)
-            distances = _distances(est, _row_blocks(X, n_clusters))
+            distances = _distances(est, [X])
         else:  # the fitted points' own kernel rows, not new points joining the graph
             distances = _row_blocks(est.fit_transform(X), n_clusters)
     fit_seconds = time.perf_counter() - start
@@ -1075,8 +1076,7 @@ def predict(model, data, source, labels, transform, quiet):
     start = time.perf_counter()
     # a stream left part way is closed, so no parsing thread outlives the command
     with _reading(table, "labelling", quiet) as how, closing(table.blocks(**how)) as stream:
-        rows = (rows for block in stream for rows in _row_blocks(block, est.n_clusters))
-        found = _label_blocks(_distances(est, rows), est.n_clusters, outputs, table.n_rows)
+        found = _label_blocks(_distances(est, stream), est.n_clusters, outputs, table.n_rows)
     if not quiet:
         click.echo(
             f"labelled {found.n} points x {table.n_columns} features of {data} in "
