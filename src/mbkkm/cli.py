@@ -757,21 +757,26 @@ def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
     return out
 
 
-def _echo_found(found, outputs, inertia="inertia", empty_note=False) -> None:
-    """The end of a summary: inertia, cluster sizes (``empty_note``: and how many
-    are empty), the files written."""
-    err = outputs.err
-    click.echo(
-        f"inertia: {found.inertia:.6g} ({inertia} / n = {found.inertia / found.n:.6g})", err=err
+def _summary(found, outputs, *lines, fit=False) -> None:
+    """A command's summary, on stderr when standard output takes the labels or
+    distances: its own ``lines``, then the inertia, the cluster sizes (a fit: and
+    how many are empty), the files written (a fit: or that the labels were not)."""
+    inertia = "objective inertia" if fit else "inertia"
+    lines += (
+        f"inertia: {found.inertia:.6g} ({inertia} / n = {found.inertia / found.n:.6g})",
+        "cluster sizes: " + " ".join(map(str, found.sizes.tolist())),
     )
-    click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
     empty = int((found.sizes == 0).sum())
-    if empty_note and empty:
-        click.echo(f"note: {empty} of the {len(found.sizes)} clusters are empty", err=err)
+    if fit and empty:
+        lines += (f"note: {empty} of the {len(found.sizes)} clusters are empty",)
     paths = (outputs.labels, outputs.transform, outputs.plot, outputs.gamma_plot, outputs.model)
     for path, what in zip(paths, ("labels", "distances", "plot", "gamma plot", "model")):
         if path not in (None, "-"):  # written to a file
-            click.echo(f"{what} written to {path}", err=err)
+            lines += (f"{what} written to {path}",)
+    if fit and outputs.labels is None:
+        lines += ("(labels not written: pass --labels-out FILE)",)
+    for line in lines:
+        click.echo(line, err=outputs.err)
 
 
 def _new_figure(figsize=(6.4, 4.8)):
@@ -997,23 +1002,19 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
         Path(outputs.checkpoint).unlink(missing_ok=True)
     if quiet:
         return
-    err = outputs.err
-    click.echo(f"data: {data} ({found.n} points x {d} features)", err=err)
-    click.echo(
+    # the widths (and the heat kernel's time) chosen: one line each, or their tables
+    t_selection = getattr(est, "t_selection_", None) if heat_t == "auto" else None
+    selections = [s for s in (est.gamma_selection_, t_selection) if s is not None]
+    _summary(
+        found,
+        outputs,
+        f"data: {data} ({found.n} points x {d} features)",
         f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
         f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}",
-        err=err,
+        f"time: fit {fit_seconds:.2f} s, labelling {label_seconds:.2f} s",
+        *(s.table() if tables else s.summary() + " (--verbose: the table)" for s in selections),
+        fit=True,
     )
-    click.echo(f"time: fit {fit_seconds:.2f} s, labelling {label_seconds:.2f} s", err=err)
-    # the widths (and the heat kernel's time) chosen: one line each, or their tables
-    hint = "" if tables else " (--verbose: the table)"
-    t_selection = getattr(est, "t_selection_", None) if heat_t == "auto" else None
-    for selection in (est.gamma_selection_, t_selection):
-        if selection is not None:
-            click.echo(selection.table() if tables else selection.summary() + hint, err=err)
-    _echo_found(found, outputs, "objective inertia", empty_note=True)
-    if outputs.labels is None:
-        click.echo("(labels not written: pass --labels-out FILE)", err=err)
 
 
 def _graph_params(kernel, n_neighbors, heat_t):
@@ -1078,12 +1079,9 @@ def predict(model, data, source, labels, transform, quiet):
     with _reading(table, "labelling", quiet) as how, closing(table.blocks(**how)) as stream:
         found = _label_blocks(_distances(est, stream), est.n_clusters, outputs, table.n_rows)
     if not quiet:
-        click.echo(
-            f"labelled {found.n} points x {table.n_columns} features of {data} in "
-            f"{time.perf_counter() - start:.2f} s",
-            err=outputs.err,
-        )
-        _echo_found(found, outputs)
+        seconds = time.perf_counter() - start
+        what = f"{found.n} points x {table.n_columns} features of {data}"
+        _summary(found, outputs, f"labelled {what} in {seconds:.2f} s")
 
 
 @main.command()
