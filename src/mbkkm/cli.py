@@ -604,9 +604,8 @@ class _Outputs:
                 "--transform-out: standard output already takes the labels; "
                 "write one of them to a file (--labels-out FILE)."
             )
-        for path, option in ((self.labels, "--labels-out"), (self.transform, "--transform-out")):
-            if path != "-":
-                _check_output(path, option)
+        _check_output(self.labels, "--labels-out", kind="stream")
+        _check_output(self.transform, "--transform-out", kind="stream")
         _check_output(self.model, "--model-out")
         _check_output(self.plot, "--plot", kind="image")
         _check_output(self.gamma_plot, "--gamma-plot", kind="image")
@@ -654,10 +653,10 @@ class _Outputs:
 
 
 def _check_output(path, option: str, kind="table") -> None:
-    """Refuse an output (a "table", "image" or "checkpoint") that cannot be written:
-    standard output, a missing folder, an image format matplotlib does not write,
-    Parquet without pyarrow."""
-    if path is None:
+    """Refuse an output (a "table", "stream": a table or standard output, "image" or
+    "checkpoint") that cannot be written: standard output, a missing folder, an
+    image format matplotlib does not write, Parquet without pyarrow."""
+    if path is None or (path == "-" and kind == "stream"):
         return
     if path == "-":
         how = "be standard output" if kind == "checkpoint" else "write to standard output"
@@ -673,7 +672,7 @@ def _check_output(path, option: str, kind="table") -> None:
                 f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
                 f"use one of {', '.join(sorted(formats))}."
             )
-    elif kind == "table" and output_kind(path) in ("parquet", "arrow"):
+    elif kind in ("table", "stream") and output_kind(path) in ("parquet", "arrow"):
         try:
             import pyarrow  # noqa: F401
         except ImportError:
