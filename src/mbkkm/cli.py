@@ -604,9 +604,8 @@ class _Outputs:
                 "--transform-out: standard output already takes the labels; "
                 "write one of them to a file (--labels-out FILE)."
             )
-        for path, option in ((self.labels, "--labels-out"), (self.transform, "--transform-out")):
-            if path != "-":
-                _check_output(path, option)
+        _check_output(self.labels, "--labels-out", kind="stream")
+        _check_output(self.transform, "--transform-out", kind="stream")
         _check_output(self.model, "--model-out")
         _check_output(self.plot, "--plot", kind="image")
         _check_output(self.gamma_plot, "--gamma-plot", kind="image")
@@ -654,10 +653,10 @@ class _Outputs:
 
 
 def _check_output(path, option: str, kind="table") -> None:
-    """Refuse an output (a "table", "image" or "checkpoint") that cannot be written:
-    standard output, a missing folder, an image format matplotlib does not write,
-    Parquet without pyarrow."""
-    if path is None:
+    """Refuse an output (a "table", "stream": a table or standard output, "image" or
+    "checkpoint") that cannot be written: standard output, a missing folder, an
+    image format matplotlib does not write, Parquet without pyarrow."""
+    if path is None or (path == "-" and kind == "stream"):
         return
     if path == "-":
         how = "be standard output" if kind == "checkpoint" else "write to standard output"
@@ -673,7 +672,7 @@ def _check_output(path, option: str, kind="table") -> None:
                 f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
                 f"use one of {', '.join(sorted(formats))}."
             )
-    elif kind == "table" and output_kind(path) in ("parquet", "arrow"):
+    elif kind in ("table", "stream") and output_kind(path) in ("parquet", "arrow"):
         try:
             import pyarrow  # noqa: F401
         except ImportError:
@@ -683,20 +682,21 @@ def _check_output(path, option: str, kind="table") -> None:
 
 
 def _distances(est, blocks):
-    """``est.transform`` of each block of rows: its squared distances to the centers.
+    """``est.transform`` of the rows of each block, a few at a time (:func:`_row_blocks`):
+    their squared distances to the centers.
 
     For a model with feature names the blocks go in as DataFrames with those names
     (the columns have already been matched by name, and scikit-learn checks them
     once more).
     """
     names = getattr(est, "feature_names_in_", None)
-    for block in blocks:
+    for rows in (rows for block in blocks for rows in _row_blocks(block, est.n_clusters)):
         if names is not None:
             import pandas as pd
 
-            block = pd.DataFrame(block, columns=names, copy=False)
+            rows = pd.DataFrame(rows, columns=names, copy=False)
         with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
-            yield np.asarray(est.transform(block))
+            yield np.asarray(est.transform(rows))
 
 
 def _row_blocks(X, k: int):
@@ -756,21 +756,26 @@ def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
     return out
 
 
-def _echo_found(found, outputs, inertia="inertia", empty_note=False) -> None:
-    """The end of a summary: inertia, cluster sizes (``empty_note``: and how many
-    are empty), the files written."""
-    err = outputs.err
-    click.echo(
-        f"inertia: {found.inertia:.6g} ({inertia} / n = {found.inertia / found.n:.6g})", err=err
+def _summary(found, outputs, *lines, fit=False) -> None:
+    """A command's summary, on stderr when standard output takes the labels or
+    distances: its own ``lines``, then the inertia, the cluster sizes (a fit: and
+    how many are empty), the files written (a fit: or that the labels were not)."""
+    inertia = "objective inertia" if fit else "inertia"
+    lines += (
+        f"inertia: {found.inertia:.6g} ({inertia} / n = {found.inertia / found.n:.6g})",
+        "cluster sizes: " + " ".join(map(str, found.sizes.tolist())),
     )
-    click.echo("cluster sizes: " + " ".join(map(str, found.sizes.tolist())), err=err)
     empty = int((found.sizes == 0).sum())
-    if empty_note and empty:
-        click.echo(f"note: {empty} of the {len(found.sizes)} clusters are empty", err=err)
+    if fit and empty:
+        lines += (f"note: {empty} of the {len(found.sizes)} clusters are empty",)
     paths = (outputs.labels, outputs.transform, outputs.plot, outputs.gamma_plot, outputs.model)
     for path, what in zip(paths, ("labels", "distances", "plot", "gamma plot", "model")):
         if path not in (None, "-"):  # written to a file
-            click.echo(f"{what} written to {path}", err=err)
+            lines += (f"{what} written to {path}",)
+    if fit and outputs.labels is None:
+        lines += ("(labels not written: pass --labels-out FILE)",)
+    for line in lines:
+        click.echo(line, err=outputs.err)
 
 
 def _new_figure(figsize=(6.4, 4.8)):
@@ -952,16 +957,15 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     est = MiniBatchKernelKMeans(
         n_clusters=n_clusters, kernel_params=graph_params, compute_labels=False, **params
     )
-    done = None  # the iteration a fit resumes at (an unreadable file: the fit says why)
+    # the iteration a fit resumes at (an unreadable file: no note, the fit says why)
     if outputs.checkpoint is not None and not quiet and Path(outputs.checkpoint).exists():
         with suppress(ValueError, OSError, KeyError):
             done = int(read_checkpoint(outputs.checkpoint)["fit"]["n_iter"])
-    if done is not None:
-        click.echo(
-            f"note: resuming the fit saved in {outputs.checkpoint} at iteration {done} of "
-            f"{est.max_iter}",
-            err=True,
-        )
+            click.echo(
+                f"note: resuming the fit saved in {outputs.checkpoint} at iteration {done} "
+                f"of {est.max_iter}",
+                err=True,
+            )
     start = time.perf_counter()
     # on stderr unless quiet: on a terminal a spinner, then a bar over the
     # iterations; else a line every few seconds with the time left
@@ -978,18 +982,16 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
             stack.enter_context(reporting(sys.stderr, on_start=stop, waiting=waiting))
         if graph_params is None:
             est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)
-            distances = _distances(est, _row_blocks(X, n_clusters))
+            distances = _distances(est, [X])
         else:  # the fitted points' own kernel rows, not new points joining the graph
             distances = _row_blocks(est.fit_transform(X), n_clusters)
     fit_seconds = time.perf_counter() - start
     _record_columns(est, table, source["columns"], source["drop"])
     start = time.perf_counter()
-    sample = None  # the rows drawn for the plot: at most PLOT_POINTS
-    if outputs.plot is not None and n <= PLOT_POINTS:
-        sample = np.arange(n)
-    elif outputs.plot is not None:
+    sample = None  # the rows drawn for the plot: at most PLOT_POINTS (all when n is at most)
+    if outputs.plot is not None:
         rng = np.random.default_rng(est.random_state)
-        sample = np.sort(rng.choice(n, size=PLOT_POINTS, replace=False))
+        sample = np.sort(rng.choice(n, size=min(n, PLOT_POINTS), replace=False))
     with _writing("the labels"), _progress(n, "rows", "labelling", not quiet) as update:
         found = _label_blocks(distances, n_clusters, outputs, n, update, sample)
     label_seconds = time.perf_counter() - start
@@ -999,23 +1001,19 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
         Path(outputs.checkpoint).unlink(missing_ok=True)
     if quiet:
         return
-    err = outputs.err
-    click.echo(f"data: {data} ({found.n} points x {d} features)", err=err)
-    click.echo(
+    # the widths (and the heat kernel's time) chosen: one line each, or their tables
+    t_selection = getattr(est, "t_selection_", None) if heat_t == "auto" else None
+    selections = [s for s in (est.gamma_selection_, t_selection) if s is not None]
+    _summary(
+        found,
+        outputs,
+        f"data: {data} ({found.n} points x {d} features)",
         f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
         f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}",
-        err=err,
+        f"time: fit {fit_seconds:.2f} s, labelling {label_seconds:.2f} s",
+        *(s.table() if tables else s.summary() + " (--verbose: the table)" for s in selections),
+        fit=True,
     )
-    click.echo(f"time: fit {fit_seconds:.2f} s, labelling {label_seconds:.2f} s", err=err)
-    # the widths (and the heat kernel's time) chosen: one line each, or their tables
-    hint = "" if tables else " (--verbose: the table)"
-    t_selection = getattr(est, "t_selection_", None) if heat_t == "auto" else None
-    for selection in (est.gamma_selection_, t_selection):
-        if selection is not None:
-            click.echo(selection.table() if tables else selection.summary() + hint, err=err)
-    _echo_found(found, outputs, "objective inertia", empty_note=True)
-    if outputs.labels is None:
-        click.echo("(labels not written: pass --labels-out FILE)", err=err)
 
 
 def _graph_params(kernel, n_neighbors, heat_t):
@@ -1078,15 +1076,11 @@ def predict(model, data, source, labels, transform, quiet):
     start = time.perf_counter()
     # a stream left part way is closed, so no parsing thread outlives the command
     with _reading(table, "labelling", quiet) as how, closing(table.blocks(**how)) as stream:
-        rows = (rows for block in stream for rows in _row_blocks(block, est.n_clusters))
-        found = _label_blocks(_distances(est, rows), est.n_clusters, outputs, table.n_rows)
+        found = _label_blocks(_distances(est, stream), est.n_clusters, outputs, table.n_rows)
     if not quiet:
-        click.echo(
-            f"labelled {found.n} points x {table.n_columns} features of {data} in "
-            f"{time.perf_counter() - start:.2f} s",
-            err=outputs.err,
-        )
-        _echo_found(found, outputs)
+        seconds = time.perf_counter() - start
+        what = f"{found.n} points x {table.n_columns} features of {data}"
+        _summary(found, outputs, f"labelled {what} in {seconds:.2f} s")
 
 
 @main.command()
@@ -1158,18 +1152,7 @@ def _comma(value):
     help="List the runs without running them, marking those already in OUT.",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def experiment(
-    grid,
-    out_dir,
-    datasets_,
-    algorithms,
-    seeds,
-    max_iter,
-    memory_budget,
-    dry_run,
-    no_progress,
-    **run,
-):
+def experiment(grid, out_dir, datasets_, algorithms, seeds, max_iter, dry_run, **run):
     """Run GRID (a preset: gaussian, knn, heat, quick; or a TOML grid file) and
     append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
     from dataclasses import replace
@@ -1185,11 +1168,10 @@ def experiment(
         runs = expand(g)
     out = Path(out_dir) / f"{g.name}.csv"
     if not dry_run:
-        memory_budget = -1 if memory_budget is None else int(memory_budget * 1e9)
+        memory_budget = run.pop("memory_budget")
+        run["memory_budget"] = -1 if memory_budget is None else int(memory_budget * 1e9)
         with _fails(OSError, ValueError):
-            summary = run_grid(
-                runs, out, memory_budget=memory_budget, progress=not no_progress, **run
-            )
+            summary = run_grid(runs, out, progress=not run.pop("no_progress"), **run)
         click.echo(str(summary))
         for msg in summary.errors[:5]:
             click.echo(f"  error: {msg}", err=True)
