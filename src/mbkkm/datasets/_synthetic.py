@@ -476,18 +476,15 @@ def make_topic_corpus(
         n_tok = row.size
         from_topic = rng.random(n_tok) < topic_weight
         u = rng.random(n_tok)
-        term = np.empty(n_tok, dtype=np.int64)
-        bg = ~from_topic
-        term[bg] = np.minimum(np.searchsorted(bg_cdf, u[bg], side="right"), n_features - 1)
+        # the background's term of every token; a topic's tokens are drawn again below
+        term = np.minimum(np.searchsorted(bg_cdf, u, side="right"), n_features - 1)
         tok_topic = yc[row]
         for k in range(n_topics):
             sel = from_topic & (tok_topic == k)
             pos = np.searchsorted(topic_cdfs[k], u[sel], side="right")
             term[sel] = terms_of[k][np.minimum(pos, terms_of[k].size - 1)]
-        # Counts per (document, term): sort the tokens by document then term.
-        key = row * n_features + term
-        key.sort()
-        uniq, counts = np.unique(key, return_counts=True)
+        # Counts per (document, term), sorted by document then term.
+        uniq, counts = np.unique(row * n_features + term, return_counts=True)
         r, t = np.divmod(uniq, n_features)
         m = uniq.size
         data[nnz : nnz + m] = counts

@@ -379,36 +379,34 @@ def expand(grid: Grid) -> list[RunSpec]:
     runs: list[RunSpec] = []
     kparams: tuple[tuple[str, Any], ...]
     kernels = dict.fromkeys(canonical_name(k) for k in grid.kernels)
-    for ds in grid.datasets:
-        synth = grid.synthetic_samples if ds in SYNTHETIC else None
-        for i, kernel in enumerate(kernels):
-            for name in grid.algorithms:
-                algo = get_algorithm(name)
-                if not algo.uses_kernel:
-                    if i > 0:  # once per dataset, with the first kernel
-                        continue
-                    k, kparams = "none", ()
-                elif kernel in GRAPH_KERNELS and not algo.graph_kernels:
-                    continue
-                else:
-                    k, kparams = kernel, tuple(sorted(grid.kernel_params(ds, kernel).items()))
-                batches = grid.batch_sizes if algo.uses_batch_size else (None,)
-                taus = grid.taus if algo.uses_tau else (None,)
-                for b, tau, seed in itertools.product(batches, taus, grid.seeds):
-                    runs.append(
-                        RunSpec(
-                            grid=grid.name,
-                            dataset=ds,
-                            algorithm=name,
-                            kernel=k,
-                            kernel_params=kparams,
-                            batch_size=b,
-                            tau=tau,
-                            max_iter=grid.max_iter,
-                            n_clusters=grid.n_clusters,
-                            n_components=grid.n_components if name == "nystroem" else None,
-                            seed=seed,
-                            synthetic_samples=synth,
-                        )
-                    )
+    axes = itertools.product(grid.datasets, enumerate(kernels), grid.algorithms)
+    for ds, (i, kernel), name in axes:
+        algo = get_algorithm(name)
+        if not algo.uses_kernel:
+            if i > 0:  # once per dataset, with the first kernel
+                continue
+            k, kparams = "none", ()
+        elif kernel in GRAPH_KERNELS and not algo.graph_kernels:
+            continue
+        else:
+            k, kparams = kernel, tuple(sorted(grid.kernel_params(ds, kernel).items()))
+        batches = grid.batch_sizes if algo.uses_batch_size else (None,)
+        taus = grid.taus if algo.uses_tau else (None,)
+        runs += [
+            RunSpec(
+                grid=grid.name,
+                dataset=ds,
+                algorithm=name,
+                kernel=k,
+                kernel_params=kparams,
+                batch_size=b,
+                tau=tau,
+                max_iter=grid.max_iter,
+                n_clusters=grid.n_clusters,
+                n_components=grid.n_components if name == "nystroem" else None,
+                seed=seed,
+                synthetic_samples=grid.synthetic_samples if ds in SYNTHETIC else None,
+            )
+            for b, tau, seed in itertools.product(batches, taus, grid.seeds)
+        ]
     return runs

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,12 @@ def cache_key(
 
 
 def _lock(path: Path):
-    """An exclusive advisory lock on ``path`` (blocking); the open file, or None."""
+    """An exclusive advisory lock on ``path`` (blocking), held until the returned
+    context (the open file; no lock where there is no ``fcntl``) is closed."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not on POSIX: no lock
-        return None
+        return nullcontext()
     f = open(path, "a")
     fcntl.flock(f.fileno(), fcntl.LOCK_EX)
     return f
@@ -121,14 +123,10 @@ def cached_matrix(folder: str | os.PathLike, key: str, build) -> tuple[Any, floa
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     entry = folder / key
-    lock = _lock(folder / f"{key}.lock")
-    try:
+    with _lock(folder / f"{key}.lock"):
         if not (entry / _META).exists():
             K, seconds, cpu_seconds = build()
             _save(entry, K, {"seconds": seconds, "cpu_seconds": cpu_seconds})
             del K
         K, meta = _load(entry)
-    finally:
-        if lock is not None:
-            lock.close()
     return K, float(meta["seconds"]), float(meta["cpu_seconds"])

@@ -143,8 +143,6 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                 xs.append(x[j] + (i - (len(algos) - 1) / 2) * width)
                 means.append(float(vals.mean()))
                 errs.append(float(vals.std(ddof=0)) if len(vals) > 1 else 0.0)
-            if not xs:
-                continue
             ax.bar(
                 xs,
                 means,
