@@ -236,15 +236,12 @@ def _gather_tasks(blocks, bounds, indices):
     import dask
 
     block_of = np.searchsorted(bounds, indices, side="right") - 1
-    cut = np.flatnonzero(np.diff(block_of)) + 1
-    tasks = []
-    for part in np.split(np.arange(indices.size), cut):
-        if part.size == 0:
-            continue
-        i = int(block_of[part[0]])
-        local = (indices[part] - bounds[i]).astype(np.intp)
-        tasks.append(dask.delayed(_take_rows, pure=True)(blocks[i], local))
-    return tasks
+    return [
+        dask.delayed(_take_rows, pure=True)(
+            blocks[i], (indices[block_of == i] - bounds[i]).astype(np.intp)
+        )
+        for i in np.unique(block_of)
+    ]
 
 
 def gather_rows(X, indices):
@@ -416,7 +413,7 @@ class DaskRows:
         import dask
         import dask.array as da
 
-        model = _ship(_model_copy(estimator))
+        model = _ship(estimator)
         parts, labels = [], []
         weights = self._block_weights(sample_weight)
         for block, w, size in zip(self._blocks, weights, np.diff(self._bounds)):
@@ -430,15 +427,7 @@ class DaskRows:
 
     # ------------------------------------------------------------------ kernel
     def resolve_kernel(
-        self,
-        kernel,
-        *,
-        gamma=None,
-        degree=3,
-        coef0=1,
-        kernel_params=None,
-        X=None,
-        sample_weight=None,
+        self, kernel, *, gamma=None, kernel_params=None, sample_weight=None, **params
     ):
         """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask.
 
@@ -450,12 +439,12 @@ class DaskRows:
         (relative ~1e-15), not bit for bit.
         """
         spec = get_spec(kernel)
-        params = dict(kernel_params or {}) if isinstance(kernel_params, dict) else {}
+        given = dict(kernel_params or {}) if isinstance(kernel_params, dict) else {}
         need_gamma = (
             spec is not None
             and "gamma" in spec.params
             and gamma is None
-            and params.get("gamma") is None
+            and given.get("gamma") is None
             and spec.default_gamma == "data"
         )
         need_min = spec is not None and spec.nonnegative_data
@@ -468,11 +457,9 @@ class DaskRows:
                 )
             if need_gamma:
                 gamma = 1.0 / msd if msd > 0 else 1.0
-        # Zero rows with the right width: n_features-based defaults, no data pass.
-        proxy = np.empty((0, self.shape[1]), dtype=self.dtype)
-        return resolve_kernel(
-            kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, X=proxy
-        )
+        # X: zero rows with the right width, for n_features-based defaults, no data pass.
+        params["X"] = np.empty((0, self.shape[1]), dtype=self.dtype)
+        return resolve_kernel(kernel, gamma=gamma, kernel_params=kernel_params, **params)
 
     def moments(self, sample_weight=None):
         """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""
@@ -521,8 +508,9 @@ def dask_rows(X, working_memory=None):
 
 
 # --------------------------------------------------------------------------- predict
-def _ship(obj):
-    """The model as one key of the graph, that every task of a pass references.
+def _ship(estimator):
+    """The model as one key of the graph, that every task of a pass references: a
+    shallow copy of the estimator without its Dask attributes (labels_ of a Dask fit).
 
     Sent once with the graph; a distributed scheduler runs the key on one worker
     and copies its result to the others as a dependency. Unlike data scattered with
@@ -532,16 +520,11 @@ def _ship(obj):
     """
     import dask
 
-    return dask.delayed(obj, name=f"mbkkm-model-{uuid.uuid4().hex}", pure=False)
-
-
-def _model_copy(estimator):
-    """A shallow copy without the Dask attributes (labels_ of a Dask fit)."""
     model = copy.copy(estimator)
     for name, value in list(vars(model).items()):
         if is_dask_array(value):
             delattr(model, name)
-    return model
+    return dask.delayed(model, name=f"mbkkm-model-{uuid.uuid4().hex}", pure=False)
 
 
 def _check_predict_input(estimator, X):
@@ -560,11 +543,10 @@ def _per_chunk(estimator, X, method):
     """``estimator.<method>`` on each chunk of X, the model shipped once; the output's
     dtype and width are those of the method on one zero row."""
     X = _check_predict_input(estimator, X)
-    model = _model_copy(estimator)
-    out = np.asarray(getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
+    out = np.asarray(getattr(estimator, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
     shape = {"drop_axis": 1} if out.ndim == 1 else {"chunks": (X.chunks[0], (out.shape[1],))}
     meta = np.empty((0,) * out.ndim, dtype=out.dtype)
-    return X.map_blocks(_block_call, _ship(model), method, dtype=out.dtype, meta=meta, **shape)
+    return X.map_blocks(_block_call, _ship(estimator), method, dtype=out.dtype, meta=meta, **shape)
 
 
 def dask_predict(estimator, X):
@@ -596,7 +578,7 @@ def dask_score(estimator, X, sample_weight=None):
         _block_score,
         X,
         None if w is None else da.from_array(w, chunks=(X.chunks[0],))[:, None],
-        _ship(_model_copy(estimator)),
+        _ship(estimator),
         drop_axis=1,
         chunks=((1,) * len(X.chunks[0]),),
         dtype=np.float64,
