@@ -51,6 +51,7 @@ import numpy as np
 from ._validation import check_sample_weight
 from .backends._threads import single_thread
 from .kernels import get_spec, resolve_kernel
+from .kernels._kernel import check_nonnegative
 
 
 def is_dask_array(X):
@@ -285,7 +286,6 @@ class DaskRows:
     """
 
     def __init__(self, X, working_memory=None):
-        self.array = X
         self.shape = tuple(int(s) for s in X.shape)
         self.dtype = X.dtype
         self.ndim = 2
@@ -298,7 +298,7 @@ class DaskRows:
         self._blocks = X.to_delayed(optimize_graph=True).ravel()
         self._keys = np.empty(0, dtype=np.intp)
         self._rows = np.empty((0, self.shape[1]), dtype=self.dtype)
-        self._plan = None
+        self._plan = np.empty((0, 0), dtype=np.intp)  # the batch plan, after prefetch
         self._group = 1
         self._next_it = 0
         self.n_passes = 0
@@ -359,13 +359,12 @@ class DaskRows:
         scalar = idx.ndim == 0
         idx = np.atleast_1d(idx)
         rows = self._lookup(idx)
-        if rows is None and self._plan is not None:
-            it = self._find_batch(idx)
-            if it is not None:
-                self._load_group(it)
-                rows = self._lookup(idx)
         if rows is None:
-            self._load(np.unique(idx))
+            it = self._find_batch(idx)  # a batch of the plan: its group of iterations
+            if it is None:
+                self._load(np.unique(idx))
+            else:
+                self._load_group(it)
             rows = self._lookup(idx)
         return rows[0] if scalar else rows
 
@@ -386,9 +385,8 @@ class DaskRows:
             self._load_group(0)
 
     def _find_batch(self, idx):
-        plan = self._plan
-        for it in range(self._next_it, plan.shape[0]):
-            if plan[it].shape == idx.shape and np.array_equal(plan[it], idx):
+        for it in range(self._next_it, len(self._plan)):
+            if np.array_equal(self._plan[it], idx):
                 return it
         return None
 
@@ -439,7 +437,7 @@ class DaskRows:
         (relative ~1e-15), not bit for bit.
         """
         spec = get_spec(kernel)
-        given = dict(kernel_params or {}) if isinstance(kernel_params, dict) else {}
+        given = kernel_params if isinstance(kernel_params, dict) else {}
         need_gamma = (
             spec is not None
             and "gamma" in spec.params
@@ -450,11 +448,8 @@ class DaskRows:
         need_min = spec is not None and spec.nonnegative_data
         if need_gamma or need_min:
             msd, low = self.moments(sample_weight)
-            if need_min and low < 0:
-                raise ValueError(
-                    f"kernel={spec.name!r} is only defined for "
-                    "non-negative data, but X has negative values"
-                )
+            if need_min:  # the in-memory check on the minimum: its error
+                check_nonnegative(np.array([low]), spec.name)
             if need_gamma:
                 gamma = 1.0 / msd if msd > 0 else 1.0
         # X: zero rows with the right width, for n_features-based defaults, no data pass.
@@ -490,13 +485,11 @@ def _block_moments(block, w):
     if w is None:
         total = float(x.shape[0])
         mean = x.mean(0) if x.shape[0] else np.zeros(x.shape[1])
-        c = x - mean
-        m2 = np.einsum("ij,ij->j", c, c)
     else:
         total = float(w.sum())
         mean = (w @ x) / total if total > 0 else np.zeros(x.shape[1])
-        c = x - mean
-        m2 = w @ (c * c)
+    c = x - mean
+    m2 = np.einsum("ij,ij->j", c, c) if w is None else w @ (c * c)
     return total, mean, m2, low
 
 
