@@ -51,6 +51,7 @@ import numpy as np
 from ._validation import check_sample_weight
 from .backends._threads import single_thread
 from .kernels import get_spec, resolve_kernel
+from .kernels._kernel import check_nonnegative
 
 
 def is_dask_array(X):
@@ -236,15 +237,12 @@ def _gather_tasks(blocks, bounds, indices):
     import dask
 
     block_of = np.searchsorted(bounds, indices, side="right") - 1
-    cut = np.flatnonzero(np.diff(block_of)) + 1
-    tasks = []
-    for part in np.split(np.arange(indices.size), cut):
-        if part.size == 0:
-            continue
-        i = int(block_of[part[0]])
-        local = (indices[part] - bounds[i]).astype(np.intp)
-        tasks.append(dask.delayed(_take_rows, pure=True)(blocks[i], local))
-    return tasks
+    return [
+        dask.delayed(_take_rows, pure=True)(
+            blocks[i], (indices[block_of == i] - bounds[i]).astype(np.intp)
+        )
+        for i in np.unique(block_of)
+    ]
 
 
 def gather_rows(X, indices):
@@ -288,7 +286,6 @@ class DaskRows:
     """
 
     def __init__(self, X, working_memory=None):
-        self.array = X
         self.shape = tuple(int(s) for s in X.shape)
         self.dtype = X.dtype
         self.ndim = 2
@@ -301,7 +298,7 @@ class DaskRows:
         self._blocks = X.to_delayed(optimize_graph=True).ravel()
         self._keys = np.empty(0, dtype=np.intp)
         self._rows = np.empty((0, self.shape[1]), dtype=self.dtype)
-        self._plan = None
+        self._plan = np.empty((0, 0), dtype=np.intp)  # the batch plan, after prefetch
         self._group = 1
         self._next_it = 0
         self.n_passes = 0
@@ -362,13 +359,12 @@ class DaskRows:
         scalar = idx.ndim == 0
         idx = np.atleast_1d(idx)
         rows = self._lookup(idx)
-        if rows is None and self._plan is not None:
-            it = self._find_batch(idx)
-            if it is not None:
-                self._load_group(it)
-                rows = self._lookup(idx)
         if rows is None:
-            self._load(np.unique(idx))
+            it = self._find_batch(idx)  # a batch of the plan: its group of iterations
+            if it is None:
+                self._load(np.unique(idx))
+            else:
+                self._load_group(it)
             rows = self._lookup(idx)
         return rows[0] if scalar else rows
 
@@ -389,9 +385,8 @@ class DaskRows:
             self._load_group(0)
 
     def _find_batch(self, idx):
-        plan = self._plan
-        for it in range(self._next_it, plan.shape[0]):
-            if plan[it].shape == idx.shape and np.array_equal(plan[it], idx):
+        for it in range(self._next_it, len(self._plan)):
+            if np.array_equal(self._plan[it], idx):
                 return it
         return None
 
@@ -416,7 +411,7 @@ class DaskRows:
         import dask
         import dask.array as da
 
-        model = _ship(_model_copy(estimator))
+        model = _ship(estimator)
         parts, labels = [], []
         weights = self._block_weights(sample_weight)
         for block, w, size in zip(self._blocks, weights, np.diff(self._bounds)):
@@ -430,15 +425,7 @@ class DaskRows:
 
     # ------------------------------------------------------------------ kernel
     def resolve_kernel(
-        self,
-        kernel,
-        *,
-        gamma=None,
-        degree=3,
-        coef0=1,
-        kernel_params=None,
-        X=None,
-        sample_weight=None,
+        self, kernel, *, gamma=None, kernel_params=None, sample_weight=None, **params
     ):
         """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask.
 
@@ -450,29 +437,24 @@ class DaskRows:
         (relative ~1e-15), not bit for bit.
         """
         spec = get_spec(kernel)
-        params = dict(kernel_params or {}) if isinstance(kernel_params, dict) else {}
+        given = kernel_params if isinstance(kernel_params, dict) else {}
         need_gamma = (
             spec is not None
             and "gamma" in spec.params
             and gamma is None
-            and params.get("gamma") is None
+            and given.get("gamma") is None
             and spec.default_gamma == "data"
         )
         need_min = spec is not None and spec.nonnegative_data
         if need_gamma or need_min:
             msd, low = self.moments(sample_weight)
-            if need_min and low < 0:
-                raise ValueError(
-                    f"kernel={spec.name!r} is only defined for "
-                    "non-negative data, but X has negative values"
-                )
+            if need_min:  # the in-memory check on the minimum: its error
+                check_nonnegative(np.array([low]), spec.name)
             if need_gamma:
                 gamma = 1.0 / msd if msd > 0 else 1.0
-        # Zero rows with the right width: n_features-based defaults, no data pass.
-        proxy = np.empty((0, self.shape[1]), dtype=self.dtype)
-        return resolve_kernel(
-            kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, X=proxy
-        )
+        # X: zero rows with the right width, for n_features-based defaults, no data pass.
+        params["X"] = np.empty((0, self.shape[1]), dtype=self.dtype)
+        return resolve_kernel(kernel, gamma=gamma, kernel_params=kernel_params, **params)
 
     def moments(self, sample_weight=None):
         """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""
@@ -503,13 +485,11 @@ def _block_moments(block, w):
     if w is None:
         total = float(x.shape[0])
         mean = x.mean(0) if x.shape[0] else np.zeros(x.shape[1])
-        c = x - mean
-        m2 = np.einsum("ij,ij->j", c, c)
     else:
         total = float(w.sum())
         mean = (w @ x) / total if total > 0 else np.zeros(x.shape[1])
-        c = x - mean
-        m2 = w @ (c * c)
+    c = x - mean
+    m2 = np.einsum("ij,ij->j", c, c) if w is None else w @ (c * c)
     return total, mean, m2, low
 
 
@@ -521,8 +501,9 @@ def dask_rows(X, working_memory=None):
 
 
 # --------------------------------------------------------------------------- predict
-def _ship(obj):
-    """The model as one key of the graph, that every task of a pass references.
+def _ship(estimator):
+    """The model as one key of the graph, that every task of a pass references: a
+    shallow copy of the estimator without its Dask attributes (labels_ of a Dask fit).
 
     Sent once with the graph; a distributed scheduler runs the key on one worker
     and copies its result to the others as a dependency. Unlike data scattered with
@@ -532,16 +513,11 @@ def _ship(obj):
     """
     import dask
 
-    return dask.delayed(obj, name=f"mbkkm-model-{uuid.uuid4().hex}", pure=False)
-
-
-def _model_copy(estimator):
-    """A shallow copy without the Dask attributes (labels_ of a Dask fit)."""
     model = copy.copy(estimator)
     for name, value in list(vars(model).items()):
         if is_dask_array(value):
             delattr(model, name)
-    return model
+    return dask.delayed(model, name=f"mbkkm-model-{uuid.uuid4().hex}", pure=False)
 
 
 def _check_predict_input(estimator, X):
@@ -560,11 +536,10 @@ def _per_chunk(estimator, X, method):
     """``estimator.<method>`` on each chunk of X, the model shipped once; the output's
     dtype and width are those of the method on one zero row."""
     X = _check_predict_input(estimator, X)
-    model = _model_copy(estimator)
-    out = np.asarray(getattr(model, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
+    out = np.asarray(getattr(estimator, method)(np.zeros((1, X.shape[1]), dtype=X.dtype)))
     shape = {"drop_axis": 1} if out.ndim == 1 else {"chunks": (X.chunks[0], (out.shape[1],))}
     meta = np.empty((0,) * out.ndim, dtype=out.dtype)
-    return X.map_blocks(_block_call, _ship(model), method, dtype=out.dtype, meta=meta, **shape)
+    return X.map_blocks(_block_call, _ship(estimator), method, dtype=out.dtype, meta=meta, **shape)
 
 
 def dask_predict(estimator, X):
@@ -596,7 +571,7 @@ def dask_score(estimator, X, sample_weight=None):
         _block_score,
         X,
         None if w is None else da.from_array(w, chunks=(X.chunks[0],))[:, None],
-        _ship(_model_copy(estimator)),
+        _ship(estimator),
         drop_axis=1,
         chunks=((1,) * len(X.chunks[0]),),
         dtype=np.float64,

@@ -12,16 +12,10 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from functools import partialmethod
 
 import numpy as np
 import torch
-
-_NP_TO_TORCH = {
-    np.dtype(np.float32): torch.float32,
-    np.dtype(np.float64): torch.float64,
-    np.dtype(np.int64): torch.int64,
-    np.dtype(np.int32): torch.int32,
-}
 
 
 @dataclass(frozen=True, repr=False)
@@ -43,7 +37,7 @@ class TorchBackend:
     def _dtype(self, dtype):
         if dtype is None or isinstance(dtype, torch.dtype):
             return dtype
-        return _NP_TO_TORCH[np.dtype(dtype)]
+        return getattr(torch, np.dtype(dtype).name)  # torch.float32 for float32, ...
 
     def asarray(self, a, dtype=None):
         """A host array (or tensor) -> a tensor on this device."""
@@ -102,18 +96,14 @@ class TorchBackend:
         return P
 
     # ---------------------------------------------------------------- uploads
-    def upload_indices(self, *arrays):
-        """Host integer arrays -> int64 tensors on this device, in one copy."""
-        return self._upload(arrays, np.int64)
-
-    def upload_floats(self, *arrays):
-        """Host float arrays -> float64 tensors on this device, in one copy."""
-        return self._upload(arrays, np.float64)
-
-    def _upload(self, arrays, dtype):
+    def _upload(self, dtype, *arrays):
+        """Host arrays -> tensors of ``dtype`` on this device, in one copy."""
         flat = [np.asarray(a, dtype=dtype).ravel() for a in arrays]
         packed = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype))
         return packed.to(self.device).split([a.size for a in flat])
+
+    upload_indices = partialmethod(_upload, np.int64)  # integer arrays -> int64 tensors
+    upload_floats = partialmethod(_upload, np.float64)  # float arrays -> float64 tensors
 
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
