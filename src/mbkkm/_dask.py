@@ -237,12 +237,14 @@ def _gather_tasks(blocks, bounds, indices):
     import dask
 
     block_of = np.searchsorted(bounds, indices, side="right") - 1
-    return [
-        dask.delayed(_take_rows, pure=True)(
-            blocks[i], (indices[block_of == i] - bounds[i]).astype(np.intp)
-        )
-        for i in np.unique(block_of)
-    ]
+    cut = np.flatnonzero(np.diff(block_of)) + 1  # one pass: the indices are sorted
+    tasks = []
+    for part in np.split(np.arange(indices.size), cut):
+        if part.size:
+            i = int(block_of[part[0]])
+            local = (indices[part] - bounds[i]).astype(np.intp)
+            tasks.append(dask.delayed(_take_rows, pure=True)(blocks[i], local))
+    return tasks
 
 
 def gather_rows(X, indices):

@@ -690,13 +690,14 @@ def _distances(est, blocks):
     once more).
     """
     names = getattr(est, "feature_names_in_", None)
-    for rows in (rows for block in blocks for rows in _row_blocks(block, est.n_clusters)):
-        if names is not None:
-            import pandas as pd
+    for block in blocks:
+        for rows in _row_blocks(block, est.n_clusters):
+            if names is not None:
+                import pandas as pd
 
-            rows = pd.DataFrame(rows, columns=names, copy=False)
-        with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
-            yield np.asarray(est.transform(rows))
+                rows = pd.DataFrame(rows, columns=names, copy=False)
+            with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
+                yield np.asarray(est.transform(rows))
 
 
 def _row_blocks(X, k: int):

@@ -339,19 +339,24 @@ def _differences(saved, current, prefix=""):
     return "; ".join(out[:4]) + ("; ..." if len(out) > 4 else "")
 
 
-#: The fields of numpy's RandomState.get_state() tuple, as a checkpoint names them.
-_RNG_FIELDS = ("name", "key", "pos", "has_gauss", "cached_gaussian")
-
-
 def _rng_dict(state):
     """numpy's RandomState.get_state() tuple as plain values."""
     name, key, pos, has_gauss, cached = state
-    values = (str(name), np.asarray(key, dtype=np.uint32), int(pos), int(has_gauss), float(cached))
-    return dict(zip(_RNG_FIELDS, values))
+    return {
+        "name": str(name),
+        "key": np.asarray(key, dtype=np.uint32),
+        "pos": int(pos),
+        "has_gauss": int(has_gauss),
+        "cached_gaussian": float(cached),
+    }
 
 
 def _rng_state(saved):
     """The get_state() tuple back from :func:`_rng_dict`."""
-    state = [saved[name] for name in _RNG_FIELDS]
-    state[1] = np.asarray(state[1], dtype=np.uint32)
-    return tuple(state)
+    return (
+        saved["name"],
+        np.asarray(saved["key"], dtype=np.uint32),
+        saved["pos"],
+        saved["has_gauss"],
+        saved["cached_gaussian"],
+    )
