@@ -200,8 +200,7 @@ class KNNGraph:
         self.radius_ = np.zeros(n) if k == 1 else dist[:, -1].astype(np.float64)
         indptr = np.arange(n + 1) * (k - 1)
         A = sp.csr_matrix((np.ones(ind.size), ind.ravel(), indptr), shape=(n, n))
-        A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
-        A = A.tocsr()
+        A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")  # CSR
         A.sort_indices()
         self.seconds_["neighbors"] = (
             self.seconds_.get("neighbors", 0.0) + time.perf_counter() - start
@@ -300,8 +299,7 @@ class KNNGraph:
             cols.append(J[c])
         rows, cols = np.concatenate(rows), np.concatenate(cols)
         B = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(X.shape[0], n))
-        B.sum_duplicates()
-        B.data[:] = 1.0
+        B.data[:] = 1.0  # duplicates were summed
         return B
 
 
@@ -403,7 +401,7 @@ def knn_kernel(
            [0.   , 0.167, 0.25 ]])
     """
     graph = fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs)
-    return knn_kernel_from_graph(graph)
+    return scale_symmetric(graph.adjacency_, 1.0 / graph.degrees_)  # D^-1 A D^-1
 
 
 def _pattern_product(M, left, right):
@@ -417,11 +415,6 @@ def scale_symmetric(A, s):
     M = A.tocsr(copy=True)
     M.data = M.data * _pattern_product(M, s, s)
     return M
-
-
-def knn_kernel_from_graph(graph):
-    """D^-1 A D^-1 of a fitted :class:`KNNGraph`, sparse (n, n)."""
-    return scale_symmetric(graph.adjacency_, 1.0 / graph.degrees_)
 
 
 def knn_kernel_rows(graph, X):
@@ -617,8 +610,6 @@ def kernel_diagonal(K):
         A new array.
     """
     _check_kernel_matrix(K)
-    if isinstance(K, LowRankKernel):
-        return K.diagonal()
-    if sp.issparse(K):
-        return np.asarray(K.diagonal())
-    return np.diagonal(K).copy()
+    if isinstance(K, np.ndarray):
+        return np.diagonal(K).copy()
+    return np.asarray(K.diagonal())  # sparse or LowRankKernel: a new array
