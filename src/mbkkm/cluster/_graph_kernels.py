@@ -164,9 +164,7 @@ def _nearest_center(F, C, chunk=65536):
         Fc = F[s : s + chunk]
         D = cc[None, :] - 2.0 * (Fc @ C.T)  # ||f - c||^2 - ||f||^2
         labels[s : s + chunk] = D.argmin(axis=1)
-        dist[s : s + chunk] = D[np.arange(Fc.shape[0]), labels[s : s + chunk]] + np.einsum(
-            "ij,ij->i", Fc, Fc
-        )
+        dist[s : s + chunk] = D.min(axis=1) + np.einsum("ij,ij->i", Fc, Fc)
     return labels, np.maximum(dist, 0.0)
 
 
@@ -244,8 +242,7 @@ class TSelection:
         if np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12).all():
             return (
                 f"t=auto: all {n} diffusion times tried tie ({self.criterion} "
-                f"{scores[best]:.4g} each): no time separates the clusters better than "
-                "another; "
+                f"{scores[best]:.4g} each): no time separates the clusters better than another; "
                 f"kept t = {self.t:.4g} (rank {self.ranks[best]})"
             )
         return (
@@ -596,9 +593,8 @@ def plan_graph(name, n, n_features, itemsize, params):
         checked=("graph",),
         shapes={"n": n, "n_neighbors": k, "dims": p},
         hints={
-            "graph": "n_neighbors or max_components (kernel_params), use "
-            "fewer points, or use kernel='rbf' (the mini-batch "
-            "estimator never builds a graph or an n x n matrix)"
+            "graph": "n_neighbors or max_components (kernel_params), use fewer points, or use "
+            "kernel='rbf' (the mini-batch estimator never builds a graph or an n x n matrix)"
         },
     )
 
@@ -815,10 +811,9 @@ def _warn_split(estimator, graph, tried, asked):
         what = "Kept as it is."
     warn(
         f"{type(estimator).__name__}: the {asked}-NN graph of the data falls apart into "
-        f"{first.size} connected components (sizes {listed(first)}); the "
-        f"kernel={estimator.kernel!r} "
-        "cannot relate points of different components, and kernel k-means spends a "
-        f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
+        f"{first.size} connected components (sizes {listed(first)}); the kernel="
+        f"{estimator.kernel!r} cannot relate points of different components, and kernel k-means "
+        f"spends a cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
         "...}) or use kernel='rbf'.",
         GraphSplitWarning,
     )

@@ -122,8 +122,7 @@ def choose_rank(weights, rank_tol, max_components):
     w = np.asarray(weights, dtype=np.float64)
     cap = min(int(max_components), w.size - 1)
     above = np.flatnonzero(w[1 : cap + 1] > rank_tol * w[0])  # w[r] for r = 1..cap
-    r = 1 if above.size == 0 else int(above[-1]) + 2
-    r = min(r, cap)
+    r = min(1 if above.size == 0 else int(above[-1]) + 2, cap)
     return r, float(w[r])
 
 
@@ -148,10 +147,7 @@ def top_eigenpairs(N, n_pairs, *, which="LA", tol=0.0, random_state=None):
     else:
         v0 = check_random_state(random_state).uniform(-1, 1, n)
         lam, V = spla.eigsh(N, k=n_pairs, which=which, tol=tol, v0=v0)
-    order = np.argsort(lam)
-    if which == "LA":
-        order = order[::-1]
-    order = order[:n_pairs]
+    order = np.argsort(lam)[:: -1 if which == "LA" else 1][:n_pairs]
     return lam[order], np.ascontiguousarray(V[:, order])
 
 
