@@ -573,9 +573,8 @@ def plan_graph(name, n, n_features, itemsize, params):
         terms["PCA: centred copy of X and the projection (n, pca_components)"] = (
             n * n_features * itemsize + n * p * itemsize
         )
-    nnz = n * (2 * max(k - 1, 0) + 1)
     terms["neighbour indices and distances (n, n_neighbors - 1)"] = 16 * n * max(k - 1, 0)
-    terms["sparse adjacency while symmetrised (4 copies)"] = 4 * 12 * nnz
+    terms["sparse adjacency while symmetrised (4 copies)"] = 4 * 12 * n * (2 * max(k - 1, 0) + 1)
     if name == "heat":
         pairs = n_pairs_needed(n, params["n_components"], params["max_components"])
         if n <= DENSE_MAX_SAMPLES:
@@ -762,13 +761,9 @@ def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
     graph is already held, so it is in the memory no longer available; the plan counts
     what comes next: the new graph's search and adjacency, then the eigensolver.
     """
-    plan = plan_graph(
-        name,
-        graph.n_samples,
-        graph.points_.shape[1],
-        graph.points_.dtype.itemsize,
-        dict(params, n_neighbors=n_neighbors, pca_components=None),
-    )
+    Z = graph.points_  # (n, dims), already projected
+    params = dict(params, n_neighbors=n_neighbors, pca_components=None)
+    plan = plan_graph(name, *Z.shape, Z.dtype.itemsize, params)
     if estimator.verbose:
         print(plan.report())
     available = available_host_memory()

@@ -350,24 +350,24 @@ def connect_graph(
         The sizes of the connected components of each graph tried, largest first.
     """
 
-    def doubled(g):  # its seconds_ add the new search's to g's
+    def doubled(g):  # its seconds_ add the new search's to g's; its sizes join tried
         k = min(2 * g.n_neighbors, g.n_samples)
         if before_rebuild is not None:
             before_rebuild(g, k)
-        return g.with_n_neighbors(k)
+        g = g.with_n_neighbors(k)
+        tried.append(component_sizes(g))
+        return g
 
     tried = [component_sizes(graph)]
     for _ in range(max_doublings):
         if not split_is_harmful(tried[-1], n_clusters) or graph.n_neighbors >= graph.n_samples:
             break
         graph = doubled(graph)
-        tried.append(component_sizes(graph))
     if len(tried) > 1 and not split_is_harmful(tried[-1], n_clusters):
         for _ in range(int(margin)):
             if graph.n_neighbors >= graph.n_samples:
                 break
             graph = doubled(graph)
-            tried.append(component_sizes(graph))
     return graph, tried
 
 
