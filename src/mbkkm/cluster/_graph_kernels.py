@@ -348,11 +348,10 @@ def select_t(
     idx = np.sort(rng.choice(n, size=m, replace=False, p=p)) if m < n else np.arange(n)
     w_sample = None if sample_weight is None else sample_weight[idx]
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_runs)
-    n_cand = candidates.size
-    run_scores = np.empty((n_cand, n_runs))
-    run_inertia = np.empty((n_cand, n_runs))
-    ranks = np.empty(n_cand, dtype=np.intp)
-    errors = np.empty(n_cand)
+    run_scores = np.empty((candidates.size, n_runs))
+    run_inertia = np.empty((candidates.size, n_runs))
+    ranks = np.empty(candidates.size, dtype=np.intp)
+    errors = np.empty(candidates.size)
     solutions = []
     for i, t in enumerate(candidates):
         ranks[i], errors[i] = spectrum.rank(t, rank_tol, max_components)
@@ -434,7 +433,7 @@ def eigengap_ratio(graph, n_clusters, tol=EIGSH_TOL):
     next k + 1 - c on N with them projected out (:func:`top_heat_eigenpairs`).
     """
     n, k = graph.n_samples, int(n_clusters)
-    c = sp.csgraph.connected_components(graph.adjacency_, directed=False)[0]
+    c = component_sizes(graph).size  # connected components
     if c >= k:
         return np.inf if c == k else 0.0
     if n <= DENSE_MAX_SAMPLES or k + 1 >= n - 1:
@@ -644,7 +643,7 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     """
     name, params = _graph_params(estimator.kernel, estimator.kernel_params, estimator.random_state)
     X = _check_data(X)  # dense only: "dense data is required" for sparse X
-    n = X.shape[0]
+    n, n_clusters = X.shape[0], estimator.n_clusters
     auto = _check_graph_params(name, params, n)
     t = params.get("t")
     rng = check_random_state(params["random_state"])
@@ -666,16 +665,14 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     ).fit(X)
     neighbors = None  # the NeighborSelection of "auto"
     if auto:
-        graph, neighbors = select_n_neighbors(
-            graph, estimator.n_clusters, candidates, params["tol"]
-        )
+        graph, neighbors = select_n_neighbors(graph, n_clusters, candidates, params["tol"])
         if estimator.verbose:
             print(neighbors.table())
     tried, asked = [component_sizes(graph)], graph.n_neighbors
     if name == "heat" and params["connect"]:
         graph, tried = connect_graph(
             graph,
-            estimator.n_clusters,
+            n_clusters,
             margin=CONNECT_MARGIN,
             before_rebuild=lambda g, k: _check_rebuild(estimator, name, g, k, asked, params),
         )
@@ -691,10 +688,10 @@ def resolve_graph_kernel(estimator, X, sample_weight):
         random_state=rng,
     )
     selection = None
-    if params["form"] == "laplacian" and n > estimator.n_clusters:
+    if params["form"] == "laplacian" and n > n_clusters:
         selection = select_t(
             spectrum,
-            estimator.n_clusters,
+            n_clusters,
             candidates=None if isinstance(t, str) else [t],
             rank_tol=params["rank_tol"],
             max_components=params["max_components"],
