@@ -401,14 +401,9 @@ def check_heat_params(n_samples, form, n_components, max_components, rank_tol, n
         raise ValueError(f"max_components must be >= 1, got {max_components}")
     if not (_is_real(rank_tol) and 0 <= rank_tol < 1):
         raise ValueError(f"rank_tol must be a number in [0, 1), got {rank_tol!r}")
-    check_bool(normalize, "normalize")
-    check_bool(connect, "connect")
-
-
-def check_bool(value, name):
-    """A flag given as a bool (numpy's included)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+    for name, flag in (("normalize", normalize), ("connect", connect)):
+        if not isinstance(flag, (bool, np.bool_)):  # numpy's bool included
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
 
 
 def n_pairs_needed(n_samples, n_components, max_components):
