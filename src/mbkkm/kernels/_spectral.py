@@ -231,11 +231,9 @@ class GraphSpectrum:
         else:
             r = int(n_components)
             error = float(w[r]) if r < w.size else 0.0
+        scale = unit_rows(self.features(t, r))[1] if normalize else None
         V = np.ascontiguousarray(self.eigenvectors[:, :r])
-        scale = None
-        if normalize:
-            scale = unit_rows(V * np.sqrt(w[:r]))[1]
-            V = V * scale[:, None]
+        V = V if scale is None else V * scale[:, None]
         return LowRankKernel(
             V,
             w[:r],
