@@ -619,8 +619,7 @@ class GraphExtension:
             return knn_kernel_rows(self.graph, X)
         K = self.matrix  # LowRankKernel: U diag(w) U^T, U = diag(s) V when normalised
         F = extend_eigenvectors(self.graph, K.eigenvalues, K.eigenvectors, X) * np.sqrt(K.weights)
-        if K.row_scale is not None:  # the normalised kernel: unit-length features
-            F = unit_rows(F)[0]
+        F = F if K.row_scale is None else unit_rows(F)[0]  # normalised: unit-length rows
         return F, np.einsum("ij,ij->i", F, F)
 
     def cross(self, support, rows):

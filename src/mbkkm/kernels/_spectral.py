@@ -539,8 +539,7 @@ def heat_kernel(
         N = normalized_adjacency(graph.adjacency_, graph.degrees_)
         lam, V = sla.eigh(N.toarray(), overwrite_a=True)
         V *= np.sqrt(heat_weights(lam, t, form))  # K = (V sqrt w)(V sqrt w)^T: symmetric
-        if normalize:
-            V = unit_rows(V)[0]
+        V = unit_rows(V)[0] if normalize else V
         return V @ V.T
     spectrum = GraphSpectrum(
         graph, n_pairs_needed(n, n_components, max_components), form=form, tol=tol, random_state=rng
