@@ -80,8 +80,8 @@ from ..kernels._graph import (
     KNNGraph,
     _check_data,
     _check_n_neighbors,
-    knn_kernel_from_graph,
     knn_kernel_rows,
+    scale_symmetric,
 )
 from ..kernels._index import IndexKernel
 from ..kernels._spectral import (
@@ -164,9 +164,7 @@ def _nearest_center(F, C, chunk=65536):
         Fc = F[s : s + chunk]
         D = cc[None, :] - 2.0 * (Fc @ C.T)  # ||f - c||^2 - ||f||^2
         labels[s : s + chunk] = D.argmin(axis=1)
-        dist[s : s + chunk] = D[np.arange(Fc.shape[0]), labels[s : s + chunk]] + np.einsum(
-            "ij,ij->i", Fc, Fc
-        )
+        dist[s : s + chunk] = D.min(axis=1) + np.einsum("ij,ij->i", Fc, Fc)
     return labels, np.maximum(dist, 0.0)
 
 
@@ -244,8 +242,7 @@ class TSelection:
         if np.isclose(scores, scores[best], rtol=1e-9, atol=1e-12).all():
             return (
                 f"t=auto: all {n} diffusion times tried tie ({self.criterion} "
-                f"{scores[best]:.4g} each): no time separates the clusters better than "
-                "another; "
+                f"{scores[best]:.4g} each): no time separates the clusters better than another; "
                 f"kept t = {self.t:.4g} (rank {self.ranks[best]})"
             )
         return (
@@ -351,11 +348,10 @@ def select_t(
     idx = np.sort(rng.choice(n, size=m, replace=False, p=p)) if m < n else np.arange(n)
     w_sample = None if sample_weight is None else sample_weight[idx]
     seeds = rng.randint(np.iinfo(np.int32).max, size=n_runs)
-    n_cand = candidates.size
-    run_scores = np.empty((n_cand, n_runs))
-    run_inertia = np.empty((n_cand, n_runs))
-    ranks = np.empty(n_cand, dtype=np.intp)
-    errors = np.empty(n_cand)
+    run_scores = np.empty((candidates.size, n_runs))
+    run_inertia = np.empty((candidates.size, n_runs))
+    ranks = np.empty(candidates.size, dtype=np.intp)
+    errors = np.empty(candidates.size)
     solutions = []
     for i, t in enumerate(candidates):
         ranks[i], errors[i] = spectrum.rank(t, rank_tol, max_components)
@@ -437,7 +433,7 @@ def eigengap_ratio(graph, n_clusters, tol=EIGSH_TOL):
     next k + 1 - c on N with them projected out (:func:`top_heat_eigenpairs`).
     """
     n, k = graph.n_samples, int(n_clusters)
-    c = sp.csgraph.connected_components(graph.adjacency_, directed=False)[0]
+    c = component_sizes(graph).size  # connected components
     if c >= k:
         return np.inf if c == k else 0.0
     if n <= DENSE_MAX_SAMPLES or k + 1 >= n - 1:
@@ -576,9 +572,8 @@ def plan_graph(name, n, n_features, itemsize, params):
         terms["PCA: centred copy of X and the projection (n, pca_components)"] = (
             n * n_features * itemsize + n * p * itemsize
         )
-    nnz = n * (2 * max(k - 1, 0) + 1)
     terms["neighbour indices and distances (n, n_neighbors - 1)"] = 16 * n * max(k - 1, 0)
-    terms["sparse adjacency while symmetrised (4 copies)"] = 4 * 12 * nnz
+    terms["sparse adjacency while symmetrised (4 copies)"] = 4 * 12 * n * (2 * max(k - 1, 0) + 1)
     if name == "heat":
         pairs = n_pairs_needed(n, params["n_components"], params["max_components"])
         if n <= DENSE_MAX_SAMPLES:
@@ -596,9 +591,8 @@ def plan_graph(name, n, n_features, itemsize, params):
         checked=("graph",),
         shapes={"n": n, "n_neighbors": k, "dims": p},
         hints={
-            "graph": "n_neighbors or max_components (kernel_params), use "
-            "fewer points, or use kernel='rbf' (the mini-batch "
-            "estimator never builds a graph or an n x n matrix)"
+            "graph": "n_neighbors or max_components (kernel_params), use fewer points, or use "
+            "kernel='rbf' (the mini-batch estimator never builds a graph or an n x n matrix)"
         },
     )
 
@@ -625,8 +619,7 @@ class GraphExtension:
             return knn_kernel_rows(self.graph, X)
         K = self.matrix  # LowRankKernel: U diag(w) U^T, U = diag(s) V when normalised
         F = extend_eigenvectors(self.graph, K.eigenvalues, K.eigenvectors, X) * np.sqrt(K.weights)
-        if K.row_scale is not None:  # the normalised kernel: unit-length features
-            F = unit_rows(F)[0]
+        F = F if K.row_scale is None else unit_rows(F)[0]  # normalised: unit-length rows
         return F, np.einsum("ij,ij->i", F, F)
 
     def cross(self, support, rows):
@@ -649,7 +642,7 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     """
     name, params = _graph_params(estimator.kernel, estimator.kernel_params, estimator.random_state)
     X = _check_data(X)  # dense only: "dense data is required" for sparse X
-    n = X.shape[0]
+    n, n_clusters = X.shape[0], estimator.n_clusters
     auto = _check_graph_params(name, params, n)
     t = params.get("t")
     rng = check_random_state(params["random_state"])
@@ -671,22 +664,21 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     ).fit(X)
     neighbors = None  # the NeighborSelection of "auto"
     if auto:
-        graph, neighbors = select_n_neighbors(
-            graph, estimator.n_clusters, candidates, params["tol"]
-        )
+        graph, neighbors = select_n_neighbors(graph, n_clusters, candidates, params["tol"])
         if estimator.verbose:
             print(neighbors.table())
     tried, asked = [component_sizes(graph)], graph.n_neighbors
     if name == "heat" and params["connect"]:
         graph, tried = connect_graph(
             graph,
-            estimator.n_clusters,
+            n_clusters,
             margin=CONNECT_MARGIN,
             before_rebuild=lambda g, k: _check_rebuild(estimator, name, g, k, asked, params),
         )
     _warn_split(estimator, graph, tried, asked)
     if name == "knn":
-        return _index_kernel("knn", knn_kernel_from_graph(graph), params, graph, X), None, None
+        K = scale_symmetric(graph.adjacency_, 1.0 / graph.degrees_)  # D^-1 A D^-1
+        return _index_kernel("knn", K, params, graph, X), None, None
     spectrum = GraphSpectrum(
         graph,
         n_pairs_needed(n, params["n_components"], params["max_components"]),
@@ -695,10 +687,10 @@ def resolve_graph_kernel(estimator, X, sample_weight):
         random_state=rng,
     )
     selection = None
-    if params["form"] == "laplacian" and n > estimator.n_clusters:
+    if params["form"] == "laplacian" and n > n_clusters:
         selection = select_t(
             spectrum,
-            estimator.n_clusters,
+            n_clusters,
             candidates=None if isinstance(t, str) else [t],
             rank_tol=params["rank_tol"],
             max_components=params["max_components"],
@@ -765,13 +757,9 @@ def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
     graph is already held, so it is in the memory no longer available; the plan counts
     what comes next: the new graph's search and adjacency, then the eigensolver.
     """
-    plan = plan_graph(
-        name,
-        graph.n_samples,
-        graph.points_.shape[1],
-        graph.points_.dtype.itemsize,
-        dict(params, n_neighbors=n_neighbors, pca_components=None),
-    )
+    Z = graph.points_  # (n, dims), already projected
+    params = dict(params, n_neighbors=n_neighbors, pca_components=None)
+    plan = plan_graph(name, *Z.shape, Z.dtype.itemsize, params)
     if estimator.verbose:
         print(plan.report())
     available = available_host_memory()
@@ -814,10 +802,9 @@ def _warn_split(estimator, graph, tried, asked):
         what = "Kept as it is."
     warn(
         f"{type(estimator).__name__}: the {asked}-NN graph of the data falls apart into "
-        f"{first.size} connected components (sizes {listed(first)}); the "
-        f"kernel={estimator.kernel!r} "
-        "cannot relate points of different components, and kernel k-means spends a "
-        f"cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
+        f"{first.size} connected components (sizes {listed(first)}); the kernel="
+        f"{estimator.kernel!r} cannot relate points of different components, and kernel k-means "
+        f"spends a cluster on each. {what} Pass more neighbours (kernel_params={{'n_neighbors': "
         "...}) or use kernel='rbf'.",
         GraphSplitWarning,
     )

@@ -185,7 +185,7 @@ class KNNGraph:
         the symmetrised adjacency."""
         Z = self.points_
         n, k = Z.shape[0], self.n_neighbors
-        start = time.perf_counter()
+        start = time.perf_counter() - self.seconds_.get("neighbors", 0.0)  # adds up
         if k == 1:  # self-loops only: no search
             self.index_ = None
             lists = (np.zeros((n, 0)), np.zeros((n, 0), dtype=np.intp))
@@ -200,12 +200,9 @@ class KNNGraph:
         self.radius_ = np.zeros(n) if k == 1 else dist[:, -1].astype(np.float64)
         indptr = np.arange(n + 1) * (k - 1)
         A = sp.csr_matrix((np.ones(ind.size), ind.ravel(), indptr), shape=(n, n))
-        A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")
-        A = A.tocsr()
+        A = A.maximum(A.T) + sp.identity(n, dtype=np.float64, format="csr")  # CSR
         A.sort_indices()
-        self.seconds_["neighbors"] = (
-            self.seconds_.get("neighbors", 0.0) + time.perf_counter() - start
-        )
+        self.seconds_["neighbors"] = time.perf_counter() - start
         self.adjacency_ = A
         self.degrees_ = np.asarray(A.sum(axis=1)).ravel()
         return self
@@ -300,8 +297,7 @@ class KNNGraph:
             cols.append(J[c])
         rows, cols = np.concatenate(rows), np.concatenate(cols)
         B = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(X.shape[0], n))
-        B.sum_duplicates()
-        B.data[:] = 1.0
+        B.data[:] = 1.0  # duplicates were summed
         return B
 
 
@@ -403,7 +399,7 @@ def knn_kernel(
            [0.   , 0.167, 0.25 ]])
     """
     graph = fit_knn_graph(X, n_neighbors, metric, pca_components, random_state, n_jobs)
-    return knn_kernel_from_graph(graph)
+    return scale_symmetric(graph.adjacency_, 1.0 / graph.degrees_)  # D^-1 A D^-1
 
 
 def _pattern_product(M, left, right):
@@ -417,11 +413,6 @@ def scale_symmetric(A, s):
     M = A.tocsr(copy=True)
     M.data = M.data * _pattern_product(M, s, s)
     return M
-
-
-def knn_kernel_from_graph(graph):
-    """D^-1 A D^-1 of a fitted :class:`KNNGraph`, sparse (n, n)."""
-    return scale_symmetric(graph.adjacency_, 1.0 / graph.degrees_)
 
 
 def knn_kernel_rows(graph, X):
@@ -593,9 +584,8 @@ def kernel_block(K, rows, cols):
         In K's dtype (float64 for a LowRankKernel).
     """
     _check_kernel_matrix(K)
-    n_rows, n_cols = K.shape
-    rows = _as_index(rows, n_rows, "rows")
-    cols = _as_index(cols, n_cols, "cols")
+    rows = _as_index(rows, K.shape[0], "rows")
+    cols = _as_index(cols, K.shape[1], "cols")
     if isinstance(K, LowRankKernel):
         return K.block(rows, cols)
     if sp.issparse(K):
@@ -617,8 +607,6 @@ def kernel_diagonal(K):
         A new array.
     """
     _check_kernel_matrix(K)
-    if isinstance(K, LowRankKernel):
-        return K.diagonal()
-    if sp.issparse(K):
-        return np.asarray(K.diagonal())
-    return np.diagonal(K).copy()
+    if isinstance(K, np.ndarray):
+        return np.diagonal(K).copy()
+    return np.asarray(K.diagonal())  # sparse or LowRankKernel: a new array

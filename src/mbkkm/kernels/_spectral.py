@@ -122,8 +122,7 @@ def choose_rank(weights, rank_tol, max_components):
     w = np.asarray(weights, dtype=np.float64)
     cap = min(int(max_components), w.size - 1)
     above = np.flatnonzero(w[1 : cap + 1] > rank_tol * w[0])  # w[r] for r = 1..cap
-    r = 1 if above.size == 0 else int(above[-1]) + 2
-    r = min(r, cap)
+    r = min(1 if above.size == 0 else int(above[-1]) + 2, cap)
     return r, float(w[r])
 
 
@@ -148,10 +147,7 @@ def top_eigenpairs(N, n_pairs, *, which="LA", tol=0.0, random_state=None):
     else:
         v0 = check_random_state(random_state).uniform(-1, 1, n)
         lam, V = spla.eigsh(N, k=n_pairs, which=which, tol=tol, v0=v0)
-    order = np.argsort(lam)
-    if which == "LA":
-        order = order[::-1]
-    order = order[:n_pairs]
+    order = np.argsort(lam)[:: -1 if which == "LA" else 1][:n_pairs]
     return lam[order], np.ascontiguousarray(V[:, order])
 
 
@@ -235,11 +231,9 @@ class GraphSpectrum:
         else:
             r = int(n_components)
             error = float(w[r]) if r < w.size else 0.0
+        scale = unit_rows(self.features(t, r))[1] if normalize else None
         V = np.ascontiguousarray(self.eigenvectors[:, :r])
-        scale = None
-        if normalize:
-            scale = unit_rows(V * np.sqrt(w[:r]))[1]
-            V = V * scale[:, None]
+        V = V if scale is None else V * scale[:, None]
         return LowRankKernel(
             V,
             w[:r],
@@ -354,24 +348,24 @@ def connect_graph(
         The sizes of the connected components of each graph tried, largest first.
     """
 
-    def doubled(g):  # its seconds_ add the new search's to g's
+    def doubled(g):  # its seconds_ add the new search's to g's; its sizes join tried
         k = min(2 * g.n_neighbors, g.n_samples)
         if before_rebuild is not None:
             before_rebuild(g, k)
-        return g.with_n_neighbors(k)
+        g = g.with_n_neighbors(k)
+        tried.append(component_sizes(g))
+        return g
 
     tried = [component_sizes(graph)]
     for _ in range(max_doublings):
         if not split_is_harmful(tried[-1], n_clusters) or graph.n_neighbors >= graph.n_samples:
             break
         graph = doubled(graph)
-        tried.append(component_sizes(graph))
     if len(tried) > 1 and not split_is_harmful(tried[-1], n_clusters):
         for _ in range(int(margin)):
             if graph.n_neighbors >= graph.n_samples:
                 break
             graph = doubled(graph)
-            tried.append(component_sizes(graph))
     return graph, tried
 
 
@@ -405,14 +399,9 @@ def check_heat_params(n_samples, form, n_components, max_components, rank_tol, n
         raise ValueError(f"max_components must be >= 1, got {max_components}")
     if not (_is_real(rank_tol) and 0 <= rank_tol < 1):
         raise ValueError(f"rank_tol must be a number in [0, 1), got {rank_tol!r}")
-    check_bool(normalize, "normalize")
-    check_bool(connect, "connect")
-
-
-def check_bool(value, name):
-    """A flag given as a bool (numpy's included)."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
+    for name, flag in (("normalize", normalize), ("connect", connect)):
+        if not isinstance(flag, (bool, np.bool_)):  # numpy's bool included
+            raise TypeError(f"{name} must be True or False, got {flag!r}")
 
 
 def n_pairs_needed(n_samples, n_components, max_components):
@@ -550,8 +539,7 @@ def heat_kernel(
         N = normalized_adjacency(graph.adjacency_, graph.degrees_)
         lam, V = sla.eigh(N.toarray(), overwrite_a=True)
         V *= np.sqrt(heat_weights(lam, t, form))  # K = (V sqrt w)(V sqrt w)^T: symmetric
-        if normalize:
-            V = unit_rows(V)[0]
+        V = unit_rows(V)[0] if normalize else V
         return V @ V.T
     spectrum = GraphSpectrum(
         graph, n_pairs_needed(n, n_components, max_components), form=form, tol=tol, random_state=rng
