@@ -31,7 +31,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core._memory import label_chunk_rows, out_of_memory_error
-from .._core._parallel import assign_parallel
+from .._core._windows import assign_parallel
 from .._progress import progress_for
 from .._validation import (
     check_sample_weight,

@@ -31,7 +31,7 @@ from sklearn.utils.validation import _get_feature_names, check_array
 from .._core import assign
 from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._memory import label_chunk_rows
-from .._core._parallel import assign_parallel
+from .._core._windows import assign_parallel
 from .._validation import check_sample_weight, short_input_errors
 from ..backends import get_backend
 from ..backends._sparse import to_dense
