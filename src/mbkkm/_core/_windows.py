@@ -79,7 +79,7 @@ from itertools import pairwise
 import numpy as np
 
 from ..backends import get_backend
-from ..backends._sparse import is_sparse, row_range
+from ..backends._numpy import is_sparse, row_range
 from ..backends._threads import effective_n_threads, parallel_parts
 from ._rates import batch_rates
 from ._state import (
@@ -544,7 +544,7 @@ def assign(
     All on the backend of ``X_items`` and ``state.support`` (which must agree): on a
     device the whole pass runs there and nothing comes back to the host. Host items
     and support may be scipy CSR rows (in any mix with dense rows): the chunks are
-    then views of X's rows (:func:`mbkkm.backends._sparse.row_range`), never copies
+    then views of X's rows (:func:`mbkkm.backends._numpy.row_range`), never copies
     or dense arrays; only the tiles are dense.
     """
     nx = get_backend(X_items, state.support)

@@ -73,7 +73,7 @@ from .._core._memory import (
 )
 from .._validation import check_sample_weight
 from .._warn import warn
-from ..backends._sparse import to_dense
+from ..backends._numpy import to_dense
 from ..kernels import get_spec
 from ..kernels._gamma import top_heat_eigenpairs
 from ..kernels._graph import (

@@ -34,7 +34,7 @@ from .._core._memory import label_chunk_rows
 from .._core._windows import assign_parallel
 from .._validation import check_sample_weight, short_input_errors
 from ..backends import get_backend
-from ..backends._sparse import to_dense
+from ..backends._numpy import to_dense
 from ..backends._threads import one_thread_everywhere
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
 from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel

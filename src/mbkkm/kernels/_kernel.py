@@ -14,7 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validation import unknown_name_message
-from ..backends import _sparse, get_backend, is_tensor
+from ..backends import get_backend, is_tensor
+from ..backends._numpy import as_csr, row_chunks, row_range
 from ..backends._threads import parallel_parts, threads_for
 from ._pairwise import check_callable_tile, diag_of_tiles, rbf_augment, write_into
 from ._registry import KERNELS, get_spec, kernel_names
@@ -60,14 +61,14 @@ def _msd_sparse(X, sample_weight=None):
     O(nnz + d) work in float64, over row chunks of the CSR that hold a bounded
     number of stored values (views, never copies: temporaries of a few MB).
     """
-    X = _sparse.as_csr(X)
+    X = as_csr(X)
     n, d = X.shape
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     total = float(n) if w is None else float(w.sum())
 
     def chunks():  # each row chunk, with the weight of its row for each stored value
-        for start, stop in _sparse.row_chunks(X):
-            chunk = _sparse.row_range(X, start, stop)
+        for start, stop in row_chunks(X):
+            chunk = row_range(X, start, stop)
             wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
             yield chunk, np.repeat(wc, np.diff(chunk.indptr))
 
@@ -317,7 +318,7 @@ def resolve_kernel(
 def check_nonnegative(X, name):
     """Raise when X has a negative entry (chunked, so a memmap is not read at once)."""
     if sp.issparse(X):
-        parts = [_sparse.as_csr(X).data]
+        parts = [as_csr(X).data]
     else:
         parts = (X[start : start + _CHUNK_ROWS] for start in range(0, X.shape[0], _CHUNK_ROWS))
     if any(np.min(part, initial=0) < 0 for part in parts):
