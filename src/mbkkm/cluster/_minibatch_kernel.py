@@ -19,6 +19,7 @@ from .._core import (
     kernel_kmeans_plusplus,
     random_init,
 )
+from .._core._init import draw_init_subsample
 from .._core._loop import fit_loop, function_loop, step_for
 from .._core._memory import (
     MiniBatchPlanRequest,
@@ -27,7 +28,6 @@ from .._core._memory import (
     plan_untruncated,
     working_memory_bytes,
 )
-from .._core._sampling import draw_init_subsample
 from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
 from ..backends import get_backend
