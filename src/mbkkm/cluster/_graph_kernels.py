@@ -826,7 +826,7 @@ def _warn_split(estimator, graph, tried, asked):
 def graph_assign(estimator, state, X, return_distances):
     """Labels (and distances) of new points for a graph kernel (``predict``...) on the
     fitted windows ``state``, once the model is known to have an extension to new
-    points (:meth:`._kinds.GraphKernel.check_inductive`)."""
+    points (:meth:`._base.GraphKernel.check_inductive`)."""
     from .._core import assign
 
     ext = estimator.kernel_.extension

@@ -31,12 +31,13 @@ from ._base import (
     BaseKernelKMeans,
     all_or_nothing,
     check_sizes_and_init,
+    fit_input,
+    kernel_kind,
     n_init_for,
     warn_empty_clusters,
     warn_indefinite_kernel,
 )
 from ._graph_kernels import graph_start_inner
-from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 
 _MIB = 2**20

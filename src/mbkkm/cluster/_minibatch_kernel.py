@@ -37,11 +37,12 @@ from ._base import (
     BaseKernelKMeans,
     MiniBatchMixin,
     all_or_nothing,
+    fit_input,
+    kernel_kind,
     memory_guard,
     warn_empty_clusters,
 )
 from ._checkpoint import check_checkpoint
-from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of
 

@@ -1,8 +1,8 @@
 """One adapter per kind of input: all the branching on the kind of X is here.
 
 A fit's validated X is wrapped once in the adapter of its kind (by the kernel's
-kind, :mod:`._kinds`, then by :func:`rows_of`); the estimators and
-:func:`._kinds.fit_input` then ask it questions instead of testing the kind
+kind, :func:`._base.kernel_kind`, then by :func:`rows_of`); the estimators and
+:func:`._base.fit_input` then ask it questions instead of testing the kind
 again. The adapters return data; they never call into the estimator:
 
 - :class:`Rows`: a numpy array or memmap; the core works on its rows;
