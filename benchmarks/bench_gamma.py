@@ -408,7 +408,7 @@ def starts(args):
     from sklearn.metrics import adjusted_rand_score
 
     from mbkkm import MiniBatchKernelKMeans
-    from mbkkm.cluster import _kinds, select_gamma
+    from mbkkm.cluster import _base, select_gamma
 
     fields = ["dataset", "seed", "mult", "ratio", "trusted", "ari_partition", "ari_kmeanspp"]
     out = Path(args.out)
@@ -427,7 +427,7 @@ def starts(args):
                         # the fit of gamma="auto" with the start forced one way or the other
                         forced = dataclasses.replace(sel, start_from_partition=trusted)
                         with mock.patch.object(
-                            _kinds, "resolve_auto_gamma", return_value=(sel.gamma, forced)
+                            _base, "resolve_auto_gamma", return_value=(sel.gamma, forced)
                         ):
                             est = MiniBatchKernelKMeans(
                                 k,

@@ -56,7 +56,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from mbkkm._core import LEARNING_RATES, StepConfig, assign, init_state, minibatch_step
 from mbkkm._core._memory import chunk_rows
-from mbkkm._core._parallel import assign_parallel
+from mbkkm._core._windows import assign_parallel
 from mbkkm.backends._threads import effective_n_threads
 from mbkkm.kernels import resolve_kernel
 

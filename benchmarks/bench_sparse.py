@@ -78,7 +78,7 @@ def _corpus(args, n_docs=None):
 
 # ----------------------------------------------------------------------------- tiles
 def tiles(args):
-    from mbkkm.backends._sparse import take_rows, vstack_rows
+    from mbkkm.backends._numpy import take_rows, vstack_rows
 
     t0 = time.perf_counter()
     X, _ = _corpus(args)

@@ -3,7 +3,7 @@
 The subsamples drawn without replacement take the first rows of a permutation of
 all n rows: O(n) draws. A fit with an integer seed draws that permutation for the
 width selection and again for the initialisation, from the same state; the second
-is served from the first (mbkkm._core._sampling.choice_without_replacement) with
+is served from the first (mbkkm._core._init.choice_without_replacement) with
 the same rows and the same random state after it, so the model is unchanged.
 """
 
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from mbkkm import MiniBatchKernelKMeans
-from mbkkm._core import _sampling
-from mbkkm._core._sampling import choice_without_replacement, draw_init_subsample
+from mbkkm._core import _init
+from mbkkm._core._init import choice_without_replacement, draw_init_subsample
 from mbkkm._core._width import draw_sample
 
 
@@ -23,8 +23,8 @@ def memo_from(monkeypatch):
     """Remember permutations from ``rows`` rows on (the default is 2**20), memo cleared."""
 
     def set_min(rows):
-        monkeypatch.setattr(_sampling, "MEMO_MIN_ROWS", rows)
-        monkeypatch.setattr(_sampling, "_memo", None)
+        monkeypatch.setattr(_init, "MEMO_MIN_ROWS", rows)
+        monkeypatch.setattr(_init, "_memo", None)
 
     return set_min
 
@@ -33,13 +33,13 @@ def memo_from(monkeypatch):
 def permutations(monkeypatch):
     """The n of every permutation drawn by choice_without_replacement."""
     drawn = []
-    real = _sampling._permutation
+    real = _init._permutation
 
     def spy(random_state, n):
         drawn.append(n)
         return real(random_state, n)
 
-    monkeypatch.setattr(_sampling, "_permutation", spy)
+    monkeypatch.setattr(_init, "_permutation", spy)
     return drawn
 
 
@@ -78,7 +78,7 @@ def test_another_state_or_n_draws_again(memo_from, permutations):
 
 def test_larger_than_the_remembered_prefix(memo_from, monkeypatch, permutations):
     memo_from(1000)
-    monkeypatch.setattr(_sampling, "MEMO_PREFIX", 50)
+    monkeypatch.setattr(_init, "MEMO_PREFIX", 50)
     choice_without_replacement(np.random.RandomState(0), 3000, 10)
     ref, rng = np.random.RandomState(0), np.random.RandomState(0)
     np.testing.assert_array_equal(

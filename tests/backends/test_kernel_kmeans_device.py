@@ -187,7 +187,7 @@ def test_one_host_transfer_per_iteration(blobs, monkeypatch):
     import torch
 
     from mbkkm.backends._torch import TorchBackend
-    from mbkkm.cluster._kinds import fit_input, resolve_problem
+    from mbkkm.cluster._base import fit_input, resolve_problem
 
     calls = {"scalars": 0, "to_numpy": 0}
     scalars, to_numpy = TorchBackend.scalars_to_host, TorchBackend.to_numpy

@@ -1,11 +1,11 @@
-"""Row gathers of sparse items (mbkkm.backends._sparse) against the dense operations."""
+"""Row gathers of sparse items (mbkkm.backends._numpy) against the dense operations."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from mbkkm.backends import numpy_backend
-from mbkkm.backends._sparse import (
+from mbkkm.backends._numpy import (
     as_csr,
     row_norms_sq,
     take_rows,

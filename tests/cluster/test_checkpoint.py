@@ -147,12 +147,12 @@ def test_resume_runs_neither_the_width_selection_nor_the_init(tmp_path, monkeypa
         _kill_at(m, 6)
         with pytest.raises(Killed):
             make().fit(X, checkpoint=path, checkpoint_every=5)
-    from mbkkm.cluster import _kinds, _minibatch_kernel
+    from mbkkm.cluster import _base, _minibatch_kernel
 
     def refused(*args, **kwargs):
         raise AssertionError("run again on resume")
 
-    monkeypatch.setattr(_kinds, "resolve_auto_gamma", refused)
+    monkeypatch.setattr(_base, "resolve_auto_gamma", refused)
     monkeypatch.setattr(_minibatch_kernel, "start_state", refused)
     monkeypatch.setattr(MiniBatchKernelKMeans, "_best_init", refused)
     got = make().fit(X, checkpoint=path, checkpoint_every=5)
@@ -264,12 +264,12 @@ def test_not_a_checkpoint_is_refused(tmp_path):
     ],
 )
 def test_bad_checkpoint_arguments(params, fit_kw, match, tmp_path, monkeypatch):
-    from mbkkm.cluster import _kinds
+    from mbkkm.cluster import _base
 
     def refused(*args, **kwargs):
         raise AssertionError("work before the checks")
 
-    monkeypatch.setattr(_kinds, "resolve_auto_gamma", refused)
+    monkeypatch.setattr(_base, "resolve_auto_gamma", refused)
     for key in ("checkpoint",):
         if isinstance(fit_kw.get(key), str):
             fit_kw[key] = str(tmp_path / fit_kw[key]) if fit_kw[key] != "DIR" else str(tmp_path)

@@ -1,4 +1,4 @@
-"""The fit problem and the input adapters (mbkkm.cluster._kinds, _rows)."""
+"""The fit problem and the input adapters (mbkkm.cluster._base, _rows)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans
-from mbkkm.cluster._kinds import (
+from mbkkm.cluster._base import (
     GraphKernel,
     PointKernel,
     PrecomputedKernel,

@@ -19,7 +19,7 @@ from mbkkm.kernels import (
     KERNELS,
     KernelSpec,
     Tiles,
-    _registry,
+    _kernel,
     check_backend_kernel,
     check_torch_kernel,
     describe_kernels,
@@ -38,7 +38,7 @@ PAIRWISE = kernel_names(include_aliases=False, transductive=False)
 def scratch_registry():
     """The registry, restored after the test (for tests that register kernels)."""
     kernels, aliases = dict(KERNELS), dict(ALIASES)
-    yield _registry
+    yield _kernel
     KERNELS.clear()
     KERNELS.update(kernels)
     ALIASES.clear()

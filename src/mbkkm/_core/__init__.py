@@ -4,9 +4,8 @@ Functions here take ready arrays and resolved kernels: the estimators validate
 once at the boundary (``mbkkm.cluster``) and the core never checks again.
 """
 
-from ._init import kernel_kmeans_plusplus, random_init
+from ._init import draw_batch_plan, draw_init_subsample, kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
-from ._sampling import draw_batch_plan, draw_init_subsample
 from ._state import StepConfig, WindowState, init_state, labelling_state
 from ._windows import WindowPlan, assign, minibatch_step, plan_windows
 

@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
-from ._parallel import label_tiles
 from ._state import WORKSPACE_HEADROOM, tile_columns
 from ._stored import STORED_KERNEL_BYTES
+from ._windows import label_tiles
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -342,7 +342,7 @@ class MiniBatchPlanRequest:
         Budget of the iteration's kernel blocks (column chunks above it).
     label_rows : int, None or "auto"
         Rows per labelling tile per thread (None: the whole of n). "auto": the
-        labelling pass's own (:func:`mbkkm._core._parallel.assign_parallel`): its
+        labelling pass's own (:func:`mbkkm._core._windows.assign_parallel`): its
         ``working_memory`` rows (:func:`label_chunk_rows`) shared by its threads, in
         cache tiles when ``tiled_labels``, and ``n_threads`` its threads (the
         threading policy's, one per 4096 points at most; one on a device).
@@ -353,7 +353,7 @@ class MiniBatchPlanRequest:
         ``label_rows="auto"``.
     tiled_labels : bool
         Whether the labelling pass cuts its rows in cache tiles (a named kernel on
-        float rows on the host; :func:`mbkkm._core._parallel.label_tiles`).
+        float rows on the host; :func:`mbkkm._core._windows.label_tiles`).
     compute_labels : bool
         Whether the fit labels the n points at the end.
     where : str

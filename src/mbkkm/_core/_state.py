@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..backends import get_backend
-from ..backends._sparse import is_sparse
+from ..backends._numpy import is_sparse
 
 # ----------------------------------------------------------------- index helpers
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends import get_backend
-from ..backends._sparse import is_sparse
+from ..backends._numpy import is_sparse
 from ._rates import batch_rates
 from ._state import StepResult, block_slots, group_by
 from ._windows import (

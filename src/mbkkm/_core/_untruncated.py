@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..backends import numpy_backend
-from ..backends._sparse import is_sparse, vstack_rows
+from ..backends._numpy import is_sparse, vstack_rows
 from ._rates import batch_rates
 from ._state import labelling_state
 from ._windows import labels_and_minima

@@ -98,9 +98,8 @@ from sklearn.utils import check_random_state
 from threadpoolctl import threadpool_limits
 
 from ..kernels._index import IndexKernel
-from ._init import kernel_kmeans_plusplus
+from ._init import choice_without_replacement, kernel_kmeans_plusplus
 from ._lloyd import relocate_empty
-from ._sampling import choice_without_replacement
 
 #: Kernels whose width gamma="auto" chooses, with the metric of their exponent.
 AUTO_GAMMA_KERNELS = {"rbf": "sqeuclidean", "gaussian": "sqeuclidean", "laplacian": "cityblock"}

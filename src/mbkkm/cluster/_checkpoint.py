@@ -41,7 +41,7 @@ import numpy as np
 from .._files import atomic_write
 from .._files._skops import import_skops_io
 from ..backends import get_backend
-from ._kinds import kernel_kind
+from ._base import kernel_kind
 
 #: Version of the checkpoint's content; another version is refused.
 FORMAT = 1

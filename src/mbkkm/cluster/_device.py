@@ -19,7 +19,7 @@ Rules (documented on ``MiniBatchKernelKMeans(device=...)``):
 
 The rules that depend on the kind of X live in its adapter (:mod:`._rows`: where
 it runs, how it is checked, whether it may be mixed with another library), those
-that depend on the kernel's kind in :mod:`._kinds` (``fit_rows``); this module
+that depend on the kernel's kind in :mod:`._base` (``fit_rows``); this module
 holds what they share.
 """
 

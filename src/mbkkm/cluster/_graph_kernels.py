@@ -73,7 +73,7 @@ from .._core._memory import (
 )
 from .._validation import check_sample_weight
 from .._warn import warn
-from ..backends._sparse import to_dense
+from ..backends._numpy import to_dense
 from ..kernels import get_spec
 from ..kernels._gamma import top_heat_eigenpairs
 from ..kernels._graph import (
@@ -813,7 +813,7 @@ def _warn_split(estimator, graph, tried, asked):
 def graph_assign(estimator, state, X, return_distances):
     """Labels (and distances) of new points for a graph kernel (``predict``...) on the
     fitted windows ``state``, once the model is known to have an extension to new
-    points (:meth:`._kinds.GraphKernel.check_inductive`)."""
+    points (:meth:`._base.GraphKernel.check_inductive`)."""
     from .._core import assign
 
     ext = estimator.kernel_.extension

@@ -18,9 +18,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 
 from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_init
+from .._core._init import draw_init_subsample
 from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows, working_memory_bytes
-from .._core._sampling import draw_init_subsample
 from ..backends import get_backend
 from ..kernels._index import (
     IndexKernel,
@@ -31,12 +31,13 @@ from ._base import (
     BaseKernelKMeans,
     all_or_nothing,
     check_sizes_and_init,
+    fit_input,
+    kernel_kind,
     n_init_for,
     warn_empty_clusters,
     warn_indefinite_kernel,
 )
 from ._graph_kernels import graph_start_inner
-from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 
 _MIB = 2**20

@@ -19,6 +19,7 @@ from .._core import (
     kernel_kmeans_plusplus,
     random_init,
 )
+from .._core._init import draw_init_subsample
 from .._core._loop import fit_loop, function_loop, step_for
 from .._core._memory import (
     MiniBatchPlanRequest,
@@ -27,7 +28,6 @@ from .._core._memory import (
     plan_untruncated,
     working_memory_bytes,
 )
-from .._core._sampling import draw_init_subsample
 from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
 from ..backends import get_backend
@@ -37,11 +37,12 @@ from ._base import (
     BaseKernelKMeans,
     MiniBatchMixin,
     all_or_nothing,
+    fit_input,
+    kernel_kind,
     memory_guard,
     warn_empty_clusters,
 )
 from ._checkpoint import check_checkpoint
-from ._kinds import fit_input, kernel_kind
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of
 

@@ -43,9 +43,9 @@ from .._core import (
     kernel_kmeans_plusplus,
     random_init,
 )
+from .._core._init import draw_init_subsample
 from .._core._loop import function_loop
 from .._core._memory import chunk_rows
-from .._core._sampling import draw_init_subsample
 from .._core._state import StepResult  # the same record as the kernel step
 from .._progress import progress_for
 from .._validation import check_sample_weight, match_columns

@@ -1,8 +1,8 @@
 """One adapter per kind of input: all the branching on the kind of X is here.
 
 A fit's validated X is wrapped once in the adapter of its kind (by the kernel's
-kind, :mod:`._kinds`, then by :func:`rows_of`); the estimators and
-:func:`._kinds.fit_input` then ask it questions instead of testing the kind
+kind, :func:`._base.kernel_kind`, then by :func:`rows_of`); the estimators and
+:func:`._base.fit_input` then ask it questions instead of testing the kind
 again. The adapters return data; they never call into the estimator:
 
 - :class:`Rows`: a numpy array or memmap; the core works on its rows;
@@ -22,8 +22,8 @@ from scipy import sparse
 from sklearn.utils.validation import check_array
 
 from .. import _dask
-from ..backends import _sparse, backend_for, get_backend, is_tensor, resolve_device, same_device
-from ..backends._sparse import as_csr
+from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
+from ..backends._numpy import as_csr, row_chunks, row_norms_sq, row_range
 from ..kernels import LowRankKernel, resolve_kernel
 from ..kernels._index import check_precomputed_matrix
 from . import _device
@@ -357,7 +357,7 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     """
     csr = sparse.issparse(X)
     if csr:
-        X = _sparse.as_csr(X)
+        X = as_csr(X)
     elif not isinstance(X, np.ndarray) or X.ndim != 2:
         return
     if X.dtype.kind != "f":
@@ -365,14 +365,14 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     check_diag = kernel is not None and not kernel.is_callable
     with np.errstate(over="ignore", invalid="ignore"):
         ranges = (
-            _sparse.row_chunks(X)
+            row_chunks(X)
             if csr
             else ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
         )
         for start, stop in ranges:
             # a view (a CSR range shares X's arrays)
-            chunk = _sparse.row_range(X, start, stop) if csr else X[start:stop]
-            sq = _sparse.row_norms_sq(chunk) if csr else np.einsum("ij,ij->i", chunk, chunk)
+            chunk = row_range(X, start, stop) if csr else X[start:stop]
+            sq = row_norms_sq(chunk) if csr else np.einsum("ij,ij->i", chunk, chunk)
             if not np.all(np.isfinite(sq)):
                 big = float(np.max(np.abs(chunk.data if csr else chunk)))
                 scaler = "MaxAbsScaler" if csr else "StandardScaler"

@@ -18,11 +18,11 @@ from ._graph import (
     knn_adjacency,
     knn_kernel,
 )
-from ._kernel import Kernel, graph_kernel_matrix, mean_squared_pairwise_distance, resolve_kernel
-from ._registry import (
+from ._kernel import (
     ALIASES,
     GRAPH_KERNELS,
     KERNELS,
+    Kernel,
     KernelSpec,
     Tiles,
     canonical_name,
@@ -30,8 +30,11 @@ from ._registry import (
     check_torch_kernel,
     describe_kernels,
     get_spec,
+    graph_kernel_matrix,
     kernel_names,
+    mean_squared_pairwise_distance,
     register,
+    resolve_kernel,
 )
 from ._spectral import heat_kernel
 

@@ -24,8 +24,7 @@ import scipy.sparse.linalg as spla
 from sklearn.utils import check_array, check_random_state
 
 from ._graph import LowRankKernel, kernel_diagonal
-from ._kernel import Kernel, graph_kernel_matrix, resolve_kernel
-from ._registry import get_spec
+from ._kernel import Kernel, get_spec, graph_kernel_matrix, resolve_kernel
 from ._spectral import normalized_adjacency
 
 _CHUNK_ROWS = 4096

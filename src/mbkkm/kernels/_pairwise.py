@@ -32,8 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.metrics.pairwise import chi2_kernel, laplacian_kernel
 
-from ..backends import _sparse
-from ..backends._sparse import row_norms_sq
+from ..backends._numpy import as_csr, row_norms_sq, row_range
 
 
 def _tile_dtype(X, Y):
@@ -58,8 +57,8 @@ def _sparse_product(X, Y, out):
     """
     dt = _tile_dtype(X, Y)
     xs, ys = sp.issparse(X), sp.issparse(Y)
-    X = _sparse.as_csr(X).astype(dt, copy=False) if xs else np.asarray(X, dtype=dt)
-    Y = _sparse.as_csr(Y).astype(dt, copy=False) if ys else np.asarray(Y, dtype=dt)
+    X = as_csr(X).astype(dt, copy=False) if xs else np.asarray(X, dtype=dt)
+    Y = as_csr(Y).astype(dt, copy=False) if ys else np.asarray(Y, dtype=dt)
     if xs and ys:
         n_x, n_y = X.shape[0], Y.shape[0]
         out = np.empty((n_x, n_y), dtype=dt) if out is None else out
@@ -67,7 +66,7 @@ def _sparse_product(X, Y, out):
         step = max(1, _PRODUCT_ENTRIES // max(1, n_y))
         for start in range(0, n_x, step):
             stop = min(n_x, start + step)
-            (_sparse.row_range(X, start, stop) @ YT).toarray(out=out[start:stop])
+            (row_range(X, start, stop) @ YT).toarray(out=out[start:stop])
         return out
     P = X @ Y.T if xs else (Y @ X.T).T  # dense (n_x, n_y), C or F order
     return np.ascontiguousarray(P) if out is None else write_into(out, P)
@@ -239,7 +238,7 @@ def _unit_rows(X):
     norms = np.sqrt(row_norms_sq(X))
     norms[norms == 0] = 1
     if sp.issparse(X):
-        X = _sparse.as_csr(X)
+        X = as_csr(X)
         # Scale each stored value by its row's norm (a copy; zero rows stay zero).
         scaled = X.copy()
         scaled.data = X.data / np.repeat(norms, np.diff(X.indptr)).astype(X.dtype, copy=False)
@@ -272,7 +271,7 @@ def laplacian(X, Y, *, gamma, out=None, **_):
     dt = X.dtype
     if sp.issparse(X) or sp.issparse(Y):
         dt = _tile_dtype(X, Y)
-        X, Y = (_sparse.as_csr(A) if sp.issparse(A) else A for A in (X, Y))
+        X, Y = (as_csr(A) if sp.issparse(A) else A for A in (X, Y))
     return write_into(out, laplacian_kernel(X, Y, gamma=gamma).astype(dt, copy=False))
 
 
