@@ -137,36 +137,28 @@ class MemoryPlan:
         if available is None or peak <= available:
             return
         big = sorted(self.terms.items(), key=lambda t: -t[1])[:3]
+        lower = self.hints.get(phase, "the batch size")
+        if phase == "fit":
+            lower += ", or set working_memory lower (kernel blocks are then computed in chunks)"
         raise MemoryPlanError(
             f"{what} needs about {gib(peak)} on {self.where} at its {phase} peak, "
             f"but {gib(available)} is available there. Largest parts: "
             + ", ".join(f"{name} {gib(b)}" for name, b in big)
-            + f". Lower {self.hints.get(phase, 'the batch size')}"
-            + (
-                ", or set working_memory lower (kernel blocks are then computed in chunks)"
-                if phase == "fit"
-                else ""
-            )
-            + "."
+            + f". Lower {lower}."
         )
 
     def report(self):
         """The plan as text: one line per term, the peaks, and what was measured."""
-        lines = [
-            f"Memory plan on {self.where} ("
-            + ", ".join(f"{k}={v}" for k, v in self.shapes.items())
-            + "):"
-        ]
+        shapes = ", ".join(f"{k}={v}" for k, v in self.shapes.items())
+        lines = [f"Memory plan on {self.where} ({shapes}):"]
         width = max(len(n) for n in self.terms) if self.terms else 0
         for name, b in self.terms.items():
             lines.append(f"  {name:<{width}}  {b / _MIB:12.1f} MiB")
         for phase, b in self.peaks.items():
             got = self.measured.get(phase)
-            extra = (
-                f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
-                if got is not None and b
-                else ""
-            )
+            extra = ""
+            if got is not None and b:
+                extra = f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
             lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB{extra}")
         return "\n".join(lines)
 
@@ -474,7 +466,7 @@ def plan_minibatch(request):
     }
     held = t["batch plan"] + t["data copied to the device"]  # from the setup to the end
     if r.device_resident:
-        step, state, iteration, shapes = _pool_terms(r, copies)
+        step, state, iteration, cols, shapes = _pool_terms(r, copies)
     else:
         # The host step's terms, the bytes of its state and of one iteration besides
         L = int(np.ceil(blocks_per_window)) + 1
@@ -487,7 +479,7 @@ def plan_minibatch(request):
         products = step["block sums Q, P, QB"] + step["pair indices"] + step["new support"]
         iteration = step["batch rows"] + step["kernel blocks"] + step["half-batch rows"]
         iteration += max(step["kernel operand copies"], products)
-        shapes = {"chunk_columns": cols}
+        shapes = {}
         # Small n on dense rows: the kernel matrix of the rows and of initial centers
         # outside them (at most k), the blocks' rows and the centers' rows over it
         # (:mod:`mbkkm._core._stored`); they live until the loop ends.
@@ -522,14 +514,7 @@ def plan_minibatch(request):
         terms={name: int(v) for name, v in t.items() if v},
         peaks={"fit": int(max(setup, iteration)), "labelling": int(labelling)},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
-        shapes={
-            "m": m,
-            "blocks": nb,
-            "chunk_columns": shapes.pop("chunk_columns"),
-            "tile_rows": rows,
-            "threads": threads,
-            **shapes,
-        },
+        shapes=dict(m=m, blocks=nb, chunk_columns=cols, tile_rows=rows, threads=threads, **shapes),
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
 
@@ -571,16 +556,13 @@ def _pool_terms(r, copies):
         "kernel operands": "kernel operand temporaries",
     }
     t.update(term_bytes(step, terms, r.row_bytes, r.itemsize))
-    iteration = (
-        t["batch rows"]
-        + t["kernel block K(rows, X_B)"]
-        + max(t["kernel operand temporaries"], t[_PRODUCTS])
-    )
+    iteration = t["batch rows"] + t["kernel block K(rows, X_B)"]
+    iteration += max(t["kernel operand temporaries"], t[_PRODUCTS])
     if cuda:
         t[_CUDA_GRAPH] = iteration + t[_POOL_COPY]
         t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
         iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
-    return t, state, iteration, {"chunk_columns": cols, "pool_rows": M, "slots": L}
+    return t, state, iteration, cols, {"pool_rows": M, "slots": L}
 
 
 # ------------------------------------------------------------------ availability
@@ -725,18 +707,12 @@ def plan_explicit(request):
         "labels and minima out": n * 16,
     }
     state = t["centers and counts"] + t["batch plan"]
-    peaks = {
-        "fit": state
-        + max(t["k-means++ subsample and candidates"], t["batch rows and their distances"]),
-        "labelling": state
-        + t["labelling chunk (distances, norms)"]
-        + t["distances of the points (n, k)"]
-        + t["labels and minima out"],
-    }
+    fit = max(t["k-means++ subsample and candidates"], t["batch rows and their distances"])
+    labelling = t["labelling chunk (distances, norms)"] + t["distances of the points (n, k)"]
     return MemoryPlan(
         where="host",
         terms=t,
-        peaks=peaks,
+        peaks={"fit": state + fit, "labelling": state + labelling + t["labels and minima out"]},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
         shapes={"n": n, "k": k, "chunk_rows": rows},
         hints={"fit": "batch_size", "labelling": "n_clusters"},
