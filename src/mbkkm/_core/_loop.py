@@ -222,6 +222,10 @@ class FitState(Progress):
             return int(self.windows.support.shape[0])
         return int((self.pool.block[: self.layout.M] != self.layout.free).sum())
 
+    def describe(self):
+        """A few words on the centers, for progress lines."""
+        return f"{self.support_size()} support points"
+
 
 def function_loop(step, max_iter, tol):
     """The :class:`Loop` of a host step function ``step(i) -> (f_B(C_i), f_B(C_{i+1})
@@ -270,14 +274,7 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
             return res.objective, res.objective_after
 
         steps = step
-    return Loop(
-        steps,
-        fs,
-        max_iter=plan.shape[0],
-        tol=cfg.tol,
-        describe=lambda: f"{fs.support_size()} support points",
-        items=items,
-    )
+    return Loop(steps, fs, max_iter=plan.shape[0], tol=cfg.tol, describe=fs.describe, items=items)
 
 
 def snapshot(fs):
@@ -342,12 +339,10 @@ class DeviceSteps:
 
         self.torch, self.P = torch, _pool
         self.fs, self.items, self.cfg = fs, items, cfg
-        windows = fs.windows
+        windows, dev = fs.windows, items.device
         self.first_it = windows.n_steps if saved is None else saved["first_it"]
-        self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(items.device)
-        self.log = torch.zeros(
-            (2, self.first_it + fs.max_iter), dtype=torch.float64, device=items.device
-        )
+        self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(dev)
+        self.log = torch.zeros((2, self.first_it + fs.max_iter), dtype=torch.float64, device=dev)
         # Views made once: the plan's rows, the log's two lines (not one view a call).
         self.plan_rows = self.plan.unbind(0)
         self.log_before, self.log_after = self.log.unbind(0)
@@ -358,10 +353,7 @@ class DeviceSteps:
         else:  # a snapshot: its buffers as they were, so the iterations go on unchanged
             fs.layout = _pool.Layout(*saved["layout"])
             fs.pool = _pool.Pool(
-                *(
-                    torch.tensor(saved["pool"][name], device=items.device)
-                    for name in _pool.Pool._fields
-                )
+                *(torch.tensor(saved["pool"][f], device=dev) for f in _pool.Pool._fields)
             )
             self.consts = _pool.make_constants(fs.layout, cfg, fs.pool.rows)
         fs.windows = None
@@ -402,10 +394,7 @@ class DeviceSteps:
         """One iteration on the static pool, the batch chosen by the device counter."""
         static = self.static
         idx = self.plan.index_select(0, static.it - self.first_it).view(-1)
-        new, _ = self.iteration(static, idx)
-        for dst, src in zip(static, new):
-            if dst is not src:
-                dst.copy_(src)
+        static.copy_(self.iteration(static, idx)[0])
 
     def _capture(self):
         """Capture one iteration as a CUDA graph (after warm-up iterations done by the
@@ -471,18 +460,15 @@ class DeviceSteps:
         self._run_block(start, stop)
         # One device-to-host copy: iterations done, overflow marks, stop flag, the log.
         pool, a, z = fs.pool, self.first_it + start, self.first_it + stop
-        head = (
-            torch.cat(
-                [
-                    (pool.it - self.first_it).to(torch.float64),
-                    self.P.overflow_marks(pool, fs.layout),
-                    (~pool.active).to(torch.float64),
-                    self.log[:, a:z].reshape(-1),
-                ]
-            )
-            .cpu()
-            .numpy()
+        head = torch.cat(
+            [
+                (pool.it - self.first_it).to(torch.float64),
+                self.P.overflow_marks(pool, fs.layout),
+                (~pool.active).to(torch.float64),
+                self.log[:, a:z].reshape(-1),
+            ]
         )
+        head = head.cpu().numpy()
         done, rows, slots, stopped = int(head[0]), bool(head[1]), bool(head[2]), bool(head[3])
         if rows or slots:
             layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)
