@@ -262,18 +262,17 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
             fs.stored, fs.windows = stored
     elif saved.get("stored", False):
         fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
-    steps = fs.device
-    if steps is None:
-        nx = get_backend(items)
+    nx = get_backend(items)
 
-        def step(i):
-            if fs.stored is not None:
-                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
-            else:
-                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
-            return res.objective, res.objective_after
+    def step(i):
+        """One host iteration (the host-planned step, or the stored kernel's)."""
+        if fs.stored is not None:
+            res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+        else:
+            res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+        return res.objective, res.objective_after
 
-        steps = step
+    steps = step if fs.device is None else fs.device
     return Loop(steps, fs, max_iter=plan.shape[0], tol=cfg.tol, describe=fs.describe, items=items)
 
 
@@ -362,10 +361,8 @@ class DeviceSteps:
     def set_layout(self, layout, windows):
         """Pack ``windows`` into a pool of ``layout`` (its kernel chunks from the budget)."""
         P = self.P
-        layout = replace(
-            layout, cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes)
-        )
-        self.fs.layout = layout
+        cols = P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes)
+        self.fs.layout = layout = replace(layout, cols=cols)
         self.fs.pool = P.pack(windows, layout)
         self.consts = P.make_constants(layout, self.cfg, self.fs.pool.rows)
         self.graph = None

@@ -402,17 +402,15 @@ _HOST_TERMS = {
     "K_BB": "kernel blocks",
     "kernel operands": "kernel operand copies",
 }
-_WEIGHTS = "pool weights and slots of the rows"
 _WINDOWS = "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)"
-#: The device pool's persistent terms (:func:`pool_buffers`); the fit holds a copy
-#: of the whole pool besides (a replay after a capacity overflow starts from it).
+#: The device pool's persistent terms (:func:`pool_buffers`; ``it`` and ``active`` in
+#: none); the fit holds a copy of the whole pool besides (a replay after a capacity
+#: overflow starts from it).
 _POOL_TERMS = {
     "rows": "support pool (M + 1 + b rows)",
-    "block": _WEIGHTS,
-    "coef": _WEIGHTS,
+    **dict.fromkeys(("block", "coef"), "pool weights and slots of the rows"),
     **dict.fromkeys(("lam", "newer", "stamp", "gram", "norms", "counts"), _WINDOWS),
-    "it": None,
-    "active": None,
+    **dict.fromkeys(("it", "active"), None),
 }
 _POOL_COPY = "copy of the pool (replay after an overflow)"
 _POOL_LOG = "batch plan and log on the device"
@@ -531,7 +529,7 @@ def _pool_terms(r, copies):
     # copy of the rows for their norms.
     operands = (n_rows, r.n_features) if copies else (0,)
     cuda = r.where.startswith("cuda")
-    dense = 0
+    dense = DENSE_SLOT_SUMS_MAX if cuda else 0
     if cuda:
         # On CUDA a large rbf block in one chunk folds the row norms into its
         # operands (_torch_tiles.rbf_tail): it copies the rows and the batch, 4-aligned
@@ -541,7 +539,6 @@ def _pool_terms(r, copies):
 
         if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
             operands = (n_rows + b, -(-(r.n_features + 2) // 4) * 4 + 1)
-        dense = DENSE_SLOT_SUMS_MAX
     pool = pool_buffers(k, L, M, b)
     t = term_bytes(pool, _POOL_TERMS, r.row_bytes)
     t.update(term_bytes(pool, dict.fromkeys(pool, _POOL_COPY), r.row_bytes))
