@@ -54,6 +54,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..backends._threads import parallel_matmul
+from ..kernels import kernel_block
 from ..kernels._graph import LowRankKernel
 
 
@@ -113,6 +114,10 @@ class MatrixOperator:
         if type(self.K) in (np.ndarray, np.memmap):  # row parts on the policy's threads
             return nx.astype(parallel_matmul(self.K, nx.astype(A, self.K.dtype)), np.float64)
         return nx.astype(self.K @ nx.astype(A, self.K.dtype), np.float64)
+
+    def columns(self, idx):
+        """K[:, idx], shape (n, len(idx)), float64 (host index kernels)."""
+        return np.asarray(kernel_block(self.K, np.arange(self.n), idx), dtype=np.float64)
 
 
 class BlockOperator:
