@@ -321,10 +321,9 @@ def capture_stream(device):
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     key = (threading.get_ident(), device)
-    stream = _CAPTURE_STREAMS.get(key)
-    if stream is None:
-        stream = _CAPTURE_STREAMS[key] = torch.cuda.Stream(device)
-    return stream
+    if key not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[key] = torch.cuda.Stream(device)
+    return _CAPTURE_STREAMS[key]
 
 
 class DeviceSteps:
@@ -423,12 +422,8 @@ class DeviceSteps:
             return None
 
     def _run_block(self, start, stop):
-        if (
-            CUDA_GRAPHS
-            and self.items.device.type == "cuda"
-            and self.graph_error is None
-            and not self.cfg.kernel.is_callable
-        ):
+        cuda = self.items.device.type == "cuda"
+        if CUDA_GRAPHS and cuda and self.graph_error is None and not self.cfg.kernel.is_callable:
             if self.graph is None and stop - start > 1:
                 self._eager(start)  # warm-up: the allocator and the kernels' first call
                 start += 1

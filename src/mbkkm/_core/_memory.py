@@ -78,8 +78,7 @@ def chunk_rows(working_memory, row_floats, itemsize):
     (kernel row against the support, distances, ...). ``working_memory=None`` uses
     scikit-learn's global ``working_memory`` setting (default 1024 MiB).
     """
-    budget = working_memory_bytes(working_memory)
-    return max(1, int(budget // max(1, 2 * row_floats * itemsize)))
+    return max(1, int(working_memory_bytes(working_memory) // max(1, 2 * row_floats * itemsize)))
 
 
 def label_chunk_rows(working_memory, n_support, n_clusters, itemsize):

@@ -572,10 +572,9 @@ def step_windows(state, Xb, cfg, batch_weight=None):
     for f in fields(WindowState):
         if f.name != "workspace":
             setattr(state, f.name, getattr(new, f.name))
-    k = layout.k
     return StepResult(
-        labels=host[3 + k :].astype(np.intp),
+        labels=host[3 + layout.k :].astype(np.intp),
         objective=float(objective / total),
         objective_after=float(after / total) if cfg.objective_after else None,
-        alpha=host[3 : 3 + k].copy(),
+        alpha=host[3 : 3 + layout.k].copy(),
     )
