@@ -609,13 +609,10 @@ def plan_untruncated(*, n, row_bytes, n_clusters, batch_size, chunk_rows, comput
         "batch rows": b * row_bytes,
         "support view at the end": (n + k) * (row_bytes + 8 * 3),
     }
-    peaks = {"fit": sum(v for name, v in t.items() if name != "support view at the end")}
+    fit = sum(v for name, v in t.items() if name != "support view at the end")
     t["distances of the points (n, k)"] = n * k * 8 * 2
-    peaks["labelling"] = (
-        t["table T and coefficients A (n, k)"]
-        + t["support view at the end"]
-        + t["distances of the points (n, k)"]
-    )
+    labelling = t["table T and coefficients A (n, k)"] + t["support view at the end"]
+    peaks = {"fit": fit, "labelling": labelling + t["distances of the points (n, k)"]}
     return MemoryPlan(
         where="host",
         terms={k_: int(v) for k_, v in t.items()},
