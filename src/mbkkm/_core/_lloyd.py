@@ -125,11 +125,8 @@ class BlockOperator:
     on the backend of X."""
 
     def __init__(self, kernel, X, block_rows):
-        self.kernel = kernel
-        self.X = X
-        self.n = X.shape[0]
-        self.block_rows = block_rows
-        self.nx = get_backend(X)
+        self.kernel, self.X, self.block_rows = kernel, X, block_rows
+        self.n, self.nx = X.shape[0], get_backend(X)
 
     def product(self, A):
         n, br, nx = self.n, self.block_rows, self.nx
@@ -297,13 +294,9 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
             print(f"Iteration {it + 1}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")
         if labels_old is not None:
             decrease = obj_old - obj
-            converged = (
-                "strict convergence"
-                if changed == 0
-                else f"objective decrease {decrease:.3g} < tol * objective"
-                if 0 <= decrease < tol * obj_old
-                else None
-            )
+            converged = "strict convergence" if changed == 0 else None
+            if changed != 0 and 0 <= decrease < tol * obj_old:
+                converged = f"objective decrease {decrease:.3g} < tol * objective"
             if converged:
                 if verbose:
                     print(f"Converged at iteration {it + 1}: {converged}.")

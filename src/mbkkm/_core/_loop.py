@@ -222,6 +222,10 @@ class FitState(Progress):
             return int(self.windows.support.shape[0])
         return int((self.pool.block[: self.layout.M] != self.layout.free).sum())
 
+    def describe(self):
+        """A few words on the centers, for progress lines."""
+        return f"{self.support_size()} support points"
+
 
 def function_loop(step, max_iter, tol):
     """The :class:`Loop` of a host step function ``step(i) -> (f_B(C_i), f_B(C_{i+1})
@@ -258,26 +262,18 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
             fs.stored, fs.windows = stored
     elif saved.get("stored", False):
         fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
-    steps = fs.device
-    if steps is None:
-        nx = get_backend(items)
+    nx = get_backend(items)
 
-        def step(i):
-            if fs.stored is not None:
-                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
-            else:
-                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
-            return res.objective, res.objective_after
+    def step(i):
+        """One host iteration (the host-planned step, or the stored kernel's)."""
+        if fs.stored is not None:
+            res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+        else:
+            res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+        return res.objective, res.objective_after
 
-        steps = step
-    return Loop(
-        steps,
-        fs,
-        max_iter=plan.shape[0],
-        tol=cfg.tol,
-        describe=lambda: f"{fs.support_size()} support points",
-        items=items,
-    )
+    steps = step if fs.device is None else fs.device
+    return Loop(steps, fs, max_iter=plan.shape[0], tol=cfg.tol, describe=fs.describe, items=items)
 
 
 def snapshot(fs):
@@ -325,10 +321,9 @@ def capture_stream(device):
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     key = (threading.get_ident(), device)
-    stream = _CAPTURE_STREAMS.get(key)
-    if stream is None:
-        stream = _CAPTURE_STREAMS[key] = torch.cuda.Stream(device)
-    return stream
+    if key not in _CAPTURE_STREAMS:
+        _CAPTURE_STREAMS[key] = torch.cuda.Stream(device)
+    return _CAPTURE_STREAMS[key]
 
 
 class DeviceSteps:
@@ -342,12 +337,10 @@ class DeviceSteps:
 
         self.torch, self.P = torch, _pool
         self.fs, self.items, self.cfg = fs, items, cfg
-        windows = fs.windows
+        windows, dev = fs.windows, items.device
         self.first_it = windows.n_steps if saved is None else saved["first_it"]
-        self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(items.device)
-        self.log = torch.zeros(
-            (2, self.first_it + fs.max_iter), dtype=torch.float64, device=items.device
-        )
+        self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(dev)
+        self.log = torch.zeros((2, self.first_it + fs.max_iter), dtype=torch.float64, device=dev)
         # Views made once: the plan's rows, the log's two lines (not one view a call).
         self.plan_rows = self.plan.unbind(0)
         self.log_before, self.log_after = self.log.unbind(0)
@@ -358,10 +351,7 @@ class DeviceSteps:
         else:  # a snapshot: its buffers as they were, so the iterations go on unchanged
             fs.layout = _pool.Layout(*saved["layout"])
             fs.pool = _pool.Pool(
-                *(
-                    torch.tensor(saved["pool"][name], device=items.device)
-                    for name in _pool.Pool._fields
-                )
+                *(torch.tensor(saved["pool"][f], device=dev) for f in _pool.Pool._fields)
             )
             self.consts = _pool.make_constants(fs.layout, cfg, fs.pool.rows)
         fs.windows = None
@@ -370,10 +360,8 @@ class DeviceSteps:
     def set_layout(self, layout, windows):
         """Pack ``windows`` into a pool of ``layout`` (its kernel chunks from the budget)."""
         P = self.P
-        layout = replace(
-            layout, cols=P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes)
-        )
-        self.fs.layout = layout
+        cols = P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes)
+        self.fs.layout = layout = replace(layout, cols=cols)
         self.fs.pool = P.pack(windows, layout)
         self.consts = P.make_constants(layout, self.cfg, self.fs.pool.rows)
         self.graph = None
@@ -402,10 +390,7 @@ class DeviceSteps:
         """One iteration on the static pool, the batch chosen by the device counter."""
         static = self.static
         idx = self.plan.index_select(0, static.it - self.first_it).view(-1)
-        new, _ = self.iteration(static, idx)
-        for dst, src in zip(static, new):
-            if dst is not src:
-                dst.copy_(src)
+        static.copy_(self.iteration(static, idx)[0])
 
     def _capture(self):
         """Capture one iteration as a CUDA graph (after warm-up iterations done by the
@@ -437,12 +422,8 @@ class DeviceSteps:
             return None
 
     def _run_block(self, start, stop):
-        if (
-            CUDA_GRAPHS
-            and self.items.device.type == "cuda"
-            and self.graph_error is None
-            and not self.cfg.kernel.is_callable
-        ):
+        cuda = self.items.device.type == "cuda"
+        if CUDA_GRAPHS and cuda and self.graph_error is None and not self.cfg.kernel.is_callable:
             if self.graph is None and stop - start > 1:
                 self._eager(start)  # warm-up: the allocator and the kernels' first call
                 start += 1
@@ -471,18 +452,15 @@ class DeviceSteps:
         self._run_block(start, stop)
         # One device-to-host copy: iterations done, overflow marks, stop flag, the log.
         pool, a, z = fs.pool, self.first_it + start, self.first_it + stop
-        head = (
-            torch.cat(
-                [
-                    (pool.it - self.first_it).to(torch.float64),
-                    self.P.overflow_marks(pool, fs.layout),
-                    (~pool.active).to(torch.float64),
-                    self.log[:, a:z].reshape(-1),
-                ]
-            )
-            .cpu()
-            .numpy()
+        head = torch.cat(
+            [
+                (pool.it - self.first_it).to(torch.float64),
+                self.P.overflow_marks(pool, fs.layout),
+                (~pool.active).to(torch.float64),
+                self.log[:, a:z].reshape(-1),
+            ]
         )
+        head = head.cpu().numpy()
         done, rows, slots, stopped = int(head[0]), bool(head[1]), bool(head[2]), bool(head[3])
         if rows or slots:
             layout = self.P.grow(fs.layout, rows=rows, slots=slots, tau=self.cfg.tau)

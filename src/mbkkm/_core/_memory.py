@@ -78,8 +78,7 @@ def chunk_rows(working_memory, row_floats, itemsize):
     (kernel row against the support, distances, ...). ``working_memory=None`` uses
     scikit-learn's global ``working_memory`` setting (default 1024 MiB).
     """
-    budget = working_memory_bytes(working_memory)
-    return max(1, int(budget // max(1, 2 * row_floats * itemsize)))
+    return max(1, int(working_memory_bytes(working_memory) // max(1, 2 * row_floats * itemsize)))
 
 
 def label_chunk_rows(working_memory, n_support, n_clusters, itemsize):
@@ -137,36 +136,28 @@ class MemoryPlan:
         if available is None or peak <= available:
             return
         big = sorted(self.terms.items(), key=lambda t: -t[1])[:3]
+        lower = self.hints.get(phase, "the batch size")
+        if phase == "fit":
+            lower += ", or set working_memory lower (kernel blocks are then computed in chunks)"
         raise MemoryPlanError(
             f"{what} needs about {gib(peak)} on {self.where} at its {phase} peak, "
             f"but {gib(available)} is available there. Largest parts: "
             + ", ".join(f"{name} {gib(b)}" for name, b in big)
-            + f". Lower {self.hints.get(phase, 'the batch size')}"
-            + (
-                ", or set working_memory lower (kernel blocks are then computed in chunks)"
-                if phase == "fit"
-                else ""
-            )
-            + "."
+            + f". Lower {lower}."
         )
 
     def report(self):
         """The plan as text: one line per term, the peaks, and what was measured."""
-        lines = [
-            f"Memory plan on {self.where} ("
-            + ", ".join(f"{k}={v}" for k, v in self.shapes.items())
-            + "):"
-        ]
+        shapes = ", ".join(f"{k}={v}" for k, v in self.shapes.items())
+        lines = [f"Memory plan on {self.where} ({shapes}):"]
         width = max(len(n) for n in self.terms) if self.terms else 0
         for name, b in self.terms.items():
             lines.append(f"  {name:<{width}}  {b / _MIB:12.1f} MiB")
         for phase, b in self.peaks.items():
             got = self.measured.get(phase)
-            extra = (
-                f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
-                if got is not None and b
-                else ""
-            )
+            extra = ""
+            if got is not None and b:
+                extra = f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
             lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB{extra}")
         return "\n".join(lines)
 
@@ -410,17 +401,15 @@ _HOST_TERMS = {
     "K_BB": "kernel blocks",
     "kernel operands": "kernel operand copies",
 }
-_WEIGHTS = "pool weights and slots of the rows"
 _WINDOWS = "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)"
-#: The device pool's persistent terms (:func:`pool_buffers`); the fit holds a copy
-#: of the whole pool besides (a replay after a capacity overflow starts from it).
+#: The device pool's persistent terms (:func:`pool_buffers`; ``it`` and ``active`` in
+#: none); the fit holds a copy of the whole pool besides (a replay after a capacity
+#: overflow starts from it).
 _POOL_TERMS = {
     "rows": "support pool (M + 1 + b rows)",
-    "block": _WEIGHTS,
-    "coef": _WEIGHTS,
+    **dict.fromkeys(("block", "coef"), "pool weights and slots of the rows"),
     **dict.fromkeys(("lam", "newer", "stamp", "gram", "norms", "counts"), _WINDOWS),
-    "it": None,
-    "active": None,
+    **dict.fromkeys(("it", "active"), None),
 }
 _POOL_COPY = "copy of the pool (replay after an overflow)"
 _POOL_LOG = "batch plan and log on the device"
@@ -474,7 +463,7 @@ def plan_minibatch(request):
     }
     held = t["batch plan"] + t["data copied to the device"]  # from the setup to the end
     if r.device_resident:
-        step, state, iteration, shapes = _pool_terms(r, copies)
+        step, state, iteration, cols, shapes = _pool_terms(r, copies)
     else:
         # The host step's terms, the bytes of its state and of one iteration besides
         L = int(np.ceil(blocks_per_window)) + 1
@@ -487,7 +476,7 @@ def plan_minibatch(request):
         products = step["block sums Q, P, QB"] + step["pair indices"] + step["new support"]
         iteration = step["batch rows"] + step["kernel blocks"] + step["half-batch rows"]
         iteration += max(step["kernel operand copies"], products)
-        shapes = {"chunk_columns": cols}
+        shapes = {}
         # Small n on dense rows: the kernel matrix of the rows and of initial centers
         # outside them (at most k), the blocks' rows and the centers' rows over it
         # (:mod:`mbkkm._core._stored`); they live until the loop ends.
@@ -522,14 +511,7 @@ def plan_minibatch(request):
         terms={name: int(v) for name, v in t.items() if v},
         peaks={"fit": int(max(setup, iteration)), "labelling": int(labelling)},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
-        shapes={
-            "m": m,
-            "blocks": nb,
-            "chunk_columns": shapes.pop("chunk_columns"),
-            "tile_rows": rows,
-            "threads": threads,
-            **shapes,
-        },
+        shapes=dict(m=m, blocks=nb, chunk_columns=cols, tile_rows=rows, threads=threads, **shapes),
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
 
@@ -546,7 +528,7 @@ def _pool_terms(r, copies):
     # copy of the rows for their norms.
     operands = (n_rows, r.n_features) if copies else (0,)
     cuda = r.where.startswith("cuda")
-    dense = 0
+    dense = DENSE_SLOT_SUMS_MAX if cuda else 0
     if cuda:
         # On CUDA a large rbf block in one chunk folds the row norms into its
         # operands (_torch_tiles.rbf_tail): it copies the rows and the batch, 4-aligned
@@ -556,7 +538,6 @@ def _pool_terms(r, copies):
 
         if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
             operands = (n_rows + b, -(-(r.n_features + 2) // 4) * 4 + 1)
-        dense = DENSE_SLOT_SUMS_MAX
     pool = pool_buffers(k, L, M, b)
     t = term_bytes(pool, _POOL_TERMS, r.row_bytes)
     t.update(term_bytes(pool, dict.fromkeys(pool, _POOL_COPY), r.row_bytes))
@@ -571,16 +552,13 @@ def _pool_terms(r, copies):
         "kernel operands": "kernel operand temporaries",
     }
     t.update(term_bytes(step, terms, r.row_bytes, r.itemsize))
-    iteration = (
-        t["batch rows"]
-        + t["kernel block K(rows, X_B)"]
-        + max(t["kernel operand temporaries"], t[_PRODUCTS])
-    )
+    iteration = t["batch rows"] + t["kernel block K(rows, X_B)"]
+    iteration += max(t["kernel operand temporaries"], t[_PRODUCTS])
     if cuda:
         t[_CUDA_GRAPH] = iteration + t[_POOL_COPY]
         t[_CUBLAS] = 2 * CUBLAS_WORKSPACE_BYTES
         iteration += t[_CUDA_GRAPH] + t[_CUBLAS]
-    return t, state, iteration, {"chunk_columns": cols, "pool_rows": M, "slots": L}
+    return t, state, iteration, cols, {"pool_rows": M, "slots": L}
 
 
 # ------------------------------------------------------------------ availability
@@ -631,13 +609,10 @@ def plan_untruncated(*, n, row_bytes, n_clusters, batch_size, chunk_rows, comput
         "batch rows": b * row_bytes,
         "support view at the end": (n + k) * (row_bytes + 8 * 3),
     }
-    peaks = {"fit": sum(v for name, v in t.items() if name != "support view at the end")}
+    fit = sum(v for name, v in t.items() if name != "support view at the end")
     t["distances of the points (n, k)"] = n * k * 8 * 2
-    peaks["labelling"] = (
-        t["table T and coefficients A (n, k)"]
-        + t["support view at the end"]
-        + t["distances of the points (n, k)"]
-    )
+    labelling = t["table T and coefficients A (n, k)"] + t["support view at the end"]
+    peaks = {"fit": fit, "labelling": labelling + t["distances of the points (n, k)"]}
     return MemoryPlan(
         where="host",
         terms={k_: int(v) for k_, v in t.items()},
@@ -725,18 +700,12 @@ def plan_explicit(request):
         "labels and minima out": n * 16,
     }
     state = t["centers and counts"] + t["batch plan"]
-    peaks = {
-        "fit": state
-        + max(t["k-means++ subsample and candidates"], t["batch rows and their distances"]),
-        "labelling": state
-        + t["labelling chunk (distances, norms)"]
-        + t["distances of the points (n, k)"]
-        + t["labels and minima out"],
-    }
+    fit = max(t["k-means++ subsample and candidates"], t["batch rows and their distances"])
+    labelling = t["labelling chunk (distances, norms)"] + t["distances of the points (n, k)"]
     return MemoryPlan(
         where="host",
         terms=t,
-        peaks=peaks,
+        peaks={"fit": state + fit, "labelling": state + labelling + t["labels and minima out"]},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
         shapes={"n": n, "k": k, "chunk_rows": rows},
         hints={"fit": "batch_size", "labelling": "n_clusters"},

@@ -140,9 +140,10 @@ class Pool(NamedTuple):
         return Pool(*(t.clone() for t in self))
 
     def copy_(self, other):
-        """Overwrite every tensor with ``other``'s (same shapes), in place."""
+        """Overwrite every tensor with ``other``'s (same shapes) where it is another, in place."""
         for mine, theirs in zip(self, other):
-            mine.copy_(theirs)
+            if mine is not theirs:
+                mine.copy_(theirs)
         return self
 
 
@@ -161,19 +162,15 @@ def _kernel_functions(kernel):
 
     if kernel.is_callable:
         user = (kernel._user_func, kernel.params)
-        tile = partial(_torch_tiles.call_user, *user, check_finite=False)
-        diag = partial(_torch_tiles.call_user_diag, *user, check_finite=False)
-        return dict(tile=tile, tile_tail=tile, diag=diag, diag_is_one=False)
-    impl = KERNELS[kernel.name].implementation("torch")
-    params = dict(kernel.params)
-    tile = partial(impl.tile, **params)
-    tail = partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile
-    return dict(
-        tile=tile,
-        tile_tail=tail,
-        diag=partial(impl.diag, **params),
-        diag_is_one=impl.diag is _torch_tiles.diag_ones,
-    )
+        tile = tail = partial(_torch_tiles.call_user, *user, check_finite=False)
+        diag, ones = partial(_torch_tiles.call_user_diag, *user, check_finite=False), False
+    else:
+        impl = KERNELS[kernel.name].implementation("torch")
+        params = dict(kernel.params)
+        tile = partial(impl.tile, **params)
+        tail = partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile
+        diag, ones = partial(impl.diag, **params), impl.diag is _torch_tiles.diag_ones
+    return dict(tile=tile, tile_tail=tail, diag=diag, diag_is_one=ones)
 
 
 class Constants(NamedTuple):
@@ -417,8 +414,8 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
 
 def tile_columns_for(layout, rows, max_tile_bytes):
     """Batch columns per kernel chunk so that K(rows, X_chunk) fits ``max_tile_bytes``."""
-    itemsize = rows.element_size() if hasattr(rows, "element_size") else 8
-    return tile_columns(layout.M + 1, layout.b, itemsize, max_tile_bytes)  # (M + 1 + b) rows
+    # (M + 1 + b) rows: the pool's M + 1 besides the batch's b
+    return tile_columns(layout.M + 1, layout.b, rows.element_size(), max_tile_bytes)
 
 
 # ------------------------------------------------------------------ capacities
@@ -575,10 +572,9 @@ def step_windows(state, Xb, cfg, batch_weight=None):
     for f in fields(WindowState):
         if f.name != "workspace":
             setattr(state, f.name, getattr(new, f.name))
-    k = layout.k
     return StepResult(
-        labels=host[3 + k :].astype(np.intp),
+        labels=host[3 + layout.k :].astype(np.intp),
         objective=float(objective / total),
         objective_after=float(after / total) if cfg.objective_after else None,
-        alpha=host[3 : 3 + k].copy(),
+        alpha=host[3 : 3 + layout.k].copy(),
     )

@@ -160,9 +160,8 @@ def center_rows(state, R):
     order, ptr = group_by(state.block_cluster, k)  # one sparse row per center
     PA = get_backend(R).csr_matmul(ptr, order, state.lam[order], R)
     labels = state.labels
-    norms = np.bincount(labels, weights=state.coef * PA[labels, state.support], minlength=k).astype(
-        np.float64
-    )
+    weights = state.coef * PA[labels, state.support]
+    norms = np.bincount(labels, weights=weights, minlength=k).astype(np.float64)
     return PA, norms
 
 
