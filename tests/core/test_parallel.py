@@ -7,7 +7,8 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from mbkkm._core import LEARNING_RATES, StepConfig, assign, init_state, minibatch_step
-from mbkkm._core._windows import assign_parallel, label_tiles
+from mbkkm._core._state import label_tiles
+from mbkkm._core._windows import assign_parallel
 from mbkkm.backends._threads import effective_n_threads
 from mbkkm.kernels import resolve_kernel
 

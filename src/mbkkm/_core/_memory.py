@@ -41,9 +41,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn import get_config
 
-from ._state import WORKSPACE_HEADROOM, tile_columns
+from ._state import WORKSPACE_HEADROOM, label_tiles, tile_columns
 from ._stored import STORED_KERNEL_BYTES
-from ._windows import label_tiles
 
 _GIB = 2.0**30
 _MIB = 2.0**20
@@ -344,7 +343,7 @@ class MiniBatchPlanRequest:
         ``label_rows="auto"``.
     tiled_labels : bool
         Whether the labelling pass cuts its rows in cache tiles (a named kernel on
-        float rows on the host; :func:`mbkkm._core._windows.label_tiles`).
+        float rows on the host; :func:`mbkkm._core._state.label_tiles`).
     compute_labels : bool
         Whether the fit labels the n points at the end.
     where : str

@@ -80,7 +80,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..backends._numpy import is_sparse, row_range
-from ..backends._threads import effective_n_threads, parallel_parts
+from ..backends._threads import parallel_parts
 from ._rates import batch_rates
 from ._state import (
     WORKSPACE_HEADROOM,
@@ -88,6 +88,7 @@ from ._state import (
     block_slots,
     concat_ranges,
     group_by,
+    label_tiles,
     rank_in_groups,
     tile_columns,
 )
@@ -615,37 +616,6 @@ def assign(
 
 # ------------------------------------------------------------------ on every thread
 
-MIN_ROWS_PER_THREAD = 4096
-_TILE_BYTES = 2 * 1024 * 1024  # one kernel tile: fewer Python calls per row, still in L2/L3
-# Sparse rows: the tile is a sparse-times-sparse product (scipy's, with a sparse result
-# as large as the tile before it is written out dense), whose cost per tile row does
-# not depend on the tile size (measured on TF-IDF rows, 200k x 50k at density 0.001,
-# m = 2300 support rows: 81, 75 and 79 us per row at 256, 1024 and 4096 rows); larger
-# tiles only amortise the per-tile work on the support (cosine rescales its rows).
-# Each thread holds the tile and the sparse product (12 bytes per entry in float32):
-# 4 MiB tiles keep the pass within about 15 MB per thread.
-_SPARSE_TILE_BYTES = 4 * 1024 * 1024
-
-
-def label_tiles(n, m, itemsize, chunk_rows, n_threads=None, tiled=True, sparse=False):
-    """(rows per tile, threads) of the host labelling pass of n points against m
-    support points: :func:`assign_parallel`'s sizing, which the memory plan reads.
-
-    At most one thread per ``MIN_ROWS_PER_THREAD`` points (``n_threads`` None: the
-    threading policy's count), which share the ``chunk_rows`` budget. ``tiled``:
-    tiles of about 2 MiB (4 MiB for scipy sparse rows, ``sparse``, see
-    ``_SPARSE_TILE_BYTES``), so that the tile, its products and its distances stay
-    in cache and the pass costs the GEMM plus the kernel's elementwise map, not more
-    memory passes; the budget caps them (a budget smaller than one tile).
-    """
-    n_threads = effective_n_threads() if n_threads is None else n_threads
-    n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
-    rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
-    if tiled:
-        tile = max(16, (_SPARSE_TILE_BYTES if sparse else _TILE_BYTES) // max(1, m * itemsize))
-        rows = max(1, min(tile, rows))
-    return rows, n_threads
-
 
 def assign_parallel(
     X, state, kernel, *, chunk_rows, n_threads=None, return_distances=False, progress=None
@@ -660,7 +630,8 @@ def assign_parallel(
     chunk_rows : int
         Rows per chunk for the whole pass (each thread gets ``chunk_rows // n_threads``,
         so the memory budget is shared, not multiplied). Named kernels on float data
-        use cache-sized tiles (:func:`label_tiles`), far smaller than any budget.
+        use cache-sized tiles (:func:`~mbkkm._core._state.label_tiles`), far smaller
+        than any budget.
     n_threads : int, optional
         Default: the threading policy's count
         (:func:`~mbkkm.backends._threads.effective_n_threads`).
