@@ -117,19 +117,6 @@ class IndefiniteKernelWarning(UserWarning):
     """
 
 
-def warn_indefinite_kernel(n_negative, estimator):
-    """Warn (IndefiniteKernelWarning) when a fit met negative squared distances."""
-    if n_negative > 0:
-        warn(
-            f"{type(estimator).__name__}: the kernel is not positive semi-definite: "
-            f"{n_negative} squared feature-space distances of one iteration were "
-            f"negative. Lloyd's iterations are not monotone on such a kernel (the "
-            f"objective can rise); a rise does not stop the run, which ends where the "
-            f"labels stop changing or at max_iter (n_iter_={estimator.n_iter_}).",
-            IndefiniteKernelWarning,
-        )
-
-
 def n_init_for(init, n_init, estimator):
     """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the same
     centers would start every run)."""
@@ -178,19 +165,6 @@ def all_or_nothing(estimator):
         raise
 
 
-def check_sizes_and_init(estimator, rows, kernel):
-    """``n_clusters`` and ``init_size`` against the input; ``(n_samples, init)``, the
-    init array checked (``rows``: the input's adapter, which checks it; ``kernel``: the
-    kernel's name in its messages)."""
-    n, k, init_size = int(rows.data.shape[0]), estimator.n_clusters, estimator.init_size
-    if n < k:
-        raise ValueError(f"n_samples={n} should be >= n_clusters={k}: fewer samples than clusters")
-    if init_size is not None and init_size < k:
-        raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
-    init = estimator.init
-    return n, init if isinstance(init, str) else rows.check_init(init, k, kernel)
-
-
 def validated(estimator, X, reset=False, accept_sparse="csr"):
     """X checked by scikit-learn's ``validate_data`` as the estimators check it (float64
     or float32, C order, at least one row; CSR, or no sparse X), its errors short."""
@@ -229,6 +203,21 @@ class ClusterEstimator(
     def _validate_params(self):
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
+
+    def _check_sizes_and_init(self, rows, kernel):
+        """``n_clusters`` and ``init_size`` against the input, and ``init`` checked
+        (``_init``; ``rows``: the input's adapter, which checks an init array;
+        ``kernel``: the kernel's name in its messages); returns n_samples."""
+        n, k, init_size = int(rows.data.shape[0]), self.n_clusters, self.init_size
+        if n < k:
+            raise ValueError(
+                f"n_samples={n} should be >= n_clusters={k}: fewer samples than clusters"
+            )
+        if init_size is not None and init_size < k:
+            raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
+        init = self.init
+        self._init = init if isinstance(init, str) else rows.check_init(init, k, kernel)
+        return n
 
 
 class BaseKernelKMeans(ClusterEstimator):
@@ -461,9 +450,9 @@ class MiniBatchMixin:
     """
 
     def _check_sizes_and_init(self, rows, kernel):
-        """Batch and init sizes (``_batch_size``, ``_init_size``) and ``init``
-        (``_init``) against the input (:func:`check_sizes_and_init`)."""
-        n, self._init = check_sizes_and_init(self, rows, kernel)
+        """Batch and init sizes (``_batch_size``, ``_init_size``), after the checks of
+        every estimator."""
+        n = super()._check_sizes_and_init(rows, kernel)
         self._batch_size = min(self.batch_size, n)
         init_size = self.init_size
         if init_size is None:
