@@ -57,7 +57,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .._core import assign
+from .._core import assign, kernel_kmeans_plusplus, random_init
+from .._core._init import draw_init_subsample
 from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._memory import label_chunk_rows, out_of_memory_error
 from .._core._windows import assign_parallel
@@ -204,10 +205,14 @@ class ClusterEstimator(
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
 
-    def _check_sizes_and_init(self, rows, kernel):
+    def _check_sizes_and_init(self, rows, kernel, batch_size=None):
         """``n_clusters`` and ``init_size`` against the input, and ``init`` checked
         (``_init``; ``rows``: the input's adapter, which checks an init array;
-        ``kernel``: the kernel's name in its messages); returns n_samples."""
+        ``kernel``: the kernel's name in its messages).
+
+        ``batch_size``: a mini-batch estimator's, whose batch and init sizes are then
+        set too (``_batch_size``, ``_init_size``), capped at n_samples.
+        """
         n, k, init_size = int(rows.data.shape[0]), self.n_clusters, self.init_size
         if n < k:
             raise ValueError(
@@ -217,7 +222,13 @@ class ClusterEstimator(
             raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
         init = self.init
         self._init = init if isinstance(init, str) else rows.check_init(init, k, kernel)
-        return n
+        if batch_size is not None:
+            self._batch_size = min(batch_size, n)
+            if init_size is None:
+                init_size = 3 * self._batch_size
+                if init_size < k:
+                    init_size = 3 * k
+            self._init_size = min(init_size, n)
 
 
 class BaseKernelKMeans(ClusterEstimator):
@@ -445,21 +456,31 @@ class MiniBatchMixin:
     """Shared steps of :class:`MiniBatchKernelKMeans` and :class:`MiniBatchKMeans`.
 
     A subclass provides ``_initial_centers(X, sample_weight, rng)`` (one
-    initialisation, in the form ``fit`` iterates on) and
+    initialisation, in the form ``fit`` iterates on; a named init's points from
+    ``_init_points``) and
     ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample).
     """
 
-    def _check_sizes_and_init(self, rows, kernel):
-        """Batch and init sizes (``_batch_size``, ``_init_size``), after the checks of
-        every estimator."""
-        n = super()._check_sizes_and_init(rows, kernel)
-        self._batch_size = min(self.batch_size, n)
-        init_size = self.init_size
-        if init_size is None:
-            init_size = 3 * self._batch_size
-            if init_size < self.n_clusters:
-                init_size = 3 * self.n_clusters
-        self._init_size = min(init_size, n)
+    def _init_points(self, X, sample_weight, rng, init_idx, kernel):
+        """The k initial center points of a named ``init`` ("k-means++" with ``kernel``,
+        or "random"), rows of X drawn among its rows ``init_idx`` (None: an init
+        subsample of ``_init_size`` rows)."""
+        if init_idx is None:
+            init_idx = draw_init_subsample(
+                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
+            )
+        nx = get_backend(X)
+        dense = isinstance(X, np.ndarray)  # numpy rows: numpy's own gathers
+        Xi = X[init_idx] if dense else nx.take(X, nx.index(init_idx))
+        wi = None if sample_weight is None else sample_weight[init_idx]
+        if self._init == "k-means++":
+            # On the host, on a host copy of the (small) subsample (host rows, CSR
+            # included, as they are): the same draws on every backend.
+            Xh = Xi if nx.is_host else nx.to_numpy(Xi)
+            idx = kernel_kmeans_plusplus(Xh, kernel, self.n_clusters, rng, wi)
+        else:
+            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
+        return Xi[idx] if dense else nx.take(Xi, nx.index(idx))
 
     def _record_step(self, first, objective, X, sample_weight):
         """A ``partial_fit`` step (the first one when ``first``), and with

@@ -16,10 +16,7 @@ from .._core import (
     assign,
     draw_batch_plan,
     init_state,
-    kernel_kmeans_plusplus,
-    random_init,
 )
-from .._core._init import draw_init_subsample
 from .._core._loop import fit_loop, function_loop, step_for
 from .._core._memory import (
     MiniBatchPlanRequest,
@@ -398,25 +395,11 @@ torch.device, default=None
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """One initialisation: the windows of k initial center points (rows of X or the
         init array)."""
-        if not isinstance(self._init, str):
-            # CSR data: CSR support rows
-            return init_state(rows_of(X).centers(self._init), self.kernel_)
-        if init_idx is None:
-            init_idx = draw_init_subsample(
-                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
-            )
-        nx = get_backend(X)
-        dense = isinstance(X, np.ndarray)  # numpy rows: numpy's own gathers
-        Xi = X[init_idx] if dense else nx.take(X, nx.index(init_idx))
-        wi = None if sample_weight is None else sample_weight[init_idx]
-        if self._init == "k-means++":
-            # On the host, on a host copy of the (small) subsample (host rows, CSR
-            # included, as they are): the same draws on every backend.
-            Xh = Xi if nx.is_host else nx.to_numpy(Xi)
-            idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
+        if isinstance(self._init, str):
+            points = self._init_points(X, sample_weight, rng, init_idx, self.kernel_)
         else:
-            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return init_state(Xi[idx] if dense else nx.take(Xi, nx.index(idx)), self.kernel_)
+            points = rows_of(X).centers(self._init)  # CSR data: CSR support rows
+        return init_state(points, self.kernel_)
 
     def _init_inertia(self, Xv, wv, state):
         _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(Xv, state))
@@ -470,7 +453,7 @@ torch.device, default=None
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
-            self._check_sizes_and_init(data.rows, self.kernel)
+            self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = self._resolve(data, gamma_selection=selection)
@@ -589,7 +572,7 @@ torch.device, default=None
                     working_memory=self.working_memory,
                     accept_dask=False,
                 )
-                self._check_sizes_and_init(data.rows, self.kernel)
+                self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
                 problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)

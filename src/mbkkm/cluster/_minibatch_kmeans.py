@@ -40,10 +40,7 @@ from .._core import (
     _memory,
     batch_rates,
     draw_batch_plan,
-    kernel_kmeans_plusplus,
-    random_init,
 )
-from .._core._init import draw_init_subsample
 from .._core._loop import function_loop
 from .._core._memory import chunk_rows
 from .._core._state import StepResult  # the same record as the kernel step
@@ -289,19 +286,9 @@ default="k-means++"
         """(k, d) initial centers: rows of X, or the init array (a copy)."""
         if not isinstance(self._init, str):
             return self._init.copy()
-        if init_idx is None:
-            init_idx = draw_init_subsample(
-                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
-            )
-        Xi = X[init_idx]
-        wi = None if sample_weight is None else sample_weight[init_idx]
-        if self._init == "k-means++":
-            # the package's kernel k-means++ with the linear kernel: the random draws are
-            # those of MiniBatchKernelKMeans(kernel="linear")
-            idx = kernel_kmeans_plusplus(Xi, resolve_kernel("linear"), self.n_clusters, rng, wi)
-        else:
-            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return Xi[idx]
+        # the package's kernel k-means++ with the linear kernel: the random draws are
+        # those of MiniBatchKernelKMeans(kernel="linear")
+        return self._init_points(X, sample_weight, rng, init_idx, resolve_kernel("linear"))
 
     def _init_inertia(self, Xv, wv, centers):
         return self._labels_inertia(Xv, wv, centers)[1]
@@ -336,7 +323,7 @@ default="k-means++"
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
             sample_weight = check_sample_weight(sample_weight, X)
-            self._check_sizes_and_init(rows_of(X), "linear")  # init: points
+            self._check_sizes_and_init(rows_of(X), "linear", self.batch_size)  # init: points
             self.memory_plan_ = _memory.plan_explicit(
                 _memory.ExplicitPlanRequest(
                     n=X.shape[0],
@@ -403,7 +390,7 @@ default="k-means++"
             X = self._validate_X(X, reset=first)
             sample_weight = check_sample_weight(sample_weight, X)
             if first:
-                self._check_sizes_and_init(rows_of(X), "linear")  # init: points
+                self._check_sizes_and_init(rows_of(X), "linear", self.batch_size)  # init: points
                 self._random_state = check_random_state(self.random_state)
                 centers = self._initial_centers(
                     X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
