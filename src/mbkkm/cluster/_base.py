@@ -590,8 +590,6 @@ class PointKernel:
     """A kernel on points: rows in, rows of new points out."""
 
     name = "point"
-    #: Whether the core's items are point indices (the kernel is a stored matrix).
-    is_index = False
     #: Whether distances to new points need their K(x, x) passed in (``kernel_diag``).
     needs_kernel_diag = False
 
@@ -689,7 +687,6 @@ class PrecomputedKernel(PointKernel):
     """``kernel="precomputed"``: the kernel matrix in, point indices in the core."""
 
     name = "precomputed"
-    is_index = True
     needs_kernel_diag = True
 
     #: The adapter of a fit's X: the core works on point indices.
@@ -741,8 +738,26 @@ class PrecomputedKernel(PointKernel):
     def assign_new(
         self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag, progress=None
     ):
-        # X is K(X_new, X_fit); the support items index X_fit.
-        diag = self.kernel_diag(estimator, kernel_diag, X, method, needed=return_distances)
+        # X is K(X_new, X_fit); the support items index X_fit. K(x, x) of the new
+        # points, checked (zeros where the result does not need it: the argmin does
+        # not depend on it)
+        if kernel_diag is None:
+            if return_distances:
+                raise ValueError(
+                    f"{type(estimator).__name__}.{method} with kernel='precomputed' needs "
+                    "kernel_diag=K(x, x) of the new points, shape (n_new,): the distances "
+                    "depend on it, and K(X_new, X_fit) does not hold it (predict does not "
+                    "need it)"
+                )
+            diag = np.zeros(X.shape[0], dtype=X.dtype)
+        else:
+            diag = check_array(
+                kernel_diag, ensure_2d=False, dtype=X.dtype, input_name="kernel_diag"
+            )
+            if diag.shape != (X.shape[0],):
+                raise ValueError(
+                    f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), got {diag.shape}"
+                )
 
         def cross(support, K_rows):
             return to_dense(K_rows[:, support].T)  # (m, r); dense from a sparse K too
@@ -757,25 +772,6 @@ class PrecomputedKernel(PointKernel):
             return_distances=return_distances,
             progress=None if progress is None else progress.update,
         )
-
-    @staticmethod
-    def kernel_diag(estimator, kernel_diag, X, method, needed):
-        """K(x, x) of the new points, checked (zeros where the result does not need it)."""
-        if kernel_diag is None:
-            if needed:
-                raise ValueError(
-                    f"{type(estimator).__name__}.{method} with kernel='precomputed' needs "
-                    "kernel_diag=K(x, x) of the new points, shape (n_new,): the distances "
-                    "depend on it, and K(X_new, X_fit) does not hold it (predict does not "
-                    "need it)"
-                )
-            return np.zeros(X.shape[0], dtype=X.dtype)  # the argmin does not depend on it
-        diag = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype, input_name="kernel_diag")
-        if diag.shape != (X.shape[0],):
-            raise ValueError(
-                f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), got {diag.shape}"
-            )
-        return diag
 
     def fitted_distances(self, estimator, state, X):
         items = np.arange(estimator.kernel_.n_samples)

@@ -337,9 +337,7 @@ torch.device, default=None
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
         """
         nx, n, index = problem.nx, problem.n_samples, problem.is_index
-        itemsize = problem.itemsize
-        d = problem.n_features
-        row_bytes = 8 if index else d * itemsize
+        row_bytes = 8 if index else problem.n_features * problem.itemsize
         k, b = self.n_clusters, self._batch_size
         if self.tau is None:
             plan = plan_untruncated(
@@ -355,8 +353,8 @@ torch.device, default=None
                 MiniBatchPlanRequest(
                     n=n,
                     row_bytes=row_bytes,
-                    n_features=d,
-                    itemsize=itemsize,
+                    n_features=problem.n_features,
+                    itemsize=problem.itemsize,
                     n_clusters=k,
                     batch_size=b,
                     tau=self.tau,
@@ -506,9 +504,7 @@ torch.device, default=None
         """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
         kernel = self.kernel_
         n = items.shape[0]
-        rows = chunk_rows(
-            self.working_memory, self._batch_size + self.n_clusters, np.dtype(np.float64).itemsize
-        )
+        rows = chunk_rows(self.working_memory, self._batch_size + self.n_clusters, 8)  # float64
         table = init_table(items, state, kernel, chunk_rows=rows)
         diag_all = np.empty(n, dtype=np.float64)
         for start in range(0, n, rows):
