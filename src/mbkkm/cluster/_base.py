@@ -118,66 +118,6 @@ class IndefiniteKernelWarning(UserWarning):
     """
 
 
-def n_init_for(init, n_init, estimator):
-    """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the same
-    centers would start every run)."""
-    if isinstance(init, str) or n_init == 1:
-        return n_init
-    warn(
-        f"Explicit initial center position passed: performing only one init in "
-        f"{type(estimator).__name__} instead of n_init={n_init}.",
-        RuntimeWarning,
-    )
-    return 1
-
-
-def warn_empty_clusters(labels, n_clusters, estimator):
-    """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
-    if not isinstance(labels, np.ndarray) or labels.size == 0:
-        return  # a Dask array: counting would compute it
-    n_empty = n_clusters - np.unique(labels).size
-    if n_empty > 0:
-        warn(
-            f"{type(estimator).__name__}: {n_empty} of the n_clusters={n_clusters} "
-            f"clusters hold no point of the fitted data at the end of fit (empty "
-            f"clusters); n_clusters may exceed the number of distinct points (duplicate "
-            f"points in X?)",
-            EmptyClusterWarning,
-        )
-
-
-@contextmanager
-def all_or_nothing(estimator):
-    """The scope of a fitting method: one phase of the thread policy
-    (:func:`mbkkm.backends._threads.thread_policy`), and all-or-nothing attributes: on
-    any exception (KeyboardInterrupt included) the estimator's attributes are restored
-    to what they were before.
-
-    The estimators never modify a fitted attribute in place (partial_fit works on
-    copies), so a shallow copy of ``__dict__`` is a complete snapshot.
-    """
-    snapshot = dict(estimator.__dict__)
-    try:
-        with thread_policy():
-            yield
-    except BaseException:
-        estimator.__dict__.clear()
-        estimator.__dict__.update(snapshot)
-        raise
-
-
-def validated(estimator, X, reset=False, accept_sparse="csr"):
-    """X checked by scikit-learn's ``validate_data`` as the estimators check it (float64
-    or float32, C order, at least one row; CSR, or no sparse X), its errors short."""
-    return short_input_errors(
-        partial(validate_data, estimator),
-        X,
-        type(estimator).__name__,
-        reset=reset,
-        accept_sparse=accept_sparse,
-    )
-
-
 @contextmanager
 def memory_guard(plan):
     """Re-raise an out-of-memory error met mid-fit with the memory plan's numbers.
@@ -204,6 +144,65 @@ class ClusterEstimator(
     def _validate_params(self):
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
+
+    @contextmanager
+    def _all_or_nothing(self):
+        """The scope of a fitting method: one phase of the thread policy
+        (:func:`mbkkm.backends._threads.thread_policy`), and all-or-nothing attributes:
+        on any exception (KeyboardInterrupt included) the estimator's attributes are
+        restored to what they were before.
+
+        The estimators never modify a fitted attribute in place (partial_fit works on
+        copies), so a shallow copy of ``__dict__`` is a complete snapshot.
+        """
+        snapshot = dict(self.__dict__)
+        try:
+            with thread_policy():
+                yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
+
+    def _validated(self, X, reset=False, accept_sparse="csr"):
+        """X checked by scikit-learn's ``validate_data`` as the estimators check it
+        (float64 or float32, C order, at least one row; CSR, or no sparse X), its errors
+        short."""
+        return short_input_errors(
+            partial(validate_data, self),
+            X,
+            type(self).__name__,
+            reset=reset,
+            accept_sparse=accept_sparse,
+        )
+
+    def _n_init(self):
+        """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the
+        same centers would start every run)."""
+        n_init = self.n_init
+        if isinstance(self._init, str) or n_init == 1:
+            return n_init
+        warn(
+            f"Explicit initial center position passed: performing only one init in "
+            f"{type(self).__name__} instead of n_init={n_init}.",
+            RuntimeWarning,
+        )
+        return 1
+
+    def _warn_empty_clusters(self, labels):
+        """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
+        if not isinstance(labels, np.ndarray) or labels.size == 0:
+            return  # a Dask array: counting would compute it
+        n_clusters = self.n_clusters
+        n_empty = n_clusters - np.unique(labels).size
+        if n_empty > 0:
+            warn(
+                f"{type(self).__name__}: {n_empty} of the n_clusters={n_clusters} "
+                f"clusters hold no point of the fitted data at the end of fit (empty "
+                f"clusters); n_clusters may exceed the number of distinct points "
+                f"(duplicate points in X?)",
+                EmptyClusterWarning,
+            )
 
     def _check_sizes_and_init(self, rows, kernel, batch_size=None):
         """``n_clusters`` and ``init_size`` against the input, and ``init`` checked
@@ -251,7 +250,7 @@ class BaseKernelKMeans(ClusterEstimator):
         return rows.validated(
             getattr(self, "_device", None),
             self.device,
-            lambda X: validated(self, X),
+            self._validated,
             self.n_features_in_,
             type(self).__name__,
         )
@@ -500,7 +499,7 @@ class MiniBatchMixin:
         ``init_size`` points drawn with replacement; an explicit init runs once.
         ``start`` (a width selection's partition) is the first candidate.
         """
-        n_init = n_init_for(self._init, self.n_init, self)
+        n_init = self._n_init()
         if n_init == 1:
             return start if start is not None else self._initial_centers(X, sample_weight, rng)
         val_idx = rng.randint(0, X.shape[0], self._init_size)

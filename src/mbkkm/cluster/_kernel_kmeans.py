@@ -29,11 +29,8 @@ from ._auto_gamma import auto_start_inner
 from ._base import (
     BaseKernelKMeans,
     IndefiniteKernelWarning,
-    all_or_nothing,
     fit_input,
     kernel_kind,
-    n_init_for,
-    warn_empty_clusters,
 )
 from ._graph_kernels import graph_start_inner
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
@@ -471,7 +468,7 @@ torch.device, default=None
         w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
         w_run = nx.asarray(w, dtype=np.float64)  # on the run's backend
         rng = check_random_state(self.random_state)
-        n_init = n_init_for(self._init, self.n_init, self)
+        n_init = self._n_init()
         inertia, run = np.inf, None
         n_negative = 0  # negative squared distances met by any run: one warning per fit
         # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
@@ -511,7 +508,7 @@ torch.device, default=None
         self.labels_ = _device.convert_output(self._tensor_io, run.labels)
         self.inertia_ = inertia
         self.n_iter_ = run.n_iter
-        warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
+        self._warn_empty_clusters(nx.to_numpy(run.labels))
         if n_negative > 0:
             warn(
                 f"{type(self).__name__}: the kernel is not positive semi-definite: "
@@ -543,7 +540,7 @@ torch.device, default=None
         -------
         self : KernelKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             self._fit(X, sample_weight)
         return self
 
@@ -563,5 +560,5 @@ torch.device, default=None
         -------
         distances : ndarray of shape (n_samples, n_clusters)
         """
-        with all_or_nothing(self):
+        with self._all_or_nothing():
             return self._fit(X, sample_weight)

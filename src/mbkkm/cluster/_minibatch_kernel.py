@@ -33,11 +33,9 @@ from ._auto_gamma import start_state
 from ._base import (
     BaseKernelKMeans,
     MiniBatchMixin,
-    all_or_nothing,
     fit_input,
     kernel_kind,
     memory_guard,
-    warn_empty_clusters,
 )
 from ._checkpoint import check_checkpoint
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
@@ -443,7 +441,7 @@ torch.device, default=None
         -------
         self : MiniBatchKernelKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             if checkpoint is not None or checkpoint_every is not None:
                 checkpoint = check_checkpoint(checkpoint, checkpoint_every, self)
             data = fit_input(
@@ -497,7 +495,7 @@ torch.device, default=None
                     self.labels_, self.inertia_ = self._labels_inertia(
                         items, sample_weight, loop.state.labelled
                     )
-                    warn_empty_clusters(self.labels_, self.n_clusters, self)
+                    self._warn_empty_clusters(self.labels_)
                 return self
 
     def _fit_untruncated(self, items, sample_weight, state, plan):
@@ -527,7 +525,7 @@ torch.device, default=None
             self.labels_ = np.argmin(D, axis=1)
             mind = np.maximum(D[np.arange(n), self.labels_], 0)
             self.inertia_ = float(mind.sum() if sample_weight is None else mind @ sample_weight)
-            warn_empty_clusters(self.labels_, self.n_clusters, self)
+            self._warn_empty_clusters(self.labels_)
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
@@ -549,7 +547,7 @@ torch.device, default=None
         -------
         self : MiniBatchKernelKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             first = not hasattr(self, "_state")
             if first:
                 self._validate_params()

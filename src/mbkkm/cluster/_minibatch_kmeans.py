@@ -51,9 +51,6 @@ from ..kernels import resolve_kernel
 from ._base import (
     ClusterEstimator,
     MiniBatchMixin,
-    all_or_nothing,
-    validated,
-    warn_empty_clusters,
 )
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
@@ -277,7 +274,7 @@ default="k-means++"
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
-        X = validated(self, X, reset=reset, accept_sparse=False)
+        X = self._validated(X, reset=reset, accept_sparse=False)
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
 
@@ -313,7 +310,7 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             lazy = rows_of(X).lazy_fit_rows(self.working_memory)  # Dask: rows read lazily
             if lazy is None:
                 X = self._validate_X(X, reset=True)
@@ -362,7 +359,7 @@ default="k-means++"
             self._n_features_out = self.n_clusters
             if self.compute_labels:
                 self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-                warn_empty_clusters(self.labels_, self.n_clusters, self)
+                self._warn_empty_clusters(self.labels_)
             return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
@@ -383,7 +380,7 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             first = not hasattr(self, "cluster_centers_")
             if first:
                 self._validate_params()
