@@ -57,7 +57,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .._core import assign
+from .._core import assign, kernel_kmeans_plusplus, random_init
+from .._core._init import draw_init_subsample
 from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._memory import label_chunk_rows, out_of_memory_error
 from .._core._windows import assign_parallel
@@ -117,92 +118,6 @@ class IndefiniteKernelWarning(UserWarning):
     """
 
 
-def warn_indefinite_kernel(n_negative, estimator):
-    """Warn (IndefiniteKernelWarning) when a fit met negative squared distances."""
-    if n_negative > 0:
-        warn(
-            f"{type(estimator).__name__}: the kernel is not positive semi-definite: "
-            f"{n_negative} squared feature-space distances of one iteration were "
-            f"negative. Lloyd's iterations are not monotone on such a kernel (the "
-            f"objective can rise); a rise does not stop the run, which ends where the "
-            f"labels stop changing or at max_iter (n_iter_={estimator.n_iter_}).",
-            IndefiniteKernelWarning,
-        )
-
-
-def n_init_for(init, n_init, estimator):
-    """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the same
-    centers would start every run)."""
-    if isinstance(init, str) or n_init == 1:
-        return n_init
-    warn(
-        f"Explicit initial center position passed: performing only one init in "
-        f"{type(estimator).__name__} instead of n_init={n_init}.",
-        RuntimeWarning,
-    )
-    return 1
-
-
-def warn_empty_clusters(labels, n_clusters, estimator):
-    """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
-    if not isinstance(labels, np.ndarray) or labels.size == 0:
-        return  # a Dask array: counting would compute it
-    n_empty = n_clusters - np.unique(labels).size
-    if n_empty > 0:
-        warn(
-            f"{type(estimator).__name__}: {n_empty} of the n_clusters={n_clusters} "
-            f"clusters hold no point of the fitted data at the end of fit (empty "
-            f"clusters); n_clusters may exceed the number of distinct points (duplicate "
-            f"points in X?)",
-            EmptyClusterWarning,
-        )
-
-
-@contextmanager
-def all_or_nothing(estimator):
-    """The scope of a fitting method: one phase of the thread policy
-    (:func:`mbkkm.backends._threads.thread_policy`), and all-or-nothing attributes: on
-    any exception (KeyboardInterrupt included) the estimator's attributes are restored
-    to what they were before.
-
-    The estimators never modify a fitted attribute in place (partial_fit works on
-    copies), so a shallow copy of ``__dict__`` is a complete snapshot.
-    """
-    snapshot = dict(estimator.__dict__)
-    try:
-        with thread_policy():
-            yield
-    except BaseException:
-        estimator.__dict__.clear()
-        estimator.__dict__.update(snapshot)
-        raise
-
-
-def check_sizes_and_init(estimator, rows, kernel):
-    """``n_clusters`` and ``init_size`` against the input; ``(n_samples, init)``, the
-    init array checked (``rows``: the input's adapter, which checks it; ``kernel``: the
-    kernel's name in its messages)."""
-    n, k, init_size = int(rows.data.shape[0]), estimator.n_clusters, estimator.init_size
-    if n < k:
-        raise ValueError(f"n_samples={n} should be >= n_clusters={k}: fewer samples than clusters")
-    if init_size is not None and init_size < k:
-        raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
-    init = estimator.init
-    return n, init if isinstance(init, str) else rows.check_init(init, k, kernel)
-
-
-def validated(estimator, X, reset=False, accept_sparse="csr"):
-    """X checked by scikit-learn's ``validate_data`` as the estimators check it (float64
-    or float32, C order, at least one row; CSR, or no sparse X), its errors short."""
-    return short_input_errors(
-        partial(validate_data, estimator),
-        X,
-        type(estimator).__name__,
-        reset=reset,
-        accept_sparse=accept_sparse,
-    )
-
-
 @contextmanager
 def memory_guard(plan):
     """Re-raise an out-of-memory error met mid-fit with the memory plan's numbers.
@@ -230,6 +145,90 @@ class ClusterEstimator(
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
 
+    @contextmanager
+    def _all_or_nothing(self):
+        """The scope of a fitting method: one phase of the thread policy
+        (:func:`mbkkm.backends._threads.thread_policy`), and all-or-nothing attributes:
+        on any exception (KeyboardInterrupt included) the estimator's attributes are
+        restored to what they were before.
+
+        The estimators never modify a fitted attribute in place (partial_fit works on
+        copies), so a shallow copy of ``__dict__`` is a complete snapshot.
+        """
+        snapshot = dict(self.__dict__)
+        try:
+            with thread_policy():
+                yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(snapshot)
+            raise
+
+    def _validated(self, X, reset=False, accept_sparse="csr"):
+        """X checked by scikit-learn's ``validate_data`` as the estimators check it
+        (float64 or float32, C order, at least one row; CSR, or no sparse X), its errors
+        short."""
+        return short_input_errors(
+            partial(validate_data, self),
+            X,
+            type(self).__name__,
+            reset=reset,
+            accept_sparse=accept_sparse,
+        )
+
+    def _n_init(self):
+        """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the
+        same centers would start every run)."""
+        n_init = self.n_init
+        if isinstance(self._init, str) or n_init == 1:
+            return n_init
+        warn(
+            f"Explicit initial center position passed: performing only one init in "
+            f"{type(self).__name__} instead of n_init={n_init}.",
+            RuntimeWarning,
+        )
+        return 1
+
+    def _warn_empty_clusters(self, labels):
+        """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
+        if not isinstance(labels, np.ndarray) or labels.size == 0:
+            return  # a Dask array: counting would compute it
+        n_clusters = self.n_clusters
+        n_empty = n_clusters - np.unique(labels).size
+        if n_empty > 0:
+            warn(
+                f"{type(self).__name__}: {n_empty} of the n_clusters={n_clusters} "
+                f"clusters hold no point of the fitted data at the end of fit (empty "
+                f"clusters); n_clusters may exceed the number of distinct points "
+                f"(duplicate points in X?)",
+                EmptyClusterWarning,
+            )
+
+    def _check_sizes_and_init(self, rows, kernel, batch_size=None):
+        """``n_clusters`` and ``init_size`` against the input, and ``init`` checked
+        (``_init``; ``rows``: the input's adapter, which checks an init array;
+        ``kernel``: the kernel's name in its messages).
+
+        ``batch_size``: a mini-batch estimator's, whose batch and init sizes are then
+        set too (``_batch_size``, ``_init_size``), capped at n_samples.
+        """
+        n, k, init_size = int(rows.data.shape[0]), self.n_clusters, self.init_size
+        if n < k:
+            raise ValueError(
+                f"n_samples={n} should be >= n_clusters={k}: fewer samples than clusters"
+            )
+        if init_size is not None and init_size < k:
+            raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
+        init = self.init
+        self._init = init if isinstance(init, str) else rows.check_init(init, k, kernel)
+        if batch_size is not None:
+            self._batch_size = min(batch_size, n)
+            if init_size is None:
+                init_size = 3 * self._batch_size
+                if init_size < k:
+                    init_size = 3 * k
+            self._init_size = min(init_size, n)
+
 
 class BaseKernelKMeans(ClusterEstimator):
     """Base class of the kernel estimators (see the module docstring)."""
@@ -251,7 +250,7 @@ class BaseKernelKMeans(ClusterEstimator):
         return rows.validated(
             getattr(self, "_device", None),
             self.device,
-            lambda X: validated(self, X),
+            self._validated,
             self.n_features_in_,
             type(self).__name__,
         )
@@ -456,21 +455,31 @@ class MiniBatchMixin:
     """Shared steps of :class:`MiniBatchKernelKMeans` and :class:`MiniBatchKMeans`.
 
     A subclass provides ``_initial_centers(X, sample_weight, rng)`` (one
-    initialisation, in the form ``fit`` iterates on) and
+    initialisation, in the form ``fit`` iterates on; a named init's points from
+    ``_init_points``) and
     ``_init_inertia(Xv, wv, candidate)`` (its inertia on a validation subsample).
     """
 
-    def _check_sizes_and_init(self, rows, kernel):
-        """Batch and init sizes (``_batch_size``, ``_init_size``) and ``init``
-        (``_init``) against the input (:func:`check_sizes_and_init`)."""
-        n, self._init = check_sizes_and_init(self, rows, kernel)
-        self._batch_size = min(self.batch_size, n)
-        init_size = self.init_size
-        if init_size is None:
-            init_size = 3 * self._batch_size
-            if init_size < self.n_clusters:
-                init_size = 3 * self.n_clusters
-        self._init_size = min(init_size, n)
+    def _init_points(self, X, sample_weight, rng, init_idx, kernel):
+        """The k initial center points of a named ``init`` ("k-means++" with ``kernel``,
+        or "random"), rows of X drawn among its rows ``init_idx`` (None: an init
+        subsample of ``_init_size`` rows)."""
+        if init_idx is None:
+            init_idx = draw_init_subsample(
+                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
+            )
+        nx = get_backend(X)
+        dense = isinstance(X, np.ndarray)  # numpy rows: numpy's own gathers
+        Xi = X[init_idx] if dense else nx.take(X, nx.index(init_idx))
+        wi = None if sample_weight is None else sample_weight[init_idx]
+        if self._init == "k-means++":
+            # On the host, on a host copy of the (small) subsample (host rows, CSR
+            # included, as they are): the same draws on every backend.
+            Xh = Xi if nx.is_host else nx.to_numpy(Xi)
+            idx = kernel_kmeans_plusplus(Xh, kernel, self.n_clusters, rng, wi)
+        else:
+            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
+        return Xi[idx] if dense else nx.take(Xi, nx.index(idx))
 
     def _record_step(self, first, objective, X, sample_weight):
         """A ``partial_fit`` step (the first one when ``first``), and with
@@ -490,7 +499,7 @@ class MiniBatchMixin:
         ``init_size`` points drawn with replacement; an explicit init runs once.
         ``start`` (a width selection's partition) is the first candidate.
         """
-        n_init = n_init_for(self._init, self.n_init, self)
+        n_init = self._n_init()
         if n_init == 1:
             return start if start is not None else self._initial_centers(X, sample_weight, rng)
         val_idx = rng.randint(0, X.shape[0], self._init_size)
@@ -580,8 +589,6 @@ class PointKernel:
     """A kernel on points: rows in, rows of new points out."""
 
     name = "point"
-    #: Whether the core's items are point indices (the kernel is a stored matrix).
-    is_index = False
     #: Whether distances to new points need their K(x, x) passed in (``kernel_diag``).
     needs_kernel_diag = False
 
@@ -679,7 +686,6 @@ class PrecomputedKernel(PointKernel):
     """``kernel="precomputed"``: the kernel matrix in, point indices in the core."""
 
     name = "precomputed"
-    is_index = True
     needs_kernel_diag = True
 
     #: The adapter of a fit's X: the core works on point indices.
@@ -731,8 +737,26 @@ class PrecomputedKernel(PointKernel):
     def assign_new(
         self, estimator, state, chunk_rows, X, method, return_distances, kernel_diag, progress=None
     ):
-        # X is K(X_new, X_fit); the support items index X_fit.
-        diag = self.kernel_diag(estimator, kernel_diag, X, method, needed=return_distances)
+        # X is K(X_new, X_fit); the support items index X_fit. K(x, x) of the new
+        # points, checked (zeros where the result does not need it: the argmin does
+        # not depend on it)
+        if kernel_diag is None:
+            if return_distances:
+                raise ValueError(
+                    f"{type(estimator).__name__}.{method} with kernel='precomputed' needs "
+                    "kernel_diag=K(x, x) of the new points, shape (n_new,): the distances "
+                    "depend on it, and K(X_new, X_fit) does not hold it (predict does not "
+                    "need it)"
+                )
+            diag = np.zeros(X.shape[0], dtype=X.dtype)
+        else:
+            diag = check_array(
+                kernel_diag, ensure_2d=False, dtype=X.dtype, input_name="kernel_diag"
+            )
+            if diag.shape != (X.shape[0],):
+                raise ValueError(
+                    f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), got {diag.shape}"
+                )
 
         def cross(support, K_rows):
             return to_dense(K_rows[:, support].T)  # (m, r); dense from a sparse K too
@@ -747,25 +771,6 @@ class PrecomputedKernel(PointKernel):
             return_distances=return_distances,
             progress=None if progress is None else progress.update,
         )
-
-    @staticmethod
-    def kernel_diag(estimator, kernel_diag, X, method, needed):
-        """K(x, x) of the new points, checked (zeros where the result does not need it)."""
-        if kernel_diag is None:
-            if needed:
-                raise ValueError(
-                    f"{type(estimator).__name__}.{method} with kernel='precomputed' needs "
-                    "kernel_diag=K(x, x) of the new points, shape (n_new,): the distances "
-                    "depend on it, and K(X_new, X_fit) does not hold it (predict does not "
-                    "need it)"
-                )
-            return np.zeros(X.shape[0], dtype=X.dtype)  # the argmin does not depend on it
-        diag = check_array(kernel_diag, ensure_2d=False, dtype=X.dtype, input_name="kernel_diag")
-        if diag.shape != (X.shape[0],):
-            raise ValueError(
-                f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), got {diag.shape}"
-            )
-        return diag
 
     def fitted_distances(self, estimator, state, X):
         items = np.arange(estimator.kernel_.n_samples)

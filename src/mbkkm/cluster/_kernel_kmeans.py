@@ -21,22 +21,12 @@ from .._core import _memory, kernel_kmeans_plusplus, labelling_state, random_ini
 from .._core._init import draw_init_subsample
 from .._core._lloyd import BlockOperator, KernelRun, MatrixOperator, kernel_lloyd
 from .._core._memory import chunk_rows, working_memory_bytes
+from .._warn import warn
 from ..backends import get_backend
-from ..kernels._index import (
-    IndexKernel,
-)
+from ..kernels._index import IndexKernel
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner
-from ._base import (
-    BaseKernelKMeans,
-    all_or_nothing,
-    check_sizes_and_init,
-    fit_input,
-    kernel_kind,
-    n_init_for,
-    warn_empty_clusters,
-    warn_indefinite_kernel,
-)
+from ._base import BaseKernelKMeans, IndefiniteKernelWarning, fit_input, kernel_kind
 from ._graph_kernels import graph_start_inner
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 
@@ -453,7 +443,7 @@ torch.device, default=None
         publish; returns the training points' distances (what ``fit_transform`` gives)."""
         data = fit_input(X, sample_weight, self, accept_dask=False, index_dtype=np.float64)
         rows = data.rows
-        _, self._init = check_sizes_and_init(self, rows, self.kernel)  # before kernel work
+        self._check_sizes_and_init(rows, self.kernel)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (
@@ -473,7 +463,7 @@ torch.device, default=None
         w = np.ones(X.shape[0]) if sample_weight is None else sample_weight
         w_run = nx.asarray(w, dtype=np.float64)  # on the run's backend
         rng = check_random_state(self.random_state)
-        n_init = n_init_for(self._init, self.n_init, self)
+        n_init = self._n_init()
         inertia, run = np.inf, None
         n_negative = 0  # negative squared distances met by any run: one warning per fit
         # gamma="auto" or the heat kernel's t="auto" with a named init: the first run
@@ -513,8 +503,16 @@ torch.device, default=None
         self.labels_ = _device.convert_output(self._tensor_io, run.labels)
         self.inertia_ = inertia
         self.n_iter_ = run.n_iter
-        warn_empty_clusters(nx.to_numpy(run.labels), self.n_clusters, self)
-        warn_indefinite_kernel(n_negative, self)
+        self._warn_empty_clusters(nx.to_numpy(run.labels))
+        if n_negative > 0:
+            warn(
+                f"{type(self).__name__}: the kernel is not positive semi-definite: "
+                f"{n_negative} squared feature-space distances of one iteration were "
+                f"negative. Lloyd's iterations are not monotone on such a kernel (the "
+                f"objective can rise); a rise does not stop the run, which ends where the "
+                f"labels stop changing or at max_iter (n_iter_={self.n_iter_}).",
+                IndefiniteKernelWarning,
+            )
         return _device.convert_output(self._tensor_io, run.distances)
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -537,7 +535,7 @@ torch.device, default=None
         -------
         self : KernelKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             self._fit(X, sample_weight)
         return self
 
@@ -557,5 +555,5 @@ torch.device, default=None
         -------
         distances : ndarray of shape (n_samples, n_clusters)
         """
-        with all_or_nothing(self):
+        with self._all_or_nothing():
             return self._fit(X, sample_weight)

@@ -9,17 +9,7 @@ from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._core import (
-    LEARNING_RATES,
-    StepConfig,
-    _memory,
-    assign,
-    draw_batch_plan,
-    init_state,
-    kernel_kmeans_plusplus,
-    random_init,
-)
-from .._core._init import draw_init_subsample
+from .._core import LEARNING_RATES, StepConfig, _memory, assign, draw_batch_plan, init_state
 from .._core._loop import fit_loop, function_loop, step_for
 from .._core._memory import (
     MiniBatchPlanRequest,
@@ -33,15 +23,7 @@ from .._validation import check_sample_weight
 from ..backends import get_backend
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import start_state
-from ._base import (
-    BaseKernelKMeans,
-    MiniBatchMixin,
-    all_or_nothing,
-    fit_input,
-    kernel_kind,
-    memory_guard,
-    warn_empty_clusters,
-)
+from ._base import BaseKernelKMeans, MiniBatchMixin, fit_input, kernel_kind, memory_guard
 from ._checkpoint import check_checkpoint
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of
@@ -340,9 +322,7 @@ torch.device, default=None
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
         """
         nx, n, index = problem.nx, problem.n_samples, problem.is_index
-        itemsize = problem.itemsize
-        d = problem.n_features
-        row_bytes = 8 if index else d * itemsize
+        row_bytes = 8 if index else problem.n_features * problem.itemsize
         k, b = self.n_clusters, self._batch_size
         if self.tau is None:
             plan = plan_untruncated(
@@ -358,8 +338,8 @@ torch.device, default=None
                 MiniBatchPlanRequest(
                     n=n,
                     row_bytes=row_bytes,
-                    n_features=d,
-                    itemsize=itemsize,
+                    n_features=problem.n_features,
+                    itemsize=problem.itemsize,
                     n_clusters=k,
                     batch_size=b,
                     tau=self.tau,
@@ -398,25 +378,11 @@ torch.device, default=None
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
         """One initialisation: the windows of k initial center points (rows of X or the
         init array)."""
-        if not isinstance(self._init, str):
-            # CSR data: CSR support rows
-            return init_state(rows_of(X).centers(self._init), self.kernel_)
-        if init_idx is None:
-            init_idx = draw_init_subsample(
-                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
-            )
-        nx = get_backend(X)
-        dense = isinstance(X, np.ndarray)  # numpy rows: numpy's own gathers
-        Xi = X[init_idx] if dense else nx.take(X, nx.index(init_idx))
-        wi = None if sample_weight is None else sample_weight[init_idx]
-        if self._init == "k-means++":
-            # On the host, on a host copy of the (small) subsample (host rows, CSR
-            # included, as they are): the same draws on every backend.
-            Xh = Xi if nx.is_host else nx.to_numpy(Xi)
-            idx = kernel_kmeans_plusplus(Xh, self.kernel_, self.n_clusters, rng, wi)
+        if isinstance(self._init, str):
+            points = self._init_points(X, sample_weight, rng, init_idx, self.kernel_)
         else:
-            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return init_state(Xi[idx] if dense else nx.take(Xi, nx.index(idx)), self.kernel_)
+            points = rows_of(X).centers(self._init)  # CSR data: CSR support rows
+        return init_state(points, self.kernel_)
 
     def _init_inertia(self, Xv, wv, state):
         _, mind = assign(Xv, state, self.kernel_, chunk_rows=self._chunk_rows(Xv, state))
@@ -462,7 +428,7 @@ torch.device, default=None
         -------
         self : MiniBatchKernelKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             if checkpoint is not None or checkpoint_every is not None:
                 checkpoint = check_checkpoint(checkpoint, checkpoint_every, self)
             data = fit_input(
@@ -470,7 +436,7 @@ torch.device, default=None
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
-            self._check_sizes_and_init(data.rows, self.kernel)
+            self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = self._resolve(data, gamma_selection=selection)
@@ -516,16 +482,14 @@ torch.device, default=None
                     self.labels_, self.inertia_ = self._labels_inertia(
                         items, sample_weight, loop.state.labelled
                     )
-                    warn_empty_clusters(self.labels_, self.n_clusters, self)
+                    self._warn_empty_clusters(self.labels_)
                 return self
 
     def _fit_untruncated(self, items, sample_weight, state, plan):
         """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
         kernel = self.kernel_
         n = items.shape[0]
-        rows = chunk_rows(
-            self.working_memory, self._batch_size + self.n_clusters, np.dtype(np.float64).itemsize
-        )
+        rows = chunk_rows(self.working_memory, self._batch_size + self.n_clusters, 8)  # float64
         table = init_table(items, state, kernel, chunk_rows=rows)
         diag_all = np.empty(n, dtype=np.float64)
         for start in range(0, n, rows):
@@ -548,7 +512,7 @@ torch.device, default=None
             self.labels_ = np.argmin(D, axis=1)
             mind = np.maximum(D[np.arange(n), self.labels_], 0)
             self.inertia_ = float(mind.sum() if sample_weight is None else mind @ sample_weight)
-            warn_empty_clusters(self.labels_, self.n_clusters, self)
+            self._warn_empty_clusters(self.labels_)
         return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
@@ -570,7 +534,7 @@ torch.device, default=None
         -------
         self : MiniBatchKernelKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             first = not hasattr(self, "_state")
             if first:
                 self._validate_params()
@@ -589,7 +553,7 @@ torch.device, default=None
                     working_memory=self.working_memory,
                     accept_dask=False,
                 )
-                self._check_sizes_and_init(data.rows, self.kernel)
+                self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
                 problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)

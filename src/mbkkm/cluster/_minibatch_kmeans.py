@@ -35,15 +35,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._core import (
-    LEARNING_RATES,
-    _memory,
-    batch_rates,
-    draw_batch_plan,
-    kernel_kmeans_plusplus,
-    random_init,
-)
-from .._core._init import draw_init_subsample
+from .._core import LEARNING_RATES, _memory, batch_rates, draw_batch_plan
 from .._core._loop import function_loop
 from .._core._memory import chunk_rows
 from .._core._state import StepResult  # the same record as the kernel step
@@ -51,13 +43,7 @@ from .._progress import progress_for
 from .._validation import check_sample_weight, match_columns
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import (
-    ClusterEstimator,
-    MiniBatchMixin,
-    all_or_nothing,
-    validated,
-    warn_empty_clusters,
-)
+from ._base import ClusterEstimator, MiniBatchMixin
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
@@ -280,7 +266,7 @@ default="k-means++"
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
-        X = validated(self, X, reset=reset, accept_sparse=False)
+        X = self._validated(X, reset=reset, accept_sparse=False)
         check_no_overflow(X)  # finite data whose squared norms overflow
         return X
 
@@ -289,19 +275,9 @@ default="k-means++"
         """(k, d) initial centers: rows of X, or the init array (a copy)."""
         if not isinstance(self._init, str):
             return self._init.copy()
-        if init_idx is None:
-            init_idx = draw_init_subsample(
-                rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
-            )
-        Xi = X[init_idx]
-        wi = None if sample_weight is None else sample_weight[init_idx]
-        if self._init == "k-means++":
-            # the package's kernel k-means++ with the linear kernel: the random draws are
-            # those of MiniBatchKernelKMeans(kernel="linear")
-            idx = kernel_kmeans_plusplus(Xi, resolve_kernel("linear"), self.n_clusters, rng, wi)
-        else:
-            idx = random_init(Xi.shape[0], self.n_clusters, rng, wi)
-        return Xi[idx]
+        # the package's kernel k-means++ with the linear kernel: the random draws are
+        # those of MiniBatchKernelKMeans(kernel="linear")
+        return self._init_points(X, sample_weight, rng, init_idx, resolve_kernel("linear"))
 
     def _init_inertia(self, Xv, wv, centers):
         return self._labels_inertia(Xv, wv, centers)[1]
@@ -326,7 +302,7 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             lazy = rows_of(X).lazy_fit_rows(self.working_memory)  # Dask: rows read lazily
             if lazy is None:
                 X = self._validate_X(X, reset=True)
@@ -336,7 +312,7 @@ default="k-means++"
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
             sample_weight = check_sample_weight(sample_weight, X)
-            self._check_sizes_and_init(rows_of(X), "linear")  # init: points
+            self._check_sizes_and_init(rows_of(X), "linear", self.batch_size)  # init: points
             self.memory_plan_ = _memory.plan_explicit(
                 _memory.ExplicitPlanRequest(
                     n=X.shape[0],
@@ -375,7 +351,7 @@ default="k-means++"
             self._n_features_out = self.n_clusters
             if self.compute_labels:
                 self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
-                warn_empty_clusters(self.labels_, self.n_clusters, self)
+                self._warn_empty_clusters(self.labels_)
             return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
@@ -396,14 +372,14 @@ default="k-means++"
         -------
         self : MiniBatchKMeans
         """
-        with all_or_nothing(self):  # one thread policy; on an error, the model as it was
+        with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             first = not hasattr(self, "cluster_centers_")
             if first:
                 self._validate_params()
             X = self._validate_X(X, reset=first)
             sample_weight = check_sample_weight(sample_weight, X)
             if first:
-                self._check_sizes_and_init(rows_of(X), "linear")  # init: points
+                self._check_sizes_and_init(rows_of(X), "linear", self.batch_size)  # init: points
                 self._random_state = check_random_state(self.random_state)
                 centers = self._initial_centers(
                     X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
