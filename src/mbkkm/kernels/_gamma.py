@@ -113,16 +113,14 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
         return _gamma_from_diagonal(kernel_diagonal(K), f"kernel={kernel!r}")
 
     X = check_array(X, dtype=[np.float64, np.float32], accept_sparse="csr", input_name="X")
-    if isinstance(kernel, Kernel):
-        if kernel_params:
-            raise ValueError("kernel_params must be empty when kernel is a resolved Kernel")
-        resolved = kernel
-    else:
-        resolved = resolve_kernel(kernel, kernel_params=kernel_params, X=X)
+    if isinstance(kernel, Kernel) and kernel_params:
+        raise ValueError("kernel_params must be empty when kernel is a resolved Kernel")
+    if not isinstance(kernel, Kernel):
+        kernel = resolve_kernel(kernel, kernel_params=kernel_params, X=X)
     # Chunk by chunk (each checked for sign and finiteness); sqrt keeps the order.
-    what = f"kernel={resolved.name!r}"
+    what = f"kernel={kernel.name!r}"
     starts = range(0, X.shape[0], _CHUNK_ROWS)
-    return max(_gamma_from_diagonal(resolved.diag(X[s : s + _CHUNK_ROWS]), what) for s in starts)
+    return max(_gamma_from_diagonal(kernel.diag(X[s : s + _CHUNK_ROWS]), what) for s in starts)
 
 
 @dataclass
