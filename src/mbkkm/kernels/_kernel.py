@@ -305,10 +305,9 @@ def describe_kernels() -> str:
         spec = KERNELS[name]
         aliases = [a for a, n in ALIASES.items() if n == name]
         alias = f" (alias {', '.join(f'``{a}``' for a in aliases)})" if aliases else ""
+        where = "backends: " + ", ".join(spec.backends)
         if spec.transductive:
             where = "graph kernel, fitted points only"
-        else:
-            where = "backends: " + ", ".join(spec.backends)
         params = ", ".join(spec.params) or "no parameters"
         lines.append(f"- ``{name}``{alias}: {spec.formula}; {params}; {where}")
     return "\n".join(lines)
@@ -545,11 +544,9 @@ class Kernel:
         self.params = dict(params)
         self._user_func = func
         self._func = self._diag = None
-        self.normalized = False
+        self.normalized = func is None and KERNELS[name].normalized
         if func is None:
-            spec = KERNELS[name]
-            self._func, self._diag, _ = spec.implementation("numpy")
-            self.normalized = spec.normalized
+            self._func, self._diag, _ = KERNELS[name].implementation("numpy")
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
