@@ -14,6 +14,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import numbers
 from dataclasses import dataclass
 
@@ -24,8 +25,8 @@ import scipy.sparse.linalg as spla
 from sklearn.utils import check_array, check_random_state
 
 from ._graph import LowRankKernel, kernel_diagonal
-from ._kernel import Kernel, get_spec, graph_kernel_matrix, resolve_kernel
-from ._spectral import normalized_adjacency
+from ._kernel import GRAPH_KERNELS, Kernel, graph_kernel_matrix, resolve_kernel
+from ._spectral import heat_weights, normalized_adjacency
 
 _CHUNK_ROWS = 4096
 
@@ -107,22 +108,19 @@ def kernel_gamma(X, kernel="rbf", **kernel_params):
         if not (isinstance(X, LowRankKernel) or sp.issparse(X)):
             X = check_array(X, dtype=[np.float64, np.float32], input_name="X")
         return _gamma_from_diagonal(kernel_diagonal(X), "kernel='precomputed'")
-    spec = get_spec(kernel)
-    if spec is not None and spec.transductive:
-        K = graph_kernel_matrix(spec.name, X, **kernel_params)
+    if kernel in GRAPH_KERNELS:
+        K = graph_kernel_matrix(kernel, X, **kernel_params)
         return _gamma_from_diagonal(kernel_diagonal(K), f"kernel={kernel!r}")
 
     X = check_array(X, dtype=[np.float64, np.float32], accept_sparse="csr", input_name="X")
-    if isinstance(kernel, Kernel):
-        if kernel_params:
-            raise ValueError("kernel_params must be empty when kernel is a resolved Kernel")
-        resolved = kernel
-    else:
-        resolved = resolve_kernel(kernel, kernel_params=kernel_params, X=X)
+    if isinstance(kernel, Kernel) and kernel_params:
+        raise ValueError("kernel_params must be empty when kernel is a resolved Kernel")
+    if not isinstance(kernel, Kernel):
+        kernel = resolve_kernel(kernel, kernel_params=kernel_params, X=X)
     # Chunk by chunk (each checked for sign and finiteness); sqrt keeps the order.
-    what = f"kernel={resolved.name!r}"
+    what = f"kernel={kernel.name!r}"
     starts = range(0, X.shape[0], _CHUNK_ROWS)
-    return max(_gamma_from_diagonal(resolved.diag(X[s : s + _CHUNK_ROWS]), what) for s in starts)
+    return max(_gamma_from_diagonal(kernel.diag(X[s : s + _CHUNK_ROWS]), what) for s in starts)
 
 
 @dataclass
@@ -398,10 +396,7 @@ def _bounds_at(kept, lam, m0, m1, m2, ts):
     upper = np.empty_like(lower)
     b = float(lam.min())
     for j, tj in enumerate(ts):
-
-        def f(x, tj=tj):
-            return np.exp(-tj * (1.0 - x))
-
+        f = functools.partial(heat_weights, t=tj)
         part = kept @ f(lam)
         upper[:, j] = part + _radau(m0, m1, m2, -1.0, b, f, +1)
         lower[:, j] = part + _radau(m0, m1, m2, -1.0, b, f, -1)

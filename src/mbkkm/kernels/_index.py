@@ -145,11 +145,8 @@ def check_precomputed_matrix(K, what="X", tile=256):
         for c0 in range(r0, n, tile):
             upper = np.asarray(K[r0 : r0 + tile, c0 : c0 + tile], dtype=np.float64)
             mirror = np.asarray(K[c0 : c0 + tile, r0 : r0 + tile], dtype=np.float64).T
-            scale = max(
-                scale,
-                float(np.max(np.abs(upper), initial=0.0)),
-                float(np.max(np.abs(mirror), initial=0.0)),
-            )
+            for block in (upper, mirror):
+                scale = max(scale, float(np.max(np.abs(block), initial=0.0)))
             gap = np.abs(upper - mirror)
             if np.max(gap, initial=0.0) > rtol * max(scale, np.finfo(np.float64).tiny):
                 i, j = np.unravel_index(int(np.argmax(gap)), gap.shape)

@@ -305,10 +305,9 @@ def describe_kernels() -> str:
         spec = KERNELS[name]
         aliases = [a for a, n in ALIASES.items() if n == name]
         alias = f" (alias {', '.join(f'``{a}``' for a in aliases)})" if aliases else ""
+        where = "backends: " + ", ".join(spec.backends)
         if spec.transductive:
             where = "graph kernel, fitted points only"
-        else:
-            where = "backends: " + ", ".join(spec.backends)
         params = ", ".join(spec.params) or "no parameters"
         lines.append(f"- ``{name}``{alias}: {spec.formula}; {params}; {where}")
     return "\n".join(lines)
@@ -406,16 +405,12 @@ for _spec in (
     ),
     KernelSpec(
         "linear",
-        (),
-        None,
         formula="<x, y>",
         sklearn_name="linear",
         tiles=_tiles("linear", "diag_linear"),
     ),
     KernelSpec(
         "cosine",
-        (),
-        None,
         normalized=True,
         formula="<x, y> / (||x|| ||y||)",
         sklearn_name="cosine",
@@ -502,14 +497,13 @@ def _msd_sparse(X, sample_weight=None):
     """
     X = as_csr(X)
     n, d = X.shape
-    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    total = float(n) if w is None else float(w.sum())
+    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    total = float(w.sum())
 
     def chunks():  # each row chunk, with the weight of its row for each stored value
         for start, stop in row_chunks(X):
             chunk = row_range(X, start, stop)
-            wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]
-            yield chunk, np.repeat(wc, np.diff(chunk.indptr))
+            yield chunk, np.repeat(w[start:stop], np.diff(chunk.indptr))
 
     s = np.zeros(d)
     for chunk, we in chunks():  # w^T chunk as a (d,) vector
@@ -550,11 +544,9 @@ class Kernel:
         self.params = dict(params)
         self._user_func = func
         self._func = self._diag = None
-        self.normalized = False
+        self.normalized = func is None and KERNELS[name].normalized
         if func is None:
-            spec = KERNELS[name]
-            self._func, self._diag, _ = spec.implementation("numpy")
-            self.normalized = spec.normalized
+            self._func, self._diag, _ = KERNELS[name].implementation("numpy")
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
@@ -732,18 +724,17 @@ def resolve_kernel(
     params = {}
     if "gamma" in spec.params:
         g = values["gamma"]
-        if g is None:
-            if spec.default_gamma == "data":
-                if X is None:
-                    raise ValueError("gamma=None needs the data to choose a default")
-                msd = mean_squared_pairwise_distance(X, sample_weight)
-                g = 1.0 / msd if msd > 0 else 1.0
-            elif spec.default_gamma == "n_features":
-                g = 1.0 / X.shape[1] if X is not None else 1.0
-            else:
-                g = 1.0
-        else:
+        if g is not None:
             _check_number(g, "gamma", "> 0")
+        elif spec.default_gamma == "data":
+            if X is None:
+                raise ValueError("gamma=None needs the data to choose a default")
+            msd = mean_squared_pairwise_distance(X, sample_weight)
+            g = 1.0 / msd if msd > 0 else 1.0
+        elif spec.default_gamma == "n_features" and X is not None:
+            g = 1.0 / X.shape[1]
+        else:
+            g = 1.0
         params["gamma"] = float(g)
     if "degree" in spec.params:
         params["degree"] = _check_number(values["degree"], "degree", ">= 0")
