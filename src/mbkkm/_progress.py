@@ -39,10 +39,9 @@ WAITING_MIN_INTERVAL = 1.0
 
 def default_interval() -> float:
     """``MBKKM_PROGRESS_INTERVAL`` (seconds, >= 0), else :data:`DEFAULT_INTERVAL`."""
-    value = os.environ.get("MBKKM_PROGRESS_INTERVAL", "")
     try:
-        return max(0.0, float(value)) if value.strip() else DEFAULT_INTERVAL
-    except ValueError:
+        return max(0.0, float(os.environ.get("MBKKM_PROGRESS_INTERVAL", "")))
+    except ValueError:  # unset, empty or not a number
         return DEFAULT_INTERVAL
 
 
@@ -128,7 +127,6 @@ class Progress:
         self.done = self.initial = int(initial)
         self.start = self.clock()
         self.last = -float("inf") if first else self.start
-        self.lines = 0
         self.closed = False
         self._lock = threading.Lock()
         self._bar = self._tqdm() if bar and _is_terminal(self.stream) else None
@@ -166,10 +164,9 @@ class Progress:
                 self.last = now
                 self._write(self.status(now) + (f", {note}" if note else ""))
 
-    def status(self, now=None):
+    def status(self, now):
         """``'12,400,000 / 100,000,000 rows (12.4 %), 1 min 23 s, about 9 min 46 s left'``
-        with ``desc`` in front."""
-        now = self.clock() if now is None else now
+        with ``desc`` in front, at time ``now``."""
         elapsed = now - self.start
         done = self.done - self.initial
         left = elapsed * (self.total - self.done) / max(done, 1)
@@ -208,7 +205,6 @@ class Progress:
             )
 
     def _write(self, line):
-        self.lines += 1
         self.stream.write(line + "\n")
         self.stream.flush()
 

@@ -78,9 +78,7 @@ def match_columns(estimator, X):
     wanted = list(fitted)
     if names == wanted or len(names) != len(wanted) or set(names) != set(wanted):
         return X
-    if not all(isinstance(name, str) for name in names):
-        return X
-    return X[wanted]
+    return X[wanted] if all(isinstance(name, str) for name in names) else X
 
 
 def unknown_name_message(param, value, known, *, what=None, also=()):

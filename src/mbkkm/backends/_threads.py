@@ -110,9 +110,8 @@ def effective_n_threads():
     if budget is not None:
         return budget
     # OMP_NUM_THREADS as an int (its first level), or None when unset or unreadable
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     try:
-        env = max(1, int(env)) if env else None
+        env = max(1, int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0]))
     except ValueError:
         env = None
     with _lock:  # while a phase holds BLAS at one thread, the limit before it counts
