@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 #: Seconds between two progress lines when MBKKM_PROGRESS_INTERVAL is not set.
 DEFAULT_INTERVAL = 5.0
@@ -63,7 +63,7 @@ def _format_amount(n: int, unit: str) -> str:
     return f"{n:,} {unit}"
 
 
-class Progress:
+class Progress(AbstractContextManager):
     """Report the progress of a pass of ``total`` units on ``stream``.
 
     Parameters
@@ -208,15 +208,14 @@ class Progress:
         self.stream.write(line + "\n")
         self.stream.flush()
 
-    def __enter__(self):
-        return self
-
     def __exit__(self, exc_type, *exc):
         if exc_type is None or self._bar is not None:  # an error: no summary line
             self.close()
 
 
-_REPORTING: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+#: Inside :func:`reporting`: its (stream, bar, started), where ``started()`` is called as
+#: a pass that follows it starts.
+_REPORTING: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
     "mbkkm_progress_reporting", default=None
 )
 
@@ -276,7 +275,7 @@ def reporting(stream=None, *, bar=True, on_start=None, waiting=None):
         if on_start is not None:
             on_start()
 
-    token = _REPORTING.set({"stream": stream, "bar": bar, "on_start": started})
+    token = _REPORTING.set((stream, bar, started))
     try:
         yield
     finally:
@@ -295,9 +294,8 @@ def progress_for(verbose, total, desc, *, unit="rows", first=False, initial=0, f
     """
     context = _REPORTING.get() if follow else None
     if context is not None:
-        if context["on_start"] is not None:
-            context["on_start"]()
-        stream, bar = context["stream"], context["bar"]
+        stream, bar, started = context
+        started()
     elif verbose:
         stream, bar = sys.stdout, False
     else:

@@ -179,8 +179,7 @@ def vstack_rows(parts):
     d = {p.shape[1] for p in parts}
     if len(d) != 1:
         raise ValueError(f"vstack_rows: the parts have different numbers of columns {sorted(d)}")
-    dtype = np.result_type(*[p.dtype for p in parts])
-    stacked = sp.vstack(parts, format="csr", dtype=dtype)
+    stacked = sp.vstack(parts, format="csr")  # in the parts' common dtype
     stacked.sort_indices()
     return stacked
 
@@ -220,13 +219,10 @@ class NumpyBackend:
     is_host = True
 
     # ------------------------------------------------------------ conversions
-    def asarray(self, a, dtype=None):
-        """A host array -> an array of this backend (here: no copy when possible)."""
-        return np.asarray(a, dtype=dtype)
-
-    def to_numpy(self, x):
-        """An array of this backend -> a host numpy array (here: itself)."""
-        return np.asarray(x)
+    #: A host array -> an array of this backend (here: no copy when possible).
+    asarray = staticmethod(np.asarray)
+    #: An array of this backend -> a host numpy array (here: itself).
+    to_numpy = staticmethod(np.asarray)
 
     def index(self, idx):
         """Host integer indices -> indices this backend can gather with."""
@@ -236,8 +232,7 @@ class NumpyBackend:
         """The floating dtype the core computes in for items ``x`` (None: not floats)."""
         return np.result_type(x.dtype, np.float32) if x.dtype.kind == "f" else None
 
-    def empty(self, shape, dtype):
-        return np.empty(shape, dtype=dtype)
+    empty = staticmethod(np.empty)
 
     def copy(self, x):
         return x.copy()
@@ -311,8 +306,7 @@ class NumpyBackend:
             new = type(S)(new)
         return vstack_rows([take_rows(S, rows_kept), new]).astype(S.dtype, copy=False)
 
-    def reshape(self, x, shape):
-        return x.reshape(shape)
+    reshape = staticmethod(np.reshape)
 
     def astype(self, x, dtype):
         return np.asarray(x).astype(dtype, copy=False)
@@ -362,9 +356,8 @@ class NumpyBackend:
         A[np.arange(labels.shape[0]), labels] = values
         return A
 
-    def flatnonzero(self, mask):
-        """Positions of the true entries of a 1-D mask."""
-        return np.flatnonzero(mask)
+    #: Positions of the true entries of a 1-D mask.
+    flatnonzero = staticmethod(np.flatnonzero)
 
     def largest(self, score, n):
         """Positions of the ``n`` largest entries of ``score``, largest first."""

@@ -358,21 +358,19 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     csr = sparse.issparse(X)
     if csr:
         X = as_csr(X)
-    elif not isinstance(X, np.ndarray) or X.ndim != 2:
+        ranges = row_chunks(X)
+    elif isinstance(X, np.ndarray) and X.ndim == 2:
+        ranges = ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
+    else:
         return
     if X.dtype.kind != "f":
         return
     check_diag = kernel is not None and not kernel.is_callable
     with np.errstate(over="ignore", invalid="ignore"):
-        ranges = (
-            row_chunks(X)
-            if csr
-            else ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
-        )
         for start, stop in ranges:
             # a view (a CSR range shares X's arrays)
             chunk = row_range(X, start, stop) if csr else X[start:stop]
-            sq = row_norms_sq(chunk) if csr else np.einsum("ij,ij->i", chunk, chunk)
+            sq = row_norms_sq(chunk)
             if not np.all(np.isfinite(sq)):
                 big = float(np.max(np.abs(chunk.data if csr else chunk)))
                 scaler = "MaxAbsScaler" if csr else "StandardScaler"
