@@ -52,9 +52,7 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
         raise ValueError("sample_weight must be finite")
     if sw.sum() <= 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros")
-    if np.all(sw == 1):  # unit weights: the unweighted fit (see above)
-        return None
-    return sw
+    return None if np.all(sw == 1) else sw  # unit weights: the unweighted fit (see above)
 
 
 # ------------------------------------------------------------- names of options

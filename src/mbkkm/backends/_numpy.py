@@ -416,11 +416,6 @@ def _centred_squares(X, step):
         )
         return [value for part in parts for value in part]
 
-    s = np.zeros(d)
-    for sums in in_parts(column_sums):
-        s += sums
-    mean = s / n
-    ss = 0.0
-    for value in in_parts(squares):
-        ss += value
-    return ss
+    # the chunks' results added in chunk order, from zeros (sum: left to right)
+    mean = sum(in_parts(column_sums), np.zeros(d)) / n
+    return sum(in_parts(squares), 0.0)
