@@ -219,10 +219,13 @@ class NumpyBackend:
     is_host = True
 
     # ------------------------------------------------------------ conversions
-    #: A host array -> an array of this backend (here: no copy when possible).
-    asarray = staticmethod(np.asarray)
-    #: An array of this backend -> a host numpy array (here: itself).
-    to_numpy = staticmethod(np.asarray)
+    def asarray(self, a, dtype=None):
+        """A host array -> an array of this backend (here: no copy when possible)."""
+        return np.asarray(a, dtype=dtype)
+
+    def to_numpy(self, x):
+        """An array of this backend -> a host numpy array (here: itself)."""
+        return np.asarray(x)
 
     def index(self, idx):
         """Host integer indices -> indices this backend can gather with."""
@@ -232,7 +235,8 @@ class NumpyBackend:
         """The floating dtype the core computes in for items ``x`` (None: not floats)."""
         return np.result_type(x.dtype, np.float32) if x.dtype.kind == "f" else None
 
-    empty = staticmethod(np.empty)
+    def empty(self, shape, dtype):
+        return np.empty(shape, dtype=dtype)
 
     def copy(self, x):
         return x.copy()
@@ -306,7 +310,8 @@ class NumpyBackend:
             new = type(S)(new)
         return vstack_rows([take_rows(S, rows_kept), new]).astype(S.dtype, copy=False)
 
-    reshape = staticmethod(np.reshape)
+    def reshape(self, x, shape):
+        return x.reshape(shape)
 
     def astype(self, x, dtype):
         return np.asarray(x).astype(dtype, copy=False)
@@ -356,8 +361,9 @@ class NumpyBackend:
         A[np.arange(labels.shape[0]), labels] = values
         return A
 
-    #: Positions of the true entries of a 1-D mask.
-    flatnonzero = staticmethod(np.flatnonzero)
+    def flatnonzero(self, mask):
+        """Positions of the true entries of a 1-D mask."""
+        return np.flatnonzero(mask)
 
     def largest(self, score, n):
         """Positions of the ``n`` largest entries of ``score``, largest first."""
