@@ -234,9 +234,8 @@ class Waiting:
     def __init__(self, desc, stream=None, *, interval=None, clock=None):
         self.desc = desc
         self.stream = sys.stderr if stream is None else stream
-        self.interval = max(
-            WAITING_MIN_INTERVAL, default_interval() if interval is None else interval
-        )
+        interval = default_interval() if interval is None else interval
+        self.interval = max(WAITING_MIN_INTERVAL, interval)
         self.clock = time.monotonic if clock is None else clock
         self.start = self.clock()
         self._stopped = threading.Event()

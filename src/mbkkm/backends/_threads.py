@@ -89,9 +89,8 @@ def _pools():
         controller = _state["controller"]
     counts = {"openmp": None, "blas": None}
     for lib in controller.lib_controllers:
-        if lib.user_api in counts and lib.num_threads:
-            old = counts[lib.user_api]
-            counts[lib.user_api] = lib.num_threads if old is None else min(old, lib.num_threads)
+        if lib.user_api in counts and lib.num_threads:  # the smallest of the API's pools
+            counts[lib.user_api] = min(lib.num_threads, counts[lib.user_api] or lib.num_threads)
     return controller, counts
 
 
@@ -117,8 +116,7 @@ def effective_n_threads():
     with _lock:  # while a phase holds BLAS at one thread, the limit before it counts
         counts = _pools()[1]
         blas = _state["saved_blas"] if _state["holders"] else counts["blas"]
-    omp = counts["openmp"]
-    n = omp if omp is not None else (env if env is not None else _physical_cpus())
+    n = counts["openmp"] or env or _physical_cpus()  # counts and env: None or >= 1
     if env is None:
         n = min(n, _physical_cpus())
     if blas is not None:
@@ -151,9 +149,8 @@ def _one_blas_thread():
         with _lock:
             _state["holders"] -= 1
             if _state["holders"] == 0:
-                limiter, _state["limiter"] = _state["limiter"], None
-                _state["saved_blas"] = None
-                limiter.restore_original_limits()
+                _state["limiter"].restore_original_limits()
+                _state["limiter"] = _state["saved_blas"] = None
 
 
 def torch_joins():

@@ -380,14 +380,12 @@ def check_no_overflow(X, kernel=None, input_name="X"):
                     f"{input_name} (for example with sklearn.preprocessing.{scaler})"
                     + (" or use float64" if X.dtype != np.float64 else "")
                 )
-            if check_diag:
-                diag = np.asarray(kernel.diag(chunk))
-                if not np.all(np.isfinite(diag)):
-                    raise ValueError(
-                        f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
-                        f"these values (K(x, x) is not finite). Rescale {input_name} or "
-                        "change the kernel parameters"
-                    )
+            if check_diag and not np.all(np.isfinite(kernel.diag(chunk))):
+                raise ValueError(
+                    f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
+                    f"these values (K(x, x) is not finite). Rescale {input_name} or "
+                    "change the kernel parameters"
+                )
 
 
 def rows_of(X):
