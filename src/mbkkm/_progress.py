@@ -168,8 +168,7 @@ class Progress(AbstractContextManager):
         """``'12,400,000 / 100,000,000 rows (12.4 %), 1 min 23 s, about 9 min 46 s left'``
         with ``desc`` in front, at time ``now``."""
         elapsed = now - self.start
-        done = self.done - self.initial
-        left = elapsed * (self.total - self.done) / max(done, 1)
+        left = elapsed * (self.total - self.done) / max(self.done - self.initial, 1)
         return (
             f"{self.desc}: {_format_amount(self.done, self.unit).rsplit(' ', 1)[0]} / "
             f"{_format_amount(self.total, self.unit)} "

@@ -237,7 +237,7 @@ def parallel_parts(func, n, n_threads):
     caller. The results come in part order.
     """
     n_threads = max(1, min(int(n_threads), n))
-    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)  # near-equal parts
+    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp).tolist()  # near-equal parts
     outer = getattr(_local, "budget", None)
     with _one_blas_thread():
         _local.budget = 1  # the caller computes the first part, and a part never splits again
@@ -256,11 +256,8 @@ def parallel_parts(func, n, n_threads):
                         if old is not None:
                             old.shutdown(wait=False)
                     pool = _state["pool"]
-                futures = [
-                    pool.submit(func, int(bounds[i]), int(bounds[i + 1]))
-                    for i in range(1, n_threads)
-                ]
-            first = func(int(bounds[0]), int(bounds[1]))
+                futures = [pool.submit(func, bounds[i], bounds[i + 1]) for i in range(1, n_threads)]
+            first = func(bounds[0], bounds[1])
             return [first, *(f.result() for f in futures)]
         finally:
             for f in futures:  # on an error: no part left running outside the BLAS limit
@@ -268,7 +265,7 @@ def parallel_parts(func, n, n_threads):
             _local.budget = outer
 
 
-def parallel_matmul(K, A, out=None):
+def parallel_matmul(K, A):
     """``K @ A`` for a large dense K (n, p) and a thin A (p, k), in row parts.
 
     With one BLAS thread per part the product of a stored kernel matrix with the
@@ -276,12 +273,10 @@ def parallel_matmul(K, A, out=None):
     each part has :data:`MIN_PART_WORK` multiply-adds.
     """
     n = K.shape[0]
-    if out is None:
-        out = np.empty((n, A.shape[1]), dtype=np.result_type(K.dtype, A.dtype))
-    n_threads = threads_for(n * K.shape[1] * A.shape[1])
+    out = np.empty((n, A.shape[1]), dtype=np.result_type(K.dtype, A.dtype))
 
     def part(r0, r1):
         np.matmul(K[r0:r1], A, out=out[r0:r1])
 
-    parallel_parts(part, n, n_threads)
+    parallel_parts(part, n, threads_for(n * K.shape[1] * A.shape[1]))
     return out
