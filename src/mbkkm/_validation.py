@@ -10,20 +10,8 @@ from __future__ import annotations
 import difflib
 
 import numpy as np
-from sklearn.utils._param_validation import (
-    InvalidParameterError,
-    StrOptions,
-    make_constraint,
-)
+from sklearn.utils._param_validation import InvalidParameterError, StrOptions, make_constraint
 from sklearn.utils.validation import _check_sample_weight
-
-__all__ = [
-    "check_sample_weight",
-    "check_str_options",
-    "match_columns",
-    "short_input_errors",
-    "unknown_name_message",
-]
 
 
 def check_sample_weight(sample_weight, X, dtype=np.float64):
@@ -44,9 +32,7 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
     try:
         sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
     except ValueError as exc:
-        msg = str(exc)
-        if "sample_weight" not in msg:
-            msg = f"sample_weight: {msg}"
+        msg = str(exc) if "sample_weight" in str(exc) else f"sample_weight: {exc}"
         raise ValueError(msg) from exc
     if not np.all(np.isfinite(sw)):
         raise ValueError("sample_weight must be finite")

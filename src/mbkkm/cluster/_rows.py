@@ -246,9 +246,8 @@ class DaskArrayRows(Rows):
         return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
 
     def lazy_transform(self, estimator, kernel_diag=None):
-        if kernel_diag is not None:  # K(x, x) given as an array: in memory
-            return None
-        return _dask.dask_transform(estimator, self.data)
+        # K(x, x) given as an array: in memory (None)
+        return None if kernel_diag is not None else _dask.dask_transform(estimator, self.data)
 
     def lazy_score(self, estimator, sample_weight):
         return _dask.dask_score(estimator, self.data, sample_weight)  # one pass
