@@ -21,7 +21,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def warn(message: str, category: type[Warning]) -> None:
     """``warnings.warn(message, category)`` pointing at the user's line."""
-    dirs = (_HERE,)
+    dirs: tuple[str, ...] = (_HERE,)
     sklearn_file = getattr(sys.modules.get("sklearn"), "__file__", None)
     if sklearn_file:
         dirs += (os.path.dirname(os.path.abspath(sklearn_file)) + os.sep,)
