@@ -29,7 +29,7 @@ import os
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 
 #: Seconds between two progress lines when MBKKM_PROGRESS_INTERVAL is not set.
 DEFAULT_INTERVAL = 5.0
@@ -39,10 +39,9 @@ WAITING_MIN_INTERVAL = 1.0
 
 def default_interval() -> float:
     """``MBKKM_PROGRESS_INTERVAL`` (seconds, >= 0), else :data:`DEFAULT_INTERVAL`."""
-    value = os.environ.get("MBKKM_PROGRESS_INTERVAL", "")
     try:
-        return max(0.0, float(value)) if value.strip() else DEFAULT_INTERVAL
-    except ValueError:
+        return max(0.0, float(os.environ.get("MBKKM_PROGRESS_INTERVAL", "")))
+    except ValueError:  # unset, empty or not a number
         return DEFAULT_INTERVAL
 
 
@@ -64,7 +63,7 @@ def _format_amount(n: int, unit: str) -> str:
     return f"{n:,} {unit}"
 
 
-class Progress:
+class Progress(AbstractContextManager):
     """Report the progress of a pass of ``total`` units on ``stream``.
 
     Parameters
@@ -128,7 +127,6 @@ class Progress:
         self.done = self.initial = int(initial)
         self.start = self.clock()
         self.last = -float("inf") if first else self.start
-        self.lines = 0
         self.closed = False
         self._lock = threading.Lock()
         self._bar = self._tqdm() if bar and _is_terminal(self.stream) else None
@@ -166,13 +164,11 @@ class Progress:
                 self.last = now
                 self._write(self.status(now) + (f", {note}" if note else ""))
 
-    def status(self, now=None):
+    def status(self, now):
         """``'12,400,000 / 100,000,000 rows (12.4 %), 1 min 23 s, about 9 min 46 s left'``
-        with ``desc`` in front."""
-        now = self.clock() if now is None else now
+        with ``desc`` in front, at time ``now``."""
         elapsed = now - self.start
-        done = self.done - self.initial
-        left = elapsed * (self.total - self.done) / max(done, 1)
+        left = elapsed * (self.total - self.done) / max(self.done - self.initial, 1)
         return (
             f"{self.desc}: {_format_amount(self.done, self.unit).rsplit(' ', 1)[0]} / "
             f"{_format_amount(self.total, self.unit)} "
@@ -208,19 +204,17 @@ class Progress:
             )
 
     def _write(self, line):
-        self.lines += 1
         self.stream.write(line + "\n")
         self.stream.flush()
-
-    def __enter__(self):
-        return self
 
     def __exit__(self, exc_type, *exc):
         if exc_type is None or self._bar is not None:  # an error: no summary line
             self.close()
 
 
-_REPORTING: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+#: Inside :func:`reporting`: its (stream, bar, started), where ``started()`` is called as
+#: a pass that follows it starts.
+_REPORTING: contextvars.ContextVar[tuple | None] = contextvars.ContextVar(
     "mbkkm_progress_reporting", default=None
 )
 
@@ -239,9 +233,8 @@ class Waiting:
     def __init__(self, desc, stream=None, *, interval=None, clock=None):
         self.desc = desc
         self.stream = sys.stderr if stream is None else stream
-        self.interval = max(
-            WAITING_MIN_INTERVAL, default_interval() if interval is None else interval
-        )
+        interval = default_interval() if interval is None else interval
+        self.interval = max(WAITING_MIN_INTERVAL, interval)
         self.clock = time.monotonic if clock is None else clock
         self.start = self.clock()
         self._stopped = threading.Event()
@@ -280,7 +273,7 @@ def reporting(stream=None, *, bar=True, on_start=None, waiting=None):
         if on_start is not None:
             on_start()
 
-    token = _REPORTING.set({"stream": stream, "bar": bar, "on_start": started})
+    token = _REPORTING.set((stream, bar, started))
     try:
         yield
     finally:
@@ -299,9 +292,8 @@ def progress_for(verbose, total, desc, *, unit="rows", first=False, initial=0, f
     """
     context = _REPORTING.get() if follow else None
     if context is not None:
-        if context["on_start"] is not None:
-            context["on_start"]()
-        stream, bar = context["stream"], context["bar"]
+        stream, bar, started = context
+        started()
     elif verbose:
         stream, bar = sys.stdout, False
     else:

@@ -10,20 +10,8 @@ from __future__ import annotations
 import difflib
 
 import numpy as np
-from sklearn.utils._param_validation import (
-    InvalidParameterError,
-    StrOptions,
-    make_constraint,
-)
+from sklearn.utils._param_validation import InvalidParameterError, StrOptions, make_constraint
 from sklearn.utils.validation import _check_sample_weight
-
-__all__ = [
-    "check_sample_weight",
-    "check_str_options",
-    "match_columns",
-    "short_input_errors",
-    "unknown_name_message",
-]
 
 
 def check_sample_weight(sample_weight, X, dtype=np.float64):
@@ -44,17 +32,13 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
     try:
         sw = _check_sample_weight(sample_weight, X, dtype=dtype, ensure_non_negative=True)
     except ValueError as exc:
-        msg = str(exc)
-        if "sample_weight" not in msg:
-            msg = f"sample_weight: {msg}"
+        msg = str(exc) if "sample_weight" in str(exc) else f"sample_weight: {exc}"
         raise ValueError(msg) from exc
     if not np.all(np.isfinite(sw)):
         raise ValueError("sample_weight must be finite")
     if sw.sum() <= 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros")
-    if np.all(sw == 1):  # unit weights: the unweighted fit (see above)
-        return None
-    return sw
+    return None if np.all(sw == 1) else sw  # unit weights: the unweighted fit (see above)
 
 
 # ------------------------------------------------------------- names of options
@@ -78,9 +62,7 @@ def match_columns(estimator, X):
     wanted = list(fitted)
     if names == wanted or len(names) != len(wanted) or set(names) != set(wanted):
         return X
-    if not all(isinstance(name, str) for name in names):
-        return X
-    return X[wanted]
+    return X[wanted] if all(isinstance(name, str) for name in names) else X
 
 
 def unknown_name_message(param, value, known, *, what=None, also=()):

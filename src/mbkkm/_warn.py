@@ -19,17 +19,12 @@ from types import FrameType
 _HERE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _library_dirs() -> tuple[str, ...]:
-    dirs = [_HERE]
-    sklearn_file = getattr(sys.modules.get("sklearn"), "__file__", None)
-    if sklearn_file:
-        dirs.append(os.path.dirname(os.path.abspath(sklearn_file)) + os.sep)
-    return tuple(dirs)
-
-
 def warn(message: str, category: type[Warning]) -> None:
     """``warnings.warn(message, category)`` pointing at the user's line."""
-    dirs = _library_dirs()
+    dirs: tuple[str, ...] = (_HERE,)
+    sklearn_file = getattr(sys.modules.get("sklearn"), "__file__", None)
+    if sklearn_file:
+        dirs += (os.path.dirname(os.path.abspath(sklearn_file)) + os.sep,)
     frame: FrameType | None = sys._getframe(1)
     level = 2  # 1 is this function; 2 its caller
     while frame is not None and frame.f_code.co_filename.startswith(dirs):

@@ -153,7 +153,7 @@ def resolve_device(device):
         )
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(device, torch.device):
-        return _check_torch_device(device, device)
+        return _torch_device(device)
     raise TypeError(f"device must be None, a string or a torch.device, got {type(device).__name__}")
 
 
@@ -175,7 +175,9 @@ def available_devices():
 
 
 def _torch_device(name, asked=None):
-    """``torch.device(name)``, checked; ``asked``: the user's spelling, for messages."""
+    """``torch.device(name)`` if this machine has it, with its CUDA index; else a
+    ValueError naming ``name`` (the user's value; ``asked``: the user's spelling, where
+    it is not ``name``) and listing what exists."""
     if not torch_available():
         raise ValueError(
             f"device={asked or name!r} needs PyTorch, which is not installed: pip install "
@@ -191,24 +193,16 @@ def _torch_device(name, asked=None):
             f"device={name!r} is not a valid device name ({exc}); this machine has: "
             f"{available_devices()}"
         ) from None
-    return _check_torch_device(dev, name)
-
-
-def _check_torch_device(dev, device):
-    """``dev`` (a torch.device) if this machine has it, with its CUDA index; else a
-    ValueError naming ``device`` (the user's value) and listing what exists."""
-    import torch
-
     if dev.type == "cpu":
         return dev
     if dev.type != "cuda":
         raise ValueError(
-            f"device={device!r}: device type {dev.type!r} is not supported (mbkkm runs "
+            f"device={name!r}: device type {dev.type!r} is not supported (mbkkm runs "
             f"on the CPU and on CUDA devices); this machine has: {available_devices()}"
         )
     if not torch.cuda.is_available():
         raise ValueError(
-            f"device={device!r}: no CUDA device is available (torch sees no GPU; this "
+            f"device={name!r}: no CUDA device is available (torch sees no GPU; this "
             f"machine has: {available_devices()}); use device='auto' to fall back to "
             "the CPU"
         )
@@ -216,7 +210,7 @@ def _check_torch_device(dev, device):
     count = torch.cuda.device_count()
     if index >= count:
         raise ValueError(
-            f"device={device!r}: there is no CUDA device {index} ({count} visible); this "
+            f"device={name!r}: there is no CUDA device {index} ({count} visible); this "
             f"machine has: {available_devices()}"
         )
     return torch.device("cuda", index)

@@ -179,8 +179,7 @@ def vstack_rows(parts):
     d = {p.shape[1] for p in parts}
     if len(d) != 1:
         raise ValueError(f"vstack_rows: the parts have different numbers of columns {sorted(d)}")
-    dtype = np.result_type(*[p.dtype for p in parts])
-    stacked = sp.vstack(parts, format="csr", dtype=dtype)
+    stacked = sp.vstack(parts, format="csr")  # in the parts' common dtype
     stacked.sort_indices()
     return stacked
 
@@ -423,11 +422,6 @@ def _centred_squares(X, step):
         )
         return [value for part in parts for value in part]
 
-    s = np.zeros(d)
-    for sums in in_parts(column_sums):
-        s += sums
-    mean = s / n
-    ss = 0.0
-    for value in in_parts(squares):
-        ss += value
-    return ss
+    # the chunks' results added in chunk order, from zeros (sum: left to right)
+    mean = sum(in_parts(column_sums), np.zeros(d)) / n
+    return sum(in_parts(squares), 0.0)

@@ -89,9 +89,8 @@ def _pools():
         controller = _state["controller"]
     counts = {"openmp": None, "blas": None}
     for lib in controller.lib_controllers:
-        if lib.user_api in counts and lib.num_threads:
-            old = counts[lib.user_api]
-            counts[lib.user_api] = lib.num_threads if old is None else min(old, lib.num_threads)
+        if lib.user_api in counts and lib.num_threads:  # the smallest of the API's pools
+            counts[lib.user_api] = min(lib.num_threads, counts[lib.user_api] or lib.num_threads)
     return controller, counts
 
 
@@ -110,16 +109,14 @@ def effective_n_threads():
     if budget is not None:
         return budget
     # OMP_NUM_THREADS as an int (its first level), or None when unset or unreadable
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     try:
-        env = max(1, int(env)) if env else None
+        env = max(1, int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0]))
     except ValueError:
         env = None
     with _lock:  # while a phase holds BLAS at one thread, the limit before it counts
         counts = _pools()[1]
         blas = _state["saved_blas"] if _state["holders"] else counts["blas"]
-    omp = counts["openmp"]
-    n = omp if omp is not None else (env if env is not None else _physical_cpus())
+    n = counts["openmp"] or env or _physical_cpus()  # counts and env: None or >= 1
     if env is None:
         n = min(n, _physical_cpus())
     if blas is not None:
@@ -152,9 +149,8 @@ def _one_blas_thread():
         with _lock:
             _state["holders"] -= 1
             if _state["holders"] == 0:
-                limiter, _state["limiter"] = _state["limiter"], None
-                _state["saved_blas"] = None
-                limiter.restore_original_limits()
+                _state["limiter"].restore_original_limits()
+                _state["limiter"] = _state["saved_blas"] = None
 
 
 def torch_joins():
@@ -241,7 +237,7 @@ def parallel_parts(func, n, n_threads):
     caller. The results come in part order.
     """
     n_threads = max(1, min(int(n_threads), n))
-    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp)  # near-equal parts
+    bounds = np.linspace(0, n, n_threads + 1).astype(np.intp).tolist()  # near-equal parts
     outer = getattr(_local, "budget", None)
     with _one_blas_thread():
         _local.budget = 1  # the caller computes the first part, and a part never splits again
@@ -260,11 +256,8 @@ def parallel_parts(func, n, n_threads):
                         if old is not None:
                             old.shutdown(wait=False)
                     pool = _state["pool"]
-                futures = [
-                    pool.submit(func, int(bounds[i]), int(bounds[i + 1]))
-                    for i in range(1, n_threads)
-                ]
-            first = func(int(bounds[0]), int(bounds[1]))
+                futures = [pool.submit(func, bounds[i], bounds[i + 1]) for i in range(1, n_threads)]
+            first = func(bounds[0], bounds[1])
             return [first, *(f.result() for f in futures)]
         finally:
             for f in futures:  # on an error: no part left running outside the BLAS limit
@@ -272,7 +265,7 @@ def parallel_parts(func, n, n_threads):
             _local.budget = outer
 
 
-def parallel_matmul(K, A, out=None):
+def parallel_matmul(K, A):
     """``K @ A`` for a large dense K (n, p) and a thin A (p, k), in row parts.
 
     With one BLAS thread per part the product of a stored kernel matrix with the
@@ -280,12 +273,10 @@ def parallel_matmul(K, A, out=None):
     each part has :data:`MIN_PART_WORK` multiply-adds.
     """
     n = K.shape[0]
-    if out is None:
-        out = np.empty((n, A.shape[1]), dtype=np.result_type(K.dtype, A.dtype))
-    n_threads = threads_for(n * K.shape[1] * A.shape[1])
+    out = np.empty((n, A.shape[1]), dtype=np.result_type(K.dtype, A.dtype))
 
     def part(r0, r1):
         np.matmul(K[r0:r1], A, out=out[r0:r1])
 
-    parallel_parts(part, n, n_threads)
+    parallel_parts(part, n, threads_for(n * K.shape[1] * A.shape[1]))
     return out

@@ -246,9 +246,8 @@ class DaskArrayRows(Rows):
         return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
 
     def lazy_transform(self, estimator, kernel_diag=None):
-        if kernel_diag is not None:  # K(x, x) given as an array: in memory
-            return None
-        return _dask.dask_transform(estimator, self.data)
+        # K(x, x) given as an array: in memory (None)
+        return None if kernel_diag is not None else _dask.dask_transform(estimator, self.data)
 
     def lazy_score(self, estimator, sample_weight):
         return _dask.dask_score(estimator, self.data, sample_weight)  # one pass
@@ -358,21 +357,19 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     csr = sparse.issparse(X)
     if csr:
         X = as_csr(X)
-    elif not isinstance(X, np.ndarray) or X.ndim != 2:
+        ranges = row_chunks(X)
+    elif isinstance(X, np.ndarray) and X.ndim == 2:
+        ranges = ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
+    else:
         return
     if X.dtype.kind != "f":
         return
     check_diag = kernel is not None and not kernel.is_callable
     with np.errstate(over="ignore", invalid="ignore"):
-        ranges = (
-            row_chunks(X)
-            if csr
-            else ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
-        )
         for start, stop in ranges:
             # a view (a CSR range shares X's arrays)
             chunk = row_range(X, start, stop) if csr else X[start:stop]
-            sq = row_norms_sq(chunk) if csr else np.einsum("ij,ij->i", chunk, chunk)
+            sq = row_norms_sq(chunk)
             if not np.all(np.isfinite(sq)):
                 big = float(np.max(np.abs(chunk.data if csr else chunk)))
                 scaler = "MaxAbsScaler" if csr else "StandardScaler"
@@ -382,14 +379,12 @@ def check_no_overflow(X, kernel=None, input_name="X"):
                     f"{input_name} (for example with sklearn.preprocessing.{scaler})"
                     + (" or use float64" if X.dtype != np.float64 else "")
                 )
-            if check_diag:
-                diag = np.asarray(kernel.diag(chunk))
-                if not np.all(np.isfinite(diag)):
-                    raise ValueError(
-                        f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
-                        f"these values (K(x, x) is not finite). Rescale {input_name} or "
-                        "change the kernel parameters"
-                    )
+            if check_diag and not np.all(np.isfinite(kernel.diag(chunk))):
+                raise ValueError(
+                    f"{input_name}: the kernel {kernel!r} overflows in {X.dtype} on "
+                    f"these values (K(x, x) is not finite). Rescale {input_name} or "
+                    "change the kernel parameters"
+                )
 
 
 def rows_of(X):
