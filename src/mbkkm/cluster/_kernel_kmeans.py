@@ -26,7 +26,12 @@ from ..backends import get_backend
 from ..kernels._index import IndexKernel
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import auto_start_inner
-from ._base import BaseKernelKMeans, IndefiniteKernelWarning, fit_input, kernel_kind
+from ._base import (
+    BaseKernelKMeans,
+    IndefiniteKernelWarning,
+    fit_input,
+    kernel_kind,
+)
 from ._graph_kernels import graph_start_inner
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 

@@ -9,7 +9,14 @@ from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._core import LEARNING_RATES, StepConfig, _memory, assign, draw_batch_plan, init_state
+from .._core import (
+    LEARNING_RATES,
+    StepConfig,
+    _memory,
+    assign,
+    draw_batch_plan,
+    init_state,
+)
 from .._core._loop import fit_loop, function_loop, step_for
 from .._core._memory import (
     MiniBatchPlanRequest,
@@ -23,7 +30,13 @@ from .._validation import check_sample_weight
 from ..backends import get_backend
 from . import _device  # device=: numpy or torch backend, tensors in -> tensors out
 from ._auto_gamma import start_state
-from ._base import BaseKernelKMeans, MiniBatchMixin, fit_input, kernel_kind, memory_guard
+from ._base import (
+    BaseKernelKMeans,
+    MiniBatchMixin,
+    fit_input,
+    kernel_kind,
+    memory_guard,
+)
 from ._checkpoint import check_checkpoint
 from ._params import COMMON_CONSTRAINTS, KERNEL_CONSTRAINTS, shared_doc
 from ._rows import host_sample_weight, rows_of

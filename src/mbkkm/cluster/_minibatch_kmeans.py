@@ -35,7 +35,12 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._core import LEARNING_RATES, _memory, batch_rates, draw_batch_plan
+from .._core import (
+    LEARNING_RATES,
+    _memory,
+    batch_rates,
+    draw_batch_plan,
+)
 from .._core._loop import function_loop
 from .._core._memory import chunk_rows
 from .._core._state import StepResult  # the same record as the kernel step
@@ -43,7 +48,10 @@ from .._progress import progress_for
 from .._validation import check_sample_weight, match_columns
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
-from ._base import ClusterEstimator, MiniBatchMixin
+from ._base import (
+    ClusterEstimator,
+    MiniBatchMixin,
+)
 from ._params import COMMON_CONSTRAINTS
 from ._rows import check_no_overflow, rows_of
 
