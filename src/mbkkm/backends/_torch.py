@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from functools import partialmethod
 
 import numpy as np
 import torch
@@ -96,14 +95,18 @@ class TorchBackend:
         return P
 
     # ---------------------------------------------------------------- uploads
-    def _upload(self, dtype, *arrays):
-        """Host arrays -> tensors of ``dtype`` on this device, in one copy."""
+    def upload_indices(self, *arrays):
+        """Host integer arrays -> int64 tensors on this device, in one copy."""
+        return self._upload(arrays, np.int64)
+
+    def upload_floats(self, *arrays):
+        """Host float arrays -> float64 tensors on this device, in one copy."""
+        return self._upload(arrays, np.float64)
+
+    def _upload(self, arrays, dtype):
         flat = [np.asarray(a, dtype=dtype).ravel() for a in arrays]
         packed = torch.from_numpy(np.concatenate(flat) if flat else np.zeros(0, dtype))
         return packed.to(self.device).split([a.size for a in flat])
-
-    upload_indices = partialmethod(_upload, np.int64)  # integer arrays -> int64 tensors
-    upload_floats = partialmethod(_upload, np.float64)  # float arrays -> float64 tensors
 
     # ---------------------------------------------------------------- gathers
     def concatenate(self, arrays, axis=0):
