@@ -7,12 +7,11 @@ once at the boundary (``mbkkm.cluster``) and the core never checks again.
 from ._init import draw_batch_plan, draw_init_subsample, kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
 from ._state import StepConfig, WindowState, init_state, labelling_state
-from ._windows import WindowPlan, assign, minibatch_step, plan_windows
+from ._windows import assign, minibatch_step
 
 __all__ = [
     "LEARNING_RATES",
     "StepConfig",
-    "WindowPlan",
     "WindowState",
     "assign",
     "batch_rates",
@@ -22,6 +21,5 @@ __all__ = [
     "kernel_kmeans_plusplus",
     "labelling_state",
     "minibatch_step",
-    "plan_windows",
     "random_init",
 ]

@@ -9,6 +9,7 @@ the other's module for them.
 
 from __future__ import annotations
 
+from copy import deepcopy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,30 +135,18 @@ class WindowState:
         # support positions by cluster (always a gather: the same calls whatever the order)
         order, _ = group_by(self.labels, self.n_clusters)
         border = np.argsort(self.block_cluster, kind="stable")
-        sizes = self.block_size[border]
         nx = get_backend(self.support)
         self.support = nx.take(self.support, nx.index(order))
         self.weight = self.weight[order]
-        self.block_start = np.r_[0, np.cumsum(sizes)]
+        self.block_start = np.r_[0, np.cumsum(self.block_size[border])]
         self.block_cluster = self.block_cluster[border]
         self.block_stamp = self.block_stamp[border]
         self.lam = self.lam[border]
         return self
 
     def copy(self):
-        nx = get_backend(self.support)
-        return WindowState(
-            nx.copy(self.support),
-            self.weight.copy(),
-            self.block_start.copy(),
-            self.block_cluster.copy(),
-            self.block_stamp.copy(),
-            self.lam.copy(),
-            None if self.gram is None else nx.copy(self.gram),
-            nx.copy(self.norms),
-            self.counts.copy(),
-            self.n_steps,
-        )
+        """A copy with arrays of its own (:meth:`__getstate__` leaves the workspace out)."""
+        return deepcopy(self)
 
 
 def init_state(centers, kernel):
@@ -168,22 +157,14 @@ def init_state(centers, kernel):
     """
     nx = get_backend(centers)
     k = centers.shape[0]
+    if nx.is_host and not is_sparse(centers):
+        support = np.array(centers, copy=True)
+    else:
+        support = nx.copy(centers)
     diag = nx.astype(kernel.diag(centers), np.float64)  # (k,) K(c_j, c_j)
-    return WindowState(
-        support=(
-            nx.copy(centers)
-            if not nx.is_host or is_sparse(centers)
-            else np.array(centers, copy=True)
-        ),
-        weight=np.ones(k),
-        block_start=np.arange(k + 1),
-        block_cluster=np.arange(k),
-        block_stamp=np.full(k, -1, dtype=np.int64),
-        lam=np.ones(k),
-        gram=diag.reshape(k, 1, 1),  # H_j = [[K(c_j, c_j)]]
-        norms=nx.copy(diag),
-        counts=np.zeros(k),
-    )
+    state = labelling_state(support, np.ones(k), np.arange(k), k, diag)
+    state.gram = nx.reshape(nx.copy(diag), (k, 1, 1))  # H_j = [[K(c_j, c_j)]]
+    return state
 
 
 def labelling_state(support, coef, cluster, n_clusters, norms):
@@ -206,12 +187,11 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     lam = np.bincount(cluster, weights=coef, minlength=n_clusters).astype(np.float64)
     lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
     coef = np.asarray(coef, dtype=np.float64)[order]
-    sizes = np.diff(ptr)
     return WindowState(
         support=support
         if order.size == 0 or np.all(order == np.arange(order.size))
         else nx.take(support, nx.index(order)),
-        weight=coef / np.repeat(lam, sizes),
+        weight=coef / np.repeat(lam, np.diff(ptr)),
         block_start=ptr,
         block_cluster=np.arange(n_clusters),
         block_stamp=np.full(n_clusters, -1, dtype=np.int64),
