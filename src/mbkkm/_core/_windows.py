@@ -85,7 +85,6 @@ from ._rates import batch_rates
 from ._state import (
     WORKSPACE_HEADROOM,
     StepResult,
-    block_slots,
     concat_ranges,
     group_by,
     rank_in_groups,
@@ -228,18 +227,16 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     k, b, L_old = state.n_clusters, Q.shape[1], state.gram.shape[1]
     keep, grows = plan.keep, plan.grows
     block_cluster = np.asarray(state.block_cluster, dtype=np.intp)
-    kept_ids = np.flatnonzero(keep)
-    new_cluster = np.concatenate([block_cluster[keep], grow_ids])
-    old_slots = block_slots(block_cluster, k)
+    kept_cluster = block_cluster[keep]
     dropped = np.bincount(block_cluster[~keep], minlength=k)
-    n_kept = np.bincount(block_cluster[keep], minlength=k)  # kept blocks per cluster
-    new_slots = np.concatenate([old_slots[keep] - dropped[block_cluster[keep]], n_kept[grows]])
+    n_kept = np.bincount(kept_cluster, minlength=k)  # kept blocks per cluster
     L = max(1, int((n_kept + grows).max()))
+    # the kept blocks by cluster: the t-th is in slot t - kptr[j] of its window j
+    korder, kptr = group_by(kept_cluster, k)
 
     # (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j].
     cl = np.repeat(np.arange(k), n_kept**2)
-    within = rank_in_groups(n_kept**2)
-    i, i2 = within // np.maximum(n_kept[cl], 1), within % np.maximum(n_kept[cl], 1)
+    i, i2 = np.divmod(rank_in_groups(n_kept**2), n_kept[cl])
     src_keep = (cl * L_old + i + dropped[cl]) * L_old + i2 + dropped[cl]
     dst_keep = (cl * L + i) * L + i2
     # (b) (new point, kept partner) pairs: H'[j, p, r] = sum_{x in r} u_x Q[p, x].
@@ -247,20 +244,14 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     n_partners = n_kept[pt_cluster]  # kept partners of each new point
     pair_pt = np.repeat(np.arange(new_pos.size), n_partners)
     pair_i = rank_in_groups(n_partners)  # slot of the partner in its window
-    # old block index of the kept partner of slot pair_i in that cluster:
-    korder, kptr = group_by(block_cluster[keep], k)
-    pair_q = kept_ids[korder[kptr[pt_cluster[pair_pt]] + pair_i]]
     pair_c = pt_cluster[pair_pt]
+    pair_q = np.flatnonzero(keep)[korder[kptr[pair_c] + pair_i]]  # its old block index
     pair_flat = pair_q * b + new_pos[pair_pt]  # into Q (nb, b)
     pair_dst = (pair_c * L + pair_i) * L + n_kept[pair_c]
     self_dst = (pt_cluster * L + n_kept[pt_cluster]) * L + n_kept[pt_cluster]
-    # the mirror H'[j, r, p] = H'[j, p, r]
-    mir_c = np.repeat(grow_ids, n_kept[grows])
-    mir_i = rank_in_groups(n_kept[grows])
-    mir_src = (mir_c * L + mir_i) * L + n_kept[mir_c]
-    mir_dst = (mir_c * L + n_kept[mir_c]) * L + mir_i
-    lam_pad = np.zeros(k * L)  # Lambda' padded (k, L)
-    lam_pad[new_cluster * L + new_slots] = np.concatenate([plan.lam_kept, plan.lam_new])
+    lam_pad = np.zeros((k, L))  # Lambda' padded
+    lam_pad[kept_cluster[korder], rank_in_groups(n_kept)] = plan.lam_kept[korder]
+    lam_pad[grow_ids, n_kept[grows]] = plan.lam_new
 
     gram = np.zeros(k * L * L)
     gram[dst_keep] = state.gram.reshape(-1)[src_keep]
@@ -268,9 +259,9 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     gram += np.bincount(pair_dst, weights=pair_vals, minlength=gram.size)
     self_vals = self_vals.astype(np.float64, copy=False) * u_new
     gram += np.bincount(self_dst, weights=self_vals, minlength=gram.size)
-    gram[mir_dst] = gram[mir_src]
     gram = gram.reshape(k, L, L)
-    lam_pad = lam_pad.reshape(k, L)
+    # the mirror H'[j, r, p] = H'[j, p, r]: the new block's column, copied to its row
+    gram[grow_ids, n_kept[grows]] = gram[grow_ids, :, n_kept[grows]]
     return gram, np.einsum("cl,clm,cm->c", lam_pad, gram, lam_pad)
 
 
