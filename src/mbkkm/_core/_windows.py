@@ -557,11 +557,15 @@ def assign(
         and S.dtype.kind == "f"
     )
     cache = kernel.prepare(S) if fused else {}
-    tile_dt = (
-        _out_dtype(kernel, S, nx)
-        if not nx.is_host and cross_kernel is None and not is_sparse(X_items)
-        else None
-    )
+    # A device: every tile into one buffer too, so that a chunk's tile never coexists
+    # with the last one's (the allocator would not reuse it before the old one is
+    # released).
+    if fused:
+        buf_dtype = S.dtype
+    elif not nx.is_host and cross_kernel is None and not is_sparse(X_items):
+        buf_dtype = _out_dtype(kernel, S, nx)
+    else:
+        buf_dtype = None
     labels = nx.empty(n, np.int64)
     mind = dist = buf = None
     for start in range(0, n, chunk_rows):
@@ -571,16 +575,11 @@ def assign(
         r = Xc.shape[0]
         if cross_kernel is not None:
             T = cross_kernel(S, Xc)
-        elif fused:
+        elif buf_dtype is not None:
             if buf is None:
-                buf = np.empty(S.shape[0] * min(chunk_rows, n), dtype=S.dtype)
-            T = kernel(S, Xc, out=buf[: S.shape[0] * r].reshape(S.shape[0], r), **cache)
-        elif tile_dt is not None:  # a device: every tile into one buffer, so that a
-            # chunk's tile never coexists with the last one's (the allocator would not
-            # reuse it before the old one is released)
-            if buf is None:
-                buf = nx.empty(S.shape[0] * min(chunk_rows, n), tile_dt)
-            T = kernel.tile(S, Xc, out=buf[: S.shape[0] * r].view(S.shape[0], r))
+                buf = nx.empty(S.shape[0] * min(chunk_rows, n), buf_dtype)
+            out = buf[: S.shape[0] * r].reshape(S.shape[0], r)
+            T = kernel(S, Xc, out=out, **cache) if fused else kernel.tile(S, Xc, out=out)
         else:
             T = kernel.tile(S, Xc)
         dvals = kernel.diag(Xc) if diag is None else diag(start, Xc)
