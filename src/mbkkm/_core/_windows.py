@@ -275,7 +275,7 @@ def _tile(state, name, kernel, A, B, nx):
     if dtype is None:
         return kernel.tile(A, B)
     shape = (A.shape[0], B.shape[0])
-    size = int(np.prod(shape))
+    size = shape[0] * shape[1]
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
         del buf
@@ -289,13 +289,6 @@ def _out_dtype(kernel, X, nx):
     """dtype of a reusable ``out`` buffer for ``kernel.tile(., X)`` (None: a callable,
     which makes its own result, or items that are not floats)."""
     return None if kernel.is_callable else nx.float_dtype(X)
-
-
-def center_products(Q, state, nx, lam=None):
-    """P[j, x] = sum_{q in W_j} lambda_q Q[q, x], shape (k, n): one sparse product."""
-    order, ptr = group_by(state.block_cluster, state.n_clusters)
-    lam = state.lam if lam is None else lam
-    return nx.csr_matmul(ptr, order, lam[order], Q)
 
 
 #: Rows per part of the label-sorted batch for the new blocks' own kernel values
@@ -424,8 +417,10 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
         state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
     )
 
-    # 2. P = Lambda Q (k, b); distances; labels.
-    P = center_products(Q, state, nx)
+    # 2. P[j, x] = sum_{q in W_j} lambda_q Q[q, x] (k, b), one sparse product with the
+    # blocks grouped by cluster; distances; labels.
+    order, ptr = group_by(state.block_cluster, k)
+    P = nx.csr_matmul(ptr, order, state.lam[order], Q)
     labels, mind = labels_and_minima(nx.distances_T(P, diag, state.norms))
 
     # 3. Batch objective, counts and learning rates.
@@ -456,7 +451,7 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
         # f_B(C_{i+1}) on the same batch from Q and QB: no new kernel work.
         lam_old = np.zeros(state.lam.size)
         lam_old[plan.keep] = plan.lam_kept
-        P2 = center_products(Q, state, nx, lam=lam_old)
+        P2 = nx.csr_matmul(ptr, order, lam_old[order], Q)
         P2[grow_ids] += QB * plan.lam_new.astype(QB.dtype)[:, None]
         _, mind2 = labels_and_minima(nx.distances_T(P2, diag, norms))
         after = batch_mean(mind2, batch_weight, btotal)
