@@ -9,7 +9,6 @@ the other's module for them.
 
 from __future__ import annotations
 
-from copy import deepcopy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -145,8 +144,19 @@ class WindowState:
         return self
 
     def copy(self):
-        """A copy with arrays of its own (:meth:`__getstate__` leaves the workspace out)."""
-        return deepcopy(self)
+        nx = get_backend(self.support)
+        return WindowState(
+            nx.copy(self.support),
+            self.weight.copy(),
+            self.block_start.copy(),
+            self.block_cluster.copy(),
+            self.block_stamp.copy(),
+            self.lam.copy(),
+            None if self.gram is None else nx.copy(self.gram),
+            nx.copy(self.norms),
+            self.counts.copy(),
+            self.n_steps,
+        )
 
 
 def init_state(centers, kernel):
@@ -157,14 +167,22 @@ def init_state(centers, kernel):
     """
     nx = get_backend(centers)
     k = centers.shape[0]
-    if nx.is_host and not is_sparse(centers):
-        support = np.array(centers, copy=True)
-    else:
-        support = nx.copy(centers)
     diag = nx.astype(kernel.diag(centers), np.float64)  # (k,) K(c_j, c_j)
-    state = labelling_state(support, np.ones(k), np.arange(k), k, diag)
-    state.gram = nx.reshape(nx.copy(diag), (k, 1, 1))  # H_j = [[K(c_j, c_j)]]
-    return state
+    return WindowState(
+        support=(
+            nx.copy(centers)
+            if not nx.is_host or is_sparse(centers)
+            else np.array(centers, copy=True)
+        ),
+        weight=np.ones(k),
+        block_start=np.arange(k + 1),
+        block_cluster=np.arange(k),
+        block_stamp=np.full(k, -1, dtype=np.int64),
+        lam=np.ones(k),
+        gram=diag.reshape(k, 1, 1),  # H_j = [[K(c_j, c_j)]]
+        norms=nx.copy(diag),
+        counts=np.zeros(k),
+    )
 
 
 def labelling_state(support, coef, cluster, n_clusters, norms):

@@ -656,27 +656,19 @@ def assign_parallel(
     """
     count = None if progress is None else progress.update
     n, rows = X.shape[0], chunk_rows
-    host = isinstance(state.support, np.ndarray) or is_sparse(state.support)
+    S = state.support
+    host = isinstance(S, np.ndarray) or is_sparse(S)
     if host:
+        tiled = not kernel.is_callable and S.dtype.kind == "f"
+        sparse = is_sparse(X) or is_sparse(S)
         rows, n_threads = label_tiles(
-            n,
-            state.support.shape[0],
-            state.support.dtype.itemsize,
-            chunk_rows,
-            n_threads,
-            tiled=not kernel.is_callable and state.support.dtype.kind == "f",
-            sparse=is_sparse(X) or is_sparse(state.support),
+            n, S.shape[0], S.dtype.itemsize, chunk_rows, n_threads, tiled=tiled, sparse=sparse
         )
 
     def label(r0, r1):
         part = X if (r0, r1) == (0, n) else row_range(X, r0, r1)  # a view, also for CSR
         return assign(
-            part,
-            state,
-            kernel,
-            chunk_rows=rows,
-            return_distances=return_distances,
-            progress=count,
+            part, state, kernel, chunk_rows=rows, return_distances=return_distances, progress=count
         )
 
     if not host:  # another backend (torch): its own parallelism
