@@ -4,7 +4,7 @@ Functions here take ready arrays and resolved kernels: the estimators validate
 once at the boundary (``mbkkm.cluster``) and the core never checks again.
 """
 
-from ._init import draw_batch_plan, draw_init_subsample, kernel_kmeans_plusplus, random_init
+from ._init import draw_batch_plan, kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
 from ._state import StepConfig, WindowState, init_state, labelling_state
 from ._windows import assign, minibatch_step
@@ -16,7 +16,6 @@ __all__ = [
     "assign",
     "batch_rates",
     "draw_batch_plan",
-    "draw_init_subsample",
     "init_state",
     "kernel_kmeans_plusplus",
     "labelling_state",

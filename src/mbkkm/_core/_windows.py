@@ -224,7 +224,7 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     add up: one bincount each); then the mirror H'[j, r, p]. Every index here is a
     vectorised expression over all clusters.
     """
-    k, b, L_old = state.n_clusters, Q.shape[1], state.gram.shape[1]
+    k, b = state.n_clusters, Q.shape[1]
     keep, grows = plan.keep, plan.grows
     block_cluster = np.asarray(state.block_cluster, dtype=np.intp)
     kept_cluster = block_cluster[keep]
@@ -237,8 +237,6 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     # (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j].
     cl = np.repeat(np.arange(k), n_kept**2)
     i, i2 = np.divmod(rank_in_groups(n_kept**2), n_kept[cl])
-    src_keep = (cl * L_old + i + dropped[cl]) * L_old + i2 + dropped[cl]
-    dst_keep = (cl * L + i) * L + i2
     # (b) (new point, kept partner) pairs: H'[j, p, r] = sum_{x in r} u_x Q[p, x].
     pt_cluster = grow_ids[pt_block]
     n_partners = n_kept[pt_cluster]  # kept partners of each new point
@@ -253,13 +251,13 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     lam_pad[kept_cluster[korder], rank_in_groups(n_kept)] = plan.lam_kept[korder]
     lam_pad[grow_ids, n_kept[grows]] = plan.lam_new
 
-    gram = np.zeros(k * L * L)
-    gram[dst_keep] = state.gram.reshape(-1)[src_keep]
+    gram = np.zeros((k, L, L))
+    gram[cl, i, i2] = state.gram[cl, i + dropped[cl], i2 + dropped[cl]]
+    flat = gram.reshape(-1)  # a view: the sums below add into gram
     pair_vals = Q.reshape(-1)[pair_flat].astype(np.float64, copy=False) * u_new[pair_pt]
-    gram += np.bincount(pair_dst, weights=pair_vals, minlength=gram.size)
+    flat += np.bincount(pair_dst, weights=pair_vals, minlength=flat.size)
     self_vals = self_vals.astype(np.float64, copy=False) * u_new
-    gram += np.bincount(self_dst, weights=self_vals, minlength=gram.size)
-    gram = gram.reshape(k, L, L)
+    flat += np.bincount(self_dst, weights=self_vals, minlength=flat.size)
     # the mirror H'[j, r, p] = H'[j, p, r]: the new block's column, copied to its row
     gram[grow_ids, n_kept[grows]] = gram[grow_ids, :, n_kept[grows]]
     return gram, np.einsum("cl,clm,cm->c", lam_pad, gram, lam_pad)
@@ -317,9 +315,8 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos, new_ptr, u_new, cols):
         ptr = new_ptr[b0 : b1 + 1] - lo
         local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
         Xh = nx.take(Xb, new_pos[lo:hi])
-        Qh = _chunked_products(
-            state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols, "K_BB"
-        )  # (blocks of the part, hi - lo)
+        # (blocks of the part, hi - lo)
+        Qh = _chunked_products(state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols, "K_BB")
         flat = local_block * (hi - lo) + np.arange(hi - lo)
         parts.append(Qh.reshape(-1)[flat])
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -409,9 +406,8 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b). (K(B, B) (b, b) comes in step 5,
     # reduced the same way.)
     dtype = _out_dtype(kernel, Xb, nx)
-    cols = tile_columns(
-        state.support.shape[0], b, 8 if dtype is None else dtype.itemsize, cfg.max_tile_bytes
-    )
+    itemsize = 8 if dtype is None else dtype.itemsize
+    cols = tile_columns(state.support.shape[0], b, itemsize, cfg.max_tile_bytes)
     diag = kernel.diag(Xb)
     Q = _chunked_products(
         state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
@@ -461,8 +457,7 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     state.support = nx.new_support(state.support, rows_kept, Xb, new_pos)
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
-    state.gram = gram
-    state.norms = norms
+    state.gram, state.norms = gram, norms
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 
@@ -534,14 +529,12 @@ def assign(
     or dense arrays; only the tiles are dense.
     """
     nx = get_backend(X_items, state.support)
-    n = X_items.shape[0]
-    k = state.n_clusters
+    n, k = X_items.shape[0], state.n_clusters
     S = state.support
     # The (k, m) coefficient matrix, built and uploaded once per pass.
     order, ptr = group_by(state.labels, k)
-    coef = state.coef[order]
     ptr_d, order_d = nx.upload_indices(ptr, order)
-    (coef_d,) = nx.upload_floats(coef)
+    (coef_d,) = nx.upload_floats(state.coef[order])
     # NumPy with a named kernel: each tile goes into one reused buffer, with what the
     # kernel can prepare for the support side computed once (rbf's augmented rows).
     fused = (
