@@ -204,12 +204,11 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     order, ptr = group_by(cluster, n_clusters)
     lam = np.bincount(cluster, weights=coef, minlength=n_clusters).astype(np.float64)
     lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
-    coef = np.asarray(coef, dtype=np.float64)[order]
     return WindowState(
         support=support
         if order.size == 0 or np.all(order == np.arange(order.size))
         else nx.take(support, nx.index(order)),
-        weight=coef / np.repeat(lam, np.diff(ptr)),
+        weight=np.asarray(coef, dtype=np.float64)[order] / np.repeat(lam, np.diff(ptr)),
         block_start=ptr,
         block_cluster=np.arange(n_clusters),
         block_stamp=np.full(n_clusters, -1, dtype=np.int64),
