@@ -25,9 +25,9 @@ from mbkkm._core import (
     assign,
     init_state,
     minibatch_step,
-    plan_windows,
 )
-from mbkkm._core._windows import block_slots, concat_ranges, group_by, rank_in_groups
+from mbkkm._core._state import block_slots, concat_ranges, group_by, rank_in_groups
+from mbkkm._core._windows import plan_windows
 from mbkkm.kernels import resolve_kernel
 
 

@@ -4,24 +4,21 @@ Functions here take ready arrays and resolved kernels: the estimators validate
 once at the boundary (``mbkkm.cluster``) and the core never checks again.
 """
 
-from ._init import draw_batch_plan, draw_init_subsample, kernel_kmeans_plusplus, random_init
+from ._init import draw_batch_plan, kernel_kmeans_plusplus, random_init
 from ._rates import LEARNING_RATES, batch_rates
 from ._state import StepConfig, WindowState, init_state, labelling_state
-from ._windows import WindowPlan, assign, minibatch_step, plan_windows
+from ._windows import assign, minibatch_step
 
 __all__ = [
     "LEARNING_RATES",
     "StepConfig",
-    "WindowPlan",
     "WindowState",
     "assign",
     "batch_rates",
     "draw_batch_plan",
-    "draw_init_subsample",
     "init_state",
     "kernel_kmeans_plusplus",
     "labelling_state",
     "minibatch_step",
-    "plan_windows",
     "random_init",
 ]

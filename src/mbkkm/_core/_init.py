@@ -48,11 +48,9 @@ def draw_batch_plan(random_state, n_samples, batch_size, n_batches, sample_weigh
     size = (n_batches, batch_size)
     if sample_weight is None:
         return random_state.randint(0, n_samples, size=size).astype(np.intp, copy=False)
-    w = np.asarray(sample_weight, dtype=np.float64)
-    cdf = np.cumsum(w)
+    cdf = np.cumsum(np.asarray(sample_weight, dtype=np.float64))
     cdf /= cdf[-1]
-    u = random_state.uniform(size=size)
-    idx = np.searchsorted(cdf, u, side="right")
+    idx = np.searchsorted(cdf, random_state.uniform(size=size), side="right")
     np.minimum(idx, n_samples - 1, out=idx)
     return idx.astype(np.intp, copy=False)
 

@@ -42,10 +42,7 @@ def classic_rate(batch_counts, batch_total, running_counts):
     return batch_counts / (running_counts + (running_counts == 0))
 
 
-LEARNING_RATES = {
-    "adaptive": adaptive_rate,
-    "classic": classic_rate,
-}
+LEARNING_RATES = {"adaptive": adaptive_rate, "classic": classic_rate}
 
 
 def batch_rates(labels, min_dist, n_clusters, rate, running_counts, batch_weight=None):

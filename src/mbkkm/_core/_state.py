@@ -135,11 +135,10 @@ class WindowState:
         # support positions by cluster (always a gather: the same calls whatever the order)
         order, _ = group_by(self.labels, self.n_clusters)
         border = np.argsort(self.block_cluster, kind="stable")
-        sizes = self.block_size[border]
         nx = get_backend(self.support)
         self.support = nx.take(self.support, nx.index(order))
         self.weight = self.weight[order]
-        self.block_start = np.r_[0, np.cumsum(sizes)]
+        self.block_start = np.r_[0, np.cumsum(self.block_size[border])]
         self.block_cluster = self.block_cluster[border]
         self.block_stamp = self.block_stamp[border]
         self.lam = self.lam[border]
@@ -206,13 +205,11 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     order, ptr = group_by(cluster, n_clusters)
     lam = np.bincount(cluster, weights=coef, minlength=n_clusters).astype(np.float64)
     lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
-    coef = np.asarray(coef, dtype=np.float64)[order]
-    sizes = np.diff(ptr)
     return WindowState(
         support=support
         if order.size == 0 or np.all(order == np.arange(order.size))
         else nx.take(support, nx.index(order)),
-        weight=coef / np.repeat(lam, sizes),
+        weight=np.asarray(coef, dtype=np.float64)[order] / np.repeat(lam, np.diff(ptr)),
         block_start=ptr,
         block_cluster=np.arange(n_clusters),
         block_stamp=np.full(n_clusters, -1, dtype=np.int64),

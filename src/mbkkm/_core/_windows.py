@@ -85,7 +85,6 @@ from ._rates import batch_rates
 from ._state import (
     WORKSPACE_HEADROOM,
     StepResult,
-    block_slots,
     concat_ranges,
     group_by,
     label_tiles,
@@ -226,52 +225,42 @@ def new_gram(state, plan, Q, self_vals, new_pos, pt_block, grow_ids, u_new):
     add up: one bincount each); then the mirror H'[j, r, p]. Every index here is a
     vectorised expression over all clusters.
     """
-    k, b, L_old = state.n_clusters, Q.shape[1], state.gram.shape[1]
+    k, b = state.n_clusters, Q.shape[1]
     keep, grows = plan.keep, plan.grows
     block_cluster = np.asarray(state.block_cluster, dtype=np.intp)
-    kept_ids = np.flatnonzero(keep)
-    new_cluster = np.concatenate([block_cluster[keep], grow_ids])
-    old_slots = block_slots(block_cluster, k)
+    kept_cluster = block_cluster[keep]
     dropped = np.bincount(block_cluster[~keep], minlength=k)
-    n_kept = np.bincount(block_cluster[keep], minlength=k)  # kept blocks per cluster
-    new_slots = np.concatenate([old_slots[keep] - dropped[block_cluster[keep]], n_kept[grows]])
+    n_kept = np.bincount(kept_cluster, minlength=k)  # kept blocks per cluster
     L = max(1, int((n_kept + grows).max()))
+    # the kept blocks by cluster: the t-th is in slot t - kptr[j] of its window j
+    korder, kptr = group_by(kept_cluster, k)
 
     # (a) Kept entries: H'[j, i, i'] = H[j, i + d_j, i' + d_j].
     cl = np.repeat(np.arange(k), n_kept**2)
-    within = rank_in_groups(n_kept**2)
-    i, i2 = within // np.maximum(n_kept[cl], 1), within % np.maximum(n_kept[cl], 1)
-    src_keep = (cl * L_old + i + dropped[cl]) * L_old + i2 + dropped[cl]
-    dst_keep = (cl * L + i) * L + i2
+    i, i2 = np.divmod(rank_in_groups(n_kept**2), n_kept[cl])
     # (b) (new point, kept partner) pairs: H'[j, p, r] = sum_{x in r} u_x Q[p, x].
     pt_cluster = grow_ids[pt_block]
     n_partners = n_kept[pt_cluster]  # kept partners of each new point
     pair_pt = np.repeat(np.arange(new_pos.size), n_partners)
     pair_i = rank_in_groups(n_partners)  # slot of the partner in its window
-    # old block index of the kept partner of slot pair_i in that cluster:
-    korder, kptr = group_by(block_cluster[keep], k)
-    pair_q = kept_ids[korder[kptr[pt_cluster[pair_pt]] + pair_i]]
     pair_c = pt_cluster[pair_pt]
+    pair_q = np.flatnonzero(keep)[korder[kptr[pair_c] + pair_i]]  # its old block index
     pair_flat = pair_q * b + new_pos[pair_pt]  # into Q (nb, b)
     pair_dst = (pair_c * L + pair_i) * L + n_kept[pair_c]
     self_dst = (pt_cluster * L + n_kept[pt_cluster]) * L + n_kept[pt_cluster]
-    # the mirror H'[j, r, p] = H'[j, p, r]
-    mir_c = np.repeat(grow_ids, n_kept[grows])
-    mir_i = rank_in_groups(n_kept[grows])
-    mir_src = (mir_c * L + mir_i) * L + n_kept[mir_c]
-    mir_dst = (mir_c * L + n_kept[mir_c]) * L + mir_i
-    lam_pad = np.zeros(k * L)  # Lambda' padded (k, L)
-    lam_pad[new_cluster * L + new_slots] = np.concatenate([plan.lam_kept, plan.lam_new])
+    lam_pad = np.zeros((k, L))  # Lambda' padded
+    lam_pad[kept_cluster[korder], rank_in_groups(n_kept)] = plan.lam_kept[korder]
+    lam_pad[grow_ids, n_kept[grows]] = plan.lam_new
 
-    gram = np.zeros(k * L * L)
-    gram[dst_keep] = state.gram.reshape(-1)[src_keep]
+    gram = np.zeros((k, L, L))
+    gram[cl, i, i2] = state.gram[cl, i + dropped[cl], i2 + dropped[cl]]
+    flat = gram.reshape(-1)  # a view: the sums below add into gram
     pair_vals = Q.reshape(-1)[pair_flat].astype(np.float64, copy=False) * u_new[pair_pt]
-    gram += np.bincount(pair_dst, weights=pair_vals, minlength=gram.size)
+    flat += np.bincount(pair_dst, weights=pair_vals, minlength=flat.size)
     self_vals = self_vals.astype(np.float64, copy=False) * u_new
-    gram += np.bincount(self_dst, weights=self_vals, minlength=gram.size)
-    gram[mir_dst] = gram[mir_src]
-    gram = gram.reshape(k, L, L)
-    lam_pad = lam_pad.reshape(k, L)
+    flat += np.bincount(self_dst, weights=self_vals, minlength=flat.size)
+    # the mirror H'[j, r, p] = H'[j, p, r]: the new block's column, copied to its row
+    gram[grow_ids, n_kept[grows]] = gram[grow_ids, :, n_kept[grows]]
     return gram, np.einsum("cl,clm,cm->c", lam_pad, gram, lam_pad)
 
 
@@ -285,7 +274,7 @@ def _tile(state, name, kernel, A, B, nx):
     if dtype is None:
         return kernel.tile(A, B)
     shape = (A.shape[0], B.shape[0])
-    size = int(np.prod(shape))
+    size = shape[0] * shape[1]
     buf = state.workspace.get(name)
     if buf is None or buf.shape[0] < size or buf.dtype != dtype:
         del buf
@@ -299,13 +288,6 @@ def _out_dtype(kernel, X, nx):
     """dtype of a reusable ``out`` buffer for ``kernel.tile(., X)`` (None: a callable,
     which makes its own result, or items that are not floats)."""
     return None if kernel.is_callable else nx.float_dtype(X)
-
-
-def center_products(Q, state, nx, lam=None):
-    """P[j, x] = sum_{q in W_j} lambda_q Q[q, x], shape (k, n): one sparse product."""
-    order, ptr = group_by(state.block_cluster, state.n_clusters)
-    lam = state.lam if lam is None else lam
-    return nx.csr_matmul(ptr, order, lam[order], Q)
 
 
 #: Rows per part of the label-sorted batch for the new blocks' own kernel values
@@ -334,9 +316,8 @@ def _self_sums_in_parts(state, kernel, nx, Xb, new_pos, new_ptr, u_new, cols):
         ptr = new_ptr[b0 : b1 + 1] - lo
         local_block = np.repeat(np.arange(b1 - b0), np.diff(ptr))
         Xh = nx.take(Xb, new_pos[lo:hi])
-        Qh = _chunked_products(
-            state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols, "K_BB"
-        )  # (blocks of the part, hi - lo)
+        # (blocks of the part, hi - lo)
+        Qh = _chunked_products(state, kernel, nx, Xh, Xh, (ptr, None, u_new[lo:hi]), cols, "K_BB")
         flat = local_block * (hi - lo) + np.arange(hi - lo)
         parts.append(Qh.reshape(-1)[flat])
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
@@ -426,16 +407,17 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     # sums Q[q, x] = sum_{s in q} u_s K(s, x) (nb, b). (K(B, B) (b, b) comes in step 5,
     # reduced the same way.)
     dtype = _out_dtype(kernel, Xb, nx)
-    cols = tile_columns(
-        state.support.shape[0], b, 8 if dtype is None else dtype.itemsize, cfg.max_tile_bytes
-    )
+    itemsize = 8 if dtype is None else dtype.itemsize
+    cols = tile_columns(state.support.shape[0], b, itemsize, cfg.max_tile_bytes)
     diag = kernel.diag(Xb)
     Q = _chunked_products(
         state, kernel, nx, state.support, Xb, (state.block_start, None, state.weight), cols, "K_SB"
     )
 
-    # 2. P = Lambda Q (k, b); distances; labels.
-    P = center_products(Q, state, nx)
+    # 2. P[j, x] = sum_{q in W_j} lambda_q Q[q, x] (k, b), one sparse product with the
+    # blocks grouped by cluster; distances; labels.
+    order, ptr = group_by(state.block_cluster, k)
+    P = nx.csr_matmul(ptr, order, state.lam[order], Q)
     labels, mind = labels_and_minima(nx.distances_T(P, diag, state.norms))
 
     # 3. Batch objective, counts and learning rates.
@@ -466,7 +448,7 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
         # f_B(C_{i+1}) on the same batch from Q and QB: no new kernel work.
         lam_old = np.zeros(state.lam.size)
         lam_old[plan.keep] = plan.lam_kept
-        P2 = center_products(Q, state, nx, lam=lam_old)
+        P2 = nx.csr_matmul(ptr, order, lam_old[order], Q)
         P2[grow_ids] += QB * plan.lam_new.astype(QB.dtype)[:, None]
         _, mind2 = labels_and_minima(nx.distances_T(P2, diag, norms))
         after = batch_mean(mind2, batch_weight, btotal)
@@ -476,8 +458,7 @@ def minibatch_step(state, Xb, cfg, batch_weight=None):
     state.support = nx.new_support(state.support, rows_kept, Xb, new_pos)
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
-    state.gram = gram
-    state.norms = norms
+    state.gram, state.norms = gram, norms
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
 
@@ -549,14 +530,12 @@ def assign(
     or dense arrays; only the tiles are dense.
     """
     nx = get_backend(X_items, state.support)
-    n = X_items.shape[0]
-    k = state.n_clusters
+    n, k = X_items.shape[0], state.n_clusters
     S = state.support
     # The (k, m) coefficient matrix, built and uploaded once per pass.
     order, ptr = group_by(state.labels, k)
-    coef = state.coef[order]
     ptr_d, order_d = nx.upload_indices(ptr, order)
-    (coef_d,) = nx.upload_floats(coef)
+    (coef_d,) = nx.upload_floats(state.coef[order])
     # NumPy with a named kernel: each tile goes into one reused buffer, with what the
     # kernel can prepare for the support side computed once (rbf's augmented rows).
     fused = (
@@ -567,11 +546,15 @@ def assign(
         and S.dtype.kind == "f"
     )
     cache = kernel.prepare(S) if fused else {}
-    tile_dt = (
-        _out_dtype(kernel, S, nx)
-        if not nx.is_host and cross_kernel is None and not is_sparse(X_items)
-        else None
-    )
+    # A device: every tile into one buffer too, so that a chunk's tile never coexists
+    # with the last one's (the allocator would not reuse it before the old one is
+    # released).
+    if fused:
+        buf_dtype = S.dtype
+    elif not nx.is_host and cross_kernel is None and not is_sparse(X_items):
+        buf_dtype = _out_dtype(kernel, S, nx)
+    else:
+        buf_dtype = None
     labels = nx.empty(n, np.int64)
     mind = dist = buf = None
     for start in range(0, n, chunk_rows):
@@ -581,16 +564,11 @@ def assign(
         r = Xc.shape[0]
         if cross_kernel is not None:
             T = cross_kernel(S, Xc)
-        elif fused:
+        elif buf_dtype is not None:
             if buf is None:
-                buf = np.empty(S.shape[0] * min(chunk_rows, n), dtype=S.dtype)
-            T = kernel(S, Xc, out=buf[: S.shape[0] * r].reshape(S.shape[0], r), **cache)
-        elif tile_dt is not None:  # a device: every tile into one buffer, so that a
-            # chunk's tile never coexists with the last one's (the allocator would not
-            # reuse it before the old one is released)
-            if buf is None:
-                buf = nx.empty(S.shape[0] * min(chunk_rows, n), tile_dt)
-            T = kernel.tile(S, Xc, out=buf[: S.shape[0] * r].view(S.shape[0], r))
+                buf = nx.empty(S.shape[0] * min(chunk_rows, n), buf_dtype)
+            out = buf[: S.shape[0] * r].reshape(S.shape[0], r)
+            T = kernel(S, Xc, out=out, **cache) if fused else kernel.tile(S, Xc, out=out)
         else:
             T = kernel.tile(S, Xc)
         dvals = kernel.diag(Xc) if diag is None else diag(start, Xc)
@@ -642,27 +620,19 @@ def assign_parallel(
     """
     count = None if progress is None else progress.update
     n, rows = X.shape[0], chunk_rows
-    host = isinstance(state.support, np.ndarray) or is_sparse(state.support)
+    S = state.support
+    host = isinstance(S, np.ndarray) or is_sparse(S)
     if host:
+        tiled = not kernel.is_callable and S.dtype.kind == "f"
+        sparse = is_sparse(X) or is_sparse(S)
         rows, n_threads = label_tiles(
-            n,
-            state.support.shape[0],
-            state.support.dtype.itemsize,
-            chunk_rows,
-            n_threads,
-            tiled=not kernel.is_callable and state.support.dtype.kind == "f",
-            sparse=is_sparse(X) or is_sparse(state.support),
+            n, S.shape[0], S.dtype.itemsize, chunk_rows, n_threads, tiled=tiled, sparse=sparse
         )
 
     def label(r0, r1):
         part = X if (r0, r1) == (0, n) else row_range(X, r0, r1)  # a view, also for CSR
         return assign(
-            part,
-            state,
-            kernel,
-            chunk_rows=rows,
-            return_distances=return_distances,
-            progress=count,
+            part, state, kernel, chunk_rows=rows, return_distances=return_distances, progress=count
         )
 
     if not host:  # another backend (torch): its own parallelism
