@@ -125,8 +125,11 @@ class BlockOperator:
     on the backend of X."""
 
     def __init__(self, kernel, X, block_rows):
-        self.kernel, self.X, self.block_rows = kernel, X, block_rows
-        self.n, self.nx = X.shape[0], get_backend(X)
+        self.kernel = kernel
+        self.X = X
+        self.n = X.shape[0]
+        self.block_rows = block_rows
+        self.nx = get_backend(X)
 
     def product(self, A):
         n, br, nx = self.n, self.block_rows, self.nx

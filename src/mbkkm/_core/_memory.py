@@ -406,9 +406,11 @@ _WINDOWS = "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)"
 #: overflow starts from it).
 _POOL_TERMS = {
     "rows": "support pool (M + 1 + b rows)",
-    **dict.fromkeys(("block", "coef"), "pool weights and slots of the rows"),
+    "block": "pool weights and slots of the rows",
+    "coef": "pool weights and slots of the rows",
     **dict.fromkeys(("lam", "newer", "stamp", "gram", "norms", "counts"), _WINDOWS),
-    **dict.fromkeys(("it", "active"), None),
+    "it": None,
+    "active": None,
 }
 _POOL_COPY = "copy of the pool (replay after an overflow)"
 _POOL_LOG = "batch plan and log on the device"

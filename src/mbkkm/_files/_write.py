@@ -89,7 +89,10 @@ class _ArrowWriter:
         self.schema = pa.schema([(n, pa.from_numpy_dtype(np.dtype(dtype))) for n in self.names])
         if parquet:
             import pyarrow.parquet as pq
-        self.writer = (pq.ParquetWriter if parquet else pa.ipc.new_file)(fh, self.schema)
+
+            self.writer = pq.ParquetWriter(fh, self.schema)
+        else:
+            self.writer = pa.ipc.new_file(fh, self.schema)
 
     def write(self, block: np.ndarray) -> None:
         cols = [block] if block.ndim == 1 else block.T
