@@ -12,12 +12,15 @@ and once, for the model check, the same mini-batch fit with the host step forced
 (``STORED_KERNEL_BYTES = 0``: the step that ran before the stored step existed).
 It prints the best time of each, their ratio, whether the labels are the same, the
 largest relative difference of the batch objectives and of the inertia, the ARI
-against the classes, and the load.
+against the classes, and the load. ``--fixed-gamma`` also times both estimators,
+in the same interleaved rounds, with ``gamma`` fixed to the width the default
+selection chose (``gamma_``): what each costs without the ``gamma="auto"``
+selection, which both run on the same data.
 
 Usage::
 
     .venv/bin/python benchmarks/bench_small.py [--rounds 5]
-        [--datasets digits iris wine breast_cancer]
+        [--datasets digits iris wine breast_cancer] [--fixed-gamma]
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from functools import partial
 
 import numpy as np
 from sklearn import datasets
@@ -48,17 +52,24 @@ def _timed(make, X):
     return time.perf_counter() - t0, est
 
 
-def run(name, rounds):
+def run(name, rounds, fixed_gamma=False):
     X, y = LOADERS[name](return_X_y=True)
     X = StandardScaler().fit_transform(X)
     k = len(np.unique(y))
     load_before = os.getloadavg()[0]
-    times = {"minibatch": [], "full batch": []}
+    times = {"minibatch": [], "full batch": [], "minibatch, fixed": [], "full batch, fixed": []}
+    gamma = None  # the width the default selection chose (the first fit's)
     for _ in range(rounds):
         t, mb = _timed(lambda: MiniBatchKernelKMeans(k, random_state=0), X)
         times["minibatch"].append(t)
         t, _ = _timed(lambda: KernelKMeans(k, random_state=0), X)
         times["full batch"].append(t)
+        if fixed_gamma:
+            gamma = mb.gamma_ if gamma is None else gamma
+            t, _ = _timed(partial(MiniBatchKernelKMeans, k, gamma=gamma, random_state=0), X)
+            times["minibatch, fixed"].append(t)
+            t, _ = _timed(partial(KernelKMeans, k, gamma=gamma, random_state=0), X)
+            times["full batch, fixed"].append(t)
     budget = _stored.STORED_KERNEL_BYTES
     _stored.STORED_KERNEL_BYTES = 0
     try:
@@ -79,15 +90,27 @@ def run(name, rounds):
         f"load {load_before:.2f}-{os.getloadavg()[0]:.2f}",
         flush=True,
     )
+    if fixed_gamma:
+        mb_fixed, full_fixed = min(times["minibatch, fixed"]), min(times["full batch, fixed"])
+        print(
+            f"{'':14s} gamma fixed to {gamma:.4g} (no selection): minibatch {mb_fixed:.3f} s  "
+            f"full batch {full_fixed:.3f} s  ratio {mb_fixed / full_fixed:.2f}; the selection "
+            f"{best_mb - mb_fixed:.3f} s of the minibatch fit, "
+            f"{best_full - full_fixed:.3f} s of the full batch's",
+            flush=True,
+        )
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--datasets", nargs="+", default=list(LOADERS), choices=list(LOADERS))
+    parser.add_argument(
+        "--fixed-gamma", action="store_true", help="also time both with gamma fixed to gamma_"
+    )
     args = parser.parse_args()
     for name in args.datasets:
-        run(name, args.rounds)
+        run(name, args.rounds, args.fixed_gamma)
 
 
 if __name__ == "__main__":
