@@ -297,8 +297,10 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
             print(f"Iteration {it + 1}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")
         if labels_old is not None:
             decrease = obj_old - obj
-            converged = "strict convergence" if changed == 0 else None
-            if changed != 0 and 0 <= decrease < tol * obj_old:
+            converged = None
+            if changed == 0:
+                converged = "strict convergence"
+            elif 0 <= decrease < tol * obj_old:
                 converged = f"objective decrease {decrease:.3g} < tol * objective"
             if converged:
                 if verbose:

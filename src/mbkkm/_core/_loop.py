@@ -262,17 +262,19 @@ def fit_loop(windows, items, plan, random_state, cfg, saved=None):
             fs.stored, fs.windows = stored
     elif saved.get("stored", False):
         fs.stored, _ = stored_kernel_for(items, None, cfg.kernel, extra=saved.get("stored_extra"))
-    nx = get_backend(items)
+    steps = fs.device
+    if steps is None:
+        nx = get_backend(items)
 
-    def step(i):
-        """One host iteration (the host-planned step, or the stored kernel's)."""
-        if fs.stored is not None:
-            res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
-        else:
-            res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
-        return res.objective, res.objective_after
+        def step(i):
+            """One host iteration (the host-planned step, or the stored kernel's)."""
+            if fs.stored is not None:
+                res = stored_step(fs.windows, fs.plan[i], fs.stored, cfg)
+            else:
+                res = minibatch_step(fs.windows, nx.take(items, nx.index(fs.plan[i])), cfg)
+            return res.objective, res.objective_after
 
-    steps = step if fs.device is None else fs.device
+        steps = step
     return Loop(steps, fs, max_iter=plan.shape[0], tol=cfg.tol, describe=fs.describe, items=items)
 
 
@@ -337,7 +339,8 @@ class DeviceSteps:
 
         self.torch, self.P = torch, _pool
         self.fs, self.items, self.cfg = fs, items, cfg
-        windows, dev = fs.windows, items.device
+        windows = fs.windows
+        dev = items.device
         self.first_it = windows.n_steps if saved is None else saved["first_it"]
         self.plan = torch.from_numpy(np.ascontiguousarray(fs.plan, dtype=np.int64)).to(dev)
         self.log = torch.zeros((2, self.first_it + fs.max_iter), dtype=torch.float64, device=dev)
@@ -361,7 +364,8 @@ class DeviceSteps:
         """Pack ``windows`` into a pool of ``layout`` (its kernel chunks from the budget)."""
         P = self.P
         cols = P.tile_columns_for(layout, self.items, self.cfg.max_tile_bytes)
-        self.fs.layout = layout = replace(layout, cols=cols)
+        layout = replace(layout, cols=cols)
+        self.fs.layout = layout
         self.fs.pool = P.pack(windows, layout)
         self.consts = P.make_constants(layout, self.cfg, self.fs.pool.rows)
         self.graph = None

@@ -401,13 +401,14 @@ _HOST_TERMS = {
     "kernel operands": "kernel operand copies",
 }
 _WINDOWS = "windows: slots (k, L + 1), block Gram (k, L + 1, L + 1)"
+_WEIGHTS = "pool weights and slots of the rows"
 #: The device pool's persistent terms (:func:`pool_buffers`; ``it`` and ``active`` in
 #: none); the fit holds a copy of the whole pool besides (a replay after a capacity
 #: overflow starts from it).
 _POOL_TERMS = {
     "rows": "support pool (M + 1 + b rows)",
-    "block": "pool weights and slots of the rows",
-    "coef": "pool weights and slots of the rows",
+    "block": _WEIGHTS,
+    "coef": _WEIGHTS,
     **dict.fromkeys(("lam", "newer", "stamp", "gram", "norms", "counts"), _WINDOWS),
     "it": None,
     "active": None,

@@ -162,15 +162,19 @@ def _kernel_functions(kernel):
 
     if kernel.is_callable:
         user = (kernel._user_func, kernel.params)
-        tile = tail = partial(_torch_tiles.call_user, *user, check_finite=False)
-        diag, ones = partial(_torch_tiles.call_user_diag, *user, check_finite=False), False
-    else:
-        impl = KERNELS[kernel.name].implementation("torch")
-        params = dict(kernel.params)
-        tile = partial(impl.tile, **params)
-        tail = partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile
-        diag, ones = partial(impl.diag, **params), impl.diag is _torch_tiles.diag_ones
-    return dict(tile=tile, tile_tail=tail, diag=diag, diag_is_one=ones)
+        tile = partial(_torch_tiles.call_user, *user, check_finite=False)
+        diag = partial(_torch_tiles.call_user_diag, *user, check_finite=False)
+        return dict(tile=tile, tile_tail=tile, diag=diag, diag_is_one=False)
+    impl = KERNELS[kernel.name].implementation("torch")
+    params = dict(kernel.params)
+    tile = partial(impl.tile, **params)
+    tail = partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile
+    return dict(
+        tile=tile,
+        tile_tail=tail,
+        diag=partial(impl.diag, **params),
+        diag_is_one=impl.diag is _torch_tiles.diag_ones,
+    )
 
 
 class Constants(NamedTuple):

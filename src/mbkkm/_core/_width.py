@@ -343,9 +343,11 @@ def trust_partition(scores, best, reference, min_gain):
     (measured: digits resampled to 80 % .. 0.2 %, ARI 0.116 from the partition,
     0.150 from k-means++ at the same widths; ``docs/gamma.md``).
     """
+    if reference is None:
+        return True
     if best == reference:
         return False
-    return reference is None or bool(scores[best] <= (1.0 - min_gain) * scores[reference])
+    return bool(scores[best] <= (1.0 - min_gain) * scores[reference])
 
 
 def choose_width(scores, reference, min_gain, min_gain_wider=0.0, noise=None, noise_margin=0.0):

@@ -148,9 +148,10 @@ def _one_blas_thread():
     finally:
         with _lock:
             _state["holders"] -= 1
-            if _state["holders"] == 0:
-                _state["limiter"].restore_original_limits()
-                _state["limiter"] = _state["saved_blas"] = None
+            if _state["holders"] == 0:  # the state cleared first, even if restoring fails
+                limiter, _state["limiter"] = _state["limiter"], None
+                _state["saved_blas"] = None
+                limiter.restore_original_limits()
 
 
 def torch_joins():

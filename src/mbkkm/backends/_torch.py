@@ -16,6 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+_NP_TO_TORCH = {
+    np.dtype(np.float32): torch.float32,
+    np.dtype(np.float64): torch.float64,
+    np.dtype(np.int64): torch.int64,
+    np.dtype(np.int32): torch.int32,
+}
+
 
 @dataclass(frozen=True, repr=False)
 class TorchBackend:
@@ -36,7 +43,7 @@ class TorchBackend:
     def _dtype(self, dtype):
         if dtype is None or isinstance(dtype, torch.dtype):
             return dtype
-        return getattr(torch, np.dtype(dtype).name)  # torch.float32 for float32, ...
+        return _NP_TO_TORCH[np.dtype(dtype)]
 
     def asarray(self, a, dtype=None):
         """A host array (or tensor) -> a tensor on this device."""

@@ -80,8 +80,8 @@ from ..kernels._graph import (
     KNNGraph,
     _check_data,
     _check_n_neighbors,
+    knn_kernel_from_graph,
     knn_kernel_rows,
-    scale_symmetric,
 )
 from ..kernels._index import IndexKernel
 from ..kernels._spectral import (
@@ -677,8 +677,7 @@ def resolve_graph_kernel(estimator, X, sample_weight):
         )
     _warn_split(estimator, graph, tried, asked)
     if name == "knn":
-        K = scale_symmetric(graph.adjacency_, 1.0 / graph.degrees_)  # D^-1 A D^-1
-        return _index_kernel("knn", K, params, graph, X), None, None
+        return _index_kernel("knn", knn_kernel_from_graph(graph), params, graph, X), None, None
     spectrum = GraphSpectrum(
         graph,
         n_pairs_needed(n, params["n_components"], params["max_components"]),

@@ -497,13 +497,14 @@ def _msd_sparse(X, sample_weight=None):
     """
     X = as_csr(X)
     n, d = X.shape
-    w = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    total = float(w.sum())
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    total = float(n) if w is None else float(w.sum())
 
     def chunks():  # each row chunk, with the weight of its row for each stored value
         for start, stop in row_chunks(X):
             chunk = row_range(X, start, stop)
-            yield chunk, np.repeat(w[start:stop], np.diff(chunk.indptr))
+            wc = np.ones(chunk.shape[0]) if w is None else w[start:stop]  # no (n,) array
+            yield chunk, np.repeat(wc, np.diff(chunk.indptr))
 
     s = np.zeros(d)
     for chunk, we in chunks():  # w^T chunk as a (d,) vector

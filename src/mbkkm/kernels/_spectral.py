@@ -147,7 +147,10 @@ def top_eigenpairs(N, n_pairs, *, which="LA", tol=0.0, random_state=None):
     else:
         v0 = check_random_state(random_state).uniform(-1, 1, n)
         lam, V = spla.eigsh(N, k=n_pairs, which=which, tol=tol, v0=v0)
-    order = np.argsort(lam)[:: -1 if which == "LA" else 1][:n_pairs]
+    order = np.argsort(lam)
+    if which == "LA":
+        order = order[::-1]
+    order = order[:n_pairs]
     return lam[order], np.ascontiguousarray(V[:, order])
 
 
@@ -231,9 +234,11 @@ class GraphSpectrum:
         else:
             r = int(n_components)
             error = float(w[r]) if r < w.size else 0.0
-        scale = unit_rows(self.features(t, r))[1] if normalize else None
         V = np.ascontiguousarray(self.eigenvectors[:, :r])
-        V = V if scale is None else V * scale[:, None]
+        scale = None
+        if normalize:
+            scale = unit_rows(V * np.sqrt(w[:r]))[1]
+            V = V * scale[:, None]
         return LowRankKernel(
             V,
             w[:r],
@@ -348,24 +353,24 @@ def connect_graph(
         The sizes of the connected components of each graph tried, largest first.
     """
 
-    def doubled(g):  # its seconds_ add the new search's to g's; its sizes join tried
+    def doubled(g):  # its seconds_ add the new search's to g's
         k = min(2 * g.n_neighbors, g.n_samples)
         if before_rebuild is not None:
             before_rebuild(g, k)
-        g = g.with_n_neighbors(k)
-        tried.append(component_sizes(g))
-        return g
+        return g.with_n_neighbors(k)
 
     tried = [component_sizes(graph)]
     for _ in range(max_doublings):
         if not split_is_harmful(tried[-1], n_clusters) or graph.n_neighbors >= graph.n_samples:
             break
         graph = doubled(graph)
+        tried.append(component_sizes(graph))
     if len(tried) > 1 and not split_is_harmful(tried[-1], n_clusters):
         for _ in range(int(margin)):
             if graph.n_neighbors >= graph.n_samples:
                 break
             graph = doubled(graph)
+            tried.append(component_sizes(graph))
     return graph, tried
 
 
