@@ -427,7 +427,15 @@ class DaskRows:
 
     # ------------------------------------------------------------------ kernel
     def resolve_kernel(
-        self, kernel, *, gamma=None, kernel_params=None, sample_weight=None, **params
+        self,
+        kernel,
+        *,
+        gamma=None,
+        degree=3,
+        coef0=1,
+        kernel_params=None,
+        X=None,
+        sample_weight=None,
     ):
         """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask.
 
@@ -450,13 +458,15 @@ class DaskRows:
         need_min = spec is not None and spec.nonnegative_data
         if need_gamma or need_min:
             msd, low = self.moments(sample_weight)
-            if need_min:  # the in-memory check on the minimum: its error
+            if need_min:  # the in-memory check, on the minimum alone: the same message
                 check_nonnegative(np.array([low]), spec.name)
             if need_gamma:
                 gamma = 1.0 / msd if msd > 0 else 1.0
-        # X: zero rows with the right width, for n_features-based defaults, no data pass.
-        params["X"] = np.empty((0, self.shape[1]), dtype=self.dtype)
-        return resolve_kernel(kernel, gamma=gamma, kernel_params=kernel_params, **params)
+        # Zero rows with the right width: n_features-based defaults, no data pass.
+        proxy = np.empty((0, self.shape[1]), dtype=self.dtype)
+        return resolve_kernel(
+            kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, X=proxy
+        )
 
     def moments(self, sample_weight=None):
         """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""

@@ -958,15 +958,16 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     est = MiniBatchKernelKMeans(
         n_clusters=n_clusters, kernel_params=graph_params, compute_labels=False, **params
     )
-    # the iteration a fit resumes at (an unreadable file: no note, the fit says why)
+    done = None  # the iteration a fit resumes at (an unreadable file: the fit says why)
     if outputs.checkpoint is not None and not quiet and Path(outputs.checkpoint).exists():
         with suppress(ValueError, OSError, KeyError):
             done = int(read_checkpoint(outputs.checkpoint)["fit"]["n_iter"])
-            click.echo(
-                f"note: resuming the fit saved in {outputs.checkpoint} at iteration {done} "
-                f"of {est.max_iter}",
-                err=True,
-            )
+    if done is not None:
+        click.echo(
+            f"note: resuming the fit saved in {outputs.checkpoint} at iteration {done} of "
+            f"{est.max_iter}",
+            err=True,
+        )
     start = time.perf_counter()
     # on stderr unless quiet: on a terminal a spinner, then a bar over the
     # iterations; else a line every few seconds with the time left
@@ -989,7 +990,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     fit_seconds = time.perf_counter() - start
     _record_columns(est, table, source["columns"], source["drop"])
     start = time.perf_counter()
-    sample = None  # the rows drawn for the plot: at most PLOT_POINTS (all when n is at most)
+    sample = None  # the rows drawn for the plot: at most PLOT_POINTS (all of them if n is)
     if outputs.plot is not None:
         rng = np.random.default_rng(est.random_state)
         sample = np.sort(rng.choice(n, size=min(n, PLOT_POINTS), replace=False))
@@ -1153,7 +1154,18 @@ def _comma(value):
     help="List the runs without running them, marking those already in OUT.",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def experiment(grid, out_dir, datasets_, algorithms, seeds, max_iter, dry_run, **run):
+def experiment(
+    grid,
+    out_dir,
+    datasets_,
+    algorithms,
+    seeds,
+    max_iter,
+    memory_budget,
+    dry_run,
+    no_progress,
+    **run,
+):
     """Run GRID (a preset: gaussian, knn, heat, quick; or a TOML grid file) and
     append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
     from dataclasses import replace
@@ -1169,10 +1181,11 @@ def experiment(grid, out_dir, datasets_, algorithms, seeds, max_iter, dry_run, *
         runs = expand(g)
     out = Path(out_dir) / f"{g.name}.csv"
     if not dry_run:
-        memory_budget = run.pop("memory_budget")
-        run["memory_budget"] = -1 if memory_budget is None else int(memory_budget * 1e9)
+        memory_budget = -1 if memory_budget is None else int(memory_budget * 1e9)
         with _fails(OSError, ValueError):
-            summary = run_grid(runs, out, progress=not run.pop("no_progress"), **run)
+            summary = run_grid(
+                runs, out, memory_budget=memory_budget, progress=not no_progress, **run
+            )
         click.echo(str(summary))
         for msg in summary.errors[:5]:
             click.echo(f"  error: {msg}", err=True)

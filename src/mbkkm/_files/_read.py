@@ -232,30 +232,15 @@ class Table:
             for _ in self.blocks(progress):  # views, each checked (finite): nothing copied
                 pass
             return X
-        # The rows are known (binary kinds), or (text) allocated for as many as the
-        # file's size suggests (from the first block's bytes per row), grown by
-        # resizing in place (realloc, no second copy) when needed, and trimmed at the end.
-        if self.kind == TEXT:
-            blocks = self._text_blocks(progress, n_threads)
-        else:
-            blocks = ((0, block) for block in self.blocks(progress))  # (bytes: text only)
-        X, n = None, 0
-        for nbytes, block in blocks:
-            m = block.shape[0]
-            if X is None:
-                rows = self.n_rows
-                if rows is None:
-                    size = max(self.size_bytes - self._opts["data_offset"], 1)
-                    rows = math.ceil(size / max(nbytes / max(m, 1), 1.0) * 1.02) + 16
-                X = np.empty((max(rows, m), self.n_columns), dtype=self.dtype)
-            if n + m > X.shape[0]:
-                X.resize((max(n + m, int(X.shape[0] * 1.25) + 16), self.n_columns), refcheck=False)
-            X[n : n + m] = block
-            n += m
-        assert X is not None  # no table without rows is opened (text: _text_blocks refuses it)
-        if n != X.shape[0]:
-            X.resize((n, self.n_columns), refcheck=False)
-        return X
+        n = self.n_rows
+        if n is not None:
+            X = np.empty((n, self.n_columns), dtype=self.dtype)
+            i = 0
+            for block in self.blocks(progress, n_threads):
+                X[i : i + block.shape[0]] = block
+                i += block.shape[0]
+            return X
+        return self._read_text_growing(progress, n_threads)
 
     def blocks(self, progress: Progress | None = None, n_threads: int = 1) -> Iterator[np.ndarray]:
         """The table as consecutive blocks of rows, each (rows, n_columns) in ``dtype``,
@@ -275,6 +260,28 @@ class Table:
                 yield _checked(np.asarray(part, dtype=self.dtype), self, start, progress)
         else:
             yield from _arrow_blocks(self, progress)
+
+    def _read_text_growing(self, progress: Progress | None, n_threads: int) -> np.ndarray:
+        # The number of rows is unknown: allocate for the rows the file's size
+        # suggests (from the first block's bytes per row), grow by resizing in
+        # place (realloc, no second copy) when needed, and trim at the end.
+        size = max(self.size_bytes - self._opts["data_offset"], 1)
+        X: np.ndarray | None = None
+        n = 0
+        for nbytes, block in self._text_blocks(progress, n_threads):
+            m = block.shape[0]
+            if X is None:
+                per_row = nbytes / max(m, 1)
+                guess = math.ceil(size / max(per_row, 1.0) * 1.02) + 16
+                X = np.empty((max(guess, m), self.n_columns), dtype=self.dtype)
+            if n + m > X.shape[0]:
+                X.resize((max(n + m, int(X.shape[0] * 1.25) + 16), self.n_columns), refcheck=False)
+            X[n : n + m] = block
+            n += m
+        assert X is not None  # _text_blocks refuses a table without rows
+        if n != X.shape[0]:
+            X.resize((n, self.n_columns), refcheck=False)
+        return X
 
     def _text_pieces(self, free: list[bytearray]) -> Iterator[_Piece]:
         """Consecutive pieces of whole lines of a text table, about

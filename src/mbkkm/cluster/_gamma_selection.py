@@ -170,9 +170,13 @@ class GammaSelection:
             f"{'gamma':>12} {'x base':>8} {'score':>9}",
         ]
         for i, (g, m, s) in enumerate(zip(self.candidates, self.multipliers, self.scores)):
-            marks = [("mean-distance width", i == self.reference), ("<- chosen", g == self.gamma)]
-            marks = ", ".join(text for text, on in marks if on)
-            lines.append(f"{g:12.5g} {m:8.3g} {s:9.4f}" + (f"  {marks}" if marks else ""))
+            marks = []
+            if i == self.reference:
+                marks.append("mean-distance width")
+            if g == self.gamma:
+                marks.append("<- chosen")
+            row = f"{g:12.5g} {m:8.3g} {s:9.4f}"
+            lines.append(row + ("  " + ", ".join(marks) if marks else ""))
         if self.reference is not None:
             s_ref = self.scores[self.reference]
             wider = (

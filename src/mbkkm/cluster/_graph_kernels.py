@@ -164,7 +164,9 @@ def _nearest_center(F, C, chunk=65536):
         Fc = F[s : s + chunk]
         D = cc[None, :] - 2.0 * (Fc @ C.T)  # ||f - c||^2 - ||f||^2
         labels[s : s + chunk] = D.argmin(axis=1)
-        dist[s : s + chunk] = D.min(axis=1) + np.einsum("ij,ij->i", Fc, Fc)
+        dist[s : s + chunk] = D[np.arange(Fc.shape[0]), labels[s : s + chunk]] + np.einsum(
+            "ij,ij->i", Fc, Fc
+        )
     return labels, np.maximum(dist, 0.0)
 
 
@@ -642,7 +644,8 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     """
     name, params = _graph_params(estimator.kernel, estimator.kernel_params, estimator.random_state)
     X = _check_data(X)  # dense only: "dense data is required" for sparse X
-    n, n_clusters = X.shape[0], estimator.n_clusters
+    n = X.shape[0]
+    n_clusters = estimator.n_clusters
     auto = _check_graph_params(name, params, n)
     t = params.get("t")
     rng = check_random_state(params["random_state"])
@@ -756,9 +759,13 @@ def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
     graph is already held, so it is in the memory no longer available; the plan counts
     what comes next: the new graph's search and adjacency, then the eigensolver.
     """
-    Z = graph.points_  # (n, dims), already projected
-    params = dict(params, n_neighbors=n_neighbors, pca_components=None)
-    plan = plan_graph(name, *Z.shape, Z.dtype.itemsize, params)
+    plan = plan_graph(
+        name,
+        graph.n_samples,
+        graph.points_.shape[1],
+        graph.points_.dtype.itemsize,
+        dict(params, n_neighbors=n_neighbors, pca_components=None),
+    )
     if estimator.verbose:
         print(plan.report())
     available = available_host_memory()

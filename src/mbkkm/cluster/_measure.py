@@ -9,7 +9,6 @@ device with ``torch.cuda.max_memory_allocated`` -- and returns the fit's memory 
 from __future__ import annotations
 
 import tracemalloc
-from functools import partial
 
 from sklearn.utils.validation import check_is_fitted
 
@@ -53,42 +52,60 @@ def measure_memory(estimator, X, sample_weight=None):
     device = device if getattr(device, "type", None) == "cuda" else None
     compute_labels = estimator.get_params()["compute_labels"]
     estimator.set_params(compute_labels=False)
-    started = device is None and not tracemalloc.is_tracing()  # stopped here too
     try:
-        # reset() before the fit and before its labelling pass, peak() (bytes above
-        # the start) after each
         if device is None:
-            if started:
-                tracemalloc.start()
-            base = tracemalloc.get_traced_memory()[0]
-            reset = tracemalloc.reset_peak
-
-            def peak():
-                return tracemalloc.get_traced_memory()[1] - base
-
+            measured = _measure_host(estimator, X, sample_weight)
         else:
-            import torch
-
-            torch.cuda.synchronize(device)
-            base = torch.cuda.memory_allocated(device)
-            reset = partial(torch.cuda.reset_peak_memory_stats, device)
-
-            def peak():
-                torch.cuda.synchronize(device)
-                return torch.cuda.max_memory_allocated(device) - base
-
-        reset()
-        estimator.fit(X, sample_weight=sample_weight)
-        fit = peak()
-        reset()  # the labelling pass: labels_ and inertia_ as fit sets them
-        Xv = estimator._validate_X(X)
-        estimator.labels_, estimator.inertia_ = estimator._labels_inertia(Xv, sample_weight)
-        measured = {"fit": fit, "labelling": peak()}
+            measured = _measure_cuda(estimator, X, sample_weight, device)
     finally:
-        if started:
-            tracemalloc.stop()
         estimator.set_params(compute_labels=compute_labels)
     check_is_fitted(estimator)
     plan = estimator.memory_plan_
     plan.measured.update(measured)
     return plan
+
+
+def _peaks(estimator, X, sample_weight, reset, peak):
+    """The peaks of the fit and of its labelling pass (``labels_`` and ``inertia_`` set
+    as ``fit`` sets them): ``reset()`` before each, ``peak()`` (bytes above the start)
+    after."""
+    reset()
+    estimator.fit(X, sample_weight=sample_weight)
+    fit = peak()
+    reset()
+    Xv = estimator._validate_X(X)
+    estimator.labels_, estimator.inertia_ = estimator._labels_inertia(Xv, sample_weight)
+    return {"fit": fit, "labelling": peak()}
+
+
+def _measure_host(estimator, X, sample_weight):
+    was_tracing = tracemalloc.is_tracing()
+    if not was_tracing:
+        tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        return _peaks(
+            estimator,
+            X,
+            sample_weight,
+            tracemalloc.reset_peak,
+            lambda: tracemalloc.get_traced_memory()[1] - base,
+        )
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+
+
+def _measure_cuda(estimator, X, sample_weight, device):
+    import torch
+
+    torch.cuda.synchronize(device)
+    base = torch.cuda.memory_allocated(device)
+
+    def peak():
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - base
+
+    return _peaks(
+        estimator, X, sample_weight, lambda: torch.cuda.reset_peak_memory_stats(device), peak
+    )
