@@ -46,6 +46,22 @@ def test_page_numbers_match_their_sources(page, results):
     )
 
 
+#: Results pages whose anchored numbers are checked here but that `report.py --write`
+#: does not rewrite (fix them by hand from the test's message).
+MORE_PAGES = [ROOT / "docs" / "results" / "gamma.md", ROOT / "docs" / "results" / "graph.md"]
+
+
+@pytest.mark.parametrize("page", MORE_PAGES, ids=_rel)
+def test_more_pages_numbers_match_their_sources(page, results):
+    text = page.read_text(encoding="utf-8")
+    assert report._CLAIM.findall(text), f"{_rel(page)} holds no anchored number"
+    assert text.count("<!-- claim: ") == len(report._CLAIM.findall(text))
+    diffs = report.differences(text, results)
+    assert not diffs, f"{_rel(page)}: numbers differ from their sources:\n" + "\n".join(
+        f"  {a}: written {w!r}, computed {c!r}" for a, w, c in diffs
+    )
+
+
 @pytest.mark.parametrize("page", report.PAGES, ids=_rel)
 def test_every_page_holds_anchors(page):
     """Each checked page has anchors (a page without any would pass vacuously)."""
