@@ -28,10 +28,21 @@ Rows are appended to ``--out`` (CSV, default ``benchmarks/scale.csv``);
 peak memory on a second axis, the full batch's n x n float32 kernel against the
 machine's memory) from that file alone, so the figure always shows saved numbers.
 
-``--device cuda`` runs the estimators in Python on a GPU instead of the command
-line (``MiniBatchKernelKMeans(device="cuda")``, labels by ``predict``), for 10^9
-points on one H100/H200 generate the data on that machine with ``--data-dir`` on
-its local disk.
+``--device cuda`` (or another torch device: ``cuda:1``; ``torch-cpu`` is the
+smoke test of this path on the CPU) runs the estimators in Python instead of the
+command line, the user's way for data in host memory: ``MiniBatchKernelKMeans(20,
+device="cuda", compute_labels=False).fit(X)`` then ``predict(X)``, X a float32
+numpy array in host memory (numpy in, numpy labels out). The rows are not written
+to disk (10^9 x 16 float32 is 64 GB, more than a lent GPU machine's disk): the
+child process generates the same kind of blobs on the device, block by block, into
+host memory (``gen_s``). For these rows ``limit_label_s`` is the device's limit:
+the host-to-device copy of X plus the device's float32 GEMM + exp of the
+labelling's shapes (chunks of 65,536 rows, on ``min(n, --limit-rows)`` rows,
+scaled to n), and ``device_peak_mb`` is the device's peak allocated memory during
+the fit and the labelling. The full batch is not run there. For 10^9 on one
+H100/H200 (host memory >= 100 GB)::
+
+    timeout 580 python benchmarks/bench_scale.py --device cuda --n 1e9 --out gpu_scale.csv
 
 The data files are kept in ``--data-dir`` (default: a folder under the system's
 temporary directory) and reused by later runs.
@@ -59,7 +70,7 @@ K, D = 20, 16
 COLUMNS = [
     "n", "d", "k", "device", "m", "fit_s", "label_s", "wall_s", "limit_label_s",
     "label_vs_limit", "rss_anon_mb", "ari", "full_batch_s", "load_before",
-    "load_after", "cores", "machine", "date", "commit",
+    "load_after", "cores", "machine", "date", "commit", "gen_s", "device_peak_mb",
 ]  # fmt: skip
 GEN_ROWS = 1_000_000  # rows generated per block
 
@@ -155,41 +166,115 @@ print(time.perf_counter() - t0)
 """
 
 ON_DEVICE = """
-import sys, time, numpy as np
+import sys, time, numpy as np, torch
+from sklearn.metrics import adjusted_rand_score
 from mbkkm import MiniBatchKernelKMeans
-X = np.load(sys.argv[1], mmap_mode="r")
+n, device, k, d, limit_rows = int(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:6])
+dev = torch.device("cpu" if device.startswith("torch") else device)
+cuda = dev.type == "cuda"
+sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
+
+# k blobs in d dimensions (centers uniform in [-10, 10], unit noise), generated on the
+# device block by block into host memory
 t0 = time.perf_counter()
-est = MiniBatchKernelKMeans(20, random_state=0, device=sys.argv[3], compute_labels=False).fit(X)
+gen = torch.Generator(device=dev).manual_seed(0)
+centers = torch.rand((k, d), generator=gen, device=dev) * 20 - 10
+X, y = np.empty((n, d), np.float32), np.empty(n, np.int8)
+block = 1 << 24
+for start in range(0, n, block):
+    r = min(block, n - start)
+    lab = torch.randint(0, k, (r,), generator=gen, device=dev)
+    rows = centers[lab] + torch.randn((r, d), generator=gen, device=dev)
+    X[start : start + r] = rows.cpu().numpy()
+    y[start : start + r] = lab.to(torch.int8).cpu().numpy()
+    del lab, rows
+print(f"generated: {time.perf_counter() - t0:.2f} s", flush=True)
+
+if cuda:
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(dev)
+t0 = time.perf_counter()
+est = MiniBatchKernelKMeans(k, random_state=0, device=device, compute_labels=False).fit(X)
+sync()
 t1 = time.perf_counter()
 labels = est.predict(X)
+sync()
 t2 = time.perf_counter()
-np.save(sys.argv[2], labels)
-print(f"time: fit {t1 - t0:.2f} s, labelling {t2 - t1:.2f} s")
-print(f"support: {est.support_vectors_.shape[0]}")
+peak = torch.cuda.max_memory_allocated(dev) / 2**20 if cuda else 0.0
+m = est.support_vectors_.shape[0]
+print(f"time: fit {t1 - t0:.2f} s, labelling {t2 - t1:.2f} s", flush=True)
+print(f"support: {m}")
+print(f"device peak: {peak:.1f} MiB")
+idx = np.sort(np.random.default_rng(0).choice(n, min(n, 1_000_000), replace=False))
+print(f"ari: {adjusted_rand_score(y[idx], labels[idx]):.4f}", flush=True)
+del est, labels
+
+# the limit: X copied to the device (as fit and predict copy it), then the plain
+# float32 GEMM + exp of the labelling's shapes, (chunk x d)(d x m), in chunks
+if cuda:
+    torch.cuda.empty_cache()
+piece = 1 << 24
+dest = torch.empty((min(n, piece), d), dtype=torch.float32, device=dev)
+sync()
+t0 = time.perf_counter()
+for start in range(0, n, piece):
+    part = torch.from_numpy(X[start : start + piece])
+    dest[: part.shape[0]].copy_(part)
+sync()
+copy_s = time.perf_counter() - t0
+S = 1e-3 * torch.randn((m, d), generator=gen, device=dev)  # exp stays finite
+chunk, rows = 65536, min(n, limit_rows)
+Xd = torch.from_numpy(X[:rows]).to(dev)
+G = torch.empty((chunk, m), dtype=torch.float32, device=dev)
+torch.matmul(Xd[:chunk], S.T, out=G[: min(chunk, rows)])  # warm-up
+sync()
+t0 = time.perf_counter()
+for start in range(0, rows, chunk):
+    part = Xd[start : start + chunk]
+    out = G[: part.shape[0]]
+    torch.matmul(part, S.T, out=out)
+    out.exp_()
+sync()
+gemm_s = (time.perf_counter() - t0) * n / rows
+print(f"limit: {copy_s + gemm_s:.3f} s (copy {copy_s:.3f} s, gemm + exp {gemm_s:.3f} s)")
 """
 
 
+def _context(load_before):
+    """The columns that say where and when a row was measured."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2),
+        "cores": os.cpu_count(),
+        "machine": f"{platform.machine()} {platform.processor() or platform.node()}",
+        "date": datetime.date.today().isoformat(), "commit": commit,
+    }  # fmt: skip
+
+
+def _times(text):
+    """(fit seconds, labelling seconds) from the line a run prints."""
+    found = re.search(r"time: fit ([\d.]+) s, labelling ([\d.]+) s", text)
+    return float(found.group(1)), float(found.group(2))
+
+
 def measure(n, args, out_dir):
+    """One row of the table: the command line on a ``.npy`` file (``--device cpu``)."""
+    if args.device != "cpu":
+        return measure_device(n, args, out_dir)
     path, truth = blobs(n, args.data_dir)
     labels_path = out_dir / f"labels_{n}.npy"
     load_before = os.getloadavg()[0]
-    if args.device == "cpu":
-        model = out_dir / f"model_{n}.skops"
-        cmd = [sys.executable, "-m", "mbkkm", "fit", str(path), "-k", str(K)]
-        cmd += ["--labels-out", str(labels_path), "--model-out", str(model), "--seed", "0"]
-    else:
-        cmd = [sys.executable, "-c", ON_DEVICE, str(path), str(labels_path), args.device]
+    model = out_dir / f"model_{n}.skops"
+    cmd = [sys.executable, "-m", "mbkkm", "fit", str(path), "-k", str(K)]
+    cmd += ["--labels-out", str(labels_path), "--model-out", str(model), "--seed", "0"]
     log = (args.log_dir or out_dir) / f"log_{n}.txt"
     wall, rss, text = run_watched(cmd, log)
-    fit_s, label_s = map(
-        float, re.search(r"time: fit ([\d.]+) s, labelling ([\d.]+) s", text).groups()
-    )
-    if args.device == "cpu":
-        from mbkkm import load_model
+    fit_s, label_s = _times(text)
+    from mbkkm import load_model
 
-        m = load_model(model).support_vectors_.shape[0]
-    else:
-        m = int(re.search(r"support: (\d+)", text).group(1))
+    m = load_model(model).support_vectors_.shape[0]
     X = np.load(path, mmap_mode="r")
     rows = min(n, args.limit_rows)
     limit = limit_seconds(X, m, rows) * n / rows
@@ -202,24 +287,60 @@ def measure(n, args, out_dir):
             check=True,
         )
         full_batch = round(float(fb.stdout.split()[-1]), 3)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
     return {
         "n": n, "d": D, "k": K, "device": args.device, "m": m,
         "fit_s": fit_s, "label_s": label_s, "wall_s": round(wall, 2),
         "limit_label_s": round(limit, 2), "label_vs_limit": round(label_s / limit, 2),
         "rss_anon_mb": round(rss, 1), "ari": round(ari_on_sample(labels_path, truth), 4),
-        "full_batch_s": full_batch, "load_before": round(load_before, 2),
-        "load_after": round(os.getloadavg()[0], 2), "cores": os.cpu_count(),
-        "machine": f"{platform.machine()} {platform.processor() or platform.node()}",
-        "date": datetime.date.today().isoformat(), "commit": commit,
+        "full_batch_s": full_batch, **_context(load_before), "gen_s": "", "device_peak_mb": "",
+    }  # fmt: skip
+
+
+def measure_device(n, args, out_dir):
+    """One row on a torch device: the rows generated in host memory by the child."""
+    load_before = os.getloadavg()[0]
+    cmd = [sys.executable, "-c", ON_DEVICE, str(n), args.device, str(K), str(D)]
+    cmd += [str(args.limit_rows)]
+    log = (args.log_dir or out_dir) / f"log_{n}.txt"
+    wall, rss, text = run_watched(cmd, log)
+    fit_s, label_s = _times(text)
+    limit = float(re.search(r"limit: ([\d.]+) s", text).group(1))
+    return {
+        "n": n, "d": D, "k": K, "device": args.device,
+        "m": int(re.search(r"support: (\d+)", text).group(1)),
+        "fit_s": fit_s, "label_s": label_s, "wall_s": round(wall, 2),
+        "limit_label_s": round(limit, 2), "label_vs_limit": round(label_s / limit, 2),
+        "rss_anon_mb": round(rss, 1),
+        "ari": float(re.search(r"ari: ([\d.]+)", text).group(1)), "full_batch_s": "",
+        **_context(load_before),
+        "gen_s": float(re.search(r"generated: ([\d.]+) s", text).group(1)),
+        "device_peak_mb": float(re.search(r"device peak: ([\d.]+) MiB", text).group(1)),
     }  # fmt: skip
 
 
 def read_rows(path):
     with open(path) as fh:
         return list(csv.DictReader(fh))
+
+
+def append_row(path, row):
+    """Append ``row`` to the CSV at ``path``; a file written with fewer columns is
+    rewritten first with today's header (its rows keep their values)."""
+    if path.exists():
+        with open(path) as fh:
+            header = next(csv.reader(fh), None)
+        if header != COLUMNS:
+            old = read_rows(path)
+            with open(path, "w", newline="") as fh:
+                writer = csv.DictWriter(fh, COLUMNS, restval="")
+                writer.writeheader()
+                writer.writerows(old)
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        writer = csv.DictWriter(fh, COLUMNS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 def plot(rows, image, memory_bytes):
@@ -312,12 +433,7 @@ def main(argv=None):
             for n in map(int, args.n):
                 row = measure(n, args, Path(tmp))
                 print(", ".join(f"{key} {row[key]}" for key in COLUMNS[:13]), flush=True)
-                new = not args.out.exists()
-                with open(args.out, "a", newline="") as fh:
-                    writer = csv.DictWriter(fh, COLUMNS)
-                    if new:
-                        writer.writeheader()
-                    writer.writerow(row)
+                append_row(args.out, row)
     if args.plot:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         plot(read_rows(args.out), args.plot, memory)
