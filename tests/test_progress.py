@@ -203,6 +203,24 @@ def test_verbose_fit_reports_its_progress_and_not_a_different_model(name, X, cap
     assert out.count("labelling: 6,000 rows in ") == 2
 
 
+@pytest.mark.parametrize("name", ["kernel", "kmeans"])
+def test_partial_fit_prints_no_line_per_call(name, X, capsys, monkeypatch):
+    # scikit-learn's partial_fit prints nothing per call: a stream of thousands of
+    # batches with verbose=1 must not print a labelling line for each; the batch's
+    # labels_ are computed as before, and predict still reports its pass.
+    monkeypatch.setenv("MBKKM_PROGRESS_INTERVAL", "0")
+    loud, quiet = ESTIMATORS[name](verbose=1), ESTIMATORS[name]()
+    for est in (loud, quiet):
+        for batch in np.array_split(X, 6):
+            est.partial_fit(batch)
+    out = capsys.readouterr().out  # (the first call prints the memory plan, once)
+    assert "labelling:" not in out and "fit:" not in out
+    np.testing.assert_array_equal(loud.labels_, quiet.labels_)
+    assert loud.inertia_ == quiet.inertia_
+    loud.predict(X)
+    assert capsys.readouterr().out.count("labelling: 6,000 rows in ") == 1
+
+
 def test_a_labelling_pass_in_threads_counts_every_row(X, capsys, monkeypatch):
     monkeypatch.setenv("MBKKM_PROGRESS_INTERVAL", "0")
     est = ESTIMATORS["kernel"]().fit(X)

@@ -204,13 +204,14 @@ class ClusterEstimator(
                 EmptyClusterWarning,
             )
 
-    def _check_sizes_and_init(self, rows, kernel, batch_size=None):
+    def _check_sizes_and_init(self, rows, kernel, batch_size):
         """``n_clusters`` and ``init_size`` against the input, and ``init`` checked
         (``_init``; ``rows``: the input's adapter, which checks an init array;
         ``kernel``: the kernel's name in its messages).
 
         ``batch_size``: a mini-batch estimator's, whose batch and init sizes are then
-        set too (``_batch_size``, ``_init_size``), capped at n_samples.
+        set too (``_batch_size``, ``_init_size``), capped at n_samples; None for the
+        full batch (required, so that a mini-batch caller cannot skip it by omission).
         """
         n, k, init_size = int(rows.data.shape[0]), self.n_clusters, self.init_size
         if n < k:
@@ -263,10 +264,12 @@ class BaseKernelKMeans(ClusterEstimator):
 
     # -------------------------------------------------------------- labelling
     @contextmanager
-    def _labelling(self, X):
+    def _labelling(self, X, quiet=False):
         """The progress of a labelling pass over X with ``verbose`` (lines on stdout),
-        else None; its last line counts every row, also where the pass did not."""
-        progress = progress_for(getattr(self, "verbose", 0), X.shape[0], "labelling")
+        else (or ``quiet``) None; its last line counts every row, also where the pass
+        did not."""
+        verbose = 0 if quiet else getattr(self, "verbose", 0)
+        progress = progress_for(verbose, X.shape[0], "labelling")
         if progress is None:
             yield None
             return
@@ -274,11 +277,12 @@ class BaseKernelKMeans(ClusterEstimator):
             yield progress
             progress.update(progress.total - progress.done)
 
-    def _labels_inertia(self, X, sample_weight=None, labelled=None):
+    def _labels_inertia(self, X, sample_weight=None, labelled=None, quiet=False):
         """Labels and (weighted) inertia of validated items X (fitted rows or indices).
 
         ``labelled``: the labels and minimum distances of X that the fit already has
-        (small n: read from the stored kernel's rows), or None to label X now.
+        (small n: read from the stored kernel's rows), or None to label X now;
+        ``quiet``: no progress lines, whatever ``verbose``.
         """
         if labelled is not None:
             labels, mind = labelled
@@ -286,7 +290,7 @@ class BaseKernelKMeans(ClusterEstimator):
             lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
             if lazy is not None:
                 return lazy
-            with thread_policy(), self._labelling(X) as progress:
+            with thread_policy(), self._labelling(X, quiet) as progress:
                 labels, mind = assign_parallel(
                     X, self._state, self.kernel_, chunk_rows=self._chunk_rows(X), progress=progress
                 )
@@ -488,8 +492,8 @@ class MiniBatchMixin:
         self.n_iter_ = self.n_steps_
         previous = np.empty(0) if first else self.batch_objective_
         self.batch_objective_ = np.append(previous, objective)
-        if self.compute_labels:
-            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+        if self.compute_labels:  # no progress line per call (scikit-learn's prints none)
+            self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight, quiet=True)
         return self
 
     def _best_init(self, X, sample_weight, rng, start=None):

@@ -448,7 +448,7 @@ torch.device, default=None
         publish; returns the training points' distances (what ``fit_transform`` gives)."""
         data = fit_input(X, sample_weight, self, accept_dask=False, index_dtype=np.float64)
         rows = data.rows
-        self._check_sizes_and_init(rows, self.kernel)  # before kernel work
+        self._check_sizes_and_init(rows, self.kernel, batch_size=None)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned
         # before any kernel work; an index kernel's matrix is its own storage.
         block_rows = (

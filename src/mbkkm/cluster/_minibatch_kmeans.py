@@ -405,15 +405,15 @@ default="k-means++"
             return self._record_step(first, res.objective, X, sample_weight)
 
     # -------------------------------------------------------------- predict
-    def _distances(self, X, centers=None):
+    def _distances(self, X, centers=None, quiet=False):
         """Squared distances to the centers, (n, k), in chunks of rows.
 
         On the fitted centers (``centers`` None: predict, transform, score, the fit's
-        labels), with ``verbose``, progress lines of the pass on stdout.
+        labels), with ``verbose`` and not ``quiet``, progress lines of the pass on stdout.
         """
-        progress = (
-            None if centers is not None else progress_for(self.verbose, X.shape[0], "labelling")
-        )
+        progress = None
+        if centers is None and not quiet:
+            progress = progress_for(self.verbose, X.shape[0], "labelling")
         centers = self.cluster_centers_ if centers is None else centers
         k = centers.shape[0]
         rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
@@ -435,11 +435,11 @@ default="k-means++"
             parallel_parts(part, n, n_threads)
         return out
 
-    def _labels_inertia(self, X, sample_weight=None, centers=None):
+    def _labels_inertia(self, X, sample_weight=None, centers=None, quiet=False):
         lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
         if lazy is not None:
             return lazy
-        D = self._distances(X, centers)
+        D = self._distances(X, centers, quiet)
         labels = np.argmin(D, axis=1)
         mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
         return labels, float(mind.sum() if sample_weight is None else mind @ sample_weight)
