@@ -300,8 +300,6 @@ class _KernelChoice(click.Choice):
         return tuple(kernel_names(transductive=None if self.graph else False))
 
 
-_kernel_choice = _KernelChoice
-
 #: The estimator's options of ``mbkkm fit`` (with --n-neighbors, --t and
 #: --gamma-plot, which are not), received as one dict ``params``.
 _model_options = _options(

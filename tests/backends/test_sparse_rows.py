@@ -107,7 +107,7 @@ def test_numpy_backend_gathers_sparse_rows():
     R = nx.take(M, nx.index(idx))
     assert _canonical(R)
     np.testing.assert_array_equal(R.toarray(), A[idx])
-    S = nx.concatenate([M[3:5], R])
+    S = vstack_rows([M[3:5], R])
     assert _canonical(S)
     np.testing.assert_array_equal(S.toarray(), np.concatenate([A[3:5], A[idx]]))
     # dense arrays: unchanged behaviour

@@ -201,9 +201,9 @@ def test_estimator_constraints_come_from_the_registry():
 
 def test_cli_choices_come_from_the_registry():
     pytest.importorskip("click")
-    from mbkkm.cli import _kernel_choice
+    from mbkkm.cli import _KernelChoice
 
-    assert list(_kernel_choice().choices) == kernel_names(transductive=False)
+    assert list(_KernelChoice().choices) == kernel_names(transductive=False)
 
 
 def _param_doc(doc, param):

@@ -276,12 +276,6 @@ class NumpyBackend:
         return tuple(np.asarray(a, dtype=np.float64).ravel() for a in arrays)
 
     # ---------------------------------------------------------------- gathers
-    def concatenate(self, arrays, axis=0):
-        """Arrays joined along ``axis`` (a new array); sparse rows stay sparse (CSR)."""
-        if axis == 0 and any(sp.issparse(a) for a in arrays):
-            return vstack_rows(arrays)
-        return np.concatenate(arrays, axis=axis)
-
     def take(self, x, idx, axis=0):
         """``x[idx]`` along ``axis`` (a copy); idx from :meth:`index`. CSR rows stay CSR."""
         if axis == 0:

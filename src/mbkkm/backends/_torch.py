@@ -116,9 +116,6 @@ class TorchBackend:
         return packed.to(self.device).split([a.size for a in flat])
 
     # ---------------------------------------------------------------- gathers
-    def concatenate(self, arrays, axis=0):
-        return torch.cat(list(arrays), dim=axis)
-
     def take(self, x, idx, axis=0):
         return torch.index_select(x, axis, idx)
 
