@@ -255,7 +255,7 @@ def heat_diagonal_max(
     t = float(t)
     if n <= max(dense_limit, n_components + 2):
         lam, V = sla.eigh(N.toarray())
-        diag = (V**2) @ np.exp(-t * (1.0 - lam))
+        diag = (V**2) @ heat_weights(lam, t)
         i = int(np.argmax(diag))
         return HeatDiagonalMax(float(np.sqrt(diag[i])), i, float(diag[i]), n, True, True)
     rng = check_random_state(random_state)
@@ -268,7 +268,7 @@ def heat_diagonal_max(
                 f"eigenpairs must be (lam (r,), U (n, r)) with n = {n}, got "
                 f"shapes {lam.shape} and {U.shape}"
             )
-    w = np.exp(-t * (1.0 - lam))
+    w = heat_weights(lam, t)
     low = (U**2) @ w
     Z = rng.choice([-1.0, 1.0], size=(n, n_probes))
     S = Z * (spla.expm_multiply(-t * L, Z) - U @ (w[:, None] * (U.T @ Z)))
