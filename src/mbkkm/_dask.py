@@ -67,7 +67,7 @@ def is_dask_array(X):
 class NpyFile:
     """A ``.npy`` file read where it is sliced: what :func:`read_npy` wraps.
 
-    Pickles as its path, shape, dtype and header offset (never the data);
+    Pickles as its path, shape, dtype, order and stamp (never the data);
     ``self[key]`` maps the file read-only and returns a copy of the selected part,
     so a task holds the rows it asked for and no open map. The file's size and
     modification time, recorded here, are checked at each read: a file changed
@@ -79,7 +79,7 @@ class NpyFile:
         mm = np.load(self.path, mmap_mode="r")  # reads the header only
         if not isinstance(mm, np.memmap):
             raise ValueError(f"{path}: not a .npy file that can be memory-mapped")
-        self.shape, self.dtype, self.offset = tuple(mm.shape), mm.dtype, int(mm.offset)
+        self.shape, self.dtype = tuple(mm.shape), mm.dtype
         self.order = "F" if mm.ndim > 1 and mm.flags.f_contiguous else "C"
         del mm
         self.ndim = len(self.shape)
