@@ -755,24 +755,24 @@ def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
     return out
 
 
-def _summary(found, outputs, *lines, fit=False) -> None:
+def _summary(found, outputs, *first, fit=False) -> None:
     """A command's summary, on stderr when standard output takes the labels or
-    distances: its own ``lines``, then the inertia, the cluster sizes (a fit: and
-    how many are empty), the files written (a fit: or that the labels were not)."""
+    distances: its own lines (``first``), then the inertia, the cluster sizes (a
+    fit: and how many are empty), the files written (a fit: or that the labels were
+    not)."""
     inertia = "objective inertia" if fit else "inertia"
-    lines += (
-        f"inertia: {found.inertia:.6g} ({inertia} / n = {found.inertia / found.n:.6g})",
-        "cluster sizes: " + " ".join(map(str, found.sizes.tolist())),
-    )
+    lines = list(first)
+    lines.append(f"inertia: {found.inertia:.6g} ({inertia} / n = {found.inertia / found.n:.6g})")
+    lines.append("cluster sizes: " + " ".join(map(str, found.sizes.tolist())))
     empty = int((found.sizes == 0).sum())
     if fit and empty:
-        lines += (f"note: {empty} of the {len(found.sizes)} clusters are empty",)
+        lines.append(f"note: {empty} of the {len(found.sizes)} clusters are empty")
     paths = (outputs.labels, outputs.transform, outputs.plot, outputs.gamma_plot, outputs.model)
     for path, what in zip(paths, ("labels", "distances", "plot", "gamma plot", "model")):
         if path not in (None, "-"):  # written to a file
-            lines += (f"{what} written to {path}",)
+            lines.append(f"{what} written to {path}")
     if fit and outputs.labels is None:
-        lines += ("(labels not written: pass --labels-out FILE)",)
+        lines.append("(labels not written: pass --labels-out FILE)")
     for line in lines:
         click.echo(line, err=outputs.err)
 
