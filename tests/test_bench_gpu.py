@@ -1,13 +1,18 @@
-"""benchmarks/bench_gpu.py runs end to end in its CPU smoke mode (--device cpu --quick),
-and its compile check holds on the CPU (--device cpu --compile-check).
+"""The GPU benchmarks run end to end on torch CPU tensors, so that they are ready when
+a GPU is lent (whoever has one measures the GPU numbers).
 
-The GPU numbers are measured by whoever has a GPU; this checks that every section
-(a)-(g) runs on torch CPU tensors, prints its ratio and writes the markdown report,
-so the script is ready when a GPU is.
+- benchmarks/bench_gpu.py in its CPU smoke mode (--device cpu --quick): every
+  section (a)-(g) runs, prints its ratio and writes the markdown report; its compile
+  check holds on the CPU (--device cpu --compile-check);
+- benchmarks/bench_scale.py's device path (--device torch-cpu runs what --device
+  cuda runs: 10^9 rows generated in host memory, nothing on disk); the CSV it
+  appends to keeps older rows when its columns grow;
+- benchmarks/bench_host_overhead.py's counts of uploads and read-backs.
 """
 
 from __future__ import annotations
 
+import csv
 import importlib.util
 import re
 from pathlib import Path
@@ -19,8 +24,9 @@ pytest.importorskip("torch")
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("bench_gpu", SCRIPT)
+def _load(name="bench_gpu"):
+    """The benchmark script ``benchmarks/<name>.py`` as a module."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPT.parent / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -91,11 +97,7 @@ def test_compile_check_prints_one_line_and_holds(capsys):
 def test_host_overhead_counts_no_upload_in_the_loop():
     """benchmarks/bench_host_overhead.py: a torch fit's loop uploads no host array and
     reads the device back once per block of iterations (16 in steady state)."""
-    spec = importlib.util.spec_from_file_location(
-        "bench_host_overhead", SCRIPT.parent / "bench_host_overhead.py"
-    )
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _load("bench_host_overhead")
     import numpy as np
     import torch
 
@@ -136,3 +138,27 @@ def test_dispatch_counts_print_totals_and_operators(tmp_path, capsys):
     assert 0 < float(m.group(1)) < float(m.group(2))
     assert any("aten.segment_reduce" in line for line in out[1:])
     assert not any("index_add" in line for line in out[1:])
+
+
+@pytest.mark.slow
+def test_bench_scale_device_path_runs_on_torch_cpu(tmp_path):
+    bench = _load("bench_scale")
+    out = tmp_path / "scale.csv"
+    # a file with the columns of an older version: rewritten with today's header
+    old = [c for c in bench.COLUMNS if c not in ("gen_s", "device_peak_mb")]
+    with open(out, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, old)
+        writer.writeheader()
+        writer.writerow({c: "1" for c in old})
+    bench.main(
+        ["--device", "torch-cpu", "--n", "3000", "--out", str(out), "--log-dir", str(tmp_path)]
+    )
+    rows = bench.read_rows(out)
+    assert list(rows[0]) == bench.COLUMNS and rows[0]["n"] == "1" and rows[0]["gen_s"] == ""
+    row = rows[1]
+    assert row["device"] == "torch-cpu" and row["n"] == "3000"
+    assert float(row["ari"]) > 0.9  # 20 well separated blobs
+    assert int(row["m"]) > 0 and float(row["limit_label_s"]) > 0 and float(row["gen_s"]) >= 0
+    assert row["full_batch_s"] == ""
+    log = (tmp_path / "log_3000.txt").read_text()
+    assert "time: fit" in log and "limit:" in log
