@@ -309,6 +309,39 @@ def test_cuda_plan_counts_the_captured_graph():
     assert gpu.peaks["labelling"] == cpu.peaks["labelling"] + t[cublas]
 
 
+def test_cuda_plan_counts_the_folded_labelling_copies():
+    # On CUDA the labelling pass's rbf tiles fold the norms into the GEMM where a row's
+    # copy (16 features: 20 columns and its norm) is at most an eighth of its tile
+    # row: the chunk's rows and the support are copied, and the chunks are sized with
+    # the copies in the budget. With 784 features the copy would be a third of the
+    # tile row: no fold, no copies (test_cuda_plan_counts_the_captured_graph).
+    pytest.importorskip("torch")
+    common = dict(
+        n=10**7,
+        row_bytes=16 * 4,
+        n_features=16,
+        itemsize=4,
+        n_clusters=20,
+        batch_size=1024,
+        tau=200,
+        kernel_name="rbf",
+        max_iter=200,
+        device_resident=True,
+        label_rows="auto",  # as the estimator asks
+    )
+    gpu = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="cuda:0", **common))
+    host = memory.plan_minibatch(memory.MiniBatchPlanRequest(where="host", **common))
+    m, rows = gpu.shapes["m"], gpu.shapes["tile_rows"]
+    assert memory.label_row_copies("rbf", "cuda:0", 16, m) == 21
+    assert rows == memory.label_chunk_rows(None, m, 20, 4, 21) < 10**7
+    assert gpu.terms["labelling row copies"] == rows * 21 * 4
+    assert gpu.terms["labelling support copies"] == m * 21 * 4
+    assert "labelling row copies" not in host.terms
+    assert memory.label_row_copies("laplacian", "cuda:0", 16, m) == 0
+    assert memory.label_row_copies("rbf", "host", 16, m) == 0
+    assert memory.label_row_copies("rbf", "cuda:0", 784, 2512) == 0
+
+
 def test_cuda_plan_counts_the_folded_rbf_operands():
     # From FOLD_MIN_VALUES values on, the rbf block's operands on CUDA are copies of the
     # pool's rows and of the batch with the norms in two more columns, padded to 788

@@ -254,6 +254,40 @@ def test_torch_rbf_tail_folded_and_plain_equal_the_oracle(dtype, d):
 
 
 @needs_torch
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("d", [1, 3, 6, 37])
+def test_torch_rbf_folded_and_plain_equal_the_oracle(dtype, d):
+    # The labelling pass's tile: the support X against a chunk of other rows Y.
+    import torch
+
+    from mbkkm.kernels import _torch_tiles
+
+    X, Y = _data(6, 203, d, dtype), _data(7, 61, d, dtype)
+    Y[-1] = X[5]  # a chunk row equal to a support row: K = 1, the clip's case
+    gamma = 0.7 / d
+    diff = X[:, None, :].astype(np.float64) - Y[None, :, :]
+    expected = np.exp(-gamma * (diff**2).sum(-1))  # the oracle, in float64
+    Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)  # new buffers filled with NaN
+    try:
+        for fold in (False, True):
+            K = _torch_tiles.rbf(Xt, Yt, gamma=gamma, fold=fold)
+            assert K.shape == (203, 61) and K.dtype == Xt.dtype
+            np.testing.assert_allclose(K.numpy(), expected, **_tol(dtype, None))
+            assert float(K.max()) <= 1.0
+    finally:
+        torch.use_deterministic_algorithms(was)
+    out = torch.full((203, 61), np.nan, dtype=Xt.dtype)  # beta = 0: never read
+    K = _torch_tiles.rbf(Xt, Yt, gamma=gamma, fold=True, out=out)
+    assert K.data_ptr() == out.data_ptr()
+    np.testing.assert_allclose(out.numpy(), expected, **_tol(dtype, None))
+    # The default: folded only where FOLD_DEVICES says, for large enough blocks
+    # whose copy of Y is small beside them.
+    assert not _torch_tiles._folds(Xt, Yt, None)  # the CPU is not in FOLD_DEVICES
+
+
+@needs_torch
 def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
     # The folded tile is the CUDA default; here it is switched on for CPU tensors.
     import torch
@@ -266,6 +300,7 @@ def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
     )
     params = dict(n_clusters=8, batch_size=256, tau=30, max_iter=40, random_state=0)
     plain = MiniBatchKernelKMeans(**params).fit(X)
+    plain_labels = plain.predict(X).numpy()
     monkeypatch.setattr(_torch_tiles, "FOLD_DEVICES", ("cpu", "cuda"))
     monkeypatch.setattr(_torch_tiles, "FOLD_MIN_VALUES", 0)
     calls = []
@@ -279,3 +314,7 @@ def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
     np.testing.assert_array_equal(folded.labels_.numpy(), plain.labels_.numpy())
     np.testing.assert_allclose(folded.center_norms_, plain.center_norms_, rtol=1e-4)
     np.testing.assert_allclose(folded.batch_objective_, plain.batch_objective_, rtol=1e-4)
+    # The labelling pass's tiles (support against a chunk of rows) fold too.
+    calls.clear()
+    np.testing.assert_array_equal(folded.predict(X).numpy(), plain_labels)
+    assert calls

@@ -80,12 +80,28 @@ def chunk_rows(working_memory, row_floats, itemsize):
     return max(1, int(working_memory_bytes(working_memory) // max(1, 2 * row_floats * itemsize)))
 
 
-def label_chunk_rows(working_memory, n_support, n_clusters, itemsize):
+def label_chunk_rows(working_memory, n_support, n_clusters, itemsize, row_copies=0):
     """Rows per chunk of the labelling pass: a kernel tile against ``n_support``
     support points plus about 3 k + 2 values per row (block sums, distances,
-    minima) within ``working_memory`` (:func:`chunk_rows`). The memory plan and the
-    labelling pass both size their chunks here."""
-    return chunk_rows(working_memory, n_support + 3 * n_clusters + 2, itemsize)
+    minima) and the ``row_copies`` values of a row the kernel copies
+    (:func:`label_row_copies`), within ``working_memory`` (:func:`chunk_rows`).
+    The memory plan and the labelling pass both size their chunks here."""
+    return chunk_rows(working_memory, n_support + 3 * n_clusters + 2 + row_copies, itemsize)
+
+
+def label_row_copies(kernel_name, where, n_features, n_support):
+    """Values per row (of the chunk, and of the support) that a labelling tile's
+    kernel copies beyond what the plan counts: where rbf tiles fold the row norms
+    into the GEMM (:func:`mbkkm.kernels._torch_tiles.rbf`: CUDA, when a row's copy
+    is at most an eighth of its tile row), the row with two more columns, 4-aligned,
+    and its norm; else none."""
+    device_type = str(where).split(":")[0]
+    if kernel_name != "rbf" or device_type in ("host", "cpu"):
+        return 0
+    from ..kernels._torch_tiles import FOLD_DEVICES, folded_width  # a device: torch is there
+
+    width = folded_width(n_features)
+    return width if device_type in FOLD_DEVICES and 8 * width <= n_support else 0
 
 
 @dataclass
@@ -491,8 +507,9 @@ def plan_minibatch(request):
     iteration += state
     setup = held + t.get(_CUBLAS, 0) + max(setup_terms.values())
     rows, threads = r.label_rows, r.n_threads
+    folded = label_row_copies(r.kernel_name, r.where, d, m)
     if rows == "auto":  # as assign_parallel sizes them (one thread on a device)
-        budget = label_chunk_rows(r.working_memory, m, k, itemsize)
+        budget = label_chunk_rows(r.working_memory, m, k, itemsize, folded)
         threads = 1 if r.device_resident else None
         rows, threads = label_tiles(n, m, itemsize, budget, threads, r.tiled_labels)
     rows = n if rows is None else max(1, min(rows, n))
@@ -502,7 +519,8 @@ def plan_minibatch(request):
     # the labels and distances of the n points.
     labelling_terms = {
         "labelling tiles": threads * rows * (m + 3 * k) * itemsize,
-        "labelling support copies": threads * m * (d + 2 if copies else 0) * itemsize,
+        "labelling support copies": threads * m * (folded or (d + 2 if copies else 0)) * itemsize,
+        "labelling row copies": threads * rows * folded * itemsize,
         "labelling coefficients": threads * m * 8 * 3,
         "labels and distances out": n * (8 + itemsize),
     }
@@ -536,10 +554,10 @@ def _pool_terms(r, copies):
         # operands (_torch_tiles.rbf_tail): it copies the rows and the batch, 4-aligned
         # with two more columns; and small pools sum their blocks densely
         # (_pool.slot_sums)
-        from ..kernels._torch_tiles import FOLD_MIN_VALUES  # torch is there
+        from ..kernels._torch_tiles import FOLD_MIN_VALUES, folded_width  # torch is there
 
         if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
-            operands = (n_rows + b, -(-(r.n_features + 2) // 4) * 4 + 1)
+            operands = (n_rows + b, folded_width(r.n_features))
     pool = pool_buffers(k, L, M, b)
     t = term_bytes(pool, _POOL_TERMS, r.row_bytes)
     t.update(term_bytes(pool, dict.fromkeys(pool, _POOL_COPY), r.row_bytes))

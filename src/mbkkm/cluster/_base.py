@@ -60,7 +60,7 @@ from sklearn.utils.validation import (
 from .._core import assign, kernel_kmeans_plusplus, random_init
 from .._core._init import draw_init_subsample
 from .._core._lloyd import KernelRun, MatrixOperator
-from .._core._memory import label_chunk_rows, out_of_memory_error
+from .._core._memory import label_chunk_rows, label_row_copies, out_of_memory_error
 from .._core._windows import assign_parallel
 from .._progress import progress_for
 from .._validation import (
@@ -260,7 +260,11 @@ class BaseKernelKMeans(ClusterEstimator):
         """Rows per labelling chunk within ``working_memory``."""
         state = self._state if state is None else state
         m = state.support.shape[0]
-        return label_chunk_rows(self.working_memory, m, self.n_clusters, _device.itemsize(X))
+        nx = get_backend(X)
+        where = "host" if nx.is_host else str(nx.device)
+        copies = label_row_copies(getattr(self.kernel_, "name", ""), where, X.shape[-1], m)
+        itemsize = _device.itemsize(X)
+        return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize, copies)
 
     # -------------------------------------------------------------- labelling
     @contextmanager

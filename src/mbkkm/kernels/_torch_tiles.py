@@ -54,8 +54,17 @@ def linear(X, Y, *, out=None, **_):
     return X @ Y.T if out is None else torch.mm(X, Y.T, out=out)
 
 
-def rbf(X, Y, *, gamma, out=None, **_):
-    """K(x, y) = exp(-gamma ||x - y||^2)."""
+def rbf(X, Y, *, gamma, out=None, fold=None, **_):
+    """K(x, y) = exp(-gamma ||x - y||^2).
+
+    ``fold``: the norms folded into the GEMM as in :func:`rbf_tail` (values equal
+    to rounding); default :func:`_folds`: on CUDA, for the labelling pass's tiles of
+    the support against a chunk of rows (two passes over the tile fewer: labelling
+    1.6-1.75x faster on torch CPU tensors with the fold switched on, d = 16,
+    m = 4,400, 200,000 rows).
+    """
+    if _folds(X, Y, fold):
+        return _folded_exponent(X, Y, gamma, out).clamp_max_(0).exp_()
     # -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |y|^2 - gamma |x|^2: the |y|^2 term
     # rides in the GEMM (addmm's input), the rest in place; clipped at 0 (K <= 1).
     gyy = row_norms_sq(Y).mul_(-gamma)[None, :]
@@ -63,6 +72,26 @@ def rbf(X, Y, *, gamma, out=None, **_):
     torch.addmm(gyy, X, Y.T, beta=1.0, alpha=2.0 * gamma, out=out)
     out.sub_(row_norms_sq(X).mul_(gamma)[:, None])
     return out.clamp_max_(0).exp_()
+
+
+def _folds(X, Y, fold):
+    """Whether an rbf block of X against Y folds the row norms into its GEMM (``fold``
+    None: on the devices of :data:`FOLD_DEVICES`, for blocks of at least
+    :data:`FOLD_MIN_VALUES` values whose copy of Y is at most an eighth of the block:
+    :func:`folded_width` values a row of Y against the block's ``len(X)``)."""
+    if fold is None:
+        return (
+            X.device.type in FOLD_DEVICES
+            and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES
+            and 8 * folded_width(X.shape[1]) <= X.shape[0]
+        )
+    return fold
+
+
+def folded_width(d):
+    """Values one row of d features takes in the folded operands of an rbf block
+    (:func:`_folded_exponent`): d + 2 columns, 4-aligned, and its norm."""
+    return -(-(d + 2) // 4) * 4 + 1
 
 
 def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
@@ -83,7 +112,9 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
     if fold is None:
         fold = X.device.type in FOLD_DEVICES and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES
     if fold:
-        return _folded_exponent(X, X.shape[0] - Y.shape[0], gamma, out).clamp_max_(0).exp_()
+        half = row_norms_sq(X).mul_(-0.5)  # X's norms serve both sides
+        folded = _folded_exponent(X, Y, gamma, out, half, half[X.shape[0] - Y.shape[0] :])
+        return folded.clamp_max_(0).exp_()
     gxx = row_norms_sq(X).mul_(gamma)
     out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
     torch.addmm(
@@ -93,23 +124,32 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
     return out.clamp_max_(0).exp_()
 
 
-def _folded_exponent(X, start, gamma, out):
-    """-gamma ||x - y||^2 for the rows x of X and y of X[start:], by one GEMM:
+def _folded_exponent(X, Y, gamma, out, half_x=None, half_y=None):
+    """-gamma ||x - y||^2 for the rows x of X and y of Y, by one GEMM:
     2 gamma [x, -|x|^2 / 2, 1, 0...] . [y, 1, -|y|^2 / 2, 0...], the operands padded with
-    zero columns to a multiple of 4 (16-byte aligned rows in float32)."""
-    n, d = X.shape
-    width = -(-(d + 2) // 4) * 4
-    half = row_norms_sq(X).mul_(-0.5)
-    Xa = X.new_empty((n, width))
-    Xa[:, :d] = X
-    Xa[:, d] = half
-    Xa[:, d + 1] = 1
-    Xa[:, d + 2 :] = 0  # the padding only: the rest is written above
-    Ya = Xa[start:].clone()
-    Ya[:, d] = 1
-    Ya[:, d + 1] = half[start:]
-    out = X.new_empty((n, n - start)) if out is None else out
+    zero columns to a multiple of 4 (16-byte aligned rows in float32). ``half_x``,
+    ``half_y``: -|x|^2 / 2 and -|y|^2 / 2 where known (else computed here)."""
+    width = -(-(X.shape[1] + 2) // 4) * 4
+    if half_x is None:
+        half_x = row_norms_sq(X).mul_(-0.5)
+    if half_y is None:
+        half_y = row_norms_sq(Y).mul_(-0.5)
+    Xa = _operand(X, width, half_x, 1)
+    Ya = _operand(Y, width, 1, half_y)
+    out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
     return torch.addmm(out, Xa, Ya.T, beta=0, alpha=2.0 * gamma, out=out)
+
+
+def _operand(Z, width, first, second):
+    """[Z, first, second, 0...], ``width`` columns (``first``, ``second``: a column of
+    values or a number)."""
+    d = Z.shape[1]
+    Za = Z.new_empty((Z.shape[0], width))
+    Za[:, :d] = Z
+    Za[:, d] = first
+    Za[:, d + 1] = second
+    Za[:, d + 2 :] = 0  # the padding only: the rest is written above
+    return Za
 
 
 def _power(degree):
