@@ -507,7 +507,8 @@ def plan_minibatch(request):
     iteration += state
     setup = held + t.get(_CUBLAS, 0) + max(setup_terms.values())
     rows, threads = r.label_rows, r.n_threads
-    folded = label_row_copies(r.kernel_name, r.where, d, m)
+    # a device's labelling tiles may copy their rows (the host's never do)
+    folded = label_row_copies(r.kernel_name, r.where, d, m) if r.device_resident else 0
     if rows == "auto":  # as assign_parallel sizes them (one thread on a device)
         budget = label_chunk_rows(r.working_memory, m, k, itemsize, folded)
         threads = 1 if r.device_resident else None

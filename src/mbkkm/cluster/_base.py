@@ -261,8 +261,10 @@ class BaseKernelKMeans(ClusterEstimator):
         state = self._state if state is None else state
         m = state.support.shape[0]
         nx = get_backend(X)
-        where = "host" if nx.is_host else str(nx.device)
-        copies = label_row_copies(getattr(self.kernel_, "name", ""), where, X.shape[-1], m)
+        copies = 0  # the rows a device's tiles copy (the host's never do)
+        if not nx.is_host:
+            name = getattr(self.kernel_, "name", "")
+            copies = label_row_copies(name, str(nx.device), X.shape[-1], m)
         itemsize = _device.itemsize(X)
         return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize, copies)
 
