@@ -77,13 +77,13 @@ def rbf(X, Y, *, gamma, out=None, fold=None, **_):
 def _folds(X, Y, fold):
     """Whether an rbf block of X against Y folds the row norms into its GEMM (``fold``
     None: on the devices of :data:`FOLD_DEVICES`, for blocks of at least
-    :data:`FOLD_MIN_VALUES` values whose copy of Y is at most an eighth of the block:
-    :func:`folded_width` values a row of Y against the block's ``len(X)``)."""
+    :data:`FOLD_MIN_VALUES` values whose operand copies are small beside them: each
+    side's copy, :func:`folded_width` values a row, at most an eighth of the block)."""
     if fold is None:
         return (
             X.device.type in FOLD_DEVICES
             and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES
-            and 8 * folded_width(X.shape[1]) <= X.shape[0]
+            and 8 * folded_width(X.shape[1]) <= min(X.shape[0], Y.shape[0])
         )
     return fold
 
