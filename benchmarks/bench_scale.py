@@ -236,7 +236,7 @@ for start in range(0, rows, chunk):
     out.exp_()
 sync()
 gemm_s = (time.perf_counter() - t0) * n / rows
-print(f"limit: {copy_s + gemm_s:.3f} s (copy {copy_s:.3f} s, gemm + exp {gemm_s:.3f} s)")
+print(f"limit: {copy_s + gemm_s:.6f} s (copy {copy_s:.6f} s, gemm + exp {gemm_s:.6f} s)")
 """
 
 
@@ -309,7 +309,7 @@ def measure_device(n, args, out_dir):
         "n": n, "d": D, "k": K, "device": args.device,
         "m": int(re.search(r"support: (\d+)", text).group(1)),
         "fit_s": fit_s, "label_s": label_s, "wall_s": round(wall, 2),
-        "limit_label_s": round(limit, 2), "label_vs_limit": round(label_s / limit, 2),
+        "limit_label_s": round(limit, 4), "label_vs_limit": round(label_s / limit, 2),
         "rss_anon_mb": round(rss, 1),
         "ari": float(re.search(r"ari: ([\d.]+)", text).group(1)), "full_batch_s": "",
         **_context(load_before),

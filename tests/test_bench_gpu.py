@@ -158,7 +158,7 @@ def test_bench_scale_device_path_runs_on_torch_cpu(tmp_path):
     row = rows[1]
     assert row["device"] == "torch-cpu" and row["n"] == "3000"
     assert float(row["ari"]) > 0.9  # 20 well separated blobs
-    assert int(row["m"]) > 0 and float(row["limit_label_s"]) > 0 and float(row["gen_s"]) >= 0
+    assert int(row["m"]) > 0 and float(row["label_vs_limit"]) > 0 and float(row["gen_s"]) >= 0
     assert row["full_batch_s"] == ""
     log = (tmp_path / "log_3000.txt").read_text()
     assert "time: fit" in log and "limit:" in log
