@@ -39,10 +39,12 @@ host memory (``gen_s``). For these rows ``limit_label_s`` is the device's limit:
 the host-to-device copy of X plus the device's float32 GEMM + exp of the
 labelling's shapes (chunks of 65,536 rows, on ``min(n, --limit-rows)`` rows,
 scaled to n), and ``device_peak_mb`` is the device's peak allocated memory during
-the fit and the labelling. The full batch is not run there. For 10^9 on one
+the fit and the labelling. The full batch is not run there. ``--fold-ab`` labels
+the rows a second time with the rbf tiles' fold switched (off on CUDA, where it is
+the default; on elsewhere) and prints both times. For 10^9 on one
 H100/H200 (host memory >= 100 GB)::
 
-    timeout 580 python benchmarks/bench_scale.py --device cuda --n 1e9 --out gpu_scale.csv
+    timeout 580 python benchmarks/bench_scale.py --device cuda --n 1e9 --fold-ab --out gpu_scale.csv
 
 The data files are kept in ``--data-dir`` (default: a folder under the system's
 temporary directory) and reused by later runs.
@@ -169,7 +171,7 @@ ON_DEVICE = """
 import sys, time, numpy as np, torch
 from sklearn.metrics import adjusted_rand_score
 from mbkkm import MiniBatchKernelKMeans
-n, device, k, d, limit_rows = int(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:6])
+n, device, k, d, limit_rows, fold_ab = int(sys.argv[1]), sys.argv[2], *map(int, sys.argv[3:7])
 dev = torch.device("cpu" if device.startswith("torch") else device)
 cuda = dev.type == "cuda"
 sync = (lambda: torch.cuda.synchronize(dev)) if cuda else (lambda: None)
@@ -207,6 +209,22 @@ print(f"support: {m}")
 print(f"device peak: {peak:.1f} MiB")
 idx = np.sort(np.random.default_rng(0).choice(n, min(n, 1_000_000), replace=False))
 print(f"ari: {adjusted_rand_score(y[idx], labels[idx]):.4f}", flush=True)
+if fold_ab:  # the labelling again with the rbf tiles' fold switched (off on CUDA, else on)
+    from mbkkm.kernels import _torch_tiles
+
+    saved = _torch_tiles.FOLD_DEVICES
+    was = dev.type in saved
+    _torch_tiles.FOLD_DEVICES = tuple(t for t in saved if t != dev.type) if was else (dev.type,)
+    try:
+        t0 = time.perf_counter()
+        other = est.predict(X)
+        sync()
+        seconds = time.perf_counter() - t0
+    finally:
+        _torch_tiles.FOLD_DEVICES = saved
+    same = np.array_equal(other, labels)
+    print(f"labelling with the fold {'off' if was else 'on'}: {seconds:.2f} s, same labels: {same}")
+    del other
 del est, labels
 
 # the limit: X copied to the device (as fit and predict copy it), then the plain
@@ -300,9 +318,12 @@ def measure_device(n, args, out_dir):
     """One row on a torch device: the rows generated in host memory by the child."""
     load_before = os.getloadavg()[0]
     cmd = [sys.executable, "-c", ON_DEVICE, str(n), args.device, str(K), str(D)]
-    cmd += [str(args.limit_rows)]
+    cmd += [str(args.limit_rows), str(int(args.fold_ab))]
     log = (args.log_dir or out_dir) / f"log_{n}.txt"
     wall, rss, text = run_watched(cmd, log)
+    fold = re.search(r"labelling with the fold .*", text)
+    if fold:
+        print(f"n {n}: {fold.group(0)}", flush=True)
     fit_s, label_s = _times(text)
     limit = float(re.search(r"limit: ([\d.]+) s", text).group(1))
     return {
@@ -427,6 +448,12 @@ def main(argv=None):
     parser.add_argument("--log-dir", type=Path, help="keep each run's output (log_N.txt) here")
     parser.add_argument("--plot", type=Path, help="draw the figure from --out into this image")
     parser.add_argument("--plot-only", action="store_true", help="only draw the figure")
+    parser.add_argument(
+        "--fold-ab",
+        action="store_true",
+        help="a torch device: label again with the rbf tiles' fold switched (off on CUDA, "
+        "else on) and print both times",
+    )
     args = parser.parse_args(argv)
     if not args.plot_only:
         with tempfile.TemporaryDirectory() as tmp:

@@ -60,8 +60,8 @@ def rbf(X, Y, *, gamma, out=None, fold=None, **_):
     ``fold``: the norms folded into the GEMM as in :func:`rbf_tail` (values equal
     to rounding); default :func:`_folds`: on CUDA, for the labelling pass's tiles of
     the support against a chunk of rows (two passes over the tile fewer: labelling
-    1.6-1.75x faster on torch CPU tensors with the fold switched on, d = 16,
-    m = 4,400, 200,000 rows).
+    1.5-1.75x faster on torch CPU tensors with the fold switched on, d = 16,
+    m = 4,459, 200,000 rows: ``benchmarks/bench_scale.py --fold-ab``).
     """
     if _folds(X, Y, fold):
         return _folded_exponent(X, Y, gamma, out).clamp_max_(0).exp_()
