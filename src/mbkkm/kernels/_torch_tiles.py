@@ -129,7 +129,7 @@ def _folded_exponent(X, Y, gamma, out, half_x=None, half_y=None):
     2 gamma [x, -|x|^2 / 2, 1, 0...] . [y, 1, -|y|^2 / 2, 0...], the operands padded with
     zero columns to a multiple of 4 (16-byte aligned rows in float32). ``half_x``,
     ``half_y``: -|x|^2 / 2 and -|y|^2 / 2 where known (else computed here)."""
-    width = -(-(X.shape[1] + 2) // 4) * 4
+    width = folded_width(X.shape[1]) - 1  # the columns; the norm aside
     if half_x is None:
         half_x = row_norms_sq(X).mul_(-0.5)
     if half_y is None:
