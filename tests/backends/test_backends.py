@@ -223,68 +223,46 @@ def test_torch_row_norms_in_blocks_equal_the_plain_sums():
 @needs_torch
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("d", [1, 3, 6, 37])
-def test_torch_rbf_tail_folded_and_plain_equal_the_oracle(dtype, d):
+@pytest.mark.parametrize("tile", ["pool tail", "labelling chunk"])
+def test_torch_rbf_folded_and_plain_equal_the_oracle(tile, dtype, d):
+    # rbf_tail: the pool's rows against the batch at their tail (Y = X[-50:]);
+    # rbf: the labelling pass's tile, the support X against a chunk of other rows Y.
     import torch
 
     from mbkkm.kernels import _torch_tiles
 
-    X = _data(4, 203, d, dtype)
-    X[-1] = X[5]  # a batch row equal to a pool row: K = 1, the clip's case
+    if tile == "pool tail":
+        X = _data(4, 203, d, dtype)
+        X[-1] = X[5]  # a batch row equal to a pool row: K = 1, the clip's case
+        Y, func = X[-50:], _torch_tiles.rbf_tail
+    else:
+        X, Y = _data(6, 203, d, dtype), _data(7, 61, d, dtype)
+        Y[-1] = X[5]  # a chunk row equal to a support row: K = 1, the clip's case
+        func = _torch_tiles.rbf
     gamma = 0.7 / d
     # Oracle: exp(-gamma ||x - y||^2) from the differences, in float64.
-    diff = X[:, None, :].astype(np.float64) - X[None, -50:, :]
+    diff = X[:, None, :].astype(np.float64) - Y[None, :, :]
     expected = np.exp(-gamma * (diff**2).sum(-1))
     Xt = torch.from_numpy(X)
+    Yt = Xt[-50:] if tile == "pool tail" else torch.from_numpy(Y)
     # Deterministic mode fills new buffers with NaN: the operands' padding must be
     # written, not found zero by chance.
     was = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
         for fold in (False, True):
-            K = _torch_tiles.rbf_tail(Xt, Xt[-50:], gamma=gamma, fold=fold)
-            assert K.shape == (203, 50) and K.dtype == Xt.dtype
+            K = func(Xt, Yt, gamma=gamma, fold=fold)
+            assert K.shape == expected.shape and K.dtype == Xt.dtype
             np.testing.assert_allclose(K.numpy(), expected, **_tol(dtype, None))
             assert float(K.max()) <= 1.0
     finally:
         torch.use_deterministic_algorithms(was)
-    out = torch.full((203, 50), np.nan, dtype=Xt.dtype)  # beta = 0: never read
-    K = _torch_tiles.rbf_tail(Xt, Xt[-50:], gamma=gamma, fold=True, out=out)
+    out = torch.full(expected.shape, np.nan, dtype=Xt.dtype)  # beta = 0: never read
+    K = func(Xt, Yt, gamma=gamma, fold=True, out=out)
     assert K.data_ptr() == out.data_ptr()
     np.testing.assert_allclose(out.numpy(), expected, **_tol(dtype, None))
-
-
-@needs_torch
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("d", [1, 3, 6, 37])
-def test_torch_rbf_folded_and_plain_equal_the_oracle(dtype, d):
-    # The labelling pass's tile: the support X against a chunk of other rows Y.
-    import torch
-
-    from mbkkm.kernels import _torch_tiles
-
-    X, Y = _data(6, 203, d, dtype), _data(7, 61, d, dtype)
-    Y[-1] = X[5]  # a chunk row equal to a support row: K = 1, the clip's case
-    gamma = 0.7 / d
-    diff = X[:, None, :].astype(np.float64) - Y[None, :, :]
-    expected = np.exp(-gamma * (diff**2).sum(-1))  # the oracle, in float64
-    Xt, Yt = torch.from_numpy(X), torch.from_numpy(Y)
-    was = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)  # new buffers filled with NaN
-    try:
-        for fold in (False, True):
-            K = _torch_tiles.rbf(Xt, Yt, gamma=gamma, fold=fold)
-            assert K.shape == (203, 61) and K.dtype == Xt.dtype
-            np.testing.assert_allclose(K.numpy(), expected, **_tol(dtype, None))
-            assert float(K.max()) <= 1.0
-    finally:
-        torch.use_deterministic_algorithms(was)
-    out = torch.full((203, 61), np.nan, dtype=Xt.dtype)  # beta = 0: never read
-    K = _torch_tiles.rbf(Xt, Yt, gamma=gamma, fold=True, out=out)
-    assert K.data_ptr() == out.data_ptr()
-    np.testing.assert_allclose(out.numpy(), expected, **_tol(dtype, None))
-    # The default: folded only where FOLD_DEVICES says, for large enough blocks
-    # whose copy of Y is small beside them.
-    assert not _torch_tiles._folds(Xt, Yt, None)  # the CPU is not in FOLD_DEVICES
+    # The default: folded only where FOLD_DEVICES says (the CPU is not in it).
+    assert not _torch_tiles._folds(Xt, Yt, None)
 
 
 @needs_torch
