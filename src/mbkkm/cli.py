@@ -1109,8 +1109,8 @@ def datasets(data_home):
         click.echo(f"  {d}")
 
 
-def _comma(value):
-    """The items of a comma-separated option (None when not given)."""
+def _comma(ctx, param, value):
+    """The items of a comma-separated option (its callback); None when not given."""
     return None if value is None else [s.strip() for s in value.split(",")]
 
 
@@ -1123,10 +1123,17 @@ def _comma(value):
     type=_POSITIVE_FLOAT,
     help="Stop cleanly between runs after this many seconds.",
 )
-@click.option("--datasets", "datasets_", help="Comma-separated datasets replacing the grid's.")
-@click.option("--algorithms", help="Comma-separated algorithms replacing the grid's.")
-@click.option("--seeds", type=_POSITIVE, help="Number of seeds (0..N-1) replacing the grid's.")
-@click.option("--max-iter", type=_POSITIVE, help="Iterations per run replacing the grid's.")
+@_options(
+    click.option(
+        "--datasets", callback=_comma, help="Comma-separated datasets replacing the grid's."
+    ),
+    click.option(
+        "--algorithms", callback=_comma, help="Comma-separated algorithms replacing the grid's."
+    ),
+    click.option("--seeds", type=_POSITIVE, help="Number of seeds (0..N-1) replacing the grid's."),
+    click.option("--max-iter", type=_POSITIVE, help="Iterations per run replacing the grid's."),
+    into="changes",
+)
 @click.option(
     "--memory-budget",
     type=_POSITIVE_FLOAT,
@@ -1152,18 +1159,7 @@ def _comma(value):
     help="List the runs without running them, marking those already in OUT.",
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
-def experiment(
-    grid,
-    out_dir,
-    datasets_,
-    algorithms,
-    seeds,
-    max_iter,
-    memory_budget,
-    dry_run,
-    no_progress,
-    **run,
-):
+def experiment(grid, out_dir, changes, memory_budget, dry_run, no_progress, **run):
     """Run GRID (a preset: gaussian, knn, heat, quick; or a TOML grid file) and
     append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
     from dataclasses import replace
@@ -1171,11 +1167,10 @@ def experiment(
     from .experiments import GridError, done_run_ids, expand, resolve_grid, run_grid
 
     with _fails(GridError, ValueError, usage=True):
-        g = resolve_grid(grid).with_options(
-            datasets=_comma(datasets_), seeds=seeds, max_iter=max_iter
-        )
+        algorithms = changes.pop("algorithms")
+        g = resolve_grid(grid).with_options(**changes)
         if algorithms is not None:
-            g = replace(g, algorithms=tuple(_comma(algorithms)))
+            g = replace(g, algorithms=tuple(algorithms))
         runs = expand(g)
     out = Path(out_dir) / f"{g.name}.csv"
     if not dry_run:
