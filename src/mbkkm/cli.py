@@ -588,11 +588,6 @@ class _Outputs:
     checkpoint: str | None = None
     checkpoint_every: int | None = None
 
-    @property
-    def err(self):
-        """Whether the summary goes to stderr (the labels or distances take stdout)."""
-        return "-" in (self.labels, self.transform)
-
     def check(self, kernel=None, tau=None) -> None:
         """Refuse, before any work, outputs that cannot be written: the labels and the
         distances both to standard output, then each in turn, then a checkpoint the
@@ -773,8 +768,9 @@ def _summary(found, outputs, *first, fit=False) -> None:
             lines.append(f"{what} written to {path}")
     if fit and outputs.labels is None:
         lines.append("(labels not written: pass --labels-out FILE)")
+    err = "-" in (outputs.labels, outputs.transform)  # the labels or distances take stdout
     for line in lines:
-        click.echo(line, err=outputs.err)
+        click.echo(line, err=err)
 
 
 def _new_figure(figsize=(6.4, 4.8)):
