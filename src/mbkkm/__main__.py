@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import sys
 
-#: Modules of the ``cli`` extra that :mod:`mbkkm.cli` imports when it is imported.
-CLI_EXTRA = ("click",)
-
 
 def main() -> int:
     """Run the ``mbkkm`` command; exit status 1 when its extra is missing."""
     try:
         from .cli import main as cli_main
     except ModuleNotFoundError as exc:
-        if exc.name is None or exc.name.partition(".")[0] not in CLI_EXTRA:
+        # click is the one module of the ``cli`` extra that mbkkm.cli imports up front
+        if exc.name is None or exc.name.partition(".")[0] != "click":
             raise
         sys.stderr.write(
             f"Error: the mbkkm command needs the 'cli' extra (missing: {exc.name}). "
