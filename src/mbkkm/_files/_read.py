@@ -306,11 +306,9 @@ class Table:
                 if buf is None or len(buf) < room:
                     buf = bytearray(room + _SLACK)
                 need = min(len(buf), len(carry) + BLOCK_BYTES)
-                view = memoryview(buf)
-                view[: len(carry)] = carry
-                # a buffered file reads on until the view is full or the file ends
-                n = len(carry) + fh.readinto(view[len(carry) : need])
-                del view  # the buffer is written again once the caller gives it back
+                buf[: len(carry)] = carry
+                # a buffered file reads on until the slice is full or the file ends
+                n = len(carry) + fh.readinto(memoryview(buf)[len(carry) : need])
                 if n == len(carry):  # end of the file
                     if carry:
                         yield _Piece(offset, buf, n)

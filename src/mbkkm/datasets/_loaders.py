@@ -487,9 +487,7 @@ def preprocess_features(X: np.ndarray, method: str, *, dtype: Any = np.float32) 
             f"got {out_dtype}."
         )
     if method == "divide_255":
-        work = X.astype(out_dtype or np.float64, copy=True)
-        work /= 255
-        return work
+        return np.divide(X, 255, dtype=out_dtype or np.float64)
     # standardize
     work = X.astype(np.float64, copy=True)
     work -= work.mean(axis=0)
