@@ -366,7 +366,6 @@ class Table:
         try:
             for piece in self._text_pieces(free):
                 pending.append((piece, pool.submit(_parse_text_block, piece, self)))
-                del piece
                 if len(pending) > n_threads:
                     piece, future = pending.popleft()
                     X = future.result()

@@ -35,7 +35,7 @@ import importlib.util
 import os
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,7 @@ class DatasetInfo:
 
     spec: DatasetSpec
     path: Path | None
-    searched: tuple[Path, ...] = field(default=())
+    searched: tuple[Path, ...] = ()
 
     @property
     def name(self) -> str:

@@ -258,14 +258,13 @@ def make_shells(
     X = np.empty((n_samples, n_features), dtype=dt)
     tiny = np.finfo(dt).tiny
     for start in range(0, n_samples, chunk_size):
-        stop = min(start + chunk_size, n_samples)
-        block = X[start:stop]
+        block = X[start : start + chunk_size]
         rng.standard_normal(out=block, dtype=dt)
         norms = np.sqrt(np.einsum("ij,ij->i", block, block))
         np.maximum(norms, tiny, out=norms)
-        radius = radii_dt[y[start:stop]]
+        radius = radii_dt[y[start : start + chunk_size]]
         if noise:
-            radius = radius + dt.type(noise) * rng.standard_normal(stop - start, dtype=dt)
+            radius = radius + dt.type(noise) * rng.standard_normal(len(block), dtype=dt)
         block *= (radius / norms)[:, None]
     return X, y
 
