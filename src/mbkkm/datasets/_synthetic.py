@@ -468,14 +468,12 @@ def make_topic_corpus(
     nnz = 0
     for start in range(0, n_samples, chunk_size):
         stop = min(start + chunk_size, n_samples)
-        yc, lc = y[start:stop], lengths[start:stop]
-        row = np.repeat(np.arange(stop - start), lc)  # document of each token
-        n_tok = row.size
-        from_topic = rng.random(n_tok) < topic_weight
-        u = rng.random(n_tok)
+        row = np.repeat(np.arange(stop - start), lengths[start:stop])  # document of each token
+        from_topic = rng.random(row.size) < topic_weight
+        u = rng.random(row.size)
         # the background's term of every token; a topic's tokens are drawn again below
         term = np.minimum(np.searchsorted(bg_cdf, u, side="right"), n_features - 1)
-        tok_topic = yc[row]
+        tok_topic = y[start + row]
         for k in range(n_topics):
             sel = from_topic & (tok_topic == k)
             pos = np.searchsorted(topic_cdfs[k], u[sel], side="right")
