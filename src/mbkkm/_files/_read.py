@@ -294,7 +294,7 @@ class Table:
         reader's own memory to the buffers in flight.
         """
         offset = self._opts["data_offset"]
-        with open(self.path, "rb", buffering=0) as fh:
+        with open(self.path, "rb") as fh:
             fh.seek(offset)
             size = os.fstat(fh.fileno()).st_size
             carry = b""  # the bytes after the last line end read: the start of a line
@@ -306,15 +306,9 @@ class Table:
                 if buf is None or len(buf) < room:
                     buf = bytearray(room + _SLACK)
                 need = min(len(buf), len(carry) + BLOCK_BYTES)
-                view = memoryview(buf)
-                view[: len(carry)] = carry
-                n = len(carry)
-                while n < need:
-                    got = fh.readinto(view[n:need])
-                    if not got:
-                        break
-                    n += got
-                del view  # the buffer is written again once the caller gives it back
+                buf[: len(carry)] = carry
+                # a buffered file reads on until the slice is full or the file ends
+                n = len(carry) + fh.readinto(memoryview(buf)[len(carry) : need])
                 if n == len(carry):  # end of the file
                     if carry:
                         yield _Piece(offset, buf, n)
@@ -372,7 +366,6 @@ class Table:
         try:
             for piece in self._text_pieces(free):
                 pending.append((piece, pool.submit(_parse_text_block, piece, self)))
-                del piece
                 if len(pending) > n_threads:
                     piece, future = pending.popleft()
                     X = future.result()
@@ -474,11 +467,9 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
         return _parse_lines(piece, table)
     if subset and piece.buf.count(opts["sep"].encode(), 0, piece.n) != (width - 1) * len(df):
         return _parse_lines(piece, table)  # ragged, or quoted delimiters
-    X = df.to_numpy(dtype=table.dtype)  # (rows, columns in file order), Fortran order
-    if not subset and not table._all_columns:
-        X = X[:, sorted(table.columns)]
-    if table.columns != sorted(table.columns):
-        X = X[:, np.argsort(np.argsort(table.columns))]
+    if not table._all_columns:
+        df = df[table.columns]  # in the order asked for (usecols keeps the file's)
+    X = df.to_numpy(dtype=table.dtype)  # Fortran order
     if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
         return _parse_lines(piece, table)
     # C order here, in the parsing thread, so that the copy into the array is a

@@ -35,7 +35,7 @@ import importlib.util
 import os
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,7 @@ class DatasetInfo:
 
     spec: DatasetSpec
     path: Path | None
-    searched: tuple[Path, ...] = field(default=())
+    searched: tuple[Path, ...] = ()
 
     @property
     def name(self) -> str:
@@ -487,9 +487,7 @@ def preprocess_features(X: np.ndarray, method: str, *, dtype: Any = np.float32) 
             f"got {out_dtype}."
         )
     if method == "divide_255":
-        work = X.astype(out_dtype or np.float64, copy=True)
-        work /= 255
-        return work
+        return np.divide(X, 255, dtype=out_dtype or np.float64)
     # standardize
     work = X.astype(np.float64, copy=True)
     work -= work.mean(axis=0)

@@ -54,10 +54,8 @@ def _as_generator(random_state: Any) -> np.random.Generator:
         raise TypeError("random_state must be None, an int or a numpy random generator.")
     if isinstance(random_state, np.random.RandomState):
         random_state = random_state.randint(np.iinfo(np.int32).max)
-    if isinstance(random_state, numbers.Integral):
-        random_state = int(random_state)
     if random_state is None or isinstance(
-        random_state, (int, np.random.SeedSequence, np.random.Generator)
+        random_state, (numbers.Integral, np.random.SeedSequence, np.random.Generator)
     ):
         return np.random.default_rng(random_state)  # a Generator is returned as it is
     raise TypeError(
@@ -260,14 +258,13 @@ def make_shells(
     X = np.empty((n_samples, n_features), dtype=dt)
     tiny = np.finfo(dt).tiny
     for start in range(0, n_samples, chunk_size):
-        stop = min(start + chunk_size, n_samples)
-        block = X[start:stop]
+        block = X[start : start + chunk_size]
         rng.standard_normal(out=block, dtype=dt)
         norms = np.sqrt(np.einsum("ij,ij->i", block, block))
         np.maximum(norms, tiny, out=norms)
-        radius = radii_dt[y[start:stop]]
+        radius = radii_dt[y[start : start + chunk_size]]
         if noise:
-            radius = radius + dt.type(noise) * rng.standard_normal(stop - start, dtype=dt)
+            radius = radius + dt.type(noise) * rng.standard_normal(len(block), dtype=dt)
         block *= (radius / norms)[:, None]
     return X, y
 
@@ -471,14 +468,12 @@ def make_topic_corpus(
     nnz = 0
     for start in range(0, n_samples, chunk_size):
         stop = min(start + chunk_size, n_samples)
-        yc, lc = y[start:stop], lengths[start:stop]
-        row = np.repeat(np.arange(stop - start), lc)  # document of each token
-        n_tok = row.size
-        from_topic = rng.random(n_tok) < topic_weight
-        u = rng.random(n_tok)
+        row = np.repeat(np.arange(stop - start), lengths[start:stop])  # document of each token
+        from_topic = rng.random(row.size) < topic_weight
+        u = rng.random(row.size)
         # the background's term of every token; a topic's tokens are drawn again below
         term = np.minimum(np.searchsorted(bg_cdf, u, side="right"), n_features - 1)
-        tok_topic = yc[row]
+        tok_topic = y[start + row]
         for k in range(n_topics):
             sel = from_topic & (tok_topic == k)
             pos = np.searchsorted(topic_cdfs[k], u[sel], side="right")
