@@ -427,17 +427,10 @@ class DaskRows:
 
     # ------------------------------------------------------------------ kernel
     def resolve_kernel(
-        self,
-        kernel,
-        *,
-        gamma=None,
-        degree=3,
-        coef0=1,
-        kernel_params=None,
-        X=None,
-        sample_weight=None,
+        self, kernel, *, gamma=None, kernel_params=None, X=None, sample_weight=None, **params
     ):
-        """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask.
+        """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask
+        (``params``: its other parameters, passed on; ``X`` is ignored).
 
         The data-driven gamma (1 / mean squared pairwise distance, = 1 / (2 sum of
         feature variances)) and the non-negativity check of chi2 come from one pass
@@ -464,9 +457,7 @@ class DaskRows:
                 gamma = 1.0 / msd if msd > 0 else 1.0
         # Zero rows with the right width: n_features-based defaults, no data pass.
         proxy = np.empty((0, self.shape[1]), dtype=self.dtype)
-        return resolve_kernel(
-            kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, X=proxy
-        )
+        return resolve_kernel(kernel, gamma=gamma, kernel_params=kernel_params, X=proxy, **params)
 
     def moments(self, sample_weight=None):
         """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""

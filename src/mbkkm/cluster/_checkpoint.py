@@ -30,7 +30,6 @@ recomputed from the parameters and the data, deterministically.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import sys
 from numbers import Integral
@@ -54,6 +53,9 @@ NOT_FINGERPRINTED = ("verbose", "compute_labels")
 
 #: Rows hashed for the data's fingerprint (evenly spaced, first and last included).
 DIGEST_ROWS = 1024
+
+#: The fields of numpy's RandomState.get_state() tuple, as a checkpoint names them.
+RNG_FIELDS = ("name", "key", "pos", "has_gauss", "cached_gaussian")
 
 
 def check_checkpoint(checkpoint, checkpoint_every, estimator):
@@ -278,7 +280,6 @@ def fingerprint(estimator, rows, sample_weight):
     }
 
 
-@functools.singledispatch
 def _canon(value):
     """A parameter as a plain, comparable value (arrays, generators and callables hashed)."""
     if value is None or isinstance(value, (bool, str)):
@@ -287,30 +288,20 @@ def _canon(value):
         return int(value)
     if isinstance(value, float):
         return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, np.random.RandomState):  # its state at the start of the fit
+        return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
+    if isinstance(value, np.random.Generator):
+        return f"Generator:{value.bit_generator.state!r}"
     if callable(value) and hasattr(value, "__qualname__"):
         return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
     if hasattr(value, "shape"):  # an init array, numpy or tensor
         arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
         return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
     return repr(value)
-
-
-@_canon.register(list)
-@_canon.register(tuple)
-def _(value):
-    return [_canon(v) for v in value]
-
-
-@_canon.register(np.random.RandomState)
-def _(value):  # its state at the start of the fit
-    return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
-
-
-@_canon.register(np.random.Generator)
-def _(value):
-    return f"Generator:{value.bit_generator.state!r}"
 
 
 def _digest(*arrays):
@@ -340,23 +331,10 @@ def _differences(saved, current, prefix=""):
 
 
 def _rng_dict(state):
-    """numpy's RandomState.get_state() tuple as plain values."""
-    name, key, pos, has_gauss, cached = state
-    return {
-        "name": str(name),
-        "key": np.asarray(key, dtype=np.uint32),
-        "pos": int(pos),
-        "has_gauss": int(has_gauss),
-        "cached_gaussian": float(cached),
-    }
+    """numpy's RandomState.get_state() tuple as a dict of its fields (plain values)."""
+    return dict(zip(RNG_FIELDS, state))
 
 
 def _rng_state(saved):
     """The get_state() tuple back from :func:`_rng_dict`."""
-    return (
-        saved["name"],
-        np.asarray(saved["key"], dtype=np.uint32),
-        saved["pos"],
-        saved["has_gauss"],
-        saved["cached_gaussian"],
-    )
+    return tuple(saved[field] for field in RNG_FIELDS)
