@@ -192,10 +192,9 @@ class FitCheckpoint:
             "gamma_selection": self._gamma_selection,
             "fit": state,
         }
-        data = sio.dumps(content)
         try:
             with atomic_write(self.path, "wb") as fh:
-                fh.write(data)
+                sio.dump(content, fh)
         except OSError as exc:
             raise OSError(
                 exc.errno, f"checkpoint: cannot write {str(self.path)!r}: {exc.strerror or exc}"
@@ -326,7 +325,6 @@ def _differences(saved, current, prefix=""):
             out.append(f"{prefix}{key} differ")
         else:
             out.append(f"{prefix}{key} {a!r} there, {b!r} here")
-    out = [o for o in out if o]
     return "; ".join(out[:4]) + ("; ..." if len(out) > 4 else "")
 
 
