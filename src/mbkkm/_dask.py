@@ -222,9 +222,7 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
         )
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
-    if len(X.chunks[1]) > 1:
-        X = X.rechunk({1: -1})
-    return X
+    return X.rechunk({1: -1})  # one chunk of columns (X itself when it has one)
 
 
 # --------------------------------------------------------------------------- gather
