@@ -54,7 +54,8 @@ NOT_FINGERPRINTED = ("verbose", "compute_labels")
 #: Rows hashed for the data's fingerprint (evenly spaced, first and last included).
 DIGEST_ROWS = 1024
 
-#: The fields of numpy's RandomState.get_state() tuple, as a checkpoint names them.
+#: The fields of numpy's RandomState.get_state() tuple, the keys of a checkpoint's
+#: ``"random_state"``.
 RNG_FIELDS = ("name", "key", "pos", "has_gauss", "cached_gaussian")
 
 
@@ -150,7 +151,8 @@ class FitCheckpoint:
         its saved state after it.
         """
         if self.saved is not None:
-            random_state.set_state(_rng_state(self.saved["random_state"]))
+            saved = self.saved["random_state"]
+            random_state.set_state(tuple(saved[field] for field in RNG_FIELDS))
         self._rng_after_init = random_state.get_state()
 
     # ------------------------------------------------------------------ write
@@ -188,7 +190,7 @@ class FitCheckpoint:
         content = {
             "format": FORMAT,
             "fingerprint": self.fingerprint,
-            "random_state": _rng_dict(self._rng_after_init),
+            "random_state": dict(zip(RNG_FIELDS, self._rng_after_init)),
             "gamma_selection": self._gamma_selection,
             "fit": state,
         }
@@ -326,13 +328,3 @@ def _differences(saved, current, prefix=""):
         else:
             out.append(f"{prefix}{key} {a!r} there, {b!r} here")
     return "; ".join(out[:4]) + ("; ..." if len(out) > 4 else "")
-
-
-def _rng_dict(state):
-    """numpy's RandomState.get_state() tuple as a dict of its fields (plain values)."""
-    return dict(zip(RNG_FIELDS, state))
-
-
-def _rng_state(saved):
-    """The get_state() tuple back from :func:`_rng_dict`."""
-    return tuple(saved[field] for field in RNG_FIELDS)
