@@ -222,9 +222,7 @@ def check_dask_array(X, *, n_features=None, input_name="X"):
         )
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
-    if len(X.chunks[1]) > 1:
-        X = X.rechunk({1: -1})
-    return X
+    return X.rechunk({1: -1})  # one chunk of columns (X itself when it has one)
 
 
 # --------------------------------------------------------------------------- gather
@@ -427,17 +425,10 @@ class DaskRows:
 
     # ------------------------------------------------------------------ kernel
     def resolve_kernel(
-        self,
-        kernel,
-        *,
-        gamma=None,
-        degree=3,
-        coef0=1,
-        kernel_params=None,
-        X=None,
-        sample_weight=None,
+        self, kernel, *, gamma=None, kernel_params=None, X=None, sample_weight=None, **params
     ):
-        """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask.
+        """:func:`mbkkm.kernels.resolve_kernel` with the data statistics from Dask
+        (``params``: its other parameters, passed on; ``X`` is ignored).
 
         The data-driven gamma (1 / mean squared pairwise distance, = 1 / (2 sum of
         feature variances)) and the non-negativity check of chi2 come from one pass
@@ -464,9 +455,7 @@ class DaskRows:
                 gamma = 1.0 / msd if msd > 0 else 1.0
         # Zero rows with the right width: n_features-based defaults, no data pass.
         proxy = np.empty((0, self.shape[1]), dtype=self.dtype)
-        return resolve_kernel(
-            kernel, gamma=gamma, degree=degree, coef0=coef0, kernel_params=kernel_params, X=proxy
-        )
+        return resolve_kernel(kernel, gamma=gamma, kernel_params=kernel_params, X=proxy, **params)
 
     def moments(self, sample_weight=None):
         """(mean squared pairwise distance, minimum entry) of the rows, in one pass."""

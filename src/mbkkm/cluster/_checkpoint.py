@@ -30,7 +30,6 @@ recomputed from the parameters and the data, deterministically.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import sys
 from numbers import Integral
@@ -54,6 +53,10 @@ NOT_FINGERPRINTED = ("verbose", "compute_labels")
 
 #: Rows hashed for the data's fingerprint (evenly spaced, first and last included).
 DIGEST_ROWS = 1024
+
+#: The fields of numpy's RandomState.get_state() tuple, the keys of a checkpoint's
+#: ``"random_state"``.
+RNG_FIELDS = ("name", "key", "pos", "has_gauss", "cached_gaussian")
 
 
 def check_checkpoint(checkpoint, checkpoint_every, estimator):
@@ -148,7 +151,8 @@ class FitCheckpoint:
         its saved state after it.
         """
         if self.saved is not None:
-            random_state.set_state(_rng_state(self.saved["random_state"]))
+            saved = self.saved["random_state"]
+            random_state.set_state(tuple(saved[field] for field in RNG_FIELDS))
         self._rng_after_init = random_state.get_state()
 
     # ------------------------------------------------------------------ write
@@ -186,14 +190,13 @@ class FitCheckpoint:
         content = {
             "format": FORMAT,
             "fingerprint": self.fingerprint,
-            "random_state": _rng_dict(self._rng_after_init),
+            "random_state": dict(zip(RNG_FIELDS, self._rng_after_init)),
             "gamma_selection": self._gamma_selection,
             "fit": state,
         }
-        data = sio.dumps(content)
         try:
             with atomic_write(self.path, "wb") as fh:
-                fh.write(data)
+                sio.dump(content, fh)
         except OSError as exc:
             raise OSError(
                 exc.errno, f"checkpoint: cannot write {str(self.path)!r}: {exc.strerror or exc}"
@@ -278,7 +281,6 @@ def fingerprint(estimator, rows, sample_weight):
     }
 
 
-@functools.singledispatch
 def _canon(value):
     """A parameter as a plain, comparable value (arrays, generators and callables hashed)."""
     if value is None or isinstance(value, (bool, str)):
@@ -287,30 +289,20 @@ def _canon(value):
         return int(value)
     if isinstance(value, float):
         return float(value)
+    if isinstance(value, (list, tuple)):
+        return [_canon(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, np.random.RandomState):  # its state at the start of the fit
+        return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
+    if isinstance(value, np.random.Generator):
+        return f"Generator:{value.bit_generator.state!r}"
     if callable(value) and hasattr(value, "__qualname__"):
         return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
     if hasattr(value, "shape"):  # an init array, numpy or tensor
         arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
         return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
     return repr(value)
-
-
-@_canon.register(list)
-@_canon.register(tuple)
-def _(value):
-    return [_canon(v) for v in value]
-
-
-@_canon.register(np.random.RandomState)
-def _(value):  # its state at the start of the fit
-    return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
-
-
-@_canon.register(np.random.Generator)
-def _(value):
-    return f"Generator:{value.bit_generator.state!r}"
 
 
 def _digest(*arrays):
@@ -335,28 +327,4 @@ def _differences(saved, current, prefix=""):
             out.append(f"{prefix}{key} differ")
         else:
             out.append(f"{prefix}{key} {a!r} there, {b!r} here")
-    out = [o for o in out if o]
     return "; ".join(out[:4]) + ("; ..." if len(out) > 4 else "")
-
-
-def _rng_dict(state):
-    """numpy's RandomState.get_state() tuple as plain values."""
-    name, key, pos, has_gauss, cached = state
-    return {
-        "name": str(name),
-        "key": np.asarray(key, dtype=np.uint32),
-        "pos": int(pos),
-        "has_gauss": int(has_gauss),
-        "cached_gaussian": float(cached),
-    }
-
-
-def _rng_state(saved):
-    """The get_state() tuple back from :func:`_rng_dict`."""
-    return (
-        saved["name"],
-        np.asarray(saved["key"], dtype=np.uint32),
-        saved["pos"],
-        saved["has_gauss"],
-        saved["cached_gaussian"],
-    )

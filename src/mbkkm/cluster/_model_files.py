@@ -20,9 +20,7 @@ import pickletools
 import re
 import zipfile
 import zlib
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from .._files import atomic_write
 from .._files._skops import import_skops_io
@@ -158,8 +156,7 @@ def load_model(path):
 # ---------------------------------------------------------------------------
 
 _ZIP = (b"PK\x03\x04", b"PK\x05\x06")
-_COMPRESSED: dict[bytes, tuple[str, Callable[[], Any] | None]] = {
-    # magic bytes -> (name, decompressor of a head)
+_COMPRESSED = {  # magic bytes -> (name, decompressor of a head, or None)
     b"\x1f\x8b": ("gzip", lambda: zlib.decompressobj(16 + zlib.MAX_WBITS)),
     b"BZh": ("bz2", bz2.BZ2Decompressor),
     b"\xfd7zXZ\x00": ("xz", lzma.LZMADecompressor),
