@@ -54,8 +54,10 @@ def _as_generator(random_state: Any) -> np.random.Generator:
         raise TypeError("random_state must be None, an int or a numpy random generator.")
     if isinstance(random_state, np.random.RandomState):
         random_state = random_state.randint(np.iinfo(np.int32).max)
+    if isinstance(random_state, numbers.Integral):
+        random_state = int(random_state)
     if random_state is None or isinstance(
-        random_state, (numbers.Integral, np.random.SeedSequence, np.random.Generator)
+        random_state, (int, np.random.SeedSequence, np.random.Generator)
     ):
         return np.random.default_rng(random_state)  # a Generator is returned as it is
     raise TypeError(
