@@ -71,6 +71,7 @@ from .._core._memory import (
     gib,
     label_chunk_rows,
 )
+from .._core._width import normalized_cut
 from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends._numpy import to_dense
@@ -138,21 +139,6 @@ class GraphSplitWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- selection
-
-
-def normalized_cut(A, degrees, labels, n_clusters):
-    """sum_j cut(C_j) / vol(C_j) of a partition of the nodes of a symmetric graph A.
-
-    vol(C_j) = sum of the degrees in C_j, cut(C_j) = vol(C_j) - weight of the edges
-    with both ends in C_j (self-loops count as inside). Empty clusters add nothing.
-    """
-    A = A.tocsr()
-    rows = np.repeat(labels, np.diff(A.indptr))  # label of each edge's row
-    same = rows == labels[A.indices]
-    inside = np.bincount(rows[same], weights=A.data[same], minlength=n_clusters)
-    vol = np.bincount(labels, weights=degrees, minlength=n_clusters)
-    ok = vol > 0
-    return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
 
 
 def _nearest_center(F, C, chunk=65536):
