@@ -71,7 +71,7 @@ from .._core._memory import (
     gib,
     label_chunk_rows,
 )
-from .._core._width import normalized_cut
+from .._core._width import normalized_cut, smooth_scores
 from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends._numpy import to_dense
@@ -360,9 +360,7 @@ def select_t(
             runs.append(labels)
         solutions.append(runs[int(np.argmin(run_scores[i]))])  # ties: the first run
     raw = run_scores.min(axis=1)
-    # (s_{i-1} + 2 s_i + s_{i+1}) / 4 over the grid, the end values repeated
-    padded = np.concatenate([raw[:1], raw, raw[-1:]])
-    scores = 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
+    scores = smooth_scores(raw)  # (s_{i-1} + 2 s_i + s_{i+1}) / 4 over the grid
     chosen = int(np.argmin(scores))  # ties: the shortest time
     return TSelection(
         t=float(candidates[chosen]),
@@ -855,8 +853,7 @@ def graph_start_inner(selection, kernel, n_clusters):
         return None
     S, labels = found
     K = kernel.matrix
-    W = np.zeros((S.size, n_clusters))
-    W[np.arange(S.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
+    W = np.eye(n_clusters)[labels] / np.bincount(labels, minlength=n_clusters)
     G = K.U[S].T @ W  # (r, k)
     P0 = K.U @ (K.weights[:, None] * G)  # (n, k)
     c0 = np.einsum("rk,rk,r->k", G, G, K.weights)
