@@ -179,23 +179,31 @@ def default_sample_size(n_clusters):
     return int(min(SAMPLE_MAX, max(SAMPLE_MIN, SAMPLE_PER_CLUSTER * int(n_clusters))))
 
 
-def knn_normalized_cut(A, labels, n_clusters):
-    """sum_j cut(C_j) / vol(C_j) of a partition on a symmetric graph A (sparse).
+def normalized_cut(A, degrees, labels, n_clusters):
+    """sum_j cut(C_j) / vol(C_j) of a partition of the nodes of a symmetric graph A.
 
-    vol(C_j) = sum of the degrees of C_j's points; cut(C_j) = vol(C_j) minus the
-    weight of the edges inside C_j. An empty cluster adds nothing. Computed from
-    A's edge list (bincounts over the edges), not with sparse products: the
-    selection scores about 45 partitions on one graph.
+    vol(C_j) = sum of the degrees in C_j, cut(C_j) = vol(C_j) - weight of the edges
+    with both ends in C_j (self-loops count as inside). Empty clusters add nothing.
+    Computed from A's edge list (bincounts over the edges), not with sparse
+    products: a selection scores many partitions on one graph.
     """
+    A = A.tocsr()
+    rows = np.repeat(labels, np.diff(A.indptr))  # label of each edge's row
+    same = rows == labels[A.indices]
+    inside = np.bincount(rows[same], weights=A.data[same], minlength=n_clusters)
+    vol = np.bincount(labels, weights=degrees, minlength=n_clusters)
+    ok = vol > 0
+    return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
+
+
+def knn_normalized_cut(A, labels, n_clusters):
+    """:func:`normalized_cut` of a partition on a symmetric sparse graph A, with the
+    degrees summed from A's edge list."""
     A = sparse.csr_matrix(A)
     n = labels.shape[0]
     rows = np.repeat(np.arange(n), np.diff(A.indptr))  # edge (rows[e], A.indices[e])
-    deg = np.bincount(rows, weights=A.data, minlength=n)
-    vol = np.bincount(labels, weights=deg, minlength=n_clusters)  # (k,)
-    same = labels[rows] == labels[A.indices]
-    inside = np.bincount(labels[rows[same]], weights=A.data[same], minlength=n_clusters)
-    ok = vol > 0
-    return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
+    degrees = np.bincount(rows, weights=A.data, minlength=n)
+    return normalized_cut(A, degrees, labels, n_clusters)
 
 
 def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):

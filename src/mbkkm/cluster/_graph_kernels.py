@@ -71,6 +71,7 @@ from .._core._memory import (
     gib,
     label_chunk_rows,
 )
+from .._core._width import normalized_cut, smooth_scores
 from .._validation import check_sample_weight
 from .._warn import warn
 from ..backends._numpy import to_dense
@@ -138,21 +139,6 @@ class GraphSplitWarning(UserWarning):
 
 
 # --------------------------------------------------------------------------- selection
-
-
-def normalized_cut(A, degrees, labels, n_clusters):
-    """sum_j cut(C_j) / vol(C_j) of a partition of the nodes of a symmetric graph A.
-
-    vol(C_j) = sum of the degrees in C_j, cut(C_j) = vol(C_j) - weight of the edges
-    with both ends in C_j (self-loops count as inside). Empty clusters add nothing.
-    """
-    A = A.tocsr()
-    rows = np.repeat(labels, np.diff(A.indptr))  # label of each edge's row
-    same = rows == labels[A.indices]
-    inside = np.bincount(rows[same], weights=A.data[same], minlength=n_clusters)
-    vol = np.bincount(labels, weights=degrees, minlength=n_clusters)
-    ok = vol > 0
-    return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
 
 
 def _nearest_center(F, C, chunk=65536):
@@ -374,9 +360,7 @@ def select_t(
             runs.append(labels)
         solutions.append(runs[int(np.argmin(run_scores[i]))])  # ties: the first run
     raw = run_scores.min(axis=1)
-    # (s_{i-1} + 2 s_i + s_{i+1}) / 4 over the grid, the end values repeated
-    padded = np.concatenate([raw[:1], raw, raw[-1:]])
-    scores = 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
+    scores = smooth_scores(raw)  # (s_{i-1} + 2 s_i + s_{i+1}) / 4 over the grid
     chosen = int(np.argmin(scores))  # ties: the shortest time
     return TSelection(
         t=float(candidates[chosen]),
@@ -869,8 +853,7 @@ def graph_start_inner(selection, kernel, n_clusters):
         return None
     S, labels = found
     K = kernel.matrix
-    W = np.zeros((S.size, n_clusters))
-    W[np.arange(S.size), labels] = 1.0 / np.bincount(labels, minlength=n_clusters)[labels]
+    W = np.eye(n_clusters)[labels] / np.bincount(labels, minlength=n_clusters)
     G = K.U[S].T @ W  # (r, k)
     P0 = K.U @ (K.weights[:, None] * G)  # (n, k)
     c0 = np.einsum("rk,rk,r->k", G, G, K.weights)
