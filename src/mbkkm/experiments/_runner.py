@@ -376,13 +376,12 @@ class _Writer:
       writing it) is cut off; its run is not in :func:`done_run_ids` and is run
       again. A header cut short is written again.
     * Each row is one ``write`` of a whole line on an ``O_APPEND`` descriptor
-      (no user-space buffer to flush), fsynced at most ``fsync_seconds`` after
+      (no user-space buffer to flush), fsynced at most :data:`FSYNC_SECONDS` after
       it was written and when the table is closed.
     """
 
-    def __init__(self, path: Path, *, fsync_seconds: float = FSYNC_SECONDS):
+    def __init__(self, path: Path):
         self.path = path
-        self.fsync_seconds = fsync_seconds
         #: Bytes of an incomplete last row removed on open.
         self.removed_bytes = 0
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -419,17 +418,15 @@ class _Writer:
     def write(self, row: dict) -> None:
         _write_all(self._fd, _line([_cell(row.get(k)) for k in COLUMNS]))
         now = time.monotonic()
-        if now - self._synced >= self.fsync_seconds:
+        if now - self._synced >= FSYNC_SECONDS:
             os.fsync(self._fd)
             self._synced = now
 
     def close(self) -> None:
-        if self._fd >= 0:
-            try:
-                os.fsync(self._fd)
-            finally:
-                os.close(self._fd)
-                self._fd = -1
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
 
 
 def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
@@ -620,16 +617,13 @@ def _die_with_parent(parent: int, prctl: bool = True) -> None:
     if not armed:
         import threading
 
-        threading.Thread(
-            target=_watch_parent, args=(parent,), daemon=True, name="mbkkm-parent-watch"
-        ).start()
+        def watch_parent() -> None:
+            """Poll the parent id; a new one (the parent died, the worker was adopted): exit."""
+            while os.getppid() == parent:
+                time.sleep(PARENT_POLL_S)
+            os._exit(1)
 
-
-def _watch_parent(parent: int) -> None:
-    """Poll the parent id; a new one (the parent died, the worker was adopted): exit."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_S)
-    os._exit(1)
+        threading.Thread(target=watch_parent, daemon=True, name="mbkkm-parent-watch").start()
 
 
 def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int) -> None:
