@@ -32,7 +32,7 @@ from ._algorithms import ALGORITHMS
 FORMATS = ("png", "svg")
 
 
-def _seed_note(df, by="key") -> str:
+def _seed_note(df, by) -> str:
     """'10 seeds', or '3-10 seeds' where the settings grouped by ``by`` differ."""
     counts = df.groupby(by).size()
     lo, hi = int(counts.min()), int(counts.max())
@@ -125,7 +125,6 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
     df["group"] = df["batch_size"].map(lambda b: "full" if pd.isna(b) else str(int(b)))
     groups = sorted(set(df["group"]), key=lambda g: np.inf if g == "full" else int(g))  # full last
     algos = [a for a in ALGORITHMS if a in set(df["algorithm"])]
-    df["key"] = list(zip(df["algorithm"], df["group"]))
     df["kernel_time"] = df["kernel_cpu_seconds"].fillna(0.0)
     df["time"] = df["fit_cpu_seconds"] + df["kernel_time"]
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.2))
@@ -166,9 +165,8 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
         bbox_to_anchor=(0.5, -0.12),
         frameon=False,
     )
-    fig.suptitle(
-        f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over {_seed_note(df)})"
-    )
+    note = _seed_note(df, ["algorithm", "group"])
+    fig.suptitle(f"{dataset}, {kernel} kernel (truncated at tau = {tau}; mean ± std over {note})")
     return _save(fig, out, f"{dataset}-{_slug(kernel)}-panels", formats)
 
 

@@ -45,7 +45,7 @@ import sys
 import time
 import warnings
 from collections.abc import Iterable
-from contextlib import nullcontext, suppress
+from contextlib import closing, nullcontext, suppress
 from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -147,11 +147,11 @@ def load_average() -> float | None:
 
 def format_bytes(n: float) -> str:
     """``n`` bytes as a short human string (``39.2 GB``)."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1000:
             return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
         n /= 1000.0
-    return f"{n:.1f} TB"  # pragma: no cover
+    return f"{n:.1f} TB"
 
 
 def kernel_matrix_bytes(
@@ -376,13 +376,12 @@ class _Writer:
       writing it) is cut off; its run is not in :func:`done_run_ids` and is run
       again. A header cut short is written again.
     * Each row is one ``write`` of a whole line on an ``O_APPEND`` descriptor
-      (no user-space buffer to flush), fsynced at most ``fsync_seconds`` after
+      (no user-space buffer to flush), fsynced at most :data:`FSYNC_SECONDS` after
       it was written and when the table is closed.
     """
 
-    def __init__(self, path: Path, *, fsync_seconds: float = FSYNC_SECONDS):
+    def __init__(self, path: Path):
         self.path = path
-        self.fsync_seconds = fsync_seconds
         #: Bytes of an incomplete last row removed on open.
         self.removed_bytes = 0
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -419,17 +418,15 @@ class _Writer:
     def write(self, row: dict) -> None:
         _write_all(self._fd, _line([_cell(row.get(k)) for k in COLUMNS]))
         now = time.monotonic()
-        if now - self._synced >= self.fsync_seconds:
+        if now - self._synced >= FSYNC_SECONDS:
             os.fsync(self._fd)
             self._synced = now
 
     def close(self) -> None:
-        if self._fd >= 0:
-            try:
-                os.fsync(self._fd)
-            finally:
-                os.close(self._fd)
-                self._fd = -1
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
 
 
 def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
@@ -620,16 +617,13 @@ def _die_with_parent(parent: int, prctl: bool = True) -> None:
     if not armed:
         import threading
 
-        threading.Thread(
-            target=_watch_parent, args=(parent,), daemon=True, name="mbkkm-parent-watch"
-        ).start()
+        def watch_parent() -> None:
+            """Poll the parent id; a new one (the parent died, the worker was adopted): exit."""
+            while os.getppid() == parent:
+                time.sleep(PARENT_POLL_S)
+            os._exit(1)
 
-
-def _watch_parent(parent: int) -> None:
-    """Poll the parent id; a new one (the parent died, the worker was adopted): exit."""
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_S)
-    os._exit(1)
+        threading.Thread(target=watch_parent, daemon=True, name="mbkkm-parent-watch").start()
 
 
 def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int) -> None:
@@ -734,9 +728,10 @@ def run_grid(
     if memory_budget == -1:
         memory_budget = default_memory_budget()
     summary = RunSummary(path=out, total=len(runs))
+    from tqdm.auto import tqdm
+
     # Open (and repair) the table before reading which runs it holds.
-    writer = _Writer(out)
-    try:
+    with closing(_Writer(out)) as writer:
         summary.removed_bytes = writer.removed_bytes
         done = done_run_ids(out)
         todo = [r for r in runs if r.run_id not in done]
@@ -744,47 +739,39 @@ def run_grid(
         jobs = max(1, min(jobs, len(todo)))
         env = environment()
         env["jobs"] = jobs
-    except BaseException:
-        writer.close()
-        raise
-    from tqdm.auto import tqdm
+        # a progress bar on stderr; a disabled bar draws nothing
+        bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True, disable=not progress)
+        start = time.perf_counter()
 
-    # a progress bar on stderr; a disabled bar draws nothing
-    bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True, disable=not progress)
-    start = time.perf_counter()
+        def over_budget() -> bool:
+            return budget_seconds is not None and time.perf_counter() - start >= budget_seconds
 
-    def over_budget() -> bool:
-        return budget_seconds is not None and time.perf_counter() - start >= budget_seconds
+        def record(row: dict) -> None:
+            """Write a finished run's row, count it in the summary, move the bar."""
+            writer.write(row)
+            status = row["status"]
+            setattr(summary, status, getattr(summary, status) + 1)
+            if status == "error" and row["message"] not in summary.errors:
+                summary.errors.append(row["message"])
+            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
+            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
+            bar.update(1)
 
-    def record(row: dict) -> None:
-        """Write a finished run's row, count it in the summary, move the bar."""
-        writer.write(row)
-        status = row["status"]
-        setattr(summary, status, getattr(summary, status) + 1)
-        if status == "error" and row["message"] not in summary.errors:
-            summary.errors.append(row["message"])
-        bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-        bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
-        bar.update(1)
-
-    options = dict(
-        data_home=data_home,
-        download=download,
-        memory_budget=memory_budget if memory_budget is None else memory_budget // jobs,
-        kernel_cache=kernel_cache,
-    )
-    try:
-        if jobs == 1:
-            executor = _Executor(env, **options)
-            summary.not_run = _run_serial(todo, executor, blas_threads, record, over_budget)
-        else:
-            initargs = (env, options, blas_threads, os.getpid())
-            summary.not_run = _run_parallel(todo, jobs, initargs, record, over_budget)
-        summary.stopped_by_budget = summary.not_run > 0
-    finally:
-        writer.close()
-        bar.close()
-        summary.seconds = time.perf_counter() - start
+        options = dict(
+            data_home=data_home,
+            download=download,
+            memory_budget=memory_budget if memory_budget is None else memory_budget // jobs,
+            kernel_cache=kernel_cache,
+        )
+        with bar:
+            if jobs == 1:
+                executor = _Executor(env, **options)
+                summary.not_run = _run_serial(todo, executor, blas_threads, record, over_budget)
+            else:
+                initargs = (env, options, blas_threads, os.getpid())
+                summary.not_run = _run_parallel(todo, jobs, initargs, record, over_budget)
+    summary.stopped_by_budget = summary.not_run > 0
+    summary.seconds = time.perf_counter() - start
     return summary
 
 
