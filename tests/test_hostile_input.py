@@ -94,6 +94,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 from click.testing import CliRunner
+from sklearn.utils import assert_all_finite
 
 from mbkkm import KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans
 from mbkkm.cluster import EmptyClusterWarning
@@ -862,3 +863,39 @@ def test_cli_one_column_and_huge_header(offline):  # L17
     np.savetxt(wide, rows, fmt="%.4f", delimiter=",", header=names, comments="")
     r = _cli(["fit", wide, "-k", "2", "--gamma", "1e-4", "--max-iter", "3", "-q"])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("name", ["MiniBatchKernelKMeans", "MiniBatchKMeans", "KernelKMeans"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("row", [0, 29])
+def test_finite_check_in_parts_is_scikit_learns(monkeypatch, name, bad, row):
+    # Large dense float X is checked for NaN and infinity in row parts on every
+    # thread; the oracle is scikit-learn's own check in one pass (the threshold out of
+    # reach): the same errors and messages, in fit and predict.
+    from mbkkm import _validation
+
+    calls = []
+    monkeypatch.setattr(
+        _validation,
+        "assert_all_finite",
+        lambda X, **kw: calls.append(X.shape[0]) or assert_all_finite(X, **kw),
+    )
+    X = _clean()
+    X[row, 1] = bad
+    messages = {}
+    for threshold in (2**62, 1):
+        monkeypatch.setattr(_validation, "PARALLEL_FINITE_MIN_VALUES", threshold)
+        for method in ("fit", "predict"):
+            est = ESTIMATORS[name]().fit(_clean()) if method == "predict" else ESTIMATORS[name]()
+            with pytest.raises(ValueError) as info:
+                getattr(est, method)(X)
+            messages[threshold, method] = str(info.value)
+        if threshold == 2**62:
+            assert calls == []
+    assert sum(calls) >= X.shape[0]  # the parts cover every row
+    assert messages[1, "fit"] == messages[2**62, "fit"]
+    assert messages[1, "predict"] == messages[2**62, "predict"]
+    monkeypatch.setattr(_validation, "PARALLEL_FINITE_MIN_VALUES", 1)
+    ref = ESTIMATORS[name]().fit(_clean())  # finite X passes, the same model
+    monkeypatch.setattr(_validation, "PARALLEL_FINITE_MIN_VALUES", 2**62)
+    np.testing.assert_array_equal(ref.labels_, ESTIMATORS[name]().fit(_clean()).labels_)

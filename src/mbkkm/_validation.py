@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 
 import numpy as np
+from sklearn.utils import assert_all_finite
 from sklearn.utils._param_validation import InvalidParameterError, StrOptions, make_constraint
 from sklearn.utils.validation import _check_sample_weight
 
@@ -121,7 +122,13 @@ def check_str_options(estimator):
 
 
 # ------------------------------------------------------------------ input data
-def short_input_errors(check, X, owner, **options):
+#: Dense float arrays of at least this many values are checked for NaN and infinity in
+#: row parts on every thread: scikit-learn's check is one pass on one thread (about
+#: 10 s for 64 GB), the same work on 16 threads takes a fraction of it.
+PARALLEL_FINITE_MIN_VALUES = 2**24
+
+
+def short_input_errors(check, X, owner, parallel=None, **options):
     """``check(X, **options)`` (scikit-learn's ``check_array`` or ``validate_data``) as
     the estimators check X (float64 or float32, C order, at least one row), with short
     messages for the usual mistakes.
@@ -140,11 +147,33 @@ def short_input_errors(check, X, owner, **options):
         The input as the user gave it.
     owner : str
         The estimator's name, for the messages.
+    parallel : callable, optional
+        ``parallel(func, n)`` calls ``func(start, stop)`` over row parts of ``range(n)``
+        on every thread: then a dense float X of at least
+        :data:`PARALLEL_FINITE_MIN_VALUES` values is checked for NaN and infinity
+        part by part, with scikit-learn's own check and messages. None: in one pass.
     **options
         More keywords of ``check`` (``accept_sparse``, ...).
     """
+    in_parts = (
+        parallel is not None
+        and isinstance(X, np.ndarray)
+        and X.dtype.kind == "f"
+        and X.size >= PARALLEL_FINITE_MIN_VALUES
+    )
+    if in_parts:
+        options["ensure_all_finite"] = False
     try:
-        return check(X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1, **options)
+        X_checked = check(
+            X, dtype=[np.float64, np.float32], order="C", ensure_min_samples=1, **options
+        )
+        if in_parts:
+
+            def check_part(start, stop):
+                assert_all_finite(X_checked[start:stop], input_name="X", estimator_name=owner)
+
+            parallel(check_part, X_checked.shape[0])
+        return X_checked
     except ValueError as exc:
         msg = _rewrite(str(exc), X, owner)
         if msg is None:

@@ -523,15 +523,21 @@ def assign(
         Squared feature-space distance to the assigned center (>= 0).
     distances : ndarray of shape (n, k), only when ``return_distances``.
 
-    All on the backend of ``X_items`` and ``state.support`` (which must agree): on a
-    device the whole pass runs there and nothing comes back to the host. Host items
-    and support may be scipy CSR rows (in any mix with dense rows): the chunks are
-    then views of X's rows (:func:`mbkkm.backends._numpy.row_range`), never copies
-    or dense arrays; only the tiles are dense.
+    On the backend of ``state.support``. Items on a device: the whole pass runs
+    there and nothing comes back to the host. Dense host rows with a support on a
+    device: the rows go there chunk by chunk and the results come back as numpy
+    arrays (:class:`mbkkm.backends._torch.HostRowStream`: on CUDA through pinned
+    buffers, the copies overlapped with the work), so that the device holds two
+    chunks whatever n. Host items and support may be scipy CSR rows (in any mix
+    with dense rows): the chunks are then views of X's rows
+    (:func:`mbkkm.backends._numpy.row_range`), never copies or dense arrays; only
+    the tiles are dense.
     """
-    nx = get_backend(X_items, state.support)
-    n, k = X_items.shape[0], state.n_clusters
     S = state.support
+    streamed = isinstance(X_items, np.ndarray) and not get_backend(S).is_host
+    nx = get_backend(S) if streamed else get_backend(X_items, S)
+    n, k = X_items.shape[0], state.n_clusters
+    stream = nx.host_row_stream(X_items, chunk_rows, S.dtype) if streamed else None
     # The (k, m) coefficient matrix, built and uploaded once per pass.
     order, ptr = group_by(state.labels, k)
     ptr_d, order_d = nx.upload_indices(ptr, order)
@@ -555,10 +561,13 @@ def assign(
         buf_dtype = _out_dtype(kernel, S, nx)
     else:
         buf_dtype = None
-    labels = nx.empty(n, np.int64)
+    labels = np.empty(0, np.int64) if streamed else nx.empty(n, np.int64)
     mind = dist = buf = None
     for start in range(0, n, chunk_rows):
-        Xc = row_range(X_items, start, start + chunk_rows)  # CSR rows: a view
+        if streamed:
+            Xc = stream.rows(start, start + chunk_rows)
+        else:
+            Xc = row_range(X_items, start, start + chunk_rows)  # CSR rows: a view
         if nx.is_host and not is_sparse(Xc):
             Xc = np.asarray(Xc)
         r = Xc.shape[0]
@@ -576,16 +585,22 @@ def assign(
         D = nx.distances_T(P, dvals, state.norms)  # (k, r)
         nx.clip_min_(D, 0)
         lab, mc = nx.argmin_min(D, axis=0)
-        if mind is None:
-            mind = nx.empty(n, D.dtype)
+        if streamed:  # into the host arrays
+            stream.results(start, lab, mc, *((D.T,) if return_distances else ()))
+        else:
+            if mind is None:
+                mind = nx.empty(n, D.dtype)
+                if return_distances:
+                    dist = nx.empty((n, k), D.dtype)
+            labels[start : start + r] = lab
+            mind[start : start + r] = mc
             if return_distances:
-                dist = nx.empty((n, k), D.dtype)
-        labels[start : start + r] = lab
-        mind[start : start + r] = mc
-        if return_distances:
-            dist[start : start + r] = D.T
+                dist[start : start + r] = D.T
         if progress is not None:
             progress(r)
+    if streamed and n:
+        labels, mind, *rest = stream.finish()
+        dist = rest[0] if return_distances else None
     if mind is None:
         mind = nx.empty(0, np.float64)
         dist = nx.empty((0, k), np.float64) if return_distances else None

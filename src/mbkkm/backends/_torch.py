@@ -102,6 +102,10 @@ class TorchBackend:
         return P
 
     # ---------------------------------------------------------------- uploads
+    def host_row_stream(self, X, chunk_rows, dtype):
+        """A :class:`HostRowStream` of host rows X to this device, in ``dtype``."""
+        return HostRowStream(self.device, X, chunk_rows, self._dtype(dtype))
+
     def upload_indices(self, *arrays):
         """Host integer arrays -> int64 tensors on this device, in one copy."""
         return self._upload(arrays, np.int64)
@@ -183,3 +187,106 @@ class TorchBackend:
         free = torch.cuda.mem_get_info(self.device)[0]
         cached = torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device)
         return int(free + max(0, cached))
+
+
+class HostRowStream:
+    """A labelling pass over host rows on a torch device, chunk by chunk.
+
+    Host rows X (a numpy array or memmap, of any float dtype) go to the device one
+    chunk at a time and each chunk's results come back into host arrays, so that
+    the device holds two chunks whatever n. On CUDA the chunks travel through two
+    pinned (page-locked) buffers on a copy stream, so that the upload of the next
+    chunk overlaps the work on this one; the results are copied back on the compute
+    stream, behind the work, into two pinned output buffers that the host empties
+    two chunks later. On the CPU a chunk is X's rows themselves (or their cast) and
+    the results are written out at once.
+
+    For each chunk in order, ``rows(start, stop)`` gives the chunk on the device in
+    ``dtype``, then ``results(start, *outputs)`` takes its per-row results (tensors
+    of ``stop - start`` rows); ``finish()`` returns the host arrays of n rows.
+    """
+
+    def __init__(self, device, X, chunk_rows, dtype):
+        self.device = torch.device(device)
+        self.X = X
+        self.n = X.shape[0]
+        self.dtype = dtype
+        self.cuda = self.device.type == "cuda"
+        self.chunk = (max(1, min(chunk_rows, self.n)), *X.shape[1:])
+        self.out = None  # the host results, allocated at the first chunk's
+        pinned = self.cuda
+        self.host = [torch.empty(self.chunk, dtype=dtype, pin_memory=pinned) for _ in range(2)]
+        if not self.cuda:
+            return
+        self.dev = [torch.empty(self.chunk, dtype=dtype, device=self.device) for _ in range(2)]
+        self.copier = torch.cuda.Stream(self.device)
+        self.uploaded = [torch.cuda.Event(), torch.cuda.Event()]  # the input left the host
+        self.used = [torch.cuda.Event(), torch.cuda.Event()]  # the work on the input is done
+        self.back = [torch.cuda.Event(), torch.cuda.Event()]  # the results reached the host
+        self.pinned_out = None  # per slot, one pinned buffer per result
+        self.pending = [None, None]  # per slot, the start of the chunk whose results wait
+        self.slot = 0
+
+    def rows(self, start, stop):
+        """The chunk X[start:stop] on the device."""
+        part = self.X[start:stop]
+        r = part.shape[0]
+        if not self.cuda:
+            same = part.dtype == np.dtype(str(self.dtype).removeprefix("torch."))
+            if same and part.flags.c_contiguous and part.flags.writeable:
+                return torch.from_numpy(part)  # the rows themselves
+            np.copyto(self.host[0][:r].numpy(), part, casting="unsafe")
+            return self.host[0][:r]
+        s = self.slot
+        self.uploaded[s].synchronize()  # the slot's last upload has left its pinned buffer
+        np.copyto(self.host[s][:r].numpy(), part, casting="unsafe")
+        with torch.cuda.stream(self.copier):
+            self.copier.wait_event(self.used[s])  # the work on the slot's last chunk is done
+            self.dev[s][:r].copy_(self.host[s][:r], non_blocking=True)
+            self.uploaded[s].record(self.copier)
+        torch.cuda.current_stream(self.device).wait_event(self.uploaded[s])
+        return self.dev[s][:r]
+
+    def results(self, start, *outputs):
+        """Take the per-row results of the chunk that starts at ``start``."""
+        if self.out is None:
+            self.out = [
+                np.empty((self.n, *o.shape[1:]), dtype=str(o.dtype).removeprefix("torch."))
+                for o in outputs
+            ]
+            if self.cuda:
+                self.pinned_out = [
+                    [torch.empty((self.chunk[0], *o.shape[1:]), dtype=o.dtype, pin_memory=True)
+                     for o in outputs]
+                    for _ in range(2)
+                ]  # fmt: skip
+        if not self.cuda:
+            for host, o in zip(self.out, outputs):
+                host[start : start + o.shape[0]] = o.numpy()
+            return
+        s = self.slot
+        self._empty(s)  # the results of the chunk before last, which used this slot
+        compute = torch.cuda.current_stream(self.device)
+        for pinned, o in zip(self.pinned_out[s], outputs):
+            pinned[: o.shape[0]].copy_(o, non_blocking=True)
+        self.back[s].record(compute)
+        self.used[s].record(compute)
+        self.pending[s] = (start, outputs[0].shape[0])
+        self.slot = 1 - s
+
+    def _empty(self, s):
+        """Copy the slot's waiting results into the host arrays."""
+        if self.pending[s] is None:
+            return
+        start, r = self.pending[s]
+        self.back[s].synchronize()
+        for host, pinned in zip(self.out, self.pinned_out[s]):
+            host[start : start + r] = pinned[:r].numpy()
+        self.pending[s] = None
+
+    def finish(self):
+        """The host arrays of the results (None before any chunk)."""
+        if self.cuda:
+            self._empty(self.slot)  # the older of the two
+            self._empty(1 - self.slot)
+        return self.out

@@ -72,7 +72,12 @@ from .._validation import (
 from .._warn import warn
 from ..backends import get_backend
 from ..backends._numpy import to_dense
-from ..backends._threads import one_thread_everywhere, thread_policy
+from ..backends._threads import (
+    effective_n_threads,
+    one_thread_everywhere,
+    parallel_parts,
+    thread_policy,
+)
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
 from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel
 from ..kernels._protocol import ResolvedKernel
@@ -89,6 +94,12 @@ from ._rows import (
     rows_of,
     same_library,
 )
+
+
+def _on_every_thread(func, n):
+    """``func(start, stop)`` over row parts of ``range(n)``, one per thread of the
+    threading policy (the large inputs' finite check)."""
+    parallel_parts(func, n, effective_n_threads())
 
 
 class EmptyClusterWarning(ConvergenceWarning):
@@ -172,6 +183,7 @@ class ClusterEstimator(
             partial(validate_data, self),
             X,
             type(self).__name__,
+            parallel=_on_every_thread,
             reset=reset,
             accept_sparse=accept_sparse,
         )
@@ -235,9 +247,10 @@ class BaseKernelKMeans(ClusterEstimator):
     """Base class of the kernel estimators (see the module docstring)."""
 
     # ------------------------------------------------------------------ checks
-    def _validate_X(self, X):
+    def _validate_X(self, X, keep_host=False):
         """New X (predict, transform, score, a later partial_fit) checked as the fit's X
-        was, on the fit's backend.
+        was, on the fit's backend (``keep_host``: dense host rows stay on the host, for
+        a labelling pass that streams them to the fit's device).
 
         The fitted columns are taken in any order, by name. X must come from the array
         library of the fit's X (unknown for a model saved before 0.2). The adapter of
@@ -254,18 +267,20 @@ class BaseKernelKMeans(ClusterEstimator):
             self._validated,
             self.n_features_in_,
             type(self).__name__,
+            keep_host=keep_host,
         )
 
     def _chunk_rows(self, X, state=None):
         """Rows per labelling chunk within ``working_memory``."""
         state = self._state if state is None else state
         m = state.support.shape[0]
-        nx = get_backend(X)
+        nx = get_backend(state.support)  # where the pass runs (host rows may stream there)
         copies = 0  # the rows a device's tiles copy (the host's never do)
-        if not nx.is_host:
+        itemsize = _device.itemsize(X)
+        if not nx.is_host:  # the support's rows, in the dtype the rows are computed in
             name = getattr(self.kernel_, "name", "")
             copies = label_row_copies(name, str(nx.device), X.shape[-1], m)
-        itemsize = _device.itemsize(X)
+            itemsize = state.support.element_size()
         return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize, copies)
 
     # -------------------------------------------------------------- labelling
@@ -312,7 +327,7 @@ class BaseKernelKMeans(ClusterEstimator):
         with thread_policy():
             kind = kernel_kind(self.kernel)
             kind.check_inductive(self, method)
-            X = self._validate_X(X)
+            X = self._validate_X(X, keep_host=True)
             chunk_rows = self._chunk_rows(X)
             with self._labelling(X) as progress:
                 found = kind.assign_new(
@@ -667,7 +682,8 @@ class PointKernel:
         """Labels, minimum distances (and distances) of validated new rows X on the
         fitted ``state`` (``chunk_rows``: rows per labelling chunk), on X's backend;
         ``progress`` (a :class:`~mbkkm._progress.Progress`) counts the rows done."""
-        check_no_overflow(X, estimator.kernel_)
+        if get_backend(state.support).is_host:  # as tensors, rows streamed to a device
+            check_no_overflow(X, estimator.kernel_)  # are not read on the host first
         return assign_parallel(
             X,
             state,
@@ -904,7 +920,13 @@ def fit_input(
     X, dev = given.fit_data(
         device,
         lambda X: short_input_errors(
-            check_array, X, owner, input_name="X", estimator=owner, accept_sparse="csr"
+            check_array,
+            X,
+            owner,
+            parallel=_on_every_thread,
+            input_name="X",
+            estimator=owner,
+            accept_sparse="csr",
         ),
         kind=kind,
         kernel=kernel,

@@ -46,12 +46,14 @@ class Rows:
         dev = resolve_device(device)
         return self.validated(dev, device, validate_numpy), dev
 
-    def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
+    def validated(self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False):
         """The rows checked by ``validate_numpy`` (scikit-learn's checks), then moved to
         ``dev`` (None or "cpu": they stay on the host). ``device`` is the estimator's
-        parameter (for messages), ``n_features_in`` the fitted width (None in fit)."""
+        parameter (for messages), ``n_features_in`` the fitted width (None in fit);
+        ``keep_host``: dense host rows stay there (a labelling pass streams them to
+        ``dev``)."""
         X = validate_numpy(self.data)
-        if dev not in (None, "cpu"):
+        if dev not in (None, "cpu") and not keep_host:
             nx = backend_for(dev)
             dtype = np.float32 if nx.device.type == "cuda" else X.dtype
             X = nx.asarray(X, dtype=dtype)
@@ -167,7 +169,7 @@ class SparseRows(Rows):
             return self.validated("cpu", device, validate_numpy), "cpu"
         return super().fit_data(device, validate_numpy, **params)
 
-    def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
+    def validated(self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False):
         if dev not in (None, "cpu"):
             raise ValueError(
                 f"X is a scipy.sparse matrix, but device={device!r} "
@@ -194,7 +196,7 @@ class TensorRows(Rows):
 
     is_tensor = True
 
-    def validated(self, dev, device, validate_numpy, n_features_in=None, owner=""):
+    def validated(self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False):
         X = self.data
         if dev == "cpu" or (dev is not None and not same_device(dev, X.device)):
             raise ValueError(
