@@ -141,7 +141,8 @@ class TorchBackend:
         """mean_{x,y} ||x - y||^2 = 2 sum_f Var(X[:, f]), in float64 on the device."""
         w = None if sample_weight is None else self.asarray(sample_weight, dtype=torch.float64)
         total = float(X.shape[0] if w is None else w.sum())
-        ss = 0.0
+        # the sums stay on the device (no read-back a chunk), added in the same order
+        ss = torch.zeros((), dtype=torch.float64, device=self.device)
         step = 65536
         s = torch.zeros(X.shape[1], dtype=torch.float64, device=self.device)
         for start in range(0, X.shape[0], step):
@@ -151,8 +152,8 @@ class TorchBackend:
         for start in range(0, X.shape[0], step):
             chunk = X[start : start + step].to(torch.float64) - mean
             sq = (chunk * chunk).sum(1)
-            ss += float(sq.sum() if w is None else w[start : start + step] @ sq)
-        return 2.0 * ss / total
+            ss += sq.sum() if w is None else w[start : start + step] @ sq
+        return 2.0 * float(ss) / total
 
     # ---------------------------------------------- full-batch Lloyd (KernelKMeans)
     def one_hot(self, labels, values, n_columns):
