@@ -1,10 +1,9 @@
 """A fit of many rows spends its time in the iterations, not before them (issue 39).
 
-The subsamples drawn without replacement take the first rows of a permutation of
-all n rows: O(n) draws. A fit with an integer seed draws that permutation for the
-width selection and again for the initialisation, from the same state; the second
-is served from the first (mbkkm._core._init.choice_without_replacement) with
-the same rows and the same random state after it, so the model is unchanged.
+The subsamples drawn without replacement (the width selection's, the
+initialisation's) are ``RandomState.choice``'s below
+``mbkkm._core._init.EXACT_CHOICE_MAX_ROWS`` rows (small-n models unchanged); from
+there up they are drawn in O(size), where ``choice`` permutes all n rows.
 """
 
 from __future__ import annotations
@@ -19,121 +18,102 @@ from mbkkm._core._width import draw_sample
 
 
 @pytest.fixture
-def memo_from(monkeypatch):
-    """Remember permutations from ``rows`` rows on (the default is 2**20), memo cleared."""
+def exact_below(monkeypatch):
+    """Draw ``RandomState.choice``'s rows below ``rows`` rows (the default is 2**22)."""
 
-    def set_min(rows):
-        monkeypatch.setattr(_init, "MEMO_MIN_ROWS", rows)
-        monkeypatch.setattr(_init, "_memo", None)
+    def set_max(rows):
+        monkeypatch.setattr(_init, "EXACT_CHOICE_MAX_ROWS", rows)
 
-    return set_min
-
-
-@pytest.fixture
-def permutations(monkeypatch):
-    """The n of every permutation drawn by choice_without_replacement."""
-    drawn = []
-    real = _init._permutation
-
-    def spy(random_state, n):
-        drawn.append(n)
-        return real(random_state, n)
-
-    monkeypatch.setattr(_init, "_permutation", spy)
-    return drawn
+    return set_max
 
 
 def _same_state(a, b):
     return np.array_equal(a.randint(2**30, size=20), b.randint(2**30, size=20))
 
 
-@pytest.mark.parametrize("sizes", [(5, 300, 7), (300, 5), (600, 300)])
-def test_choice_without_replacement_is_choice(memo_from, permutations, sizes):
-    memo_from(1000)
-    n = 3000
-    for size in sizes:
-        ref, rng = np.random.RandomState(3), np.random.RandomState(3)
-        ref.standard_normal(), rng.standard_normal()  # a cached gaussian in the state
-        expected = ref.choice(n, size=size, replace=False)
-        got = choice_without_replacement(rng, n, size)
-        assert got.dtype == expected.dtype
-        np.testing.assert_array_equal(got, expected)
-        assert ref.standard_normal() == rng.standard_normal()
-        assert _same_state(ref, rng)
-    # one permutation for all the draws from the same state, however large the
-    # subsample (up to MEMO_PREFIX rows)
-    assert permutations == [n]
-
-
-def test_another_state_or_n_draws_again(memo_from, permutations):
-    memo_from(1000)
-    choice_without_replacement(np.random.RandomState(0), 3000, 10)
-    choice_without_replacement(np.random.RandomState(1), 3000, 10)
-    choice_without_replacement(np.random.RandomState(1), 3001, 10)
-    rng = np.random.RandomState(1)
-    rng.randint(5)
-    choice_without_replacement(rng, 3001, 10)
-    assert permutations == [3000, 3000, 3001, 3001]
-
-
-def test_larger_than_the_remembered_prefix(memo_from, monkeypatch, permutations):
-    memo_from(1000)
-    monkeypatch.setattr(_init, "MEMO_PREFIX", 50)
-    choice_without_replacement(np.random.RandomState(0), 3000, 10)
-    ref, rng = np.random.RandomState(0), np.random.RandomState(0)
-    np.testing.assert_array_equal(
-        choice_without_replacement(rng, 3000, 51), ref.choice(3000, size=51, replace=False)
-    )
+@pytest.mark.parametrize("n, size", [(3000, 5), (3000, 300), (3000, 3000), (50, 7)])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_below_the_threshold_it_is_choice(n, size, seed):
+    ref, rng = np.random.RandomState(seed), np.random.RandomState(seed)
+    ref.standard_normal(), rng.standard_normal()  # a cached gaussian in the state
+    expected = ref.choice(n, size=size, replace=False)
+    got = choice_without_replacement(rng, n, size)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    assert ref.standard_normal() == rng.standard_normal()
     assert _same_state(ref, rng)
-    assert permutations == [3000, 3000]
 
 
-def test_small_n_and_other_generators_call_choice(memo_from, permutations):
-    memo_from(1000)
-    choice_without_replacement(np.random.RandomState(0), 999, 10)
-    generator = np.random.default_rng(0)
-    got = choice_without_replacement(generator, 5000, 10)
+def test_other_generators_and_sizes_above_n_call_choice(exact_below):
+    exact_below(1000)
+    got = choice_without_replacement(np.random.default_rng(0), 5000, 10)
     np.testing.assert_array_equal(
         got, np.random.default_rng(0).choice(5000, size=10, replace=False)
     )
     with pytest.raises(ValueError, match="larger sample"):
         choice_without_replacement(np.random.RandomState(0), 5000, 5001)
-    assert permutations == []
 
 
-def test_width_sample_then_init_draw_one_permutation(memo_from, permutations):
-    memo_from(1000)
-    n = 5000
-    draw = draw_sample(0, n, 500, 4)
-    init = draw_init_subsample(np.random.RandomState(0), n, 3072, 4)
-    ref = np.random.RandomState(0)
-    np.testing.assert_array_equal(draw.indices, np.sort(ref.choice(n, 500, replace=False)))
-    ref = np.random.RandomState(0)
-    np.testing.assert_array_equal(init, np.sort(ref.choice(n, 3072, replace=False)))
-    assert permutations == [n]
+@pytest.mark.parametrize("n, size", [(1000, 1), (1000, 10), (5000, 600), (1000, 1000)])
+def test_above_the_threshold_distinct_rows_seeded_by_the_state(exact_below, n, size):
+    exact_below(100)
+    rng = np.random.RandomState(7)
+    got = choice_without_replacement(rng, n, size)
+    assert got.shape == (size,) and got.dtype.kind == "i"
+    assert np.unique(got).size == size and got.min() >= 0 and got.max() < n
+    np.arange(n)[got]  # usable as indices
+    # the oracle: one int64 seed drawn from the state starts Generator.choice
+    ref = np.random.RandomState(7)
+    seed = ref.randint(np.iinfo(np.int64).max, dtype=np.int64)
+    expected = np.random.default_rng(seed).choice(n, size=size, replace=False)
+    np.testing.assert_array_equal(got, expected)
+    assert _same_state(ref, rng)
+    other = choice_without_replacement(np.random.RandomState(8), n, size)
+    assert size == n or not np.array_equal(np.sort(other), np.sort(got))
 
 
-def test_fit_of_a_memmap_draws_one_permutation_and_the_same_model(
-    tmp_path, memo_from, permutations
-):
+def test_above_the_threshold_every_row_equally_likely(exact_below):
+    # n = 200, size = 20: each row is drawn with probability 0.1; over 4,000 draws
+    # each row's count is binomial(4000, 0.1): mean 400, sd 19. Five sd either side.
+    exact_below(100)
+    counts = np.zeros(200, dtype=np.int64)
+    rng = np.random.RandomState(0)
+    for _ in range(4000):
+        counts[choice_without_replacement(rng, 200, 20)] += 1
+    assert counts.sum() == 4000 * 20
+    assert np.all(np.abs(counts - 400) <= 5 * np.sqrt(4000 * 0.1 * 0.9))
+
+
+def test_at_a_trillion_rows_it_draws_only_the_sample():
+    # O(size): a permutation of 10^12 rows would not fit in memory
+    got = choice_without_replacement(np.random.RandomState(0), 10**12, 100)
+    assert np.unique(got).size == 100 and got.max() < 10**12
+    got = draw_init_subsample(np.random.RandomState(0), 10**12, 300, 3)
+    assert np.all(np.diff(got) > 0) and got[-1] < 10**12
+    assert draw_sample(0, 10**12, 1000, 4).indices.shape == (1000,)
+
+
+def test_fit_above_the_threshold_is_deterministic(tmp_path, exact_below):
     rng = np.random.default_rng(0)
     centers = rng.uniform(-10, 10, size=(4, 3))
     X = (centers[rng.integers(0, 4, 6000)] + rng.standard_normal((6000, 3))).astype(np.float32)
     np.save(tmp_path / "X.npy", X)
     X = np.load(tmp_path / "X.npy", mmap_mode="r")
 
-    def fit():
-        params = dict(batch_size=256, max_iter=20, compute_labels=False, random_state=0)
+    def fit(seed=0):
+        params = dict(batch_size=256, max_iter=20, compute_labels=False, random_state=seed)
         return MiniBatchKernelKMeans(4, **params).fit(X)
 
-    memo_from(10**12)  # never remembered: RandomState.choice, as before
-    before = fit()
-    memo_from(1000)
-    after = fit()
-    assert permutations == [6000]  # the width sample's, then served to the init
-    assert after.gamma_ == before.gamma_
-    np.testing.assert_array_equal(after.support_vectors_, before.support_vectors_)
-    np.testing.assert_array_equal(after.predict(X[:500]), before.predict(X[:500]))
+    exact = fit()
+    exact_below(1000)
+    first, again = fit(), fit()
+    assert first.gamma_ == again.gamma_
+    np.testing.assert_array_equal(first.support_vectors_, again.support_vectors_)
+    np.testing.assert_array_equal(first.predict(X[:500]), again.predict(X[:500]))
+    # other rows than RandomState.choice's: another width sample and init subsample
+    assert first.gamma_ != exact.gamma_ or not np.array_equal(
+        first.support_vectors_, exact.support_vectors_
+    )
 
 
 def _two_passes(X, step):

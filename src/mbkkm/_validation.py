@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 
 import numpy as np
+from sklearn import get_config
 from sklearn.utils import assert_all_finite
 from sklearn.utils._param_validation import InvalidParameterError, StrOptions, make_constraint
 from sklearn.utils.validation import _check_sample_weight
@@ -157,6 +158,7 @@ def short_input_errors(check, X, owner, parallel=None, **options):
     """
     in_parts = (
         parallel is not None
+        and not get_config()["assume_finite"]
         and isinstance(X, np.ndarray)
         and X.dtype.kind == "f"
         and X.size >= PARALLEL_FINITE_MIN_VALUES

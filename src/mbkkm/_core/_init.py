@@ -7,12 +7,11 @@ scikit-learn >= 1.6 does). The plan is independent of the model, so it can be
 drawn once for all iterations: the Dask path gathers all its rows in one pass.
 
 The subsamples drawn without replacement (the initialisation's, the width
-selection's) take the first rows of a permutation of all n rows, as
-``RandomState.choice`` does: O(n) draws, seconds at n = 10^8. A fit with an
-integer seed draws that same permutation twice (the width selection and the
-initialisation each start from a new ``RandomState(seed)``), so the last large
-permutation's first rows are remembered with the random state before and after
-it (:func:`choice_without_replacement`).
+selection's) are ``RandomState.choice``'s below :data:`EXACT_CHOICE_MAX_ROWS`
+rows. ``choice`` takes the first rows of a permutation of all n rows, O(n)
+draws and memory (seconds and 8 GB at n = 10^9); from that n up they are drawn
+in O(size) by numpy's ``Generator.choice``, seeded from the random state
+(:func:`choice_without_replacement`), so that a fit's cost does not grow with n.
 
 Initialisation in feature space (kernel k-means++ and random points) picks
 single data points as the initial centers, so each is a window of one support
@@ -21,17 +20,11 @@ point with coefficient 1.
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-#: Permutations of at least this many rows are remembered (smaller ones are cheap).
-MEMO_MIN_ROWS = 2**20
-#: The first rows of a remembered permutation (the largest subsample served from it).
-MEMO_PREFIX = 2**16
-
-_memo = None  # (n, state before, first MEMO_PREFIX rows, state after) of the last one
-_memo_lock = threading.Lock()
+#: Below this many rows, a subsample is ``RandomState.choice``'s (its permutation of
+#: all n rows costs at most tens of milliseconds there); from it up, O(size) draws.
+EXACT_CHOICE_MAX_ROWS = 2**22
 
 
 def draw_batch_plan(random_state, n_samples, batch_size, n_batches, sample_weight=None):
@@ -55,44 +48,22 @@ def draw_batch_plan(random_state, n_samples, batch_size, n_batches, sample_weigh
     return idx.astype(np.intp, copy=False)
 
 
-def _state_key(random_state):
-    """A hashable copy of a ``RandomState``'s MT19937 state (None for other generators)."""
-    state = random_state.get_state(legacy=False)
-    if state["bit_generator"] != "MT19937":
-        return None
-    inner = state["state"]
-    return (inner["key"].tobytes(), inner["pos"], state["has_gauss"], state["gauss"])
-
-
 def choice_without_replacement(random_state, n, size):
-    """``random_state.choice(n, size, replace=False)``: the same rows in the same order,
-    and ``random_state`` left in the same state.
+    """``size`` distinct indices of ``range(n)``, uniformly at random.
 
-    ``choice`` takes the first ``size`` entries of ``permutation(n)``. For
-    n >= :data:`MEMO_MIN_ROWS` the permutation's first :data:`MEMO_PREFIX` entries
-    are kept with the states before and after it, so that a second draw from the
-    same state and n (the same seed) is served without drawing n numbers again.
+    Below :data:`EXACT_CHOICE_MAX_ROWS` rows (or for ``size > n``, which ``choice``
+    refuses, or a random state that is not a ``RandomState``):
+    ``random_state.choice(n, size, replace=False)``, the same rows in the same
+    order. From that n up, one seed drawn from ``random_state`` starts numpy's
+    ``Generator.choice``, which draws ``size`` rows by Floyd's algorithm in
+    O(size) time and memory when ``size`` is small against n, where ``choice``
+    permutes all n rows.
     """
-    small = n < MEMO_MIN_ROWS or size > n  # (choice refuses size > n)
-    if small or not isinstance(random_state, np.random.RandomState):
+    exact = n < EXACT_CHOICE_MAX_ROWS or size > n
+    if exact or not isinstance(random_state, np.random.RandomState):
         return random_state.choice(n, size=size, replace=False)
-    global _memo
-    before = _state_key(random_state)
-    memo = _memo
-    if before is not None and memo is not None and memo[:2] == (n, before):
-        if size <= memo[2].shape[0]:
-            random_state.set_state(memo[3])
-            return memo[2][:size].copy()
-    perm = _permutation(random_state, n)
-    if before is not None:
-        with _memo_lock:
-            _memo = (n, before, perm[:MEMO_PREFIX].copy(), random_state.get_state(legacy=False))
-    return perm[:size]
-
-
-def _permutation(random_state, n):
-    """``random_state.permutation(n)``: the O(n) draws ``choice`` makes."""
-    return random_state.permutation(n)
+    seed = random_state.randint(np.iinfo(np.int64).max, dtype=np.int64)
+    return np.random.default_rng(seed).choice(n, size=size, replace=False)
 
 
 def draw_init_subsample(random_state, n_samples, init_size, n_clusters, sample_weight=None):

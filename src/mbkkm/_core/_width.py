@@ -214,7 +214,7 @@ def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):
     m = min(n_samples, n, n if w is None else int(np.count_nonzero(w)))
     if m >= n:
         idx = np.arange(n)
-    elif w is None:  # the same rows as rng.choice, remembered for the initialisation's
+    elif w is None:  # rng.choice's rows, in O(m) draws at large n
         idx = np.sort(choice_without_replacement(rng, n, m))
     else:
         idx = np.sort(rng.choice(n, size=m, replace=False, p=w / w.sum()))
