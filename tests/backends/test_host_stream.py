@@ -97,5 +97,13 @@ def test_host_rows_label_as_the_tensor(blobs, device, dtype):
     np.testing.assert_array_equal(labels, est.labels_)
     distances = est.transform(X)
     assert isinstance(distances, np.ndarray) and distances.shape == (X.shape[0], 5)
-    np.testing.assert_array_equal(distances, ref.transform(Xt).cpu().numpy())
-    assert est.score(X) == ref.score(Xt)
+    expected = ref.transform(Xt).cpu().numpy()
+    if dev == "cuda":
+        # cuBLAS may take another kernel for a chunk that starts in its own buffer than
+        # for a view at row ``start`` of the tensor (another alignment): the products
+        # agree to rounding (seen on an H200: 2.4e-7 at most, 1 float32 ulp)
+        np.testing.assert_allclose(distances, expected, rtol=1e-5, atol=1e-6)
+        assert est.score(X) == pytest.approx(ref.score(Xt), rel=1e-6)
+    else:
+        np.testing.assert_array_equal(distances, expected)
+        assert est.score(X) == ref.score(Xt)
