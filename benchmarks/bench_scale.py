@@ -208,6 +208,7 @@ m = est.support_vectors_.shape[0]
 print(f"time: fit {t1 - t0:.2f} s, labelling {t2 - t1:.2f} s", flush=True)
 print(f"support: {m}")
 print(f"device peak: {peak:.1f} MiB")
+print(f"device name: {torch.cuda.get_device_name(dev) if cuda else 'cpu'}")
 idx = np.sort(np.random.default_rng(0).choice(n, min(n, 1_000_000), replace=False))
 print(f"ari: {adjusted_rand_score(y[idx], labels[idx]):.4f}", flush=True)
 if fold_ab:  # the labelling again with the rbf tiles' fold switched (off on CUDA, else on)
@@ -335,6 +336,7 @@ def measure_device(n, args, out_dir):
         "rss_anon_mb": round(rss, 1),
         "ari": float(re.search(r"ari: ([\d.]+)", text).group(1)), "full_batch_s": "",
         **_context(load_before),
+        "machine": f"{platform.machine()} {re.search(r'device name: (.*)', text).group(1)}",
         "gen_s": float(re.search(r"generated: ([\d.]+) s", text).group(1)),
         "device_peak_mb": float(re.search(r"device peak: ([\d.]+) MiB", text).group(1)),
     }  # fmt: skip
@@ -392,13 +394,16 @@ def plot(rows, image, memory_bytes):
             color="grey",
             label=f"GEMM + exp limit ({device})",
         )
+        # cpu: the process's anonymous memory (the mapped file aside); cuda: the GPU's
+        # peak (the host holds X itself there)
+        peak, what = ("rss_anon_mb", "anonymous") if device == "cpu" else ("device_peak_mb", "GPU")
         mem.loglog(
             n,
-            get("rss_anon_mb") * 2**20,
+            get(peak) * 2**20,
             marker + "--",
             color="tab:purple",
             alpha=0.6,
-            label=f"peak anonymous memory ({device})",
+            label=f"peak {what} memory ({device})",
         )
         fb = [(x, float(p[1]["full_batch_s"])) for x, p in zip(n, pts) if p[1]["full_batch_s"]]
         if fb:
@@ -413,7 +418,7 @@ def plot(rows, image, memory_bytes):
         alpha=0.35,
         label="full batch: n x n float32 kernel",
     )
-    mem.axhline(memory_bytes, color="black", lw=0.8, ls="-.", label="this machine's memory")
+    mem.axhline(memory_bytes, color="black", lw=0.8, ls="-.", label="the CPU machine's memory")
     wall = np.sqrt(memory_bytes / 4.0)
     ax.axvline(wall, color="tab:red", lw=0.8, ls="--")
     ax.text(
@@ -431,7 +436,11 @@ def plot(rows, image, memory_bytes):
     lines = ax.get_legend_handles_labels()
     more = mem.get_legend_handles_labels()
     ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="upper left")
-    ax.set_title("MiniBatchKernelKMeans at scale: mbkkm fit X.npy -k 20 --labels-out")
+    ax.set_title(
+        "MiniBatchKernelKMeans at scale\n"
+        "cpu: mbkkm fit X.npy -k 20 --labels-out; cuda: fit and predict on host rows",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(image, dpi=120)
 

@@ -834,13 +834,15 @@ def c_bench(r, key):
 
 
 @claim
-def c_scale(r, n, column, digits="1", device="cpu"):
+def c_scale(r, n, column, digits="1", device="cpu", commit=None):
     """``column`` of benchmarks/scale.csv's latest row for ``n`` points on ``device``
-    (``bench_scale.py``); ``digits`` decimals, or ``int`` with thousands separators."""
+    (``bench_scale.py``), of the runs at ``commit`` when given (an earlier round);
+    ``digits`` decimals, or ``int`` with thousands separators."""
     import pandas as pd
 
-    t = pd.read_csv(ROOT / "benchmarks" / "scale.csv")
-    row = t[(t["n"] == int(float(n))) & (t["device"] == device)].iloc[-1]
+    t = pd.read_csv(ROOT / "benchmarks" / "scale.csv", dtype={"commit": str})
+    rows = t[(t["n"] == int(float(n))) & (t["device"] == device)]
+    row = (rows if commit is None else rows[rows["commit"] == commit]).iloc[-1]
     value = float(row[column])
     return f"{value:,.0f}" if digits == "int" else f"{value:.{int(digits)}f}"
 

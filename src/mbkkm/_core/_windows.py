@@ -537,7 +537,11 @@ def assign(
     streamed = isinstance(X_items, np.ndarray) and not get_backend(S).is_host
     nx = get_backend(S) if streamed else get_backend(X_items, S)
     n, k = X_items.shape[0], state.n_clusters
-    stream = nx.host_row_stream(X_items, chunk_rows, S.dtype) if streamed else None
+    stream = None
+    if streamed:  # S is a tensor: torch is imported
+        from ..backends._torch import HostRowStream
+
+        stream = HostRowStream(nx.device, X_items, chunk_rows, S.dtype)
     # The (k, m) coefficient matrix, built and uploaded once per pass.
     order, ptr = group_by(state.labels, k)
     ptr_d, order_d = nx.upload_indices(ptr, order)

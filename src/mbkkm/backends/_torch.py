@@ -102,10 +102,6 @@ class TorchBackend:
         return P
 
     # ---------------------------------------------------------------- uploads
-    def host_row_stream(self, X, chunk_rows, dtype):
-        """A :class:`HostRowStream` of host rows X to this device, in ``dtype``."""
-        return HostRowStream(self.device, X, chunk_rows, self._dtype(dtype))
-
     def upload_indices(self, *arrays):
         """Host integer arrays -> int64 tensors on this device, in one copy."""
         return self._upload(arrays, np.int64)
