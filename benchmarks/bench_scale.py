@@ -1,4 +1,4 @@
-"""Fit time, labelling time and peak memory against n, from 10^3 to 10^8 points.
+"""Fit time, labelling time and peak memory against n, from 10^3 to 10^9 points.
 
 ``python benchmarks/bench_scale.py`` fits and labels 20 Gaussian blobs in 16
 dimensions (float32) at each n of ``--n`` (default 10^3 ... 10^7; add 1e8 for the
@@ -41,10 +41,12 @@ labelling's shapes (chunks of 65,536 rows, on ``min(n, --limit-rows)`` rows,
 scaled to n), and ``device_peak_mb`` is the device's peak allocated memory during
 the fit and the labelling. The full batch is not run there. ``--fold-ab`` labels
 the rows a second time with the rbf tiles' fold switched (off on CUDA, where it is
-the default; on elsewhere) and prints both times. For 10^9 on one
-H100/H200 (host memory >= 100 GB)::
+the default; on elsewhere) and prints both times. The device run passes
+``verbose=1`` (the memory plan and the progress lines are in its log). For 10^9
+on one H100/H200 (host memory >= 100 GB; about 2.5 minutes on an H200, half of it
+generating the rows)::
 
-    timeout 580 python benchmarks/bench_scale.py --device cuda --n 1e9 --fold-ab --out gpu_scale.csv
+    timeout 400 python benchmarks/bench_scale.py --device cuda --n 1e9 --out gpu_scale.csv
 
 The data files are kept in ``--data-dir`` (default: a folder under the system's
 temporary directory) and reused by later runs.
