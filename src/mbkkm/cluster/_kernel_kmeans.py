@@ -147,7 +147,8 @@ torch.device, default=None
         :class:`~mbkkm.cluster.MiniBatchKernelKMeans`: None follows the input
         (numpy arrays run with numpy, torch tensors with torch on the device they
         live on); "cpu": numpy; "cuda", "cuda:N" or a ``torch.device``: PyTorch on
-        that device (numpy input is copied there as float32); "torch" /
+        that device (numpy input to ``fit`` is copied there as float32; to
+        ``predict``, ``transform`` and ``score`` it is streamed there); "torch" /
         "torch-cpu": PyTorch on the CPU; "auto": "cuda" when PyTorch sees a GPU,
         else "cpu". Results follow the input's library: tensors in, tensors out
         on their device (``labels_``, ``predict``, ``transform``,

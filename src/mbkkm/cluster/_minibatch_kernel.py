@@ -174,8 +174,10 @@ torch.device, default=None
         Where the iterations and the labelling run (:mod:`mbkkm.backends`). None
         follows the input: numpy arrays run with numpy, torch tensors with torch on
         the device they live on. "cpu": numpy. "cuda", "cuda:N" or a
-        ``torch.device``: PyTorch on that device (numpy input is copied there as
-        float32). "torch" / "torch-cpu": PyTorch on the CPU. "auto": "cuda" when
+        ``torch.device``: PyTorch on that device (numpy input to ``fit`` is copied
+        there as float32; to ``predict``, ``transform`` and ``score`` it is streamed
+        there chunk by chunk, so the device never holds it). "torch" / "torch-cpu":
+        PyTorch on the CPU. "auto": "cuda" when
         PyTorch sees a GPU, else "cpu". Results follow the input's library: tensors
         in, tensors out on their device (``labels_``, ``predict``, ``transform``,
         ``support_vectors_``); numpy in, numpy out. A tensor keeps its dtype
