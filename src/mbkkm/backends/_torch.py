@@ -211,10 +211,10 @@ class HostRowStream:
         self.cuda = self.device.type == "cuda"
         self.chunk = (max(1, min(chunk_rows, self.n)), *X.shape[1:])
         self.out = None  # the host results, allocated at the first chunk's
-        pinned = self.cuda
-        self.host = [torch.empty(self.chunk, dtype=dtype, pin_memory=pinned) for _ in range(2)]
-        if not self.cuda:
+        if not self.cuda:  # one buffer, for the chunks that need a cast or a copy
+            self.host = [torch.empty(self.chunk, dtype=dtype)]
             return
+        self.host = [torch.empty(self.chunk, dtype=dtype, pin_memory=True) for _ in range(2)]
         self.dev = [torch.empty(self.chunk, dtype=dtype, device=self.device) for _ in range(2)]
         self.copier = torch.cuda.Stream(self.device)
         self.uploaded = [torch.cuda.Event(), torch.cuda.Event()]  # the input left the host
