@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from _backend_params import HAS_TORCH, needs_torch, nx_fixture  # noqa: F401 (fixture nx)
 
 from _agreement import assert_no_near_tie
@@ -296,3 +297,37 @@ def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
     calls.clear()
     np.testing.assert_array_equal(folded.predict(X).numpy(), plain_labels)
     assert calls
+
+
+@pytest.mark.parametrize("fallback", [False, True])
+def test_csr_matmul_in_parts_is_scipys_product(monkeypatch, fallback):
+    """The host CSR product, cut in row parts over three threads and with scipy's
+    public product in place of its compiled loop, is scipy's ``csr_matrix @ A`` to
+    the bit: empty rows first, inside and last, repeated and unsorted columns, C and
+    Fortran order A."""
+    from mbkkm.backends import _numpy
+
+    rng = np.random.RandomState(1)
+    counts = np.array([0, 5, 0, 40, 1, 17, 0, 30, 0])
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    indices = rng.randint(0, 60, indptr[-1])
+    data = rng.randn(indptr[-1])
+    A = rng.randn(60, 33)
+    expected = sp.csr_matrix((data, indices, indptr), shape=(counts.size, 60)) @ A
+    parts = []
+
+    def recorded(indptr, *args):
+        parts.append((int(indptr[0]), int(indptr[-1])))
+        return times_dense(indptr, *args)
+
+    times_dense = _numpy._csr_times_dense
+    monkeypatch.setattr(_numpy, "_csr_times_dense", recorded)
+    monkeypatch.setattr(_numpy, "threads_for", lambda work, min_part: 3)
+    if fallback:
+        monkeypatch.setattr(_numpy, "_csr_matvecs", None)
+    for a in (A, np.asfortranarray(A)):
+        parts.clear()
+        got = _numpy.NumpyBackend().csr_matmul(indptr, indices, data, a)
+        assert got.flags.c_contiguous
+        np.testing.assert_array_equal(got, expected)
+        assert sorted(parts) == [(0, 45), (45, 63), (63, 93)]  # rows whole, by non-zeros

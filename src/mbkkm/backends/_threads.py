@@ -124,12 +124,12 @@ def effective_n_threads():
     return max(1, int(n))
 
 
-def threads_for(work, n_threads=None):
+def threads_for(work, n_threads=None, min_part=MIN_PART_WORK):
     """Threads worth using on ``work`` operations split in equal parts: at most
     ``n_threads`` (default :func:`effective_n_threads`), each part at least
-    :data:`MIN_PART_WORK`."""
+    ``min_part`` operations (default :data:`MIN_PART_WORK`)."""
     n = effective_n_threads() if n_threads is None else n_threads
-    return int(max(1, min(n, work // MIN_PART_WORK)))
+    return int(max(1, min(n, work // min_part)))
 
 
 # ------------------------------------------------------------------------ phases
