@@ -540,10 +540,15 @@ class Kernel:
         The user's callable ``func(X, Y, **params) -> (n_x, n_y)``.
     """
 
+    #: Whether the kernel is a user's callable (also read from models saved before it
+    #: was an attribute, which could not hold a callable).
+    is_callable = False
+
     def __init__(self, name, params, func=None):
         self.name = name
         self.params = dict(params)
         self._user_func = func
+        self.is_callable = func is not None
         self._func = self._diag = None
         self.normalized = func is None and KERNELS[name].normalized
         if func is None:
@@ -552,10 +557,6 @@ class Kernel:
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
         return f"Kernel({self.name!r}{', ' if args else ''}{args})"
-
-    @property
-    def is_callable(self):
-        return self._user_func is not None
 
     def prepare(self, X):
         """What :meth:`__call__` can reuse across calls with the same numpy left operand ``X``.
