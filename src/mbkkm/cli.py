@@ -952,16 +952,15 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     est = MiniBatchKernelKMeans(
         n_clusters=n_clusters, kernel_params=graph_params, compute_labels=False, **params
     )
-    done = None  # the iteration a fit resumes at (an unreadable file: the fit says why)
     if outputs.checkpoint is not None and not quiet and Path(outputs.checkpoint).exists():
+        # the iteration the fit resumes at (an unreadable file: the fit says why)
         with suppress(ValueError, OSError, KeyError):
             done = int(read_checkpoint(outputs.checkpoint)["fit"]["n_iter"])
-    if done is not None:
-        click.echo(
-            f"note: resuming the fit saved in {outputs.checkpoint} at iteration {done} of "
-            f"{est.max_iter}",
-            err=True,
-        )
+            click.echo(
+                f"note: resuming the fit saved in {outputs.checkpoint} at iteration {done} of "
+                f"{est.max_iter}",
+                err=True,
+            )
     start = time.perf_counter()
     # on stderr unless quiet: on a terminal a spinner, then a bar over the
     # iterations; else a line every few seconds with the time left
