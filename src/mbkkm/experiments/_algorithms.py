@@ -157,7 +157,7 @@ class AlgorithmSpec:
 
 
 #: Non-kernel mini-batch k-means: once per dataset, k-means in the input space.
-_MINIBATCH = dict(uses_kernel=False, graph_kernels=False, objective_space="input")
+_MINIBATCH: dict[str, Any] = dict(uses_kernel=False, graph_kernels=False, objective_space="input")
 
 
 #: The algorithms, by name.

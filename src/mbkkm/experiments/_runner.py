@@ -462,9 +462,9 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     row = _base_row(run, env)
     n_clusters = run.n_clusters or len(np.unique(y))
     row.update(n_samples=X.shape[0], n_features=X.shape[1], n_clusters=n_clusters)
-    if kernel.matrix is not None:
-        row["kernel_seconds"] = round(kernel.seconds, 6)
-        row["kernel_cpu_seconds"] = round(kernel.cpu_seconds, 6)
+    # 0 where the runner built no matrix (KernelSetup's default)
+    row["kernel_seconds"] = round(kernel.seconds, 6)
+    row["kernel_cpu_seconds"] = round(kernel.cpu_seconds, 6)
     effective = run if run.n_clusters else replace(run, n_clusters=n_clusters)
     algo = get_algorithm(run.algorithm)
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -737,8 +737,7 @@ def run_grid(
         todo = [r for r in runs if r.run_id not in done]
         summary.already_done = len(runs) - len(todo)
         jobs = max(1, min(jobs, len(todo)))
-        env = environment()
-        env["jobs"] = jobs
+        env = {**environment(), "jobs": jobs}
         # a progress bar on stderr; a disabled bar draws nothing
         bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True, disable=not progress)
         start = time.perf_counter()
