@@ -113,6 +113,9 @@ def _fit_nystroem(X, run, kernel):
 class AlgorithmSpec:
     """One algorithm of the experiments.
 
+    The defaults describe what most algorithms are: mini-batch kernel k-means, on
+    every kernel and batch size, not on tau.
+
     Attributes
     ----------
     name : str
@@ -121,63 +124,47 @@ class AlgorithmSpec:
         Short label in figures (the paper's beta prefix marks the adaptive rate).
     description : str
         One line: what runs.
-    uses_kernel : bool
+    fit : callable
+        ``fit(X, run, kernel) -> FitOutput``.
+    uses_kernel : bool, default=True
         Whether it depends on the kernel axis (False: run once per dataset,
         with ``kernel = "none"``).
-    uses_batch_size : bool
+    uses_batch_size : bool, default=True
         Whether it depends on the batch size axis.
-    uses_tau : bool
+    uses_tau : bool, default=False
         Whether it depends on the tau axis.
-    graph_kernels : bool
+    graph_kernels : bool, default=True
         Whether it can run with the transductive graph kernels.
-    needs_kernel_matrix : bool
+    needs_kernel_matrix : bool, default=False
         Whether it needs the n x n kernel matrix (the runner estimates its
         memory and skips the run when it does not fit the memory budget).
-    objective_space : str
+    objective_space : str, default="kernel"
         Where its own objective (``inertia / n``) is measured: ``"kernel"``
         (kernel k-means objective in feature space), ``"input"`` (k-means in the
         input space) or ``"nystroem"`` (k-means in the Nyström feature space).
-    fit : callable
-        ``fit(X, run, kernel) -> FitOutput``.
     """
 
     name: str
     label: str
     description: str
-    uses_kernel: bool
-    uses_batch_size: bool
-    uses_tau: bool
-    graph_kernels: bool
-    needs_kernel_matrix: bool
-    objective_space: str
     fit: Callable[..., FitOutput]
+    uses_kernel: bool = True
+    uses_batch_size: bool = True
+    uses_tau: bool = False
+    graph_kernels: bool = True
+    needs_kernel_matrix: bool = False
+    objective_space: str = "kernel"
 
 
-#: What most algorithms are: mini-batch kernel k-means, on every kernel, not on tau.
-_MINIBATCH_KERNEL = dict(
-    uses_kernel=True,
-    uses_batch_size=True,
-    uses_tau=False,
-    graph_kernels=True,
-    needs_kernel_matrix=False,
-    objective_space="kernel",
-)
 #: Non-kernel mini-batch k-means: once per dataset, k-means in the input space.
-_MINIBATCH = dict(
-    _MINIBATCH_KERNEL, uses_kernel=False, graph_kernels=False, objective_space="input"
-)
-
-
-def _algorithm(name, label, description, fit, **axes):
-    """An :class:`AlgorithmSpec` that is mini-batch kernel k-means but for ``axes``."""
-    return AlgorithmSpec(name, label, description, fit=fit, **dict(_MINIBATCH_KERNEL, **axes))
+_MINIBATCH: dict[str, Any] = dict(uses_kernel=False, graph_kernels=False, objective_space="input")
 
 
 #: The algorithms, by name.
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
-        _algorithm(
+        AlgorithmSpec(
             "full-batch",
             "full-batch",
             "full-batch kernel k-means (Lloyd in feature space) on the n x n "
@@ -186,7 +173,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             uses_batch_size=False,
             needs_kernel_matrix=True,
         ),
-        _algorithm(
+        AlgorithmSpec(
             "truncated",
             "β-truncated",
             "truncated mini-batch kernel k-means, adaptive rate, renormalised "
@@ -194,7 +181,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             partial(_fit_mbkkm, learning_rate="adaptive"),
             uses_tau=True,
         ),
-        _algorithm(
+        AlgorithmSpec(
             "truncated-literal",
             "β-truncated (literal)",
             "truncated mini-batch kernel k-means, adaptive rate, the paper's "
@@ -202,33 +189,33 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             partial(_fit_mbkkm, learning_rate="adaptive", renormalize=False),
             uses_tau=True,
         ),
-        _algorithm(
+        AlgorithmSpec(
             "untruncated",
             "β-untruncated",
             "untruncated mini-batch kernel k-means (tau=None), adaptive rate",
             partial(_fit_mbkkm, learning_rate="adaptive"),
         ),
-        _algorithm(
+        AlgorithmSpec(
             "untruncated-classic",
             "untruncated (sklearn rate)",
             "untruncated mini-batch kernel k-means (tau=None), scikit-learn's rate",
             partial(_fit_mbkkm, learning_rate="classic"),
         ),
-        _algorithm(
+        AlgorithmSpec(
             "minibatch-adaptive",
             "β-mini-batch k-means",
             "non-kernel mini-batch k-means, adaptive rate (mbkkm MiniBatchKMeans)",
             partial(_fit_mbkkm, learning_rate="adaptive"),
             **_MINIBATCH,
         ),
-        _algorithm(
+        AlgorithmSpec(
             "minibatch-classic",
             "mini-batch k-means",
             "non-kernel mini-batch k-means, scikit-learn's rate (mbkkm MiniBatchKMeans)",
             partial(_fit_mbkkm, learning_rate="classic"),
             **_MINIBATCH,
         ),
-        _algorithm(
+        AlgorithmSpec(
             "nystroem",
             "Nyström + mini-batch k-means",
             "scikit-learn Nystroem features (n_components) + scikit-learn "
@@ -237,7 +224,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
             graph_kernels=False,
             objective_space="nystroem",
         ),
-        _algorithm(
+        AlgorithmSpec(
             "truncated-classic",
             "truncated (sklearn rate)",
             "truncated mini-batch kernel k-means, scikit-learn's rate, renormalised "

@@ -60,7 +60,9 @@ def _lock(path: Path):
     return f
 
 
-def _save(folder: Path, K, meta: dict) -> None:
+def _save(folder: Path, K, seconds: float, cpu_seconds: float) -> None:
+    """Write ``K`` and the time of its build to ``folder`` (replaced whole)."""
+    meta = {"seconds": seconds, "cpu_seconds": cpu_seconds}
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -71,7 +73,7 @@ def _save(folder: Path, K, meta: dict) -> None:
         arrays, kind = {"data": K.data, "indices": K.indices, "indptr": K.indptr}, "csr"
     elif isinstance(K, LowRankKernel):
         arrays, kind = {"U": K.U, "weights": K.weights}, "lowrank"
-        meta = {**meta, "error": K.error, "description": K.description}
+        meta.update(error=K.error, description=K.description)
     else:
         raise TypeError(f"cannot cache a kernel matrix of type {type(K).__name__}")
     for name, arr in arrays.items():
@@ -125,8 +127,6 @@ def cached_matrix(folder: str | os.PathLike, key: str, build) -> tuple[Any, floa
     entry = folder / key
     with _lock(folder / f"{key}.lock"):
         if not (entry / _META).exists():
-            K, seconds, cpu_seconds = build()
-            _save(entry, K, {"seconds": seconds, "cpu_seconds": cpu_seconds})
-            del K
+            _save(entry, *build())  # the built matrix is freed when _save returns
         K, meta = _load(entry)
     return K, float(meta["seconds"]), float(meta["cpu_seconds"])

@@ -368,6 +368,30 @@ def _lock(fd: int, path: Path) -> None:
         pass
 
 
+def _repair(fd: int, path: Path) -> int:
+    """Make the table open on ``fd`` whole: cut off a last line without its newline,
+    write the header where it is missing or cut short, and return the bytes removed.
+    Raises ValueError for a file that is not a result table of this version."""
+    size = os.fstat(fd).st_size
+    with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else nullcontext(b"") as data:
+        head = data[: 2 * len(_HEADER) + 1]
+        end = data.rfind(b"\n") + 1  # after the last complete line
+    first = head.split(b"\n", 1)[0] + b"\n" if b"\n" in head else None
+    if first is None and not _HEADER.startswith(head):
+        raise ValueError(f"{path} is not a result table of mbkkm (no header line).")
+    if first is not None and next(csv.reader([first.decode(errors="replace")]), []) != COLUMNS:
+        raise ValueError(
+            f"{path} has other columns than this version of mbkkm writes; write to a new file."
+        )
+    if end < size:
+        os.ftruncate(fd, end)
+    if end == 0:  # empty, or only part of the header was written
+        _write_all(fd, _HEADER)
+    if end < size or end == 0:
+        os.fsync(fd)
+    return size - end
+
+
 class _Writer:
     """Appends rows to a result table so that a kill at any byte loses at most the
     row being written.
@@ -381,39 +405,16 @@ class _Writer:
     """
 
     def __init__(self, path: Path):
-        self.path = path
-        #: Bytes of an incomplete last row removed on open.
-        self.removed_bytes = 0
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
         try:
             _lock(self._fd, path)
-            self._repair()
+            #: Bytes of an incomplete last row removed on open.
+            self.removed_bytes = _repair(self._fd, path)
         except BaseException:
             os.close(self._fd)
             raise
         self._synced = time.monotonic()
-
-    def _repair(self) -> None:
-        fd, path = self._fd, self.path
-        size = os.fstat(fd).st_size
-        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else nullcontext(b"") as data:
-            head = data[: 2 * len(_HEADER) + 1]
-            end = data.rfind(b"\n") + 1  # after the last complete line
-        first = head.split(b"\n", 1)[0] + b"\n" if b"\n" in head else None
-        if first is None and not _HEADER.startswith(head):
-            raise ValueError(f"{path} is not a result table of mbkkm (no header line).")
-        if first is not None and next(csv.reader([first.decode(errors="replace")]), []) != COLUMNS:
-            raise ValueError(
-                f"{path} has other columns than this version of mbkkm writes; write to a new file."
-            )
-        if end < size:
-            os.ftruncate(fd, end)
-            self.removed_bytes = size - end
-        if end == 0:  # empty, or only part of the header was written
-            _write_all(fd, _HEADER)
-        if end < size or end == 0:
-            os.fsync(fd)
 
     def write(self, row: dict) -> None:
         _write_all(self._fd, _line([_cell(row.get(k)) for k in COLUMNS]))
@@ -449,9 +450,12 @@ def _base_row(run: RunSpec, env: dict) -> dict[str, Any]:
     }
 
 
-def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str, Any]:
-    """Fit one run and return its row (status ``ok`` or ``error``; never raises
-    for errors of the algorithm itself).
+def execute_run(run: RunSpec, X, y, kernel: KernelSetup, row: dict) -> dict[str, Any]:
+    """Fit one run and complete its ``row`` (from :func:`_base_row`), returned:
+    status ``ok``, ``error``, or ``skipped`` when the fit runs out of memory; never
+    raises for errors of the algorithm itself.
+
+    The row records the kernel's resolved parameters (``gamma`` of the data, say).
 
     ``fit_seconds`` is wall time; ``fit_cpu_seconds`` the CPU time of this
     process (all its threads) over the same interval, which a busy machine
@@ -459,12 +463,12 @@ def execute_run(run: RunSpec, X, y, kernel: KernelSetup, env: dict) -> dict[str,
     """
     from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-    row = _base_row(run, env)
+    row["kernel_params"] = json.dumps(kernel.params, sort_keys=True, default=float)
     n_clusters = run.n_clusters or len(np.unique(y))
     row.update(n_samples=X.shape[0], n_features=X.shape[1], n_clusters=n_clusters)
-    if kernel.matrix is not None:
-        row["kernel_seconds"] = round(kernel.seconds, 6)
-        row["kernel_cpu_seconds"] = round(kernel.cpu_seconds, 6)
+    # 0 where the runner built no matrix (KernelSetup's default)
+    row["kernel_seconds"] = round(kernel.seconds, 6)
+    row["kernel_cpu_seconds"] = round(kernel.cpu_seconds, 6)
     effective = run if run.n_clusters else replace(run, n_clusters=n_clusters)
     algo = get_algorithm(run.algorithm)
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -574,8 +578,7 @@ class _Executor:
         if error is not None:
             _finish(row, "error", f"building the kernel failed: {error}")
         else:
-            row = execute_run(run, X, y, kernel, self.env)
-            row["kernel_params"] = json.dumps(kernel.params, sort_keys=True, default=float)
+            execute_run(run, X, y, kernel, row)
         row["memory_estimate_bytes"] = est
         return row
 
@@ -737,8 +740,7 @@ def run_grid(
         todo = [r for r in runs if r.run_id not in done]
         summary.already_done = len(runs) - len(todo)
         jobs = max(1, min(jobs, len(todo)))
-        env = environment()
-        env["jobs"] = jobs
+        env = {**environment(), "jobs": jobs}
         # a progress bar on stderr; a disabled bar draws nothing
         bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True, disable=not progress)
         start = time.perf_counter()
