@@ -34,10 +34,24 @@ import scipy.sparse as sp
 
 from ._threads import parallel_parts, threads_for
 
-try:  # scipy's compiled loop of ``M @ A``, called without building a matrix object
-    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
-except ImportError:  # pragma: no cover - a scipy without it: its public product
-    _csr_matvecs = None
+
+def _scipy_csr_loop():
+    """scipy's compiled loop of ``csr_matrix @ A`` (private: called without building a
+    matrix object), or None where this scipy lacks it or calls it otherwise (checked
+    on a 2 x 3 product here, once): the public product is used then."""
+    try:
+        from scipy.sparse._sparsetools import csr_matvecs
+
+        ptr, cols, vals = np.array([0, 2, 3]), np.array([0, 2, 1]), np.array([1.0, 2.0, 3.0])
+        A, out = np.arange(6.0).reshape(3, 2), np.zeros((2, 2))
+        csr_matvecs(2, 3, 2, ptr, cols, vals, A.ravel(), out.reshape(-1))
+        expected = sp.csr_matrix((vals, cols, ptr), shape=(2, 3)) @ A
+        return csr_matvecs if np.array_equal(out, expected) else None
+    except Exception:  # pragma: no cover - another scipy
+        return None
+
+
+_csr_matvecs = _scipy_csr_loop()
 
 #: Values of A a part of a CSR-times-dense product reads at least (2 MB of float64):
 #: below it one thread is faster. Measured on the project's 2-core machine (rows of a
