@@ -87,11 +87,8 @@ def tune_allocator(environ=None) -> dict[str, int]:
     mallopt = _glibc("mallopt") if _allowed(environ) else None
     if mallopt is None:
         return {}
-    applied = {}
-    for name, param, value in SETTINGS:
-        if mallopt(param, value) == 1:  # 1: accepted, 0: refused (left as it was)
-            applied[name] = value
-    return applied
+    # mallopt returns 1 where it accepted a setting, 0 where it refused it (left as it was)
+    return {name: value for name, param, value in SETTINGS if mallopt(param, value) == 1}
 
 
 def release_free_memory(environ=None) -> bool:

@@ -304,8 +304,7 @@ def _check_fraction(value: Any, name: str, low_open: bool) -> float:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a float, got {type(value).__name__}.")
     v = float(value)
-    ok = (0 < v <= 1) if low_open else (0 <= v <= 1)
-    if not np.isfinite(v) or not ok:
+    if not (0 < v <= 1 if low_open else 0 <= v <= 1):  # also refuses nan and inf
         interval = "(0, 1]" if low_open else "[0, 1]"
         raise ValueError(f"{name} must lie in {interval}, got {value}.")
     return v
@@ -343,15 +342,13 @@ def _tfidf_in_place(data, indices, indptr, df, chunk_size):
     rows_nnz = np.diff(indptr)
     for r0 in range(0, n_samples, chunk_size):
         r1 = min(r0 + chunk_size, n_samples)
-        a = indptr[r0]
-        vals = data[a : indptr[r1]]
-        starts = indptr[r0:r1] - a
+        vals = data[indptr[r0] : indptr[r1]]
         nonempty = rows_nnz[r0:r1] > 0
         sq = np.zeros(r1 - r0)
         if vals.size:
-            sq[nonempty] = np.add.reduceat(vals.astype(np.float64) ** 2, starts[nonempty])
-        inv = np.zeros(r1 - r0)
-        inv[nonempty] = 1.0 / np.sqrt(sq[nonempty])
+            starts = indptr[r0:r1][nonempty] - indptr[r0]
+            sq[nonempty] = np.add.reduceat(vals.astype(np.float64) ** 2, starts)
+        inv = np.divide(1.0, np.sqrt(sq), out=np.zeros_like(sq), where=nonempty)
         vals *= np.repeat(inv, rows_nnz[r0:r1]).astype(dt)
 
 
