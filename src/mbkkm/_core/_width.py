@@ -536,7 +536,7 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         D += diag[None, :, None]
         D += c[:, None, :]
         labels = D.argmin(axis=2)  # (r, m)
-        mind = np.take_along_axis(D, labels[:, :, None], axis=2)[:, :, 0]
+        mind = D.min(axis=2)
         np.maximum(mind, 0.0, out=mind)  # rounding (as e_step)
         objective = mind.sum(axis=1)
         done = np.full(active.size, it == max_iter)

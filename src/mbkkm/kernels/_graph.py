@@ -608,6 +608,4 @@ def kernel_diagonal(K):
         A new array.
     """
     _check_kernel_matrix(K)
-    if isinstance(K, np.ndarray):
-        return np.diagonal(K).copy()
-    return np.asarray(K.diagonal())  # sparse or LowRankKernel: a new array
+    return np.array(K.diagonal())  # a copy: an ndarray's diagonal() is a read-only view
