@@ -631,8 +631,7 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     auto = _check_graph_params(name, params, n)
     t = params.get("t")
     rng = check_random_state(params["random_state"])
-    plan = _printed_plan(estimator, name, X, params)
-    plan.check(
+    _printed_plan(estimator, name, X, params).check(
         available_host_memory(),
         what=f"{type(estimator).__name__}.fit (kernel={name!r}: the k-NN graph and its eigenpairs)",
     )
