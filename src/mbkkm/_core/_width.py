@@ -198,12 +198,9 @@ def normalized_cut(A, degrees, labels, n_clusters):
 
 def knn_normalized_cut(A, labels, n_clusters):
     """:func:`normalized_cut` of a partition on a symmetric sparse graph A, with the
-    degrees summed from A's edge list."""
+    degrees A's row sums."""
     A = sparse.csr_matrix(A)
-    n = labels.shape[0]
-    rows = np.repeat(np.arange(n), np.diff(A.indptr))  # edge (rows[e], A.indices[e])
-    degrees = np.bincount(rows, weights=A.data, minlength=n)
-    return normalized_cut(A, degrees, labels, n_clusters)
+    return normalized_cut(A, np.asarray(A.sum(axis=1)).ravel(), labels, n_clusters)
 
 
 def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):
@@ -539,7 +536,7 @@ def lloyd_runs(K, diag, P0, c0, max_iter, tol):
         D += diag[None, :, None]
         D += c[:, None, :]
         labels = D.argmin(axis=2)  # (r, m)
-        mind = np.take_along_axis(D, labels[:, :, None], axis=2)[:, :, 0]
+        mind = D.min(axis=2)
         np.maximum(mind, 0.0, out=mind)  # rounding (as e_step)
         objective = mind.sum(axis=1)
         done = np.full(active.size, it == max_iter)

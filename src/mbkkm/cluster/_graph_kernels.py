@@ -150,9 +150,7 @@ def _nearest_center(F, C, chunk=65536):
         Fc = F[s : s + chunk]
         D = cc[None, :] - 2.0 * (Fc @ C.T)  # ||f - c||^2 - ||f||^2
         labels[s : s + chunk] = D.argmin(axis=1)
-        dist[s : s + chunk] = D[np.arange(Fc.shape[0]), labels[s : s + chunk]] + np.einsum(
-            "ij,ij->i", Fc, Fc
-        )
+        dist[s : s + chunk] = D.min(axis=1) + np.einsum("ij,ij->i", Fc, Fc)
     return labels, np.maximum(dist, 0.0)
 
 
@@ -328,8 +326,8 @@ def select_t(
     candidates = np.sort(np.asarray([check_t(float(c)) for c in candidates]))
     p = None
     m = min(int(sample_size), n)
-    if sample_weight is not None:  # checked; unit weights are no weights (None)
-        sample_weight = check_sample_weight(np.asarray(sample_weight), np.empty((n, 0)))
+    # checked; unit weights are no weights (None)
+    sample_weight = check_sample_weight(sample_weight, np.empty((n, 0)))
     if sample_weight is not None:
         p = sample_weight / sample_weight.sum()
         m = min(m, int(np.count_nonzero(sample_weight)))
@@ -633,10 +631,7 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     auto = _check_graph_params(name, params, n)
     t = params.get("t")
     rng = check_random_state(params["random_state"])
-    plan = plan_graph(name, n, X.shape[1], X.dtype.itemsize, params)
-    if estimator.verbose:
-        print(plan.report())
-    plan.check(
+    _printed_plan(estimator, name, X, params).check(
         available_host_memory(),
         what=f"{type(estimator).__name__}.fit (kernel={name!r}: the k-NN graph and its eigenpairs)",
     )
@@ -728,6 +723,15 @@ def _check_graph_params(name, params, n):
     return auto
 
 
+def _printed_plan(estimator, name, points, params):
+    """:func:`plan_graph` of a graph on the rows of ``points`` (n, dims), printed when
+    the estimator is verbose."""
+    plan = plan_graph(name, *points.shape, points.dtype.itemsize, params)
+    if estimator.verbose:
+        print(plan.report())
+    return plan
+
+
 def _index_kernel(name, K, params, graph, X):
     """The fitted graph kernel as the estimators hold it: its matrix over the fitted
     points, and the graph new points join (:class:`GraphExtension`)."""
@@ -743,15 +747,8 @@ def _check_rebuild(estimator, name, graph, n_neighbors, asked, params):
     graph is already held, so it is in the memory no longer available; the plan counts
     what comes next: the new graph's search and adjacency, then the eigensolver.
     """
-    plan = plan_graph(
-        name,
-        graph.n_samples,
-        graph.points_.shape[1],
-        graph.points_.dtype.itemsize,
-        dict(params, n_neighbors=n_neighbors, pca_components=None),
-    )
-    if estimator.verbose:
-        print(plan.report())
+    params = dict(params, n_neighbors=n_neighbors, pca_components=None)
+    plan = _printed_plan(estimator, name, graph.points_, params)
     available = available_host_memory()
     if available is None or plan.peak <= available:
         return
@@ -824,7 +821,7 @@ def graph_assign(estimator, state, X, return_distances):
         D = diag[:, None] - 2.0 * (items @ C.T) + state.host_norms()[None, :]
         np.maximum(D, 0.0, out=D)
         labels = D.argmin(axis=1).astype(np.int64)
-        mind = D[np.arange(D.shape[0]), labels]
+        mind = D.min(axis=1)
         return (labels, mind, D) if return_distances else (labels, mind)
     m = state.support.shape[0]
     rows = label_chunk_rows(

@@ -622,7 +622,6 @@ def _unit_columns(n, idx):
 def _exact_diagonal_on_grid(L, points, start, stop, num):
     """K_t(x, x) = e_x^T exp(-t L) e_x for the given points at ``num`` times from
     ``start`` to ``stop``, shape (num, len(points))."""
-    n = L.shape[0]
     out = np.empty((num, len(points)))
     for s in range(0, len(points), _EXACT_BATCH):
         idx = np.asarray(points[s : s + _EXACT_BATCH])
@@ -630,7 +629,7 @@ def _exact_diagonal_on_grid(L, points, start, stop, num):
         # expm_multiply over an interval that starts elsewhere steps with the whole
         # interval's scaling (scipy issue 16363, open in 1.17: relative errors of 3e-3
         # here); the short interval is cheap.
-        E = spla.expm_multiply(-start * L, _unit_columns(n, idx))
+        E = spla.expm_multiply(-start * L, _unit_columns(L.shape[0], idx))
         vals = spla.expm_multiply(-L, E, start=0.0, stop=stop - start, num=num, endpoint=True)
         out[:, s : s + idx.size] = vals[:, idx, np.arange(idx.size)]
     return out

@@ -183,8 +183,7 @@ class KNNGraph:
     def _link(self, lists=None):
         """The neighbour search on ``points_`` (or the given ``(dist, ind)`` lists) and
         the symmetrised adjacency."""
-        Z = self.points_
-        n, k = Z.shape[0], self.n_neighbors
+        n, k = self.points_.shape[0], self.n_neighbors
         start = time.perf_counter()
         if k == 1:  # self-loops only: no search
             self.index_ = None
@@ -224,10 +223,7 @@ class KNNGraph:
     def __getstate__(self):
         # The search index (a KD-tree, ball tree or the points themselves) is rebuilt
         # from points_ when first needed: smaller files, and no tree types to trust.
-        state = dict(self.__dict__)
-        state.pop("index_", None)
-        state.pop("_lists", None)
-        return state
+        return {k: v for k, v in self.__dict__.items() if k not in ("index_", "_lists")}
 
     def for_new_points(self):
         """A copy that keeps only what :meth:`attach` reads (no adjacency matrix)."""
@@ -484,15 +480,13 @@ class LowRankKernel:
     """
 
     def __init__(self, U, weights, error, description="", eigenvalues=None, row_scale=None):
-        U = np.asarray(U, dtype=np.float64)
-        weights = np.asarray(weights, dtype=np.float64)
-        if U.ndim != 2 or weights.shape != (U.shape[1],):
+        self.U = np.asarray(U, dtype=np.float64)
+        self.weights = np.asarray(weights, dtype=np.float64)
+        if self.U.ndim != 2 or self.weights.shape != (self.U.shape[1],):
             raise ValueError(
                 f"U must have shape (n_samples, rank) and weights shape (rank,), got "
-                f"{U.shape} and {weights.shape}"
+                f"{self.U.shape} and {self.weights.shape}"
             )
-        self.U = U
-        self.weights = weights
         self.error = float(error)
         self.description = description
         self.eigenvalues = (
@@ -614,6 +608,4 @@ def kernel_diagonal(K):
         A new array.
     """
     _check_kernel_matrix(K)
-    if isinstance(K, np.ndarray):
-        return np.diagonal(K).copy()
-    return np.asarray(K.diagonal())  # sparse or LowRankKernel: a new array
+    return np.array(K.diagonal())  # a copy: an ndarray's diagonal() is a read-only view
