@@ -152,11 +152,10 @@ def read_npy(path, chunk_rows=None):
     if rows != "auto" and rows < 1:
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     chunks = (rows,) + (-1,) * (source.ndim - 1)
-    name = "read-npy-" + tokenize(source, chunks)
     return da.from_array(
         source,
         chunks=chunks,
-        name=name,
+        name="read-npy-" + tokenize(source, chunks),
         lock=False,
         asarray=False,
         fancy=False,

@@ -46,9 +46,7 @@ class TorchBackend:
 
     def to_numpy(self, x):
         """A tensor -> a host numpy array (one device-to-host copy)."""
-        if isinstance(x, torch.Tensor):
-            return x.detach().cpu().numpy()
-        return np.asarray(x)
+        return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
     def index(self, idx):
         """Host integer indices -> an int64 tensor on this device (for gathers); a
