@@ -81,7 +81,6 @@ class NpyFile:
             raise ValueError(f"{path}: not a .npy file that can be memory-mapped")
         self.shape, self.dtype = tuple(mm.shape), mm.dtype
         self.order = "F" if mm.ndim > 1 and mm.flags.f_contiguous else "C"
-        del mm
         self.ndim = len(self.shape)
         self.stamp = self._stamp()
 
@@ -153,11 +152,10 @@ def read_npy(path, chunk_rows=None):
     if rows != "auto" and rows < 1:
         raise ValueError(f"chunk_rows must be a positive integer, got {chunk_rows!r}")
     chunks = (rows,) + (-1,) * (source.ndim - 1)
-    name = "read-npy-" + tokenize(source, chunks)
     return da.from_array(
         source,
         chunks=chunks,
-        name=name,
+        name="read-npy-" + tokenize(source, chunks),
         lock=False,
         asarray=False,
         fancy=False,
@@ -235,14 +233,10 @@ def _gather_tasks(blocks, bounds, indices):
     import dask
 
     block_of = np.searchsorted(bounds, indices, side="right") - 1
-    cut = np.flatnonzero(np.diff(block_of)) + 1  # one pass: the indices are sorted
-    tasks = []
-    for part in np.split(np.arange(indices.size), cut):
-        if part.size:
-            i = int(block_of[part[0]])
-            local = (indices[part] - bounds[i]).astype(np.intp)
-            tasks.append(dask.delayed(_take_rows, pure=True)(blocks[i], local))
-    return tasks
+    local = (indices - bounds[block_of]).astype(np.intp)
+    chunks, starts = np.unique(block_of, return_index=True)  # sorted: one run per chunk
+    take = dask.delayed(_take_rows, pure=True)
+    return [take(blocks[i], part) for i, part in zip(chunks, np.split(local, starts[1:]))]
 
 
 def gather_rows(X, indices):
@@ -385,10 +379,8 @@ class DaskRows:
             self._load_group(0)
 
     def _find_batch(self, idx):
-        for it in range(self._next_it, len(self._plan)):
-            if np.array_equal(self._plan[it], idx):
-                return it
-        return None
+        later = range(self._next_it, len(self._plan))
+        return next((it for it in later if np.array_equal(self._plan[it], idx)), None)
 
     def _load_group(self, it):
         stop = min(self._plan.shape[0], it + self._group)
@@ -399,8 +391,7 @@ class DaskRows:
         """The weights of the rows of each chunk, float64 (Nones without weights)."""
         if sample_weight is None:
             return [None] * len(self._blocks)
-        parts = np.split(np.asarray(sample_weight), self._bounds[1:-1])
-        return [np.asarray(w, dtype=np.float64) for w in parts]
+        return np.split(np.asarray(sample_weight, dtype=np.float64), self._bounds[1:-1])
 
     def labels_inertia(self, estimator, sample_weight=None):
         """labels_ (a persisted Dask array) and inertia_ (a float) in one pass.
@@ -418,9 +409,8 @@ class DaskRows:
             part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
             parts.append(part[1])
             labels.append(da.from_delayed(part[0], shape=(int(size),), dtype=np.intp))
-        labels = da.concatenate(labels) if len(labels) > 1 else labels[0]
         inertia = dask.delayed(sum, pure=True)(parts)
-        labels, inertia = dask.persist(labels, inertia)
+        labels, inertia = dask.persist(da.concatenate(labels), inertia)
         return labels, float(inertia.compute())
 
     # ------------------------------------------------------------------ kernel

@@ -283,8 +283,8 @@ def test_torch_fit_with_folded_rbf_tail_equals_the_plain_one(monkeypatch):
     monkeypatch.setattr(_torch_tiles, "FOLD_DEVICES", ("cpu", "cuda"))
     monkeypatch.setattr(_torch_tiles, "FOLD_MIN_VALUES", 0)
     calls = []
-    fold = _torch_tiles._folded_exponent
-    monkeypatch.setattr(_torch_tiles, "_folded_exponent", lambda *a: calls.append(1) or fold(*a))
+    fold = _torch_tiles._folded
+    monkeypatch.setattr(_torch_tiles, "_folded", lambda *a: calls.append(1) or fold(*a))
     folded = MiniBatchKernelKMeans(**params).fit(X)
     assert len(calls) >= 40  # every iteration's block was folded
     # The folded exponent rounds otherwise (float32): the labels of every step agree

@@ -16,13 +16,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-_NP_TO_TORCH = {
-    np.dtype(np.float32): torch.float32,
-    np.dtype(np.float64): torch.float64,
-    np.dtype(np.int64): torch.int64,
-    np.dtype(np.int32): torch.int32,
-}
-
 
 @dataclass(frozen=True, repr=False)
 class TorchBackend:
@@ -43,7 +36,7 @@ class TorchBackend:
     def _dtype(self, dtype):
         if dtype is None or isinstance(dtype, torch.dtype):
             return dtype
-        return _NP_TO_TORCH[np.dtype(dtype)]
+        return torch.from_numpy(np.empty(0, dtype=dtype)).dtype  # numpy's dtype in torch
 
     def asarray(self, a, dtype=None):
         """A host array (or tensor) -> a tensor on this device."""
@@ -53,16 +46,12 @@ class TorchBackend:
 
     def to_numpy(self, x):
         """A tensor -> a host numpy array (one device-to-host copy)."""
-        if isinstance(x, torch.Tensor):
-            return x.detach().cpu().numpy()
-        return np.asarray(x)
+        return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
     def index(self, idx):
         """Host integer indices -> an int64 tensor on this device (for gathers); a
         tensor is used as it is."""
-        if isinstance(idx, torch.Tensor):
-            return idx
-        return torch.from_numpy(np.ascontiguousarray(idx, dtype=np.int64)).to(self.device)
+        return idx if isinstance(idx, torch.Tensor) else self.asarray(idx, dtype=np.int64)
 
     def float_dtype(self, x):
         return x.dtype if x.is_floating_point() else None

@@ -84,7 +84,7 @@ def host_dtype(X):
 
 def itemsize(X):
     """Bytes of one of X's values on the host (8 where X has no dtype: index rows)."""
-    return np.dtype(str(X.dtype).removeprefix("torch.")).itemsize if hasattr(X, "dtype") else 8
+    return host_dtype(X).itemsize if hasattr(X, "dtype") else 8
 
 
 def convert_output(tensor_io, x):

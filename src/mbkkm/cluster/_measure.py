@@ -84,13 +84,11 @@ def _measure_host(estimator, X, sample_weight):
         tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
-        return _peaks(
-            estimator,
-            X,
-            sample_weight,
-            tracemalloc.reset_peak,
-            lambda: tracemalloc.get_traced_memory()[1] - base,
-        )
+
+        def peak():
+            return tracemalloc.get_traced_memory()[1] - base
+
+        return _peaks(estimator, X, sample_weight, tracemalloc.reset_peak, peak)
     finally:
         if not was_tracing:
             tracemalloc.stop()

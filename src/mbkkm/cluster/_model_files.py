@@ -130,8 +130,7 @@ def load_model(path):
     with open(path, "rb") as fh:
         head = fh.read(HEAD_BYTES)
     _check_is_skops(path, head)
-    schema = _schema(path)
-    _check_estimator(path, schema)
+    _check_estimator(path, _schema(path))
     sio = import_skops_io()
     try:
         untrusted = sio.get_untrusted_types(file=path)

@@ -15,6 +15,8 @@ ones of :mod:`mbkkm.kernels._pairwise` (which they must equal, tested in
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from ._pairwise import check_callable_tile, diag_of_tiles, write_into
@@ -64,13 +66,17 @@ def rbf(X, Y, *, gamma, out=None, fold=None, **_):
     m = 4,459, 200,000 rows: ``benchmarks/bench_scale.py --fold-ab``).
     """
     if _folds(X, Y, fold):
-        return _folded_exponent(X, Y, gamma, out).clamp_max_(0).exp_()
-    # -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |y|^2 - gamma |x|^2: the |y|^2 term
-    # rides in the GEMM (addmm's input), the rest in place; clipped at 0 (K <= 1).
-    gyy = row_norms_sq(Y).mul_(-gamma)[None, :]
+        return _folded(X, Y, gamma, out, row_norms_sq(X).mul_(-0.5), row_norms_sq(Y).mul_(-0.5))
+    return _unfolded(X, Y, gamma, out, row_norms_sq(X).mul_(gamma), row_norms_sq(Y).mul_(gamma))
+
+
+def _unfolded(X, Y, gamma, out, gxx, gyy):
+    """exp(-gamma ||x - y||^2) from ``gxx`` = gamma |x|^2 and ``gyy`` = gamma |y|^2:
+    -gamma ||x - y||^2 = 2 gamma <x, y> - gamma |y|^2 - gamma |x|^2, the |y|^2 term
+    rides in the GEMM (addmm's input), the rest in place; clipped at 0 (K <= 1)."""
     out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
-    torch.addmm(gyy, X, Y.T, beta=1.0, alpha=2.0 * gamma, out=out)
-    out.sub_(row_norms_sq(X).mul_(gamma)[:, None])
+    torch.addmm(gyy[None, :], X, Y.T, beta=-1.0, alpha=2.0 * gamma, out=out)
+    out.sub_(gxx[:, None])
     return out.clamp_max_(0).exp_()
 
 
@@ -90,7 +96,7 @@ def _folds(X, Y, fold):
 
 def folded_width(d):
     """Values one row of d features takes in the folded operands of an rbf block
-    (:func:`_folded_exponent`): d + 2 columns, 4-aligned, and its norm."""
+    (:func:`_folded`): d + 2 columns, 4-aligned, and its norm."""
     return -(-(d + 2) // 4) * 4 + 1
 
 
@@ -101,7 +107,7 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
 
     ``fold`` (default: on the device types of :data:`FOLD_DEVICES`, for blocks of at
     least :data:`FOLD_MIN_VALUES` values) folds both norms into the GEMM instead,
-    through operands with two more columns (:func:`_folded_exponent`): the (n_x, n_y)
+    through operands with two more columns (:func:`_folded`): the (n_x, n_y)
     block then takes the GEMM's write and two in-place passes (clip, exp) instead of
     five (the bias copied in, read by the GEMM, subtract, clip, exp). On a GPU the
     block's memory traffic, not the GEMM, is the cost for large batches; the
@@ -113,31 +119,21 @@ def rbf_tail(X, Y, *, gamma, out=None, fold=None, **_):
         fold = X.device.type in FOLD_DEVICES and X.shape[0] * Y.shape[0] >= FOLD_MIN_VALUES
     if fold:
         half = row_norms_sq(X).mul_(-0.5)  # X's norms serve both sides
-        folded = _folded_exponent(X, Y, gamma, out, half, half[X.shape[0] - Y.shape[0] :])
-        return folded.clamp_max_(0).exp_()
+        return _folded(X, Y, gamma, out, half, half[X.shape[0] - Y.shape[0] :])
     gxx = row_norms_sq(X).mul_(gamma)
-    out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
-    torch.addmm(
-        gxx[X.shape[0] - Y.shape[0] :][None, :], X, Y.T, beta=-1.0, alpha=2.0 * gamma, out=out
-    )
-    out.sub_(gxx[:, None])
-    return out.clamp_max_(0).exp_()
+    return _unfolded(X, Y, gamma, out, gxx, gxx[X.shape[0] - Y.shape[0] :])
 
 
-def _folded_exponent(X, Y, gamma, out, half_x=None, half_y=None):
-    """-gamma ||x - y||^2 for the rows x of X and y of Y, by one GEMM:
+def _folded(X, Y, gamma, out, half_x, half_y):
+    """exp(-gamma ||x - y||^2) for the rows x of X and y of Y, the exponent by one GEMM:
     2 gamma [x, -|x|^2 / 2, 1, 0...] . [y, 1, -|y|^2 / 2, 0...], the operands padded with
-    zero columns to a multiple of 4 (16-byte aligned rows in float32). ``half_x``,
-    ``half_y``: -|x|^2 / 2 and -|y|^2 / 2 where known (else computed here)."""
+    zero columns to a multiple of 4 (16-byte aligned rows in float32); ``half_x``,
+    ``half_y``: -|x|^2 / 2 and -|y|^2 / 2. Clipped at 0 (K <= 1)."""
     width = folded_width(X.shape[1]) - 1  # the columns; the norm aside
-    if half_x is None:
-        half_x = row_norms_sq(X).mul_(-0.5)
-    if half_y is None:
-        half_y = row_norms_sq(Y).mul_(-0.5)
     Xa = _operand(X, width, half_x, 1)
     Ya = _operand(Y, width, 1, half_y)
     out = X.new_empty((X.shape[0], Y.shape[0])) if out is None else out
-    return torch.addmm(out, Xa, Ya.T, beta=0, alpha=2.0 * gamma, out=out)
+    return torch.addmm(out, Xa, Ya.T, beta=0, alpha=2.0 * gamma, out=out).clamp_max_(0).exp_()
 
 
 def _operand(Z, width, first, second):
@@ -238,8 +234,5 @@ def call_user(func, params, X, Y, check_finite=True):
 
 def call_user_diag(func, params, X, step=256, check_finite=True):
     """K(x, x) of a callable on tensors, from the diagonals of (step x step) tiles."""
-
-    def tile(A, B):
-        return call_user(func, params, A, B, check_finite=check_finite)
-
+    tile = partial(call_user, func, params, check_finite=check_finite)
     return diag_of_tiles(tile, X, X.new_empty(X.shape[0]), step)
