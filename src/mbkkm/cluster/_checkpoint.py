@@ -30,6 +30,7 @@ recomputed from the parameters and the data, deterministically.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from numbers import Integral
@@ -281,6 +282,7 @@ def fingerprint(estimator, rows, sample_weight):
     }
 
 
+@functools.singledispatch
 def _canon(value):
     """A parameter as a plain, comparable value (arrays, generators and callables hashed)."""
     if value is None or isinstance(value, (bool, str)):
@@ -291,18 +293,28 @@ def _canon(value):
         return float(value)
     if isinstance(value, dict):
         return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
-    if isinstance(value, (list, tuple)):
-        return [_canon(v) for v in value]
-    if isinstance(value, np.random.RandomState):  # its state at the start of the fit
-        return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
-    if isinstance(value, np.random.Generator):
-        return f"Generator:{value.bit_generator.state!r}"
     if callable(value) and hasattr(value, "__qualname__"):
         return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
     if hasattr(value, "shape"):  # an init array, numpy or tensor
         arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
-        return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(arr)
+        return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
     return repr(value)
+
+
+@_canon.register(list)
+@_canon.register(tuple)
+def _(value):
+    return [_canon(v) for v in value]
+
+
+@_canon.register(np.random.RandomState)
+def _(value):  # its state at the start of the fit
+    return "RandomState:" + _digest(*(np.asarray(v) for v in value.get_state()[1:]))
+
+
+@_canon.register(np.random.Generator)
+def _(value):
+    return f"Generator:{value.bit_generator.state!r}"
 
 
 def _digest(*arrays):
