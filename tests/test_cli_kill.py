@@ -9,6 +9,7 @@ lands while that output is being written).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import sys
@@ -93,7 +94,8 @@ def test_outputs_survive_sigkill(tmp_path):
                 time.sleep(0.0005)
         if child.exitcode is None:
             during_write += any(f.startswith(".") for f in os.listdir(out))
-            os.kill(child.pid, 9)  # SIGKILL
+            with contextlib.suppress(ProcessLookupError):  # it may end in between
+                os.kill(child.pid, 9)  # SIGKILL
         child.join()
         for path, old, new in ((labels, ref[1][0], ref[2][0]), (model, None, None)):
             content = path.read_bytes()

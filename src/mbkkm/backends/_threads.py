@@ -12,7 +12,8 @@ scikit-learn's ``KMeans`` shows the way out, and this module follows it:
   **one thread** (``threadpoolctl``, as ``threadpool_limits(1, "blas")`` in
   scikit-learn's k-means loops);
 * the parallelism is **our own**: independent work (row parts of a large kernel
-  tile or of a product with a stored kernel matrix, the labelling chunks) is cut
+  tile or of a product with a stored kernel matrix, the sparse sums of kernel rows,
+  the labelling chunks) is cut
   into as many parts as there are threads, each part computed by one Python
   thread (NumPy and BLAS release the GIL), and only where a part is large enough
   to pay for the hand-over (:data:`MIN_PART_WORK`). A waiting Python thread
