@@ -13,6 +13,27 @@ import pytest
 # (the allocator's own tests remove the variable where they need the tuning).
 os.environ.setdefault("MBKKM_NO_MALLOPT", "1")
 
+
+#: The environment the session began with (see the fixture below).
+_SESSION_ENVIRONMENT = dict(os.environ)
+
+
+@pytest.fixture(autouse=True)
+def _environment_as_the_session_began():
+    """After each test, the environment the session began with: a Dask nanny writes
+    its workers' variables (``OMP_NUM_THREADS=1``, ``OPENBLAS_NUM_THREADS=1``,
+    distributed's ``pre-spawn-environ``) into ``os.environ`` of the process that
+    starts it (here, a module's LocalCluster fixture), which would set the thread
+    count of a later module's subprocesses."""
+    yield
+    for key in set(os.environ) - set(_SESSION_ENVIRONMENT):
+        if not key.startswith("PYTEST_"):  # pytest's own: it removes them itself
+            del os.environ[key]
+    for key, value in _SESSION_ENVIRONMENT.items():
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATASETS = REPO.parent / "shared" / "datasets"
 
