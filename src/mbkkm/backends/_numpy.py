@@ -284,7 +284,8 @@ class NumpyBackend:
 
     # --------------------------------------------------------------- products
     def csr_matmul(self, indptr, indices, data, A):
-        """R = M A with M the CSR matrix (indptr, indices, data), shape (len(indptr) - 1, ...).
+        """R = M A with M the CSR matrix (indptr, indices, data) and A of shape (n, p):
+        R has shape (len(indptr) - 1, p).
 
         ``indices=None`` means contiguous segments (row q of M covers columns
         ``indptr[q]:indptr[q + 1]``). scipy's CSR-times-dense product reads each row
