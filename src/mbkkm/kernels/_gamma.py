@@ -262,12 +262,7 @@ def heat_diagonal_max(
     if eigenpairs is None:
         lam, U = spla.eigsh(N, k=n_components, which="LA", v0=rng.uniform(-1, 1, n))
     else:
-        lam, U = (np.asarray(a, dtype=np.float64) for a in eigenpairs)
-        if U.shape[0] != n or lam.shape != (U.shape[1],):
-            raise ValueError(
-                f"eigenpairs must be (lam (r,), U (n, r)) with n = {n}, got "
-                f"shapes {lam.shape} and {U.shape}"
-            )
+        lam, U = _check_eigenpairs(eigenpairs, n)
     w = heat_weights(lam, t)
     low = (U**2) @ w
     Z = rng.choice([-1.0, 1.0], size=(n, n_probes))
