@@ -18,7 +18,7 @@ so the same function serves numpy arrays on the host and torch tensors on a devi
 
 References
 ----------
-R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
+G. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
 ICLR 2023.
 D. Sculley. "Web-scale k-means clustering." WWW 2010.
 """

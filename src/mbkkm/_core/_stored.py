@@ -48,9 +48,10 @@ from ._windows import (
 
 #: The largest kernel matrix a mini-batch fit stores to index instead of computing
 #: kernel blocks: 128 MiB, 4,096 float64 points (5,792 float32). Up to about this n
-#: an iteration's GEMM (2 k N^2 flops) costs less than its kernel blocks (b (m + b)
-#: values with m ~ k (tau + b / k)); measured on digits (n = 1,797, k = 10): 1.5 ms
-#: against 15 ms an iteration.
+#: an iteration's reads of the matrix (the rows of the batch's distinct points, at most
+#: b N values) cost less than its kernel blocks (b (m + b) values with m ~ k (tau +
+#: b / k)); measured on digits (n = 1,797, k = 10): about 1 ms against 15 ms an
+#: iteration.
 STORED_KERNEL_BYTES = 128 * 2**20
 
 

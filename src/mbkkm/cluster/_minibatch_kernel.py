@@ -245,7 +245,7 @@ torch.device, default=None
     References
     ----------
     B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024.
-    R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
+    G. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
     ICLR 2023.
 
     Examples

@@ -18,7 +18,7 @@ C_j <- (C_j N_j^old + sum_{x in B_j} w_x x) / (N_j^old + b_j).
 References
 ----------
 D. Sculley. "Web-scale k-means clustering." WWW 2010.
-R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
+G. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
 ICLR 2023.
 B. Jourdan and G. Schwartzman. "Mini-batch kernel k-means." 2024.
 """
@@ -217,7 +217,7 @@ default="k-means++"
     References
     ----------
     D. Sculley. "Web-scale k-means clustering." WWW 2010.
-    R. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
+    G. Schwartzman. "Mini-batch k-means terminates within O(d/epsilon) iterations."
     ICLR 2023.
 
     Examples
