@@ -43,6 +43,23 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
     return None if np.all(sw == 1) else sw  # unit weights: the unweighted fit (see above)
 
 
+def constant_as_scale(sample_weight):
+    """``(weights, scale)``: checked weights that are all equal to c become no weights
+    and the scale c; others are returned with the scale 1.
+
+    A whole fit's model depends on its weights only relative to one another
+    (batches and samples drawn in proportion to them, weighted means), so constant
+    weights must give the unweighted model; as unit weights do
+    (:func:`check_sample_weight`), they take the unweighted path, whose draws and
+    rounding differ from the weighted one's. The scale multiplies what sums over the
+    weights (``inertia_``). Not for ``partial_fit``, where a batch's weights also
+    count against the other batches'.
+    """
+    if sample_weight is not None and np.all(sample_weight == sample_weight[0]):
+        return None, float(sample_weight[0])
+    return sample_weight, 1.0
+
+
 # ------------------------------------------------------------- names of options
 def match_columns(estimator, X):
     """X with its columns put in the fitted order, when they are the fitted ones.

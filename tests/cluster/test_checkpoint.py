@@ -226,7 +226,12 @@ def test_another_fit_is_refused(tmp_path, monkeypatch):
         (MiniBatchKernelKMeans(**kw), other, {}, "data differ"),
         (MiniBatchKernelKMeans(**kw), X[:-1], {}, "shape"),
         (MiniBatchKernelKMeans(**kw), X.astype(np.float32), {}, "dtype"),
-        (MiniBatchKernelKMeans(**kw), X, {"sample_weight": np.full(len(X), 2.0)}, "sample_weight"),
+        (
+            MiniBatchKernelKMeans(**kw),
+            X,
+            {"sample_weight": np.arange(1.0, len(X) + 1)},
+            "sample_weight",
+        ),
     ):
         with pytest.raises(ValueError, match="written by another fit") as err:
             est.fit(data, checkpoint=path, **extra)

@@ -98,12 +98,14 @@ def _host(value):
     return value
 
 
-def _assert_same_model(a, b):
+def _assert_same_model(a, b, inertia_scale=1.0):
     attrs = (
         ("cluster_centers_", "labels_", "inertia_", "n_iter_")
         if isinstance(a, MiniBatchKMeans)
         else KERNEL_ATTRS
     )
+    attrs = tuple(name for name in attrs if name != "inertia_")
+    assert b.inertia_ == a.inertia_ * inertia_scale
     if hasattr(a, "batch_objective_"):
         attrs += ("batch_objective_",)
     for name in attrs:
@@ -155,14 +157,43 @@ def test_unit_weights_select_the_same_width():
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
+@pytest.mark.parametrize("kind", ["dense", "dask", "torch"])
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_constant_weights_are_no_weights_in_a_fit(name, kind):
+    """A fit depends on its weights relative to one another: constant weights c give
+    the model of none, with inertia_ c times its inertia (scikit-learn's KMeans and
+    MiniBatchKMeans do the same); score keeps the weights it is given."""
+    X, ones = _input(kind)
+    if (name, kind) in REFUSED:
+        return
+    a = _fit(ESTIMATORS[name](), X)
+    b = _fit(ESTIMATORS[name](), X, 3 * ones)
+    _assert_same_model(a, b, inertia_scale=3.0)
+    assert b.score(X, sample_weight=3 * ones) == pytest.approx(3 * a.score(X), rel=1e-12)
+
+
 def test_other_weights_still_weigh():
-    """The door lets through every weighting but all ones: weights of 2 are weights
-    (the same distribution as none, not the same draws)."""
+    """Weights that are not all equal are weights: they change the draws."""
     X = _blobs()
     est = MiniBatchKernelKMeans(3, gamma=0.05, batch_size=32, tau=20, max_iter=15, random_state=0)
     a = est.fit(X).batch_objective_
-    b = est.fit(X, sample_weight=np.full(len(X), 2.0)).batch_objective_
+    w = np.where(np.arange(len(X)) % 2 == 0, 1.0, 2.0)
+    b = est.fit(X, sample_weight=w).batch_objective_
     assert not np.array_equal(a, b)
+
+
+def test_constant_weights_in_partial_fit_still_weigh_against_other_batches():
+    """partial_fit keeps a batch's weights: constant in one batch, they still count
+    against the other batches' (the running counts of the classic rate)."""
+    X = _blobs()
+    kw = dict(gamma=0.05, tau=20, learning_rate="classic", random_state=0)
+    a = MiniBatchKernelKMeans(3, **kw)
+    b = MiniBatchKernelKMeans(3, **kw)
+    a.partial_fit(X[:300])
+    b.partial_fit(X[:300], sample_weight=np.full(300, 5.0))
+    a.partial_fit(X[300:])
+    b.partial_fit(X[300:])
+    assert not np.array_equal(a.center_norms_, b.center_norms_)
 
 
 # ------------------------------------------------ integer weights = repeated rows
@@ -259,9 +290,9 @@ def test_unit_weights_graph_kernels_and_select_t():
     np.testing.assert_array_equal(a.labels, b.labels)
 
 
-def test_checkpoint_of_an_unweighted_fit_resumes_a_unit_weight_fit(tmp_path):
-    """The same fit, so the same checkpoint (other weights are refused: see
-    test_checkpoint.py)."""
+def test_checkpoint_of_an_unweighted_fit_resumes_a_constant_weight_fit(tmp_path):
+    """Unit and constant weights are the same fit, so the same checkpoint (inertia_
+    scaled); other weights are refused (see also test_checkpoint.py)."""
     pytest.importorskip("skops")
     X = _blobs()
     path = tmp_path / "fit.ckpt"
@@ -269,5 +300,8 @@ def test_checkpoint_of_an_unweighted_fit_resumes_a_unit_weight_fit(tmp_path):
     a = MiniBatchKernelKMeans(**kw).fit(X, checkpoint=path)
     b = MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.ones(len(X)), checkpoint=path)
     _assert_same_model(a, b)
+    c = MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.full(len(X), 2.0), checkpoint=path)
+    _assert_same_model(a, c, inertia_scale=2.0)
+    w = np.where(np.arange(len(X)) % 2 == 0, 1.0, 2.0)
     with pytest.raises(ValueError, match="written by another fit"):
-        MiniBatchKernelKMeans(**kw).fit(X, sample_weight=np.full(len(X), 2.0), checkpoint=path)
+        MiniBatchKernelKMeans(**kw).fit(X, sample_weight=w, checkpoint=path)

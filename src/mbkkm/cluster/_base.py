@@ -66,6 +66,7 @@ from .._progress import progress_for
 from .._validation import (
     check_sample_weight,
     check_str_options,
+    constant_as_scale,
     match_columns,
     short_input_errors,
 )
@@ -868,7 +869,11 @@ class FitInput:
         (``rows.data``: on the run's backend; index adapters for stored and graph
         kernels).
     sample_weight : ndarray of shape (n_samples,) or None
-        Host weights (they drive sampling on the host); None for unit weights.
+        Host weights (they drive sampling on the host); None for unit weights, and
+        for constant ones in a whole fit (``relative_weights``).
+    weight_scale : float
+        The constant that ``sample_weight=None`` stands for there (else 1): what
+        ``inertia_`` is multiplied by.
     device : None, "cpu" or torch.device
         Where the fit runs (the estimator's ``device`` resolved for this X).
     tensor_io : bool
@@ -880,6 +885,7 @@ class FitInput:
 
     rows: Rows
     sample_weight: np.ndarray | None
+    weight_scale: float
     device: object
     tensor_io: bool
     n_samples: int
@@ -888,7 +894,15 @@ class FitInput:
 
 
 def fit_input(
-    X, sample_weight, estimator, *, tau=0, working_memory=None, accept_dask=True, index_dtype=None
+    X,
+    sample_weight,
+    estimator,
+    *,
+    tau=0,
+    working_memory=None,
+    accept_dask=True,
+    index_dtype=None,
+    relative_weights=False,
 ):
     """Check a fit's X and ``sample_weight``: the :class:`FitInput`, before any work.
 
@@ -910,6 +924,10 @@ def fit_input(
         Whether a Dask array is read as Dask rows (else it is validated as an array).
     index_dtype : numpy dtype, optional
         dtype of the blocks of an index kernel (None: the matrix's own dtype).
+    relative_weights : bool, default=False
+        A whole fit, whose model depends on the weights only relative to one
+        another: constant weights are no weights and a ``weight_scale``
+        (:func:`~mbkkm._validation.constant_as_scale`).
     """
     kernel, device, owner = estimator.kernel, estimator.device, type(estimator).__name__
     kind = kernel_kind(kernel)
@@ -938,12 +956,14 @@ def fit_input(
     # on point indices
     rows = kind.fit_rows(X, kernel=kernel, tau=tau, device=dev, index_dtype=index_dtype)
     tensor_io = given.is_tensor
-    w = None
+    w, scale = None, 1.0
     if sample_weight is not None:
         w = check_sample_weight(
             host_sample_weight(sample_weight, tensor_io), _device.host_shape(rows.data)
         )
-    return FitInput(rows, w, dev, tensor_io, int(X.shape[0]), int(X.shape[1]), names)
+        if relative_weights:
+            w, scale = constant_as_scale(w)
+    return FitInput(rows, w, scale, dev, tensor_io, int(X.shape[0]), int(X.shape[1]), names)
 
 
 @dataclass(frozen=True)

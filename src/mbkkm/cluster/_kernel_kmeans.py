@@ -447,7 +447,9 @@ torch.device, default=None
     def _fit(self, X, sample_weight):
         """``fit`` top to bottom: check, resolve the kernel, plan, initialise, run Lloyd,
         publish; returns the training points' distances (what ``fit_transform`` gives)."""
-        data = fit_input(X, sample_weight, self, accept_dask=False, index_dtype=np.float64)
+        data = fit_input(
+            X, sample_weight, self, accept_dask=False, index_dtype=np.float64, relative_weights=True
+        )
         rows = data.rows
         self._check_sizes_and_init(rows, self.kernel, batch_size=None)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned
@@ -507,7 +509,7 @@ torch.device, default=None
         for name in kind.lloyd_dropped:
             delattr(self, name)  # index kernels: the items are indices, they are support_
         self.labels_ = _device.convert_output(self._tensor_io, run.labels)
-        self.inertia_ = inertia
+        self.inertia_ = inertia * data.weight_scale
         self.n_iter_ = run.n_iter
         self._warn_empty_clusters(nx.to_numpy(run.labels))
         if n_negative > 0:
@@ -535,7 +537,7 @@ torch.device, default=None
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Weight of each point in the cluster means, the k-means++ draws and the
-            inertia (all ones: exactly the model of None).
+            inertia (constant weights c: exactly the model of None, ``inertia_`` times c).
 
         Returns
         -------

@@ -420,7 +420,7 @@ torch.device, default=None
             Batches are drawn with probability proportional to the weights (unit
             weights in the update); ``labels_`` and ``inertia_`` use the weights.
             Integer weights and repeated rows give the same distribution of models;
-            all-ones weights give exactly the model of None.
+            constant weights c give exactly the model of None (``inertia_`` times c).
         checkpoint : str or os.PathLike, default=None
             Save the fit's state to this file (skops format, written atomically)
             after the initialisation, every ``checkpoint_every`` iterations and at
@@ -447,7 +447,12 @@ torch.device, default=None
             if checkpoint is not None or checkpoint_every is not None:
                 checkpoint = check_checkpoint(checkpoint, checkpoint_every, self)
             data = fit_input(
-                X, sample_weight, self, tau=self.tau, working_memory=self.working_memory
+                X,
+                sample_weight,
+                self,
+                tau=self.tau,
+                working_memory=self.working_memory,
+                relative_weights=True,
             )
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
@@ -475,7 +480,10 @@ torch.device, default=None
                 )
                 problem.rows.prefetch(batches)  # Dask: the rows of every batch in few passes
                 if self.tau is None:
-                    return self._fit_untruncated(items, sample_weight, state, batches)
+                    self._fit_untruncated(items, sample_weight, state, batches)
+                    if self.compute_labels:
+                        self.inertia_ *= data.weight_scale
+                    return self
                 cfg = StepConfig(
                     kernel=self.kernel_,
                     rate=LEARNING_RATES[self.learning_rate],
@@ -494,9 +502,10 @@ torch.device, default=None
                 self._iterate(loop)
                 self._publish(loop.finish())
                 if self.compute_labels:
-                    self.labels_, self.inertia_ = self._labels_inertia(
+                    self.labels_, inertia = self._labels_inertia(
                         items, sample_weight, loop.state.labelled
                     )
+                    self.inertia_ = inertia * data.weight_scale
                     self._warn_empty_clusters(self.labels_)
                 return self
 

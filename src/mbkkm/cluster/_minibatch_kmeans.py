@@ -45,7 +45,7 @@ from .._core._loop import function_loop
 from .._core._memory import chunk_rows
 from .._core._state import StepResult  # the same record as the kernel step
 from .._progress import progress_for
-from .._validation import check_sample_weight, match_columns
+from .._validation import check_sample_weight, constant_as_scale, match_columns
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
 from ._base import (
@@ -304,7 +304,7 @@ default="k-means++"
             Batches are drawn with probability proportional to the weights (unit
             weights in the update); ``labels_`` and ``inertia_`` use the weights.
             Integer weights and repeated rows give the same distribution of models;
-            all-ones weights give exactly the model of None.
+            constant weights c give exactly the model of None (``inertia_`` times c).
 
         Returns
         -------
@@ -319,7 +319,8 @@ default="k-means++"
                 self.n_features_in_ = X.shape[1]
                 if hasattr(self, "feature_names_in_"):
                     del self.feature_names_in_
-            sample_weight = check_sample_weight(sample_weight, X)
+            # constant weights: the unweighted model, its inertia scaled
+            sample_weight, scale = constant_as_scale(check_sample_weight(sample_weight, X))
             self._check_sizes_and_init(rows_of(X), "linear", self.batch_size)  # init: points
             self.memory_plan_ = _memory.plan_explicit(
                 _memory.ExplicitPlanRequest(
@@ -358,7 +359,8 @@ default="k-means++"
             self._counts = counts
             self._n_features_out = self.n_clusters
             if self.compute_labels:
-                self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight)
+                self.labels_, inertia = self._labels_inertia(X, sample_weight)
+                self.inertia_ = inertia * scale
                 self._warn_empty_clusters(self.labels_)
             return self
 
