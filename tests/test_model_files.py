@@ -70,6 +70,14 @@ def test_save_model_refuses_what_it_cannot_save(fitted, tmp_path):
         save_model(MiniBatchKMeans(), tmp_path / "u.skops")
     with pytest.raises(TypeError, match=r"path must be a str or os\.PathLike, got int"):
         save_model(fitted, 3)
+    # a callable kernel: load_model would refuse the file (it trusts mbkkm's types only)
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    for kernel in (rbf_kernel, lambda A, B: rbf_kernel(A, B, gamma=0.5)):
+        est = KernelKMeans(2, kernel=kernel, random_state=0).fit(X)
+        with pytest.raises(ValueError, match=r"kernel is a callable .*pickle or joblib"):
+            save_model(est, tmp_path / "c.skops")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -65,6 +65,9 @@ def save_model(estimator, path) -> None:
         When ``estimator`` is not one of mbkkm's estimators.
     sklearn.exceptions.NotFittedError
         When it is not fitted.
+    ValueError
+        When its kernel is a callable: :func:`load_model` trusts only mbkkm's
+        types, so the file could never be loaded (pickle such a model instead).
     ImportError
         When skops is not installed (``pip install "mbkkm[cli]"``).
 
@@ -91,6 +94,14 @@ def save_model(estimator, path) -> None:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"save_model: path must be a str or os.PathLike, got {type(path).__name__}")
     check_is_fitted(estimator)
+    kernel = getattr(estimator, "kernel", None)
+    if callable(kernel):
+        raise ValueError(
+            f"save_model: the kernel is a callable ({getattr(kernel, '__name__', kernel)}), "
+            "which load_model would not trust, so the file could never be loaded; save "
+            "this model with pickle or joblib (and load such files only from a source "
+            "you trust)"
+        )
     sio = import_skops_io()
     with atomic_write(path, "wb") as fh:
         sio.dump(estimator, fh)
