@@ -336,6 +336,7 @@ def test_precomputed_input_checks(K, match):
         (dict(n_clusters=100), "n_samples"),
         (dict(max_kernel_memory=0), "max_kernel_memory"),
         (dict(kernel="nope"), "kernel"),
+        (dict(gamma=0.1, kernel_params={"gamma": 3.0}), "both give the kernel's width"),
     ],
 )
 def test_bad_parameters(params, match):

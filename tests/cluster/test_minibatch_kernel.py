@@ -340,6 +340,8 @@ def _fit(**params):
         ({"renormalize": "yes"}, "renormalize"),
         ({"working_memory": 0}, "working_memory"),
         ({"kernel_params": [1, 2]}, "kernel_params"),
+        ({"gamma": 0.1, "kernel_params": {"gamma": 3.0}}, "both give the kernel's width"),
+        ({"gamma": "auto", "kernel_params": {"gamma": 3.0}}, "both give the kernel's width"),
     ],
 )
 def test_bad_parameters(params, match):

@@ -156,6 +156,14 @@ class ClusterEstimator(
     def _validate_params(self):
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
+        # a named kernel's width given twice: which one is meant cannot be guessed
+        gamma, params = getattr(self, "gamma", None), getattr(self, "kernel_params", None)
+        if gamma is not None and isinstance(self.kernel, str) and (params or {}).get("gamma"):
+            raise ValueError(
+                f"gamma={gamma!r} and kernel_params={{'gamma': {params['gamma']!r}}} both give "
+                "the kernel's width: give it once (gamma=None with kernel_params, or gamma "
+                "without a 'gamma' in kernel_params)"
+            )
 
     @contextmanager
     def _all_or_nothing(self):
