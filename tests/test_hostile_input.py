@@ -21,7 +21,8 @@ Data X (every estimator, every method)
     X25 strided view; X26 read-only; X27 huge values 1e30 (exp() would overflow
     without the clipped, data-driven Gaussian); X28 1e200 (squared norms overflow
     float64: clear error); X29 float32 at 1e20 (squared norms overflow float32:
-    clear error); X30 tiny values 1e-300; X31 all points identical;
+    clear error); X30 tiny values 1e-300 (squared norms underflow: clear error in fit,
+    predict labels them); X31 all points identical;
     X32 many duplicate points; X33-X39 scipy sparse csr, csc, coo, lil, dok, bsr,
     dia (the kernel estimators convert them to CSR once and work on it; MiniBatchKMeans:
     "dense data is required").
@@ -232,7 +233,7 @@ CASES = {
     "X29-float32-1e20": Case(
         lambda: (1e20 * _clean()).astype(np.float32), (ValueError, "too large")
     ),
-    "X30-tiny-1e-300": Case(lambda: 1e-300 * _clean()),
+    "X30-tiny-1e-300": Case(lambda: 1e-300 * _clean(), (ValueError, "too small"), new=None),
     "X31-identical": Case(lambda: np.ones((N, D))),
     "X32-duplicates": Case(lambda: np.repeat(_clean()[:5], 6, axis=0)),
     "X33-csr": Case(_sparse("csr"), DENSE, kernel_ok=True),

@@ -357,11 +357,26 @@ def test_bad_parameters(params, match):
         (np.empty((0, 3)), "0 sample"),
         (np.ones((2, 3)), "n_clusters"),
         (np.array([["a", "b"]] * 10), "column 0 is not numeric"),
+        # squared norms below the smallest normal number: distances underflow
+        (np.array([[1e-160, 0.0], [0.0, 2e-160]] * 10), "too small for float64"),
+        (np.array([[1e-20, 0.0], [0.0, 2e-20]] * 10, dtype=np.float32), "too small for float32"),
     ],
 )
 def test_bad_X(X, match):
     with pytest.raises((ValueError, TypeError), match=match):
         _fit().fit(X)
+
+
+def test_tiny_values_are_refused_by_fit_only():
+    """The underflow check is the training data's: a fitted model labels tiny rows
+    (their distances to the centers are those of the origin), and rows of zeros with
+    one normal row are fitted."""
+    est = _fit().fit(X_OK)
+    np.testing.assert_array_equal(est.predict(X_OK * 1e-170), est.predict(np.zeros_like(X_OK)))
+    X = np.zeros((20, 2))
+    X[0] = 1.0
+    X[1:4] = 1e-170
+    _fit(n_clusters=2).fit(X)
 
 
 def test_predict_checks():

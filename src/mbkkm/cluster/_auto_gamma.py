@@ -185,7 +185,7 @@ def select_gamma(
     Xs = rows_of(X).host_rows(draw.indices)  # (m, d) on the host
     # Finite rows too large for distances: the estimators' overflow message, on the
     # sample this works on (the estimators check all of X once the width is known).
-    check_no_overflow(Xs)
+    check_no_overflow(Xs, underflow=True)
     options = WidthOptions(
         multipliers=mult,
         n_neighbors=n_neighbors,

@@ -663,7 +663,9 @@ class PointKernel:
             X=X,
             sample_weight=sample_weight,
         )
-        check_no_overflow(X, kernel)  # finite data whose kernel arithmetic overflows
+        # finite data whose kernel arithmetic overflows, or whose distances underflow
+        # (a callable computes its own values)
+        check_no_overflow(X, kernel, underflow=not kernel.is_callable)
         if kernel.is_callable:  # called once on a few rows: its errors before any work
             kernel.tile(X[: min(3, n)], X[: min(2, n)])
         # numpy and torch (>= 2.1) dtypes both know their itemsize

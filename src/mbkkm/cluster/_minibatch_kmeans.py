@@ -275,7 +275,8 @@ default="k-means++"
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
         X = self._validated(X, reset=reset, accept_sparse=False)
-        check_no_overflow(X)  # finite data whose squared norms overflow
+        # finite data whose squared norms overflow, or (data to learn from) underflow
+        check_no_overflow(X, underflow=reset)
         return X
 
     # ---------------------------------------------------------------- init

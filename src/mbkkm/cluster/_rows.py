@@ -343,8 +343,9 @@ class GraphRows(PrecomputedRows):
 _OVERFLOW_CHUNK = 65536
 
 
-def check_no_overflow(X, kernel=None, input_name="X"):
-    """Raise a ValueError when X is finite but too large for the kernel arithmetic.
+def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
+    """Raise a ValueError when X is finite but too large for the kernel arithmetic
+    (or, with ``underflow``, too small).
 
     The kernel blocks are computed in X's dtype from squared row norms and dot
     products (||x - y||^2 = ||x||^2 - 2 <x, y> + ||y||^2), so finite data whose
@@ -355,23 +356,32 @@ def check_no_overflow(X, kernel=None, input_name="X"):
     loaded whole, a scipy sparse X never densified: its rows are read in ranges of
     bounded stored values that share X's arrays). Dask inputs and non-arrays are
     skipped.
+
+    ``underflow`` (data a fit learns from): also raise when X is not zero but every
+    squared row norm is below the dtype's smallest normal number (|x| below about
+    1e-154 in float64, 1e-19 in float32): the distances, and the width chosen from
+    them, would be zero or lose their digits (one cluster, or NaN inside the width's
+    selection).
     """
     csr = sparse.issparse(X)
     if csr:
         X = as_csr(X)
-        ranges = row_chunks(X)
-    elif isinstance(X, np.ndarray) and X.ndim == 2:
-        ranges = ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
-    else:
+    elif not (isinstance(X, np.ndarray) and X.ndim == 2):
         return
     if X.dtype.kind != "f":
         return
+
+    def chunks():  # views (a CSR range shares X's arrays)
+        if csr:
+            return (row_range(X, start, stop) for start, stop in row_chunks(X))
+        return (X[s : s + _OVERFLOW_CHUNK] for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
+
     check_diag = kernel is not None and not kernel.is_callable
-    with np.errstate(over="ignore", invalid="ignore"):
-        for start, stop in ranges:
-            # a view (a CSR range shares X's arrays)
-            chunk = row_range(X, start, stop) if csr else X[start:stop]
+    largest = 0.0  # the largest squared row norm
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        for chunk in chunks():
             sq = row_norms_sq(chunk)
+            largest = max(largest, float(np.max(sq, initial=0.0)))
             if not np.all(np.isfinite(sq)):
                 big = float(np.max(np.abs(chunk.data if csr else chunk)))
                 scaler = "MaxAbsScaler" if csr else "StandardScaler"
@@ -387,6 +397,17 @@ def check_no_overflow(X, kernel=None, input_name="X"):
                     f"these values (K(x, x) is not finite). Rescale {input_name} or "
                     "change the kernel parameters"
                 )
+    if underflow and largest < np.finfo(X.dtype).tiny:  # rare: X is read once more
+        small = max(
+            (float(np.max(np.abs(c.data if csr else c), initial=0.0)) for c in chunks()),
+            default=0.0,
+        )
+        if small > 0:
+            raise ValueError(
+                f"{input_name} has values too small for {X.dtype} arithmetic: every "
+                f"squared row norm underflows (max |{input_name}| = {small:.3g}). Rescale "
+                f"{input_name} (for example with sklearn.preprocessing.StandardScaler)"
+            )
 
 
 def rows_of(X):
