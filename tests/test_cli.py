@@ -939,3 +939,41 @@ def test_fit_checkpoint_errors_resume_note_and_refusal(runner, blobs, tmp_path):
     assert r.exit_code == 1
     assert "written by another fit (params.random_state 1 there, 0 here)" in r.output
     assert ck.read_bytes() == saved
+
+
+def test_an_output_that_is_an_input_or_another_output_is_refused(runner, blobs, tmp_path):
+    data = tmp_path / "d.csv"
+    np.savetxt(data, blobs, delimiter=",")
+    before = data.read_bytes()
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    model_bytes = model.read_bytes()
+    same = tmp_path / "same.out"
+    other_spelling = tmp_path / "sub" / ".." / "d.csv"
+    (tmp_path / "sub").mkdir()
+    for args, match in (
+        (["fit", str(data), "-k", "2", "--labels-out", str(data)], "--labels-out and DATA"),
+        (["fit", str(data), "-k", "2", "--model-out", str(other_spelling)], "--model-out and DATA"),
+        (
+            ["predict", str(model), str(data), "--labels-out", str(model)],
+            "--labels-out and MODEL",
+        ),
+        (
+            ["predict", str(model), str(data), "--labels-out", "-", "--transform-out", str(data)],
+            "--transform-out and DATA",
+        ),
+        (
+            ["fit", str(data), "-k", "2", "--labels-out", str(same), "--model-out", str(same)],
+            "--model-out and --labels-out",
+        ),
+        (
+            ["fit", str(data), "-k", "2", "--transform-out", str(same), "--plot", str(same)],
+            "--plot and --transform-out",
+        ),
+    ):
+        r = runner.invoke(main, args)
+        assert r.exit_code == 2 and match in r.output and "same file" in r.output, r.output
+        assert "inertia" not in r.output  # refused before any work
+    assert data.read_bytes() == before and model.read_bytes() == model_bytes
+    assert not same.exists()

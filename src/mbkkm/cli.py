@@ -19,6 +19,7 @@ Errors are printed as one line (``Error: ...``), without a traceback.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 import time
@@ -588,15 +589,27 @@ class _Outputs:
     checkpoint: str | None = None
     checkpoint_every: int | None = None
 
-    def check(self, kernel=None, tau=None) -> None:
+    #: The option of each output file, in the order they are checked.
+    OPTIONS = {
+        "labels": "--labels-out",
+        "transform": "--transform-out",
+        "model": "--model-out",
+        "plot": "--plot",
+        "gamma_plot": "--gamma-plot",
+        "checkpoint": "--checkpoint",
+    }
+
+    def check(self, kernel=None, tau=None, inputs=None) -> None:
         """Refuse, before any work, outputs that cannot be written: the labels and the
-        distances both to standard output, then each in turn, then a checkpoint the
-        fit (of ``kernel`` and ``tau``) cannot save."""
+        distances both to standard output, an output that is one of the ``inputs``
+        (a dict: argument name -> path) or another output, then each in turn, then a
+        checkpoint the fit (of ``kernel`` and ``tau``) cannot save."""
         if self.labels == "-" and self.transform == "-":
             raise click.UsageError(
                 "--transform-out: standard output already takes the labels; "
                 "write one of them to a file (--labels-out FILE)."
             )
+        self._check_distinct(inputs or {})
         _check_output(self.labels, "--labels-out", kind="stream")
         _check_output(self.transform, "--transform-out", kind="stream")
         _check_output(self.model, "--model-out")
@@ -643,6 +656,32 @@ class _Outputs:
 
             with _writing(self.model):
                 save_model(est, self.model)
+
+    def _check_distinct(self, inputs) -> None:
+        """Refuse an output file that is one of the ``inputs`` (it would be
+        overwritten) or that another output also names (only the last written would
+        be left)."""
+        seen = dict(inputs)  # option or argument -> path, of the files met so far
+        for name, option in self.OPTIONS.items():
+            path = getattr(self, name)
+            if path is None or path == "-":  # standard output: checked above
+                continue
+            for other, other_path in seen.items():
+                if _same_file(path, other_path):
+                    what = "the input" if other in inputs else "the output"
+                    raise click.UsageError(
+                        f"{option} and {other} name the same file ({path}): {what} "
+                        f"{other} would be overwritten; give {option} a file of its own."
+                    )
+            seen[option] = path
+
+
+def _same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` are one file: :func:`os.path.samefile` when both
+    exist (links, other spellings), else their resolved paths are equal."""
+    if Path(a).exists() and Path(b).exists():
+        return os.path.samefile(a, b)
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def _check_output(path, option: str, kind="table") -> None:
@@ -933,7 +972,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     from .cluster._checkpoint import read_checkpoint
 
     outputs = _Outputs(gamma_plot=params.pop("gamma_plot"), **outputs)
-    outputs.check(params["kernel"], params["tau"])
+    outputs.check(params["kernel"], params["tau"], inputs={"DATA": data})
     heat_t = params.pop("heat_t")
     graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
     table = _open_data(data, **source)
@@ -1051,7 +1090,7 @@ def predict(model, data, source, labels, transform, quiet):
     read; the outputs are written as the blocks are done, atomically.
     """
     outputs = _Outputs(labels, transform)
-    outputs.check()
+    outputs.check(inputs={"MODEL": model, "DATA": data})
     try:
         est = load_model(model)
     except (ValueError, OSError, ImportError) as exc:  # says what the file is
