@@ -977,3 +977,42 @@ def test_an_output_that_is_an_input_or_another_output_is_refused(runner, blobs, 
         assert "inertia" not in r.output  # refused before any work
     assert data.read_bytes() == before and model.read_bytes() == model_bytes
     assert not same.exists()
+
+
+def test_pandas_index_header_read_as_a_header_with_a_note(runner, blobs, tmp_path):
+    pd = pytest.importorskip("pandas")
+    p = tmp_path / "b.csv"
+    pd.DataFrame(blobs).to_csv(p, index=False)  # the header 0,1
+    out, model = tmp_path / "l.txt", tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(p, out), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    note = "(0, 1: the names pandas gives unnamed columns) is read as a header; --no-header"
+    assert note in r.output
+    labels = np.loadtxt(out, dtype=int)
+    assert labels.shape == (80,) and len(set(labels[:40])) == 1 != len(set(labels))
+    np.testing.assert_array_equal(load_model(model).feature_names_in_, ["0", "1"])
+    # predict reads the file the same way, and finds the columns by name
+    r = runner.invoke(main, ["predict", str(model), str(p)])
+    assert r.exit_code == 0 and note in r.stderr and "Warning" not in r.stderr, r.output
+    np.testing.assert_array_equal(np.array(r.stdout.split(), dtype=int), labels)
+    r = runner.invoke(main, ["predict", str(model), str(p), "-q", "--drop", "0"])
+    assert r.exit_code == 2 and "lacks the column the model was fitted on: '0'" in r.output
+    r = runner.invoke(main, [*_fast_args(p, out), "--no-header", "-q"])  # read as data
+    assert r.exit_code == 0 and r.output == "" and np.loadtxt(out).shape == (81,)
+
+
+def test_utf8_byte_order_mark_is_not_in_the_names(runner, blobs, tmp_path):
+    p = tmp_path / "bom.csv"
+    rows = "".join(f"{a!r},{b!r}\n" for a, b in blobs.tolist())
+    p.write_text("a,b\n" + rows, encoding="utf-8-sig")
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(load_model(model).feature_names_in_, ["a", "b"])
+    plain = tmp_path / "plain.csv"
+    plain.write_text("b,a\n" + "".join(f"{b!r},{a!r}\n" for a, b in blobs.tolist()))
+    for data in (p, plain):  # found by name with or without the mark
+        r = runner.invoke(main, ["predict", str(model), str(data), "-q"])
+        assert r.exit_code == 0 and len(r.stdout.split()) == 80, r.output
+    r = runner.invoke(main, ["predict", str(model), str(p), "--columns", "b", "-q"])
+    assert r.exit_code == 2 and "'a'" in r.output  # the name 'a', not '\ufeffa'

@@ -82,7 +82,8 @@ def read_data(
         (``threadpool_limits`` and ``OMP_NUM_THREADS`` set them).
     header : bool, optional
         Whether the first non-blank text line is a header; None: a header when some
-        field of that line is not a number.
+        field of that line is not a number, or when it is the column indices 0, 1,
+        ..., d-1 in order (the header pandas writes for unnamed columns).
     key : str, default="X"
         The array of an ``.npz`` file.
     columns, drop : sequence of (str or int), optional
@@ -239,7 +240,8 @@ _data_options = _options(
     click.option(
         "--header/--no-header",
         default=None,
-        help="Whether a text file has a header line (default: detected).",
+        help="Whether a text file has a header line (default: detected: a line with a "
+        "field that is not a number, or the column indices 0, 1, ..., d-1).",
     ),
     click.option("--key", default="X", help="Array name in an .npz file."),
     _names_option(
@@ -401,6 +403,19 @@ _fit_output_options = _options(
 # ---------------------------------------------------------------------------
 # Data in: the columns, the fit's choice saved with the model, matched at predict
 # ---------------------------------------------------------------------------
+
+
+def _note_index_header(table: Table, quiet: bool) -> None:
+    """Say on stderr (unless ``quiet``) that the first line of ``table``, all numbers,
+    was read as a header because it is the column indices 0, 1, ..., d-1."""
+    if table.index_header and not quiet:
+        d = table.n_file_columns
+        indices = ", ".join(map(str, range(d))) if d <= 3 else f"0, 1, ..., {d - 1}"
+        click.echo(
+            f"note: the first line of {table.path} ({indices}: the names pandas gives "
+            "unnamed columns) is read as a header; --no-header reads it as data.",
+            err=True,
+        )
 
 
 def _open_data(data, refused="--{option}: {detail}", **source) -> Table:
@@ -976,6 +991,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     heat_t = params.pop("heat_t")
     graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
     table = _open_data(data, **source)
+    _note_index_header(table, quiet)
     with _reading(table, "reading", quiet) as how:
         X = table.read(**how)
     release_free_memory()  # the parsing threads' kept buffers, before the fit
@@ -1102,6 +1118,7 @@ def predict(model, data, source, labels, transform, quiet):
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
         raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
     table = _predict_table(est, data, source)
+    _note_index_header(table, quiet)
     if table.n_columns != est.n_features_in_:
         raise click.ClickException(
             f"{data} has {table.n_columns} columns to use, the model expects "

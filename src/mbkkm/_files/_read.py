@@ -21,6 +21,7 @@ into the requested dtype (float32 unless asked otherwise):
 
 from __future__ import annotations
 
+import codecs
 import csv
 import functools
 import io
@@ -184,6 +185,9 @@ class Table:
         The dtype of the arrays returned.
     n_file_columns : int
         Columns in the file, selected or not.
+    index_header : bool
+        Whether the header was detected although all its fields are numbers: the
+        column indices 0, 1, ..., d-1 in order (pandas' names of unnamed columns).
     """
 
     path: Path
@@ -194,6 +198,7 @@ class Table:
     dtype: np.dtype
     n_file_columns: int
     _opts: dict[str, Any] = field(default_factory=dict, repr=False)
+    index_header: bool = False
 
     @property
     def n_columns(self) -> int:
@@ -598,7 +603,9 @@ def open_table(
         text (the delimiter sniffed among ``,``, tab, ``;`` and space).
     header : bool, optional
         Text only: whether the first non-blank line is a header; None: a header
-        when some field of that line is not a number.
+        when some field of that line is not a number, or when it is the column
+        indices 0, 1, ..., d-1 in order (the header pandas writes for unnamed
+        columns; ``Table.index_header`` then says so).
     key : str, default="X"
         The array of an ``.npz`` file.
     columns, drop : sequence of (str or int), optional
@@ -631,9 +638,18 @@ def open_table(
     return _open_text(path, header, columns, drop, dtype)
 
 
+def _is_index_header(cells: Sequence[str]) -> bool:
+    """Whether a line is the integers 0, 1, ..., d-1 in order: the names pandas gives
+    unnamed columns (``DataFrame(X).to_csv(index=False)`` writes them as the header)."""
+    return [c.strip() for c in cells] == [str(j) for j in range(len(cells))]
+
+
 def _open_text(path, header, columns, drop, dtype) -> Table:
-    offset, line_no = 0, 1
+    line_no = 1
     with open(path, "rb") as fh:
+        if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+            fh.seek(0)  # no UTF-8 byte order mark (one is skipped, not read as text)
+        offset = fh.tell()
         while True:  # the first non-blank line
             raw = fh.readline(MAX_FIRST_LINE + 1)
             if not raw:
@@ -653,8 +669,10 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
     except csv.Error:
         delimiter = ","
     cells = _split(first, delimiter)
+    index_header = False
     if header is None:
-        header = not all(_is_number(c) for c in cells)
+        index_header = _is_index_header(cells)
+        header = index_header or not all(_is_number(c) for c in cells)
     names = list(cells) if header else None
     width = len(cells)
     keep = select_columns(names, width, columns, drop)
@@ -664,7 +682,8 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
         "data_offset": offset + len(raw) if header else offset,
         "data_line": line_no + bool(header),
     }
-    return Table(path, TEXT, names, keep, None, _default_dtype(dtype), width, opts)
+    dtype = _default_dtype(dtype)
+    return Table(path, TEXT, names, keep, None, dtype, width, opts, index_header=index_header)
 
 
 def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
