@@ -1016,3 +1016,16 @@ def test_utf8_byte_order_mark_is_not_in_the_names(runner, blobs, tmp_path):
         assert r.exit_code == 0 and len(r.stdout.split()) == 80, r.output
     r = runner.invoke(main, ["predict", str(model), str(p), "--columns", "b", "-q"])
     assert r.exit_code == 2 and "'a'" in r.output  # the name 'a', not '\ufeffa'
+
+
+def test_fit_refuses_a_header_name_held_twice_before_any_work(runner, blobs, tmp_path):
+    p = tmp_path / "dup.csv"
+    p.write_text("a,a\n" + "".join(f"{a!r},{b!r}\n" for a, b in blobs.tolist()))
+    out, model = tmp_path / "l.txt", tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(p, out), "--model-out", str(model)])
+    assert r.exit_code == 2, r.output
+    assert f"{p}: the header holds 'a' more than once" in r.output
+    assert "fit:" not in r.output and not out.exists() and not model.exists()
+    r = runner.invoke(main, [*_fast_args(p, out), "--drop", "1", "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(load_model(model).feature_names_in_, ["a"])

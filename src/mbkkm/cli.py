@@ -418,6 +418,18 @@ def _note_index_header(table: Table, quiet: bool) -> None:
         )
 
 
+def _check_unique_names(table: Table, data) -> None:
+    """Refuse (a usage error) header names the fit would use more than once: the
+    model's feature names must be unique, as scikit-learn's are."""
+    names = table.names or []
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise click.UsageError(
+            f"{data}: the header holds {names_list(doubled)} more than once; rename the "
+            "columns, or leave the copies out with --drop (by 0-based index)."
+        )
+
+
 def _open_data(data, refused="--{option}: {detail}", **source) -> Table:
     """open_table with the CLI's errors: a column choice that does not fit DATA is a
     usage error (2; ``refused`` formatted with ``option``, ``detail`` and ``data``),
@@ -991,6 +1003,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     heat_t = params.pop("heat_t")
     graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
     table = _open_data(data, **source)
+    _check_unique_names(table, data)
     _note_index_header(table, quiet)
     with _reading(table, "reading", quiet) as how:
         X = table.read(**how)
