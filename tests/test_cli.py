@@ -111,8 +111,8 @@ def test_fit_bad_data(runner, tmp_path):
     assert "column 'name' is not numeric" in r.output and "Traceback" not in r.output
     q = tmp_path / "d.npz"
     np.savez(q, data=np.ones((3, 2)))
-    r = runner.invoke(main, ["fit", str(q), "-k", "2"])
-    assert r.exit_code == 1 and "has no array 'X'" in r.output
+    r = runner.invoke(main, ["fit", str(q), "-k", "2"])  # a usage error: --key names it
+    assert r.exit_code == 2 and "--key: " in r.output and "has no array 'X'" in r.output
     g = tmp_path / "garbage.npy"
     g.write_bytes(b"not numpy")
     r = runner.invoke(main, ["fit", str(g), "-k", "2"])
@@ -1029,3 +1029,37 @@ def test_fit_refuses_a_header_name_held_twice_before_any_work(runner, blobs, tmp
     r = runner.invoke(main, [*_fast_args(p, out), "--drop", "1", "--model-out", str(model)])
     assert r.exit_code == 0, r.output
     np.testing.assert_array_equal(load_model(model).feature_names_in_, ["a"])
+
+
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [
+        (["--kernel", "cosine", "--gamma", "auto"], "--kernel cosine has no width to choose"),
+        (["--kernel", "laplacian", "--gamma", "mean-distance", "--key", "Y"], "no array 'Y'"),
+        (["--kernel", "knn", "--n-neighbors", "5", "--gamma", "auto"], "--kernel knn has no"),
+        (["--key", "nokey"], "--key: {data} has no array 'nokey' (arrays: X)"),
+    ],
+)
+def test_fit_parameter_errors_are_usage_errors(runner, blobs, tmp_path, opts, match):
+    data = tmp_path / "d.npz"
+    np.savez(data, X=blobs)
+    r = runner.invoke(main, ["fit", str(data), "-k", "2", *opts])
+    assert r.exit_code == 2, r.output
+    assert match.format(data=data) in r.output and "fit failed" not in r.output, r.output
+
+
+def test_fit_width_error_before_the_data_is_read(runner, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,name\n1,x\n")  # a runtime failure, once read
+    r = runner.invoke(main, ["fit", str(bad), "-k", "1", "--kernel", "cosine", "--gamma", "auto"])
+    assert r.exit_code == 2 and "no width to choose" in r.output and "name" not in r.output
+
+
+def test_predict_missing_npz_key_is_a_usage_error(runner, blobs, tmp_path):
+    data = tmp_path / "d.npz"
+    np.savez(data, X=blobs)
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["predict", str(model), str(data), "--key", "nokey"])
+    assert r.exit_code == 2 and f"--key: {data} has no array 'nokey'" in r.output, r.output

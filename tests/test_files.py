@@ -17,6 +17,7 @@ import pytest
 
 from mbkkm._files import (
     ColumnSelectionError,
+    OptionError,
     _read,
     atomic_write,
     open_table,
@@ -328,8 +329,9 @@ def test_npz(tmp_path):
     np.savez(p, X=X, other=X[:, :1])
     np.testing.assert_array_equal(open_table(p).read(), X)
     np.testing.assert_array_equal(open_table(p, key="other").read(), X[:, :1])
-    with pytest.raises(ValueError, match="has no array 'Y'"):
+    with pytest.raises(OptionError, match="has no array 'Y'") as info:
         open_table(p, key="Y")
+    assert info.value.option == "key" and isinstance(info.value, ValueError)
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".feather"])

@@ -12,7 +12,9 @@ Commands::
 
 Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
-dataset, algorithm or kernel; a missing file; columns that are not the model's).
+dataset, algorithm or kernel; a missing file; columns that are not the model's;
+an .npz without the --key array; --gamma auto for a kernel without a width; an
+output that is an input or another output; a header name held twice).
 Errors are printed as one line (``Error: ...``), without a traceback.
 """
 
@@ -43,6 +45,7 @@ import numpy as np
 from . import __version__
 from ._files import (
     ColumnSelectionError,
+    OptionError,
     Table,
     names_list,
     open_table,
@@ -433,13 +436,16 @@ def _check_unique_names(table: Table, data) -> None:
 def _open_data(data, refused="--{option}: {detail}", **source) -> Table:
     """open_table with the CLI's errors: a column choice that does not fit DATA is a
     usage error (2; ``refused`` formatted with ``option``, ``detail`` and ``data``),
-    unreadable data a runtime failure (1)."""
+    as is another option that does not (an .npz without the --key array);
+    unreadable data is a runtime failure (1)."""
     with _fails(OSError, ValueError, ImportError):
         try:
             return open_table(data, **source)
         except ColumnSelectionError as exc:
             message = refused.format(option=exc.option, detail=exc.detail, data=data)
             raise click.UsageError(message) from None
+        except OptionError as exc:
+            raise click.UsageError(f"--{exc.option}: {exc.detail}") from None
 
 
 #: The attribute in which ``mbkkm fit`` saves its column choice with the model
@@ -1002,6 +1008,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     outputs.check(params["kernel"], params["tau"], inputs={"DATA": data})
     heat_t = params.pop("heat_t")
     graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
+    _check_width(params["kernel"], params["gamma"])
     table = _open_data(data, **source)
     _check_unique_names(table, data)
     _note_index_header(table, quiet)
@@ -1096,6 +1103,19 @@ def _graph_params(kernel, n_neighbors, heat_t):
     if kernel == "heat":
         params["t"] = heat_t
     return params
+
+
+def _check_width(kernel, gamma) -> None:
+    """Refuse --gamma auto / mean-distance (a width chosen from the data) for a
+    kernel without a width, before the data is read."""
+    from ._core._width import AUTO_GAMMA_KERNELS
+
+    if gamma in ("auto", "mean-distance") and kernel not in AUTO_GAMMA_KERNELS:
+        kernels = ", ".join(sorted(AUTO_GAMMA_KERNELS))
+        raise click.UsageError(
+            f"--gamma {gamma}: chooses the width of --kernel {kernels}; --kernel {kernel} "
+            "has no width to choose (give --gamma as a number, or leave it out)."
+        )
 
 
 @main.command()

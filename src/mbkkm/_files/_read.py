@@ -58,13 +58,18 @@ _DELIMITERS = ",\t; "
 Progress = Callable[[int], object]
 
 
-class ColumnSelectionError(ValueError):
-    """``columns`` / ``drop`` name a column that is not there (or select none)."""
+class OptionError(ValueError):
+    """An argument of :func:`open_table` (``option``) that does not fit the file:
+    a usage error of the caller, not a fault of the data."""
 
     def __init__(self, option: str, message: str):
         super().__init__(f"{option}: {message}")
         self.option = option
         self.detail = message
+
+
+class ColumnSelectionError(OptionError):
+    """``columns`` / ``drop`` name a column that is not there (or select none)."""
 
 
 def _is_number(s: str) -> bool:
@@ -624,8 +629,8 @@ def open_table(
         If the file cannot be read.
     ValueError
         If it is not a numeric 2-d table (the message names the file and, where it
-        can, the line and column); :class:`ColumnSelectionError` for ``columns`` /
-        ``drop``.
+        can, the line and column); :class:`OptionError` for ``key`` and its
+        subclass :class:`ColumnSelectionError` for ``columns`` / ``drop``.
     ImportError
         For Parquet and Arrow files without pyarrow.
     """
@@ -693,12 +698,13 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
         else:
             with np.load(path, allow_pickle=False) as f:
                 if key not in f.files:
-                    raise ValueError(
-                        f"{path} has no array {key!r} (arrays: {', '.join(f.files) or 'none'})."
+                    arrays = ", ".join(f.files) or "none"
+                    raise OptionError(
+                        "key", f"{path} has no array {key!r} (arrays: {arrays}); choose one."
                     )
                 X = f[key]
     except ValueError as exc:
-        if str(exc).startswith(str(path)):
+        if isinstance(exc, OptionError) or str(exc).startswith(str(path)):
             raise
         raise ValueError(f"{path}: cannot read as a numpy file ({exc}).") from exc
     if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
