@@ -142,6 +142,15 @@ def test_datasets(runner, tmp_path):
     for name in ("pendigits", "har", "mnist", "letter"):
         assert name in r.output
     assert "not found" in r.output and str(tmp_path) in r.output
+    assert f"  {tmp_path}\n" in r.stdout and "note:" not in r.stderr
+
+
+def test_datasets_notes_a_data_home_that_does_not_exist(runner, tmp_path):
+    missing = tmp_path / "nonexistent"
+    r = runner.invoke(main, ["datasets", "--data-home", str(missing)])
+    assert r.exit_code == 0, r.output  # as the other --data-home options: accepted
+    assert f"note: --data-home {missing}: the folder does not exist." in r.stderr
+    assert f"  {missing} (folder does not exist)" in r.stdout
 
 
 @pytest.mark.slow

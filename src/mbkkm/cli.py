@@ -1176,6 +1176,9 @@ def datasets(data_home):
     with _fails(OSError, ValueError, TypeError, usage=True):
         infos = list_datasets(data_home=data_home)
         dirs = get_data_dirs(data_home)
+    if data_home is not None and not Path(data_home).is_dir():
+        # accepted, as the other commands' --data-home (a download may create it)
+        click.echo(f"note: --data-home {data_home}: the folder does not exist.", err=True)
     click.echo(
         f"{'name':10} {'size':>12} {'classes':>7} {'sigma':>7} {'k-NN':>5} {'heat':>5}  local file"
     )
@@ -1190,7 +1193,7 @@ def datasets(data_home):
             click.echo(f"{'':10} note: {s.offline_note}")
     click.echo(f"searched (in order; set ${ENV_VAR} or --data-home to add folders):")
     for d in dirs:
-        click.echo(f"  {d}")
+        click.echo(f"  {d}" + ("" if d.is_dir() else " (folder does not exist)"))
 
 
 def _comma(ctx, param, value):
