@@ -111,8 +111,8 @@ def test_fit_bad_data(runner, tmp_path):
     assert "column 'name' is not numeric" in r.output and "Traceback" not in r.output
     q = tmp_path / "d.npz"
     np.savez(q, data=np.ones((3, 2)))
-    r = runner.invoke(main, ["fit", str(q), "-k", "2"])
-    assert r.exit_code == 1 and "has no array 'X'" in r.output
+    r = runner.invoke(main, ["fit", str(q), "-k", "2"])  # a usage error: --key names it
+    assert r.exit_code == 2 and "--key: " in r.output and "has no array 'X'" in r.output
     g = tmp_path / "garbage.npy"
     g.write_bytes(b"not numpy")
     r = runner.invoke(main, ["fit", str(g), "-k", "2"])
@@ -142,6 +142,15 @@ def test_datasets(runner, tmp_path):
     for name in ("pendigits", "har", "mnist", "letter"):
         assert name in r.output
     assert "not found" in r.output and str(tmp_path) in r.output
+    assert f"  {tmp_path}\n" in r.stdout and "note:" not in r.stderr
+
+
+def test_datasets_notes_a_data_home_that_does_not_exist(runner, tmp_path):
+    missing = tmp_path / "nonexistent"
+    r = runner.invoke(main, ["datasets", "--data-home", str(missing)])
+    assert r.exit_code == 0, r.output  # as the other --data-home options: accepted
+    assert f"note: --data-home {missing}: the folder does not exist." in r.stderr
+    assert f"  {missing} (folder does not exist)" in r.stdout
 
 
 @pytest.mark.slow
@@ -939,3 +948,127 @@ def test_fit_checkpoint_errors_resume_note_and_refusal(runner, blobs, tmp_path):
     assert r.exit_code == 1
     assert "written by another fit (params.random_state 1 there, 0 here)" in r.output
     assert ck.read_bytes() == saved
+
+
+def test_an_output_that_is_an_input_or_another_output_is_refused(runner, blobs, tmp_path):
+    data = tmp_path / "d.csv"
+    np.savetxt(data, blobs, delimiter=",")
+    before = data.read_bytes()
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    model_bytes = model.read_bytes()
+    same = tmp_path / "same.out"
+    other_spelling = tmp_path / "sub" / ".." / "d.csv"
+    (tmp_path / "sub").mkdir()
+    for args, match in (
+        (["fit", str(data), "-k", "2", "--labels-out", str(data)], "--labels-out and DATA"),
+        (["fit", str(data), "-k", "2", "--model-out", str(other_spelling)], "--model-out and DATA"),
+        (
+            ["predict", str(model), str(data), "--labels-out", str(model)],
+            "--labels-out and MODEL",
+        ),
+        (
+            ["predict", str(model), str(data), "--labels-out", "-", "--transform-out", str(data)],
+            "--transform-out and DATA",
+        ),
+        (
+            ["fit", str(data), "-k", "2", "--labels-out", str(same), "--model-out", str(same)],
+            "--model-out and --labels-out",
+        ),
+        (
+            ["fit", str(data), "-k", "2", "--transform-out", str(same), "--plot", str(same)],
+            "--plot and --transform-out",
+        ),
+    ):
+        r = runner.invoke(main, args)
+        assert r.exit_code == 2 and match in r.output and "same file" in r.output, r.output
+        assert "inertia" not in r.output  # refused before any work
+    assert data.read_bytes() == before and model.read_bytes() == model_bytes
+    assert not same.exists()
+
+
+def test_pandas_index_header_read_as_a_header_with_a_note(runner, blobs, tmp_path):
+    pd = pytest.importorskip("pandas")
+    p = tmp_path / "b.csv"
+    pd.DataFrame(blobs).to_csv(p, index=False)  # the header 0,1
+    out, model = tmp_path / "l.txt", tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(p, out), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    note = "(0, 1: the names pandas gives unnamed columns) is read as a header; --no-header"
+    assert note in r.output
+    labels = np.loadtxt(out, dtype=int)
+    assert labels.shape == (80,) and len(set(labels[:40])) == 1 != len(set(labels))
+    np.testing.assert_array_equal(load_model(model).feature_names_in_, ["0", "1"])
+    # predict reads the file the same way, and finds the columns by name
+    r = runner.invoke(main, ["predict", str(model), str(p)])
+    assert r.exit_code == 0 and note in r.stderr and "Warning" not in r.stderr, r.output
+    np.testing.assert_array_equal(np.array(r.stdout.split(), dtype=int), labels)
+    r = runner.invoke(main, ["predict", str(model), str(p), "-q", "--drop", "0"])
+    assert r.exit_code == 2 and "lacks the column the model was fitted on: '0'" in r.output
+    r = runner.invoke(main, [*_fast_args(p, out), "--no-header", "-q"])  # read as data
+    assert r.exit_code == 0 and r.output == "" and np.loadtxt(out).shape == (81,)
+
+
+def test_utf8_byte_order_mark_is_not_in_the_names(runner, blobs, tmp_path):
+    p = tmp_path / "bom.csv"
+    rows = "".join(f"{a!r},{b!r}\n" for a, b in blobs.tolist())
+    p.write_text("a,b\n" + rows, encoding="utf-8-sig")
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(load_model(model).feature_names_in_, ["a", "b"])
+    plain = tmp_path / "plain.csv"
+    plain.write_text("b,a\n" + "".join(f"{b!r},{a!r}\n" for a, b in blobs.tolist()))
+    for data in (p, plain):  # found by name with or without the mark
+        r = runner.invoke(main, ["predict", str(model), str(data), "-q"])
+        assert r.exit_code == 0 and len(r.stdout.split()) == 80, r.output
+    r = runner.invoke(main, ["predict", str(model), str(p), "--columns", "b", "-q"])
+    assert r.exit_code == 2 and "'a'" in r.output  # the name 'a', not '\ufeffa'
+
+
+def test_fit_refuses_a_header_name_held_twice_before_any_work(runner, blobs, tmp_path):
+    p = tmp_path / "dup.csv"
+    p.write_text("a,a\n" + "".join(f"{a!r},{b!r}\n" for a, b in blobs.tolist()))
+    out, model = tmp_path / "l.txt", tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(p, out), "--model-out", str(model)])
+    assert r.exit_code == 2, r.output
+    assert f"{p}: the header holds 'a' more than once" in r.output
+    assert "fit:" not in r.output and not out.exists() and not model.exists()
+    r = runner.invoke(main, [*_fast_args(p, out), "--drop", "1", "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(load_model(model).feature_names_in_, ["a"])
+
+
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [
+        (["--kernel", "cosine", "--gamma", "auto"], "--kernel cosine has no width to choose"),
+        (["--kernel", "laplacian", "--gamma", "mean-distance", "--key", "Y"], "no array 'Y'"),
+        (["--kernel", "knn", "--n-neighbors", "5", "--gamma", "auto"], "--kernel knn has no"),
+        (["--key", "nokey"], "--key: {data} has no array 'nokey' (arrays: X)"),
+    ],
+)
+def test_fit_parameter_errors_are_usage_errors(runner, blobs, tmp_path, opts, match):
+    data = tmp_path / "d.npz"
+    np.savez(data, X=blobs)
+    r = runner.invoke(main, ["fit", str(data), "-k", "2", *opts])
+    assert r.exit_code == 2, r.output
+    assert match.format(data=data) in r.output and "fit failed" not in r.output, r.output
+
+
+def test_fit_width_error_before_the_data_is_read(runner, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,name\n1,x\n")  # a runtime failure, once read
+    r = runner.invoke(main, ["fit", str(bad), "-k", "1", "--kernel", "cosine", "--gamma", "auto"])
+    assert r.exit_code == 2 and "no width to choose" in r.output and "name" not in r.output
+
+
+def test_predict_missing_npz_key_is_a_usage_error(runner, blobs, tmp_path):
+    data = tmp_path / "d.npz"
+    np.savez(data, X=blobs)
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["predict", str(model), str(data), "--key", "nokey"])
+    assert r.exit_code == 2 and f"--key: {data} has no array 'nokey'" in r.output, r.output

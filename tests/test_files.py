@@ -17,6 +17,7 @@ import pytest
 
 from mbkkm._files import (
     ColumnSelectionError,
+    OptionError,
     _read,
     atomic_write,
     open_table,
@@ -215,10 +216,11 @@ def test_threads_name_the_first_bad_line_of_the_file(tmp_path, block_bytes):
     first = r"column 0 \(0-based\) is not numeric \(line 121 holds 'early'\)"
     for n in (1, 2, 4):
         with pytest.raises(ValueError, match=first):
-            open_table(p).read(n_threads=n)
+            # header=False: the first line, 0,1, would be detected as pandas' header
+            open_table(p, header=False).read(n_threads=n)
     # a caller that stops early leaves no worker behind
     p.write_text("\n".join(f"{i},{i + 1}" for i in range(400)) + "\n")
-    gen = open_table(p).blocks(n_threads=2)
+    gen = open_table(p, header=False).blocks(n_threads=2)
     np.testing.assert_array_equal(next(gen)[0], [0, 1])
     gen.close()
     assert not [t for t in threading.enumerate() if t.name.startswith("mbkkm-read")]
@@ -327,8 +329,9 @@ def test_npz(tmp_path):
     np.savez(p, X=X, other=X[:, :1])
     np.testing.assert_array_equal(open_table(p).read(), X)
     np.testing.assert_array_equal(open_table(p, key="other").read(), X[:, :1])
-    with pytest.raises(ValueError, match="has no array 'Y'"):
+    with pytest.raises(OptionError, match="has no array 'Y'") as info:
         open_table(p, key="Y")
+    assert info.value.option == "key" and isinstance(info.value, ValueError)
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".feather"])
@@ -402,3 +405,30 @@ def test_writer_error_keeps_the_old_file(tmp_path):
         w.write(np.arange(4, dtype=np.int32))
     np.testing.assert_array_equal(np.load(p), np.arange(3))
     assert os.listdir(tmp_path) == ["l.npy"]
+
+
+@pytest.mark.parametrize("d", [1, 3])
+def test_pandas_index_header_is_a_header(tmp_path, d):
+    X = _data(n=5, d=d)
+    p = tmp_path / "b.csv"
+    pd.DataFrame(X).to_csv(p, index=False)  # the header 0,1,...,d-1
+    t = open_table(p)
+    assert t.index_header and t.names == [str(j) for j in range(d)]
+    np.testing.assert_allclose(t.read(), X.astype(np.float32), rtol=1e-6)
+    t = open_table(p, header=False)  # read as data when asked
+    assert not t.index_header and t.names is None and t.read().shape == (6, d)
+    q = tmp_path / "c.csv"
+    q.write_text("1,0\n0,1\n")  # numbers, but not the indices in order: data
+    assert open_table(q).names is None and not open_table(q).index_header
+    assert not open_table(tmp_path / "b.csv", header=True).index_header
+
+
+@pytest.mark.parametrize("header", [True, False])
+def test_utf8_byte_order_mark_is_skipped(tmp_path, block_bytes, header):
+    X = _data(n=20, d=2)
+    p = tmp_path / "bom.csv"
+    rows = "".join(f"{a!r},{b!r}\n" for a, b in X.tolist())
+    p.write_text(("a,b\n" if header else "") + rows, encoding="utf-8-sig")
+    t = open_table(p)
+    assert t.names == (["a", "b"] if header else None)
+    np.testing.assert_array_equal(t.read(), X.astype(np.float32))

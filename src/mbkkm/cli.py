@@ -12,13 +12,16 @@ Commands::
 
 Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
-dataset, algorithm or kernel; a missing file; columns that are not the model's).
+dataset, algorithm or kernel; a missing file; columns that are not the model's;
+an .npz without the --key array; --gamma auto for a kernel without a width; an
+output that is an input or another output; a header name held twice).
 Errors are printed as one line (``Error: ...``), without a traceback.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import threading
 import time
@@ -42,6 +45,7 @@ import numpy as np
 from . import __version__
 from ._files import (
     ColumnSelectionError,
+    OptionError,
     Table,
     names_list,
     open_table,
@@ -81,7 +85,8 @@ def read_data(
         (``threadpool_limits`` and ``OMP_NUM_THREADS`` set them).
     header : bool, optional
         Whether the first non-blank text line is a header; None: a header when some
-        field of that line is not a number.
+        field of that line is not a number, or when it is the column indices 0, 1,
+        ..., d-1 in order (the header pandas writes for unnamed columns).
     key : str, default="X"
         The array of an ``.npz`` file.
     columns, drop : sequence of (str or int), optional
@@ -238,7 +243,8 @@ _data_options = _options(
     click.option(
         "--header/--no-header",
         default=None,
-        help="Whether a text file has a header line (default: detected).",
+        help="Whether a text file has a header line (default: detected: a line with a "
+        "field that is not a number, or the column indices 0, 1, ..., d-1).",
     ),
     click.option("--key", default="X", help="Array name in an .npz file."),
     _names_option(
@@ -402,16 +408,44 @@ _fit_output_options = _options(
 # ---------------------------------------------------------------------------
 
 
+def _note_index_header(table: Table, quiet: bool) -> None:
+    """Say on stderr (unless ``quiet``) that the first line of ``table``, all numbers,
+    was read as a header because it is the column indices 0, 1, ..., d-1."""
+    if table.index_header and not quiet:
+        d = table.n_file_columns
+        indices = ", ".join(map(str, range(d))) if d <= 3 else f"0, 1, ..., {d - 1}"
+        click.echo(
+            f"note: the first line of {table.path} ({indices}: the names pandas gives "
+            "unnamed columns) is read as a header; --no-header reads it as data.",
+            err=True,
+        )
+
+
+def _check_unique_names(table: Table, data) -> None:
+    """Refuse (a usage error) header names the fit would use more than once: the
+    model's feature names must be unique, as scikit-learn's are."""
+    names = table.names or []
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise click.UsageError(
+            f"{data}: the header holds {names_list(doubled)} more than once; rename the "
+            "columns, or leave the copies out with --drop (by 0-based index)."
+        )
+
+
 def _open_data(data, refused="--{option}: {detail}", **source) -> Table:
     """open_table with the CLI's errors: a column choice that does not fit DATA is a
     usage error (2; ``refused`` formatted with ``option``, ``detail`` and ``data``),
-    unreadable data a runtime failure (1)."""
+    as is another option that does not (an .npz without the --key array);
+    unreadable data is a runtime failure (1)."""
     with _fails(OSError, ValueError, ImportError):
         try:
             return open_table(data, **source)
         except ColumnSelectionError as exc:
             message = refused.format(option=exc.option, detail=exc.detail, data=data)
             raise click.UsageError(message) from None
+        except OptionError as exc:
+            raise click.UsageError(f"--{exc.option}: {exc.detail}") from None
 
 
 #: The attribute in which ``mbkkm fit`` saves its column choice with the model
@@ -588,15 +622,27 @@ class _Outputs:
     checkpoint: str | None = None
     checkpoint_every: int | None = None
 
-    def check(self, kernel=None, tau=None) -> None:
+    #: The option of each output file, in the order they are checked.
+    OPTIONS = {
+        "labels": "--labels-out",
+        "transform": "--transform-out",
+        "model": "--model-out",
+        "plot": "--plot",
+        "gamma_plot": "--gamma-plot",
+        "checkpoint": "--checkpoint",
+    }
+
+    def check(self, kernel=None, tau=None, inputs=None) -> None:
         """Refuse, before any work, outputs that cannot be written: the labels and the
-        distances both to standard output, then each in turn, then a checkpoint the
-        fit (of ``kernel`` and ``tau``) cannot save."""
+        distances both to standard output, an output that is one of the ``inputs``
+        (a dict: argument name -> path) or another output, then each in turn, then a
+        checkpoint the fit (of ``kernel`` and ``tau``) cannot save."""
         if self.labels == "-" and self.transform == "-":
             raise click.UsageError(
                 "--transform-out: standard output already takes the labels; "
                 "write one of them to a file (--labels-out FILE)."
             )
+        self._check_distinct(inputs or {})
         _check_output(self.labels, "--labels-out", kind="stream")
         _check_output(self.transform, "--transform-out", kind="stream")
         _check_output(self.model, "--model-out")
@@ -643,6 +689,32 @@ class _Outputs:
 
             with _writing(self.model):
                 save_model(est, self.model)
+
+    def _check_distinct(self, inputs) -> None:
+        """Refuse an output file that is one of the ``inputs`` (it would be
+        overwritten) or that another output also names (only the last written would
+        be left)."""
+        seen = dict(inputs)  # option or argument -> path, of the files met so far
+        for name, option in self.OPTIONS.items():
+            path = getattr(self, name)
+            if path is None or path == "-":  # standard output: checked above
+                continue
+            for other, other_path in seen.items():
+                if _same_file(path, other_path):
+                    what = "the input" if other in inputs else "the output"
+                    raise click.UsageError(
+                        f"{option} and {other} name the same file ({path}): {what} "
+                        f"{other} would be overwritten; give {option} a file of its own."
+                    )
+            seen[option] = path
+
+
+def _same_file(a, b) -> bool:
+    """Whether paths ``a`` and ``b`` are one file: :func:`os.path.samefile` when both
+    exist (links, other spellings), else their resolved paths are equal."""
+    if Path(a).exists() and Path(b).exists():
+        return os.path.samefile(a, b)
+    return Path(a).resolve() == Path(b).resolve()
 
 
 def _check_output(path, option: str, kind="table") -> None:
@@ -933,10 +1005,13 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     from .cluster._checkpoint import read_checkpoint
 
     outputs = _Outputs(gamma_plot=params.pop("gamma_plot"), **outputs)
-    outputs.check(params["kernel"], params["tau"])
+    outputs.check(params["kernel"], params["tau"], inputs={"DATA": data})
     heat_t = params.pop("heat_t")
     graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
+    _check_width(params["kernel"], params["gamma"])
     table = _open_data(data, **source)
+    _check_unique_names(table, data)
+    _note_index_header(table, quiet)
     with _reading(table, "reading", quiet) as how:
         X = table.read(**how)
     release_free_memory()  # the parsing threads' kept buffers, before the fit
@@ -1030,6 +1105,19 @@ def _graph_params(kernel, n_neighbors, heat_t):
     return params
 
 
+def _check_width(kernel, gamma) -> None:
+    """Refuse --gamma auto / mean-distance (a width chosen from the data) for a
+    kernel without a width, before the data is read."""
+    from ._core._width import AUTO_GAMMA_KERNELS
+
+    if gamma in ("auto", "mean-distance") and kernel not in AUTO_GAMMA_KERNELS:
+        kernels = ", ".join(sorted(AUTO_GAMMA_KERNELS))
+        raise click.UsageError(
+            f"--gamma {gamma}: chooses the width of --kernel {kernels}; --kernel {kernel} "
+            "has no width to choose (give --gamma as a number, or leave it out)."
+        )
+
+
 @main.command()
 @click.argument("model", type=_INPUT)
 @click.argument("data", type=_INPUT)
@@ -1051,7 +1139,7 @@ def predict(model, data, source, labels, transform, quiet):
     read; the outputs are written as the blocks are done, atomically.
     """
     outputs = _Outputs(labels, transform)
-    outputs.check()
+    outputs.check(inputs={"MODEL": model, "DATA": data})
     try:
         est = load_model(model)
     except (ValueError, OSError, ImportError) as exc:  # says what the file is
@@ -1063,6 +1151,7 @@ def predict(model, data, source, labels, transform, quiet):
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
         raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
     table = _predict_table(est, data, source)
+    _note_index_header(table, quiet)
     if table.n_columns != est.n_features_in_:
         raise click.ClickException(
             f"{data} has {table.n_columns} columns to use, the model expects "
@@ -1087,6 +1176,9 @@ def datasets(data_home):
     with _fails(OSError, ValueError, TypeError, usage=True):
         infos = list_datasets(data_home=data_home)
         dirs = get_data_dirs(data_home)
+    if data_home is not None and not Path(data_home).is_dir():
+        # accepted, as the other commands' --data-home (a download may create it)
+        click.echo(f"note: --data-home {data_home}: the folder does not exist.", err=True)
     click.echo(
         f"{'name':10} {'size':>12} {'classes':>7} {'sigma':>7} {'k-NN':>5} {'heat':>5}  local file"
     )
@@ -1101,7 +1193,7 @@ def datasets(data_home):
             click.echo(f"{'':10} note: {s.offline_note}")
     click.echo(f"searched (in order; set ${ENV_VAR} or --data-home to add folders):")
     for d in dirs:
-        click.echo(f"  {d}")
+        click.echo(f"  {d}" + ("" if d.is_dir() else " (folder does not exist)"))
 
 
 def _comma(ctx, param, value):

@@ -21,6 +21,7 @@ into the requested dtype (float32 unless asked otherwise):
 
 from __future__ import annotations
 
+import codecs
 import csv
 import functools
 import io
@@ -57,13 +58,18 @@ _DELIMITERS = ",\t; "
 Progress = Callable[[int], object]
 
 
-class ColumnSelectionError(ValueError):
-    """``columns`` / ``drop`` name a column that is not there (or select none)."""
+class OptionError(ValueError):
+    """An argument of :func:`open_table` (``option``) that does not fit the file:
+    a usage error of the caller, not a fault of the data."""
 
     def __init__(self, option: str, message: str):
         super().__init__(f"{option}: {message}")
         self.option = option
         self.detail = message
+
+
+class ColumnSelectionError(OptionError):
+    """``columns`` / ``drop`` name a column that is not there (or select none)."""
 
 
 def _is_number(s: str) -> bool:
@@ -184,6 +190,9 @@ class Table:
         The dtype of the arrays returned.
     n_file_columns : int
         Columns in the file, selected or not.
+    index_header : bool
+        Whether the header was detected although all its fields are numbers: the
+        column indices 0, 1, ..., d-1 in order (pandas' names of unnamed columns).
     """
 
     path: Path
@@ -194,6 +203,7 @@ class Table:
     dtype: np.dtype
     n_file_columns: int
     _opts: dict[str, Any] = field(default_factory=dict, repr=False)
+    index_header: bool = False
 
     @property
     def n_columns(self) -> int:
@@ -598,7 +608,9 @@ def open_table(
         text (the delimiter sniffed among ``,``, tab, ``;`` and space).
     header : bool, optional
         Text only: whether the first non-blank line is a header; None: a header
-        when some field of that line is not a number.
+        when some field of that line is not a number, or when it is the column
+        indices 0, 1, ..., d-1 in order (the header pandas writes for unnamed
+        columns; ``Table.index_header`` then says so).
     key : str, default="X"
         The array of an ``.npz`` file.
     columns, drop : sequence of (str or int), optional
@@ -617,8 +629,8 @@ def open_table(
         If the file cannot be read.
     ValueError
         If it is not a numeric 2-d table (the message names the file and, where it
-        can, the line and column); :class:`ColumnSelectionError` for ``columns`` /
-        ``drop``.
+        can, the line and column); :class:`OptionError` for ``key`` and its
+        subclass :class:`ColumnSelectionError` for ``columns`` / ``drop``.
     ImportError
         For Parquet and Arrow files without pyarrow.
     """
@@ -631,9 +643,18 @@ def open_table(
     return _open_text(path, header, columns, drop, dtype)
 
 
+def _is_index_header(cells: Sequence[str]) -> bool:
+    """Whether a line is the integers 0, 1, ..., d-1 in order: the names pandas gives
+    unnamed columns (``DataFrame(X).to_csv(index=False)`` writes them as the header)."""
+    return [c.strip() for c in cells] == [str(j) for j in range(len(cells))]
+
+
 def _open_text(path, header, columns, drop, dtype) -> Table:
-    offset, line_no = 0, 1
+    line_no = 1
     with open(path, "rb") as fh:
+        if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
+            fh.seek(0)  # no UTF-8 byte order mark (one is skipped, not read as text)
+        offset = fh.tell()
         while True:  # the first non-blank line
             raw = fh.readline(MAX_FIRST_LINE + 1)
             if not raw:
@@ -653,8 +674,10 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
     except csv.Error:
         delimiter = ","
     cells = _split(first, delimiter)
+    index_header = False
     if header is None:
-        header = not all(_is_number(c) for c in cells)
+        index_header = _is_index_header(cells)
+        header = index_header or not all(_is_number(c) for c in cells)
     names = list(cells) if header else None
     width = len(cells)
     keep = select_columns(names, width, columns, drop)
@@ -664,7 +687,8 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
         "data_offset": offset + len(raw) if header else offset,
         "data_line": line_no + bool(header),
     }
-    return Table(path, TEXT, names, keep, None, _default_dtype(dtype), width, opts)
+    dtype = _default_dtype(dtype)
+    return Table(path, TEXT, names, keep, None, dtype, width, opts, index_header=index_header)
 
 
 def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
@@ -674,12 +698,13 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
         else:
             with np.load(path, allow_pickle=False) as f:
                 if key not in f.files:
-                    raise ValueError(
-                        f"{path} has no array {key!r} (arrays: {', '.join(f.files) or 'none'})."
+                    arrays = ", ".join(f.files) or "none"
+                    raise OptionError(
+                        "key", f"{path} has no array {key!r} (arrays: {arrays}); choose one."
                     )
                 X = f[key]
     except ValueError as exc:
-        if str(exc).startswith(str(path)):
+        if isinstance(exc, OptionError) or str(exc).startswith(str(path)):
             raise
         raise ValueError(f"{path}: cannot read as a numpy file ({exc}).") from exc
     if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
