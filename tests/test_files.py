@@ -407,7 +407,7 @@ def test_writer_error_keeps_the_old_file(tmp_path):
     assert os.listdir(tmp_path) == ["l.npy"]
 
 
-@pytest.mark.parametrize("d", [1, 3])
+@pytest.mark.parametrize("d", [2, 3])
 def test_pandas_index_header_is_a_header(tmp_path, d):
     X = _data(n=5, d=d)
     p = tmp_path / "b.csv"
@@ -421,6 +421,9 @@ def test_pandas_index_header_is_a_header(tmp_path, d):
     q.write_text("1,0\n0,1\n")  # numbers, but not the indices in order: data
     assert open_table(q).names is None and not open_table(q).index_header
     assert not open_table(tmp_path / "b.csv", header=True).index_header
+    one = tmp_path / "one.csv"
+    one.write_text("0\n1.5\n2\n")  # one column: its first value 0 is data
+    assert open_table(one).names is None and open_table(one).read().shape == (3, 1)
 
 
 @pytest.mark.parametrize("header", [True, False])

@@ -644,9 +644,10 @@ def open_table(
 
 
 def _is_index_header(cells: Sequence[str]) -> bool:
-    """Whether a line is the integers 0, 1, ..., d-1 in order: the names pandas gives
-    unnamed columns (``DataFrame(X).to_csv(index=False)`` writes them as the header)."""
-    return [c.strip() for c in cells] == [str(j) for j in range(len(cells))]
+    """Whether a line of at least two fields is the integers 0, 1, ..., d-1 in order:
+    the names pandas gives unnamed columns (``DataFrame(X).to_csv(index=False)``
+    writes them as the header). One column's first value 0 stays data."""
+    return len(cells) >= 2 and [c.strip() for c in cells] == [str(j) for j in range(len(cells))]
 
 
 def _open_text(path, header, columns, drop, dtype) -> Table:
