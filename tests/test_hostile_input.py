@@ -772,7 +772,7 @@ _NEEDS_PYARROW = pytest.mark.skipif(not _has_pyarrow(), reason="Parquet needs py
         (
             lambda p: (np.savez(p / "z.npz", Y=np.ones((4, 2))), p / "z.npz")[1],
             [],
-            1,
+            2,  # the --key the user gave (or its default) names no array: a usage error
             "no array 'X'",
         ),  # L10
         (lambda p: _write(p / "d.csv", "1,2\n3\n"), [], 1, "fields"),  # L11

@@ -366,20 +366,19 @@ def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
     csr = sparse.issparse(X)
     if csr:
         X = as_csr(X)
-    elif not (isinstance(X, np.ndarray) and X.ndim == 2):
+        ranges = row_chunks(X)
+    elif isinstance(X, np.ndarray) and X.ndim == 2:
+        ranges = ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
+    else:
         return
     if X.dtype.kind != "f":
         return
-
-    def chunks():  # views (a CSR range shares X's arrays)
-        if csr:
-            return (row_range(X, start, stop) for start, stop in row_chunks(X))
-        return (X[s : s + _OVERFLOW_CHUNK] for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
-
     check_diag = kernel is not None and not kernel.is_callable
     largest = 0.0  # the largest squared row norm
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        for chunk in chunks():
+        for start, stop in ranges:
+            # a view (a CSR range shares X's arrays)
+            chunk = row_range(X, start, stop) if csr else X[start:stop]
             sq = row_norms_sq(chunk)
             largest = max(largest, float(np.max(sq, initial=0.0)))
             if not np.all(np.isfinite(sq)):
@@ -398,10 +397,11 @@ def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
                     "change the kernel parameters"
                 )
     if underflow and largest < np.finfo(X.dtype).tiny:  # rare: X is read once more
-        small = max(
-            (float(np.max(np.abs(c.data if csr else c), initial=0.0)) for c in chunks()),
-            default=0.0,
-        )
+        if csr:
+            parts = [X.data]
+        else:
+            parts = (X[s : s + _OVERFLOW_CHUNK] for s in range(0, len(X), _OVERFLOW_CHUNK))
+        small = max((float(np.max(np.abs(part), initial=0.0)) for part in parts), default=0.0)
         if small > 0:
             raise ValueError(
                 f"{input_name} has values too small for {X.dtype} arithmetic: every "
