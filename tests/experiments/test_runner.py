@@ -34,6 +34,18 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+def test_progress_in_a_pipe_is_plain_lines(tmp_path, capsys, monkeypatch):
+    """Outside a terminal (a pipe, a log file) the runs' progress is a line per
+    interval and a last line, not a bar redrawn with carriage returns."""
+    monkeypatch.setenv("MBKKM_PROGRESS_INTERVAL", "0")
+    s = run_grid(tiny(seeds=(0,)), tmp_path / "r.csv", progress=True)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = [line for line in err.splitlines() if line.startswith("experiment: ")]
+    assert lines[-1].startswith(f"experiment: {s.ok} runs in ")
+    assert any("runs (" in line and "left, last: " in line for line in lines[:-1])
+
+
 def test_rows_complete(tmp_path):
     out = tmp_path / "r.csv"
     s = run_grid(tiny(), out, progress=False)

@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from .._progress import Progress
 from .._warn import one_line
 from ..backends._threads import effective_n_threads
 from ._algorithms import GRAPH_KERNELS, FitOutput, KernelSetup, get_algorithm
@@ -700,7 +701,8 @@ def run_grid(
         (each gets ``memory_budget / jobs``); -1: :func:`default_memory_budget`;
         None: no limit.
     progress : bool, default=True
-        Show a tqdm progress bar (on stderr).
+        Report the progress on stderr: a tqdm bar on a terminal, else a line every
+        few seconds with the time left (``MBKKM_PROGRESS_INTERVAL`` sets it).
     jobs : int, default=1
         Runs side by side in this many worker processes (1: in this process).
         Each worker keeps its last dataset and kernel matrix; this process
@@ -731,7 +733,6 @@ def run_grid(
     if memory_budget == -1:
         memory_budget = default_memory_budget()
     summary = RunSummary(path=out, total=len(runs))
-    from tqdm.auto import tqdm
 
     # Open (and repair) the table before reading which runs it holds.
     with closing(_Writer(out)) as writer:
@@ -741,8 +742,9 @@ def run_grid(
         summary.already_done = len(runs) - len(todo)
         jobs = max(1, min(jobs, len(todo)))
         env = {**environment(), "jobs": jobs}
-        # a progress bar on stderr; a disabled bar draws nothing
-        bar = tqdm(total=len(todo), unit="run", dynamic_ncols=True, disable=not progress)
+        # progress on stderr: a tqdm bar on a terminal, else a line every few seconds
+        # (a pipe, a log file), as the fit's and the labelling's
+        bar = Progress(len(todo), "experiment", unit="runs") if progress else None
         start = time.perf_counter()
 
         def over_budget() -> bool:
@@ -755,9 +757,12 @@ def run_grid(
             setattr(summary, status, getattr(summary, status) + 1)
             if status == "error" and row["message"] not in summary.errors:
                 summary.errors.append(row["message"])
-            bar.set_description(f"{row['dataset']} {row['algorithm']} {row['kernel']}")
-            bar.set_postfix_str(f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}")
-            bar.update(1)
+            if bar is not None:
+                bar.update(
+                    1,
+                    note=f"last: {row['dataset']} {row['algorithm']} {row['kernel']} "
+                    f"b={row['batch_size']} tau={row['tau']} seed={row['seed']}",
+                )
 
         options = dict(
             data_home=data_home,
@@ -765,7 +770,7 @@ def run_grid(
             memory_budget=memory_budget if memory_budget is None else memory_budget // jobs,
             kernel_cache=kernel_cache,
         )
-        with bar:
+        with bar or nullcontext():
             if jobs == 1:
                 executor = _Executor(env, **options)
                 summary.not_run = _run_serial(todo, executor, blas_threads, record, over_budget)
