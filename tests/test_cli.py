@@ -1043,9 +1043,10 @@ def test_fit_refuses_a_header_name_held_twice_before_any_work(runner, blobs, tmp
 @pytest.mark.parametrize(
     ("opts", "match"),
     [
-        (["--kernel", "cosine", "--gamma", "auto"], "--kernel cosine has no width to choose"),
+        (["--kernel", "cosine", "--gamma", "0.5"], "--kernel cosine has no gamma"),
+        (["--kernel", "polynomial", "--gamma", "auto"], "--kernel polynomial has no width"),
         (["--kernel", "laplacian", "--gamma", "mean-distance", "--key", "Y"], "no array 'Y'"),
-        (["--kernel", "knn", "--n-neighbors", "5", "--gamma", "auto"], "--kernel knn has no"),
+        (["--kernel", "knn", "--n-neighbors", "5", "--gamma", "0.1"], "--kernel knn has no"),
         (["--key", "nokey"], "--key: {data} has no array 'nokey' (arrays: X)"),
     ],
 )
@@ -1060,7 +1061,7 @@ def test_fit_parameter_errors_are_usage_errors(runner, blobs, tmp_path, opts, ma
 def test_fit_width_error_before_the_data_is_read(runner, tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,name\n1,x\n")  # a runtime failure, once read
-    r = runner.invoke(main, ["fit", str(bad), "-k", "1", "--kernel", "cosine", "--gamma", "auto"])
+    r = runner.invoke(main, ["fit", str(bad), "-k", "1", "--kernel", "sigmoid", "--gamma", "auto"])
     assert r.exit_code == 2 and "no width to choose" in r.output and "name" not in r.output
 
 

@@ -13,7 +13,8 @@ Commands::
 Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
 dataset, algorithm or kernel; a missing file; columns that are not the model's;
-an .npz without the --key array; --gamma auto for a kernel without a width; an
+an .npz without the --key array; --gamma for a kernel without one, or --gamma
+auto for a kernel without a width; an
 output that is an input or another output; a header name held twice).
 Errors are printed as one line (``Error: ...``), without a traceback.
 """
@@ -336,7 +337,7 @@ _model_options = _options(
         help="Kernel width (rbf: exp(-gamma ||x-y||^2)): a number; 'auto' to choose it "
         "without labels (prints the choice; the candidates with --verbose); 'mean-distance' "
         "for 1 / (2 sum of feature variances). Default: rbf and laplacian as 'auto' when "
-        "the 1000-point sample has >= 10 points per cluster (k <= 100), else "
+        "min(n, 1000) >= 10 points per cluster (k <= 100), else "
         "'mean-distance'; other kernels their own default.",
     ),
     _file_option(
@@ -1106,10 +1107,15 @@ def _graph_params(kernel, n_neighbors, heat_t):
 
 
 def _check_width(kernel, gamma) -> None:
-    """Refuse --gamma auto / mean-distance (a width chosen from the data) for a
-    kernel without a width, before the data is read."""
+    """Refuse --gamma for a kernel without a gamma, and --gamma auto / mean-distance (a
+    width chosen from the data) for a kernel without a width, before the data is read."""
     from ._core._width import AUTO_GAMMA_KERNELS
+    from .kernels._kernel import KERNELS
 
+    if gamma is not None and "gamma" not in KERNELS[kernel].params:
+        raise click.UsageError(
+            f"--gamma: --kernel {kernel} has no gamma (it would be ignored); leave --gamma out."
+        )
     if gamma in ("auto", "mean-distance") and kernel not in AUTO_GAMMA_KERNELS:
         kernels = ", ".join(sorted(AUTO_GAMMA_KERNELS))
         raise click.UsageError(
