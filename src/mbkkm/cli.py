@@ -14,8 +14,8 @@ Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
 dataset, algorithm or kernel; a missing file; columns that are not the model's;
 an .npz without the --key array; --gamma for a kernel without one, or --gamma
-auto for a kernel without a width; an
-output that is an input or another output; a header name held twice).
+auto for a kernel without a width; an output that is an input or another output;
+a header name held twice).
 Errors are printed as one line (``Error: ...``), without a traceback.
 """
 
