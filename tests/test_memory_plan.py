@@ -39,6 +39,14 @@ def test_plan_within_25_percent_of_measured_peaks(data, kernel, k, tau, b):
     assert "measured" in plan.report()
 
 
+def test_measure_memory_names_the_estimators_it_measures(data):
+    from mbkkm import KernelKMeans, MiniBatchKMeans
+
+    for est in (KernelKMeans(3), MiniBatchKMeans(3)):
+        with pytest.raises(TypeError, match="must be a MiniBatchKernelKMeans"):
+            measure_memory(est, data)
+
+
 def test_model_keeps_no_iteration_buffers(data):
     km = MiniBatchKernelKMeans(5, batch_size=256, tau=30, max_iter=5, random_state=0).fit(data)
     assert km._state.workspace == {}

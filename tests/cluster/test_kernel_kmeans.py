@@ -368,3 +368,14 @@ def test_explicit_init_with_n_init_warns():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_a_block_of_kernel_rows_holds_at_most_all_rows():
+    """With the stored matrix refused (max_kernel_memory) and a large working_memory,
+    a block is all n rows, not working_memory's worth: the plan is the fit's need (it
+    refused a 3,000-point fit for 97.7 GiB of 2,177,999-row blocks)."""
+    X = blobs(n=300)
+    est = KernelKMeans(3, max_kernel_memory=0.01, working_memory=100_000, random_state=0).fit(X)
+    assert "kernel rows (300 per block)" in est.memory_plan_.report()
+    ref = KernelKMeans(3, random_state=0).fit(X)  # the stored matrix: the same model
+    np.testing.assert_array_equal(est.labels_, ref.labels_)

@@ -349,7 +349,7 @@ torch.device, default=None
                     f"({working / _GIB:.3g} GiB). Raise max_kernel_memory or working_memory, "
                     "or use MiniBatchKernelKMeans, which never builds the kernel matrix."
                 )
-            rows = max(1, int(working // row))
+            rows = max(1, min(n, int(working // row)))  # a block holds at most all n rows
             kernel_terms = {f"kernel rows ({rows} per block)": rows * row}
         terms = {**kernel_terms, "(n, k) matrices: products, coefficients, distances": others}
         plan = _memory.MemoryPlan(

@@ -34,6 +34,11 @@ def measure_memory(estimator, X, sample_weight=None):
     Returns
     -------
     plan : mbkkm.MemoryPlan
+
+    Raises
+    ------
+    TypeError
+        When ``estimator`` is not a :class:`~mbkkm.MiniBatchKernelKMeans`.
         ``estimator.memory_plan_``, with ``measured["fit"]`` and
         ``measured["labelling"]`` in bytes; ``plan.report()`` prints both.
 
@@ -47,6 +52,14 @@ def measure_memory(estimator, X, sample_weight=None):
     >>> sorted(plan.measured)
     ['fit', 'labelling']
     """
+    from ._minibatch_kernel import MiniBatchKernelKMeans
+
+    if not isinstance(estimator, MiniBatchKernelKMeans):
+        raise TypeError(
+            "measure_memory: estimator must be a MiniBatchKernelKMeans (whose fit and "
+            f"labelling phases it measures), got {type(estimator).__name__}; the other "
+            "estimators' plan is their memory_plan_ after a fit"
+        )
     # the CUDA device X lives on, or None (numpy, Dask and the CPU have no device peak)
     device = get_backend(X).device
     device = device if getattr(device, "type", None) == "cuda" else None
