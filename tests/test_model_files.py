@@ -79,6 +79,14 @@ def test_save_model_refuses_what_it_cannot_save(fitted, tmp_path):
         with pytest.raises(ValueError, match=r"kernel is a callable .*pickle or joblib"):
             save_model(est, tmp_path / "c.skops")
     assert list(tmp_path.iterdir()) == []
+    # fitted with torch: the format holds numpy arrays, not tensors
+    torch = pytest.importorskip("torch")
+    Xs = np.random.default_rng(0).normal(size=(60, 2))
+    for data, device in ((torch.from_numpy(Xs), None), (Xs, "torch")):
+        est = MiniBatchKernelKMeans(2, device=device, max_iter=3, random_state=0).fit(data)
+        with pytest.raises(ValueError, match="fitted with torch"):
+            save_model(est, tmp_path / "t.skops")
+    assert list(tmp_path.iterdir()) == []
 
 
 def _pickle(est, path, protocol):

@@ -25,6 +25,7 @@ from pathlib import Path
 from .._files import atomic_write
 from .._files._skops import import_skops_io
 from .._warn import one_line
+from ..backends import is_tensor
 from ._kernel_kmeans import KernelKMeans
 from ._minibatch_kernel import MiniBatchKernelKMeans
 from ._minibatch_kmeans import MiniBatchKMeans
@@ -67,7 +68,9 @@ def save_model(estimator, path) -> None:
         When it is not fitted.
     ValueError
         When its kernel is a callable: :func:`load_model` trusts only mbkkm's
-        types, so the file could never be loaded (pickle such a model instead).
+        types, so the file could never be loaded (pickle such a model instead); or
+        when it was fitted with torch (tensors as X, or a torch ``device``): the
+        format holds numpy arrays, not tensors.
     ImportError
         When skops is not installed (``pip install "mbkkm[cli]"``).
 
@@ -101,6 +104,15 @@ def save_model(estimator, path) -> None:
             "which load_model would not trust, so the file could never be loaded; save "
             "this model with pickle or joblib (and load such files only from a source "
             "you trust)"
+        )
+    device = estimator.get_params().get("device")
+    fitted = [v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")]
+    if device not in (None, "cpu") or any(is_tensor(v) for v in fitted):
+        raise ValueError(
+            f"save_model: the model was fitted with torch (device={device!r}"
+            f"{', tensors as X' if any(is_tensor(v) for v in fitted) else ''}): the skops "
+            "format holds numpy arrays, not tensors; fit it on numpy arrays with "
+            "device=None to save it, or pickle it"
         )
     sio = import_skops_io()
     with atomic_write(path, "wb") as fh:
