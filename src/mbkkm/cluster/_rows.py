@@ -198,7 +198,13 @@ class TensorRows(Rows):
 
     def validated(self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False):
         X = self.data
-        if dev == "cpu" or (dev is not None and not same_device(dev, X.device)):
+        if dev == "cpu":  # "cpu" is numpy's backend, not torch's CPU
+            raise ValueError(
+                f"X is a torch tensor but device={device!r} runs on numpy arrays; leave "
+                "device=None (or pass 'torch-cpu') to run on the tensor, or pass "
+                "X.numpy() to run with numpy"
+            )
+        if dev is not None and not same_device(dev, X.device):
             raise ValueError(
                 f"X is a torch tensor on {X.device} but device={device!r} "
                 f"({_device.device_name(dev)}); move X there, or leave device=None to run "
