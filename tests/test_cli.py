@@ -894,6 +894,7 @@ def test_fit_heat_kernel(runner, tmp_path):
     for args, message in (
         (["--kernel", "knn"], "--n-neighbors"),
         (["--t", "5"], "graph kernels"),
+        (["--t", "auto"], "graph kernels"),  # given, for a kernel without one
         (["--kernel", "heat", "--t", "-1"], "--t"),
     ):
         r = runner.invoke(main, ["fit", str(path), "-k", "2", *args])

@@ -327,9 +327,8 @@ _model_options = _options(
         "--t",
         "heat_t",
         type=_NumberOr({"auto": "auto"}),
-        default="auto",
         help="Heat kernel: diffusion time, or 'auto' to choose it without labels "
-        "(prints the choice; the candidates with --verbose).",
+        "(prints the choice; the candidates with --verbose). Default: auto.",
     ),
     click.option(
         "--gamma",
@@ -1073,7 +1072,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     if quiet:
         return
     # the widths (and the heat kernel's time) chosen: one line each, or their tables
-    t_selection = getattr(est, "t_selection_", None) if heat_t == "auto" else None
+    t_selection = getattr(est, "t_selection_", None) if heat_t in (None, "auto") else None
     selections = [s for s in (est.gamma_selection_, t_selection) if s is not None]
     _summary(
         found,
@@ -1093,7 +1092,7 @@ def _graph_params(kernel, n_neighbors, heat_t):
     from .kernels import GRAPH_KERNELS
 
     if kernel not in GRAPH_KERNELS:
-        if n_neighbors is not None or heat_t != "auto":
+        if n_neighbors is not None or heat_t is not None:
             raise click.UsageError(
                 "--n-neighbors and --t are options of the graph kernels (--kernel heat or knn)."
             )
@@ -1102,7 +1101,7 @@ def _graph_params(kernel, n_neighbors, heat_t):
         raise click.UsageError("--kernel knn needs --n-neighbors.")
     params = {} if n_neighbors is None else {"n_neighbors": n_neighbors}
     if kernel == "heat":
-        params["t"] = heat_t
+        params["t"] = "auto" if heat_t is None else heat_t
     return params
 
 
