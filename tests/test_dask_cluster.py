@@ -111,8 +111,11 @@ def test_read_npy_errors(tmp_path):
         read_npy(tmp_path / "missing.npy")
     Xd = read_npy(tmp_path / "X.npy", chunk_rows=5)
     np.save(tmp_path / "X.npy", np.zeros((12, 2)))  # replaced after it was opened
-    with pytest.raises(RuntimeError, match="changed after it was opened"):
+    with pytest.raises(RuntimeError, match=r"changed after it was opened.*read_npy_dask"):
         Xd.compute(scheduler="sync")
+    (tmp_path / "d.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match=r"not a \.npy file"):
+        read_npy(tmp_path / "d.csv")
     np.save(tmp_path / "s.npy", np.float64(1.0))
     with pytest.raises(ValueError, match="0-d"):
         read_npy(tmp_path / "s.npy")

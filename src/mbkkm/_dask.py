@@ -76,6 +76,12 @@ class NpyFile:
 
     def __init__(self, path):
         self.path = os.path.abspath(os.fspath(path))
+        with open(self.path, "rb") as fh:
+            if fh.read(6) != b"\x93NUMPY":  # np.load would speak of pickles
+                raise ValueError(
+                    f"{path}: not a .npy file (no numpy header); read_npy_dask reads files "
+                    "written by numpy.save"
+                )
         mm = np.load(self.path, mmap_mode="r")  # reads the header only
         if not isinstance(mm, np.memmap):
             raise ValueError(f"{path}: not a .npy file that can be memory-mapped")
@@ -98,7 +104,7 @@ class NpyFile:
         if self._stamp() != self.stamp:
             raise RuntimeError(
                 f"{self.path} changed after it was opened as a Dask array "
-                "(size or modification time); open it again with read_npy"
+                "(size or modification time); open it again with mbkkm.read_npy_dask"
             )
         mm = np.load(self.path, mmap_mode="r")  # the same file (stamp): same header
         return np.array(mm[key])  # a copy: the map is closed when mm goes
