@@ -374,8 +374,13 @@ def test_a_block_of_kernel_rows_holds_at_most_all_rows():
     """With the stored matrix refused (max_kernel_memory) and a large working_memory,
     a block is all n rows, not working_memory's worth: the plan is the fit's need (it
     refused a 3,000-point fit for 97.7 GiB of 2,177,999-row blocks)."""
+    from sklearn.exceptions import EfficiencyWarning
+
     X = blobs(n=300)
-    est = KernelKMeans(3, max_kernel_memory=0.01, working_memory=100_000, random_state=0).fit(X)
+    est = KernelKMeans(3, max_kernel_memory=0.01, working_memory=100_000, random_state=0)
+    # said before the fit: each iteration computes the whole matrix again
+    with pytest.warns(EfficiencyWarning, match=r"300 x 300 kernel matrix .* is not stored"):
+        est.fit(X)
     assert "kernel rows (300 per block)" in est.memory_plan_.report()
     ref = KernelKMeans(3, random_state=0).fit(X)  # the stored matrix: the same model
     np.testing.assert_array_equal(est.labels_, ref.labels_)

@@ -14,6 +14,7 @@ from numbers import Real
 
 import numpy as np
 from sklearn.base import _fit_context
+from sklearn.exceptions import EfficiencyWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 
@@ -457,6 +458,16 @@ torch.device, default=None
         block_rows = (
             None if rows.is_index else self._plan_memory(data.n_samples, rows.itemsize, rows.nx)
         )
+        if block_rows is not None:  # said before the hours it may take, not after
+            n = data.n_samples
+            warn(
+                f"{type(self).__name__}: the {n} x {n} kernel matrix "
+                f"({n * n * rows.itemsize / 2**30:.3g} GiB) is not stored (max_kernel_memory="
+                f"{self.max_kernel_memory} MiB, or the memory available), so each Lloyd "
+                f"iteration computes all of it again, {block_rows} rows at a time (up to "
+                f"max_iter={self.max_iter} times); MiniBatchKernelKMeans never computes it.",
+                EfficiencyWarning,
+            )
         problem = self._resolve(data)
         # an index kernel: Lloyd's iterations on its stored matrix
         kind = kernel_kind(self.kernel)
