@@ -1074,3 +1074,23 @@ def test_predict_missing_npz_key_is_a_usage_error(runner, blobs, tmp_path):
     assert r.exit_code == 0, r.output
     r = runner.invoke(main, ["predict", str(model), str(data), "--key", "nokey"])
     assert r.exit_code == 2 and f"--key: {data} has no array 'nokey'" in r.output, r.output
+
+
+def test_an_interrupted_checkpointed_fit_says_how_to_resume(runner, blobs, tmp_path, monkeypatch):
+    """Ctrl-C during a fit with --checkpoint: a line says the file keeps the last save
+    and that the same command resumes (click then prints 'Aborted!', exit 1)."""
+    pytest.importorskip("skops")
+    from mbkkm import MiniBatchKernelKMeans
+
+    data, ckpt = tmp_path / "d.npy", tmp_path / "f.ckpt"
+    np.save(data, blobs)
+
+    def interrupted(self, X, *args, checkpoint=None, **kwargs):
+        Path(checkpoint).write_bytes(b"saved")  # a save was made, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(MiniBatchKernelKMeans, "fit", interrupted)
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--checkpoint", str(ckpt)])
+    assert r.exit_code == 1, r.output
+    assert f"interrupted: {ckpt} keeps the fit's last save" in r.output
+    assert "run the same command again to resume" in r.output

@@ -1051,7 +1051,16 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
             waiting = f"preparing the fit of {n:,} x {d} (checks, width, initialisation)"
             stack.enter_context(reporting(sys.stderr, on_start=stop, waiting=waiting))
         if graph_params is None:
-            est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)
+            try:
+                est.fit(X, checkpoint=outputs.checkpoint, checkpoint_every=outputs.checkpoint_every)
+            except KeyboardInterrupt:
+                if outputs.checkpoint is not None and Path(outputs.checkpoint).exists():
+                    click.echo(
+                        f"\ninterrupted: {outputs.checkpoint} keeps the fit's last save; "
+                        "run the same command again to resume from it",
+                        err=True,
+                    )
+                raise
             distances = _distances(est, [X])
         else:  # the fitted points' own kernel rows, not new points joining the graph
             distances = _row_blocks(est.fit_transform(X), n_clusters)
