@@ -45,7 +45,8 @@ KIND_STRINGS = {"precomputed", "graph", "point", "index", "dask", "sparse", "ten
 
 
 #: isinstance against these types checks a parameter's type, not an input's kind
-#: (a file path; one of mbkkm's estimators, as ``_model_files.ESTIMATORS``).
+#: (a file path; one of mbkkm's estimators, as ``_model_files.ESTIMATORS`` or the one
+#: ``measure_memory`` measures).
 PARAMETER_TYPES = {
     "str",
     "bool",
@@ -57,6 +58,7 @@ PARAMETER_TYPES = {
     "Number",
     "PathLike",
     "ESTIMATORS",
+    "MiniBatchKernelKMeans",
 }
 
 

@@ -25,7 +25,6 @@ from pathlib import Path
 from .._files import atomic_write
 from .._files._skops import import_skops_io
 from .._warn import one_line
-from ..backends import is_tensor
 from ._kernel_kmeans import KernelKMeans
 from ._minibatch_kernel import MiniBatchKernelKMeans
 from ._minibatch_kmeans import MiniBatchKMeans
@@ -105,18 +104,16 @@ def save_model(estimator, path) -> None:
             "this model with pickle or joblib (and load such files only from a source "
             "you trust)"
         )
-    device = estimator.get_params().get("device")
-    fitted = [v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")]
-    if device not in (None, "cpu") or any(is_tensor(v) for v in fitted):
-        raise ValueError(
-            f"save_model: the model was fitted with torch (device={device!r}"
-            f"{', tensors as X' if any(is_tensor(v) for v in fitted) else ''}): the skops "
-            "format holds numpy arrays, not tensors; fit it on numpy arrays with "
-            "device=None to save it, or pickle it"
-        )
     sio = import_skops_io()
-    with atomic_write(path, "wb") as fh:
-        sio.dump(estimator, fh)
+    try:
+        with atomic_write(path, "wb") as fh:  # nothing is left at path on an error
+            sio.dump(estimator, fh)
+    except RuntimeError as exc:  # torch's, from skops rebuilding a tensor's type
+        raise ValueError(
+            f"save_model: the skops format cannot store this model ({one_line(exc)}): a "
+            "model fitted with torch (tensors as X, or a torch device) holds tensors; fit "
+            "it on numpy arrays with device=None to save it, or pickle it"
+        ) from exc
 
 
 def load_model(path):
