@@ -360,3 +360,21 @@ def test_connect_graph_margin_doubles_once_more_after_a_repair():
     small = np.vstack([rng.normal(size=(8, 2)), rng.normal(size=(3, 2)) + 50.0])
     top, tried = connect_graph(KNNGraph(2).fit(small), n_clusters=2, margin=3)
     assert top.n_neighbors == small.shape[0] and tried[-1].tolist() == [11]
+
+
+def test_extension_refuses_an_eigenvalue_at_one_over_the_degree():
+    """A nearly complete graph (n_neighbors = n - 1) has its eigenvalues other than
+    the top one at 1 / d; a new point of degree d has no extension there (the
+    eigen-equation's coefficient lam - 1 / d_x is zero), and the division gave inf
+    and NaN. The oracle: the denominators computed plainly."""
+    X = _data(14, n=30)
+    graph = KNNGraph(29).fit(X)
+    spectrum = GraphSpectrum(graph, 6)
+    lam = spectrum.eigenvalues[:6]
+    d_x = 1 + _plain_links(X, X, 29).sum(axis=1)
+    assert np.isclose(lam[:, None], 1 / d_x[None, :], rtol=1e-12).any()  # the case
+    with pytest.raises(ValueError, match="n_neighbors=29 is nearly complete"):
+        extend_eigenvectors(graph, lam, spectrum.eigenvectors[:, :6], X)
+    # the same graph's top pair alone (lam = 1) extends
+    V = extend_eigenvectors(graph, lam[:1], spectrum.eigenvectors[:, :1], X)
+    assert np.isfinite(V).all()

@@ -267,13 +267,35 @@ def extend_eigenvectors(graph, eigenvalues, eigenvectors, X):
     Returns
     -------
     V_new : ndarray of shape (n_new, r)
+
+    Raises
+    ------
+    ValueError
+        Where a kept eigenvalue equals 1 / d_x (to a relative ``sqrt(eps)``): the
+        eigen-equation at x has no solution there. It happens on nearly complete
+        graphs (``n_neighbors`` close to the number of fitted points), whose
+        eigenvalues other than the top one sit at 1 / d.
     """
     B = graph.attach(X)  # (n_new, n) links
     d_x = 1.0 + np.asarray(B.sum(axis=1)).ravel()  # self-loop included
     inv_sqrt_d = 1.0 / np.sqrt(graph.degrees_)
     # The new row of N times V: sum_j b_j v(j) / sqrt(d_j), divided by sqrt(d_x).
     NV = (B @ (eigenvectors * inv_sqrt_d[:, None])) / np.sqrt(d_x)[:, None]
-    return NV / (np.asarray(eigenvalues)[None, :] - 1.0 / d_x[:, None])
+    lam = np.asarray(eigenvalues, dtype=np.float64)[None, :]
+    denominator = lam - 1.0 / d_x[:, None]
+    singular = np.abs(denominator) <= np.sqrt(np.finfo(np.float64).eps) / d_x[:, None]
+    if singular.any():
+        i, j = np.argwhere(singular)[0]
+        raise ValueError(
+            f"the heat kernel cannot be extended to {int(singular.any(axis=1).sum())} of "
+            f"the {len(d_x)} new points: a kept eigenvalue of the graph "
+            f"({lam[0, j]:.6g}) equals 1 / d_x = 1 / {d_x[i]:g} for a point of "
+            f"degree d_x. The graph of {graph.n_samples} points with n_neighbors="
+            f"{graph.n_neighbors} is nearly complete, and such a graph carries no "
+            "cluster structure: use fewer neighbours (the default is "
+            f"{DEFAULT_N_NEIGHBORS})"
+        )
+    return NV / denominator
 
 
 # --- the heat kernel -------------------------------------------------------------------
