@@ -130,6 +130,9 @@ def test_fit_usage_errors(runner, blobs, tmp_path):
     np.save(p, blobs)
     r = runner.invoke(main, ["fit", str(p), "-k", "500"])
     assert r.exit_code == 2 and "larger than the 80 rows" in r.output
+    for k in ("81", "200"):  # a graph of more neighbours than points (80 is allowed)
+        r = runner.invoke(main, ["fit", str(p), "-k", "2", "--kernel", "heat", "--n-neighbors", k])
+        assert r.exit_code == 2 and f"--n-neighbors {k} is larger than the 80 rows" in r.output
     r = runner.invoke(main, ["fit", str(p), "-k", "2", "--kernel", "nope"])
     assert r.exit_code == 2
     r = runner.invoke(main, ["fit", str(p)])

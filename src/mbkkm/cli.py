@@ -1018,6 +1018,11 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     n, d = X.shape
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
+    if graph_params is not None and graph_params.get("n_neighbors", 0) > n:
+        raise click.UsageError(
+            f"--n-neighbors {graph_params['n_neighbors']} is larger than the {n} rows of "
+            f"{data} (it counts the point itself)."
+        )
     if params["batch_size"] > n and not quiet:
         click.echo(
             f"note: --batch-size {params['batch_size']} is larger than the {n} rows of "
