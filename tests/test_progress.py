@@ -125,16 +125,19 @@ def test_the_interval_from_the_environment(monkeypatch):
 def test_the_first_line_at_once_and_the_estimate_from_a_resumed_start():
     clock, out = Clock(), io.StringIO()
     progress = Progress(
-        100, "fit", unit="iterations", stream=out, interval=60, clock=clock, first=True, initial=50
+        100, "fit", unit="iterations", stream=out, interval=50, clock=clock, first=True, initial=50
     )
     clock.now += 1.0
-    progress.update(10)  # 10 in 1 s since the resume: 40 left take 4 s
+    progress.update(10)  # the first line at once, without an estimate from one update
     progress.update(10)  # within the interval: no line
+    clock.now += 59.0
+    progress.update(10)  # 30 in 60 s since the resume: 20 left take 40 s
     progress.close("batch objective 0.5")
     progress.close()  # once only
-    first, last = out.getvalue().splitlines()
-    assert first == "fit: 60 / 100 iterations (60.0 %), 1.0 s, about 4.0 s left"
-    assert last == "fit: 70 iterations in 1.0 s (20 iterations/s), batch objective 0.5"
+    first, second, last = out.getvalue().splitlines()
+    assert first == "fit: 60 / 100 iterations (60.0 %), 1.0 s"
+    assert second == "fit: 80 / 100 iterations (80.0 %), 1 min 00 s, about 40.0 s left"
+    assert last == "fit: 80 iterations in 1 min 00 s (0.5 iterations/s), batch objective 0.5"
 
 
 def test_nothing_but_the_bar_closing_after_an_error():
@@ -179,8 +182,10 @@ def test_verbose_fit_reports_its_progress_and_not_a_different_model(name, X, cap
     loud = ESTIMATORS[name](verbose=1).fit(X)
     out = capsys.readouterr().out.splitlines()
     fit = [line for line in out if line.startswith("fit: ")]
-    assert fit[0].startswith("fit: 1 / 60 iterations (1.7 %), ") and "left" in fit[0]
-    assert all(re.search(r"about .* left, batch objective [\d.e+-]+", s) for s in fit[:-1])
+    # the first line at once, its time left from the lines after it
+    assert re.fullmatch(r"fit: 1 / 60 iterations \(1.7 %\), [\d.]+ s, batch objective .*", fit[0])
+    assert len(fit) > 2
+    assert all(re.search(r"about .* left, batch objective [\d.e+-]+", s) for s in fit[1:-1])
     assert re.fullmatch(
         rf"fit: {loud.n_iter_} iterations in .* iterations/s\), batch objective .*", fit[-1]
     )
@@ -294,7 +299,8 @@ def test_a_piped_fit_logs_its_progress_with_the_time_left(data_npy, tmp_path):
     assert r.returncode == 0, r.stderr
     lines = r.stderr.splitlines()
     fit_lines = [line for line in lines if line.startswith("fit: ")]
-    assert fit_lines[0].startswith("fit: 1 / 20 iterations") and "left" in fit_lines[0]
+    assert fit_lines[0].startswith("fit: 1 / 20 iterations") and "left" not in fit_lines[0]
+    assert any(re.search(r"iterations \(.* %\), .*, about .* left, batch", s) for s in fit_lines)
     assert re.fullmatch(
         r"fit: 20 iterations in .* iterations/s\), batch objective .*", fit_lines[-1]
     )

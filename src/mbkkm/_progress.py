@@ -86,7 +86,9 @@ class Progress(AbstractContextManager):
         The clock (tests pass their own).
     first : bool, default=False
         Write a line at the first update too (a fit's first iteration: a sign of
-        life before the interval has passed).
+        life before the interval has passed). That line gives no time left: one
+        iteration says little of the others (a fresh fit's first ones are cheaper
+        than the rest, a resumed fit's first one dearer); the lines after it do.
     initial : int, default=0
         Units already done when the pass starts (a resumed fit); the time left is
         estimated from the units done since.
@@ -161,20 +163,25 @@ class Progress(AbstractContextManager):
                 return
             now = self.clock()
             if now - self.last >= self.interval and self.done < self.total:
+                first_line = self.last == -float("inf")
                 self.last = now
-                self._write(self.status(now) + (f", {note}" if note else ""))
+                self._write(
+                    self.status(now, estimate=not first_line) + (f", {note}" if note else "")
+                )
 
-    def status(self, now):
+    def status(self, now, estimate=True):
         """``'12,400,000 / 100,000,000 rows (12.4 %), 1 min 23 s, about 9 min 46 s left'``
-        with ``desc`` in front, at time ``now``."""
+        with ``desc`` in front, at time ``now`` (without the time left: ``estimate=False``)."""
         elapsed = now - self.start
-        left = elapsed * (self.total - self.done) / max(self.done - self.initial, 1)
-        return (
+        line = (
             f"{self.desc}: {_format_amount(self.done, self.unit).rsplit(' ', 1)[0]} / "
             f"{_format_amount(self.total, self.unit)} "
-            f"({100 * self.done / max(self.total, 1):.1f} %), {format_seconds(elapsed)}, "
-            f"about {format_seconds(left)} left"
+            f"({100 * self.done / max(self.total, 1):.1f} %), {format_seconds(elapsed)}"
         )
+        if not estimate:
+            return line
+        left = elapsed * (self.total - self.done) / max(self.done - self.initial, 1)
+        return f"{line}, about {format_seconds(left)} left"
 
     def write(self, line):
         """One line of its own (a convergence message), below a bar if one is drawn."""
