@@ -139,6 +139,49 @@ def test_fit_usage_errors(runner, blobs, tmp_path):
     assert r.exit_code == 2 and "--n-clusters" in r.output
 
 
+def test_fit_on_a_torch_device(runner, tmp_path):
+    """--device runs the fit where the estimator's device parameter would: the labels
+    are those of MiniBatchKernelKMeans(device=...) on the same (memory-mapped) rows,
+    and torch's warning about the read-only map stays out of the output."""
+    pytest.importorskip("torch")
+    from mbkkm import MiniBatchKernelKMeans
+
+    rng = np.random.default_rng(1)
+    X = np.concatenate([rng.normal(c, 0.5, size=(300, 3)) for c in (0.0, 4.0, 8.0)])
+    p = tmp_path / "d.npy"
+    np.save(p, X.astype(np.float32))
+    out = tmp_path / "labels.npy"
+    r = runner.invoke(
+        main, ["fit", str(p), "-k", "3", "--device", "torch-cpu", "--labels-out", str(out)]
+    )
+    assert r.exit_code == 0, r.output
+    assert "device torch-cpu" in r.output and "not writable" not in r.output
+    expected = MiniBatchKernelKMeans(3, random_state=0, device="torch-cpu").fit(
+        np.load(p, mmap_mode="r")
+    )
+    np.testing.assert_array_equal(np.load(out), expected.labels_)
+
+
+def test_fit_device_usage_errors(runner, blobs, tmp_path):
+    p = tmp_path / "d.npy"
+    np.save(p, blobs)
+    for extra, match in [
+        (["--device", "mps"], "--device: device='mps' is not a known device"),
+        (["--device", "torch-cpu", "--kernel", "heat"], "--kernel heat runs with numpy only"),
+        (["--device", "torch-cpu", "--tau", "none"], "--tau none runs with numpy only"),
+        (["--device", "torch-cpu", "--kernel", "chi2"], "kernel='chi2' is not available on"),
+        (
+            ["--device", "torch-cpu", "--model-out", str(tmp_path / "m.skops")],
+            "--model-out: a model",
+        ),
+    ]:
+        if "mps" not in extra:
+            pytest.importorskip("torch")
+        r = runner.invoke(main, ["fit", str(p), "-k", "2", *extra])
+        assert r.exit_code == 2 and match in r.output, r.output
+    assert not (tmp_path / "m.skops").exists()
+
+
 def test_datasets(runner, tmp_path):
     r = runner.invoke(main, ["datasets", "--data-home", str(tmp_path)])
     assert r.exit_code == 0

@@ -362,6 +362,12 @@ _model_options = _options(
         help="Learning rate.",
     ),
     click.option("--seed", "random_state", type=int, default=0, help="Random seed."),
+    click.option(
+        "--device",
+        help="Where the iterations and the labelling run: 'cpu' (numpy, the default), "
+        "'cuda', 'cuda:N' or 'auto' (a GPU through PyTorch; the data stays in host "
+        "memory for the labelling, streamed to the GPU in chunks), 'torch-cpu'.",
+    ),
     into="params",
 )
 
@@ -1006,6 +1012,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
 
     outputs = _Outputs(gamma_plot=params.pop("gamma_plot"), **outputs)
     outputs.check(params["kernel"], params["tau"], inputs={"DATA": data})
+    _check_device(params["device"], params["kernel"], params["tau"], outputs.model)
     heat_t = params.pop("heat_t")
     graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
     _check_width(params["kernel"], params["gamma"])
@@ -1093,7 +1100,8 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
         outputs,
         f"data: {data} ({found.n} points x {d} features)",
         f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
-        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}",
+        f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}"
+        + ("" if est.device is None else f", device {est.device}"),
         f"time: fit {fit_seconds:.2f} s, labelling {label_seconds:.2f} s",
         *(s.table() if tables else s.summary() + " (--verbose: the table)" for s in selections),
         fit=True,
@@ -1117,6 +1125,38 @@ def _graph_params(kernel, n_neighbors, heat_t):
     if kernel == "heat":
         params["t"] = "auto" if heat_t is None else heat_t
     return params
+
+
+def _check_device(device, kernel, tau, model) -> None:
+    """Refuse, before the data is read, a device this machine does not have, and with
+    a torch device what runs with numpy only (graph kernels, chi2, --tau none) or
+    --model-out (a model file holds numpy arrays)."""
+    if device is None:
+        return
+    from .backends import resolve_device
+    from .kernels import GRAPH_KERNELS
+    from .kernels._kernel import check_torch_kernel
+
+    try:
+        resolved = resolve_device(device)
+    except ValueError as exc:
+        raise click.UsageError(f"--device: {exc}") from None
+    if resolved == "cpu":
+        return
+    if kernel in GRAPH_KERNELS or tau is None:
+        what = f"--kernel {kernel}" if tau is not None else "--tau none"
+        raise click.UsageError(
+            f"--device {device}: {what} runs with numpy only; leave --device out."
+        )
+    try:
+        check_torch_kernel(kernel)
+    except ValueError as exc:
+        raise click.UsageError(f"--device {device}: {exc}") from None
+    if model is not None:
+        raise click.UsageError(
+            f"--model-out: a model fitted with --device {device} (PyTorch) cannot be "
+            "saved (a model file holds numpy arrays); fit on the CPU to save it."
+        )
 
 
 def _check_width(kernel, gamma) -> None:

@@ -41,7 +41,13 @@ class TorchBackend:
     def asarray(self, a, dtype=None):
         """A host array (or tensor) -> a tensor on this device."""
         if not isinstance(a, torch.Tensor):
-            a = torch.from_numpy(np.ascontiguousarray(a))
+            a = np.ascontiguousarray(a)
+            if a.flags.writeable:
+                a = torch.from_numpy(a)
+            else:  # a memory-mapped file: shared as it is; mbkkm never writes its inputs
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+                    a = torch.from_numpy(a)
         return a.to(device=self.device, dtype=self._dtype(dtype))
 
     def to_numpy(self, x):
