@@ -258,8 +258,7 @@ def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
             kwargs[key] = _int_tuple(value, key)
         elif key == "seeds":
             kwargs[key] = _seeds(value)
-    if "kernels" in kwargs:
-        _check_known(kwargs["kernels"], "kernel", kernel_names())
+    if "kernels" in kwargs:  # (an unknown name is left as it is, for Grid to refuse)
         kwargs["kernels"] = tuple(dict.fromkeys(map(canonical_name, kwargs["kernels"])))
     return Grid(**kwargs)
 
