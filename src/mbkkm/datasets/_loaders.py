@@ -566,11 +566,10 @@ def load_dataset(
     for flag, value in (("download", download), ("return_X_y", return_X_y)):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{flag} must be a bool, got {type(value).__name__}.")
-    if dtype is not None:
-        try:
-            np.dtype(dtype)
-        except TypeError as exc:
-            raise TypeError(f"dtype must be a numpy dtype or None, got {dtype!r}.") from exc
+    try:
+        np.dtype(dtype)  # (np.dtype(None) is float64: None passes)
+    except TypeError as exc:
+        raise TypeError(f"dtype must be a numpy dtype or None, got {dtype!r}.") from exc
 
     path = find_dataset_file(spec.name, data_home)
     if path is None:
