@@ -90,10 +90,8 @@ class RunSpec:
 
     def params(self) -> dict[str, Any]:
         """The parameters that define the run (everything except the grid name)."""
-        d = asdict(self)
-        d.pop("grid")
-        d["kernel_params"] = dict(self.kernel_params)
-        return d
+        params = {key: value for key, value in asdict(self).items() if key != "grid"}
+        return {**params, "kernel_params": dict(self.kernel_params)}
 
     @property
     def run_id(self) -> str:
