@@ -175,7 +175,8 @@ def plot_clusters(rows, sets, path):
     save_figure(fig, path, dpi=100)
 
 
-def build_parser():
+def main(argv=None):
+    """Run the demo; returns the result rows (see :func:`run_demo`)."""
     parser = argparse.ArgumentParser(
         prog="python -m mbkkm.demo",
         description="Compare MiniBatchKernelKMeans with KMeans and MiniBatchKMeans on "
@@ -191,12 +192,7 @@ def build_parser():
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--no-plot", action="store_true", help="skip the picture")
-    return parser
-
-
-def main(argv=None):
-    """Run the demo; returns the result rows (see :func:`run_demo`)."""
-    args = build_parser().parse_args(argv)
+    args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
     rows, sets = run_demo(quick=args.quick, seed=args.seed)

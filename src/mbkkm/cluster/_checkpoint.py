@@ -232,8 +232,7 @@ def read_checkpoint(path):
     except Exception as exc:  # not a skops file (zip), or damaged
         raise ValueError(
             f"checkpoint: {str(path)!r} is not an mbkkm checkpoint "
-            f"({type(exc).__name__}: {exc}); delete it or pass another "
-            "file"
+            f"({type(exc).__name__}: {exc}); delete it or pass another file"
         ) from None
     foreign = [t for t in untrusted if not t.startswith("mbkkm.") and t not in TRUSTED_TYPES]
     if foreign:

@@ -48,8 +48,6 @@ from ._registry import PREPROCESSING, DatasetSpec, dataset_names, get_spec
 #: Environment variable naming extra data folders (``os.pathsep``-separated).
 ENV_VAR = "MBKKM_DATA"
 
-_REQUIRED_KEYS = ("X", "y")
-
 
 class DatasetNotFoundError(FileNotFoundError):
     """A dataset file is not available locally and could not be downloaded."""
@@ -269,17 +267,16 @@ def read_dataset_file(path: str | os.PathLike, spec: DatasetSpec | None = None) 
     path = Path(path)
     try:
         loaded = np.load(path, allow_pickle=False)
-        if isinstance(loaded, np.ndarray):  # an .npy file (a single array has no `with`)
-            raise _corrupt(path, "it holds a single array, not an .npz archive")
-        with loaded as npz:
-            missing = [key for key in _REQUIRED_KEYS if key not in npz.files]
-            if missing:
-                raise _corrupt(path, f"missing key(s) {missing} (keys present: {npz.files})")
-            arrays = {key: npz[key] for key in npz.files}
-    except DatasetFormatError:
-        raise
+        if not isinstance(loaded, np.ndarray):  # (an .npy file's single array has no `with`)
+            with loaded as npz:
+                arrays = {key: npz[key] for key in npz.files}
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as exc:
         raise _corrupt(path, f"it could not be read ({type(exc).__name__}: {exc})") from exc
+    if isinstance(loaded, np.ndarray):
+        raise _corrupt(path, "it holds a single array, not an .npz archive")
+    missing = [key for key in ("X", "y") if key not in arrays]
+    if missing:
+        raise _corrupt(path, f"missing key(s) {missing} (keys present: {list(arrays)})")
 
     X, y = arrays["X"], arrays["y"]
     if X.ndim != 2:
@@ -387,16 +384,14 @@ def _fetch_from_openml(spec: DatasetSpec, cache_dir: Path) -> Path:
         data_home=str(cache_dir / "openml"),
     )
     X = np.asarray(bunch.data.toarray() if hasattr(bunch.data, "toarray") else bunch.data)
-    if spec.x_dtype == "uint8":
-        Xf = np.asarray(X, dtype=np.float64)
-        if not (np.all(Xf == np.round(Xf)) and Xf.min() >= 0 and Xf.max() <= 255):
-            raise DatasetFormatError(
-                f"OpenML {spec.openml_name!r} (version {spec.openml_version}) does not hold "
-                "integer pixel values in 0..255 as expected."
-            )
-        X = Xf.astype(np.uint8)
-    else:
-        X = X.astype(np.float32)
+    if spec.x_dtype == "uint8" and not (
+        np.all(X == np.round(X)) and X.min() >= 0 and X.max() <= 255
+    ):
+        raise DatasetFormatError(
+            f"OpenML {spec.openml_name!r} (version {spec.openml_version}) does not hold "
+            "integer pixel values in 0..255 as expected."
+        )
+    X = X.astype(spec.x_dtype)
     if X.ndim != 2 or X.shape[1] != spec.n_features:
         raise DatasetFormatError(
             f"OpenML {spec.openml_name!r} (version {spec.openml_version}) has shape {X.shape}, "
@@ -571,11 +566,10 @@ def load_dataset(
     for flag, value in (("download", download), ("return_X_y", return_X_y)):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{flag} must be a bool, got {type(value).__name__}.")
-    if dtype is not None:
-        try:
-            np.dtype(dtype)
-        except TypeError as exc:
-            raise TypeError(f"dtype must be a numpy dtype or None, got {dtype!r}.") from exc
+    try:
+        np.dtype(dtype)  # (np.dtype(None) is float64: None passes)
+    except TypeError as exc:
+        raise TypeError(f"dtype must be a numpy dtype or None, got {dtype!r}.") from exc
 
     path = find_dataset_file(spec.name, data_home)
     if path is None:

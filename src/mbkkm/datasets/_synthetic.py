@@ -17,11 +17,11 @@ from sklearn import datasets as _skd
 _DEFAULT_CHUNK = 1 << 18
 
 
-def _check_int(value: Any, name: str, minimum: int = 1) -> int:
+def _check_int(value: Any, name: str) -> int:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}.")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}.")
+    if value < 1:
+        raise ValueError(f"{name} must be >= 1, got {value}.")
     return int(value)
 
 
@@ -66,6 +66,17 @@ def _as_generator(random_state: Any) -> np.random.Generator:
     )
 
 
+def _from_sklearn(make, n_samples, dtype, **kwargs):
+    """``make(n_samples=..., **kwargs)`` of :mod:`sklearn.datasets`, with ``n_samples``,
+    ``dtype`` and ``noise`` (when given) checked; ``X`` in ``dtype``, ``y`` as int64."""
+    n_samples = _check_int(n_samples, "n_samples")
+    dt = _check_float_dtype(dtype)
+    if "noise" in kwargs:
+        kwargs["noise"] = _check_noise(kwargs["noise"]) or None
+    X, y = make(n_samples=n_samples, **kwargs)
+    return X.astype(dt), y.astype(np.int64)
+
+
 def make_circles(
     n_samples: int = 1000,
     *,
@@ -95,15 +106,11 @@ def make_circles(
     y : ndarray of shape (n_samples,)
         0 for the outer circle, 1 for the inner one (``int64``).
     """
-    n_samples = _check_int(n_samples, "n_samples")
-    dt = _check_float_dtype(dtype)
-    noise = _check_noise(noise)
     if not 0 < factor < 1:
         raise ValueError(f"factor must lie in (0, 1), got {factor}.")
-    X, y = _skd.make_circles(
-        n_samples=n_samples, noise=noise or None, factor=factor, random_state=random_state
+    return _from_sklearn(
+        _skd.make_circles, n_samples, dtype, noise=noise, factor=factor, random_state=random_state
     )
-    return X.astype(dt), y.astype(np.int64)
 
 
 def make_moons(
@@ -132,11 +139,7 @@ def make_moons(
     y : ndarray of shape (n_samples,)
         The moon of each point, 0 or 1 (``int64``).
     """
-    n_samples = _check_int(n_samples, "n_samples")
-    dt = _check_float_dtype(dtype)
-    noise = _check_noise(noise)
-    X, y = _skd.make_moons(n_samples=n_samples, noise=noise or None, random_state=random_state)
-    return X.astype(dt), y.astype(np.int64)
+    return _from_sklearn(_skd.make_moons, n_samples, dtype, noise=noise, random_state=random_state)
 
 
 def make_blobs(
@@ -171,17 +174,15 @@ def make_blobs(
     y : ndarray of shape (n_samples,)
         The blob of each point (``int64``).
     """
-    n_samples = _check_int(n_samples, "n_samples")
-    dt = _check_float_dtype(dtype)
-    n_features = _check_int(n_features, "n_features")
-    X, y = _skd.make_blobs(
-        n_samples=n_samples,
-        n_features=n_features,
+    return _from_sklearn(
+        _skd.make_blobs,
+        n_samples,
+        dtype,
+        n_features=_check_int(n_features, "n_features"),
         centers=centers,
         cluster_std=cluster_std,
         random_state=random_state,
     )
-    return X.astype(dt), y.astype(np.int64)
 
 
 def make_shells(
@@ -436,8 +437,8 @@ def make_topic_corpus(
     import scipy.sparse as sp
 
     n_samples = _check_int(n_samples, "n_samples")
-    n_topics = _check_int(n_topics, "n_topics", 1)
-    n_features = _check_int(n_features, "n_features", 1)
+    n_topics = _check_int(n_topics, "n_topics")
+    n_features = _check_int(n_features, "n_features")
     if n_features < n_topics:
         raise ValueError(
             f"n_features must be >= n_topics (each topic needs its own terms), got "
@@ -445,7 +446,7 @@ def make_topic_corpus(
         )
     density = _check_fraction(density, "density", low_open=True)
     topic_weight = _check_fraction(topic_weight, "topic_weight", low_open=False)
-    chunk_size = _check_int(chunk_size, "chunk_size", 1)
+    chunk_size = _check_int(chunk_size, "chunk_size")
     if not isinstance(tfidf, (bool, np.bool_)):
         raise TypeError(f"tfidf must be a bool, got {type(tfidf).__name__}.")
     dt = _check_float_dtype(dtype, single_or_double=True)
