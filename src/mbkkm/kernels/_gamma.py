@@ -281,11 +281,14 @@ def heat_diagonal_max(
     return HeatDiagonalMax(float(np.sqrt(best)), arg, best, done, bool(certified), False)
 
 
-def _rest_moments(N, lam, U):
-    """Squared eigenvector entries of the kept pairs, and the first three moments
-    m_k(x) = sum_{i dropped} lam_i^k v_i(x)^2 of each point's dropped spectrum.
+def _diagonal_bounds(N, lam, U):
+    """The function t -> (lower, upper), each of shape (n,), bounding every K_t(x, x)
+    (see :func:`heat_diagonal_bounds`) from the kept pairs (lam, U) of N.
 
-    N_xx and (N^2)_xx = sum_j N_xj^2 are read off the sparse N, so
+    The kept pairs give sum_{i kept} v_i(x)^2 f(lam_i) exactly; the dropped spectrum
+    of each point enters through its first three moments
+    m_k(x) = sum_{i dropped} lam_i^k v_i(x)^2, computed once here: N_xx and
+    (N^2)_xx = sum_j N_xj^2 are read off the sparse N, so
     m_k(x) = (N^k)_xx - sum_{i kept} lam_i^k v_i(x)^2 costs O(nnz + n r).
     """
     N = sp.csr_matrix(N)
@@ -293,7 +296,16 @@ def _rest_moments(N, lam, U):
     m0 = 1.0 - kept.sum(axis=1)
     m1 = np.asarray(N.diagonal()).ravel() - kept @ lam
     m2 = np.asarray(N.multiply(N).sum(axis=1)).ravel() - kept @ lam**2
-    return kept, m0, m1, m2
+    b = float(lam.min())
+
+    def bounds(t):
+        f = functools.partial(heat_weights, t=t)
+        part = kept @ f(lam)
+        lower = part + _radau(m0, m1, m2, -1.0, b, f, -1)
+        upper = part + _radau(m0, m1, m2, -1.0, b, f, +1)
+        return lower, upper
+
+    return bounds
 
 
 def _radau(m0, m1, m2, low, high, f, side):
@@ -367,8 +379,11 @@ def heat_diagonal_bounds(A, t, eigenpairs):
     n = _check_square(A)
     lam, U = _check_eigenpairs(eigenpairs, n)
     _, N = _heat_operator(A)
-    kept, m0, m1, m2 = _rest_moments(N, lam, U)
-    lower, upper = _bounds_at(kept, lam, m0, m1, m2, ts)
+    bounds = _diagonal_bounds(N, lam, U)
+    lower = np.empty((n, ts.size))
+    upper = np.empty_like(lower)
+    for j, tj in enumerate(ts):
+        lower[:, j], upper[:, j] = bounds(tj)
     return (lower[:, 0], upper[:, 0]) if scalar else (lower, upper)
 
 
@@ -383,19 +398,6 @@ def _check_eigenpairs(eigenpairs, n):
             f"got shapes {lam.shape} and {U.shape}"
         )
     return lam, U
-
-
-def _bounds_at(kept, lam, m0, m1, m2, ts):
-    """(lower, upper), shape (n, len(ts)), of K_t(x, x) from the kept pairs and moments."""
-    lower = np.empty((kept.shape[0], ts.size))
-    upper = np.empty_like(lower)
-    b = float(lam.min())
-    for j, tj in enumerate(ts):
-        f = functools.partial(heat_weights, t=tj)
-        part = kept @ f(lam)
-        upper[:, j] = part + _radau(m0, m1, m2, -1.0, b, f, +1)
-        lower[:, j] = part + _radau(m0, m1, m2, -1.0, b, f, -1)
-    return lower, upper
 
 
 def top_heat_eigenpairs(A, n_components, *, tol=0.0, random_state=None):
@@ -551,13 +553,8 @@ def heat_time_for_gamma(
         check_int(n_components, "n_components", 1)
         eigenpairs = top_heat_eigenpairs(A, int(n_components), random_state=random_state)
     lam, U = _check_eigenpairs(eigenpairs, n)
-    kept, m0, m1, m2 = _rest_moments(N, lam, U)
+    bounds = _diagonal_bounds(N, lam, U)
     target = float(gamma) ** 2
-
-    def bounds(t):
-        lo, up = _bounds_at(kept, lam, m0, m1, m2, np.array([t]))
-        return lo[:, 0], up[:, 0]
-
     t_lo = _decreasing_root(lambda t: bounds(t)[0].max() - target, xtol=xtol)
     t_hi = _decreasing_root(lambda t: bounds(t)[1].max() - target, xtol=xtol)
     if t_lo is None or t_hi is None:

@@ -301,15 +301,14 @@ def kernel_names(
 def describe_kernels() -> str:
     """A reST bullet list of the registered kernels (for docstrings and docs)."""
     lines = []
-    for name in sorted(KERNELS, key=lambda n: (KERNELS[n].transductive, n)):
-        spec = KERNELS[name]
-        aliases = [a for a, n in ALIASES.items() if n == name]
+    for spec in sorted(KERNELS.values(), key=lambda s: (s.transductive, s.name)):
+        aliases = [a for a, n in ALIASES.items() if n == spec.name]
         alias = f" (alias {', '.join(f'``{a}``' for a in aliases)})" if aliases else ""
         where = "backends: " + ", ".join(spec.backends)
         if spec.transductive:
             where = "graph kernel, fitted points only"
         params = ", ".join(spec.params) or "no parameters"
-        lines.append(f"- ``{name}``{alias}: {spec.formula}; {params}; {where}")
+        lines.append(f"- ``{spec.name}``{alias}: {spec.formula}; {params}; {where}")
     return "\n".join(lines)
 
 
@@ -565,11 +564,10 @@ class Kernel:
         ``X_aug``); nothing for other kernels. The labelling pass computes
         K(S, X_chunk) tiles against one support S.
         """
-        if self._user_func is None:
-            prepare = KERNELS[self.name].implementation("numpy").prepare
-            if prepare is not None:
-                return prepare(X, **self.params)
-        return {}
+        if self._user_func is not None:
+            return {}
+        prepare = KERNELS[self.name].implementation("numpy").prepare
+        return {} if prepare is None else prepare(X, **self.params)
 
     def prepare_right(self, Y, Y_norms_sq=None):
         """What :meth:`__call__` can reuse across calls with the same right operand ``Y``.
