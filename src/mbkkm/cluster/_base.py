@@ -511,8 +511,7 @@ class MiniBatchMixin:
     def _record_step(self, first, objective, X, sample_weight):
         """A ``partial_fit`` step (the first one when ``first``), and with
         ``compute_labels`` the labels and inertia of its rows; returns the estimator."""
-        self.n_steps_ = 1 if first else self.n_steps_ + 1
-        self.n_iter_ = self.n_steps_
+        self.n_iter_ = self.n_steps_ = 1 if first else self.n_steps_ + 1
         previous = np.empty(0) if first else self.batch_objective_
         self.batch_objective_ = np.append(previous, objective)
         if self.compute_labels:  # no progress line per call (scikit-learn's prints none)

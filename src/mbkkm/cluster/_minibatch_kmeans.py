@@ -90,8 +90,7 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objectiv
     -------
     StepResult
     """
-    k = centers.shape[0]
-    b = Xb.shape[0]
+    k, b = centers.shape[0], Xb.shape[0]
     D = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
     labels = np.argmin(D, axis=1)
     mind = D[np.arange(b), labels]
@@ -416,10 +415,9 @@ default="k-means++"
         if centers is None and not quiet:
             progress = progress_for(self.verbose, X.shape[0], "labelling")
         centers = self.cluster_centers_ if centers is None else centers
-        k = centers.shape[0]
+        n, k = X.shape[0], centers.shape[0]
         rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
         norms = np.einsum("ij,ij->i", centers, centers)
-        n = X.shape[0]
         out = np.empty((n, k), dtype=np.result_type(X.dtype, centers.dtype))
 
         def part(p0, p1):

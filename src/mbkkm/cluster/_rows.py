@@ -69,10 +69,6 @@ class Rows:
             )
         return init
 
-    def support_items(self, idx):
-        """The items of the support points ``idx`` of a fitted model."""
-        return self.take(idx)
-
     def __init__(self, data):
         self.data = data
 
@@ -122,6 +118,9 @@ class Rows:
         """Rows ``idx`` on the rows' backend, in their dtype."""
         nx = self.nx
         return nx.take(self.data, nx.index(idx))
+
+    #: The items of the support points ``idx`` of a fitted model: their rows.
+    support_items = take
 
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
