@@ -367,11 +367,12 @@ def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
     them, would be zero or lose their digits (one cluster, or NaN inside the width's
     selection).
     """
-    # the chunks are views (a CSR range shares X's arrays)
+    # the chunks share X's values; a CSR range's row pointers are new (one range at a
+    # time), dense views are kept for the underflow's second read
     csr = sparse.issparse(X)
     if csr:
         X = as_csr(X)
-        chunks = [row_range(X, start, stop) for start, stop in row_chunks(X)]
+        chunks = (row_range(X, start, stop) for start, stop in row_chunks(X))
     elif isinstance(X, np.ndarray) and X.ndim == 2:
         chunks = [X[s : s + _OVERFLOW_CHUNK] for s in range(0, X.shape[0], _OVERFLOW_CHUNK)]
     else:
