@@ -331,7 +331,7 @@ torch.device, default=None
         return int(working_memory_bytes(self.working_memory))
 
     def _plan_memory(self, problem):
-        """The fit's memory plan (``memory_plan_``), checked against what is available.
+        """Set the fit's memory plan (``memory_plan_``), checked against what is available.
 
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
@@ -387,7 +387,6 @@ torch.device, default=None
             if available is not None:
                 print(f"  available on {plan.where}: {available / 2**20:.1f} MiB")
         plan.check(available, what=f"{type(self).__name__}.fit")
-        return plan
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
@@ -461,8 +460,8 @@ torch.device, default=None
             selection = problem.t_selection or problem.gamma_selection
             if selection is not None and isinstance(self._init, str) and not resuming:
                 start = start_state(problem.items, selection, problem.kernel, self.n_clusters)
-            plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
-            with memory_guard(plan):
+            self._plan_memory(problem)  # refuses, with numbers, what cannot fit
+            with memory_guard(self.memory_plan_):
                 self._random_state = rng = check_random_state(self.random_state)
                 state = None if resuming else self._best_init(items, sample_weight, rng, start)
                 if checkpoint is not None:  # resuming: rng set to its state after the init

@@ -299,15 +299,12 @@ class PrecomputedRows(Rows):
     """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
 
     is_index = True
+    n_features = 0  # the items are point indices: no columns
 
     def __init__(self, data, index_dtype=None):
         super().__init__(data)
         self.diag = check_precomputed_matrix(data)  # square, K(x, x) >= 0, symmetric
         self.index_dtype = index_dtype
-
-    @property
-    def n_features(self):
-        return 0
 
     def check_init(self, init, n_clusters, kernel):
         """``init`` given as an array: the initial centers as point indices, checked."""
