@@ -200,12 +200,11 @@ class ClusterEstimator(
     def _n_init(self):
         """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the
         same centers would start every run)."""
-        n_init = self.n_init
-        if isinstance(self._init, str) or n_init == 1:
-            return n_init
+        if isinstance(self._init, str) or self.n_init == 1:
+            return self.n_init
         warn(
             f"Explicit initial center position passed: performing only one init in "
-            f"{type(self).__name__} instead of n_init={n_init}.",
+            f"{type(self).__name__} instead of n_init={self.n_init}.",
             RuntimeWarning,
         )
         return 1
