@@ -200,12 +200,11 @@ class ClusterEstimator(
     def _n_init(self):
         """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the
         same centers would start every run)."""
-        n_init = self.n_init
-        if isinstance(self._init, str) or n_init == 1:
-            return n_init
+        if isinstance(self._init, str) or self.n_init == 1:
+            return self.n_init
         warn(
             f"Explicit initial center position passed: performing only one init in "
-            f"{type(self).__name__} instead of n_init={n_init}.",
+            f"{type(self).__name__} instead of n_init={self.n_init}.",
             RuntimeWarning,
         )
         return 1
@@ -214,11 +213,10 @@ class ClusterEstimator(
         """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
         if not isinstance(labels, np.ndarray) or labels.size == 0:
             return  # a Dask array: counting would compute it
-        n_clusters = self.n_clusters
-        n_empty = n_clusters - np.unique(labels).size
+        n_empty = self.n_clusters - np.unique(labels).size
         if n_empty > 0:
             warn(
-                f"{type(self).__name__}: {n_empty} of the n_clusters={n_clusters} "
+                f"{type(self).__name__}: {n_empty} of the n_clusters={self.n_clusters} "
                 f"clusters hold no point of the fitted data at the end of fit (empty "
                 f"clusters); n_clusters may exceed the number of distinct points "
                 f"(duplicate points in X?)",
@@ -337,20 +335,18 @@ class BaseKernelKMeans(ClusterEstimator):
             kind = kernel_kind(self.kernel)
             kind.check_inductive(self, method)
             X = self._validate_X(X, keep_host=True)
-            chunk_rows = self._chunk_rows(X)
             with self._labelling(X) as progress:
                 found = kind.assign_new(
                     self,
                     self._state,
-                    chunk_rows,
+                    self._chunk_rows(X),
                     X,
                     method,
                     return_distances,
                     kernel_diag,
                     progress,
                 )
-        tensor_io = getattr(self, "_tensor_io", False)
-        return tuple(_device.convert_output(tensor_io, a) for a in found)
+        return tuple(_device.convert_output(getattr(self, "_tensor_io", False), a) for a in found)
 
     # ------------------------------------------------------------- public API
     def predict(self, X):
@@ -370,8 +366,7 @@ class BaseKernelKMeans(ClusterEstimator):
         lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, per chunk
         if lazy is not None:
             return lazy
-        labels, _ = self._assign_new(X, "predict")
-        return labels
+        return self._assign_new(X, "predict")[0]
 
     def transform(self, X, kernel_diag=None):
         """Squared feature-space distances ||phi(x) - C_j||^2 to every center.
@@ -392,10 +387,7 @@ class BaseKernelKMeans(ClusterEstimator):
         lazy = rows_of(X).lazy_transform(self, kernel_diag)  # Dask: per chunk
         if lazy is not None:
             return lazy
-        _, _, distances = self._assign_new(
-            X, "transform", return_distances=True, kernel_diag=kernel_diag
-        )
-        return distances
+        return self._assign_new(X, "transform", return_distances=True, kernel_diag=kernel_diag)[2]
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then the distances of the fitted points to the centers, (n, n_clusters).
@@ -518,8 +510,7 @@ class MiniBatchMixin:
     def _record_step(self, first, objective, X, sample_weight):
         """A ``partial_fit`` step (the first one when ``first``), and with
         ``compute_labels`` the labels and inertia of its rows; returns the estimator."""
-        self.n_steps_ = 1 if first else self.n_steps_ + 1
-        self.n_iter_ = self.n_steps_
+        self.n_iter_ = self.n_steps_ = 1 if first else self.n_steps_ + 1
         previous = np.empty(0) if first else self.batch_objective_
         self.batch_objective_ = np.append(previous, objective)
         if self.compute_labels:  # no progress line per call (scikit-learn's prints none)
@@ -598,8 +589,7 @@ class MiniBatchMixin:
                         f"batch objective {loop.objectives[-1]:.6g}"
                         + (f", {described}" if described else "")
                     )
-        self.n_iter_ = loop.n_iter
-        self.n_steps_ = loop.n_iter
+        self.n_iter_ = self.n_steps_ = loop.n_iter
         self.batch_objective_ = np.asarray(loop.objectives, dtype=np.float64)
 
 
@@ -756,11 +746,9 @@ class PrecomputedKernel(PointKernel):
         )
 
     def resolve(self, estimator, rows, gamma, sample_weight):
-        X = rows.data
-        dtype = rows.index_dtype or getattr(X, "dtype", np.float64)
-        kernel = IndexKernel("precomputed", X, dtype=dtype, diag=rows.diag)
-        itemsize = np.dtype(kernel.dtype).itemsize
-        return Resolved(kernel, np.arange(rows.n_samples), None, itemsize, 0)
+        dtype = rows.index_dtype or getattr(rows.data, "dtype", np.float64)
+        kernel = IndexKernel("precomputed", rows.data, dtype=dtype, diag=rows.diag)
+        return Resolved(kernel, np.arange(rows.n_samples), None, np.dtype(kernel.dtype).itemsize, 0)
 
     def check_new_rows(self, estimator, method):
         raise ValueError(
@@ -795,14 +783,12 @@ class PrecomputedKernel(PointKernel):
                     f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), got {diag.shape}"
                 )
 
-        def cross(support, K_rows):
-            return to_dense(K_rows[:, support].T)  # (m, r); dense from a sparse K too
-
         return assign(
             X,
             state,
             estimator.kernel_,
-            cross_kernel=cross,
+            # (m, r); dense from a sparse K too
+            cross_kernel=lambda support, K_rows: to_dense(K_rows[:, support].T),
             diag=lambda start, K_rows: diag[start : start + K_rows.shape[0]],
             chunk_rows=chunk_rows,
             return_distances=return_distances,
@@ -908,8 +894,6 @@ def fit_input(
     sample_weight,
     estimator,
     *,
-    tau=0,
-    working_memory=None,
     accept_dask=True,
     index_dtype=None,
     relative_weights=False,
@@ -926,10 +910,8 @@ def fit_input(
     X : array-like, sparse matrix, tensor or Dask array
     sample_weight : array-like of shape (n_samples,) or None
     estimator : BaseKernelKMeans
-        Its ``kernel`` and ``device`` are read (nothing is written), its name is in
-        the messages.
-    tau, working_memory
-        The estimator's parameters (``tau=0``: an estimator without one).
+        Its ``kernel``, ``device``, ``tau`` (0 for an estimator without one) and
+        ``working_memory`` are read (nothing is written), its name is in the messages.
     accept_dask : bool, default=True
         Whether a Dask array is read as Dask rows (else it is validated as an array).
     index_dtype : numpy dtype, optional
@@ -940,6 +922,7 @@ def fit_input(
         (:func:`~mbkkm._validation.constant_as_scale`).
     """
     kernel, device, owner = estimator.kernel, estimator.device, type(estimator).__name__
+    tau = getattr(estimator, "tau", 0)  # 0: an estimator without one (KernelKMeans)
     kind = kernel_kind(kernel)
     given = rows_of(X)
     names = _get_feature_names(X)
@@ -959,21 +942,20 @@ def fit_input(
         kind=kind,
         kernel=kernel,
         tau=tau,
-        working_memory=working_memory,
+        working_memory=estimator.working_memory,
         accept_dask=accept_dask,
     )
     # what X's backend cannot do with the kernel refused; index kernels: the core works
     # on point indices
     rows = kind.fit_rows(X, kernel=kernel, tau=tau, device=dev, index_dtype=index_dtype)
-    tensor_io = given.is_tensor
     w, scale = None, 1.0
     if sample_weight is not None:
         w = check_sample_weight(
-            host_sample_weight(sample_weight, tensor_io), _device.host_shape(rows.data)
+            host_sample_weight(sample_weight, given.is_tensor), _device.host_shape(rows.data)
         )
         if relative_weights:
             w, scale = constant_as_scale(w)
-    return FitInput(rows, w, scale, dev, tensor_io, int(X.shape[0]), int(X.shape[1]), names)
+    return FitInput(rows, w, scale, dev, given.is_tensor, int(X.shape[0]), int(X.shape[1]), names)
 
 
 @dataclass(frozen=True)

@@ -331,7 +331,7 @@ torch.device, default=None
         return int(working_memory_bytes(self.working_memory))
 
     def _plan_memory(self, problem):
-        """The fit's memory plan (``memory_plan_``), checked against what is available.
+        """Set the fit's memory plan (``memory_plan_``), checked against what is available.
 
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
@@ -387,7 +387,6 @@ torch.device, default=None
             if available is not None:
                 print(f"  available on {plan.where}: {available / 2**20:.1f} MiB")
         plan.check(available, what=f"{type(self).__name__}.fit")
-        return plan
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
@@ -446,14 +445,7 @@ torch.device, default=None
         with self._all_or_nothing():  # one thread policy; on an error, the model as it was
             if checkpoint is not None or checkpoint_every is not None:
                 checkpoint = check_checkpoint(checkpoint, checkpoint_every, self)
-            data = fit_input(
-                X,
-                sample_weight,
-                self,
-                tau=self.tau,
-                working_memory=self.working_memory,
-                relative_weights=True,
-            )
+            data = fit_input(X, sample_weight, self, relative_weights=True)
             if checkpoint is not None:  # the file's fit must be this one (else a ValueError)
                 checkpoint.open(self, data.rows, data.sample_weight)
             self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
@@ -468,10 +460,9 @@ torch.device, default=None
             selection = problem.t_selection or problem.gamma_selection
             if selection is not None and isinstance(self._init, str) and not resuming:
                 start = start_state(problem.items, selection, problem.kernel, self.n_clusters)
-            plan = self._plan_memory(problem)  # refuses, with numbers, what cannot fit
-            with memory_guard(plan):
-                rng = check_random_state(self.random_state)
-                self._random_state = rng
+            self._plan_memory(problem)  # refuses, with numbers, what cannot fit
+            with memory_guard(self.memory_plan_):
+                self._random_state = rng = check_random_state(self.random_state)
                 state = None if resuming else self._best_init(items, sample_weight, rng, start)
                 if checkpoint is not None:  # resuming: rng set to its state after the init
                     checkpoint.record_random_state(rng)
@@ -480,37 +471,36 @@ torch.device, default=None
                 )
                 problem.rows.prefetch(batches)  # Dask: the rows of every batch in few passes
                 if self.tau is None:
-                    self._fit_untruncated(items, sample_weight, state, batches)
-                    if self.compute_labels:
-                        self.inertia_ *= data.weight_scale
-                    return self
-                cfg = StepConfig(
-                    kernel=self.kernel_,
-                    rate=LEARNING_RATES[self.learning_rate],
-                    tau=self.tau,
-                    renormalize=self.renormalize,
-                    tol=self.tol,
-                    max_tile_bytes=self._tile_budget(problem.nx),
-                )
-                # Everything between two iterations (centers, counter, plan, random
-                # state) is loop.state; on torch the iterations run on the device, read
-                # back in blocks.
-                if checkpoint is None:
-                    loop = fit_loop(state, items, batches, rng, cfg)
+                    labelled = self._fit_untruncated(items, state, batches)
                 else:
-                    loop = checkpoint.loop(self, state, items, batches, rng, cfg)
-                self._iterate(loop)
-                self._publish(loop.finish())
-                if self.compute_labels:
-                    self.labels_, inertia = self._labels_inertia(
-                        items, sample_weight, loop.state.labelled
+                    cfg = StepConfig(
+                        kernel=self.kernel_,
+                        rate=LEARNING_RATES[self.learning_rate],
+                        tau=self.tau,
+                        renormalize=self.renormalize,
+                        tol=self.tol,
+                        max_tile_bytes=self._tile_budget(problem.nx),
                     )
+                    # Everything between two iterations (centers, counter, plan, random
+                    # state) is loop.state; on torch the iterations run on the device,
+                    # read back in blocks.
+                    if checkpoint is None:
+                        loop = fit_loop(state, items, batches, rng, cfg)
+                    else:
+                        loop = checkpoint.loop(self, state, items, batches, rng, cfg)
+                    self._iterate(loop)
+                    self._publish(loop.finish())
+                    labelled = loop.state.labelled
+                if self.compute_labels:
+                    self.labels_, inertia = self._labels_inertia(items, sample_weight, labelled)
                     self.inertia_ = inertia * data.weight_scale
                     self._warn_empty_clusters(self.labels_)
                 return self
 
-    def _fit_untruncated(self, items, sample_weight, state, plan):
-        """tau=None: the paper's Algorithm 1 with its dynamic program over all points."""
+    def _fit_untruncated(self, items, state, plan):
+        """tau=None: the paper's Algorithm 1 with its dynamic program over all points;
+        returns the labels and minimum distances of all points from the final table
+        (with ``compute_labels``)."""
         kernel = self.kernel_
         n = items.shape[0]
         rows = chunk_rows(self.working_memory, self._batch_size + self.n_clusters, 8)  # float64
@@ -531,13 +521,11 @@ torch.device, default=None
 
         self._iterate(function_loop(step, self.max_iter, self.tol))
         self._publish(table_to_windows(table, items))
-        if self.compute_labels:
-            D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
-            self.labels_ = np.argmin(D, axis=1)
-            mind = np.maximum(D[np.arange(n), self.labels_], 0)
-            self.inertia_ = float(mind.sum() if sample_weight is None else mind @ sample_weight)
-            self._warn_empty_clusters(self.labels_)
-        return self
+        if not self.compute_labels:
+            return None
+        D = diag_all[:, None] - 2 * table.table + table.norms[None, :]
+        labels = np.argmin(D, axis=1)
+        return labels, np.maximum(D[np.arange(n), labels], 0)
 
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
@@ -569,14 +557,7 @@ torch.device, default=None
                 )
             kernel_kind(self.kernel).check_new_rows(self, "partial_fit")
             if first:
-                data = fit_input(
-                    X,
-                    sample_weight,
-                    self,
-                    tau=self.tau,
-                    working_memory=self.working_memory,
-                    accept_dask=False,
-                )
+                data = fit_input(X, sample_weight, self, accept_dask=False)
                 self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
                 problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight

@@ -90,8 +90,7 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objectiv
     -------
     StepResult
     """
-    k = centers.shape[0]
-    b = Xb.shape[0]
+    k, b = centers.shape[0], Xb.shape[0]
     D = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
     labels = np.argmin(D, axis=1)
     mind = D[np.arange(b), labels]
@@ -103,10 +102,9 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objectiv
     S = np.asarray(onehot @ Xb, dtype=np.float64)
     moved = np.flatnonzero(alpha > 0)
     # C_j <- (1 - alpha_j) C_j + alpha_j S_j / b_j
-    new = (1.0 - alpha[moved])[:, None] * centers[moved] + (alpha[moved] / bcounts[moved])[
-        :, None
-    ] * S[moved]
-    centers[moved] = new.astype(centers.dtype, copy=False)
+    kept = (1.0 - alpha[moved])[:, None] * centers[moved]
+    step = (alpha[moved] / bcounts[moved])[:, None] * S[moved]
+    centers[moved] = (kept + step).astype(centers.dtype, copy=False)
     after = None
     if objective_after:
         D2 = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
@@ -341,8 +339,7 @@ default="k-means++"
             self.memory_plan_.check(
                 _memory.available_host_memory(), what=f"{type(self).__name__}.fit"
             )
-            rng = check_random_state(self.random_state)
-            self._random_state = rng
+            self._random_state = rng = check_random_state(self.random_state)
             centers = self._best_init(X, sample_weight, rng)
             counts = np.zeros(self.n_clusters)
             plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
@@ -418,10 +415,9 @@ default="k-means++"
         if centers is None and not quiet:
             progress = progress_for(self.verbose, X.shape[0], "labelling")
         centers = self.cluster_centers_ if centers is None else centers
-        k = centers.shape[0]
+        n, k = X.shape[0], centers.shape[0]
         rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
         norms = np.einsum("ij,ij->i", centers, centers)
-        n = X.shape[0]
         out = np.empty((n, k), dtype=np.result_type(X.dtype, centers.dtype))
 
         def part(p0, p1):

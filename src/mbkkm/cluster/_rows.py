@@ -69,10 +69,6 @@ class Rows:
             )
         return init
 
-    def support_items(self, idx):
-        """The items of the support points ``idx`` of a fitted model."""
-        return self.take(idx)
-
     def __init__(self, data):
         self.data = data
 
@@ -122,6 +118,9 @@ class Rows:
         """Rows ``idx`` on the rows' backend, in their dtype."""
         nx = self.nx
         return nx.take(self.data, nx.index(idx))
+
+    #: The items of the support points ``idx`` of a fitted model: their rows.
+    support_items = take
 
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
@@ -300,15 +299,12 @@ class PrecomputedRows(Rows):
     """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
 
     is_index = True
+    n_features = 0  # the items are point indices: no columns
 
     def __init__(self, data, index_dtype=None):
         super().__init__(data)
         self.diag = check_precomputed_matrix(data)  # square, K(x, x) >= 0, symmetric
         self.index_dtype = index_dtype
-
-    @property
-    def n_features(self):
-        return 0
 
     def check_init(self, init, n_clusters, kernel):
         """``init`` given as an array: the initial centers as point indices, checked."""
@@ -342,8 +338,7 @@ class GraphRows(PrecomputedRows):
     kernel matrix over them resolved; items are indices (transductive)."""
 
     def __init__(self, data, index_dtype=None):
-        Rows.__init__(self, data)
-        self.index_dtype = index_dtype
+        Rows.__init__(self, data)  # no kernel matrix to check (index_dtype: unused)
 
 
 _OVERFLOW_CHUNK = 65536
@@ -369,12 +364,14 @@ def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
     them, would be zero or lose their digits (one cluster, or NaN inside the width's
     selection).
     """
+    # the chunks share X's values; a CSR range's row pointers are new (one range at a
+    # time), dense views are kept for the underflow's second read
     csr = sparse.issparse(X)
     if csr:
         X = as_csr(X)
-        ranges = row_chunks(X)
+        chunks = (row_range(X, start, stop) for start, stop in row_chunks(X))
     elif isinstance(X, np.ndarray) and X.ndim == 2:
-        ranges = ((s, s + _OVERFLOW_CHUNK) for s in range(0, X.shape[0], _OVERFLOW_CHUNK))
+        chunks = [X[s : s + _OVERFLOW_CHUNK] for s in range(0, X.shape[0], _OVERFLOW_CHUNK)]
     else:
         return
     if X.dtype.kind != "f":
@@ -382,9 +379,7 @@ def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
     check_diag = kernel is not None and not kernel.is_callable
     largest = 0.0  # the largest squared row norm
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
-        for start, stop in ranges:
-            # a view (a CSR range shares X's arrays)
-            chunk = row_range(X, start, stop) if csr else X[start:stop]
+        for chunk in chunks:
             sq = row_norms_sq(chunk)
             largest = max(largest, float(np.max(sq, initial=0.0)))
             if not np.all(np.isfinite(sq)):
@@ -403,10 +398,7 @@ def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
                     "change the kernel parameters"
                 )
     if underflow and largest < np.finfo(X.dtype).tiny:  # rare: X is read once more
-        if csr:
-            parts = [X.data]
-        else:
-            parts = (X[s : s + _OVERFLOW_CHUNK] for s in range(0, len(X), _OVERFLOW_CHUNK))
+        parts = [X.data] if csr else chunks
         small = max((float(np.max(np.abs(part), initial=0.0)) for part in parts), default=0.0)
         if small > 0:
             raise ValueError(
