@@ -76,6 +76,33 @@ def test_fit_csv_with_header(runner, blobs, tmp_path):
     np.testing.assert_array_equal(est.predict(pd.DataFrame(blobs, columns=["x", "y"])), labels)
 
 
+def test_a_pandas_index_column_is_refused_until_chosen(runner, blobs, tmp_path):
+    """df.to_csv(path) writes the index as a first column without a name: clustered,
+    its row numbers outweigh every feature. fit refuses it (exit 2) until --drop or
+    --columns says what to use; predict's message names it by index."""
+    header = "x,y\n"
+    plain, indexed = tmp_path / "plain.csv", tmp_path / "indexed.csv"
+    plain.write_text(header + "".join(f"{a!r},{b!r}\n" for a, b in blobs.tolist()))
+    indexed.write_text(
+        "," + header + "".join(f"{i},{a!r},{b!r}\n" for i, (a, b) in enumerate(blobs.tolist()))
+    )
+    r = runner.invoke(main, ["fit", str(indexed), "-k", "2"])
+    assert r.exit_code == 2 and "column 0 (0-based) has no name" in r.output
+    assert "--drop 0" in r.output
+    model, lp, li = tmp_path / "m.skops", tmp_path / "lp.txt", tmp_path / "li.txt"
+    r = runner.invoke(
+        main, ["fit", str(plain), "-k", "2", "--labels-out", str(lp), "--model-out", str(model)]
+    )
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(
+        main, ["fit", str(indexed), "-k", "2", "--drop", "0", "--labels-out", str(li)]
+    )
+    assert r.exit_code == 0, r.output
+    assert li.read_text() == lp.read_text()
+    r = runner.invoke(main, ["predict", str(model), str(indexed)])
+    assert r.exit_code == 2 and "'' (leave it out with --drop 0)" in r.output
+
+
 @pytest.mark.parametrize("kind", ["npy", "npz", "csv-noheader", "tsv"])
 def test_fit_formats(runner, blobs, tmp_path, kind):
     if kind == "npy":

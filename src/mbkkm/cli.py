@@ -439,6 +439,21 @@ def _check_unique_names(table: Table, data) -> None:
         )
 
 
+def _check_named(table: Table, data, source) -> None:
+    """Refuse (a usage error) a header with a column without a name, unless --columns or
+    --drop says which columns to use: pandas writes its index so
+    (``df.to_csv(path)``), and the row numbers would be clustered as a feature."""
+    names = table.file_names or []
+    unnamed = [j for j, n in enumerate(names) if not n.strip()]
+    if unnamed and source.get("columns") is None and source.get("drop") is None:
+        which = ", ".join(map(str, unnamed))
+        raise click.UsageError(
+            f"{data}: column {which} (0-based) has no name in the header, as pandas' "
+            "index does (df.to_csv(path) without index=False); leave it out with --drop "
+            f"{which}, or choose the columns with --columns."
+        )
+
+
 def _open_data(data, refused="--{option}: {detail}", **source) -> Table:
     """open_table with the CLI's errors: a column choice that does not fit DATA is a
     usage error (2; ``refused`` formatted with ``option``, ``detail`` and ``data``),
@@ -549,15 +564,18 @@ def _select_by_name(table, names, saved, given, data, reopen) -> Table:
             "order; choose them with --columns (by 0-based index)."
         )
     else:
-        _check_names(names, have, data)
+        _check_names(names, have, data, candidates)
         order = [candidates[have.index(n)] for n in names]
     return table if order == table.columns else reopen(columns=order, drop=None)
 
 
-def _check_names(names, have, data) -> None:
-    """Refuse the columns ``have`` of DATA that are not the model's ``names``."""
+def _check_names(names, have, data, candidates) -> None:
+    """Refuse the columns ``have`` of DATA (at the 0-based ``candidates``) that are not
+    the model's ``names``."""
     missing = [n for n in names if n not in have]
     extra = [n for n in have if n not in set(names)]
+    # --drop by name, or by index where a name cannot be given (empty, or with a comma)
+    drop = [n if n and "," not in n else str(j) for n, j in zip(have, candidates) if n in extra]
     parts = []
     if missing:
         parts.append(
@@ -568,7 +586,7 @@ def _check_names(names, have, data) -> None:
         parts.append(
             f"{data} has the column{'s' * (len(extra) != 1)} the model was not fitted on: "
             f"{names_list(extra)} (leave {'it' if len(extra) == 1 else 'them'} "
-            f"out with --drop {','.join(extra)})"
+            f"out with --drop {','.join(drop)})"
         )
     if parts:
         raise click.UsageError(
@@ -1018,6 +1036,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     _check_width(params["kernel"], params["gamma"])
     table = _open_data(data, **source)
     _check_unique_names(table, data)
+    _check_named(table, data, source)
     _note_index_header(table, quiet)
     with _reading(table, "reading", quiet) as how:
         X = table.read(**how)
