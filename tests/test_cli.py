@@ -713,7 +713,7 @@ def test_predict_errors(runner, blobs, tmp_path):
     wide = tmp_path / "w.npy"
     np.save(wide, np.ones((5, 3)))
     r = runner.invoke(main, ["predict", str(model), str(wide)])
-    assert r.exit_code == 1 and "has 3 columns to use, the model expects 2" in r.output
+    assert r.exit_code == 2 and "has 3 columns to use, the model expects 2" in r.output
     bad = tmp_path / "bad.skops"
     bad.write_bytes(b"not a zip")
     r = runner.invoke(main, ["predict", str(bad), str(data)])
@@ -1167,3 +1167,28 @@ def test_an_interrupted_checkpointed_fit_says_how_to_resume(runner, blobs, tmp_p
     assert r.exit_code == 1, r.output
     assert f"interrupted: {ckpt} keeps the fit's last save" in r.output
     assert "run the same command again to resume" in r.output
+
+
+def test_a_closed_standard_output_ends_the_command_quietly(tmp_path):
+    """``mbkkm fit ... --transform-out - | head -1``: the reader goes after one line;
+    the command stops with exit code 1 and no 'Broken pipe' error or traceback (it
+    named 'the labels' while writing distances)."""
+    import os
+    import subprocess
+
+    import mbkkm
+
+    rng = np.random.default_rng(0)
+    p = tmp_path / "d.npy"
+    np.save(p, rng.normal(size=(20_000, 2)))  # distances: about 700 kB, beyond a pipe's buffer
+    src = str(Path(mbkkm.__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+    args = [sys.executable, "-m", "mbkkm", "fit", str(p), "-k", "3", "-q", "--max-iter", "5"]
+    proc = subprocess.Popen(
+        [*args, "--transform-out", "-"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    assert proc.stdout.readline().count(b",") == 2
+    proc.stdout.close()
+    stderr = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 1
+    assert "Broken pipe" not in stderr and "Traceback" not in stderr and "Error" not in stderr

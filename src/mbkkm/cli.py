@@ -185,6 +185,8 @@ def _fails(*errors, prefix: str = "", usage: bool = False):
     2, the message as it is)."""
     try:
         yield
+    except BrokenPipeError:
+        raise  # standard output's reader has gone: the command stops quietly (main)
     except errors as exc:
         if usage:
             raise click.UsageError(str(exc)) from None
@@ -880,6 +882,8 @@ def _writing(path):
     """An OSError of the block as the one-line failure 'cannot write PATH: why'."""
     try:
         yield
+    except BrokenPipeError:
+        raise  # standard output's reader has gone: the command stops quietly (main)
     except OSError as exc:
         raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -984,7 +988,25 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
 # ---------------------------------------------------------------------------
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+class _Commands(click.Group):
+    """mbkkm's group: a closed standard output (``mbkkm fit ... --labels-out - | head``)
+    ends the command quietly with exit code 1, as Python's documentation advises,
+    instead of a 'Broken pipe' error."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            # what is still buffered for stdout goes nowhere (no second error at exit)
+            with suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(1)
+
+
+@click.group(
+    cls=_Commands,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
 @click.version_option(__version__, prog_name="mbkkm")
 def main():
     """mbkkm: mini-batch kernel k-means (Jourdan & Schwartzman) from the command line.
@@ -1102,7 +1124,12 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     if outputs.plot is not None:
         rng = np.random.default_rng(est.random_state)
         sample = np.sort(rng.choice(n, size=min(n, PLOT_POINTS), replace=False))
-    with _writing("the labels"), _progress(n, "rows", "labelling", not quiet) as update:
+    written = " and ".join(
+        what
+        for what, path in (("the labels", outputs.labels), ("the distances", outputs.transform))
+        if path is not None
+    )
+    with _writing(written or "the labels"), _progress(n, "rows", "labelling", not quiet) as update:
         found = _label_blocks(distances, n_clusters, outputs, n, update, sample)
     label_seconds = time.perf_counter() - start
     tables = verbose or outputs.gamma_plot is not None  # before a gamma plot not written
@@ -1231,7 +1258,7 @@ def predict(model, data, source, labels, transform, quiet):
     table = _predict_table(est, data, source)
     _note_index_header(table, quiet)
     if table.n_columns != est.n_features_in_:
-        raise click.ClickException(
+        raise click.UsageError(
             f"{data} has {table.n_columns} columns to use, the model expects "
             f"{est.n_features_in_}; choose them with --columns / --drop as for the fit."
         )
