@@ -54,11 +54,24 @@ def test_plot_png_svg(table, tmp_path):
 def test_plot_without_ok_rows(tmp_path):
     import pandas as pd
 
-    df = pd.DataFrame(
-        {"run_id": ["a"], "dataset": ["x"], "algorithm": ["truncated"], "status": ["error"]}
-    )
+    from mbkkm.experiments._runner import COLUMNS
+
+    row = dict.fromkeys(COLUMNS, float("nan"))
+    row.update(run_id="a", dataset="x", algorithm="truncated", status="error")
     with pytest.raises(ValueError, match="no successful run"):
-        plot_results(df, tmp_path)
+        plot_results(pd.DataFrame([row]), tmp_path)
+
+
+@pytest.mark.parametrize("column", ["ari", "objective", "kernel_cpu_seconds"])
+def test_a_table_without_a_read_column_is_refused_by_name(table, tmp_path, column):
+    """A table missing a metric the figures or the summary read: a ValueError naming
+    it (a KeyError traceback before)."""
+    from mbkkm.experiments import read_results, summarize
+
+    df = read_results(table).drop(columns=[column])
+    for draw in (lambda: plot_results(df, tmp_path), lambda: summarize(df)):
+        with pytest.raises(ValueError, match=rf"lacks the columns \['{column}'\]"):
+            draw()
 
 
 def test_summary_has_wall_and_cpu_seconds(table):

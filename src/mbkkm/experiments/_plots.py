@@ -79,6 +79,25 @@ def label_kernel_variants(df):
     return df
 
 
+#: The columns of a result table that :func:`plot_results` and :func:`summarize` read.
+_READ_COLUMNS = (
+    "dataset",
+    "algorithm",
+    "kernel",
+    "status",
+    "batch_size",
+    "tau",
+    "ari",
+    "nmi",
+    "objective",
+    "objective_space",
+    "fit_seconds",
+    "kernel_seconds",
+    "fit_cpu_seconds",
+    "kernel_cpu_seconds",
+)
+
+
 def _successful(results):
     """The rows with status ``ok`` of result tables (paths, or a DataFrame), kernel
     variants labelled (:func:`label_kernel_variants`)."""
@@ -87,6 +106,12 @@ def _successful(results):
     from ._runner import read_results
 
     df = results if isinstance(results, pd.DataFrame) else read_results(results)
+    missing = [c for c in _READ_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(
+            f"the result table lacks the columns {missing}, which the figures and the "
+            "summary read (run_grid writes them all)."
+        )
     return label_kernel_variants(df[df["status"] == "ok"])
 
 
