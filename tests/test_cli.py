@@ -189,6 +189,20 @@ def test_fit_on_a_torch_device(runner, tmp_path):
     np.testing.assert_array_equal(np.load(out), expected.labels_)
 
 
+def test_fit_width_and_seed_usage_errors(runner, blobs, tmp_path):
+    p = tmp_path / "d.npy"
+    np.save(p, blobs)
+    g = str(tmp_path / "g.png")
+    for extra, match in [
+        (["--kernel", "linear", "--gamma-plot", g], "(--kernel linear has none)"),
+        (["--gamma", "0.5", "--gamma-plot", g], "(--gamma 0.5 gives it)"),
+        (["--seed", "-1"], "Invalid value for '--seed'"),
+    ]:
+        r = runner.invoke(main, ["fit", str(p), "-k", "2", *extra])
+        assert r.exit_code == 2 and match in r.output, r.output
+    assert not Path(g).exists()
+
+
 def test_fit_device_usage_errors(runner, blobs, tmp_path):
     p = tmp_path / "d.npy"
     np.save(p, blobs)

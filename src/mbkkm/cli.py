@@ -363,7 +363,9 @@ _model_options = _options(
         default="adaptive",
         help="Learning rate.",
     ),
-    click.option("--seed", "random_state", type=int, default=0, help="Random seed."),
+    click.option(
+        "--seed", "random_state", type=click.IntRange(0, 2**32 - 1), default=0, help="Random seed."
+    ),
     click.option(
         "--device",
         help="Where the iterations and the labelling run: 'cpu' (numpy, the default), "
@@ -1055,7 +1057,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     _check_device(params["device"], params["kernel"], params["tau"], outputs.model)
     heat_t = params.pop("heat_t")
     graph_params = _graph_params(params["kernel"], params.pop("n_neighbors"), heat_t)
-    _check_width(params["kernel"], params["gamma"])
+    _check_width(params["kernel"], params["gamma"], outputs.gamma_plot)
     table = _open_data(data, **source)
     _check_unique_names(table, data)
     _check_named(table, data, source)
@@ -1205,9 +1207,14 @@ def _check_device(device, kernel, tau, model) -> None:
         )
 
 
-def _check_width(kernel, gamma) -> None:
-    """Refuse --gamma for a kernel without a gamma, and --gamma auto / mean-distance (a
-    width chosen from the data) for a kernel without a width, before the data is read."""
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check_width(kernel, gamma, gamma_plot=None) -> None:
+    """Refuse --gamma for a kernel without a gamma, --gamma auto / mean-distance (a
+    width chosen from the data) for a kernel without a width, and --gamma-plot where no
+    width is chosen (such a kernel, or a number given), before the data is read."""
     from ._core._width import AUTO_GAMMA_KERNELS
     from .kernels._kernel import KERNELS
 
@@ -1220,6 +1227,12 @@ def _check_width(kernel, gamma) -> None:
         raise click.UsageError(
             f"--gamma {gamma}: chooses the width of --kernel {kernels}; --kernel {kernel} "
             "has no width to choose (give --gamma as a number, or leave it out)."
+        )
+    if gamma_plot is not None and (kernel not in AUTO_GAMMA_KERNELS or _is_number(gamma)):
+        why = f"--gamma {gamma} gives it" if _is_number(gamma) else f"--kernel {kernel} has none"
+        raise click.UsageError(
+            f"--gamma-plot draws how the width was chosen, and none is chosen here ({why}); "
+            "leave --gamma-plot out."
         )
 
 
