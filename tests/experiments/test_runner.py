@@ -118,6 +118,14 @@ def test_budget_stops_between_runs(tmp_path):
         run_grid(tiny(), out, budget_seconds=0, progress=False)
 
 
+def test_a_folder_as_the_table_is_refused_before_any_run(tmp_path):
+    """run_grid's out is the CSV table (the CLI's --out is a folder): a folder there
+    is a ValueError that says so, not an IsADirectoryError from the writer."""
+    with pytest.raises(ValueError, match="is a folder; run_grid writes one CSV table"):
+        run_grid(tiny(), tmp_path, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_kernel_matrix_skipped_with_estimate(tmp_path):
     out = tmp_path / "r.csv"
     s = run_grid(
