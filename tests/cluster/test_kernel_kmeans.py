@@ -337,6 +337,15 @@ def test_precomputed_input_checks(K, match):
         (dict(max_kernel_memory=0), "max_kernel_memory"),
         (dict(kernel="nope"), "kernel"),
         (dict(gamma=0.1, kernel_params={"gamma": 3.0}), "both give the kernel's width"),
+        (
+            dict(kernel="poly", degree=2, kernel_params={"degree": 4}),
+            "both give the kernel's degree",
+        ),
+        (
+            dict(kernel="poly", degree=2, kernel_params={"degree": 3}),
+            "both give the kernel's degree",
+        ),
+        (dict(kernel="sigmoid", coef0=0.5, kernel_params={"coef0": 2.0}), "kernel's coef0"),
     ],
 )
 def test_bad_parameters(params, match):

@@ -342,6 +342,7 @@ def _fit(**params):
         ({"kernel_params": [1, 2]}, "kernel_params"),
         ({"gamma": 0.1, "kernel_params": {"gamma": 3.0}}, "both give the kernel's width"),
         ({"gamma": "auto", "kernel_params": {"gamma": 3.0}}, "both give the kernel's width"),
+        ({"kernel": "poly", "degree": 2, "kernel_params": {"degree": 4}}, "kernel's degree"),
     ],
 )
 def test_bad_parameters(params, match):

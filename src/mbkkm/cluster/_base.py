@@ -164,6 +164,15 @@ class ClusterEstimator(
                 "the kernel's width: give it once (gamma=None with kernel_params, or gamma "
                 "without a 'gamma' in kernel_params)"
             )
+        # degree and coef0 have defaults: given in kernel_params too, and not the same
+        for name, default in {"degree": 3, "coef0": 1}.items():
+            value = getattr(self, name, default)
+            other = (params or {}).get(name, value)
+            if isinstance(self.kernel, str) and value != default and other != value:
+                raise ValueError(
+                    f"{name}={value!r} and kernel_params={{{name!r}: {other!r}}} both give the "
+                    f"kernel's {name}: give it once"
+                )
 
     @contextmanager
     def _all_or_nothing(self):
