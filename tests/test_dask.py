@@ -279,3 +279,24 @@ def test_import_mbkkm_does_not_import_dask():
 def test_other_dask_collections_refused():
     with pytest.raises(TypeError, match="only a Dask array"):
         kernel_kmeans(gamma=0.5).fit(dask.delayed(np.zeros((10, 2))))
+
+
+def test_kernel_kmeans_results_follow_a_dask_input():
+    """KernelKMeans computes a Dask X (the full batch holds the data); its labels_,
+    fit_predict and fit_transform come back as Dask arrays chunked as X's rows, as
+    its predict and transform and the mini-batch estimators' results do (labels_ was
+    numpy), with the values of the same fit on the computed array."""
+    from mbkkm import KernelKMeans
+
+    X = shells(600)
+    Xd = da.from_array(X, chunks=(150, 3))
+    est = KernelKMeans(n_clusters=3, gamma=1.0, random_state=0).fit(Xd)
+    plain = KernelKMeans(n_clusters=3, gamma=1.0, random_state=0).fit(X)
+    assert is_dask_array(est.labels_) and est.labels_.chunks == ((150,) * 4,)
+    np.testing.assert_array_equal(est.labels_.compute(), plain.labels_)
+    labels = KernelKMeans(n_clusters=3, gamma=1.0, random_state=0).fit_predict(Xd)
+    np.testing.assert_array_equal(labels.compute(), plain.labels_)
+    D = KernelKMeans(n_clusters=3, gamma=1.0, random_state=0).fit_transform(Xd)
+    assert is_dask_array(D) and D.chunks == ((150,) * 4, (3,))
+    expected = KernelKMeans(n_clusters=3, gamma=1.0, random_state=0).fit_transform(X)
+    np.testing.assert_array_equal(D.compute(), expected)

@@ -539,6 +539,14 @@ def _per_chunk(estimator, X, method):
     return X.map_blocks(_block_call, _ship(estimator), method, dtype=out.dtype, meta=meta, **shape)
 
 
+def chunked_like(values, X):
+    """Host results of X's rows (``(n,)`` or ``(n, k)``) as a Dask array chunked as X's
+    rows."""
+    import dask.array as da
+
+    return da.from_array(values, chunks=(X.chunks[0], *values.shape[1:]))
+
+
 def dask_predict(estimator, X):
     """``estimator.predict`` per chunk: a Dask array of shape (n_samples,)."""
     return _per_chunk(estimator, X, "predict")

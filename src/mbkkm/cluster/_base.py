@@ -38,6 +38,7 @@ keeps.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -168,7 +169,7 @@ class ClusterEstimator(
         for name, default in {"degree": 3, "coef0": 1}.items():
             value = getattr(self, name, default)
             other = (params or {}).get(name, value)
-            if isinstance(self.kernel, str) and value != default and other != value:
+            if value != default and other != value and isinstance(self.kernel, str):
                 raise ValueError(
                     f"{name}={value!r} and kernel_params={{{name!r}: {other!r}}} both give the "
                     f"kernel's {name}: give it once"
@@ -886,6 +887,10 @@ class FitInput:
     n_samples, n_features_in : int
     feature_names_in : ndarray of str or None
         X's column names, when it has string ones.
+    output : callable
+        ``output(values)``: per-row results of the fit (labels, distances; numpy or
+        tensors) in X's kind where it differs (a Dask array computed for a whole-data
+        fit: a Dask array chunked as X); others as they are.
     """
 
     rows: Rows
@@ -896,6 +901,7 @@ class FitInput:
     n_samples: int
     n_features_in: int
     feature_names_in: np.ndarray | None
+    output: Callable
 
 
 def fit_input(
@@ -964,7 +970,8 @@ def fit_input(
         )
         if relative_weights:
             w, scale = constant_as_scale(w)
-    return FitInput(rows, w, scale, dev, given.is_tensor, int(X.shape[0]), int(X.shape[1]), names)
+    n, d = int(X.shape[0]), int(X.shape[1])
+    return FitInput(rows, w, scale, dev, given.is_tensor, n, d, names, given.as_given)
 
 
 @dataclass(frozen=True)

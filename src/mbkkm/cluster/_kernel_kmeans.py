@@ -519,7 +519,7 @@ torch.device, default=None
         self.support_ = keep[np.argsort(center_labels[keep], kind="stable")].astype(np.intp)
         for name in kind.lloyd_dropped:
             delattr(self, name)  # index kernels: the items are indices, they are support_
-        self.labels_ = _device.convert_output(self._tensor_io, run.labels)
+        self.labels_ = data.output(_device.convert_output(self._tensor_io, run.labels))
         self.inertia_ = inertia * data.weight_scale
         self.n_iter_ = run.n_iter
         self._warn_empty_clusters(nx.to_numpy(run.labels))
@@ -532,7 +532,7 @@ torch.device, default=None
                 f"labels stop changing or at max_iter (n_iter_={self.n_iter_}).",
                 IndefiniteKernelWarning,
             )
-        return _device.convert_output(self._tensor_io, run.distances)
+        return data.output(_device.convert_output(self._tensor_io, run.distances))
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):

@@ -122,6 +122,11 @@ class Rows:
     #: The items of the support points ``idx`` of a fitted model: their rows.
     support_items = take
 
+    def as_given(self, values):
+        """Per-row results of a fit in the kind X was given as (:class:`FitInput`'s
+        ``output``): as they are, but for a Dask array."""
+        return values
+
     def centers(self, init):
         """Initial centers given as points, in the form of the rows."""
         return self.nx.asarray(init, dtype=self.data.dtype)
@@ -229,6 +234,10 @@ class DaskArrayRows(Rows):
 
     def host_rows(self, idx):
         return np.asarray(_dask.gather_rows(self.data, idx), dtype=np.float64)
+
+    def as_given(self, values):
+        # a whole-data fit (KernelKMeans) computed X: its results chunked as X's rows
+        return _dask.chunked_like(values, self.data)
 
     def fit_data(self, device, validate_numpy, **params):
         if not params["accept_dask"]:  # read as an array (computed) by the validation
