@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from sklearn import get_config
@@ -147,15 +148,14 @@ class MemoryPlan:
         ``available=None`` (unknown) checks nothing.
         """
         phase = max((p for p in self.checked if p in self.peaks), key=self.peaks.get, default=None)
-        peak = self.peaks.get(phase, 0)  # self.peak
-        if available is None or peak <= available:
+        if available is None or self.peaks.get(phase, 0) <= available:  # the peak
             return
         big = sorted(self.terms.items(), key=lambda t: -t[1])[:3]
         lower = self.hints.get(phase, "the batch size")
         if phase == "fit":
             lower += ", or set working_memory lower (kernel blocks are then computed in chunks)"
         raise MemoryPlanError(
-            f"{what} needs about {gib(peak)} on {self.where} at its {phase} peak, "
+            f"{what} needs about {gib(self.peaks[phase])} on {self.where} at its {phase} peak, "
             f"but {gib(available)} is available there. Largest parts: "
             + ", ".join(f"{name} {gib(b)}" for name, b in big)
             + f". Lower {lower}."
@@ -595,8 +595,7 @@ def available_host_memory():
     texts = []  # each file's text, "" when unreadable
     for path in ("/proc/meminfo", "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"):
         try:
-            with open(path) as fh:
-                texts.append(fh.read())
+            texts.append(Path(path).read_text())
         except OSError:
             texts.append("")
     meminfo, limit, used = texts
@@ -611,8 +610,8 @@ def available_host_memory():
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft not in (resource.RLIM_INFINITY, -1):
-            with open(f"/proc/{os.getpid()}/statm") as fh:
-                vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            statm = Path(f"/proc/{os.getpid()}/statm").read_text()
+            vm = int(statm.split()[0]) * os.sysconf("SC_PAGE_SIZE")
             candidates.append(max(0, soft - vm))
     except (ImportError, OSError, IndexError, ValueError):
         pass

@@ -9,7 +9,7 @@ Kept apart from both steps so that neither imports the other's module for them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -145,19 +145,12 @@ class WindowState:
         return self
 
     def copy(self):
-        nx = get_backend(self.support)
-        return WindowState(
-            nx.copy(self.support),
-            self.weight.copy(),
-            self.block_start.copy(),
-            self.block_cluster.copy(),
-            self.block_stamp.copy(),
-            self.lam.copy(),
-            None if self.gram is None else nx.copy(self.gram),
-            nx.copy(self.norms),
-            self.counts.copy(),
-            self.n_steps,
-        )
+        """A copy of every array (each with its own backend's copy), without the workspace."""
+        arrays = {
+            f.name: getattr(self, f.name) for f in fields(self)[:-2]
+        }  # not n_steps, workspace
+        copies = {name: a if a is None else get_backend(a).copy(a) for name, a in arrays.items()}
+        return WindowState(**copies, n_steps=self.n_steps)
 
 
 def init_state(centers, kernel):

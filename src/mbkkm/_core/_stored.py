@@ -123,15 +123,12 @@ def stored_kernel_for(items, windows, kernel, extra=None):
     if is_sparse(extra) or (n + extra.shape[0]) ** 2 * items.dtype.itemsize > budget:
         return None
     E = np.asarray(extra, dtype=items.dtype)
-    N = n + E.shape[0]
     if E.shape[0] == 0:  # the usual case: the initial centers are rows of X
-        K = np.asarray(kernel.tile(items, items), dtype=items.dtype)
+        K = kernel.tile(items, items)
     else:
-        K = np.empty((N, N), dtype=items.dtype)
-        K[:n, :n] = kernel.tile(items, items)
-        K[:n, n:] = kernel.tile(items, E)
-        K[n:, :n] = K[:n, n:].T
-        K[n:, n:] = kernel.tile(E, E)
+        K_XE = kernel.tile(items, E)
+        K = np.block([[kernel.tile(items, items), K_XE], [K_XE.T, kernel.tile(E, E)]])
+    K = np.asarray(K, dtype=items.dtype)
     diag = np.concatenate([kernel.diag(items), kernel.diag(E)]).astype(items.dtype, copy=False)
     stored = StoredKernel(matrix=K, diag=diag, extra=E, n=n)
     if windows is not None:
