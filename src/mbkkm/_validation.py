@@ -213,9 +213,8 @@ def _rewrite(msg, X, owner):
             "(e.g. the real and imaginary parts as separate columns)."
         )
     if msg.startswith("Input X contains NaN"):
-        where = _nan_position(X)
         return (
-            f"Input X contains NaN{where}. {owner} does not accept missing values: "
+            f"Input X contains NaN{_nan_position(X)}. {owner} does not accept missing values: "
             "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or drop "
             "those rows."
         )
@@ -287,9 +286,7 @@ def _nan_position(X):
     else:
         try:
             rows, cols = np.nonzero(np.isnan(np.asarray(X, dtype=np.float64)))
-        except (TypeError, ValueError):
-            return ""
-        if rows.ndim == 0 or np.ndim(X) != 2:
+        except (TypeError, ValueError):  # also: X is not 2-D (not two index arrays)
             return ""
     if rows.size == 0:
         return ""

@@ -83,9 +83,8 @@ def draw_init_subsample(random_state, n_samples, init_size, n_clusters, sample_w
             return np.arange(n_samples)
         return np.sort(choice_without_replacement(random_state, n_samples, init_size))
     pos = np.flatnonzero(sample_weight > 0)
-    if pos.size >= n_clusters:
-        size = min(init_size, pos.size)
-        return pos[draw_init_subsample(random_state, pos.size, size, n_clusters)]
+    if pos.size >= n_clusters:  # (all of them when init_size >= pos.size)
+        return pos[draw_init_subsample(random_state, pos.size, init_size, n_clusters)]
     zero = np.flatnonzero(sample_weight <= 0)
     size = max(0, init_size - pos.size)
     fill = zero[draw_init_subsample(random_state, zero.size, size, n_clusters)]
@@ -139,8 +138,7 @@ def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=No
         # and non-PSD callables.
         Kc = np.asarray(kernel(X[idx], X, **prepared), dtype=np.float64)
         D = diag[idx][:, None] - 2.0 * Kc + diag[None, :]
-        np.maximum(D, 0.0, out=D)
-        return D
+        return np.maximum(D, 0.0, out=D)
 
     centers = np.empty(n_clusters, dtype=np.intp)
     total = w.sum()

@@ -39,12 +39,7 @@ from ..backends import get_backend
 from ..backends._numpy import is_sparse
 from ._rates import batch_rates
 from ._state import StepResult, block_slots, group_by
-from ._windows import (
-    advance_blocks,
-    batch_mean,
-    labels_and_minima,
-    support_layout,
-)
+from ._windows import advance_blocks, batch_mean, labels_and_minima, support_layout
 
 #: The largest kernel matrix a mini-batch fit stores to index instead of computing
 #: kernel blocks: 128 MiB, 4,096 float64 points (5,792 float32). Up to about this n
@@ -102,8 +97,7 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         if type(M) is not np.ndarray or M.nbytes > budget:  # a memmap, sparse, low rank
             return None
         n = M.shape[0]
-        stored = StoredKernel(matrix=M, diag=kernel.diag(np.arange(n)), extra=None, n=n)
-        return stored, windows
+        return StoredKernel(matrix=M, diag=kernel.diag(np.arange(n)), extra=None, n=n), windows
     if (
         type(items) is not np.ndarray
         or items.ndim != 2
@@ -130,12 +124,11 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         K = np.block([[kernel.tile(items, items), K_XE], [K_XE.T, kernel.tile(E, E)]])
     K = np.asarray(K, dtype=items.dtype)
     diag = np.concatenate([kernel.diag(items), kernel.diag(E)]).astype(items.dtype, copy=False)
-    stored = StoredKernel(matrix=K, diag=diag, extra=E, n=n)
     if windows is not None:
         windows = windows.copy()
         windows.support = found
         windows.gram = None
-    return stored, windows
+    return StoredKernel(matrix=K, diag=diag, extra=E, n=n), windows
 
 
 def block_sums(ptr, items, weights, K):

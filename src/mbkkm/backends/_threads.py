@@ -184,7 +184,7 @@ def thread_policy(n_threads=None):
         :func:`effective_n_threads`.
     """
     outer = getattr(_local, "budget", None)
-    n = effective_n_threads() if outer is None else outer
+    n = effective_n_threads()  # the outer phase's, if any
     if n_threads is not None:
         n = max(1, min(n, int(n_threads)))
     # torch's pool: set for the outermost phase only (a call costs a pool resize), now
