@@ -295,10 +295,8 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
             print(f"Iteration {n_iter}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")
         if labels_old is not None:
             decrease = obj_old - obj
-            converged = None
-            if changed == 0:
-                converged = "strict convergence"
-            elif 0 <= decrease < tol * obj_old:
+            converged = "strict convergence" if changed == 0 else None
+            if not converged and 0 <= decrease < tol * obj_old:
                 converged = f"objective decrease {decrease:.3g} < tol * objective"
             if converged:
                 if verbose:
@@ -309,10 +307,8 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
                     f"Iteration {n_iter}: objective rose by {-decrease:.3g} "
                     f"({int(changed)} labels changed; an indefinite kernel?): going on."
                 )
-        center_labels = labels
-        if n_empty > 0:
-            center_labels = relocate_empty(labels, mind, w, k, W)
-            M = None if center_labels is not labels else M
+        center_labels = relocate_empty(labels, mind, w, k, W) if n_empty > 0 else labels
+        M = None if center_labels is not labels else M  # relocated: a new one-hot
         P, c = m_step(op, center_labels, w, k, M)
         labels_old, obj_old = labels, obj
     labels, mind, D, _ = e_step(P, c, diag)  # its negatives uncounted: no more traffic

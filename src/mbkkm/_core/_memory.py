@@ -547,12 +547,10 @@ def _pool_terms(r, copies):
     # copy of the rows for their norms.
     operands = (n_rows, r.n_features) if copies else (0,)
     cuda = r.where.startswith("cuda")
-    dense = DENSE_SLOT_SUMS_MAX if cuda else 0
     if cuda:
         # On CUDA a large rbf block in one chunk folds the row norms into its
         # operands (_torch_tiles.rbf_tail): it copies the rows and the batch, 4-aligned
-        # with two more columns; and small pools sum their blocks densely
-        # (_pool.slot_sums)
+        # with two more columns
         from ..kernels._torch_tiles import FOLD_MIN_VALUES, folded_width  # torch is there
 
         if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
@@ -562,7 +560,8 @@ def _pool_terms(r, copies):
     t.update(term_bytes(pool, dict.fromkeys(pool, _POOL_COPY), r.row_bytes))
     t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
     state = sum(t.values())  # the pool's terms, its copy and the log
-    step = pool_step_buffers(k, L, M, b, cols, operands, dense)
+    # on CUDA, small pools sum their blocks densely (_pool.slot_sums)
+    step = pool_step_buffers(k, L, M, b, cols, operands, DENSE_SLOT_SUMS_MAX if cuda else 0)
     # The device iteration's terms: its batch rows, kernel block and operand copies;
     # every other buffer is one of its products
     terms = dict.fromkeys(step, _PRODUCTS) | {
