@@ -235,17 +235,16 @@ def _columns(X):
 
 def _non_numeric(X):
     """Name the columns that hold values that are not numbers (or None if none found)."""
-    bad = []
+    bad = []  # (name, its dtype in words, a value that is not a number)
     for name, col in _columns(X):
         try:
             np.asarray(col, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            example = str(exc).rpartition(": ")[2]
-            bad.append((name, getattr(col, "dtype", None), example))
+            dtype = f"dtype {col.dtype}, " if hasattr(col, "dtype") else ""
+            bad.append((name, dtype, str(exc).rpartition(": ")[2]))
     if not bad:
         return None
     name, dtype, example = bad[0]
-    dtype = f"dtype {dtype}, " if dtype is not None else ""
     more = ""
     if len(bad) > 1:
         more = f" (and {len(bad) - 1} more: {', '.join(b[0] for b in bad[1:4])}"

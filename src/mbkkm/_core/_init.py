@@ -44,8 +44,7 @@ def draw_batch_plan(random_state, n_samples, batch_size, n_batches, sample_weigh
     cdf = np.cumsum(np.asarray(sample_weight, dtype=np.float64))
     cdf /= cdf[-1]
     idx = np.searchsorted(cdf, random_state.uniform(size=size), side="right")
-    np.minimum(idx, n_samples - 1, out=idx)
-    return idx.astype(np.intp, copy=False)
+    return np.minimum(idx, n_samples - 1, out=idx).astype(np.intp, copy=False)
 
 
 def choice_without_replacement(random_state, n, size):
@@ -155,8 +154,7 @@ def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=No
             centers[c] = random_state.choice(pool)
             continue
         r = random_state.uniform(size=n_local_trials) * pot
-        cand = np.searchsorted(np.cumsum(w * closest), r)
-        np.minimum(cand, n - 1, out=cand)
+        cand = np.minimum(np.searchsorted(np.cumsum(w * closest), r), n - 1)
         D = sq_dist_to(cand)
         np.minimum(closest[None, :], D, out=D)
         cand_pot = D @ w

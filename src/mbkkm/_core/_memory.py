@@ -170,11 +170,10 @@ class MemoryPlan:
         width = max(map(len, self.terms), default=0)
         lines += [f"  {name:<{width}}  {b / _MIB:12.1f} MiB" for name, b in self.terms.items()]
         for phase, b in self.peaks.items():
+            lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB")
             got = self.measured.get(phase)
-            extra = ""
             if got is not None and b:
-                extra = f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
-            lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB{extra}")
+                lines[-1] += f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
         return "\n".join(lines)
 
     __str__ = report

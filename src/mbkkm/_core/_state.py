@@ -95,9 +95,7 @@ class WindowState:
     workspace: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __getstate__(self):
-        state = dict(self.__dict__)
-        state["workspace"] = {}  # buffers are scratch space: never pickled
-        return state
+        return {**self.__dict__, "workspace": {}}  # buffers are scratch space: never pickled
 
     @property
     def n_clusters(self):

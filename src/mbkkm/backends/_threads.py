@@ -254,8 +254,7 @@ def parallel_parts(func, n, n_threads):
                             old.shutdown(wait=False)
                     pool = _state["pool"]
                 futures = [pool.submit(func, bounds[i], bounds[i + 1]) for i in range(1, n_threads)]
-            first = func(bounds[0], bounds[1])
-            return [first, *(f.result() for f in futures)]
+            return [func(bounds[0], bounds[1]), *(f.result() for f in futures)]
         finally:
             for f in futures:  # on an error: no part left running outside the BLAS limit
                 f.cancel() or f.exception()
