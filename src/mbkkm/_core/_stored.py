@@ -183,13 +183,12 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     -------
     StepResult
     """
-    k = state.n_clusters
     R, PA, norms = _rows_of(state, stored)
     diag = stored.diag[batch]
     nx = get_backend(R)
     labels, mind = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
     objective, bcounts, btotal, alpha = batch_rates(
-        labels, mind, k, cfg.rate, state.counts, batch_weight
+        labels, mind, state.n_clusters, cfg.rate, state.counts, batch_weight
     )
     plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
         state, labels, alpha, bcounts, cfg, batch_weight
@@ -198,12 +197,11 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     state.support = np.concatenate([state.support[rows_kept], batch[new_pos]])
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
-    PA, norms = center_rows(state, R)
-    state.norms = norms
-    state.workspace["stored_rows"] = (state.n_steps, R, PA, norms)
+    PA, state.norms = center_rows(state, R)
+    state.workspace["stored_rows"] = (state.n_steps, R, PA, state.norms)
     after = None
     if cfg.objective_after:  # f_B(C_{i+1}) on the same batch: no new work
-        _, mind2 = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
+        _, mind2 = labels_and_minima(nx.distances_T(PA[:, batch], diag, state.norms))
         after = batch_mean(mind2, batch_weight, btotal)
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
@@ -227,7 +225,7 @@ def to_rows(state, X, stored):
     R, _, _ = _rows_of(state, stored)
     k = state.n_clusters
     slot = block_slots(state.block_cluster, k)
-    L = max(1, int(slot.max()) + 1) if slot.size else 1
+    L = int(slot.max(initial=0)) + 1
     entry_block = np.repeat(np.arange(slot.size), state.block_size)
     gram = np.zeros((k, L, L))
     for j in range(k):
