@@ -198,7 +198,7 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
     return WindowState(
         support=support
-        if order.size == 0 or np.all(order == np.arange(order.size))
+        if np.all(order == np.arange(order.size))  # in order already (or empty)
         else nx.take(support, nx.index(order)),
         weight=np.asarray(coef, dtype=np.float64)[order] / np.repeat(lam, np.diff(ptr)),
         block_start=ptr,

@@ -105,11 +105,10 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         or kernel.is_callable
         or hasattr(kernel, "matrix")
         or (windows is not None and type(windows.support) is not np.ndarray)
+        or items.shape[0] ** 2 * items.dtype.itemsize > budget  # before any work over the rows
     ):
         return None
     n = items.shape[0]
-    if n * n * items.dtype.itemsize > budget:  # before any work over the rows
-        return None
     if extra is None:
         found = _find_rows(items, windows.support)
         extra = windows.support[found < 0]
