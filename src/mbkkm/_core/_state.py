@@ -15,7 +15,7 @@ import numpy as np
 
 from ..backends import get_backend
 from ..backends._numpy import is_sparse
-from ..backends._threads import effective_n_threads
+from ..backends._threads import threads_for
 
 # ----------------------------------------------------------------- index helpers
 
@@ -304,8 +304,7 @@ def label_tiles(n, m, itemsize, chunk_rows, n_threads=None, tiled=True, sparse=F
     in cache and the pass costs the GEMM plus the kernel's elementwise map, not more
     memory passes; the budget caps them (a budget smaller than one tile).
     """
-    n_threads = effective_n_threads() if n_threads is None else n_threads
-    n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
+    n_threads = threads_for(n, n_threads, min_part=MIN_ROWS_PER_THREAD)
     rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
     if tiled:
         tile = max(16, (_SPARSE_TILE_BYTES if sparse else _TILE_BYTES) // max(1, m * itemsize))
