@@ -77,11 +77,9 @@ def match_columns(estimator, X):
     columns = getattr(X, "columns", None)
     if fitted is None or columns is None or not hasattr(X, "__getitem__"):
         return X
-    names = list(columns)
-    wanted = list(fitted)
-    if names == wanted or len(names) != len(wanted) or set(names) != set(wanted):
-        return X
-    return X[wanted] if all(isinstance(name, str) for name in names) else X
+    names, wanted = list(columns), list(fitted)
+    reordered = names != wanted and len(names) == len(wanted) and set(names) == set(wanted)
+    return X[wanted] if reordered and all(isinstance(name, str) for name in names) else X
 
 
 def unknown_name_message(param, value, known, *, what=None, also=()):
@@ -215,9 +213,8 @@ def _rewrite(msg, X, owner):
             "(e.g. the real and imaginary parts as separate columns)."
         )
     if msg.startswith("Input X contains NaN"):
-        where = _nan_position(X)
         return (
-            f"Input X contains NaN{where}. {owner} does not accept missing values: "
+            f"Input X contains NaN{_nan_position(X)}. {owner} does not accept missing values: "
             "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or drop "
             "those rows."
         )
@@ -238,17 +235,16 @@ def _columns(X):
 
 def _non_numeric(X):
     """Name the columns that hold values that are not numbers (or None if none found)."""
-    bad = []
+    bad = []  # (name, its dtype in words, a value that is not a number)
     for name, col in _columns(X):
         try:
             np.asarray(col, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            example = str(exc).rpartition(": ")[2]
-            bad.append((name, getattr(col, "dtype", None), example))
+            dtype = f"dtype {col.dtype}, " if hasattr(col, "dtype") else ""
+            bad.append((name, dtype, str(exc).rpartition(": ")[2]))
     if not bad:
         return None
     name, dtype, example = bad[0]
-    dtype = f"dtype {dtype}, " if dtype is not None else ""
     more = ""
     if len(bad) > 1:
         more = f" (and {len(bad) - 1} more: {', '.join(b[0] for b in bad[1:4])}"
@@ -262,26 +258,25 @@ def _non_numeric(X):
 def _nan_position(X):
     """`` (n values; the first in row i, column j)``, or ``""`` where X cannot say."""
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a data frame: name the columns
-        counts, first = [], None  # first: (row, column) of the first NaN, row by row
+        found = []  # (name, NaN mask) of each numeric column that holds NaN
         for name, col in _columns(X):
             try:
                 nan = np.isnan(np.asarray(col, dtype=np.float64))
             except (TypeError, ValueError):
                 continue
             if nan.any():
-                counts.append((name, int(nan.sum())))
-                i = int(np.argmax(nan))
-                if first is None or i < first[0]:
-                    first = (i, name)
-        if not counts:
+                found.append((name, nan))
+        if not found:
             return ""
-        total = sum(n for _, n in counts)
-        names = ", ".join(name for name, _ in counts[:3]) + (", ..." if len(counts) > 3 else "")
-        label = X.index[first[0]]
-        index = "" if label == first[0] else f" (index {label!r})"
+        # the first NaN row by row: the smallest row, in the leftmost column of that row
+        row, column = min(((int(np.argmax(nan)), name) for name, nan in found), key=lambda f: f[0])
+        total = sum(int(nan.sum()) for _, nan in found)
+        names = ", ".join(name for name, _ in found[:3]) + (", ..." if len(found) > 3 else "")
+        label = X.index[row]
+        index = "" if label == row else f" (index {label!r})"
         return (
-            f" ({_values(total)}, in column{'s' * (len(counts) > 1)} {names}; the "
-            f"first in row {first[0]}{index}, column {first[1]})"
+            f" ({_values(total)}, in column{'s' * (len(found) > 1)} {names}; the "
+            f"first in row {row}{index}, column {column})"
         )
     if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can be NaN
         coo = X.tocoo()
@@ -290,9 +285,7 @@ def _nan_position(X):
     else:
         try:
             rows, cols = np.nonzero(np.isnan(np.asarray(X, dtype=np.float64)))
-        except (TypeError, ValueError):
-            return ""
-        if rows.ndim == 0 or np.ndim(X) != 2:
+        except (TypeError, ValueError):  # also: X is not 2-D (not two index arrays)
             return ""
     if rows.size == 0:
         return ""

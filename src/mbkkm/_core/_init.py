@@ -44,8 +44,7 @@ def draw_batch_plan(random_state, n_samples, batch_size, n_batches, sample_weigh
     cdf = np.cumsum(np.asarray(sample_weight, dtype=np.float64))
     cdf /= cdf[-1]
     idx = np.searchsorted(cdf, random_state.uniform(size=size), side="right")
-    np.minimum(idx, n_samples - 1, out=idx)
-    return idx.astype(np.intp, copy=False)
+    return np.minimum(idx, n_samples - 1, out=idx).astype(np.intp, copy=False)
 
 
 def choice_without_replacement(random_state, n, size):
@@ -83,9 +82,8 @@ def draw_init_subsample(random_state, n_samples, init_size, n_clusters, sample_w
             return np.arange(n_samples)
         return np.sort(choice_without_replacement(random_state, n_samples, init_size))
     pos = np.flatnonzero(sample_weight > 0)
-    if pos.size >= n_clusters:
-        size = min(init_size, pos.size)
-        return pos[draw_init_subsample(random_state, pos.size, size, n_clusters)]
+    if pos.size >= n_clusters:  # (all of them when init_size >= pos.size)
+        return pos[draw_init_subsample(random_state, pos.size, init_size, n_clusters)]
     zero = np.flatnonzero(sample_weight <= 0)
     size = max(0, init_size - pos.size)
     fill = zero[draw_init_subsample(random_state, zero.size, size, n_clusters)]
@@ -139,8 +137,7 @@ def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=No
         # and non-PSD callables.
         Kc = np.asarray(kernel(X[idx], X, **prepared), dtype=np.float64)
         D = diag[idx][:, None] - 2.0 * Kc + diag[None, :]
-        np.maximum(D, 0.0, out=D)
-        return D
+        return np.maximum(D, 0.0, out=D)
 
     centers = np.empty(n_clusters, dtype=np.intp)
     total = w.sum()
@@ -157,8 +154,7 @@ def kernel_kmeans_plusplus(X, kernel, n_clusters, random_state, sample_weight=No
             centers[c] = random_state.choice(pool)
             continue
         r = random_state.uniform(size=n_local_trials) * pot
-        cand = np.searchsorted(np.cumsum(w * closest), r)
-        np.minimum(cand, n - 1, out=cand)
+        cand = np.minimum(np.searchsorted(np.cumsum(w * closest), r), n - 1)
         D = sq_dist_to(cand)
         np.minimum(closest[None, :], D, out=D)
         cand_pot = D @ w

@@ -110,10 +110,9 @@ class MatrixOperator:
         if isinstance(self.K, LowRankKernel):
             # K = U diag(w) U^T: (n, r) (r, r) (r, n) (n, k), never n x n.
             return self.K.U @ (self.K.weights[:, None] * (self.K.U.T @ A))
-        nx = self.nx
-        if type(self.K) in (np.ndarray, np.memmap):  # row parts on the policy's threads
-            return nx.astype(parallel_matmul(self.K, nx.astype(A, self.K.dtype)), np.float64)
-        return nx.astype(self.K @ nx.astype(A, self.K.dtype), np.float64)
+        A = self.nx.astype(A, self.K.dtype)
+        dense = type(self.K) in (np.ndarray, np.memmap)  # row parts on the policy's threads
+        return self.nx.astype(parallel_matmul(self.K, A) if dense else self.K @ A, np.float64)
 
     def columns(self, idx):
         """K[:, idx], shape (n, len(idx)), float64 (host index kernels)."""
@@ -284,7 +283,7 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
     center_labels = labels_old = obj_old = None
     t0 = time.perf_counter()
     n_iter = n_negative = 0
-    for it in range(max_iter):
+    for n_iter in range(1, max_iter + 1):
         labels, mind, D, neg = e_step(P, c, diag)
         M = nx.one_hot(labels, w, k)  # (n, k) weighted one-hot of the labels
         W = M.sum(0)
@@ -292,29 +291,24 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
         # The only device-to-host traffic of an iteration: four scalars, one copy.
         obj, changed, n_empty, neg = nx.scalars_to_host(mind @ w, changed, (W <= 0).sum(), neg)
         n_negative = max(n_negative, int(neg))
-        n_iter = it + 1
         if verbose:
-            print(f"Iteration {it + 1}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")
+            print(f"Iteration {n_iter}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")
         if labels_old is not None:
             decrease = obj_old - obj
-            converged = None
-            if changed == 0:
-                converged = "strict convergence"
-            elif 0 <= decrease < tol * obj_old:
+            converged = "strict convergence" if changed == 0 else None
+            if not converged and 0 <= decrease < tol * obj_old:
                 converged = f"objective decrease {decrease:.3g} < tol * objective"
             if converged:
                 if verbose:
-                    print(f"Converged at iteration {it + 1}: {converged}.")
+                    print(f"Converged at iteration {n_iter}: {converged}.")
                 return LloydResult(center_labels, labels, mind, D, n_iter, c, n_negative)
             if decrease < 0 and verbose:
                 print(
-                    f"Iteration {it + 1}: objective rose by {-decrease:.3g} "
+                    f"Iteration {n_iter}: objective rose by {-decrease:.3g} "
                     f"({int(changed)} labels changed; an indefinite kernel?): going on."
                 )
-        center_labels = labels
-        if n_empty > 0:
-            center_labels = relocate_empty(labels, mind, w, k, W)
-            M = None if center_labels is not labels else M
+        center_labels = relocate_empty(labels, mind, w, k, W) if n_empty > 0 else labels
+        M = None if center_labels is not labels else M  # relocated: a new one-hot
         P, c = m_step(op, center_labels, w, k, M)
         labels_old, obj_old = labels, obj
     labels, mind, D, _ = e_step(P, c, diag)  # its negatives uncounted: no more traffic

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from sklearn import get_config
@@ -48,6 +49,8 @@ _GIB = 2.0**30
 _MIB = 2.0**20
 #: Kernels whose numpy tiles build an augmented or normalised copy of both operands.
 _COPYING_KERNELS = ("rbf", "cosine")
+#: The dtypes of the buffers' declarations (besides the data's).
+_F64, _I64, _BOOL = np.dtype(np.float64), np.dtype(np.int64), np.dtype(bool)
 
 
 class MemoryPlanError(MemoryError, ValueError):
@@ -110,7 +113,7 @@ class MemoryPlan:
 
     Attributes
     ----------
-    where : str
+    where : str, default="host"
         "host" or the device (for example "cuda:0").
     terms : dict of str to int
         Named arrays and their bytes (see :func:`plan_minibatch`).
@@ -128,7 +131,7 @@ class MemoryPlan:
         Filled by :func:`mbkkm.measure_memory`: the peaks measured.
     """
 
-    where: str
+    where: str = "host"
     terms: dict = field(default_factory=dict)
     peaks: dict = field(default_factory=dict)
     checked: tuple = ("fit", "labelling")
@@ -147,15 +150,14 @@ class MemoryPlan:
         ``available=None`` (unknown) checks nothing.
         """
         phase = max((p for p in self.checked if p in self.peaks), key=self.peaks.get, default=None)
-        peak = self.peaks.get(phase, 0)  # self.peak
-        if available is None or peak <= available:
+        if available is None or self.peaks.get(phase, 0) <= available:  # the peak
             return
         big = sorted(self.terms.items(), key=lambda t: -t[1])[:3]
         lower = self.hints.get(phase, "the batch size")
         if phase == "fit":
             lower += ", or set working_memory lower (kernel blocks are then computed in chunks)"
         raise MemoryPlanError(
-            f"{what} needs about {gib(peak)} on {self.where} at its {phase} peak, "
+            f"{what} needs about {gib(self.peaks[phase])} on {self.where} at its {phase} peak, "
             f"but {gib(available)} is available there. Largest parts: "
             + ", ".join(f"{name} {gib(b)}" for name, b in big)
             + f". Lower {lower}."
@@ -165,15 +167,13 @@ class MemoryPlan:
         """The plan as text: one line per term, the peaks, and what was measured."""
         shapes = ", ".join(f"{k}={v}" for k, v in self.shapes.items())
         lines = [f"Memory plan on {self.where} ({shapes}):"]
-        width = max(len(n) for n in self.terms) if self.terms else 0
-        for name, b in self.terms.items():
-            lines.append(f"  {name:<{width}}  {b / _MIB:12.1f} MiB")
+        width = max(map(len, self.terms), default=0)
+        lines += [f"  {name:<{width}}  {b / _MIB:12.1f} MiB" for name, b in self.terms.items()]
         for phase, b in self.peaks.items():
+            lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB")
             got = self.measured.get(phase)
-            extra = ""
             if got is not None and b:
-                extra = f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
-            lines.append(f"  peak of {phase:<{width - 8}}  {b / _MIB:12.1f} MiB{extra}")
+                lines[-1] += f"   measured {got / _MIB:.1f} MiB ({got / b:.2f} x plan)"
         return "\n".join(lines)
 
     __str__ = report
@@ -214,19 +214,18 @@ def pool_buffers(n_clusters, L, M, batch_size):
     :mod:`mbkkm._core._pool` for what each holds.
     """
     k, n_rows, L1 = n_clusters, M + 1 + batch_size, L + 1
-    f64, i64 = np.dtype(np.float64), np.dtype(np.int64)
     return {
         "rows": ((n_rows,), None, 0),
-        "block": ((n_rows,), i64, L),  # L: the slot of a free row
-        "coef": ((n_rows, k), f64, 0.0),
-        "lam": ((k, L1), f64, 0.0),
-        "newer": ((k, L1), f64, np.inf),  # inf: a free slot
-        "stamp": ((k, L1), i64, -1),
-        "gram": ((k, L1, L1), f64, 0.0),
-        "norms": ((k, 1), f64, 0.0),
-        "counts": ((k, 1), f64, 0.0),
-        "it": ((1,), i64, 0),
-        "active": ((1,), np.dtype(bool), True),
+        "block": ((n_rows,), _I64, L),  # L: the slot of a free row
+        "coef": ((n_rows, k), _F64, 0.0),
+        "lam": ((k, L1), _F64, 0.0),
+        "newer": ((k, L1), _F64, np.inf),  # inf: a free slot
+        "stamp": ((k, L1), _I64, -1),
+        "gram": ((k, L1, L1), _F64, 0.0),
+        "norms": ((k, 1), _F64, 0.0),
+        "counts": ((k, 1), _F64, 0.0),
+        "it": ((1,), _I64, 0),
+        "active": ((1,), _BOOL, True),
     }
 
 
@@ -243,22 +242,21 @@ def pool_step_buffers(n_clusters, L, M, batch_size, cols, operands=(0,), dense=0
     slot sums with their mask when k (L + 1) (M + 1 + b) <= ``dense`` (CUDA).
     """
     k, b, n_rows, L1 = n_clusters, batch_size, M + 1 + batch_size, L + 1
-    f64, mask = np.dtype(np.float64), np.dtype(bool)
     slot_sums = (k * L1, n_rows) if k * L1 * n_rows <= dense else (0,)
     return {
         "batch rows": ((b,), None),
         "kernel block": ((n_rows, cols), "values"),
         "kernel operands": (operands, "values"),
         "coef_out": ((k, M), "values"),
-        "A": ((M, k), f64),
+        "A": ((M, k), _F64),
         "R": ((n_rows, k), "values"),
-        "R * weights": ((n_rows, k), f64),
+        "R * weights": ((n_rows, k), _F64),
         "D, V": ((2, k, b), "values"),
-        "one-hot": ((k, b), f64),
-        "one-hot mask": ((k, b), mask),
-        "new block Grams": ((2, k, L1, L1), f64),
-        "dense slot sums": (slot_sums, f64),
-        "dense slot sums mask": (slot_sums, mask),
+        "one-hot": ((k, b), _F64),
+        "one-hot mask": ((k, b), _BOOL),
+        "new block Grams": ((2, k, L1, L1), _F64),
+        "dense slot sums": (slot_sums, _F64),
+        "dense slot sums mask": (slot_sums, _BOOL),
     }
 
 
@@ -281,19 +279,18 @@ def host_step_buffers(m, nb, n_clusters, L, batch_size, cols, whole_batch, opera
     label-sorted batch (at most about half of it).
     """
     k, b, half = n_clusters, batch_size, -(-batch_size // 2)
-    i64 = np.dtype(np.int64)
     return {
         "support": ((m,), None),
-        "support bookkeeping": ((4, m), i64),
-        "block bookkeeping": ((6, nb), i64),
-        "block Gram": ((2, k, L, L), np.dtype(np.float64)),
+        "support bookkeeping": ((4, m), _I64),
+        "block bookkeeping": ((6, nb), _I64),
+        "block Gram": ((2, k, L, L), _F64),
         "batch rows": ((b,), None),
         "K_SB": ((m, cols), "values"),
         "K_BB": ((b, cols) if whole_batch else (half, min(cols, half)), "values"),
         "half-batch rows": ((0 if whole_batch else half,), None),
         "kernel operands": (operands, "values"),
         "block sums Q, P, QB": ((nb + 2 * k, b), "values"),
-        "pair indices": ((9, L + 1, b), i64),
+        "pair indices": ((9, L + 1, b), _I64),
         "new support": ((m,), None),
     }
 
@@ -549,12 +546,10 @@ def _pool_terms(r, copies):
     # copy of the rows for their norms.
     operands = (n_rows, r.n_features) if copies else (0,)
     cuda = r.where.startswith("cuda")
-    dense = DENSE_SLOT_SUMS_MAX if cuda else 0
     if cuda:
         # On CUDA a large rbf block in one chunk folds the row norms into its
         # operands (_torch_tiles.rbf_tail): it copies the rows and the batch, 4-aligned
-        # with two more columns; and small pools sum their blocks densely
-        # (_pool.slot_sums)
+        # with two more columns
         from ..kernels._torch_tiles import FOLD_MIN_VALUES, folded_width  # torch is there
 
         if r.kernel_name == "rbf" and cols == b and n_rows * b >= FOLD_MIN_VALUES:
@@ -564,7 +559,8 @@ def _pool_terms(r, copies):
     t.update(term_bytes(pool, dict.fromkeys(pool, _POOL_COPY), r.row_bytes))
     t[_POOL_LOG] = (r.max_iter or 0) * (b + 2) * 8
     state = sum(t.values())  # the pool's terms, its copy and the log
-    step = pool_step_buffers(k, L, M, b, cols, operands, dense)
+    # on CUDA, small pools sum their blocks densely (_pool.slot_sums)
+    step = pool_step_buffers(k, L, M, b, cols, operands, DENSE_SLOT_SUMS_MAX if cuda else 0)
     # The device iteration's terms: its batch rows, kernel block and operand copies;
     # every other buffer is one of its products
     terms = dict.fromkeys(step, _PRODUCTS) | {
@@ -595,8 +591,7 @@ def available_host_memory():
     texts = []  # each file's text, "" when unreadable
     for path in ("/proc/meminfo", "/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"):
         try:
-            with open(path) as fh:
-                texts.append(fh.read())
+            texts.append(Path(path).read_text())
         except OSError:
             texts.append("")
     meminfo, limit, used = texts
@@ -611,8 +606,8 @@ def available_host_memory():
 
         soft, _ = resource.getrlimit(resource.RLIMIT_AS)
         if soft not in (resource.RLIM_INFINITY, -1):
-            with open(f"/proc/{os.getpid()}/statm") as fh:
-                vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+            statm = Path(f"/proc/{os.getpid()}/statm").read_text()
+            vm = int(statm.split()[0]) * os.sysconf("SC_PAGE_SIZE")
             candidates.append(max(0, soft - vm))
     except (ImportError, OSError, IndexError, ValueError):
         pass
@@ -633,12 +628,11 @@ def plan_untruncated(*, n, row_bytes, n_clusters, batch_size, chunk_rows, comput
     fit = sum(v for name, v in t.items() if name != "support view at the end")
     t["distances of the points (n, k)"] = n * k * 8 * 2
     labelling = t["table T and coefficients A (n, k)"] + t["support view at the end"]
-    peaks = {"fit": fit, "labelling": labelling + t["distances of the points (n, k)"]}
+    labelling += t["distances of the points (n, k)"]
     return MemoryPlan(
-        where="host",
         terms={k_: int(v) for k_, v in t.items()},
-        peaks={p: int(v) for p, v in peaks.items()},
-        checked=tuple(peaks) if compute_labels else ("fit",),
+        peaks={"fit": int(fit), "labelling": int(labelling)},
+        checked=("fit", "labelling") if compute_labels else ("fit",),
         shapes={"n": n, "k": k, "chunk_rows": chunk_rows},
         hints={
             "fit": "batch_size, or use an integer tau (windows)",
@@ -724,7 +718,6 @@ def plan_explicit(request):
     fit = max(t["k-means++ subsample and candidates"], t["batch rows and their distances"])
     labelling = t["labelling chunk (distances, norms)"] + t["distances of the points (n, k)"]
     return MemoryPlan(
-        where="host",
         terms=t,
         peaks={"fit": state + fit, "labelling": state + labelling + t["labels and minima out"]},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),

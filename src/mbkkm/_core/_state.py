@@ -9,13 +9,13 @@ Kept apart from both steps so that neither imports the other's module for them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from ..backends import get_backend
 from ..backends._numpy import is_sparse
-from ..backends._threads import effective_n_threads
+from ..backends._threads import threads_for
 
 # ----------------------------------------------------------------- index helpers
 
@@ -95,9 +95,7 @@ class WindowState:
     workspace: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __getstate__(self):
-        state = dict(self.__dict__)
-        state["workspace"] = {}  # buffers are scratch space: never pickled
-        return state
+        return {**self.__dict__, "workspace": {}}  # buffers are scratch space: never pickled
 
     @property
     def n_clusters(self):
@@ -145,19 +143,12 @@ class WindowState:
         return self
 
     def copy(self):
-        nx = get_backend(self.support)
-        return WindowState(
-            nx.copy(self.support),
-            self.weight.copy(),
-            self.block_start.copy(),
-            self.block_cluster.copy(),
-            self.block_stamp.copy(),
-            self.lam.copy(),
-            None if self.gram is None else nx.copy(self.gram),
-            nx.copy(self.norms),
-            self.counts.copy(),
-            self.n_steps,
-        )
+        """A copy of every array (each with its own backend's copy), without the workspace."""
+        arrays = {
+            f.name: getattr(self, f.name) for f in fields(self)[:-2]
+        }  # not n_steps, workspace
+        copies = {name: a if a is None else get_backend(a).copy(a) for name, a in arrays.items()}
+        return WindowState(**copies, n_steps=self.n_steps)
 
 
 def init_state(centers, kernel):
@@ -207,7 +198,7 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     lam[lam == 0] = 1.0  # empty (or zero) centers: any block coefficient will do
     return WindowState(
         support=support
-        if order.size == 0 or np.all(order == np.arange(order.size))
+        if np.all(order == np.arange(order.size))  # in order already (or empty)
         else nx.take(support, nx.index(order)),
         weight=np.asarray(coef, dtype=np.float64)[order] / np.repeat(lam, np.diff(ptr)),
         block_start=ptr,
@@ -313,8 +304,7 @@ def label_tiles(n, m, itemsize, chunk_rows, n_threads=None, tiled=True, sparse=F
     in cache and the pass costs the GEMM plus the kernel's elementwise map, not more
     memory passes; the budget caps them (a budget smaller than one tile).
     """
-    n_threads = effective_n_threads() if n_threads is None else n_threads
-    n_threads = max(1, min(n_threads, n // MIN_ROWS_PER_THREAD))
+    n_threads = threads_for(n, n_threads, min_part=MIN_ROWS_PER_THREAD)
     rows = max(1, chunk_rows // n_threads)  # the memory budget is shared, not multiplied
     if tiled:
         tile = max(16, (_SPARSE_TILE_BYTES if sparse else _TILE_BYTES) // max(1, m * itemsize))

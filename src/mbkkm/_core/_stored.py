@@ -39,12 +39,7 @@ from ..backends import get_backend
 from ..backends._numpy import is_sparse
 from ._rates import batch_rates
 from ._state import StepResult, block_slots, group_by
-from ._windows import (
-    advance_blocks,
-    batch_mean,
-    labels_and_minima,
-    support_layout,
-)
+from ._windows import advance_blocks, batch_mean, labels_and_minima, support_layout
 
 #: The largest kernel matrix a mini-batch fit stores to index instead of computing
 #: kernel blocks: 128 MiB, 4,096 float64 points (5,792 float32). Up to about this n
@@ -102,8 +97,7 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         if type(M) is not np.ndarray or M.nbytes > budget:  # a memmap, sparse, low rank
             return None
         n = M.shape[0]
-        stored = StoredKernel(matrix=M, diag=kernel.diag(np.arange(n)), extra=None, n=n)
-        return stored, windows
+        return StoredKernel(matrix=M, diag=kernel.diag(np.arange(n)), extra=None, n=n), windows
     if (
         type(items) is not np.ndarray
         or items.ndim != 2
@@ -111,11 +105,10 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         or kernel.is_callable
         or hasattr(kernel, "matrix")
         or (windows is not None and type(windows.support) is not np.ndarray)
+        or items.shape[0] ** 2 * items.dtype.itemsize > budget  # before any work over the rows
     ):
         return None
     n = items.shape[0]
-    if n * n * items.dtype.itemsize > budget:  # before any work over the rows
-        return None
     if extra is None:
         found = _find_rows(items, windows.support)
         extra = windows.support[found < 0]
@@ -123,22 +116,18 @@ def stored_kernel_for(items, windows, kernel, extra=None):
     if is_sparse(extra) or (n + extra.shape[0]) ** 2 * items.dtype.itemsize > budget:
         return None
     E = np.asarray(extra, dtype=items.dtype)
-    N = n + E.shape[0]
     if E.shape[0] == 0:  # the usual case: the initial centers are rows of X
-        K = np.asarray(kernel.tile(items, items), dtype=items.dtype)
+        K = kernel.tile(items, items)
     else:
-        K = np.empty((N, N), dtype=items.dtype)
-        K[:n, :n] = kernel.tile(items, items)
-        K[:n, n:] = kernel.tile(items, E)
-        K[n:, :n] = K[:n, n:].T
-        K[n:, n:] = kernel.tile(E, E)
+        K_XE = kernel.tile(items, E)
+        K = np.block([[kernel.tile(items, items), K_XE], [K_XE.T, kernel.tile(E, E)]])
+    K = np.asarray(K, dtype=items.dtype)
     diag = np.concatenate([kernel.diag(items), kernel.diag(E)]).astype(items.dtype, copy=False)
-    stored = StoredKernel(matrix=K, diag=diag, extra=E, n=n)
     if windows is not None:
         windows = windows.copy()
         windows.support = found
         windows.gram = None
-    return stored, windows
+    return StoredKernel(matrix=K, diag=diag, extra=E, n=n), windows
 
 
 def block_sums(ptr, items, weights, K):
@@ -193,13 +182,12 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     -------
     StepResult
     """
-    k = state.n_clusters
     R, PA, norms = _rows_of(state, stored)
     diag = stored.diag[batch]
     nx = get_backend(R)
     labels, mind = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
     objective, bcounts, btotal, alpha = batch_rates(
-        labels, mind, k, cfg.rate, state.counts, batch_weight
+        labels, mind, state.n_clusters, cfg.rate, state.counts, batch_weight
     )
     plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
         state, labels, alpha, bcounts, cfg, batch_weight
@@ -208,12 +196,11 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     state.support = np.concatenate([state.support[rows_kept], batch[new_pos]])
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
-    PA, norms = center_rows(state, R)
-    state.norms = norms
-    state.workspace["stored_rows"] = (state.n_steps, R, PA, norms)
+    PA, state.norms = center_rows(state, R)
+    state.workspace["stored_rows"] = (state.n_steps, R, PA, state.norms)
     after = None
     if cfg.objective_after:  # f_B(C_{i+1}) on the same batch: no new work
-        _, mind2 = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
+        _, mind2 = labels_and_minima(nx.distances_T(PA[:, batch], diag, state.norms))
         after = batch_mean(mind2, batch_weight, btotal)
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
@@ -237,7 +224,7 @@ def to_rows(state, X, stored):
     R, _, _ = _rows_of(state, stored)
     k = state.n_clusters
     slot = block_slots(state.block_cluster, k)
-    L = max(1, int(slot.max()) + 1) if slot.size else 1
+    L = int(slot.max(initial=0)) + 1
     entry_block = np.repeat(np.arange(slot.size), state.block_size)
     gram = np.zeros((k, L, L))
     for j in range(k):

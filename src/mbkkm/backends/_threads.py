@@ -118,11 +118,8 @@ def effective_n_threads():
         counts = _pools()[1]
         blas = _state["saved_blas"] if _state["holders"] else counts["blas"]
     n = counts["openmp"] or env or _physical_cpus()  # counts and env: None or >= 1
-    if env is None:
-        n = min(n, _physical_cpus())
-    if blas is not None:
-        n = min(n, blas)
-    return max(1, int(n))
+    cores = _physical_cpus() if env is None else n  # a cap unless OMP_NUM_THREADS is set
+    return max(1, int(min(n, cores, blas or n)))
 
 
 def threads_for(work, n_threads=None, min_part=MIN_PART_WORK):
@@ -163,10 +160,8 @@ def torch_joins():
     (``device="torch"`` on numpy data) gets the scope too. Cheap and idempotent;
     outside a phase, or in one of our worker threads, it does nothing."""
     phase = getattr(_local, "torch_phase", None)
-    if phase is None or phase["old"] is not None:
-        return
     torch = sys.modules.get("torch")
-    if torch is None or not hasattr(torch, "get_num_threads"):
+    if phase is None or phase["old"] is not None or not hasattr(torch, "get_num_threads"):
         return
     phase["old"] = torch.get_num_threads()
     if phase["old"] != phase["n"]:
@@ -189,25 +184,25 @@ def thread_policy(n_threads=None):
         :func:`effective_n_threads`.
     """
     outer = getattr(_local, "budget", None)
-    n = effective_n_threads() if outer is None else outer
+    n = effective_n_threads()  # the outer phase's, if any
     if n_threads is not None:
         n = max(1, min(n, int(n_threads)))
+    # torch's pool: set for the outermost phase only (a call costs a pool resize), now
+    # if torch is imported, else when the phase starts using it (torch_joins)
+    phase = {"n": n, "old": None}
     with _one_blas_thread():
         _local.budget = n
-        # torch's pool: set for the outermost phase only (a call costs a pool resize),
-        # now if torch is imported, else when the phase starts using it (torch_joins)
-        phase = {"n": n, "old": None} if outer is None else None
-        if phase is not None:
-            _local.torch_phase = phase
         try:
-            if phase is not None and "torch" in sys.modules:
-                torch_joins()
+            if outer is None:
+                _local.torch_phase = phase
+                if "torch" in sys.modules:
+                    torch_joins()
             yield n
         finally:
-            if phase is not None:  # torch's count restored (if it joined)
+            if outer is None:
                 _local.torch_phase = None
-                if phase["old"] not in (None, phase["n"]):  # torch joined: it is imported
-                    sys.modules["torch"].set_num_threads(phase["old"])
+            if phase["old"] not in (None, n):  # torch joined (it is imported): restored
+                sys.modules["torch"].set_num_threads(phase["old"])
             _local.budget = outer
 
 
@@ -259,8 +254,7 @@ def parallel_parts(func, n, n_threads):
                             old.shutdown(wait=False)
                     pool = _state["pool"]
                 futures = [pool.submit(func, bounds[i], bounds[i + 1]) for i in range(1, n_threads)]
-            first = func(bounds[0], bounds[1])
-            return [first, *(f.result() for f in futures)]
+            return [func(bounds[0], bounds[1]), *(f.result() for f in futures)]
         finally:
             for f in futures:  # on an error: no part left running outside the BLAS limit
                 f.cancel() or f.exception()
