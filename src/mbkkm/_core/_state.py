@@ -144,10 +144,11 @@ class WindowState:
 
     def copy(self):
         """A copy of every array (each with its own backend's copy), without the workspace."""
-        arrays = {
-            f.name: getattr(self, f.name) for f in fields(self)[:-2]
-        }  # not n_steps, workspace
-        copies = {name: a if a is None else get_backend(a).copy(a) for name, a in arrays.items()}
+        copies = {}
+        for f in fields(self):
+            if f.name not in ("n_steps", "workspace"):
+                a = getattr(self, f.name)
+                copies[f.name] = None if a is None else get_backend(a).copy(a)
         return WindowState(**copies, n_steps=self.n_steps)
 
 
