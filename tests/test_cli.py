@@ -1076,6 +1076,19 @@ def test_an_output_that_is_an_input_or_another_output_is_refused(runner, blobs, 
     assert not same.exists()
 
 
+def test_a_one_dimensional_array_is_one_column_with_a_note(runner, blobs, tmp_path):
+    """An .npz's label vector (--key y) is 1-d: read as one feature, and said so."""
+    p = tmp_path / "d.npz"
+    np.savez(p, X=blobs, y=np.repeat([0.0, 1.0], 40))
+    out = tmp_path / "l.txt"
+    r = runner.invoke(main, [*_fast_args(p, out), "--key", "y"])
+    assert r.exit_code == 0, r.output
+    assert "note: the array of" in r.output and "is 1-d (80 values): read as one column" in r.output
+    assert "80 points x 1 features" in r.output
+    r = runner.invoke(main, _fast_args(p, out))  # the 2-d X: no note
+    assert r.exit_code == 0 and "1-d" not in r.output
+
+
 def test_pandas_index_header_read_as_a_header_with_a_note(runner, blobs, tmp_path):
     pd = pytest.importorskip("pandas")
     p = tmp_path / "b.csv"

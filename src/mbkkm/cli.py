@@ -418,9 +418,16 @@ _fit_output_options = _options(
 # ---------------------------------------------------------------------------
 
 
-def _note_index_header(table: Table, quiet: bool) -> None:
-    """Say on stderr (unless ``quiet``) that the first line of ``table``, all numbers,
-    was read as a header because it is the column indices 0, 1, ..., d-1."""
+def _note_reading(table: Table, quiet: bool) -> None:
+    """Say on stderr (unless ``quiet``) how ``table`` was read where a user may not
+    expect it: a first line of numbers read as a header because it is the column
+    indices 0, 1, ..., d-1, or a 1-d array read as one column."""
+    if table.one_dimensional and not quiet:
+        click.echo(
+            f"note: the array of {table.path} is 1-d ({table.n_rows:,} values): read as one "
+            "column, one feature per point.",
+            err=True,
+        )
     if table.index_header and not quiet:
         d = table.n_file_columns
         indices = ", ".join(map(str, range(d))) if d <= 3 else f"0, 1, ..., {d - 1}"
@@ -1061,7 +1068,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     table = _open_data(data, **source)
     _check_unique_names(table, data)
     _check_named(table, data, source)
-    _note_index_header(table, quiet)
+    _note_reading(table, quiet)
     with _reading(table, "reading", quiet) as how:
         X = table.read(**how)
     release_free_memory()  # the parsing threads' kept buffers, before the fit
@@ -1269,7 +1276,7 @@ def predict(model, data, source, labels, transform, quiet):
     if not hasattr(est, "transform") or not hasattr(est, "n_features_in_"):
         raise click.ClickException(f"{model} does not hold a fitted mbkkm clustering model.")
     table = _predict_table(est, data, source)
-    _note_index_header(table, quiet)
+    _note_reading(table, quiet)
     if table.n_columns != est.n_features_in_:
         raise click.UsageError(
             f"{data} has {table.n_columns} columns to use, the model expects "

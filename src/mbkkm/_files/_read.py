@@ -193,6 +193,8 @@ class Table:
     index_header : bool
         Whether the header was detected although all its fields are numbers: the
         column indices 0, 1, ..., d-1 in order (pandas' names of unnamed columns).
+    one_dimensional : bool
+        Whether the file's array is 1-d (.npy, .npz), read as one column.
     """
 
     path: Path
@@ -204,6 +206,7 @@ class Table:
     n_file_columns: int
     _opts: dict[str, Any] = field(default_factory=dict, repr=False)
     index_header: bool = False
+    one_dimensional: bool = False
 
     @property
     def n_columns(self) -> int:
@@ -710,7 +713,8 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
         raise ValueError(f"{path}: cannot read as a numpy file ({exc}).") from exc
     if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
         raise ValueError(f"{path}: the array has dtype {X.dtype}; expected real numbers.")
-    if X.ndim == 1:
+    one_dimensional = X.ndim == 1
+    if one_dimensional:
         X = X[:, None]
     if X.ndim != 2:
         raise ValueError(f"{path}: expected a 2-d table, got an array of shape {X.shape}.")
@@ -718,7 +722,8 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
         raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
     keep = select_columns(None, X.shape[1], columns, drop)
     dtype = _default_dtype(dtype, X.dtype)
-    return Table(path, kind, None, keep, X.shape[0], dtype, X.shape[1], {"array": X})
+    n, d = X.shape
+    return Table(path, kind, None, keep, n, dtype, d, {"array": X}, one_dimensional=one_dimensional)
 
 
 def needs_pyarrow(path: Path, doing: str = "reading"):
