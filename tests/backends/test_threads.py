@@ -331,6 +331,20 @@ def test_torch_threads_follow_the_policy(two_threads):
     assert torch.get_num_threads() == old
 
 
+def test_torch_runs_on_one_thread_in_a_phase_of_two(two_threads):
+    """torch's pool spins like BLAS's: one thread inside a phase, whatever the
+    phase's count for our own parts; its count back after."""
+    torch = pytest.importorskip("torch")
+    old = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with thread_policy() as n:
+            assert n == 2 and torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(old)
+
+
 class _FakeTorch:
     """torch's thread-count calls, recorded (a stand-in imported in mid-phase)."""
 

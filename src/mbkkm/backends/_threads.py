@@ -23,9 +23,14 @@ scikit-learn's ``KMeans`` shows the way out, and this module follows it:
   BLAS limit in force and, unless ``OMP_NUM_THREADS`` asks for more, by the
   physical cores the process may use (:func:`effective_n_threads`). A user who
   writes ``with threadpool_limits(1):`` around a fit gets one thread everywhere;
-* torch's CPU backend gets the same number through a ``torch.set_num_threads``
-  scope, from the phase's start when torch is imported, else from the moment the
-  phase starts using it (:func:`torch_joins`; this module never imports torch);
+* torch's own pool of threads gets **one thread**, as BLAS does, through a
+  ``torch.set_num_threads(1)`` scope, from the phase's start when torch is
+  imported, else from the moment the phase starts using it (:func:`torch_joins`;
+  this module never imports torch). Its OpenMP threads spin at every operation's
+  end like BLAS's: a torch CPU fit of PenDigits (defaults, a fixed width) took
+  6.2-6.8 s with two threads and 3.1-3.4 s with one on the project's 2-core
+  machine beside one other job, and 25.8-50.0 s against 6.8 s with one more busy
+  process;
 * a Dask task runs with one thread (:func:`single_thread`): the scheduler's own
   workers are the parallelism there.
 
@@ -153,8 +158,8 @@ def _one_blas_thread():
 
 
 def torch_joins():
-    """Give torch the current phase's thread count, once per phase, when torch is
-    imported: called where every torch computation of mbkkm starts (the torch
+    """Give torch one thread for the current phase (see the module docstring), once
+    per phase, when torch is imported: called where every torch computation of mbkkm starts (the torch
     backend's constructor, behind :func:`mbkkm.backends.get_backend` and
     :func:`mbkkm.backends.backend_for`), so a phase that imports torch itself
     (``device="torch"`` on numpy data) gets the scope too. Cheap and idempotent;
@@ -173,9 +178,9 @@ def thread_policy(n_threads=None):
     """Run a phase under the policy; yields its number of threads.
 
     BLAS runs with one thread inside (process-wide, restored by the last phase
-    out); our own parallel parts (:func:`parallel_parts`) use the yielded number;
-    torch, when imported, gets the same number (``torch.set_num_threads``).
-    Nested phases inherit the outer number.
+    out), and so does torch's pool when torch is imported (``torch.set_num_threads``);
+    our own parallel parts (:func:`parallel_parts`) use the yielded number. Nested
+    phases inherit the outer number.
 
     Parameters
     ----------
@@ -189,7 +194,7 @@ def thread_policy(n_threads=None):
         n = max(1, min(n, int(n_threads)))
     # torch's pool: set for the outermost phase only (a call costs a pool resize), now
     # if torch is imported, else when the phase starts using it (torch_joins)
-    phase = {"n": n, "old": None}
+    phase = {"n": 1, "old": None}  # torch's spinning pool: one thread, as BLAS
     with _one_blas_thread():
         _local.budget = n
         try:
@@ -201,7 +206,7 @@ def thread_policy(n_threads=None):
         finally:
             if outer is None:
                 _local.torch_phase = None
-            if phase["old"] not in (None, n):  # torch joined (it is imported): restored
+            if phase["old"] not in (None, 1):  # torch joined (it is imported): restored
                 sys.modules["torch"].set_num_threads(phase["old"])
             _local.budget = outer
 
