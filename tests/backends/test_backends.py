@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -331,3 +332,22 @@ def test_csr_matmul_in_parts_is_scipys_product(monkeypatch, fallback):
         assert got.flags.c_contiguous
         np.testing.assert_array_equal(got, expected)
         assert sorted(parts) == [(0, 45), (45, 63), (63, 93)]  # rows whole, by non-zeros
+
+
+@pytest.mark.parametrize("batch_dtype", [np.float32, np.float64])
+def test_new_support_is_the_kept_rows_then_the_new_rows_in_the_support_dtype(batch_dtype):
+    """The oracle: S[rows_kept] then Xb[new_pos] cast to S's dtype, concatenated. A
+    float64 partial_fit batch joining a float32 support was gathered by np.take with
+    a casting out=, which read the buffer first (a RuntimeWarning on its garbage)."""
+    from mbkkm.backends._numpy import NumpyBackend
+
+    rng = np.random.default_rng(0)
+    S = rng.normal(size=(50, 4)).astype(np.float32)
+    Xb = rng.normal(size=(30, 4)).astype(batch_dtype)
+    rows_kept, new_pos = rng.choice(50, 20, replace=False), rng.choice(30, 12, replace=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = NumpyBackend().new_support(S, rows_kept, Xb, new_pos)
+    expected = np.concatenate([S[rows_kept], Xb[new_pos].astype(np.float32)])
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, expected)

@@ -360,7 +360,10 @@ class NumpyBackend:
             m_kept = rows_kept.shape[0]
             support = np.empty((m_kept + new_pos.shape[0], *Xb.shape[1:]), S.dtype)
             np.take(S, rows_kept, axis=0, out=support[:m_kept])
-            np.take(Xb, new_pos, axis=0, out=support[m_kept:])
+            if Xb.dtype == S.dtype:
+                np.take(Xb, new_pos, axis=0, out=support[m_kept:])
+            else:  # a partial_fit batch of another dtype: take's cast into out reads
+                support[m_kept:] = Xb[new_pos]  # its buffer before writing it (a warning)
             return support
         new = take_rows(Xb, new_pos)
         if not sp.issparse(S):  # dense support, sparse batch

@@ -159,8 +159,8 @@ def _one_blas_thread():
 
 def torch_joins():
     """Give torch one thread for the current phase (see the module docstring), once
-    per phase, when torch is imported: called where every torch computation of mbkkm starts (the torch
-    backend's constructor, behind :func:`mbkkm.backends.get_backend` and
+    per phase, when torch is imported: called where every torch computation of mbkkm
+    starts (the torch backend's constructor, behind :func:`mbkkm.backends.get_backend` and
     :func:`mbkkm.backends.backend_for`), so a phase that imports torch itself
     (``device="torch"`` on numpy data) gets the scope too. Cheap and idempotent;
     outside a phase, or in one of our worker threads, it does nothing."""
