@@ -81,6 +81,12 @@ def test_precomputed_equals_rbf_path():
     )
     with pytest.raises(ValueError, match="kernel_diag"):
         pre.transform(K_new)
+    # K(x, x) < 0 is no kernel's: refused as the fit refuses a negative diagonal
+    bad = np.ones(50)
+    bad[7] = -1.0
+    for call in (pre.transform, pre.score):
+        with pytest.raises(ValueError, match=r"kernel_diag\[7\] = -1 is negative"):
+            call(K_new, kernel_diag=bad)
     assert pre.score(K_new, kernel_diag=np.ones(50)) == pytest.approx(ref.score(Xn), rel=1e-8)
     # untruncated on the precomputed matrix too
     a = MiniBatchKernelKMeans(

@@ -792,6 +792,12 @@ class PrecomputedKernel(PointKernel):
                 raise ValueError(
                     f"kernel_diag should have shape (n_new,) = ({X.shape[0]},), got {diag.shape}"
                 )
+            if np.any(diag < 0):
+                i = int(np.flatnonzero(diag < 0)[0])
+                raise ValueError(
+                    f"kernel_diag[{i}] = {diag[i]:.3g} is negative; a kernel has "
+                    "K(x, x) = ||phi(x)||^2 >= 0"
+                )
 
         return assign(
             X,
