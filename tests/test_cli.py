@@ -1219,3 +1219,15 @@ def test_a_closed_standard_output_ends_the_command_quietly(tmp_path):
     stderr = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 1
     assert "Broken pipe" not in stderr and "Traceback" not in stderr and "Error" not in stderr
+
+
+def test_a_scipy_sparse_npz_is_refused_by_name(runner, tmp_path):
+    """scipy.sparse.save_npz writes its parts as arrays: the CLI reads dense tables,
+    and says so (it asked which of indptr, indices, ... to cluster)."""
+    import scipy.sparse as sp
+
+    p = tmp_path / "tfidf.npz"
+    sp.save_npz(p, sp.random(60, 20, density=0.2, format="csr", random_state=0))
+    r = runner.invoke(main, ["fit", str(p), "-k", "3"])
+    assert r.exit_code == 1 and "holds a scipy.sparse matrix" in r.output
+    assert "scipy.sparse.load_npz" in r.output and "choose one" not in r.output

@@ -701,6 +701,13 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
             X = np.load(path, mmap_mode="r", allow_pickle=False)
         else:
             with np.load(path, allow_pickle=False) as f:
+                if key not in f.files and {"format", "indptr", "indices"} <= set(f.files):
+                    raise ValueError(
+                        f"{path} holds a scipy.sparse matrix (scipy.sparse.save_npz), and the "
+                        "command line reads dense arrays; cluster it in Python, where the "
+                        "estimators take it as it is: MiniBatchKernelKMeans(kernel='cosine')"
+                        ".fit(scipy.sparse.load_npz(path)).",
+                    )
                 if key not in f.files:
                     arrays = ", ".join(f.files) or "none"
                     raise OptionError(
