@@ -297,7 +297,9 @@ default="k-means++"
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training data (float32 data stays float32).
+            Training data (float32 data stays float32); dense (a sparse matrix is
+            refused: ``MiniBatchKernelKMeans(kernel="linear", tau=None)`` runs the
+            same algorithm on CSR rows).
         y : Ignored
         sample_weight : array-like of shape (n_samples,), default=None
             Batches are drawn with probability proportional to the weights (unit
