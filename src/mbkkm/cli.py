@@ -1214,10 +1214,6 @@ def _check_device(device, kernel, tau, model) -> None:
         )
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _check_width(kernel, gamma, gamma_plot=None) -> None:
     """Refuse --gamma for a kernel without a gamma, --gamma auto / mean-distance (a
     width chosen from the data) for a kernel without a width, and --gamma-plot where no
@@ -1235,8 +1231,9 @@ def _check_width(kernel, gamma, gamma_plot=None) -> None:
             f"--gamma {gamma}: chooses the width of --kernel {kernels}; --kernel {kernel} "
             "has no width to choose (give --gamma as a number, or leave it out)."
         )
-    if gamma_plot is not None and (kernel not in AUTO_GAMMA_KERNELS or _is_number(gamma)):
-        why = f"--gamma {gamma} gives it" if _is_number(gamma) else f"--kernel {kernel} has none"
+    given = gamma is not None and not isinstance(gamma, str)  # a number, not a method
+    if gamma_plot is not None and (kernel not in AUTO_GAMMA_KERNELS or given):
+        why = f"--gamma {gamma} gives it" if given else f"--kernel {kernel} has none"
         raise click.UsageError(
             f"--gamma-plot draws how the width was chosen, and none is chosen here ({why}); "
             "leave --gamma-plot out."
