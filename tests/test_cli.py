@@ -1221,13 +1221,55 @@ def test_a_closed_standard_output_ends_the_command_quietly(tmp_path):
     assert "Broken pipe" not in stderr and "Traceback" not in stderr and "Error" not in stderr
 
 
-def test_a_scipy_sparse_npz_is_refused_by_name(runner, tmp_path):
-    """scipy.sparse.save_npz writes its parts as arrays: the CLI reads dense tables,
-    and says so (it asked which of indptr, indices, ... to cluster)."""
+def test_a_scipy_sparse_npz_is_clustered_as_sparse_rows(runner, tmp_path):
+    """A scipy.sparse.save_npz file: fit labels it as the estimator does on the same
+    CSR matrix (the kernel on sparse rows, never densified), predict agrees with
+    the saved model, and the plot projects the rows with a truncated SVD; the graph
+    kernels, which need dense rows, are a usage error."""
     import scipy.sparse as sp
 
+    from mbkkm import MiniBatchKernelKMeans
+
+    X = sp.random(90, 30, density=0.2, format="csr", random_state=0)
     p = tmp_path / "tfidf.npz"
-    sp.save_npz(p, sp.random(60, 20, density=0.2, format="csr", random_state=0))
-    r = runner.invoke(main, ["fit", str(p), "-k", "3"])
-    assert r.exit_code == 1 and "holds a scipy.sparse matrix" in r.output
-    assert "scipy.sparse.load_npz" in r.output and "choose one" not in r.output
+    sp.save_npz(p, X)
+    out, model, plot = tmp_path / "l.npy", tmp_path / "m.skops", tmp_path / "p.png"
+    args = ["fit", str(p), "-k", "3", "--kernel", "cosine", "--batch-size", "32"]
+    args += ["--tau", "10", "--max-iter", "20", "--seed", "0"]
+    r = runner.invoke(main, [*args, "--labels-out", str(out), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    expected = MiniBatchKernelKMeans(
+        3, kernel="cosine", batch_size=32, tau=10, max_iter=20, random_state=0
+    ).fit(X)
+    np.testing.assert_array_equal(np.load(out), expected.predict(X))
+    assert sp.issparse(load_model(model).support_vectors_)
+    r = runner.invoke(main, ["predict", str(model), str(p), "-q"])
+    assert r.exit_code == 0, r.output
+    np.testing.assert_array_equal(np.array(r.stdout.split(), dtype=int), np.load(out))
+    pytest.importorskip("matplotlib")
+    r = runner.invoke(main, [*args, "-q", "--plot", str(plot)])
+    assert r.exit_code == 0 and plot.stat().st_size > 0, r.output
+    r = runner.invoke(main, [*args[:4], "--kernel", "knn", "--n-neighbors", "5"])
+    assert r.exit_code == 2 and "--kernel knn builds its graph from dense rows" in r.output
+
+
+def test_warnings_are_one_line_naming_no_source_line(runner, blobs, tmp_path, monkeypatch):
+    """A warning of the fit reaches stderr as 'warning: <message>' on one line, not as
+    Python's 'file:line: Category: message' pointing into click."""
+    import warnings
+
+    from mbkkm import MiniBatchKernelKMeans
+    from mbkkm.cluster import GammaGridWarning
+
+    fit = MiniBatchKernelKMeans.fit
+
+    def warning_fit(self, *args, **kwargs):
+        warnings.warn("the width is at the\n  edge of the grid", GammaGridWarning, stacklevel=2)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(MiniBatchKernelKMeans, "fit", warning_fit)
+    p = tmp_path / "b.npy"
+    np.save(p, blobs)
+    r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "-q"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr == "warning: the width is at the edge of the grid\n"

@@ -334,6 +334,39 @@ def test_npz(tmp_path):
     assert info.value.option == "key" and isinstance(info.value, ValueError)
 
 
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_scipy_sparse_npz(tmp_path, fmt, monkeypatch):
+    """A scipy.sparse.save_npz file is read as CSR, in blocks of rows, its columns
+    chosen and its dtype converted as a dense table's; a NaN is named by its row
+    (1-based) and column (0-based) as in a dense table."""
+    import scipy.sparse as sp
+
+    dense = np.where(_data(23, 5) > 0.5, _data(23, 5), 0.0)
+    p = tmp_path / "s.npz"
+    sp.save_npz(p, sp.coo_matrix(dense).asformat(fmt))
+    monkeypatch.setattr(_read, "BLOCK_ROWS", 4)  # several blocks
+    table = open_table(p)
+    assert table.sparse and table.n_rows == 23 and table.dtype == np.float64
+    got = table.read()
+    assert sp.issparse(got) and got.format == "csr"
+    np.testing.assert_array_equal(got.toarray(), dense)
+    blocks = list(table.blocks())
+    assert [b.shape[0] for b in blocks] == [4, 4, 4, 4, 4, 3]
+    assert all(b.format == "csr" for b in blocks)
+    np.testing.assert_array_equal(sp.vstack(blocks).toarray(), dense)
+    chosen = open_table(p, columns=[3, 0], dtype="float32").read()
+    assert chosen.dtype == np.float32
+    np.testing.assert_array_equal(chosen.toarray(), dense[:, [3, 0]].astype(np.float32))
+    ints = tmp_path / "ints.npz"
+    sp.save_npz(ints, sp.csr_matrix(np.arange(12).reshape(6, 2)))
+    assert open_table(ints).read().dtype == np.float32
+    bad = dense.copy()
+    bad[9, 2] = np.nan  # row 10, in the third block
+    sp.save_npz(p, sp.csr_matrix(bad))
+    with pytest.raises(ValueError, match=r"missing value at row 10, column 2 \(0-based\)"):
+        open_table(p).read()
+
+
 @pytest.mark.parametrize("suffix", [".parquet", ".feather"])
 def test_arrow_files(tmp_path, suffix, block_bytes):
     pytest.importorskip("pyarrow")

@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from contextlib import ExitStack, closing, contextmanager, suppress
 from dataclasses import dataclass
 from functools import cached_property, partial, wraps
@@ -715,9 +716,10 @@ class _Outputs:
             _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
         if self.plot is not None:
             k, n, seed = est.n_clusters, X.shape[0], est.random_state
-            figure = cluster_figure(
-                np.asarray(X[sample]), labels, k, names=names, n_total=n, seed=seed
-            )
+            from scipy.sparse import issparse
+
+            rows = X[sample] if issparse(X) else np.asarray(X[sample])
+            figure = cluster_figure(rows, labels, k, names=names, n_total=n, seed=seed)
             _save(figure, self.plot)
         if self.model is not None:
             from .cluster import save_model
@@ -953,6 +955,9 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
     fig : matplotlib.figure.Figure
     """
     m, d = X.shape
+    sparse = not isinstance(X, np.ndarray)  # a CSR sample (scipy.sparse DATA)
+    if sparse and d <= 2:
+        X, sparse = X.toarray(), False
     fig = _new_figure()
     ax = fig.subplots()
     if d == 1:
@@ -962,13 +967,17 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
     elif d == 2:
         xy = np.asarray(X, dtype=np.float64)
         xlabel, ylabel = names if names else ("column 0", "column 1")
-    else:
-        from sklearn.decomposition import PCA
+    else:  # sparse rows: a truncated SVD (no centring, which would densify them)
+        from sklearn.decomposition import PCA, TruncatedSVD
 
-        pca = PCA(n_components=2, random_state=seed)
-        xy = pca.fit_transform(np.asarray(X, dtype=np.float64))
+        how = "SVD" if sparse else "PC"
+        if sparse:
+            pca = TruncatedSVD(n_components=2, random_state=seed)
+        else:
+            pca = PCA(n_components=2, random_state=seed)
+        xy = pca.fit_transform(X.astype(np.float64))
         r = pca.explained_variance_ratio_
-        xlabel, ylabel = f"PC 1 ({r[0]:.0%} of the variance)", f"PC 2 ({r[1]:.0%})"
+        xlabel, ylabel = f"{how} 1 ({r[0]:.0%} of the variance)", f"{how} 2 ({r[1]:.0%})"
     points = {"s": 4, "linewidths": 0, "rasterized": True}
     if n_clusters <= 20:
         import matplotlib as mpl
@@ -987,7 +996,7 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
     ax.set(xlabel=xlabel, ylabel=ylabel)
     n_total = m if n_total is None else n_total
     shown = f", {m:,} drawn at random" if m < n_total else ""
-    how = "" if d <= 2 else "; PCA projection"
+    how = "" if d <= 2 else ("; truncated SVD projection" if sparse else "; PCA projection")
     ax.set_title(f"{n_clusters} clusters of {n_total:,} points{shown}{how}", fontsize="medium")
     return fig
 
@@ -997,14 +1006,23 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
 # ---------------------------------------------------------------------------
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr, ``warning: <message>`` (Python's own format
+    names a line of click, the frame that called the command)."""
+    click.echo(f"warning: {one_line(message)}", err=True)
+
+
 class _Commands(click.Group):
-    """mbkkm's group: a closed standard output (``mbkkm fit ... --labels-out - | head``)
-    ends the command quietly with exit code 1, as Python's documentation advises,
-    instead of a 'Broken pipe' error."""
+    """mbkkm's group: warnings shown as ``warning: <message>`` lines, and a closed
+    standard output (``mbkkm fit ... --labels-out - | head``) ends the command
+    quietly with exit code 1, as Python's documentation advises, instead of a
+    'Broken pipe' error."""
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                return super().invoke(ctx)
         except BrokenPipeError:
             # what is still buffered for stdout goes nowhere (no second error at exit)
             with suppress(OSError, ValueError):
@@ -1049,13 +1067,15 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     """Cluster DATA with truncated mini-batch kernel k-means, and print a summary.
 
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
-    .npz (array X), .parquet or .feather (needs pyarrow). Outputs are written
+    .npz (array X, or a scipy.sparse matrix saved by scipy.sparse.save_npz),
+    .parquet or .feather (needs pyarrow). Outputs are written
     atomically: a previous file is replaced only once the new one is complete.
     With --checkpoint, a fit killed part way resumes where it was saved when the
     same command runs again, and ends with the model of an uninterrupted run.
     """
     from sklearn import config_context
 
+    from .backends import resolve_device
     from .cluster import MiniBatchKernelKMeans
     from .cluster._checkpoint import read_checkpoint
 
@@ -1073,6 +1093,18 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
         X = table.read(**how)
     release_free_memory()  # the parsing threads' kept buffers, before the fit
     n, d = X.shape
+    if table.sparse and graph_params is not None:
+        raise click.UsageError(
+            f"--kernel {params['kernel']} builds its graph from dense rows, and {data} holds "
+            "a scipy.sparse matrix: use a kernel that takes sparse rows (cosine, linear, "
+            "rbf, ...), or save the data dense."
+        )
+    if table.sparse and resolve_device(params["device"]) not in (None, "cpu"):
+        raise click.UsageError(
+            f"--device {params['device']} runs with PyTorch, which has no sparse path, and "
+            f"{data} holds a scipy.sparse matrix: leave --device out (numpy on the CPU "
+            "takes sparse rows), or save the data dense."
+        )
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
     if graph_params is not None and graph_params.get("n_neighbors", 0) > n:

@@ -16,6 +16,8 @@ into the requested dtype (float32 unless asked otherwise):
   not;
 * ``.npy``: memory-mapped, dtype kept (float32 and float64); no copy unless a
   column choice or a dtype conversion asks for one;
+* ``.npz``: the array ``key``, or a scipy.sparse matrix saved by
+  ``scipy.sparse.save_npz``, read as a CSR matrix (blocks of CSR rows);
 * Parquet and Feather/Arrow (pyarrow): record batches copied into the array.
 """
 
@@ -195,6 +197,9 @@ class Table:
         column indices 0, 1, ..., d-1 in order (pandas' names of unnamed columns).
     one_dimensional : bool
         Whether the file's array is 1-d (.npy, .npz), read as one column.
+    sparse : bool
+        Whether the file holds a scipy.sparse matrix (.npz): :meth:`read` and
+        :meth:`blocks` give CSR matrices.
     """
 
     path: Path
@@ -207,6 +212,7 @@ class Table:
     _opts: dict[str, Any] = field(default_factory=dict, repr=False)
     index_header: bool = False
     one_dimensional: bool = False
+    sparse: bool = False
 
     @property
     def n_columns(self) -> int:
@@ -232,8 +238,9 @@ class Table:
         return _label(self.file_names, self.columns[j])
 
     # ------------------------------------------------------------------ reading
-    def read(self, progress: Progress | None = None, n_threads: int = 1) -> np.ndarray:
-        """The whole table, shape (n_rows, n_columns), in ``dtype``.
+    def read(self, progress: Progress | None = None, n_threads: int = 1):
+        """The whole table, shape (n_rows, n_columns), in ``dtype``: an ndarray, or a
+        CSR matrix for a sparse table.
 
         A ``.npy`` file of the right dtype, read whole, is returned memory-mapped
         (read-only, never copied). ``progress(k)`` is called as the reading goes,
@@ -245,6 +252,10 @@ class Table:
             for _ in self.blocks(progress):  # views, each checked (finite): nothing copied
                 pass
             return X
+        if self.sparse:
+            import scipy.sparse
+
+            return scipy.sparse.vstack(list(self.blocks(progress)), format="csr")
         n = self.n_rows
         if n is not None:
             X = np.empty((n, self.n_columns), dtype=self.dtype)
@@ -257,7 +268,8 @@ class Table:
 
     def blocks(self, progress: Progress | None = None, n_threads: int = 1) -> Iterator[np.ndarray]:
         """The table as consecutive blocks of rows, each (rows, n_columns) in ``dtype``,
-        C-contiguous, checked (numeric, finite) before it is yielded.
+        C-contiguous (CSR for a sparse table), checked (numeric, finite) before it is
+        yielded.
 
         ``n_threads``: threads that parse text, a few blocks ahead of the one
         yielded (other kinds: unused).
@@ -270,7 +282,11 @@ class Table:
             for start in range(0, X.shape[0], BLOCK_ROWS):
                 part = X[start : start + BLOCK_ROWS]
                 part = part if self._all_columns else part[:, self.columns]
-                yield _checked(np.asarray(part, dtype=self.dtype), self, start, progress)
+                if self.sparse:
+                    part = part.astype(self.dtype, copy=False)
+                else:
+                    part = np.asarray(part, dtype=self.dtype)
+                yield _checked(part, self, start, progress)
         else:
             yield from _arrow_blocks(self, progress)
 
@@ -580,11 +596,18 @@ def _infinite(path, where: str, column: str) -> str:
     )
 
 
-def _checked(block: np.ndarray, table: Table, start: int, progress: Progress | None):
+def _checked(block: Any, table: Table, start: int, progress: Progress | None):
     """``block`` (rows from ``start``), once found finite and counted in ``progress``."""
-    if not np.isfinite(block).all():
-        i, j = np.argwhere(~np.isfinite(block))[0]
-        message = _missing if np.isnan(block[i, j]) else _infinite
+    values = block.data if table.sparse else block  # a CSR block: its stored values
+    if not np.isfinite(values).all():
+        if table.sparse:
+            first = int(np.flatnonzero(~np.isfinite(values))[0])
+            i = int(np.searchsorted(block.indptr, first, side="right")) - 1
+            j, value = block.indices[first], values[first]
+        else:
+            i, j = np.argwhere(~np.isfinite(block))[0]
+            value = block[i, j]
+        message = _missing if np.isnan(value) else _infinite
         raise ValueError(message(table.path, f"at row {start + i + 1}", table.column_label(j)))
     if progress is not None:
         progress(block.shape[0])
@@ -606,7 +629,8 @@ def open_table(
     Parameters
     ----------
     path : path
-        ``.npy`` (memory-mapped), ``.npz`` (the array ``key``), ``.parquet`` /
+        ``.npy`` (memory-mapped), ``.npz`` (the array ``key``, or a
+        ``scipy.sparse.save_npz`` matrix, loaded here whole as CSR), ``.parquet`` /
         ``.pq``, ``.feather`` / ``.arrow`` / ``.ipc``; anything else is delimited
         text (the delimiter sniffed among ``,``, tab, ``;`` and space).
     header : bool, optional
@@ -701,13 +725,8 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
             X = np.load(path, mmap_mode="r", allow_pickle=False)
         else:
             with np.load(path, allow_pickle=False) as f:
-                if key not in f.files and {"format", "indptr", "indices"} <= set(f.files):
-                    raise ValueError(
-                        f"{path} holds a scipy.sparse matrix (scipy.sparse.save_npz), and the "
-                        "command line reads dense arrays; cluster it in Python, where the "
-                        "estimators take it as it is: MiniBatchKernelKMeans(kernel='cosine')"
-                        ".fit(scipy.sparse.load_npz(path)).",
-                    )
+                if key not in f.files and {"format", "shape", "data"} <= set(f.files):
+                    return _open_sparse(path, columns, drop, dtype)
                 if key not in f.files:
                     arrays = ", ".join(f.files) or "none"
                     raise OptionError(
@@ -731,6 +750,21 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
     dtype = _default_dtype(dtype, X.dtype)
     n, d = X.shape
     return Table(path, kind, None, keep, n, dtype, d, {"array": X}, one_dimensional=one_dimensional)
+
+
+def _open_sparse(path, columns, drop, dtype) -> Table:
+    """A scipy.sparse matrix saved by ``scipy.sparse.save_npz``, as CSR."""
+    import scipy.sparse
+
+    X = scipy.sparse.load_npz(path).tocsr()
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: the sparse matrix has dtype {X.dtype}; expected real numbers.")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
+    keep = select_columns(None, X.shape[1], columns, drop)
+    n, d = X.shape
+    opts = {"array": X}
+    return Table(path, NPZ, None, keep, n, _default_dtype(dtype, X.dtype), d, opts, sparse=True)
 
 
 def needs_pyarrow(path: Path, doing: str = "reading"):
