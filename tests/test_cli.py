@@ -319,6 +319,27 @@ def test_experiment_errors(runner, tmp_path):
     assert r.exit_code == 2 and "--jobs" in r.output
 
 
+def test_experiment_with_a_missing_dataset_fails_and_runs_again(runner, tmp_path, monkeypatch):
+    """Runs whose dataset is not found are failures (exit 1, named), and a re-run
+    with the dataset in place runs them instead of calling them done."""
+    monkeypatch.delenv("MBKKM_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    grid = tmp_path / "g.toml"
+    grid.write_text(
+        'name = "g"\ndatasets = ["har"]\nalgorithms = ["minibatch-classic"]\n'
+        "batch_sizes = [32]\nseeds = 1\nmax_iter = 3\n"
+    )
+    args = ["experiment", str(grid), "--out", str(tmp_path / "res"), "--no-progress"]
+    r = runner.invoke(main, [*args, "--data-home", str(tmp_path)])
+    assert r.exit_code == 1, r.output
+    assert "dataset not available" in r.output and "1 of the 1 runs failed" in r.output
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(6), 20)
+    np.savez(tmp_path / "har.npz", X=rng.normal(size=(120, 561)) + labels[:, None], y=labels)
+    r = runner.invoke(main, [*args, "--data-home", str(tmp_path)])
+    assert r.exit_code == 0 and "1 ok" in r.output, r.output
+
+
 def test_plot_errors(runner, tmp_path):
     r = runner.invoke(main, ["plot", str(tmp_path / "none.csv"), "--out", str(tmp_path)])
     assert r.exit_code == 2
@@ -574,6 +595,7 @@ def test_fit_note_when_batch_larger_than_rows(runner, blobs, tmp_path):
     r = runner.invoke(main, ["fit", str(p), "-k", "2", "--max-iter", "3", "--gamma", "0.5"])
     assert r.exit_code == 0
     assert "note: --batch-size 1024 is larger than the 80 rows" in r.output
+    assert "batch size 80, tau" in r.output  # the summary says what ran
     r = runner.invoke(
         main, ["fit", str(p), "-k", "2", "--max-iter", "3", "--gamma", "0.5", "--batch-size", "16"]
     )

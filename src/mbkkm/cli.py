@@ -1186,7 +1186,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
         found,
         outputs,
         f"data: {data} ({found.n} points x {d} features)",
-        f"kernel: {est.kernel_!r}; batch size {est.batch_size}, tau {est.tau}, "
+        f"kernel: {est.kernel_!r}; batch size {min(est.batch_size, n)}, tau {est.tau}, "
         f"{est.n_iter_} iterations, {est.learning_rate} rate, seed {est.random_state}"
         + ("" if est.device is None else f", device {est.device}"),
         f"time: fit {fit_seconds:.2f} s, labelling {label_seconds:.2f} s",
@@ -1402,7 +1402,9 @@ def _comma(ctx, param, value):
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def experiment(grid, out_dir, changes, memory_budget, dry_run, no_progress, **run):
     """Run GRID (a preset: gaussian, knn, heat, quick; or a TOML grid file) and
-    append one row per run to OUT/<grid name>.csv. Re-running skips finished runs."""
+    append one row per run to OUT/<grid name>.csv. Re-running skips finished runs
+    and runs failed ones again (a dataset not found is a failure); the exit code
+    is 1 when a run failed."""
     from dataclasses import replace
 
     from .experiments import GridError, done_run_ids, expand, resolve_grid, run_grid
@@ -1416,13 +1418,26 @@ def experiment(grid, out_dir, changes, memory_budget, dry_run, no_progress, **ru
     out = Path(out_dir) / f"{g.name}.csv"
     if not dry_run:
         memory_budget = -1 if memory_budget is None else int(memory_budget * 1e9)
-        with _fails(OSError, ValueError):
-            summary = run_grid(
-                runs, out, memory_budget=memory_budget, progress=not no_progress, **run
+        try:
+            with _fails(OSError, ValueError):
+                summary = run_grid(
+                    runs, out, memory_budget=memory_budget, progress=not no_progress, **run
+                )
+        except KeyboardInterrupt:
+            click.echo(
+                f"\ninterrupted: {out} keeps every finished run; run the same command "
+                "again to run the others",
+                err=True,
             )
+            raise
         click.echo(str(summary))
         for msg in summary.errors[:5]:
             click.echo(f"  error: {msg}", err=True)
+        if summary.error:  # a script sees that runs are missing (a re-run retries them)
+            raise click.ClickException(
+                f"{summary.error} of the {summary.total} runs failed (status error in {out}; "
+                "the same command runs them again)"
+            )
         return
     with _fails(OSError, ValueError):
         done = done_run_ids(out)

@@ -75,3 +75,47 @@ def test_full_batch_weights_equal_repetitions_with_a_fixed_init(name):
     X = np.random.RandomState(42).rand(15, 30)  # what the check fits (n = 15, d = 30)
     est = KernelKMeans(3, init=X[[0, 5, 10]], max_iter=50, random_state=0)
     CHECKS[name]("KernelKMeans", est)
+
+
+NUMPY_SCALAR_PARAMS = [
+    (KernelKMeans, dict(n_clusters=np.int32(3), max_iter=np.int16(20), n_init=np.int8(2))),
+    (
+        MiniBatchKernelKMeans,
+        dict(
+            n_clusters=np.int16(4),
+            tau=np.uint8(200),
+            batch_size=np.uint8(50),
+            max_iter=np.int16(30),
+            gamma=np.float32(0.5),
+        ),
+    ),
+    (MiniBatchKMeans, dict(n_clusters=np.int16(3), batch_size=np.uint8(50), max_iter=np.int16(30))),
+]
+
+
+@pytest.mark.parametrize(("cls", "params"), NUMPY_SCALAR_PARAMS)
+def test_numpy_scalar_parameters_give_the_python_number_model(cls, params):
+    """np.int16(4) read from an array fits as 4 does (the memory plan's arithmetic
+    overflowed in int16), and get_params still returns the objects given."""
+    X = np.random.default_rng(0).normal(size=(600, 3))
+    common = dict(random_state=0, working_memory=np.int16(100))
+    est = cls(**params, **common).fit(X)
+    plain = {k: np.asarray(v).item() for k, v in {**params, **common}.items()}
+    ref = cls(**plain).fit(X)
+    np.testing.assert_array_equal(est.labels_, ref.labels_)
+    np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+    np.testing.assert_array_equal(est.transform(X[:50]), ref.transform(X[:50]))
+    assert est.score(X) == ref.score(X)
+    assert all(type(est.get_params()[k]) is type(v) for k, v in params.items())
+
+
+@pytest.mark.parametrize("cls", [KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans])
+def test_a_bool_count_is_refused_by_name(cls):
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    for name in ("n_clusters", "max_iter", "batch_size", "tau"):
+        if name not in cls().get_params():
+            continue
+        with pytest.raises(
+            ValueError, match=f"'{name}' parameter of {cls.__name__} must be an int"
+        ):
+            cls(**{name: True}).fit(X)

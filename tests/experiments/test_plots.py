@@ -191,6 +191,30 @@ def test_kernel_variants_are_never_averaged_together(tmp_path):
     assert set(label_kernel_variants(one)["kernel"]) == {"knn", "none"}
 
 
+def test_runs_of_another_max_iter_are_not_seeds_of_the_same_setting():
+    """A quick --max-iter 3 run appended to the table of the real one: the two are
+    told apart, not averaged as four seeds; n_components, set for the Nystroem
+    algorithm alone, is not a difference."""
+    import pandas as pd
+
+    from mbkkm.experiments import label_kernel_variants, summarize
+
+    df = _variant_rows()
+    df = df[df["kernel_params"] == '{"n_neighbors": 455}'].assign(max_iter=20.0)
+    quick = df.assign(max_iter=3.0, ari=[0.0, 0.0], run_id=["q0", "q1"])
+    nystroem = df.iloc[:1].assign(algorithm="nystroem", n_components=100.0, run_id="n")
+    both = pd.concat([df, quick, nystroem], ignore_index=True)
+    labelled = label_kernel_variants(both)
+    assert labelled["kernel"].tolist() == ["knn (max_iter=20)"] * 2 + ["knn (max_iter=3)"] * 2 + [
+        "knn (max_iter=20)"
+    ]
+    s = summarize(both).set_index(["kernel", "algorithm"])
+    assert s.loc[("knn (max_iter=20)", "truncated"), "n_seeds"] == 2
+    assert s.loc[("knn (max_iter=3)", "truncated"), "ari_mean"] == 0.0
+    # one max_iter throughout: the plain name, n_components notwithstanding
+    assert set(label_kernel_variants(pd.concat([df, nystroem]))["kernel"]) == {"knn"}
+
+
 @pytest.mark.slow
 def test_kernel_variants_get_their_own_figures(tmp_path):
     names = sorted(p.name for p in plot_results(_variant_rows(), tmp_path, formats=("png",)))

@@ -8,7 +8,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mbkkm.experiments import COLUMNS, Grid, expand, kernel_matrix_bytes, read_results, run_grid
+from mbkkm.experiments import (
+    COLUMNS,
+    Grid,
+    done_run_ids,
+    expand,
+    kernel_matrix_bytes,
+    read_results,
+    run_grid,
+)
 
 ALGOS = ("full-batch", "truncated", "truncated-literal", "minibatch-adaptive", "minibatch-classic")
 
@@ -200,14 +208,23 @@ def test_heat_max_dense_bytes_reaches_the_kernel(tmp_path):
     assert kinds == [0, 1]
 
 
-def test_missing_dataset_recorded_as_skipped(tmp_path, monkeypatch):
+def test_missing_dataset_recorded_as_an_error_and_run_again(tmp_path, monkeypatch):
+    """A dataset not found is an error row, not a skip: once it is in place, the
+    same grid runs its runs (a skip would be final)."""
     monkeypatch.delenv("MBKKM_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "r.csv"
     g = tiny(datasets=("har",), algorithms=("minibatch-classic",), batch_sizes=(32,))
     s = run_grid(g, out, progress=False, download=False)
-    assert s.skipped == 2
-    assert all(r["status"] == "skipped" and "har" in r["message"] for r in rows(out))
+    assert s.error == 2 and s.skipped == 0
+    assert all(r["status"] == "error" and "har" in r["message"] for r in rows(out))
+    assert done_run_ids(out) == set()
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(6), 20)
+    X = rng.normal(size=(6, 561))[labels] + 0.1 * rng.normal(size=(120, 561))
+    np.savez(tmp_path / "har.npz", X=X, y=labels)
+    s = run_grid(g, out, progress=False, data_home=tmp_path)
+    assert s.ok == 2 and s.already_done == 0, s.errors
 
 
 def test_errors_recorded_and_retried(tmp_path, monkeypatch):
@@ -350,7 +367,7 @@ def test_har_runs_where_openml_is_reachable(tmp_path, monkeypatch):
         n_neighbors=10,
     )
     offline = run_grid(g, tmp_path / "off.csv", progress=False)
-    assert offline.skipped == len(expand(g)) and not calls
+    assert offline.error == len(expand(g)) and not calls
     s = run_grid(g, tmp_path / "har.csv", progress=False, download=True)
     assert calls == [("har", 1)]  # fetched once, then read from the cache
     assert s.ok == len(expand(g)), s.errors

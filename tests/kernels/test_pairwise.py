@@ -61,6 +61,20 @@ def test_block_equals_sklearn_float64(name, seed):
 
 
 @pytest.mark.parametrize("name", PAIRWISE)
+def test_read_only_rows_give_the_same_block(name):
+    """Read-only rows (a memory map, the command line's blocks) are taken as they
+    are by every kernel (chi2's compiled loop in scikit-learn wants writable ones)."""
+    spec = KERNELS[name]
+    X = _data(4, 23, 5, spec.nonnegative_data).astype(np.float32)
+    Y = _data(5, 17, 5, spec.nonnegative_data).astype(np.float32)
+    kernel = resolve_kernel(name, X=X, **_params(name))
+    expected = kernel(X, Y)
+    X.flags.writeable = Y.flags.writeable = False
+    np.testing.assert_array_equal(kernel(X, Y), expected)
+    np.testing.assert_array_equal(kernel(X[3:9], Y[::2]), expected[3:9, ::2])
+
+
+@pytest.mark.parametrize("name", PAIRWISE)
 def test_block_float32_within_tolerance(name):
     spec = KERNELS[name]
     X = _data(2, 31, 6, spec.nonnegative_data).astype(np.float32)

@@ -70,7 +70,7 @@ def working_memory_bytes(working_memory):
     bytes: the one conversion every budget of the estimators goes through."""
     if working_memory is None:
         working_memory = get_config()["working_memory"]
-    return working_memory * 2**20
+    return float(working_memory) * 2**20  # a numpy integer would overflow in its own type
 
 
 def chunk_rows(working_memory, row_floats, itemsize):

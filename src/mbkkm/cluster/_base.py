@@ -42,6 +42,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import (
@@ -51,6 +52,7 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval, InvalidParameterError
 from sklearn.utils.validation import (
     _get_feature_names,
     check_array,
@@ -157,6 +159,16 @@ class ClusterEstimator(
     def _validate_params(self):
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
+        # True is an Integral to Python: as a count it would be read as 1, or refused
+        # deep in the fit by numpy, without the parameter's name
+        for name, constraints in self._parameter_constraints.items():
+            value = getattr(self, name, None)
+            counts = [c for c in constraints if isinstance(c, Interval) and c.type is Integral]
+            if counts and isinstance(value, (bool, np.bool_)):
+                raise InvalidParameterError(
+                    f"The {name!r} parameter of {type(self).__name__} must be an int "
+                    f"(a count), not a bool; got {value!r}."
+                )
         # a named kernel's width given twice: which one is meant cannot be guessed
         gamma, params = getattr(self, "gamma", None), getattr(self, "kernel_params", None)
         if gamma is not None and isinstance(self.kernel, str) and (params or {}).get("gamma"):
@@ -184,8 +196,19 @@ class ClusterEstimator(
 
         The estimators never modify a fitted attribute in place (partial_fit works on
         copies), so a shallow copy of ``__dict__`` is a complete snapshot.
+
+        Parameters given as numpy scalars (``n_clusters=np.int32(10)``, read from an
+        array) are Python numbers inside: numpy would do the fit's arithmetic with
+        them (a memory plan's products) in their own type, and overflow. The given
+        objects are put back at the end, so ``get_params`` returns them.
         """
         snapshot = dict(self.__dict__)
+        given = {
+            name: value
+            for name, value in self.get_params(deep=False).items()
+            if isinstance(value, np.generic)
+        }
+        self.__dict__.update({name: value.item() for name, value in given.items()})
         try:
             with thread_policy():
                 yield
@@ -193,6 +216,7 @@ class ClusterEstimator(
             self.__dict__.clear()
             self.__dict__.update(snapshot)
             raise
+        self.__dict__.update(given)
 
     def _validated(self, X, reset=False, accept_sparse="csr"):
         """X checked by scikit-learn's ``validate_data`` as the estimators check it
@@ -298,7 +322,8 @@ class BaseKernelKMeans(ClusterEstimator):
             name = getattr(self.kernel_, "name", "")
             copies = label_row_copies(name, str(nx.device), X.shape[-1], m)
             itemsize = state.support.element_size()
-        return label_chunk_rows(self.working_memory, m, self.n_clusters, itemsize, copies)
+        # int(): a numpy integer parameter would overflow in its own type
+        return label_chunk_rows(self.working_memory, m, int(self.n_clusters), itemsize, copies)
 
     # -------------------------------------------------------------- labelling
     @contextmanager

@@ -136,7 +136,12 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
     tol : float, default=None
         Early stopping threshold epsilon of the paper: stop when the batch objective
         improves by less than ``tol`` on the same batch,
-        f_B(C_i) - f_B(C_{i+1}) < tol. None runs ``max_iter`` iterations.
+        f_B(C_i) - f_B(C_{i+1}) < tol. f_B is the (weighted) mean over the batch of
+        the squared feature-space distance to the nearest center, the "batch
+        objective" ``verbose`` prints, and ``tol`` an absolute change of it: its
+        scale is the kernel's (with rbf, K(x, x) = 1, f_B lies in [0, 2], and
+        ``tol=1e-2`` can stop within a few iterations while f_B still falls). None
+        runs ``max_iter`` iterations.
     init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
 default="k-means++"
         "k-means++": greedy kernel k-means++ in feature space on ``init_size``

@@ -144,7 +144,10 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
     tol : float, default=None
         Early stopping threshold epsilon: stop when the batch objective improves
         by less than ``tol`` on the same batch, f_B(C_i) - f_B(C_{i+1}) < tol.
-        None runs ``max_iter`` iterations.
+        f_B is the (weighted) mean over the batch of the squared Euclidean
+        distance to the nearest center, and ``tol`` an absolute change of it, on
+        the scale of the data's variance (not the kernel estimator's: the same
+        ``tol`` means something else there). None runs ``max_iter`` iterations.
     init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
 default="k-means++"
         "k-means++": greedy k-means++ (the kernel k-means++ of the package with the

@@ -39,14 +39,23 @@ def _seed_note(df, by) -> str:
     return f"{lo} seeds" if lo == hi else f"{lo}-{hi} seeds"
 
 
+#: Settings of a run besides the grouping keys (dataset, kernel, algorithm, batch
+#: size, tau) and the seed: rows that differ in one of them are not seeds of one
+#: setting (a quick ``--max-iter 20`` run and the real one in the same table).
+_SETTINGS = ("max_iter", "n_clusters", "n_components", "n_samples")
+
+
 def label_kernel_variants(df):
-    """Tell apart the parameterisations of one kernel on one data set.
+    """Tell apart the parameterisations of one kernel on one data set, and runs of
+    other settings.
 
     Where the successful rows of a data set and kernel hold more than one
     ``kernel_params`` (say k-NN with 455 and with 2000 neighbours), each such row's
     ``kernel`` becomes the kernel followed by the parameters that differ, e.g.
     ``"knn (n_neighbors=2000)"``, so that no mean, figure or summary mixes them.
-    Other rows are returned unchanged.
+    The same holds for the settings ``max_iter``, ``n_clusters``, ``n_components``
+    and ``n_samples`` where the rows of one algorithm differ in them:
+    ``"rbf (max_iter=3)"``. Other rows are returned unchanged.
 
     Parameters
     ----------
@@ -61,22 +70,41 @@ def label_kernel_variants(df):
     import json
 
     df = df.copy()
-    if "kernel_params" not in df.columns:
-        return df
     ok = df["status"] == "ok" if "status" in df.columns else np.ones(len(df), dtype=bool)
-    params_text = df["kernel_params"].astype(str)  # NaN -> "nan", never a variant
+    has_params = "kernel_params" in df.columns
+    settings = [c for c in _SETTINGS if c in df.columns]
+    labels = {}  # row index -> the differing parameters and settings of its row
     for (dataset, kernel), group in df[ok].groupby(["dataset", "kernel"], sort=False):
-        texts = group["kernel_params"].dropna().astype(str).unique()
-        if len(texts) < 2:
-            continue
-        parsed = {t: json.loads(t) for t in texts}
+        parsed = {}
+        if has_params:
+            texts = group["kernel_params"].dropna().astype(str).unique()
+            parsed = {t: json.loads(t) for t in texts} if len(texts) > 1 else {}
         keys = sorted({k for p in parsed.values() for k in p})
         differ = [k for k in keys if len({json.dumps(p.get(k)) for p in parsed.values()}) > 1]
-        rows = (df["dataset"] == dataset) & (df["kernel"] == kernel)
-        for text, params in parsed.items():
-            label = ", ".join(f"{k}={params.get(k)}" for k in differ)
-            df.loc[rows & (params_text == text), "kernel"] = f"{kernel} ({label})"
+        # a setting differs when one algorithm's rows hold two values of it (n_components
+        # is set for the Nystroem algorithm only: not a difference between algorithms)
+        varying = [c for c in settings if (group.groupby("algorithm")[c].nunique() > 1).any()]
+        if not differ and not varying:
+            continue
+        rows = df.index[(df["dataset"] == dataset) & (df["kernel"] == kernel)]
+        for i in rows:
+            text = str(df.at[i, "kernel_params"]) if has_params else None
+            parts = [f"{k}={parsed[text].get(k)}" for k in differ] if text in parsed else []
+            parts += [f"{c}={_plain(df.at[i, c])}" for c in varying if not _missing(df.at[i, c])]
+            if parts:
+                labels[i] = f"{kernel} ({', '.join(parts)})"
+    for i, label in labels.items():
+        df.at[i, "kernel"] = label
     return df
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and np.isnan(value))
+
+
+def _plain(value):
+    """A setting as written in a label: 20, not 20.0 (a column with gaps is float)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 #: The columns of a result table that :func:`plot_results` and :func:`summarize` read.

@@ -13,6 +13,8 @@ a timestamp, a ``status`` (``ok``, ``skipped`` or ``error``) and a message.
   newest row of a run id wins when the table is read with :func:`read_results`).
   One run at a time writes a table (an advisory lock; a second is refused).
 * ``budget_seconds`` stops cleanly between runs.
+* A dataset that cannot be loaded (missing, no download) makes its runs
+  ``error`` rows, so that a re-run with the dataset in place runs them.
 * Runs that need an n x n kernel matrix (full-batch kernel k-means, graph
   kernels) are estimated before they start; when the estimate exceeds the
   memory budget (default: a fraction of the available RAM), the row is
@@ -547,7 +549,8 @@ class _Executor:
         row = _base_row(run, self.env)
         data, error = self._data
         if error is not None:
-            return _finish(row, "skipped", f"dataset not available: {error}")
+            # an error, not a skip: a re-run with the dataset in place runs it
+            return _finish(row, "error", f"dataset not available: {error}")
         X, y = data
         # Does the run use a kernel matrix built here (full batch, or a graph kernel)?
         algo = get_algorithm(run.algorithm)
@@ -692,7 +695,8 @@ def run_grid(
         A folder searched first for the paper's datasets.
     download : bool, default=False
         Whether a missing dataset may be fetched from OpenML; when it is not
-        found, its runs are recorded as ``skipped``.
+        found, its runs are recorded as ``error`` (run again by a re-run, once
+        the dataset is in place).
     budget_seconds : float, optional
         Stop starting runs once this much wall time has passed (runs in
         progress finish and are recorded).

@@ -283,6 +283,9 @@ def chi2(X, Y, *, gamma, out=None, **_):
             "dense arrays); densify X with X.toarray() if it fits in memory, or choose "
             "another kernel (for text: 'cosine' or 'rbf')"
         )
+    # scikit-learn's compiled loop takes writable buffers only: a read-only block (a
+    # memory map, the command line's blocks) is copied, which costs a tile's rows
+    X, Y = np.require(X, requirements="W"), np.require(Y, requirements="W")
     return write_into(out, chi2_kernel(X, Y, gamma=gamma).astype(X.dtype, copy=False))
 
 
