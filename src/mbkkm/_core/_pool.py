@@ -169,12 +169,26 @@ def _kernel_functions(kernel):
     params = dict(kernel.params)
     tile = partial(impl.tile, **params)
     tail = partial(_torch_tiles.rbf_tail, **params) if impl.tile is _torch_tiles.rbf else tile
+    if kernel.offset is not None:  # rbf on rows far from the origin: shifted rows
+        tile = partial(_shifted_tile, kernel.shifted, tile)
+        tail = partial(_shifted_tail, kernel.shifted, tail)
     return dict(
         tile=tile,
         tile_tail=tail,
         diag=partial(impl.diag, **params),
         diag_is_one=impl.diag is _torch_tiles.diag_ones,
     )
+
+
+def _shifted_tile(shift, tile, X, Y, **kwargs):
+    """``tile`` of the shifted rows (:meth:`mbkkm.kernels.Kernel.shifted`)."""
+    return tile(shift(X), shift(Y), **kwargs)
+
+
+def _shifted_tail(shift, tail, X, Y, **kwargs):
+    """``tail`` of the shifted rows, Y still X's last rows."""
+    X = shift(X)
+    return tail(X, X[X.shape[0] - Y.shape[0] :], **kwargs)
 
 
 class Constants(NamedTuple):

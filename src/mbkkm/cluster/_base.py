@@ -84,6 +84,7 @@ from ..backends._threads import (
 )
 from ..kernels import GRAPH_KERNELS, check_torch_kernel, get_spec
 from ..kernels._index import IndexKernel, is_stored_kernel, validate_stored_kernel
+from ..kernels._kernel import OFFSET_SAMPLE, origin_offset
 from ..kernels._protocol import ResolvedKernel
 from . import _device
 from ._auto_gamma import resolve_auto_gamma
@@ -688,6 +689,8 @@ class PointKernel:
             X=X,
             sample_weight=sample_weight,
         )
+        if kernel.name == "rbf":  # rows far from the origin: their centre leaves the tiles
+            kernel.offset = origin_offset(rows.host_rows(rows.fingerprint_index(OFFSET_SAMPLE)))
         # finite data whose kernel arithmetic overflows, or whose distances underflow
         # (a callable computes its own values)
         check_no_overflow(X, kernel, underflow=not kernel.is_callable)

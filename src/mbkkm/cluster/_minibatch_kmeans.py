@@ -48,6 +48,7 @@ from .._progress import progress_for
 from .._validation import check_sample_weight, constant_as_scale, match_columns
 from ..backends._threads import parallel_parts, thread_policy, threads_for
 from ..kernels import resolve_kernel
+from ..kernels._kernel import OFFSET_SAMPLE, origin_offset
 from ._base import (
     ClusterEstimator,
     MiniBatchMixin,
@@ -58,14 +59,32 @@ from ._rows import check_no_overflow, rows_of
 # ----------------------------------------------------------------------------- core
 
 
-def sq_euclidean(X, centers, center_sq_norms):
-    """Squared distances ||x - c_j||^2 = ||x||^2 - 2 <x, c_j> + ||c_j||^2, (n, k), >= 0."""
+def sq_euclidean(X, centers, center_sq_norms, offset=None):
+    """Squared distances ||x - c_j||^2 = ||x||^2 - 2 <x, c_j> + ||c_j||^2, (n, k), >= 0.
+
+    ``offset``: the point subtracted from the rows first, where the centers sit far
+    from the origin (:func:`shifted_centers`: ``centers`` and their norms are then
+    the shifted ones), so that the cancellation keeps the distances' digits.
+    """
+    if offset is not None:
+        X = X - offset.astype(X.dtype, copy=False)
     D = X @ centers.T  # (n, k)
     D *= -2
     D += np.einsum("ij,ij->i", X, X)[:, None]
     D += center_sq_norms[None, :]
     np.maximum(D, 0, out=D)
     return D
+
+
+def shifted_centers(centers):
+    """(centers, their squared norms, offset) for :func:`sq_euclidean`: the centers
+    less their mean where they sit far from the origin
+    (:func:`mbkkm.kernels._kernel.origin_offset`: latitudes spread over 0.01 lose
+    every digit of their distances in float32), else as they are, offset None."""
+    offset = origin_offset(centers)
+    if offset is not None:
+        centers = centers - offset.astype(centers.dtype, copy=False)
+    return centers, np.einsum("ij,ij->i", centers, centers), offset
 
 
 def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objective_after=False):
@@ -91,7 +110,7 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objectiv
     StepResult
     """
     k, b = centers.shape[0], Xb.shape[0]
-    D = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
+    D = sq_euclidean(Xb, *shifted_centers(centers))
     labels = np.argmin(D, axis=1)
     mind = D[np.arange(b), labels]
     objective, bcounts, btotal, alpha = batch_rates(labels, mind, k, rate, counts, batch_weight)
@@ -107,7 +126,7 @@ def minibatch_kmeans_step(centers, counts, Xb, rate, batch_weight=None, objectiv
     centers[moved] = (kept + step).astype(centers.dtype, copy=False)
     after = None
     if objective_after:
-        D2 = sq_euclidean(Xb, centers, np.einsum("ij,ij->i", centers, centers))
+        D2 = sq_euclidean(Xb, *shifted_centers(centers))
         after = float(D2.min(axis=1) @ w / btotal)
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
@@ -286,8 +305,13 @@ default="k-means++"
         if not isinstance(self._init, str):
             return self._init.copy()
         # the package's kernel k-means++ with the linear kernel: the random draws are
-        # those of MiniBatchKernelKMeans(kernel="linear")
-        return self._init_points(X, sample_weight, rng, init_idx, resolve_kernel("linear"))
+        # those of MiniBatchKernelKMeans(kernel="linear"); on rows far from the origin,
+        # the linear kernel of the shifted rows (the same Euclidean distances, their
+        # digits kept; a k-means++ center is one point, so the shift is exact)
+        kernel = resolve_kernel("linear")
+        rows = rows_of(X)
+        kernel.offset = origin_offset(rows.host_rows(rows.fingerprint_index(OFFSET_SAMPLE)))
+        return self._init_points(X, sample_weight, rng, init_idx, kernel)
 
     def _init_inertia(self, Xv, wv, centers):
         return self._labels_inertia(Xv, wv, centers)[1]
@@ -422,13 +446,13 @@ default="k-means++"
         centers = self.cluster_centers_ if centers is None else centers
         n, k = X.shape[0], centers.shape[0]
         rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
-        norms = np.einsum("ij,ij->i", centers, centers)
         out = np.empty((n, k), dtype=np.result_type(X.dtype, centers.dtype))
+        shifted = shifted_centers(centers)
 
         def part(p0, p1):
             for r0 in range(p0, p1, rows):
                 r1 = min(r0 + rows, p1)
-                out[r0:r1] = sq_euclidean(X[r0:r1], centers, norms)
+                out[r0:r1] = sq_euclidean(X[r0:r1], *shifted)
                 if progress is not None:
                     progress.update(r1 - r0)
 
