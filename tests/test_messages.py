@@ -2,6 +2,8 @@
 is wrong and what to do (a column named, the nearest kernel name suggested, no
 whole array printed, no advice meant for supervised estimators)."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -74,7 +76,7 @@ def test_every_string_option_suggests(name):
         InvalidParameterError,
         match=r"init='kmeans\+\+' is not a known "
         r"init\. Did you mean 'k-means\+\+'\? Expected one of: "
-        r"k-means\+\+, random; or an array-like\.",
+        r"k-means\+\+, random; or an array-like or a callable\.",
     ):
         ESTIMATORS[name](init="kmeans++").fit(_X())
 
@@ -148,6 +150,21 @@ def test_nan_in_a_dataframe_names_the_columns():
     )
     msg = _message(ESTIMATORS["MiniBatchKMeans"], df.set_index(df.index + 10))
     assert "the first in row 3 (index 13), column 'weight')" in msg
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_infinity_gets_its_place(name):
+    X = _X()
+    X[7, 2], X[9, 0] = np.inf, -np.inf
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scikit-learn's sum of inf - inf
+        msg = _message(ESTIMATORS[name], X)
+        framed = _message(ESTIMATORS[name], pd.DataFrame(X, columns=["a", "b", "c"]))
+    assert msg.startswith(
+        f"Input X contains infinity (2 values; the first in row 7, column 2). {name} needs "
+        "finite values"
+    )
+    assert "the first in row 7, column 'c')" in framed and len(msg) < SHORT
 
 
 @pytest.mark.parametrize("name", KERNEL_ESTIMATORS)

@@ -8,11 +8,17 @@ both can use it without importing each other.
 from __future__ import annotations
 
 import difflib
+from numbers import Integral
 
 import numpy as np
 from sklearn import get_config
 from sklearn.utils import assert_all_finite
-from sklearn.utils._param_validation import InvalidParameterError, StrOptions, make_constraint
+from sklearn.utils._param_validation import (
+    Interval,
+    InvalidParameterError,
+    StrOptions,
+    make_constraint,
+)
 from sklearn.utils.validation import _check_sample_weight
 
 
@@ -137,6 +143,27 @@ def check_str_options(estimator):
         )
 
 
+def check_counts_not_bool(estimator):
+    """Refuse a bool given for a count (a parameter constrained to integers): True is
+    an Integral to Python, read as 1 by some code and refused deep in numpy by other,
+    without the parameter's name."""
+    for name, constraints in estimator._parameter_constraints.items():
+        value = getattr(estimator, name, None)
+        counts = [c for c in constraints if isinstance(c, Interval) and c.type is Integral]
+        if counts and isinstance(value, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {type(estimator).__name__} must be an int "
+                f"(a count), not a bool; got {value!r}."
+            )
+
+
+def numpy_scalar_params(estimator):
+    """The parameters of ``estimator`` given as numpy scalars (``np.int32(10)``, read
+    from an array), by name."""
+    params = estimator.get_params(deep=False)
+    return {name: value for name, value in params.items() if isinstance(value, np.generic)}
+
+
 # ------------------------------------------------------------------ input data
 #: Dense float arrays of at least this many values are checked for NaN and infinity in
 #: row parts on every thread: scikit-learn's check is one pass on one thread (about
@@ -214,9 +241,15 @@ def _rewrite(msg, X, owner):
         )
     if msg.startswith("Input X contains NaN"):
         return (
-            f"Input X contains NaN{_nan_position(X)}. {owner} does not accept missing values: "
-            "impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or drop "
+            f"Input X contains NaN{_position(X, np.isnan)}. {owner} does not accept missing "
+            "values: impute them (e.g. sklearn.impute.SimpleImputer in a Pipeline) or drop "
             "those rows."
+        )
+    if msg.startswith("Input X contains infinity"):
+        return (
+            f"Input X contains infinity{_position(X, np.isinf)}. {owner} needs finite "
+            "values: replace them (e.g. with a large finite value, or NaN and then impute) "
+            "or drop those rows."
         )
     if "could not convert" in msg or "convert your data to numeric" in msg.lower():
         return _non_numeric(X)
@@ -255,13 +288,14 @@ def _non_numeric(X):
     )
 
 
-def _nan_position(X):
-    """`` (n values; the first in row i, column j)``, or ``""`` where X cannot say."""
+def _position(X, test):
+    """`` (n values; the first in row i, column j)`` of the values where ``test``
+    (``np.isnan``, ``np.isinf``) holds, or ``""`` where X cannot say."""
     if hasattr(X, "columns") and hasattr(X, "dtypes"):  # a data frame: name the columns
-        found = []  # (name, NaN mask) of each numeric column that holds NaN
+        found = []  # (name, mask) of each numeric column that holds such a value
         for name, col in _columns(X):
             try:
-                nan = np.isnan(np.asarray(col, dtype=np.float64))
+                nan = test(np.asarray(col, dtype=np.float64))
             except (TypeError, ValueError):
                 continue
             if nan.any():
@@ -280,11 +314,11 @@ def _nan_position(X):
         )
     if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can be NaN
         coo = X.tocoo()
-        mask = np.isnan(coo.data)
+        mask = test(coo.data)
         rows, cols = coo.row[mask], coo.col[mask]
     else:
         try:
-            rows, cols = np.nonzero(np.isnan(np.asarray(X, dtype=np.float64)))
+            rows, cols = np.nonzero(test(np.asarray(X, dtype=np.float64)))
         except (TypeError, ValueError):  # also: X is not 2-D (not two index arrays)
             return ""
     if rows.size == 0:

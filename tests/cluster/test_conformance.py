@@ -119,3 +119,55 @@ def test_a_bool_count_is_refused_by_name(cls):
             ValueError, match=f"'{name}' parameter of {cls.__name__} must be an int"
         ):
             cls(**{name: True}).fit(X)
+
+
+def _kmeanspp_init(X, n_clusters, random_state):
+    from sklearn.cluster import kmeans_plusplus
+
+    return kmeans_plusplus(np.asarray(X), n_clusters, random_state=random_state)[0]
+
+
+@pytest.mark.parametrize("cls", [KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans])
+def test_init_callable_and_n_init_auto_as_scikit_learn(cls, monkeypatch):
+    """init(X, n_clusters, random_state) gives the model of the array it returns;
+    n_init="auto" is 10 runs from "random" and 1 from k-means++ (scikit-learn's)."""
+    from sklearn.datasets import make_blobs
+
+    from mbkkm.cluster._base import ClusterEstimator
+
+    runs = []
+    n_init = ClusterEstimator._n_init
+    monkeypatch.setattr(
+        ClusterEstimator, "_n_init", lambda self: runs.append(n_init(self)) or runs[-1]
+    )
+
+    X, _ = make_blobs(300, random_state=0)
+    given = _kmeanspp_init(X, 3, np.random.RandomState(0))
+    a = cls(3, init=_kmeanspp_init, random_state=0, max_iter=10).fit(X)
+    b = cls(3, init=given, random_state=0, max_iter=10).fit(X)
+    np.testing.assert_array_equal(a.labels_, b.labels_)
+    for init, n in (("random", 10), ("k-means++", 1)):
+        auto = cls(3, init=init, n_init="auto", random_state=0, max_iter=5).fit(X)
+        fixed = cls(3, init=init, n_init=n, random_state=0, max_iter=5).fit(X)
+        np.testing.assert_array_equal(auto.labels_, fixed.labels_)
+        assert runs[-2:] == [n, n]
+    with pytest.raises(ValueError, match=r"^init: the initial centers should have shape"):
+        cls(3, init=lambda X, k, random_state: X[:2]).fit(X)
+
+
+@pytest.mark.parametrize("cls", [KernelKMeans, MiniBatchKernelKMeans, MiniBatchKMeans])
+@pytest.mark.parametrize("init", [[1.0, 2.0], [["a", "b"], ["c", "d"]]])
+def test_an_init_that_is_no_array_of_numbers_is_named(cls, init):
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(ValueError, match=r"^init: the initial centers should be numbers"):
+        cls(2, init=init).fit(X)
+
+
+@pytest.mark.parametrize("cls", [KernelKMeans, MiniBatchKernelKMeans])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fit_transform_has_the_dtype_of_transform(cls, dtype):
+    X = np.random.default_rng(0).normal(size=(200, 3)).astype(dtype)
+    est = cls(3, random_state=0, max_iter=10)
+    distances = est.fit_transform(X)
+    assert distances.dtype == est.transform(X).dtype == dtype
+    np.testing.assert_allclose(distances, est.transform(X), rtol=1e-4, atol=1e-5)

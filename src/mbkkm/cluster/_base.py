@@ -42,7 +42,6 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from numbers import Integral
 
 import numpy as np
 from sklearn.base import (
@@ -52,11 +51,11 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, InvalidParameterError
 from sklearn.utils.validation import (
     _get_feature_names,
     check_array,
     check_is_fitted,
+    check_random_state,
     validate_data,
 )
 
@@ -67,10 +66,12 @@ from .._core._memory import label_chunk_rows, label_row_copies, out_of_memory_er
 from .._core._windows import assign_parallel
 from .._progress import progress_for
 from .._validation import (
+    check_counts_not_bool,
     check_sample_weight,
     check_str_options,
     constant_as_scale,
     match_columns,
+    numpy_scalar_params,
     short_input_errors,
 )
 from .._warn import warn
@@ -160,16 +161,7 @@ class ClusterEstimator(
     def _validate_params(self):
         check_str_options(self)  # an unknown name: the sorted options, the nearest first
         super()._validate_params()
-        # True is an Integral to Python: as a count it would be read as 1, or refused
-        # deep in the fit by numpy, without the parameter's name
-        for name, constraints in self._parameter_constraints.items():
-            value = getattr(self, name, None)
-            counts = [c for c in constraints if isinstance(c, Interval) and c.type is Integral]
-            if counts and isinstance(value, (bool, np.bool_)):
-                raise InvalidParameterError(
-                    f"The {name!r} parameter of {type(self).__name__} must be an int "
-                    f"(a count), not a bool; got {value!r}."
-                )
+        check_counts_not_bool(self)
         # a named kernel's width given twice: which one is meant cannot be guessed
         gamma, params = getattr(self, "gamma", None), getattr(self, "kernel_params", None)
         if gamma is not None and isinstance(self.kernel, str) and (params or {}).get("gamma"):
@@ -204,11 +196,7 @@ class ClusterEstimator(
         objects are put back at the end, so ``get_params`` returns them.
         """
         snapshot = dict(self.__dict__)
-        given = {
-            name: value
-            for name, value in self.get_params(deep=False).items()
-            if isinstance(value, np.generic)
-        }
+        given = numpy_scalar_params(self)
         self.__dict__.update({name: value.item() for name, value in given.items()})
         try:
             with thread_policy():
@@ -235,8 +223,11 @@ class ClusterEstimator(
     def _n_init(self):
         """``n_init``, or 1 for an explicit ``init`` (with scikit-learn's warning: the
         same centers would start every run)."""
-        if isinstance(self._init, str) or self.n_init == 1:
-            return self.n_init
+        n_init = self.n_init
+        if n_init == "auto":  # scikit-learn's: 10 runs from random centers, else 1
+            n_init = 10 if isinstance(self._init, str) and self._init == "random" else 1
+        if isinstance(self._init, str) or n_init == 1:
+            return n_init
         warn(
             f"Explicit initial center position passed: performing only one init in "
             f"{type(self).__name__} instead of n_init={self.n_init}.",
@@ -253,8 +244,9 @@ class ClusterEstimator(
             warn(
                 f"{type(self).__name__}: {n_empty} of the n_clusters={self.n_clusters} "
                 f"clusters hold no point of the fitted data at the end of fit (empty "
-                f"clusters); n_clusters may exceed the number of distinct points "
-                f"(duplicate points in X?)",
+                f"clusters): an initial center that no point came nearest to (these "
+                f"estimators do not move such a center; another random_state, n_init > 1 "
+                f"or init='k-means++' may help), or fewer distinct points than clusters",
                 EmptyClusterWarning,
             )
 
@@ -275,6 +267,8 @@ class ClusterEstimator(
         if init_size is not None and init_size < k:
             raise ValueError(f"init_size={init_size} should be >= n_clusters={k}")
         init = self.init
+        if callable(init):  # scikit-learn's signature; what it returns is checked as an array
+            init = init(rows.data, k, random_state=check_random_state(self.random_state))
         self._init = init if isinstance(init, str) else rows.check_init(init, k, kernel)
         if batch_size is not None:
             self._batch_size = min(batch_size, n)

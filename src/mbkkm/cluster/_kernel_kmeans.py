@@ -94,7 +94,7 @@ class KernelKMeans(BaseKernelKMeans):
         (``n_neighbors``: required for "knn", "auto" by default for "heat"; ``t``
         for "heat"; see
         :func:`mbkkm.kernels.knn_kernel` and :func:`mbkkm.kernels.heat_kernel`).
-    init : {"k-means++", "random"} or array-like, default="k-means++"
+    init : {"k-means++", "random"}, callable or array-like, default="k-means++"
         "k-means++": greedy kernel k-means++ in feature space on ``init_size``
         points (all points by default, as scikit-learn's KMeans); "random":
         ``n_clusters`` distinct random points. An array: the initial centers,
@@ -106,9 +106,12 @@ class KernelKMeans(BaseKernelKMeans):
         selection trusts it (``gamma_selection_.start_from_partition``) (P0[x, j] =
         mean of K(x, s) over them); the other ``n_init - 1`` runs use the named
         init, and the lowest final inertia wins as usual. An array always wins.
-    n_init : int, default=1
+        A callable ``init(X, n_clusters, random_state=RandomState)`` (scikit-learn's
+        signature) returns such an array.
+    n_init : int or "auto", default=1
         Number of runs from different initialisations; the run with the lowest
         final inertia is kept (as scikit-learn's KMeans).
+        "auto" is scikit-learn's: 10 with ``init="random"``, else 1.
     init_size : int, default=None
         Number of points, drawn without replacement, on which k-means++ or
         "random" choose the initial centers; None uses all points.
@@ -532,7 +535,8 @@ torch.device, default=None
                 f"labels stop changing or at max_iter (n_iter_={self.n_iter_}).",
                 IndefiniteKernelWarning,
             )
-        return data.output(_device.convert_output(self._tensor_io, run.distances))
+        distances = rows.in_rows_dtype(run.distances)  # as transform gives them
+        return data.output(_device.convert_output(self._tensor_io, distances))
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None, sample_weight=None):

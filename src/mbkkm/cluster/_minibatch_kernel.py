@@ -142,8 +142,8 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         scale is the kernel's (with rbf, K(x, x) = 1, f_B lies in [0, 2], and
         ``tol=1e-2`` can stop within a few iterations while f_B still falls). None
         runs ``max_iter`` iterations.
-    init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
-default="k-means++"
+    init : {"k-means++", "random"}, callable or array-like of shape \
+(n_clusters, n_features), default="k-means++"
         "k-means++": greedy kernel k-means++ in feature space on ``init_size``
         points; "random": ``n_clusters`` distinct random points; an array: the
         initial centers as points in input space. With ``gamma="auto"`` and a
@@ -152,9 +152,12 @@ default="k-means++"
         start_from_partition``; center j = mean of phi over its sample points, one window
         block of weights ``1 / |C_j|``; deterministic per ``random_state``); the
         others (``n_init > 1``) use the named init. An array always wins.
-    n_init : int, default=1
+        A callable ``init(X, n_clusters, random_state=RandomState)`` (scikit-learn's
+        signature) returns such an array.
+    n_init : int or "auto", default=1
         Number of initialisations; the one with the lowest inertia on a random
         validation subsample of ``init_size`` points is kept.
+        "auto" is scikit-learn's: 10 with ``init="random"``, else 1.
     init_size : int, default=None
         Points used by the initialisation; None: 3 * batch_size (at least
         3 * n_clusters), capped at n_samples.

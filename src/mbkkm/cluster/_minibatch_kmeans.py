@@ -167,14 +167,17 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
         distance to the nearest center, and ``tol`` an absolute change of it, on
         the scale of the data's variance (not the kernel estimator's: the same
         ``tol`` means something else there). None runs ``max_iter`` iterations.
-    init : {"k-means++", "random"} or array-like of shape (n_clusters, n_features), \
-default="k-means++"
+    init : {"k-means++", "random"}, callable or array-like of shape \
+(n_clusters, n_features), default="k-means++"
         "k-means++": greedy k-means++ (the kernel k-means++ of the package with the
         linear kernel) on ``init_size`` points; "random": ``n_clusters`` distinct
         random points; an array: the initial centers.
-    n_init : int, default=1
+        A callable ``init(X, n_clusters, random_state=RandomState)`` (scikit-learn's
+        signature) returns such an array.
+    n_init : int or "auto", default=1
         Number of initialisations; the one with the lowest inertia on a random
         validation subsample of ``init_size`` points is kept.
+        "auto" is scikit-learn's: 10 with ``init="random"``, else 1.
     init_size : int, default=None
         Points used by the initialisation; None: 3 * batch_size (at least
         3 * n_clusters), capped at n_samples.

@@ -25,8 +25,8 @@ KERNEL_CONSTRAINTS = {
 
 COMMON_CONSTRAINTS = {
     "n_clusters": [Interval(Integral, 1, None, closed="left")],
-    "init": [StrOptions({"k-means++", "random"}), "array-like"],
-    "n_init": [Interval(Integral, 1, None, closed="left")],
+    "init": [StrOptions({"k-means++", "random"}), "array-like", callable],
+    "n_init": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     "init_size": [Interval(Integral, 1, None, closed="left"), None],
     "max_iter": [Interval(Integral, 1, None, closed="left")],
     "tol": [Interval(Real, 0, None, closed="left"), None],

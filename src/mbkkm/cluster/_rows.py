@@ -22,6 +22,7 @@ from scipy import sparse
 from sklearn.utils.validation import check_array
 
 from .. import _dask
+from .._warn import one_line
 from ..backends import backend_for, get_backend, is_tensor, resolve_device, same_device
 from ..backends._numpy import as_csr, row_chunks, row_norms_sq, row_range
 from ..kernels import LowRankKernel, resolve_kernel
@@ -61,11 +62,18 @@ class Rows:
 
     def check_init(self, init, n_clusters, kernel):
         """``init`` given as an array: the initial centers as points, checked."""
-        init = check_array(init, dtype=_device.host_dtype(self.data), copy=True, input_name="init")
+        shape = f"(n_clusters, n_features) = ({n_clusters}, {self.n_features})"
+        try:
+            init = check_array(
+                init, dtype=_device.host_dtype(self.data), copy=True, input_name="init"
+            )
+        except ValueError as exc:  # scikit-learn's message does not say which array
+            raise ValueError(
+                f"init: the initial centers should be numbers of shape {shape}; {one_line(exc)}"
+            ) from None
         if init.shape != (n_clusters, self.n_features):
             raise ValueError(
-                f"init: the initial centers should have shape (n_clusters, n_features) = "
-                f"({n_clusters}, {self.n_features}), got {init.shape}"
+                f"init: the initial centers should have shape {shape}, got {init.shape}"
             )
         return init
 
@@ -113,6 +121,11 @@ class Rows:
         """Host arrays that identify the data (hashed by a checkpoint): the rows of
         :meth:`fingerprint_index`."""
         return (np.asarray(self.data[self.fingerprint_index(count)]),)
+
+    def in_rows_dtype(self, values):
+        """Per-row results (a full-batch fit's float64 distances) in the rows' dtype,
+        as a labelling pass gives them (float32 rows: float32)."""
+        return self.nx.astype(values, self.data.dtype)
 
     def take(self, idx):
         """Rows ``idx`` on the rows' backend, in their dtype."""
@@ -303,6 +316,9 @@ class LowRankRows(Rows):
     def fingerprint_arrays(self, count):
         return self.data.U[self.fingerprint_index(count)], np.asarray(self.data.weights)
 
+    def in_rows_dtype(self, values):
+        return values  # a kernel matrix's factors, not rows: float64 as computed
+
 
 class PrecomputedRows(Rows):
     """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
@@ -314,6 +330,9 @@ class PrecomputedRows(Rows):
         super().__init__(data)
         self.diag = check_precomputed_matrix(data)  # square, K(x, x) >= 0, symmetric
         self.index_dtype = index_dtype
+
+    def in_rows_dtype(self, values):
+        return values  # point indices, not rows: float64 as computed
 
     def check_init(self, init, n_clusters, kernel):
         """``init`` given as an array: the initial centers as point indices, checked."""
