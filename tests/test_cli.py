@@ -157,9 +157,11 @@ def test_fit_usage_errors(runner, blobs, tmp_path):
     np.save(p, blobs)
     r = runner.invoke(main, ["fit", str(p), "-k", "500"])
     assert r.exit_code == 2 and "larger than the 80 rows" in r.output
-    for k in ("81", "200"):  # a graph of more neighbours than points (80 is allowed)
+    for k in ("81", "200"):  # a graph of more neighbours than points
         r = runner.invoke(main, ["fit", str(p), "-k", "2", "--kernel", "heat", "--n-neighbors", k])
         assert r.exit_code == 2 and f"--n-neighbors {k} is larger than the 80 rows" in r.output
+    r = runner.invoke(main, ["fit", str(p), "-k", "2", "--kernel", "knn", "--n-neighbors", "80"])
+    assert r.exit_code == 2 and "--n-neighbors 80 is all the 80 rows" in r.output  # complete
     r = runner.invoke(main, ["fit", str(p), "-k", "2", "--kernel", "nope"])
     assert r.exit_code == 2
     r = runner.invoke(main, ["fit", str(p)])

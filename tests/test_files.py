@@ -35,6 +35,38 @@ def block_bytes(request, monkeypatch):
 
 
 # ------------------------------------------------------------------ atomic write
+def test_atomic_write_into_a_missing_folder_names_the_folder(tmp_path):
+    target = tmp_path / "no" / "model.skops"
+    with pytest.raises(FileNotFoundError, match=r"the folder of .*model.skops' does not exist"):
+        with atomic_write(target) as fh:
+            fh.write(b"x")
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="stale files are found by their process")
+def test_atomic_write_removes_what_killed_writers_of_the_same_target_left(tmp_path):
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = int(child.stdout)  # a process that has ended
+    target = tmp_path / "fit.ckpt"
+    stale = tmp_path / f".fit.ckpt.{dead}.1c643e5e.tmp"
+    alive = tmp_path / f".fit.ckpt.{os.getpid()}.00000000.tmp"  # a writer still running
+    other = tmp_path / f".other.ckpt.{dead}.1c643e5e.tmp"  # another target's
+    for p in (stale, alive, other):
+        p.write_bytes(b"partial")
+    with atomic_write(target) as fh:
+        fh.write(b"new")
+    assert target.read_bytes() == b"new"
+    assert not stale.exists() and alive.exists() and other.exists()
+
+
 def test_atomic_write_replaces_whole_file(tmp_path):
     p = tmp_path / "out.txt"
     p.write_text("old")

@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import (
     StrOptions,
     make_constraint,
 )
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.validation import _check_sample_weight, check_array
 
 
 def check_sample_weight(sample_weight, X, dtype=np.float64):
@@ -165,6 +165,37 @@ def numpy_scalar_params(estimator):
 
 
 # ------------------------------------------------------------------ input data
+def as_rows(X, owner):
+    """X as a 2-d table of rows for a function that reads only some of them
+    (:func:`mbkkm.cluster.select_gamma`): arrays of rows as they are (numpy arrays,
+    memmaps, scipy sparse, tensors, Dask arrays: nothing read), other array-likes
+    (lists, tuples, data frames) converted by scikit-learn's ``check_array``; a
+    table that is not 2-d is refused with ``owner``'s name."""
+    if not (hasattr(X, "shape") and hasattr(X, "dtype")):  # a list, a data frame
+        try:
+            X = check_array(X, accept_sparse="csr", ensure_all_finite=False, input_name="X")
+        except ValueError as exc:
+            raise ValueError(f"{owner}: {_rewrite(str(exc), X, owner) or exc}") from None
+    if len(X.shape) != 2:
+        raise ValueError(
+            f"{owner}: X must be 2-D, shape (n_samples, n_features); got an array of "
+            f"shape {tuple(X.shape)}"
+        )
+    return X
+
+
+def check_sampled_rows_finite(Xs, owner, n_total):
+    """Refuse rows that hold NaN or infinity (``Xs``: the rows read of a table of
+    ``n_total``), naming the problem rather than its effect on the arithmetic."""
+    try:
+        assert_all_finite(Xs, input_name="X")
+    except ValueError:
+        raise ValueError(
+            f"{owner}: X contains NaN or infinity (in the {Xs.shape[0]} of its {n_total} "
+            "rows it read); impute or drop those values first."
+        ) from None
+
+
 #: Dense float arrays of at least this many values are checked for NaN and infinity in
 #: row parts on every thread: scikit-learn's check is one pass on one thread (about
 #: 10 s for 64 GB), the same work on 16 threads takes a fraction of it.

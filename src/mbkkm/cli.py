@@ -1107,10 +1107,12 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
         )
     if n_clusters > n:
         raise click.UsageError(f"--n-clusters {n_clusters} is larger than the {n} rows of {data}.")
-    if graph_params is not None and graph_params.get("n_neighbors", 0) > n:
+    if graph_params is not None and graph_params.get("n_neighbors", 0) >= n:
+        k = graph_params["n_neighbors"]
+        what = "is larger than" if k > n else "is all"
         raise click.UsageError(
-            f"--n-neighbors {graph_params['n_neighbors']} is larger than the {n} rows of "
-            f"{data} (it counts the point itself)."
+            f"--n-neighbors {k} {what} the {n} rows of {data} (it counts the point itself): "
+            "the k-NN graph would be complete, with no cluster structure; use fewer."
         )
     if params["batch_size"] > n and not quiet:
         click.echo(

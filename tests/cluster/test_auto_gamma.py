@@ -789,3 +789,23 @@ def test_plausible_range_flat_on_blobs_of_one_scale_sharp_on_moons(seed):
     lo, hi = flat.plausible_range
     assert (lo, hi) == _plausible_oracle(flat)
     assert hi / lo >= 16
+
+
+def test_select_gamma_takes_array_likes_and_names_bad_input():
+    """Lists, tuples and data frames are converted as the estimators convert them;
+    NaN, a 1-d X and max_iter < 1 are refused by name."""
+    import pandas as pd
+
+    X, _ = make_moons(300, noise=0.05, random_state=0)
+    gamma = select_gamma(X, 2, random_state=0).gamma
+    for like in (X.tolist(), tuple(map(tuple, X)), pd.DataFrame(X, columns=["a", "b"])):
+        assert select_gamma(like, 2, random_state=0).gamma == gamma
+    bad = X.copy()
+    bad[5, 1] = np.nan
+    with pytest.raises(ValueError, match=r"select_gamma: X contains NaN or infinity"):
+        select_gamma(bad, 2, random_state=0, n_samples=300)
+    with pytest.raises(ValueError, match=r"select_gamma: X must be 2-D"):
+        select_gamma(X[:, 0], 2)
+    for max_iter in (0, -1):
+        with pytest.raises(ValueError, match=r"max_iter must be an integer >= 1"):
+            select_gamma(X, 2, max_iter=max_iter)

@@ -477,3 +477,21 @@ def test_heat_predict_through_centers_equals_the_kernel_tiles(name):
     np.testing.assert_allclose(est.transform(X_new), D, atol=1e-12)
     np.testing.assert_array_equal(est.predict(X_new), labels)
     assert est.score(X_new) == pytest.approx(-mind.sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize("kernel", ["knn", "heat"])
+@pytest.mark.parametrize("cls", ["KernelKMeans", "MiniBatchKernelKMeans"])
+def test_a_complete_graph_is_refused(kernel, cls):
+    """n_neighbors = n: every point a neighbour of every other; fit ARI was 0 and
+    the heat extension's predict put nearly every new point in one cluster."""
+    import mbkkm
+
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    est = getattr(mbkkm, cls)(2, kernel=kernel, kernel_params={"n_neighbors": 60})
+    with pytest.raises(
+        ValueError, match="n_neighbors=60, the number of points: the k-NN graph is complete"
+    ):
+        est.fit(X)
+    with warnings.catch_warnings():  # the k-NN kernel is not positive semi-definite
+        warnings.simplefilter("ignore", mbkkm.cluster.IndefiniteKernelWarning)
+        est.set_params(kernel_params={"n_neighbors": 10}, random_state=0).fit(X)

@@ -7,7 +7,8 @@ renamed onto the target with :func:`os.replace` (atomic on POSIX and Windows
 within one file system), and the folder is fsynced so the rename itself
 survives a power cut. A process killed at any moment leaves the previous
 target untouched (and, at worst, a hidden ``.<name>.<pid>.<random>.tmp`` file
-beside it, which can be deleted).
+beside it, which the next write of the same target removes once its process
+has gone: a checkpoint killed again and again leaves no snapshots behind).
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ def atomic_write(
         {"encoding": encoding or "utf-8", "newline": newline} if mode == "w" else {}
     )
     target = Path(os.path.realpath(path))
+    if not target.parent.is_dir():  # said so, not as the temporary file's name
+        raise FileNotFoundError(f"the folder of {str(path)!r} does not exist ({target.parent})")
     if target.exists() and not (target.is_file() or target.is_dir()):  # a device, a pipe
         with open(target, mode, **kw) as fh:
             yield fh
@@ -74,6 +77,7 @@ def atomic_write(
         with suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    _remove_stale(target)
     # the folder fsynced, so that the rename survives a power cut (Windows does not
     # open folders this way; some file systems refuse fsync on one)
     with suppress(OSError):
@@ -82,6 +86,26 @@ def atomic_write(
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _remove_stale(target: Path) -> None:
+    """Remove the temporary files of ``target`` left by writers that were killed: those
+    whose process no longer runs (POSIX; elsewhere they are left)."""
+    if os.name != "posix":
+        return
+    prefix = f".{target.name}."
+    with suppress(OSError):
+        for tmp in target.parent.iterdir():
+            pid = tmp.name[len(prefix) :].split(".")[0]
+            if not (tmp.name.startswith(prefix) and tmp.name.endswith(".tmp") and pid.isdigit()):
+                continue
+            try:
+                os.kill(int(pid), 0)  # signal 0: is it alive (ours or another user's)?
+            except ProcessLookupError:
+                with suppress(OSError):
+                    tmp.unlink()
+            except (PermissionError, OverflowError):
+                pass
 
 
 def save_figure(fig, path: str | os.PathLike, **kwargs) -> Path:

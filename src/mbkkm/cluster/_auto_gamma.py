@@ -31,7 +31,7 @@ from .._core._width import (
     search_width,
     selection_threads,
 )
-from .._validation import check_sample_weight
+from .._validation import as_rows, check_sample_weight, check_sampled_rows_finite
 from .._warn import warn
 from ..backends import get_backend
 from ..kernels._gamma import check_int
@@ -158,7 +158,9 @@ def select_gamma(
     True
     """
     _check_kernel(kernel, "gamma='auto' chooses")
+    X = as_rows(X, "select_gamma")
     n_clusters = check_int(n_clusters, "n_clusters", 1)
+    max_iter = check_int(max_iter, "max_iter", 1)
     if n_samples is None:
         n_samples = default_sample_size(n_clusters)
     n_samples = check_int(n_samples, "n_samples", 2)
@@ -183,6 +185,7 @@ def select_gamma(
     start = time.perf_counter()
     draw = draw_sample(random_state, n, n_samples, n_seeds, sample_weight)
     Xs = rows_of(X).host_rows(draw.indices)  # (m, d) on the host
+    check_sampled_rows_finite(Xs, "select_gamma", n)
     # Finite rows too large for distances: the estimators' overflow message, on the
     # sample this works on (the estimators check all of X once the width is known).
     check_no_overflow(Xs, underflow=True)

@@ -710,6 +710,13 @@ def _check_graph_params(name, params, n):
         if name == "heat" and isinstance(k, str):
             raise ValueError(f"n_neighbors must be an integer or 'auto', got {k!r}")
         _check_n_neighbors(k, n)
+        if k == n and n > 1:  # every point every point's neighbour: nothing to cluster
+            raise ValueError(
+                f"kernel={name!r} with n_neighbors={k}, the number of points: the k-NN graph "
+                "is complete (every point a neighbour of every other), and its kernel holds "
+                "no cluster structure; use fewer neighbours (10-30, or the dataset's "
+                "n_neighbors in mbkkm.datasets)"
+            )
     if name == "heat":
         t = params["t"]
         keys = ("form", "n_components", "max_components", "rank_tol", "normalize", "connect")
