@@ -113,14 +113,18 @@ def unknown_name_message(param, value, known, *, what=None, also=()):
     return f"{param}={value!r} is not a known {what or param}.{hint} Expected one of: {options}."
 
 
-def check_str_options(estimator):
-    """Refuse an unknown string option of ``estimator`` with the nearest known name.
+def check_param_values(estimator):
+    """Refuse, by the parameter's name, what scikit-learn's parameter validation words
+    poorly or lets through: an unknown string option (with the nearest known name),
+    and a bool given for a count.
 
-    Runs before scikit-learn's own parameter validation, whose message lists the
-    options in set order with no suggestion. Only parameters whose constraints
-    include :class:`~sklearn.utils._param_validation.StrOptions` and that hold a
-    string none of their constraints accepts are reported; everything else is left
-    to scikit-learn.
+    Runs before scikit-learn's own validation, whose message lists the options in
+    set order with no suggestion. Only parameters whose constraints include
+    :class:`~sklearn.utils._param_validation.StrOptions` and that hold a string none
+    of their constraints accepts are reported as unknown options. True is an
+    Integral to Python: as a count (an integer constraint) it was read as 1 by some
+    code and refused deep in numpy, without the parameter's name, by other.
+    Everything else is left to scikit-learn.
 
     Raises
     ------
@@ -128,33 +132,28 @@ def check_str_options(estimator):
         A ValueError (and TypeError), as scikit-learn raises.
     """
     params = estimator.get_params(deep=False)
+    owner = type(estimator).__name__
     for name, constraints in estimator._parameter_constraints.items():
         value = params.get(name)
-        if not isinstance(value, str) or not isinstance(constraints, list):
+        if not isinstance(constraints, list):
             continue
+        counts = [c for c in constraints if isinstance(c, Interval) and c.type is Integral]
+        if counts and isinstance(value, (bool, np.bool_)):
+            raise InvalidParameterError(
+                f"The {name!r} parameter of {owner} must be an int (a count), not a bool; "
+                f"got {value!r}."
+            )
         options = [c for c in constraints if isinstance(c, StrOptions)]
-        if not options or any(make_constraint(c).is_satisfied_by(value) for c in constraints):
+        if not isinstance(value, str) or not options:
+            continue
+        if any(make_constraint(c).is_satisfied_by(value) for c in constraints):
             continue
         known = set().union(*(c.options for c in options))
         # the other kinds of value, in scikit-learn's words ("a callable", "None", ...)
         also = [str(make_constraint(c)) for c in constraints if not isinstance(c, StrOptions)]
         raise InvalidParameterError(
-            f"{type(estimator).__name__}: " + unknown_name_message(name, value, known, also=also)
+            f"{owner}: " + unknown_name_message(name, value, known, also=also)
         )
-
-
-def check_counts_not_bool(estimator):
-    """Refuse a bool given for a count (a parameter constrained to integers): True is
-    an Integral to Python, read as 1 by some code and refused deep in numpy by other,
-    without the parameter's name."""
-    for name, constraints in estimator._parameter_constraints.items():
-        value = getattr(estimator, name, None)
-        counts = [c for c in constraints if isinstance(c, Interval) and c.type is Integral]
-        if counts and isinstance(value, (bool, np.bool_)):
-            raise InvalidParameterError(
-                f"The {name!r} parameter of {type(estimator).__name__} must be an int "
-                f"(a count), not a bool; got {value!r}."
-            )
 
 
 def numpy_scalar_params(estimator):

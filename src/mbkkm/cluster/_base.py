@@ -66,9 +66,8 @@ from .._core._memory import label_chunk_rows, label_row_copies, out_of_memory_er
 from .._core._windows import assign_parallel
 from .._progress import progress_for
 from .._validation import (
-    check_counts_not_bool,
+    check_param_values,
     check_sample_weight,
-    check_str_options,
     constant_as_scale,
     match_columns,
     numpy_scalar_params,
@@ -159,9 +158,8 @@ class ClusterEstimator(
     refused with the nearest known one."""
 
     def _validate_params(self):
-        check_str_options(self)  # an unknown name: the sorted options, the nearest first
+        check_param_values(self)  # an unknown name: the options, the nearest first; bools
         super()._validate_params()
-        check_counts_not_bool(self)
         # a named kernel's width given twice: which one is meant cannot be guessed
         gamma, params = getattr(self, "gamma", None), getattr(self, "kernel_params", None)
         if gamma is not None and isinstance(self.kernel, str) and (params or {}).get("gamma"):

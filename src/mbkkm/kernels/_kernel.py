@@ -599,7 +599,9 @@ class Kernel:
         if self._user_func is not None:
             return {}
         prepare = KERNELS[self.name].implementation("numpy").prepare
-        return {} if prepare is None else prepare(self.shifted(X), **self.params)
+        if self.offset is not None:
+            X = self.shifted(X)
+        return {} if prepare is None else prepare(X, **self.params)
 
     def prepare_right(self, Y, Y_norms_sq=None):
         """What :meth:`__call__` can reuse across calls with the same right operand ``Y``.
@@ -706,7 +708,7 @@ class Kernel:
 
             return _torch_tiles.call_user_diag(self._user_func, self.params, X)
         if self._user_func is None:
-            return self._diag(self.shifted(X), **self.params)
+            return self._diag(X if self.offset is None else self.shifted(X), **self.params)
         return diag_of_tiles(self._call_user, X, np.empty(X.shape[0], dtype=X.dtype))
 
 
