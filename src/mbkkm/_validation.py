@@ -44,8 +44,14 @@ def check_sample_weight(sample_weight, X, dtype=np.float64):
         raise ValueError(msg) from exc
     if not np.all(np.isfinite(sw)):
         raise ValueError("sample_weight must be finite")
-    if sw.sum() <= 0:
+    total = sw.sum()
+    if total <= 0:
         raise ValueError("sample_weight must have a positive sum; got all zeros")
+    if not np.isfinite(total):  # each finite, their sum not: inertia_ would be inf
+        raise ValueError(
+            f"sample_weight sums to infinity in float64 (the largest is {sw.max():.3g}); "
+            "divide the weights by a common factor: only their ratios shape the model"
+        )
     return None if np.all(sw == 1) else sw  # unit weights: the unweighted fit (see above)
 
 

@@ -11,7 +11,7 @@ from sklearn.metrics.pairwise import rbf_kernel
 
 from mbkkm._core._lloyd import MatrixOperator, e_step, kernel_lloyd
 from mbkkm._core._width import lloyd_runs
-from mbkkm.cluster import IndefiniteKernelWarning, KernelKMeans
+from mbkkm.cluster import IndefiniteKernelWarning, KernelKMeans, MiniBatchKernelKMeans
 from mbkkm.kernels import knn_kernel
 
 
@@ -154,3 +154,52 @@ def test_lloyd_runs_equal_kernel_lloyd_on_indefinite_kernel(tol):
         run = kernel_lloyd(MatrixOperator(K), diag, P0[r], c0[r], np.ones(48), 100, tol)
         np.testing.assert_array_equal(labels[r], run.labels)
         assert objective[r] == pytest.approx(run.mind.sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize("cls", [KernelKMeans, MiniBatchKernelKMeans])
+def test_predict_labels_as_the_fit_on_an_indefinite_kernel(cls):
+    """predict takes the argmin of the distances as computed, negative ones included,
+    as the fit labels its points (it clipped them at 0 first: sigmoid on 4 blobs,
+    predict(X) == labels_ for 64 % of the points with KernelKMeans)."""
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics.pairwise import sigmoid_kernel
+
+    X, _ = make_blobs(300, centers=4, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = cls(4, kernel="sigmoid", random_state=0).fit(X)
+        np.testing.assert_array_equal(est.predict(X), est.labels_)
+        K = sigmoid_kernel(X, gamma=1 / X.shape[1])
+        pre = cls(4, kernel="precomputed", random_state=0)
+        np.testing.assert_array_equal(pre.fit_predict(K), pre.predict(K))
+    assert (est.transform(X) >= 0).all()
+
+
+@pytest.mark.parametrize("cls", [KernelKMeans, MiniBatchKernelKMeans])
+def test_a_kernel_that_returns_nan_is_an_error_not_a_nan_model(cls):
+    """A polynomial kernel of non-integer degree on negative bases returns NaN: every
+    loop refuses it (the model was inertia_ nan, one label)."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(500, centers=3, n_features=4, random_state=0)
+    est = cls(3, kernel="polynomial", degree=2.5, random_state=0)
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="met non-finite values"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's invalid value in power
+        est.fit(X)
+    if cls is MiniBatchKernelKMeans:
+        with warnings.catch_warnings(), pytest.raises(ValueError, match="met non-finite values"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            est.partial_fit(X[:200]).partial_fit(X[200:])
+
+
+@pytest.mark.parametrize("cls", [KernelKMeans, MiniBatchKernelKMeans])
+def test_predict_of_a_precomputed_gram_matrix_labels_as_the_fit(cls):
+    """predict(K(X_new, X_fit)) has no K(x, x): its distances lack that constant per
+    row and are mostly negative, so clipping them before the argmin labelled 20-26 %
+    of the fitted rows of a linear Gram matrix unlike labels_."""
+    from sklearn.datasets import make_blobs
+
+    X, _ = make_blobs(500, centers=4, n_features=5, random_state=1)
+    K = X @ X.T
+    est = cls(4, kernel="precomputed", random_state=0).fit(K)
+    np.testing.assert_array_equal(est.predict(K[:50]), est.labels_[:50])

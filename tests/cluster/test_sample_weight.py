@@ -305,3 +305,11 @@ def test_checkpoint_of_an_unweighted_fit_resumes_a_constant_weight_fit(tmp_path)
     w = np.where(np.arange(len(X)) % 2 == 0, 1.0, 2.0)
     with pytest.raises(ValueError, match="written by another fit"):
         MiniBatchKernelKMeans(**kw).fit(X, sample_weight=w, checkpoint=path)
+
+
+@pytest.mark.parametrize("name", sorted(ESTIMATORS))
+def test_weights_that_sum_to_infinity_are_refused(name):
+    """Each weight finite, their float64 sum not: inertia_ was inf, score -inf."""
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(ValueError, match="sample_weight sums to infinity"):
+        ESTIMATORS[name]().fit(X, sample_weight=np.full(40, 1e308))

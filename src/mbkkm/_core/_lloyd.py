@@ -56,6 +56,7 @@ from ..backends import get_backend
 from ..backends._threads import parallel_matmul
 from ..kernels import kernel_block
 from ..kernels._graph import LowRankKernel
+from ._state import NON_FINITE
 
 
 class KernelOperator(Protocol):
@@ -290,6 +291,8 @@ def kernel_lloyd(op, diag, P0, c0, w, max_iter, tol, verbose=0):
         changed = 0 if labels_old is None else (labels != labels_old).sum()
         # The only device-to-host traffic of an iteration: four scalars, one copy.
         obj, changed, n_empty, neg = nx.scalars_to_host(mind @ w, changed, (W <= 0).sum(), neg)
+        if not np.isfinite(obj):
+            raise ValueError(NON_FINITE)
         n_negative = max(n_negative, int(neg))
         if verbose:
             print(f"Iteration {n_iter}: objective {obj:.6g}, {time.perf_counter() - t0:.2f}s")

@@ -49,7 +49,7 @@ import numpy as np
 
 from .._warn import warn
 from ..backends import get_backend
-from ._state import READ_EVERY, WindowState  # noqa: F401 (READ_EVERY re-exported)
+from ._state import NON_FINITE, READ_EVERY, WindowState  # noqa: F401 (READ_EVERY re-exported)
 from ._stored import stored_kernel_for, stored_step, to_rows, training_labels
 from ._windows import minibatch_step
 
@@ -156,6 +156,8 @@ class Loop:
                     continue
             else:  # a host function: one iteration, and the early stopping rule
                 objective, after = self.steps(start)
+                if not np.isfinite(objective):
+                    raise ValueError(NON_FINITE)
                 objectives, afters = [objective], [after]
                 stopped = self.tol is not None and objective - after < self.tol
             state.objectives.extend(objectives)
@@ -475,8 +477,5 @@ class DeviceSteps:
         n = done - start
         logged = (head[4:].reshape(2, z - a) / float(fs.plan.shape[1])).tolist()
         if not np.all(np.isfinite(logged[0][:n])):
-            raise ValueError(
-                "kernel: the iteration met non-finite values (NaN or inf): the "
-                "kernel returned them, or the data overflow its arithmetic"
-            )
+            raise ValueError(NON_FINITE)
         return logged[0][:n], logged[1][:n], stopped

@@ -212,6 +212,13 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
     )
 
 
+#: The error of an iteration whose objective is not finite (every loop checks it: the
+#: host step, the device blocks' read-back, the full batch's Lloyd).
+NON_FINITE = (
+    "kernel: the iteration met non-finite values (NaN or inf): the kernel returned "
+    "them (a polynomial kernel of non-integer degree on a negative gamma <x, y> + "
+    "coef0, say), or the data overflow its arithmetic"
+)
 #: Iterations between two read-backs of a device run (objectives, counter, overflow).
 READ_EVERY = 16
 

@@ -587,8 +587,11 @@ def assign(
         dvals = kernel.diag(Xc) if diag is None else diag(start, Xc)
         P = nx.csr_matmul(ptr_d, order_d, coef_d, T)  # (k, r)
         D = nx.distances_T(P, dvals, state.norms)  # (k, r)
-        nx.clip_min_(D, 0)
+        # the argmin of the distances as computed (negative ones included, as the fit
+        # labels its points); only the distances reported are clipped at 0
         lab, mc = nx.argmin_min(D, axis=0)
+        nx.clip_min_(D, 0)
+        mc = nx.clip_min_(mc, 0)
         if streamed:  # into the host arrays
             stream.results(start, lab, mc, *((D.T,) if return_distances else ()))
         else:

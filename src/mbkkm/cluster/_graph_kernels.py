@@ -826,9 +826,9 @@ def graph_assign(estimator, state, X, return_distances):
         )
         C = A @ ext.matrix.features[support]  # (k, r)
         D = diag[:, None] - 2.0 * (items @ C.T) + state.host_norms()[None, :]
+        labels = D.argmin(axis=1).astype(np.int64)  # before the clip, as the fit labels
         np.maximum(D, 0.0, out=D)
-        labels = D.argmin(axis=1).astype(np.int64)
-        mind = D.min(axis=1)
+        mind = D[np.arange(D.shape[0]), labels]
         return (labels, mind, D) if return_distances else (labels, mind)
     m = state.support.shape[0]
     rows = label_chunk_rows(

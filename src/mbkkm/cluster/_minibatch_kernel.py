@@ -25,6 +25,7 @@ from .._core._memory import (
     plan_untruncated,
     working_memory_bytes,
 )
+from .._core._state import NON_FINITE
 from .._core._untruncated import init_table, table_step, table_to_windows
 from .._validation import check_sample_weight
 from ..backends import get_backend
@@ -595,5 +596,7 @@ torch.device, default=None
                     max_tile_bytes=self._tile_budget(nx),
                 )
                 res = step_for(nx)(state, X, cfg, batch_weight=sample_weight)
+            if not np.isfinite(res.objective):  # as the fit's loop checks it
+                raise ValueError(NON_FINITE)
             self._publish(state)
             return self._record_step(first, res.objective, X, sample_weight)
