@@ -1297,3 +1297,21 @@ def test_warnings_are_one_line_naming_no_source_line(runner, blobs, tmp_path, mo
     r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "-q"])
     assert r.exit_code == 0, r.output
     assert r.stderr == "warning: the width is at the edge of the grid\n"
+
+
+def test_a_trailing_delimiter_is_named_as_such(runner, tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text("a,b,\n1,2,\n3,4,\n5,7,\n")
+    r = runner.invoke(main, ["fit", str(p), "-k", "2", "-q"])
+    assert r.exit_code == 2 and "a delimiter at the end of every line" in r.output
+    r = runner.invoke(main, ["fit", str(p), "-k", "2", "-q", "--drop", "2", "--gamma", "0.5"])
+    assert r.exit_code == 0, r.output
+
+
+def test_os_errors_in_one_line_without_their_number():
+    from mbkkm._warn import one_line
+
+    assert one_line(OSError(28, "checkpoint: cannot write 'c': No space left")) == (
+        "checkpoint: cannot write 'c': No space left"
+    )
+    assert one_line(FileNotFoundError(2, "No such file", "/x")) == "No such file: '/x'"

@@ -500,3 +500,35 @@ def test_utf8_byte_order_mark_is_skipped(tmp_path, block_bytes, header):
     t = open_table(p)
     assert t.names == (["a", "b"] if header else None)
     np.testing.assert_array_equal(t.read(), X.astype(np.float32))
+
+
+def test_compressed_and_utf16_text_are_refused_by_what_they_are(tmp_path):
+    import bz2
+    import gzip
+
+    text = b"a,b,c\n1,2,3\n4,5,6\n"
+    for name, data, kind in (
+        ("d.csv.gz", gzip.compress(text), "gzip"),
+        ("d.csv.bz2", bz2.compress(text), "bzip2"),
+    ):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match=f"is a {kind}-compressed file; decompress it"):
+            open_table(tmp_path / name)
+    (tmp_path / "u16.csv").write_bytes(text.decode().encode("utf-16"))
+    with pytest.raises(ValueError, match=r"is not UTF-8 text \(UTF-16"):
+        open_table(tmp_path / "u16.csv")
+
+
+def test_thousands_separators_and_a_trailing_delimiter(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_text('a,b\n"1,000",2\n"3,500",4e1\n')
+    with pytest.raises(ValueError, match="looks like a number with thousands separators"):
+        open_table(p).read()
+    q = tmp_path / "q.csv"
+    q.write_text("1,2,\n3,4,\n")  # no header: an empty last cell is no name
+    table = open_table(q)
+    assert table.file_names is None and table.n_file_columns == 3
+    np.testing.assert_array_equal(open_table(q, drop=[2]).read(), [[1, 2], [3, 4]])
+    r = tmp_path / "r.csv"
+    r.write_text(",0,1\n0,5,6\n")  # pandas' index: its empty name first, still a header
+    assert open_table(r).file_names == ["", "0", "1"]

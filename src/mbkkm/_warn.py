@@ -35,6 +35,10 @@ def warn(message: str, category: type[Warning]) -> None:
 
 def one_line(exc: BaseException, *, with_type: bool = False) -> str:
     """The message of ``exc`` on one line (its whitespace runs made single spaces),
-    after its type's name with ``with_type``."""
-    text = " ".join(str(exc).split())
+    after its type's name with ``with_type``; an OSError's without the "[Errno N]"
+    that ``str`` puts first."""
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror + (f": {str(exc.filename)!r}" if exc.filename else "")
+    text = " ".join(text.split())
     return f"{type(exc).__name__}: {text}" if with_type else text

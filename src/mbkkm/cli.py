@@ -459,10 +459,14 @@ def _check_named(table: Table, data, source) -> None:
     unnamed = [j for j, n in enumerate(names) if not n.strip()]
     if unnamed and source.get("columns") is None and source.get("drop") is None:
         which = ", ".join(map(str, unnamed))
+        like = (
+            "as a delimiter at the end of every line gives the last column"
+            if unnamed == [len(names) - 1]
+            else "as pandas' index does (df.to_csv(path) without index=False)"
+        )
         raise click.UsageError(
-            f"{data}: column {which} (0-based) has no name in the header, as pandas' "
-            "index does (df.to_csv(path) without index=False); leave it out with --drop "
-            f"{which}, or choose the columns with --columns."
+            f"{data}: column {which} (0-based) has no name in the header, {like}; leave "
+            f"it out with --drop {which}, or choose the columns with --columns."
         )
 
 
@@ -1168,7 +1172,7 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
         rng = np.random.default_rng(est.random_state)
         sample = np.sort(rng.choice(n, size=min(n, PLOT_POINTS), replace=False))
     written = " and ".join(
-        what
+        f"{what} ({'standard output' if path == '-' else path})"
         for what, path in (("the labels", outputs.labels), ("the distances", outputs.transform))
         if path is not None
     )

@@ -29,6 +29,7 @@ import functools
 import io
 import math
 import os
+import re
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -538,9 +539,16 @@ def _parse_lines(piece: _Piece, table: Table) -> np.ndarray:
                 v = float(c)
             except ValueError:
                 if c.strip() not in MISSING_CELLS:
+                    fix = "remove or encode non-numeric columns, or leave them out"
+                    if _THOUSANDS.match(c.strip()):
+                        fix = (
+                            "it looks like a number with thousands separators: save the "
+                            "table without them (pandas: to_csv of the numbers read with "
+                            "read_csv(..., thousands=','))"
+                        )
                     raise ValueError(
                         f"{path}: column {_label(names, j)} is not numeric (line {line_of(k)} "
-                        f"holds {c!r}); remove or encode non-numeric columns, or leave them out."
+                        f"holds {c!r}); {fix}."
                     ) from None
                 v = math.nan  # a missing cell
             if not math.isfinite(v):
@@ -677,9 +685,41 @@ def _is_index_header(cells: Sequence[str]) -> bool:
     return len(cells) >= 2 and [c.strip() for c in cells] == [str(j) for j in range(len(cells))]
 
 
+#: A cell that a number with thousands separators would be: "1,000", "-12,345.5".
+_THOUSANDS = re.compile(r"^[+-]?\d{1,3}([,' ]\d{3})+(\.\d*)?$")
+#: The first bytes of compressed files, which the text reader cannot cut into blocks.
+_COMPRESSED = {
+    b"\x1f\x8b": "gzip",
+    b"BZh": "bzip2",
+    b"\xfd7zXZ\x00": "xz",
+    b"\x28\xb5\x2f\xfd": "zstd",
+    b"PK\x03\x04": "zip",
+}
+
+
+def _check_text_encoding(path, start: bytes) -> None:
+    """Refuse, by what they are, files that are not UTF-8 text: compressed files and
+    UTF-16 text (read as bytes, they gave errors about fields and columns)."""
+    for magic, kind in _COMPRESSED.items():
+        if start.startswith(magic):
+            raise ValueError(
+                f"{path} is a {kind}-compressed file; decompress it first (the text "
+                "reader cuts a table into blocks that it parses in parallel, which a "
+                "compressed stream cannot be cut into), or save it as .npy or Parquet."
+            )
+    if start.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) or b"\x00" in start:
+        raise ValueError(
+            f"{path} is not UTF-8 text (UTF-16, by its byte order mark or its zero "
+            "bytes); save it as UTF-8 (e.g. iconv -f utf-16 -t utf-8), the encoding "
+            "mbkkm reads."
+        )
+
+
 def _open_text(path, header, columns, drop, dtype) -> Table:
     line_no = 1
     with open(path, "rb") as fh:
+        _check_text_encoding(path, fh.read(64))
+        fh.seek(0)
         if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
             fh.seek(0)  # no UTF-8 byte order mark (one is skipped, not read as text)
         offset = fh.tell()
@@ -705,7 +745,10 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
     index_header = False
     if header is None:
         index_header = _is_index_header(cells)
-        header = index_header or not all(_is_number(c) for c in cells)
+        # an empty last cell says nothing (a delimiter at the end of every line); an
+        # empty first one is pandas' index's name in its header (",0,1")
+        named = cells[:-1] if len(cells) > 1 and not cells[-1].strip() else cells
+        header = index_header or not all(_is_number(c) for c in named)
     names = list(cells) if header else None
     width = len(cells)
     keep = select_columns(names, width, columns, drop)
