@@ -590,8 +590,9 @@ def assign(
         # the argmin of the distances as computed (negative ones included, as the fit
         # labels its points); only the distances reported are clipped at 0
         lab, mc = nx.argmin_min(D, axis=0)
-        nx.clip_min_(D, 0)
         mc = nx.clip_min_(mc, 0)
+        if return_distances:
+            nx.clip_min_(D, 0)
         if streamed:  # into the host arrays
             stream.results(start, lab, mc, *((D.T,) if return_distances else ()))
         else:
