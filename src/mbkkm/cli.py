@@ -720,10 +720,8 @@ class _Outputs:
             _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
         if self.plot is not None:
             k, n, seed = est.n_clusters, X.shape[0], est.random_state
-            from scipy.sparse import issparse
-
-            rows = X[sample] if issparse(X) else np.asarray(X[sample])
-            figure = cluster_figure(rows, labels, k, names=names, n_total=n, seed=seed)
+            # the sampled rows: an array, or CSR rows (cluster_figure tells them apart)
+            figure = cluster_figure(X[sample], labels, k, names=names, n_total=n, seed=seed)
             _save(figure, self.plot)
         if self.model is not None:
             from .cluster import save_model
