@@ -337,7 +337,7 @@ def _position(X, test):
                 found.append((name, nan))
         if not found:
             return ""
-        # the first NaN row by row: the smallest row, in the leftmost column of that row
+        # the first value found row by row: the smallest row, its leftmost column
         row, column = min(((int(np.argmax(nan)), name) for name, nan in found), key=lambda f: f[0])
         total = sum(int(nan.sum()) for _, nan in found)
         names = ", ".join(name for name, _ in found[:3]) + (", ..." if len(found) > 3 else "")
@@ -347,7 +347,7 @@ def _position(X, test):
             f" ({_values(total)}, in column{'s' * (len(found) > 1)} {names}; the "
             f"first in row {row}{index}, column {column})"
         )
-    if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can be NaN
+    if hasattr(X, "tocoo"):  # scipy.sparse: only the stored values can hold one
         coo = X.tocoo()
         mask = test(coo.data)
         rows, cols = coo.row[mask], coo.col[mask]

@@ -718,10 +718,10 @@ def _check_text_encoding(path, start: bytes) -> None:
 def _open_text(path, header, columns, drop, dtype) -> Table:
     line_no = 1
     with open(path, "rb") as fh:
-        _check_text_encoding(path, fh.read(64))
-        fh.seek(0)
-        if fh.read(len(codecs.BOM_UTF8)) != codecs.BOM_UTF8:
-            fh.seek(0)  # no UTF-8 byte order mark (one is skipped, not read as text)
+        start = fh.read(64)
+        _check_text_encoding(path, start)
+        # a UTF-8 byte order mark is skipped, not read as text
+        fh.seek(len(codecs.BOM_UTF8) if start.startswith(codecs.BOM_UTF8) else 0)
         offset = fh.tell()
         while True:  # the first non-blank line
             raw = fh.readline(MAX_FIRST_LINE + 1)
