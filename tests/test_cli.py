@@ -917,6 +917,50 @@ def test_fit_arrow_input_with_columns(runner, blobs, tmp_path, suffix):
     )
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ".feather"])
+def test_fit_arrow_leaves_pandas_index_out(runner, blobs, tmp_path, suffix):
+    """A filtered or shuffled data frame saved by pandas stores its index as a column
+    (``__index_level_0__``, or the index's name), which pandas reads back as the
+    index: it is not a feature, and is left out unless --columns names it."""
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    order = np.random.default_rng(1).permutation(80)  # a shuffled frame: index 0..79 mixed
+    frames = {
+        "level": pd.DataFrame({"x": blobs[order, 0], "y": blobs[order, 1]}, index=order * 1000),
+        "named": pd.DataFrame({"id": order * 1000, "x": blobs[order, 0], "y": blobs[order, 1]})
+        .set_index("id"),
+    }
+    ref = tmp_path / "ref.npy"
+    np.save(ref, blobs[order].astype(np.float32))
+    r = runner.invoke(main, [*_fast_args(ref, tmp_path / "ref.txt"), "-q"])
+    assert r.exit_code == 0, r.output
+    for name, df in frames.items():
+        p = tmp_path / f"{name}{suffix}"
+        (df.to_parquet if suffix == ".parquet" else df.to_feather)(p)
+        model = tmp_path / f"{name}.skops"
+        r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--model-out", str(model)])
+        assert r.exit_code == 0, (name, r.output)
+        assert "80 points x 2 features" in r.output, r.output
+        want = np.loadtxt(tmp_path / "ref.txt")
+        np.testing.assert_array_equal(np.loadtxt(tmp_path / "l.txt"), want)
+        # new rows without the index, and the same file: the model's two features
+        clean = tmp_path / f"clean{suffix}"
+        df.reset_index(drop=True).to_parquet(clean) if suffix == ".parquet" else (
+            df.reset_index(drop=True).to_feather(clean)
+        )
+        for new in (clean, p):
+            r = runner.invoke(
+                main, ["predict", str(model), str(new), "--labels-out", str(tmp_path / "p.txt")]
+            )
+            assert r.exit_code == 0, (name, new, r.output)
+            np.testing.assert_array_equal(np.loadtxt(tmp_path / "p.txt"), want)
+    # named explicitly, the index column is read
+    p = tmp_path / f"level{suffix}"
+    r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--columns", "__index_level_0__,x"])
+    assert r.exit_code == 0 and "80 points x 2 features" in r.output, r.output
+
+
 class _HidePyarrow(importlib.abc.MetaPathFinder):
     """``import pyarrow`` fails as where it is not installed."""
 

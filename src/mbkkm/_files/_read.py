@@ -836,7 +836,9 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
     except pa.ArrowException as exc:
         raise ValueError(f"{path}: cannot read as a {kind} file ({exc}).") from None
     names = list(schema.names)
-    keep = select_columns(names, len(names), columns, drop)
+    if columns is None:  # pandas' index is not data (pandas reads it back as the index)
+        drop = [*(drop or ()), *_pandas_index_columns(schema, names)]
+    keep = select_columns(names, len(names), columns, drop or None)
     numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal)
     for j in keep:
         t = schema.field(j).type
@@ -849,6 +851,18 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
         raise ValueError(f"{path}: the table is empty (0 rows).")
     dtype = _default_dtype(dtype)
     return Table(path, kind, names, keep, n, dtype, len(names), {"source": source})
+
+
+def _pandas_index_columns(schema, names) -> list[str]:
+    """The columns in which pandas stored a data frame's index (``df.to_parquet``,
+    ``write_feather``: ``__index_level_0__`` for a filtered or shuffled frame, or the
+    index's own name), from the file's pandas metadata; none without it."""
+    try:
+        index = (schema.pandas_metadata or {}).get("index_columns", [])
+    except ValueError:  # metadata that is not pandas' JSON
+        return []
+    # a RangeIndex is stored as a description (a dict), not as a column
+    return [name for name in index if isinstance(name, str) and name in names]
 
 
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
