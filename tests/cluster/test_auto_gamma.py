@@ -809,3 +809,30 @@ def test_select_gamma_takes_array_likes_and_names_bad_input():
     for max_iter in (0, -1):
         with pytest.raises(ValueError, match=r"max_iter must be an integer >= 1"):
             select_gamma(X, 2, max_iter=max_iter)
+
+
+def test_knn_graph_has_no_self_loops_and_no_warning():
+    """The width's yardstick graph: symmetric 0/1, no self loops even where duplicate
+    rows list a point as its own neighbour, with no warning (``setdiag`` warned on
+    scipy < 1.13); oracle: the graph built from the pairwise distances by hand."""
+    from mbkkm._core._width import knn_graph
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    X[10:15] = X[3]  # six copies of one row
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        A = knn_graph(X, "sqeuclidean", 4).toarray()
+    assert np.all(np.diag(A) == 0) and np.array_equal(A, A.T)
+    assert set(np.unique(A)) <= {0.0, 1.0}
+    # oracle: each row's 4 nearest other rows by index order among ties is not
+    # guaranteed, so compare the rows without duplicates, whose neighbours are unique
+    D = ((X[:, None] - X[None]) ** 2).sum(-1)
+    np.fill_diagonal(D, np.inf)
+    G = np.zeros_like(D)
+    for i in range(X.shape[0]):
+        G[i, np.argsort(D[i], kind="stable")[:4]] = 1
+    want = ((G + G.T) > 0).astype(float)
+    np.fill_diagonal(want, 0)
+    free = np.setdiff1d(np.arange(40), [3, 10, 11, 12, 13, 14])
+    np.testing.assert_array_equal(A[np.ix_(free, free)], want[np.ix_(free, free)])

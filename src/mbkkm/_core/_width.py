@@ -229,7 +229,9 @@ def knn_graph(Xs, metric, n_neighbors):
         return sparse.csr_matrix((m, m))
     name = "euclidean" if metric == "sqeuclidean" else "manhattan"
     G = NearestNeighbors(n_neighbors=nn, metric=name).fit(Xs).kneighbors_graph(mode="connectivity")
-    G.setdiag(0)  # duplicate rows may list a point as its own neighbour
+    # duplicate rows may list a point as its own neighbour: those entries removed (not
+    # G.setdiag(0), which warns on scipy < 1.13 where the diagonal has no entry)
+    G.data[G.indices == np.repeat(np.arange(m), np.diff(G.indptr))] = 0
     G.eliminate_zeros()
     return ((G + G.T) > 0).astype(np.float64).tocsr()
 
