@@ -22,7 +22,9 @@ it normalises the rank-r kernel.
 
 Rank: the smallest r whose first dropped weight w_{r+1} is at most ``rank_tol`` times
 the largest, capped at ``max_components`` (then the bound w_{r+1} is reported as it
-is). The eigenpairs come from :func:`top_eigenpairs`: a dense eigendecomposition for
+is). A weight within a relative :data:`RANK_TIE` of that threshold counts as at it:
+``t="auto"``'s candidate times put one weight exactly there, and the last bit of the
+eigenvalues' rounding (which differs between LAPACK builds) would decide the rank. The eigenpairs come from :func:`top_eigenpairs`: a dense eigendecomposition for
 small graphs, else a sparse solver on N that never forms an n x n matrix.
 
 New points (Bengio et al. 2004): a new point x joins the graph with the links of
@@ -110,18 +112,24 @@ def heat_weights(lam, t, form="laplacian"):
     return np.exp(-t * (1.0 - lam)) if form == "laplacian" else np.exp(-t * lam)
 
 
+#: Weights within this relative distance of the rank's threshold count as at it (dropped).
+RANK_TIE = 1e-9
+
+
 def choose_rank(weights, rank_tol, max_components):
     """The rank r and its error bound for weights in decreasing order.
 
     r is the smallest count whose first dropped weight ``weights[r]`` is at most
-    ``rank_tol * weights[0]``, capped at ``max_components`` and at
+    ``rank_tol * weights[0]`` (within a relative :data:`RANK_TIE`, so that a weight
+    on the threshold up to rounding is dropped), capped at ``max_components`` and at
     ``len(weights) - 1`` (the last weight is only known as the bound). Returns
     ``(r, weights[r])``: the spectral-norm error of the rank-r kernel when the
     weights not listed are no larger (they are, for the top eigenpairs of N).
     """
     w = np.asarray(weights, dtype=np.float64)
     cap = min(int(max_components), w.size - 1)
-    above = np.flatnonzero(w[1 : cap + 1] > rank_tol * w[0])  # w[r] for r = 1..cap
+    threshold = rank_tol * w[0] * (1.0 + RANK_TIE)
+    above = np.flatnonzero(w[1 : cap + 1] > threshold)  # w[r] for r = 1..cap
     r = min(1 if above.size == 0 else int(above[-1]) + 2, cap)
     return r, float(w[r])
 
