@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -335,6 +337,43 @@ def test_source_commit():
 
     c = source_commit()
     assert c == "" or len(c.split("+")[0]) == 12
+
+
+@pytest.mark.parametrize("ignored", [True, False])
+def test_source_commit_of_a_copy_inside_another_repository(tmp_path, ignored):
+    """An installed mbkkm whose environment lies inside the user's own repository
+    (ignored there, or untracked) has no commit: not the user's HEAD."""
+    import shutil
+    import subprocess
+    import sys
+
+    import mbkkm
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=proj, capture_output=True, text=True, check=True)
+
+    git("init", "-q")
+    (proj / "README").write_text("a project\n")
+    if ignored:
+        (proj / ".gitignore").write_text("env/\n")
+    git("add", "-A")
+    git("-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first")
+    shutil.copytree(Path(mbkkm.__file__).parent, proj / "env" / "mbkkm")
+    code = "from mbkkm.experiments._runner import source_commit; print(repr(source_commit()))"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(proj / "env")},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "''", out.stdout + out.stderr
 
 
 def test_har_runs_where_openml_is_reachable(tmp_path, monkeypatch):

@@ -100,10 +100,11 @@ def _cpu_model() -> str:
 def source_commit() -> str:
     """The git commit of the mbkkm source that runs, or ``""`` where unknown.
 
-    Read with ``git`` from the package's folder (an installed wheel has no
-    commit: ``""``). ``"+dirty"`` is appended when the package's own files
-    differ from that commit (changes elsewhere in the checkout, such as result
-    tables being written, do not count).
+    Read with ``git`` from the package's folder, when that folder's files are
+    tracked there: an installed wheel has no commit (``""``), also when its
+    environment lies inside another project's repository. ``"+dirty"`` is appended
+    when the package's own files differ from that commit (changes elsewhere in the
+    checkout, such as result tables being written, do not count).
     """
     import subprocess
 
@@ -113,7 +114,9 @@ def source_commit() -> str:
 
     try:
         head = git("rev-parse", "--short=12", "HEAD")
-        if head.returncode != 0:
+        # an installed copy inside someone else's repository: not tracked there
+        tracked = git("ls-files", "--error-unmatch", "--", "__init__.py")
+        if head.returncode != 0 or tracked.returncode != 0:
             return ""
         dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".")
     except (OSError, subprocess.SubprocessError):
