@@ -928,8 +928,9 @@ def test_fit_arrow_leaves_pandas_index_out(runner, blobs, tmp_path, suffix):
     order = np.random.default_rng(1).permutation(80)  # a shuffled frame: index 0..79 mixed
     frames = {
         "level": pd.DataFrame({"x": blobs[order, 0], "y": blobs[order, 1]}, index=order * 1000),
-        "named": pd.DataFrame({"id": order * 1000, "x": blobs[order, 0], "y": blobs[order, 1]})
-        .set_index("id"),
+        "named": pd.DataFrame(
+            {"id": order * 1000, "x": blobs[order, 0], "y": blobs[order, 1]}
+        ).set_index("id"),
     }
     ref = tmp_path / "ref.npy"
     np.save(ref, blobs[order].astype(np.float32))
@@ -957,7 +958,8 @@ def test_fit_arrow_leaves_pandas_index_out(runner, blobs, tmp_path, suffix):
             np.testing.assert_array_equal(np.loadtxt(tmp_path / "p.txt"), want)
     # named explicitly, the index column is read
     p = tmp_path / f"level{suffix}"
-    r = runner.invoke(main, [*_fast_args(p, tmp_path / "l.txt"), "--columns", "__index_level_0__,x"])
+    args = [*_fast_args(p, tmp_path / "l.txt"), "--columns", "__index_level_0__,x"]
+    r = runner.invoke(main, args)
     assert r.exit_code == 0 and "80 points x 2 features" in r.output, r.output
 
 

@@ -169,6 +169,24 @@ def numpy_scalar_params(estimator):
     return {name: value for name, value in params.items() if isinstance(value, np.generic)}
 
 
+def require(module, extra, feature):
+    """``import module`` for ``feature``, or a ModuleNotFoundError that names the
+    extra of mbkkm that installs it (``pip install 'mbkkm[extra]'``)."""
+    import importlib
+
+    top = module.split(".")[0]
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != top:  # the module is there, one of its own is not
+            raise
+        raise ModuleNotFoundError(
+            f"{feature} needs {top}, which is not installed: pip install 'mbkkm[{extra}]' "
+            f"(or pip install {top}; in a clone of mbkkm: pip install -e '.[{extra}]')",
+            name=top,
+        ) from None
+
+
 # ------------------------------------------------------------------ input data
 def as_rows(X, owner):
     """X as a 2-d table of rows for a function that reads only some of them

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._files import atomic_write, save_figure
+from ._validation import require
 
 __all__ = ["DemoSet", "main", "make_sets", "run_demo"]
 
@@ -193,6 +194,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--no-plot", action="store_true", help="skip the picture")
     args = parser.parse_args(argv)
+    if not args.no_plot:  # before the work: the picture is drawn last
+        require("matplotlib", "plot", "the demo's picture (skip it with --no-plot)")
     os.makedirs(args.out, exist_ok=True)
     t0 = time.perf_counter()
     rows, sets = run_demo(quick=args.quick, seed=args.seed)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._core._width import MIN_GAIN, MIN_GAIN_WIDER, choose_width
+from .._validation import require
 
 
 class GammaGridWarning(UserWarning):
@@ -309,8 +310,7 @@ def plot_criterion(candidates, scores, chosen, name, criterion, ax=None):
     ax : matplotlib Axes
     """
     if ax is None:
-        import matplotlib.pyplot as plt
-
+        plt = require("matplotlib.pyplot", "plot", "plot")
         _, ax = plt.subplots(figsize=(5, 3.2))
     ax.semilogx(candidates, scores, "o-", color="C0", label=criterion)
     best = int(np.flatnonzero(candidates == chosen)[0])

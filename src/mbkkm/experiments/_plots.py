@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .._files import save_figure
+from .._validation import require
 from ._algorithms import ALGORITHMS
 
 FORMATS = ("png", "svg")
@@ -129,7 +130,7 @@ _READ_COLUMNS = (
 def _successful(results):
     """The rows with status ``ok`` of result tables (paths, or a DataFrame), kernel
     variants labelled (:func:`label_kernel_variants`)."""
-    import pandas as pd
+    pd = require("pandas", "cli", "the result tables")
 
     from ._runner import read_results
 
@@ -290,7 +291,8 @@ def plot_results(
     ValueError
         If the table holds no successful run.
     """
-    import pandas as pd
+    require("matplotlib", "plot", "plot_results")
+    pd = require("pandas", "cli", "plot_results")
 
     df = _successful(results)
     if df.empty:
@@ -333,7 +335,7 @@ def summarize(results):
         ``n_seeds`` and the mean and std of ARI, NMI, objective, fit, kernel and
         total seconds (wall and CPU).
     """
-    import pandas as pd
+    pd = require("pandas", "cli", "summarize")
 
     df = _successful(results)
     keys = ["dataset", "kernel", "algorithm", "objective_space", "batch_size", "tau"]

@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from .._progress import Progress
+from .._validation import require
 from .._warn import one_line
 from ..backends._threads import effective_n_threads
 from ._algorithms import GRAPH_KERNELS, FitOutput, KernelSetup, get_algorithm
@@ -884,7 +885,7 @@ def read_results(paths) -> Any:
     paths : path or list of paths
         CSV files written by :func:`run_grid`, or folders holding them.
     """
-    import pandas as pd
+    pd = require("pandas", "cli", "read_results")
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]

@@ -24,7 +24,8 @@ Rank: the smallest r whose first dropped weight w_{r+1} is at most ``rank_tol`` 
 the largest, capped at ``max_components`` (then the bound w_{r+1} is reported as it
 is). A weight within a relative :data:`RANK_TIE` of that threshold counts as at it:
 ``t="auto"``'s candidate times put one weight exactly there, and the last bit of the
-eigenvalues' rounding (which differs between LAPACK builds) would decide the rank. The eigenpairs come from :func:`top_eigenpairs`: a dense eigendecomposition for
+eigenvalues' rounding (which differs between LAPACK builds) would decide the rank.
+The eigenpairs come from :func:`top_eigenpairs`: a dense eigendecomposition for
 small graphs, else a sparse solver on N that never forms an n x n matrix.
 
 New points (Bengio et al. 2004): a new point x joins the graph with the links of
