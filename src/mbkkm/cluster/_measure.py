@@ -34,13 +34,13 @@ def measure_memory(estimator, X, sample_weight=None):
     Returns
     -------
     plan : mbkkm.MemoryPlan
+        ``estimator.memory_plan_``, with ``measured["fit"]`` and
+        ``measured["labelling"]`` in bytes; ``plan.report()`` prints both.
 
     Raises
     ------
     TypeError
         When ``estimator`` is not a :class:`~mbkkm.MiniBatchKernelKMeans`.
-        ``estimator.memory_plan_``, with ``measured["fit"]`` and
-        ``measured["labelling"]`` in bytes; ``plan.report()`` prints both.
 
     Examples
     --------

@@ -76,8 +76,10 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         The graph kernels "knn" (D^-1 A D^-1 on the symmetrised k-NN graph with
         self-loops) and "heat" (exp(-t L)) are built on the fitted points from
         ``kernel_params`` (``n_neighbors``, ``t``, ...; see
-        :func:`mbkkm.kernels.graph_kernel_matrix`); they are defined on those
-        points only, so predict/transform on new points raise an error.
+        :func:`mbkkm.kernels.graph_kernel_matrix`); new points in predict and
+        transform join the fitted graph with the links the symmetrised graph would
+        give them (:meth:`mbkkm.kernels.KNNGraph.attach`; for heat, the Nystroem
+        extension of the eigenvectors); the fitted graph stays as it is.
     gamma : float, "auto", "mean-distance" or None, default=None
         Kernel coefficient of rbf, laplacian, polynomial, sigmoid and chi2, with
         scikit-learn's meaning (rbf: exp(-gamma ||x - y||^2); the paper's kappa is

@@ -27,7 +27,14 @@ and full-batch kernel k-means ignores the batch size.
 Kernel parameters come from the dataset registry (:data:`mbkkm.datasets.DATASETS`):
 the paper writes the Gaussian kernel exp(-||x - y||^2 / kappa) with a width
 sigma per dataset; we read kappa = 2 sigma^2, so ``gamma = 1 / (2 sigma^2)``
-(:attr:`~mbkkm.datasets.DatasetSpec.rbf_gamma`). The k-NN kernel uses
+(:attr:`~mbkkm.datasets.DatasetSpec.rbf_gamma`). Where a grid sets no ``gamma`` and
+the dataset has no paper width (the synthetic sets), the kernel's fixed data-driven
+width is used, computed once for every algorithm of a group (rbf: the
+``"mean-distance"`` width, 1 / (mean squared pairwise distance)); not the
+estimators' default ``gamma=None``, which chooses the rbf width by ``"auto"``
+(:func:`mbkkm.cluster.select_gamma`) and separates, for example, the moons that the
+mean-distance width does not. Set ``gamma`` in the grid to compare at another width.
+The k-NN kernel uses
 ``knn_neighbors`` (pendigits 1000, har 2000, mnist 2000, letter 1000) and the
 heat kernel ``heat_neighbors`` (500, 500, 200, 500) with diffusion time
 ``heat_t`` (the paper does not state its t; default 1). The heat kernel is exact (a
