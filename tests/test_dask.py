@@ -213,6 +213,35 @@ def test_model_shipped_once_without_client(monkeypatch):
         assert_same_labels(pred.compute(), km.predict(X), km.transform(X), 1e-9)
 
 
+def test_fit_labels_each_chunk_once(monkeypatch):
+    """The labelling pass at the end of a fit on a Dask array: one task per chunk for
+    both labels_ and inertia_ (the labels' array was fused into tasks of its own,
+    which labelled every chunk a second time)."""
+    from mbkkm import _dask
+
+    X = shells(n=800)
+    Xd = da.from_array(X, chunks=(200, 3))
+    calls = []
+    block_labels_inertia = _dask._block_labels_inertia
+
+    def counted(model, block, w):
+        calls.append(block.shape[0])
+        return block_labels_inertia(model, block, w)
+
+    def no_client():
+        raise ValueError("No clients found")
+
+    monkeypatch.setattr(_dask, "_block_labels_inertia", counted)
+    monkeypatch.setattr(distributed, "default_client", no_client)
+    with dask.config.set(scheduler="sync"):
+        km = kernel_kmeans(gamma=0.5, batch_size=64, max_iter=5).fit(Xd)
+        labels = km.labels_.compute()
+    assert calls == [200, 200, 200, 200]
+    ref = kernel_kmeans(gamma=0.5, batch_size=64, max_iter=5).fit(X)
+    np.testing.assert_array_equal(labels, ref.labels_)
+    assert km.inertia_ == pytest.approx(ref.inertia_, rel=1e-12)
+
+
 def test_unknown_chunks_error(client):
     X = shells(n=400)
     Xd = da.from_array(X, chunks=(100, 3))

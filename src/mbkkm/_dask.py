@@ -416,7 +416,9 @@ class DaskRows:
             parts.append(part[1])
             labels.append(da.from_delayed(part[0], shape=(int(size),), dtype=np.intp))
         inertia = dask.delayed(sum, pure=True)(parts)
-        labels, inertia = dask.persist(da.concatenate(labels), inertia)
+        # not optimised: the array's optimisation would fuse each chunk's task into
+        # tasks of its own, and every chunk would be labelled twice
+        labels, inertia = dask.persist(da.concatenate(labels), inertia, optimize_graph=False)
         return labels, float(inertia.compute())
 
     # ------------------------------------------------------------------ kernel
