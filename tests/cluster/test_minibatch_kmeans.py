@@ -157,6 +157,36 @@ def test_transform_predict_score():
     np.testing.assert_array_equal(km.fit_predict(X), km.labels_)
 
 
+def test_labelling_holds_chunks_not_the_distance_matrix():
+    """The fit's labels, predict and score take each chunk's nearest center as they
+    go: their memory is the chunk's distances and O(n) outputs, not the (n, k)
+    distance matrix (which transform alone returns); the labels and the inertia are
+    those of the matrix (oracle: euclidean_distances)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60_000, 4)).astype(np.float32)
+    km = MiniBatchKMeans(100, batch_size=256, max_iter=3, working_memory=4, random_state=0)
+    tracemalloc.start()
+    try:
+        km.fit(X)
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        labels = km.predict(X)
+        score = km.score(X)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    n_by_k = X.shape[0] * 100 * 4  # 24 MB
+    assert peak < n_by_k / 3, peak
+    D = euclidean_distances(X, km.cluster_centers_, squared=True)
+    np.testing.assert_array_equal(labels, km.labels_)
+    assert np.mean(labels == D.argmin(axis=1)) > 0.999  # float32 ties aside
+    assert score == pytest.approx(-D.min(axis=1).sum(), rel=1e-4)
+    assert km.inertia_ == pytest.approx(-score, rel=1e-12)
+    np.testing.assert_array_equal(km.transform(X).argmin(axis=1), labels)
+
+
 def test_quality_on_blobs():
     X, truth = blobs(n=2000, k=5, seed=6, spread=6.0, return_y=True)
     for seed in range(2):

@@ -711,16 +711,15 @@ def plan_explicit(request):
         "k-means++ subsample and candidates": _kmeanspp_bytes(r, d * s),
         "batch rows and their distances": b * d * s + 2 * b * k * s + 4 * b * 8,
         "labelling chunk (distances, norms)": rows * (k + 1) * s,
-        "distances of the points (n, k)": n * k * s,
-        "labels and minima out": n * 16,
+        "labels and minima out": n * (16 + s),
     }
     state = t["centers and counts"] + t["batch plan"]
     fit = max(t["k-means++ subsample and candidates"], t["batch rows and their distances"])
-    labelling = t["labelling chunk (distances, norms)"] + t["distances of the points (n, k)"]
+    labelling = t["labelling chunk (distances, norms)"]
     return MemoryPlan(
         terms=t,
         peaks={"fit": state + fit, "labelling": state + labelling + t["labels and minima out"]},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
         shapes={"n": n, "k": k, "chunk_rows": rows},
-        hints={"fit": "batch_size", "labelling": "n_clusters"},
+        hints={"fit": "batch_size", "labelling": "working_memory"},
     )

@@ -437,8 +437,10 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
             return self._record_step(first, res.objective, X, sample_weight)
 
     # -------------------------------------------------------------- predict
-    def _distances(self, X, centers=None, quiet=False):
-        """Squared distances to the centers, (n, k), in chunks of rows.
+    def _distances(self, X, centers=None, quiet=False, nearest=False):
+        """Squared distances to the centers, (n, k), computed in chunks of rows; with
+        ``nearest``, only each row's nearest center and its distance, ``(labels,
+        minima)``, taken chunk by chunk (O(n) memory, not O(n k)).
 
         On the fitted centers (``centers`` None: predict, transform, score, the fit's
         labels), with ``verbose`` and not ``quiet``, progress lines of the pass on stdout.
@@ -449,13 +451,22 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
         centers = self.cluster_centers_ if centers is None else centers
         n, k = X.shape[0], centers.shape[0]
         rows = chunk_rows(self.working_memory, k + 2, X.dtype.itemsize)
-        out = np.empty((n, k), dtype=np.result_type(X.dtype, centers.dtype))
+        dtype = np.result_type(X.dtype, centers.dtype)
+        if nearest:
+            labels, minima = np.empty(n, dtype=np.intp), np.empty(n, dtype=dtype)
+        else:
+            out = np.empty((n, k), dtype=dtype)
         shifted = shifted_centers(centers)
 
         def part(p0, p1):
             for r0 in range(p0, p1, rows):
                 r1 = min(r0 + rows, p1)
-                out[r0:r1] = sq_euclidean(X[r0:r1], *shifted)
+                D = sq_euclidean(X[r0:r1], *shifted).astype(dtype, copy=False)
+                if nearest:
+                    labels[r0:r1] = np.argmin(D, axis=1)
+                    minima[r0:r1] = D[np.arange(r1 - r0), labels[r0:r1]]
+                else:
+                    out[r0:r1] = D
                 if progress is not None:
                     progress.update(r1 - r0)
 
@@ -464,15 +475,14 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
             n_threads = threads_for(n * k * (X.shape[1] + 4))
             rows = max(1, rows // n_threads)  # the memory budget is shared, not multiplied
             parallel_parts(part, n, n_threads)
-        return out
+        return (labels, minima) if nearest else out
 
     def _labels_inertia(self, X, sample_weight=None, centers=None, quiet=False):
         lazy = rows_of(X).lazy_labels_inertia(self, sample_weight)  # Dask: one pass
         if lazy is not None:
             return lazy
-        D = self._distances(X, centers, quiet)
-        labels = np.argmin(D, axis=1)
-        mind = D[np.arange(X.shape[0]), labels].astype(np.float64)
+        labels, minima = self._distances(X, centers, quiet, nearest=True)
+        mind = minima.astype(np.float64)
         return labels, float(mind.sum() if sample_weight is None else mind @ sample_weight)
 
     def predict(self, X):
@@ -490,7 +500,7 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
         lazy = rows_of(X).lazy_predict(self)  # Dask: a Dask array, computed per chunk
         if lazy is not None:
             return lazy
-        return np.argmin(self._distances(self._validate_X(X, reset=False)), axis=1)
+        return self._distances(self._validate_X(X, reset=False), nearest=True)[0]
 
     def transform(self, X):
         """Squared Euclidean distances ||x - C_j||^2 to every center.
