@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.abc
 import sys
 import threading
@@ -961,6 +962,53 @@ def test_fit_arrow_leaves_pandas_index_out(runner, blobs, tmp_path, suffix):
     args = [*_fast_args(p, tmp_path / "l.txt"), "--columns", "__index_level_0__,x"]
     r = runner.invoke(main, args)
     assert r.exit_code == 0 and "80 points x 2 features" in r.output, r.output
+
+
+@pytest.mark.parametrize("suffix", [".npy", ".parquet"])
+def test_predict_counts_rows_once_labelled(runner, tmp_path, monkeypatch, suffix):
+    """mbkkm predict's progress counts the rows it has labelled, not those read (the
+    reader runs a block ahead: the time left came out about 40 % short on a .npy)."""
+    from mbkkm import _files, cli
+
+    if suffix == ".parquet":
+        pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 2)).astype(np.float32)
+    data = tmp_path / f"X{suffix}"
+    if suffix == ".npy":
+        np.save(data, X)
+    else:
+        import pandas as pd
+
+        pd.DataFrame(X, columns=["a", "b"]).to_parquet(data, row_group_size=500)
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    monkeypatch.setattr(_files._read, "BLOCK_ROWS", 500)  # 6 blocks
+    events = []
+    distances = cli._distances
+
+    def logged_distances(est, blocks):
+        for D in distances(est, blocks):
+            events.append(("labelled", D.shape[0]))
+            yield D
+
+    @contextlib.contextmanager
+    def logged_progress(total, unit, desc, enabled):
+        yield lambda n: events.append(("counted", n))
+
+    monkeypatch.setattr(cli, "_distances", logged_distances)
+    monkeypatch.setattr(cli, "_progress", logged_progress)
+    r = runner.invoke(main, ["predict", str(model), str(data), "--labels-out", str(tmp_path / "p")])
+    assert r.exit_code == 0, r.output
+    labelled = counted = 0
+    for what, n in events:
+        if what == "labelled":
+            labelled += n
+        else:
+            counted += n
+            assert counted <= labelled, events
+    assert counted == labelled == 3000, events
 
 
 class _HidePyarrow(importlib.abc.MetaPathFinder):

@@ -1317,8 +1317,15 @@ def predict(model, data, source, labels, transform, quiet):
         )
     start = time.perf_counter()
     # a stream left part way is closed, so no parsing thread outlives the command
-    with _reading(table, "labelling", quiet) as how, closing(table.blocks(**how)) as stream:
-        found = _label_blocks(_distances(est, stream), est.n_clusters, outputs, table.n_rows)
+    with _reading(table, "labelling", quiet) as how:
+        # rows are counted once labelled (the reader runs a block ahead); text, whose
+        # unit is bytes, as it is read
+        counted = how["progress"] if table.kind != "text" else None
+        reader = {**how, "progress": None} if counted is not None else how
+        with closing(table.blocks(**reader)) as stream:
+            found = _label_blocks(
+                _distances(est, stream), est.n_clusters, outputs, table.n_rows, update=counted
+            )
     if not quiet:
         seconds = time.perf_counter() - start
         what = f"{found.n} points x {table.n_columns} features of {data}"
