@@ -468,6 +468,8 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     if not args.plot_only:
+        if args.log_dir is not None:  # before any data is written
+            args.log_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory() as tmp:
             for n in map(int, args.n):
                 row = measure(n, args, Path(tmp))
