@@ -1018,7 +1018,8 @@ class _Commands(click.Group):
     """mbkkm's group: warnings shown as ``warning: <message>`` lines, and a closed
     standard output (``mbkkm fit ... --labels-out - | head``) ends the command
     quietly with exit code 1, as Python's documentation advises, instead of a
-    'Broken pipe' error."""
+    'Broken pipe' error. An interrupt (Ctrl-C) exits with 130, the shell's code for
+    a command ended by SIGINT, so that a script can tell it from a failure (1)."""
 
     def invoke(self, ctx):
         try:
@@ -1030,6 +1031,9 @@ class _Commands(click.Group):
             with suppress(OSError, ValueError):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             ctx.exit(1)
+        except KeyboardInterrupt:
+            click.echo("Aborted!", err=True)
+            ctx.exit(130)
 
 
 @click.group(
@@ -1043,7 +1047,7 @@ def main():
     Cluster your own data (fit), see the paper's datasets (datasets), run the
     paper's experiment grids (experiment), draw their figures (plot) and compute
     the paper's gamma = max_x sqrt(K(x, x)) (kernel-scale; not the kernel width).
-    Exit codes: 0 ok, 1 runtime failure, 2 usage error.
+    Exit codes: 0 ok, 1 runtime failure, 2 usage error, 130 interrupted (Ctrl-C).
     """
     # Process-wide, so here in the command's own process and never in the library:
     # keep the text parser's per-block buffers instead of re-faulting them (glibc
