@@ -203,3 +203,77 @@ def test_predict_of_a_precomputed_gram_matrix_labels_as_the_fit(cls):
     K = X @ X.T
     est = cls(4, kernel="precomputed", random_state=0).fit(K)
     np.testing.assert_array_equal(est.predict(K[:50]), est.labels_[:50])
+
+
+def _warnings_of(est, X):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X)
+    return caught
+
+
+@pytest.mark.parametrize(
+    "kernel, params, indefinite",
+    [
+        ("sigmoid", {}, True),
+        ("polynomial", {"degree": 3, "coef0": -5.0}, True),
+        ("precomputed", {}, True),  # a k-NN kernel matrix
+        ("polynomial", {"degree": 2, "coef0": 1.0}, False),
+        ("rbf", {}, False),
+        (lambda X, Y: X @ Y.T, {}, False),  # a linear callable
+    ],
+)
+def test_minibatch_warns_on_a_kernel_not_psd_on_a_sample(kernel, params, indefinite):
+    """MiniBatchKernelKMeans looks at the kernel matrix of 128 evenly spaced rows
+    before the work; oracle: the eigenvalues of scikit-learn's kernel matrix (or the
+    precomputed one) on the same rows."""
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(600, 3))
+    idx = np.unique(np.linspace(0, 599, 128).astype(int))
+    if kernel == "precomputed":
+        data = knn_kernel(X, 10).toarray()
+        K = data[np.ix_(idx, idx)]
+    else:
+        data = X
+        metric = "linear" if callable(kernel) else kernel
+        gamma = None if kernel in ("rbf",) or callable(kernel) else 0.5
+        K = pairwise_kernels(X[idx], metric=metric, **({"gamma": gamma} if gamma else {}), **params)
+    assert (np.linalg.eigvalsh(K)[0] < -1e-3 * np.linalg.eigvalsh(K)[-1]) == indefinite
+    est = MiniBatchKernelKMeans(
+        3,
+        kernel=kernel,
+        batch_size=64,
+        max_iter=3,
+        random_state=0,
+        **params,
+        **({} if kernel in ("rbf", "precomputed") or callable(kernel) else {"gamma": 0.5}),
+    )
+    caught = _warnings_of(est, data)
+    found = [w for w in caught if issubclass(w.category, IndefiniteKernelWarning)]
+    assert len(found) == int(indefinite), [str(w.message) for w in caught]
+    if indefinite:
+        assert "not positive semi-definite" in str(found[0].message)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_numerically_constant_kernel_is_named_before_the_work(dtype):
+    """gamma far too small for the data: in float32 exp(-gamma d) is 1 for every pair,
+    and every point ties with every center (one cluster). Both kernel estimators say
+    so; in float64 the same width still separates values, and nothing is said. A
+    single distinct point repeated is not a kernel's fault: nothing is said."""
+    rng = np.random.RandomState(0)
+    X = np.concatenate([rng.normal(c, 1.0, size=(200, 2)) for c in (0, 10, 20)]).astype(dtype)
+    K = np.exp(-1e-12 * ((X[:, None] - X[None]) ** 2).sum(-1)).astype(dtype)
+    assert (np.ptp(K) == 0) == (dtype == np.float32)  # the oracle: constant in float32
+    for est in (
+        MiniBatchKernelKMeans(3, gamma=1e-12, batch_size=64, max_iter=3, random_state=0),
+        KernelKMeans(3, gamma=1e-12, random_state=0),
+    ):
+        messages = [str(w.message) for w in _warnings_of(est, X)]
+        constant = [m for m in messages if "numerically constant" in m]
+        assert len(constant) == int(dtype == np.float32), messages
+        same = np.repeat(X[:1], 50, axis=0)
+        messages = [str(w.message) for w in _warnings_of(est.set_params(n_clusters=1), same)]
+        assert not any("numerically constant" in m for m in messages), messages

@@ -117,10 +117,26 @@ class EmptyClusterWarning(ConvergenceWarning):
     """
 
 
-class IndefiniteKernelWarning(UserWarning):
-    """The kernel of a :class:`~mbkkm.KernelKMeans` fit is not positive semi-definite.
+#: Rows of the sample on which :meth:`ClusterEstimator._check_kernel_sample` looks at
+#: the kernel: a 128 x 128 tile, and its eigenvalues for a kernel not known to be
+#: positive semi-definite (about 1 ms).
+KERNEL_SAMPLE = 128
+#: Named kernels positive semi-definite for every parameter and data they accept.
+PSD_KERNELS = ("rbf", "laplacian", "linear", "cosine", "chi2")
 
-    Raised once per fit when some squared feature-space distances
+
+class IndefiniteKernelWarning(UserWarning):
+    """The kernel of a fit is not positive semi-definite.
+
+    :class:`~mbkkm.MiniBatchKernelKMeans` raises it before the work when the kernel
+    matrix of up to 128 evenly spaced rows of X (or points of a precomputed matrix)
+    has an eigenvalue below -1e-3 times its largest (a sigmoid kernel, a polynomial
+    kernel with coef0 < 0 or a fractional degree, a callable, a similarity matrix):
+    the windows' centers are then no means in a feature space, their distances can
+    be negative, and the fit is not kernel k-means' (the named kernels rbf,
+    laplacian, linear, cosine and chi2 are positive semi-definite and not checked).
+    :class:`~mbkkm.KernelKMeans` raises it once per fit when some squared
+    feature-space distances
     ||phi(x) - C_j||^2 = K(x, x) - 2 <phi(x), C_j> + ||C_j||^2 come out clearly
     negative (below -1e-3 times K(x, x) + ||C_j||^2, far beyond rounding): the
     kernel is indefinite (the k-NN graph kernel, the sigmoid kernel, many
@@ -247,6 +263,44 @@ class ClusterEstimator(
                 f"or init='k-means++' may help), or fewer distinct points than clusters",
                 EmptyClusterWarning,
             )
+
+    def _check_kernel_sample(self, rows, kernel, indefinite):
+        """Warn, before the work, where the kernel on a sample of the rows
+        (:meth:`Rows.kernel_sample`, :data:`KERNEL_SAMPLE` of them) is numerically
+        constant (every value the same to within rounding, on distinct rows: one
+        cluster, whatever the data), or, with ``indefinite``, not positive
+        semi-definite (a kernel not known to be: :class:`IndefiniteKernelWarning`)."""
+        sample = rows.kernel_sample(kernel, KERNEL_SAMPLE)
+        if sample is None:
+            return
+        K, distinct, dtype = sample
+        if not np.isfinite(K).all():
+            return  # non-finite kernel values: the fit refuses them, naming them
+        scale = float(np.abs(K).max(initial=0.0))
+        eps = np.finfo(dtype).eps
+        name = type(self).__name__
+        if distinct > 1 and scale > 0 and np.ptp(K) <= 64 * eps * scale:
+            warn(
+                f"{name}: the kernel {kernel!r} is numerically constant on "
+                f"{K.shape[0]} evenly spaced rows of X ({distinct} distinct): every value "
+                f"is {K.flat[0]:.6g} to within rounding, so no point is nearer one center "
+                f"than another and the fit finds one cluster. Its parameters do not suit "
+                f"the data's scale (gamma too small, or coef0 too large): rescale X or "
+                f"change them (gamma=None chooses a width from the data)",
+                UserWarning,
+            )
+        elif indefinite and kernel.name not in PSD_KERNELS:
+            lam = np.linalg.eigvalsh((K + K.T) / 2)
+            if lam[0] < -1e-3 * max(lam[-1], 0.0):
+                warn(
+                    f"{name}: the kernel {kernel!r} is not positive semi-definite: its "
+                    f"matrix on {K.shape[0]} evenly spaced points of X has the eigenvalue "
+                    f"{lam[0]:.3g} (the largest is {lam[-1]:.3g}). The windows' centers "
+                    f"are then no means in a feature space and their distances can be "
+                    f"negative: the fit is not kernel k-means' (see "
+                    f"IndefiniteKernelWarning)",
+                    IndefiniteKernelWarning,
+                )
 
     def _check_sizes_and_init(self, rows, kernel, batch_size):
         """``n_clusters`` and ``init_size`` against the input, and ``init`` checked

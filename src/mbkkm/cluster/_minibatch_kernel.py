@@ -463,6 +463,7 @@ torch.device, default=None
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = self._resolve(data, gamma_selection=selection)
+            self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
             items, sample_weight = problem.items, problem.sample_weight
             # gamma="auto" or t="auto" with a named init: the first start is the
             # selection's sample partition, where the selection trusts it
@@ -571,6 +572,7 @@ torch.device, default=None
                 data = fit_input(X, sample_weight, self, accept_dask=False)
                 self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
                 problem = self._resolve(data)
+                self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)
                 self._random_state = check_random_state(self.random_state)
