@@ -47,6 +47,32 @@ def test_measure_memory_names_the_estimators_it_measures(data):
             measure_memory(est, data)
 
 
+def test_measure_memory_refuses_torch_on_the_cpu(data):
+    """tracemalloc does not see torch's allocations: a torch fit on the CPU measured
+    1.9 MiB against a 17.7 MiB plan. Refused by name, for device="torch-cpu" and for
+    a CPU tensor, before any fit."""
+    torch = pytest.importorskip("torch")
+    for est, X in (
+        (MiniBatchKernelKMeans(3, device="torch-cpu"), data),
+        (MiniBatchKernelKMeans(3), torch.as_tensor(data)),
+    ):
+        with pytest.raises(ValueError, match=r"torch on the CPU .* cannot be measured"):
+            measure_memory(est, X)
+        assert not hasattr(est, "memory_plan_")
+
+
+def test_the_width_selection_is_planned_for_torch_on_the_cpu():
+    """The width's selection runs on a host copy of its sample: counted in a plan of
+    host memory, numpy's or torch's on the CPU (it was left out of the latter)."""
+    pytest.importorskip("torch")
+    X = np.random.RandomState(0).rand(2000, 8)
+    terms = {}
+    for device in (None, "torch-cpu"):
+        km = MiniBatchKernelKMeans(3, batch_size=256, max_iter=3, device=device, random_state=0)
+        terms[device] = km.fit(X).memory_plan_.terms.get("width selection (sample)", 0)
+    assert terms["torch-cpu"] == terms[None] > 0
+
+
 def test_model_keeps_no_iteration_buffers(data):
     km = MiniBatchKernelKMeans(5, batch_size=256, tau=30, max_iter=5, random_state=0).fit(data)
     assert km._state.workspace == {}

@@ -351,3 +351,73 @@ def test_new_support_is_the_kept_rows_then_the_new_rows_in_the_support_dtype(bat
     expected = np.concatenate([S[rows_kept], Xb[new_pos].astype(np.float32)])
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, expected)
+
+
+@needs_torch
+@pytest.mark.parametrize("fit_dtype", ["float32", "float64"])
+def test_tensors_of_another_dtype_are_cast_to_the_fitted_model(fit_dtype):
+    """A torch model given tensors of another dtype (float32 / float64 / int) in
+    predict, transform, score and partial_fit: cast to the model's dtype as torch does
+    not mix dtypes (a raw 'mat1 and mat2 must have the same dtype' before); the
+    results equal those of the tensor in the model's dtype."""
+    import torch
+
+    from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+
+    rng = np.random.RandomState(0)
+    X = torch.as_tensor(rng.normal(size=(300, 3)).round(1), dtype=getattr(torch, fit_dtype))
+    other = torch.float64 if fit_dtype == "float32" else torch.float32
+    for est in (
+        MiniBatchKernelKMeans(3, gamma=0.5, batch_size=64, max_iter=5, random_state=0),
+        KernelKMeans(3, gamma=0.5, random_state=0),
+    ):
+        est.fit(X)
+        for Xo in (X.to(other), (X * 10).to(torch.int64)):
+            same = Xo.to(X.dtype)
+            assert torch.equal(est.predict(Xo), est.predict(same))
+            assert torch.equal(est.transform(Xo), est.transform(same))
+            assert est.score(Xo) == est.score(same)
+    est = MiniBatchKernelKMeans(3, gamma=0.5, batch_size=64, random_state=0)
+    est.partial_fit(X).partial_fit(X.to(other))
+    ref = MiniBatchKernelKMeans(3, gamma=0.5, batch_size=64, random_state=0)
+    ref.partial_fit(X).partial_fit(X.to(other).to(X.dtype))
+    assert torch.equal(est.support_vectors_, ref.support_vectors_)
+
+
+@needs_torch
+def test_a_meta_tensor_is_refused_by_name():
+    import torch
+
+    from mbkkm import MiniBatchKernelKMeans
+
+    with pytest.raises(ValueError, match="'meta' device, which holds no values"):
+        MiniBatchKernelKMeans(3).fit(torch.empty(100, 3, device="meta"))
+
+
+@needs_torch
+def test_a_callable_written_for_tensors_runs_a_whole_torch_fit():
+    """The docs say callables are called with tensors on torch: also where the fit
+    works on the host (k-means++ on a host copy of its points, the diagonal), which
+    called them with numpy arrays (a tensor-only callable raised). Oracle: the same
+    kernel written for numpy, fitted with numpy, gives the same labels."""
+    import torch
+
+    from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+
+    def on_tensors(A, B):
+        assert torch.is_tensor(A) and torch.is_tensor(B)
+        return torch.exp(-0.5 * torch.cdist(A, B) ** 2)
+
+    def on_arrays(A, B):
+        return np.exp(-0.5 * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+    X = np.random.RandomState(0).normal(size=(400, 3))
+    for cls, params in (
+        (MiniBatchKernelKMeans, {"batch_size": 64, "max_iter": 10}),
+        (KernelKMeans, {}),
+    ):
+        ref = cls(4, kernel=on_arrays, random_state=0, **params).fit(X)
+        for Xin, device in ((torch.as_tensor(X), None), (X, "torch-cpu")):
+            est = cls(4, kernel=on_tensors, random_state=0, device=device, **params).fit(Xin)
+            labels = est.labels_.numpy() if torch.is_tensor(est.labels_) else est.labels_
+            assert np.mean(labels == ref.labels_) > 0.99, (cls.__name__, device)

@@ -467,7 +467,11 @@ def plan_minibatch(request):
     setup_terms = {  # the setup's phases, one after the other
         "width from the data (row chunks)": min(n * d * 8, 64 * 2**20) if r.data_gamma else 0,
         "width selection (sample)": (
-            int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8)) if r.where == "host" else 0
+            # on the host (a host copy of the sample), so counted where the plan is
+            # of host memory: numpy, or torch on the CPU
+            int(r.width_sample * (d * 8 + 4.5 * r.width_sample * 8))
+            if r.where in ("host", "cpu")
+            else 0
         ),
         "k-means++ subsample and candidates": _kmeanspp_bytes(r, r.row_bytes),
     }

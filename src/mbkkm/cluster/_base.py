@@ -356,6 +356,7 @@ class BaseKernelKMeans(ClusterEstimator):
             self.n_features_in_,
             type(self).__name__,
             keep_host=keep_host,
+            dtype=getattr(self._state.support, "dtype", None),
         )
 
     def _chunk_rows(self, X, state=None):

@@ -34,9 +34,10 @@ def device_name(dev):
     return "numpy (cpu)" if dev in (None, "cpu") else str(dev)
 
 
-def validate_tensor(X, n_features_in=None, owner=""):
+def validate_tensor(X, n_features_in=None, owner="", dtype=None):
     """A dense torch tensor X checked as ``validate_data`` checks arrays (against the
-    fitted ``n_features_in`` when given; ``owner``: the estimator's name)."""
+    fitted ``n_features_in`` when given; ``owner``: the estimator's name), in the
+    fitted model's ``dtype`` when given (a torch dtype; else float32 or float64)."""
     import torch
 
     X = X.detach()
@@ -50,7 +51,11 @@ def validate_tensor(X, n_features_in=None, owner=""):
         raise ValueError(f"Expected a 2D tensor for X, got shape {tuple(X.shape)}")
     if X.is_complex():
         raise TypeError(f"X: complex data is not supported, got dtype {X.dtype}")
-    if X.dtype not in (torch.float32, torch.float64):
+    if X.device.type == "meta":
+        raise ValueError("X is a tensor on the 'meta' device, which holds no values")
+    if isinstance(dtype, torch.dtype) and X.dtype != dtype:
+        X = X.to(dtype)  # as the fitted model computes (torch does not mix dtypes)
+    elif X.dtype not in (torch.float32, torch.float64):
         X = X.to(torch.float32)
     for axis, what in enumerate(("sample(s)", "feature(s)")):
         if X.shape[axis] < 1:

@@ -12,7 +12,7 @@ import tracemalloc
 
 from sklearn.utils.validation import check_is_fitted
 
-from ..backends import get_backend
+from ..backends import get_backend, resolve_device
 
 
 def measure_memory(estimator, X, sample_weight=None):
@@ -41,6 +41,10 @@ def measure_memory(estimator, X, sample_weight=None):
     ------
     TypeError
         When ``estimator`` is not a :class:`~mbkkm.MiniBatchKernelKMeans`.
+    ValueError
+        When the fit runs with torch on the CPU (``device="torch"``, ``"torch-cpu"``
+        or a CPU tensor): neither tracemalloc nor torch counts its allocations. A fit
+        on a CUDA device (``device="cuda"``, or X a CUDA tensor) is measured there.
 
     Examples
     --------
@@ -60,8 +64,18 @@ def measure_memory(estimator, X, sample_weight=None):
             f"labelling phases it measures), got {type(estimator).__name__}; the other "
             "estimators' plan is their memory_plan_ after a fit"
         )
-    # the CUDA device X lives on, or None (numpy, Dask and the CPU have no device peak)
-    device = get_backend(X).device
+    # where the fit runs: the estimator's device, else where X lives (None: numpy)
+    device = resolve_device(estimator.device)
+    if device is None:
+        device = get_backend(X).device
+    if getattr(device, "type", None) == "cpu":
+        raise ValueError(
+            "measure_memory: a fit with torch on the CPU (device="
+            f"{estimator.device!r}, or a CPU tensor) cannot be measured: torch's CPU "
+            "allocations are not counted by tracemalloc, and torch keeps no CPU peak. "
+            "Measure the same fit with numpy (device=None on a numpy array), or on a "
+            "CUDA device"
+        )
     device = device if getattr(device, "type", None) == "cuda" else None
     compute_labels = estimator.get_params()["compute_labels"]
     estimator.set_params(compute_labels=False)

@@ -463,7 +463,6 @@ torch.device, default=None
             # the width: chosen now (gamma="auto"), or the one a resumed checkpoint chose
             selection = None if checkpoint is None else checkpoint.gamma_selection
             problem = self._resolve(data, gamma_selection=selection)
-            self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
             items, sample_weight = problem.items, problem.sample_weight
             # gamma="auto" or t="auto" with a named init: the first start is the
             # selection's sample partition, where the selection trusts it
@@ -473,6 +472,7 @@ torch.device, default=None
             if selection is not None and isinstance(self._init, str) and not resuming:
                 start = start_state(problem.items, selection, problem.kernel, self.n_clusters)
             self._plan_memory(problem)  # refuses, with numbers, what cannot fit
+            self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
             with memory_guard(self.memory_plan_):
                 self._random_state = rng = check_random_state(self.random_state)
                 state = None if resuming else self._best_init(items, sample_weight, rng, start)
@@ -572,9 +572,9 @@ torch.device, default=None
                 data = fit_input(X, sample_weight, self, accept_dask=False)
                 self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
                 problem = self._resolve(data)
-                self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)
+                self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
                 self._random_state = check_random_state(self.random_state)
                 state = None
                 if isinstance(self._init, str):  # gamma="auto": the selection's partition

@@ -47,12 +47,15 @@ class Rows:
         dev = resolve_device(device)
         return self.validated(dev, device, validate_numpy), dev
 
-    def validated(self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False):
+    def validated(
+        self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False, dtype=None
+    ):
         """The rows checked by ``validate_numpy`` (scikit-learn's checks), then moved to
         ``dev`` (None or "cpu": they stay on the host). ``device`` is the estimator's
         parameter (for messages), ``n_features_in`` the fitted width (None in fit);
         ``keep_host``: dense host rows stay there (a labelling pass streams them to
-        ``dev``)."""
+        ``dev``); ``dtype``: the fitted model's (a tensor's dtype: tensors are cast to
+        it, as torch does not mix dtypes; arrays keep theirs, numpy mixes them)."""
         X = validate_numpy(self.data)
         if dev not in (None, "cpu") and not keep_host:
             nx = backend_for(dev)
@@ -201,7 +204,9 @@ class SparseRows(Rows):
             return self.validated("cpu", device, validate_numpy), "cpu"
         return super().fit_data(device, validate_numpy, **params)
 
-    def validated(self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False):
+    def validated(
+        self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False, dtype=None
+    ):
         if dev not in (None, "cpu"):
             raise ValueError(
                 f"X is a scipy.sparse matrix, but device={device!r} "
@@ -234,7 +239,9 @@ class TensorRows(Rows):
 
     is_tensor = True
 
-    def validated(self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False):
+    def validated(
+        self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False, dtype=None
+    ):
         X = self.data
         if dev == "cpu":  # "cpu" is numpy's backend, not torch's CPU
             raise ValueError(
@@ -248,7 +255,7 @@ class TensorRows(Rows):
                 f"({_device.device_name(dev)}); move X there, or leave device=None to run "
                 "where X lives"
             )
-        return _device.validate_tensor(X, n_features_in, owner)
+        return _device.validate_tensor(X, n_features_in, owner, dtype)
 
     def host_rows(self, idx):
         return np.asarray(self.nx.to_numpy(self.take(idx)), dtype=np.float64)

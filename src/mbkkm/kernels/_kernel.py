@@ -574,6 +574,10 @@ class Kernel:
     #: values it leaves as they are) and for the linear kernel of mini-batch k-means'
     #: k-means++ (whose distances it leaves as they are).
     offset = None
+    #: Whether a callable is called with torch tensors also where the work is on the
+    #: host (numpy rows: k-means++ on a host copy of its points), as it is everywhere
+    #: else in a fit on torch (:func:`resolve_kernel` with X a tensor).
+    tensor_calls = False
 
     def __init__(self, name, params, func=None):
         self.name = name
@@ -687,6 +691,11 @@ class Kernel:
         return write_into(out, _torch_tiles.call_user(self._user_func, self.params, X, Y))
 
     def _call_user(self, X, Y):
+        if self.tensor_calls:  # host rows of a fit on torch: called with CPU tensors
+            from . import _torch_tiles
+
+            Xt, Yt = _torch_tiles.cpu_tensor(X), _torch_tiles.cpu_tensor(Y)
+            return _torch_tiles.call_user(self._user_func, self.params, Xt, Yt).numpy()
         try:
             K = self._user_func(X, Y, **self.params)
         except Exception as exc:
@@ -753,7 +762,9 @@ def resolve_kernel(
         raise TypeError(f"kernel_params must be a dict or None, got {type(kernel_params).__name__}")
     kernel_params = dict(kernel_params or {})
     if callable(kernel):
-        return Kernel("callable", kernel_params, func=kernel)
+        resolved = Kernel("callable", kernel_params, func=kernel)
+        resolved.tensor_calls = is_tensor(X)  # a fit on torch: tensors in every call
+        return resolved
     if not isinstance(kernel, str):
         raise TypeError(f"kernel must be a string or a callable, got {type(kernel).__name__}")
     spec = get_spec(kernel)

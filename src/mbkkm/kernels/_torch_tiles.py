@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import torch
 
 from ._pairwise import check_callable_tile, diag_of_tiles, write_into
@@ -202,6 +203,15 @@ def diag_cosine(X, **_):
 
 
 # --- callables ---------------------------------------------------------------------
+
+
+def cpu_tensor(X):
+    """A host array as a CPU tensor sharing its values (a copy where it is not
+    contiguous or is read-only, as ``torch.from_numpy`` needs)."""
+    X = np.asarray(X)
+    if not (X.flags.c_contiguous and X.flags.writeable):
+        X = np.array(X, order="C")
+    return torch.from_numpy(X)
 
 
 def call_user(func, params, X, Y, check_finite=True):
