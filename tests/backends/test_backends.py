@@ -421,3 +421,20 @@ def test_a_callable_written_for_tensors_runs_a_whole_torch_fit():
             est = cls(4, kernel=on_tensors, random_state=0, device=device, **params).fit(Xin)
             labels = est.labels_.numpy() if torch.is_tensor(est.labels_) else est.labels_
             assert np.mean(labels == ref.labels_) > 0.99, (cls.__name__, device)
+
+
+@needs_torch
+def test_device_auto_runs_a_tensor_where_it_lives():
+    """device="auto" picks a backend for arrays; a CPU tensor was refused with it
+    ('runs on numpy arrays') on a machine without a GPU, and would be refused as on
+    another device on one with a GPU. It now runs where it lives, as device=None."""
+    import torch
+
+    from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+
+    X = torch.as_tensor(np.random.RandomState(0).normal(size=(300, 3)))
+    for cls, params in ((MiniBatchKernelKMeans, {"max_iter": 5}), (KernelKMeans, {})):
+        auto = cls(3, gamma=0.5, device="auto", random_state=0, **params).fit(X)
+        ref = cls(3, gamma=0.5, random_state=0, **params).fit(X)
+        assert torch.equal(auto.labels_, ref.labels_)
+        assert torch.equal(auto.predict(X), ref.predict(X))

@@ -148,23 +148,22 @@ class KernelKMeans(BaseKernelKMeans):
 torch.device, default=None
         Where the kernel matrix (or its blocks) and the iterations live
         (:mod:`mbkkm.backends`), with the same rules as
-        :class:`~mbkkm.cluster.MiniBatchKernelKMeans`: None follows the input
-        (numpy arrays run with numpy, torch tensors with torch on the device they
-        live on); "cpu": numpy; "cuda", "cuda:N" or a ``torch.device``: PyTorch on
-        that device (numpy input to ``fit`` is copied there as float32; to
-        ``predict``, ``transform`` and ``score`` it is streamed there); "torch" /
-        "torch-cpu": PyTorch on the CPU; "auto": "cuda" when PyTorch sees a GPU,
-        else "cpu". Results follow the input's library: tensors in, tensors out
-        on their device (``labels_``, ``predict``, ``transform``,
-        ``fit_transform``, ``support_vectors_``); numpy in, numpy out. A tensor
-        keeps its dtype (float32 or float64). Mixing numpy arrays and tensors (X
-        and sample_weight, or fit and predict) raises a ValueError. On torch the
-        kernels rbf, linear, polynomial, sigmoid, cosine, laplacian and callables
-        (called with tensors) are available; chi2, "precomputed" and the graph
-        kernels need numpy. The initialisation is drawn on the host from
-        ``random_state`` (k-means++ on a host copy of its points), so numpy and
-        torch runs with one seed agree up to rounding. Each iteration brings
-        three numbers to the host. Needs ``mbkkm[torch]``.
+        :class:`~mbkkm.cluster.MiniBatchKernelKMeans`: None follows the input (numpy arrays
+        run with numpy, torch tensors with torch on the device they live on); "cpu": numpy;
+        "cuda", "cuda:N" or a ``torch.device``: PyTorch on that device (numpy input to
+        ``fit`` is copied there, as float32 on a CUDA device; to ``predict``, ``transform``
+        and ``score`` it is streamed there); "torch" / "torch-cpu": PyTorch on the CPU;
+        "auto": "cuda" when PyTorch sees a GPU, else "cpu" (a tensor runs where it lives).
+        Results follow the input's library: tensors in, tensors out on their device
+        (``labels_``, ``predict``, ``transform``, ``fit_transform``, ``support_vectors_``);
+        numpy in, numpy out. A tensor keeps its dtype (float32 or float64). Mixing numpy
+        arrays and tensors (X and sample_weight, or fit and predict) raises a ValueError. On
+        torch the kernels rbf, linear, polynomial, sigmoid, cosine, laplacian and callables
+        (called with tensors) are available; chi2, "precomputed" and the graph kernels need
+        numpy. The initialisation is drawn on the host from ``random_state`` (k-means++ on a
+        host copy of its points), so numpy and torch runs with one seed agree up to
+        rounding. Each iteration brings three numbers to the host. Needs
+        ``mbkkm[torch]``.
 
     Attributes
     ----------

@@ -182,23 +182,22 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         (see :ref:`progress`). The model does not depend on it.
     device : {None, "cpu", "auto", "cuda", "torch", "torch-cpu"}, "cuda:N" or \
 torch.device, default=None
-        Where the iterations and the labelling run (:mod:`mbkkm.backends`). None
-        follows the input: numpy arrays run with numpy, torch tensors with torch on
-        the device they live on. "cpu": numpy. "cuda", "cuda:N" or a
-        ``torch.device``: PyTorch on that device (numpy input to ``fit`` is copied
-        there as float32; to ``predict``, ``transform`` and ``score`` it is streamed
-        there chunk by chunk, so the device never holds it). "torch" / "torch-cpu":
-        PyTorch on the CPU. "auto": "cuda" when
-        PyTorch sees a GPU, else "cpu". Results follow the input's library: tensors
-        in, tensors out on their device (``labels_``, ``predict``, ``transform``,
-        ``support_vectors_``); numpy in, numpy out. A tensor keeps its dtype
-        (float32 or float64). Mixing numpy arrays and tensors (X and
-        sample_weight, or fit and predict) raises a ValueError. On torch the
-        kernels rbf, linear, polynomial, sigmoid, cosine, laplacian and callables
-        (called with tensors) are available; chi2, "precomputed", the graph
-        kernels and ``tau=None`` need numpy. The sampling plan and the
-        initialisation are drawn on the host from ``random_state``, so numpy and
-        torch runs with one seed agree up to rounding. Needs ``mbkkm[torch]``.
+        Where the iterations and the labelling run (:mod:`mbkkm.backends`). None follows the
+        input: numpy arrays run with numpy, torch tensors with torch on the device they live
+        on. "cpu": numpy. "cuda", "cuda:N" or a ``torch.device``: PyTorch on that device
+        (numpy input to ``fit`` is copied there, as float32 on a CUDA device; to
+        ``predict``, ``transform`` and ``score`` it is streamed there chunk by chunk, so the
+        device never holds it). "torch" / "torch-cpu": PyTorch on the CPU. "auto": "cuda"
+        when PyTorch sees a GPU, else "cpu" (a tensor runs where it lives). Results follow
+        the input's library: tensors in, tensors out on their device (``labels_``,
+        ``predict``, ``transform``, ``support_vectors_``); numpy in, numpy out. A tensor
+        keeps its dtype (float32 or float64). Mixing numpy arrays and tensors (X and
+        sample_weight, or fit and predict) raises a ValueError. On torch the kernels rbf,
+        linear, polynomial, sigmoid, cosine, laplacian and callables (called with tensors)
+        are available; chi2, "precomputed", the graph kernels and ``tau=None`` need numpy.
+        The sampling plan and the initialisation are drawn on the host from
+        ``random_state``, so numpy and torch runs with one seed agree up to rounding. Needs
+        ``mbkkm[torch]``.
 
     Attributes
     ----------

@@ -59,8 +59,7 @@ class Rows:
         X = validate_numpy(self.data)
         if dev not in (None, "cpu") and not keep_host:
             nx = backend_for(dev)
-            dtype = np.float32 if nx.device.type == "cuda" else X.dtype
-            X = nx.asarray(X, dtype=dtype)
+            X = nx.asarray(X, dtype=np.float32 if nx.device.type == "cuda" else X.dtype)
         return X
 
     def check_init(self, init, n_clusters, kernel):
@@ -238,6 +237,10 @@ class TensorRows(Rows):
     """A dense torch tensor on its device (the run's backend is torch there)."""
 
     is_tensor = True
+
+    def fit_data(self, device, validate_numpy, **params):
+        # "auto" picks a backend for arrays; a tensor already says where it runs
+        return super().fit_data(None if device == "auto" else device, validate_numpy)
 
     def validated(
         self, dev, device, validate_numpy, n_features_in=None, owner="", keep_host=False, dtype=None
