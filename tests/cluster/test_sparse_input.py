@@ -319,3 +319,33 @@ def test_sparse_torch_tensor_refused():
     T = torch.sparse_coo_tensor(np.vstack([coo.row, coo.col]), coo.data, size=X.shape)
     with pytest.raises(ValueError, match="sparse torch tensor"):
         _mbkkm().fit(T)
+
+
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+@pytest.mark.parametrize("kernel", ["cosine", "linear", "rbf"])
+def test_sparse_rows_of_another_dtype_than_the_fit(name, kernel):
+    """A model fitted on float32 CSR rows labels float64 and integer CSR rows (and a
+    float64 model float32 ones), as it does dense rows of any dtype: the tile is
+    computed in the rows' common dtype, then written into the model's buffer (it
+    raised 'out array must be same dtype'). Oracle: the same rows cast to the fit's
+    dtype first."""
+    X32, _ = _corpus(dtype=np.float32)
+    params = {"gamma": 0.5} if kernel == "rbf" else {}
+    est = ESTIMATORS[name](kernel=kernel, **params).fit(X32)
+    for other in (X32.astype(np.float64), (X32 * 10).astype(np.int64)):
+        ref = other.astype(np.float32)
+        np.testing.assert_array_equal(est.predict(other), est.predict(ref))
+        np.testing.assert_allclose(est.transform(other), est.transform(ref), rtol=1e-5, atol=1e-6)
+    X64, _ = _corpus(dtype=np.float64)
+    est = ESTIMATORS[name](kernel=kernel, **params).fit(X64)
+    np.testing.assert_array_equal(
+        est.predict(X64.astype(np.float32)), est.predict(X64.astype(np.float32).astype(np.float64))
+    )
+    if name == "MiniBatchKernelKMeans":  # partial_fit on chunks of both dtypes
+        a = (
+            _mbkkm(kernel=kernel, **params)
+            .partial_fit(X32[:120])
+            .partial_fit(X32[120:].astype(np.float64))
+        )
+        b = _mbkkm(kernel=kernel, **params).partial_fit(X32[:120]).partial_fit(X32[120:])
+        np.testing.assert_array_equal(a.predict(X32), b.predict(X32))

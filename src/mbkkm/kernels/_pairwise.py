@@ -66,7 +66,11 @@ def _sparse_product(X, Y, out):
         step = max(1, _PRODUCT_ENTRIES // max(1, n_y))
         for start in range(0, n_x, step):
             stop = min(n_x, start + step)
-            (row_range(X, start, stop) @ YT).toarray(out=out[start:stop])
+            P = row_range(X, start, stop) @ YT
+            if out.dtype == dt:
+                P.toarray(out=out[start:stop])
+            else:  # rows of another dtype than the fitted model's buffer: cast into it
+                out[start:stop] = P.toarray()
         return out
     P = X @ Y.T if xs else (Y @ X.T).T  # dense (n_x, n_y), C or F order
     return np.ascontiguousarray(P) if out is None else write_into(out, P)
