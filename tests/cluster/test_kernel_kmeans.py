@@ -393,3 +393,19 @@ def test_a_block_of_kernel_rows_holds_at_most_all_rows():
     assert "kernel rows (300 per block)" in est.memory_plan_.report()
     ref = KernelKMeans(3, random_state=0).fit(X)  # the stored matrix: the same model
     np.testing.assert_array_equal(est.labels_, ref.labels_)
+
+
+def test_a_refit_on_a_stored_kernel_keeps_no_earlier_memory_plan():
+    """An index kernel (precomputed, graph) is its own storage and has no memory plan;
+    a refit to one kept the earlier point kernel's memory_plan_."""
+    from sklearn.datasets import make_blobs
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    X, _ = make_blobs(200, centers=3, random_state=0)
+    km = KernelKMeans(3, random_state=0).fit(X)
+    assert hasattr(km, "memory_plan_")
+    km.set_params(kernel="precomputed").fit(rbf_kernel(X, gamma=0.1))
+    assert not hasattr(km, "memory_plan_")
+    km.set_params(kernel="heat").fit(X)
+    assert not hasattr(km, "memory_plan_")
+    assert hasattr(km.set_params(kernel="rbf").fit(X), "memory_plan_")

@@ -249,3 +249,26 @@ def test_explicit_init_with_n_init_warns():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("cls", [MiniBatchKMeans, MiniBatchKernelKMeans])
+def test_compute_labels_false_leaves_no_labels_of_an_earlier_fit(cls):
+    """A refit (or partial_fit) with compute_labels=False kept the earlier fit's
+    labels_ and inertia_ (of another length), and fit_predict returned them; on a
+    fresh estimator fit_predict raised AttributeError. fit_predict now labels X
+    (oracle: predict of the fitted model)."""
+    X = blobs(n=300, seed=1)
+    est = cls(3, batch_size=64, max_iter=10, random_state=0).fit(X)
+    assert est.labels_.shape == (300,)
+    est.set_params(compute_labels=False)
+    labels = est.fit_predict(X[:120])
+    assert labels.shape == (120,) and not hasattr(est, "labels_")
+    assert not hasattr(est, "inertia_")
+    np.testing.assert_array_equal(labels, est.predict(X[:120]))
+    fresh = cls(3, batch_size=64, max_iter=10, random_state=0, compute_labels=False)
+    np.testing.assert_array_equal(fresh.fit_predict(X[:120]), labels)
+    est.set_params(compute_labels=True).fit(X)
+    est.set_params(compute_labels=False).partial_fit(X[:50])
+    assert not hasattr(est, "labels_")
+    with_labels = cls(3, batch_size=64, max_iter=10, random_state=0)
+    np.testing.assert_array_equal(with_labels.fit_predict(X), with_labels.labels_)

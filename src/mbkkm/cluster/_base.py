@@ -598,7 +598,33 @@ class MiniBatchMixin:
         self.batch_objective_ = np.append(previous, objective)
         if self.compute_labels:  # no progress line per call (scikit-learn's prints none)
             self.labels_, self.inertia_ = self._labels_inertia(X, sample_weight, quiet=True)
+        else:
+            self._forget_labels()
         return self
+
+    def _forget_labels(self):
+        """Without ``compute_labels``: no ``labels_`` or ``inertia_`` of an earlier fit,
+        whose points they describe (a refit kept them, of another length)."""
+        for name in ("labels_", "inertia_"):
+            self.__dict__.pop(name, None)
+
+    def fit_predict(self, X, y=None, **kwargs):
+        """Fit, then the label of each row of X: ``labels_``, or with
+        ``compute_labels=False`` a labelling pass over X (``predict``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+        y : Ignored
+        **kwargs
+            Passed to ``fit`` (``sample_weight``).
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+        """
+        self.fit(X, **kwargs)
+        return self.labels_ if self.compute_labels else self.predict(X)
 
     def _best_init(self, X, sample_weight, rng, start=None):
         """The initialisation with the lowest inertia on a validation subsample.

@@ -456,7 +456,9 @@ torch.device, default=None
         rows = data.rows
         self._check_sizes_and_init(rows, self.kernel, batch_size=None)  # before kernel work
         # A kernel on points: the stored matrix (None) or rows per block, planned
-        # before any kernel work; an index kernel's matrix is its own storage.
+        # before any kernel work; an index kernel's matrix is its own storage (no plan,
+        # not an earlier fit's either).
+        self.__dict__.pop("memory_plan_", None)
         block_rows = (
             None if rows.is_index else self._plan_memory(data.n_samples, rows.itemsize, rows.nx)
         )

@@ -506,6 +506,8 @@ torch.device, default=None
                     self.labels_, inertia = self._labels_inertia(items, sample_weight, labelled)
                     self.inertia_ = inertia * data.weight_scale
                     self._warn_empty_clusters(self.labels_)
+                else:
+                    self._forget_labels()
                 return self
 
     def _fit_untruncated(self, items, state, plan):

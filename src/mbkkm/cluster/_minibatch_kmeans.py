@@ -392,6 +392,8 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
                 self.labels_, inertia = self._labels_inertia(X, sample_weight)
                 self.inertia_ = inertia * scale
                 self._warn_empty_clusters(self.labels_)
+            else:
+                self._forget_labels()
             return self
 
     def partial_fit(self, X, y=None, sample_weight=None):
