@@ -79,6 +79,18 @@ def test_save_model_refuses_what_it_cannot_save(fitted, tmp_path):
         with pytest.raises(ValueError, match=r"kernel is a callable .*pickle or joblib"):
             save_model(est, tmp_path / "c.skops")
     assert list(tmp_path.iterdir()) == []
+
+    # a callable init (scikit-learn's signature): the same, with a way out
+    def first_rows(X, k, random_state=None):
+        return X[:k]
+
+    for cls in (KernelKMeans, MiniBatchKMeans):
+        est = cls(2, init=first_rows, random_state=0).fit(X)
+        with pytest.raises(ValueError, match=r"init is a callable \(first_rows\).*set_params"):
+            save_model(est, tmp_path / "i.skops")
+        save_model(est.set_params(init="k-means++"), tmp_path / "i.skops")
+        np.testing.assert_array_equal(load_model(tmp_path / "i.skops").predict(X), est.predict(X))
+        (tmp_path / "i.skops").unlink()
     # fitted with torch: the format holds numpy arrays, not tensors
     torch = pytest.importorskip("torch")
     Xs = np.random.default_rng(0).normal(size=(60, 2))

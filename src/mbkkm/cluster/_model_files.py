@@ -96,14 +96,21 @@ def save_model(estimator, path) -> None:
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"save_model: path must be a str or os.PathLike, got {type(path).__name__}")
     check_is_fitted(estimator)
-    kernel = getattr(estimator, "kernel", None)
-    if callable(kernel):
-        raise ValueError(
-            f"save_model: the kernel is a callable ({getattr(kernel, '__name__', kernel)}), "
-            "which load_model would not trust, so the file could never be loaded; save "
-            "this model with pickle or joblib (and load such files only from a source "
-            "you trust)"
-        )
+    for param in ("kernel", "init"):
+        value = getattr(estimator, param, None)
+        if callable(value):
+            also = (
+                f", or set the parameter to what the fit does not need "
+                f"(estimator.set_params(init='k-means++')) before saving"
+                if param == "init"
+                else ""
+            )
+            raise ValueError(
+                f"save_model: {param} is a callable ({getattr(value, '__name__', value)}), "
+                "which load_model would not trust, so the file could never be loaded; save "
+                "this model with pickle or joblib (and load such files only from a source "
+                f"you trust){also}"
+            )
     sio = import_skops_io()
     try:
         with atomic_write(path, "wb") as fh:  # nothing is left at path on an error
