@@ -100,8 +100,8 @@ def save_model(estimator, path) -> None:
         value = getattr(estimator, param, None)
         if callable(value):
             also = (
-                f", or set the parameter to what the fit does not need "
-                f"(estimator.set_params(init='k-means++')) before saving"
+                ", or set the parameter to what the fit does not need "
+                "(estimator.set_params(init='k-means++')) before saving"
                 if param == "init"
                 else ""
             )
