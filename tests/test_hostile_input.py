@@ -900,3 +900,31 @@ def test_finite_check_in_parts_is_scikit_learns(monkeypatch, name, bad, row):
     ref = ESTIMATORS[name]().fit(_clean())  # finite X passes, the same model
     monkeypatch.setattr(_validation, "PARALLEL_FINITE_MIN_VALUES", 2**62)
     np.testing.assert_array_equal(ref.labels_, ESTIMATORS[name]().fit(_clean()).labels_)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf])
+@pytest.mark.parametrize("sparse_rows", [False, True])
+def test_nan_under_assume_finite_is_named_as_such(value, sparse_rows):
+    """scikit-learn's assume_finite=True skips the finiteness check; a NaN or an
+    infinity then reached the overflow check, which blamed 'values too large' and
+    suggested rescaling. It names the NaN or infinity and the setting; and a later
+    partial_fit chunk's non-finite values are named as possibly X's."""
+    import sklearn
+
+    X = np.random.RandomState(0).normal(size=(200, 3))
+    bad = X.copy()
+    bad[7, 1] = value
+    bad = sp.csr_matrix(bad) if sparse_rows else bad
+    with sklearn.config_context(assume_finite=True):
+        for est in (
+            MiniBatchKMeans(3, max_iter=3, random_state=0),
+            MiniBatchKernelKMeans(3, gamma=0.5, max_iter=3, random_state=0),
+            KernelKMeans(3, gamma=0.5, random_state=0),
+        ):
+            if sparse_rows and isinstance(est, MiniBatchKMeans):
+                continue  # dense only
+            with pytest.raises(ValueError, match="contains NaN or infinity.*assume_finite"):
+                est.fit(bad)
+        est = MiniBatchKernelKMeans(3, gamma=0.5, random_state=0).partial_fit(X)
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            est.partial_fit(bad)

@@ -217,7 +217,8 @@ def labelling_state(support, coef, cluster, n_clusters, norms):
 NON_FINITE = (
     "kernel: the iteration met non-finite values (NaN or inf): the kernel returned "
     "them (a polynomial kernel of non-integer degree on a negative gamma <x, y> + "
-    "coef0, say), or the data overflow its arithmetic"
+    "coef0, say), the data overflow its arithmetic, or X holds NaN or infinity "
+    "(unchecked under scikit-learn's assume_finite=True)"
 )
 #: Iterations between two read-backs of a device run (objectives, counter, overflow).
 READ_EVERY = 16

@@ -453,7 +453,13 @@ def check_no_overflow(X, kernel=None, input_name="X", underflow=False):
             sq = row_norms_sq(chunk)
             largest = max(largest, float(np.max(sq, initial=0.0)))
             if not np.all(np.isfinite(sq)):
-                big = float(np.max(np.abs(chunk.data if csr else chunk)))
+                values = chunk.data if csr else chunk
+                if not np.isfinite(values).all():  # scikit-learn's check was skipped
+                    raise ValueError(
+                        f"Input {input_name} contains NaN or infinity (scikit-learn's "
+                        "finiteness check is off: sklearn.set_config(assume_finite=True))"
+                    )
+                big = float(np.max(np.abs(values)))
                 scaler = "MaxAbsScaler" if csr else "StandardScaler"
                 raise ValueError(
                     f"{input_name} has values too large for {X.dtype} arithmetic: squared "
