@@ -923,7 +923,7 @@ def test_nan_under_assume_finite_is_named_as_such(value, sparse_rows):
         ):
             if sparse_rows and isinstance(est, MiniBatchKMeans):
                 continue  # dense only
-            with pytest.raises(ValueError, match="contains NaN or infinity.*assume_finite"):
+            with pytest.raises(ValueError, match=r"contains NaN or infinity.*assume_finite"):
                 est.fit(bad)
         est = MiniBatchKernelKMeans(3, gamma=0.5, random_state=0).partial_fit(X)
         with pytest.raises(ValueError, match="NaN or infinity"):
