@@ -255,12 +255,15 @@ class ClusterEstimator(
             return  # a Dask array: counting would compute it
         n_empty = self.n_clusters - np.unique(labels).size
         if n_empty > 0:
+            remedies = "another random_state or n_init > 1"
+            if str(self.init) != "k-means++":  # an array or a callable: not that string
+                remedies += " or init='k-means++'"
             warn(
                 f"{type(self).__name__}: {n_empty} of the n_clusters={self.n_clusters} "
                 f"clusters hold no point of the fitted data at the end of fit (empty "
                 f"clusters): an initial center that no point came nearest to (these "
-                f"estimators do not move such a center; another random_state, n_init > 1 "
-                f"or init='k-means++' may help), or fewer distinct points than clusters",
+                f"estimators do not move such a center; {remedies} may help), or fewer "
+                f"distinct points than clusters",
                 EmptyClusterWarning,
             )
 

@@ -53,7 +53,7 @@ def validate_tensor(X, n_features_in=None, owner="", dtype=None):
         raise TypeError(f"X: complex data is not supported, got dtype {X.dtype}")
     if X.device.type == "meta":
         raise ValueError("X is a tensor on the 'meta' device, which holds no values")
-    if isinstance(dtype, torch.dtype) and X.dtype != dtype:
+    if dtype is not None and X.dtype != dtype:  # a tensor model's (mixing is refused)
         X = X.to(dtype)  # as the fitted model computes (torch does not mix dtypes)
     elif X.dtype not in (torch.float32, torch.float64):
         X = X.to(torch.float32)

@@ -159,7 +159,8 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         signature) returns such an array.
     n_init : int or "auto", default=1
         Number of initialisations; the one with the lowest inertia on a random
-        validation subsample of ``init_size`` points is kept.
+        validation subsample of ``init_size`` points is kept (in ``fit``; the
+        first ``partial_fit`` initialises once, from its chunk, as scikit-learn's).
         "auto" is scikit-learn's: 10 with ``init="random"``, else 1.
     init_size : int, default=None
         Points used by the initialisation; None: 3 * batch_size (at least
