@@ -272,3 +272,17 @@ def test_compute_labels_false_leaves_no_labels_of_an_earlier_fit(cls):
     assert not hasattr(est, "labels_")
     with_labels = cls(3, batch_size=64, max_iter=10, random_state=0)
     np.testing.assert_array_equal(with_labels.fit_predict(X), with_labels.labels_)
+
+
+def test_sparse_rows_are_refused_with_the_estimator_that_takes_them():
+    import scipy.sparse as sp
+
+    X = sp.random(100, 10, density=0.3, format="csr", random_state=0)
+    with pytest.raises(TypeError, match=r"dense data is required.*kernel='linear', tau=None"):
+        MiniBatchKMeans(3).fit(X)
+    # the estimator named: the same model as MiniBatchKMeans on the dense rows
+    a = MiniBatchKernelKMeans(
+        3, kernel="linear", tau=None, batch_size=32, max_iter=5, random_state=0
+    )
+    b = MiniBatchKMeans(3, batch_size=32, max_iter=5, random_state=0)
+    np.testing.assert_array_equal(a.fit(X).labels_, b.fit(X.toarray()).labels_)

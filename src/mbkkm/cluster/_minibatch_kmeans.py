@@ -298,7 +298,16 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
     def _validate_X(self, X, reset):
         if not reset:
             X = match_columns(self, X)  # the fitted columns in any order, by name
-        X = self._validated(X, reset=reset, accept_sparse=False)
+        try:
+            X = self._validated(X, reset=reset, accept_sparse=False)
+        except TypeError as exc:
+            if "Sparse data" not in str(exc):
+                raise
+            raise TypeError(
+                f"{exc} For sparse rows, MiniBatchKernelKMeans(kernel='linear', tau=None) "
+                "is this algorithm on CSR rows, never densified (and kernel='cosine' "
+                "clusters documents by their angle)."
+            ) from None
         # finite data whose squared norms overflow, or (data to learn from) underflow
         check_no_overflow(X, underflow=reset)
         return X
