@@ -267,25 +267,26 @@ class ClusterEstimator(
                 EmptyClusterWarning,
             )
 
-    def _check_kernel_sample(self, rows, kernel, indefinite):
+    def _check_kernel_sample(self, problem, indefinite):
         """Warn, before the work, where the kernel on a sample of the rows
         (:meth:`Rows.kernel_sample`, :data:`KERNEL_SAMPLE` of them) is numerically
-        constant (every value the same to within rounding, on distinct rows: one
+        constant (every value the same to within rounding, on rows not all equal: one
         cluster, whatever the data), or, with ``indefinite``, not positive
         semi-definite (a kernel not known to be: :class:`IndefiniteKernelWarning`)."""
-        sample = rows.kernel_sample(kernel, KERNEL_SAMPLE)
+        kernel = problem.kernel
+        sample = problem.rows.kernel_sample(kernel, KERNEL_SAMPLE, problem.itemsize)
         if sample is None:
             return
-        K, distinct, dtype = sample
+        K, varied, dtype = sample
         if not np.isfinite(K).all():
             return  # non-finite kernel values: the fit refuses them, naming them
         scale = float(np.abs(K).max(initial=0.0))
         eps = np.finfo(dtype).eps
         name = type(self).__name__
-        if distinct > 1 and scale > 0 and np.ptp(K) <= 64 * eps * scale:
+        if varied and scale > 0 and np.ptp(K) <= 64 * eps * scale:
             warn(
                 f"{name}: the kernel {kernel!r} is numerically constant on "
-                f"{K.shape[0]} evenly spaced rows of X ({distinct} distinct): every value "
+                f"{K.shape[0]} evenly spaced rows of X (not all equal): every value "
                 f"is {K.flat[0]:.6g} to within rounding, so no point is nearer one center "
                 f"than another and the fit finds one cluster. Its parameters do not suit "
                 f"the data's scale (gamma too small, or coef0 too large): rescale X or "

@@ -474,7 +474,7 @@ torch.device, default=None
             )
         problem = self._resolve(data)
         # a numerically constant kernel, before the work (an indefinite one: Lloyd sees it)
-        self._check_kernel_sample(problem.rows, problem.kernel, indefinite=False)
+        self._check_kernel_sample(problem, indefinite=False)
         # an index kernel: Lloyd's iterations on its stored matrix
         kind = kernel_kind(self.kernel)
         kernel_run = kind.matrix_run(problem.kernel)

@@ -472,7 +472,7 @@ torch.device, default=None
             if selection is not None and isinstance(self._init, str) and not resuming:
                 start = start_state(problem.items, selection, problem.kernel, self.n_clusters)
             self._plan_memory(problem)  # refuses, with numbers, what cannot fit
-            self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
+            self._check_kernel_sample(problem, indefinite=True)
             with memory_guard(self.memory_plan_):
                 self._random_state = rng = check_random_state(self.random_state)
                 state = None if resuming else self._best_init(items, sample_weight, rng, start)
@@ -576,7 +576,7 @@ torch.device, default=None
                 problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight
                 self._plan_memory(problem)
-                self._check_kernel_sample(problem.rows, problem.kernel, indefinite=True)
+                self._check_kernel_sample(problem, indefinite=True)
                 self._random_state = check_random_state(self.random_state)
                 state = None
                 if isinstance(self._init, str):  # gamma="auto": the selection's partition

@@ -119,20 +119,15 @@ class Rows:
         n = self.n_samples
         return np.unique(np.linspace(0, n - 1, min(n, count)).astype(np.intp))
 
-    def kernel_sample(self, kernel, count):
+    def kernel_sample(self, kernel, count, itemsize):
         """The kernel matrix of up to ``count`` evenly spaced rows (float64, computed in
-        the rows' dtype, as the fit computes it), how many distinct rows it is of, and
-        that dtype; None where the kernel is not a function of rows (graph kernels,
-        low-rank matrices)."""
+        the dtype of ``itemsize`` bytes the fit computes in), whether those rows are
+        not all one row repeated, and that dtype; None where the kernel is not a
+        function of rows (graph kernels, low-rank matrices)."""
         S = self.host_rows(self.fingerprint_index(count))
-        S = S.astype(np.float32 if self.itemsize == 4 else np.float64, copy=False)
-        K = np.asarray(to_dense(kernel.tile(S, S)), dtype=np.float64)
-        return K, self._distinct(S), S.dtype
-
-    @staticmethod
-    def _distinct(S):
-        """How many distinct rows a host sample holds."""
-        return np.unique(S, axis=0).shape[0]
+        S = S.astype(np.float32 if itemsize == 4 else np.float64, copy=False)
+        varied = abs(S - S[np.zeros(S.shape[0], dtype=np.intp)]).max() > 0  # dense or CSR
+        return np.asarray(kernel.tile(S, S), dtype=np.float64), bool(varied), S.dtype
 
     def fingerprint_arrays(self, count):
         """Host arrays that identify the data (hashed by a checkpoint): the rows of
@@ -218,12 +213,6 @@ class SparseRows(Rows):
 
     def host_rows(self, idx):
         return sparse.csr_matrix(self.data[idx], dtype=np.float64)
-
-    @staticmethod
-    def _distinct(S):
-        S = as_csr(S)  # canonical: sorted indices, no explicit zeros
-        S.eliminate_zeros()
-        return len({(S[i].indices.tobytes(), S[i].data.tobytes()) for i in range(S.shape[0])})
 
     def fingerprint_arrays(self, count):
         rows = self.data[self.fingerprint_index(count)]
@@ -347,7 +336,7 @@ class LowRankRows(Rows):
     def fingerprint_arrays(self, count):
         return self.data.U[self.fingerprint_index(count)], np.asarray(self.data.weights)
 
-    def kernel_sample(self, kernel, count):
+    def kernel_sample(self, kernel, count, itemsize):
         return None  # U diag(w) U^T with w >= 0: positive semi-definite by construction
 
     def in_rows_dtype(self, values):
@@ -394,10 +383,10 @@ class PrecomputedRows(Rows):
     def fingerprint_arrays(self, count):
         return rows_of(self.data).fingerprint_arrays(count)  # the matrix's own kind
 
-    def kernel_sample(self, kernel, count):
+    def kernel_sample(self, kernel, count, itemsize):
         idx = self.fingerprint_index(count)  # the items are the points
         K = np.asarray(to_dense(kernel.tile(idx, idx)), dtype=np.float64)
-        return K, idx.size, np.dtype(kernel.dtype)
+        return K, True, np.dtype(kernel.dtype)
 
 
 class GraphRows(PrecomputedRows):
@@ -407,7 +396,7 @@ class GraphRows(PrecomputedRows):
     def __init__(self, data, index_dtype=None):
         Rows.__init__(self, data)  # no kernel matrix to check (index_dtype: unused)
 
-    def kernel_sample(self, kernel, count):
+    def kernel_sample(self, kernel, count, itemsize):
         return None  # built from the graph: heat is positive semi-definite, knn is not
 
 
