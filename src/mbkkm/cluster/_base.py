@@ -250,21 +250,39 @@ class ClusterEstimator(
         return 1
 
     def _warn_empty_clusters(self, labels):
-        """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur."""
+        """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur,
+        and (ConvergenceWarning) when, with the adaptive rate, some clusters hold only a
+        few of many points: centers stuck at their initial point."""
         if not isinstance(labels, np.ndarray) or labels.size == 0:
             return  # a Dask array: counting would compute it
-        n_empty = self.n_clusters - np.unique(labels).size
+        k, n = self.n_clusters, labels.size
+        sizes = np.bincount(labels, minlength=k)
+        n_empty = int(np.count_nonzero(sizes == 0))
         if n_empty > 0:
             remedies = "another random_state or n_init > 1"
             if str(self.init) != "k-means++":  # an array or a callable: not that string
                 remedies += " or init='k-means++'"
             warn(
-                f"{type(self).__name__}: {n_empty} of the n_clusters={self.n_clusters} "
+                f"{type(self).__name__}: {n_empty} of the n_clusters={k} "
                 f"clusters hold no point of the fitted data at the end of fit (empty "
                 f"clusters): an initial center that no point came nearest to (these "
                 f"estimators do not move such a center; {remedies} may help), or fewer "
                 f"distinct points than clusters",
                 EmptyClusterWarning,
+            )
+        few = max(2, n // (1000 * k))  # points, where a cluster averages n / k >= 100
+        starved = sizes[(sizes > 0) & (sizes <= few)]
+        if getattr(self, "learning_rate", None) == "adaptive" and n >= 100 * k and starved.size:
+            warn(
+                f"{type(self).__name__}: {starved.size} of the n_clusters={k} clusters "
+                f"hold at most {few} of the {n} fitted points (sizes "
+                f"{', '.join(map(str, starved[:8]))}): with learning_rate='adaptive' (the "
+                f"paper's rate) a center that is still its initial point and wins almost "
+                f"no point of a batch keeps that point (where the kernel's diagonal "
+                f"dominates: cosine on sparse documents, heat kernels). "
+                f"learning_rate='classic' replaces it at its first update; see the user "
+                f"guide, 'When the adaptive rate starves centers'",
+                ConvergenceWarning,
             )
 
     def _check_kernel_sample(self, problem, indefinite):

@@ -127,8 +127,12 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         b_j the batch points assigned to cluster j. "classic": scikit-learn's
         MiniBatchKMeans rate alpha_j = b_j / N_j, N_j the running count of points
         assigned to j. On kernels whose diagonal dominates (e.g. a heat kernel with
-        many clusters) "adaptive" can leave centers stuck at their k-means++ seed
-        points; see the user guide's note on learning rates.
+        many clusters, or cosine on sparse documents) "adaptive" can leave centers
+        stuck at their k-means++ seed points, and the fit then warns
+        (ConvergenceWarning) about clusters of a few points; see the user guide's
+        note on learning rates. On a TF-IDF corpus of 20,000 documents and 5 topics
+        (``make_topic_corpus(20000, 20000, n_topics=5)``, cosine): ARI 0.14-0.15
+        with three clusters of one document against 0.99 with "classic".
     renormalize : bool, default=True
         After truncation, divide each center's coefficients by their sum so every
         center stays a convex combination of data points. False reproduces the
@@ -548,6 +552,11 @@ torch.device, default=None
         "random" draw them from this batch, and the data-driven gamma comes from
         this batch), then performs the iteration on the same rows, as
         scikit-learn's ``MiniBatchKMeans.partial_fit`` does.
+
+        With chunks of a few rows use ``learning_rate="classic"``: the adaptive rate
+        sqrt(b_j / b) is 1 for a one-row chunk, which moves the center onto that row
+        (blobs fed one row at a time: ARI 0.53 with "adaptive", 0.95 with "classic",
+        the rate scikit-learn's ``partial_fit`` uses).
 
         Parameters
         ----------
