@@ -378,6 +378,9 @@ class MiniBatchPlanRequest:
         Whether f_B(C_{i+1}) is computed (the host step then needs all of K(B, B)).
     device_resident : bool
         The iterations run on the device pool (torch, see the module docstring).
+    stored_kernel : bool
+        Whether the kernel matrix of small n may be stored (``fit``; a
+        ``partial_fit`` step computes its kernel blocks).
     """
 
     n: int
@@ -402,6 +405,7 @@ class MiniBatchPlanRequest:
     width_sample: int = 0
     early_stopping: bool = False
     device_resident: bool = False
+    stored_kernel: bool = True
 
 
 #: The plan's terms of the host step (:func:`host_step_buffers`, :func:`term_bytes`):
@@ -500,7 +504,7 @@ def plan_minibatch(request):
         # outside them (at most k), the blocks' rows and the centers' rows over it
         # (:mod:`mbkkm._core._stored`); they live until the loop ends.
         N = n + k
-        if r.tiled_labels and N * N * itemsize <= STORED_KERNEL_BYTES:
+        if r.stored_kernel and r.tiled_labels and N * N * itemsize <= STORED_KERNEL_BYTES:
             step["kernel matrix (small n)"] = (N + nb + k) * N * itemsize
             iteration += step["kernel matrix (small n)"]
     t.update(step)
