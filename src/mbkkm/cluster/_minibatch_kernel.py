@@ -559,7 +559,8 @@ torch.device, default=None
         With chunks of a few rows use ``learning_rate="classic"``: the adaptive rate
         sqrt(b_j / b) is 1 for a one-row chunk, which moves the center onto that row
         (blobs fed one row at a time: ARI 0.53 with "adaptive", 0.95 with "classic",
-        the rate scikit-learn's ``partial_fit`` uses).
+        the rate scikit-learn's ``partial_fit`` uses). The first call plans the memory
+        (``memory_plan_``) for chunks of its size.
 
         Parameters
         ----------
