@@ -378,9 +378,10 @@ class MiniBatchPlanRequest:
         Whether f_B(C_{i+1}) is computed (the host step then needs all of K(B, B)).
     device_resident : bool
         The iterations run on the device pool (torch, see the module docstring).
-    stored_kernel : bool
-        Whether the kernel matrix of small n may be stored (``fit``; a
-        ``partial_fit`` step computes its kernel blocks).
+    partial : bool
+        A ``partial_fit`` call, whose batch is its rows: no batch plan and no stored
+        kernel matrix of small n (its step computes its kernel blocks); ``max_iter``
+        then caps the support as the number of calls planned for.
     """
 
     n: int
@@ -405,7 +406,7 @@ class MiniBatchPlanRequest:
     width_sample: int = 0
     early_stopping: bool = False
     device_resident: bool = False
-    stored_kernel: bool = True
+    partial: bool = False
 
 
 #: The plan's terms of the host step (:func:`host_step_buffers`, :func:`term_bytes`):
@@ -481,7 +482,7 @@ def plan_minibatch(request):
     }
     t = {
         **setup_terms,
-        "batch plan": (r.max_iter or 0) * b * 8,
+        "batch plan": 0 if r.partial else (r.max_iter or 0) * b * 8,
         "data copied to the device": int(r.data_on_device),
     }
     held = t["batch plan"] + t["data copied to the device"]  # from the setup to the end
@@ -504,7 +505,7 @@ def plan_minibatch(request):
         # outside them (at most k), the blocks' rows and the centers' rows over it
         # (:mod:`mbkkm._core._stored`); they live until the loop ends.
         N = n + k
-        if r.stored_kernel and r.tiled_labels and N * N * itemsize <= STORED_KERNEL_BYTES:
+        if not r.partial and r.tiled_labels and N * N * itemsize <= STORED_KERNEL_BYTES:
             step["kernel matrix (small n)"] = (N + nb + k) * N * itemsize
             iteration += step["kernel matrix (small n)"]
     t.update(step)

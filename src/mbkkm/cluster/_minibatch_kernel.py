@@ -345,17 +345,17 @@ torch.device, default=None
                 return int(free // 4)
         return int(working_memory_bytes(self.working_memory))
 
-    def _plan_memory(self, problem, stream=False):
+    def _plan_memory(self, problem, partial=False):
         """Set the fit's memory plan (``memory_plan_``), checked against what is available.
 
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
-        ``stream``: a ``partial_fit``, whose batch is the whole of its rows and which
-        has no batch plan and no iteration count.
+        ``partial``: a ``partial_fit``, whose batch is the whole of its rows and which
+        has no batch plan (``max_iter`` caps the support, as the calls planned for).
         """
         nx, n, index = problem.nx, problem.n_samples, problem.is_index
         row_bytes = 8 if index else problem.n_features * problem.itemsize
-        k, b = self.n_clusters, n if stream else self._batch_size
+        k, b = self.n_clusters, n if partial else self._batch_size
         if self.tau is None:
             plan = plan_untruncated(
                 n=n,
@@ -383,7 +383,7 @@ torch.device, default=None
                     compute_labels=self.compute_labels,
                     where="host" if nx.is_host else str(nx.device),
                     data_on_device=n * row_bytes if not nx.is_host and not problem.tensor_io else 0,
-                    max_iter=None if stream else self.max_iter,
+                    max_iter=self.max_iter,
                     init_size=self._init_size,
                     data_gamma=self.gamma_selection_ is None
                     and not index
@@ -394,7 +394,7 @@ torch.device, default=None
                     ),
                     early_stopping=self.tol is not None,
                     device_resident=not nx.is_host,
-                    stored_kernel=not stream,
+                    partial=partial,
                 )
             )
         free = None if nx.is_host else nx.free_memory()  # None for torch on the CPU
@@ -588,7 +588,7 @@ torch.device, default=None
                 self._check_sizes_and_init(data.rows, self.kernel, self.batch_size)
                 problem = self._resolve(data)
                 X, sample_weight = problem.items, problem.sample_weight
-                self._plan_memory(problem, stream=True)  # this call's rows are the batch
+                self._plan_memory(problem, partial=True)  # this call's rows are the batch
                 self._check_kernel_sample(problem, indefinite=True)
                 self._random_state = check_random_state(self.random_state)
                 state = None
