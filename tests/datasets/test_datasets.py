@@ -347,9 +347,10 @@ def test_download_orders_numeric_labels_as_numbers(monkeypatch):
 def test_corrupt_file(tmp_path):
     path = tmp_path / "pendigits.npz"
     path.write_bytes(b"this is not a zip archive")
-    with pytest.raises(DatasetFormatError, match="could not be read") as excinfo:
+    # said as it is (numpy's own message blamed pickled data)
+    with pytest.raises(DatasetFormatError, match=r"it is not an \.npz archive") as excinfo:
         load_dataset("pendigits", data_home=tmp_path)
-    assert str(path) in str(excinfo.value)
+    assert str(path) in str(excinfo.value) and "pickle" not in str(excinfo.value)
     assert isinstance(excinfo.value, ValueError)
 
 

@@ -224,3 +224,32 @@ def test_kernel_variants_get_their_own_figures(tmp_path):
         "mnist-knn-n_neighbors-455-panels.png",
         "mnist-knn-n_neighbors-455-tau.png",
     ]
+
+
+def test_a_tau_the_table_lacks_is_refused_with_the_taus_it_has(table, tmp_path):
+    with pytest.raises(ValueError, match=r"tau=999: no truncated run .* taus are 10, 20"):
+        plot_results(table, tmp_path / "fig", tau=999)
+
+
+@pytest.mark.slow
+def test_error_bars_are_the_summary_std(table, tmp_path, monkeypatch):
+    """The figures' error bars and summarize() give the same std over seeds (the
+    sample std, ddof=1; the bars used ddof=0, 1/sqrt(2) of it at 2 seeds)."""
+    import matplotlib.axes
+    import numpy as np
+
+    from mbkkm.experiments import summarize
+
+    bars = []
+    bar = matplotlib.axes.Axes.bar
+
+    def recorded(self, *args, **kwargs):
+        bars.extend(np.atleast_1d(kwargs.get("yerr", [])).tolist())
+        return bar(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.axes.Axes, "bar", recorded)
+    plot_results(table, tmp_path / "fig", formats=("png",))
+    s = summarize(table)
+    stds = np.concatenate([s[c].dropna().to_numpy() for c in s.columns if c.endswith("_std")])
+    drawn = [e for e in bars if e > 0]
+    assert drawn and all(np.isclose(stds, e, rtol=1e-9, atol=0).any() for e in drawn), drawn

@@ -416,3 +416,25 @@ def test_har_runs_where_openml_is_reachable(tmp_path, monkeypatch):
     # The paper's sigma = 4.25 for HAR, raw features.
     rbf = df[df["kernel"] == "rbf"]
     assert rbf["kernel_params"].str.contains(str(1 / (2 * 4.25**2))[:8]).all()
+
+
+def test_grid_takes_one_name_and_a_seed_count_as_the_toml_form_does():
+    from mbkkm.experiments import Grid, GridError
+
+    g = Grid("g", datasets="moons", algorithms="truncated", seeds=3, taus=range(10, 30, 10))
+    assert (g.datasets, g.algorithms, g.seeds, g.taus) == (
+        ("moons",),
+        ("truncated",),
+        (0, 1, 2),
+        (10, 20),
+    )
+    with pytest.raises(GridError, match="Unknown dataset 'mons'"):
+        Grid("g", datasets="mons", algorithms="truncated")
+    with pytest.raises(GridError, match="seeds must be a positive count"):
+        Grid("g", datasets="moons", algorithms="truncated", seeds=0)
+
+
+def test_read_results_skips_folders_named_like_tables(tmp_path):
+    run_grid(tiny(algorithms=("minibatch-classic",)), tmp_path / "r.csv", progress=False)
+    (tmp_path / "old.csv").mkdir()
+    assert len(read_results(tmp_path)) == len(read_results(tmp_path / "r.csv"))

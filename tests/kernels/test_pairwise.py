@@ -278,3 +278,16 @@ def test_callable_non_numeric():
     kernel = resolve_kernel(lambda X, Y: np.full((len(X), len(Y)), "a"))
     with pytest.raises(TypeError, match="non-real dtype"):
         kernel(X, X)
+
+
+@pytest.mark.parametrize("name", ["polynomial", "sigmoid"])
+def test_gamma_of_one_over_n_features_needs_the_data(name):
+    """scikit-learn's default gamma for polynomial and sigmoid is 1 / n_features:
+    without X it silently became 1.0 (differing from pairwise_kernels by up to 1e4);
+    now refused by name, and with X equal to scikit-learn's."""
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    with pytest.raises(ValueError, match=rf"gamma=None needs the data \(X\) for kernel='{name}'"):
+        resolve_kernel(name)
+    X = _data(3, 20, 4, False)
+    np.testing.assert_allclose(resolve_kernel(name, X=X)(X, X), pairwise_kernels(X, metric=name))

@@ -311,7 +311,7 @@ def plot_criterion(candidates, scores, chosen, name, criterion, ax=None):
     """
     if ax is None:
         plt = require("matplotlib.pyplot", "plot", "plot")
-        _, ax = plt.subplots(figsize=(5, 3.2))
+        _, ax = plt.subplots(figsize=(5, 3.2), layout="constrained")
     ax.semilogx(candidates, scores, "o-", color="C0", label=criterion)
     best = int(np.flatnonzero(candidates == chosen)[0])
     label = f"chosen {name} = {chosen:.3g}"

@@ -266,6 +266,13 @@ def read_dataset_file(path: str | os.PathLike, spec: DatasetSpec | None = None) 
     """
     path = Path(path)
     try:
+        with open(path, "rb") as fh:
+            start = fh.read(6)
+    except OSError as exc:
+        raise _corrupt(path, f"it could not be read ({type(exc).__name__}: {exc})") from exc
+    if not start.startswith((b"PK", b"\x93NUMPY")):  # numpy's message would blame pickles
+        raise _corrupt(path, "it is not an .npz archive (nor an .npy array)")
+    try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.ndarray):  # (an .npy file's single array has no `with`)
             with loaded as npz:

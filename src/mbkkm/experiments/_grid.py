@@ -131,13 +131,16 @@ class Grid:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise GridError(f"name must be a non-empty string, got {self.name!r}.")
+        # as in a TOML grid: one name for a list of one, a count N of seeds for 0..N-1
+        for field in ("datasets", "algorithms", "kernels"):
+            object.__setattr__(self, field, _str_tuple(getattr(self, field), field))
+        for field in ("batch_sizes", "taus"):
+            object.__setattr__(self, field, _int_tuple(getattr(self, field), field))
+        object.__setattr__(self, "seeds", _seeds(self.seeds))
         listed = f"{', '.join(DATASETS)} (the paper's) and {', '.join(SYNTHETIC)} (synthetic)"
         _check_known(self.datasets, "dataset", {**DATASETS, **SYNTHETIC}, listed)
         _check_known(self.algorithms, "algorithm", ALGORITHMS)
         _check_known(self.kernels, "kernel", kernel_names())
-        _int_tuple(list(self.batch_sizes), "batch_sizes")
-        _int_tuple(list(self.taus), "taus")
-        _int_tuple(list(self.seeds), "seeds", minimum=0)
         _check_int(self.max_iter, "max_iter")
         _check_int(self.n_clusters, "n_clusters", allow_none=True)
         _check_number(self.gamma, "gamma", allow_none=True)
@@ -195,6 +198,8 @@ def _str_tuple(value, name) -> tuple[str, ...]:
 def _int_tuple(value, name, minimum=1) -> tuple[int, ...]:
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
+    elif isinstance(value, range):
+        value = list(value)
     if not isinstance(value, (list, tuple)) or not value:
         raise GridError(f"{name} must be a non-empty list of integers, got {value!r}.")
     for v in value:

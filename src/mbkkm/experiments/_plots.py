@@ -195,7 +195,7 @@ def _panels(plt, df, dataset, kernel, tau, out, formats):
                 kern.append(float(sub["kernel_time"].mean()))  # drawn on the time panel
                 xs.append(x[j] + (i - (len(algos) - 1) / 2) * width)
                 means.append(float(vals.mean()))
-                errs.append(float(vals.std(ddof=0)) if len(vals) > 1 else 0.0)
+                errs.append(float(vals.std(ddof=1)) if len(vals) > 1 else 0.0)
             ax.bar(
                 xs,
                 means,
@@ -240,7 +240,7 @@ def _tau_figure(plt, df, dataset, kernel, out, formats):
                 if s.empty:
                     continue
                 g = s.groupby("tau")[metric]
-                m, e = g.mean(), g.std(ddof=0).fillna(0.0)
+                m, e = g.mean(), g.std(ddof=1).fillna(0.0)
                 ax.errorbar(
                     m.index,
                     m.values,
@@ -289,7 +289,8 @@ def plot_results(
     Raises
     ------
     ValueError
-        If the table holds no successful run.
+        If the table holds no successful run, or ``tau`` is given and no truncated
+        run of the table has it.
     """
     require("matplotlib", "plot", "plot_results")
     pd = require("pandas", "cli", "plot_results")
@@ -299,6 +300,12 @@ def plot_results(
         raise ValueError("the result table holds no successful run (status 'ok') to plot.")
     for col in ("batch_size", "tau", "fit_cpu_seconds", "kernel_cpu_seconds"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
+    taus = sorted({int(t) for t in df["tau"].dropna()})
+    if tau is not None and taus and tau not in taus:
+        raise ValueError(
+            f"tau={tau}: no truncated run of the table has it; the table's taus are "
+            f"{', '.join(map(str, taus))}"
+        )
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     import matplotlib

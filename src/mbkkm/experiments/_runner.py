@@ -892,7 +892,7 @@ def read_results(paths) -> Any:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files.extend(sorted(p.glob("*.csv")))
+            files.extend(sorted(f for f in p.glob("*.csv") if f.is_file()))
         elif p.exists():
             files.append(p)
         else:

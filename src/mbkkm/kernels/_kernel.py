@@ -795,15 +795,22 @@ def resolve_kernel(
                 raise ValueError("gamma=None needs the data to choose a default")
             msd = mean_squared_pairwise_distance(X, sample_weight)
             g = 1.0 / msd if msd > 0 else 1.0
-        elif spec.default_gamma == "n_features" and X is not None:
-            g = 1.0 / X.shape[1]
+        elif spec.default_gamma == "n_features":
+            g = None if X is None else 1.0 / X.shape[1]  # scikit-learn's: only X tells
         else:
             g = 1.0
-        params["gamma"] = float(g)
+        params["gamma"] = g
     if "degree" in spec.params:
         params["degree"] = _check_number(values["degree"], "degree", ">= 0")
     if "coef0" in spec.params:
         params["coef0"] = float(_check_number(values["coef0"], "coef0"))
+    if "gamma" in params:
+        if params["gamma"] is None:  # the other parameters' errors first
+            raise ValueError(
+                f"gamma=None needs the data (X) for kernel={spec.name!r}: its default "
+                "is 1 / n_features; pass X or a gamma"
+            )
+        params["gamma"] = float(params["gamma"])
     if spec.nonnegative_data and X is not None:
         check_nonnegative(X, spec.name)
     return Kernel(spec.name, params)
