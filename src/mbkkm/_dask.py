@@ -370,13 +370,13 @@ class DaskRows:
 
     # ------------------------------------------------------------------ plan
     def prefetch(self, plan):
-        """Gather the rows of the batch plan (shape (n_iter, b)) in one pass.
+        """Gather the rows of the batch plan (shape (n_iter, b): an array or a
+        :class:`~mbkkm._core._init.BatchPlan`, read forwards) in one pass.
 
         In groups of ``budget // (b * d * itemsize)`` iterations when the whole
         plan would exceed the memory budget; later groups are gathered when the fit
         asks for their first batch.
         """
-        plan = np.asarray(plan)
         per_iter = max(1, plan.shape[1] * self.shape[1] * self.dtype.itemsize)
         self._plan = plan
         self._group = max(1, min(plan.shape[0], self.budget // per_iter))

@@ -313,3 +313,26 @@ def test_weights_that_sum_to_infinity_are_refused(name):
     X = np.random.default_rng(0).normal(size=(40, 2))
     with pytest.raises(ValueError, match="sample_weight sums to infinity"):
         ESTIMATORS[name]().fit(X, sample_weight=np.full(40, 1e308))
+
+
+@pytest.mark.parametrize("name", ["MiniBatchKernelKMeans", "MiniBatchKMeans"])
+def test_fewer_weighted_points_than_clusters_warn(name):
+    """Three points of positive weight and five clusters: two centers can only start
+    at points of zero weight (which no batch draws); said, where it was silent."""
+    import warnings
+
+    import mbkkm
+
+    X = np.random.RandomState(0).normal(size=(300, 4))
+    w = np.zeros(300)
+    w[[10, 150, 290]] = 1.0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        getattr(mbkkm, name)(5, max_iter=5, random_state=0).fit(X, sample_weight=w)
+    said = [str(c.message) for c in caught if "positive weight" in str(c.message)]
+    assert len(said) == 1 and "gives 3 points a positive weight" in said[0], said
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        w[[20, 40]] = 1.0
+        getattr(mbkkm, name)(5, max_iter=5, random_state=0).fit(X, sample_weight=w)
+    assert not [c for c in caught if "positive weight" in str(c.message)]

@@ -3,8 +3,10 @@ of a fit.
 
 Batches are drawn uniformly with replacement (with ``sample_weight``: with
 probability proportional to the weight, and unit weights in the update, as
-scikit-learn >= 1.6 does). The plan is independent of the model, so it can be
-drawn once for all iterations: the Dask path gathers all its rows in one pass.
+scikit-learn >= 1.6 does). The plan is independent of the model: the same draws
+whether it is drawn at once (a device copies it whole; the Dask path gathers the
+rows of many iterations in one pass) or block by block as the iterations reach it
+(:class:`BatchPlan`, which a host fit holds a few blocks of).
 
 The subsamples drawn without replacement (the initialisation's, the width
 selection's) are ``RandomState.choice``'s below :data:`EXACT_CHOICE_MAX_ROWS`
@@ -38,13 +40,86 @@ def draw_batch_plan(random_state, n_samples, batch_size, n_batches, sample_weigh
     sample_weight : ndarray of shape (n_samples,) or None
         Non-negative weights with a positive sum; None means uniform.
     """
-    size = (n_batches, batch_size)
-    if sample_weight is None:
-        return random_state.randint(0, n_samples, size=size).astype(np.intp, copy=False)
-    cdf = np.cumsum(np.asarray(sample_weight, dtype=np.float64))
-    cdf /= cdf[-1]
-    idx = np.searchsorted(cdf, random_state.uniform(size=size), side="right")
-    return np.minimum(idx, n_samples - 1, out=idx).astype(np.intp, copy=False)
+    return np.asarray(BatchPlan(random_state, n_samples, batch_size, n_batches, sample_weight))
+
+
+#: Iterations of a :class:`BatchPlan` drawn at a time.
+PLAN_BLOCK = 256
+
+
+class BatchPlan:
+    """The indices of every batch, shape (n_batches, batch_size), drawn from
+    ``random_state`` block by block (:data:`PLAN_BLOCK` iterations) as the fit reaches
+    them: the rows of one draw of the whole plan, in memory a few blocks at a time.
+
+    ``random_state.randint`` (or ``uniform``, with weights) takes its values from the
+    generator's stream in order, so rows drawn in blocks are those of one draw, and
+    the generator ends in the same state once all are drawn. A fit whose ``tol``
+    stops it early never draws the rest; one of 10^6 iterations holds a few blocks,
+    not 8 GB. ``plan[i]`` is row i (an array), ``plan[a:b]`` rows a to b; rows are
+    asked for forwards: those below the lowest index asked for since the last block
+    was drawn are let go, and asking for one of them again raises. ``np.asarray(plan)``
+    is the whole plan (a device copies it at the start).
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.intp)
+
+    def __init__(self, random_state, n_samples, batch_size, n_batches, sample_weight=None):
+        self.shape = (int(n_batches), int(batch_size))
+        self._rng, self._n = random_state, int(n_samples)
+        self._cdf = None
+        if sample_weight is not None:
+            self._cdf = np.cumsum(np.asarray(sample_weight, dtype=np.float64))
+            self._cdf /= self._cdf[-1]
+        self._rows = np.empty((0, self.shape[1]), dtype=np.intp)  # rows start, start + 1, ...
+        self._start = 0
+        self._low = 0  # the lowest row asked for since the last block was drawn
+
+    def __len__(self):
+        return self.shape[0]
+
+    def _draw(self, count):
+        size = (count, self.shape[1])
+        if self._cdf is None:
+            return self._rng.randint(0, self._n, size=size).astype(np.intp, copy=False)
+        idx = np.searchsorted(self._cdf, self._rng.uniform(size=size), side="right")
+        return np.minimum(idx, self._n - 1, out=idx).astype(np.intp, copy=False)
+
+    def _reach(self, lo, hi):
+        """Rows [lo, hi) held (hi <= n_batches)."""
+        if lo < self._start:
+            raise IndexError(
+                f"batch plan row {lo} was let go (rows are drawn forwards; held from "
+                f"row {self._start})"
+            )
+        self._low = min(self._low, lo)
+        drawn = self._start + self._rows.shape[0]
+        if hi <= drawn:
+            return
+        keep = max(self._low, self._start) - self._start  # rows below the low mark go
+        count = -(-(hi - drawn) // PLAN_BLOCK) * PLAN_BLOCK
+        count = min(count, self.shape[0] - drawn)
+        self._rows = np.concatenate([self._rows[keep:], self._draw(count)])
+        self._start += keep
+        self._low = lo
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            lo, hi, step = key.indices(self.shape[0])
+            if step != 1:
+                raise IndexError("a batch plan is read in steps of 1")
+            self._reach(lo, max(lo, hi))
+            return self._rows[lo - self._start : hi - self._start]
+        i = int(key)
+        if not 0 <= i < self.shape[0]:
+            raise IndexError(f"batch plan row {i} out of range (0..{self.shape[0] - 1})")
+        self._reach(i, i + 1)
+        return self._rows[i - self._start]
+
+    def __array__(self, dtype=None, copy=None):
+        rows = self[0 : self.shape[0]]
+        return rows if dtype is None else rows.astype(dtype, copy=False)
 
 
 def choice_without_replacement(random_state, n, size):

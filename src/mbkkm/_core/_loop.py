@@ -183,10 +183,11 @@ class FitState(Progress):
     pool : Pool or None
         The device-resident centers (torch), with ``layout`` its shapes.
     layout : Layout or None
-    plan : ndarray of shape (max_iter, batch_size)
-        Indices of every batch, drawn up front from ``random_state``.
+    plan : BatchPlan or ndarray of shape (max_iter, batch_size)
+        Indices of every batch, from ``random_state`` (a :class:`BatchPlan` draws
+        them as the iterations reach them; a device copies the whole plan).
     random_state : numpy.random.RandomState
-        The fit's generator, in its state after the plan was drawn.
+        The fit's generator (the plan draws from it).
     device : DeviceSteps or None
         On a device, the running steps (their copies of the plan and of the log, a
         captured CUDA graph): derived from the fields above and rebuilt from them.

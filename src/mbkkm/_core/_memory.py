@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from sklearn import get_config
 
+from ._init import PLAN_BLOCK
 from ._state import WORKSPACE_HEADROOM, label_tiles, tile_columns
 from ._stored import STORED_KERNEL_BYTES
 
@@ -454,6 +455,7 @@ def plan_minibatch(request):
     """
     r = request
     n, d, k, b, tau, itemsize = r.n, r.n_features, r.n_clusters, r.batch_size, r.tau, r.itemsize
+    iters = (r.max_iter or 0) if r.device_resident else min(r.max_iter or 0, 2 * PLAN_BLOCK)
     # Support points in steady state: each window keeps its newest tau points and about
     # half a block more, or, when one batch brings a cluster more than tau points
     # (b / k > tau), its newest block alone: m ~ max(k tau + b / 2, b); at most what
@@ -482,7 +484,8 @@ def plan_minibatch(request):
     }
     t = {
         **setup_terms,
-        "batch plan": 0 if r.partial else (r.max_iter or 0) * b * 8,
+        # drawn a block of iterations at a time, two held (BatchPlan); a device holds all
+        "batch plan": 0 if r.partial else iters * b * 8,
         "data copied to the device": int(r.data_on_device),
     }
     held = t["batch plan"] + t["data copied to the device"]  # from the setup to the end
@@ -716,7 +719,7 @@ def plan_explicit(request):
     rows = min(r.chunk_rows, n)
     t = {
         "centers and counts": k * d * s * 2 + k * 8,
-        "batch plan": r.max_iter * b * 8,
+        "batch plan": min(r.max_iter, 2 * PLAN_BLOCK) * b * 8,  # two blocks held
         "k-means++ subsample and candidates": _kmeanspp_bytes(r, d * s),
         "batch rows and their distances": b * d * s + 2 * b * k * s + 4 * b * 8,
         "labelling chunk (distances, norms)": rows * (k + 1) * s,

@@ -655,6 +655,15 @@ class MiniBatchMixin:
         ``init_size`` points drawn with replacement; an explicit init runs once.
         ``start`` (a width selection's partition) is the first candidate.
         """
+        positive = self.n_clusters if sample_weight is None else np.count_nonzero(sample_weight)
+        if positive < self.n_clusters:  # weights are checked non-negative
+            warn(
+                f"{type(self).__name__}: sample_weight gives {positive} points a positive "
+                f"weight, fewer than n_clusters={self.n_clusters}: the other centers start "
+                f"at points of zero weight (which no batch draws, so they stay there, and "
+                f"repeat or lie beside the weighted ones); lower n_clusters",
+                UserWarning,
+            )
         n_init = self._n_init()
         if n_init == 1:
             return start if start is not None else self._initial_centers(X, sample_weight, rng)

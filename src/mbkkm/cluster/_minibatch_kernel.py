@@ -11,10 +11,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import (
     LEARNING_RATES,
+    BatchPlan,
     StepConfig,
     _memory,
     assign,
-    draw_batch_plan,
     init_state,
 )
 from .._core._loop import fit_loop, function_loop, step_for
@@ -148,7 +148,10 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         objective" ``verbose`` prints, and ``tol`` an absolute change of it: its
         scale is the kernel's (with rbf, K(x, x) = 1, f_B lies in [0, 2], and
         ``tol=1e-2`` can stop within a few iterations while f_B still falls). None
-        runs ``max_iter`` iterations.
+        runs ``max_iter`` iterations. With the adaptive rate, which does not decay,
+        the improvement levels off above 0 (about 1 % of f_B on blobs), and a
+        ``tol`` below that runs all ``max_iter`` iterations (see the user guide's
+        performance page); a large ``max_iter`` costs no memory until reached.
     init : {"k-means++", "random"}, callable or array-like of shape \
 (n_clusters, n_features), default="k-means++"
         "k-means++": greedy kernel k-means++ in feature space on ``init_size``
@@ -168,7 +171,8 @@ class MiniBatchKernelKMeans(MiniBatchMixin, BaseKernelKMeans):
         "auto" is scikit-learn's: 10 with ``init="random"``, else 1.
     init_size : int, default=None
         Points used by the initialisation; None: 3 * batch_size (at least
-        3 * n_clusters), capped at n_samples.
+        3 * n_clusters), capped at n_samples. Smaller than ``n_clusters``: a
+        ValueError (scikit-learn's MiniBatchKMeans warns and uses 3 * n_clusters).
     compute_labels : bool, default=True
         Label all fitted points after the last iteration (``labels_``, ``inertia_``).
         Costs one chunked pass of n kernel rows against the support points.
@@ -485,7 +489,7 @@ torch.device, default=None
                 state = None if resuming else self._best_init(items, sample_weight, rng, start)
                 if checkpoint is not None:  # resuming: rng set to its state after the init
                     checkpoint.record_random_state(rng)
-                batches = draw_batch_plan(
+                batches = BatchPlan(  # drawn block by block as the iterations reach it
                     rng, data.n_samples, self._batch_size, self.max_iter, sample_weight
                 )
                 problem.rows.prefetch(batches)  # Dask: the rows of every batch in few passes

@@ -37,9 +37,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._core import (
     LEARNING_RATES,
+    BatchPlan,
     _memory,
     batch_rates,
-    draw_batch_plan,
 )
 from .._core._loop import function_loop
 from .._core._memory import chunk_rows
@@ -181,7 +181,8 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
         "auto" is scikit-learn's: 10 with ``init="random"``, else 1.
     init_size : int, default=None
         Points used by the initialisation; None: 3 * batch_size (at least
-        3 * n_clusters), capped at n_samples.
+        3 * n_clusters), capped at n_samples. Smaller than ``n_clusters``: a
+        ValueError (scikit-learn's MiniBatchKMeans warns and uses 3 * n_clusters).
     compute_labels : bool, default=True
         Label all fitted points after the last iteration (``labels_``, ``inertia_``).
     working_memory : float, default=None
@@ -384,7 +385,7 @@ class MiniBatchKMeans(MiniBatchMixin, ClusterEstimator):
             self._random_state = rng = check_random_state(self.random_state)
             centers = self._best_init(X, sample_weight, rng)
             counts = np.zeros(self.n_clusters)
-            plan = draw_batch_plan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
+            plan = BatchPlan(rng, X.shape[0], self._batch_size, self.max_iter, sample_weight)
             rows_of(X).prefetch(plan)  # Dask: gather the rows of every batch in few passes
             rate = LEARNING_RATES[self.learning_rate]
 
