@@ -79,13 +79,6 @@ class BatchPlan:
     def __len__(self):
         return self.shape[0]
 
-    def _draw(self, count):
-        size = (count, self.shape[1])
-        if self._cdf is None:
-            return self._rng.randint(0, self._n, size=size).astype(np.intp, copy=False)
-        idx = np.searchsorted(self._cdf, self._rng.uniform(size=size), side="right")
-        return np.minimum(idx, self._n - 1, out=idx).astype(np.intp, copy=False)
-
     def _reach(self, lo, hi):
         """Rows [lo, hi) held (hi <= n_batches)."""
         if lo < self._start:
@@ -98,9 +91,14 @@ class BatchPlan:
         if hi <= drawn:
             return
         keep = max(self._low, self._start) - self._start  # rows below the low mark go
-        count = -(-(hi - drawn) // PLAN_BLOCK) * PLAN_BLOCK
-        count = min(count, self.shape[0] - drawn)
-        self._rows = np.concatenate([self._rows[keep:], self._draw(count)])
+        count = min(-(-(hi - drawn) // PLAN_BLOCK) * PLAN_BLOCK, self.shape[0] - drawn)
+        size = (count, self.shape[1])
+        if self._cdf is None:  # uniform draws
+            rows = self._rng.randint(0, self._n, size=size)
+        else:  # with probability proportional to the weights
+            rows = np.searchsorted(self._cdf, self._rng.uniform(size=size), side="right")
+            np.minimum(rows, self._n - 1, out=rows)
+        self._rows = np.concatenate([self._rows[keep:], rows.astype(np.intp, copy=False)])
         self._start += keep
         self._low = lo
 
