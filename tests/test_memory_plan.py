@@ -432,3 +432,21 @@ def test_partial_fit_plan_is_of_its_chunks(rows):
     ratio = peak / est.memory_plan_.peaks["fit"]
     assert 0.7 <= ratio <= 1.25, (ratio, est.memory_plan_.report())
     assert "batch plan" not in est.memory_plan_.terms
+
+
+def test_sparse_rows_are_planned_at_their_stored_size():
+    """CSR rows hold their stored values, not d each: the plan sized them densely, and
+    refused MiniBatchKernelKMeans(kernel="linear", tau=None) on the library's own
+    200,000 x 50,000 corpus (37.3 GiB, the dense size). Oracle: the bytes of the
+    CSR arrays per row."""
+    import scipy.sparse as sp
+
+    X = sp.random(2000, 5000, density=0.002, format="csr", dtype=np.float32, random_state=0)
+    for tau in (None, 50):
+        km = MiniBatchKernelKMeans(3, kernel="linear", tau=tau, max_iter=3, random_state=0).fit(X)
+        per_row = (X.data.nbytes + X.indices.nbytes) / X.shape[0] + X.indptr.itemsize
+        dense_row = X.shape[1] * 4
+        if tau is None:
+            view = km.memory_plan_.terms["support view at the end"]
+            assert view == pytest.approx((2000 + 3) * (per_row + 24), rel=0.01)
+            assert view < 2000 * dense_row / 10

@@ -331,6 +331,10 @@ def test_fewer_weighted_points_than_clusters_warn(name):
         getattr(mbkkm, name)(5, max_iter=5, random_state=0).fit(X, sample_weight=w)
     said = [str(c.message) for c in caught if "positive weight" in str(c.message)]
     assert len(said) == 1 and "gives 3 points a positive weight" in said[0], said
+    with warnings.catch_warnings(record=True) as caught:  # partial_fit's first call too
+        warnings.simplefilter("always")
+        getattr(mbkkm, name)(5, random_state=0).partial_fit(X, sample_weight=w)
+    assert [c for c in caught if "gives 3 points a positive weight" in str(c.message)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         w[[20, 40]] = 1.0

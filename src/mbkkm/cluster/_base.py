@@ -276,12 +276,14 @@ class ClusterEstimator(
             warn(
                 f"{type(self).__name__}: {starved.size} of the n_clusters={k} clusters "
                 f"hold at most {few} of the {n} fitted points (sizes "
-                f"{', '.join(map(str, starved[:8]))}): with learning_rate='adaptive' (the "
-                f"paper's rate) a center that is still its initial point and wins almost "
-                f"no point of a batch keeps that point (where the kernel's diagonal "
-                f"dominates: cosine on sparse documents, heat kernels). "
-                f"learning_rate='classic' replaces it at its first update; see the user "
-                f"guide, 'When the adaptive rate starves centers'",
+                f"{', '.join(map(str, starved[:8]))}): outliers, which any rate keeps "
+                f"apart, or centers still at their initial point: with "
+                f"learning_rate='adaptive' (the paper's rate) such a center that wins "
+                f"almost no point of a batch keeps that point (where the kernel's "
+                f"diagonal dominates: cosine on sparse documents, heat kernels). If they "
+                f"are not outliers, learning_rate='classic' replaces the point at the "
+                f"center's first update; see the user guide, 'When the adaptive rate "
+                f"starves centers'",
                 ConvergenceWarning,
             )
 
@@ -595,6 +597,15 @@ class MiniBatchMixin:
         """The k initial center points of a named ``init`` ("k-means++" with ``kernel``,
         or "random"), rows of X drawn among its rows ``init_idx`` (None: an init
         subsample of ``_init_size`` rows)."""
+        positive = self.n_clusters if sample_weight is None else np.count_nonzero(sample_weight)
+        if positive < self.n_clusters:  # weights are checked non-negative
+            warn(
+                f"{type(self).__name__}: sample_weight gives {positive} points a positive "
+                f"weight, fewer than n_clusters={self.n_clusters}: the other centers start "
+                f"at points of zero weight (which no batch draws, so they stay there, and "
+                f"repeat or lie beside the weighted ones); lower n_clusters",
+                UserWarning,
+            )
         if init_idx is None:
             init_idx = draw_init_subsample(
                 rng, X.shape[0], self._init_size, self.n_clusters, sample_weight
@@ -655,15 +666,6 @@ class MiniBatchMixin:
         ``init_size`` points drawn with replacement; an explicit init runs once.
         ``start`` (a width selection's partition) is the first candidate.
         """
-        positive = self.n_clusters if sample_weight is None else np.count_nonzero(sample_weight)
-        if positive < self.n_clusters:  # weights are checked non-negative
-            warn(
-                f"{type(self).__name__}: sample_weight gives {positive} points a positive "
-                f"weight, fewer than n_clusters={self.n_clusters}: the other centers start "
-                f"at points of zero weight (which no batch draws, so they stay there, and "
-                f"repeat or lie beside the weighted ones); lower n_clusters",
-                UserWarning,
-            )
         n_init = self._n_init()
         if n_init == 1:
             return start if start is not None else self._initial_centers(X, sample_weight, rng)

@@ -359,6 +359,10 @@ torch.device, default=None
         """
         nx, n, index = problem.nx, problem.n_samples, problem.is_index
         row_bytes = 8 if index else problem.n_features * problem.itemsize
+        nnz = getattr(problem.items, "nnz", None)  # CSR rows: their stored values, not d each
+        if nnz is not None:
+            indices, ptr = problem.items.indices.itemsize, problem.items.indptr.itemsize
+            row_bytes = -(-nnz * (problem.itemsize + indices) // max(1, n)) + ptr
         k, b = self.n_clusters, n if partial else self._batch_size
         if self.tau is None:
             plan = plan_untruncated(
