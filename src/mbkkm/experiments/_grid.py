@@ -52,6 +52,7 @@ import itertools
 import json
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -185,6 +186,7 @@ class Grid:
 
 
 def _str_tuple(value, name) -> tuple[str, ...]:
+    value = _listed(value)
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)) or not value:
@@ -195,11 +197,19 @@ def _str_tuple(value, name) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _listed(value):
+    """A grid field's values: another iterable than a list, a tuple or a string (a
+    range, a generator) as a list, as the fields were read before they were checked;
+    anything else as it is (for the caller to refuse)."""
+    if isinstance(value, (list, tuple, str, bytes, dict)) or not isinstance(value, Iterable):
+        return value
+    return list(value)
+
+
 def _int_tuple(value, name, minimum=1) -> tuple[int, ...]:
+    value = _listed(value)
     if isinstance(value, int) and not isinstance(value, bool):
         value = [value]
-    elif isinstance(value, range):
-        value = list(value)
     if not isinstance(value, (list, tuple)) or not value:
         raise GridError(f"{name} must be a non-empty list of integers, got {value!r}.")
     for v in value:
