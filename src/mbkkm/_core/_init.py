@@ -62,9 +62,6 @@ class BatchPlan:
     is the whole plan (a device copies it at the start).
     """
 
-    ndim = 2
-    dtype = np.dtype(np.intp)
-
     def __init__(self, random_state, n_samples, batch_size, n_batches, sample_weight=None):
         self.shape = (int(n_batches), int(batch_size))
         self._rng, self._n = random_state, int(n_samples)
