@@ -662,14 +662,15 @@ class _Outputs:
     checkpoint: str | None = None
     checkpoint_every: int | None = None
 
-    #: The option of each output file, in the order they are checked.
+    #: The option and kind (:func:`_check_output`) of each output file, in the order
+    #: they are checked.
     OPTIONS = {
-        "labels": "--labels-out",
-        "transform": "--transform-out",
-        "model": "--model-out",
-        "plot": "--plot",
-        "gamma_plot": "--gamma-plot",
-        "checkpoint": "--checkpoint",
+        "labels": ("--labels-out", "stream"),
+        "transform": ("--transform-out", "stream"),
+        "model": ("--model-out", "table"),
+        "plot": ("--plot", "image"),
+        "gamma_plot": ("--gamma-plot", "image"),
+        "checkpoint": ("--checkpoint", "checkpoint"),
     }
 
     def check(self, kernel=None, tau=None, inputs=None) -> None:
@@ -683,16 +684,12 @@ class _Outputs:
                 "write one of them to a file (--labels-out FILE)."
             )
         self._check_distinct(inputs or {})
-        _check_output(self.labels, "--labels-out", kind="stream")
-        _check_output(self.transform, "--transform-out", kind="stream")
-        _check_output(self.model, "--model-out")
-        _check_output(self.plot, "--plot", kind="image")
-        _check_output(self.gamma_plot, "--gamma-plot", kind="image")
+        for name, (option, kind) in self.OPTIONS.items():
+            _check_output(getattr(self, name), option, kind)
         if self.checkpoint is None:
             if self.checkpoint_every is not None:
                 raise click.UsageError("--checkpoint-every needs --checkpoint FILE.")
             return
-        _check_output(self.checkpoint, "--checkpoint", kind="checkpoint")
         from .kernels import GRAPH_KERNELS
 
         if kernel in GRAPH_KERNELS:
@@ -734,7 +731,7 @@ class _Outputs:
         overwritten) or that another output also names (only the last written would
         be left)."""
         seen = dict(inputs)  # option or argument -> path, of the files met so far
-        for name, option in self.OPTIONS.items():
+        for name, (option, _) in self.OPTIONS.items():
             path = getattr(self, name)
             if path is None or path == "-":  # standard output: checked above
                 continue
@@ -756,7 +753,7 @@ def _same_file(a, b) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
-def _check_output(path, option: str, kind="table") -> None:
+def _check_output(path, option: str, kind: str) -> None:
     """Refuse an output (a "table", "stream": a table or standard output, "image" or
     "checkpoint") that cannot be written: standard output, a missing folder, an
     image format matplotlib does not write, Parquet without pyarrow."""
