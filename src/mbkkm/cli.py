@@ -970,10 +970,7 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
         from sklearn.decomposition import PCA, TruncatedSVD
 
         how = "SVD" if sparse else "PC"
-        if sparse:
-            pca = TruncatedSVD(n_components=2, random_state=seed)
-        else:
-            pca = PCA(n_components=2, random_state=seed)
+        pca = (TruncatedSVD if sparse else PCA)(n_components=2, random_state=seed)
         xy = pca.fit_transform(X.astype(np.float64))
         r = pca.explained_variance_ratio_
         xlabel, ylabel = f"{how} 1 ({r[0]:.0%} of the variance)", f"{how} 2 ({r[1]:.0%})"
@@ -1251,7 +1248,7 @@ def _check_device(device, kernel, tau, model) -> None:
         )
 
 
-def _check_width(kernel, gamma, gamma_plot=None) -> None:
+def _check_width(kernel, gamma, gamma_plot) -> None:
     """Refuse --gamma for a kernel without a gamma, --gamma auto / mean-distance (a
     width chosen from the data) for a kernel without a width, and --gamma-plot where no
     width is chosen (such a kernel, or a number given), before the data is read."""
