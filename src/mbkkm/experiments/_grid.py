@@ -155,10 +155,11 @@ class Grid:
 
     def with_options(self, *, datasets=None, seeds=None, max_iter=None) -> Grid:
         """A copy with some datasets, a number (or list) of seeds, or max_iter replaced."""
+        # replace runs __post_init__, which checks the new values (a count of seeds too)
         return replace(
             self,
             datasets=self.datasets if datasets is None else _str_tuple(list(datasets), "datasets"),
-            seeds=self.seeds if seeds is None else _seeds(seeds),
+            seeds=self.seeds if seeds is None else seeds,
             max_iter=self.max_iter if max_iter is None else max_iter,
         )
 
@@ -228,9 +229,9 @@ def _seeds(value) -> tuple[int, ...]:
 
 
 def _check_known(names, what, known, listed=None) -> None:
-    """``names``, a non-empty list of strings, each one of ``known`` (else a GridError
-    that lists them, or says ``listed``)."""
-    for name in _str_tuple(list(names), f"{what}s"):
+    """Each of ``names`` (a checked tuple of strings) one of ``known``, else a GridError
+    that lists them, or says ``listed``."""
+    for name in names:
         if name not in known:
             raise GridError(
                 f"Unknown {what} {name!r}; known {what}s: {listed or ', '.join(known)}."
