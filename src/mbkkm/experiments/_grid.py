@@ -271,16 +271,12 @@ def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
     for key in ("datasets", "algorithms"):
         if key not in data:
             raise GridError(f"the grid lacks the required key {key!r}.")
+    # Grid checks and converts the values; kernel aliases name one kernel once (an
+    # unknown name is left as it is, for Grid to refuse).
     kwargs: dict[str, Any] = {**data, "name": data.get("name", default_name)}
-    for key, value in data.items():
-        if key in ("datasets", "algorithms", "kernels"):
-            kwargs[key] = _str_tuple(value, key)
-        elif key in ("batch_sizes", "taus"):
-            kwargs[key] = _int_tuple(value, key)
-        elif key == "seeds":
-            kwargs[key] = _seeds(value)
-    if "kernels" in kwargs:  # (an unknown name is left as it is, for Grid to refuse)
-        kwargs["kernels"] = tuple(dict.fromkeys(map(canonical_name, kwargs["kernels"])))
+    if "kernels" in data:
+        kernels = _str_tuple(data["kernels"], "kernels")
+        kwargs["kernels"] = tuple(dict.fromkeys(map(canonical_name, kernels)))
     return Grid(**kwargs)
 
 
