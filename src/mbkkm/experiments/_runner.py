@@ -740,10 +740,10 @@ def run_grid(
         blas_threads = 1  # jobs processes share the cores
     if memory_budget == -1:
         memory_budget = default_memory_budget()
-    if Path(out).is_dir():
+    if out.is_dir():
         raise ValueError(
             f"out={str(out)!r} is a folder; run_grid writes one CSV table: give its path "
-            f"(as {str(Path(out) / 'results.csv')!r}; the command line's --out is a folder)"
+            f"(as {str(out / 'results.csv')!r}; the command line's --out is a folder)"
         )
     summary = RunSummary(path=out, total=len(runs))
 
