@@ -78,9 +78,9 @@ from ..backends._numpy import to_dense
 from ..kernels import get_spec
 from ..kernels._gamma import top_heat_eigenpairs
 from ..kernels._graph import (
-    KNNGraph,
     _check_data,
     _check_n_neighbors,
+    fit_knn_graph,
     knn_kernel_from_graph,
     knn_kernel_rows,
 )
@@ -637,13 +637,8 @@ def resolve_graph_kernel(estimator, X, sample_weight):
     )
     # n_neighbors="auto": one search for the largest candidate, the others read from it
     candidates = neighbor_candidates(n) if auto else [params["n_neighbors"]]
-    graph = KNNGraph(
-        candidates[-1],
-        metric=params.get("metric", "euclidean"),
-        pca_components=params.get("pca_components"),
-        random_state=rng,
-        n_jobs=params.get("n_jobs"),
-    ).fit(X)
+    metric, pca = params.get("metric", "euclidean"), params.get("pca_components")
+    graph = fit_knn_graph(X, candidates[-1], metric, pca, rng, params.get("n_jobs"))
     neighbors = None  # the NeighborSelection of "auto"
     if auto:
         graph, neighbors = select_n_neighbors(graph, n_clusters, candidates, params["tol"])

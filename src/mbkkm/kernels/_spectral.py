@@ -226,14 +226,7 @@ class GraphSpectrum:
         F = self.eigenvectors[:, :rank] * np.sqrt(self.weights(t)[:rank])
         return unit_rows(F)[0] if normalize else F
 
-    def kernel(
-        self,
-        t,
-        n_components=None,
-        rank_tol=DEFAULT_RANK_TOL,
-        max_components=DEFAULT_MAX_COMPONENTS,
-        normalize=False,
-    ):
+    def kernel(self, t, n_components, rank_tol, max_components, normalize):
         """The heat kernel at time t as a :class:`LowRankKernel` (rank fixed or chosen);
         ``normalize``: K(x, y) / sqrt(K(x, x) K(y, y)) of the rank-r kernel, stored as
         U = diag(s) V with ``row_scale`` s."""
