@@ -196,13 +196,6 @@ def normalized_cut(A, degrees, labels, n_clusters):
     return float(np.sum((vol[ok] - inside[ok]) / vol[ok]))
 
 
-def knn_normalized_cut(A, labels, n_clusters):
-    """:func:`normalized_cut` of a partition on a symmetric sparse graph A, with the
-    degrees A's row sums."""
-    A = sparse.csr_matrix(A)
-    return normalized_cut(A, np.asarray(A.sum(axis=1)).ravel(), labels, n_clusters)
-
-
 def draw_sample(random_state, n, n_samples, n_seeds, sample_weight=None):
     """The sample's rows (with probability proportional to the weights, without
     replacement; all rows when n <= n_samples) and the seeds of the runs."""
@@ -442,7 +435,8 @@ def width_solution(K, A, n_clusters, draw, max_iter):
         )
         labels = np.vstack([labels, sp_labels[None]])
         objective = np.append(objective, sp_objective)
-    cuts = np.array([knn_normalized_cut(A, lab, n_clusters) for lab in labels])
+    degrees = np.asarray(A.sum(axis=1)).ravel()
+    cuts = np.array([normalized_cut(A, degrees, lab, n_clusters) for lab in labels])
     chosen = int(np.argmin(objective))
     if spectral and cuts[-1] < cuts[chosen]:
         chosen = labels.shape[0] - 1
