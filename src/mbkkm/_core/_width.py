@@ -571,7 +571,7 @@ def smooth_scores(scores):
     width (rings at 4x) ahead of its neighbours.
     """
     scores = np.asarray(scores, dtype=np.float64)
-    padded = np.concatenate([scores[:1], scores, scores[-1:]])
+    padded = np.pad(scores, 1, mode="edge")
     return 0.25 * padded[:-2] + 0.5 * padded[1:-1] + 0.25 * padded[2:]
 
 
@@ -594,7 +594,7 @@ def score_noise(run_cuts):
     worse than the mean-distance width (``docs/gamma.md``).
     """
     sd = np.array([np.std(c, ddof=1) if np.size(c) > 1 else 0.0 for c in run_cuts])
-    var = np.concatenate([sd[:1], sd, sd[-1:]]) ** 2
+    var = np.pad(sd, 1, mode="edge") ** 2
     return np.sqrt(var[:-2] / 16.0 + var[1:-1] / 4.0 + var[2:] / 16.0)
 
 

@@ -110,6 +110,9 @@ from ._gamma_selection import plot_criterion
 #: The weight at which the candidate of rank r leaves the r-th eigenvector (1 / 100).
 _CANDIDATE_WEIGHT = 0.01
 
+#: Eigenvalues of N within this of 1 count as 1 (a connected component each).
+_ONE_TOL = 1e-9
+
 #: Relative tolerance of the estimators' sparse eigensolver (kernel_params "tol").
 EIGSH_TOL = 1e-4
 
@@ -265,10 +268,6 @@ def candidate_times(spectrum, n_clusters, max_components=DEFAULT_MAX_COMPONENTS)
     times = np.log(1.0 / _CANDIDATE_WEIGHT) / gaps[keep]
     order = np.argsort(times)
     return times[order], ranks[keep][order]
-
-
-#: Eigenvalues of N within this of 1 count as 1 (a connected component each).
-_ONE_TOL = 1e-9
 
 
 def select_t(
