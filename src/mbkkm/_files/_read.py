@@ -763,26 +763,32 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
 
 
 def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
+    """A ``.npy`` array (memory-mapped), an ``.npz`` array ``key``, or a scipy.sparse
+    matrix saved by ``scipy.sparse.save_npz`` (read whole, as CSR)."""
+    sparse = False
     try:
         if kind == NPY:
             X = np.load(path, mmap_mode="r", allow_pickle=False)
         else:
+            import scipy.sparse
+
             with np.load(path, allow_pickle=False) as f:
-                if key not in f.files and {"format", "shape", "data"} <= set(f.files):
-                    return _open_sparse(path, columns, drop, dtype)
-                if key not in f.files:
+                sparse = key not in f.files and {"format", "shape", "data"} <= set(f.files)
+                if key not in f.files and not sparse:
                     arrays = ", ".join(f.files) or "none"
                     raise OptionError(
                         "key", f"{path} has no array {key!r} (arrays: {arrays}); choose one."
                     )
-                X = f[key]
+                X = scipy.sparse.load_npz(path).tocsr() if sparse else f[key]
     except ValueError as exc:
-        if isinstance(exc, OptionError) or str(exc).startswith(str(path)):
+        if isinstance(exc, OptionError):
             raise
         raise ValueError(f"{path}: cannot read as a numpy file ({exc}).") from exc
-    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
+    if sparse and X.dtype.kind not in "biuf":
+        raise ValueError(f"{path}: the sparse matrix has dtype {X.dtype}; expected real numbers.")
+    if not sparse and (not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X)):
         raise ValueError(f"{path}: the array has dtype {X.dtype}; expected real numbers.")
-    one_dimensional = X.ndim == 1
+    one_dimensional = X.ndim == 1 and not sparse  # (a 1-d sparse array is refused)
     if one_dimensional:
         X = X[:, None]
     if X.ndim != 2:
@@ -790,24 +796,12 @@ def _open_numpy(path, kind, key, columns, drop, dtype) -> Table:
     if X.shape[0] == 0 or X.shape[1] == 0:
         raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
     keep = select_columns(None, X.shape[1], columns, drop)
-    dtype = _default_dtype(dtype, X.dtype)
-    n, d = X.shape
-    return Table(path, kind, None, keep, n, dtype, d, {"array": X}, one_dimensional=one_dimensional)
-
-
-def _open_sparse(path, columns, drop, dtype) -> Table:
-    """A scipy.sparse matrix saved by ``scipy.sparse.save_npz``, as CSR."""
-    import scipy.sparse
-
-    X = scipy.sparse.load_npz(path).tocsr()
-    if X.dtype.kind not in "biuf":
-        raise ValueError(f"{path}: the sparse matrix has dtype {X.dtype}; expected real numbers.")
-    if X.shape[0] == 0 or X.shape[1] == 0:
-        raise ValueError(f"{path}: the table is empty (shape {X.shape}).")
-    keep = select_columns(None, X.shape[1], columns, drop)
     n, d = X.shape
     opts = {"array": X}
-    return Table(path, NPZ, None, keep, n, _default_dtype(dtype, X.dtype), d, opts, sparse=True)
+    dtype = _default_dtype(dtype, X.dtype)
+    return Table(
+        path, kind, None, keep, n, dtype, d, opts, one_dimensional=one_dimensional, sparse=sparse
+    )
 
 
 def needs_pyarrow(path: Path, doing: str = "reading"):
