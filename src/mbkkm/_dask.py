@@ -83,8 +83,6 @@ class NpyFile:
                     "written by numpy.save"
                 )
         mm = np.load(self.path, mmap_mode="r")  # reads the header only
-        if not isinstance(mm, np.memmap):
-            raise ValueError(f"{path}: not a .npy file that can be memory-mapped")
         self.shape, self.dtype = tuple(mm.shape), mm.dtype
         self.order = "F" if mm.ndim > 1 and mm.flags.f_contiguous else "C"
         self.ndim = len(self.shape)

@@ -27,7 +27,6 @@ def atomic_write(
     path: str | os.PathLike,
     mode: str = "wb",
     *,
-    encoding: str | None = None,
     newline: str | None = None,
 ) -> Iterator[IO[Any]]:
     """Open a temporary file that replaces ``path`` when the block ends without error.
@@ -40,8 +39,8 @@ def atomic_write(
         as a rename cannot replace it.
     mode : {"wb", "w"}, default="wb"
         Binary or text.
-    encoding, newline : str, optional
-        As for :func:`open`, in text mode (``encoding`` defaults to UTF-8).
+    newline : str, optional
+        As for :func:`open`, in text mode (which writes UTF-8).
 
     Yields
     ------
@@ -51,9 +50,7 @@ def atomic_write(
     """
     if mode not in ("wb", "w"):
         raise ValueError(f"mode must be 'wb' or 'w', got {mode!r}.")
-    kw: dict[str, Any] = (
-        {"encoding": encoding or "utf-8", "newline": newline} if mode == "w" else {}
-    )
+    kw: dict[str, Any] = {"encoding": "utf-8", "newline": newline} if mode == "w" else {}
     target = Path(os.path.realpath(path))
     if not target.parent.is_dir():  # said so, not as the temporary file's name
         raise FileNotFoundError(f"the folder of {str(path)!r} does not exist ({target.parent})")
