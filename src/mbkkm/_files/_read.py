@@ -843,8 +843,7 @@ def _open_arrow(path, kind, columns, drop, dtype) -> Table:
             )
     if n == 0:
         raise ValueError(f"{path}: the table is empty (0 rows).")
-    dtype = _default_dtype(dtype)
-    return Table(path, kind, names, keep, n, dtype, len(names), {"source": source})
+    return Table(path, kind, names, keep, n, _default_dtype(dtype), len(names), {"source": source})
 
 
 def _pandas_index_columns(schema, names) -> list[str]:
@@ -861,9 +860,8 @@ def _pandas_index_columns(schema, names) -> list[str]:
 
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
     source = table._opts["source"]
-    names = table.names
     if table.kind == PARQUET:
-        batches = source.iter_batches(batch_size=BLOCK_ROWS, columns=names)
+        batches = source.iter_batches(batch_size=BLOCK_ROWS, columns=table.names)
     else:
         batches = (
             source.get_batch(i).select(table.columns) for i in range(source.num_record_batches)
