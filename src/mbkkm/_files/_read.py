@@ -366,13 +366,15 @@ class Table:
         array stays a few pieces; errors come out in file order (the first bad line
         of the file is the one named).
         """
+        free: list[bytearray] = []  # at most n_threads + 2 buffers: those in flight
         rows = 0
-        for nbytes, X in self._parsed(n_threads):
+        for piece, X in self._parsed(self._text_pieces(free), n_threads):
+            free.append(piece.buf)  # parsed: its buffer can take a next piece
             if progress is not None:
-                progress(nbytes)
+                progress(piece.n)
             if X.shape[0]:
                 rows += X.shape[0]
-                yield nbytes, X
+                yield piece.n, X
         if rows == 0:
             raise ValueError(
                 f"{self.path} has a header but no data rows."
@@ -380,30 +382,28 @@ class Table:
                 else f"{self.path} is empty."
             )
 
-    def _parsed(self, n_threads: int) -> Iterator[tuple[int, np.ndarray]]:
-        """(bytes, parsed block) of each piece: parsed here, or in ``n_threads`` > 1 threads."""
-        free: list[bytearray] = []  # at most n_threads + 2 buffers: those in flight
+    def _parsed(
+        self, pieces: Iterator[_Piece], n_threads: int
+    ) -> Iterator[tuple[_Piece, np.ndarray]]:
+        """(piece, parsed block) of each piece, in order: parsed here, or in ``n_threads``
+        > 1 threads."""
         if n_threads <= 1:
-            for piece in self._text_pieces(free):
-                X = _parse_text_block(piece, self)
-                free.append(piece.buf)
-                yield piece.n, X
+            for piece in pieces:
+                yield piece, _parse_text_block(piece, self)
             return
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(n_threads, thread_name_prefix="mbkkm-read")
         pending: deque = deque()
         try:
-            for piece in self._text_pieces(free):
+            for piece in pieces:
                 pending.append((piece, pool.submit(_parse_text_block, piece, self)))
                 if len(pending) > n_threads:
                     piece, future = pending.popleft()
-                    X = future.result()
-                    free.append(piece.buf)
-                    yield piece.n, X
+                    yield piece, future.result()
             while pending:
                 piece, future = pending.popleft()
-                yield piece.n, future.result()
+                yield piece, future.result()
         finally:  # an error, or the caller stopped reading: drop the pieces not started
             pool.shutdown(wait=True, cancel_futures=True)
 
