@@ -26,17 +26,30 @@ from mbkkm._core import (
     init_state,
     minibatch_step,
 )
-from mbkkm._core._state import block_slots, concat_ranges, group_by, rank_in_groups
+from mbkkm._core._state import block_slots, group_by, rank_in_groups
 from mbkkm._core._windows import plan_windows
 from mbkkm.kernels import resolve_kernel
 
 
-def test_concat_ranges_equals_loop():
-    rng = np.random.RandomState(0)
-    starts, lengths = rng.randint(0, 50, 20), rng.randint(0, 6, 20)
-    expected = np.concatenate([np.arange(s, s + n) for s, n in zip(starts, lengths)])
-    np.testing.assert_array_equal(concat_ranges(starts, lengths), expected)
-    assert concat_ranges([], []).size == 0
+@pytest.mark.parametrize("n_groups", [5, 2**16, 2**16 + 1])
+def test_group_by_is_a_stable_argsort(n_groups):
+    labels = np.random.RandomState(0).randint(0, n_groups, 500)
+    labels[:3] = n_groups - 1
+    order, ptr = group_by(labels, n_groups)
+    np.testing.assert_array_equal(order, np.argsort(labels, kind="stable"))
+    np.testing.assert_array_equal(ptr[1:], np.cumsum(np.bincount(labels, minlength=n_groups)))
+
+
+def test_support_layout_keeps_the_rows_of_the_kept_blocks():
+    state, _, kern = stepped_state(0, 25, 6)
+    labels = np.random.RandomState(0).randint(0, 4, 40)
+    counts = np.bincount(labels, minlength=4).astype(np.float64)
+    cfg = StepConfig(kern, LEARNING_RATES["adaptive"], tau=25, renormalize=True)
+    plan, *_, rows_kept = _windows.support_layout(state, labels, np.full(4, 0.5), counts, cfg, None)
+    assert plan.keep.any() and not plan.keep.all()
+    bs = state.block_start
+    expected = [r for q in np.flatnonzero(plan.keep) for r in range(bs[q], bs[q + 1])]
+    np.testing.assert_array_equal(rows_kept, expected)
 
 
 def test_rank_in_groups_equals_loop():

@@ -74,7 +74,7 @@ def batch_rates(labels, min_dist, n_clusters, rate, running_counts, batch_weight
         The learning rates, 0 where b_j = 0 (the center is kept).
     """
     if batch_weight is None:
-        objective = float(min_dist.mean(dtype=np.float64))
+        objective = float(min_dist.sum(dtype=np.float64) / min_dist.size)  # the mean
         counts = np.bincount(labels, minlength=n_clusters).astype(np.float64)
         total = float(labels.size)
     else:

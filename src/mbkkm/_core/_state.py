@@ -20,21 +20,24 @@ from ..backends._threads import threads_for
 # ----------------------------------------------------------------- index helpers
 
 
-def concat_ranges(starts, lengths):
-    """The concatenation of ``arange(s, s + l)`` for each (s, l), vectorised."""
-    lengths = np.asarray(lengths, dtype=np.intp)
-    return np.repeat(np.asarray(starts, dtype=np.intp), lengths) + rank_in_groups(lengths)
-
-
 def rank_in_groups(counts):
     """0, 1, ..., c_0 - 1, 0, 1, ..., c_1 - 1, ...: each position's rank in its group."""
     counts = np.asarray(counts, dtype=np.intp)
     return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
 
 
+def stable_order(labels, n_groups):
+    """``np.argsort(labels, kind="stable")`` for labels in ``range(n_groups)``: sorted as
+    16-bit integers where they fit, which numpy sorts by radix (the same order; about
+    3x faster on a batch's labels)."""
+    if n_groups <= 2**16:
+        labels = labels.astype(np.uint16)
+    return np.argsort(labels, kind="stable")
+
+
 def group_by(labels, n_groups):
     """Positions grouped by label (stable) and the group pointers, (n,) and (n_groups + 1,)."""
-    order = np.argsort(labels, kind="stable")
+    order = stable_order(labels, n_groups)
     ptr = np.zeros(n_groups + 1, dtype=np.intp)
     np.cumsum(np.bincount(labels, minlength=n_groups), out=ptr[1:])
     return order, ptr

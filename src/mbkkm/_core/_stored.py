@@ -135,7 +135,7 @@ def block_sums(ptr, items, weights, K):
     symmetric K): the repeated items of a block merged (their weights added) first,
     so that a block's row is the same whenever it is computed."""
     n_blocks, N = ptr.size - 1, K.shape[0]
-    key = np.repeat(np.arange(n_blocks), np.diff(ptr)) * N + items
+    key = np.repeat(np.arange(n_blocks) * N, np.diff(ptr)) + items
     key, inverse = np.unique(key, return_inverse=True)
     merged = np.bincount(inverse, weights=weights, minlength=key.size)
     block, item = np.divmod(key, N)
@@ -143,12 +143,12 @@ def block_sums(ptr, items, weights, K):
     return get_backend(K).csr_matmul(indptr, item, merged, K)
 
 
-def center_rows(state, R):
+def center_rows(state, R, rows):
     """PA = Lambda R (k, N), the inner products of the centers with every point, and
-    the norms c_j = sum_{s in W_j} a_s PA[j, s]."""
+    the norms c_j = sum_{s in W_j} a_s PA[j, s]; block q's sums are row ``rows[q]`` of R."""
     k = state.n_clusters
     order, ptr = group_by(state.block_cluster, k)  # one sparse row per center
-    PA = get_backend(R).csr_matmul(ptr, order, state.lam[order], R)
+    PA = get_backend(R).csr_matmul(ptr, rows[order], state.lam[order], R)
     labels = state.labels
     weights = state.coef * PA[labels, state.support]
     norms = np.bincount(labels, weights=weights, minlength=k).astype(np.float64)
@@ -156,13 +156,32 @@ def center_rows(state, R):
 
 
 def _rows_of(state, stored):
-    """(R, PA, norms) of the state, kept in its workspace from one iteration to the
-    next (computed here at the start, or when resuming: the same values)."""
+    """(R, rows, PA, norms) of the state, block q's sums in row ``rows[q]`` of R, kept in
+    its workspace from one iteration to the next (computed here at the start, or when
+    resuming: the same values)."""
     cached = state.workspace.get("stored_rows")
     if cached is not None and cached[0] == state.n_steps:
         return cached[1:]
     R = block_sums(state.block_start, state.support, state.weight, stored.matrix)
-    return (R, *center_rows(state, R))
+    rows = np.arange(R.shape[0])
+    return (R, rows, *center_rows(state, R, rows))
+
+
+def _store_rows(R, kept, new):
+    """R with the sums of the new blocks ``new`` written over rows of dropped blocks
+    (R doubled when too few are free), and the row of every block: those of the kept
+    blocks (``kept``), then the new ones. The kept rows stay where they are, so an
+    iteration copies no row of R but its new ones."""
+    free = np.ones(R.shape[0], dtype=bool)
+    free[kept] = False
+    if np.count_nonzero(free) < new.shape[0]:
+        grown = np.empty((R.shape[0] + max(R.shape[0], new.shape[0]), R.shape[1]), R.dtype)
+        grown[: R.shape[0]] = R
+        free = np.concatenate([free, np.ones(grown.shape[0] - R.shape[0], dtype=bool)])
+        R = grown
+    rows = np.flatnonzero(free)[: new.shape[0]]
+    R[rows] = new
+    return R, np.concatenate([kept, rows])
 
 
 def stored_step(state, batch, stored, cfg, batch_weight=None):
@@ -182,25 +201,26 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     -------
     StepResult
     """
-    R, PA, norms = _rows_of(state, stored)
+    R, rows, PA, norms = _rows_of(state, stored)
     diag = stored.diag[batch]
     nx = get_backend(R)
-    labels, mind = labels_and_minima(nx.distances_T(PA[:, batch], diag, norms))
+    labels, mind = labels_and_minima(nx.distances_T(PA.take(batch, axis=1), diag, norms))
     objective, bcounts, btotal, alpha = batch_rates(
         labels, mind, state.n_clusters, cfg.rate, state.counts, batch_weight
     )
     plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
         state, labels, alpha, bcounts, cfg, batch_weight
     )
-    R = np.concatenate([R[plan.keep], block_sums(new_ptr, batch[new_pos], u_new, stored.matrix)])
+    new_rows = block_sums(new_ptr, batch[new_pos], u_new, stored.matrix)
+    R, rows = _store_rows(R, rows[plan.keep], new_rows)
     state.support = np.concatenate([state.support[rows_kept], batch[new_pos]])
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
-    PA, state.norms = center_rows(state, R)
-    state.workspace["stored_rows"] = (state.n_steps, R, PA, state.norms)
+    PA, state.norms = center_rows(state, R, rows)
+    state.workspace["stored_rows"] = (state.n_steps, R, rows, PA, state.norms)
     after = None
     if cfg.objective_after:  # f_B(C_{i+1}) on the same batch: no new work
-        _, mind2 = labels_and_minima(nx.distances_T(PA[:, batch], diag, state.norms))
+        _, mind2 = labels_and_minima(nx.distances_T(PA.take(batch, axis=1), diag, state.norms))
         after = batch_mean(mind2, batch_weight, btotal)
     return StepResult(labels=labels, objective=objective, objective_after=after, alpha=alpha)
 
@@ -209,7 +229,7 @@ def training_labels(state, stored):
     """Labels and minimum distances of the n training items against the final centers,
     from the center rows the loop keeps (PA): no kernel work, where the labelling pass
     over the fitted model would compute K(S, X) again."""
-    _, PA, norms = _rows_of(state, stored)
+    *_, PA, norms = _rows_of(state, stored)
     n = stored.n
     D = get_backend(PA).distances_T(PA[:, :n].copy(), stored.diag[:n], norms)
     return labels_and_minima(D)
@@ -221,7 +241,8 @@ def to_rows(state, X, stored):
 
         H_j[p, q] = sum_{t in q} u_t R[p, t]   for the blocks p, q of window j.
     """
-    R, _, _ = _rows_of(state, stored)
+    R, rows, _, _ = _rows_of(state, stored)
+    R = R[rows]  # block q's sums in row q
     k = state.n_clusters
     slot = block_slots(state.block_cluster, k)
     L = int(slot.max(initial=0)) + 1

@@ -85,10 +85,10 @@ from ._rates import batch_rates
 from ._state import (
     WORKSPACE_HEADROOM,
     StepResult,
-    concat_ranges,
     group_by,
     label_tiles,
     rank_in_groups,
+    stable_order,
     tile_columns,
 )
 
@@ -349,11 +349,12 @@ def support_layout(state, labels, alpha, bcounts, cfg, batch_weight):
     the kept old blocks' sizes and their support rows.
     """
     new_size = np.bincount(labels, minlength=state.n_clusters)
+    sizes = state.block_size
     plan = plan_windows(
-        state.block_cluster, state.block_size, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
+        state.block_cluster, sizes, state.lam, new_size, alpha, cfg.tau, cfg.renormalize
     )
     keep, grows = plan.keep, plan.grows
-    order = np.argsort(labels, kind="stable")
+    order = stable_order(labels, state.n_clusters)
     new_pos = order[grows[labels[order]]]  # batch positions of the new blocks, by cluster
     grow_ids = np.flatnonzero(grows)
     new_sizes = new_size[grows]
@@ -363,8 +364,8 @@ def support_layout(state, labels, alpha, bcounts, cfg, batch_weight):
         u_new = 1.0 / new_size[labels[new_pos]]  # u_x = 1 / b_j
     else:
         u_new = np.asarray(batch_weight, dtype=np.float64)[new_pos] / bcounts[labels[new_pos]]
-    kept_sizes = state.block_size[keep]
-    rows_kept = concat_ranges(state.block_start[:-1][keep], kept_sizes)
+    kept_sizes = sizes[keep]
+    rows_kept = np.flatnonzero(np.repeat(keep, sizes))
     return plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept
 
 

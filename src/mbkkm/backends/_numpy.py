@@ -321,7 +321,7 @@ class NumpyBackend:
         if n_threads > 1:
             parallel_parts(part, nnz, n_threads)
         else:
-            part(0, nnz)
+            _csr_times_dense(indptr, indices, data, A, out)
         return out
 
     def distances_T(self, P, diag, norms):
