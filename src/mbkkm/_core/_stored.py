@@ -136,9 +136,12 @@ def block_sums(ptr, items, weights, K):
     so that a block's row is the same whenever it is computed."""
     n_blocks, N = ptr.size - 1, K.shape[0]
     key = np.repeat(np.arange(n_blocks) * N, np.diff(ptr)) + items
-    key, inverse = np.unique(key, return_inverse=True)
-    merged = np.bincount(inverse, weights=weights, minlength=key.size)
-    block, item = np.divmod(key, N)
+    order = np.argsort(key, kind="stable")  # the repeats of an item in their order
+    key = key[order]
+    first = np.ones(key.size, dtype=bool)  # the first of each run of equal keys
+    np.not_equal(key[1:], key[:-1], out=first[1:])
+    merged = np.bincount(np.cumsum(first) - 1, weights=weights[order])
+    block, item = np.divmod(key[first], N)
     indptr = np.searchsorted(block, np.arange(n_blocks + 1))
     return get_backend(K).csr_matmul(indptr, item, merged, K)
 
@@ -150,7 +153,7 @@ def center_rows(state, R, rows):
     order, ptr = group_by(state.block_cluster, k)  # one sparse row per center
     PA = get_backend(R).csr_matmul(ptr, rows[order], state.lam[order], R)
     labels = state.labels
-    weights = state.coef * PA[labels, state.support]
+    weights = state.coef * PA.take(labels * PA.shape[1] + state.support)  # PA[labels, support]
     norms = np.bincount(labels, weights=weights, minlength=k).astype(np.float64)
     return PA, norms
 
@@ -169,17 +172,16 @@ def _rows_of(state, stored):
 
 def _store_rows(R, kept, new):
     """R with the sums of the new blocks ``new`` written over rows of dropped blocks
-    (R doubled when too few are free), and the row of every block: those of the kept
+    (R grown when too few are free), and the row of every block: those of the kept
     blocks (``kept``), then the new ones. The kept rows stay where they are, so an
     iteration copies no row of R but its new ones."""
     free = np.ones(R.shape[0], dtype=bool)
     free[kept] = False
-    if np.count_nonzero(free) < new.shape[0]:
-        grown = np.empty((R.shape[0] + max(R.shape[0], new.shape[0]), R.shape[1]), R.dtype)
-        grown[: R.shape[0]] = R
-        free = np.concatenate([free, np.ones(grown.shape[0] - R.shape[0], dtype=bool)])
-        R = grown
-    rows = np.flatnonzero(free)[: new.shape[0]]
+    rows = np.flatnonzero(free)[: len(new)]
+    if rows.size < len(new):  # R doubled (at least), the new rows past its end
+        rows = np.concatenate([rows, R.shape[0] + np.arange(len(new) - rows.size)])
+        room = np.empty((max(R.shape[0], len(new)), R.shape[1]), R.dtype)
+        R = np.concatenate([R, room])
     R[rows] = new
     return R, np.concatenate([kept, rows])
 
@@ -211,9 +213,10 @@ def stored_step(state, batch, stored, cfg, batch_weight=None):
     plan, new_pos, grow_ids, new_sizes, new_ptr, u_new, kept_sizes, rows_kept = support_layout(
         state, labels, alpha, bcounts, cfg, batch_weight
     )
-    new_rows = block_sums(new_ptr, batch[new_pos], u_new, stored.matrix)
+    new_items = batch[new_pos]
+    new_rows = block_sums(new_ptr, new_items, u_new, stored.matrix)
     R, rows = _store_rows(R, rows[plan.keep], new_rows)
-    state.support = np.concatenate([state.support[rows_kept], batch[new_pos]])
+    state.support = np.concatenate([state.support[rows_kept], new_items])
     state.weight = np.concatenate([state.weight[rows_kept], u_new])
     advance_blocks(state, plan, kept_sizes, new_sizes, grow_ids)
     PA, state.norms = center_rows(state, R, rows)
