@@ -499,18 +499,27 @@ def plan_minibatch(request):
         buffers = host_step_buffers(m, nb, k, L, b, cols, r.early_stopping, operands)
         step = term_bytes(buffers, _HOST_TERMS, r.row_bytes, itemsize)
         step["kernel blocks"] = int(step["kernel blocks"] * WORKSPACE_HEADROOM)
+        # Small n (:mod:`mbkkm._core._stored`, which stores the matrix when the n x n
+        # one fits its budget): on dense rows the kernel matrix of the rows and of
+        # initial centers outside them (at most k); the blocks' rows and, each
+        # iteration, the centers' rows and the new blocks' rows over it, also with a
+        # stored kernel matrix (d = 0), whose matrix is the data. The blocks' rows are
+        # in a buffer grown by a quarter when full, which holds its old and new rows as
+        # it grows. Where the stored step is certain (dense rows, all of [X; E] within
+        # the budget) the host step's kernel blocks are never computed.
+        N = n + k
+        if not r.partial and (r.tiled_labels or d == 0) and n * n * itemsize <= STORED_KERNEL_BYTES:
+            matrix = N * N * itemsize if d else 0
+            step["kernel matrix (small n)"] = matrix + (int(2.25 * nb) + 3 * k) * N * itemsize
+            if d and N * N * itemsize <= STORED_KERNEL_BYTES:
+                for name in ("kernel blocks", "half-batch rows", "kernel operand copies"):
+                    step[name] = 0
         state = step["support (windows)"] + step["support bookkeeping"] + step["block Gram"]
         products = step["block sums Q, P, QB"] + step["pair indices"] + step["new support"]
         iteration = step["batch rows"] + step["kernel blocks"] + step["half-batch rows"]
         iteration += max(step["kernel operand copies"], products)
+        iteration += step.get("kernel matrix (small n)", 0)
         shapes = {}
-        # Small n on dense rows: the kernel matrix of the rows and of initial centers
-        # outside them (at most k), the blocks' rows and the centers' rows over it
-        # (:mod:`mbkkm._core._stored`); they live until the loop ends.
-        N = n + k
-        if not r.partial and r.tiled_labels and N * N * itemsize <= STORED_KERNEL_BYTES:
-            step["kernel matrix (small n)"] = (N + nb + k) * N * itemsize
-            iteration += step["kernel matrix (small n)"]
     t.update(step)
     state += held
     iteration += state

@@ -178,9 +178,9 @@ def _store_rows(R, kept, new):
     free = np.ones(R.shape[0], dtype=bool)
     free[kept] = False
     rows = np.flatnonzero(free)[: len(new)]
-    if rows.size < len(new):  # R doubled (at least), the new rows past its end
+    if rows.size < len(new):  # R grown by a quarter (at least), the new rows past its end
         rows = np.concatenate([rows, R.shape[0] + np.arange(len(new) - rows.size)])
-        room = np.empty((max(R.shape[0], len(new)), R.shape[1]), R.dtype)
+        room = np.empty((max(R.shape[0] // 4, len(new)), R.shape[1]), R.dtype)
         R = np.concatenate([R, room])
     R[rows] = new
     return R, np.concatenate([kept, rows])

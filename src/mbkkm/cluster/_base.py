@@ -762,6 +762,11 @@ class PointKernel:
         """X taken as it is (a sparse or low-rank kernel matrix), or None: validate it."""
         return None
 
+    def training_items(self, X):
+        """What the core labels for the fitted points, from their validated X: the rows
+        themselves (index kinds: the points' indices)."""
+        return X
+
     def fit_rows(self, X, *, kernel, tau, device, index_dtype=None):
         """The adapter of a fit's validated X (:mod:`._rows`), after refusing what X's
         backend does not do with ``kernel``, ``tau`` and the resolved ``device``,
@@ -873,6 +878,9 @@ class PrecomputedKernel(PointKernel):
 
     def stored_matrix(self, X):
         return validate_stored_kernel(X) if is_stored_kernel(X) else None
+
+    def training_items(self, X):
+        return np.arange(X.shape[0])
 
     lloyd_dropped = ("support_vectors_",)  # the items are indices: they are support_
 

@@ -13,6 +13,7 @@ import tracemalloc
 from sklearn.utils.validation import check_is_fitted
 
 from ..backends import get_backend, resolve_device
+from ._base import kernel_kind
 
 
 def measure_memory(estimator, X, sample_weight=None):
@@ -100,8 +101,8 @@ def _peaks(estimator, X, sample_weight, reset, peak):
     estimator.fit(X, sample_weight=sample_weight)
     fit = peak()
     reset()
-    Xv = estimator._validate_X(X)
-    estimator.labels_, estimator.inertia_ = estimator._labels_inertia(Xv, sample_weight)
+    items = kernel_kind(estimator.kernel).training_items(estimator._validate_X(X))
+    estimator.labels_, estimator.inertia_ = estimator._labels_inertia(items, sample_weight)
     return {"fit": fit, "labelling": peak()}
 
 
