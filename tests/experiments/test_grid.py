@@ -146,6 +146,33 @@ def test_unknown_names():
         resolve_grid("nope")
 
 
+@pytest.mark.parametrize(
+    "table, named",
+    [
+        ({"datasets": 5, "algorithms": ["truncated"], "kernels": 5}, "datasets"),
+        ({"name": "", "datasets": ["blobs"], "algorithms": ["truncated"], "kernels": [3]}, "name"),
+        ({"kernels": [], "algorithms": 7, "datasets": ["blobs"]}, "algorithms"),
+        (
+            {"taus": [0], "batch_sizes": [0], "datasets": ["blobs"], "algorithms": ["truncated"]},
+            "batch_sizes",
+        ),
+    ],
+)
+def test_a_table_with_several_faults_names_the_first_in_field_order(table, named):
+    """Whatever the order of the keys, the kernels' aliases included."""
+    with pytest.raises(GridError, match=f"^{named} "):
+        grid_from_dict(table)
+    with pytest.raises(GridError, match=f"^{named} "):
+        grid_from_dict(dict(reversed(table.items())))
+
+
+def test_kernel_aliases_from_a_generator_name_one_kernel_once():
+    table = {"datasets": ["blobs"], "algorithms": ["truncated"]}
+    assert grid_from_dict({**table, "kernels": (k for k in ["gaussian", "rbf"])}).kernels == (
+        "rbf",
+    )
+
+
 def test_load_grid_file(tmp_path):
     p = tmp_path / "mine.toml"
     p.write_text(

@@ -271,12 +271,18 @@ def grid_from_dict(data: dict[str, Any], *, default_name: str = "grid") -> Grid:
     for key in ("datasets", "algorithms"):
         if key not in data:
             raise GridError(f"the grid lacks the required key {key!r}.")
-    # Grid checks and converts the values; kernel aliases name one kernel once (an
-    # unknown name is left as it is, for Grid to refuse).
+    # Grid checks and converts the values, naming the first fault in its field order;
+    # kernel aliases name one kernel once (an unknown name, or a value that is no list
+    # of names, is left as it is, for Grid to refuse).
     kwargs: dict[str, Any] = {**data, "name": data.get("name", default_name)}
     if "kernels" in data:
-        kernels = _str_tuple(data["kernels"], "kernels")
-        kwargs["kernels"] = tuple(dict.fromkeys(map(canonical_name, kernels)))
+        kwargs["kernels"] = _listed(data["kernels"])  # a generator is read once
+        try:
+            kernels = _str_tuple(kwargs["kernels"], "kernels")
+        except GridError:
+            pass
+        else:
+            kwargs["kernels"] = tuple(dict.fromkeys(map(canonical_name, kernels)))
     return Grid(**kwargs)
 
 
