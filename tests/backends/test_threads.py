@@ -456,3 +456,21 @@ def test_one_thread_everywhere_limits_openmp_too(two_threads):
         assert effective_n_threads() == 1
         assert {p["num_threads"] for p in threadpool_info()} == {1}
     assert [p["num_threads"] for p in threadpool_info()] == [p["num_threads"] for p in before]
+
+
+def _parts_in_a_child(n):
+    return _threads.parallel_parts(lambda start, stop: (start, stop), n, 2)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_runs_parallel_parts():
+    """The pool's worker threads are not copied into a forked child: a part handed to
+    them there was waited for forever (a fit in a ``multiprocessing`` worker with the
+    fork start method hung once its parent had fitted). The child starts a pool."""
+    import multiprocessing
+
+    assert _threads.parallel_parts(lambda start, stop: stop - start, 10, 2) == [5, 5]
+    assert _threads._state["pool"] is not None  # the parent's pool, with its threads
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        got = pool.apply_async(_parts_in_a_child, (10,)).get(timeout=60)
+    assert got == [(0, 5), (5, 10)]

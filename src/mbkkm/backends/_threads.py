@@ -227,6 +227,22 @@ def one_thread_everywhere():
 
 
 # ------------------------------------------------------------- our own threads
+def _forget_the_pool():
+    """After a fork, in the child: only the forking thread was copied, so the pool's
+    worker threads do not exist there, and a part handed to them would be waited for
+    forever (``multiprocessing``'s fork start method hung on the first fit in a child
+    whose parent had fitted). The next parallel phase starts a new pool; the lock is
+    new too (another thread of the parent may have held it at the fork)."""
+    global _lock
+    _lock = threading.RLock()
+    _state["pool"] = None
+    _state["pool_size"] = 0
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_forget_the_pool)
+
+
 def _init_worker():
     _local.budget = 1  # a part never splits again
 
