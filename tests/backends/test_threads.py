@@ -177,6 +177,61 @@ def test_concurrent_phases_release_blas_once(two_threads):
     assert blas_counts() == before
 
 
+def _in_thread(func):
+    out = []
+    worker = threading.Thread(target=lambda: out.append(func()))
+    worker.start()
+    worker.join()
+    return out[0]
+
+
+def test_a_phase_in_another_thread_limits_blas(two_threads):
+    """threadpoolctl >= 3.8 lets one thread set OpenBLAS's process-wide count (the
+    first to set it, until it gives the control back): once the main thread had run a
+    phase, a phase in a user's worker thread ran with BLAS's full pool."""
+    before = blas_counts()
+    with thread_policy():
+        assert set(blas_counts()) == {1}
+
+    def phase():
+        with thread_policy():
+            return set(blas_counts())
+
+    assert _in_thread(phase) == {1}
+    assert blas_counts() == before
+
+
+def test_the_last_phase_out_restores_blas_from_any_thread(two_threads):
+    """The first phase in (thread A) limits BLAS, the last one out (thread B) restores
+    it: B's restore did nothing where A held threadpoolctl's control, and BLAS stayed
+    at one thread for the rest of the process."""
+    before = blas_counts()
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = []
+
+    def a():
+        with single_thread():
+            a_in.set()
+            b_in.wait()
+        a_out.set()
+
+    def b():
+        a_in.wait()
+        with single_thread():
+            b_in.set()
+            a_out.wait()
+            seen.append(set(blas_counts()))
+
+    workers = [threading.Thread(target=a), threading.Thread(target=b)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert seen == [{1}]
+    assert _threads._state["holders"] == 0
+    assert blas_counts() == before
+
+
 def test_parallel_parts_runs_parts_in_threads(two_threads):
     seen = []
 
@@ -474,3 +529,29 @@ def test_a_forked_child_runs_parallel_parts():
     with multiprocessing.get_context("fork").Pool(1) as pool:
         got = pool.apply_async(_parts_in_a_child, (10,)).get(timeout=60)
     assert got == [(0, 5), (5, 10)]
+
+
+def test_parts_are_taken_while_other_threads_grow_the_pool():
+    """A phase asking for more threads than the pool has replaces it and shuts the old
+    one down; a part submitted to the old pool after that was refused ("cannot
+    schedule new futures after shutdown") where phases of other sizes ran in other
+    threads. Here the pool is made to grow again and again under four threads."""
+    errors = []
+
+    def phases(seed):
+        for i in range(300):
+            try:
+                assert _threads.parallel_parts(lambda a, b: b - a, 64, 2 + (i + seed) % 6)
+            except Exception as exc:  # the error is the finding
+                errors.append(exc)
+                return
+            if (i + seed) % 7 == 0:  # the next larger phase grows the pool again
+                with _threads._lock:
+                    _threads._state["pool_size"] = 0
+
+    workers = [threading.Thread(target=phases, args=(seed,)) for seed in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []

@@ -137,14 +137,41 @@ def threads_for(work, n_threads=None, min_part=MIN_PART_WORK):
 
 # ------------------------------------------------------------------------ phases
 @contextmanager
+def _in_control_of_openblas():
+    """Let the calling thread set OpenBLAS's thread count, and give the control back.
+
+    OpenBLAS's count (on its pthreads layer) is process-wide, and threadpoolctl >= 3.8
+    lets one thread set it: the first to do so, until that thread clears its control
+    (which ``with threadpool_limits(...)`` does on exit, and a bare limit does not), the
+    others' calls silently doing nothing. The phases take and restore the count under
+    :data:`_lock`, from whichever thread opens the first phase or closes the last: a
+    worker thread of the user's (joblib's threading backend, Dask's threads) fitted
+    with BLAS's full pool once the main thread had fitted, and a restore from another
+    thread than the one that limited left BLAS at one thread.
+    """
+    import threadpoolctl
+
+    openblas = getattr(threadpoolctl, "OpenBLASController", None)
+    clear = getattr(openblas, "clear_controlling_thread", None)  # threadpoolctl >= 3.8
+    if clear is not None:
+        clear(force=True)
+    try:
+        yield
+    finally:
+        if clear is not None:
+            clear()  # only where this thread took the control
+
+
+@contextmanager
 def _one_blas_thread():
     """BLAS limited to one thread for the process inside: the first holder takes the
-    limit, the last one out restores it."""
+    limit, the last one out restores it (whichever threads they are)."""
     with _lock:
         if _state["holders"] == 0:
             controller, counts = _pools()
             _state["saved_blas"] = counts["blas"]
-            _state["limiter"] = controller.limit(limits=1, user_api="blas")
+            with _in_control_of_openblas():
+                _state["limiter"] = controller.limit(limits=1, user_api="blas")
         _state["holders"] += 1
     try:
         yield
@@ -154,7 +181,8 @@ def _one_blas_thread():
             if _state["holders"] == 0:  # the state cleared first, even if restoring fails
                 limiter, _state["limiter"] = _state["limiter"], None
                 _state["saved_blas"] = None
-                limiter.restore_original_limits()
+                with _in_control_of_openblas():
+                    limiter.restore_original_limits()
 
 
 def torch_joins():
@@ -263,7 +291,9 @@ def parallel_parts(func, n, n_threads):
         try:
             if n_threads > 1:
                 # a process-wide pool, created once (grown when a larger phase asks): no
-                # thread start per call
+                # thread start per call. The parts are submitted under the lock: a larger
+                # phase in another thread shuts the old pool down (its queued parts still
+                # run), which then refuses new ones.
                 with _lock:
                     if _state["pool_size"] < n_threads:
                         old = _state["pool"]
@@ -274,7 +304,9 @@ def parallel_parts(func, n, n_threads):
                         if old is not None:
                             old.shutdown(wait=False)
                     pool = _state["pool"]
-                futures = [pool.submit(func, bounds[i], bounds[i + 1]) for i in range(1, n_threads)]
+                    futures = [
+                        pool.submit(func, bounds[i], bounds[i + 1]) for i in range(1, n_threads)
+                    ]
             return [func(bounds[0], bounds[1]), *(f.result() for f in futures)]
         finally:
             for f in futures:  # on an error: no part left running outside the BLAS limit
