@@ -555,3 +555,56 @@ def test_parts_are_taken_while_other_threads_grow_the_pool():
     for w in workers:
         w.join()
     assert errors == []
+
+
+def test_a_limit_the_user_sets_in_another_thread_meanwhile_stays(two_threads):
+    """A user's ``threadpool_limits`` block left in one thread while a phase runs in
+    another: BLAS's count is the user's once both are done (the last phase out put
+    back the count it had found, inside the user's block: one thread for good)."""
+    before = blas_counts()
+    in_phase, user_done = threading.Event(), threading.Event()
+
+    def phase():
+        with single_thread():
+            in_phase.set()
+            user_done.wait()
+
+    worker = threading.Thread(target=phase)
+    with threadpool_limits(limits=1, user_api="blas"):
+        worker.start()
+        in_phase.wait()
+    user_done.set()
+    worker.join()
+    assert blas_counts() == before
+
+
+def _blas_in_a_child():
+    return blas_counts(), _threads._state["holders"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_child_forked_during_another_threads_phase_gets_blas_back(two_threads):
+    """The child inherits the limit of a phase whose thread it does not have: it is put
+    back there (the child's BLAS stayed at one thread for the rest of its life)."""
+    import multiprocessing
+
+    before = blas_counts()
+    in_phase, forked = threading.Event(), threading.Event()
+
+    def phase():
+        with single_thread():
+            in_phase.set()
+            forked.wait()
+
+    worker = threading.Thread(target=phase)
+    worker.start()
+    in_phase.wait()
+    try:
+        assert set(blas_counts()) == {1}
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            got = pool.apply_async(_blas_in_a_child).get(timeout=60)
+    finally:
+        forked.set()
+        worker.join()
+    assert got == (before, 0)
+    assert blas_counts() == before

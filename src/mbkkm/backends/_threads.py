@@ -165,7 +165,9 @@ def _in_control_of_openblas():
 @contextmanager
 def _one_blas_thread():
     """BLAS limited to one thread for the process inside: the first holder takes the
-    limit, the last one out restores it (whichever threads they are)."""
+    limit, the last one out restores it (whichever threads they are), unless the
+    count was set again meanwhile (a ``threadpool_limits`` of the user's in another
+    thread, entered or left while the phases ran): that setting then stays."""
     with _lock:
         if _state["holders"] == 0:
             controller, counts = _pools()
@@ -173,16 +175,25 @@ def _one_blas_thread():
             with _in_control_of_openblas():
                 _state["limiter"] = controller.limit(limits=1, user_api="blas")
         _state["holders"] += 1
+        _local.holds = getattr(_local, "holds", 0) + 1  # this thread's, for a fork
     try:
         yield
     finally:
         with _lock:
+            _local.holds -= 1
             _state["holders"] -= 1
-            if _state["holders"] == 0:  # the state cleared first, even if restoring fails
-                limiter, _state["limiter"] = _state["limiter"], None
-                _state["saved_blas"] = None
-                with _in_control_of_openblas():
-                    limiter.restore_original_limits()
+            if _state["holders"] == 0:
+                _release_blas(still_ours=_pools()[1]["blas"] in (None, 1))
+
+
+def _release_blas(still_ours=True):
+    """The BLAS count put back as the first phase found it (where ``still_ours``), the
+    phases' state cleared first, even if restoring fails."""
+    limiter, _state["limiter"] = _state["limiter"], None
+    _state["saved_blas"] = None
+    if still_ours and limiter is not None:
+        with _in_control_of_openblas():
+            limiter.restore_original_limits()
 
 
 def torch_joins():
@@ -265,6 +276,14 @@ def _forget_the_pool():
     _lock = threading.RLock()
     _state["pool"] = None
     _state["pool_size"] = 0
+    # The phases of the parent's other threads go on without the child: their hold on
+    # BLAS is dropped (and the count put back where no phase of the forking thread
+    # holds it), or the child's BLAS stayed at one thread for good.
+    mine = getattr(_local, "holds", 0)
+    if _state["holders"] > mine:
+        _state["holders"] = mine
+        if mine == 0:
+            _release_blas()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
