@@ -183,17 +183,19 @@ def _one_blas_thread():
             _local.holds -= 1
             _state["holders"] -= 1
             if _state["holders"] == 0:
-                _release_blas(still_ours=_pools()[1]["blas"] in (None, 1))
+                _release_blas()
 
 
-def _release_blas(still_ours=True):
-    """The BLAS count put back as the first phase found it (where ``still_ours``), the
-    phases' state cleared first, even if restoring fails."""
+def _release_blas(unless_set_meanwhile=True):
+    """The BLAS count put back as the first phase found it, the phases' state cleared
+    first, even if restoring fails; not where ``unless_set_meanwhile`` and the count
+    is no longer the phases' one thread (another thread set it)."""
     limiter, _state["limiter"] = _state["limiter"], None
     _state["saved_blas"] = None
-    if still_ours and limiter is not None:
-        with _in_control_of_openblas():
-            limiter.restore_original_limits()
+    if limiter is None or (unless_set_meanwhile and _pools()[1]["blas"] not in (None, 1)):
+        return
+    with _in_control_of_openblas():
+        limiter.restore_original_limits()
 
 
 def torch_joins():
@@ -283,7 +285,7 @@ def _forget_the_pool():
     if _state["holders"] > mine:
         _state["holders"] = mine
         if mine == 0:
-            _release_blas()
+            _release_blas(unless_set_meanwhile=False)
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
