@@ -175,27 +175,29 @@ def _one_blas_thread():
             with _in_control_of_openblas():
                 _state["limiter"] = controller.limit(limits=1, user_api="blas")
         _state["holders"] += 1
-        _local.holds = getattr(_local, "holds", 0) + 1  # this thread's, for a fork
     try:
         yield
     finally:
         with _lock:
-            _local.holds -= 1
             _state["holders"] -= 1
             if _state["holders"] == 0:
                 _release_blas()
 
 
-def _release_blas(unless_set_meanwhile=True):
-    """The BLAS count put back as the first phase found it, the phases' state cleared
-    first, even if restoring fails; not where ``unless_set_meanwhile`` and the count
-    is no longer the phases' one thread (another thread set it)."""
-    limiter, _state["limiter"] = _state["limiter"], None
-    _state["saved_blas"] = None
-    if limiter is None or (unless_set_meanwhile and _pools()[1]["blas"] not in (None, 1)):
-        return
-    with _in_control_of_openblas():
-        limiter.restore_original_limits()
+def _release_blas():
+    """The BLAS count put back as the first phase found it, unless another thread set
+    it meanwhile (to another count than the phases' one thread, the only sign of it).
+    The phases' state is cleared first, and the count put back even where reading it
+    is interrupted (a KeyboardInterrupt left BLAS at one thread for good)."""
+    limiter, restore = _state["limiter"], True
+    try:
+        restore = _pools()[1]["blas"] in (None, 1)
+    finally:
+        _state["limiter"] = None
+        _state["saved_blas"] = None
+        if limiter is not None and restore:
+            with _in_control_of_openblas():
+                limiter.restore_original_limits()
 
 
 def torch_joins():
@@ -278,14 +280,6 @@ def _forget_the_pool():
     _lock = threading.RLock()
     _state["pool"] = None
     _state["pool_size"] = 0
-    # The phases of the parent's other threads go on without the child: their hold on
-    # BLAS is dropped (and the count put back where no phase of the forking thread
-    # holds it), or the child's BLAS stayed at one thread for good.
-    mine = getattr(_local, "holds", 0)
-    if _state["holders"] > mine:
-        _state["holders"] = mine
-        if mine == 0:
-            _release_blas(unless_set_meanwhile=False)
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
