@@ -434,6 +434,44 @@ def test_partial_fit_plan_is_of_its_chunks(rows):
     assert "batch plan" not in est.memory_plan_.terms
 
 
+def test_partial_fit_plans_a_larger_chunk_again(monkeypatch):
+    """The first partial_fit plans for chunks of its size; a later chunk 40 times as
+    large ran unplanned: past the memory available it was never refused. It is now
+    planned again for its size before any work (refused with the model left as it
+    was), and the new plan covers the measured peak of a stream of such chunks."""
+    rng = np.random.RandomState(0)
+    est = MiniBatchKernelKMeans(4, gamma=0.1, working_memory=16, random_state=0)
+    est.partial_fit(rng.rand(100, 4))
+    first = est.memory_plan_
+    assert first.shapes["batch"] == 100
+    big = rng.rand(4000, 4)
+    enough_for_the_first = max(first.peaks[phase] for phase in first.checked) + 1
+    monkeypatch.setattr(memory, "available_host_memory", lambda: enough_for_the_first)
+    est.partial_fit(rng.rand(100, 4))  # a chunk of the planned size: no new plan
+    assert est.memory_plan_ is first
+    support = est.support_vectors_.copy()
+    with pytest.raises(
+        MemoryPlanError, match=r"partial_fit needs .* Lower the rows per partial_fit call, or tau"
+    ):
+        est.partial_fit(big)
+    assert est.memory_plan_ is first and np.array_equal(est.support_vectors_, support)
+    monkeypatch.setattr(memory, "available_host_memory", lambda: None)
+    tracemalloc.start()
+    try:
+        peak = 0
+        for _ in range(6):
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+            est.partial_fit(rng.rand(4000, 4))
+            peak = max(peak, tracemalloc.get_traced_memory()[1] - base)
+    finally:
+        tracemalloc.stop()
+    assert est.memory_plan_.shapes["batch"] == 4000
+    assert peak <= 1.25 * est.memory_plan_.peaks["fit"], est.memory_plan_.report()
+    est.partial_fit(rng.rand(50, 4))  # smaller chunks keep the larger plan
+    assert est.memory_plan_.shapes["batch"] == 4000
+
+
 def test_sparse_rows_are_planned_at_their_stored_size():
     """CSR rows hold their stored values, not d each: the plan sized them densely, and
     refused MiniBatchKernelKMeans(kernel="linear", tau=None) on the library's own

@@ -125,7 +125,7 @@ class MemoryPlan:
     checked : tuple of str
         The phases the fit itself runs, compared with the memory available.
     shapes : dict
-        The sizes the plan assumed (m, nb, chunk columns, tile rows, threads).
+        The sizes the plan assumed (batch, m, nb, chunk columns, tile rows, threads).
     hints : dict of str to str
         For each phase, the parameters that lower it.
     measured : dict of str to int
@@ -550,7 +550,9 @@ def plan_minibatch(request):
         terms={name: int(v) for name, v in t.items() if v},
         peaks={"fit": int(max(setup, iteration)), "labelling": int(labelling)},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
-        shapes=dict(m=m, blocks=nb, chunk_columns=cols, tile_rows=rows, threads=threads, **shapes),
+        shapes=dict(
+            batch=b, m=m, blocks=nb, chunk_columns=cols, tile_rows=rows, threads=threads, **shapes
+        ),
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from numbers import Integral
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.base import _fit_context
@@ -412,7 +413,9 @@ torch.device, default=None
             print(plan.report())
             if available is not None:
                 print(f"  available on {plan.where}: {available / 2**20:.1f} MiB")
-        plan.check(available, what=f"{type(self).__name__}.fit")
+        if partial:  # its batch is the call's rows
+            plan.hints["fit"] = "the rows per partial_fit call, or tau"
+        plan.check(available, what=f"{type(self).__name__}.{'partial_fit' if partial else 'fit'}")
 
     # ---------------------------------------------------------------- init
     def _initial_centers(self, X, sample_weight, rng, init_idx=None):
@@ -568,7 +571,8 @@ torch.device, default=None
         sqrt(b_j / b) is 1 for a one-row chunk, which moves the center onto that row
         (blobs fed one row at a time: ARI 0.53 with "adaptive", 0.95 with "classic",
         the rate scikit-learn's ``partial_fit`` uses). The first call plans the memory
-        (``memory_plan_``) for chunks of its size.
+        (``memory_plan_``) for chunks of its size; a larger chunk later plans it again
+        for its own size, before any work.
 
         Parameters
         ----------
@@ -612,6 +616,18 @@ torch.device, default=None
                 sample_weight = check_sample_weight(
                     host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
                 )
+                if X.shape[0] > self.memory_plan_.shapes.get("batch", 0):
+                    # a chunk larger than the ones planned for: planned again, before work
+                    chunk = SimpleNamespace(
+                        nx=get_backend(X),
+                        items=X,
+                        n_samples=X.shape[0],
+                        n_features=X.shape[1],
+                        itemsize=_device.itemsize(X),
+                        is_index=False,  # index kernels refuse new rows (check_new_rows)
+                        tensor_io=self._tensor_io,
+                    )
+                    self._plan_memory(chunk, partial=True)
                 state = self._state.copy()
             with memory_guard(self.memory_plan_):
                 nx = get_backend(X)
