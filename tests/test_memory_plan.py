@@ -414,8 +414,8 @@ def test_partial_fit_plan_is_of_its_chunks(rows):
     """partial_fit's batch is the whole of its rows: its plan was made with batch_size
     (1024) and the fit's batch plan and stored kernel, 33 times below the measured
     peak for chunks of 15,000 rows. Planned with the chunk's rows, no batch plan and
-    computed kernel blocks: within 25 % of the peak of a stream of such chunks
-    (support grown to its steady state)."""
+    computed kernel blocks: the peak of a stream of such chunks (support grown to its
+    steady state) between 0.7 and 1.25 times the plan."""
     rng = np.random.RandomState(0)
     est = MiniBatchKernelKMeans(4, gamma=0.1, working_memory=16, batch_size=256)
     tracemalloc.start()
@@ -438,7 +438,8 @@ def test_partial_fit_plans_a_larger_chunk_again(monkeypatch):
     """The first partial_fit plans for chunks of its size; a later chunk 40 times as
     large ran unplanned: past the memory available it was never refused. It is now
     planned again for its size before any work (refused with the model left as it
-    was), and the new plan covers the measured peak of a stream of such chunks."""
+    was), and the measured peak of a stream of such chunks is between 0.7 and 1.25
+    times the new plan."""
     rng = np.random.RandomState(0)
     est = MiniBatchKernelKMeans(4, gamma=0.1, working_memory=16, random_state=0)
     est.partial_fit(rng.rand(100, 4))
@@ -467,7 +468,8 @@ def test_partial_fit_plans_a_larger_chunk_again(monkeypatch):
     finally:
         tracemalloc.stop()
     assert est.memory_plan_.shapes["batch"] == 4000
-    assert peak <= 1.25 * est.memory_plan_.peaks["fit"], est.memory_plan_.report()
+    ratio = peak / est.memory_plan_.peaks["fit"]
+    assert 0.7 <= ratio <= 1.25, (ratio, est.memory_plan_.report())
     est.partial_fit(rng.rand(50, 4))  # smaller chunks keep the larger plan
     assert est.memory_plan_.shapes["batch"] == 4000
 
