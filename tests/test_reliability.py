@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import skops.io as sio
 from sklearn import config_context
+from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_limits
 
 from _agreement import assert_no_near_tie
@@ -320,3 +321,27 @@ def test_predict_peak_memory_within_working_memory(make):
     # without the budget, one chunk (all rows x all support points) is far larger
     m = getattr(est, "support_vectors_", np.empty((8, 1))).shape[0]
     assert n * m * 8 > 10 * (3 * 2**20 + outputs) or m == 8
+
+
+@pytest.mark.parametrize("Est", [KernelKMeans, MiniBatchKernelKMeans])
+@pytest.mark.parametrize("kernel", ["rbf", "precomputed", "heat", "knn"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_distances_come_in_the_dtype_of_the_rows(Est, kernel, dtype):
+    """reliability.md: float32 rows give float32 ``transform`` and ``fit_transform``.
+    With a float32 kernel matrix, and with the graph kernels, one or both returned
+    float64 (KernelKMeans' fit_transform, the graph kernels' transform)."""
+    X, _ = make_blobs(300, 4, centers=3, random_state=0)
+    X = X.astype(dtype)
+    params = {"kernel_params": {"n_neighbors": 10}} if kernel == "knn" else {}
+    data, kernel_diag = X, None
+    if kernel == "precomputed":
+        data = np.exp(-0.1 * ((X[:, None] - X[None]) ** 2).sum(-1)).astype(dtype)
+        kernel_diag = np.diag(data)
+    elif kernel == "rbf":
+        params = {"gamma": 0.1}
+    est = Est(3, kernel=kernel, random_state=0, **params)
+    fitted = est.fit_transform(data)
+    extra = {} if kernel_diag is None else {"kernel_diag": kernel_diag[:50]}
+    new = est.transform(data[:50], **extra)
+    assert fitted.dtype == dtype and new.dtype == dtype
+    np.testing.assert_array_equal(new.argmin(1), est.predict(data[:50]))

@@ -123,6 +123,10 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         K = np.block([[kernel.tile(items, items), K_XE], [K_XE.T, kernel.tile(E, E)]])
     K = np.asarray(K, dtype=items.dtype)
     diag = np.concatenate([kernel.diag(items), kernel.diag(E)]).astype(items.dtype, copy=False)
+    # K(x, x) as the kernel's own diagonal, the one the points' distances use and the
+    # host step's initial centers have (exact where the kernel knows it: 1 for rbf):
+    # a tile's rounding there (1 - 4e-15) decided exact ties between initial centers.
+    np.fill_diagonal(K, diag)
     if windows is not None:
         windows = windows.copy()
         windows.support = found

@@ -823,12 +823,12 @@ def graph_assign(estimator, state, X, return_distances):
         labels = D.argmin(axis=1).astype(np.int64)  # before the clip, as the fit labels
         np.maximum(D, 0.0, out=D)
         mind = D[np.arange(D.shape[0]), labels]
-        return (labels, mind, D) if return_distances else (labels, mind)
+        return (labels, mind, D.astype(X.dtype, copy=False)) if return_distances else (labels, mind)
     m = state.support.shape[0]
     rows = label_chunk_rows(
         estimator.working_memory, m, estimator.n_clusters, _device.itemsize(items)
     )
-    return assign(
+    found = assign(
         items,
         state,
         estimator.kernel_,
@@ -837,6 +837,9 @@ def graph_assign(estimator, state, X, return_distances):
         chunk_rows=rows,
         return_distances=return_distances,
     )
+    if return_distances:  # in the dtype of the rows, as for the other kernels
+        found = (*found[:2], found[2].astype(X.dtype, copy=False))
+    return found
 
 
 def graph_start_inner(selection, kernel, n_clusters):

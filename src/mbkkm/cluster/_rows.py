@@ -136,8 +136,10 @@ class Rows:
 
     def in_rows_dtype(self, values):
         """Per-row results (a full-batch fit's float64 distances) in the rows' dtype,
-        as a labelling pass gives them (float32 rows: float32)."""
-        return self.nx.astype(values, self.data.dtype)
+        as a labelling pass gives them (float32 rows, or a float32 kernel matrix:
+        float32); as computed where the data has no dtype (a low-rank kernel)."""
+        dtype = getattr(self.data, "dtype", None)
+        return values if dtype is None else self.nx.astype(values, dtype)
 
     def take(self, idx):
         """Rows ``idx`` on the rows' backend, in their dtype."""
@@ -339,9 +341,6 @@ class LowRankRows(Rows):
     def kernel_sample(self, kernel, count, itemsize):
         return None  # U diag(w) U^T with w >= 0: positive semi-definite by construction
 
-    def in_rows_dtype(self, values):
-        return values  # a kernel matrix's factors, not rows: float64 as computed
-
 
 class PrecomputedRows(Rows):
     """``kernel="precomputed"``: X is the (n, n) kernel matrix; items are indices."""
@@ -353,9 +352,6 @@ class PrecomputedRows(Rows):
         super().__init__(data)
         self.diag = check_precomputed_matrix(data)  # square, K(x, x) >= 0, symmetric
         self.index_dtype = index_dtype
-
-    def in_rows_dtype(self, values):
-        return values  # point indices, not rows: float64 as computed
 
     def check_init(self, init, n_clusters, kernel):
         """``init`` given as an array: the initial centers as point indices, checked."""
