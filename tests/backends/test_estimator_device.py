@@ -198,3 +198,26 @@ def test_repeated_cuda_fits_keep_no_device_memory(blobs64):
     gc.collect()
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() == before
+
+
+@needs_torch
+def test_partial_fit_rows_of_weight_zero_keep_a_window_on_torch(blobs64):
+    """A cluster whose rows of a partial_fit chunk all weigh 0 does not grow; on torch
+    their count still pushed its blocks past tau and the window was emptied (no support,
+    norm 0: a user's code review), where numpy keeps it. Oracle: the numpy fit."""
+    torch = _torch()
+    X = blobs64[:300]
+    params = dict(n_clusters=3, gamma=0.1, tau=10, learning_rate="classic", random_state=0)
+    ref, est = MiniBatchKernelKMeans(**params), MiniBatchKernelKMeans(**params)
+    ref.partial_fit(X)
+    est.partial_fit(torch.from_numpy(X))
+    w = (ref.predict(X) != 0).astype(float)  # cluster 0's rows weigh 0
+    for _ in range(3):
+        ref.partial_fit(X, sample_weight=w)
+        est.partial_fit(torch.from_numpy(X), sample_weight=torch.from_numpy(w))
+    assert ref.n_support_.min() > 0
+    np.testing.assert_array_equal(est.n_support_, ref.n_support_)
+    np.testing.assert_allclose(est.center_norms_, ref.center_norms_, rtol=1e-9)
+    assert_same_labels(
+        est.predict(torch.from_numpy(X)).numpy(), ref.predict(X), ref.transform(X), rtol=1e-9
+    )

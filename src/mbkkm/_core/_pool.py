@@ -253,13 +253,14 @@ class StepOut(NamedTuple):
 def _plan_slots(pool, cfg, c, ns, alpha, grows):
     """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
 
-    An old block stays iff newer + n_j < tau and alpha_j < 1; lambda <- (1 - alpha_j)
-    lambda; the new block takes the first free slot (newer = inf), the spare column
+    An old block stays iff newer + n_j < tau and alpha_j < 1, n_j counted only for a
+    cluster that grows (alpha_j > 0: rows of weight 0 alone add no block, as on the
+    host); lambda <- (1 - alpha_j) lambda; the new block takes the first free slot (newer = inf), the spare column
     when none is free (an overflow: a block there is never dropped). Returns the new
     ``lam``, ``newer``, the slot of each cluster's new block (k, 1), the mask of new
     blocks, their stamps and the rows' blocks (dropped rows: free).
     """
-    tot = pool.newer + ns
+    tot = pool.newer + ns * grows
     keep = (tot < c.tau_row) & (alpha < 1)
     lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
     newer = torch.where(keep, tot, c.inf)
