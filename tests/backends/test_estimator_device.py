@@ -10,7 +10,8 @@ from _backend_params import HAS_TORCH, needs_cuda, needs_torch
 from sklearn.datasets import make_blobs
 
 from _agreement import assert_no_near_tie, assert_same_labels
-from mbkkm import MiniBatchKernelKMeans
+from mbkkm import KernelKMeans, MiniBatchKernelKMeans
+from mbkkm.cluster import EmptyClusterWarning
 
 PARAMS = dict(n_clusters=4, batch_size=128, tau=40, max_iter=20, random_state=0)
 
@@ -221,3 +222,15 @@ def test_partial_fit_rows_of_weight_zero_keep_a_window_on_torch(blobs64):
     assert_same_labels(
         est.predict(torch.from_numpy(X)).numpy(), ref.predict(X), ref.transform(X), rtol=1e-9
     )
+
+
+@needs_torch
+@pytest.mark.parametrize("Est", [MiniBatchKernelKMeans, KernelKMeans])
+def test_empty_clusters_warn_on_tensors(Est):
+    """Fewer distinct points than clusters: an empty cluster warns. On tensors the
+    mini-batch fit skipped the count (it was meant to skip Dask arrays only)."""
+    torch = _torch()
+    X = np.repeat(np.eye(3), 4, axis=0)  # 3 distinct points, k = 5
+    for data in (X, torch.from_numpy(X)):
+        with pytest.warns(EmptyClusterWarning, match="2 of the n_clusters=5"):
+            Est(5, gamma=1.0, random_state=0).fit(data)

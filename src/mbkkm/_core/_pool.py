@@ -255,10 +255,11 @@ def _plan_slots(pool, cfg, c, ns, alpha, grows):
 
     An old block stays iff newer + n_j < tau and alpha_j < 1, n_j counted only for a
     cluster that grows (alpha_j > 0: rows of weight 0 alone add no block, as on the
-    host); lambda <- (1 - alpha_j) lambda; the new block takes the first free slot (newer = inf), the spare column
-    when none is free (an overflow: a block there is never dropped). Returns the new
-    ``lam``, ``newer``, the slot of each cluster's new block (k, 1), the mask of new
-    blocks, their stamps and the rows' blocks (dropped rows: free).
+    host); lambda <- (1 - alpha_j) lambda; the new block takes the first free slot
+    (newer = inf), the spare column when none is free (an overflow: a block there is
+    never dropped). Returns the new ``lam``, ``newer``, the slot of each cluster's new
+    block (k, 1), the mask of new blocks, their stamps and the rows' blocks (dropped
+    rows: free).
     """
     tot = pool.newer + ns * grows
     keep = (tot < c.tau_row) & (alpha < 1)

@@ -64,6 +64,7 @@ from .._core._init import draw_init_subsample
 from .._core._lloyd import KernelRun, MatrixOperator
 from .._core._memory import label_chunk_rows, label_row_copies, out_of_memory_error
 from .._core._windows import assign_parallel
+from .._dask import is_dask_array
 from .._progress import progress_for
 from .._validation import (
     check_param_values,
@@ -253,8 +254,9 @@ class ClusterEstimator(
         """Warn (EmptyClusterWarning) when some of the n_clusters labels never occur,
         and (ConvergenceWarning) when, with the adaptive rate, some clusters hold only a
         few of many points: centers stuck at their initial point."""
-        if not isinstance(labels, np.ndarray) or labels.size == 0:
+        if is_dask_array(labels) or labels.shape[0] == 0:
             return  # a Dask array: counting would compute it
+        labels = get_backend(labels).to_numpy(labels)  # a tensor's labels: counted here
         k, n = self.n_clusters, labels.size
         sizes = np.bincount(labels, minlength=k)
         n_empty = int(np.count_nonzero(sizes == 0))
