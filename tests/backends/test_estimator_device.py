@@ -234,3 +234,24 @@ def test_empty_clusters_warn_on_tensors(Est):
     for data in (X, torch.from_numpy(X)):
         with pytest.warns(EmptyClusterWarning, match="2 of the n_clusters=5"):
             Est(5, gamma=1.0, random_state=0).fit(data)
+
+
+@needs_torch
+def test_tensor_rows_too_large_for_float32_are_refused():
+    """numpy rows too large for the kernel arithmetic are refused before any work; a
+    tensor's were not checked at all, and a fit ended with NaN norms and inertia_ nan
+    (a code review). Checked on the tensor's device now, with the numpy message."""
+    torch = _torch()
+    X = np.random.RandomState(0).rand(300, 3).astype(np.float32)
+    bad = X.copy()
+    bad[7] = 1e20
+    est = MiniBatchKernelKMeans(2, gamma=0.5, max_iter=2, random_state=0)
+    for data in (bad, torch.from_numpy(bad)):
+        with pytest.raises(ValueError, match="too large for float32 arithmetic"):
+            est.fit(data)
+    est.fit(torch.from_numpy(X))
+    with pytest.raises(ValueError, match="too large for float32 arithmetic"):
+        est.partial_fit(torch.from_numpy(bad))
+    tiny = torch.from_numpy(X * np.float32(1e-30))
+    with pytest.raises(ValueError, match="too small for float32 arithmetic"):
+        MiniBatchKernelKMeans(2, gamma=0.5, max_iter=2, random_state=0).fit(tiny)

@@ -277,3 +277,23 @@ def test_a_numerically_constant_kernel_is_named_before_the_work(dtype):
         same = np.repeat(X[:1], 50, axis=0)
         messages = [str(w.message) for w in _warnings_of(est.set_params(n_clusters=1), same)]
         assert not any("numerically constant" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("reps", [10, 2000])  # the stored kernel's step, the kernel blocks'
+def test_non_finite_values_of_the_last_update_are_an_error(reps):
+    """The loops check each iteration's batch objective, computed before its update:
+    what the last update computed (the new block's Gram, <b1, b2> < 0 under a degree
+    of 2.5) went unchecked, and the fit ended with NaN norms and inertia (a code
+    review). Both steps now refuse it, and so does partial_fit."""
+    X = np.tile([[1.0, 0.0], [1.0, 1.0], [1.0, -1.5]], (reps, 1))
+    params = dict(kernel="polynomial", degree=2.5, gamma=1.0, coef0=0.0, init=X[:1])
+    est = MiniBatchKernelKMeans(1, max_iter=1, batch_size=64, random_state=0, **params)
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="met non-finite values"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy's invalid value in power
+        est.fit(X)
+    est = MiniBatchKernelKMeans(1, random_state=0, **params).partial_fit(X[:1])
+    norms = est.center_norms_.copy()
+    with warnings.catch_warnings(), pytest.raises(ValueError, match="met non-finite values"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        est.partial_fit(X[:3])
+    np.testing.assert_array_equal(est.center_norms_, norms)  # the model as it was

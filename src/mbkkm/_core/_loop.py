@@ -141,6 +141,8 @@ class Loop:
             fs.labelled = training_labels(fs.windows, fs.stored)
             fs.windows = to_rows(fs.windows, self.items, fs.stored)
             fs.stored = None
+        if not np.all(np.isfinite(fs.windows.host_norms())):  # the last update's values
+            raise ValueError(NON_FINITE)
         return fs.windows
 
     def run_until(self, until):

@@ -806,7 +806,7 @@ class PointKernel:
             kernel.offset = origin_offset(rows.host_rows(rows.fingerprint_index(OFFSET_SAMPLE)))
         # finite data whose kernel arithmetic overflows, or whose distances underflow
         # (a callable computes its own values)
-        check_no_overflow(X, kernel, underflow=not kernel.is_callable)
+        rows.check_no_overflow(kernel, underflow=not kernel.is_callable)
         if kernel.is_callable:  # called once on a few rows: its errors before any work
             kernel.tile(X[: min(3, n)], X[: min(2, n)])
         # numpy and torch (>= 2.1) dtypes both know their itemsize

@@ -613,6 +613,7 @@ torch.device, default=None
                     )
             else:
                 X = self._validate_X(X)
+                rows_of(X).check_no_overflow(self.kernel_)  # as the first call's rows were
                 sample_weight = check_sample_weight(
                     host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
                 )
@@ -639,7 +640,8 @@ torch.device, default=None
                     max_tile_bytes=self._tile_budget(nx),
                 )
                 res = step_for(nx)(state, X, cfg, batch_weight=sample_weight)
-            if not np.isfinite(res.objective):  # as the fit's loop checks it
+            # as the fit's loop checks it, and the update's own values
+            if not (np.isfinite(res.objective) and np.all(np.isfinite(state.host_norms()))):
                 raise ValueError(NON_FINITE)
             self._publish(state)
             return self._record_step(first, res.objective, X, sample_weight)

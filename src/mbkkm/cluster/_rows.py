@@ -134,6 +134,11 @@ class Rows:
         :meth:`fingerprint_index`."""
         return (np.asarray(self.data[self.fingerprint_index(count)]),)
 
+    def check_no_overflow(self, kernel=None, underflow=False):
+        """Refuse finite rows too large (or, with ``underflow``, too small) for the
+        kernel arithmetic: :func:`check_no_overflow`."""
+        check_no_overflow(self.data, kernel, underflow=underflow)
+
     def in_rows_dtype(self, values):
         """Per-row results (a full-batch fit's float64 distances) in the rows' dtype,
         as a labelling pass gives them (float32 rows, or a float32 kernel matrix:
@@ -250,6 +255,25 @@ class TensorRows(Rows):
                 "where X lives"
             )
         return _device.validate_tensor(X, n_features_in, owner, dtype)
+
+    def check_no_overflow(self, kernel=None, underflow=False):
+        """:func:`check_no_overflow` reduced on the tensor's device, a scalar read back a
+        chunk; a chunk that fails (or X, when every row norm underflows) is checked again
+        on the host, for the message with its numbers."""
+        X, check_diag = self.data, kernel is not None and not kernel.is_callable
+        largest = None  # the largest squared row norm, on the device
+        for start in range(0, X.shape[0], _OVERFLOW_CHUNK):
+            chunk = X[start : start + _OVERFLOW_CHUNK]
+            sq = (chunk * chunk).sum(1)
+            finite = sq.isfinite().all()
+            if check_diag:
+                finite = finite & kernel.diag(chunk).isfinite().all()
+            if not bool(finite):
+                check_no_overflow(self.nx.to_numpy(chunk), kernel)
+            largest = sq.max() if largest is None else largest.maximum(sq.max())
+        tiny = np.finfo(_device.host_dtype(X)).tiny
+        if underflow and largest is not None and float(largest) < tiny:
+            check_no_overflow(self.nx.to_numpy(X), underflow=True)
 
     def host_rows(self, idx):
         return np.asarray(self.nx.to_numpy(self.take(idx)), dtype=np.float64)
