@@ -46,7 +46,7 @@ KIND_STRINGS = {"precomputed", "graph", "point", "index", "dask", "sparse", "ten
 
 #: isinstance against these types checks a parameter's type, not an input's kind
 #: (a file path; one of mbkkm's estimators, as ``_model_files.ESTIMATORS`` or the one
-#: ``measure_memory`` measures).
+#: ``measure_memory`` measures; a ``random_state`` given as a generator).
 PARAMETER_TYPES = {
     "str",
     "bool",
@@ -59,6 +59,7 @@ PARAMETER_TYPES = {
     "PathLike",
     "ESTIMATORS",
     "MiniBatchKernelKMeans",
+    "RandomState",
 }
 
 

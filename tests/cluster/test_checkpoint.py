@@ -116,6 +116,27 @@ def test_resumed_numpy_fit_equals_uninterrupted(case, tmp_path, monkeypatch):
         assert ref.n_iter_ < 30
 
 
+def test_interrupted_fit_with_a_generator_seed_resumes_in_process(tmp_path, monkeypatch):
+    """The docs: run again after a KeyboardInterrupt with the same file, parameters and
+    data, and the fit resumes. With ``random_state`` a RandomState the interrupted fit
+    had drawn from it, so the same estimator's rerun was refused ("params.random_state
+    ... there, ... here"; a user review). A failed fit now puts the generator back."""
+    X = _data()
+    rs = np.random.RandomState(0)
+    est = MiniBatchKernelKMeans(4, batch_size=64, tau=40, max_iter=30, random_state=rs)
+    path = tmp_path / "fit.ckpt"
+    with monkeypatch.context() as m:
+        _kill_at(m, 12)
+        with pytest.raises(Killed):
+            est.fit(X, checkpoint=path, checkpoint_every=5)
+    assert np.array_equal(rs.get_state()[1], np.random.RandomState(0).get_state()[1])
+    got = est.fit(X, checkpoint=path, checkpoint_every=5)
+    ref = MiniBatchKernelKMeans(
+        4, batch_size=64, tau=40, max_iter=30, random_state=np.random.RandomState(0)
+    ).fit(X)
+    _assert_same_model(got, ref, rng=False)
+
+
 def test_checkpointed_fit_equals_plain_fit_weights_sparse_precomputed(tmp_path, monkeypatch):
     X = _data(n=600)
     w = np.random.default_rng(1).uniform(0, 2, X.shape[0])

@@ -200,7 +200,9 @@ class ClusterEstimator(
         """The scope of a fitting method: one phase of the thread policy
         (:func:`mbkkm.backends._threads.thread_policy`), and all-or-nothing attributes:
         on any exception (KeyboardInterrupt included) the estimator's attributes are
-        restored to what they were before.
+        restored to what they were before, and so is a ``random_state`` given as a
+        ``RandomState`` (the fit draws from it): the same call again draws the same, and
+        resumes from its checkpoint.
 
         The estimators never modify a fitted attribute in place (partial_fit works on
         copies), so a shallow copy of ``__dict__`` is a complete snapshot.
@@ -211,6 +213,8 @@ class ClusterEstimator(
         objects are put back at the end, so ``get_params`` returns them.
         """
         snapshot = dict(self.__dict__)
+        rng = getattr(self, "random_state", None)
+        drawn = rng.get_state() if isinstance(rng, np.random.RandomState) else None
         given = numpy_scalar_params(self)
         self.__dict__.update({name: value.item() for name, value in given.items()})
         try:
@@ -219,6 +223,8 @@ class ClusterEstimator(
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(snapshot)
+            if drawn is not None:
+                rng.set_state(drawn)
             raise
         self.__dict__.update(given)
 
