@@ -9,6 +9,10 @@ a checkpointed command line fit with SIGKILL.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -264,6 +268,46 @@ def test_another_fit_is_refused(tmp_path, monkeypatch):
         assert path.read_bytes() == content  # left as it was
     # verbose and compute_labels do not change the model: the file resumes
     MiniBatchKernelKMeans(**kw, verbose=0, compute_labels=False).fit(X, checkpoint=path)
+
+
+def _rbf_of(gamma):
+    return lambda A, B: np.exp(-gamma * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+
+def test_a_callable_of_the_same_name_but_other_code_is_refused(tmp_path, monkeypatch):
+    """Callables were told apart by their name only: two lambdas (or a function
+    redefined in a notebook cell) shared it, and a checkpoint of one was resumed with
+    the other (its centers, with norms of the first kernel: a user review). Their code,
+    defaults and closure now count; the same code made again resumes, in another
+    process too (a subprocess reads the fingerprint)."""
+    X = _data(n=300)
+    path = tmp_path / "fit.ckpt"
+    kw = dict(n_clusters=3, batch_size=64, tau=20, max_iter=12, random_state=0)
+    with monkeypatch.context() as m:
+        _kill_at(m, 7)
+        with pytest.raises(Killed):
+            MiniBatchKernelKMeans(kernel=_rbf_of(0.1), **kw).fit(
+                X, checkpoint=path, checkpoint_every=5
+            )
+    content = path.read_bytes()
+    for other in (_rbf_of(0.2), lambda A, B: (A @ B.T + 1.0) ** 2):
+        with pytest.raises(ValueError, match=r"written by another fit(.|\n)*params\.kernel"):
+            MiniBatchKernelKMeans(kernel=other, **kw).fit(X, checkpoint=path)
+        assert path.read_bytes() == content
+    got = MiniBatchKernelKMeans(kernel=_rbf_of(0.1), **kw).fit(X, checkpoint=path)
+    ref = MiniBatchKernelKMeans(kernel=_rbf_of(0.1), **kw).fit(X)
+    _assert_same_model(got, ref)
+    script = (
+        "import numpy as np, sys; sys.path.insert(0, sys.argv[1])\n"
+        "from test_checkpoint import _rbf_of\n"
+        "from mbkkm.cluster._checkpoint import _canon\n"
+        "print(_canon(_rbf_of(0.1)))\n"
+    )
+    here = str(Path(__file__).parent)
+    other_process = subprocess.run(
+        [sys.executable, "-c", script, here], capture_output=True, text=True, check=True
+    )
+    assert other_process.stdout.strip() == _checkpoint._canon(_rbf_of(0.1))
 
 
 def test_not_a_checkpoint_is_refused(tmp_path):

@@ -292,12 +292,43 @@ def _canon(value):
         return float(value)
     if isinstance(value, dict):
         return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, functools.partial):
+        return ["partial", _canon(value.func), _canon(value.args), _canon(value.keywords)]
     if callable(value) and hasattr(value, "__qualname__"):
-        return f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
+        name = f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
+        return name + _code_digest(value)
     if hasattr(value, "shape"):  # an init array, numpy or tensor
         arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
         return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
     return repr(value)
+
+
+def _code_digest(f, seen=()):
+    """A function's code, defaults and closure as a hash (empty for other callables):
+    two lambdas, or a function redefined in a notebook cell, share a name. What would
+    differ from one process to the next (an object shown by its address) counts by its
+    type only, so that a killed fit still resumes."""
+    code = getattr(f, "__code__", None)
+    if code is None or f in seen:
+        return ""
+    seen = (*seen, f)
+
+    def plain(value):
+        if hasattr(value, "__code__"):  # a function: its name and its own code
+            text = f"{value.__module__}.{value.__qualname__}" + _code_digest(value, seen)
+        elif hasattr(value, "co_code"):  # a code object: a lambda or a def inside
+            text = repr([value.co_code, value.co_names, [plain(c) for c in value.co_consts]])
+        elif isinstance(value, (list, tuple)):
+            text = repr([plain(v) for v in value])
+        elif isinstance(value, (set, frozenset)):  # in an order that is the same each run
+            text = repr(sorted(plain(v) for v in value))
+        else:
+            text = repr(_canon(value))
+        return type(value).__qualname__ if " at 0x" in text else text
+
+    cells = [cell.cell_contents for cell in f.__closure__ or ()]
+    parts = [plain(code), plain(f.__defaults__), plain(f.__kwdefaults__), plain(cells)]
+    return ":" + hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
 @_canon.register(list)
