@@ -327,3 +327,16 @@ def test_untruncated_reads_rows_only_for_the_stored_points_in_order():
     assert not _reads_stored_rows(K, np.array([1, 0, 2, 3, 4]))  # another order
     assert not _reads_stored_rows(K, np.arange(5)[:, None])  # not indices
     assert not _reads_stored_rows(lambda A, B: A @ B.T, np.arange(5))  # not stored
+
+
+def test_partial_fit_after_an_untruncated_fit_is_refused_by_name():
+    """A tau=None fit keeps its centers as windows for labelling only; partial_fit
+    after it (set_params(tau=50)) crashed with a TypeError inside the step (a code
+    review). A ValueError now says why, the model as it was."""
+    X = np.random.RandomState(0).normal(size=(200, 3))
+    est = MiniBatchKernelKMeans(3, tau=None, gamma=0.5, max_iter=5, random_state=0).fit(X)
+    labels = est.labels_.copy()
+    est.set_params(tau=50)
+    with pytest.raises(ValueError, match="cannot continue a model fitted with tau=None"):
+        est.partial_fit(X[:50])
+    np.testing.assert_array_equal(est.predict(X), labels)

@@ -612,6 +612,13 @@ torch.device, default=None
                         X, sample_weight, self._random_state, init_idx=np.arange(X.shape[0])
                     )
             else:
+                if self._state.gram is None:  # a tau=None fit: windows for labelling only
+                    raise ValueError(
+                        "partial_fit cannot continue a model fitted with tau=None: its "
+                        "centers are combinations of all the fitted points, kept for "
+                        "labelling only; fit with an integer tau, or call partial_fit on "
+                        "an unfitted estimator"
+                    )
                 X = self._validate_X(X)
                 rows_of(X).check_no_overflow(self.kernel_)  # as the first call's rows were
                 sample_weight = check_sample_weight(
