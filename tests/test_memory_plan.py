@@ -492,18 +492,22 @@ def test_sparse_rows_are_planned_at_their_stored_size():
             assert view < 2000 * dense_row / 10
 
 
-@pytest.mark.parametrize("kernel, k", [("rbf", 100), ("precomputed", 300)])
+@pytest.mark.parametrize("kernel, k", [("rbf", 100), ("precomputed", 300), ("init", 8)])
 def test_small_n_plan_covers_the_stored_kernel_step(kernel, k):
     """Small n stores the n x n kernel matrix and a row of sums per block of the
     windows (:mod:`mbkkm._core._stored`): with many clusters the blocks' rows
     outweigh the matrix. They were left out of the plan for a stored kernel matrix,
     and for dense rows where n + k initial rows passed the budget (k-means++ adds
-    none): the fits peaked at 1.3 and 2.1 x their plans."""
+    none): the fits peaked at 1.3 and 2.1 x their plans. Initial centers given
+    outside the rows join the matrix: it was assembled from its three tiles while
+    they were held, twice the matrix (a code review: 2.0 x the plan)."""
     from sklearn.metrics.pairwise import rbf_kernel
 
     X = np.random.RandomState(0).rand(4000, 4)
     data = rbf_kernel(X, gamma=1.0) if kernel == "precomputed" else X
     params = {"kernel": kernel} if kernel == "precomputed" else {"gamma": 1.0}
+    if kernel == "init":  # centers that are not rows of X
+        params["init"] = np.random.RandomState(1).rand(k, 4) + 0.5
     km = MiniBatchKernelKMeans(k, max_iter=20, random_state=0, compute_labels=False, **params)
     tracemalloc.start()
     try:

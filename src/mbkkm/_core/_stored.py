@@ -117,11 +117,14 @@ def stored_kernel_for(items, windows, kernel, extra=None):
         return None
     E = np.asarray(extra, dtype=items.dtype)
     if E.shape[0] == 0:  # the usual case: the initial centers are rows of X
-        K = kernel.tile(items, items)
-    else:
-        K_XE = kernel.tile(items, E)
-        K = np.block([[kernel.tile(items, items), K_XE], [K_XE.T, kernel.tile(E, E)]])
-    K = np.asarray(K, dtype=items.dtype)
+        K = np.asarray(kernel.tile(items, items), dtype=items.dtype)
+    else:  # the three tiles written into one matrix: N x N held once
+        N = n + E.shape[0]
+        K = np.empty((N, N), dtype=items.dtype)
+        kernel.tile(items, items, out=K[:n, :n])
+        kernel.tile(items, E, out=K[:n, n:])
+        K[n:, :n] = K[:n, n:].T
+        kernel.tile(E, E, out=K[n:, n:])
     diag = np.concatenate([kernel.diag(items), kernel.diag(E)]).astype(items.dtype, copy=False)
     # K(x, x) as the kernel's own diagonal, the one the points' distances use and the
     # host step's initial centers have (exact where the kernel knows it: 1 for rbf):
