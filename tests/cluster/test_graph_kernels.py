@@ -495,3 +495,25 @@ def test_a_complete_graph_is_refused(kernel, cls):
     with warnings.catch_warnings():  # the k-NN kernel is not positive semi-definite
         warnings.simplefilter("ignore", mbkkm.cluster.IndefiniteKernelWarning)
         est.set_params(kernel_params={"n_neighbors": 10}, random_state=0).fit(X)
+
+
+@pytest.mark.parametrize("kernel", ["heat", "knn", "precomputed"])
+def test_fit_predict_without_labels_labels_the_fitted_points(kernel):
+    """With compute_labels=False, fit_predict labelled X by predict, which for a graph
+    kernel treats the rows as new points through its extension: other labels than
+    the fitted points' (2 of 400 with the heat kernel; a code review). It labels the
+    fitted points now: the labels of compute_labels=True."""
+    from sklearn.metrics.pairwise import rbf_kernel
+
+    rng = np.random.RandomState(0)
+    X = np.r_[rng.randn(150, 3), rng.randn(150, 3) + 4, rng.randn(100, 3) - 4]
+    data = rbf_kernel(X, gamma=0.05) if kernel == "precomputed" else X
+    params = {"kernel_params": {"n_neighbors": 10}} if kernel == "knn" else {}
+    if kernel == "heat":
+        params = {"kernel_params": {"n_neighbors": 10, "t": 1.0}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small graphs: the eigensolver's notes
+        est = MiniBatchKernelKMeans(3, kernel=kernel, max_iter=20, random_state=0, **params)
+        ref = est.fit_predict(data)
+        got = est.set_params(compute_labels=False).fit_predict(data)
+    np.testing.assert_array_equal(got, ref)

@@ -651,7 +651,8 @@ class MiniBatchMixin:
 
     def fit_predict(self, X, y=None, **kwargs):
         """Fit, then the label of each row of X: ``labels_``, or with
-        ``compute_labels=False`` a labelling pass over X (``predict``).
+        ``compute_labels=False`` a labelling pass over the fitted points (the same
+        labels).
 
         Parameters
         ----------
@@ -665,7 +666,11 @@ class MiniBatchMixin:
         labels : ndarray of shape (n_samples,)
         """
         self.fit(X, **kwargs)
-        return self.labels_ if self.compute_labels else self.predict(X)
+        return self.labels_ if self.compute_labels else self._fitted_labels(X)
+
+    def _fitted_labels(self, X):
+        """The labels of the fitted points X, by a labelling pass."""
+        return self.predict(X)
 
     def _best_init(self, X, sample_weight, rng, start=None):
         """The initialisation with the lowest inertia on a validation subsample.
@@ -855,6 +860,10 @@ class PointKernel:
         """Distances of the fitted points to the centers, (n, n_clusters)."""
         return estimator.transform(X)
 
+    def fitted_labels(self, estimator, state, X):
+        """Labels of the fitted points X (``fit_predict`` without ``labels_``)."""
+        return estimator.predict(X)
+
     #: The fitted attributes KernelKMeans does not keep with this kind of kernel.
     lloyd_dropped: tuple[str, ...] = ()
 
@@ -962,12 +971,24 @@ class PrecomputedKernel(PointKernel):
         )
 
     def fitted_distances(self, estimator, state, X):
+        return self._assign_fitted(estimator, state, return_distances=True)[2]
+
+    def fitted_labels(self, estimator, state, X):
+        # the fitted points themselves: a graph kernel's predict would label them as
+        # new points, through its extension
+        return self._assign_fitted(estimator, state, return_distances=False)[0]
+
+    def _assign_fitted(self, estimator, state, return_distances):
         items = np.arange(estimator.kernel_.n_samples)
         m = state.support.shape[0]  # items are indices: 8 bytes a value
         chunk_rows = label_chunk_rows(estimator.working_memory, m, estimator.n_clusters, 8)
         return assign(
-            items, state, estimator.kernel_, chunk_rows=chunk_rows, return_distances=True
-        )[2]
+            items,
+            state,
+            estimator.kernel_,
+            chunk_rows=chunk_rows,
+            return_distances=return_distances,
+        )
 
 
 class GraphKernel(PrecomputedKernel):

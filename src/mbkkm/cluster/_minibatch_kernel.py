@@ -559,6 +559,11 @@ torch.device, default=None
         labels = np.argmin(D, axis=1)
         return labels, np.maximum(D[np.arange(n), labels], 0)
 
+    def _fitted_labels(self, X):
+        # an index kernel labels its fitted points, not new ones (a graph kernel's
+        # predict would go through its extension)
+        return kernel_kind(self.kernel).fitted_labels(self, self._state, X)
+
     def partial_fit(self, X, y=None, sample_weight=None):
         """One iteration with exactly the rows of X as the batch.
 
