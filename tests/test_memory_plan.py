@@ -474,6 +474,19 @@ def test_partial_fit_plans_a_larger_chunk_again(monkeypatch):
     assert est.memory_plan_.shapes["batch"] == 4000
 
 
+def test_untruncated_support_view_is_planned_per_point_and_cluster():
+    """tau=None ends with a support row per (point, cluster) pair with a non-zero
+    coefficient: a point assigned to several clusters over the iterations counts for
+    each. The plan counted n + k rows (uniform data, k = 50: 8,049 rows against
+    4,050; a code review). Oracle: the fitted support's rows."""
+    X = np.random.RandomState(0).rand(4000, 3)
+    km = MiniBatchKernelKMeans(50, tau=None, gamma=1.0, max_iter=40, random_state=0).fit(X)
+    rows = km.support_vectors_.shape[0]
+    assert rows > 4050  # points in several clusters: more than one row each
+    per_row = 3 * 8 + 8 * 3
+    assert km.memory_plan_.terms["support view at the end"] >= rows * per_row
+
+
 def test_sparse_rows_are_planned_at_their_stored_size():
     """CSR rows hold their stored values, not d each: the plan sized them densely, and
     refused MiniBatchKernelKMeans(kernel="linear", tau=None) on the library's own
@@ -488,7 +501,8 @@ def test_sparse_rows_are_planned_at_their_stored_size():
         dense_row = X.shape[1] * 4
         if tau is None:
             view = km.memory_plan_.terms["support view at the end"]
-            assert view == pytest.approx((2000 + 3) * (per_row + 24), rel=0.01)
+            rows = min(2000 * 3, 3 * km._batch_size) + 3  # (point, cluster) pairs, centers
+            assert view == pytest.approx(rows * (per_row + 24), rel=0.01)
             assert view < 2000 * dense_row / 10
 
 

@@ -637,16 +637,24 @@ def available_host_memory():
     return min(candidates) if candidates else None
 
 
-def plan_untruncated(*, n, row_bytes, n_clusters, batch_size, chunk_rows, compute_labels=True):
-    """The memory plan of a ``tau=None`` fit: the dynamic program's (n, k) tables."""
+def plan_untruncated(
+    *, n, row_bytes, n_clusters, batch_size, chunk_rows, max_iter, compute_labels=True
+):
+    """The memory plan of a ``tau=None`` fit: the dynamic program's (n, k) tables.
+
+    The support view at the end has a row per (point, cluster) pair with a non-zero
+    coefficient and per initial center still in use: a pair becomes non-zero when the
+    point is assigned to the cluster, so at most min(n k, max_iter b) + k rows.
+    """
     k, b = n_clusters, batch_size
+    support_rows = min(n * k, max_iter * b) + k
     t = {
         "table T and coefficients A (n, k)": 2 * n * k * 8,
         "K(x, x) of the points": n * 8,
         "kernel rows K(X_chunk, X_B)": min(chunk_rows, n) * b * 8 * 2,
         "K(X_B, X_B) and batch weights": b * b * 8 + b * k * 8 * 2,
         "batch rows": b * row_bytes,
-        "support view at the end": (n + k) * (row_bytes + 8 * 3),
+        "support view at the end": support_rows * (row_bytes + 8 * 3),
     }
     fit = sum(v for name, v in t.items() if name != "support view at the end")
     t["distances of the points (n, k)"] = n * k * 8 * 2

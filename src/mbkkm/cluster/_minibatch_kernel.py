@@ -372,6 +372,7 @@ torch.device, default=None
                 n_clusters=k,
                 batch_size=b,
                 chunk_rows=chunk_rows(self.working_memory, b + k, 8),
+                max_iter=self.max_iter,
                 compute_labels=self.compute_labels,
             )
         else:
