@@ -434,6 +434,17 @@ def test_partial_fit_plan_is_of_its_chunks(rows):
     assert "batch plan" not in est.memory_plan_.terms
 
 
+def test_partial_fit_support_is_not_capped_by_max_iter():
+    """The plan caps a fit's support by what max_iter iterations can bring; partial_fit
+    calls are not counted against max_iter, and with max_iter=1 the plan assumed 105
+    support points where 30 calls of 100 rows held 1,047 (a code review)."""
+    rng = np.random.RandomState(0)
+    est = MiniBatchKernelKMeans(5, gamma=0.5, tau=200, max_iter=1, random_state=0)
+    for _ in range(30):
+        est.partial_fit(rng.rand(100, 3))
+    assert est.support_vectors_.shape[0] <= est.memory_plan_.shapes["m"]
+
+
 def test_partial_fit_plans_a_larger_chunk_again(monkeypatch):
     """The first partial_fit plans for chunks of its size; a later chunk 40 times as
     large ran unplanned: past the memory available it was never refused. It is now

@@ -356,7 +356,8 @@ torch.device, default=None
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
         ``partial``: a ``partial_fit``, whose batch is the whole of its rows and which
-        has no batch plan (``max_iter`` caps the support, as the calls planned for).
+        has no batch plan, and whose support ``max_iter`` does not cap (the calls are
+        not counted against it).
         """
         nx, n, index = problem.nx, problem.n_samples, problem.is_index
         row_bytes = 8 if index else problem.n_features * problem.itemsize
@@ -393,7 +394,7 @@ torch.device, default=None
                     compute_labels=self.compute_labels,
                     where="host" if nx.is_host else str(nx.device),
                     data_on_device=n * row_bytes if not nx.is_host and not problem.tensor_io else 0,
-                    max_iter=self.max_iter,
+                    max_iter=None if partial else self.max_iter,
                     init_size=self._init_size,
                     data_gamma=self.gamma_selection_ is None
                     and not index
