@@ -301,11 +301,30 @@ def test_select_n_neighbors_takes_the_largest_eigengap_ratio():
 
 
 def test_auto_neighbours_on_few_points_are_capped():
-    assert _graph_kernels.neighbor_candidates(25) == [10, 20, 25]
-    assert _graph_kernels.neighbor_candidates(8) == [8]
+    """Capped at n, the candidates of n <= 40 points included n: the complete graph,
+    refused when asked for and without cluster structure (two blobs of 4 points
+    came out mixed; a code review). They stay below n now."""
+    assert _graph_kernels.neighbor_candidates(25) == [10, 20]
+    assert _graph_kernels.neighbor_candidates(8) == [4]
+    assert _graph_kernels.neighbor_candidates(1) == [1]
     X, _ = _blobs(30)
     est = KernelKMeans(3, kernel="heat", random_state=0).fit(X)
-    assert est.kernel_.params["n_neighbors_candidates"] == [10, 20, 30]
+    assert est.kernel_.params["n_neighbors_candidates"] == [10, 20]
+    two = np.r_[np.zeros((4, 2)), np.full((4, 2), 8.0)] + np.random.RandomState(0).rand(8, 2)
+    labels = KernelKMeans(2, kernel="heat", random_state=0).fit(two).labels_
+    assert len(set(labels[:4])) == 1 and len(set(labels[4:])) == 1 and labels[0] != labels[4]
+
+
+@pytest.mark.parametrize("Est", [KernelKMeans, MiniBatchKernelKMeans])
+def test_heat_on_as_many_points_as_clusters(Est):
+    """t="auto" is selected on more points than clusters; with n == n_clusters the
+    string "auto" reached the kernel (TypeError; a code review). Every point is its
+    own cluster."""
+    X = np.random.default_rng(0).normal(size=(5, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = Est(5, kernel="heat", random_state=0).fit(X)
+    assert sorted(est.labels_) == [0, 1, 2, 3, 4] and isinstance(est.t_, float)
 
 
 def test_memory_plan_refuses_before_the_graph(monkeypatch):

@@ -393,9 +393,12 @@ NEIGHBOR_MARGIN = 0.1
 
 
 def neighbor_candidates(n_samples):
-    """The counts ``n_neighbors="auto"`` tries on n points: :data:`AUTO_NEIGHBORS`
-    capped at n, increasing, without repeats."""
-    return sorted({min(c, int(n_samples)) for c in AUTO_NEIGHBORS})
+    """The counts ``n_neighbors="auto"`` tries on n points: those of
+    :data:`AUTO_NEIGHBORS` below n (n neighbours, the point included, make the graph
+    complete: no cluster structure, refused when asked for), increasing; on fewer
+    points than the smallest, half of them."""
+    below = [c for c in AUTO_NEIGHBORS if c < n_samples]
+    return below or [max(1, int(n_samples) // 2)]
 
 
 def eigengap_ratio(graph, n_clusters, tol=EIGSH_TOL):
@@ -674,6 +677,8 @@ def resolve_graph_kernel(estimator, X, sample_weight):
             normalize=params["normalize"],
         )
         t = selection.t
+    elif isinstance(t, str):  # "auto" on as many points as clusters: t cannot matter
+        t = float(candidate_times(spectrum, n_clusters, params["max_components"])[0][-1])
     K = spectrum.kernel(
         t, params["n_components"], params["rank_tol"], params["max_components"], params["normalize"]
     )
