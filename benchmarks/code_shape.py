@@ -46,7 +46,8 @@ KIND_STRINGS = {"precomputed", "graph", "point", "index", "dask", "sparse", "ten
 
 #: isinstance against these types checks a parameter's type, not an input's kind
 #: (a file path; one of mbkkm's estimators, as ``_model_files.ESTIMATORS`` or the one
-#: ``measure_memory`` measures; a ``random_state`` given as a generator).
+#: ``measure_memory`` measures; a ``random_state`` given as a generator; the containers
+#: and partials a checkpoint's fingerprint reads in a parameter).
 PARAMETER_TYPES = {
     "str",
     "bool",
@@ -60,6 +61,11 @@ PARAMETER_TYPES = {
     "ESTIMATORS",
     "MiniBatchKernelKMeans",
     "RandomState",
+    "list",
+    "tuple",
+    "set",
+    "frozenset",
+    "partial",
 }
 
 

@@ -350,14 +350,15 @@ torch.device, default=None
                 return int(free // 4)
         return int(working_memory_bytes(self.working_memory))
 
-    def _plan_memory(self, problem, partial=False):
+    def _plan_memory(self, problem, partial=False, iterations=1, batch=None, grow_only=False):
         """Set the fit's memory plan (``memory_plan_``), checked against what is available.
 
         Computed from the parameters and the data's shape, before any kernel work;
         raises :class:`~mbkkm.MemoryPlanError` with the numbers when it cannot fit.
         ``partial``: a ``partial_fit``, whose batch is the whole of its rows and which
-        has no batch plan, and whose support ``max_iter`` does not cap (the calls are
-        not counted against it).
+        has no batch plan (``batch``: the largest chunk, when not this one); its support
+        is that of ``iterations`` calls (the calls are not counted against ``max_iter``).
+        ``grow_only``: keep the plan in use unless the new one holds more points.
         """
         nx, n, index = problem.nx, problem.n_samples, problem.is_index
         row_bytes = 8 if index else problem.n_features * problem.itemsize
@@ -365,7 +366,7 @@ torch.device, default=None
         if nnz is not None:
             indices, ptr = problem.items.indices.itemsize, problem.items.indptr.itemsize
             row_bytes = -(-nnz * (problem.itemsize + indices) // max(1, n)) + ptr
-        k, b = self.n_clusters, n if partial else self._batch_size
+        k, b = self.n_clusters, (batch or n) if partial else self._batch_size
         if self.tau is None:
             plan = plan_untruncated(
                 n=n,
@@ -394,7 +395,7 @@ torch.device, default=None
                     compute_labels=self.compute_labels,
                     where="host" if nx.is_host else str(nx.device),
                     data_on_device=n * row_bytes if not nx.is_host and not problem.tensor_io else 0,
-                    max_iter=None if partial else self.max_iter,
+                    max_iter=iterations if partial else self.max_iter,
                     init_size=self._init_size,
                     data_gamma=self.gamma_selection_ is None
                     and not index
@@ -408,6 +409,10 @@ torch.device, default=None
                     partial=partial,
                 )
             )
+        if grow_only and all(
+            plan.shapes[name] <= self.memory_plan_.shapes.get(name, 0) for name in ("batch", "m")
+        ):
+            return  # the plan in use covers this call (a support at its steady state)
         free = None if nx.is_host else nx.free_memory()  # None for torch on the CPU
         available = _memory.available_host_memory() if free is None else int(free)
         self.memory_plan_ = plan
@@ -631,8 +636,14 @@ torch.device, default=None
                 sample_weight = check_sample_weight(
                     host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
                 )
-                if X.shape[0] > self.memory_plan_.shapes.get("batch", 0):
-                    # a chunk larger than the ones planned for: planned again, before work
+                planned = self.memory_plan_.shapes
+                rows = max(X.shape[0], planned.get("batch", 0))
+                if rows > planned.get("batch", 0) or (
+                    self._state.support.shape[0] + X.shape[0] > planned.get("m", 0)
+                ):
+                    # a larger chunk, or a support grown past the plan: planned again,
+                    # before any work, for twice the calls made so far (a support that
+                    # keeps growing is planned again a few times only)
                     chunk = SimpleNamespace(
                         nx=get_backend(X),
                         items=X,
@@ -642,7 +653,13 @@ torch.device, default=None
                         is_index=False,  # index kernels refuse new rows (check_new_rows)
                         tensor_io=self._tensor_io,
                     )
-                    self._plan_memory(chunk, partial=True)
+                    self._plan_memory(
+                        chunk,
+                        partial=True,
+                        iterations=2 * (self.n_steps_ + 1),
+                        batch=rows,
+                        grow_only=True,
+                    )
                 state = self._state.copy()
             with memory_guard(self.memory_plan_):
                 nx = get_backend(X)
