@@ -340,3 +340,19 @@ def test_fewer_weighted_points_than_clusters_warn(name):
         w[[20, 40]] = 1.0
         getattr(mbkkm, name)(5, max_iter=5, random_state=0).fit(X, sample_weight=w)
     assert not [c for c in caught if "positive weight" in str(c.message)]
+
+
+@pytest.mark.parametrize("device", [None, "torch-cpu"])
+def test_a_cluster_taking_the_whole_weighted_batch_has_rate_one(device):
+    """The adaptive rate sqrt(b_j / b) is 1 for a cluster that takes the whole batch;
+    with weights b_j (per cluster) and b (the weights' sum) were added in two orders,
+    alpha came out 1 - 1e-16, and the old blocks stayed with weight 1e-16: twice the
+    support in some iterations, on other iterations on the host and on torch (a code
+    review). Oracle: k = 1, each call's window is its own chunk."""
+    if device is not None:
+        pytest.importorskip("torch")
+    rng = np.random.RandomState(0)
+    est = MiniBatchKernelKMeans(1, tau=1000, gamma=0.5, device=device, random_state=0)
+    for _ in range(12):
+        est.partial_fit(rng.rand(100, 3), sample_weight=rng.uniform(0.5, 2, 100))
+        assert est.support_vectors_.shape[0] == 100

@@ -83,5 +83,7 @@ def batch_rates(labels, min_dist, n_clusters, rate, running_counts, batch_weight
         objective = float(min_dist @ w / total)
         counts = np.bincount(labels, weights=w, minlength=n_clusters)
     running_counts += counts
-    alpha = rate(counts, total, running_counts)
+    # the rate's b as the sum of the b_j: a cluster that takes the whole batch gets
+    # alpha = 1 exactly (w.sum() adds in another order and can be an ulp apart)
+    alpha = rate(counts, counts.sum(), running_counts)
     return objective, counts, total, np.where(counts > 0, alpha, 0.0)
