@@ -224,9 +224,9 @@ def test_fit_labels_each_chunk_once(monkeypatch):
     calls = []
     block_labels_inertia = _dask._block_labels_inertia
 
-    def counted(model, block, w):
+    def counted(model, block, w, check_rows=None):
         calls.append(block.shape[0])
-        return block_labels_inertia(model, block, w)
+        return block_labels_inertia(model, block, w, check_rows)
 
     def no_client():
         raise ValueError("No clients found")
@@ -329,3 +329,18 @@ def test_kernel_kmeans_results_follow_a_dask_input():
     assert is_dask_array(D) and D.chunks == ((150,) * 4, (3,))
     expected = KernelKMeans(n_clusters=3, gamma=1.0, random_state=0).fit_transform(X)
     np.testing.assert_array_equal(D.compute(), expected)
+
+
+@pytest.mark.parametrize("Est", [MiniBatchKMeans, MiniBatchKernelKMeans])
+@pytest.mark.parametrize("max_iter", [1, 20])  # the row maybe never in a batch: labelled
+def test_dask_rows_too_large_for_float32_are_refused(Est, max_iter):
+    """numpy rows too large for the arithmetic are refused; a Dask array's were never
+    checked (only NaN and infinity), and the fit ended with inertia_ nan or one point
+    alone (a code review). Checked where the fit reads them: the gathered batches and
+    the chunks it labels."""
+    X = np.random.RandomState(0).rand(400, 3).astype(np.float32)
+    X[7] = 3e19
+    params = {"gamma": 0.5} if Est is MiniBatchKernelKMeans else {}
+    est = Est(3, batch_size=16, max_iter=max_iter, random_state=0, **params)
+    with pytest.raises(ValueError, match="too large for float32 arithmetic"):
+        est.fit(da.from_array(X, chunks=100))

@@ -274,6 +274,10 @@ class DaskRows:
         Checked by :func:`check_dask_array`.
     working_memory : float or None
         Budget in MiB of the gathered rows (None: scikit-learn's setting).
+    check_rows : callable or None
+        ``check_rows(rows)`` raises on rows the fit cannot compute with (values too
+        large for the kernel arithmetic): called on every gathered set of rows and on
+        every chunk the fit labels, where the rows are read anyway.
 
     Attributes
     ----------
@@ -283,7 +287,8 @@ class DaskRows:
         Distinct rows transferred, summed over the gathers.
     """
 
-    def __init__(self, X, working_memory=None):
+    def __init__(self, X, working_memory=None, check_rows=None):
+        self.check_rows = check_rows
         self.shape = tuple(int(s) for s in X.shape)
         self.dtype = X.dtype
         self.ndim = 2
@@ -348,6 +353,8 @@ class DaskRows:
         rows = np.concatenate(parts) if parts else np.empty((0, self.shape[1]), dtype=self.dtype)
         if not np.all(np.isfinite(rows)):
             raise ValueError("Input X contains NaN or infinity.")
+        if self.check_rows is not None:
+            self.check_rows(rows)
         self._keys, self._rows = distinct, np.ascontiguousarray(rows, dtype=self.dtype)
         self.n_passes += 1
         self.n_rows_gathered += distinct.size
@@ -410,7 +417,9 @@ class DaskRows:
         parts, labels = [], []
         weights = self._block_weights(sample_weight)
         for block, w, size in zip(self._blocks, weights, np.diff(self._bounds)):
-            part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(model, block, w)
+            part = dask.delayed(_block_labels_inertia, pure=True, nout=2)(
+                model, block, w, self.check_rows
+            )
             parts.append(part[1])
             labels.append(da.from_delayed(part[0], shape=(int(size),), dtype=np.intp))
         inertia = dask.delayed(sum, pure=True)(parts)
@@ -491,10 +500,10 @@ def _block_moments(block, w):
 
 
 # --------------------------------------------------------------------------- fit
-def dask_rows(X, working_memory=None):
+def dask_rows(X, working_memory=None, check_rows=None):
     """Check a Dask X at the start of ``MiniBatchKMeans.fit``: the :class:`DaskRows` the
     fit reads (the kernel estimators check theirs in ``fit_input``)."""
-    return DaskRows(check_dask_array(X), working_memory)
+    return DaskRows(check_dask_array(X), working_memory, check_rows)
 
 
 # --------------------------------------------------------------------------- predict
@@ -584,7 +593,10 @@ def dask_score(estimator, X, sample_weight=None):
     return float(parts.sum().compute())
 
 
-def _block_labels_inertia(model, block, w):
+def _block_labels_inertia(model, block, w, check_rows=None):
+    block = np.ascontiguousarray(block)
+    if check_rows is not None:
+        check_rows(block)
     with single_thread():
-        labels, inertia = model._labels_inertia(np.ascontiguousarray(block), w)
+        labels, inertia = model._labels_inertia(block, w)
     return labels, float(inertia)

@@ -17,6 +17,8 @@ again. The adapters return data; they never call into the estimator:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy import sparse
 from sklearn.utils.validation import check_array
@@ -312,10 +314,12 @@ class DaskArrayRows(Rows):
                 "is not supported on a Dask array; pass a numpy array or set tau"
             )
         # the rows the fit gathers, the batches of the whole plan in few passes
-        return _dask.DaskRows(_dask.check_dask_array(self.data), params["working_memory"]), None
+        data = _dask.check_dask_array(self.data)
+        return _dask.DaskRows(data, params["working_memory"], check_no_overflow), None
 
     def lazy_fit_rows(self, working_memory):
-        return _dask.dask_rows(self.data, working_memory)
+        # the rows' values too large for the arithmetic: refused as they are read
+        return _dask.dask_rows(self.data, working_memory, check_no_overflow)
 
     def lazy_predict(self, estimator):
         return _dask.dask_predict(estimator, self.data)  # a Dask array, per chunk
@@ -338,6 +342,11 @@ class DaskFitRows(Rows):
 
     def prefetch(self, plan):
         self.data.prefetch(plan)
+
+    def check_no_overflow(self, kernel=None, underflow=False):
+        # the rows are read where the fit gathers or labels them: checked there, with
+        # the kernel's diagonal once it is known (the underflow would need a pass)
+        self.data.check_rows = functools.partial(check_no_overflow, kernel=kernel)
 
     def lazy_labels_inertia(self, estimator, sample_weight):
         # labels_ (a Dask array) and inertia_ in one pass over the chunks
