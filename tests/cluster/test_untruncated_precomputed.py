@@ -7,7 +7,7 @@ import pytest
 from _oracles import blobs, implied_centers, plain_minibatch_kmeans
 from sklearn.metrics.pairwise import rbf_kernel
 
-from mbkkm import MiniBatchKernelKMeans
+from mbkkm import KernelKMeans, MiniBatchKernelKMeans
 from mbkkm._core import LEARNING_RATES
 
 
@@ -340,3 +340,17 @@ def test_partial_fit_after_an_untruncated_fit_is_refused_by_name():
     with pytest.raises(ValueError, match="cannot continue a model fitted with tau=None"):
         est.partial_fit(X[:50])
     np.testing.assert_array_equal(est.predict(X), labels)
+
+
+@pytest.mark.parametrize("Est", [KernelKMeans, MiniBatchKernelKMeans])
+def test_low_rank_matrix_with_nan_is_refused_by_name(Est):
+    """A sparse kernel matrix with NaN is refused before any work; a low-rank one's
+    factors were not checked, and the fit failed later blaming the kernel's values
+    (a code review)."""
+    from mbkkm.kernels import LowRankKernel
+
+    U = np.linalg.qr(np.random.RandomState(0).randn(300, 5))[0]
+    U[3, 1] = np.nan
+    K = LowRankKernel(U, np.array([1.0, 0.8, 0.6, 0.4, 0.2]), 0.0)
+    with pytest.raises(ValueError, match="kernel matrix has NaN or inf"):
+        Est(3, kernel="precomputed", random_state=0).fit(K)

@@ -102,8 +102,11 @@ def validate_stored_kernel(K):
         )
     if sp.issparse(K):
         K = K.tocsr()
-        if not np.all(np.isfinite(K.data)):
-            raise ValueError("kernel='precomputed': the kernel matrix has NaN or inf")
+        values = [K.data]
+    else:  # a low-rank matrix U diag(w) U^T: its factors
+        values = [K.U, np.asarray(K.weights)]
+    if not all(np.all(np.isfinite(v)) for v in values):
+        raise ValueError("kernel='precomputed': the kernel matrix has NaN or inf")
     return K
 
 
