@@ -495,6 +495,12 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
             )
     except (ValueError, pd.errors.ParserError):
         return _parse_lines(piece, table)
+    if not isinstance(df.index, pd.RangeIndex):
+        # Every row had more fields than the table's columns: pandas then takes
+        # the surplus leading fields as the row index and drops them (neither an
+        # error nor a warning). The line-by-line reading refuses such rows, naming
+        # the first one.
+        return _parse_lines(piece, table)
     if subset and piece.buf.count(opts["sep"].encode(), 0, piece.n) != (width - 1) * len(df):
         return _parse_lines(piece, table)  # ragged, or quoted delimiters
     if not table._all_columns:
