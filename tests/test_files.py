@@ -450,6 +450,39 @@ def test_arrow_files(tmp_path, suffix, block_bytes):
         open_table(p, drop=["name"]).read()
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ".feather"])
+def test_arrow_columns_sharing_a_name_are_chosen_by_position(tmp_path, suffix, block_bytes):
+    """Parquet columns were fetched by name, so with a name held twice (a, b, a, c)
+    the columns chosen by index got another column's values: drop=[2] (what mbkkm
+    fit tells the user to do) read column 'b' from the second 'a'. Now the columns
+    are chosen by position, in Parquet as in Feather."""
+    pa = pytest.importorskip("pyarrow")
+    X = _data(20, 4)
+    tb = pa.table([pa.array(X[:, j]) for j in range(4)], names=["a", "b", "a", "c"])
+    p = tmp_path / f"d{suffix}"
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(tb, p)
+    else:
+        import pyarrow.feather as feather
+
+        feather.write_feather(tb, p)
+    for columns, drop, want in (
+        (None, [2], [0, 1, 3]),
+        (None, [0], [1, 2, 3]),
+        ([2, 1], None, [2, 1]),
+        ([3, 2, 0], None, [3, 2, 0]),
+        ([2], None, [2]),
+        (["c", 0], None, [3, 0]),
+        (None, None, [0, 1, 2, 3]),
+    ):
+        t = open_table(p, columns=columns, drop=drop, dtype="float64")
+        assert t.names == [["a", "b", "a", "c"][j] for j in want]
+        np.testing.assert_array_equal(t.read(), X[:, want])
+        np.testing.assert_array_equal(np.concatenate(list(t.blocks())), X[:, want])
+
+
 # ------------------------------------------------------------------------ writing
 @pytest.mark.parametrize("suffix", [".txt", ".csv", ".tsv", ".npy", ".parquet", ".feather"])
 @pytest.mark.parametrize("known", [True, False])

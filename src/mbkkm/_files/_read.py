@@ -867,7 +867,7 @@ def _pandas_index_columns(schema, names) -> list[str]:
 def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarray]:
     source = table._opts["source"]
     if table.kind == PARQUET:
-        batches = source.iter_batches(batch_size=BLOCK_ROWS, columns=table.names)
+        batches = _parquet_batches(table, source)
     else:
         batches = (
             source.get_batch(i).select(table.columns) for i in range(source.num_record_batches)
@@ -886,3 +886,32 @@ def _arrow_blocks(table: Table, progress: Progress | None) -> Iterator[np.ndarra
             block[:, j] = col.to_numpy(zero_copy_only=False)
         yield _checked(block, table, start, progress)
         start += m
+
+
+def _parquet_batches(table: Table, source) -> Iterator[Any]:
+    """Record batches of a Parquet file holding the selected columns, in the order
+    selected, chosen by position.
+
+    pyarrow fetches Parquet columns by name, and a name that several columns share
+    fetches all of them (in file order): a file column is then found as the k-th
+    column of its name in the batch, as it is the k-th of its name in the file.
+    """
+    names = table.file_names
+    assert names is not None  # Parquet columns always have names
+    wanted = list(dict.fromkeys(names[j] for j in table.columns))  # each name once
+    at: list[int] | None = None
+    for batch in source.iter_batches(batch_size=BLOCK_ROWS, columns=wanted):
+        if at is None:
+            got = batch.schema.names
+            at = []
+            for j in table.columns:
+                same = [i for i, name in enumerate(got) if name == names[j]]
+                k = names[:j].count(names[j])
+                if len(same) != names.count(names[j]):  # (not pyarrow's behaviour today)
+                    raise ValueError(
+                        f"{table.path}: pyarrow returned {len(same)} columns named "
+                        f"{names[j]!r} where the file has {names.count(names[j])}, so "
+                        "they cannot be told apart; give the columns distinct names."
+                    )
+                at.append(same[k])
+        yield batch.select(at)
