@@ -313,6 +313,50 @@ def test_huge_header_and_one_column(tmp_path, block_bytes):
     assert open_table(one).read().shape == (3, 1)
 
 
+@pytest.mark.parametrize(
+    ("text", "names", "want"),
+    [
+        ("sepal length\n5.1\n4.9\n", ["sepal length"], [[5.1], [4.9]]),
+        ("sepal length (cm)\r\n\r\n5.1\r\n-4e1\r\n", ["sepal length (cm)"], [[5.1], [-40]]),
+        ("a b\tc d\n1\t2\n3\t4\n", ["a b", "c d"], [[1, 2], [3, 4]]),
+        ("sepal length;petal width\n5.1;3\n4.9;1\n", ["sepal length", "petal width"], None),
+        ("sepal length,petal width\n5.1,3\n4.9,1\n", ["sepal length", "petal width"], None),
+        ("a b c\n1 2 3\n4 5 6\n", ["a", "b", "c"], [[1, 2, 3], [4, 5, 6]]),
+    ],
+)
+def test_delimiter_is_guessed_from_the_data_lines_too(tmp_path, block_bytes, text, names, want):
+    """The delimiter was guessed from the first line alone: a one-column CSV whose
+    header holds a space ("sepal length") was taken as two space-separated columns
+    and refused ("line 2: 1 fields, expected 2"). Now the data lines have a say."""
+    p = tmp_path / "d.csv"
+    p.write_text(text)
+    t = open_table(p)
+    assert t.names == names
+    want = [[5.1, 3], [4.9, 1]] if want is None else want
+    np.testing.assert_array_equal(t.read(), np.array(want, dtype=np.float32))
+
+
+def test_delimiter_guess_keeps_the_errors_of_the_first_line(tmp_path):
+    # a row of the wrong width or a decimal comma is still named as such (no other
+    # delimiter makes the data lines numbers of the first line's width); a missing
+    # value under "sepal length" is named as one (before: "line 2: 1 fields, ...")
+    for text, match in (
+        ("a,b\n1,2\n3\n", r"line 3: 1 fields, expected 2"),
+        ("1,2\n3\n", r"line 2: 1 fields, expected 2"),  # not one column named "1,2"
+        ("a b\n1 2\n3\n", r"line 3: 1 fields, expected 2"),
+        (
+            "sepal length\n5.1\nNA\n",
+            r"missing value 'NA' at row 2 \(line 3\), column 'sepal length'",
+        ),
+        ("a;b\n1,5;2\n", r"column 'a' is not numeric \(line 2 holds '1,5'\)"),
+        ("x y\n1\n2 3\n", r"line 2: 1 fields, expected 2"),
+    ):
+        p = tmp_path / "d.csv"
+        p.write_text(text)
+        with pytest.raises(ValueError, match=match):
+            open_table(p).read()
+
+
 def test_first_line_too_long(tmp_path, monkeypatch):
     monkeypatch.setattr(_read, "MAX_FIRST_LINE", 100)
     p = tmp_path / "d.csv"

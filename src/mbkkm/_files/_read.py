@@ -646,7 +646,9 @@ def open_table(
         ``.npy`` (memory-mapped), ``.npz`` (the array ``key``, or a
         ``scipy.sparse.save_npz`` matrix, loaded here whole as CSR), ``.parquet`` /
         ``.pq``, ``.feather`` / ``.arrow`` / ``.ipc``; anything else is delimited
-        text (the delimiter sniffed among ``,``, tab, ``;`` and space).
+        text (the delimiter sniffed among ``,``, tab, ``;`` and space from the
+        first line, or, where the next lines do not fit that, the one under which
+        they are numbers as many as the first line's fields).
     header : bool, optional
         Text only: whether the first non-blank line is a header; None: a header
         when some field of that line is not a number, or when it is the column
@@ -721,6 +723,70 @@ def _check_text_encoding(path, start: bytes) -> None:
         )
 
 
+#: Non-blank lines after the first that the delimiter is guessed from, and the
+#: most bytes read for them.
+SAMPLE_LINES, SAMPLE_BYTES = 10, 2**20
+
+
+def _next_lines(fh) -> list[str]:
+    """Up to :data:`SAMPLE_LINES` non-blank whole lines from ``fh``'s position,
+    within about :data:`SAMPLE_BYTES` (a line cut by that limit is left out)."""
+    lines: list[str] = []
+    budget = SAMPLE_BYTES
+    while len(lines) < SAMPLE_LINES and budget > 0:
+        raw = fh.readline(budget)
+        if not raw:
+            break
+        budget -= len(raw)
+        if not raw.endswith(b"\n") and budget <= 0:
+            break  # cut by the limit: not a whole line
+        if raw.strip():
+            lines.append(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+    return lines
+
+
+def _guess_delimiter(first: str, sample: Sequence[str], header: bool | None) -> str:
+    """The delimiter of a text table, from its first non-blank line and the lines
+    after it (``sample``); ``header`` as given to :func:`open_table`.
+
+    The first line alone decides (Python's csv.Sniffer, else a comma) when the
+    sample lines have as many fields as it under that delimiter. Otherwise (a
+    header "sepal length" over one column of numbers, which the first line alone
+    says is two space-separated fields) the delimiter is the one under which every
+    sample line has the first line's number of fields, all of them numbers or
+    missing values (the first line too, unless it is a header: given, or by its
+    fields under the first guess), the most fields first; none such: the first
+    line's guess, which the reading then refuses naming the first line that does
+    not fit.
+    """
+    try:
+        guess = csv.Sniffer().sniff(first, delimiters=_DELIMITERS).delimiter
+    except csv.Error:
+        guess = ","
+
+    def width(delimiter: str, line: str) -> int:
+        return len(_split(line, delimiter))
+
+    if all(width(guess, line) == width(guess, first) for line in sample):
+        return guess
+    if header is None:  # as _open_text decides, under the first guess
+        cells = _split(first, guess)
+        named = cells[:-1] if len(cells) > 1 and not cells[-1].strip() else cells
+        header = _is_index_header(cells) or not all(_is_number(c) for c in named)
+    data = [*sample] if header else [first, *sample]
+    fits = [
+        d
+        for d in _DELIMITERS
+        if all(
+            len(cells) == width(d, first)
+            and all(_is_number(c) or c.strip() in MISSING_CELLS for c in cells)
+            for cells in (_split(line, d) for line in data)
+        )
+    ]
+    # the most fields; of as many, the first in _DELIMITERS (max keeps the first)
+    return max(fits, key=lambda d: width(d, first), default=guess)
+
+
 def _open_text(path, header, columns, drop, dtype) -> Table:
     line_no = 1
     with open(path, "rb") as fh:
@@ -742,11 +808,9 @@ def _open_text(path, header, columns, drop, dtype) -> Table:
                 break
             offset += len(raw)
             line_no += 1
+        sample = _next_lines(fh)
     first = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-    try:
-        delimiter = csv.Sniffer().sniff(first, delimiters=_DELIMITERS).delimiter
-    except csv.Error:
-        delimiter = ","
+    delimiter = _guess_delimiter(first, sample, header)
     cells = _split(first, delimiter)
     index_header = False
     if header is None:
