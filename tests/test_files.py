@@ -198,6 +198,49 @@ def test_rows_with_a_surplus_field_are_refused(tmp_path, block_bytes, text, matc
         list(open_table(p).blocks(n_threads=n_threads))
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a,b\n1,True\n2,False\n",  # the fast parser read this as 1 and 0
+        "a,b\n1,2\n3,4\n1,True\n",  # and refused this
+        "a,b\n1,true\n2,FALSE\n",
+        "a b\n1 TrUe\n2 false\n",
+        "a,b\n" + "1,0\n" * 20 + "1,True\n" * 20,  # numbers, then a block of words
+    ],
+)
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_true_and_false_cells_are_refused(tmp_path, block_bytes, text, n_threads):
+    """A column of only True/False cells was read as 1 and 0 by pandas' parser,
+    while a block mixing numbers and True was refused by the line-by-line reading:
+    whether a file read (and which of its values were words) depended on how its
+    blocks fell. A text table holds numbers: such cells are refused everywhere,
+    naming the column and line, and saying how to store booleans."""
+    p = tmp_path / "d.csv"
+    p.write_text(text)
+    match = r"column 'b' is not numeric \(line \d+ holds '(?i:true|false)'\); .*as 1 and 0"
+    with pytest.raises(ValueError, match=match):
+        open_table(p).read(n_threads=n_threads)
+    with pytest.raises(ValueError, match=match):
+        list(open_table(p, columns=["b"]).blocks(n_threads=n_threads))
+    # the column left out: the file reads
+    got = open_table(p, drop=["b"]).read(n_threads=n_threads)
+    assert got.shape == (text.count("\n") - 1, 1)
+
+
+def test_zero_one_columns_beside_words_left_out_read(tmp_path, block_bytes):
+    # a block with the letters of true/false (in a column left out) and a column of
+    # 0s and 1s is read line by line, to the same values
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.integers(0, 2, 60), rng.normal(size=60)])
+    p = tmp_path / "d.csv"
+    words = ["setosa", "versicolor", "virginica"]
+    lines = [f"{words[i % 3]},{int(a)},{b!r}" for i, (a, b) in enumerate(X.tolist())]
+    p.write_text("species,flag,x\n" + "\n".join(lines) + "\n")
+    for n_threads in (1, 3):
+        got = open_table(p, drop=["species"], dtype="float64").read(n_threads=n_threads)
+        np.testing.assert_array_equal(got, X)
+
+
 @pytest.mark.parametrize("columns", [None, [3, 0]])
 def test_threads_give_the_serial_arrays(tmp_path, block_bytes, columns):
     # oracle: the same reader on one thread (itself checked against numpy.loadtxt)

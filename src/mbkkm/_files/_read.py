@@ -408,6 +408,31 @@ class Table:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+#: Letters of which every spelling of true and false holds one ("u" and "l" in
+#: either case), and no number that the C parser reads does.
+_BOOLEAN_LETTERS = (b"u", b"U", b"l", b"L")
+
+
+def _maybe_booleans(piece: _Piece, X: np.ndarray) -> bool:
+    """Whether a block that pandas read may hold a column of true/false words.
+
+    pandas' C parser reads a column of only such words (any case) as 1 and 0,
+    and refuses them beside numbers, so whether a file read depended on how its
+    blocks fell. A text table holds numbers: such a block is read line by line,
+    which refuses a true/false cell as it does any other word. Only a column of
+    0s and 1s can have been one, in a block holding one of their letters (which
+    a column left out, of names, say, may hold too)."""
+    if not X.shape[0]:
+        return False
+    maybe = (X[0] == 0) | (X[0] == 1)  # the first row rules out most columns at once
+    if not maybe.any():
+        return False
+    part = X[:, maybe]
+    if not ((part == 0) | (part == 1)).all(axis=0).any():
+        return False
+    return any(piece.buf.find(c, 0, piece.n) >= 0 for c in _BOOLEAN_LETTERS)
+
+
 #: Room in each text buffer beyond :data:`BLOCK_BYTES` for the start of a line
 #: carried over from the previous read.
 _SLACK = 2**16
@@ -508,6 +533,8 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
     X = df.to_numpy(dtype=table.dtype)  # Fortran order
     if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
         return _parse_lines(piece, table)
+    if _maybe_booleans(piece, X):
+        return _parse_lines(piece, table)
     # C order here, in the parsing thread, so that the copy into the array is a
     # plain memory copy
     return np.ascontiguousarray(X)
@@ -546,7 +573,13 @@ def _parse_lines(piece: _Piece, table: Table) -> np.ndarray:
             except ValueError:
                 if c.strip() not in MISSING_CELLS:
                     fix = "remove or encode non-numeric columns, or leave them out"
-                    if _THOUSANDS.match(c.strip()):
+                    if c.strip().lower() in ("true", "false"):
+                        fix = (
+                            "a text table holds numbers: save the booleans as 1 and 0 "
+                            "(pandas: df[name] = df[name].astype(int)), or leave the "
+                            "column out"
+                        )
+                    elif _THOUSANDS.match(c.strip()):
                         fix = (
                             "it looks like a number with thousands separators: save the "
                             "table without them (pandas: to_csv of the numbers read with "
