@@ -367,7 +367,9 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
         ns = ns * pool.active
         bc = ns if weight is None else bc * pool.active
     counts = pool.counts + bc
-    alpha = cfg.rate(bc, bc.sum(), counts)  # b as the sum of the b_j, as on the host
+    # with weights, b as the sum of the b_j, as on the host (unweighted they are counts,
+    # whose sum is b exactly: no operation added to the fit's iteration)
+    alpha = cfg.rate(bc, total if weight is None else bc.sum(), counts)
     grows = alpha > 0
     lam, newer, slot, new, stamp, block = _plan_slots(pool, cfg, c, ns, alpha, grows)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
