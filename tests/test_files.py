@@ -67,6 +67,32 @@ def test_atomic_write_removes_what_killed_writers_of_the_same_target_left(tmp_pa
     assert not stale.exists() and alive.exists() and other.exists()
 
 
+@pytest.mark.skipif(os.name != "posix", reason="stale files are found by their process")
+def test_atomic_write_leaves_the_live_temporary_file_of_a_longer_name(tmp_path):
+    """The writer of ``labels.99999`` (a live process) has its temporary file
+    ``.labels.99999.<pid>.<hex>.tmp`` beside ``labels``. Before, the clean-up after
+    a write of ``labels`` read ``99999`` as the process id of a writer of
+    ``labels``, found no such process and deleted the other writer's live file."""
+    import subprocess
+    import sys
+
+    child = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = int(child.stdout)  # a process that has ended: its number, a part of a name
+    live = tmp_path / f".labels.{dead}.{os.getpid()}.abcd1234.tmp"
+    live.write_bytes(b"partial")
+    odd = [tmp_path / f".labels.{dead}.tmp", tmp_path / f".labels.{dead}.xyz.tmp"]
+    for p in odd:  # not of the writer's form: never removed
+        p.write_bytes(b"x")
+    with atomic_write(tmp_path / "labels") as fh:
+        fh.write(b"new")
+    assert live.exists() and all(p.exists() for p in odd)
+
+
 def test_atomic_write_replaces_whole_file(tmp_path):
     p = tmp_path / "out.txt"
     p.write_text("old")

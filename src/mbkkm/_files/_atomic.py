@@ -14,6 +14,7 @@ has gone: a checkpoint killed again and again leaves no snapshots behind).
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Iterator
@@ -87,17 +88,24 @@ def atomic_write(
 
 def _remove_stale(target: Path) -> None:
     """Remove the temporary files of ``target`` left by writers that were killed: those
-    whose process no longer runs (POSIX; elsewhere they are left)."""
+    whose process no longer runs (POSIX; elsewhere they are left).
+
+    Only names of the exact form :func:`atomic_write` gives them,
+    ``.<name>.<pid>.<8 hex digits>.tmp``, are ``target``'s: the temporary file of
+    another target whose name starts with this one's (``labels.99999`` beside
+    ``labels``) is never taken for one, nor its process id read from a part of its
+    name.
+    """
     if os.name != "posix":
         return
-    prefix = f".{target.name}."
+    own = re.compile(rf"\.{re.escape(target.name)}\.([0-9]+)\.[0-9a-f]{{8}}\.tmp")
     with suppress(OSError):
         for tmp in target.parent.iterdir():
-            pid = tmp.name[len(prefix) :].split(".")[0]
-            if not (tmp.name.startswith(prefix) and tmp.name.endswith(".tmp") and pid.isdigit()):
+            match = own.fullmatch(tmp.name)
+            if match is None:
                 continue
             try:
-                os.kill(int(pid), 0)  # signal 0: is it alive (ours or another user's)?
+                os.kill(int(match.group(1)), 0)  # signal 0: is it alive (ours or another user's)?
             except ProcessLookupError:
                 with suppress(OSError):
                     tmp.unlink()
