@@ -361,6 +361,25 @@ def test_kernel_scale(runner, tmp_path):
     assert r.exit_code == 2
 
 
+@pytest.mark.parametrize(
+    ("opts", "match"),
+    [
+        (["--kernel", "knn", "--n-neighbors", "20", "--gamma", "5"], "--gamma: --kernel knn has"),
+        (["--kernel", "knn", "--n-neighbors", "20", "--t", "3"], "--t: --kernel knn has no diff"),
+        (["--kernel", "heat", "--gamma", "5"], "--gamma: --kernel heat has no gamma"),
+        (["--kernel", "rbf", "--n-neighbors", "20"], "--n-neighbors: --kernel rbf has no"),
+        (["--t", "3"], "--t: --kernel rbf has no diffusion time (it would be ignored)"),
+    ],
+)
+def test_kernel_scale_refuses_options_its_kernel_ignores(runner, tmp_path, opts, match):
+    """Before, ``kernel-scale --kernel knn --n-neighbors 20 --gamma 5 --t 3`` exited 0,
+    silently ignoring --gamma and --t (and rbf ignored --n-neighbors and --t); they
+    are refused as ``fit`` refuses them, before the dataset is read."""
+    r = runner.invoke(main, ["kernel-scale", "pendigits", *opts, "--data-home", str(tmp_path)])
+    assert r.exit_code == 2 and match in r.output, r.output
+    assert "not available locally" not in r.output
+
+
 def test_kernel_scale_shared_pendigits(runner):
     if not (SHARED_DATASETS / "pendigits.npz").exists():
         pytest.skip("shared pendigits.npz not found")

@@ -1483,6 +1483,21 @@ def plot(results, out_dir, tau, formats):
         click.echo(str(p))
 
 
+def _check_scale_options(kernel, **given) -> None:
+    """Refuse (a usage error, as ``fit`` does) the options of ``kernel-scale`` that
+    ``kernel`` does not take: they would be ignored."""
+    takes = {"rbf": {"gamma"}, "gaussian": {"gamma"}, "knn": {"n_neighbors"}}
+    takes["heat"] = {"n_neighbors", "t"}
+    what = {"gamma": "no gamma", "n_neighbors": "no neighbours", "t": "no diffusion time"}
+    for name, value in given.items():
+        if value is not None and name not in takes[kernel]:
+            option = "--" + name.replace("_", "-")
+            raise click.UsageError(
+                f"{option}: --kernel {kernel} has {what[name]} (it would be ignored); "
+                f"leave {option} out."
+            )
+
+
 @main.command("kernel-scale")
 @click.argument("dataset")
 @click.option(
@@ -1496,7 +1511,7 @@ def plot(results, out_dir, tau, formats):
     type=_POSITIVE,
     help="Neighbours of the k-NN / heat graph (default: the paper's, per dataset).",
 )
-@click.option("--t", type=_POSITIVE_FLOAT, default=1.0, help="Heat kernel diffusion time.")
+@click.option("--t", type=_POSITIVE_FLOAT, help="Heat kernel diffusion time (default 1).")
 @click.option(
     "--gamma",
     "rbf_gamma",
@@ -1513,6 +1528,7 @@ def kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
     from .datasets import get_spec, load_dataset
     from .kernels import kernel_gamma
 
+    _check_scale_options(kernel, n_neighbors=n_neighbors, t=t, gamma=rbf_gamma)
     with _fails(ValueError, usage=True):
         spec = get_spec(dataset)
     with _fails(OSError, ValueError):
@@ -1521,7 +1537,7 @@ def kernel_scale(dataset, kernel, n_neighbors, t, rbf_gamma, data_home):
         params = {"gamma": rbf_gamma if rbf_gamma is not None else spec.rbf_gamma}
     else:
         k = n_neighbors or (spec.knn_neighbors if kernel == "knn" else spec.heat_neighbors)
-        params = {"n_neighbors": k} if kernel == "knn" else {"n_neighbors": k, "t": t}
+        params = {"n_neighbors": k} if kernel == "knn" else {"n_neighbors": k, "t": t or 1.0}
     start = time.perf_counter()
     with _fails(ValueError, MemoryError):
         value = kernel_gamma(X, kernel, **params)
