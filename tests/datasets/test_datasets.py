@@ -326,8 +326,9 @@ def test_download_converts_and_caches(monkeypatch):
 
 
 def test_download_orders_numeric_labels_as_numbers(monkeypatch):
-    labels = np.array(["10", "2", "1", "2", "10"] * 2, dtype=object)
-    pixels = np.arange(10 * 784).reshape(10, 784) % 256
+    # mnist's 10 classes, named 1..10: "10" sorts before "2" as a string
+    labels = np.array(["10", "2", "1", "2", "10", "3", "4", "5", "6", "7", "8", "9"], dtype=object)
+    pixels = np.arange(12 * 784).reshape(12, 784) % 256
 
     def fake_fetch_openml(name, **kwargs):
         return Bunch(data=pixels.astype(np.float64), target=labels)
@@ -335,8 +336,25 @@ def test_download_orders_numeric_labels_as_numbers(monkeypatch):
     monkeypatch.setattr(sklearn.datasets, "fetch_openml", fake_fetch_openml)
     bunch = load_dataset("mnist", preprocess=False, dtype=None, return_X_y=False)
     assert bunch.data.dtype == np.uint8
-    assert bunch.target_names.tolist() == ["1", "2", "10"]
-    assert bunch.target.tolist() == [2, 1, 0, 1, 2] * 2
+    assert bunch.target_names.tolist() == [str(c) for c in range(1, 11)]
+    assert bunch.target.tolist() == [9, 1, 0, 1, 9, *range(2, 9)]
+
+
+def test_download_of_another_class_count_is_refused(monkeypatch):
+    """A download whose labels hold other than the dataset's class count is refused
+    before it is cached (the file written would be refused by every read)."""
+    labels = np.array([str(c % 3) for c in range(12)], dtype=object)
+    pixels = np.arange(12 * 784).reshape(12, 784) % 256
+
+    def fake_fetch_openml(name, **kwargs):
+        return Bunch(data=pixels.astype(np.float64), target=labels)
+
+    monkeypatch.setattr(sklearn.datasets, "fetch_openml", fake_fetch_openml)
+    with pytest.raises(
+        DatasetNotFoundError, match="has 3 classes, expected 10 for dataset 'mnist'"
+    ):
+        load_dataset("mnist", preprocess=False)
+    assert not (get_cache_dir() / "mnist.npz").exists()
 
 
 # ---------------------------------------------------------------------------
@@ -393,6 +411,21 @@ def test_invalid_content(tmp_path, arrays, match):
     with pytest.raises(DatasetFormatError, match=match) as excinfo:
         load_dataset("pendigits", data_home=tmp_path)
     assert str(path) in str(excinfo.value)
+
+
+def test_class_names_of_another_class_count_are_refused(tmp_path):
+    """Before, a pendigits file whose 'class_names' listed 12 classes (the dataset
+    has 10) was accepted, and the Bunch said 12 classes, though the docstring of
+    read_dataset_file says the class count is checked against the dataset's."""
+    path = tmp_path / "pendigits.npz"
+    names = [str(c) for c in range(12)]
+    np.savez(path, X=np.zeros((4, 16)), y=np.array([0, 1, 2, 11]), class_names=names)
+    with pytest.raises(
+        DatasetFormatError, match="'class_names' holds 12 classes, dataset 'pendigits' has 10"
+    ) as excinfo:
+        load_dataset("pendigits", data_home=tmp_path)
+    assert str(path) in str(excinfo.value)
+    assert read_dataset_file(path)["class_names"].tolist() == names  # no spec: no count
 
 
 def test_object_arrays_are_refused(tmp_path):

@@ -303,6 +303,12 @@ def read_dataset_file(path: str | os.PathLike, spec: DatasetSpec | None = None) 
     if class_names is not None:
         class_names = np.asarray(class_names).astype(str).ravel()
         n_classes = len(class_names)
+        if spec is not None and n_classes != spec.n_classes:
+            raise _corrupt(
+                path,
+                f"'class_names' holds {n_classes} classes, dataset {spec.name!r} has "
+                f"{spec.n_classes}",
+            )
     elif spec is not None:
         n_classes = spec.n_classes
     else:
@@ -405,6 +411,11 @@ def _fetch_from_openml(spec: DatasetSpec, cache_dir: Path) -> Path:
             f"expected {spec.n_features} features for dataset {spec.name!r}."
         )
     y, class_names = _labels_to_codes(bunch.target)
+    if len(class_names) != spec.n_classes:  # said now, not by the next read of the file
+        raise DatasetFormatError(
+            f"OpenML {spec.openml_name!r} (version {spec.openml_version}) has "
+            f"{len(class_names)} classes, expected {spec.n_classes} for dataset {spec.name!r}."
+        )
     return write_dataset_file(cache_dir / spec.filename, X, y, class_names)
 
 
