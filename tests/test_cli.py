@@ -1391,6 +1391,27 @@ def test_a_scipy_sparse_npz_is_clustered_as_sparse_rows(runner, tmp_path):
     assert r.exit_code == 2 and "--kernel knn builds its graph from dense rows" in r.output
 
 
+def test_predict_sparse_npz_with_a_model_of_named_columns(runner, blobs, tmp_path):
+    """A model fitted on a CSV with a header (feature names a, b) labels a
+    scipy.sparse .npz of the same points as the CSV. Before, predict wrapped the CSR
+    rows in a DataFrame with the model's names and failed with pandas' 'Shape of
+    passed values is (n, 1), indices imply (n, 2)' (exit 1)."""
+    import scipy.sparse as sp
+
+    csv = tmp_path / "d.csv"
+    csv.write_text("a,b\n" + "".join(f"{a!r},{b!r}\n" for a, b in blobs.tolist()))
+    npz, model = tmp_path / "s.npz", tmp_path / "m.skops"
+    sp.save_npz(npz, sp.csr_matrix(blobs))
+    r = runner.invoke(main, [*_fast_args(csv, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    dense = runner.invoke(main, ["predict", str(model), str(csv), "-q"])
+    r = runner.invoke(main, ["predict", str(model), str(npz), "-q"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == dense.stdout and len(r.stdout.split()) == len(blobs)
+    # the columns taken by position: said once, not again by scikit-learn
+    assert "has no column names" in r.stderr and "valid feature names" not in r.stderr
+
+
 def test_warnings_are_one_line_naming_no_source_line(runner, blobs, tmp_path, monkeypatch):
     """A warning of the fit reaches stderr as 'warning: <message>' on one line, not as
     Python's 'file:line: Category: message' pointing into click."""

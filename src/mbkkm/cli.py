@@ -786,19 +786,28 @@ def _distances(est, blocks):
     """``est.transform`` of the rows of each block, a few at a time (:func:`_row_blocks`):
     their squared distances to the centers.
 
-    For a model with feature names the blocks go in as DataFrames with those names
+    For a model with feature names, dense blocks go in as DataFrames with those names
     (the columns have already been matched by name, and scikit-learn checks them
-    once more).
+    once more); sparse (CSR) blocks go in as they are, without scikit-learn's
+    warning that they have no names: the columns were matched (or a warning said
+    they are taken by position) when DATA was opened.
     """
     names = getattr(est, "feature_names_in_", None)
     for block in blocks:
         for rows in _row_blocks(block, est.n_clusters):
-            if names is not None:
+            sparse = not isinstance(rows, np.ndarray)  # a CSR block (scipy.sparse DATA)
+            if names is not None and not sparse:
                 import pandas as pd
 
                 rows = pd.DataFrame(rows, columns=names, copy=False)
-            with _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "):
-                yield np.asarray(est.transform(rows))
+            with (
+                _fails(ValueError, MemoryError, RuntimeError, prefix="labelling failed: "),
+                warnings.catch_warnings(),
+            ):
+                if names is not None and sparse:
+                    warnings.filterwarnings("ignore", "X does not have valid feature names")
+                D = np.asarray(est.transform(rows))
+            yield D
 
 
 def _row_blocks(X, k: int):
