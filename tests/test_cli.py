@@ -1412,6 +1412,25 @@ def test_predict_sparse_npz_with_a_model_of_named_columns(runner, blobs, tmp_pat
     assert "has no column names" in r.stderr and "valid feature names" not in r.stderr
 
 
+@pytest.mark.parametrize("option", ["--labels-out", "--transform-out"])
+def test_outputs_to_a_suffix_not_written_are_usage_errors(runner, blobs, tmp_path, option):
+    """Before, ``--labels-out x.npz`` wrote one label per line of text into x.npz; an
+    output whose suffix names a format not written (.npz, .gz) is refused before the
+    data is read, naming the option and the formats written."""
+    data = tmp_path / "d.npy"
+    np.save(data, blobs)
+    out = tmp_path / "x.npz"
+    r = runner.invoke(main, ["fit", str(data), "-k", "2", option, str(out)])
+    assert r.exit_code == 2, r.output
+    assert f"{option}: cannot write an .npz archive (x.npz): the formats written are" in r.output
+    assert ".npy, .parquet" in r.output and not out.exists()
+    model = tmp_path / "m.skops"
+    r = runner.invoke(main, [*_fast_args(data, tmp_path / "l.txt"), "--model-out", str(model)])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(main, ["predict", str(model), str(data), option, str(tmp_path / "y.gz")])
+    assert r.exit_code == 2 and "cannot write a gzip-compressed file (y.gz)" in r.output
+
+
 def test_warnings_are_one_line_naming_no_source_line(runner, blobs, tmp_path, monkeypatch):
     """A warning of the fit reaches stderr as 'warning: <message>' on one line, not as
     Python's 'file:line: Category: message' pointing into click."""

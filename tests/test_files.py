@@ -629,6 +629,17 @@ def test_writers_round_trip(tmp_path, suffix, known):
     assert sorted(os.listdir(tmp_path)) == sorted([lp.name, dp.name])
 
 
+@pytest.mark.parametrize("name", ["labels.npz", "d.NPZ", "labels.csv.gz", "d.zip"])
+def test_writer_refuses_suffixes_of_formats_not_written(tmp_path, name):
+    """Before, a .npz (or .gz) output received plain text under a binary format's
+    name, which the reader then refused or misread; such a suffix is refused, the
+    message listing the formats written, and no file is created."""
+    with pytest.raises(ValueError, match=r"cannot write .*: the formats written are \.npy"):
+        with open_writer(tmp_path / name, names=None, dtype=np.int32) as w:
+            w.write(np.arange(3, dtype=np.int32))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_writer_error_keeps_the_old_file(tmp_path):
     p = tmp_path / "l.npy"
     np.save(p, np.arange(3))

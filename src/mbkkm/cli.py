@@ -14,8 +14,9 @@ Exit codes: 0 success; 1 a runtime failure (unreadable or non-numeric data, a
 failed fit, no results to plot); 2 a usage error (unknown option, preset,
 dataset, algorithm or kernel; a missing file; columns that are not the model's;
 an .npz without the --key array; --gamma for a kernel without one, or --gamma
-auto for a kernel without a width; an output that is an input or another output;
-a header name held twice).
+auto for a kernel without a width; an output that is an input or another output,
+or labels or distances to a suffix of a format not written (.npz, .gz); a header
+name held twice).
 Errors are printed as one line (``Error: ...``), without a traceback.
 """
 
@@ -377,7 +378,9 @@ _model_options = _options(
 )
 
 #: The help of --labels-out and --transform-out (of fit and predict): the formats.
-_LABEL_FILES = "one per line (text), or .npy, .parquet, .feather by the suffix; '-' for stdout."
+_LABEL_FILES = (
+    "one per line (text), or .npy, .parquet, .feather by the suffix (not .npz); '-' for stdout."
+)
 _DISTANCE_FILES = (
     "Write the squared distances of every point to the k centers (float32; "
     "text, .npy, .parquet or .feather by the suffix; '-' for stdout"
@@ -756,7 +759,9 @@ def _same_file(a, b) -> bool:
 def _check_output(path, option: str, kind: str) -> None:
     """Refuse an output (a "table", "stream": a table or standard output, "image" or
     "checkpoint") that cannot be written: standard output, a missing folder, an
-    image format matplotlib does not write, Parquet without pyarrow."""
+    image format matplotlib does not write, labels or distances to a suffix of a
+    format not written (.npz, .gz: the text would be misnamed), Parquet without
+    pyarrow."""
     if path is None or (path == "-" and kind == "stream"):
         return
     if path == "-":
@@ -773,13 +778,20 @@ def _check_output(path, option: str, kind: str) -> None:
                 f"{option}: cannot draw {fmt or 'a file without suffix'!r}; "
                 f"use one of {', '.join(sorted(formats))}."
             )
-    elif kind in ("table", "stream") and output_kind(path) in ("parquet", "arrow"):
+    elif kind in ("table", "stream"):
         try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise click.UsageError(
-                f"{option}: writing {path.suffix} needs pyarrow (pip install 'mbkkm[parquet]')."
-            ) from None
+            written = output_kind(path)
+        except ValueError as exc:  # a suffix of a format not written (.npz, .gz)
+            if kind == "stream":
+                raise click.UsageError(f"{option}: {exc}") from None
+            written = "text"  # (a model file: its own format, whatever the suffix)
+        if written in ("parquet", "arrow"):
+            try:
+                import pyarrow  # noqa: F401
+            except ImportError:
+                raise click.UsageError(
+                    f"{option}: writing {path.suffix} needs pyarrow (pip install 'mbkkm[parquet]')."
+                ) from None
 
 
 def _distances(est, blocks):

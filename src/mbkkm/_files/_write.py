@@ -103,11 +103,41 @@ class _ArrowWriter:
         self.writer.close()
 
 
+#: Suffixes of binary formats that no writer writes: a file so named would hold text
+#: (that the reader refuses, or reads as something else). Suffix -> what it names.
+UNWRITTEN = {
+    ".npz": "an .npz archive",
+    ".gz": "a gzip-compressed file",
+    ".bz2": "a bzip2-compressed file",
+    ".xz": "an xz-compressed file",
+    ".zst": "a zstd-compressed file",
+    ".zip": "a zip archive",
+}
+#: The outputs written, as a sentence's end (error messages).
+WRITTEN = (
+    ".npy, .parquet (or .pq), .feather (or .arrow, .ipc), or text with any other "
+    "suffix (.csv, .txt; tab-separated for .tsv)"
+)
+
+
 def output_kind(path: str | os.PathLike) -> str:
-    """ "npy", "parquet", "arrow" or "text", from the suffix, as the reader reads them
-    (no .npz is written: text)."""
-    kind = KINDS.get(Path(path).suffix.lower(), TEXT)
-    return TEXT if kind == NPZ else kind
+    """ "npy", "parquet", "arrow" or "text", from the suffix, as the reader reads them.
+
+    Raises
+    ------
+    ValueError
+        For a suffix of a format that is not written (``.npz``, a compressed file:
+        :data:`UNWRITTEN`); the message lists those that are.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix in UNWRITTEN:
+        raise ValueError(
+            f"cannot write {UNWRITTEN[suffix]} ({Path(path).name}): the formats written "
+            f"are {WRITTEN}; give the file one of these suffixes."
+        )
+    kind = KINDS.get(suffix, TEXT)
+    assert kind != NPZ
+    return kind
 
 
 @contextmanager
@@ -119,7 +149,8 @@ def open_writer(path, *, names: list[str] | None, dtype, n_rows: int | None = No
     path : path or binary file object
         By suffix: ``.npy``; ``.parquet`` / ``.pq``; ``.feather`` / ``.arrow`` /
         ``.ipc`` (Arrow IPC); anything else is text, one row per line
-        (tab-separated for ``.tsv`` / ``.tab``, else comma-separated, no header).
+        (tab-separated for ``.tsv`` / ``.tab``, else comma-separated, no header),
+        except ``.npz`` and compressed suffixes (``.gz``, ...), which are refused.
         A file object (standard output) receives text, not atomically.
     names : list of str or None
         Column names of 2-d blocks (Parquet/Arrow column names; the width of a
@@ -133,6 +164,8 @@ def open_writer(path, *, names: list[str] | None, dtype, n_rows: int | None = No
     ------
     ImportError
         Parquet or Arrow output without pyarrow.
+    ValueError
+        A suffix of a format not written (``.npz``, ``.gz``, ...).
     """
     to_file = isinstance(path, (str, os.PathLike))
     kind = output_kind(path) if to_file else TEXT
