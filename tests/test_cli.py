@@ -1431,6 +1431,54 @@ def test_outputs_to_a_suffix_not_written_are_usage_errors(runner, blobs, tmp_pat
     assert r.exit_code == 2 and "cannot write a gzip-compressed file (y.gz)" in r.output
 
 
+def test_fit_writes_all_of_its_outputs_or_none(runner, blobs, tmp_path, monkeypatch):
+    """Before, fit wrote the labels, then drew the plot and saved the model: a
+    one-row, 3-column CSV with --plot ended with PCA's traceback and left the labels
+    file. The figures are now drawn before any output is written (a failure is the
+    usual one-line error, exit 1), and the labels are put in place only once the
+    model and figures are written."""
+    import mbkkm.cli as cli
+
+    pytest.importorskip("matplotlib")
+    tmp_path = tmp_path / "out"  # (the test's own folder: only what fit writes)
+    tmp_path.mkdir()
+    one = tmp_path / "one.csv"
+    one.write_text("a,b,c\n1,2,3\n")
+    labels, model, plot = tmp_path / "l.csv", tmp_path / "m.skops", tmp_path / "p.png"
+    outs = ["--labels-out", str(labels), "--model-out", str(model), "--plot", str(plot)]
+    r = runner.invoke(main, ["fit", str(one), "-k", "1", "-q", *outs])
+    assert r.exit_code == 1 and "Traceback" not in r.output, r.output
+    assert r.output.startswith("Error: cannot draw the --plot figure (no output was written): ")
+    assert "needs at least 2 points, got 1" in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.csv"]  # no temporary file left
+
+    data = tmp_path / "d.npy"
+    np.save(data, blobs)
+    fit = [*_fast_args(data, labels), "--model-out", str(model)]
+    distances = tmp_path / "t.npy"
+
+    def no_disk(est, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("mbkkm.cluster.save_model", no_disk)
+    r = runner.invoke(main, [*fit, "--transform-out", str(distances), "--plot", str(plot)])
+    assert r.exit_code == 1 and f"cannot write {model}: No space left" in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npy", "one.csv"]
+    monkeypatch.undo()
+
+    def broken(*args, **kwargs):
+        raise ValueError("the figure failed")
+
+    monkeypatch.setattr(cli, "cluster_figure", broken)
+    r = runner.invoke(main, [*fit, "--plot", str(plot)])
+    assert r.exit_code == 1 and "the figure failed" in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npy", "one.csv"]
+    monkeypatch.undo()
+    r = runner.invoke(main, [*fit, "--plot", str(plot)])  # the same outputs, all written
+    assert r.exit_code == 0, r.output
+    assert labels.exists() and model.exists() and plot.read_bytes()[:4] == b"\x89PNG"
+
+
 def test_warnings_are_one_line_naming_no_source_line(runner, blobs, tmp_path, monkeypatch):
     """A warning of the fit reaches stderr as 'warning: <message>' on one line, not as
     Python's 'file:line: Category: message' pointing into click."""

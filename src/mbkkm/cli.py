@@ -22,6 +22,7 @@ Errors are printed as one line (``Error: ...``), without a traceback.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import sys
@@ -50,11 +51,11 @@ from ._files import (
     ColumnSelectionError,
     OptionError,
     Table,
+    atomic_write,
     names_list,
     open_table,
     open_writer,
     output_kind,
-    save_figure,
 )
 from ._files._alloc import release_free_memory, tune_allocator
 from ._progress import Progress, reporting
@@ -706,9 +707,13 @@ class _Outputs:
                 "checkpointed)."
             )
 
-    def write(self, est, X, sample, labels, names) -> None:
-        """The figures (the sampled rows of X, their ``labels``) and the model; a
-        gamma plot of a width not chosen here is not written (and said so)."""
+    def draw(self, est, X, sample, labels, names) -> dict[str, bytes]:
+        """The figures, drawn and rendered before any output is written (path -> the
+        file's bytes): the plot of the sampled rows of X (``sample``) and their
+        ``labels``, the gamma plot. A gamma plot of a width not chosen here is not
+        drawn (and said so); a figure that cannot be drawn is the command's one-line
+        failure (exit 1), with nothing written."""
+        figures = {}
         if self.gamma_plot is not None and est.gamma_selection_ is None:
             click.echo(
                 f"--gamma-plot: nothing written, the width was not chosen here "
@@ -717,17 +722,28 @@ class _Outputs:
             )
             self.gamma_plot = None
         elif self.gamma_plot is not None:
-            _save(gamma_figure(est.gamma_selection_), self.gamma_plot)
+            with _drawing("--gamma-plot"):
+                figures[self.gamma_plot] = _render(
+                    gamma_figure(est.gamma_selection_), self.gamma_plot
+                )
         if self.plot is not None:
             k, n, seed = est.n_clusters, X.shape[0], est.random_state
-            # the sampled rows: an array, or CSR rows (cluster_figure tells them apart)
-            figure = cluster_figure(X[sample], labels, k, names=names, n_total=n, seed=seed)
-            _save(figure, self.plot)
+            with _drawing("--plot"):
+                # the sampled rows: an array, or CSR rows (cluster_figure tells them apart)
+                figure = cluster_figure(X[sample], labels, k, names=names, n_total=n, seed=seed)
+                figures[self.plot] = _render(figure, self.plot)
+        return figures
+
+    def save(self, est, figures: dict[str, bytes]) -> None:
+        """Write the model, then the ``figures`` drawn by :meth:`draw`."""
         if self.model is not None:
             from .cluster import save_model
 
             with _writing(self.model):
                 save_model(est, self.model)
+        for path, data in figures.items():
+            with _writing(path), atomic_write(path, "wb") as fh:
+                fh.write(data)
 
     def _check_distinct(self, inputs) -> None:
         """Refuse an output file that is one of the ``inputs`` (it would be
@@ -831,24 +847,22 @@ def _row_blocks(X, k: int):
 
 @dataclass
 class _Labelled:
-    """What one labelling pass found: cluster sizes, inertia, rows, sampled labels."""
+    """What one labelling pass found: cluster sizes, inertia, rows."""
 
     sizes: np.ndarray
     inertia: float = 0.0
     n: int = 0
-    sample_labels: np.ndarray | None = None
 
 
-def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
+def _label_blocks(distances, k, outputs, n_rows, update=None, then=None):
     """One pass over blocks of squared distances to the k centers (rows, k): labels
     (argmin) and minimum distances, written block by block to ``outputs.labels`` /
     ``outputs.transform``; ``update(rows)`` after each block.
 
-    ``sample``: sorted row indices whose labels are kept (for the plot).
+    ``then()`` runs after the last block, before the files written are put in place
+    (each is written atomically): an error in it leaves them as they were.
     """
     out = _Labelled(np.zeros(k, dtype=np.int64))
-    if sample is not None:
-        out.sample_labels = np.empty(sample.shape[0], dtype=np.int32)
     with ExitStack() as stack:
 
         def writer(path, names, dtype):  # "-": standard output
@@ -866,9 +880,6 @@ def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
             labels = D.argmin(axis=1).astype(np.int32)
             out.inertia += float(D[np.arange(D.shape[0]), labels].sum(dtype=np.float64))
             out.sizes += np.bincount(labels, minlength=k)
-            if sample is not None:
-                lo, hi = np.searchsorted(sample, [out.n, out.n + D.shape[0]])
-                out.sample_labels[lo:hi] = labels[sample[lo:hi] - out.n]
             out.n += D.shape[0]
             if lw is not None:
                 lw.write(labels)
@@ -876,6 +887,8 @@ def _label_blocks(distances, k, outputs, n_rows, update=None, sample=None):
                 tw.write(D.astype(np.float32, copy=False))
             if update is not None:
                 update(D.shape[0])
+        if then is not None:
+            then()
     return out
 
 
@@ -919,9 +932,25 @@ def _writing(path):
         raise click.ClickException(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def _save(fig, path) -> None:
-    with _writing(path):
-        save_figure(fig, path, dpi=110, bbox_inches="tight")
+def _render(fig, path) -> bytes:
+    """The bytes of the image file ``path`` of ``fig`` (its format from the suffix)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=Path(path).suffix[1:].lower(), dpi=110, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+@contextmanager
+def _drawing(option: str):
+    """An error of drawing the figure of ``option`` as the one-line failure 'cannot
+    draw the OPTION figure (...)' (exit 1): nothing has been written yet."""
+    with _fails(
+        ValueError,
+        RuntimeError,
+        OverflowError,
+        MemoryError,
+        prefix=f"cannot draw the {option} figure (no output was written): ",
+    ):
+        yield
 
 
 def _legend_outside(ax) -> None:
@@ -973,8 +1002,17 @@ def cluster_figure(X, labels, n_clusters: int, *, names=None, n_total=None, seed
     Returns
     -------
     fig : matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        When ``d > 2`` and there are fewer than 2 points to project.
     """
     m, d = X.shape
+    if d > 2 and m < 2:
+        raise ValueError(
+            f"a projection of {d} features on two components needs at least 2 points, got {m}"
+        )
     sparse = not isinstance(X, np.ndarray)  # a CSR sample (scipy.sparse DATA)
     if sparse and d <= 2:
         X, sparse = X.toarray(), False
@@ -1090,7 +1128,9 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
     DATA: delimited text (CSV, TSV; header detected), .npy (memory-mapped),
     .npz (array X, or a scipy.sparse matrix saved by scipy.sparse.save_npz),
     .parquet or .feather (needs pyarrow). Outputs are written
-    atomically: a previous file is replaced only once the new one is complete.
+    atomically: a previous file is replaced only once the new one is complete;
+    and all or none: the figures are drawn before any file is written, and the
+    labels are put in place once the model and figures are.
     With --checkpoint, a fit killed part way resumes where it was saved when the
     same command runs again, and ends with the model of an uninterrupted run.
     """
@@ -1178,26 +1218,35 @@ def fit(data, n_clusters, params, source, outputs, quiet, verbose):
                         err=True,
                     )
                 raise
-            distances = _distances(est, [X])
+            fitted = None
         else:  # the fitted points' own kernel rows, not new points joining the graph
-            distances = _row_blocks(est.fit_transform(X), n_clusters)
+            fitted = est.fit_transform(X)
     fit_seconds = time.perf_counter() - start
     _record_columns(est, table, source["columns"], source["drop"])
     start = time.perf_counter()
-    sample = None  # the rows drawn for the plot: at most PLOT_POINTS (all of them if n is)
+    # All or nothing: the figures are drawn before any output is written, and the
+    # model and figures are written before the labels and distances are put in place.
+    sample = sample_labels = None  # the rows drawn for the plot, at most PLOT_POINTS
     if outputs.plot is not None:
         rng = np.random.default_rng(est.random_state)
         sample = np.sort(rng.choice(n, size=min(n, PLOT_POINTS), replace=False))
+        if fitted is None:
+            sample_labels = np.concatenate([D.argmin(axis=1) for D in _distances(est, [X[sample]])])
+        else:
+            sample_labels = fitted[sample].argmin(axis=1)
+    tables = verbose or outputs.gamma_plot is not None  # before a gamma plot not drawn
+    figures = outputs.draw(est, X, sample, sample_labels, table.names)
+    distances = _distances(est, [X]) if fitted is None else _row_blocks(fitted, n_clusters)
     written = " and ".join(
         f"{what} ({'standard output' if path == '-' else path})"
         for what, path in (("the labels", outputs.labels), ("the distances", outputs.transform))
         if path is not None
     )
     with _writing(written or "the labels"), _progress(n, "rows", "labelling", not quiet) as update:
-        found = _label_blocks(distances, n_clusters, outputs, n, update, sample)
+        found = _label_blocks(
+            distances, n_clusters, outputs, n, update, then=partial(outputs.save, est, figures)
+        )
     label_seconds = time.perf_counter() - start
-    tables = verbose or outputs.gamma_plot is not None  # before a gamma plot not written
-    outputs.write(est, X, sample, found.sample_labels, table.names)
     if outputs.checkpoint is not None:  # every output is written: the fit is not needed again
         Path(outputs.checkpoint).unlink(missing_ok=True)
     if quiet:
