@@ -253,3 +253,38 @@ def test_error_bars_are_the_summary_std(table, tmp_path, monkeypatch):
     stds = np.concatenate([s[c].dropna().to_numpy() for c in s.columns if c.endswith("_std")])
     drawn = [e for e in bars if e > 0]
     assert drawn and all(np.isclose(stds, e, rtol=1e-9, atol=0).any() for e in drawn), drawn
+
+
+def test_baselines_of_other_settings_join_the_kernel_of_their_settings(tmp_path, monkeypatch):
+    """A table mixing max_iter 20 and 200: the kernel's runs are labelled
+    'rbf (max_iter=20)' / 'rbf (max_iter=200)', the baseline's 'none (max_iter=20)' /
+    'none (max_iter=200)'. Before, the panels of 'rbf (max_iter=20)' held the
+    truncated algorithm alone and 'none (max_iter=20)' got panels of its own; each
+    baseline now joins the kernel panel of its own settings, and no other."""
+    import pandas as pd
+
+    from mbkkm.experiments import _plots
+
+    rows = _variant_rows()
+    rows = rows[rows["kernel_params"] != '{"n_neighbors": 2000}']
+    both = pd.concat(
+        [rows.assign(max_iter=20.0), rows.assign(max_iter=200.0, ari=0.9, nmi=0.9)],
+        ignore_index=True,
+    )
+    drawn = {}
+
+    def panels(plt, df, dataset, kernel, tau, out, formats):
+        drawn[kernel] = sorted(zip(df["algorithm"], df["max_iter"]))
+        return []
+
+    monkeypatch.setattr(_plots, "_panels", panels)
+    monkeypatch.setattr(_plots, "_tau_figure", lambda *args: [])
+    plot_results(both, tmp_path)
+    assert drawn == {
+        f"knn (max_iter={m})": [("minibatch-adaptive", m), ("truncated", m), ("truncated", m)]
+        for m in (20, 200)
+    }
+    # the baseline alone (no kernel run): one panel per setting, as before
+    drawn.clear()
+    plot_results(both[both["kernel"] == "none"], tmp_path)
+    assert sorted(drawn) == ["none (max_iter=20)", "none (max_iter=200)"]

@@ -11,7 +11,8 @@ For each dataset and kernel of the table:
   ``kernel_cpu_seconds``: on a shared machine the wall time also counts the
   waits for a core). The title gives
   the number of seeds behind each bar (a range where they differ).
-  Non-kernel algorithms (kernel ``"none"``) appear in every kernel's panel.
+  Non-kernel algorithms (kernel ``"none"``) appear in every kernel's panel whose
+  runs have their settings (``max_iter``, ``n_clusters``, ``n_samples``).
 * ``<dataset>-<kernel>-tau.{png,svg}``: the effect of tau on the truncated
   algorithms — ARI and objective against tau, one colour per batch size,
   solid for renormalised windows, dashed for the paper's literal truncation,
@@ -316,15 +317,38 @@ def plot_results(
     paths: list[Path] = []
     for dataset in dict.fromkeys(df["dataset"]):
         dsub = df[df["dataset"] == dataset]
-        kernels = [k for k in dict.fromkeys(dsub["kernel"]) if k != "none"] or ["none"]
+        baseline = _is_baseline(dsub["kernel"])
+        kernels = list(dict.fromkeys(dsub.loc[~baseline, "kernel"]))
+        if not kernels:  # non-kernel algorithms only: each setting its own panels
+            kernels, baseline = list(dict.fromkeys(dsub["kernel"])), baseline & False
         for kernel in kernels:
-            ksub = dsub[dsub["kernel"].isin([kernel, "none"])]
+            ksub = dsub[(dsub["kernel"] == kernel) | _baselines_of(dsub, baseline, kernel)]
             taus = sorted(ksub["tau"].dropna().unique())
             t = tau if tau is not None else (200 if 200 in taus else (taus[-1] if taus else None))
             t = None if t is None else int(t)
             paths += _panels(plt, ksub, dataset, kernel, t, out, formats)
             paths += _tau_figure(plt, dsub[dsub["kernel"] == kernel], dataset, kernel, out, formats)
     return paths
+
+
+def _is_baseline(kernels):
+    """Which rows are of a non-kernel algorithm: kernel ``"none"``, or ``"none (...)"``
+    where :func:`label_kernel_variants` told settings apart."""
+    return (kernels == "none") | kernels.str.startswith("none (")
+
+
+def _baselines_of(dsub, baseline, kernel):
+    """The rows of the non-kernel algorithms (``baseline``) drawn in the panels of
+    ``kernel`` (a label): those whose settings (max_iter, n_clusters, n_samples) are
+    the kernel's. When the kernel's runs were told apart by a setting, ``"rbf
+    (max_iter=20)"``, the baselines were too, ``"none (max_iter=20)"``: each goes
+    with the kernel label of its own settings, in whatever label it was put."""
+    own = dsub[dsub["kernel"] == kernel]
+    match = baseline.copy()
+    for c in ("max_iter", "n_clusters", "n_samples"):
+        if c in dsub.columns and own[c].notna().any():
+            match &= dsub[c].isin(set(own[c].dropna())) | dsub[c].isna()
+    return match
 
 
 def summarize(results):
