@@ -476,3 +476,35 @@ def test_read_results_skips_folders_named_like_tables(tmp_path):
     run_grid(tiny(algorithms=("minibatch-classic",)), tmp_path / "r.csv", progress=False)
     (tmp_path / "old.csv").mkdir()
     assert len(read_results(tmp_path)) == len(read_results(tmp_path / "r.csv"))
+
+
+def test_the_sparse_topics_corpus_runs_what_takes_sparse_rows(tmp_path):
+    """On the sparse synthetic corpus 'topics', full batch failed ('building the kernel
+    failed': np.asarray of a CSR matrix) and the non-kernel mini-batch k-means runs
+    failed (MiniBatchKMeans refuses sparse rows), and a re-run retried them all. Full
+    batch now builds its matrix from the sparse rows; the runs that need dense rows
+    (non-kernel k-means, graph kernels) are skipped with the reason, not retried."""
+    out = tmp_path / "r.csv"
+    g = tiny(
+        datasets=("topics",),
+        kernels=("cosine", "knn"),
+        algorithms=("full-batch", "truncated", "minibatch-adaptive"),
+        taus=(10,),
+        seeds=(0,),
+        synthetic_samples=200,
+        n_neighbors=10,
+    )
+    s = run_grid(g, out, progress=False)
+    status = {(r["kernel"], r["algorithm"]): (r["status"], r["message"]) for r in rows(out)}
+    assert status[("cosine", "full-batch")][0] == "ok"
+    assert status[("cosine", "truncated")][0] == "ok"
+    for key, why in (
+        (("none", "minibatch-adaptive"), "minibatch-adaptive (k-means in the input space"),
+        (("knn", "full-batch"), "the knn kernel builds its k-NN graph from dense rows"),
+        (("knn", "truncated"), "the knn kernel builds its k-NN graph from dense rows"),
+    ):
+        assert status[key][0] == "skipped", status[key]
+        assert why in status[key][1] and "'topics' is a scipy.sparse matrix" in status[key][1]
+    assert (s.ok, s.skipped, s.error) == (2, 3, 0)
+    again = run_grid(g, out, progress=False)
+    assert again.already_done == 5 and again.ok == again.error == 0

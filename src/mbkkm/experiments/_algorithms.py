@@ -138,6 +138,10 @@ class AlgorithmSpec:
     needs_kernel_matrix : bool, default=False
         Whether it needs the n x n kernel matrix (the runner estimates its
         memory and skips the run when it does not fit the memory budget).
+    sparse_input : bool, default=True
+        Whether it takes the rows of a scipy.sparse dataset (``"topics"``) as they
+        are; False: the runner skips it on such a dataset, saying why, rather than
+        expand the rows to dense ones.
     objective_space : str, default="kernel"
         Where its own objective (``inertia / n``) is measured: ``"kernel"``
         (kernel k-means objective in feature space), ``"input"`` (k-means in the
@@ -153,11 +157,15 @@ class AlgorithmSpec:
     uses_tau: bool = False
     graph_kernels: bool = True
     needs_kernel_matrix: bool = False
+    sparse_input: bool = True
     objective_space: str = "kernel"
 
 
-#: Non-kernel mini-batch k-means: once per dataset, k-means in the input space.
-_MINIBATCH: dict[str, Any] = dict(uses_kernel=False, graph_kernels=False, objective_space="input")
+#: Non-kernel mini-batch k-means: once per dataset, k-means in the input space (dense
+#: rows only: mbkkm's MiniBatchKMeans refuses sparse ones).
+_MINIBATCH: dict[str, Any] = dict(
+    uses_kernel=False, graph_kernels=False, sparse_input=False, objective_space="input"
+)
 
 
 #: The algorithms, by name.
