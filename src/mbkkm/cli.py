@@ -84,9 +84,10 @@ def read_data(
         is kept and all columns are read); ``.npz``: the array under ``key``;
         ``.parquet`` / ``.pq`` and ``.feather`` / ``.arrow`` / ``.ipc``: all
         numeric columns (needs pyarrow); anything else: delimited text (delimiter
-        sniffed among ``,``, tab, ``;`` and space), parsed in blocks by pandas'
-        C parser straight into ``dtype``, by as many threads as mbkkm uses
-        (``threadpool_limits`` and ``OMP_NUM_THREADS`` set them).
+        sniffed among ``,``, tab, ``;`` and space, checked against the next lines),
+        parsed in blocks by pandas' C parser straight into ``dtype``, by as many
+        threads as mbkkm uses (``threadpool_limits`` and ``OMP_NUM_THREADS`` set
+        them).
     header : bool, optional
         Whether the first non-blank text line is a header; None: a header when some
         field of that line is not a number, or when it is the column indices 0, 1,
