@@ -253,15 +253,15 @@ class StepOut(NamedTuple):
 def _plan_slots(pool, cfg, c, ns, alpha, grows):
     """Step 4 of :func:`advance`: the windows' slots, (k, L + 1), as tensor arithmetic.
 
-    An old block stays iff newer + n_j < tau and alpha_j < 1, n_j counted only for a
-    cluster that grows (alpha_j > 0: rows of weight 0 alone add no block, as on the
-    host); lambda <- (1 - alpha_j) lambda; the new block takes the first free slot
-    (newer = inf), the spare column when none is free (an overflow: a block there is
-    never dropped). Returns the new ``lam``, ``newer``, the slot of each cluster's new
-    block (k, 1), the mask of new blocks, their stamps and the rows' blocks (dropped
-    rows: free).
+    An old block stays iff newer + n_j < tau and alpha_j < 1, ``ns`` = n_j counted only
+    for a cluster that grows (alpha_j > 0: rows of weight 0 alone add no block, as on
+    the host; the caller masks it); lambda <- (1 - alpha_j) lambda; the new block
+    takes the first free slot (newer = inf), the spare column when none is free (an
+    overflow: a block there is never dropped). Returns the new ``lam``, ``newer``, the
+    slot of each cluster's new block (k, 1), the mask of new blocks, their stamps and
+    the rows' blocks (dropped rows: free).
     """
-    tot = pool.newer + ns * grows
+    tot = pool.newer + ns
     keep = (tot < c.tau_row) & (alpha < 1)
     lam = torch.where(keep, pool.lam * (1 - alpha), c.zero)
     newer = torch.where(keep, tot, c.inf)
@@ -371,7 +371,9 @@ def advance(pool, Xb, cfg, layout, c, weight=None):
     # whose sum is b exactly: no operation added to the fit's iteration)
     alpha = cfg.rate(bc, total if weight is None else bc.sum(), counts)
     grows = alpha > 0
-    lam, newer, slot, new, stamp, block = _plan_slots(pool, cfg, c, ns, alpha, grows)
+    # unweighted, a cluster grows iff it has rows: the mask is needed with weights only
+    grown = ns if weight is None else ns * grows
+    lam, newer, slot, new, stamp, block = _plan_slots(pool, cfg, c, grown, alpha, grows)
     # 5. Block Gram. V[j, x] = u_x on the new block of j (1 / n_j, or w_x / b_j);
     # R = K V^T; H'[j, p, r] = sum_{s in p} u_s R[s, j] (kept p: the rows of dropped
     # blocks are free now), H'[j, r, r] = (V R_B)[j, j]. The sums run over every row:
