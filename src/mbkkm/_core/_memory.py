@@ -125,7 +125,8 @@ class MemoryPlan:
     checked : tuple of str
         The phases the fit itself runs, compared with the memory available.
     shapes : dict
-        The sizes the plan assumed (batch, m, nb, chunk columns, tile rows, threads).
+        The sizes the plan assumed (batch, iterations, m, nb, chunk columns, tile rows,
+        threads).
     hints : dict of str to str
         For each phase, the parameters that lower it.
     measured : dict of str to int
@@ -551,7 +552,14 @@ def plan_minibatch(request):
         peaks={"fit": int(max(setup, iteration)), "labelling": int(labelling)},
         checked=("fit", "labelling") if r.compute_labels else ("fit",),
         shapes=dict(
-            batch=b, m=m, blocks=nb, chunk_columns=cols, tile_rows=rows, threads=threads, **shapes
+            batch=b,
+            iterations=r.max_iter,
+            m=m,
+            blocks=nb,
+            chunk_columns=cols,
+            tile_rows=rows,
+            threads=threads,
+            **shapes,
         ),
         hints={"fit": "batch_size or tau", "labelling": "working_memory or tau"},
     )

@@ -637,11 +637,11 @@ torch.device, default=None
                     host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
                 )
                 planned = self.memory_plan_.shapes
-                rows = max(X.shape[0], planned.get("batch", 0))
-                if rows > planned.get("batch", 0) or (
-                    self._state.support.shape[0] + X.shape[0] > planned.get("m", 0)
-                ):
-                    # a larger chunk, or a support grown past the plan: planned again,
+                rows, iterations = max(X.shape[0], planned["batch"]), planned.get("iterations")
+                # the plan's support was capped by its calls (not yet at its steady state)
+                capped = planned["m"] >= self.n_clusters + rows * (iterations or 0)
+                if rows > planned["batch"] or (self.n_steps_ >= (iterations or 0) and capped):
+                    # a larger chunk, or more calls than planned for: planned again,
                     # before any work, for twice the calls made so far (a support that
                     # keeps growing is planned again a few times only)
                     chunk = SimpleNamespace(
