@@ -310,6 +310,56 @@ def test_a_callable_of_the_same_name_but_other_code_is_refused(tmp_path, monkeyp
     assert other_process.stdout.strip() == _checkpoint._canon(_rbf_of(0.1))
 
 
+_WIDTH = 0.1
+
+
+def _rbf_of_the_module_width(A, B):
+    return np.exp(-_WIDTH * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+
+class _Kernel:
+    def __init__(self, gamma):
+        self.gamma = gamma
+
+    def __call__(self, A, B):
+        return self.method(A, B)
+
+    def method(self, A, B):
+        return np.exp(-self.gamma * ((A[:, None] - B[None]) ** 2).sum(-1))
+
+
+def test_callable_fingerprint_reads_globals_attributes_and_instances(monkeypatch):
+    """A function reading a module-level width, a bound method and a callable instance
+    resumed the fits of other widths (the code alone was hashed), and an instance
+    was never resumed at all in a new process (its address was in the fingerprint; a
+    regression review). Oracle: the fingerprint differs with the width, and is the
+    same in another process."""
+    canon = _checkpoint._canon
+    kinds = [
+        lambda: _rbf_of_the_module_width,
+        lambda: _Kernel(_WIDTH).method,
+        lambda: _Kernel(_WIDTH),
+    ]
+    before = [canon(make()) for make in kinds]
+    monkeypatch.setattr(sys.modules[__name__], "_WIDTH", 0.2)
+    after = [canon(make()) for make in kinds]
+    assert all(a != b for a, b in zip(before, after))
+    monkeypatch.undo()
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1])\n"
+        "import test_checkpoint as t\n"
+        "from mbkkm.cluster._checkpoint import _canon\n"
+        "print(_canon(t._rbf_of_the_module_width))\n"
+        "print(_canon(t._Kernel(t._WIDTH).method))\n"
+        "print(_canon(t._Kernel(t._WIDTH)))\n"
+    )
+    here = str(Path(__file__).parent)
+    out = subprocess.run(
+        [sys.executable, "-c", script, here], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == before
+
+
 def test_not_a_checkpoint_is_refused(tmp_path):
     path = tmp_path / "notes.txt"
     path.write_text("my notes\n")

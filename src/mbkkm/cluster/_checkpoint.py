@@ -33,6 +33,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import sys
+import types
 from numbers import Integral
 from pathlib import Path
 
@@ -294,9 +295,9 @@ def _canon(value):
         return {str(k): _canon(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
     if isinstance(value, functools.partial):
         return ["partial", _canon(value.func), _canon(value.args), _canon(value.keywords)]
-    if callable(value) and hasattr(value, "__qualname__"):
-        name = f"callable:{getattr(value, '__module__', '')}.{value.__qualname__}"
-        return name + _code_digest(value)
+    if callable(value):  # a function, a bound method, an instance with __call__
+        kind = value if hasattr(value, "__qualname__") else type(value)
+        return f"callable:{_name_of(kind)}" + _code_digest(value)
     if hasattr(value, "shape"):  # an init array, numpy or tensor
         arr = value.detach().cpu().numpy() if hasattr(value, "detach") else np.asarray(value)
         return f"array{list(arr.shape)}:{arr.dtype}:" + _digest(np.ascontiguousarray(arr))
@@ -304,31 +305,63 @@ def _canon(value):
 
 
 def _code_digest(f, seen=()):
-    """A function's code, defaults and closure as a hash (empty for other callables):
-    two lambdas, or a function redefined in a notebook cell, share a name. What would
-    differ from one process to the next (an object shown by its address) counts by its
-    type only, so that a killed fit still resumes."""
-    code = getattr(f, "__code__", None)
-    if code is None or f in seen:
+    """A callable's code and the values it reads as a hash (empty for other callables):
+    two lambdas, or a function redefined in a notebook cell, share a name.
+
+    A function: its code, defaults, closure, the module-level values its code names
+    (functions, classes and modules there by name only) and, for a bound method, its
+    object's attributes; an instance of a class with ``__call__``: that method's and
+    its attributes. What would differ from one process to the next (an object shown by
+    its address) counts by its type only, so that a killed fit still resumes.
+    """
+    if f in seen:
         return ""
     seen = (*seen, f)
-
-    def plain(value):
-        if hasattr(value, "__code__"):  # a function: its name and its own code
-            text = f"{value.__module__}.{value.__qualname__}" + _code_digest(value, seen)
-        elif hasattr(value, "co_code"):  # a code object: a lambda or a def inside
-            text = repr([value.co_code, value.co_names, [plain(c) for c in value.co_consts]])
-        elif isinstance(value, (list, tuple)):
-            text = repr([plain(v) for v in value])
-        elif isinstance(value, (set, frozenset)):  # in an order that is the same each run
-            text = repr(sorted(plain(v) for v in value))
-        else:
-            text = repr(_canon(value))
-        return type(value).__qualname__ if " at 0x" in text else text
-
-    cells = [cell.cell_contents for cell in f.__closure__ or ()]
-    parts = [plain(code), plain(f.__defaults__), plain(f.__kwdefaults__), plain(cells)]
+    code = getattr(f, "__code__", None)
+    if code is None:
+        call = type(f).__call__  # only callables come here
+        if getattr(call, "__code__", None) is None:
+            return ""
+        parts = [_code_digest(call, seen), _plain(getattr(f, "__dict__", {}), seen)]
+    else:
+        module = getattr(f, "__globals__", {})
+        named = {name: module[name] for name in code.co_names if name in module}
+        parts = [
+            _plain(code, seen),
+            _plain(f.__defaults__, seen),
+            _plain(f.__kwdefaults__, seen),
+            _plain([cell.cell_contents for cell in f.__closure__ or ()], seen),
+            _plain({k: v for k, v in named.items() if not _by_name(v)}, seen),
+            sorted(_name_of(v) for v in named.values() if _by_name(v)),
+            _plain(getattr(getattr(f, "__self__", None), "__dict__", None), seen),
+        ]
     return ":" + hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _by_name(value):
+    """A module-level function, class or module: fingerprinted by its name."""
+    return callable(value) or isinstance(value, types.ModuleType)
+
+
+def _name_of(value):
+    return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value.__name__)}"
+
+
+def _plain(value, seen):
+    """A value as text for :func:`_code_digest`, the same in every process."""
+    if hasattr(value, "__code__"):  # a function: its name and its own code
+        text = _name_of(value) + _code_digest(value, seen)
+    elif hasattr(value, "co_code"):  # a code object: a lambda or a def inside
+        text = repr([value.co_code, value.co_names, [_plain(c, seen) for c in value.co_consts]])
+    elif isinstance(value, (list, tuple)):
+        text = repr([_plain(v, seen) for v in value])
+    elif isinstance(value, (set, frozenset)):  # in an order that is the same each run
+        text = repr(sorted(_plain(v, seen) for v in value))
+    elif isinstance(value, dict):
+        text = repr(sorted((str(k), _plain(v, seen)) for k, v in value.items()))
+    else:
+        text = repr(_canon(value))
+    return type(value).__qualname__ if " at 0x" in text else text
 
 
 @_canon.register(list)
