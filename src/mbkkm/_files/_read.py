@@ -413,24 +413,36 @@ class Table:
 _BOOLEAN_LETTERS = (b"u", b"U", b"l", b"L")
 
 
-def _maybe_booleans(piece: _Piece, X: np.ndarray) -> bool:
+def _maybe_booleans(piece: _Piece, X: np.ndarray, table: Table) -> bool:
     """Whether a block that pandas read may hold a column of true/false words.
 
     pandas' C parser reads a column of only such words (any case) as 1 and 0,
     and refuses them beside numbers, so whether a file read depended on how its
     blocks fell. A text table holds numbers: such a block is read line by line,
     which refuses a true/false cell as it does any other word. Only a column of
-    0s and 1s can have been one, in a block holding one of their letters (which
-    a column left out, of names, say, may hold too)."""
+    0s and 1s can have been one, and then all of its cells in the block were words
+    (pandas refuses words beside numbers): its field in the block's first line
+    holds one of their letters. The columns left out (of names, say) are not read.
+    """
     if not X.shape[0]:
         return False
     maybe = (X[0] == 0) | (X[0] == 1)  # the first row rules out most columns at once
     if not maybe.any():
         return False
-    part = X[:, maybe]
-    if not ((part == 0) | (part == 1)).all(axis=0).any():
+    zero_one = np.flatnonzero(maybe)[((X[:, maybe] == 0) | (X[:, maybe] == 1)).all(axis=0)]
+    if not zero_one.size:
         return False
-    return any(piece.buf.find(c, 0, piece.n) >= 0 for c in _BOOLEAN_LETTERS)
+    start, first = 0, b""
+    while start < piece.n and not first.strip():  # the first line that is not blank
+        end = piece.buf.find(b"\n", start, piece.n)
+        end = piece.n if end < 0 else end
+        first, start = bytes(piece.buf[start:end]), end + 1
+    sep = table._opts["sep"]
+    fields = first.split() if sep == r"\s+" else first.split(sep.encode())
+    positions = zero_one if table._all_columns else np.asarray(table.columns)[zero_one]
+    if len(fields) <= int(positions.max()):
+        return True  # a line not of the table's width: the exact reading decides
+    return any(c in fields[p] for p in positions for c in _BOOLEAN_LETTERS)
 
 
 #: Room in each text buffer beyond :data:`BLOCK_BYTES` for the start of a line
@@ -533,7 +545,7 @@ def _parse_text_block(piece: _Piece, table: Table) -> np.ndarray:
     X = df.to_numpy(dtype=table.dtype)  # Fortran order
     if not np.isfinite(X).all():  # a short row (filled with NaN) or nan/inf cells
         return _parse_lines(piece, table)
-    if _maybe_booleans(piece, X):
+    if _maybe_booleans(piece, X, table):
         return _parse_lines(piece, table)
     # C order here, in the parsing thread, so that the copy into the array is a
     # plain memory copy
