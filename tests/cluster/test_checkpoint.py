@@ -297,17 +297,25 @@ def test_a_callable_of_the_same_name_but_other_code_is_refused(tmp_path, monkeyp
     got = MiniBatchKernelKMeans(kernel=_rbf_of(0.1), **kw).fit(X, checkpoint=path)
     ref = MiniBatchKernelKMeans(kernel=_rbf_of(0.1), **kw).fit(X)
     _assert_same_model(got, ref)
-    script = (
-        "import numpy as np, sys; sys.path.insert(0, sys.argv[1])\n"
-        "from test_checkpoint import _rbf_of\n"
-        "from mbkkm.cluster._checkpoint import _canon\n"
-        "print(_canon(_rbf_of(0.1)))\n"
+    assert _fingerprints_in_another_process("t._rbf_of(0.1)") == [_checkpoint._canon(_rbf_of(0.1))]
+
+
+def _fingerprints_in_another_process(*callables):
+    """The checkpoint fingerprints of ``callables`` (expressions over this module as
+    ``t``) computed in a new Python process: another hash seed, other addresses."""
+    script = "\n".join(
+        [
+            "import sys; sys.path.insert(0, sys.argv[1])",
+            "import test_checkpoint as t",
+            "from mbkkm.cluster._checkpoint import _canon",
+            *(f"print(_canon({expression}))" for expression in callables),
+        ]
     )
     here = str(Path(__file__).parent)
-    other_process = subprocess.run(
+    out = subprocess.run(
         [sys.executable, "-c", script, here], capture_output=True, text=True, check=True
     )
-    assert other_process.stdout.strip() == _checkpoint._canon(_rbf_of(0.1))
+    return out.stdout.split()
 
 
 _WIDTH = 0.1
@@ -345,19 +353,12 @@ def test_callable_fingerprint_reads_globals_attributes_and_instances(monkeypatch
     after = [canon(make()) for make in kinds]
     assert all(a != b for a, b in zip(before, after))
     monkeypatch.undo()
-    script = (
-        "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "import test_checkpoint as t\n"
-        "from mbkkm.cluster._checkpoint import _canon\n"
-        "print(_canon(t._rbf_of_the_module_width))\n"
-        "print(_canon(t._Kernel(t._WIDTH).method))\n"
-        "print(_canon(t._Kernel(t._WIDTH)))\n"
+    assert (
+        _fingerprints_in_another_process(
+            "t._rbf_of_the_module_width", "t._Kernel(t._WIDTH).method", "t._Kernel(t._WIDTH)"
+        )
+        == before
     )
-    here = str(Path(__file__).parent)
-    out = subprocess.run(
-        [sys.executable, "-c", script, here], capture_output=True, text=True, check=True
-    )
-    assert out.stdout.split() == before
 
 
 def test_not_a_checkpoint_is_refused(tmp_path):
