@@ -583,8 +583,8 @@ torch.device, default=None
         sqrt(b_j / b) is 1 for a one-row chunk, which moves the center onto that row
         (blobs fed one row at a time: ARI 0.53 with "adaptive", 0.95 with "classic",
         the rate scikit-learn's ``partial_fit`` uses). The first call plans the memory
-        (``memory_plan_``) for chunks of its size; a larger chunk later plans it again
-        for its own size, before any work.
+        (``memory_plan_``) for chunks of its size; a larger chunk, or a support that
+        outgrows the calls planned for, plans it again, before any work.
 
         Parameters
         ----------
@@ -637,10 +637,12 @@ torch.device, default=None
                     host_sample_weight(sample_weight, self._tensor_io), _device.host_shape(X)
                 )
                 planned = self.memory_plan_.shapes
-                rows, iterations = max(X.shape[0], planned["batch"]), planned.get("iterations")
+                # (a model of an earlier version, whose plan lacks these, plans again once)
+                batch, iterations = planned.get("batch", 0), planned.get("iterations") or 0
+                rows = max(X.shape[0], batch)
                 # the plan's support was capped by its calls (not yet at its steady state)
-                capped = planned["m"] >= self.n_clusters + rows * (iterations or 0)
-                if rows > planned["batch"] or (self.n_steps_ >= (iterations or 0) and capped):
+                capped = planned.get("m", 0) >= self.n_clusters + rows * iterations
+                if rows > batch or (self.n_steps_ >= iterations and capped):
                     # a larger chunk, or more calls than planned for: planned again,
                     # before any work, for twice the calls made so far (a support that
                     # keeps growing is planned again a few times only)
