@@ -417,6 +417,23 @@ def test_memory_plan_of_ten_million_points():
     assert plan.peak > 24 * 2**30
 
 
+def test_memory_plan_counts_the_dense_eigensolver_when_it_runs():
+    """The spectrum is computed densely (scipy's eigh on the n x n matrix) up to 500
+    points, and also beyond when n - 1 pairs or more are asked for; the plan counted
+    Lanczos vectors then (a code review). Oracle: the spectrum's own choice."""
+    from mbkkm.kernels._graph import fit_knn_graph
+    from mbkkm.kernels._spectral import GraphSpectrum, n_pairs_needed
+
+    X = np.random.default_rng(0).normal(size=(600, 3))
+    graph = fit_knn_graph(X, 10, "euclidean", None, None, None)
+    for components in (100, 700):  # Lanczos, then every pair: dense
+        params = {"n_neighbors": 10, "n_components": None, "max_components": components}
+        pairs = n_pairs_needed(600, None, components)
+        spectrum = GraphSpectrum(graph, pairs, random_state=0)
+        plan = plan_graph("heat", 600, 3, 8, params)
+        assert ("dense eigendecomposition (3 n x n)" in plan.terms) == spectrum.exact
+
+
 def test_sample_weight_and_pickle():
     X, y = _moons(600)
     w = np.random.default_rng(0).uniform(0.5, 2.0, 600)

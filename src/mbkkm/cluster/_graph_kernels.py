@@ -562,7 +562,7 @@ def plan_graph(name, n, n_features, itemsize, params):
     terms["sparse adjacency while symmetrised (4 copies)"] = 4 * 12 * n * (2 * max(k - 1, 0) + 1)
     if name == "heat":
         pairs = n_pairs_needed(n, params["n_components"], params["max_components"])
-        if n <= DENSE_MAX_SAMPLES:
+        if n <= DENSE_MAX_SAMPLES or pairs >= n - 1:  # as GraphSpectrum decides
             terms["dense eigendecomposition (3 n x n)"] = 3 * 8 * n * n
         else:
             terms["eigensolver: Lanczos vectors (n, max(2 p + 1, 20))"] = (
