@@ -269,6 +269,32 @@ def test_missing_dataset_recorded_as_an_error_and_run_again(tmp_path, monkeypatc
     assert s.ok == 2 and s.already_done == 0, s.errors
 
 
+def test_a_dataset_out_of_memory_is_an_error_row_not_the_end_of_the_grid(tmp_path, monkeypatch):
+    """Before, only OSError and ValueError from loading a dataset were recorded: a
+    MemoryError (a dataset too large for the machine) escaped run_grid and stopped
+    the whole grid, the other datasets' runs not run."""
+    from mbkkm.experiments import _runner
+
+    real = _runner.load_data
+
+    def load(run, **kwargs):
+        if run.dataset == "moons":
+            raise MemoryError("Unable to allocate 40.0 GiB for an array")
+        return real(run, **kwargs)
+
+    monkeypatch.setattr(_runner, "load_data", load)
+    out = tmp_path / "r.csv"
+    g = tiny(datasets=("moons", "blobs"), algorithms=("minibatch-classic",))
+    s = run_grid(g, out, progress=False)
+    assert s.error == 2 and s.ok == 2
+    assert s.errors == [
+        "dataset not available: MemoryError: Unable to allocate 40.0 GiB for an array"
+    ]
+    monkeypatch.setattr(_runner, "load_data", real)
+    s = run_grid(g, out, progress=False)  # retried, as any error row
+    assert s.ok == 2 and s.already_done == 2
+
+
 def test_errors_recorded_and_retried(tmp_path, monkeypatch):
     from mbkkm.experiments import _algorithms
 

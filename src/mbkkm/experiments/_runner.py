@@ -13,8 +13,8 @@ a timestamp, a ``status`` (``ok``, ``skipped`` or ``error``) and a message.
   newest row of a run id wins when the table is read with :func:`read_results`).
   One run at a time writes a table (an advisory lock; a second is refused).
 * ``budget_seconds`` stops cleanly between runs.
-* A dataset that cannot be loaded (missing, no download) makes its runs
-  ``error`` rows, so that a re-run with the dataset in place runs them.
+* A dataset that cannot be loaded (missing, no download, out of memory) makes its
+  runs ``error`` rows, so that a re-run with the dataset in place runs them.
 * Runs that need an n x n kernel matrix (full-batch kernel k-means, graph
   kernels) are estimated before they start; when the estimate exceeds the
   memory budget (default: a fraction of the available RAM), the row is
@@ -594,11 +594,14 @@ class _Executor:
         if key != self._data_key:
             self._kernel_key, self._kernel = None, (None, None)  # free the old matrix first
             self._data_key, self._data = key, (None, None)
-            self._data = _attempt(partial(self.load_data, run), (OSError, ValueError))
+            # MemoryError too: one dataset too large to load is that dataset's runs'
+            # error, not the end of the grid (as a kernel or a fit out of memory)
+            self._data = _attempt(partial(self.load_data, run), (OSError, ValueError, MemoryError))
         row = _base_row(run, self.env)
         data, error = self._data
         if error is not None:
-            # an error, not a skip: a re-run with the dataset in place runs it
+            # an error, not a skip: a re-run with the dataset in place (or more memory)
+            # runs it
             return _finish(row, "error", f"dataset not available: {error}")
         X, y = data
         algo = get_algorithm(run.algorithm)
