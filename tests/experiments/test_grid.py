@@ -243,3 +243,37 @@ def test_the_published_grids_load():
         names.add(g.name)
         assert "--out docs/results/tables" in f.read_text(), f
     assert {"gaussian-pendigits", "knn-letter", "knn-mnist"} <= names
+
+
+@pytest.mark.parametrize(
+    "field, values",
+    [
+        ("datasets", ["blobs", "moons", "blobs"]),
+        ("algorithms", ["truncated", "truncated"]),
+        ("kernels", ["rbf", "rbf"]),
+        ("batch_sizes", [32, 64, 32]),
+        ("taus", [10, 10]),
+        ("seeds", [0, 1, 0]),
+    ],
+)
+def test_a_value_listed_twice_is_refused_by_name(field, values):
+    """Before, a dataset, algorithm, batch size, tau or seed listed twice expanded to
+    the same runs twice (one run id each time), all run in one invocation; now the
+    grid is refused, naming the field and the value, from Python and from a table."""
+    table = {"datasets": ["blobs"], "algorithms": ["truncated"], field: values}
+    repeated = repr(values[-1])
+    with pytest.raises(GridError, match=rf"^{field} lists {repeated} more than once; list"):
+        grid_from_dict(table)
+    with pytest.raises(GridError, match=rf"^{field} lists {repeated} more than once"):
+        Grid(name="g", **table)
+    if field == "datasets":
+        with pytest.raises(GridError, match=r"^datasets lists 'blobs' more than once"):
+            small_grid().with_options(datasets=["blobs", "blobs"])
+
+
+def test_two_aliases_of_one_kernel_and_distinct_values_are_one_run_each():
+    g = grid_from_dict(
+        {"datasets": ["blobs"], "algorithms": ["truncated"], "kernels": ["gaussian", "rbf"]}
+    )
+    runs = expand(g.with_options(seeds=3))
+    assert len({r.run_id for r in runs}) == len(runs) == 3

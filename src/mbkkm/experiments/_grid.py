@@ -19,10 +19,13 @@ paper, plus ``quick``) or a TOML file (:func:`load_grid`)::
 
 :func:`expand` turns a grid into :class:`RunSpec` objects, each with a stable
 ``run_id`` (a hash of its parameters) so that a re-run skips rows already in
-the result table. An algorithm is not repeated over an axis it does not
-depend on: tau only multiplies the truncated algorithms, the kernel axis does
-not multiply non-kernel mini-batch k-means (its rows have ``kernel = "none"``),
-and full-batch kernel k-means ignores the batch size.
+the result table. A value listed twice in one axis (a dataset, an algorithm,
+a kernel, a batch size, a tau or a seed) is refused with a :class:`GridError` that
+names it; two aliases of one kernel (``gaussian`` and ``rbf``) are one kernel. An
+algorithm is not repeated over an axis it does not depend on: tau only multiplies
+the truncated algorithms, the kernel axis does not multiply non-kernel mini-batch
+k-means (its rows have ``kernel = "none"``), and full-batch kernel k-means ignores
+the batch size.
 
 Kernel parameters come from the dataset registry (:data:`mbkkm.datasets.DATASETS`):
 the paper writes the Gaussian kernel exp(-||x - y||^2 / kappa) with a width
@@ -195,7 +198,21 @@ def _str_tuple(value, name) -> tuple[str, ...]:
     for v in value:
         if not isinstance(v, str):
             raise GridError(f"{name} must hold strings, got {v!r} ({type(v).__name__}).")
+    _check_unique(value, name)
     return tuple(value)
+
+
+def _check_unique(values, name) -> None:
+    """Refuse a value listed twice: each combination of a grid is one run, so a
+    repeated name, size or seed would run the same runs twice in one invocation."""
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise GridError(
+                f"{name} lists {v!r} more than once; list each value once (a grid runs "
+                "each combination of its values once)."
+            )
+        seen.add(v)
 
 
 def _listed(value):
@@ -216,6 +233,7 @@ def _int_tuple(value, name, minimum=1) -> tuple[int, ...]:
     for v in value:
         if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
             raise GridError(f"{name} must hold integers >= {minimum}, got {v!r}.")
+    _check_unique(value, name)
     return tuple(value)
 
 
