@@ -71,9 +71,52 @@ def test_key_covers_what_the_matrix_depends_on():
         dict(params={"n_neighbors": 6}),
         dict(source="abd"),
         dict(synthetic_samples=100),
+        dict(data="0123"),
     ):
         keys.add(cache_key(**{**base, **change}))
-    assert len(keys) == 7
+    assert len(keys) == 8
+
+
+@pytest.mark.parametrize("kernel", ["rbf", "knn"])
+def test_other_data_or_edited_code_under_one_name_builds_a_new_matrix(tmp_path, kernel):
+    """Before, the key held the dataset's name and the commit only: the matrix of a
+    dataset file since replaced (or found in another data folder), or of code edited
+    since (one ``+dirty`` commit for every edit), was reused silently. Now the key
+    holds a fingerprint of the points and of the package's files."""
+    from mbkkm.experiments._runner import build_kernel
+
+    # a fixed rbf width or k: the two datasets share the kernel's parameters
+    fixed = dict(gamma=0.5) if kernel == "rbf" else dict(n_neighbors=5)
+    g = Grid(name="c", datasets="pendigits", algorithms="full-batch", kernels=kernel, **fixed)
+    run = expand(g)[0]
+    rng = np.random.default_rng(0)
+    X1 = rng.normal(size=(40, 3))
+    X2 = X1.copy()
+    X2[:5] *= 3.0  # the same shape and name, other points
+    idx = np.arange(40)
+    seconds = []
+    for X in (X1, X2, X1):
+        k = build_kernel(X, run, matrix=True, cache_dir=tmp_path, source="abc+dirty")
+        fresh = build_kernel(X, run, matrix=True)
+        np.testing.assert_array_equal(
+            kernel_block(k.matrix, idx, idx), kernel_block(fresh.matrix, idx, idx)
+        )
+        seconds.append(k.seconds)
+    assert seconds[2] == seconds[0]  # the same points again: the first entry, reused
+    assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2
+
+    from mbkkm.experiments._kernel_cache import _tree_digest, data_fingerprint
+
+    assert data_fingerprint(X1) != data_fingerprint(X2)
+    assert data_fingerprint(sp.csr_matrix(X1)) != data_fingerprint(sp.csr_matrix(X2))
+    assert data_fingerprint(X1.astype(np.float32)) != data_fingerprint(X1)
+    assert data_fingerprint(np.asfortranarray(X1)) == data_fingerprint(X1)
+    # an edit of a source file (the commit unchanged) is another source
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n")
+    before = _tree_digest(tmp_path / "src")
+    (tmp_path / "src" / "a.py").write_text("x = 2\n")
+    assert _tree_digest(tmp_path / "src") != before
 
 
 def test_grid_with_cache_equals_grid_without(tmp_path):

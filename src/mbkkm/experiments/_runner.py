@@ -218,7 +218,8 @@ def build_kernel(X: np.ndarray, run: RunSpec, *, matrix: bool, cache_dir=None, s
 
     With ``cache_dir``, the matrix is read from (or built into) that kernel cache
     (:mod:`._kernel_cache`) under a key made of the run's dataset (and synthetic
-    size), the ``source`` and the kernel with its resolved parameters.
+    size), a fingerprint of ``X`` itself, the ``source`` (commit or version) with a
+    hash of the package's files, and the kernel with its resolved parameters.
     """
     kernel, params = run.kernel, dict(run.kernel_params)
     if kernel not in GRAPH_KERNELS and kernel != "none":
@@ -247,15 +248,18 @@ def build_kernel(X: np.ndarray, run: RunSpec, *, matrix: bool, cache_dir=None, s
 
     if cache_dir is None:
         return KernelSetup(kernel, dict(params), *build())
-    from ._kernel_cache import cache_key, cached_matrix
+    from ._kernel_cache import cache_key, cached_matrix, data_fingerprint, source_fingerprint
 
+    # the points themselves and the code's files, not only their names: a dataset
+    # file replaced, or edited code (a +dirty commit), never reuses an older matrix
     key = cache_key(
         dataset=run.dataset,
         synthetic_samples=run.synthetic_samples,
         n_samples=X.shape[0],
         kernel=kernel,
         params=params,
-        source=source,
+        source=source_fingerprint(source),
+        data=data_fingerprint(X),
     )
     return KernelSetup(kernel, dict(params), *cached_matrix(cache_dir, key, build))
 
