@@ -246,6 +246,142 @@ def _alive(pid):
         return False
 
 
+class _FakeProcess:
+    def __init__(self, pid):
+        self.pid, self.exitcode = pid, None
+
+    def is_alive(self):
+        return False
+
+    def terminate(self):
+        pass
+
+    def join(self, timeout=None):
+        pass
+
+
+class _FakePool:
+    """A process pool without processes: a run of seed 0 kills its worker
+    (SIGKILL), which breaks the pool; the pool's other workers end by SIGTERM."""
+
+    pids = iter(range(10_000, 20_000))
+
+    def __init__(self, jobs, initargs):
+        self.env, self.folder = initargs[0], initargs[-1]
+        self._processes, self.runs = {}, {}
+
+    def submit(self, fn, run):
+        from concurrent.futures import Future
+
+        future, pid = Future(), next(self.pids)
+        self._processes[pid] = _FakeProcess(pid)
+        self.runs[future] = (run, pid)
+        if isinstance(self.folder, str):  # the runner's folder of running runs
+            with open(os.path.join(self.folder, str(pid)), "w") as f:
+                f.write(run.run_id)
+        return future
+
+    def finish(self):
+        """Every run in flight ends, or the pool breaks if one is of seed 0."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        from mbkkm.experiments._runner import _base_row, _finish
+
+        broken = any(run.seed == 0 for run, _ in self.runs.values())
+        for future, (run, pid) in self.runs.items():
+            if broken:
+                self._processes[pid].exitcode = -9 if run.seed == 0 else -15
+                future.set_exception(BrokenProcessPool("a worker died"))
+            else:
+                future.set_result(_finish(_base_row(run, self.env), "ok", ""))
+        self.runs = {}
+
+    def shutdown(self, wait=True, cancel_futures=False):
+        pass
+
+
+def test_only_the_dead_workers_run_counts_its_death(tmp_path, monkeypatch):
+    """Before, every run in flight when a worker died was marked as having met a
+    dying worker, and a run beside one that kills its worker twice was recorded as
+    an error with it; now only the run of the worker that died by itself (not one
+    ended with the broken pool) counts it. Deterministic: a pool without processes."""
+    import concurrent.futures
+
+    from mbkkm.experiments import _runner
+
+    pools = []
+
+    def pool(jobs, initargs):
+        pools.append(_FakePool(jobs, initargs))
+        return pools[-1]
+
+    def wait(fs, timeout=None, return_when=None):
+        pools[-1].finish()
+        return set(fs), set()
+
+    monkeypatch.setattr(_runner, "_pool", pool)
+    monkeypatch.setattr(concurrent.futures, "wait", wait)
+    g = Grid(
+        name="die",
+        datasets=("blobs",),
+        algorithms=("minibatch-classic",),
+        batch_sizes=(32,),
+        seeds=(0, 1, 2),
+        max_iter=3,
+        synthetic_samples=100,
+    )
+    out = tmp_path / "die.csv"
+    s = run_grid(g, out, progress=False, jobs=2)
+    df = read_results(out).set_index("seed")
+    assert (s.ok, s.error) == (2, 1), s.errors
+    assert (df.loc[[1, 2], "status"] == "ok").all()
+    assert df.loc[0, "status"] == "error" and "died twice" in df.loc[0, "message"]
+    assert len(pools) == 3  # broken twice by the run of seed 0
+
+
+@pytest.mark.slow
+def test_only_the_run_of_a_dying_worker_counts_its_death(tmp_path, monkeypatch):
+    """Before, every run in flight when a worker died was marked as having met a
+    dying worker: a run beside one that kills its worker twice (out of memory, say)
+    was recorded as an error with it. Now only the dead worker's run counts it; the
+    run beside it is run again and ends ok."""
+    import concurrent.futures
+    import time
+
+    import _kill_child
+
+    from mbkkm.experiments import _runner
+
+    real_wait = concurrent.futures.wait
+
+    def wait(fs, timeout=None, return_when=concurrent.futures.ALL_COMPLETED):
+        """As a busy grid process: it looks at its runs a little after the first
+        one ends, when a broken pool has failed every future it held."""
+        real_wait(fs, timeout, return_when)
+        time.sleep(0.3)
+        return real_wait(fs, 0, return_when)
+
+    monkeypatch.setattr(concurrent.futures, "wait", wait)
+    monkeypatch.setenv("MBKKM_TEST_MARKERS", str(tmp_path))
+    monkeypatch.setattr(_runner, "_worker_run", _kill_child.worker_run_seed0_dies)
+    g = Grid(
+        name="die",
+        datasets=("blobs",),
+        algorithms=("minibatch-classic",),
+        batch_sizes=(32,),
+        seeds=(0, 1),
+        max_iter=3,
+        synthetic_samples=100,
+    )
+    out = tmp_path / "die.csv"
+    s = run_grid(g, out, progress=False, jobs=2)
+    df = read_results(out).set_index("seed")
+    assert (s.ok, s.error) == (1, 1), s.errors
+    assert df.loc[1, "status"] == "ok"
+    assert df.loc[0, "status"] == "error" and "died twice" in df.loc[0, "message"]
+    assert not list(tmp_path.glob("mbkkm-workers-*"))
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="Linux /proc")
 def test_parallel_grid_killed_leaves_no_worker_and_resumes(tmp_path):

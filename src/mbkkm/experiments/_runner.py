@@ -650,6 +650,8 @@ class _Executor:
 # --- worker processes (run_grid with jobs > 1) -----------------------------------------
 
 _WORKER: _Executor | None = None
+#: The folder where each worker names the run it is running (a file per process id).
+_RUNNING_DIR: str | None = None
 
 
 #: Seconds between two looks at the parent by a worker that the kernel cannot kill
@@ -693,9 +695,12 @@ def _die_with_parent(parent: int, prctl: bool = True) -> None:
         threading.Thread(target=watch_parent, daemon=True, name="mbkkm-parent-watch").start()
 
 
-def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int) -> None:
-    global _WORKER
+def _init_worker(
+    env: dict, options: dict, blas_threads: int | None, parent: int, running_dir: str | None = None
+) -> None:
+    global _WORKER, _RUNNING_DIR
     _die_with_parent(parent)
+    _RUNNING_DIR = running_dir
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(blas_threads)  # None: unchanged
@@ -705,6 +710,9 @@ def _init_worker(env: dict, options: dict, blas_threads: int | None, parent: int
 def _worker_run(run: RunSpec) -> dict[str, Any]:
     """A run's row in a worker process, with the worker's BLAS threads."""
     assert _WORKER is not None, "worker not initialised"
+    if _RUNNING_DIR is not None:  # so that the grid knows which run a dead worker held
+        with suppress(OSError):
+            Path(_RUNNING_DIR, str(os.getpid())).write_text(run.run_id)
     row = _WORKER(run)
     row["blas_threads"] = effective_n_threads()  # BLAS threads of this process
     return row
@@ -871,18 +879,26 @@ def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
     grid's order (so a worker mostly meets the dataset and kernel it holds);
     rows recorded as they come. Returns the runs not run (over the time budget).
 
-    A worker that dies (killed, out of memory) breaks the pool: the runs it held
-    are queued again once on a new pool; a run that meets a dying worker twice
-    is recorded as ``error`` (retried by the next resume). On an exception here
-    (Ctrl-C) the workers are stopped at once.
+    A worker that dies (killed, out of memory) breaks the pool: every run in
+    flight is queued again on a new pool. Each worker names the run it starts in
+    a file of its process id, so the run of the worker that died by itself (not
+    one terminated with the pool) is known: only that run counts the death; one
+    that meets it twice is recorded as ``error`` (retried by the next resume).
+    Where that run is not known (a worker died before it named one, or was ended
+    by SIGTERM from outside), every run in flight counts it, so the grid always
+    ends. On an exception here (Ctrl-C) the workers are stopped at once.
     """
+    import shutil
+    import tempfile
     from concurrent.futures import FIRST_COMPLETED, wait
     from concurrent.futures.process import BrokenProcessPool
 
     queue = list(reversed(todo))
+    running_dir = tempfile.mkdtemp(prefix="mbkkm-workers-")
+    initargs = (*initargs, running_dir)
     pool = _pool(jobs, initargs)
     pending: dict[Any, RunSpec] = {}
-    died: set[str] = set()  # the runs that met a dying worker once
+    died: set[str] = set()  # the runs whose worker died while running them, once
     try:
         while queue or pending:
             while queue and len(pending) < jobs and not over_budget():
@@ -891,33 +907,59 @@ def _run_parallel(todo, jobs, initargs, record, over_budget) -> int:
             if not pending:  # the budget stopped the grid
                 break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            broken = False
+            in_flight: list[RunSpec] = []  # the runs the broken pool held
             for fut in finished:
                 run = pending.pop(fut)
                 try:
                     row = fut.result()
                 except BrokenProcessPool:
-                    broken = True
-                    if run.run_id not in died:
-                        died.add(run.run_id)
-                        queue.append(run)
-                        continue
-                    row = _finish(
-                        _base_row(run, initargs[0]),
-                        "error",
-                        "the worker process running this run died twice (killed, or out of memory)",
-                    )
+                    in_flight.append(run)
+                    continue
                 record(row)
-            if broken:
-                queue.extend(pending.values())
-                pending.clear()
-                _stop(pool)
-                pool = _pool(jobs, initargs)
+            if not in_flight:
+                continue
+            in_flight += pending.values()
+            pending.clear()
+            processes = list((getattr(pool, "_processes", None) or {}).values())
+            _stop(pool)  # the others are terminated: exit code -SIGTERM
+            culprits = _runs_of_dead_workers(processes, running_dir)
+            suspects = [r for r in in_flight if r.run_id in culprits] or in_flight
+            for run in in_flight:
+                if run in suspects and run.run_id in died:
+                    message = (
+                        "the worker process running this run died twice (killed, or out of memory)"
+                    )
+                    record(_finish(_base_row(run, initargs[0]), "error", message))
+                    continue
+                if run in suspects:
+                    died.add(run.run_id)
+                queue.append(run)
+            with suppress(OSError):  # the new pool's workers name their runs afresh
+                for f in os.listdir(running_dir):
+                    os.unlink(os.path.join(running_dir, f))
+            pool = _pool(jobs, initargs)
     except BaseException:
         _stop(pool)
         raise
+    finally:
+        shutil.rmtree(running_dir, ignore_errors=True)
     pool.shutdown(wait=True)
     return len(queue)
+
+
+def _runs_of_dead_workers(processes, running_dir: str) -> set[str]:
+    """The run ids held by the ``processes`` (stopped) that died by themselves: by
+    another end than the SIGTERM with which a broken pool and :func:`_stop` end the
+    others (the out-of-memory killer's SIGKILL, a crash, an exit)."""
+    import signal
+
+    culprits = set()
+    for p in processes:
+        if p.exitcode in (None, 0, -signal.SIGTERM):
+            continue
+        with suppress(OSError):
+            culprits.add(Path(running_dir, str(p.pid)).read_text())
+    return culprits
 
 
 def _stop(pool) -> None:
