@@ -59,6 +59,19 @@ def _grid(seeds):
     )
 
 
+def _tiny_grid(seeds):
+    """Three iterations of non-kernel mini-batch k-means on 100 points, per seed."""
+    return Grid(
+        name="die",
+        datasets=("blobs",),
+        algorithms=("minibatch-classic",),
+        batch_sizes=(32,),
+        seeds=seeds,
+        max_iter=3,
+        synthetic_samples=100,
+    )
+
+
 def _lines(path):
     """(complete lines, trailing partial line) of a table."""
     data = path.read_bytes() if path.exists() else b""
@@ -321,15 +334,7 @@ def test_only_the_dead_workers_run_counts_its_death(tmp_path, monkeypatch):
 
     monkeypatch.setattr(_runner, "_pool", pool)
     monkeypatch.setattr(concurrent.futures, "wait", wait)
-    g = Grid(
-        name="die",
-        datasets=("blobs",),
-        algorithms=("minibatch-classic",),
-        batch_sizes=(32,),
-        seeds=(0, 1, 2),
-        max_iter=3,
-        synthetic_samples=100,
-    )
+    g = _tiny_grid(seeds=(0, 1, 2))
     out = tmp_path / "die.csv"
     s = run_grid(g, out, progress=False, jobs=2)
     df = read_results(out).set_index("seed")
@@ -364,15 +369,7 @@ def test_only_the_run_of_a_dying_worker_counts_its_death(tmp_path, monkeypatch):
     monkeypatch.setattr(concurrent.futures, "wait", wait)
     monkeypatch.setenv("MBKKM_TEST_MARKERS", str(tmp_path))
     monkeypatch.setattr(_runner, "_worker_run", _kill_child.worker_run_seed0_dies)
-    g = Grid(
-        name="die",
-        datasets=("blobs",),
-        algorithms=("minibatch-classic",),
-        batch_sizes=(32,),
-        seeds=(0, 1),
-        max_iter=3,
-        synthetic_samples=100,
-    )
+    g = _tiny_grid(seeds=(0, 1))
     out = tmp_path / "die.csv"
     s = run_grid(g, out, progress=False, jobs=2)
     df = read_results(out).set_index("seed")
