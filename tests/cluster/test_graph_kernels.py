@@ -417,6 +417,24 @@ def test_memory_plan_of_ten_million_points():
     assert plan.peak > 24 * 2**30
 
 
+def test_kernels_page_states_the_ten_million_point_plan():
+    """kernels.rst's figures for 10,000,000 points (16 float32 features, the
+    defaults) are the plan's: the eigensolver's Lanczos vectors and eigenvectors, and
+    the whole plan, rounded to GiB."""
+    import re
+    from pathlib import Path
+
+    from mbkkm.cluster._graph_kernels import _HEAT_DEFAULTS
+
+    plan = plan_graph("heat", 10_000_000, 16, 4, dict(_HEAT_DEFAULTS))
+    solver = sum(v for name, v in plan.terms.items() if name.startswith(("eigensolver", "eigenv")))
+    page = Path(__file__).parents[2] / "docs" / "user_guide" / "kernels.rst"
+    text = " ".join(page.read_text().split())
+    found = re.search(r"alone would need about (\d+) GiB \(the whole graph plan (\d+) GiB\)", text)
+    assert found, "the sentence moved: keep this test with it"
+    assert int(found[1]) == round(solver / 2**30) and int(found[2]) == round(plan.peak / 2**30)
+
+
 def test_memory_plan_counts_the_dense_eigensolver_when_it_runs():
     """The spectrum is computed densely (scipy's eigh on the n x n matrix) up to 500
     points, and also beyond when n - 1 pairs or more are asked for; the plan counted
