@@ -76,10 +76,15 @@ def test_no_cuda_is_refused_with_a_hint(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.slow
-def test_compile_check_prints_one_line_and_holds(capsys):
+def test_compile_check_prints_one_line_and_holds(capsys, tmp_path, monkeypatch):
     """One iteration of a fit's loop compiles into one graph (fullgraph=True,
     dynamic=False): no graph break, no recompile over 50 iterations, the labels of
-    every iteration equal to the eager loop's."""
+    every iteration equal to the eager loop's.
+
+    Compiled in a cache of its own: torch's shared cache (/tmp/torchinductor_<user>)
+    handed a kernel compiled for AVX-512 to a run under ATEN_CPU_CAPABILITY=avx2, which
+    crashed the process (the same at the previous release)."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     bench = _load()
     rc = bench.main(["--device", "cpu", "--compile-check"])
     out = capsys.readouterr().out.splitlines()
